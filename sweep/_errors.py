@@ -1,0 +1,17 @@
+"""The exceptions users see. Each message names the field or file, the value and what is allowed."""
+
+
+class SweepError(Exception):
+    """Base class of every error seed-sweep raises on bad input or a bad store."""
+
+
+class SpecError(SweepError, ValueError):
+    """A sweep specification (or a value derived from it) is invalid."""
+
+
+class StoreError(SweepError):
+    """A store directory or one of its files is missing, corrupt or of another format."""
+
+
+class QueryError(SweepError, ValueError):
+    """An ensemble query (where / best / member / predict) cannot be answered."""

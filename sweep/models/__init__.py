@@ -1,0 +1,7 @@
+"""Model registry: pdequinox architectures by name, user factories, fast batched forwards."""
+
+from ._fast import batched_forward as batched_forward
+from ._registry import ACTIVATIONS as ACTIVATIONS
+from ._registry import ARCHITECTURES as ARCHITECTURES
+from ._registry import build_model as build_model
+from ._registry import check_model as check_model

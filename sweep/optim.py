@@ -1,0 +1,88 @@
+"""Optax optimizers named in a spec, with scalar hyperparameters passed as arrays.
+
+The trainer calls :func:`make_optimizer` inside the traced step with the member's
+hyperparameters as (traced) scalars, so one compiled program serves every learning rate.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import optax
+
+from ._errors import SpecError
+
+OPTIMIZERS = (
+    "adabelief", "adadelta", "adafactor", "adagrad", "adam", "adamax", "adamaxw", "adamw", "adan",
+    "amsgrad", "fromage", "lamb", "lars", "lion", "nadam", "nadamw", "noisy_sgd", "novograd",
+    "optimistic_adam", "optimistic_gradient_descent", "radam", "rmsprop", "rprop", "sgd",
+    "sign_sgd", "signum", "sm3", "yogi",
+)
+SCHEDULES = tuple(n for n in dir(optax) if n.endswith("_schedule") and n != "scale_by_schedule")
+
+
+def _is_float(value: Any) -> bool:
+    return isinstance(value, float) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def check_optimizer(name: str, options: Mapping[str, Any]) -> None:
+    """Raise :class:`SpecError` unless ``optax.<name>(**options)`` is a valid optimizer."""
+    if name not in OPTIMIZERS:
+        raise SpecError(f"`optimizer.name`: unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
+    params = inspect.signature(getattr(optax, name)).parameters
+    allowed = set(params) | {"schedule"}
+    for key, value in options.items():
+        if key not in allowed:
+            raise SpecError(
+                f"`optimizer.{key}`: not an argument of optax.{name}; allowed: {', '.join(sorted(allowed))}"
+            )
+    lr = options.get("learning_rate")
+    if not _is_float(lr) or not math.isfinite(lr) or lr < 0:
+        raise SpecError(f"`optimizer.learning_rate`: got {lr!r}; must be a finite number >= 0")
+    if "schedule" in options:
+        _check_schedule(options["schedule"])
+
+
+def _check_schedule(schedule: Any) -> None:
+    if not isinstance(schedule, Mapping) or schedule.get("name") not in SCHEDULES:
+        got = schedule.get("name") if isinstance(schedule, Mapping) else schedule
+        raise SpecError(
+            f"`optimizer.schedule`: got {got!r}; give {{name = \"<schedule>\", ...}} with one of {', '.join(SCHEDULES)}"
+        )
+    fn = getattr(optax, schedule["name"])
+    kwargs = _schedule_kwargs(schedule)
+    try:
+        inspect.signature(fn).bind(**kwargs)
+    except TypeError as e:
+        raise SpecError(f"`optimizer.schedule`: bad arguments for optax.{schedule['name']}: {e}") from None
+
+
+def _schedule_kwargs(schedule: Mapping[str, Any]) -> dict[str, Any]:
+    fn = getattr(optax, schedule["name"])
+    kwargs = {k: v for k, v in schedule.items() if k != "name"}
+    params = inspect.signature(fn).parameters
+    for unit in ("init_value", "peak_value"):
+        if unit in params and unit not in kwargs:
+            kwargs[unit] = 1.0
+    return kwargs
+
+
+def hyperparameter_names(options: Mapping[str, Any], extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Names passed as arrays: ``learning_rate``, every float option, and the vmapped ones."""
+    names = ["learning_rate"]
+    names += [k for k, v in options.items() if k != "learning_rate" and isinstance(v, float)]
+    names += [k for k in extra if k not in names]
+    return tuple(names)
+
+
+def make_optimizer(name: str, options: Mapping[str, Any], hparams: Mapping[str, Any]) -> optax.GradientTransformation:
+    """``optax.<name>`` with ``hparams`` (arrays) overriding ``options``; schedule scales the update."""
+    kwargs = {k: v for k, v in options.items() if k != "schedule"} | dict(hparams)
+    opt = getattr(optax, name)(**kwargs)
+    if "schedule" in options:
+        schedule = options["schedule"]
+        opt = optax.chain(opt, optax.scale_by_schedule(getattr(optax, schedule["name"])(**_schedule_kwargs(schedule))))
+    return opt

@@ -1,0 +1,59 @@
+"""Data for a sweep: built-in generators (``heat1d``) and user data loaders."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+from .._errors import SpecError
+from .._imports import is_import_path
+from ._arrays import load_arrays, load_function
+from ._dataset import Dataset as Dataset
+from ._dataset import as_dataset as as_dataset
+from ._heat1d import heat1d as heat1d
+
+GENERATORS = {"heat1d": heat1d}
+PROBLEMS = (*GENERATORS, "arrays")
+
+
+def check_problem(name: str, options: Mapping[str, Any]) -> None:
+    """Raise :class:`SpecError` unless ``name`` with ``options`` describes loadable data."""
+    if is_import_path(name):
+        return
+    if name == "arrays":
+        unknown = set(options) - {"path", "shape"}
+        if "path" not in options or unknown:
+            raise SpecError(
+                f"`problem`: \"arrays\" takes path= (and shape= for Parquet); got {sorted(options)}"
+            )
+        return
+    if name not in GENERATORS:
+        raise SpecError(
+            f"`problem.name`: unknown problem {name!r}; choose one of {', '.join(PROBLEMS)} "
+            f"or give a function as \"package.module:function\""
+        )
+    params = inspect.signature(GENERATORS[name]).parameters
+    for key, value in options.items():
+        if key not in params:
+            raise SpecError(f"`problem.{key}`: not an option of {name}; allowed: {', '.join(params)}")
+        default = params[key].default
+        if isinstance(default, int) and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise SpecError(f"`problem.{key}`: got {value!r}; must be a non-negative integer")
+        if isinstance(default, float) and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+            raise SpecError(f"`problem.{key}`: got {value!r}; must be a positive number")
+    if "test_fraction" in options and not 0 < options["test_fraction"] < 1:
+        raise SpecError(f"`problem.test_fraction`: got {options['test_fraction']!r}; must be in (0, 1)")
+    for key in ("num_points", "num_samples"):
+        if key in options and options[key] < 2:
+            raise SpecError(f"`problem.{key}`: got {options[key]!r}; must be >= 2")
+
+
+def load_problem(name: str, options: Mapping[str, Any]) -> Dataset:
+    """Generate or load the data of a problem (validated)."""
+    if name in GENERATORS:
+        return GENERATORS[name](**options)
+    if name == "arrays":
+        shape = options.get("shape")
+        return load_arrays(options["path"], tuple(shape) if shape else None)
+    return load_function(name, dict(options))

@@ -1,0 +1,373 @@
+"""Frozen, validated sweep configuration (SPEC §3) with dict / TOML round trip.
+
+Every part validates itself on construction and raises :class:`SpecError` naming the
+field, the bad value and what is allowed, so that nothing runs on a bad spec.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import math
+import tomllib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ._errors import SpecError
+from .models import check_model
+from .optim import check_optimizer
+from .problems import check_problem
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+class _Named:
+    """A frozen ``name`` + keyword options record: ``Part("name", key=value, ...)``."""
+
+    _field = ""
+
+    def __init__(self, name: str, /, **options: Any):
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "options", dict(options))
+        self._check()
+
+    def __setattr__(self, key, value):
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {key!r}")
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self.to_dict() == other.to_dict()
+
+    def __hash__(self):
+        return hash(json.dumps(self.to_dict(), sort_keys=True, default=str))
+
+    def __repr__(self):
+        kw = "".join(f", {k}={v!r}" for k, v in self.options.items())
+        return f"{type(self).__name__}({self.name!r}{kw})"
+
+    def __getattr__(self, key: str) -> Any:
+        options = self.__dict__.get("options", {})
+        if key in options:
+            return options[key]
+        raise AttributeError(key)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, **self.options}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]):
+        data = dict(data)
+        if "name" not in data:
+            raise SpecError(f"`{cls._field}.name`: missing; give the {cls._field} a name")
+        return cls(data.pop("name"), **data)
+
+    def replace(self, **changes: Any):
+        data = self.to_dict() | changes
+        return type(self).from_dict(data)
+
+    def _check(self) -> None:
+        raise NotImplementedError
+
+
+class Problem(_Named):
+    """The data: ``"heat1d"``, ``"arrays"`` (with ``path=``) or ``"package.module:function"``."""
+
+    _field = "problem"
+
+    def _check(self):
+        check_problem(self.name, self.options)
+
+
+class Model(_Named):
+    """A pdequinox architecture by name with its keyword arguments, or a factory import path."""
+
+    _field = "model"
+
+    def _check(self):
+        check_model(self.name, self.options)
+
+
+class Optimizer(_Named):
+    """An optax optimizer by name with its keyword arguments (``learning_rate`` required).
+
+    ``schedule={"name": "cosine_decay_schedule", "decay_steps": 1000}`` multiplies the learning
+    rate by an optax schedule (built with ``init_value=1.0``) of the step count.
+    """
+
+    _field = "optimizer"
+
+    def _check(self):
+        check_optimizer(self.name, self.options)
+
+
+@dataclasses.dataclass(frozen=True)
+class Training:
+    """Epochs, batch size and how often (in epochs) a trial reports and checkpoints."""
+
+    epochs: int = 100
+    batch_size: int = 32
+    report_every: int = 10
+
+    def __post_init__(self):
+        for field in ("epochs", "batch_size", "report_every"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise SpecError(f"`training.{field}`: got {value!r}; must be an integer >= 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Training:
+        allowed = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - allowed
+        if unknown:
+            raise SpecError(
+                f"`training`: unknown field(s) {sorted(unknown)}; allowed: {sorted(allowed)}"
+            )
+        return cls(**data)
+
+    def replace(self, **changes: Any) -> Training:
+        return Training.from_dict(self.to_dict() | changes)
+
+
+_PARTS = {"problem": Problem, "model": Model, "optimizer": Optimizer, "training": Training}
+_TOP_GRID_KEYS = ("sweep_seed",)
+
+
+def _seed_tuple(seeds: int | Iterable[int]) -> tuple[int, ...]:
+    if isinstance(seeds, bool):
+        raise SpecError(f"`seeds`: got {seeds!r}; give an int N (seeds 0..N-1) or a list of ints")
+    if isinstance(seeds, int):
+        if seeds < 1:
+            raise SpecError(f"`seeds`: got {seeds}; the number of seeds must be >= 1")
+        return tuple(range(seeds))
+    try:
+        values = list(seeds)
+    except TypeError:
+        raise SpecError(
+            f"`seeds`: got {seeds!r}; give an int N (seeds 0..N-1) or a list of ints"
+        ) from None
+    if not values:
+        raise SpecError("`seeds`: got an empty list; give at least one seed")
+    for s in values:
+        if not isinstance(s, int) or isinstance(s, bool) or s < 0:
+            raise SpecError(f"`seeds`: got {s!r}; seeds must be non-negative integers")
+    dupes = sorted({s for s in values if values.count(s) > 1}) if len(set(values)) < len(values) else []
+    if dupes:
+        raise SpecError(f"`seeds`: duplicate seed(s) {dupes[:10]}; each seed may appear once")
+    return tuple(values)
+
+
+def _check_resources(resources: Mapping[str, Any]) -> dict[str, float]:
+    unknown = set(resources) - {"cpu", "gpu"}
+    if unknown:
+        raise SpecError(f"`resources`: unknown key(s) {sorted(unknown)}; allowed: cpu, gpu")
+    cpu = resources.get("cpu", 1)
+    gpu = resources.get("gpu", 0)
+    if not _is_number(cpu) or cpu <= 0:
+        raise SpecError(f"`resources.cpu`: got {cpu!r}; must be a number > 0")
+    if not _is_number(gpu) or gpu < 0:
+        raise SpecError(f"`resources.gpu`: got {gpu!r}; must be 0 (CPU only), a fraction in (0, 1] or a whole number")
+    if gpu > 1 and gpu != int(gpu):
+        raise SpecError(
+            f"`resources.gpu`: got {gpu!r}; above 1 the GPU count must be a whole number (a fraction must be in (0, 1])"
+        )
+    return {"cpu": cpu, "gpu": gpu}
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepSpec:
+    """A whole sweep: one base configuration, a grid over it, the seeds and the resources.
+
+    ```python
+    spec = SweepSpec(name="heat", problem=Problem("heat1d", num_samples=100),
+                     model=Model("ConvNet", hidden_channels=8, depth=2),
+                     optimizer=Optimizer("adam", learning_rate=1e-3),
+                     training=Training(epochs=4, batch_size=16, report_every=2), seeds=4)
+    ```
+    """
+
+    name: str
+    problem: Problem
+    model: Model
+    optimizer: Optimizer
+    training: Training = Training()
+    seeds: int | tuple[int, ...] = 1
+    sweep_seed: int = 0
+    seeds_per_trial: int | str = 16
+    grid: Mapping[str, tuple[Any, ...]] = dataclasses.field(default_factory=dict)
+    vmap: tuple[str, ...] | None = None
+    resources: Mapping[str, float] = dataclasses.field(default_factory=lambda: {"cpu": 1, "gpu": 0})
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name or "/" in self.name:
+            raise SpecError(f"`name`: got {self.name!r}; give a non-empty name without '/'")
+        for field, cls in _PARTS.items():
+            if not isinstance(getattr(self, field), cls):
+                raise SpecError(f"`{field}`: got {getattr(self, field)!r}; expected a sweep.{cls.__name__}")
+        if not isinstance(self.seeds, int):
+            object.__setattr__(self, "seeds", _seed_tuple(self.seeds))
+        else:
+            _seed_tuple(self.seeds)
+        if not isinstance(self.sweep_seed, int) or isinstance(self.sweep_seed, bool) or self.sweep_seed < 0:
+            raise SpecError(f"`sweep_seed`: got {self.sweep_seed!r}; must be a non-negative integer")
+        spt = self.seeds_per_trial
+        if spt != "auto" and (not isinstance(spt, int) or isinstance(spt, bool) or spt < 1):
+            raise SpecError(f"`seeds_per_trial`: got {spt!r}; must be an integer >= 1 or \"auto\"")
+        object.__setattr__(self, "resources", _check_resources(self.resources))
+        object.__setattr__(self, "grid", self._checked_grid())
+        object.__setattr__(self, "vmap", self._checked_vmap())
+
+    # -- grid ------------------------------------------------------------------------------
+    def _checked_grid(self) -> dict[str, tuple[Any, ...]]:
+        if not isinstance(self.grid, Mapping):
+            raise SpecError(f"`grid`: got {self.grid!r}; give a mapping of dotted spec paths to lists")
+        grid = {}
+        for key, values in self.grid.items():
+            if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+                raise SpecError(f"`grid.{key}`: got {values!r}; give a list of values")
+            values = tuple(values)
+            if not values:
+                raise SpecError(f"`grid.{key}`: empty list; give at least one value")
+            part, _, leaf = key.partition(".")
+            if key in _TOP_GRID_KEYS:
+                pass
+            elif part not in _PARTS or not leaf:
+                raise SpecError(
+                    f"`grid`: key {key!r} is not a spec field; use problem.<option>, model.<option>, "
+                    f"optimizer.<option>, training.<field> or sweep_seed"
+                )
+            for value in values:  # each value must make a valid spec
+                self._apply({key: value})
+            grid[key] = values
+        return grid
+
+    def _checked_vmap(self) -> tuple[str, ...]:
+        if self.vmap is None:
+            return tuple(k for k in self.grid if _vmappable(k, self.grid[k]))
+        if isinstance(self.vmap, str):
+            raise SpecError(f"`vmap`: got {self.vmap!r}; give a list of grid keys")
+        vmap = tuple(self.vmap)
+        for key in vmap:
+            if key not in self.grid:
+                raise SpecError(f"`vmap`: {key!r} is not a grid key; grid keys: {sorted(self.grid)}")
+            if not _vmappable(key, self.grid[key]):
+                raise SpecError(
+                    f"`vmap`: {key!r} cannot be vmapped; only numeric optimizer hyperparameters can "
+                    f"(other keys change the compiled program and become separate trials)"
+                )
+        return vmap
+
+    def _apply(self, assignment: Mapping[str, Any]) -> SweepSpec:
+        """This spec with dotted-path values set, and no grid (validated)."""
+        parts = {f: getattr(self, f).to_dict() for f in _PARTS}
+        top = {}
+        for key, value in assignment.items():
+            part, _, leaf = key.partition(".")
+            if key in _TOP_GRID_KEYS:
+                top[key] = value
+            else:
+                parts[part][leaf] = value
+        built = {f: cls.from_dict(parts[f]) for f, cls in _PARTS.items()}
+        return dataclasses.replace(self, grid={}, vmap=(), **built, **top)
+
+    @property
+    def seed_list(self) -> tuple[int, ...]:
+        return _seed_tuple(self.seeds)
+
+    def expand(self) -> list[tuple[SweepSpec, list[dict[str, Any]]]]:
+        """Structural configs (grid applied, no grid left) with their vmapped hyperparameter sets.
+
+        Structural keys vary slowest in grid order; each config carries every combination of the
+        vmapped keys (``[{}]`` when nothing is vmapped).
+        """
+        structural = [k for k in self.grid if k not in self.vmap]
+        hparam_sets = [dict(zip(self.vmap, c)) for c in itertools.product(*(self.grid[k] for k in self.vmap))]
+        out = []
+        for combo in itertools.product(*(self.grid[k] for k in structural)):
+            out.append((self._apply(dict(zip(structural, combo))), hparam_sets))
+        return out
+
+    # -- identity --------------------------------------------------------------------------
+    def structure_dict(self) -> dict[str, Any]:
+        """The part of this spec that determines one global ensemble (no seeds, grid, resources)."""
+        opt = {k: v for k, v in self.optimizer.to_dict().items() if k not in {h.partition(".")[2] for h in self.vmap}}
+        return {
+            "problem": self.problem.to_dict(),
+            "model": self.model.to_dict(),
+            "optimizer": opt,
+            "training": self.training.to_dict(),
+            "sweep_seed": self.sweep_seed,
+        }
+
+    @property
+    def config_id(self) -> str:
+        """Stable 12-hex-digit id of the structural configuration."""
+        blob = json.dumps(self.structure_dict(), sort_keys=True, default=repr)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    # -- round trip ------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        for field in _PARTS:
+            out[field] = getattr(self, field).to_dict()
+        out["seeds"] = self.seeds if isinstance(self.seeds, int) else list(self.seeds)
+        out["sweep_seed"] = self.sweep_seed
+        out["seeds_per_trial"] = self.seeds_per_trial
+        out["grid"] = {k: list(v) for k, v in self.grid.items()}
+        out["vmap"] = list(self.vmap)
+        out["resources"] = dict(self.resources)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SweepSpec:
+        data = dict(data)
+        allowed = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - allowed
+        if unknown:
+            raise SpecError(f"spec: unknown field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+        for field in ("name", "problem", "model", "optimizer"):
+            if field not in data:
+                raise SpecError(f"`{field}`: missing; a sweep spec needs name, problem, model and optimizer")
+        for field, part in _PARTS.items():
+            if field in data and isinstance(data[field], Mapping):
+                data[field] = part.from_dict(data[field])
+        if "vmap" in data and data["vmap"] is not None:
+            data["vmap"] = tuple(data["vmap"])
+        return cls(**data)
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> SweepSpec:
+        try:
+            with open(path, "rb") as f:
+                return cls.from_dict(tomllib.load(f))
+        except FileNotFoundError:
+            raise SpecError(f"spec file {str(path)!r} does not exist") from None
+        except tomllib.TOMLDecodeError as e:
+            raise SpecError(f"spec file {str(path)!r} is not valid TOML: {e}") from None
+
+    def to_toml(self, path: str | Path | None = None) -> str:
+        import tomli_w
+
+        text = tomli_w.dumps(_drop_none(self.to_dict()))
+        if path is not None:
+            Path(path).write_text(text)
+        return text
+
+
+def _vmappable(key: str, values: tuple[Any, ...]) -> bool:
+    part, _, leaf = key.partition(".")
+    return part == "optimizer" and leaf not in ("name", "schedule") and all(
+        _is_number(v) and math.isfinite(v) for v in values
+    )
+
+
+def _drop_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    return value

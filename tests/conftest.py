@@ -1,0 +1,66 @@
+"""Shared fixtures: keys, tree comparison, tiny specs."""
+
+from __future__ import annotations
+
+import itertools
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import sweep
+
+
+@pytest.fixture
+def getkey():
+    counter = itertools.count()
+    return lambda: jax.random.key(next(counter))
+
+
+def tree_allclose(a, b, *, rtol=1e-5, atol=1e-6, exact=False) -> bool:
+    """Same structure and leaves equal (``exact``: bit for bit)."""
+    la, ta = jax.tree_util.tree_flatten(eqx.filter(a, eqx.is_array))
+    lb, tb = jax.tree_util.tree_flatten(eqx.filter(b, eqx.is_array))
+    if ta != tb or len(la) != len(lb):
+        return False
+    for x, y in zip(la, lb):
+        x, y = np.asarray(x), np.asarray(y)
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if exact and not np.array_equal(x, y, equal_nan=True):
+            return False
+        if not exact and not np.allclose(x, y, rtol=rtol, atol=atol, equal_nan=True):
+            return False
+    return True
+
+
+def member(model, i):
+    """Member ``i`` of a stacked model (pdequinox's helper)."""
+    import pdequinox as pdeqx
+
+    return pdeqx.extract_from_ensemble(model, i)
+
+
+def tiny_spec(**changes) -> sweep.SweepSpec:
+    """A spec that trains in well under a second per block on CPU."""
+    base = dict(
+        name="tiny",
+        problem=sweep.Problem("heat1d", num_points=16, num_samples=60, data_seed=0),
+        model=sweep.Model("ConvNet", hidden_channels=4, depth=2, activation="relu", boundary_mode="dirichlet"),
+        optimizer=sweep.Optimizer("adam", learning_rate=3e-3),
+        training=sweep.Training(epochs=4, batch_size=16, report_every=2),
+        seeds=4,
+        seeds_per_trial=2,
+    )
+    base.update(changes)
+    return sweep.SweepSpec(**base)
+
+
+@pytest.fixture
+def spec():
+    return tiny_spec()
+
+
+__all__ = ["tree_allclose", "member", "tiny_spec", "jnp"]
