@@ -59,6 +59,7 @@ def save_block(directory: str | os.PathLike, *, spec: SweepSpec, state: TrainSta
     meta = {
         "format": FORMAT,
         "spec": spec.to_dict(),
+        "config_id": spec.config_id,
         "seeds": list(history.seeds),
         "hparams": [dict(h) for h in history.hparams],
         "hparam_names": sorted(state.hparams),

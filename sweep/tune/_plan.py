@@ -1,0 +1,124 @@
+"""The sweep plan: which trials (structural config + block of seeds) run, before anything runs.
+
+No Ray here: the plan is plain data, printable, deterministic, and stored as
+``<sweep>/plan.json`` so that the aggregator knows every planned member.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..spec import SweepSpec
+
+PLAN_FILE = "plan.json"
+PLAN_FORMAT = 1
+
+
+def _short_hash(payload: Any) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:8]
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialPlan:
+    """One Ray Tune trial: one structural config, one block of seeds x every hyperparameter set."""
+
+    trial_key: str
+    config_id: str
+    spec: SweepSpec
+    seeds: tuple[int, ...]
+    hparams: tuple[dict[str, float], ...]
+
+    @property
+    def num_members(self) -> int:
+        return len(self.seeds) * len(self.hparams)
+
+    def members(self) -> list[tuple[dict[str, float], int]]:
+        """(hyperparameter set, seed) of every member, in block order (hparams-major)."""
+        return [(h, s) for h in self.hparams for s in self.seeds]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "trial_key": self.trial_key,
+            "config_id": self.config_id,
+            "spec": self.spec.to_dict(),
+            "seeds": list(self.seeds),
+            "hparams": [dict(h) for h in self.hparams],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TrialPlan:
+        return cls(
+            data["trial_key"], data["config_id"], SweepSpec.from_dict(data["spec"]),
+            tuple(data["seeds"]), tuple(dict(h) for h in data["hparams"]),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Every trial of a sweep, with the resources each one asks for."""
+
+    spec: SweepSpec
+    trials: tuple[TrialPlan, ...]
+    seeds_per_trial: int
+
+    @property
+    def num_members(self) -> int:
+        return sum(t.num_members for t in self.trials)
+
+    @property
+    def config_ids(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(t.config_id for t in self.trials))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": PLAN_FORMAT,
+            "spec": self.spec.to_dict(),
+            "seeds_per_trial": self.seeds_per_trial,
+            "trials": [t.to_dict() for t in self.trials],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Plan:
+        trials = tuple(TrialPlan.from_dict(t) for t in data["trials"])
+        return cls(SweepSpec.from_dict(data["spec"]), trials, data["seeds_per_trial"])
+
+    def __str__(self) -> str:
+        res = self.spec.resources
+        gpu = f", {res['gpu']:g} GPU" if res["gpu"] else ""
+        lines = [
+            f"sweep {self.spec.name!r}: {len(self.trials)} trials, {self.num_members} members, "
+            f"{len(self.config_ids)} structural configs; each trial: {res['cpu']:g} CPU{gpu}, "
+            f"up to {self.seeds_per_trial} seeds per block",
+            f"{'trial':<22} {'config':<12} {'seeds':<18} {'hparam sets':>11} {'members':>8}",
+        ]
+        for t in self.trials[:50]:
+            seeds = f"{t.seeds[0]}..{t.seeds[-1]} ({len(t.seeds)})" if len(t.seeds) > 1 else str(t.seeds[0])
+            lines.append(f"{t.trial_key:<22} {t.config_id:<12} {seeds:<18} {len(t.hparams):>11} {t.num_members:>8}")
+        if len(self.trials) > 50:
+            lines.append(f"... and {len(self.trials) - 50} more trials")
+        return "\n".join(lines)
+
+
+def make_plan(spec: SweepSpec, seeds_per_trial: int | None = None,
+              done: Iterable[tuple[str, int]] = ()) -> Plan:
+    """Split every structural config's seeds into blocks of ``seeds_per_trial``.
+
+    ``done``: ``(config_id, seed)`` pairs already trained (every hyperparameter set of that
+    seed); they are left out, so extending ``seeds`` plans only the new members.
+    """
+    block = seeds_per_trial or (spec.seeds_per_trial if isinstance(spec.seeds_per_trial, int) else 16)
+    done = set(done)
+    trials = []
+    for config, hsets in spec.expand():
+        cid = config.config_id
+        hparams = tuple({k.partition(".")[2]: float(v) for k, v in h.items()} for h in hsets)
+        todo = [s for s in spec.seed_list if (cid, s) not in done]
+        for start in range(0, len(todo), block):
+            seeds = tuple(todo[start:start + block])
+            key = f"{cid}-{_short_hash([seeds, list(hparams)])}"
+            trials.append(TrialPlan(key, cid, config, seeds, hparams))
+    return Plan(spec, tuple(trials), block)
