@@ -357,7 +357,12 @@ def train_block(spec: SweepSpec, seeds: Sequence[int], hparams=None, *, data: Da
 
 
 def train(spec: SweepSpec, seed: int, hparams: Mapping[str, float] | None = None, **kwargs) -> tuple[eqx.Module, History]:
-    """Train one member; the model has no member axis and the history arrays one row."""
+    """Train one member; the model has no member axis and the history arrays one row.
+
+    ``hparams`` picks one set of optimizer hyperparameters (needed when the spec vmaps several).
+    """
+    if hparams is None and len(_normalise_hparams(spec, None)) > 1:
+        raise SpecError(f"`hparams`: the spec vmaps {list(spec.vmap)}; pass one set, e.g. hparams={{'learning_rate': 1e-3}}")
     model, history = train_block(spec, [seed], None if hparams is None else [hparams], **kwargs)
     params, static = eqx.partition(model, eqx.is_array)
     return eqx.combine(jax.tree_util.tree_map(lambda a: a[0], params), static), history

@@ -1,0 +1,134 @@
+"""train_block against the pdequinox reference example's own seed-parallel training.
+
+Workload (the reference's): heat1d 48 points, 1000 samples, ConvNet(hidden 16, depth 6, relu,
+dirichlet), adam 3e-4, batch 32, 10 seeds. Each side runs as a whole fresh process at two epoch
+counts; the difference of the two walls gives the steady-state throughput (start-up and compile
+cancel). ``--full`` adds the reference's 100 epochs, whole-process wall for both sides.
+
+    python benchmarks/trainer_vs_reference.py --epochs 4 12 [--full]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+def _peak_bytes() -> int | None:
+    import jax
+
+    stats = jax.devices()[0].memory_stats() or {}
+    return stats.get("peak_bytes_in_use")
+
+
+def reference(epochs: int, seeds: int) -> dict:
+    """The reference text's approach: filter_vmap over a Python-loop training function."""
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    import optax
+    import pdequinox as pdeqx
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+    from sweep.problems._heat1d import heat1d  # same data generator (the reference's BTCS code)
+
+    d = heat1d()
+    train_x, train_y, test_x, test_y = (jnp.asarray(a) for a in d)
+
+    def perform_training(key):
+        init_key, shuffle_key = jax.random.split(key)
+        net = pdeqx.arch.ConvNet(1, 1, 1, hidden_channels=16, depth=6, activation=jax.nn.relu,
+                                 key=init_key, boundary_mode="dirichlet")
+        optimizer = optax.adam(3e-4)
+        opt_state = optimizer.init(eqx.filter(net, eqx.is_array))
+
+        def loss_fn(model, x, y):
+            return jnp.mean(jnp.square(jax.vmap(model)(x) - y))
+
+        @eqx.filter_jit
+        def update_fn(model, state, x, y):
+            loss, grad = eqx.filter_value_and_grad(loss_fn)(model, x, y)
+            updates, new_state = optimizer.update(grad, state, model)
+            return eqx.apply_updates(model, updates), new_state, loss
+
+        for _ in range(epochs):
+            shuffle_key, subkey = jax.random.split(shuffle_key)
+            for batch in pdeqx.dataloader((train_x, train_y), batch_size=32, key=subkey):
+                net, opt_state, _ = update_fn(net, opt_state, *batch)
+        return net
+
+    start = time.perf_counter()
+    ensemble = eqx.filter_vmap(perform_training)(jax.random.split(jax.random.PRNGKey(0), seeds))
+    pred = eqx.filter_vmap(lambda m: jax.vmap(m)(test_x))(ensemble)
+    loss = jnp.mean(jnp.square(pred - test_y), axis=(1, 2, 3))
+    return {"train_s": time.perf_counter() - start, "test_loss": [float(x) for x in loss], "peak_bytes": _peak_bytes()}
+
+
+def seed_sweep(epochs: int, seeds: int) -> dict:
+    import sweep
+    from sweep import trainer
+
+    spec = sweep.SweepSpec(
+        name="bench", problem=sweep.Problem("heat1d"),
+        model=sweep.Model("ConvNet", hidden_channels=16, depth=6, activation="relu", boundary_mode="dirichlet"),
+        optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
+        training=sweep.Training(epochs=epochs, batch_size=32, report_every=epochs),
+    )
+    data = trainer.load_data(spec)
+    start = time.perf_counter()
+    _, history = sweep.train_block(spec, range(seeds), data=data)
+    return {
+        "train_s": time.perf_counter() - start,
+        "peak_bytes": _peak_bytes(),
+        "test_loss": history.test_loss[:, -1].tolist(),
+        "layout": trainer.default_layout(),
+        "devices": len(__import__("jax").devices()),
+    }
+
+
+def run_side(side: str, epochs: int, seeds: int) -> dict:
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, __file__, "--side", side, "--epochs", str(epochs), "--seeds", str(seeds)],
+                         check=True, capture_output=True, text=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["wall_s"] = time.perf_counter() - start
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--epochs", type=int, nargs="+", default=[4, 12])
+    parser.add_argument("--side", choices=["reference", "sweep"])
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--full", action="store_true", help="also run both sides at 100 epochs")
+    args = parser.parse_args()
+    seeds = args.seeds
+    if args.side:
+        print(json.dumps((reference if args.side == "reference" else seed_sweep)(args.epochs[0], seeds)))
+        return
+    e1, e2 = args.epochs
+    res = {side: {e: run_side(side, e, seeds) for e in (e1, e2)} for side in ("reference", "sweep")}
+    rate = {}
+    print(f"{seeds} seeds, epochs {e1} and {e2}")
+    for side, runs in res.items():
+        rate[side] = seeds * (e2 - e1) / (runs[e2]["wall_s"] - runs[e1]["wall_s"])
+        for e, r in runs.items():
+            loss = sum(r["test_loss"]) / seeds
+            peak = f", peak device memory per member {r['peak_bytes'] / seeds / 2**20:.2f} MiB" if r["peak_bytes"] else ""
+            print(f"{side:>9} {e:>3} epochs: process {r['wall_s']:7.1f} s, training call {r['train_s']:7.1f} s, "
+                  f"mean test loss {loss:.3e}{peak}")
+        print(f"{side:>9} steady state: {rate[side]:7.1f} seed-epochs/s")
+    print(f"steady-state speed-up (seed-epochs/s, sweep / reference): {rate['sweep'] / rate['reference']:.2f}x"
+          f"  [layout {res['sweep'][e2]['layout']}, {res['sweep'][e2]['devices']} host devices]")
+    if args.full:
+        ref, own = run_side("reference", 100, seeds), run_side("sweep", 100, seeds)
+        print(f"100 epochs whole process: reference {ref['wall_s']:.1f} s, sweep {own['wall_s']:.1f} s, "
+              f"ratio {ref['wall_s'] / own['wall_s']:.2f}x; mean test loss reference "
+              f"{sum(ref['test_loss']) / seeds:.3e}, sweep {sum(own['test_loss']) / seeds:.3e}")
+
+
+if __name__ == "__main__":
+    main()

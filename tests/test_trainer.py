@@ -1,0 +1,153 @@
+"""Block trainer: block invariance, divergence, no recompilation, resumption, keys (SPEC §2, §5)."""
+
+import equinox as eqx
+import jax
+import numpy as np
+import pytest
+from conftest import member, tiny_spec, tree_allclose
+
+import sweep
+from sweep import trainer
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return tiny_spec(training=sweep.Training(epochs=3, batch_size=16, report_every=1))
+
+
+@pytest.fixture(scope="module")
+def data(spec):
+    return trainer.load_data(spec)
+
+
+@pytest.fixture(scope="module")
+def alone(spec, data):
+    """Seed 5 trained alone: the reference for every block layout."""
+    return sweep.train(spec, 5, data=data)
+
+
+def _same_member(block_model, block_history, i, model, history):
+    assert tree_allclose(member(block_model, i), model, exact=True)
+    np.testing.assert_array_equal(block_history.train_loss[i], history.train_loss[0])
+    np.testing.assert_array_equal(block_history.test_loss[i], history.test_loss[0])
+
+
+@pytest.mark.parametrize("seeds", [[5, 6], [0, 1, 2, 3, 4, 5, 6], list(range(64)), [9, 5, 2]])
+def test_block_invariance_bitwise(spec, data, alone, seeds):
+    model, history = sweep.train_block(spec, seeds, data=data)
+    _same_member(model, history, seeds.index(5), *alone)
+
+
+def test_block_invariance_with_other_learning_rates_beside(spec, data, alone):
+    lr = spec.optimizer.learning_rate
+    hsets = [{"learning_rate": 1e-2}, {"learning_rate": lr}, {"learning_rate": 1e-4}]
+    model, history = sweep.train_block(spec, [3, 5], hsets, data=data)
+    assert history.hparams == tuple(hsets)
+    _same_member(model, history, 1 * 2 + 1, *alone)  # hparams-major, then seeds
+
+
+def test_learning_rate_from_grid_equals_fixed_in_spec(spec, data, alone):
+    lr = spec.optimizer.learning_rate
+    gridded = tiny_spec(training=spec.training, optimizer=sweep.Optimizer("adam", learning_rate=0.5),
+                        grid={"optimizer.learning_rate": [1e-1, lr]})
+    (config, hsets), = gridded.expand()
+    model, history = sweep.train_block(config, [5], hsets, data=data)
+    _same_member(model, history, 1, *alone)
+
+
+def test_member_keys_use_fold_in_not_split():
+    init, shuffle = trainer.member_keys(3, [7])
+    expected = jax.random.key_data(jax.random.split(jax.random.fold_in(jax.random.key(3), 7)))
+    np.testing.assert_array_equal(init[0], expected[0])
+    np.testing.assert_array_equal(shuffle[0], expected[1])
+
+
+def test_seeds_differ_and_learn(spec, data):
+    model, history = sweep.train_block(spec, [0, 1], data=data)
+    assert not tree_allclose(member(model, 0), member(model, 1))
+    assert history.train_loss.shape == (2, 3) and history.test_loss.shape == (2, 3)
+    assert (history.train_loss[:, -1] < history.train_loss[:, 0]).all()
+    np.testing.assert_array_equal(history.epoch, [1, 2, 3])
+    assert not history.diverged.any()
+
+
+def test_diverging_member_is_frozen_and_flagged(spec, data):
+    hsets = [{"learning_rate": 1e30}, {"learning_rate": spec.optimizer.learning_rate}]
+    model, history = sweep.train_block(spec, [5], hsets, data=data)
+    assert history.diverged.tolist() == [True, False]
+    leaves = jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_array))
+    assert all(np.isfinite(np.asarray(x)).all() for x in leaves)  # frozen at a finite state
+    _, alone_history = sweep.train(spec, 5, data=data)
+    np.testing.assert_array_equal(history.test_loss[1], alone_history.test_loss[0])
+
+
+def test_diverged_member_params_stop_changing(spec, data):
+    block, state = trainer.init_block(spec, [5], [{"learning_rate": 1e30}], data=data)
+    state, _ = trainer.run_chunk(block, state, 1)
+    assert bool(state.diverged[0])
+    later, _ = trainer.run_chunk(block, state, 2)
+    assert tree_allclose(later.params, state.params, exact=True)
+    assert int(later.epoch[0]) == 3
+
+
+def test_second_block_with_other_learning_rates_does_not_recompile(spec, data):
+    block, _ = trainer.init_block(spec, [0, 1], [{"learning_rate": 1e-3}], data=data)
+    sweep.train_block(spec, [0, 1], [{"learning_rate": 1e-3}], data=data)
+    compiled = block.program._cache_size()
+    again, _ = trainer.init_block(spec, [2, 3], [{"learning_rate": 5e-2}], data=data)
+    assert again.program is block.program
+    sweep.train_block(spec, [2, 3], [{"learning_rate": 5e-2}], data=data)
+    assert block.program._cache_size() == compiled
+
+
+def test_resume_from_saved_state_equals_uninterrupted(tmp_path, spec, data):
+    from sweep.checkpoint import load_block, save_block
+
+    block, state = trainer.init_block(spec, [1, 5], data=data)
+    state, (train, test) = trainer.run_chunk(block, state, 1)
+    history = sweep.History(block.seeds, block.hparams, np.array([1]), np.asarray(train)[:, None],
+                            np.asarray(test)[:, None], np.asarray(state.diverged))
+    save_block(tmp_path / "b", spec=spec, state=state, history=history, shapes=trainer.data_shapes(data))
+    saved = load_block(tmp_path / "b")
+    resumed, _ = trainer.run_chunk(block, saved.state, 2)
+    model, _ = sweep.train_block(spec, [1, 5], data=data)
+    assert tree_allclose(trainer.model_of(block, resumed), model, exact=True)
+
+
+def test_batch_size_larger_than_training_set_is_rejected():
+    bad = tiny_spec(training=sweep.Training(epochs=1, batch_size=1000, report_every=1))
+    with pytest.raises(sweep.SpecError, match=r"`training.batch_size`: got 1000; the problem has only 48"):
+        sweep.train_block(bad, [0])
+
+
+def test_bad_seeds_rejected(spec, data):
+    with pytest.raises(sweep.SpecError, match="`seeds`"):
+        sweep.train_block(spec, [1, 1], data=data)
+    with pytest.raises(sweep.SpecError, match="`seeds`"):
+        sweep.train_block(spec, [-1], data=data)
+
+
+def test_structural_grid_must_be_expanded_first(data):
+    gridded = tiny_spec(grid={"model.depth": [1, 2]})
+    with pytest.raises(sweep.SpecError, match="structural config"):
+        sweep.train_block(gridded, [0], data=data)
+
+
+def test_chunks_cover_all_epochs():
+    assert trainer.chunks(sweep.Training(epochs=25, report_every=10)) == [10, 10, 5]
+    assert trainer.chunks(sweep.Training(epochs=20, report_every=10)) == [10, 10]
+
+
+def test_vmap_layout_matches_map_layout_within_tolerance(spec, data):
+    fast, h1 = sweep.train_block(spec, [0, 1, 2], data=data, layout="map")
+    vm, h2 = sweep.train_block(spec, [0, 1, 2], data=data, layout="vmap")
+    assert tree_allclose(fast, vm, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(h1.test_loss, h2.test_loss, rtol=1e-3)
+
+
+def test_trainer_imports_no_ray():
+    import subprocess
+    import sys
+
+    code = "import sweep, sweep.trainer, sys; assert not any(m == 'ray' or m.startswith('ray.') for m in sys.modules)"
+    subprocess.run([sys.executable, "-c", code], check=True)
