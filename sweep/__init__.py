@@ -16,11 +16,15 @@ from .spec import Optimizer as Optimizer  # noqa: E402
 from .spec import Problem as Problem  # noqa: E402
 from .spec import SweepSpec as SweepSpec  # noqa: E402
 from .spec import Training as Training  # noqa: E402
+from .ensemble import Ensemble as Ensemble  # noqa: E402
+from .ensemble import load as load  # noqa: E402
 from .trainer import History as History  # noqa: E402
 from .trainer import TrainState as TrainState  # noqa: E402
 from .trainer import init_block as init_block  # noqa: E402
 from .trainer import run_chunk as run_chunk  # noqa: E402
 from .trainer import train as train  # noqa: E402
 from .trainer import train_block as train_block  # noqa: E402
+from .tune import plan as plan  # noqa: E402
+from .tune import run as run  # noqa: E402
 
 __version__ = "0.1.0"

@@ -77,6 +77,8 @@ class BlockRef(NamedTuple):
     config_id: str
     seeds: tuple[int, ...]
     num_hparams: int
+    hparams: tuple[dict[str, float], ...] = ()  # the block's hyperparameter sets, in block order
+    spec: dict | None = None  # the block's structural spec (``SweepSpec.to_dict()``)
 
 
 def find_blocks(sweep_dir: str, filesystem: pafs.FileSystem) -> dict[str, BlockRef]:
@@ -87,7 +89,8 @@ def find_blocks(sweep_dir: str, filesystem: pafs.FileSystem) -> dict[str, BlockR
         raise StoreError(f"{sweep_dir!r}: cannot list ({e})") from None
     found: dict[str, BlockRef] = {}
     for info in infos:
-        if info.base_name != META_FILE or "/ensembles/" in info.path or "/." in info.path:
+        relative = info.path[len(sweep_dir.rstrip("/")):]
+        if info.base_name != META_FILE or relative.startswith("/ensembles/") or "/." in relative:
             continue
         try:
             meta = json.loads(read_text(filesystem, info.path))
@@ -97,6 +100,7 @@ def find_blocks(sweep_dir: str, filesystem: pafs.FileSystem) -> dict[str, BlockR
         ref = BlockRef(
             meta["trial_id"], info.path.rsplit("/", 1)[0], epochs[-1] if epochs else 0,
             meta.get("config_id", ""), tuple(meta["seeds"]), len(meta["hparams"]),
+            tuple(meta["hparams"]), meta.get("spec"),
         )
         if ref.trial_key not in found or ref.epoch > found[ref.trial_key].epoch:
             found[ref.trial_key] = ref

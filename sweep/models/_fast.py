@@ -137,14 +137,16 @@ def _conv(m: Any, x: Array) -> Array:
     ((lo, hi),) = padding
     if lo or hi:
         x = jnp.pad(x, ((0, 0), (lo, hi), (0, 0)), mode=_PAD_MODES[m.padding_mode.lower()])
-    n_out = (x.shape[1] - span) // s + 1
+    b, n_out = x.shape[0], (x.shape[1] - span) // s + 1
     cols = [x[:, i * d : i * d + (n_out - 1) * s + 1 : s, :] for i in range(k)]
     patches = cols[0] if k == 1 else jnp.concatenate(cols, axis=-1)  # (B, N', K*C)
-    w = jnp.transpose(weight, (2, 1, 0)).reshape(k * in_ch, out_ch)
-    y = lax.dot_general(patches, w, (((2,), (0,)), ((), ())))
+    # A 2D (B*N', K*C) x (O, K*C)^T matmul is markedly faster on XLA:CPU (fwd and bwd)
+    # than a 3D dot_general with the weight pre-transposed to (K*C, O).
+    w = jnp.transpose(weight, (0, 2, 1)).reshape(out_ch, k * in_ch)
+    y = lax.dot_general(patches.reshape(b * n_out, k * in_ch), w, (((1,), (1,)), ((), ())))
     if m.use_bias:
         y = y + m.bias.reshape(out_ch)
-    return y
+    return y.reshape(b, n_out, out_ch)
 
 
 def _group_norm(m: eqx.nn.GroupNorm, x: Array) -> Array:

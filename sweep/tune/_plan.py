@@ -103,22 +103,50 @@ class Plan:
         return "\n".join(lines)
 
 
+def hparams_key(hparams: Mapping[str, float]) -> str:
+    """Canonical text of one hyperparameter set (optimizer argument name -> float)."""
+    return json.dumps({k: float(v) for k, v in hparams.items()}, sort_keys=True)
+
+
 def make_plan(spec: SweepSpec, seeds_per_trial: int | None = None,
-              done: Iterable[tuple[str, int]] = ()) -> Plan:
+              done: Iterable[tuple] = ()) -> Plan:
     """Split every structural config's seeds into blocks of ``seeds_per_trial``.
 
-    ``done``: ``(config_id, seed)`` pairs already trained (every hyperparameter set of that
-    seed); they are left out, so extending ``seeds`` plans only the new members.
+    ``done``: members already trained, left out so that extending ``seeds`` plans only the new
+    members. Either ``(config_id, seed)`` pairs (every hyperparameter set of that seed) or
+    ``(config_id, seed, hparams)`` triples (one set, e.g. ``{"learning_rate": 1e-3}``).
+    Hyperparameter sets left with different seeds to train become separate trials; when all
+    sets have the same seeds left (the usual case) a trial holds every set, as without ``done``.
     """
     block = seeds_per_trial or (spec.seeds_per_trial if isinstance(spec.seeds_per_trial, int) else 16)
-    done = set(done)
+    pairs, triples = set(), set()
+    for item in done:
+        if len(item) == 2:
+            pairs.add((item[0], item[1]))
+        else:
+            triples.add((item[0], item[1], item[2] if isinstance(item[2], str) else hparams_key(item[2])))
     trials = []
     for config, hsets in spec.expand():
         cid = config.config_id
         hparams = tuple({k.partition(".")[2]: float(v) for k, v in h.items()} for h in hsets)
-        todo = [s for s in spec.seed_list if (cid, s) not in done]
-        for start in range(0, len(todo), block):
-            seeds = tuple(todo[start:start + block])
-            key = f"{cid}-{_short_hash([seeds, list(hparams)])}"
-            trials.append(TrialPlan(key, cid, config, seeds, hparams))
+        groups: dict[tuple[int, ...], list[dict[str, float]]] = {}
+        for h in hparams:
+            hk = hparams_key(h)
+            todo = tuple(s for s in spec.seed_list if (cid, s) not in pairs and (cid, s, hk) not in triples)
+            groups.setdefault(todo, []).append(h)
+        for todo, group in groups.items():
+            for start in range(0, len(todo), block):
+                seeds = tuple(todo[start:start + block])
+                key = f"{cid}-{_short_hash([seeds, list(group)])}"
+                trials.append(TrialPlan(key, cid, config, seeds, tuple(group)))
     return Plan(spec, tuple(trials), block)
+
+
+def merge_plans(old: Plan | None, new: Plan) -> Plan:
+    """Every trial of ``old`` and ``new`` (by trial key, old ones first) under ``new``'s spec."""
+    if old is None:
+        return new
+    trials = {t.trial_key: t for t in old.trials}
+    for t in new.trials:
+        trials.setdefault(t.trial_key, t)
+    return Plan(new.spec, tuple(trials.values()), new.seeds_per_trial)

@@ -1,0 +1,93 @@
+"""Overhead of ``sweep.tune.run`` over training the same members in-process.
+
+(a) ``sweep.train_block`` per structural config, all seeds in one block, in a fresh process
+    (JAX start and compilation included), using every core;
+(b) ``sweep.tune.run`` on a fresh local Ray in a fresh process: Ray start, planning, trials
+    (``--cpus-per-trial`` each, blocks of ``--seeds-per-trial``), checkpoints every report,
+    aggregation. Target: (b)/(a) <= 1.15 for a ~1 minute workload on 2 cores.
+
+    python benchmarks/sweep_overhead.py            # ~1 minute per side on 2 cores
+    python benchmarks/sweep_overhead.py --quick    # seconds: checks that it runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+CHILD = """
+import json, sys
+import sweep
+spec = sweep.SweepSpec.from_dict(json.loads(sys.argv[2]))
+if sys.argv[1] == "inprocess":
+    for config, hsets in spec.expand():
+        model, history = sweep.train_block(config, spec.seed_list, hsets)
+else:
+    import sweep.tune
+    sweep.tune.run(spec, storage=sys.argv[3])
+"""
+
+
+def make_spec(args) -> dict:
+    import sweep
+
+    spec = sweep.SweepSpec(
+        name="overhead",
+        problem=sweep.Problem("heat1d", num_points=args.points, num_samples=args.samples, data_seed=0),
+        model=sweep.Model("ConvNet", hidden_channels=args.hidden, depth=args.depth, activation="relu",
+                          boundary_mode="dirichlet"),
+        optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
+        training=sweep.Training(epochs=args.epochs, batch_size=32, report_every=args.report_every),
+        seeds=args.seeds,
+        seeds_per_trial=args.seeds_per_trial,
+        resources={"cpu": args.cpus_per_trial, "gpu": 0},
+    )
+    return spec.to_dict()
+
+
+def wall(mode: str, spec: dict, storage: str = "") -> float:
+    """Seconds of a whole fresh process (interpreter, imports, Ray, compilation included)."""
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", CHILD, mode, json.dumps(spec), storage],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"{mode} failed:\n{out.stderr[-4000:]}")
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, default=16)
+    parser.add_argument("--seeds-per-trial", type=int, default=8)
+    parser.add_argument("--cpus-per-trial", type=float, default=1)
+    parser.add_argument("--epochs", type=int, default=150)
+    parser.add_argument("--report-every", type=int, default=25)
+    parser.add_argument("--points", type=int, default=48)
+    parser.add_argument("--samples", type=int, default=1000)
+    parser.add_argument("--hidden", type=int, default=16)
+    parser.add_argument("--depth", type=int, default=6)
+    parser.add_argument("--quick", action="store_true", help="tiny workload: checks the script runs")
+    args = parser.parse_args()
+    if args.quick:
+        args.seeds, args.seeds_per_trial, args.epochs, args.report_every = 4, 2, 4, 2
+        args.points, args.samples, args.hidden, args.depth = 16, 60, 4, 2
+    spec = make_spec(args)
+    member_epochs = args.seeds * args.epochs
+    print(f"workload: {args.seeds} seeds x {args.epochs} epochs, ConvNet hidden {args.hidden} depth {args.depth}, "
+          f"heat1d {args.points} points {args.samples} samples; trials of {args.seeds_per_trial} seeds, "
+          f"{args.cpus_per_trial:g} CPU each; {os.cpu_count()} CPUs")
+    a = wall("inprocess", spec)
+    print(f"(a) in-process train_block: {a:8.2f} s  {member_epochs / a:8.2f} member-epochs/s")
+    with tempfile.TemporaryDirectory(prefix="sweep-overhead-") as storage:
+        b = wall("tune", spec, storage)
+    print(f"(b) sweep.tune.run:         {b:8.2f} s  {member_epochs / b:8.2f} member-epochs/s")
+    print(f"ratio (b)/(a): {b / a:.3f}  (target <= 1.15 for a ~1 minute workload)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""What ``sweep status`` and ``sweep show`` print: sweep progress from files, and text tables.
+
+Status is read from the sweep directory alone (no Ray): ``plan.json`` lists every planned
+trial, the newest block checkpoint of each trial says how far it got, Tune's ``error.txt`` in
+a trial directory marks a failure, and ``ensembles/manifest.json`` says what is aggregated.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from ._errors import StoreError
+from ._storage import find_blocks, read_text, resolve
+
+PLAN_FILE = "plan.json"
+ERROR_FILES = ("error.txt", "error.pkl")
+STATES = ("done", "stopped early", "running", "failed", "pending")
+
+
+def _read_json(fs: pafs.FileSystem, path: str) -> dict[str, Any] | None:
+    if fs.get_file_info(path).type == pafs.FileType.NotFound:
+        return None
+    try:
+        return json.loads(read_text(fs, path))
+    except (OSError, json.JSONDecodeError) as e:
+        raise StoreError(f"{path!r}: cannot be read as JSON ({e})") from None
+
+
+def _failed_trials(fs: pafs.FileSystem, path: str) -> dict[str, str]:
+    """Trial directory name (= trial key) -> its Tune error file, for trials that failed."""
+    infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+    return {i.path.rsplit("/", 2)[-2]: i.path for i in sorted(infos, key=lambda i: i.base_name != "error.txt")
+            if i.base_name in ERROR_FILES and "/ensembles/" not in i.path and "/." not in i.path}
+
+
+def _last_line(fs: pafs.FileSystem, path: str, width: int = 80) -> str:
+    if not path.endswith(".txt"):
+        return ""
+    try:
+        lines = [x for x in read_text(fs, path).splitlines() if x.strip()]
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return lines[-1].strip()[:width] if lines else ""
+
+
+def trial_states(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> dict[str, Any]:
+    """Per planned trial: state (one of :data:`STATES`), members, epochs reached / planned."""
+    fs, path = resolve(sweep_dir, filesystem)
+    plan = _read_json(fs, f"{path}/{PLAN_FILE}")
+    if plan is None:
+        raise StoreError(f"{sweep_dir!r}: no {PLAN_FILE}; not a sweep directory (made by `sweep run`)")
+    blocks = find_blocks(path, fs)
+    failed = _failed_trials(fs, path)
+    stopped = set(plan.get("stopped_trials", ()))
+    trials = []
+    for t in plan["trials"]:
+        key = t["trial_key"]
+        epochs = t["spec"]["training"]["epochs"]
+        ref = blocks.get(key)
+        reached = ref.epoch if ref is not None else 0
+        if reached >= epochs:
+            state = "done"
+        elif key in stopped:
+            state = "stopped early"
+        elif key in failed:
+            state = "failed"
+        elif ref is not None:
+            state = "running"
+        else:
+            state = "pending"
+        members = len(t["seeds"]) * max(1, len(t["hparams"]))
+        trials.append({"trial_key": key, "config_id": t["config_id"], "state": state, "members": members,
+                       "epoch": reached, "epochs": epochs, "error": failed.get(key) if state == "failed" else None})
+    return {"name": plan["spec"]["name"], "trials": trials, "fs": fs, "path": path}
+
+
+def _manifest(fs: pafs.FileSystem, path: str) -> dict[str, Any] | None:
+    """The committed store's manifest of a sweep directory, or None before the first aggregation."""
+    from .store._layout import MANIFEST, locate
+
+    try:
+        root = locate(fs, path)
+    except StoreError:
+        return None
+    return _read_json(fs, f"{root}/{MANIFEST}")
+
+
+def stored_line(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> str:
+    """``ensembles: N members stored (C configs), M planned members missing``."""
+    fs, path = resolve(sweep_dir, filesystem)
+    manifest = _manifest(fs, path)
+    if manifest is None:
+        return "ensembles: not aggregated yet (run `sweep aggregate DIR`)"
+    return (f"ensembles: {manifest.get('num_members', 0)} members stored ({manifest.get('num_configs', 0)} "
+            f"structural configs), {manifest.get('num_missing', 0)} planned members missing")
+
+
+def sweep_status(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> str:
+    """The text ``sweep status`` prints."""
+    info = trial_states(sweep_dir, filesystem)
+    trials = info["trials"]
+    counts = Counter(t["state"] for t in trials)
+    planned = sum(t["members"] for t in trials)
+    trained = sum(t["members"] for t in trials if t["state"] in ("done", "stopped early"))
+    lines = [
+        f"sweep {info['name']!r} in {sweep_dir}",
+        f"trials: {len(trials)} planned: "
+        + ", ".join(f"{counts[s]} {s}" for s in STATES if counts[s] or s in ("done", "pending")),
+        f"members: {planned} planned, {trained} trained",
+    ]
+    lines.append(stored_line(sweep_dir, filesystem))
+    unfinished = [t for t in trials if t["state"] not in ("done",)]
+    if unfinished:
+        lines.append(f"{'trial':<22} {'state':<14} {'members':>7} {'epoch':>11}")
+        for t in unfinished[:20]:
+            error = _last_line(info["fs"], t["error"]) if t["error"] else ""
+            lines.append(f"{t['trial_key']:<22} {t['state']:<14} {t['members']:>7} {t['epoch']:>5}/{t['epochs']:<5}"
+                         + (f"  {error}" if error else ""))
+        if len(unfinished) > 20:
+            lines.append(f"... and {len(unfinished) - 20} more")
+    return "\n".join(lines)
+
+
+# -- tables -------------------------------------------------------------------------------------
+def sort_table(table: pa.Table, column: str) -> pa.Table:
+    """Rows by ``column``, lowest first (NaN and nulls last)."""
+    return table.sort_by([(column, "ascending")]) if column in table.column_names else table
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}" if math.isfinite(value) else str(value)
+    if isinstance(value, (list, tuple, dict)):
+        return "[...]" if value else "[]"
+    return str(value)
+
+
+def format_table(table: pa.Table, limit: int = 50) -> str:
+    """A fixed-width text table of the first ``limit`` rows (list columns abbreviated)."""
+    names = table.column_names
+    rows = [[_cell(v) for v in row.values()] for row in table.slice(0, limit).to_pylist()]
+    widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
+    out = ["  ".join(n.rjust(w) for n, w in zip(names, widths))]
+    out += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
+    if table.num_rows > limit:
+        out.append(f"... {table.num_rows - limit} more rows (--limit)")
+    return "\n".join(out)

@@ -1,0 +1,71 @@
+"""Streamed inference over many members of one structural config.
+
+Members are evaluated ``chunk_size`` at a time by one compiled program. On CPU (the trainer's
+``"map"`` layout) the chunk is split over the host devices with ``shard_map``; each device
+runs groups of :data:`GROUP` members (``vmap``) one after another (``lax.map``) over tiles of
+the batch small enough to stay in cache, with the model's fast batched forward
+(:func:`sweep.models.batched_forward`: im2col + matmul for 1D conv nets). Elsewhere (GPU)
+the chunk is simply ``vmap``-ed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, PartitionSpec as P
+from jaxtyping import Array, Float, PyTree
+
+from .models import batched_forward
+from .trainer import default_layout
+
+GROUP = 2  # members vmapped together on one CPU device (1-4 measured alike; 8+ slower)
+TILE_POINTS = 1024  # batch tile (samples x spatial points) per group on CPU
+
+
+def _tiles(batch: int, points: int, tile_points: int) -> tuple[int, int]:
+    """``(number of tiles, tile size)`` covering ``batch`` with little padding."""
+    count = math.ceil(batch / max(1, tile_points // max(1, points)))
+    return count, math.ceil(batch / count)
+
+
+@eqx.filter_jit
+def _forward_chunk(params: PyTree, static: PyTree, x: Float[Array, "batch ..."], num_devices: int,
+                   group: int, tile_points: int) -> Array:
+    """``[chunk]`` members' outputs on ``x``; ``chunk`` is a multiple of ``num_devices * group``."""
+    template = eqx.combine(jax.tree_util.tree_map(lambda a: a[0], params), static)
+    forward = batched_forward(template)
+    if num_devices == 0:  # vmap layout
+        return jax.vmap(lambda p: forward(eqx.combine(p, static), x))(params)
+    count, tile = _tiles(x.shape[0], math.prod(x.shape[2:]), tile_points)
+    xs = jnp.concatenate([x, jnp.repeat(x[:1], count * tile - x.shape[0], axis=0)]).reshape(count, tile, *x.shape[1:])
+
+    def run_group(p, xs):  # ``group`` members over every batch tile
+        y = jax.lax.map(lambda xt: jax.vmap(lambda q: forward(eqx.combine(q, static), xt))(p), xs)
+        return jnp.swapaxes(y, 0, 1).reshape(group, count * tile, *y.shape[3:])[:, : x.shape[0]]
+
+    def device(p, xs):
+        grouped = jax.tree_util.tree_map(lambda a: a.reshape(-1, group, *a.shape[1:]), p)
+        y = jax.lax.map(lambda g: run_group(g, xs), grouped)
+        return y.reshape(-1, *y.shape[2:])
+
+    mesh = Mesh(np.asarray(jax.devices("cpu")[:num_devices]), ("m",))
+    return jax.shard_map(device, mesh=mesh, in_specs=(P("m"), P()), out_specs=P("m"), check_vma=False)(params, xs)
+
+
+def forward(chunks: Iterator[PyTree], static: PyTree, x: np.ndarray, group: int = GROUP,
+            tile_points: int = TILE_POINTS) -> Iterator[np.ndarray]:
+    """Outputs ``[n, batch, ...]`` of each chunk of stacked parameters (NumPy leaves) on ``x``."""
+    num_devices = len(jax.devices("cpu")) if default_layout() == "map" else 0
+    multiple = max(1, num_devices) * (group if num_devices else 1)
+    x = jnp.asarray(x)
+    for params in chunks:
+        n = jax.tree_util.tree_leaves(params)[0].shape[0]
+        pad = -n % multiple
+        if pad:  # repeat member 0 so every chunk size compiles to the same few programs
+            params = jax.tree_util.tree_map(lambda a: np.concatenate([a, np.repeat(a[:1], pad, axis=0)]), params)
+        yield np.asarray(_forward_chunk(params, static, x, num_devices, group, tile_points))[:n]

@@ -1,0 +1,159 @@
+"""Members of global ensembles before any leaves are read: their order, their grid value
+columns, and the planned members that have no checkpoint (used by :mod:`sweep.aggregate`).
+
+A member is (structural config, vmapped hyperparameters, seed). Inside its config's global
+ensemble it is ordered by its hyperparameter values (names sorted) and then by seed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+
+from ._errors import StoreError
+from .spec import SweepSpec
+from .tune._plan import Plan, TrialPlan
+
+FIXED_COLUMNS = ("member_id", "config_id", "seed", "trial_id", "status", "epochs", "train_loss", "test_loss",
+                 "train_loss_history", "test_loss_history", "history_epochs")
+
+
+class Source(NamedTuple):
+    """One trial's block, before its leaves are read."""
+
+    trial_id: str
+    spec: SweepSpec
+    seeds: tuple[int, ...]
+    hparams: tuple[dict[str, float], ...]
+    load: Callable[[], Any]  # -> SavedBlock-like (spec, seeds, hparams, shapes, state, history, ...)
+
+
+class Member(NamedTuple):
+    key: tuple  # (hyperparameter values, seed): the order inside a global ensemble
+    source: int  # index into the sources
+    index: int  # position in its block
+    hparams: dict[str, float]
+
+
+class Column(NamedTuple):
+    """A grid value column of ``members.parquet``."""
+
+    name: str  # the last part of the dotted key when unique, else the key
+    key: str  # dotted grid key, e.g. "model.depth"
+    vmapped: bool
+
+
+def _normalised(hparams: dict, names: tuple[str, ...], spec: SweepSpec, trial: str) -> dict[str, float]:
+    """Every hyperparameter in ``names``, taking those a block did not vmap from its spec."""
+    out = {}
+    for name in names:
+        value = hparams.get(name, spec.optimizer.options.get(name))
+        if value is None:
+            raise StoreError(f"trial {trial!r}: hyperparameter {name!r} is neither in its block nor in its spec")
+        out[name] = float(value)
+    return out
+
+
+def hparam_names(sources: list[Source], plan: Plan | None) -> dict[str, tuple[str, ...]]:
+    """Per config id, the sorted names of every hyperparameter some block or planned trial vmapped."""
+    sets = [(s.spec.config_id, h) for s in sources for h in s.hparams]
+    sets += [(t.config_id, h) for t in (plan.trials if plan else ()) for h in t.hparams]
+    names: dict[str, set] = {}
+    for cid, h in sets:
+        names.setdefault(cid, set()).update(h)
+    return {cid: tuple(sorted(n)) for cid, n in names.items()}
+
+
+def ordered(sources: list[tuple[int, Source]], names: tuple[str, ...]) -> list[Member]:
+    """The members of one config's blocks in ensemble order; a member twice is an error."""
+    members = []
+    for i, src in sources:
+        for j, (h, seed) in enumerate((h, s) for h in src.hparams for s in src.seeds):
+            full = _normalised(h, names, src.spec, src.trial_id)
+            members.append(Member((tuple(full.values()), seed), i, j, full))
+    members.sort()
+    trials = dict(sources)
+    for a, b in zip(members, members[1:]):
+        if a.key == b.key:
+            raise StoreError(
+                f"duplicate member: seed {a.key[1]} with {a.hparams or 'no vmapped hyperparameters'} of config "
+                f"{trials[a.source].spec.config_id} is in trial {trials[a.source].trial_id!r} and in trial "
+                f"{trials[b.source].trial_id!r}; remove one of the two checkpoints"
+            )
+    return members
+
+
+def grid_columns(sources: list[Source], plan: Plan | None) -> list[Column]:
+    """The plan's grid keys, else the keys whose values differ between blocks plus vmapped ones."""
+    if plan is not None:
+        keys = [(k, k in plan.spec.vmap) for k in plan.spec.grid]
+    else:
+        names = sorted({k for s in sources for h in s.hparams for k in h})
+        flat = [_flatten(s.spec.structure_dict()) for s in sources]
+        every = dict.fromkeys(k for f in flat for k in f)
+        varying = [k for k in every if len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]
+        keys = [(k, False) for k in varying if k.removeprefix("optimizer.") not in names]
+        keys += [(f"optimizer.{n}", True) for n in names]
+    leaves = [k.rpartition(".")[2] for k, _ in keys]
+    return [Column(leaf if leaves.count(leaf) == 1 and leaf not in FIXED_COLUMNS else k, k, v)
+            for (k, v), leaf in zip(keys, leaves)]
+
+
+def _flatten(structure: dict) -> dict[str, Any]:
+    """``{"model": {"depth": 2}, "sweep_seed": 0}`` -> ``{"model.depth": 2, "sweep_seed": 0}``."""
+    out = {}
+    for part, value in structure.items():
+        out |= {f"{part}.{k}": v for k, v in value.items()} if isinstance(value, dict) else {part: value}
+    return out
+
+
+def value(column: Column, spec_dict: dict, hparams: dict[str, float]) -> Any:
+    """A member's value of a grid column (from its hyperparameters or its config's spec)."""
+    part, _, leaf = column.key.partition(".")
+    if column.vmapped:
+        return hparams.get(leaf)
+    return spec_dict.get(part, {}).get(leaf) if leaf else spec_dict.get(part)
+
+
+def column_types(columns: list[Column], sources: list[Source], specs: list[dict],
+                 names: dict[str, tuple[str, ...]]) -> dict[str, tuple[pa.DataType, Callable[[Any], Any]]]:
+    """Per column, its Arrow type and how to encode a value (JSON text unless plain scalars)."""
+    hsets = [[_normalised(h, names.get(s.spec.config_id, ()), s.spec, s.trial_id) for h in s.hparams] for s in sources]
+    out = {}
+    for c in columns:
+        values = [value(c, spec, h) for spec, hs in zip(specs, hsets) for h in hs]
+        out[c.name] = pa.string(), lambda v: json.dumps(v, sort_keys=True)
+        if all(v is None or isinstance(v, (bool, int, float, str)) for v in values):
+            try:
+                out[c.name] = pa.array(values).type, lambda v: v
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                pass
+    return out
+
+
+def members_schema(columns: list[Column], types: dict) -> pa.Schema:
+    f32, i32 = pa.float32(), pa.int32()
+    return pa.schema(
+        [("member_id", pa.int64()), ("config_id", pa.string()), ("seed", pa.int64()), ("trial_id", pa.string())]
+        + [(c.name, types[c.name][0]) for c in columns]
+        + [("status", pa.string()), ("epochs", i32), ("train_loss", f32), ("test_loss", f32),
+           ("train_loss_history", pa.list_(f32)), ("test_loss_history", pa.list_(f32)), ("history_epochs", pa.list_(i32))]
+    )
+
+
+def missing(trials: list[TrialPlan], found: set[tuple], names: tuple[str, ...], columns: list[Column]) -> list[dict]:
+    """Planned members of one config's ``trials`` whose key is not ``found``, by trial
+    (``{"trial_id", "config_id", "members": [{"seed", <vmapped grid columns>}, ...]}``)."""
+    rename = {c.key.partition(".")[2]: c.name for c in columns if c.vmapped}
+    out = []
+    for trial in trials:
+        members = []
+        for h, seed in trial.members():
+            if (tuple(_normalised(h, names, trial.spec, trial.trial_key).values()), seed) not in found:
+                members.append({"seed": seed, **{rename.get(k, k): v for k, v in h.items()}})
+        if members:
+            out.append({"trial_id": trial.trial_key, "config_id": trial.config_id, "members": members})
+    return out

@@ -1,0 +1,265 @@
+"""Aggregate a sweep's block checkpoints into global ensembles, one per structural config (SPEC §7).
+
+Each trial's checkpoint holds a stacked *block*; the aggregator unstacks every block and
+restacks the members of all trials of a structural config into one global ensemble, whose
+member order is stable: by the vmapped hyperparameter values (sorted by name), then by seed.
+It streams config by config and, past ``shard_bytes``, shard by shard, holding one output
+file and one block at a time. Results are deterministic (aggregating twice gives
+byte-identical files; adding seeds adds members and leaves the others bit-identical), and the
+new store replaces the previous one atomically (see :mod:`sweep.store`).
+
+```python
+path = sweep.aggregate.aggregate("runs/heat")   # -> "runs/heat/ensembles"
+ens = sweep.ensemble.load(path)
+```
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Iterable, Iterator
+from functools import partial
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+from tqdm.auto import tqdm
+
+from . import _members
+from ._errors import StoreError
+from ._members import Column, Member, Source
+from ._storage import BlockRef, find_blocks, local_copy, read_text, resolve
+from .checkpoint import load_block
+from .spec import SweepSpec
+from .store import StoreWriter
+from .store._layout import CONFIGS, MEMBERS, STORE_NAME
+from .tune._plan import PLAN_FILE, Plan, TrialPlan
+
+__all__ = ["aggregate", "aggregate_blocks", "DEFAULT_SHARD_BYTES"]
+
+DEFAULT_SHARD_BYTES = 256 * 2**20
+CONFIGS_SCHEMA = pa.schema([
+    ("config_id", pa.string()), ("spec", pa.string()), ("num_members", pa.int64()),
+    ("first_member", pa.int64()), ("members_per_shard", pa.int64()), ("files", pa.list_(pa.string())),
+    ("sample_shape", pa.list_(pa.int64())), ("out_channels", pa.int64()), ("num_train", pa.int64()),
+])
+_SWEEP_ONLY = ("seeds", "seeds_per_trial", "resources", "grid", "vmap")  # not part of a config
+
+
+def aggregate(sweep_dir: str | os.PathLike, filesystem: pafs.FileSystem | None = None, progress: bool = True,
+              *, shard_bytes: int = DEFAULT_SHARD_BYTES) -> str:
+    """Aggregate the newest checkpoint of every trial under ``sweep_dir`` into ``<sweep_dir>/ensembles``.
+
+    Planned members (``plan.json``) without a checkpoint are listed under ``missing`` in the
+    manifest and reported in a warning. Returns the store path.
+    """
+    fs, root = resolve(sweep_dir, filesystem)
+    plan = _read_plan(fs, f"{root}/{PLAN_FILE}")
+    sources = [
+        Source(r.trial_key, SweepSpec.from_dict(r.spec), r.seeds, r.hparams, partial(_load_ref, fs, r))
+        for r in sorted(find_blocks(root, fs).values())
+    ]
+    if not sources:
+        raise StoreError(f"{str(sweep_dir)!r}: no block checkpoints (block.json) found; nothing to aggregate")
+    _aggregate(fs, f"{root}/{STORE_NAME}", sources, plan, progress, shard_bytes)
+    return f"{str(sweep_dir).rstrip('/')}/{STORE_NAME}"
+
+
+def aggregate_blocks(store_dir: str | os.PathLike, blocks: Iterable[Any], plan: Plan | None = None,
+                     filesystem: pafs.FileSystem | None = None, progress: bool = False,
+                     *, shard_bytes: int = DEFAULT_SHARD_BYTES) -> str:
+    """Aggregate in-memory blocks (``SavedBlock``-like: spec, seeds, hparams, shapes, state,
+    history, trial_id) into a store at ``store_dir``; ``plan`` names the grid columns and the
+    planned members (without it, columns are the keys whose values differ between blocks).
+    """
+    fs, path = resolve(store_dir, filesystem)
+    sources = [Source(b.trial_id, b.spec, tuple(b.seeds), tuple(map(dict, b.hparams)), partial(lambda b: b, b))
+               for b in blocks]
+    if not sources:
+        raise StoreError("`blocks`: empty; give at least one block to aggregate")
+    _aggregate(fs, path, sorted(sources, key=lambda s: s.trial_id), plan, progress, shard_bytes)
+    return str(store_dir)
+
+
+def _read_plan(fs: pafs.FileSystem, path: str) -> Plan | None:
+    try:
+        text = read_text(fs, path)
+    except (FileNotFoundError, OSError):
+        warnings.warn(f"{path!r} not found: planned members without a checkpoint cannot be listed", stacklevel=3)
+        return None
+    try:
+        return Plan.from_dict(json.loads(text))
+    except (ValueError, KeyError, TypeError) as e:
+        raise StoreError(f"{path!r}: not a readable sweep plan ({e})") from None
+
+
+def _load_ref(fs: pafs.FileSystem, ref: BlockRef):
+    with local_copy(fs, ref.path) as directory:
+        return load_block(directory)
+
+
+# -- the store ------------------------------------------------------------------------------------
+class _Job(NamedTuple):
+    """What every step of one aggregation shares."""
+
+    sources: list[Source]
+    specs: list[dict]  # each source's spec as a dict
+    columns: list[Column]
+    types: dict
+    schema: pa.Schema
+    names: dict[str, tuple[str, ...]]  # vmapped hyperparameter names per config
+    trials: dict[str, list[TrialPlan]]  # planned trials per config
+
+
+def _aggregate(fs: pafs.FileSystem, store_path: str, sources: list[Source], plan: Plan | None,
+               progress: bool, shard_bytes: int) -> None:
+    if shard_bytes < 1:
+        raise StoreError(f"`shard_bytes`: got {shard_bytes}; must be >= 1")
+    columns, names = _members.grid_columns(sources, plan), _members.hparam_names(sources, plan)
+    specs = [s.spec.to_dict() for s in sources]
+    types = _members.column_types(columns, sources, specs, names)
+    trials: dict[str, list[TrialPlan]] = {}
+    for t in plan.trials if plan else ():
+        trials.setdefault(t.config_id, []).append(t)
+    job = _Job(sources, specs, columns, types, _members.members_schema(columns, types), names, trials)
+    by_config: dict[str, list[tuple[int, Source]]] = {}
+    for i, src in enumerate(sources):
+        by_config.setdefault(src.spec.config_id, []).append((i, src))
+    writer = StoreWriter(fs, store_path)
+    bar = tqdm(total=len(sources), desc="aggregating trials", unit="trial", disable=not progress or len(sources) < 16)
+    configs: list[dict] = []
+    missing: dict[str, dict] = {}
+    tables = _tables(job, by_config, writer, _Loader(sources, bar), shard_bytes, configs, missing)
+    writer.write_table(MEMBERS, job.schema, tables, sorting=("config_id", "member_id"))
+    bar.close()
+    writer.write_table(CONFIGS, CONFIGS_SCHEMA, [pa.Table.from_pylist(configs, CONFIGS_SCHEMA)])
+    for cid in set(trials) - set(by_config):  # planned configs without any checkpoint
+        missing |= {m["trial_id"]: m for m in _members.missing(trials[cid], set(), names.get(cid, ()), columns)}
+    missing_list = [missing[t.trial_key] for t in plan.trials if t.trial_key in missing] if plan else []
+    num_members, num_missing = sum(c["num_members"] for c in configs), sum(len(m["members"]) for m in missing_list)
+    writer.commit({
+        "num_members": num_members, "num_configs": len(configs), "num_trials": len(sources),
+        "num_missing": num_missing, "missing": missing_list, "columns": [c._asdict() for c in columns],
+    })
+    if missing_list:
+        warnings.warn(
+            f"{num_missing} planned member(s) of {len(missing_list)} trial(s) have no checkpoint (first: trial "
+            f"{missing_list[0]['trial_id']!r}); the store has {num_members} members and lists the missing "
+            f"ones under 'missing' in its manifest.json", stacklevel=3,
+        )
+
+
+class _Loader:
+    """Loads blocks on demand, holding only the last one (as NumPy leaves)."""
+
+    def __init__(self, sources: list[Source], bar):
+        self.sources, self.bar, self.seen = sources, bar, set()
+        self.last: tuple[int, Any, list[np.ndarray], Any] | None = None
+
+    def __call__(self, i: int) -> tuple[Any, list[np.ndarray], Any]:
+        if self.last is None or self.last[0] != i:
+            self.last = None
+            src = self.sources[i]
+            block = src.load()
+            if tuple(block.seeds) != src.seeds or tuple(map(dict, block.hparams)) != src.hparams:
+                raise StoreError(f"trial {src.trial_id!r}: its checkpoint changed while aggregating; aggregate again")
+            leaves, treedef = jax.tree_util.tree_flatten(jax.tree_util.tree_map(np.asarray, block.state.params))
+            self.last = (i, block, leaves, treedef)
+            if i not in self.seen:
+                self.seen.add(i)
+                self.bar.update()
+        return self.last[1:]
+
+
+def _tables(job: _Job, by_config: dict[str, list[tuple[int, Source]]], writer: StoreWriter, loader: _Loader,
+            shard_bytes: int, configs: list[dict], missing: dict[str, dict]) -> Iterator[pa.Table]:
+    """Write every config's leaves file(s) (configs in id order), yielding the members' rows as they
+    are gathered; fill ``configs`` (rows of configs.parquet) and ``missing`` (planned members
+    without a checkpoint). Only one config's member list is held at a time."""
+    first_member = 0
+    for cid, sources in sorted(by_config.items()):
+        members = _members.ordered(sources, job.names.get(cid, ()))
+        block, leaves, _ = loader(members[0].source)
+        per_member = sum(leaf[0].nbytes for leaf in leaves)
+        n = len(members)
+        per_shard = n if n * per_member <= shard_bytes else max(1, shard_bytes // per_member)
+        files = []
+        for start in range(0, n, per_shard):
+            chunk = members[start:start + per_shard]
+            tree, rows = _gather(chunk, job.sources, loader, cid)
+            files.append(f"{cid}.eqx" if per_shard == n else f"{cid}/shard-{start // per_shard:05d}.eqx")
+            writer.write_leaves(files[-1], tree)
+            rows["member_id"] = np.arange(first_member + start, first_member + start + len(chunk))
+            yield _table(job, rows, chunk)
+        spec_dict = {k: v for k, v in job.specs[members[0].source].items() if k not in _SWEEP_ONLY}
+        sample_shape, out_channels, num_train = block.shapes
+        configs.append({
+            "config_id": cid, "spec": json.dumps(spec_dict, sort_keys=True), "num_members": n,
+            "first_member": first_member, "members_per_shard": per_shard, "files": files,
+            "sample_shape": list(sample_shape), "out_channels": out_channels, "num_train": num_train,
+        })
+        first_member += n
+        found = {m.key for m in members}
+        missing |= {m["trial_id"]: m for m in _members.missing(job.trials.get(cid, []), found, job.names.get(cid, ()), job.columns)}
+
+
+def _gather(chunk: list[Member], sources: list[Source], loader: _Loader, cid: str) -> tuple[Any, dict]:
+    """Stacked parameters and per-member results of ``chunk``, loading each block once."""
+    n = len(chunk)
+    out: list[np.ndarray] | None = None
+    structure = None
+    rows = {"epochs": np.zeros(n, np.int32), "diverged": np.zeros(n, bool), "train": [None] * n, "test": [None] * n,
+            "history_epochs": [None] * n, "stopped": np.zeros(n, bool)}
+    by_source: dict[int, list[int]] = {}
+    for p, m in enumerate(chunk):
+        by_source.setdefault(m.source, []).append(p)
+    for i, positions in by_source.items():
+        block, leaves, treedef = loader(i)
+        if out is None:
+            out = [np.empty((n, *leaf.shape[1:]), leaf.dtype) for leaf in leaves]
+            structure = (treedef, [(o.shape[1:], o.dtype) for o in out])
+        if (treedef, [(leaf.shape[1:], leaf.dtype) for leaf in leaves]) != structure:
+            raise StoreError(f"trial {sources[i].trial_id!r}: its parameters differ in structure from the other trials of config {cid}")
+        pos = np.asarray(positions)
+        idx = np.asarray([chunk[p].index for p in positions])
+        for o, leaf in zip(out, leaves):
+            o[pos] = leaf[idx]
+        h = block.history
+        epochs = int(h.epoch[-1]) if len(h.epoch) else 0
+        rows["epochs"][pos] = epochs
+        rows["stopped"][pos] = epochs < sources[i].spec.training.epochs
+        rows["diverged"][pos] = np.asarray(h.diverged)[idx]
+        for p, j in zip(positions, idx):
+            rows["train"][p], rows["test"][p] = np.asarray(h.train_loss[j], np.float32), np.asarray(h.test_loss[j], np.float32)
+            rows["history_epochs"][p] = np.asarray(h.epoch, np.int32)
+    return jax.tree_util.tree_unflatten(structure[0], out), rows
+
+
+def _table(job: _Job, rows: dict, chunk: list[Member]) -> pa.Table:
+    sources = job.sources
+    data = {
+        "member_id": rows["member_id"],
+        "config_id": [sources[m.source].spec.config_id for m in chunk],
+        "seed": [m.key[1] for m in chunk],
+        "trial_id": [sources[m.source].trial_id for m in chunk],
+        "status": np.where(rows["diverged"], "diverged", np.where(rows["stopped"], "stopped_early", "ok")).tolist(),
+        "epochs": rows["epochs"],
+        "train_loss": [t[-1] if len(t) else np.nan for t in rows["train"]],
+        "test_loss": [t[-1] if len(t) else np.nan for t in rows["test"]],
+        "train_loss_history": _lists(rows["train"], pa.float32()),
+        "test_loss_history": _lists(rows["test"], pa.float32()),
+        "history_epochs": _lists(rows["history_epochs"], pa.int32()),
+    }
+    for c in job.columns:
+        encode = job.types[c.name][1]
+        data[c.name] = [encode(_members.value(c, job.specs[m.source], m.hparams)) for m in chunk]
+    return pa.table({name: data[name] for name in job.schema.names}, schema=job.schema)
+
+
+def _lists(arrays: list[np.ndarray], dtype: pa.DataType) -> pa.Array:
+    offsets = np.concatenate([[0], np.cumsum([len(a) for a in arrays])]).astype(np.int32)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(np.concatenate(arrays), dtype))

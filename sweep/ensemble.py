@@ -1,0 +1,248 @@
+"""Query a store of global ensembles: select members, summarise them, and run inference (SPEC §3).
+
+```python
+ens = sweep.ensemble.load("runs/heat")                  # every member of every config
+ens.summary()                                           # stats over seeds per configuration
+sub = ens.where(depth=6, learning_rate=3e-4).best(8)    # the 8 lowest test losses
+y = sub.predict(x)                                      # [8, batch, channels, *spatial]
+```
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+from jaxtyping import Float, PyTree
+
+from . import _inference, _stats
+from ._errors import QueryError
+from ._stats import Comparison
+from .spec import SweepSpec
+from .store import ConfigInfo, Store
+
+__all__ = ["Ensemble", "Comparison", "load"]
+
+DEFAULT_CHUNK = 64  # members per compiled inference call
+
+
+def load(path: str | os.PathLike, storage_filesystem: pafs.FileSystem | None = None) -> Ensemble:
+    """Open the store of a sweep (its directory or its ``ensembles/`` directory; local or ``s3://``)."""
+    store = Store.open(path, storage_filesystem)
+    return Ensemble(store, store.index())
+
+
+class Ensemble:
+    """A selection of members of a store, in a fixed order; every query returns a new one.
+
+    Rows come in store order (config_id, then vmapped hyperparameters, then seed) unless
+    :meth:`best` ranked them. Leaves are read from the store only when needed, file by file.
+    """
+
+    def __init__(self, store: Store, index: pa.Table):
+        self._store, self._index = store, index
+        self._table: pa.Table | None = None
+
+    def __len__(self) -> int:
+        return self._index.num_rows
+
+    def __repr__(self) -> str:
+        configs = len(pc.unique(self._index["config_id"]))
+        return f"Ensemble({len(self)} members of {configs} config(s) from {self._store.root!r})"
+
+    # -- tables ---------------------------------------------------------------------------------
+    @property
+    def table(self) -> pa.Table:
+        """One row per member (histories included), read from the store for this selection."""
+        if self._table is None:
+            self._table = self._store.members(member_ids=self._ids())
+        return self._table
+
+    @property
+    def columns(self) -> list[str]:
+        """Columns that :meth:`where` can filter on."""
+        return self._index.column_names
+
+    def summary(self, metric: str = "test_loss") -> pa.Table:
+        """One row per configuration (structural config x vmapped hyperparameters): member counts
+        and, over members that did not diverge, mean / std (ddof=1) / median / min / max, the 95%
+        t-interval of the mean, and the interquartile mean with its 95% bootstrap interval."""
+        self._check_metric(metric, "summary")
+        keys = ["config_id", *(c for c in self._store.grid_columns if c in self.columns)]
+        return _stats.summary(self._index, keys, metric)
+
+    def compare(self, a: dict[str, Any], b: dict[str, Any], metric: str = "test_loss") -> Comparison:
+        """P(a beats b): chance that a member selected by ``where(**a)`` has a lower ``metric`` than
+        one selected by ``where(**b)`` (diverged members lose), with a 95% bootstrap interval.
+
+        ```python
+        ens.compare({"depth": 4}, {"depth": 6}).probability  # 0.5 = no difference
+        ```
+        """
+        self._check_metric(metric, "compare")
+        return _stats.compare(self.where(**a)._scores(metric), self.where(**b)._scores(metric))
+
+    # -- selection ------------------------------------------------------------------------------
+    def where(self, **column_values: Any) -> Ensemble:
+        """Members whose columns equal the values given (a list / tuple / set means any of them).
+
+        ```python
+        ens.where(depth=6, learning_rate=[1e-3, 3e-4], status="ok")
+        ```
+        """
+        mask = None
+        for column, value in column_values.items():
+            if column not in self.columns:
+                raise QueryError(f"where(): unknown column {column!r}; columns: {', '.join(self.columns)}")
+            values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
+            kind = self._index.schema.field(column).type
+            try:
+                value_set = pa.array(values, type=kind)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+                raise QueryError(f"where({column}={value!r}): column {column!r} holds {kind} values") from None
+            hit = pc.is_in(self._index[column], value_set=value_set)
+            mask = hit if mask is None else pc.and_(mask, hit)
+        if mask is None:
+            return self
+        selected = self._index.filter(mask)
+        if selected.num_rows == 0:
+            present = "; ".join(f"{c} takes {self._distinct(c)}" for c in column_values)
+            raise QueryError(f"where({_kwargs(column_values)}): no member matches; in this selection {present}")
+        return Ensemble(self._store, selected)
+
+    def best(self, k: int, metric: str = "test_loss") -> Ensemble:
+        """The ``k`` members (all, if fewer) with the lowest ``metric``, best first; diverged members rank
+        last and ties go by member_id."""
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise QueryError(f"best(k={k!r}): k must be an integer >= 1")
+        self._check_metric(metric, "best")
+        order = np.lexsort((self._ids(), self._scores(metric)))[:k]
+        return Ensemble(self._store, self._index.take(order))
+
+    def member(self, seed: int, **where: Any) -> eqx.Module:
+        """The one member with this seed (and ``where`` values) as a plain module for one sample."""
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise QueryError(f"member(seed={seed!r}): the seed must be an integer")
+        selection = self.where(**where)
+        rows = selection._index.filter(pc.equal(selection._index["seed"], int(seed)))
+        if rows.num_rows == 0:
+            raise QueryError(f"member(seed={seed!r}): no member with this seed here; seeds: {selection._distinct('seed')}")
+        if rows.num_rows > 1:
+            keys = ["config_id", *self._store.grid_columns]
+            varying = [c for c in keys if c in rows.column_names and len(pc.unique(rows[c])) > 1]
+            raise QueryError(
+                f"member(seed={seed!r}): {rows.num_rows} members have this seed (they differ in "
+                f"{', '.join(varying)}); narrow it down, e.g. member(seed={seed!r}, {varying[0]}={rows[varying[0]][0].as_py()!r})"
+            )
+        params, static = Ensemble(self._store, rows)._params("member")
+        return eqx.combine(jax.tree_util.tree_map(lambda a: a[0], params), static)
+
+    def stacked(self) -> eqx.Module:
+        """All members as one module whose array leaves have a leading member axis (this order).
+
+        Works with ``pdequinox.extract_from_ensemble`` / ``combine_to_ensemble`` and ``eqx.filter_vmap``.
+        """
+        params, static = self._params("stacked")
+        return eqx.combine(params, static)
+
+    @property
+    def spec(self) -> SweepSpec:
+        """The structural config of these members (they must share one)."""
+        return self._config("spec").spec
+
+    # -- inference ------------------------------------------------------------------------------
+    def predict(self, x: Float[Any, "batch ..."], chunk_size: int = DEFAULT_CHUNK) -> Float[np.ndarray, "members batch ..."]:
+        """Every member's output on ``x`` (``[batch, *sample_shape]``), as ``[members, batch, *out]``,
+        computed ``chunk_size`` members at a time so memory stays bounded."""
+        config, x = self._inputs(x, chunk_size, "predict")
+        out = None
+        for rows, y in self._outputs(config, x, chunk_size):
+            if out is None:
+                out = np.empty((len(self), *y.shape[1:]), y.dtype)
+            out[rows] = y
+        return out
+
+    def mean_std(self, x: Float[Any, "batch ..."], chunk_size: int = DEFAULT_CHUNK) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and population std (ddof=0) over members of :meth:`predict`, streamed (float64 sums)."""
+        config, x = self._inputs(x, chunk_size, "mean_std")
+        count, mean, m2 = 0, 0.0, 0.0
+        for _, y in self._outputs(config, x, chunk_size):  # Chan et al.'s parallel update
+            y = y.astype(np.float64)
+            n, y_mean = len(y), y.mean(0)
+            delta = y_mean - mean
+            mean = mean + delta * n / (count + n)
+            m2 = m2 + ((y - y_mean) ** 2).sum(0) + delta**2 * count * n / (count + n)
+            count += n
+        dtype = np.result_type(x.dtype, np.float32)
+        return mean.astype(dtype), np.sqrt(m2 / count).astype(dtype)
+
+    # -- internals ------------------------------------------------------------------------------
+    def _ids(self) -> np.ndarray:
+        return self._index["member_id"].to_numpy()
+
+    def _distinct(self, column: str, limit: int = 20) -> str:
+        values = sorted(v for v in pc.unique(self._index[column]).to_pylist() if v is not None)
+        return f"{values[:limit]}" + (f" and {len(values) - limit} more" if len(values) > limit else "")
+
+    def _check_metric(self, metric: str, what: str) -> None:
+        numeric = [f.name for f in self._index.schema if pa.types.is_floating(f.type) or pa.types.is_integer(f.type)]
+        if metric not in numeric:
+            raise QueryError(f"{what}(metric={metric!r}): not a numeric column; choose one of {', '.join(numeric)}")
+
+    def _scores(self, metric: str) -> np.ndarray:
+        """``metric`` as float64, diverged or non-finite members counting as +inf (worst)."""
+        values = self._index[metric].to_numpy(zero_copy_only=False).astype(np.float64)
+        diverged = pc.equal(self._index["status"], "diverged").to_numpy(zero_copy_only=False)
+        return np.where(diverged | ~np.isfinite(values), np.inf, values)
+
+    def _config(self, what: str) -> ConfigInfo:
+        configs = pc.unique(self._index["config_id"]).to_pylist()
+        if len(configs) > 1:
+            raise QueryError(
+                f"{what}: the selection spans {len(configs)} structural configs ({', '.join(configs[:5])}); "
+                f"select one first, e.g. .where(config_id={configs[0]!r}) or by a structural grid column"
+            )
+        return self._store.configs[configs[0]]
+
+    def _positions(self, config: ConfigInfo) -> np.ndarray:
+        return self._ids() - config.first_member
+
+    def _params(self, what: str) -> tuple[PyTree, PyTree]:
+        config = self._config(what)
+        params = self._store.read(config.config_id, self._positions(config))
+        return jax.tree_util.tree_map(jnp.asarray, params), self._store.template(config.config_id)[1]
+
+    def _inputs(self, x: Any, chunk_size: int, what: str) -> tuple[ConfigInfo, np.ndarray]:
+        config = self._config(what)
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
+            raise QueryError(f"{what}(chunk_size={chunk_size!r}): must be an integer >= 1")
+        x = np.asarray(x)
+        shape = tuple(config.sample_shape)
+        if (x.ndim != len(shape) + 1 or tuple(x.shape[1:]) != shape or not x.shape[0]
+                or not np.issubdtype(x.dtype, np.number)):
+            raise QueryError(
+                f"{what}: x has shape {tuple(x.shape)} ({x.dtype}); config {config.config_id} takes a batch of "
+                f"samples of shape {shape}, i.e. a numeric array of shape (batch >= 1, {', '.join(map(str, shape))})"
+            )
+        dtype = jax.tree_util.tree_leaves(self._store.template(config.config_id)[0])[0].dtype
+        return config, x.astype(dtype)
+
+    def _outputs(self, config: ConfigInfo, x: np.ndarray, chunk_size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """``(rows of this selection, outputs)`` chunk by chunk, reading leaves files in store order."""
+        positions = self._positions(config)
+        order = np.argsort(positions, kind="stable")
+        slices = [order[i:i + chunk_size] for i in range(0, len(order), chunk_size)]
+        chunks = (self._store.read(config.config_id, positions[rows]) for rows in slices)
+        yield from zip(slices, _inference.forward(chunks, self._store.template(config.config_id)[1], x))
+
+
+def _kwargs(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in values.items())

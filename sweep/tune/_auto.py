@@ -1,0 +1,138 @@
+"""``seeds_per_trial="auto"``: the block size from memory, speed and cluster size.
+
+The rule (:func:`choose_seeds_per_trial`, a pure function of what :func:`measure` finds):
+
+1. *Memory.* Bytes per member and fixed bytes of a block. On an accelerator (vectorised
+   layout) the block program is compiled (not run) for 4 and 8 members and
+   ``memory_analysis()`` (arguments + outputs + temporaries - aliases) gives both parts. On CPU
+   (members one at a time per device) a member costs its training state twice (in and out of
+   the compiled call: parameters, optimizer state) and the dataset is the fixed part. A block
+   may use 80% of the trial's memory share: the device's allocator limit on a GPU (already
+   confined to the trial's fraction, see :mod:`._env`), or the host's memory times the trial's
+   share of the node's CPUs on CPU. ``members <= (0.8 * share - fixed) / per_member``.
+2. *Speed* (CPU only; on a GPU a bigger block only gets faster). One epoch of a block with
+   one member per device is timed after compiling it. A trial should train for at least
+   ``target_trial_s`` (60 s) so that its fixed costs (worker start, compilation, checkpoint
+   uploads, a few seconds) stay under ~10%: ``members >= target / (member_epoch_s * epochs)``;
+   bigger blocks than that buy nothing on CPU, so this is also the CPU block size.
+3. *Fill the cluster.* At least as many trials as the cluster runs at once (``slots``):
+   ``seeds <= num_seeds * num_configs / slots``.
+
+Seeds = members / hyperparameter sets, the minimum of the three, at least 1 and at most the
+number of seeds. The probe runs where trials run (a Ray task with the trial's resources) and
+the chosen size is stored in ``plan.json`` so that later runs of the same sweep reuse it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Mapping
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+from ..problems import Dataset
+from ..spec import SweepSpec
+
+MEMORY_HEADROOM = 0.8
+TARGET_TRIAL_S = 60.0
+
+
+class Probe(NamedTuple):
+    """What the block-size rule needs to know about one trial's program and device."""
+
+    per_member_bytes: int
+    fixed_bytes: int
+    memory_bytes: int
+    member_epoch_s: float | None  # wall seconds per member-epoch; None on accelerators
+    backend: str
+
+
+def choose_seeds_per_trial(probe: Probe, *, num_seeds: int, num_configs: int, num_hparam_sets: int,
+                           epochs: int, slots: int, target_trial_s: float = TARGET_TRIAL_S) -> int:
+    """Seeds per trial by the rule in this module's docstring (deterministic given ``probe``)."""
+    h = max(1, num_hparam_sets)
+    caps = [num_seeds]
+    room = MEMORY_HEADROOM * probe.memory_bytes - probe.fixed_bytes
+    caps.append(max(1, int(room // max(1, probe.per_member_bytes)) // h))
+    if probe.member_epoch_s is not None:
+        members = math.ceil(target_trial_s / max(probe.member_epoch_s * epochs, 1e-9))
+        caps.append(max(1, math.ceil(members / h)))
+    caps.append(max(1, (num_seeds * num_configs) // max(1, slots)))
+    return max(1, min(caps))
+
+
+def _memory_share(resources: Mapping[str, float]) -> int:
+    device = jax.local_devices()[0]
+    if device.platform != "cpu":
+        stats = device.memory_stats() or {}
+        if "bytes_limit" in stats:
+            return int(stats["bytes_limit"])
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    node_cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return int(total * min(1.0, float(resources.get("cpu", 1)) / node_cpus))
+
+
+def _compiled_bytes(spec: SweepSpec, data: Dataset, names: tuple[str, ...], members: int) -> int:
+    from ..trainer import _program, _program_key, data_shapes, state_skeleton
+
+    shapes = data_shapes(data)
+    program = _program(_program_key(spec, names), shapes, "vmap", 1)
+    state = state_skeleton(spec, members, names, shapes)
+    arrays = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in data)
+    stats = program.lower(state, arrays, 1).compile().memory_analysis()
+    return int(stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes
+               - stats.alias_size_in_bytes)
+
+
+def _state_bytes(spec: SweepSpec, data: Dataset, names: tuple[str, ...]) -> int:
+    from ..trainer import data_shapes, state_skeleton
+
+    skeleton = state_skeleton(spec, 1, names, data_shapes(data))
+    return sum(int(np.prod(a.shape)) * a.dtype.itemsize for a in jax.tree_util.tree_leaves(skeleton))
+
+
+def measure(spec: SweepSpec, hparams: tuple[dict[str, float], ...], data: Dataset,
+            resources: Mapping[str, float]) -> Probe:
+    """Measure one structural config (``spec`` without a grid) in this process."""
+    from ..optim import hyperparameter_names
+    from ..trainer import init_block, run_chunk
+
+    names = hyperparameter_names(spec.optimizer.options, tuple(k for h in hparams for k in h))
+    backend = jax.default_backend()
+    if backend != "cpu":
+        four = _compiled_bytes(spec, data, names, 4)  # small blocks are special-cased by XLA
+        per_member = max(1, (_compiled_bytes(spec, data, names, 8) - four) // 4)
+        return Probe(per_member, max(0, four - 4 * per_member), _memory_share(resources), None, backend)
+    devices = len(jax.devices("cpu"))
+    block, state = init_block(spec, list(range(devices)), [hparams[0]] if hparams else None, data)
+    state, losses = run_chunk(block, state, 1)  # compile
+    jax.block_until_ready(losses)
+    start = time.perf_counter()
+    jax.block_until_ready(run_chunk(block, state, 1)[1])
+    member_epoch_s = (time.perf_counter() - start) / devices
+    fixed = sum(a.nbytes for a in data)
+    return Probe(2 * _state_bytes(spec, data, names), fixed, _memory_share(resources), member_epoch_s, backend)
+
+
+def largest_config(spec: SweepSpec, datasets: Mapping[str, Dataset]) -> tuple[SweepSpec, tuple[dict, ...]]:
+    """The structural config with the most parameter + optimizer-state bytes (no compilation)."""
+    from ..optim import hyperparameter_names
+
+    best, best_bytes = None, -1
+    for config, hsets in spec.expand():
+        hparams = tuple({k.partition(".")[2]: float(v) for k, v in h.items()} for h in hsets if h)
+        names = hyperparameter_names(config.optimizer.options, tuple(k for h in hparams for k in h))
+        size = _state_bytes(config, datasets[problem_key(config)], names)
+        if size > best_bytes:
+            best, best_bytes = (config, hparams), size
+    return best
+
+
+def problem_key(spec: SweepSpec) -> str:
+    """Identity of a structural config's dataset (configs with equal problems share it)."""
+    return json.dumps(spec.problem.to_dict(), sort_keys=True, default=repr)

@@ -1,0 +1,248 @@
+"""``sweep.run``: plan, check, then train every block as a Ray Tune trial (SPEC §3, §6).
+
+Ray is imported here only, when ``run`` is called.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+import os
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from .._errors import SpecError, SweepError
+from ..spec import SweepSpec
+from . import _env
+from ._auto import Probe, choose_seeds_per_trial, largest_config, measure, problem_key
+from ._checks import check_resources, check_writable, load_datasets
+from ._plan import Plan, make_plan, merge_plans
+from ._sweepdir import done_members, experiments, locate, next_experiment, read_plan, write_plan
+
+METRIC, MODE = "test_loss_mean", "min"
+_OURS = {"name", "storage_path", "storage_filesystem", "failure_config", "local_dir",
+         "scheduler", "num_samples", "trial_dirname_creator", "trial_name_creator"}
+
+
+def _split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Extra keyword arguments of ``run`` -> (TuneConfig kwargs, RunConfig kwargs)."""
+    from ray import tune
+
+    tune_fields = {f.name for f in dataclasses.fields(tune.TuneConfig)} - _OURS - {"chdir_to_trial_dir"}
+    run_fields = {f.name for f in dataclasses.fields(tune.RunConfig)} - _OURS
+    tune_kw, run_kw = {}, {}
+    for key, value in options.items():
+        if key in tune_fields:
+            tune_kw[key] = value
+        elif key in run_fields:
+            run_kw[key] = value
+        else:
+            raise SpecError(
+                f"`{key}`: not an option of sweep.run; pass run(spec, storage, storage_filesystem, address, "
+                f"resume, scheduler, failure_config) or a Tune option: {', '.join(sorted(tune_fields | run_fields))}"
+            )
+    return tune_kw, run_kw
+
+
+def _ensure_ray(address: str | None) -> None:
+    """Reuse an initialised Ray; else start a local one (no address) or join ``address``."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    with warnings.catch_warnings():  # Ray forks and execs its daemons at once: no JAX state is shared
+        warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+        if address is None:
+            ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+        elif address.startswith("ray://"):  # Ray Client: the cluster's own settings apply
+            ray.init(address=address)
+        else:
+            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+
+
+def _alive_nodes() -> list[dict[str, float]]:
+    import ray
+
+    return [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+
+
+def _slots(resources: Mapping[str, float], nodes: list[dict[str, float]]) -> int:
+    """How many trials the cluster runs at once."""
+    cpu, gpu = float(resources["cpu"]), float(resources["gpu"])
+    total = 0
+    for node in nodes:
+        fit = int(node.get("CPU", 0) // cpu) if cpu else 10**9
+        if gpu:
+            fit = min(fit, int(node.get("GPU", 0) // gpu))
+        total += fit
+    return max(1, total)
+
+
+def _probe_task(config: dict, hparams: tuple, dataset, resources: dict) -> tuple:
+    _env.apply(resources)
+    return tuple(measure(SweepSpec.from_dict(config), tuple(hparams), dataset, resources))
+
+
+def _auto_seeds_per_trial(spec: SweepSpec, datasets: Mapping, data_refs: Mapping, nodes) -> int:
+    """Measure the largest config where trials run (a one-shot Ray task with a trial's resources)."""
+    import ray
+
+    config, hparams = largest_config(spec, datasets)
+    res = spec.resources
+    task = ray.remote(num_cpus=res["cpu"], num_gpus=res["gpu"], max_calls=1)(_probe_task)
+    probe = Probe(*ray.get(task.remote(config.to_dict(), hparams, data_refs[problem_key(config)], dict(res))))
+    return choose_seeds_per_trial(probe, num_seeds=len(spec.seed_list), num_configs=len(spec.expand()),
+                                  num_hparam_sets=len(spec.expand()[0][1]), epochs=config.training.epochs,
+                                  slots=_slots(res, nodes))
+
+
+def _trial_dirname(trial) -> str:
+    return trial.config["trial_key"]
+
+
+def _trainable(spec: SweepSpec, plan: Plan, data_refs, resume_from, fs):
+    from ray import tune
+
+    from ._trainable import hooks_from_env, train_trial
+
+    fn = tune.with_parameters(
+        train_trial, trials={t.trial_key: t.to_dict() for t in plan.trials}, data=data_refs,
+        hooks=hooks_from_env(), resume_from=resume_from, filesystem=fs,
+    )
+    return tune.with_resources(fn, {"cpu": spec.resources["cpu"], "gpu": spec.resources["gpu"]})
+
+
+def _outcome(results, plan: Plan) -> tuple[set[str], list[str]]:
+    """(trial keys stopped early by a scheduler, failure messages) of a finished experiment."""
+    epochs = {t.trial_key: t.spec.training.epochs for t in plan.trials}
+    stopped, failed = set(), []
+    for result in results:
+        key = (result.config or {}).get("trial_key")
+        if result.error is not None:
+            failed.append(f"{key}: {str(result.error).strip().splitlines()[-1] if str(result.error).strip() else type(result.error).__name__}")
+        elif key in epochs and 0 < (result.metrics or {}).get("epoch", 0) < epochs[key]:
+            stopped.add(key)
+    return stopped, failed
+
+
+def _aggregate(shown: str, filesystem: pafs.FileSystem | None) -> None:
+    try:
+        module = importlib.import_module("sweep.aggregate")
+    except ModuleNotFoundError as e:
+        if e.name in ("sweep.aggregate",):
+            return
+        raise
+    fn = getattr(module, "aggregate", None)
+    if callable(fn):
+        fn(shown, filesystem=filesystem)
+
+
+def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileSystem | None = None,
+        address: str | None = None, resume: bool = False, scheduler=None, failure_config=None,
+        **tune_options: Any) -> str:
+    """Train every member of ``spec`` with Ray Tune; returns the sweep directory.
+
+    ``<storage>/<spec.name>`` holds ``plan.json``, one Tune experiment ``tune-NNNN`` per call
+    (trial directories named by trial key, one block checkpoint per report) and the
+    aggregated store. Before any trial starts: resources are checked against the cluster, the
+    storage is probed for writing, every dataset is loaded once (batch size checked) and put in
+    the object store, and the plan is written. Members already trained to completion (or
+    stopped by a scheduler) are not trained again, so a larger ``seeds`` trains only the new
+    ones; a trial with a partial checkpoint of the same key continues from it.
+
+    ``resume=True`` first restores the latest Tune experiment (``Tuner.restore``, errored trials
+    resumed from their checkpoints), then trains whatever is still missing. ``scheduler``: any
+    Tune scheduler; without its own metric it gets ``test_loss_mean`` / ``min``.
+    ``failure_config``: ``tune.FailureConfig`` (default: retry a trial twice). Other keyword
+    arguments go to ``tune.TuneConfig`` or ``tune.RunConfig`` (e.g. ``max_concurrent_trials``,
+    ``stop``, ``callbacks``, ``checkpoint_config``, ``verbose``). No address starts (or reuses)
+    a local Ray instance; ``address="auto"`` or ``"ray://host:10001"`` joins a cluster.
+    """
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+    from ray import tune
+
+    if not isinstance(spec, SweepSpec):
+        raise SpecError(f"`spec`: got {type(spec).__name__}; expected a sweep.SweepSpec")
+    tune_kw, run_kw = _split_options(tune_options)
+    fs, path, shown = locate(spec, storage, storage_filesystem)
+    _ensure_ray(address)
+    import ray
+
+    nodes = _alive_nodes()
+    check_resources(spec.resources, nodes)
+    check_writable(fs, path, shown)
+    datasets = load_datasets(spec)
+    data_refs = {key: ray.put(d) for key, d in datasets.items()}
+    ray_fs = None if isinstance(fs, pafs.LocalFileSystem) else fs
+    stored = read_plan(fs, path)
+    stopped = set((stored or {}).get("stopped_trials", ()))
+    failures: list[str] = []
+
+    if resume and stored is not None and (names := experiments(fs, path)):
+        exp_path = f"{path}/{names[-1]}"
+        if tune.Tuner.can_restore(exp_path, storage_filesystem=ray_fs):
+            old = Plan.from_dict(stored)
+            tuner = tune.Tuner.restore(exp_path, trainable=_trainable(spec, old, data_refs, {}, ray_fs),
+                                       resume_errored=True, restart_errored=False, storage_filesystem=ray_fs)
+            s, failures = _outcome(tuner.fit(), old)
+            stopped |= s
+            stored["stopped_trials"] = sorted(stopped)
+
+    done, blocks = done_members(spec, fs, path, stored)
+    seeds_per_trial = None
+    if spec.seeds_per_trial == "auto":
+        if stored and stored["spec"].get("seeds_per_trial") == "auto":
+            seeds_per_trial = stored["seeds_per_trial"]
+        else:
+            seeds_per_trial = _auto_seeds_per_trial(spec, datasets, data_refs, nodes)
+    plan = make_plan(spec, seeds_per_trial, done=done)
+    merged = merge_plans(Plan.from_dict(stored) if stored else None, plan)
+    write_plan(fs, path, merged, stopped)
+
+    if plan.trials and not failures:
+        resume_from = {t.trial_key: blocks[t.trial_key].path for t in plan.trials if t.trial_key in blocks}
+        tuner = _tuner(spec, plan, _trainable(spec, plan, data_refs, resume_from, ray_fs), fs, path, ray_fs,
+                       scheduler, failure_config, tune_kw, run_kw)
+        s, failures = _outcome(tuner.fit(), plan)
+        if s:
+            stopped |= s
+            write_plan(fs, path, merged, stopped)
+
+    _aggregate(shown, storage_filesystem)
+    if failures:
+        raise SweepError(
+            f"{len(failures)} trial(s) of sweep {spec.name!r} failed (first: {failures[0]}); finished blocks "
+            f"are in {shown!r}; run sweep.run(..., resume=True) to retry them"
+        )
+    return shown
+
+
+def _tuner(spec: SweepSpec, plan: Plan, trainable, fs, path: str, ray_fs, scheduler, failure_config,
+           tune_kw: dict[str, Any], run_kw: dict[str, Any]):
+    """A new Tune experiment ``<sweep>/tune-NNNN`` with one trial per planned block."""
+    from ray import tune
+
+    tune_config = dict(tune_kw)
+    if "metric" not in tune_config and (scheduler is None or getattr(scheduler, "_metric", None) is None):
+        tune_config.update(metric=METRIC, mode=MODE)
+    run_config = {"verbose": 0, "failure_config": failure_config or tune.FailureConfig(max_failures=2),
+                  "checkpoint_config": tune.CheckpointConfig(num_to_keep=2), **run_kw}
+    run_config["callbacks"] = [*run_config.get("callbacks", []), _progress(spec, plan)]
+    return tune.Tuner(
+        trainable,
+        param_space={"trial_key": tune.grid_search([t.trial_key for t in plan.trials])},
+        tune_config=tune.TuneConfig(scheduler=scheduler, trial_dirname_creator=_trial_dirname,
+                                    trial_name_creator=_trial_dirname, **tune_config),
+        run_config=tune.RunConfig(name=next_experiment(fs, path), storage_path=path,
+                                  storage_filesystem=ray_fs, **run_config),
+    )
+
+
+def _progress(spec: SweepSpec, plan: Plan):
+    from ._progress import SweepProgress
+
+    return SweepProgress(spec.name, {t.trial_key: (t.num_members, t.spec.training.epochs) for t in plan.trials})

@@ -1,0 +1,41 @@
+"""One Ray instance for the whole test session (2 CPUs, 1 fake GPU), and Tune test helpers.
+
+Use with ``from conftest_ray import ray_session`` in a test module.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import warnings
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """A local Ray with 2 CPUs and 1 (fake) GPU; yields its GCS address."""
+    import ray
+
+    if not ray.is_initialized():
+        with warnings.catch_warnings():  # Ray forks and execs its daemons at once
+            warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+            ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()
+
+
+def trial_results(sweep_dir: str | os.PathLike) -> dict[str, list[dict]]:
+    """Every result each trial reported (Tune's result.json files), by trial key."""
+    out: dict[str, list[dict]] = {}
+    for path in sorted(glob.glob(f"{sweep_dir}/tune-*/*/result.json")):
+        lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+        for r in lines:
+            out.setdefault(r["trial_key"], []).append(r)
+    return out
+
+
+__all__ = ["ray_session", "trial_results"]

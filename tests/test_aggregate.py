@@ -1,0 +1,208 @@
+"""The aggregator (SPEC §7): restacking, member order, missing / duplicate members, idempotence,
+incremental adds, sharding, atomicity under SIGKILL, non-local filesystems."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import numpy as np
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+import pytest
+from _blocks import train_trial, trained_blocks, write_sweep
+from conftest import member, tiny_spec, tree_allclose
+
+from sweep import StoreError
+from sweep.aggregate import aggregate, aggregate_blocks
+from sweep.ensemble import load
+from sweep.store import Store
+from sweep.tune._plan import Plan, make_plan
+
+SPEC = tiny_spec(grid={"model.depth": [1, 2], "optimizer.learning_rate": [1e-3, 3e-3]})
+PLAN = make_plan(SPEC)  # 2 configs x 2 blocks of 2 seeds, each block with both learning rates
+MORE = make_plan(SPEC.__class__.from_dict(SPEC.to_dict() | {"seeds": 6}), done=[(t.config_id, s) for t in PLAN.trials for s in t.seeds])
+PLAN_MORE = Plan(MORE.spec, PLAN.trials + MORE.trials, PLAN.seeds_per_trial)
+
+
+def _leaves(tree) -> list:
+    return jax.tree_util.tree_leaves(eqx.filter(tree, eqx.is_array))
+
+
+def _files(store: str | Path) -> dict[str, bytes]:
+    root = Path(store).resolve()
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def sweep_dir(tmp_path):
+    return write_sweep(tmp_path / "sweep", PLAN, trained_blocks(PLAN))
+
+
+def test_round_trip_restacks_trials_bit_identically(sweep_dir):
+    path = aggregate(sweep_dir, progress=False)
+    assert path == f"{sweep_dir}/ensembles" and os.path.islink(path)
+    ens = load(sweep_dir)
+    table = ens.table
+    assert len(ens) == 16 and table["member_id"].to_pylist() == list(range(16))
+    for block in trained_blocks(PLAN):
+        depth = block.spec.model.depth
+        for i, (h, seed) in enumerate((h, s) for h in block.hparams for s in block.seeds):
+            got = ens.member(seed=seed, depth=depth, learning_rate=h["learning_rate"])
+            want = [a[i] for a in _leaves(block.state.params)]
+            assert tree_allclose(_leaves(got), want, exact=True)
+            row = ens.where(seed=seed, depth=depth, learning_rate=h["learning_rate"]).table.to_pylist()[0]
+            assert row["trial_id"] == block.trial_id and row["status"] == "ok" and row["epochs"] == 4
+            assert row["test_loss_history"] == block.history.test_loss[i].tolist()
+            assert row["train_loss"] == block.history.train_loss[i, -1] and row["history_epochs"] == [2, 4]
+
+
+def test_member_order_is_config_then_hyperparameters_then_seed(sweep_dir):
+    aggregate(sweep_dir, progress=False)
+    table = pq.read_table(f"{sweep_dir}/ensembles/members.parquet")
+    keys = list(zip(table["config_id"].to_pylist(), table["learning_rate"].to_pylist(), table["seed"].to_pylist()))
+    assert keys == sorted(keys) and len(set(keys)) == 16
+    assert table.column_names[:6] == ["member_id", "config_id", "seed", "trial_id", "depth", "learning_rate"]
+    configs = pq.read_table(f"{sweep_dir}/ensembles/configs.parquet").to_pylist()
+    assert [c["first_member"] for c in configs] == [0, 8] and [c["num_members"] for c in configs] == [8, 8]
+    store = Store.open(sweep_dir)
+    stacked = load(sweep_dir).where(config_id=configs[0]["config_id"]).stacked()
+    for i, key in enumerate(keys[:8]):  # stacked order = table order, across both trials of the config
+        block = next(b for b in trained_blocks(PLAN) if b.trial_id == table["trial_id"][i].as_py())
+        j = [(h["learning_rate"], s) for h in block.hparams for s in block.seeds].index(key[1:])
+        assert tree_allclose(_leaves(member(stacked, i)), [a[j] for a in _leaves(block.state.params)], exact=True)
+    assert store.manifest["num_members"] == 16 and store.manifest["missing"] == []
+
+
+def test_aggregating_twice_gives_identical_files(sweep_dir):
+    first = _files(aggregate(sweep_dir, progress=False))
+    second = _files(aggregate(sweep_dir, progress=False))
+    assert first == second and set(first) == {"members.parquet", "configs.parquet", "manifest.json",
+                                              *(f"{c}.eqx" for c in PLAN.config_ids)}
+    assert sorted(os.listdir(sweep_dir / ".ensembles")) == ["000001", "000002", "CURRENT"]
+    aggregate(sweep_dir, progress=False)  # older generations are collected
+    assert sorted(os.listdir(sweep_dir / ".ensembles")) == ["000002", "000003", "CURRENT"]
+
+
+def test_more_seeds_are_added_and_existing_members_unchanged(sweep_dir):
+    before = load(aggregate(sweep_dir, progress=False))
+    write_sweep(sweep_dir, PLAN_MORE, [train_trial(t) for t in MORE.trials])
+    after = load(aggregate(sweep_dir, progress=False))
+    assert len(after) == 24 and sorted(set(after.table["seed"].to_pylist())) == list(range(6))
+    for row in before.table.to_pylist():
+        query = {"seed": row["seed"], "depth": row["depth"], "learning_rate": row["learning_rate"]}
+        assert tree_allclose(before.member(**query), after.member(**query), exact=True)
+        assert after.where(**query).table.to_pylist()[0]["test_loss_history"] == row["test_loss_history"]
+
+
+def test_missing_members_are_listed_and_reported(tmp_path):
+    blocks = trained_blocks(PLAN)
+    root = write_sweep(tmp_path / "sweep", PLAN, blocks[1:])
+    with pytest.warns(UserWarning, match=r"4 planned member\(s\) of 1 trial\(s\) have no checkpoint"):
+        aggregate(root, progress=False)
+    manifest = Store.open(root).manifest
+    assert manifest["num_missing"] == 4 and manifest["num_members"] == 12
+    (missing,) = manifest["missing"]
+    assert missing["trial_id"] == blocks[0].trial_id
+    assert sorted((m["seed"], m["learning_rate"]) for m in missing["members"]) == [(0, 1e-3), (0, 3e-3), (1, 1e-3), (1, 3e-3)]
+
+
+def test_duplicate_member_is_an_error(tmp_path):
+    block = trained_blocks(PLAN)[0]
+    with pytest.raises(StoreError, match=r"duplicate member: seed 0 .* in trial '.*' and in trial 'copy'"):
+        aggregate_blocks(tmp_path / "store", [block, block._replace(trial_id="copy")])
+    assert not (tmp_path / "store").exists()
+
+
+def test_status_of_diverged_and_stopped_members(tmp_path):
+    done = trained_blocks(PLAN)[0]
+    stopped = train_trial(PLAN.trials[1], num_chunks=1)
+    diverged = done._replace(history=done.history._replace(diverged=np.array([True, False, False, False])))
+    aggregate_blocks(tmp_path / "store", [diverged, stopped])
+    rows = load(tmp_path / "store").table.to_pylist()
+    status = {(r["trial_id"], r["seed"], r["learning_rate"]): (r["status"], r["epochs"]) for r in rows}
+    assert status[(done.trial_id, 0, 1e-3)] == ("diverged", 4)
+    assert status[(done.trial_id, 1, 1e-3)] == ("ok", 4)
+    assert {v for k, v in status.items() if k[0] == stopped.trial_id} == {("stopped_early", 2)}
+
+
+def test_sharded_leaves_hold_consecutive_members(tmp_path):
+    blocks = trained_blocks(PLAN)
+    aggregate_blocks(tmp_path / "whole", blocks, plan=PLAN)
+    member_bytes = sum(a[0].nbytes for a in jax.tree_util.tree_leaves(blocks[0].state.params))
+    aggregate_blocks(tmp_path / "sharded", blocks, plan=PLAN, shard_bytes=3 * member_bytes)
+    store = Store.open(tmp_path / "sharded")
+    config = store.configs[PLAN.config_ids[0]]
+    assert config.members_per_shard == 3 and config.files == tuple(f"{config.config_id}/shard-{i:05d}.eqx" for i in range(3))
+    whole, sharded = load(tmp_path / "whole"), load(tmp_path / "sharded")
+    for cid in PLAN.config_ids:
+        assert tree_allclose(whole.where(config_id=cid).stacked(), sharded.where(config_id=cid).stacked(), exact=True)
+    assert whole.table.equals(sharded.table)
+
+
+def test_non_local_filesystem(tmp_path, sweep_dir):
+    # A SubTreeFileSystem is not a LocalFileSystem: this takes the object-storage code paths
+    # (checkpoints copied down, no symlink, the CURRENT pointer only).
+    fs = pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())
+    path = aggregate("sweep", filesystem=fs, progress=False)
+    assert path == "sweep/ensembles" and not (sweep_dir / "ensembles").exists()
+    ens = load("sweep", storage_filesystem=fs)
+    assert len(ens) == 16 and load(path, storage_filesystem=fs).table.equals(ens.table)
+
+
+_KILLER = textwrap.dedent("""
+    import os, signal, sys
+    import sweep.aggregate, sweep.store._layout as layout, sweep.store._writer as writer
+    where = sys.argv[2]
+    def kill(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGKILL)
+    if where == "leaves":  # after the first leaves file of the new generation
+        write = writer.write_leaves
+        writer.write_leaves = lambda *a: (write(*a), kill())
+    else:
+        setattr(layout, where, kill)
+    sweep.aggregate.aggregate(sys.argv[1], progress=False)
+""")
+
+
+@pytest.mark.parametrize("where", ["leaves", "write_text_atomic", "_swap_link", "_collect"])
+def test_sigkill_leaves_the_previous_or_the_new_store(tmp_path, sweep_dir, where):
+    old = load(aggregate(sweep_dir, progress=False)).table
+    write_sweep(sweep_dir, PLAN_MORE, [train_trial(t) for t in MORE.trials])
+    done = subprocess.run([sys.executable, "-c", _KILLER, str(sweep_dir), where], capture_output=True)
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]
+    # The CURRENT pointer commits; the local ensembles link follows it right after.
+    committed = {sweep_dir: where in ("_swap_link", "_collect"), sweep_dir / "ensembles": where == "_collect"}
+    for path, new in committed.items():
+        store = Store.open(path)
+        store.verify()
+        ens = load(path)
+        assert len(ens) == (24 if new else 16)
+        if len(ens) == 16:
+            assert ens.table.equals(old)
+        for cid in PLAN.config_ids:
+            ens.where(config_id=cid).stacked()  # every leaves file is readable and matches
+    aggregate(sweep_dir, progress=False)
+    assert len(load(sweep_dir)) == 24 and len(os.listdir(sweep_dir / ".ensembles")) == 3
+
+
+def test_sigkill_during_the_first_aggregation_leaves_no_store(sweep_dir):
+    done = subprocess.run([sys.executable, "-c", _KILLER, str(sweep_dir), "leaves"], capture_output=True)
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]
+    with pytest.raises(StoreError, match="not a seed-sweep store"):
+        load(sweep_dir)
+    aggregate(sweep_dir, progress=False)
+    assert len(load(sweep_dir)) == 16 and sorted(os.listdir(sweep_dir / ".ensembles")) == ["000002", "CURRENT"]
+
+
+def test_no_checkpoints_is_an_error(tmp_path):
+    (tmp_path / "plan.json").write_text(json.dumps(PLAN.to_dict()))
+    with pytest.raises(StoreError, match="no block checkpoints"):
+        aggregate(tmp_path, progress=False)

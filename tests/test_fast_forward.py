@@ -1,0 +1,143 @@
+"""The im2col/matmul fast forward equals ``jax.vmap(model)`` (outputs and gradients)."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pdequinox as pdeq
+import pytest
+from jax import lax
+
+from sweep.models._fast import _fast_forward, _vmap_forward, batched_forward
+
+KEY = jax.random.PRNGKey(0)
+RTOL, ATOL = 1e-5, 1e-6
+
+
+def _make(cls, *args, seed: int = 0, **kwargs):
+    """Build `cls` abstractly and fill its arrays from numpy (eager random init is slow)."""
+    abstract = eqx.filter_eval_shape(cls, *args, key=KEY, **kwargs)
+    rng = np.random.default_rng(seed)
+    return jax.tree.map(
+        lambda s: jnp.asarray(rng.uniform(-0.7, 0.7, s.shape).astype(s.dtype))
+        if isinstance(s, jax.ShapeDtypeStruct) else s,
+        abstract,
+    )
+
+
+def _vmap(m, xb):
+    return jax.vmap(m)(xb)
+
+
+@eqx.filter_jit
+def _value_and_grad(fwd, model, xb):
+    def loss(m):
+        out = fwd(m, xb)
+        return jnp.mean((out - jnp.cos(out)) ** 2), out
+
+    (_, out), grads = eqx.filter_value_and_grad(loss, has_aux=True)(model)
+    return out, grads
+
+
+def _assert_matches(model, xb, *, fast: bool):
+    fwd = batched_forward(model)
+    assert (fwd is _fast_forward) == fast
+    assert (fwd is _vmap_forward) == (not fast)
+    out_ref, g_ref = _value_and_grad(_vmap, model, xb)
+    out, g = _value_and_grad(fwd, model, xb)
+    assert out.shape == out_ref.shape and out.dtype == out_ref.dtype
+    np.testing.assert_allclose(out, out_ref, rtol=RTOL, atol=ATOL)
+    leaves_ref, leaves = jax.tree.leaves(g_ref), jax.tree.leaves(g)
+    assert len(leaves) == len(leaves_ref) > 0
+    for a, b in zip(leaves, leaves_ref):
+        np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL)
+
+
+def _x(*shape):
+    return jax.random.normal(jax.random.PRNGKey(1), shape)
+
+
+@pytest.mark.parametrize(
+    "boundary_mode, kernel_size, use_bias, activation",
+    [
+        ("periodic", 3, True, jax.nn.relu),
+        ("dirichlet", 4, False, jax.nn.tanh),
+        ("neumann", 5, True, jax.nn.gelu),
+        ("neumann", 2, False, lambda x: jax.nn.softmax(x)),  # not elementwise: per-sample path
+    ],
+)
+def test_convnet_1d_matches_vmap(boundary_mode, kernel_size, use_bias, activation):
+    model = _make(
+        pdeq.arch.ConvNet,
+        1, 2, 1, hidden_channels=3, depth=2, kernel_size=kernel_size, activation=activation,
+        use_bias=use_bias, use_final_bias=not use_bias, boundary_mode=boundary_mode,
+    )
+    _assert_matches(model, _x(3, 2, 9), fast=True)
+
+
+def test_classic_resnet_1d_matches_vmap():
+    model = _make(
+        pdeq.arch.ClassicResNet,
+        1, 1, 2, hidden_channels=(3, 4), num_blocks=1, use_norm=True,
+        boundary_mode="dirichlet",
+    )
+    _assert_matches(model, _x(2, 1, 8), fast=True)
+
+
+def test_dilated_resnet_1d_matches_vmap():
+    model = _make(
+        pdeq.arch.DilatedResNet,
+        1, 2, 1, hidden_channels=3, num_blocks=1, dilation_rates=(1, 2),
+        boundary_mode="periodic",
+    )
+    _assert_matches(model, _x(2, 2, 8), fast=True)
+
+
+def test_strided_eqx_conv_matches_vmap():
+    conv = _make(eqx.nn.Conv, 1, 2, 3, 3, stride=2, padding="SAME", padding_mode="REFLECT")
+    _assert_matches(conv, _x(2, 2, 9), fast=True)
+
+
+@pytest.mark.parametrize(
+    "make, shape",
+    [
+        (lambda: _make(pdeq.arch.MLP, 1, 1, 1, num_points=8, width_size=4, depth=1), (2, 1, 8)),
+        (lambda: _make(pdeq.arch.ConvNet, 2, 1, 1, hidden_channels=2, depth=1), (2, 1, 5, 5)),
+    ],
+    ids=["mlp", "convnet2d"],
+)
+def test_unsupported_falls_back(make, shape):
+    _assert_matches(make(), _x(*shape), fast=False)
+
+
+def test_unsupported_detected_structurally():
+    def shape(cls, *args, **kwargs):
+        return eqx.filter_eval_shape(cls, *args, key=KEY, **kwargs)
+
+    unet = shape(pdeq.arch.ClassicUNet, 1, 1, 1, hidden_channels=2, num_levels=1)
+    fno = shape(pdeq.arch.ClassicFNO, 1, 1, 1, hidden_channels=2, num_modes=2, num_blocks=1)
+    modern = shape(pdeq.arch.ModernResNet, 1, 1, 1, hidden_channels=2, num_blocks=1)
+    grouped = shape(eqx.nn.Conv, 1, 2, 2, 3, groups=2)
+    for model in (unet, fno, modern, grouped):
+        assert batched_forward(model) is _vmap_forward
+
+
+def test_under_lax_map_over_members():
+    """Stacked per-member params, lax.map over members inside jit, as the trainer does."""
+    models = [
+        _make(pdeq.arch.ConvNet, 1, 1, 1, hidden_channels=3, depth=1, boundary_mode="dirichlet", seed=i)
+        for i in range(3)
+    ]
+    params = [eqx.partition(m, eqx.is_array)[0] for m in models]
+    static = eqx.partition(models[0], eqx.is_array)[1]
+    stacked = jax.tree.map(lambda *a: jnp.stack(a), *params)
+    xb = _x(4, 1, 7)
+    fwd = batched_forward(models[0])
+
+    @jax.jit
+    def run(stacked):
+        return lax.map(lambda p: fwd(eqx.combine(p, static), xb), stacked)
+
+    out = run(stacked)
+    ref = jax.jit(lambda p: jax.vmap(lambda q: _vmap(eqx.combine(q, static), xb))(p))(stacked)
+    np.testing.assert_allclose(out, ref, rtol=RTOL, atol=ATOL)

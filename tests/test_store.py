@@ -1,0 +1,152 @@
+"""The store format (SPEC §7, §8): checksums, corrupt / truncated / mismatched files, formats,
+no pickle, and Parquet that other tools (DuckDB) read directly."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from _blocks import trained_blocks
+from conftest import tiny_spec, tree_allclose
+
+from sweep import StoreError
+from sweep.aggregate import aggregate_blocks
+from sweep.ensemble import load
+from sweep.store import Store
+from sweep.trainer import load_data
+from sweep.tune._plan import make_plan
+
+PLAN = make_plan(tiny_spec(grid={"model.depth": [1, 2], "optimizer.learning_rate": [1e-3, 3e-3]}))
+
+
+@pytest.fixture(scope="module")
+def original(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("store") / "ensembles"
+    aggregate_blocks(path, trained_blocks(PLAN), plan=PLAN)
+    return path
+
+
+@pytest.fixture
+def store(original, tmp_path) -> Path:
+    """A private, plain-directory copy of the committed store, free to corrupt."""
+    copy = tmp_path / "copy"
+    shutil.copytree(original.resolve(), copy)
+    return copy
+
+
+def _leaves_file(store: Path) -> Path:
+    return store / f"{PLAN.config_ids[0]}.eqx"
+
+
+def _edit_manifest(store: Path, **changes) -> None:
+    manifest = json.loads((store / "manifest.json").read_text())
+    (store / "manifest.json").write_text(json.dumps(manifest | changes))
+
+
+def test_a_copied_store_directory_loads_and_verifies(store):
+    Store.open(store).verify()
+    assert len(load(store)) == 16
+
+
+def test_not_a_store(tmp_path):
+    with pytest.raises(StoreError, match=r"is not a seed-sweep store.*run `sweep aggregate`"):
+        load(tmp_path)
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(StoreError, match=r"manifest.json'?: not valid JSON"):
+        load(tmp_path)
+    (tmp_path / "manifest.json").write_text('{"hello": 1}')
+    with pytest.raises(StoreError, match="not a seed-sweep store manifest"):
+        load(tmp_path)
+
+
+def test_newer_format_is_refused(store):
+    _edit_manifest(store, format=99)
+    with pytest.raises(StoreError, match=r"manifest.json'?: store format 99 is newer than this seed-sweep reads \(format 1\)"):
+        load(store)
+
+
+def test_truncated_leaves_file(store):
+    path = _leaves_file(store)
+    path.write_bytes(path.read_bytes()[:-7])
+    ens = load(store)  # tables are fine; the leaves are read (and checked) when needed
+    with pytest.raises(StoreError, match=rf"{path.name}'?: \d+ bytes, but the manifest records \d+; the leaves file is truncated"):
+        ens.member(seed=0, config_id=PLAN.config_ids[0], learning_rate=1e-3)
+
+
+def test_checksum_mismatch(store):
+    path = _leaves_file(store)
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0x40  # a flipped bit in the last weight: same size, still parses
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match=rf"{path.name}'?: checksum mismatch"):
+        load(store).where(config_id=PLAN.config_ids[0]).stacked()
+    with pytest.raises(StoreError, match=rf"{path.name}'?: checksum mismatch"):
+        Store.open(store).verify()
+
+
+def test_leaves_file_that_does_not_match_its_config(store):
+    # The other config's file (depth 2) in place of this one's, with a consistent manifest.
+    path, other = _leaves_file(store), store / f"{PLAN.config_ids[1]}.eqx"
+    shutil.copy(other, path)
+    files = json.loads((store / "manifest.json").read_text())["files"]
+    _edit_manifest(store, files=files | {path.name: files[other.name]})
+    with pytest.raises(StoreError, match=rf"{path.name}'?: leaf \d+ is float32.*needs float32.*does not match its config"):
+        load(store).where(config_id=PLAN.config_ids[0]).stacked()
+
+
+def test_truncated_members_table(store):
+    path = store / "members.parquet"
+    path.write_bytes(path.read_bytes()[:-100])
+    with pytest.raises(StoreError, match=r"members.parquet'?: \d+ bytes, the manifest records \d+"):
+        load(store)
+
+
+def test_loading_never_unpickles(original, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("pickle used while loading a store")
+
+    for name in ("load", "loads", "Unpickler"):
+        monkeypatch.setattr(pickle, name, refuse)
+    ens = load(original.parent)
+    sub = ens.where(depth=2)
+    x = np.asarray(load_data(sub.spec).test_x[:3])
+    assert sub.predict(x).shape == (8, 3, 1, 16) and ens.summary().num_rows == 4
+    sub.member(seed=1, learning_rate=1e-3)
+    Store.open(original).verify()
+
+
+def test_leaves_files_are_plain_equinox(original):
+    store = Store.open(original)
+    cid = PLAN.config_ids[1]
+    shapes, _ = store.template(cid)
+    like = jax.tree_util.tree_map(lambda s: jax.ShapeDtypeStruct((8, *s.shape), s.dtype), shapes)
+    loaded = eqx.tree_deserialise_leaves(f"{store.root}/{cid}.eqx", like)
+    assert tree_allclose(loaded, store.read(cid, np.arange(8)), exact=True)
+
+
+def test_members_table_is_sorted_and_row_subsets_read(original):
+    store = Store.open(original)
+    meta = pq.ParquetFile(f"{store.root}/members.parquet").metadata
+    assert [c.column_index for c in meta.row_group(0).sorting_columns] == [1, 0]  # config_id, member_id
+    table = store.members(["member_id", "seed"], member_ids=[9, 2, 5])
+    assert table.column_names == ["member_id", "seed"] and table["member_id"].to_pylist() == [9, 2, 5]
+
+
+def test_duckdb_reads_members_parquet(original):
+    duckdb = pytest.importorskip("duckdb")
+    rows = duckdb.sql(
+        f"SELECT config_id, learning_rate, count(*) AS n, avg(test_loss) AS mean FROM '{original}/members.parquet' "
+        "GROUP BY ALL ORDER BY ALL"
+    ).fetchall()
+    assert [r[:3] for r in rows] == [(c, lr, 4) for c in PLAN.config_ids for lr in (1e-3, 3e-3)]
+    ens = load(original)
+    for cid, lr, _, mean in rows:
+        losses = ens.where(config_id=cid, learning_rate=lr).table["test_loss"].to_numpy()
+        assert mean == pytest.approx(losses.astype(np.float64).mean())

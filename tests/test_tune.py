@@ -1,0 +1,253 @@
+"""sweep.tune.run on a local Ray: checkpoints, resume, failures, extension, schedulers, errors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import equinox as eqx
+import numpy as np
+import pyarrow.fs as pafs
+import pytest
+from conftest import tiny_spec, tree_allclose
+from conftest_ray import ray_session, trial_results  # noqa: F401
+
+import sweep
+import sweep.tune
+from sweep._storage import find_blocks
+from sweep.checkpoint import load_block
+
+TESTS = Path(__file__).parent
+
+
+def final_blocks(sweep_dir) -> dict:
+    """The newest checkpoint of every trial, loaded, by trial key."""
+    return {k: load_block(ref.path) for k, ref in find_blocks(str(sweep_dir), pafs.LocalFileSystem()).items()}
+
+
+def assert_same_members(blocks: dict, reference: dict) -> None:
+    assert set(blocks) == set(reference)
+    for key, block in blocks.items():
+        assert block.seeds == reference[key].seeds
+        assert int(block.state.epoch[0]) == int(reference[key].state.epoch[0])
+        assert tree_allclose(block.state.params, reference[key].state.params, exact=True), key
+        assert tree_allclose(block.state.opt_state, reference[key].state.opt_state, exact=True), key
+
+
+def tree_hashes(directory: Path) -> dict[str, str]:
+    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def baseline(ray_session, tmp_path_factory):
+    """tiny_spec (4 seeds, 2 per trial) trained once by sweep.tune.run."""
+    storage = tmp_path_factory.mktemp("baseline")
+    path = sweep.tune.run(tiny_spec(), storage=str(storage))
+    return Path(path), final_blocks(path)
+
+
+def test_run_layout_metrics_and_block_invariance(baseline):
+    path, blocks = baseline
+    spec = tiny_spec()
+    plan = sweep.tune.make_plan(spec)
+    assert path.name == "tiny" and (path / "plan.json").exists()
+    assert {t["trial_key"] for t in json.loads((path / "plan.json").read_text())["trials"]} == {
+        t.trial_key for t in plan.trials}
+    assert [p.name for p in path.glob("tune-*")] == ["tune-0001"]
+    assert set(blocks) == {t.trial_key for t in plan.trials}
+    for t in plan.trials:  # trained in a 1-CPU trial == trained in-process with 2 devices, bit for bit
+        model, history = sweep.train_block(spec, t.seeds)
+        assert blocks[t.trial_key].trial_id == t.trial_key
+        assert tree_allclose(blocks[t.trial_key].state.params, eqx.filter(model, eqx.is_array), exact=True)
+        np.testing.assert_array_equal(blocks[t.trial_key].history.test_loss, history.test_loss)
+
+    results = trial_results(path)
+    for key, reports in results.items():
+        assert [r["epoch"] for r in reports] == [2, 4]
+        last = reports[-1]
+        tl = np.asarray(last["member_test_loss"])
+        assert last["members"] == 2 and last["members_done"] == 2 and last["diverged"] == 0
+        assert last["test_loss_mean"] == pytest.approx(tl.mean())
+        assert last["test_loss_min"] == pytest.approx(tl.min()) and last["test_loss_max"] == pytest.approx(tl.max())
+        assert last["test_loss_std"] == pytest.approx(tl.std())
+        assert len(last["member_train_loss"]) == 2 and last["train_loss_mean"] > 0
+        assert last["member_seeds"] == list(blocks[key].seeds)
+        # CPU-only trial: its JAX settings were in place before JAX started a backend
+        assert last["env_before_jax"] is True and last["cpu_devices"] == 1
+        assert last["resumed_from_epoch"] == 0
+
+
+def test_extending_seeds_trains_only_new_members(baseline, tmp_path):
+    path, blocks = baseline
+    storage = tmp_path / "store"
+    shutil.copytree(path, storage / "tiny", symlinks=True)  # the store links ensembles/
+    before = tree_hashes(storage / "tiny" / "tune-0001")
+
+    spec = tiny_spec(seeds=6)
+    assert len(sweep.tune.plan(spec, storage=str(storage)).trials) == 1
+    out = Path(sweep.tune.run(spec, storage=str(storage)))
+
+    assert tree_hashes(out / "tune-0001") == before
+    new_trials = [p.name for p in (out / "tune-0002").iterdir() if p.is_dir()]
+    assert len(new_trials) == 1
+    grown = final_blocks(out)
+    assert grown[new_trials[0]].seeds == (4, 5)
+    model, _ = sweep.train_block(spec, [4, 5])
+    assert tree_allclose(grown[new_trials[0]].state.params, eqx.filter(model, eqx.is_array), exact=True)
+    plan = json.loads((out / "plan.json").read_text())
+    assert {s for t in plan["trials"] for s in t["seeds"]} == set(range(6)) and len(plan["trials"]) == 3
+    # nothing left to do: a third run starts no experiment
+    sweep.tune.run(spec, storage=str(storage))
+    assert sorted(p.name for p in out.glob("tune-*")) == ["tune-0001", "tune-0002"]
+
+
+def test_killed_trial_is_retried_from_its_checkpoint(baseline, tmp_path, monkeypatch):
+    _, reference = baseline
+    marker = tmp_path / "killed"
+    monkeypatch.setenv("SWEEP_TEST_KILL_ONCE", str(marker))
+    path = sweep.tune.run(tiny_spec(), storage=str(tmp_path / "store"),
+                          failure_config=sweep_failure_config(max_failures=2))
+    assert marker.exists()  # one trial process was SIGKILLed after its first checkpoint
+    results = trial_results(path)
+    resumed = [k for k, rs in results.items() if rs[-1]["resumed_from_epoch"] == 2]
+    assert len(resumed) == 1
+    assert_same_members(final_blocks(path), reference)
+
+
+def sweep_failure_config(**kwargs):
+    from ray import tune
+
+    return tune.FailureConfig(**kwargs)
+
+
+DRIVER = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {tests!r})
+    from conftest import tiny_spec
+    import sweep.tune
+    sweep.tune.run(tiny_spec(), storage={storage!r}, address={address!r})
+""")
+
+
+def test_driver_killed_mid_sweep_then_resumed(baseline, ray_session, tmp_path):
+    _, reference = baseline
+    storage, pids = tmp_path / "store", tmp_path / "pids"
+    env = dict(os.environ, SWEEP_TEST_SLEEP_AFTER_REPORT="4", SWEEP_TEST_BARRIER=f"{pids}:1:1")
+    script = DRIVER.format(tests=str(TESTS), storage=str(storage), address=ray_session)
+    driver = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        while not list(storage.glob("tiny/tune-0001/*/checkpoint_*/block.json")):
+            assert driver.poll() is None, "the driver ended before any checkpoint"
+            assert time.monotonic() < deadline, "no checkpoint within 180 s"
+            time.sleep(0.2)
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+    # wait until Ray has ended the dead driver's trial processes
+    trial_pids = [int(p.name.rsplit("-", 1)[1]) for p in pids.iterdir()]
+    deadline = time.monotonic() + 60
+    while any(_alive(pid) for pid in trial_pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(pid) for pid in trial_pids)
+    assert not all(len(list(storage.glob(f"tiny/tune-0001/{k}/checkpoint_000001"))) for k in reference)
+
+    path = sweep.tune.run(tiny_spec(), storage=str(storage), resume=True)
+    assert sorted(p.name for p in Path(path).glob("tune-*")) == ["tune-0001"]  # restored in place
+    assert_same_members(final_blocks(path), reference)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+def test_scheduler_and_stop_pass_through_keep_last_checkpoints(ray_session, tmp_path):
+    from ray.tune.schedulers import ASHAScheduler
+
+    spec = tiny_spec()
+    path = sweep.tune.run(spec, storage=str(tmp_path), scheduler=ASHAScheduler(max_t=4, grace_period=1),
+                          stop={"training_iteration": 1})
+    blocks = final_blocks(path)
+    assert len(blocks) == 2 and all(int(b.history.epoch[-1]) == 2 for b in blocks.values())
+    plan = json.loads((Path(path) / "plan.json").read_text())
+    assert set(plan["stopped_trials"]) == set(blocks)
+    sweep.tune.run(spec, storage=str(tmp_path))  # stopped members are not trained again
+    assert sorted(p.name for p in Path(path).glob("tune-*")) == ["tune-0001"]
+
+
+def test_fractional_gpu_trials_share_the_device(ray_session, tmp_path, monkeypatch):
+    monkeypatch.setenv("SWEEP_TEST_BARRIER", f"{tmp_path / 'started'}:4:120")
+    spec = tiny_spec(seeds=4, seeds_per_trial=1, resources={"cpu": 0.5, "gpu": 0.25})
+    path = sweep.tune.run(spec, storage=str(tmp_path / "store"))
+    results = trial_results(path)
+    assert len(results) == 4
+    last = [rs[-1] for rs in results.values()]
+    assert all(r["barrier_met"] for r in last)  # all four were running at the same time
+    assert max(r["start_time"] for r in last) < min(r["report_time"] for r in last)
+    for r in last:
+        assert r["env_before_jax"] is True
+        assert r["xla_mem_fraction"] == pytest.approx(0.95 * 0.25)
+    assert len(final_blocks(path)) == 4
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(spec=tiny_spec(resources={"cpu": 1, "gpu": 2})), r"resources\.gpu.*got 2.*1 GPU"),
+        (dict(spec=tiny_spec(resources={"cpu": 3, "gpu": 0})), r"resources\.cpu.*got 3"),
+        (dict(spec=tiny_spec(training=sweep.Training(epochs=2, batch_size=64, report_every=1))),
+         r"training\.batch_size.*64"),
+        (dict(spec=tiny_spec(), max_concurent_trials=2), r"max_concurent_trials.*not an option"),
+    ],
+)
+def test_bad_input_fails_before_any_trial(ray_session, tmp_path, kwargs, match):
+    with pytest.raises(sweep.SpecError, match=match):
+        sweep.tune.run(storage=str(tmp_path), **kwargs)
+    assert not list(tmp_path.glob("*/tune-*"))
+
+
+def test_storage_not_writable(ray_session, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(sweep.SpecError, match=r"`storage`.*not writable"):
+        sweep.tune.run(tiny_spec(), storage=str(blocker / "runs"))
+
+
+def test_auto_block_size_is_measured_where_trials_run_and_kept(ray_session, tmp_path):
+    spec = tiny_spec(seeds=4, seeds_per_trial="auto")
+    path = Path(sweep.tune.run(spec, storage=str(tmp_path)))
+    plan = json.loads((path / "plan.json").read_text())
+    chosen = plan["seeds_per_trial"]
+    assert plan["spec"]["seeds_per_trial"] == "auto" and 1 <= chosen <= 2  # 2 slots: at most 4 / 2 seeds
+    assert all(len(t["seeds"]) <= chosen for t in plan["trials"])
+    assert sorted(s for b in final_blocks(path).values() for s in b.seeds) == [0, 1, 2, 3]
+    # a later run of the same sweep reuses the stored size (no new measurement, same blocks)
+    assert sweep.tune.plan(tiny_spec(seeds=6, seeds_per_trial="auto"), storage=str(tmp_path)).seeds_per_trial == chosen
+
+
+def test_failed_trial_raises_then_resume_continues_it(baseline, tmp_path, monkeypatch):
+    _, reference = baseline
+    monkeypatch.setenv("SWEEP_TEST_KILL_ONCE", str(tmp_path / "killed"))
+    storage = str(tmp_path / "store")
+    with pytest.raises(sweep.SweepError, match=r"1 trial\(s\) of sweep 'tiny' failed.*resume=True"):
+        sweep.tune.run(tiny_spec(), storage=storage, failure_config=sweep_failure_config(max_failures=0))
+    monkeypatch.delenv("SWEEP_TEST_KILL_ONCE")
+    path = sweep.tune.run(tiny_spec(), storage=storage, resume=True)
+    assert sorted(p.name for p in Path(path).glob("tune-*")) == ["tune-0001"]
+    resumed = [k for k, rs in trial_results(path).items() if rs[-1]["resumed_from_epoch"] == 2]
+    assert len(resumed) == 1  # the errored trial went on from its checkpoint
+    assert_same_members(final_blocks(path), reference)

@@ -1,0 +1,170 @@
+"""Planning, block-size rule, trial environment and progress: the parts of sweep.tune without Ray runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+from conftest import tiny_spec
+
+import sweep
+from sweep.tune import make_plan
+from sweep.tune._auto import Probe, choose_seeds_per_trial
+from sweep.tune._checks import check_resources, check_writable
+from sweep.tune._env import trial_env
+from sweep.tune._plan import Plan, hparams_key, merge_plans
+
+
+def test_import_does_not_import_ray():
+    code = "import sys, sweep, sweep.tune; print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_seeds_split_into_blocks():
+    plan = make_plan(tiny_spec(seeds=5, seeds_per_trial=2))
+    assert [t.seeds for t in plan.trials] == [(0, 1), (2, 3), (4,)]
+    assert plan.num_members == 5 and plan.seeds_per_trial == 2
+    assert len({t.trial_key for t in plan.trials}) == 3
+    assert make_plan(tiny_spec(seeds=5), seeds_per_trial=5).trials[0].seeds == tuple(range(5))
+
+
+def test_structural_keys_make_trials_vmapped_keys_share_blocks():
+    spec = tiny_spec(seeds=4, seeds_per_trial=4,
+                     grid={"model.depth": [1, 2], "optimizer.learning_rate": [1e-3, 3e-3, 1e-2]})
+    plan = make_plan(spec)
+    assert len(plan.trials) == 2  # one per depth
+    assert {t.spec.model.depth for t in plan.trials} == {1, 2}
+    assert len(plan.config_ids) == 2
+    for t in plan.trials:
+        assert [h["learning_rate"] for h in t.hparams] == [1e-3, 3e-3, 1e-2]
+        assert t.num_members == 12
+        assert t.members()[:2] == [({"learning_rate": 1e-3}, 0), ({"learning_rate": 1e-3}, 1)]
+    unvmapped = make_plan(tiny_spec(seeds=4, seeds_per_trial=4, grid={"optimizer.learning_rate": [1e-3, 3e-3]}, vmap=[]))
+    assert len(unvmapped.trials) == 2 and all(len(t.hparams) == 1 for t in unvmapped.trials)
+
+
+def test_plan_is_deterministic_and_round_trips():
+    spec = tiny_spec(seeds=7, grid={"optimizer.learning_rate": [1e-3, 3e-3]})
+    a, b = make_plan(spec), make_plan(spec)
+    assert a == b and a.to_dict() == b.to_dict()
+    back = Plan.from_dict(json.loads(json.dumps(a.to_dict())))
+    assert back == a
+    assert "4 trials" in str(a) and a.trials[0].trial_key in str(a)
+
+
+def test_done_members_are_left_out():
+    spec = tiny_spec(seeds=6, seeds_per_trial=2, grid={"optimizer.learning_rate": [1e-3, 3e-3]})
+    cid = make_plan(spec).trials[0].config_id
+    plan = make_plan(spec, done=[(cid, 0), (cid, 1), (cid, 2)])
+    assert [t.seeds for t in plan.trials] == [(3, 4), (5,)]
+    # one hyperparameter set done for seed 3: that set's remaining seeds become their own trials
+    triples = [(cid, s, {"learning_rate": 1e-3}) for s in (0, 1, 2, 3)] + [(cid, s, hparams_key({"learning_rate": 3e-3})) for s in (0, 1, 2)]
+    plan = make_plan(spec, done=triples)
+    got = sorted((t.seeds, tuple(h["learning_rate"] for h in t.hparams)) for t in plan.trials)
+    assert got == [((3, 4), (0.003,)), ((4, 5), (0.001,)), ((5,), (0.003,))]
+    assert make_plan(spec, done=[(cid, s) for s in range(6)]).trials == ()
+    # an unrelated config id changes nothing
+    assert make_plan(spec, done=[("other", 0)]) == make_plan(spec)
+
+
+def test_merge_plans_is_the_union():
+    old = make_plan(tiny_spec(seeds=4))
+    cid = old.trials[0].config_id
+    new = make_plan(tiny_spec(seeds=6), done=[(cid, s) for s in range(4)])
+    merged = merge_plans(old, new)
+    assert [t.seeds for t in merged.trials] == [(0, 1), (2, 3), (4, 5)]
+    assert merged.spec == tiny_spec(seeds=6)
+    assert merge_plans(merged, new) == merged
+
+
+PROBE = Probe(per_member_bytes=1_000, fixed_bytes=10_000, memory_bytes=1_000_000, member_epoch_s=0.01, backend="cpu")
+
+
+def test_auto_block_size_rule():
+    kw = dict(num_seeds=1000, num_configs=1, num_hparam_sets=1, epochs=100, slots=1)
+    # speed: 60 s / (0.01 s * 100 epochs) = 60 members
+    assert choose_seeds_per_trial(PROBE, **kw) == 60
+    # memory: (0.8 * 1e6 - 1e4) / 1e3 = 790 members; on a GPU (no timing) memory decides
+    assert choose_seeds_per_trial(PROBE._replace(member_epoch_s=None), **kw) == 790
+    # hyperparameter sets share the budget; seeds = members / sets
+    assert choose_seeds_per_trial(PROBE._replace(member_epoch_s=None), **(kw | {"num_hparam_sets": 10})) == 79
+    # fill the cluster: at least `slots` trials
+    assert choose_seeds_per_trial(PROBE, **(kw | {"slots": 50})) == 20
+    # never more than the seeds, never less than one
+    assert choose_seeds_per_trial(PROBE, **(kw | {"num_seeds": 7})) == 7
+    assert choose_seeds_per_trial(PROBE._replace(memory_bytes=1), **kw) == 1
+
+
+def test_auto_plan_measures_in_process():
+    spec = tiny_spec(seeds=8, seeds_per_trial="auto")
+    plan = sweep.tune.plan(spec)
+    assert 1 <= plan.seeds_per_trial <= 8
+    assert sorted(s for t in plan.trials for s in t.seeds) == list(range(8))
+
+
+def test_trial_env():
+    cpu = trial_env({"cpu": 2, "gpu": 0}, environ={})
+    assert cpu == {"SWEEP_CPU_DEVICES": "2", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
+    assert "XLA_PYTHON_CLIENT_MEM_FRACTION" not in cpu
+    assert trial_env({"cpu": 0.5, "gpu": 0}, environ={"XLA_FLAGS": "--foo"})["XLA_FLAGS"] == "--foo --xla_cpu_multi_thread_eigen=false"
+    frac = trial_env({"cpu": 1, "gpu": 0.25}, environ={})
+    assert float(frac["XLA_PYTHON_CLIENT_MEM_FRACTION"]) == pytest.approx(0.2375)
+    assert frac["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    whole = trial_env({"cpu": 4, "gpu": 1}, environ={})
+    assert whole == {"SWEEP_CPU_DEVICES": "4"}
+
+
+def test_check_resources():
+    nodes = [{"CPU": 8, "GPU": 1}, {"CPU": 4}]
+    check_resources({"cpu": 8, "gpu": 1}, nodes)
+    with pytest.raises(sweep.SpecError, match=r"`resources.gpu`: got 2; the Ray cluster has 1 GPU"):
+        check_resources({"cpu": 1, "gpu": 2}, nodes)
+    with pytest.raises(sweep.SpecError, match=r"`resources.gpu`: got 0.5; the Ray cluster has 0 GPU"):
+        check_resources({"cpu": 1, "gpu": 0.5}, [{"CPU": 4}])
+    with pytest.raises(sweep.SpecError, match=r"`resources.cpu`: got 9.*at most 8 on one node"):
+        check_resources({"cpu": 9, "gpu": 0}, nodes)
+
+
+@pytest.mark.parametrize("gpu", [-1, -0.5, 1.5, 2.5])
+def test_bad_gpu_fraction_is_a_spec_error(gpu):
+    with pytest.raises(sweep.SpecError, match=r"`resources.gpu`"):
+        tiny_spec(resources={"cpu": 1, "gpu": gpu})
+
+
+def test_check_writable(tmp_path):
+    import pyarrow.fs as pafs
+
+    check_writable(pafs.LocalFileSystem(), str(tmp_path / "a" / "b"), "x")
+    assert (tmp_path / "a" / "b").is_dir() and not list((tmp_path / "a" / "b").iterdir())
+    (tmp_path / "f").write_text("")
+    with pytest.raises(sweep.SpecError, match=r"`storage`: 'shown' is not writable"):
+        check_writable(pafs.LocalFileSystem(), str(tmp_path / "f" / "runs"), "shown")
+
+
+def test_progress_line():
+    from sweep.tune._progress import progress_line
+
+    trials = [
+        SimpleNamespace(status="TERMINATED", config={"trial_key": "a"}, last_result={"epoch": 4, "members_done": 2, "test_loss_mean": 0.5}),
+        SimpleNamespace(status="RUNNING", config={"trial_key": "b"}, last_result={"epoch": 2, "members_done": 0, "test_loss_mean": 0.25}),
+        SimpleNamespace(status="PENDING", config={"trial_key": "c"}, last_result={}),
+    ]
+    line = progress_line("heat", trials, {"a": (2, 4), "b": (2, 4), "c": (2, 4)}, elapsed=30.0)
+    # 12 of 24 member-epochs in 30 s: 30 s to go
+    assert line == ("[heat] trials 1 done, 1 running, 1 pending | members 2/6 | best block test loss 0.25 "
+                    "| ETA 30s | elapsed 30s")
+
+
+def test_compiled_memory_estimate_grows_with_members():
+    from sweep.trainer import load_data
+    from sweep.tune._auto import _compiled_bytes
+
+    spec = tiny_spec()
+    data = load_data(spec)
+    four, eight, sixteen = (_compiled_bytes(spec, data, (), m) for m in (4, 8, 16))
+    assert 0 < four < eight < sixteen
+    assert sixteen - eight == pytest.approx(2 * (eight - four), rel=0.05)  # linear in members
