@@ -308,7 +308,8 @@ def test_debug_shows_the_exception(files):
 
 
 def test_console_script_error_has_no_traceback(tmp_path):
-    exe = shutil.which("sweep") or pytest.skip("console script `sweep` not installed")
+    exe = shutil.which("sweep")
+    assert exe, "the console script `sweep` is not installed (pip install -e .)"
     env = {**os.environ, "SWEEP_DEBUG": ""}
     out = subprocess.run([exe, "show", str(tmp_path / "nowhere")], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 1

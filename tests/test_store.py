@@ -140,7 +140,8 @@ def test_members_table_is_sorted_and_row_subsets_read(original):
 
 
 def test_duckdb_reads_members_parquet(original):
-    duckdb = pytest.importorskip("duckdb")
+    import duckdb
+
     rows = duckdb.sql(
         f"SELECT config_id, learning_rate, count(*) AS n, avg(test_loss) AS mean FROM '{original}/members.parquet' "
         "GROUP BY ALL ORDER BY ALL"

@@ -73,8 +73,6 @@ def test_sweep_on_object_storage(s3_sweep):
 
 
 def test_sweep_load_reads_the_remote_store(s3_sweep):
-    if not hasattr(sweep, "load"):
-        pytest.skip("sweep.load (the store) is not built yet")
     fs, _, path = s3_sweep
     ens = sweep.load(path, storage_filesystem=fs)
     assert ens.table.num_rows == 4

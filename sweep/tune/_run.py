@@ -6,7 +6,6 @@ Ray is imported here only, when ``run`` is called.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import logging
 import os
 import warnings
@@ -130,15 +129,9 @@ def _outcome(results, plan: Plan) -> tuple[set[str], list[str]]:
 
 
 def _aggregate(shown: str, filesystem: pafs.FileSystem | None) -> None:
-    try:
-        module = importlib.import_module("sweep.aggregate")
-    except ModuleNotFoundError as e:
-        if e.name in ("sweep.aggregate",):
-            return
-        raise
-    fn = getattr(module, "aggregate", None)
-    if callable(fn):
-        fn(shown, filesystem=filesystem)
+    from ..aggregate import aggregate
+
+    aggregate(shown, filesystem=filesystem)
 
 
 def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileSystem | None = None,
