@@ -17,21 +17,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from _workload import add_options, heat_spec, make_quick
+
 
 def spec_for(args, cpus: int, seeds_per_trial: int):
-    import sweep
-
-    return sweep.SweepSpec(
-        name=f"concurrency-{cpus}cpu",
-        problem=sweep.Problem("heat1d", num_points=args.points, num_samples=args.samples, data_seed=0),
-        model=sweep.Model("ConvNet", hidden_channels=args.hidden, depth=args.depth, activation="relu",
-                          boundary_mode="dirichlet"),
-        optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
-        training=sweep.Training(epochs=args.epochs, batch_size=32, report_every=args.report_every),
-        seeds=2 * args.seeds_per_trial,
-        seeds_per_trial=seeds_per_trial,
-        resources={"cpu": cpus, "gpu": 0},
-    )
+    return heat_spec(args, name=f"concurrency-{cpus}cpu", seeds=2 * args.seeds_per_trial,
+                     seeds_per_trial=seeds_per_trial, cpus=cpus)
 
 
 def measure(spec, storage: str) -> dict:
@@ -56,17 +47,11 @@ def measure(spec, storage: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds-per-trial", type=int, default=8, help="seeds of each 1-CPU trial")
-    parser.add_argument("--epochs", type=int, default=100)
-    parser.add_argument("--report-every", type=int, default=10)
-    parser.add_argument("--points", type=int, default=48)
-    parser.add_argument("--samples", type=int, default=1000)
-    parser.add_argument("--hidden", type=int, default=16)
-    parser.add_argument("--depth", type=int, default=6)
-    parser.add_argument("--quick", action="store_true", help="tiny workload: checks the script runs")
+    add_options(parser, epochs=100, report_every=10)
     args = parser.parse_args()
     if args.quick:
-        args.seeds_per_trial, args.epochs, args.report_every = 2, 6, 2
-        args.points, args.samples, args.hidden, args.depth = 16, 60, 4, 2
+        args.seeds_per_trial = 2
+        make_quick(args, epochs=6)
 
     import ray
 

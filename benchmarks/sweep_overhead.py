@@ -20,6 +20,8 @@ import sys
 import tempfile
 import time
 
+from _workload import add_options, heat_spec, make_quick
+
 CHILD = """
 import json, sys
 import sweep
@@ -34,20 +36,8 @@ else:
 
 
 def make_spec(args) -> dict:
-    import sweep
-
-    spec = sweep.SweepSpec(
-        name="overhead",
-        problem=sweep.Problem("heat1d", num_points=args.points, num_samples=args.samples, data_seed=0),
-        model=sweep.Model("ConvNet", hidden_channels=args.hidden, depth=args.depth, activation="relu",
-                          boundary_mode="dirichlet"),
-        optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
-        training=sweep.Training(epochs=args.epochs, batch_size=32, report_every=args.report_every),
-        seeds=args.seeds,
-        seeds_per_trial=args.seeds_per_trial,
-        resources={"cpu": args.cpus_per_trial, "gpu": 0},
-    )
-    return spec.to_dict()
+    return heat_spec(args, name="overhead", seeds=args.seeds, seeds_per_trial=args.seeds_per_trial,
+                     cpus=args.cpus_per_trial).to_dict()
 
 
 def wall(mode: str, spec: dict, storage: str = "") -> float:
@@ -65,17 +55,11 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=16)
     parser.add_argument("--seeds-per-trial", type=int, default=8)
     parser.add_argument("--cpus-per-trial", type=float, default=1)
-    parser.add_argument("--epochs", type=int, default=150)
-    parser.add_argument("--report-every", type=int, default=25)
-    parser.add_argument("--points", type=int, default=48)
-    parser.add_argument("--samples", type=int, default=1000)
-    parser.add_argument("--hidden", type=int, default=16)
-    parser.add_argument("--depth", type=int, default=6)
-    parser.add_argument("--quick", action="store_true", help="tiny workload: checks the script runs")
+    add_options(parser, epochs=150, report_every=25)
     args = parser.parse_args()
     if args.quick:
-        args.seeds, args.seeds_per_trial, args.epochs, args.report_every = 4, 2, 4, 2
-        args.points, args.samples, args.hidden, args.depth = 16, 60, 4, 2
+        args.seeds, args.seeds_per_trial = 4, 2
+        make_quick(args, epochs=4)
     spec = make_spec(args)
     member_epochs = args.seeds * args.epochs
     print(f"workload: {args.seeds} seeds x {args.epochs} epochs, ConvNet hidden {args.hidden} depth {args.depth}, "

@@ -6,8 +6,8 @@ program: ``report_every`` epochs of ``lax.scan`` over shuffled minibatches, its 
 epoch ``e`` drawn from ``fold_in(shuffle_key, e)``. How members are laid out on the device
 is chosen per backend (see :func:`default_layout`):
 
-- ``"map"`` (CPU default): members split over the host devices with ``shard_map``, each
-  device running its members one after another with ``lax.map``. A member's arithmetic is
+- ``"map"`` (CPU default): members split over the host devices (one per core), each device
+  running its part one member after another with ``lax.map``, the devices at the same time. A member's arithmetic is
   then the same whatever block it is in: results are bit-identical on CPU.
 - ``"vmap"`` (GPU default): members vectorised with ``vmap``; equal within float tolerance.
 
@@ -26,7 +26,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from jaxtyping import Array, Bool, Float, Int, PyTree, UInt32
 
 from ._errors import SpecError
@@ -65,10 +64,11 @@ class Block(NamedTuple):
 
     program: Any
     static: PyTree
-    data: tuple[Array, Array, Array, Array]
+    data: tuple[tuple[Array, Array, Array, Array], ...]  # one copy per device
     seeds: tuple[int, ...]
     hparams: tuple[dict[str, float], ...]
-    num_devices: int
+    devices: tuple[Any, ...]
+    layout: str
 
 
 def default_layout() -> str:
@@ -117,7 +117,7 @@ def _members(seeds: Sequence[int], hparams: Sequence[dict[str, float]]) -> tuple
 
 
 @functools.lru_cache(maxsize=64)
-def _program(structure: str, shapes: tuple, layout: str, num_devices: int):
+def _program(structure: str, shapes: tuple, layout: str):
     """The jitted chunk function of one program structure (model, optimizer without its array
     hyperparameters, batch size); cached so that blocks and trials share compiled code."""
     struct = json.loads(structure)
@@ -167,28 +167,15 @@ def _program(structure: str, shapes: tuple, layout: str, num_devices: int):
         return (params, opt_state, epoch, diverged, skey), (train_losses[-1], test_loss)
 
     def chunk(state: TrainState, data, num_epochs: int):
-        m = state.epoch.shape[0]
         carry = (state.params, state.opt_state, state.epoch, state.diverged, state.shuffle_key)
         run = functools.partial(member_chunk, static=static, num_epochs=num_epochs)
         if layout == "vmap":
             new, losses = jax.vmap(run, in_axes=(0, 0, None))(carry, state.hparams, data)
         else:
-            per_device = jax.shard_map(
-                lambda c, h, d: jax.lax.map(lambda a: run(*a, d), (c, h)),
-                mesh=_mesh(num_devices), in_specs=(P("m"), P("m"), P()), out_specs=P("m"), check_vma=False,
-            )
-            new, losses = per_device(*_padded((carry, state.hparams), num_devices), data)
-            new, losses = jax.tree_util.tree_map(lambda a: a[:m], (new, losses))
+            new, losses = jax.lax.map(lambda a: run(*a, data), (carry, state.hparams))
         return TrainState(*new, state.hparams), losses
 
-    if layout == "vmap":
-        return jax.jit(chunk, static_argnums=2)
-    whole = NamedSharding(_mesh(num_devices), P())  # fixed placement in and out: one compilation
-    return jax.jit(chunk, static_argnums=2, in_shardings=(whole, whole), out_shardings=whole)
-
-
-def _mesh(num_devices: int) -> Mesh:
-    return Mesh(np.asarray(jax.devices("cpu")[:num_devices]), ("m",))
+    return jax.jit(chunk, static_argnums=2)
 
 
 def _options(part: Mapping[str, Any]) -> dict[str, Any]:
@@ -204,13 +191,9 @@ def _select(pred, on_true, on_false):
     return jax.tree_util.tree_map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
 
 
-def _padded(tree, multiple: int):
-    """Pad the member axis to a multiple of ``multiple`` by repeating member 0."""
-    n = jax.tree_util.tree_leaves(tree)[0].shape[0]
-    extra = -n % multiple
-    if not extra:
-        return tree
-    return jax.tree_util.tree_map(lambda a: jnp.concatenate([a, jnp.repeat(a[:1], extra, axis=0)]), tree)
+def _padded(tree, size: int):
+    """Pad the member axis of NumPy leaves to ``size`` by repeating member 0."""
+    return jax.tree_util.tree_map(lambda a: np.concatenate([a, np.repeat(a[:1], size - a.shape[0], axis=0)]), tree)
 
 
 def data_shapes(data: Dataset) -> tuple:
@@ -291,9 +274,9 @@ def init_block(
     layout = layout or default_layout()
     names = hyperparameter_names(spec.optimizer.options, tuple(k for h in hsets for k in h))
     member_seeds, member_h = _members(seeds, hsets)
-    num_devices = len(jax.devices("cpu")) if layout == "map" else 1
+    devices = tuple(jax.devices("cpu")[: len(member_seeds)]) if layout == "map" else (jax.devices()[0],)
     shapes = data_shapes(data)
-    program = _program(_program_key(spec, names), shapes, layout, num_devices)
+    program = _program(_program_key(spec, names), shapes, layout)
 
     init_keys, shuffle_keys = member_keys(spec.sweep_seed, member_seeds)
     hp = {n: np.asarray([h.get(n, spec.optimizer.options.get(n)) for h in member_h], np.float32) for n in names}
@@ -301,18 +284,29 @@ def init_block(
     static = _static_part(spec.model.name, _options(spec.model.to_dict()), data.sample_shape, data.out_channels)
     m = len(member_seeds)
     state = TrainState(params, opt_state, jnp.zeros(m, jnp.int32), jnp.zeros(m, bool), shuffle_keys, hp)
-    arrays = tuple(jnp.asarray(a) for a in data)
-    if num_devices > 1:  # the placement the program expects, so the first call compiles once
-        state, arrays = jax.device_put((state, arrays), NamedSharding(_mesh(num_devices), P()))
-    return Block(program, static, arrays, seeds, hsets, num_devices), state
+    arrays = tuple(jax.device_put(tuple(data), d) for d in devices)  # the dataset once per device
+    return Block(program, static, arrays, seeds, hsets, devices, layout), state
 
 
 def run_chunk(block: Block, state: TrainState, num_epochs: int) -> tuple[TrainState, tuple[Array, Array]]:
-    """Train every member ``num_epochs`` more epochs (one compiled call).
+    """Train every member ``num_epochs`` more epochs (one compiled call per device).
 
     Returns the new state and, per member, the mean train loss of the last epoch and the test loss.
+    With several devices (CPU ``"map"`` layout) the members are split into equal contiguous parts
+    (padded by repeating member 0), one asynchronous call per device, and the state comes back
+    as host (NumPy) arrays.
     """
-    return block.program(state, block.data, num_epochs)
+    if block.layout == "vmap":
+        return block.program(jax.device_put(state, block.devices[0]), block.data[0], num_epochs)
+    m = state.epoch.shape[0]
+    per = -(-m // len(block.devices))
+    padded = _padded(jax.tree_util.tree_map(np.asarray, state), per * len(block.devices))
+    calls = [  # dispatched asynchronously: the devices run at the same time
+        block.program(jax.device_put(jax.tree_util.tree_map(lambda a: a[i * per:(i + 1) * per], padded), d),
+                      data, num_epochs)
+        for i, (d, data) in enumerate(zip(block.devices, block.data))
+    ]
+    return jax.tree_util.tree_map(lambda *parts: np.concatenate([np.asarray(p) for p in parts])[:m], *calls)
 
 
 def chunks(training) -> list[int]:

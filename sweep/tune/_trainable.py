@@ -22,7 +22,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import jax
 import numpy as np
 
 from .._storage import local_copy
@@ -130,9 +129,7 @@ def train_trial(config: Mapping[str, Any], *, trials: Mapping[str, dict], data: 
     test_hist: list[np.ndarray] = []
     saved = _saved_block(trial, resume_from, filesystem)
     if saved is not None:
-        state = jax.tree_util.tree_map(  # the placement the compiled program expects
-            lambda a, f: jax.device_put(a, f.sharding) if isinstance(f, jax.Array) else np.asarray(a),
-            saved.state, state)
+        state = saved.state
         epochs = [int(e) for e in saved.history.epoch]
         train_hist = list(np.asarray(saved.history.train_loss).T)
         test_hist = list(np.asarray(saved.history.test_loss).T)

@@ -1,0 +1,37 @@
+"""The heat ConvNet workload shared by the Ray benchmarks: command-line options and spec."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_options(parser: argparse.ArgumentParser, *, epochs: int, report_every: int) -> None:
+    parser.add_argument("--epochs", type=int, default=epochs)
+    parser.add_argument("--report-every", type=int, default=report_every)
+    parser.add_argument("--points", type=int, default=48)
+    parser.add_argument("--samples", type=int, default=1000)
+    parser.add_argument("--hidden", type=int, default=16)
+    parser.add_argument("--depth", type=int, default=6)
+    parser.add_argument("--quick", action="store_true", help="tiny workload: checks the script runs")
+
+
+def make_quick(args: argparse.Namespace, epochs: int) -> None:
+    """Shrink the workload to seconds (``--quick``)."""
+    args.epochs, args.report_every = epochs, 2
+    args.points, args.samples, args.hidden, args.depth = 16, 60, 4, 2
+
+
+def heat_spec(args: argparse.Namespace, *, name: str, seeds: int, seeds_per_trial: int, cpus: float):
+    import sweep
+
+    return sweep.SweepSpec(
+        name=name,
+        problem=sweep.Problem("heat1d", num_points=args.points, num_samples=args.samples, data_seed=0),
+        model=sweep.Model("ConvNet", hidden_channels=args.hidden, depth=args.depth, activation="relu",
+                          boundary_mode="dirichlet"),
+        optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
+        training=sweep.Training(epochs=args.epochs, batch_size=32, report_every=args.report_every),
+        seeds=seeds,
+        seeds_per_trial=seeds_per_trial,
+        resources={"cpu": cpus, "gpu": 0},
+    )
