@@ -6,8 +6,10 @@ program: ``report_every`` epochs of ``lax.scan`` over shuffled minibatches, its 
 epoch ``e`` drawn from ``fold_in(shuffle_key, e)``. How members are laid out on the device
 is chosen per backend (see :func:`default_layout`):
 
-- ``"map"`` (CPU default): members split over the host devices (one per core), each device
-  running its part one member after another with ``lax.map``, the devices at the same time. A member's arithmetic is
+- ``"map"`` (CPU default): members split into equal parts over the host devices (one per
+  core) with ``shard_map``, each device running its part one member after another with
+  ``lax.map``. The state goes in and comes out split over the devices, the same placement
+  every call (one compiled program per block size). A member's arithmetic is
   then the same whatever block it is in: results are bit-identical on CPU.
 - ``"vmap"`` (GPU default): members vectorised with ``vmap``; equal within float tolerance.
 
@@ -26,6 +28,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from jaxtyping import Array, Bool, Float, Int, PyTree, UInt32
 
 from ._errors import SpecError
@@ -64,7 +67,7 @@ class Block(NamedTuple):
 
     program: Any
     static: PyTree
-    data: tuple[tuple[Array, Array, Array, Array], ...]  # one copy per device
+    data: tuple[Array, Array, Array, Array]
     seeds: tuple[int, ...]
     hparams: tuple[dict[str, float], ...]
     devices: tuple[Any, ...]
@@ -117,7 +120,7 @@ def _members(seeds: Sequence[int], hparams: Sequence[dict[str, float]]) -> tuple
 
 
 @functools.lru_cache(maxsize=64)
-def _program(structure: str, shapes: tuple, layout: str):
+def _program(structure: str, shapes: tuple, layout: str, num_devices: int):
     """The jitted chunk function of one program structure (model, optimizer without its array
     hyperparameters, batch size); cached so that blocks and trials share compiled code."""
     struct = json.loads(structure)
@@ -171,11 +174,22 @@ def _program(structure: str, shapes: tuple, layout: str):
         run = functools.partial(member_chunk, static=static, num_epochs=num_epochs)
         if layout == "vmap":
             new, losses = jax.vmap(run, in_axes=(0, 0, None))(carry, state.hparams, data)
-        else:
-            new, losses = jax.lax.map(lambda a: run(*a, data), (carry, state.hparams))
+            return TrainState(*new, state.hparams), losses
+        per_device = jax.shard_map(
+            lambda c, h, d: jax.lax.map(lambda a: run(*a, d), (c, h)),
+            mesh=_mesh(num_devices), in_specs=(P("m"), P("m"), P()), out_specs=P("m"), check_vma=False,
+        )
+        new, losses = per_device(carry, state.hparams, data)
         return TrainState(*new, state.hparams), losses
 
-    return jax.jit(chunk, static_argnums=2)
+    if layout == "vmap":
+        return jax.jit(chunk, static_argnums=2)
+    split, whole = NamedSharding(_mesh(num_devices), P("m")), NamedSharding(_mesh(num_devices), P())
+    return jax.jit(chunk, static_argnums=2, in_shardings=(split, whole), out_shardings=split)
+
+
+def _mesh(num_devices: int) -> Mesh:
+    return Mesh(np.asarray(jax.devices("cpu")[:num_devices]), ("m",))
 
 
 def _options(part: Mapping[str, Any]) -> dict[str, Any]:
@@ -276,7 +290,7 @@ def init_block(
     member_seeds, member_h = _members(seeds, hsets)
     devices = tuple(jax.devices("cpu")[: len(member_seeds)]) if layout == "map" else (jax.devices()[0],)
     shapes = data_shapes(data)
-    program = _program(_program_key(spec, names), shapes, layout)
+    program = _program(_program_key(spec, names), shapes, layout, len(devices))
 
     init_keys, shuffle_keys = member_keys(spec.sweep_seed, member_seeds)
     hp = {n: np.asarray([h.get(n, spec.optimizer.options.get(n)) for h in member_h], np.float32) for n in names}
@@ -284,7 +298,8 @@ def init_block(
     static = _static_part(spec.model.name, _options(spec.model.to_dict()), data.sample_shape, data.out_channels)
     m = len(member_seeds)
     state = TrainState(params, opt_state, jnp.zeros(m, jnp.int32), jnp.zeros(m, bool), shuffle_keys, hp)
-    arrays = tuple(jax.device_put(tuple(data), d) for d in devices)  # the dataset once per device
+    place = NamedSharding(_mesh(len(devices)), P()) if layout == "map" else devices[0]
+    arrays = jax.device_put(tuple(data), place)  # the dataset once per device
     return Block(program, static, arrays, seeds, hsets, devices, layout), state
 
 
@@ -297,16 +312,13 @@ def run_chunk(block: Block, state: TrainState, num_epochs: int) -> tuple[TrainSt
     as host (NumPy) arrays.
     """
     if block.layout == "vmap":
-        return block.program(jax.device_put(state, block.devices[0]), block.data[0], num_epochs)
+        return block.program(jax.device_put(state, block.devices[0]), block.data, num_epochs)
     m = state.epoch.shape[0]
-    per = -(-m // len(block.devices))
-    padded = _padded(jax.tree_util.tree_map(np.asarray, state), per * len(block.devices))
-    calls = [  # dispatched asynchronously: the devices run at the same time
-        block.program(jax.device_put(jax.tree_util.tree_map(lambda a: a[i * per:(i + 1) * per], padded), d),
-                      data, num_epochs)
-        for i, (d, data) in enumerate(zip(block.devices, block.data))
-    ]
-    return jax.tree_util.tree_map(lambda *parts: np.concatenate([np.asarray(p) for p in parts])[:m], *calls)
+    size = -(-m // len(block.devices)) * len(block.devices)
+    padded = _padded(jax.tree_util.tree_map(np.asarray, state), size)
+    split = NamedSharding(_mesh(len(block.devices)), P("m"))  # the same placement every call
+    out = block.program(jax.device_put(padded, split), block.data, num_epochs)
+    return jax.tree_util.tree_map(lambda a: np.asarray(a)[:m], out)
 
 
 def chunks(training) -> list[int]:
