@@ -304,12 +304,11 @@ def init_block(
 
 
 def run_chunk(block: Block, state: TrainState, num_epochs: int) -> tuple[TrainState, tuple[Array, Array]]:
-    """Train every member ``num_epochs`` more epochs (one compiled call per device).
+    """Train every member ``num_epochs`` more epochs (one compiled call).
 
     Returns the new state and, per member, the mean train loss of the last epoch and the test loss.
-    With several devices (CPU ``"map"`` layout) the members are split into equal contiguous parts
-    (padded by repeating member 0), one asynchronous call per device, and the state comes back
-    as host (NumPy) arrays.
+    In the CPU ``"map"`` layout the members are split into equal contiguous parts over the host
+    devices (padded by repeating member 0) and the state comes back as host (NumPy) arrays.
     """
     if block.layout == "vmap":
         return block.program(jax.device_put(state, block.devices[0]), block.data, num_epochs)
