@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import optax
@@ -70,12 +70,12 @@ def _schedule_kwargs(schedule: Mapping[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
-def hyperparameter_names(options: Mapping[str, Any], extra: tuple[str, ...] = ()) -> tuple[str, ...]:
-    """Names passed as arrays: ``learning_rate``, every float option, and the vmapped ones."""
+def hyperparameter_names(options: Mapping[str, Any], hparam_sets: Iterable[Mapping[str, Any]] = ()) -> tuple[str, ...]:
+    """Names passed as arrays: ``learning_rate``, every float option, and those in ``hparam_sets``."""
     names = ["learning_rate"]
     names += [k for k, v in options.items() if k != "learning_rate" and isinstance(v, float)]
-    names += [k for k in extra if k not in names]
-    return tuple(names)
+    names += [k for h in hparam_sets for k in h]
+    return tuple(dict.fromkeys(names))
 
 
 def make_optimizer(name: str, options: Mapping[str, Any], hparams: Mapping[str, Any]) -> optax.GradientTransformation:

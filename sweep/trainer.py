@@ -286,7 +286,7 @@ def init_block(
     hsets = _normalise_hparams(spec, hparams)
     data = load_data(spec) if data is None else data
     layout = layout or default_layout()
-    names = hyperparameter_names(spec.optimizer.options, tuple(k for h in hsets for k in h))
+    names = hyperparameter_names(spec.optimizer.options, hsets)
     member_seeds, member_h = _members(seeds, hsets)
     devices = tuple(jax.devices("cpu")[: len(member_seeds)]) if layout == "map" else (jax.devices()[0],)
     shapes = data_shapes(data)

@@ -102,7 +102,7 @@ def measure(spec: SweepSpec, hparams: tuple[dict[str, float], ...], data: Datase
     from ..optim import hyperparameter_names
     from ..trainer import init_block, run_chunk
 
-    names = hyperparameter_names(spec.optimizer.options, tuple(k for h in hparams for k in h))
+    names = hyperparameter_names(spec.optimizer.options, hparams)
     backend = jax.default_backend()
     if backend != "cpu":
         four = _compiled_bytes(spec, data, names, 4)  # small blocks are special-cased by XLA
@@ -126,7 +126,7 @@ def largest_config(spec: SweepSpec, datasets: Mapping[str, Dataset]) -> tuple[Sw
     best, best_bytes = None, -1
     for config, hsets in spec.expand():
         hparams = tuple({k.partition(".")[2]: float(v) for k, v in h.items()} for h in hsets if h)
-        names = hyperparameter_names(config.optimizer.options, tuple(k for h in hparams for k in h))
+        names = hyperparameter_names(config.optimizer.options, hparams)
         size = _state_bytes(config, datasets[problem_key(config)], names)
         if size > best_bytes:
             best, best_bytes = (config, hparams), size
