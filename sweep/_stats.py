@@ -13,7 +13,6 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 from jaxtyping import Float
-from scipy import stats
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
@@ -30,8 +29,15 @@ class Comparison(NamedTuple):
     n_b: int
 
 
+def _scipy_stats():
+    """``scipy.stats``, imported on first use (it takes ~0.7 s, which every trial worker would pay)."""
+    from scipy import stats
+
+    return stats
+
+
 def _iqm(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    return stats.trim_mean(x, 0.25, axis=axis)
+    return _scipy_stats().trim_mean(x, 0.25, axis=axis)
 
 
 def describe(values: Float[np.ndarray, " n"]) -> dict[str, float]:
@@ -48,6 +54,7 @@ def describe(values: Float[np.ndarray, " n"]) -> dict[str, float]:
     out = {"mean": v.mean(), "median": np.median(v), "min": v.min(), "max": v.max(), "iqm": _iqm(v)}
     out["std"] = v.std(ddof=1) if n > 1 else np.nan
     if n > 1 and np.ptp(v) > 0:
+        stats = _scipy_stats()
         low, high = stats.t.interval(CONFIDENCE, n - 1, loc=v.mean(), scale=stats.sem(v))
         boot = stats.bootstrap((v,), _iqm, n_resamples=RESAMPLES, confidence_level=CONFIDENCE,
                                method="percentile", vectorized=True, rng=np.random.default_rng(0))
@@ -61,7 +68,7 @@ def describe(values: Float[np.ndarray, " n"]) -> dict[str, float]:
 def _beats(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
     """P(A < B) + P(A == B) / 2 from ranks (the Mann-Whitney U statistic over n_a * n_b)."""
     a, b = np.moveaxis(a, axis, -1), np.moveaxis(b, axis, -1)
-    ranks = stats.rankdata(np.concatenate([a, b], axis=-1), axis=-1)
+    ranks = _scipy_stats().rankdata(np.concatenate([a, b], axis=-1), axis=-1)
     n_a, n_b = a.shape[-1], b.shape[-1]
     u_a = ranks[..., :n_a].sum(-1) - n_a * (n_a + 1) / 2  # pairs where a > b (ties: half)
     return 1.0 - u_a / (n_a * n_b)
@@ -73,7 +80,7 @@ def compare(a: Float[np.ndarray, " n"], b: Float[np.ndarray, " m"]) -> Compariso
     p = float(_beats(a, b))
     if min(len(a), len(b)) < 2:
         return Comparison(p, float("nan"), float("nan"), len(a), len(b))
-    boot = stats.bootstrap((a, b), _beats, n_resamples=RESAMPLES, confidence_level=CONFIDENCE, method="percentile",
+    boot = _scipy_stats().bootstrap((a, b), _beats, n_resamples=RESAMPLES, confidence_level=CONFIDENCE, method="percentile",
                            vectorized=True, rng=np.random.default_rng(0))
     low, high = boot.confidence_interval
     return Comparison(p, float(low), float(high), len(a), len(b))

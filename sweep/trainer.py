@@ -127,7 +127,7 @@ def _program(structure: str, shapes: tuple, layout: str, num_devices: int):
     model_spec, opt_spec, batch_size = struct["model"], struct["optimizer"], struct["batch_size"]
     sample_shape, out_channels, num_train = shapes
     opt_name, opt_options = opt_spec["name"], _options(opt_spec)
-    template = build_model(model_spec["name"], _options(model_spec), sample_shape, out_channels, key=jax.random.key(0))
+    template = _template(model_spec["name"], json.dumps(_options(model_spec), sort_keys=True), sample_shape, out_channels)
     forward = batched_forward(template)
     num_batches = num_train // batch_size
 
@@ -249,14 +249,15 @@ def _initialiser(structure: str, shapes: tuple):
 
 
 @functools.lru_cache(maxsize=64)
-def _static_part_cached(name: str, options: str, sample_shape: tuple, out_channels: int) -> PyTree:
-    model = eqx.filter_eval_shape(build_model, name, json.loads(options), sample_shape, out_channels, key=jax.random.key(0))
-    return eqx.partition(model, eqx.is_array)[1]
+def _template(name: str, options: str, sample_shape: tuple, out_channels: int) -> eqx.Module:
+    """A model with shapes in place of arrays (its structure, built without computing: building
+    real weights eagerly compiles every little initialiser op, ~0.5 s for a ConvNet)."""
+    return eqx.filter_eval_shape(build_model, name, json.loads(options), sample_shape, out_channels, key=jax.random.key(0))
 
 
 def _static_part(name: str, options: dict, sample_shape: tuple, out_channels: int) -> PyTree:
-    """The non-array part of a model (shared by every member), built without computing."""
-    return _static_part_cached(name, json.dumps(options, sort_keys=True), sample_shape, out_channels)
+    """The non-array part of a model (shared by every member)."""
+    return eqx.partition(_template(name, json.dumps(options, sort_keys=True), sample_shape, out_channels), eqx.is_array)[1]
 
 
 def state_skeleton(spec: SweepSpec, num_members: int, hparam_names: Sequence[str], shapes: tuple) -> TrainState:

@@ -11,7 +11,6 @@ import jax
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 from jaxtyping import PyTree
 
@@ -84,6 +83,8 @@ class Store:
         path = f"{self.root}/{_layout.MEMBERS}"
         if member_ids is None:
             return read_parquet(self.fs, path, columns=columns)
+        import pyarrow.dataset as ds  # imported here: it pulls in pandas (~0.2 s at import)
+
         ids = np.asarray(member_ids, np.int64)
         field = pc.field("member_id")
         where = (field >= int(ids.min())) & (field <= int(ids.max())) & field.isin(pa.array(ids))
