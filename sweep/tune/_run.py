@@ -10,6 +10,7 @@ import logging
 import os
 import warnings
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -128,6 +129,14 @@ def _outcome(results, plan: Plan) -> tuple[set[str], list[str]]:
     return stopped, failed
 
 
+def _prepare(spec: SweepSpec, tune_options: Mapping[str, Any], fs: pafs.FileSystem, path: str,
+             shown: str) -> tuple[dict[str, Any], dict[str, Any], dict]:
+    """The driver's checks and data that do not need Ray: (TuneConfig kwargs, RunConfig kwargs, datasets)."""
+    tune_kw, run_kw = _split_options(tune_options)
+    check_writable(fs, path, shown)
+    return tune_kw, run_kw, load_datasets(spec)
+
+
 def _aggregate(shown: str, filesystem: pafs.FileSystem | None) -> None:
     from ..aggregate import aggregate
 
@@ -156,19 +165,22 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
     a local Ray instance; ``address="auto"`` or ``"ray://host:10001"`` joins a cluster.
     """
     os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
-    from ray import tune
-
     if not isinstance(spec, SweepSpec):
         raise SpecError(f"`spec`: got {type(spec).__name__}; expected a sweep.SweepSpec")
-    tune_kw, run_kw = _split_options(tune_options)
     fs, path, shown = locate(spec, storage, storage_filesystem)
-    _ensure_ray(address)
-    import ray
+    import ray  # here: not in both threads at once
+
+    # Ray must start on this thread (its daemons die with the thread that started them); while
+    # ``ray.init`` waits for them (~2.5 s on a laptop), a helper thread imports Tune, checks the
+    # options and the storage and loads the datasets.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-prepare") as pool:
+        prepared = pool.submit(_prepare, spec, tune_options, fs, path, shown)
+        _ensure_ray(address)
+        tune_kw, run_kw, datasets = prepared.result()
+    from ray import tune
 
     nodes = _alive_nodes()
     check_resources(spec.resources, nodes)
-    check_writable(fs, path, shown)
-    datasets = load_datasets(spec)
     data_refs = {key: ray.put(d) for key, d in datasets.items()}
     ray_fs = None if isinstance(fs, pafs.LocalFileSystem) else fs
     stored = read_plan(fs, path)
