@@ -4,8 +4,9 @@ Members are evaluated ``chunk_size`` at a time by one compiled program. On CPU (
 ``"map"`` layout) the chunk is split over the host devices with ``shard_map``; each device
 runs groups of :data:`GROUP` members (``vmap``) one after another (``lax.map``) over tiles of
 the batch small enough to stay in cache, with the model's fast batched forward
-(:func:`sweep.models.batched_forward`: im2col + matmul for 1D conv nets). Elsewhere (GPU)
-the chunk is simply ``vmap``-ed.
+(:func:`sweep.models.batched_forward` with ``conv="shifted"`` for 1D conv nets: one matmul
+per layer and no im2col copy, 1.3x faster than the trainer's im2col forward here). Elsewhere
+(GPU) the chunk is simply ``vmap``-ed with the trainer's forward.
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ def _forward_chunk(params: PyTree, static: PyTree, x: Float[Array, "batch ..."],
                    group: int, tile_points: int) -> Array:
     """``[chunk]`` members' outputs on ``x``; ``chunk`` is a multiple of ``num_devices * group``."""
     template = eqx.combine(jax.tree_util.tree_map(lambda a: a[0], params), static)
-    forward = batched_forward(template)
     if num_devices == 0:  # vmap layout
+        forward = batched_forward(template)
         return jax.vmap(lambda p: forward(eqx.combine(p, static), x))(params)
+    forward = batched_forward(template, conv="shifted")
     count, tile = _tiles(x.shape[0], math.prod(x.shape[2:]), tile_points)
     xs = jnp.concatenate([x, jnp.repeat(x[:1], count * tile - x.shape[0], axis=0)]).reshape(count, tile, *x.shape[1:])
 

@@ -1,4 +1,4 @@
-"""The im2col/matmul fast forward equals ``jax.vmap(model)`` (outputs and gradients)."""
+"""The fast forwards (im2col and shifted matmuls) equal ``jax.vmap(model)`` (outputs and gradients)."""
 
 import equinox as eqx
 import jax
@@ -12,6 +12,9 @@ from sweep.models._fast import _fast_forward, _vmap_forward, batched_forward
 
 KEY = jax.random.PRNGKey(0)
 RTOL, ATOL = 1e-5, 1e-6
+# float32 rounding: the shifted conv sums its taps one by one, im2col in one dot (both agree
+# with vmap to ~1e-15 in float64)
+TOLERANCE = {"im2col": (RTOL, ATOL), "shifted": (RTOL, 2e-5)}
 
 
 def _make(cls, *args, seed: int = 0, **kwargs):
@@ -39,18 +42,24 @@ def _value_and_grad(fwd, model, xb):
     return out, grads
 
 
-def _assert_matches(model, xb, *, fast: bool):
-    fwd = batched_forward(model)
-    assert (fwd is _fast_forward) == fast
+@pytest.fixture(params=["im2col", "shifted"])
+def conv(request):
+    return request.param
+
+
+def _assert_matches(model, xb, *, fast: bool, conv: str):
+    fwd = batched_forward(model, conv=conv)
+    assert (getattr(fwd, "func", fwd) is _fast_forward) == fast
     assert (fwd is _vmap_forward) == (not fast)
     out_ref, g_ref = _value_and_grad(_vmap, model, xb)
     out, g = _value_and_grad(fwd, model, xb)
     assert out.shape == out_ref.shape and out.dtype == out_ref.dtype
-    np.testing.assert_allclose(out, out_ref, rtol=RTOL, atol=ATOL)
+    rtol, atol = TOLERANCE[conv]
+    np.testing.assert_allclose(out, out_ref, rtol=rtol, atol=atol)
     leaves_ref, leaves = jax.tree.leaves(g_ref), jax.tree.leaves(g)
     assert len(leaves) == len(leaves_ref) > 0
     for a, b in zip(leaves, leaves_ref):
-        np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
 
 
 def _x(*shape):
@@ -66,36 +75,42 @@ def _x(*shape):
         ("neumann", 2, False, lambda x: jax.nn.softmax(x)),  # not elementwise: per-sample path
     ],
 )
-def test_convnet_1d_matches_vmap(boundary_mode, kernel_size, use_bias, activation):
+def test_convnet_1d_matches_vmap(boundary_mode, kernel_size, use_bias, activation, conv):
     model = _make(
         pdeq.arch.ConvNet,
         1, 2, 1, hidden_channels=3, depth=2, kernel_size=kernel_size, activation=activation,
         use_bias=use_bias, use_final_bias=not use_bias, boundary_mode=boundary_mode,
     )
-    _assert_matches(model, _x(3, 2, 9), fast=True)
+    _assert_matches(model, _x(3, 2, 9), fast=True, conv=conv)
 
 
-def test_classic_resnet_1d_matches_vmap():
+def test_classic_resnet_1d_matches_vmap(conv):
     model = _make(
         pdeq.arch.ClassicResNet,
         1, 1, 2, hidden_channels=(3, 4), num_blocks=1, use_norm=True,
         boundary_mode="dirichlet",
     )
-    _assert_matches(model, _x(2, 1, 8), fast=True)
+    _assert_matches(model, _x(2, 1, 8), fast=True, conv=conv)
 
 
-def test_dilated_resnet_1d_matches_vmap():
+def test_dilated_resnet_1d_matches_vmap(conv):
     model = _make(
         pdeq.arch.DilatedResNet,
         1, 2, 1, hidden_channels=3, num_blocks=1, dilation_rates=(1, 2),
         boundary_mode="periodic",
     )
-    _assert_matches(model, _x(2, 2, 8), fast=True)
+    _assert_matches(model, _x(2, 2, 8), fast=True, conv=conv)
 
 
-def test_strided_eqx_conv_matches_vmap():
-    conv = _make(eqx.nn.Conv, 1, 2, 3, 3, stride=2, padding="SAME", padding_mode="REFLECT")
-    _assert_matches(conv, _x(2, 2, 9), fast=True)
+def test_strided_eqx_conv_matches_vmap(conv):
+    layer = _make(eqx.nn.Conv, 1, 2, 3, 3, stride=2, padding="SAME", padding_mode="REFLECT")
+    _assert_matches(layer, _x(2, 2, 9), fast=True, conv=conv)
+
+
+def test_unknown_conv_is_an_error():
+    model = _make(pdeq.arch.ConvNet, 1, 1, 1, hidden_channels=2, depth=1)
+    with pytest.raises(ValueError, match="`conv`: got 'fft'"):
+        batched_forward(model, conv="fft")
 
 
 def test_unsupported_falls_back():

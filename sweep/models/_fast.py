@@ -2,9 +2,10 @@
 
 XLA:CPU runs convolutions inside ``lax.scan``/``while`` bodies through a slow generic
 loop (jax#12868), and ``jax.vmap`` over per-member weights turns convs into grouped
-convs. Here every 1D convolution is instead expressed as im2col (concatenated shifted
-slices, channels-last) followed by one matmul. Parameters are read straight from the
-pdequinox module, so gradients flow to the very same pytree leaves.
+convs. Here every 1D convolution is instead expressed as a matmul, channels-last: im2col
+(concatenated shifted slices, then one matmul; fastest to train) or "shifted" (one matmul
+with all taps' weights, then shifted outputs summed; fastest for inference). Parameters are
+read straight from the pdequinox module, so gradients flow to the very same pytree leaves.
 
 Supported (1D only): ``pdequinox.arch.ConvNet``, ``ClassicResNet``, ``DilatedResNet``
 (any ``Sequential`` made of the blocks below), ``ClassicResBlock``, ``DilatedResBlock``,
@@ -125,16 +126,25 @@ def _supported(m: Any) -> bool:
     return all(_supported(c) for c in _children(m, kind))
 
 
-def _conv(m: Any, x: Array) -> Array:
-    """1D conv of channels-last ``x`` (B, N, C) via im2col + matmul."""
-    weight = m.weight  # (O, C, K)
-    out_ch, in_ch, k = weight.shape
+def _pads(m: Any, n: int) -> tuple[int, int, int]:
+    """``(low, high, span)`` of a 1D conv over ``n`` points."""
+    k = m.weight.shape[-1]
     (s,), (d,) = m.stride, m.dilation
     span = d * (k - 1) + 1
     padding = m.padding
     if isinstance(padding, str):
-        padding = lax.padtype_to_pads((x.shape[1],), (span,), (s,), padding)
+        padding = lax.padtype_to_pads((n,), (span,), (s,), padding)
     ((lo, hi),) = padding
+    return lo, hi, span
+
+
+def _conv_im2col(m: Any, x: Array) -> Array:
+    """1D conv of channels-last ``x`` (B, N, C): padded, shifted copies side by side (im2col),
+    then one matmul."""
+    weight = m.weight  # (O, C, K)
+    out_ch, in_ch, k = weight.shape
+    (s,), (d,) = m.stride, m.dilation
+    lo, hi, span = _pads(m, x.shape[1])
     if lo or hi:
         x = jnp.pad(x, ((0, 0), (lo, hi), (0, 0)), mode=_PAD_MODES[m.padding_mode.lower()])
     b, n_out = x.shape[0], (x.shape[1] - span) // s + 1
@@ -147,6 +157,37 @@ def _conv(m: Any, x: Array) -> Array:
     if m.use_bias:
         y = y + m.bias.reshape(out_ch)
     return y.reshape(b, n_out, out_ch)
+
+
+def _conv_shifted(m: Any, x: Array) -> Array:
+    """1D conv of channels-last ``x`` (B, N, C): one matmul of every point with all K taps'
+    weights, ``z = x @ [W_0 .. W_K-1]``, then ``y[j] = sum_i z_i[j*s + i*d]`` over ``z`` padded
+    like ``x`` (``z`` is pointwise in position, so padding it equals padding ``x`` first). No
+    im2col copy: faster for inference on XLA:CPU, slower to differentiate."""
+    weight = m.weight  # (O, C, K)
+    out_ch, in_ch, k = weight.shape
+    (s,), (d,) = m.stride, m.dilation
+    lo, hi, span = _pads(m, x.shape[1])
+    b, n, _ = x.shape
+    n_out = (n + lo + hi - span) // s + 1
+    w = jnp.transpose(weight, (1, 2, 0)).reshape(in_ch, k * out_ch)
+    z = lax.dot_general(x.reshape(b * n, in_ch), w, (((1,), (0,)), ((), ()))).reshape(b, n, k, out_ch)
+    mode = _PAD_MODES[m.padding_mode.lower()]
+    y = None
+    for i in range(k):
+        if mode == "constant" and s == 1:  # shift with zero fill in one op (XLA fuses it with the sum)
+            low = lo - i * d
+            tap = lax.pad(z[:, :, i], jnp.zeros((), z.dtype), ((0, 0, 0), (low, n_out - n - low, 0), (0, 0, 0)))
+        else:
+            padded = jnp.pad(z[:, :, i], ((0, 0), (lo, hi), (0, 0)), mode=mode) if lo or hi else z[:, :, i]
+            tap = padded[:, i * d : i * d + (n_out - 1) * s + 1 : s]
+        y = tap if y is None else y + tap
+    if m.use_bias:
+        y = y + m.bias.reshape(out_ch)
+    return y
+
+
+_CONVS = {"im2col": _conv_im2col, "shifted": _conv_shifted}
 
 
 def _group_norm(m: eqx.nn.GroupNorm, x: Array) -> Array:
@@ -162,33 +203,34 @@ def _group_norm(m: eqx.nn.GroupNorm, x: Array) -> Array:
     return out.astype(orig_dtype)
 
 
-def _apply(m: Any, x: Array) -> Array:
+def _apply(m: Any, x: Array, conv: Callable[[Any, Array], Array]) -> Array:
     """Channels-last forward of a supported module on a batch ``x`` (B, N, C)."""
     kind = _kind(m)
+    apply = ft.partial(_apply, conv=conv)
     if kind == "conv":
-        return _conv(m, x)
+        return conv(m, x)
     if kind == "identity":
         return x
     if kind == "groupnorm":
         return _group_norm(m, x)
     if kind == "convnet":
         for layer in m.layers[:-1]:
-            x = _activate(m.activation, _apply(layer, x))
-        return _activate(m.final_activation, _apply(m.layers[-1], x))
+            x = _activate(m.activation, apply(layer, x))
+        return _activate(m.final_activation, apply(m.layers[-1], x))
     if kind == "sequential":
-        x = _apply(m.lifting, x)
+        x = apply(m.lifting, x)
         for block in m.blocks:
-            x = _apply(block, x)
-        return _apply(m.projection, x)
+            x = apply(block, x)
+        return apply(m.projection, x)
     if kind == "classic_res":
-        h = _activate(m.activation, _apply(m.norm_1, _apply(m.conv_1, x)))
-        h = _apply(m.norm_2, _apply(m.conv_2, h))
-        return _activate(m.activation, h + _apply(m.bypass_norm, _apply(m.bypass_conv, x)))
+        h = _activate(m.activation, apply(m.norm_1, apply(m.conv_1, x)))
+        h = apply(m.norm_2, apply(m.conv_2, h))
+        return _activate(m.activation, h + apply(m.bypass_norm, apply(m.bypass_conv, x)))
     if kind == "dilated_res":
         h = x
-        for norm, conv in zip(m.norm_layers, m.conv_layers):
-            h = _activate(m.activation, _apply(conv, _apply(norm, h)))
-        return h + _apply(m.bypass_conv, _apply(m.bypass_norm, x))
+        for norm, layer in zip(m.norm_layers, m.conv_layers):
+            h = _activate(m.activation, apply(layer, apply(norm, h)))
+        return h + apply(m.bypass_conv, apply(m.bypass_norm, x))
     raise TypeError(f"unsupported module for the fast path: {type(m).__name__}")
 
 
@@ -196,15 +238,23 @@ def _vmap_forward(m: eqx.Module, xb: Array) -> Array:
     return jax.vmap(m)(xb)
 
 
-def _fast_forward(m: eqx.Module, xb: Array) -> Array:
+def _fast_forward(m: eqx.Module, xb: Array, conv: str = "im2col") -> Array:
     if xb.ndim != 3:  # not (batch, channels, N): let the model raise/handle it
         return jax.vmap(m)(xb)
-    y = _apply(m, jnp.swapaxes(xb, 1, 2))
+    y = _apply(m, jnp.swapaxes(xb, 1, 2), _CONVS[conv])
     return jnp.swapaxes(y, 1, 2)
 
 
-def batched_forward(model: eqx.Module) -> Callable[[eqx.Module, Array], Array]:
+def batched_forward(model: eqx.Module, conv: str = "im2col") -> Callable[[eqx.Module, Array], Array]:
     """Return f(model, xb) computing jax.vmap(model)(xb) for xb of shape (batch, channels, *spatial).
-    Uses a fast im2col/matmul path when every layer of `model` is supported, else falls back to
-    `lambda m, xb: jax.vmap(m)(xb)`. The decision is made from the model's structure (static), once."""
-    return _fast_forward if _supported(model) else _vmap_forward
+
+    Uses a fast matmul path when every layer of `model` is supported, else falls back to
+    `lambda m, xb: jax.vmap(m)(xb)`. The decision is made from the model's structure (static), once.
+    ``conv`` picks how a convolution becomes a matmul: ``"im2col"`` (fastest to train on XLA:CPU)
+    or ``"shifted"`` (fastest forward alone on XLA:CPU, for inference; ~1.6x slower to train).
+    """
+    if conv not in _CONVS:
+        raise ValueError(f"`conv`: got {conv!r}; expected one of {sorted(_CONVS)}")
+    if not _supported(model):
+        return _vmap_forward
+    return _fast_forward if conv == "im2col" else ft.partial(_fast_forward, conv=conv)
