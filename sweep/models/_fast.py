@@ -2,10 +2,11 @@
 
 XLA:CPU runs convolutions inside ``lax.scan``/``while`` bodies through a slow generic
 loop (jax#12868), and ``jax.vmap`` over per-member weights turns convs into grouped
-convs. Here every 1D convolution is instead expressed as a matmul, channels-last: im2col
-(concatenated shifted slices, then one matmul; fastest to train) or "shifted" (one matmul
-with all taps' weights, then shifted outputs summed; fastest for inference). Parameters are
-read straight from the pdequinox module, so gradients flow to the very same pytree leaves.
+convs. Here every 1D convolution is instead expressed as a matmul: im2col (channels-last,
+concatenated shifted slices, then one matmul; fastest to train) or "shifted" (channels-first,
+one matmul with all taps' weights over every point, then shifted outputs summed; fastest for
+inference). Parameters are read straight from the pdequinox module, so gradients flow to the
+very same pytree leaves.
 
 Supported (1D only): ``pdequinox.arch.ConvNet``, ``ClassicResNet``, ``DilatedResNet``
 (any ``Sequential`` made of the blocks below), ``ClassicResBlock``, ``DilatedResBlock``,
@@ -68,11 +69,14 @@ def _is_elementwise(fn: Any) -> bool:
     return isinstance(fn, eqx.nn.Identity) or any(fn is f for f in _ELEMENTWISE)
 
 
-def _activate(fn: Callable, x: Array) -> Array:
-    """Apply ``fn`` to channels-last ``x`` exactly as the per-sample model would."""
+def _activate(fn: Callable, x: Array, channels_first: bool) -> Array:
+    """Apply ``fn`` to ``x`` (B, N, C), or (C, B, N) if ``channels_first``, exactly as the
+    per-sample model would."""
     if _is_elementwise(fn):
         return fn(x)
-    # Unknown callable: call it on per-sample channels-first views, like the model.
+    # Unknown callable: call it on per-sample (C, N) views, like the model.
+    if channels_first:
+        return jax.vmap(fn, in_axes=1, out_axes=1)(x)
     return jnp.swapaxes(jax.vmap(fn)(jnp.swapaxes(x, 1, 2)), 1, 2)
 
 
@@ -160,76 +164,83 @@ def _conv_im2col(m: Any, x: Array) -> Array:
 
 
 def _conv_shifted(m: Any, x: Array) -> Array:
-    """1D conv of channels-last ``x`` (B, N, C): one matmul of every point with all K taps'
-    weights, ``z = x @ [W_0 .. W_K-1]``, then ``y[j] = sum_i z_i[j*s + i*d]`` over ``z`` padded
-    like ``x`` (``z`` is pointwise in position, so padding it equals padding ``x`` first). No
-    im2col copy: faster for inference on XLA:CPU, slower to differentiate."""
+    """1D conv of channels-first ``x`` (C, B, N): one matmul of all K taps' weights with every
+    point, ``z = [W_0; ..; W_K-1] @ x`` of shape (K*O, B*N), then ``y[:, j] = sum_i z_i[:, j*s + i*d]``
+    over ``z`` padded like ``x`` (``z`` is pointwise in position, so padding it equals padding
+    ``x`` first). The long B*N side of the matmul and no im2col copy make it the fastest
+    forward on XLA:CPU (for inference: it is slower to differentiate)."""
     weight = m.weight  # (O, C, K)
     out_ch, in_ch, k = weight.shape
     (s,), (d,) = m.stride, m.dilation
-    lo, hi, span = _pads(m, x.shape[1])
-    b, n, _ = x.shape
+    lo, hi, span = _pads(m, x.shape[-1])
+    _, b, n = x.shape
     n_out = (n + lo + hi - span) // s + 1
-    w = jnp.transpose(weight, (1, 2, 0)).reshape(in_ch, k * out_ch)
-    z = lax.dot_general(x.reshape(b * n, in_ch), w, (((1,), (0,)), ((), ()))).reshape(b, n, k, out_ch)
+    w = jnp.transpose(weight, (2, 0, 1)).reshape(k * out_ch, in_ch)
+    z = lax.dot_general(w, x, (((1,), (0,)), ((), ()))).reshape(k, out_ch, b, n)
     mode = _PAD_MODES[m.padding_mode.lower()]
     y = None
     for i in range(k):
         if mode == "constant" and s == 1:  # shift with zero fill in one op (XLA fuses it with the sum)
             low = lo - i * d
-            tap = lax.pad(z[:, :, i], jnp.zeros((), z.dtype), ((0, 0, 0), (low, n_out - n - low, 0), (0, 0, 0)))
+            tap = lax.pad(z[i], jnp.zeros((), z.dtype), ((0, 0, 0), (0, 0, 0), (low, n_out - n - low, 0)))
         else:
-            padded = jnp.pad(z[:, :, i], ((0, 0), (lo, hi), (0, 0)), mode=mode) if lo or hi else z[:, :, i]
-            tap = padded[:, i * d : i * d + (n_out - 1) * s + 1 : s]
+            padded = jnp.pad(z[i], ((0, 0), (0, 0), (lo, hi)), mode=mode) if lo or hi else z[i]
+            tap = padded[:, :, i * d : i * d + (n_out - 1) * s + 1 : s]
         y = tap if y is None else y + tap
     if m.use_bias:
-        y = y + m.bias.reshape(out_ch)
+        y = y + m.bias.reshape(out_ch, 1, 1)
     return y
 
 
-_CONVS = {"im2col": _conv_im2col, "shifted": _conv_shifted}
-
-
-def _group_norm(m: eqx.nn.GroupNorm, x: Array) -> Array:
-    b, n, c = x.shape
+def _group_norm(m: eqx.nn.GroupNorm, x: Array, channels_first: bool) -> Array:
+    """``m`` on ``x`` (B, N, C), or (C, B, N) if ``channels_first``."""
     orig_dtype = x.dtype
     dtype = jnp.result_type(x.dtype, jnp.float32)
-    y = x.astype(dtype).reshape(b, n, m.groups, c // m.groups)
+    if channels_first:
+        c, b, n = x.shape
+        y = x.astype(dtype).reshape(m.groups, c // m.groups, b, n)  # statistics over axes 1, 3
+        affine = (c, 1, 1)
+    else:
+        b, n, c = x.shape
+        y = x.astype(dtype).reshape(b, n, m.groups, c // m.groups)
+        affine = (c,)
     mean = jnp.mean(y, axis=(1, 3), keepdims=True)
     var = jnp.maximum(0.0, jnp.var(y, axis=(1, 3), keepdims=True))
-    out = ((y - mean) * lax.rsqrt(var + m.eps)).reshape(b, n, c)
+    out = ((y - mean) * lax.rsqrt(var + m.eps)).reshape(x.shape)
     if m.channelwise_affine:
-        out = m.weight.astype(dtype) * out + m.bias.astype(dtype)
+        out = m.weight.astype(dtype).reshape(affine) * out + m.bias.astype(dtype).reshape(affine)
     return out.astype(orig_dtype)
 
 
-def _apply(m: Any, x: Array, conv: Callable[[Any, Array], Array]) -> Array:
-    """Channels-last forward of a supported module on a batch ``x`` (B, N, C)."""
+def _apply(m: Any, x: Array, channels_first: bool) -> Array:
+    """Forward of a supported module on a batch ``x``: channels-last (B, N, C) with im2col
+    convolutions, or channels-first (C, B, N) with shifted-matmul convolutions."""
     kind = _kind(m)
-    apply = ft.partial(_apply, conv=conv)
+    apply = ft.partial(_apply, channels_first=channels_first)
+    activate = ft.partial(_activate, channels_first=channels_first)
     if kind == "conv":
-        return conv(m, x)
+        return _conv_shifted(m, x) if channels_first else _conv_im2col(m, x)
     if kind == "identity":
         return x
     if kind == "groupnorm":
-        return _group_norm(m, x)
+        return _group_norm(m, x, channels_first)
     if kind == "convnet":
         for layer in m.layers[:-1]:
-            x = _activate(m.activation, apply(layer, x))
-        return _activate(m.final_activation, apply(m.layers[-1], x))
+            x = activate(m.activation, apply(layer, x))
+        return activate(m.final_activation, apply(m.layers[-1], x))
     if kind == "sequential":
         x = apply(m.lifting, x)
         for block in m.blocks:
             x = apply(block, x)
         return apply(m.projection, x)
     if kind == "classic_res":
-        h = _activate(m.activation, apply(m.norm_1, apply(m.conv_1, x)))
+        h = activate(m.activation, apply(m.norm_1, apply(m.conv_1, x)))
         h = apply(m.norm_2, apply(m.conv_2, h))
-        return _activate(m.activation, h + apply(m.bypass_norm, apply(m.bypass_conv, x)))
+        return activate(m.activation, h + apply(m.bypass_norm, apply(m.bypass_conv, x)))
     if kind == "dilated_res":
         h = x
         for norm, layer in zip(m.norm_layers, m.conv_layers):
-            h = _activate(m.activation, apply(layer, apply(norm, h)))
+            h = activate(m.activation, apply(layer, apply(norm, h)))
         return h + apply(m.bypass_conv, apply(m.bypass_norm, x))
     raise TypeError(f"unsupported module for the fast path: {type(m).__name__}")
 
@@ -241,8 +252,12 @@ def _vmap_forward(m: eqx.Module, xb: Array) -> Array:
 def _fast_forward(m: eqx.Module, xb: Array, conv: str = "im2col") -> Array:
     if xb.ndim != 3:  # not (batch, channels, N): let the model raise/handle it
         return jax.vmap(m)(xb)
-    y = _apply(m, jnp.swapaxes(xb, 1, 2), _CONVS[conv])
-    return jnp.swapaxes(y, 1, 2)
+    if conv == "shifted":
+        return jnp.swapaxes(_apply(m, jnp.swapaxes(xb, 0, 1), channels_first=True), 0, 1)
+    return jnp.swapaxes(_apply(m, jnp.swapaxes(xb, 1, 2), channels_first=False), 1, 2)
+
+
+_CONVS = ("im2col", "shifted")
 
 
 def batched_forward(model: eqx.Module, conv: str = "im2col") -> Callable[[eqx.Module, Array], Array]:
@@ -250,11 +265,13 @@ def batched_forward(model: eqx.Module, conv: str = "im2col") -> Callable[[eqx.Mo
 
     Uses a fast matmul path when every layer of `model` is supported, else falls back to
     `lambda m, xb: jax.vmap(m)(xb)`. The decision is made from the model's structure (static), once.
-    ``conv`` picks how a convolution becomes a matmul: ``"im2col"`` (fastest to train on XLA:CPU)
-    or ``"shifted"`` (fastest forward alone on XLA:CPU, for inference; ~1.6x slower to train).
+    ``conv`` picks how a convolution becomes a matmul: ``"im2col"`` (channels-last patches, one
+    matmul per layer: fastest to train on XLA:CPU) or ``"shifted"`` (channels-first, all taps in
+    one matmul over every point, shifted outputs summed: fastest forward alone on XLA:CPU, for
+    inference; slower to train).
     """
     if conv not in _CONVS:
-        raise ValueError(f"`conv`: got {conv!r}; expected one of {sorted(_CONVS)}")
+        raise ValueError(f"`conv`: got {conv!r}; expected one of {list(_CONVS)}")
     if not _supported(model):
         return _vmap_forward
     return _fast_forward if conv == "im2col" else ft.partial(_fast_forward, conv=conv)
