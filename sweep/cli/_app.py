@@ -1,4 +1,4 @@
-"""The ``sweep`` command line: run, plan, status, aggregate, show, plot, predict.
+"""The ``sweep`` command line: run, plan, status, aggregate, verify, show, plot, predict.
 
 Every :class:`sweep.SweepError` and every unreadable file ends the command with one line on
 stderr (``error: <message>``) and exit status 1; ``sweep --debug ...`` (or ``SWEEP_DEBUG=1``)
@@ -179,6 +179,32 @@ def aggregate(sweep_dir: DirArg) -> None:
 
 @app.command()
 @_guard
+def verify(sweep_dir: DirArg) -> None:
+    """Check every file of the store; one line per problem.
+
+    Reads every file of the committed store once and checks its size and sha256 against the
+    manifest, looks for files and links the manifest does not list, and checks the tables
+    against each other. Runs no code the store names. Exits 1 if anything is wrong; else prints
+    the manifest's own sha256, for whoever sent the store to confirm.
+    """
+    from .._errors import StoreError
+    from ..store import Store
+
+    store = Store.open(sweep_dir)
+    try:
+        store.verify()
+    except StoreError as e:
+        for problem in e.problems:
+            typer.echo(f"error: {' '.join(problem.split())}", err=True)
+        raise typer.Exit(1) from None
+    manifest = store.manifest
+    typer.echo(f"ok: {len(manifest['files']) + 1} files verified ({manifest.get('num_members', 0)} members, "
+               f"{len(store.configs)} structural configs) in {store.root}")
+    typer.echo(f"manifest sha256: {store.manifest_sha256}")
+
+
+@app.command()
+@_guard
 def show(
     sweep_dir: DirArg,
     metric: Annotated[str, typer.Option(help="Member column the statistics are about.")] = "test_loss",
@@ -222,14 +248,17 @@ def plot(
     sweep_dir: DirArg,
     out: Annotated[str | None, typer.Option(help="PNG file for one figure, or a prefix (no .png) for one PNG per panel. "
                                             "Default: <SWEEP_DIR>/sweep.png (./sweep.png for remote sweeps).")] = None,
-    samples: Annotated[int, typer.Option(min=1, help="Test samples shown with the ensemble's predictions.")] = 3,
+    samples: Annotated[int, typer.Option(min=1, help="Test samples shown with the ensemble's predictions "
+                                         "(at most those the store keeps).")] = 3,
     max_curves: Annotated[int, typer.Option(min=1, help="Learning curves drawn per configuration (at most).")] = 200,
 ) -> None:
     """Learning curves, loss spread, predictions ±std.
 
     Panels: every member's train/test loss with each configuration's median and 10-90% band (log
     scale); final test loss over seeds per configuration; the best configuration's ensemble mean
-    ±std against the ground truth on the first test samples of its spec's data.
+    ±std against the ground truth on the first test samples the store holds. Draws only from the
+    store: no data is regenerated and no model factory the store names is imported (that panel
+    then says why it is empty).
     """
     from ..ensemble import load
     from ..figures._plots import sweep_figures, write_figures

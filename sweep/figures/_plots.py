@@ -4,10 +4,17 @@ Panels: learning curves of every member (thin lines) with each configuration's m
 10-90% band; the spread of final test loss over seeds per configuration (box + points); the
 best configuration's ensemble mean ±std against the ground truth on a few test samples.
 A *configuration* is one combination of grid values (structural and vmapped).
+
+Figures draw only from what the store holds: the tables, the test samples stored at
+aggregation, and members' weights in a model rebuilt from a built-in architecture. They never
+regenerate data and never import a model factory a store names, so plotting a store someone
+sent runs none of its code; where predictions would need that, the panel says so instead.
 """
 
 from __future__ import annotations
 
+import textwrap
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +23,9 @@ import numpy as np
 import pyarrow as pa
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+
+from .._errors import QueryError
+from .._import_path import is_import_path
 
 def _fmt(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
@@ -75,8 +85,6 @@ def draw_curves(ax: Axes, table: pa.Table, grid_columns: Sequence[str], which: s
         curves[~np.isfinite(curves)] = np.nan
         x = epochs_col[common[0]]
         if len(x) and np.isfinite(curves).any():
-            import warnings
-
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN epochs of diverged configs
                 lo, med, hi = np.nanpercentile(curves, [10, 50, 90], axis=0)
@@ -133,19 +141,28 @@ def draw_prediction(ax: Axes, x: np.ndarray, y: np.ndarray, mean: np.ndarray, st
     ax.legend(fontsize="x-small")
 
 
-def config_spec(ens, config: dict[str, Any]):
-    """The :class:`SweepSpec` of the structural config that ``config``'s members share."""
-    return ens.where(**config).spec
+def draw_missing(ax: Axes, reason: str) -> None:
+    """An empty panel saying why there are no predictions."""
+    ax.axis("off")
+    ax.text(0.5, 0.5, textwrap.fill(f"No predictions: {reason}", 90), ha="center", va="center", fontsize="medium",
+            transform=ax.transAxes)
 
 
-def predictions(ens, config: dict[str, Any], num_samples: int):
-    """``(test_x, test_y, mean, std)`` of the first test samples under ``config``'s ensemble."""
-    from ..training import load_data
-
-    data = load_data(config_spec(ens, config))
-    n = min(num_samples, data.test_x.shape[0])
-    mean, std = ens.where(**config).mean_std(data.test_x[:n])
-    return data.test_x[:n], data.test_y[:n], np.asarray(mean), np.asarray(std)
+def predictions(ens, config: dict[str, Any], num_samples: int) -> tuple[np.ndarray, ...] | str:
+    """``(test_x, test_y, mean, std)`` of the first stored test samples under ``config``'s ensemble,
+    or why there are none (no samples in the store, or a model only a factory's code can build)."""
+    sub = ens.where(**config)
+    name = sub.spec.model.name
+    if is_import_path(name):
+        return (f"the model of config {sub.index['config_id'][0].as_py()} is built by {name!r}, code the store "
+                f"names, and figures never import it; compute predictions with Ensemble.mean_std where that "
+                f"factory is installed")
+    try:
+        x, y = (a[:num_samples] for a in sub.samples())
+    except QueryError as e:
+        return str(e).removeprefix("samples(): ")
+    mean, std = sub.mean_std(x)
+    return x, y, np.asarray(mean), np.asarray(std)
 
 
 def curve_sample(ens, max_curves: int) -> tuple[pa.Table, dict[tuple, int]]:
@@ -170,10 +187,19 @@ def sweep_figures(ens, *, panels: bool = False, num_samples: int = 3, max_curves
         raise ValueError("the ensemble has no members to plot")
     index, grid = ens.index, ens.grid_columns
     best = ens.best_configuration()
-    x, y, mean, std = predictions(ens, best, num_samples)
+    found = predictions(ens, best, num_samples)
+    if isinstance(found, str):
+        warnings.warn(f"predictions left out: {found}", stacklevel=3)
     curves, totals = curve_sample(ens, max_curves)
-    n = x.shape[0]
+    n = 0 if isinstance(found, str) else found[0].shape[0]
     titles = [f"best: {label(best)} — test sample {i}" for i in range(n)]
+
+    def draw_predictions(add) -> None:  # add(i, of) -> the axes of prediction panel i of ``of``
+        if isinstance(found, str):
+            draw_missing(add(0, 1), found)
+        for i in range(n):
+            draw_prediction(add(i, n), found[0][i], found[1][i], found[2][i], found[3][i], titles[i])
+
     if not panels:
         cols = max(3, n)
         fig = Figure(figsize=(5.5 * cols, 9), layout="constrained")
@@ -181,18 +207,16 @@ def sweep_figures(ens, *, panels: bool = False, num_samples: int = 3, max_curves
         draw_curves(fig.add_subplot(spec[0, 0]), curves, grid, "train", totals)
         draw_curves(fig.add_subplot(spec[0, 1]), curves, grid, "test", totals)
         draw_spread(fig.add_subplot(spec[0, 2:]), index, grid)
-        for i in range(n):
-            draw_prediction(fig.add_subplot(spec[1, i]), x[i], y[i], mean[i], std[i], titles[i])
+        draw_predictions(lambda i, of: fig.add_subplot(spec[1, i] if n else spec[1, :]))
         fig.suptitle(f"{len(ens)} members in {len(totals)} configurations")
         return {"sweep": fig}
     figures = {"curves": Figure(figsize=(12, 4.5), layout="constrained"),
                "test_loss": Figure(figsize=(max(6, 1.6 * len(totals) + 2), 4.5), layout="constrained"),
-               "predictions": Figure(figsize=(5 * n, 4), layout="constrained")}
+               "predictions": Figure(figsize=(5 * max(n, 2), 4), layout="constrained")}
     draw_curves(figures["curves"].add_subplot(1, 2, 1), curves, grid, "train", totals)
     draw_curves(figures["curves"].add_subplot(1, 2, 2), curves, grid, "test", totals)
     draw_spread(figures["test_loss"].add_subplot(), index, grid)
-    for i in range(n):
-        draw_prediction(figures["predictions"].add_subplot(1, n, i + 1), x[i], y[i], mean[i], std[i], titles[i])
+    draw_predictions(lambda i, of: figures["predictions"].add_subplot(1, of, i + 1))
     return figures
 
 
