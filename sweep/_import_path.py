@@ -36,8 +36,9 @@ def import_object(path: str, field: str) -> Any:
 
 
 def refuse_inside(path: str, directory: str, field: str) -> None:
-    """:class:`StoreError` if the module of ``path`` would be imported from a file inside
-    ``directory`` (a store's own directory: code that came with a store is never imported).
+    """:class:`StoreError` (naming ``field``, where the path was read) if the module of ``path``
+    would be imported from a file inside ``directory`` (a store's own directory: code that came
+    with a store is never imported).
 
     Looks the top-level package up without running it (``importlib.util.find_spec``); its
     submodules lie below it.
@@ -57,7 +58,7 @@ def refuse_inside(path: str, directory: str, field: str) -> None:
         real = os.path.realpath(place)
         if os.path.commonpath([real, inside]) == inside:
             raise StoreError(
-                f"`{field}`: {path!r} would be imported from {real!r}, inside the store's directory "
+                f"{field}: {path!r} would be imported from {real!r}, inside the store's directory "
                 f"{directory!r}; seed-sweep imports a stored model factory only from your own environment "
                 f"(installed packages, your PYTHONPATH), never from files that came with a store"
             )

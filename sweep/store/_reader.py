@@ -140,7 +140,7 @@ class Store:
             name = info.spec.model.name
             directory = local_path(self.fs, self.directory)
             if is_import_path(name) and directory is not None:
-                refuse_inside(name, directory, f"model.name of config {config_id}")
+                refuse_inside(name, directory, f"`model.name` of config {config_id}")
             try:
                 model = model_template(name, dict(info.spec.model.options), info.sample_shape, info.out_channels)
             except SpecError as e:
@@ -205,7 +205,8 @@ class Store:
             raise StoreError(problems[0] + more, problems)
 
     def _unlisted(self) -> list[str]:
-        """Files in the generation that the manifest does not list, and links (local disks)."""
+        """Files in the generation that the manifest does not list, and links not on the way to a
+        listed file (those the file's own check reports), on local disks."""
         local = local_path(self.fs, self.root)
         listed = {MANIFEST, *self.manifest["files"]}
         found = []
@@ -213,9 +214,10 @@ class Store:
             for directory, dirs, files in os.walk(local):
                 for name in dirs + files:
                     path = os.path.join(directory, name)
-                    if os.path.islink(path):
+                    rel = os.path.relpath(path, local).replace(os.sep, "/")
+                    if os.path.islink(path) and not any(f == rel or f.startswith(f"{rel}/") for f in listed):
                         found.append(f"{path!r} is a symbolic link (to {os.readlink(path)!r}); a store holds no links")
-                    elif name in files and os.path.relpath(path, local).replace(os.sep, "/") not in listed:
+                    elif name in files and not os.path.islink(path) and rel not in listed:
                         found.append(f"{path!r} is not listed in the manifest; the store was altered")
             return found
         for info in self.fs.get_file_info(pafs.FileSelector(self.root, recursive=True)):

@@ -28,7 +28,8 @@ _UNCHANGED = "the previous store is unchanged and readable; free space or fix pe
 
 @contextmanager
 def io_errors(path: str, consequence: str = _UNCHANGED) -> Iterator[None]:
-    """Turn an ``OSError`` behind anything raised inside into a :class:`StoreError` naming ``path``."""
+    """Turn an ``OSError`` behind anything raised inside into a :class:`StoreError` naming the file it
+    names (else ``path``, the file being written) and its cause."""
     try:
         yield
     except StoreError:
@@ -37,7 +38,7 @@ def io_errors(path: str, consequence: str = _UNCHANGED) -> Iterator[None]:
         cause = os_error(e)
         if cause is None:
             raise
-        raise StoreError(f"{path!r}: cannot write ({cause.strerror or cause}); {consequence}") from None
+        raise StoreError(f"{cause.filename or path!r}: cannot write ({cause.strerror or cause}); {consequence}") from None
 
 
 class StoreWriter:
@@ -100,14 +101,16 @@ class StoreWriter:
         try:
             commit(self.fs, self.store_path, self.name)
         except Exception as e:
-            if os_error(e) is None:
+            cause = os_error(e)
+            if cause is None:
                 raise
             self.committed = self._is_current()
+            where = cause.filename or self.store_path
             if not self.committed:
-                raise StoreError(f"{self.store_path!r}: cannot commit generation {self.name} ({os_error(e)}); "
-                                 f"{_UNCHANGED}") from None
-            warnings.warn(f"{self.store_path!r}: generation {self.name} is committed, but tidying up after it failed "
-                          f"({os_error(e)}); the next aggregation retries", stacklevel=2)
+                raise StoreError(f"{where!r}: cannot write ({cause.strerror or cause}), so generation {self.name} is "
+                                 f"not committed; {_UNCHANGED}") from None
+            warnings.warn(f"{where!r}: generation {self.name} is committed, but tidying up after it failed "
+                          f"({cause.strerror or cause}); the next aggregation retries", stacklevel=2)
         self.committed = True
         return self.root
 
