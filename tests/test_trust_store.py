@@ -170,6 +170,8 @@ def test_the_ensembles_link_is_followed_only_inside_its_sweep(sweeps):
     for path in (a, a / "ensembles"):
         with pytest.raises(StoreError, match=r"ensembles'? is a symbolic link to .*b/.ensembles/000001.*does not follow"):
             load(path)
+    status = invoke("status", a)  # progress is still shown, and the store line says what is wrong
+    assert status.exit_code == 0 and "ensembles: cannot be read (" in status.stdout and "symbolic link" in status.stdout
     (a / "ensembles").unlink()
     (a / "ensembles").symlink_to(".ensembles/000001")  # its own generation: fine
     assert len(load(a)) == 16
