@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from _blocks import trained_blocks
+from _blocks import datasets_of, trained_blocks
 from conftest import tiny_spec, tree_allclose
 
 from sweep import StoreError
@@ -29,7 +29,7 @@ PLAN = make_plan(tiny_spec(grid={"model.depth": [1, 2], "optimizer.learning_rate
 @pytest.fixture(scope="module")
 def original(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("store") / "ensembles"
-    aggregate_blocks(path, trained_blocks(PLAN), plan=PLAN)
+    aggregate_blocks(path, trained_blocks(PLAN), plan=PLAN, datasets=datasets_of(PLAN))
     return path
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -13,33 +12,17 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
-from _blocks import datasets_of, trained_blocks, write_sweep
-from conftest import tiny_spec
+from _blocks import trained_blocks, write_sweep
 from test_cli import invoke
+from test_store import PLAN, original, store  # noqa: F401  (a private copy of a store, free to damage)
 
 from sweep import StoreError, load
-from sweep.planning import make_plan, read_plan
+from sweep.planning import read_plan
 from sweep.store import Store, aggregate, aggregate_blocks
 from sweep.store._files import write_parquet
 from sweep.training import find_blocks
 
-PLAN = make_plan(tiny_spec(grid={"model.depth": [1, 2], "optimizer.learning_rate": [1e-3, 3e-3]}))
 CID = PLAN.config_ids[0]
-
-
-@pytest.fixture(scope="module")
-def original(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("trust") / "ensembles"
-    aggregate_blocks(path, trained_blocks(PLAN), plan=PLAN, datasets=datasets_of(PLAN))
-    return path
-
-
-@pytest.fixture
-def store(original, tmp_path) -> Path:
-    """A private, plain-directory copy of the committed store, free to damage."""
-    copy = tmp_path / "copy"
-    shutil.copytree(original.resolve(), copy)
-    return copy
 
 
 @pytest.fixture
