@@ -4,8 +4,9 @@
 points; the store of ``benchmarks/ensemble_predict.py``, built on the host) on 200 inputs. Each
 member count runs in a fresh process: the device's peak memory after ``predict`` (before the
 loop's members are put on the device) is what ``predict`` used. ``predict`` streams members from
-the host, at its default chunk size and a larger one; the loop's members are already on the
-device and its outputs stay there (the loop's best case). Members x inputs per second, best of
+the host, at its default chunk size and a larger one; the loop calls one jitted function per
+member with the stacked parameters already on the device (it takes member i inside) and leaves
+its outputs there (the loop's best case). Members x inputs per second, best of
 ``repeats`` (the methods take turns).
 """
 
@@ -23,6 +24,7 @@ DRY = {"members": [8, 16], "inputs": 20, "chunks": [4, 16], "repeats": 1}
 def measure(members: int, inputs: int, chunks: list[int], repeats: int) -> dict:
     import equinox as eqx
     import jax
+    import jax.numpy as jnp
     import numpy as np
     from ensemble_predict import _best, _store
 
@@ -43,12 +45,15 @@ def measure(members: int, inputs: int, chunks: list[int], repeats: int) -> dict:
         out["output_bytes"] = int(y.nbytes)
 
         params, static = eqx.partition(ens.stacked(), eqx.is_array)
-        host = [jax.tree_util.tree_map(lambda a, i=i: np.asarray(a[i]), params) for i in range(members)]
-        on_device = [eqx.combine(p, static) for p in jax.device_put(host)]
-        x_device = jax.device_put(x)
-        one = eqx.filter_jit(lambda m, x: jax.vmap(m)(x))
-        np.testing.assert_allclose(y[:4], np.stack([one(m, x_device) for m in on_device[:4]]), rtol=1e-4, atol=1e-5)
-        fns["jitted_loop"] = lambda: [one(m, x_device) for m in on_device]
+        params, x_device = jax.device_put((params, x))
+        indices = list(jnp.arange(members))
+
+        @eqx.filter_jit
+        def one(params, i, x):  # member i of the stacked parameters on the device, on every input
+            return jax.vmap(eqx.combine(jax.tree_util.tree_map(lambda a: a[i], params), static))(x)
+
+        np.testing.assert_allclose(y[:4], np.stack([one(params, i, x_device) for i in indices[:4]]), rtol=1e-4, atol=1e-5)
+        fns["jitted_loop"] = lambda: [one(params, i, x_device) for i in indices]
         times = _best(fns, repeats)
     loop = times["jitted_loop"]
     for name, seconds in times.items():
