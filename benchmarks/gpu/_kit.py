@@ -84,28 +84,16 @@ def heat_spec(args: argparse.Namespace, *, name: str, seeds: int, seeds_per_tria
 
 
 def setup_jax(compile_cache: str | None = None) -> None:
-    """Process settings before JAX starts a backend: the product's own (``sweep.configure``
-    where it exists), then JAX's persistent compilation cache in ``compile_cache`` (a fresh
-    folder: the first compile of a program is cold) or off (``None``)."""
-    os.environ["SWEEP_COMPILE_CACHE"] = "0"  # before `import sweep`: the kit chooses the cache
+    """Before JAX starts a backend: ``sweep.configure`` (one CPU device per core), with JAX's
+    persistent compilation cache in ``compile_cache`` (a fresh folder: the first compile of a
+    program is cold, later ones load it) or, by default, none."""
     import jax
 
     import sweep
 
-    if hasattr(sweep, "configure"):
-        sweep.configure()
-    jax.config.update("jax_compilation_cache_dir", compile_cache)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-
-
-def load_data(spec):
-    import sweep
-
-    if hasattr(sweep, "load_data"):  # public after issue 9
-        return sweep.load_data(spec)
-    from sweep.trainer import load_data
-
-    return load_data(spec)
+    sweep.configure(compile_cache=compile_cache)
+    if compile_cache:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 def device_memory() -> dict[str, Any]:

@@ -2,7 +2,7 @@
 poller, and each trial's numbers from its Tune results.
 
 Per trial: its reported ``device_peak_bytes`` / ``device_bytes_limit`` (JAX's memory statistics in
-the trial; ``null`` where the trial does not report them), the largest GPU memory
+the trial; ``null`` where the trial reports none or -1, as on CPU), the largest GPU memory
 ``nvidia-smi`` showed for its process (CUDA context and JAX's pool together; ``null`` without
 ``nvidia-smi`` or where its process ids are not the trial's), its share of the device, and when it
 started and finished.
@@ -99,7 +99,9 @@ def trial_rows(sweep_dir: str) -> dict[str, list[dict]]:
 
 
 def _largest(rows: list[dict], key: str) -> Any:
-    values = [r[key] for r in rows if r.get(key) is not None]
+    """The largest value of ``key`` over the rows; ``None`` where no row has one (a trial reports
+    -1 where its backend keeps no memory statistics, as on CPU)."""
+    values = [r[key] for r in rows if r.get(key) is not None and r[key] >= 0]
     return max(values) if values else None
 
 
@@ -111,8 +113,8 @@ def trial_summary(rows: list[dict], share_bytes: float | None, smi_peaks: dict[i
     out.update({k: _largest(rows, k) for k in MEMORY_KEYS})
     out["share_bytes"] = share_bytes
     peak, limit = out["device_peak_bytes"], out["device_bytes_limit"]
-    out["peak_over_share"] = peak / share_bytes if share_bytes and peak is not None and peak >= 0 else None
-    out["limit_over_share"] = limit / share_bytes if share_bytes and limit is not None and limit >= 0 else None
+    out["peak_over_share"] = peak / share_bytes if share_bytes and peak is not None else None
+    out["limit_over_share"] = limit / share_bytes if share_bytes and limit is not None else None
     smi = smi_peaks.get(last.get("pid"))
     out["nvidia_smi_peak_bytes"] = smi * 2**20 if smi is not None else None
     return out

@@ -32,7 +32,7 @@ def main() -> None:
         res["picked"] = run["seeds_per_trial"]
         res["picked_below_fill_cap"] = run["seeds_per_trial"] < res.data["fill_cap"]
         peaks = [(t["device_peak_bytes"], t["device_bytes_limit"]) for t in run["trials"]]
-        known = [(p, b) for p, b in peaks if p is not None and b is not None and p >= 0 and b > 0]
+        known = [(p, b) for p, b in peaks if p is not None and b]
         res["fits"] = all(p <= b for p, b in known) if known else None
         res["trains"] = run["all_completed"]
         print(f"check auto: picked {run['seeds_per_trial']} seeds per trial (fill cap {res.data['fill_cap']}), "

@@ -31,8 +31,10 @@ def _spec(sizes: dict, dry: bool, name: str, seeds_per_trial: int, gpus: float):
 
 def driver_default(sizes: dict, dry: bool) -> dict:
     """Device memory of a process that loaded the sweep's dataset with JAX's default settings."""
+    import sweep
+
     _kit.setup_jax()
-    _kit.load_data(_spec(sizes, dry, "driver", sizes["seeds"], 1.0))
+    sweep.load_data(_spec(sizes, dry, "driver", sizes["seeds"], 1.0))
     smi = _tune.process_gpu_mib().get(os.getpid())
     return {**_kit.device_memory(), "nvidia_smi_bytes": smi * 2**20 if smi is not None else None}
 

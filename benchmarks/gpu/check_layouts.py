@@ -66,7 +66,7 @@ def main() -> None:
 
         work = _kit.workload(epochs=sizes["epochs"], report_every=sizes["epochs"], quick=args.dry)
         spec = _kit.heat_spec(work, name="check-layouts", seeds=sizes["seeds"])
-        data = _kit.load_data(spec)
+        data = sweep.load_data(spec)
         res["default_layout"] = sweep.init_block(spec, [0], data=data)[0].layout
         for layout in LAYOUTS:
             res.data["throughput"][layout] = throughput(spec, data, sizes["seeds"], sizes["epochs"], layout)

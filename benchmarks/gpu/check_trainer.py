@@ -37,7 +37,7 @@ def sweep_side(seeds: int, epochs: int) -> dict:
 
     spec = _kit.heat_spec(_kit.workload(epochs=epochs, report_every=epochs, quick=False), name="check-trainer",
                           seeds=seeds)
-    data = _kit.load_data(spec)
+    data = sweep.load_data(spec)
     init_s, (block, state) = _kit.timed(lambda: sweep.init_block(spec, range(seeds), data=data))
     cold_s, (state, _) = _kit.timed(lambda: sweep.run_chunk(block, state, epochs))
     warm_s, (_, (_, test)) = _kit.timed(lambda: sweep.run_chunk(block, state, epochs))

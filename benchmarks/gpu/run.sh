@@ -74,10 +74,10 @@ run_check() {
     echo "=== check $name: exit $rc after $(( SECONDS - start )) s ==="
 }
 
-run_check trainer 150
+run_check trainer 145
 run_check layouts 60
-run_check fractional 100
-run_check auto 60
+run_check fractional 95
+run_check auto 75
 run_check predict 70
 
 "$PY" "$KIT/summary.py" collect "$WORK" "$DEST/results.json"
