@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import _kit
 
@@ -46,7 +46,7 @@ def gpu_total_bytes() -> int | None:
     if shutil.which(_SMI) is None:
         return None
     out = subprocess.run([_SMI, "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True, timeout=30)
+                         capture_output=True, text=True, timeout=30, check=False)
     return int(out.stdout.split()[0]) * 2**20 if out.returncode == 0 and out.stdout.strip() else None
 
 
@@ -55,7 +55,7 @@ def process_gpu_mib() -> dict[int, int]:
     if shutil.which(_SMI) is None:
         return {}
     out = subprocess.run([_SMI, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True, timeout=30).stdout
+                         capture_output=True, text=True, timeout=30, check=False).stdout
     found = {}
     for line in out.splitlines():
         pid, _, mib = line.partition(",")
@@ -78,7 +78,7 @@ class GpuPoller(threading.Thread):
             for pid, mib in process_gpu_mib().items():
                 self.peaks_mib[pid] = max(self.peaks_mib.get(pid, 0), mib)
 
-    def __enter__(self) -> GpuPoller:
+    def __enter__(self) -> Self:
         self.start()
         return self
 

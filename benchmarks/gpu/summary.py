@@ -40,7 +40,7 @@ def environment() -> dict:
            "device_kind": jax.devices()[0].device_kind, "memory": _kit.device_memory()}
     if shutil.which("nvidia-smi"):
         out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
+                             capture_output=True, text=True, timeout=30, check=False)
         env["nvidia_smi"] = out.stdout.strip()
     print("jax.devices():", jax.devices())
     print("environment:", json.dumps(env))
@@ -73,7 +73,8 @@ def main() -> None:
     results = collect(Path(sys.argv[2]))
     Path(sys.argv[3]).write_text(json.dumps(results, indent=1, allow_nan=False))
     for name, check in results["checks"].items():
-        print(f"{name:>10}: {check['status']}" + (f" in {check['seconds']} s of {check['limit_s']} s" if "seconds" in check else ""))
+        took = f" in {check['seconds']} s of {check['limit_s']} s" if "seconds" in check else ""
+        print(f"{name:>10}: {check['status']}{took}")
     print(f"results: {sys.argv[3]}")
 
 
