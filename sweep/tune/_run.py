@@ -46,6 +46,7 @@ def plan(spec: SweepSpec, storage: str | os.PathLike | None = None,
          storage_filesystem: pafs.FileSystem | None = None) -> Plan:
     """The trials a sweep would run (structural configs x blocks of seeds), before anything runs.
 
+    The process is :func:`sweep.configure`-d, as by ``run``.
     Checks what ``run`` checks without Ray: the data is loaded (its arrays checked) and every
     config's model is built for the data's shapes (``eqx.filter_eval_shape``, nothing computed),
     so a bad problem or model fails here with the field named. Only the checks against the
@@ -55,6 +56,7 @@ def plan(spec: SweepSpec, storage: str | os.PathLike | None = None,
     in this process (see :mod:`sweep.tune._auto`), taking this machine as the cluster.
     """
     _check_spec(spec)
+    configure(gpu_preallocate=False)  # as run: loading the data must not take the trials' GPU memory
     datasets = load_datasets(spec)
     done, stored = set(), None
     if storage is not None:
@@ -63,7 +65,6 @@ def plan(spec: SweepSpec, storage: str | os.PathLike | None = None,
         done, _ = done_members(spec, fs, path, stored)
     seeds_per_trial = _stored_block_size(spec, stored)
     if spec.seeds_per_trial == "auto" and seeds_per_trial is None:
-        configure()
         config, hparams = largest_config(spec, datasets)
         probe = measure(config, hparams, datasets[config.problem_id], spec.resources)
         seeds_per_trial = _choose(spec, config, probe, max(1, int(available_cpus() // spec.resources["cpu"])))
