@@ -13,7 +13,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 from _blocks import trained_blocks, write_sweep
@@ -98,47 +97,28 @@ def test_a_generation_number_taken_meanwhile_is_skipped(sweep_dir, monkeypatch):
 
 # -- failing writes -------------------------------------------------------------------------------
 class _FailingWrites(pafs.FileSystemHandler):
-    """A local filesystem whose writes to files matching ``pattern`` fail with ``errno`` (after the
-    first ``after`` bytes of each), or whose directory creation fails, as a full disk or a
-    read-only mount would."""
+    """A local filesystem on which creating or writing files matching ``pattern`` fails as a full
+    disk does (ENOSPC: the file's stream is ``/dev/full``, so the disk's own error surfaces in the
+    middle of the write) or as a refused permission does (EACCES, when the file or directory is
+    created)."""
 
-    def __init__(self, pattern: str, error: int, after: int = 100):
-        self.local, self.pattern, self.error, self.after = pafs.LocalFileSystem(), pattern, error, after
+    def __init__(self, pattern: str, error: int):
+        self.local, self.pattern, self.error = pafs.LocalFileSystem(), pattern, error
         self.armed = True
 
     def _fails(self, path: str) -> bool:
         return self.armed and fnmatch.fnmatch(path.rsplit("/", 1)[-1], self.pattern)
 
-    def _raise(self, path: str):
-        raise OSError(self.error, os.strerror(self.error), path)
-
     def open_output_stream(self, path, metadata):
-        stream = self.local.open_output_stream(path)
-        if not self._fails(path):
-            return stream
-        handler = self
-
-        class Failing:
-            written, closed = 0, False
-
-            def write(self, data):
-                self.written += len(data)
-                if self.written > handler.after:
-                    handler._raise(path)
-                return stream.write(data)
-
-            def flush(self):
-                stream.flush()
-
-            def close(self):
-                self.closed = True
-                stream.close()
-
-        return pa.PythonFile(Failing(), mode="w")
+        if self._fails(path) and self.error == errno.ENOSPC:
+            return self.local.open_output_stream("/dev/full")
+        if self._fails(path):
+            raise OSError(self.error, os.strerror(self.error), path)
+        return self.local.open_output_stream(path)
 
     def create_dir(self, path, recursive):
         if self._fails(path):
-            self._raise(path)
+            raise OSError(self.error, os.strerror(self.error), path)
         self.local.create_dir(path, recursive=recursive)
 
     def get_type_name(self):
@@ -181,28 +161,46 @@ class _FailingWrites(pafs.FileSystemHandler):
         return self.local.open_append_stream(path)
 
 
-@pytest.mark.parametrize("error", [errno.ENOSPC, errno.EACCES])
-@pytest.mark.parametrize("pattern", ["*.eqx", "members.parquet", "configs.parquet", "samples.parquet",
-                                     "manifest.json", ".CURRENT.tmp-*", "00000[2-9]"])
-def test_a_failing_write_names_the_file_and_leaves_the_previous_store(sweep_dir, pattern, error):
-    handler = _FailingWrites(pattern, error, after=0 if "CURRENT" in pattern else 100)  # CURRENT holds 7 bytes
+ERRORS = (errno.ENOSPC, errno.EACCES)
+PATTERNS = ("*.eqx", "members.parquet", "configs.parquet", "samples.parquet", "manifest.json", ".CURRENT.tmp-*",
+            "00000[2-9]")
+
+
+def failing_write(sweep_dir: Path, pattern: str, error: int) -> dict:
+    """Aggregate once, then again with writes to ``pattern`` failing, then again with room: what the
+    failing one raised and what each left behind."""
+    handler = _FailingWrites(pattern, error)
     fs = pafs.PyFileSystem(handler)
     handler.armed = False
     sweep.aggregate(str(sweep_dir), filesystem=fs, progress=False)  # the previous store
     handler.armed = True
-    with pytest.raises(StoreError) as info:
+    try:
         sweep.aggregate(str(sweep_dir), filesystem=fs, progress=False)
-    message = str(info.value)
+        message = None
+    except StoreError as e:
+        message = str(e)
+    store = Store.open(str(sweep_dir), filesystem=fs)
+    store.verify()
+    left = {"root": store.root, "members": len(sweep.load(str(sweep_dir), storage_filesystem=fs)),
+            "generations": _generation_dirs(sweep_dir)}
+    handler.armed = False  # space freed: the next aggregation goes through
+    sweep.aggregate(str(sweep_dir), filesystem=fs, progress=False)
+    return {"pattern": pattern, "error": error, "message": message, **left,
+            "members_after": len(sweep.load(str(sweep_dir), storage_filesystem=fs))}
+
+
+@pytest.mark.parametrize("error", ERRORS, ids=errno.errorcode.get)
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_a_failing_write_names_the_file_and_leaves_the_previous_store(sweep_dir, pattern, error):
+    case = failing_write(sweep_dir, pattern, error)
+    message = case["message"]
+    assert message is not None, "the failing aggregation did not raise StoreError"
     assert os.strerror(error) in message and "previous store is unchanged and readable" in message, message
     name = pattern.replace("*", "").replace(".tmp-", "").lstrip(".").rstrip("-[2-9]")
     assert name in message.split(":")[0], message  # the file it could not write comes first
-    store = Store.open(str(sweep_dir), filesystem=fs)
-    store.verify()
-    assert store.root.endswith("/000001") and len(sweep.load(str(sweep_dir), storage_filesystem=fs)) == 16
-    assert [p for p in _generation_dirs(sweep_dir) if p != "000001"] in ([], ["000002"])  # removed if it could be
-    handler.armed = False  # space freed: the next aggregation goes through
-    sweep.aggregate(str(sweep_dir), filesystem=fs, progress=False)
-    assert len(sweep.load(str(sweep_dir), storage_filesystem=fs)) == 16
+    assert case["root"].endswith("/000001") and case["members"] == 16  # the previous store, verified
+    assert [g for g in case["generations"] if g != "000001"] in ([], ["000002"])  # removed if it could be
+    assert case["members_after"] == 16
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ from jaxtyping import PyTree
 from .._errors import StoreError
 from .._fs import os_error
 from ._files import Record, write_leaves, write_parquet
-from ._generations import check_target, commit, current, new_generation, writer_lock
-from ._schema import FORMAT, MANIFEST
+from ._generations import check_target, commit, current, generations_dir, new_generation, writer_lock
+from ._schema import FORMAT, MANIFEST, POINTER
 
 _UNCHANGED = "the previous store is unchanged and readable; free space or fix permissions, then aggregate again"
 
@@ -105,7 +105,8 @@ class StoreWriter:
             if cause is None:
                 raise
             self.committed = self._is_current()
-            where = cause.filename or self.store_path
+            pointer = f"{generations_dir(self.store_path)}/{POINTER}"  # the one write before the commit takes effect
+            where = cause.filename or (self.store_path if self.committed else pointer)
             if not self.committed:
                 raise StoreError(f"{where!r}: cannot write ({cause.strerror or cause}), so generation {self.name} is "
                                  f"not committed; {_UNCHANGED}") from None
