@@ -11,15 +11,15 @@ import pytest
 from sweep import SpecError
 from sweep.problems._exponax import check_exponax, exponax_trajectories
 
-TINY = dict(num_points=16, num_train=2, num_val=1, num_test=2, train_steps=3, test_steps=4)
+TINY = {"num_points": 16, "num_train": 2, "num_val": 1, "num_test": 2, "train_steps": 3, "test_steps": 4}
 
 # APEBench 0.1.1's physical scenarios, written out here (phy_adv, phy_diff, phy_burgers, phy_ks):
 # the stepper each builds, as exponax's named class with the equivalent coefficients.
 APEBENCH = {
-    "Advection": (1.0, 0.1, dict(velocity=0.25)),  # GeneralLinearStepper a1 = -0.25
-    "Diffusion": (1.0, 0.1, dict(diffusivity=0.008)),  # a2 = 0.008
-    "Burgers": (1.0, 0.1, dict(diffusivity=0.0003, convection_scale=0.125, conservative=True)),
-    "KuramotoSivashinsky": (60.0, 0.1, dict(gradient_norm_scale=1.0, second_order_scale=1.0, fourth_order_scale=1.0)),
+    "Advection": (1.0, 0.1, {"velocity": 0.25}),  # GeneralLinearStepper a1 = -0.25
+    "Diffusion": (1.0, 0.1, {"diffusivity": 0.008}),  # a2 = 0.008
+    "Burgers": (1.0, 0.1, {"diffusivity": 0.0003, "convection_scale": 0.125, "conservative": True}),
+    "KuramotoSivashinsky": (60.0, 0.1, {"gradient_norm_scale": 1.0, "second_order_scale": 1.0, "fourth_order_scale": 1.0}),
 }
 
 
@@ -52,21 +52,21 @@ def test_default_initial_states_are_apebench_fourier_5_zero_mean_max_one(ex):
 
 
 def test_kuramoto_sivashinsky_defaults_to_apebench_domain_and_warmup(ex):
-    grid = dict(num_points=16, num_train=1, num_test=1, train_steps=1, test_steps=1)
+    grid = {"num_points": 16, "num_train": 1, "num_test": 1, "train_steps": 1, "test_steps": 1}
     warmed = exponax_trajectories("KuramotoSivashinsky", **grid)["train"]
-    cold = exponax_trajectories("KuramotoSivashinsky", **grid | dict(warmup_steps=0, train_steps=501))["train"]
+    cold = exponax_trajectories("KuramotoSivashinsky", **grid | {"warmup_steps": 0, "train_steps": 501})["train"]
     np.testing.assert_allclose(warmed, cold[:, 500:], rtol=1e-4, atol=1e-5)
 
 
 def test_warmup_steps_are_skipped_states(ex):
-    warmed = exponax_trajectories("Burgers", **TINY | dict(train_steps=2), warmup_steps=3)["train"]
-    long = exponax_trajectories("Burgers", **TINY | dict(train_steps=5), warmup_steps=0)["train"]
+    warmed = exponax_trajectories("Burgers", **TINY | {"train_steps": 2}, warmup_steps=3)["train"]
+    long = exponax_trajectories("Burgers", **TINY | {"train_steps": 5}, warmup_steps=0)["train"]
     np.testing.assert_allclose(warmed, long[:, 3:], rtol=1e-5, atol=1e-6)
 
 
 def test_generation_is_deterministic_and_per_trajectory(ex):
     a = exponax_trajectories("Advection", **TINY)
-    b = exponax_trajectories("Advection", **TINY | dict(num_train=4, num_val=0, num_test=3))
+    b = exponax_trajectories("Advection", **TINY | {"num_train": 4, "num_val": 0, "num_test": 3})
     assert all(np.array_equal(x, y) for x, y in zip(a.values(), exponax_trajectories("Advection", **TINY).values()))
     # trajectory i does not depend on how many trajectories there are
     assert np.array_equal(a["train"], b["train"][:2]) and np.array_equal(a["test"], b["test"][:2])

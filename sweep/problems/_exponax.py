@@ -89,9 +89,9 @@ def _check_like(field: str, value: Any, default: Any) -> None:
     elif isinstance(default, float):
         if not _is_number(value):
             raise SpecError(f"`{field}`: got {value!r}; must be a finite number")
-    elif isinstance(default, tuple):
-        if not isinstance(value, (list, tuple)) or len(value) != len(default) or not all(map(_is_number, value)):
-            raise SpecError(f"`{field}`: got {value!r}; must be a list of {len(default)} finite numbers")
+    elif isinstance(default, tuple) and (
+            not isinstance(value, (list, tuple)) or len(value) != len(default) or not all(map(_is_number, value))):
+        raise SpecError(f"`{field}`: got {value!r}; must be a list of {len(default)} finite numbers")
 
 
 def _ic_generator(ex, name: str, options: Mapping[str, Any], domain_extent: float):
