@@ -225,10 +225,11 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
     keyword arguments go to ``tune.TuneConfig`` or ``tune.RunConfig`` (e.g.
     ``max_concurrent_trials``, ``stop``, ``callbacks``, ``checkpoint_config``, ``verbose``). No
     address starts (or reuses) a local Ray instance; ``address="auto"`` or
-    ``"ray://host:10001"`` joins a cluster. The driver process is :func:`sweep.configure`-d.
+    ``"ray://host:10001"`` joins a cluster. The driver process is :func:`sweep.configure`-d (with
+    ``gpu_preallocate=False``).
     """
     _check_spec(spec)
-    configure()
+    configure(gpu_preallocate=False)  # the driver's JAX (data generation) must not take the trials' GPU memory
     fs, path, shown = sweep_location(spec, storage, storage_filesystem)
     import ray  # here: not in both threads at once
 
