@@ -1,14 +1,20 @@
 """The ``sweep`` command line: run, plan, status, aggregate, show, plot, predict.
 
 Every :class:`sweep.SweepError` and every unreadable file ends the command with one line on
-stderr (``error: <message>``) and exit status 1; ``sweep --debug ...`` (or ``SWEEP_DEBUG=1``)
-shows the traceback instead. Ray and matplotlib are imported only by the commands that use them.
+stderr (``error: <message>``, phrased with the command's options, see :func:`cli_phrasing`)
+and exit status 1; ``sweep --debug ...`` (or ``SWEEP_DEBUG=1``) shows the traceback instead.
+Ctrl-C ends a command with exit status 130. Ray and matplotlib are imported only by the
+commands that use them.
 """
 
 from __future__ import annotations
 
+import enum
 import functools
 import os
+import re
+import shlex
+import tomllib
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,7 +28,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode=None,
+    rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -34,9 +40,27 @@ class CLIError(SweepError):
 _state = {"debug": False}
 
 
+# Library messages name Python calls; on the command line the same thing is an option.
+_CLI_PHRASES = [
+    (re.compile(r"\.?\bwhere\(([^()]*)\)"),
+     lambda m: " ".join(f"--where {kv.replace(chr(39), '')}" for kv in re.split(r", (?=\w+=)", m.group(1)))
+     if m.group(1) else "--where"),
+    (re.compile(r"\bbest\(k=([^()]*)\)"), lambda m: f"--best {m.group(1)}"),
+    (re.compile(r"\b\w+\(metric='([^']*)'\)"), lambda m: f"--metric {m.group(1)}"),
+]
+
+
+def cli_phrasing(text: str) -> str:
+    """``"where(depth=7): no member matches"`` -> ``"--where depth=7: no member matches"``, and
+    ``best(k=0)`` -> ``--best 0``, ``summary(metric='x')`` -> ``--metric x``."""
+    for pattern, replace in _CLI_PHRASES:
+        text = pattern.sub(replace, text)
+    return text
+
+
 def _message(e: BaseException) -> str:
     if isinstance(e, SweepError):
-        text = str(e)
+        text = cli_phrasing(str(e))
     elif isinstance(e, FileNotFoundError) and e.filename:
         text = f"{e.filename!r}: no such file or directory"
     elif isinstance(e, OSError) and e.filename:
@@ -55,8 +79,9 @@ def _guard(fn):
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
             raise
-        except KeyboardInterrupt:
-            typer.echo("error: interrupted", err=True)
+        except KeyboardInterrupt as e:
+            if not str(e):  # sweep.run prints how far it got and how to resume
+                typer.echo("interrupted", err=True)
             raise typer.Exit(130) from None
         except Exception as e:
             if _state["debug"]:
@@ -67,8 +92,18 @@ def _guard(fn):
     return wrapper
 
 
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"seed-sweep {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _main(debug: Annotated[bool, typer.Option("--debug", help="Show the full traceback on errors.")] = False) -> None:
+def _main(debug: Annotated[bool, typer.Option("--debug", help="Show the full traceback on errors.")] = False,
+          version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
     """seed-sweep: hybrid seed ensembles (vmapped blocks of seeds, Ray Tune trials)."""
     _state["debug"] = debug or bool(os.environ.get("SWEEP_DEBUG"))
 
@@ -79,12 +114,64 @@ DirArg = Annotated[str, typer.Argument(help="Sweep directory (local path or URI 
                                        show_default=False)]
 
 
-def _spec(path: Path):
+SetOpt = Annotated[list[str] | None, typer.Option(
+    "--set", help="Override a spec field, e.g. --set training.epochs=50 --set seeds=8 (repeatable; "
+                  "values in TOML syntax, validated as in the file).", show_default=False)]
+
+
+def _spec(path: Path, overrides: list[str] | None = None):
     from ..spec import SweepSpec
 
     if path.is_dir():
         raise CLIError(f"SPEC: {str(path)!r} is a directory; give a sweep specification .toml file")
-    return SweepSpec.from_toml(path)
+    spec = SweepSpec.from_toml(path)
+    return apply_overrides(spec, overrides) if overrides else spec
+
+
+def _toml_value(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text  # a bare word: a string
+
+
+def apply_overrides(spec, items: list[str]):
+    """``spec`` with ``["training.epochs=50", "seeds=8", "grid.model.depth=[2, 4]"]`` set and
+    validated like the spec file itself."""
+    import dataclasses
+
+    from ..spec import SweepSpec
+
+    data = spec.to_dict()
+    fields = {f.name for f in dataclasses.fields(SweepSpec)}
+    for item in items:
+        key, eq, text = item.partition("=")
+        key = key.strip()
+        field, _, rest = key.partition(".")
+        if not eq or not key:
+            raise CLIError(f"--set: got {item!r}; use field=value, e.g. --set training.epochs=50")
+        if field not in fields:
+            raise CLIError(f"--set {key}: {field!r} is not a spec field; fields: {', '.join(sorted(fields))}")
+        value = _toml_value(text.strip())
+        if rest:
+            if not isinstance(data.get(field), dict):
+                raise CLIError(f"--set {key}: {field!r} has no parts; use --set {field}=VALUE")
+            data[field][rest] = value
+        else:
+            data[field] = value
+    return SweepSpec.from_dict(data)
+
+
+def _existing(sweep_dir: str) -> str:
+    """``sweep_dir`` if it exists (local path or URI), else a CLI error saying it does not."""
+    import pyarrow.fs as pafs
+
+    from .._fs import filesystem_path
+
+    fs, path = filesystem_path(sweep_dir, None)
+    if fs.get_file_info(path).type == pafs.FileType.NotFound:
+        raise CLIError(f"SWEEP_DIR: {sweep_dir!r} does not exist")
+    return sweep_dir
 
 
 def _parse_value(text: str) -> Any:
@@ -113,6 +200,23 @@ def parse_where(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
+class Logger(str, enum.Enum):
+    tensorboard = "tensorboard"
+    mlflow = "mlflow"
+    wandb = "wandb"
+
+
+class LogPer(str, enum.Enum):
+    member = "member"
+    config = "config"
+
+
+class Format(str, enum.Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
 # -- commands -------------------------------------------------------------------------------------
 @app.command()
 @_guard
@@ -124,15 +228,30 @@ def run(
         help="Ray cluster to join: 'auto', 'HOST:6379' or 'ray://HOST:10001'; default: a local Ray.")] = None,
     resume: Annotated[bool, typer.Option(
         "--resume", help="Continue an interrupted sweep from its checkpoints.")] = False,
+    overrides: SetOpt = None,
+    logger: Annotated[list[Logger] | None, typer.Option(
+        "--logger", help="Log every member's curves to a tracker (repeatable).", show_default=False)] = None,
+    log_per: Annotated[LogPer, typer.Option(help="One tracker run per member or per configuration.")] = "member",
+    verbose: Annotated[bool, typer.Option("--verbose", help="Show Ray's and Tune's own output.")] = False,
 ) -> None:
     """Run a sweep on Ray Tune, then aggregate it.
 
     Trains every member of SPEC (or only those not trained yet in STORAGE/<name>), one Ray Tune
-    trial per block of seeds, and builds the ensembles. Progress is printed while it runs.
+    trial per block of seeds, and builds the ensembles. A live display shows trials, members,
+    epochs, throughput, ETA and the best loss of every configuration (plain lines when the
+    output is not a terminal). Ctrl-C stops the trials, keeps what is done and prints how to
+    resume (exit status 130); a second Ctrl-C stops at once.
     """
     from ..tune import run as run_sweep
+    from ..tune._loggers import LOGGERS
 
-    sweep_dir = run_sweep(_spec(spec), storage=storage, address=address, resume=resume)
+    parsed = _spec(spec, overrides)
+    command = ["sweep", "run", str(spec), *(["--storage", storage] if storage != "./runs" else []),
+               *(["--address", address] if address else []), *(a for o in overrides or () for a in ("--set", o)),
+               "--resume"]
+    sweep_dir = run_sweep(parsed, storage=storage, address=address, resume=resume,
+                          loggers=[LOGGERS[n.value](per=LogPer(log_per).value) for n in logger or ()],
+                          resume_command=shlex.join(command), **({"verbose": 1} if verbose else {}))
     typer.echo(f"sweep directory: {sweep_dir}")
     typer.echo(f"next: sweep show {sweep_dir}")
 
@@ -142,14 +261,16 @@ def run(
 def plan(
     spec: SpecArg,
     storage: Annotated[str | None, typer.Option(help="Leave out members already trained in STORAGE/<name>.")] = None,
+    overrides: SetOpt = None,
 ) -> None:
     """Show trials, blocks and resources; run nothing.
 
-    One trial per structural configuration and block of seeds; vmapped hyperparameters share a block.
+    One trial per structural configuration and block of seeds; vmapped hyperparameters share a
+    block. Configurations are shown by their grid values next to their config ids.
     """
     from ..tune import plan as plan_sweep
 
-    typer.echo(str(plan_sweep(_spec(spec), storage=storage)))
+    typer.echo(str(plan_sweep(_spec(spec, overrides), storage=storage)))
 
 
 @app.command()
@@ -162,7 +283,7 @@ def status(sweep_dir: DirArg) -> None:
     """
     from ._status import sweep_status
 
-    typer.echo(sweep_status(sweep_dir))
+    typer.echo(sweep_status(_existing(sweep_dir)))
 
 
 @app.command()
@@ -172,7 +293,7 @@ def aggregate(sweep_dir: DirArg) -> None:
     from ..store import aggregate as aggregate_sweep
     from ._status import stored_line
 
-    store = aggregate_sweep(sweep_dir)
+    store = aggregate_sweep(_existing(sweep_dir))
     typer.echo(f"store: {store}")
     typer.echo(stored_line(sweep_dir))
 
@@ -187,6 +308,8 @@ def show(
     where: Annotated[list[str] | None, typer.Option(help="Keep members with column=value (repeatable).")] = None,
     limit: Annotated[int, typer.Option(min=1, help="Print at most this many rows.")] = 50,
     wide: Annotated[bool, typer.Option("--wide", help="Every statistic (IQM and its interval too).")] = False,
+    format: Annotated[Format, typer.Option(
+        "--format", help="table (for reading), csv or json (for other tools; every row up to --limit).")] = "table",
 ) -> None:
     """Statistics over seeds per configuration, best first.
 
@@ -194,15 +317,19 @@ def show(
     over members that did not diverge, mean, std, median, min, max and the 95% interval of the mean.
     """
     from ..ensemble import load
-    from ._tables import format_table, sort_table
+    from ._tables import format_table, sort_table, write_table
 
-    ens = load(sweep_dir)
+    ens = load(_existing(sweep_dir))
     kw = parse_where(where)
     if kw:
         ens = ens.where(**kw)
+    fmt = Format(format).value
     if members:
         table = ens.best(min(limit, len(ens)), metric=metric).table  # reads only the rows shown
         table = table.drop_columns([c for c in table.column_names if c.endswith("_history") or c == "history_epochs"])
+        if fmt != "table":
+            typer.echo(write_table(table, fmt), nl=False)
+            return
         typer.echo(format_table(table, limit))
         if len(ens) > limit:
             typer.echo(f"... {len(ens) - limit} more members (--limit)")
@@ -212,6 +339,9 @@ def show(
         hidden = {"iqm", "iqm_ci_low", "iqm_ci_high", "n"} | ({"stopped_early"} if not any(
             table.column("stopped_early").to_pylist()) else set())
         table = table.drop_columns([c for c in table.column_names if c in hidden])
+    if fmt != "table":
+        typer.echo(write_table(table.slice(0, limit), fmt), nl=False)
+        return
     typer.echo(f"{metric} over seeds per configuration ({len(ens)} members), best mean first:")
     typer.echo(format_table(table, limit))
 
@@ -236,7 +366,7 @@ def plot(
 
     if out is None:
         out = str(Path(sweep_dir) / "sweep.png") if "://" not in sweep_dir else "sweep.png"
-    figures = sweep_figures(load(sweep_dir), panels=not out.endswith(".png"), num_samples=samples, max_curves=max_curves)
+    figures = sweep_figures(load(_existing(sweep_dir)), panels=not out.endswith(".png"), num_samples=samples, max_curves=max_curves)
     for path in write_figures(figures, out):
         typer.echo(f"wrote {path}")
 
@@ -269,7 +399,7 @@ def predict(
     if output.suffix != ".npy":
         raise CLIError(f"--output: got {str(output)!r}; give a file name ending in .npy")
     x = load_npy(input, "--input")
-    ens = load(sweep_dir)
+    ens = load(_existing(sweep_dir))
     kw = parse_where(where)
     if kw:
         ens = ens.where(**kw)

@@ -292,9 +292,9 @@ class WandbLogger(MemberLogger):
 LOGGERS = {"tensorboard": TensorBoardLogger, "mlflow": MLflowLogger, "wandb": WandbLogger}
 
 
-def make_loggers(loggers: Sequence[str | MemberLogger] | str | None, spec: SweepSpec, sweep_dir: str,
-                 per: str = "member") -> list[MemberLogger]:
-    """Logger objects for ``sweep.run(loggers=...)``: names get a default logger (``per`` runs)."""
+def make_loggers(loggers: Sequence[str | MemberLogger] | str | None, spec: SweepSpec, sweep_dir: str
+                 ) -> list[MemberLogger]:
+    """Bound logger objects for ``sweep.run(loggers=...)``: a name gets that logger's defaults."""
     if isinstance(loggers, (str, MemberLogger)):
         loggers = [loggers]
     out = []
@@ -303,7 +303,7 @@ def make_loggers(loggers: Sequence[str | MemberLogger] | str | None, spec: Sweep
             if item not in LOGGERS:
                 raise SpecError(f"`loggers`: unknown logger {item!r}; choose from {', '.join(LOGGERS)} "
                                 f"or pass a sweep.tune logger object")
-            item = LOGGERS[item](per=per)
+            item = LOGGERS[item]()
         elif not isinstance(item, MemberLogger):
             raise SpecError(f"`loggers`: got {item!r}; give a name ({', '.join(LOGGERS)}) or a sweep.tune logger "
                             f"(pass Tune callbacks as callbacks=[...])")

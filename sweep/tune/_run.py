@@ -251,10 +251,14 @@ def _prepare(spec: SweepSpec, tune_options: Mapping[str, Any], fs: pafs.FileSyst
     return tune_kw, run_kw, load_datasets(spec)
 
 
-def _resume_hint(spec: SweepSpec, state) -> str:
+class Interrupted(KeyboardInterrupt):
+    """``sweep.run`` was interrupted (Ctrl-C); the message (already printed) says how to resume."""
+
+
+def _resume_hint(state, command: str | None, storage: str) -> str:
     c = state.counts()
-    return (f"interrupted: {c['members_done']} of {c['members']} members done; resume with: "
-            f"sweep run SPEC --resume (Python: sweep.run(spec, ..., resume=True)) [{spec.name}]")
+    command = command or f"sweep.run(spec, storage={storage!r}, resume=True)"
+    return f"interrupted: {c['members_done']} of {c['members']} members done; resume with: {command}"
 
 
 def _aggregate_complete(spec: SweepSpec, fs, path: str, shown: str, storage_filesystem, stored: Plan | None) -> None:
@@ -275,7 +279,7 @@ def _aggregate_complete(spec: SweepSpec, fs, path: str, shown: str, storage_file
 def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileSystem | None = None,
         address: str | None = None, resume: bool = False, scheduler=None, failure_config=None,
         trial_hooks: TrialHooks | None = None, loggers: Sequence[str | Any] = (), progress: str = "auto",
-        **tune_options: Any) -> str:
+        resume_command: str | None = None, **tune_options: Any) -> str:
     """Train every member of ``spec`` with Ray Tune; returns the sweep directory.
 
     ``<storage>/<spec.name>`` holds ``plan.json``, one Tune experiment ``tune-NNNN`` per call
@@ -302,8 +306,9 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
     or ``"ray://host:10001"`` joins a cluster. The driver process is :func:`sweep.configure`-d.
 
     Ctrl-C (SIGINT) stops the trials, keeps every checkpoint, aggregates the complete blocks,
-    prints how many members are done and how to resume, and raises ``KeyboardInterrupt``; a
-    second Ctrl-C stops at once.
+    prints how many members are done and how to resume (``resume_command``, default the
+    Python call), and raises :class:`sweep.tune.Interrupted` (a ``KeyboardInterrupt``); a second
+    Ctrl-C stops at once.
     """
     from ._loggers import make_loggers
     from ._progress import ProgressState, SweepProgress
@@ -327,18 +332,21 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
                                      tune_options)
     except KeyboardInterrupt:  # a second Ctrl-C, or one before Tune took over: stop now
         display.close()
-        display.message(_resume_hint(spec, state))
-        raise
+        display.message(hint := _resume_hint(state, resume_command, str(storage)))
+        raise Interrupted(hint) from None
     finally:
         display.close()
         for tracker in trackers:
             tracker.close()
     if interrupted:
+        hint = _resume_hint(state, resume_command, str(storage))
         try:
-            _aggregate_complete(spec, fs, path, shown, storage_filesystem, read_plan(fs, path))
+            with warnings.catch_warnings():  # the hint says how many members are missing
+                warnings.simplefilter("ignore", UserWarning)
+                _aggregate_complete(spec, fs, path, shown, storage_filesystem, read_plan(fs, path))
         finally:
-            display.message(_resume_hint(spec, state))
-        raise KeyboardInterrupt(_resume_hint(spec, state))
+            display.message(hint)
+        raise Interrupted(hint)
     aggregate(shown, filesystem=storage_filesystem)
     if failures:
         raise SweepError(
