@@ -228,24 +228,28 @@ class MLflowLogger(MemberLogger):
         self.tracking_uri, self.experiment = tracking_uri, experiment
         self._client = None
 
-    def _client_and_experiment(self):
-        if self._client is None:
-            from mlflow.tracking import MlflowClient
+    def bind(self, spec: SweepSpec, sweep_dir: str) -> MLflowLogger:
+        """Connect to the tracking store and find or create the experiment (errors before Ray starts)."""
+        super().bind(spec, sweep_dir)
+        from mlflow.tracking import MlflowClient
 
+        try:
             self._client = MlflowClient(tracking_uri=self.tracking_uri)
-            name = self.experiment or self.spec.name
+            name = self.experiment or spec.name
             found = self._client.get_experiment_by_name(name)
             self._experiment_id = found.experiment_id if found else self._client.create_experiment(name)
-        return self._client, self._experiment_id
+        except Exception as e:  # MlflowException, OSError, ...
+            raise SpecError(f"`loggers`: mlflow at {self.tracking_uri or 'its default tracking URI'}: "
+                            f"{' '.join(str(e).split())}") from None
+        return self
 
     def hint(self) -> str:
-        client, _ = self._client_and_experiment()
-        return f"mlflow: experiment {self.experiment or self.spec.name!r} at {client.tracking_uri}"
+        return f"mlflow: experiment {self.experiment or self.spec.name!r} at {self._client.tracking_uri}"
 
     def _open(self, key: str, name: str, params: dict[str, Any], group: str):
         from mlflow.entities import Param
 
-        client, experiment_id = self._client_and_experiment()
+        client, experiment_id = self._client, self._experiment_id
         found = client.search_runs([experiment_id], filter_string=f"tags.`sweep.member` = '{key}'", max_results=1)
         if found:
             return found[0].info.run_id

@@ -9,6 +9,7 @@ nothing, so the restored copy talks to the live objects of the call that restore
 from __future__ import annotations
 
 import contextlib
+import warnings
 from typing import Any
 
 from ray.tune import Callback
@@ -30,7 +31,12 @@ def _forward(hook: str):
     def method(self, **info: Any) -> None:
         for listener in list(_LISTENERS):
             if hasattr(listener, hook):
-                getattr(listener, hook)(**info)
+                try:
+                    getattr(listener, hook)(**info)
+                except Exception as e:  # a tracker that fails must not fail the sweep
+                    _LISTENERS.remove(listener)
+                    warnings.warn(f"{type(listener).__name__} failed ({type(e).__name__}: {' '.join(str(e).split())[:300]}); "
+                                  f"it is off for the rest of this run", RuntimeWarning, stacklevel=2)
 
     method.__name__ = hook
     return method

@@ -255,25 +255,26 @@ class Interrupted(KeyboardInterrupt):
     """``sweep.run`` was interrupted (Ctrl-C); the message (already printed) says how to resume."""
 
 
-def _resume_hint(state, command: str | None, storage: str) -> str:
-    c = state.counts()
+def _resume_hint(done: int, total: int, command: str | None, storage: str) -> str:
     command = command or f"sweep.run(spec, storage={storage!r}, resume=True)"
-    return f"interrupted: {c['members_done']} of {c['members']} members done; resume with: {command}"
+    return f"interrupted: {done} of {total} members done; resume with: {command}"
 
 
-def _aggregate_complete(spec: SweepSpec, fs, path: str, shown: str, storage_filesystem, stored: Plan | None) -> None:
-    """Aggregate the members whose blocks are complete, if the store does not hold them yet."""
+def _aggregate_complete(spec: SweepSpec, fs, path: str, shown: str, storage_filesystem, stored: Plan | None) -> int:
+    """Aggregate the members whose blocks are complete, if the store does not hold them yet;
+    returns how many there are."""
     done, blocks = done_members(spec, fs, path, stored)
     if not blocks or not done:
-        return
+        return len(done)
     try:
         from ..store import Store
 
         if Store.open(shown, filesystem=storage_filesystem).manifest.get("num_members") == len(done):
-            return
+            return len(done)
     except SweepError:
         pass  # no store yet, or not a readable one: build it
     aggregate(shown, filesystem=storage_filesystem, only_complete=True)
+    return len(done)
 
 
 def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileSystem | None = None,
@@ -332,20 +333,18 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
                                      tune_options)
     except KeyboardInterrupt:  # a second Ctrl-C, or one before Tune took over: stop now
         display.close()
-        display.message(hint := _resume_hint(state, resume_command, str(storage)))
+        c = state.counts()
+        display.message(hint := _resume_hint(c["members_done"], c["members"], resume_command, str(storage)))
         raise Interrupted(hint) from None
     finally:
         display.close()
         for tracker in trackers:
             tracker.close()
-    if interrupted:
-        hint = _resume_hint(state, resume_command, str(storage))
-        try:
-            with warnings.catch_warnings():  # the hint says how many members are missing
-                warnings.simplefilter("ignore", UserWarning)
-                _aggregate_complete(spec, fs, path, shown, storage_filesystem, read_plan(fs, path))
-        finally:
-            display.message(hint)
+    if interrupted:  # what is done is what the checkpoints say (a trial may finish as Tune stops)
+        with warnings.catch_warnings():  # the hint says how many members are missing
+            warnings.simplefilter("ignore", UserWarning)
+            done_now = _aggregate_complete(spec, fs, path, shown, storage_filesystem, read_plan(fs, path))
+        display.message(hint := _resume_hint(done_now, state.counts()["members"], resume_command, str(storage)))
         raise Interrupted(hint)
     aggregate(shown, filesystem=storage_filesystem)
     if failures:
