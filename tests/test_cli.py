@@ -85,6 +85,53 @@ def test_plan_prints_every_trial_before_anything_runs(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+def test_plan_names_configurations_by_grid_values_next_to_their_ids(tmp_path):
+    spec = grid_spec()
+    spec.to_toml(tmp_path / "spec.toml")
+    out = invoke("plan", tmp_path / "spec.toml").output.splitlines()
+    assert out[1].split() == ["config", "config_id", "trial", "seeds", "vmapped", "members"]
+    rows = [line.split() for line in out[2:]]
+    assert [r[0] for r in rows] == ["depth=1", "depth=1", "depth=2", "depth=2"]
+    assert all(r[-2:] == ["learning_rate=0.003,0.001", "4"] for r in rows)
+    assert {r[1] for r in rows} == set(make_plan(spec).config_ids)
+
+
+def test_set_overrides_spec_fields_validated_like_the_file(tmp_path):
+    grid_spec().to_toml(tmp_path / "spec.toml")
+    result = invoke("plan", tmp_path / "spec.toml", "--set", "seeds=2", "--set", "training.epochs=50",
+                    "--set", "grid.model.depth=[3]", "--set", "name=other")
+    assert result.exit_code == 0, result.stderr
+    assert "sweep 'other': 1 trials, 4 members, 1 structural configs" in result.output
+    assert "depth=3" in result.output
+    assert_one_line_error(invoke("plan", tmp_path / "spec.toml", "--set", "training.epochs=-1"),
+                          "training.epochs", "got -1")
+    assert_one_line_error(invoke("plan", tmp_path / "spec.toml", "--set", "seeds_per_trial=0"), "seeds_per_trial")
+
+
+def test_version():
+    from sweep import __version__
+
+    result = invoke("--version")
+    assert result.exit_code == 0 and result.output.strip() == f"seed-sweep {__version__}"
+
+
+def test_show_formats_csv_and_json(store):
+    import csv
+    import io
+
+    summary = sorted(sweep.load(store).summary().to_pylist(), key=lambda r: r["mean"])
+    out = invoke("show", store, "--format", "csv")
+    assert out.exit_code == 0, out.stderr
+    rows = list(csv.DictReader(io.StringIO(out.output)))
+    assert [float(r["mean"]) for r in rows] == pytest.approx([r["mean"] for r in summary])
+    assert [int(r["depth"]) for r in rows] == [r["depth"] for r in summary]
+    out = invoke("show", store, "--format", "json", "--members", "--where", "depth=1")
+    members = json.loads(out.output)
+    assert len(members) == 8 and all(m["depth"] == 1 for m in members)
+    assert [m["test_loss"] for m in members] == sorted(m["test_loss"] for m in members)
+    assert invoke("show", store, "--format", "xml").exit_code == 2  # click rejects the choice
+
+
 def test_parse_where_types_values():
     assert parse_where(["depth=6", "learning_rate=3e-4", "status=ok", "name= a b "]) == {
         "depth": 6, "learning_rate": 3e-4, "status": "ok", "name": "a b"}
@@ -255,6 +302,7 @@ def files(tmp_path, x):
     (tmp_path / "bad.toml").write_text("name = [unclosed")
     (tmp_path / "unknown_arch.toml").write_text(
         grid_spec().to_toml().replace('name = "ConvNet"', 'name = "NoSuchNet"'))
+    (tmp_path / "good.toml").write_text(grid_spec().to_toml())
     (tmp_path / "empty").mkdir()
     return tmp_path
 
@@ -269,11 +317,15 @@ ERRORS = [
     (["show", "{d}/empty"], ["not a seed-sweep store"]),
     (["aggregate", "{d}/empty"], ["no block checkpoints"]),
     (["show", "{s}", "--where", "width=3"], ["unknown column 'width'"]),
-    (["show", "{s}", "--metric", "nope"], ["metric='nope'"]),
+    (["show", "{s}", "--metric", "nope"], ["--metric nope: not a numeric column"]),
+    (["show", "{d}/nowhere"], ["'" + "{d}/nowhere" + "' does not exist"]),
+    (["status", "{d}/nowhere"], ["does not exist"]),
+    (["plan", "{d}/good.toml", "--set", "trainig.epochs=5"], ["--set trainig.epochs", "not a spec field"]),
+    (["plan", "{d}/good.toml", "--set", "training.epochs"], ["--set", "field=value"]),
     (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--where", "depth"], ["--where", "key=value"]),
-    (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--where", "depth=7"], ["no member matches"]),
-    (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--best", "0"], ["best(k=0)"]),
-    (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy"], ["spans 2 structural configs"]),
+    (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--where", "depth=7"], ["--where depth=7: no member matches"]),
+    (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--best", "0"], ["--best 0: k must be"]),
+    (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy"], ["spans 2 structural configs", "--where config_id="]),
     (["predict", "{s}", "-i", "{d}/wrong.npy", "-o", "{d}/y.npy", "--where", "depth=1"], ["shape (3, 1, 8)"]),
     (["predict", "{s}", "-i", "{d}/nothing.npy", "-o", "{d}/y.npy"], ["--input", "does not exist"]),
     (["predict", "{s}", "-i", "{d}/text.npy", "-o", "{d}/y.npy"], ["--input", "not a readable .npy"]),
@@ -287,7 +339,8 @@ ERRORS = [
 @pytest.mark.parametrize("args, fragments", ERRORS, ids=[" ".join(a[:1] + a[2:3] + a[-2:]) for a, _ in ERRORS])
 def test_errors_print_one_line_and_exit_1(store, files, args, fragments):
     result = invoke(*[a.format(d=files, s=store) for a in args])
-    assert_one_line_error(result, *fragments)
+    assert_one_line_error(result, *[f.format(d=files) for f in fragments])
+    assert ".where(" not in result.stderr and "(k=" not in result.stderr  # phrased for the command line
     assert not (files / "y.npy").exists() and not (files / "runs").exists()
 
 
