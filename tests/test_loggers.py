@@ -158,3 +158,18 @@ def test_logger_errors_name_what_to_do():
 
     with pytest.raises(sweep.SpecError, match=r'pip install "seed-sweep\[nosuch\]"'):
         make_loggers([Missing("member")], spec, "")
+
+
+def test_wandb_offline_runs_one_per_member(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")  # an optional extra: tested where it is installed
+    from sweep.tune import WandbLogger
+
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    spec = tiny_spec(seeds=2, seeds_per_trial=2)
+    logger = WandbLogger(mode="offline", dir=str(tmp_path))
+    logger.bind(spec, "")
+    plan = _feed(logger, spec)
+    runs = sorted((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(runs) == plan.num_members == 2
+    names = sorted(p.name for r in runs for p in r.glob("run-*.wandb"))
+    assert len(names) == 2
