@@ -250,44 +250,81 @@ def _png(path: Path) -> np.ndarray:
 
 def test_plot_writes_one_png_with_every_panel(store, tmp_path):
     out = tmp_path / "figs" / "sweep.png"
-    result = invoke("plot", store, "--out", out)
+    result = invoke("plot", store, "--out", out, "--dpi", "100")
     assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() == f"wrote {out}"
     image = _png(out)
     assert image.shape[0] > 500 and image.shape[1] > 1000
 
 
-def test_plot_prefix_writes_one_png_per_panel(store, tmp_path):
-    result = invoke("plot", store, "--out", tmp_path / "p_", "--samples", "2")
+def test_plot_honours_the_suffix_and_names_several_figures(store, tmp_path):
+    result = invoke("plot", store, "--out", tmp_path / "x.pdf")
     assert result.exit_code == 0, result.stderr
-    for name in ("p_curves.png", "p_test_loss.png", "p_predictions.png"):
-        _png(tmp_path / name)
+    assert (tmp_path / "x.pdf").read_bytes()[:5] == b"%PDF-"
+    result = invoke("plot", store, "--kind", "all", "--out", tmp_path / "figs" / "heat.svg", "--samples", "2")
+    assert result.exit_code == 0, result.stderr
+    names = ["heat-curves.svg", "heat-spread.svg", "heat-predictions.svg"]
+    assert result.stdout.split() == [w for n in names for w in ("wrote", str(tmp_path / "figs" / n))]
+    assert all(b"<svg" in (tmp_path / "figs" / n).read_bytes()[:400] for n in names)
+    small, large = tmp_path / "s.png", tmp_path / "l.png"
+    invoke("plot", store, "--kind", "spread", "--out", small, "--dpi", "50")
+    invoke("plot", store, "--kind", "spread", "--out", large, "--dpi", "100")
+    assert _png(large).shape[0] == 2 * _png(small).shape[0]
+    assert_one_line_error(invoke("plot", store, "--out", tmp_path / "p_"), "--out", ".png, .pdf, .svg")
 
 
-def test_plot_figure_has_the_documented_panels(store):
-    (name, fig), = sweep.plot(store, num_samples=2).items()
-    assert name == "sweep"
+def test_plot_overview_has_the_documented_panels(store):
+    from matplotlib.colors import to_hex
+
+    from sweep.figures._plots import OKABE_ITO
+
+    fig = sweep.plot(store, num_samples=2)
     train, test, spread, *predictions = fig.axes
+    summary = sorted(sweep.load(store).summary().to_pylist(), key=lambda r: r["mean"])
+    best_first = [f"depth={r['depth']} learning_rate={r['learning_rate']:g}" for r in summary]
     for ax, which in ((train, "train"), (test, "test")):  # every member plus one median per configuration
         assert ax.get_xlabel() == "epoch" and ax.get_ylabel() == f"{which} loss (MSE)" and ax.get_yscale() == "log"
-        assert len(ax.lines) == 16 + 4 and len(ax.get_legend().get_texts()) == 4
-    assert spread.get_ylabel() == "final test loss (MSE)" and len(spread.get_xticklabels()) == 4
+        assert len(ax.lines) == 16 + 4
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert all(float(t).is_integer() for t in ticks), ticks  # whole epochs only
+    assert train.get_ylim() == test.get_ylim()  # compared panels share the y axis
+    legend = [t.get_text().split(" (")[0] for t in train.get_legend().get_texts()]
+    assert legend == best_first  # configurations best first, as in `sweep show`
+    medians = [line for line in train.lines if line.get_linewidth() == 2]
+    assert [to_hex(m.get_color()) for m in medians] == [c.lower() for c in OKABE_ITO[:4]]
+    assert spread.get_ylabel() == "final test loss" and len(spread.get_xticklabels()) == 4
     assert sum(len(c.get_offsets()) for c in spread.collections) == 16  # every member as a point
+    box_medians = [line for line in spread.lines if to_hex(line.get_color()) == "#000000"]
+    assert len(box_medians) == 4  # medians in black, never in a configuration's colour
     assert len(predictions) == 2
     for ax in predictions:
-        assert [t.get_text() for t in ax.get_legend().get_texts()] == [
-            "input", "ground truth", "ensemble mean", "±1 std over members"]
-    summary = sweep.load(store).summary().to_pylist()
-    best = min(summary, key=lambda r: r["mean"])
-    assert f"depth={best['depth']}, learning_rate={best['learning_rate']:g}" in predictions[0].get_title()
+        assert ax.get_xlabel() == "x"  # the physical coordinate of heat1d
+        assert ax.get_ylim() == predictions[0].get_ylim()
+        assert f"best: {best_first[0]}" in ax.get_title()
+    spec = sweep.load(store).where(depth=summary[0]["depth"]).spec
+    grid = np.asarray(predictions[0].lines[0].get_xdata())
+    extent = spec.problem.options.get("domain_extent", 3.0)
+    assert 0 < grid[0] < grid[-1] < extent and len(grid) == 16
+    assert [t.get_text() for t in predictions[0].get_legend().get_texts()] == [
+        "input", "ground truth", "ensemble mean", "±1 std over members"]
+
+
+def test_plot_kinds_return_figures(store):
+    from matplotlib.figure import Figure
+
+    figs = sweep.plot(sweep.load(store), ["curves", "spread"])
+    assert list(figs) == ["curves", "spread"] and all(isinstance(f, Figure) for f in figs.values())
+    assert isinstance(sweep.plot(store, "predictions", num_samples=1), Figure)
+    with pytest.raises(sweep.QueryError, match=r"`kind`: got 'x.png'.*out="):
+        sweep.plot(store, "x.png")
 
 
 def test_plot_draws_a_sample_of_curves_but_spreads_every_member(store):
-    figures = sweep.plot(sweep.load(store), max_curves=2)
-    train = figures["sweep"].axes[0]
+    figures = sweep.plot(sweep.load(store), "all", max_curves=2)
+    train = figures["curves"].axes[0]
     assert len(train.lines) == 8 + 4  # 2 of 4 members per configuration, plus the medians
     assert all("(2 of 4 shown)" in t.get_text() for t in train.get_legend().get_texts())
-    spread = figures["sweep"].axes[2]
+    spread = figures["spread"].axes[0]
     assert sum(len(c.get_offsets()) for c in spread.collections) == 16
 
 

@@ -47,6 +47,8 @@ _CLI_PHRASES = [
      if m.group(1) else "--where"),
     (re.compile(r"\bbest\(k=([^()]*)\)"), lambda m: f"--best {m.group(1)}"),
     (re.compile(r"\b\w+\(metric='([^']*)'\)"), lambda m: f"--metric {m.group(1)}"),
+    (re.compile(r"`out`"), lambda m: "--out"),
+    (re.compile(r"`kind`"), lambda m: "--kind"),
 ]
 
 
@@ -346,28 +348,46 @@ def show(
     typer.echo(format_table(table, limit))
 
 
+class Kind(str, enum.Enum):
+    overview = "overview"
+    curves = "curves"
+    spread = "spread"
+    predictions = "predictions"
+    all = "all"
+
+
 @app.command()
 @_guard
 def plot(
     sweep_dir: DirArg,
-    out: Annotated[str | None, typer.Option(help="PNG file for one figure, or a prefix (no .png) for one PNG per panel. "
-                                            "Default: <SWEEP_DIR>/sweep.png (./sweep.png for remote sweeps).")] = None,
+    out: Annotated[str | None, typer.Option(help="Figure file: .png, .pdf or .svg. Several figures (--kind all) go "
+                                            "to <stem>-<kind><suffix> next to it. Default: <SWEEP_DIR>/sweep.png "
+                                            "(./sweep.png for remote sweeps).")] = None,
+    kind: Annotated[Kind, typer.Option(help="overview (every panel in one figure), curves, spread, predictions, "
+                                       "or all (one file per figure).")] = "overview",
+    dpi: Annotated[int, typer.Option(min=10, max=2400, help="Resolution of PNG files.")] = 200,
+    metric: Annotated[str | None, typer.Option(help="Member column that orders configurations and is spread "
+                                               "over seeds (default: the summary's).")] = None,
     samples: Annotated[int, typer.Option(min=1, help="Test samples shown with the ensemble's predictions.")] = 3,
     max_curves: Annotated[int, typer.Option(min=1, help="Learning curves drawn per configuration (at most).")] = 200,
 ) -> None:
     """Learning curves, loss spread, predictions ±std.
 
-    Panels: every member's train/test loss with each configuration's median and 10-90% band (log
-    scale); final test loss over seeds per configuration; the best configuration's ensemble mean
-    ±std against the ground truth on the first test samples of its spec's data.
+    Panels: every member's learning curves with each configuration's median and 10-90% band (log
+    scale, one panel per split on a shared y axis); the final loss over seeds per configuration;
+    the best configuration's ensemble mean ±std against the ground truth on the first test
+    samples of its spec's data. Configurations are ordered best first, as in `sweep show`.
     """
-    from ..ensemble import load
-    from ..figures._plots import sweep_figures, write_figures
+    from ..figures import figure_paths
+    from ..figures import plot as plot_sweep
 
     if out is None:
         out = str(Path(sweep_dir) / "sweep.png") if "://" not in sweep_dir else "sweep.png"
-    figures = sweep_figures(load(_existing(sweep_dir)), panels=not out.endswith(".png"), num_samples=samples, max_curves=max_curves)
-    for path in write_figures(figures, out):
+    chosen = Kind(kind).value
+    paths = figure_paths(out, chosen)  # a bad --out fails before the store is read
+    plot_sweep(_existing(sweep_dir), chosen, out=out, dpi=dpi, metric=metric, num_samples=samples,
+               max_curves=max_curves)
+    for path in paths:
         typer.echo(f"wrote {path}")
 
 
