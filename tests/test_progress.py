@@ -129,7 +129,7 @@ def test_live_renderable_has_a_row_per_configuration():
     assert [r[:2] for r in rows] == [["depth=1", "learning_rate=0.003"], ["depth=1", "learning_rate=0.001"],
                                      ["depth=2", "learning_rate=0.003"], ["depth=2", "learning_rate=0.001"]]
     assert [r[2:] for r in rows] == [["0/4", "0.4"], ["0/4", "0.2"], ["0/4", "-"], ["0/4", "-"]]
-    assert "trials 0/4 done" in text and "% of member-epochs" in text
+    assert "trials 0/4 done" in text and "12% | epochs 8/64" in text
 
 
 def test_duration_and_modes():

@@ -148,17 +148,23 @@ class ProgressState:
     def summary(self, c: Mapping[str, Any] | None = None) -> str:
         """``[name] 0:42 | trials ... | ETA 0:23`` (no configurations)."""
         c = c or self.counts()
+        return " | ".join([*self._counts_parts(c), *self._speed_parts(c)])
+
+    def _counts_parts(self, c: Mapping[str, Any]) -> list[str]:
         t = c["trials"]
-        parts = [f"[{self.name}] {duration(c['elapsed'])}",
-                 f"trials {t['done']}/{c['num_trials']} done, {t['running']} running, {t['pending']} pending"
-                 + (f", {t['failed']} failed" if t["failed"] else ""),
-                 f"members {c['members_done']}/{c['members']}",
-                 f"epochs {c['epochs_done']}/{c['epochs']}"]
+        return [f"[{self.name}] {duration(c['elapsed'])}",
+                f"trials {t['done']}/{c['num_trials']} done, {t['running']} running, {t['pending']} pending"
+                + (f", {t['failed']} failed" if t["failed"] else ""),
+                f"members {c['members_done']}/{c['members']}"]
+
+    @staticmethod
+    def _speed_parts(c: Mapping[str, Any]) -> list[str]:
+        parts = [f"epochs {c['epochs_done']}/{c['epochs']}"]
         if c["rate"]:
             parts.append(f"{c['rate']:.3g} member-epochs/s")
         if c["eta"] is not None and c["epochs_done"] < c["epochs"]:
             parts.append(f"ETA {duration(c['eta'])}")
-        return " | ".join(parts)
+        return parts
 
     def line(self, top: int = 3) -> str:
         """:meth:`summary` plus the ``top`` configurations with the lowest loss so far."""
@@ -191,9 +197,9 @@ class ProgressState:
         if len(self.configs) > max_rows:
             table.add_row(f"... {len(self.configs) - max_rows} more configurations", "", "")
         bar = Table.grid(padding=(0, 1))
-        bar.add_row(ProgressBar(total=max(c["epochs"], 1), completed=c["epochs_done"], width=50),
-                    Text(f"{100 * c['epochs_done'] / max(c['epochs'], 1):.0f}% of member-epochs"))
-        return Group(Text(self.summary(c)), bar, table)
+        bar.add_row(ProgressBar(total=max(c["epochs"], 1), completed=c["epochs_done"], width=40),
+                    Text(f"{100 * c['epochs_done'] / max(c['epochs'], 1):3.0f}% | " + " | ".join(self._speed_parts(c))))
+        return Group(Text(" | ".join(self._counts_parts(c))), bar, table)
 
 
 class SweepProgress(Callback):
