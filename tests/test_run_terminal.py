@@ -18,6 +18,7 @@ from pathlib import Path
 import equinox as eqx
 import numpy as np
 import pyarrow.fs as pafs
+import pytest
 from conftest import tiny_spec, tree_allclose
 
 import sweep
@@ -84,6 +85,8 @@ def complete_blocks(sweep_dir: Path) -> dict:
     return {k: r for k, r in find_blocks(str(sweep_dir), pafs.LocalFileSystem()).items() if r.epoch >= epochs}
 
 
+# the child execs at once after the fork that gives it its terminal: no JAX state is shared
+@pytest.mark.filterwarnings(r"ignore:os\.fork\(\) was called:RuntimeWarning")
 def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path):
     toml = tmp_path / "term.toml"
     spec().to_toml(toml)

@@ -5,7 +5,6 @@ Ray is imported here only, when ``run`` is called.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import os
@@ -25,18 +24,13 @@ from . import _env
 from ._auto import Probe, choose_seeds_per_trial, largest_config, measure
 from ._checks import check_resources, check_writable, load_datasets, problem_key
 from ._sweepdir import done_members, experiments, next_experiment, sweep_location
+from ._quiet import quiet_tune
 from ._relay import Relay, relaying
 from ._trainable import TrialHooks
 
 METRIC, MODE = "test_loss_mean", "min"
 _OURS = {"name", "storage_path", "storage_filesystem", "failure_config", "local_dir",
          "scheduler", "num_samples", "trial_dirname_creator", "trial_name_creator"}
-# Tune warns when its experiment state is saved often, which every checkpoint of a short trial
-# causes (CheckpointConfig.num_to_keep); ``run`` sets this for the duration of ``Tuner.fit`` only.
-_QUIET_TUNE_ENV = {"TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0"}
-# Without ``verbose``, Tune's legacy reporter with verbose=0 prints nothing: no configuration
-# box, no "View detailed results" and TensorBoard hints (the new reporter prints them always).
-_SILENT_TUNE_ENV = {"RAY_AIR_NEW_OUTPUT": "0"}
 
 
 def _stored_block_size(spec: SweepSpec, stored: Plan | None) -> int | None:
@@ -186,18 +180,6 @@ def _outcome(results, trials: Sequence[TrialPlan]) -> tuple[set[str], list[str]]
     return stopped, failed
 
 
-@contextlib.contextmanager
-def _scoped_environ(values: Mapping[str, str]):
-    """Set environment variables that are not set yet, and remove them again afterwards."""
-    added = {k: v for k, v in values.items() if k not in os.environ}
-    os.environ.update(added)
-    try:
-        yield
-    finally:
-        for key in added:
-            os.environ.pop(key, None)
-
-
 def _fit(make_tuner, plan_trials, listeners: list, quiet: bool) -> tuple[set[str], list[str], bool]:
     """Build a tuner and fit it with ``listeners`` (the display first, then the trackers) behind
     its :class:`Relay`: (scheduler-stopped trial keys, failures, interrupted).
@@ -208,39 +190,12 @@ def _fit(make_tuner, plan_trials, listeners: list, quiet: bool) -> tuple[set[str
     """
     display = listeners[0]
     display.state.add(plan_trials)
-    with _scoped_environ({**_QUIET_TUNE_ENV, **(_SILENT_TUNE_ENV if quiet else {})}), _quiet_tune_logs(quiet), \
-            relaying(listeners):
+    with quiet_tune(quiet), relaying(listeners):
         results = make_tuner().fit()
     keys = {t.trial_key for t in plan_trials}
     interrupted = bool(keys & set(display.state.unfinished()))
     stopped, failures = _outcome(results, plan_trials)
     return (set() if interrupted else stopped), failures, interrupted
-
-
-class _DropTuneNoise(logging.Filter):
-    """Tune's restore hint and interruption messages (``sweep`` prints its own)."""
-
-    NOISE = ("Experiment has been interrupted", "Stop signal received", "Trials did not complete")
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(self.NOISE)
-
-
-@contextlib.contextmanager
-def _quiet_tune_logs(quiet: bool):
-    """While Tune runs: drop its restore hint and its warnings about trials without results."""
-    if not quiet:
-        yield
-        return
-    tune_log, analysis = logging.getLogger("ray.tune.tune"), logging.getLogger("ray.tune.analysis.experiment_analysis")
-    noise, level = _DropTuneNoise(), analysis.level
-    tune_log.addFilter(noise)
-    analysis.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        tune_log.removeFilter(noise)
-        analysis.setLevel(level)
 
 
 def _prepare(spec: SweepSpec, tune_options: Mapping[str, Any], fs: pafs.FileSystem, path: str,
