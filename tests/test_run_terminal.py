@@ -29,8 +29,8 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
 
 def spec() -> sweep.SweepSpec:
-    """2 depths x 2 learning rates x 4 seeds, one seed per trial: 8 trials of 2 members."""
-    return tiny_spec(name="term", seeds=4, seeds_per_trial=1,
+    """2 depths x 2 learning rates x 2 seeds, one seed per trial: 4 trials of 2 members."""
+    return tiny_spec(name="term", seeds=2, seeds_per_trial=1,
                      grid={"model.depth": [1, 2], "optimizer.learning_rate": [3e-3, 1e-3]})
 
 
@@ -106,16 +106,16 @@ def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path):
             term.proc.kill()
     screen = term.screen
     # the live display: counts from the plan, configurations by grid values, ETA
-    assert re.search(r"\[term\] \d+:\d\d \| trials \d/8 done, \d running, \d pending \| members \d+/16", live), live
+    assert re.search(r"\[term\] \d+:\d\d \| trials \d/4 done, \d running, \d pending \| members \d+/8", live), live
     assert "depth=1 learning_rate=0.003" in live and "depth=2 learning_rate=0.001" in live
     assert re.search(r"member-epochs/s \| ETA \d+:\d\d", live)
     # Ctrl-C: exit 130, how far it got and how to resume; none of Ray's own hints or warnings
     assert rc == 130, screen[-3000:]
-    match = re.search(r"interrupted: (\d+) of 16 members done; resume with: (.*)", screen)
+    match = re.search(r"interrupted: (\d+) of 8 members done; resume with: (.*)", screen)
     assert match, screen[-3000:]
     assert match.group(2).strip() == f"sweep run {toml} --storage {storage} --resume"
     done = int(match.group(1))
-    assert 2 <= done < 16 and done == 2 * len(complete_blocks(sweep_dir))
+    assert 2 <= done < 8 and done == 2 * len(complete_blocks(sweep_dir))
     for noise in ("Tuner.restore", "Failed to fetch metrics", "Traceback", "Token authentication",
                   "Configuration for experiment", "tensorboard --logdir"):
         assert noise not in screen, noise
@@ -127,7 +127,7 @@ def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path):
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     lines = [line for line in out.stdout.splitlines() if line.startswith("[term] ")]
     assert lines and "\x1b" not in out.stdout
-    assert f"members {done}/16" in lines[0] and "members 16/16" in lines[-1], lines
+    assert f"members {done}/8" in lines[0] and "members 8/8" in lines[-1], lines
     assert "best test loss: depth=" in lines[-1]
     blocks = {k: load_block(r.path) for k, r in complete_blocks(sweep_dir).items()}
     planned = make_plan(spec()).trials
@@ -136,13 +136,13 @@ def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path):
         model, history = sweep.train_block(t.spec, t.seeds, t.hparams)
         assert tree_allclose(blocks[t.trial_key].state.params, eqx.filter(model, eqx.is_array), exact=True), t.trial_key
         np.testing.assert_array_equal(blocks[t.trial_key].history.test_loss, history.test_loss)
-    assert len(sweep.load(sweep_dir)) == 16
+    assert len(sweep.load(sweep_dir)) == 8
 
     # nothing left to train: said at once, and Ray is not started (no session directory)
     ray_tmp = tmp_path / "ray-tmp"
     out = subprocess.run([sys.executable, "-m", "sweep", "run", str(toml), "--storage", str(storage)],
                          capture_output=True, text=True, env=env(RAY_TMPDIR=str(ray_tmp)), cwd=tmp_path, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.splitlines()[0] == f"nothing to train: 16 members already in {sweep_dir}"
+    assert out.stdout.splitlines()[0] == f"nothing to train: 8 members already in {sweep_dir}"
     assert not ray_tmp.exists() or not list(ray_tmp.rglob("session_*"))
     assert sorted(p.name for p in sweep_dir.glob("tune-*")) == ["tune-0001"]
