@@ -121,6 +121,13 @@ def test_production_code_reads_no_test_hooks_from_the_environment():
         assert "SWEEP_TEST_" not in path.read_text(), path
 
 
+def test_configure_can_stop_gpu_preallocation_before_jax_starts():
+    code = ("import json, os\nos.environ.pop('XLA_PYTHON_CLIENT_PREALLOCATE', None)\nimport sweep\n"
+            "sweep.configure(cpu_devices=None, compile_cache=None, gpu_preallocate=False)\n"
+            "print(json.dumps(os.environ.get('XLA_PYTHON_CLIENT_PREALLOCATE')))")
+    assert json.loads(_fresh(code)) == "false"
+
+
 ROOT = PACKAGE.parent
 
 

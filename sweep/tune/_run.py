@@ -259,7 +259,8 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
     ``tune.RunConfig`` (e.g. ``max_concurrent_trials``, ``stop``, ``callbacks``,
     ``checkpoint_config``); ``verbose=1`` or more shows Ray's and Tune's own output, which is
     hidden by default. No address starts (or reuses) a local Ray instance; ``address="auto"``
-    or ``"ray://host:10001"`` joins a cluster. The driver process is :func:`sweep.configure`-d.
+    or ``"ray://host:10001"`` joins a cluster. The driver process is :func:`sweep.configure`-d (with
+    ``gpu_preallocate=False``).
 
     Ctrl-C (SIGINT) stops the trials, keeps every checkpoint, aggregates the complete blocks,
     prints how many members are done and how to resume (``resume_command``, default the
@@ -270,7 +271,7 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
     from ._progress import ProgressState, SweepProgress
 
     _check_spec(spec)
-    configure()
+    configure(gpu_preallocate=False)  # the driver's JAX (data generation) must not take the trials' GPU memory
     fs, path, shown = sweep_location(spec, storage, storage_filesystem)
     verbose = int(tune_options.get("verbose", 0) or 0)
     stored = read_plan(fs, path)
