@@ -397,3 +397,22 @@ def test_console_script_error_has_no_traceback(tmp_path):
     assert out.stderr.startswith("error: ") and len(out.stderr.strip().splitlines()) == 1, out.stderr
     out = subprocess.run([sys.executable, "-m", "sweep", "--help"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "predict" in out.stdout
+
+
+def test_with_a_validation_split_test_curves_show_the_chosen_configuration_only(store):
+    import pyarrow as pa
+    from matplotlib.figure import Figure
+
+    from sweep.figures._plot import _order
+    from sweep.figures._plots import Configs, curves_figure
+
+    ens = sweep.load(store)
+    table = ens.table
+    val = [[v * 1.1 for v in h] for h in table.column("test_loss_history").to_pylist()]
+    table = table.append_column("val_loss_history", pa.array(val, pa.list_(pa.float32())))
+    keys = _order(ens, "test_loss")
+    train, val_ax, test = curves_figure(Figure(), table, Configs(keys, table), "MSE")
+    assert [ax.get_ylabel() for ax in (train, val_ax, test)] == ["train loss (MSE)", "val loss (MSE)", "test loss (MSE)"]
+    assert len(train.lines) == len(val_ax.lines) == 16 + 4
+    assert len(test.lines) == 4 + 1 and "best configuration" in test.get_title()
+    assert train.get_ylim() == test.get_ylim()

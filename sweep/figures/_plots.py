@@ -46,6 +46,13 @@ class Configs:
     def __iter__(self):
         return iter(self.items)
 
+    @classmethod
+    def only(cls, configs: Configs, n: int) -> Configs:
+        """The first ``n`` configurations of ``configs`` (same rows and colours)."""
+        out = cls.__new__(cls)
+        out.items, out.totals = configs.items[:n], configs.totals
+        return out
+
     def __len__(self) -> int:
         return len(self.items)
 
@@ -163,7 +170,11 @@ def splits(table: pa.Table) -> list[str]:
 
 
 def curves_figure(fig: Figure, table: pa.Table, configs: Configs, loss: str, cells: Sequence | None = None) -> list[Axes]:
-    """One learning-curve panel per split on a shared y axis; the legend under the last one."""
+    """One learning-curve panel per split on a shared y axis; the legend in the first one.
+
+    Where the store has a validation split, configurations are compared on it and the test
+    panel shows the best configuration only: test curves report the choice, never make it.
+    """
     names = splits(table)
     axes: list[Axes] = []
     for i, which in enumerate(names):
@@ -172,7 +183,11 @@ def curves_figure(fig: Figure, table: pa.Table, configs: Configs, loss: str, cel
         if axes:
             ax.sharey(axes[0])
             ax.tick_params(labelleft=True)
-        draw_curves(ax, table, configs, which, loss)
+        chosen_only = which == "test" and "val" in names
+        shown = Configs.only(configs, 1) if chosen_only else configs
+        draw_curves(ax, table, shown, which, loss)
+        if chosen_only:
+            ax.set_title("test loss (best configuration on validation)")
         axes.append(ax)
     if axes:
         axes[0].legend(fontsize="small", loc="best", framealpha=0.9)
