@@ -58,8 +58,7 @@ def test_reading_a_store_whose_problem_is_os_system_runs_nothing(tmp_path, marke
     for command in ("show", "status", "verify"):
         result = invoke(command, root)
         assert result.exit_code == 0, (command, result.stderr)
-    figures = sweep.plot(root, num_samples=2)
-    *_, first, second = figures["sweep"].axes
+    first = sweep.plot(root, num_samples=2).axes[-2]  # the first of the overview's two prediction panels
     # the predictions are drawn on the samples the store holds, not on regenerated data
     x, y = ens.where(**ens.best_configuration()).samples()
     truth = next(line for line in first.lines if line.get_label() == "ground truth")
@@ -74,8 +73,8 @@ def test_a_stored_model_factory_is_never_imported_by_reading(tmp_path, marker):
     for command in ("show", "status", "verify"):
         assert invoke(command, root).exit_code == 0, command
     with pytest.warns(UserWarning, match=r"predictions left out: the model of config .* is built by '_trap:touch'"):
-        figures = sweep.plot(root)
-    texts = [t.get_text() for t in figures["sweep"].axes[-1].texts]
+        figure = sweep.plot(root)
+    texts = [t.get_text() for t in figure.axes[-1].texts]
     assert any("figures never import it" in t for t in texts), texts
     assert not marker.exists() and "_trap" not in sys.modules
 
@@ -96,7 +95,7 @@ def test_a_sweep_without_samples_aggregates_with_a_warning_and_plots_without_pre
     with pytest.warns(UserWarning, match=r"samples.parquet' not found: the store holds no test samples"):
         sweep.aggregate(root, progress=False)
     with pytest.warns(UserWarning, match=r"predictions left out: the store holds no test samples for config"):
-        figures = sweep.plot(root, tmp_path / "panels_")
+        figures = sweep.plot(root, "all")
     assert figures["predictions"].axes[0].texts  # the panel says why
     assert len(figures["curves"].axes) == 2
     assert Store.open(root).samples(PLAN.config_ids[0]) is None

@@ -149,18 +149,19 @@ def model_template(name: str, options: Mapping[str, Any], sample_shape: tuple[in
 def _check_grid(name: str, options: Mapping[str, Any], sample_shape: tuple[int, ...]) -> None:
     """Architectures whose arguments bound the grid they fit: U-Nets halve it, FNOs keep modes of it."""
     spatial = sample_shape[1:]
+    grid = " x ".join(map(str, spatial))
     if name in _UNETS and spatial:
         levels = options.get("num_levels", _arch_parameters(name)["num_levels"].default)
         if any(s % 2**levels for s in spatial):
             fits = min((s & -s).bit_length() - 1 for s in spatial)  # times every size halves evenly
             raise SpecError(f"`model.num_levels`: got {levels}; {name} halves the grid {levels} time(s), so every "
-                            f"spatial size of the inputs {spatial} must be divisible by 2**{levels} = {2**levels}; "
+                            f"spatial size of the inputs ({grid} points) must be divisible by 2**{levels} = {2**levels}; "
                             f"use num_levels <= {fits}")
     if name == "ClassicFNO" and spatial:
         modes = options.get("num_modes", _arch_parameters(name)["num_modes"].default)
         most = min([*spatial[:-1], spatial[-1] // 2 + 1])
         if modes > most:
-            raise SpecError(f"`model.num_modes`: got {modes}; on a grid of {spatial} points ClassicFNO keeps at most "
+            raise SpecError(f"`model.num_modes`: got {modes}; on a grid of {grid} points ClassicFNO keeps at most "
                             f"{most} Fourier modes (the last axis has points // 2 + 1, the others as many as points)")
 
 
