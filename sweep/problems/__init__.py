@@ -52,9 +52,9 @@ def check_problem(name: str, options: Mapping[str, Any]) -> None:
 
 
 def load_problem(name: str, options: Mapping[str, Any]) -> Dataset:
-    """Generate or load the data of a problem (validated)."""
+    """Generate or load the data of a problem (validated: :func:`as_dataset`)."""
     if name in GENERATORS:
-        return GENERATORS[name](**options)
+        return as_dataset(GENERATORS[name](**options), f"`problem` {name!r}")
     if name == "arrays":
         shape = options.get("shape")
         return load_arrays(options["path"], tuple(shape) if shape else None)

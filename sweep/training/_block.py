@@ -60,14 +60,22 @@ def member_keys(sweep_seed: int, seeds: Sequence[int]) -> tuple[UInt32[Array, "m
 
 
 def load_data(spec: SweepSpec) -> Dataset:
-    """The spec's dataset, checked against its training settings (batch size <= training samples)."""
+    """The spec's dataset, checked against its training settings and model (:func:`check_data`)."""
     data = load_problem(spec.problem.name, dict(spec.problem.options))
+    check_data(spec, data)
+    return data
+
+
+def check_data(spec: SweepSpec, data: Dataset) -> None:
+    """Raise :class:`SpecError` unless ``spec`` can train on ``data``: batch size <= training samples,
+    and the model builds and maps one input to one target (checked with ``eqx.filter_eval_shape``,
+    nothing computed; the checked structure is cached for the trainer)."""
     if spec.training.batch_size > data.num_train:
         raise SpecError(
             f"`training.batch_size`: got {spec.training.batch_size}; the problem has only "
             f"{data.num_train} training samples (batch size must be <= that)"
         )
-    return data
+    static_part(spec.model.to_dict(), data_shapes(data))  # builds the checked template
 
 
 def _hparam_sets(spec: SweepSpec, hparams) -> tuple[dict[str, float], ...]:
