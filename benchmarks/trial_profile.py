@@ -1,0 +1,209 @@
+"""Where a tiny trial's time goes: CPU seconds per process kind, and py-spy stacks.
+
+Runs the sweep of :mod:`trial_overhead` (``--trials`` tiny trials, 1 CPU each, a local Ray of
+2 CPUs) as a fresh child process and samples ``/proc`` every 0.2 s for every process of its tree
+(the driver, Ray's daemons, each trial worker), then prints CPU seconds per kind of process, per
+trial, next to the wall time. With ``--py-spy`` the child runs under
+``py-spy record --subprocesses --format raw`` and the stacks are summarised per kind of process:
+where the driver and the workers spend their samples (self time, and time inside chosen frames
+such as imports, JAX compilation, checkpoint writing).
+
+    python benchmarks/trial_profile.py --trials 16
+    python benchmarks/trial_profile.py --trials 16 --py-spy /tmp/trials.raw [--idle]
+    python benchmarks/trial_profile.py --summarise /tmp/trials.raw      # summarise a recording again
+    python benchmarks/trial_profile.py --trials 16 --tune-option reuse_actors=true
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from trial_overhead import CHILD, make_spec, timeline
+from _workload import add_options
+
+_HZ = os.sysconf("SC_CLK_TCK")
+DAEMONS = ("raylet", "gcs_server", "dashboard", "DashboardAgent", "RuntimeEnvAgent", "log_monitor", "monitor.py")
+# frames whose inclusive time is reported (substring of a py-spy frame "function (file:line)")
+MARKERS = {
+    "import (any module)": "_find_and_load (<frozen importlib._bootstrap>",
+    "import sweep": "<module> (sweep/__init__.py",
+    "import jax": "<module> (jax/__init__.py",
+    "import ray.tune": "<module> (ray/tune/__init__.py",
+    "JAX compile (jit lowering + XLA)": "_cached_compilation",
+    "JAX persistent cache read": "get_executable_and_time",
+    "sweep init_block": "init_block (",
+    "sweep run_chunk": "run_chunk (",
+    "sweep save_block": "save_block (",
+    "tune.report (incl. checkpoint persist)": "report (ray/tune/",
+    "checkpoint persist (copy_files)": "persist_current_checkpoint",
+    "ray.get": "get (ray/_private/worker.py",
+    "Tune experiment state save": "save_to_dir (ray/tune/execution/experiment_state.py",
+    "Tune controller step": "step (ray/tune/execution/tune_controller.py",
+    "Tune loggers (json/csv/tbx)": "log_trial_result (ray/tune/logger/",
+    "aggregate": "aggregate (",
+}
+
+
+def kind(pid: int, cmdline: str, driver: int) -> str:
+    if pid == driver:
+        return "driver (sweep.run)"
+    for d in DAEMONS:
+        if d in cmdline:
+            return f"ray {d.removesuffix('.py')}"
+    if "default_worker.py" in cmdline or cmdline.startswith("ray::"):
+        return "ray worker (trials)"
+    return "other"
+
+
+class Sampler(threading.Thread):
+    """Last seen CPU ticks of every process in the tree of ``root`` (dead ones keep their last sample)."""
+
+    def __init__(self, root: int):
+        super().__init__(daemon=True)
+        self.root, self.stop, self.seen = root, threading.Event(), {}
+
+    def run(self):
+        while not self.stop.is_set():
+            self.sample()
+            time.sleep(0.2)
+        self.sample()
+
+    def sample(self):
+        procs = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    stat = (entry / "stat").read_text()
+                    cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    continue
+                rest = stat.rsplit(")", 1)[1].split()
+                procs[int(entry.name)] = (int(rest[1]), int(rest[11]) + int(rest[12]), cmd)
+        tree, todo = set(), [self.root]
+        children = collections.defaultdict(list)
+        for pid, (ppid, _, _) in procs.items():
+            children[ppid].append(pid)
+        while todo:
+            pid = todo.pop()
+            tree.add(pid)
+            todo += children[pid]
+        for pid in tree:
+            if pid in procs:
+                _, ticks, cmd = procs[pid]
+                old = self.seen.get(pid)
+                self.seen[pid] = (max(ticks, old[0] if old else 0), cmd if not old or cmd.startswith("ray::") else old[1])
+
+
+def summarise_pyspy(path: str, driver_hint: str = "-c") -> list[str]:
+    """Samples per kind of process; per kind, top self-time frames and the MARKERS' inclusive share."""
+    per_kind: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    markers: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    totals: collections.Counter = collections.Counter()
+    for line in Path(path).read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        n = int(count)
+        frames = stack.split(";")
+        head = frames[0]
+        if head.startswith("process "):
+            cmd = head.split(":", 1)[1] if ":" in head else head
+            if "ray::" in cmd or "default_worker.py" in cmd:
+                k = "ray worker (trials)"
+            elif any(d in cmd for d in DAEMONS):
+                k = next(f"ray {d.removesuffix('.py')}" for d in DAEMONS if d in cmd)
+            elif driver_hint in cmd:
+                k = "driver (sweep.run)"
+            else:
+                k = "other"
+            frames = frames[1:]
+        else:
+            k = "driver (sweep.run)"
+        frames = [f for f in frames if not f.startswith("thread ")]
+        totals[k] += n
+        if frames:
+            per_kind[k][frames[-1]] += n
+        for name, needle in MARKERS.items():
+            if any(needle in f for f in frames):
+                markers[k][name] += n
+    lines = []
+    for k, total in totals.most_common():
+        lines.append(f"{k}: {total} samples")
+        for name, n in sorted(markers[k].items(), key=lambda x: -x[1]):
+            lines.append(f"    inside {name:<40} {n:>7} ({100 * n / total:5.1f}%)")
+        for frame, n in per_kind[k].most_common(8):
+            lines.append(f"    self  {frame[:100]:<100} {n:>7} ({100 * n / total:5.1f}%)")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=16)
+    parser.add_argument("--py-spy", default=None, metavar="RAW", help="record py-spy raw stacks of the whole tree here")
+    parser.add_argument("--idle", action="store_true", help="py-spy: include idle (waiting) samples")
+    parser.add_argument("--rate", type=int, default=50, help="py-spy samples per second")
+    parser.add_argument("--summarise", default=None, metavar="RAW", help="only summarise a py-spy raw file")
+    parser.add_argument("--tune-option", action="append", default=[], metavar="KEY=JSON")
+    add_options(parser, epochs=4, report_every=2)
+    parser.set_defaults(points=48, samples=250, hidden=8, depth=2)
+    args = parser.parse_args()
+    if args.summarise:
+        print("\n".join(summarise_pyspy(args.summarise)))
+        return
+    options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in args.tune_option)}
+    spec = make_spec(args, args.trials)
+    storage = tempfile.mkdtemp(prefix="sweep-profile-")
+    events = str(Path(storage) / "events.json")
+    cmd = [sys.executable, "-c", CHILD, "sweep", json.dumps(spec), storage, json.dumps(options), events]
+    if args.py_spy:
+        cmd = ["py-spy", "record", "--subprocesses", "--format", "raw", "--rate", str(args.rate), "--nonblocking",
+               "-o", args.py_spy, *(["--idle"] if args.idle else []), "--", *cmd]
+    start = time.time()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sampler = Sampler(proc.pid)
+    sampler.start()
+    out, err = proc.communicate()
+    wall = time.time() - start
+    sampler.stop.set()
+    sampler.join()
+    if proc.returncode:
+        sys.exit(f"sweep failed:\n{err[-4000:]}")
+    driver = proc.pid
+    if args.py_spy:  # the driver is py-spy's child
+        driver = next((p for p, (_, c) in sampler.seen.items() if c.startswith(sys.executable + " -c")), proc.pid)
+    cpu = collections.Counter()
+    workers = set()
+    for pid, (ticks, cmdline) in sampler.seen.items():
+        k = kind(pid, cmdline, driver)
+        if cmdline.startswith("py-spy"):
+            k = "py-spy"
+        cpu[k] += ticks / _HZ
+        if k == "ray worker (trials)":
+            workers.add(pid)
+    n = args.trials
+    print(f"trial_profile: {n} trials, tune options {options or 'none'}; whole process {wall:.1f} s "
+          f"({wall / n:.2f} s per trial); {len(workers)} Ray worker processes seen")
+    print(f"CPU seconds by process kind (2 cores x {wall:.1f} s = {2 * wall:.0f} CPU-s available):")
+    for k, s in cpu.most_common():
+        print(f"  {k:<28} {s:7.1f} CPU-s  {s / n:6.2f} per trial")
+    print(f"  {'total':<28} {sum(cpu.values()):7.1f} CPU-s  {sum(cpu.values()) / n:6.2f} per trial")
+    for line in timeline(json.loads(Path(events).read_text())):
+        print(line)
+    shutil.rmtree(storage, ignore_errors=True)
+    if args.py_spy:
+        print(f"py-spy ({'with' if args.idle else 'without'} idle samples, {args.rate} Hz) -> {args.py_spy}")
+        print("\n".join(summarise_pyspy(args.py_spy)))
+
+
+if __name__ == "__main__":
+    main()
