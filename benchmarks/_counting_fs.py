@@ -37,7 +37,7 @@ class _CountingFile:
     """A binary file object for ``pa.PythonFile`` that reports every byte read."""
 
     def __init__(self, path: str, counter: Counter):
-        self._f, self._path, self._counter = open(path, "rb"), path, counter
+        self._f, self._path, self._counter = open(path, "rb"), path, counter  # noqa: SIM115 (closed by pyarrow)
         counter.opened(path)
 
     def read(self, n: int = -1) -> bytes:

@@ -22,7 +22,7 @@ _HZ = os.sysconf("SC_CLK_TCK")
 
 def _machine_busy() -> int:
     fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-    user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
     return user + nice + system + irq + softirq + steal
 
 

@@ -67,7 +67,12 @@ def _planning():
 
 def _training():
     try:
-        from sweep.training import History, data_shapes, load_data, save_block  # after issue 9
+        from sweep.training import (  # after issue 9
+            History,
+            data_shapes,
+            load_data,
+            save_block,
+        )
     except ImportError:
         from sweep.checkpoint import save_block
         from sweep.trainer import History, data_shapes, load_data
@@ -117,8 +122,8 @@ def child_aggregate(root: str, shard_mib: float | None) -> dict:
 
 def child_query(root: str, seed: int, depth: int) -> dict:
     sys.path.insert(0, str(Path(__file__).parent))
-    from _counting_fs import counting_filesystem
     import pyarrow.parquet as pq
+    from _counting_fs import counting_filesystem
 
     sweep = _configure()
     fs, counter = counting_filesystem()
@@ -151,7 +156,7 @@ def child_query(root: str, seed: int, depth: int) -> dict:
 
 
 def _child(kind: str, *args: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", kind, *args], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, __file__, "--child", kind, *args], capture_output=True, text=True, check=False)
     if out.returncode:
         sys.exit(f"{kind} failed:\n{out.stderr[-4000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -34,13 +33,24 @@ from pathlib import Path
 import numpy as np
 
 NETS = {
-    "reference": dict(points=48, hidden=16, depth=6, boundary_mode="dirichlet"),
-    "tiny": dict(points=16, hidden=4, depth=2, boundary_mode="periodic"),
+    "reference": {"points": 48, "hidden": 16, "depth": 6, "boundary_mode": "dirichlet"},
+    "tiny": {"points": 16, "hidden": 4, "depth": 2, "boundary_mode": "periodic"},
 }
+# moto 5.2.1 names the CompleteMultipartUpload root element wrongly (getmoto/moto#10055), which
+# pyarrow's S3 client rejects and retries; the server puts the name S3 uses back (as tests/test_tune_storage.py)
 MOTO = """
 import sys, time
+from moto.s3 import responses
 from moto.server import ThreadedMotoServer
-server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(sys.argv[1]))
+serialized = responses.S3Response.serialized
+def fixed(self, result):
+    status, headers, body = serialized(self, result)
+    if self.data.get("Action") == "CompleteMultipartUpload" and isinstance(body, (str, bytes)):
+        old, new = "CompleteMultipartUploadResponse", "CompleteMultipartUploadResult"
+        body = body.replace(old, new) if isinstance(body, str) else body.replace(old.encode(), new.encode())
+    return status, headers, body
+responses.S3Response.serialized = fixed
+server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(sys.argv[1]), verbose=False)
 server.start()
 print("READY", flush=True)
 while True:
@@ -58,7 +68,13 @@ def _configure():
 
 def _training():
     try:
-        from sweep.training import History, data_shapes, load_block, load_data, save_block  # after issue 9
+        from sweep.training import (  # after issue 9
+            History,
+            data_shapes,
+            load_block,
+            load_data,
+            save_block,
+        )
     except ImportError:
         from sweep.checkpoint import load_block, save_block
         from sweep.trainer import History, data_shapes, load_data
@@ -66,12 +82,14 @@ def _training():
 
 
 def _copy_files(source, destination, source_filesystem=None, destination_filesystem=None):
-    """What Ray Tune uses to persist a checkpoint (its chunk size and S3 threading)."""
+    """What Ray Tune uses to persist a checkpoint (its chunk size and S3 threading), after
+    creating the destination directory as Tune does."""
+    import pyarrow.fs as pafs
+
+    (destination_filesystem or pafs.LocalFileSystem()).create_dir(destination, recursive=True)
     try:
         from ray.train._internal.storage import _pyarrow_fs_copy_files
     except ImportError:  # a Ray without it: the same call with Ray's settings
-        import pyarrow.fs as pafs
-
         return pafs.copy_files(source, destination, source_filesystem=source_filesystem,
                                destination_filesystem=destination_filesystem, chunk_size=64 * 2**20,
                                use_threads=not isinstance(destination_filesystem, pafs.S3FileSystem))
@@ -113,7 +131,10 @@ def _start_moto() -> tuple[subprocess.Popen, int]:
         port = s.getsockname()[1]
     proc = subprocess.Popen([sys.executable, "-c", MOTO, str(port)], stdout=subprocess.PIPE, text=True,
                             stderr=subprocess.DEVNULL)
-    if "READY" not in proc.stdout.readline():
+    for line in proc.stdout:  # moto prints a line of its own first
+        if "READY" in line:
+            break
+    else:
         sys.exit("moto server did not start")
     return proc, port
 
@@ -122,7 +143,7 @@ def _s3(port: int):
     import pyarrow.fs as pafs
 
     fs = pafs.S3FileSystem(access_key="testing", secret_key="testing", region="us-east-1",
-                           endpoint_override=f"127.0.0.1:{port}", scheme="http")
+                           endpoint_override=f"127.0.0.1:{port}", scheme="http", allow_bucket_creation=True)
     fs.create_dir("traffic")
     return fs
 
@@ -133,54 +154,58 @@ def main() -> None:
     parser.add_argument("--members", type=int, default=16_384)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    moto, port = _start_moto()
+    try:
+        _measure(args, port)
+    finally:
+        moto.kill()
+        moto.wait()
+
+
+def _measure(args, port: int) -> None:
     _, _, load_block, _, save_block = _training()
     import pyarrow.fs as pafs
 
-    moto, port = _start_moto()
     s3 = _s3(port)
     local = pafs.LocalFileSystem()
     print(f"checkpoint traffic: blocks of {args.members} members; fastest of {args.repeats}; moto S3 on 127.0.0.1:{port} "
           f"in its own process")
     print(f"{'net':>9} {'params':>7} {'MiB':>8} {'step':<44}{'seconds':>8}{'MB/s':>9}")
-    try:
-        for net in args.nets:
-            config, state, history, shapes, params = make_block(net, args.members)
-            best: dict[str, float] = {}
-            size = 0
-            for r in range(args.repeats):
-                with tempfile.TemporaryDirectory(prefix="sweep-traffic-", dir=os.environ.get("TMPDIR")) as tmp:
-                    tmp = Path(tmp)
-                    t = {}
-                    start = time.perf_counter()
-                    path = save_block(tmp / "ckpt" / "block", spec=config, state=state, history=history, shapes=shapes,
-                                      trial_id="t")
-                    t["save_block to a local temp dir"] = time.perf_counter() - start
-                    start = time.perf_counter()
-                    os.sync()
-                    t["  + sync to disk"] = time.perf_counter() - start
-                    size = _dir_bytes(path)
-                    start = time.perf_counter()
-                    _copy_files(str(path), str(tmp / "storage" / "checkpoint_000001"), destination_filesystem=local)
-                    t["Tune persist: copy to local storage"] = time.perf_counter() - start
-                    start = time.perf_counter()
-                    _copy_files(str(path), f"traffic/r{r}/{net}/checkpoint_000001", destination_filesystem=s3)
-                    t["Tune persist: upload to S3 (moto)"] = time.perf_counter() - start
-                    start = time.perf_counter()
-                    load_block(tmp / "storage" / "checkpoint_000001")
-                    t["load_block from local storage"] = time.perf_counter() - start
-                    start = time.perf_counter()
-                    _copy_files(f"traffic/r{r}/{net}/checkpoint_000001", str(tmp / "down"), source_filesystem=s3)
-                    t["download from S3 (moto)"] = time.perf_counter() - start
-                    start = time.perf_counter()
-                    load_block(tmp / "down")
-                    t["  + load_block of the download"] = time.perf_counter() - start
-                for k, v in t.items():
-                    best[k] = min(best.get(k, float("inf")), v)
-            for k, v in best.items():
-                print(f"{net:>9} {params:>7} {size / 2**20:>8.1f} {k:<44}{v:>8.3f}{size / 1e6 / max(v, 1e-9):>9.0f}")
-    finally:
-        moto.kill()
-        moto.wait()
+    for net in args.nets:
+        config, state, history, shapes, params = make_block(net, args.members)
+        best: dict[str, float] = {}
+        size = 0
+        for r in range(args.repeats):
+            with tempfile.TemporaryDirectory(prefix="sweep-traffic-", dir=os.environ.get("TMPDIR")) as tmp:
+                tmp = Path(tmp)
+                t = {}
+                start = time.perf_counter()
+                path = save_block(tmp / "ckpt" / "block", spec=config, state=state, history=history, shapes=shapes,
+                                  trial_id="t")
+                t["save_block to a local temp dir"] = time.perf_counter() - start
+                start = time.perf_counter()
+                os.sync()
+                t["  + sync to disk"] = time.perf_counter() - start
+                size = _dir_bytes(path)
+                start = time.perf_counter()
+                _copy_files(str(path), str(tmp / "storage" / "checkpoint_000001"), destination_filesystem=local)
+                t["Tune persist: copy to local storage"] = time.perf_counter() - start
+                start = time.perf_counter()
+                _copy_files(str(path), f"traffic/r{r}/{net}/checkpoint_000001", destination_filesystem=s3)
+                t["Tune persist: upload to S3 (moto)"] = time.perf_counter() - start
+                start = time.perf_counter()
+                load_block(tmp / "storage" / "checkpoint_000001")
+                t["load_block from local storage"] = time.perf_counter() - start
+                start = time.perf_counter()
+                _copy_files(f"traffic/r{r}/{net}/checkpoint_000001", str(tmp / "down"), source_filesystem=s3)
+                t["download from S3 (moto)"] = time.perf_counter() - start
+                start = time.perf_counter()
+                load_block(tmp / "down")
+                t["  + load_block of the download"] = time.perf_counter() - start
+            for k, v in t.items():
+                best[k] = min(best.get(k, float("inf")), v)
+        for k, v in best.items():
+            print(f"{net:>9} {params:>7} {size / 2**20:>8.1f} {k:<44}{v:>8.3f}{size / 1e6 / max(v, 1e-9):>9.0f}")
 
 
 if __name__ == "__main__":

@@ -48,8 +48,9 @@ def main() -> None:
     args = parser.parse_args()
     options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in args.tune_option)}
 
-    import sweep
     from ray import tune
+
+    import sweep
 
     if hasattr(sweep, "configure"):
         sweep.configure()

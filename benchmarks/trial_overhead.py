@@ -23,6 +23,7 @@ trial complete. ``--tune-option reuse_actors=true`` passes Tune options through 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -99,7 +100,7 @@ def wall(mode: str, spec: dict, storage: str = "", options: dict | None = None, 
     start = time.time()
     with OtherLoad() as load:
         out = subprocess.run([sys.executable, "-c", CHILD, mode, json.dumps(spec), storage, json.dumps(options or {}),
-                              events], capture_output=True, text=True, env={**os.environ, **(env or {})})
+                              events], capture_output=True, text=True, check=False, env={**os.environ, **(env or {})})
     end = time.time()
     if out.returncode != 0:
         sys.exit(f"{mode} failed:\n{out.stderr[-4000:]}")
@@ -137,14 +138,14 @@ def timeline(events: list, slots: int = 2) -> list[str]:
         seg["actor started -> function entered"].append(first["start_time"] - started[k])
         seg["function entered -> first report"].append(first["report_time"] - first["start_time"])
         seg["report -> driver has result"] += [t - r["report_time"] for t, r in rows]
-        seg["between reports"] += [b[1]["report_time"] - a[1]["report_time"] for a, b in zip(rows, rows[1:])]
+        seg["between reports"] += [b[1]["report_time"] - a[1]["report_time"] for a, b in itertools.pairwise(rows)]
         seg["last result -> complete"].append(completed[k] - rows[-1][0])
         seg["actor started -> complete"].append(completed[k] - started[k])
     n = len(keys)
-    lines = [f"timeline of {n} trials ({slots} slots): Tuner.fit start -> first trial start "
-             f"{started[keys[0]] - fit:.2f} s; last complete -> experiment end {end - max(completed.values()):.2f} s; "
-             f"experiment end -> sweep.run returned (aggregation) {returned - end:.2f} s; "
-             f"fit wall {end - fit:.2f} s = {(end - fit) / n:.3f} s per trial",
+    lines = [(f"timeline of {n} trials ({slots} slots): Tuner.fit start -> first trial start "
+              f"{started[keys[0]] - fit:.2f} s; last complete -> experiment end {end - max(completed.values()):.2f} s; "
+              f"experiment end -> sweep.run returned (aggregation) {returned - end:.2f} s; "
+              f"fit wall {end - fit:.2f} s = {(end - fit) / n:.3f} s per trial"),
              f"worker processes: {len(set(pids))} distinct pids for {n} trials"]
     for name, values in seg.items():
         if values:
@@ -190,9 +191,9 @@ def main() -> None:
                 times["block"][n], _, _ = wall("block", spec)
             line = "  ".join(f"{m} {times[m][n]:6.2f} s" for m in rows if n in times[m])
             print(f"repeat {repeat + 1}, {n:>4} trials: {line}  (during the sweep: {load})", flush=True)
-        for m in rows:
+        for m, values in rows.items():
             if times[m]:
-                rows[m].append(marginal(times[m], n1, n2))
+                values.append(marginal(times[m], n1, n2))
         print(f"repeat {repeat + 1}: marginal per extra trial/member: "
               + "  ".join(f"{m} {rows[m][-1]:.3f} s" for m in rows if rows[m])
               + f"  (other processes during the sweeps: {max(loads):.2f} cores at most)", flush=True)

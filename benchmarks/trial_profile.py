@@ -28,8 +28,8 @@ import threading
 import time
 from pathlib import Path
 
-from trial_overhead import CHILD, make_spec, timeline
 from _workload import add_options
+from trial_overhead import CHILD, make_spec, timeline
 
 _HZ = os.sysconf("SC_CLK_TCK")
 DAEMONS = ("raylet", "gcs_server", "dashboard", "DashboardAgent", "RuntimeEnvAgent", "log_monitor", "monitor.py")
@@ -172,7 +172,7 @@ def main() -> None:
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sampler = Sampler(proc.pid)
     sampler.start()
-    out, err = proc.communicate()
+    _, err = proc.communicate()
     wall = time.time() - start
     sampler.stop.set()
     sampler.join()
