@@ -19,19 +19,17 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
+from _machine import HZ, TreeSampler
 from _workload import add_options
 from trial_overhead import CHILD, make_spec, timeline
 
-_HZ = os.sysconf("SC_CLK_TCK")
 DAEMONS = ("raylet", "gcs_server", "dashboard", "DashboardAgent", "RuntimeEnvAgent", "log_monitor", "monitor.py")
 # frames whose inclusive time is reported (substring of a py-spy frame "function (file:line)")
 MARKERS = {
@@ -63,45 +61,6 @@ def kind(pid: int, cmdline: str, driver: int) -> str:
     if "default_worker.py" in cmdline or cmdline.startswith("ray::"):
         return "ray worker (trials)"
     return "other"
-
-
-class Sampler(threading.Thread):
-    """Last seen CPU ticks of every process in the tree of ``root`` (dead ones keep their last sample)."""
-
-    def __init__(self, root: int):
-        super().__init__(daemon=True)
-        self.root, self.stop, self.seen = root, threading.Event(), {}
-
-    def run(self):
-        while not self.stop.is_set():
-            self.sample()
-            time.sleep(0.2)
-        self.sample()
-
-    def sample(self):
-        procs = {}
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    stat = (entry / "stat").read_text()
-                    cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                except OSError:
-                    continue
-                rest = stat.rsplit(")", 1)[1].split()
-                procs[int(entry.name)] = (int(rest[1]), int(rest[11]) + int(rest[12]), cmd)
-        tree, todo = set(), [self.root]
-        children = collections.defaultdict(list)
-        for pid, (ppid, _, _) in procs.items():
-            children[ppid].append(pid)
-        while todo:
-            pid = todo.pop()
-            tree.add(pid)
-            todo += children[pid]
-        for pid in tree:
-            if pid in procs:
-                _, ticks, cmd = procs[pid]
-                old = self.seen.get(pid)
-                self.seen[pid] = (max(ticks, old[0] if old else 0), cmd if not old or cmd.startswith("ray::") else old[1])
 
 
 def summarise_pyspy(path: str, driver_hint: str = "-c") -> list[str]:
@@ -170,24 +129,23 @@ def main() -> None:
                "-o", args.py_spy, *(["--idle"] if args.idle else []), "--", *cmd]
     start = time.time()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    sampler = Sampler(proc.pid)
+    sampler = TreeSampler(proc.pid)
     sampler.start()
     _, err = proc.communicate()
     wall = time.time() - start
-    sampler.stop.set()
-    sampler.join()
+    sampler.stop()
     if proc.returncode:
         sys.exit(f"sweep failed:\n{err[-4000:]}")
     driver = proc.pid
     if args.py_spy:  # the driver is py-spy's child
-        driver = next((p for p, (_, c) in sampler.seen.items() if c.startswith(sys.executable + " -c")), proc.pid)
+        driver = next((p for p, (_, _, c) in sampler.seen.items() if c.startswith(sys.executable + " -c")), proc.pid)
     cpu = collections.Counter()
     workers = set()
-    for pid, (ticks, cmdline) in sampler.seen.items():
+    for pid, (first, last, cmdline) in sampler.seen.items():
         k = kind(pid, cmdline, driver)
         if cmdline.startswith("py-spy"):
             k = "py-spy"
-        cpu[k] += ticks / _HZ
+        cpu[k] += (last - first) / HZ
         if k == "ray worker (trials)":
             workers.add(pid)
     n = args.trials

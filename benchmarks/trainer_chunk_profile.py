@@ -1,0 +1,176 @@
+"""Where one compiled training chunk of the reference workload spends its time (``jax.profiler``).
+
+Workload of ``trainer_vs_reference.py`` (heat1d 48 points, 1000 samples; ConvNet hidden 16,
+depth 6, relu, dirichlet; adam 3e-4; batch 32; 10 seeds), the CPU default layout. After a
+warm-up chunk: the steady chunk time (fastest of ``--repeats``), seed-epochs/s, XLA's FLOP count of
+the chunk program (``cost_analysis``) against a 2048x2048 float32 matmul measured in the same run,
+then one chunk under ``jax.profiler.trace`` with the trace summarised per XLA operation (summed
+over the host devices' threads, share of the busy time), grouped into kinds (dot/matmul, convolution,
+copy/concatenate/pad/slice data movement, elementwise fusions, reductions, gather/scatter, rng, other).
+
+    python benchmarks/trainer_chunk_profile.py [--epochs 5] [--seeds 10] [--repeats 3] [--top 25]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import gzip
+import json
+import re
+import tempfile
+import time
+from pathlib import Path
+
+KINDS = [  # (kind, regex on the op / thunk name), first match wins
+    ("dot / matmul", r"dot|matmul|gemm"),
+    ("convolution", r"conv"),
+    ("concatenate / pad / slice / copy (data movement)", r"concat|pad|slice|copy|transpose|broadcast|reshape|bitcast|dynamic-update"),
+    ("gather / scatter (minibatch indexing)", r"gather|scatter"),
+    ("reduce", r"reduce"),
+    ("sort / rng (shuffle)", r"sort|rng|threefry|random|permut"),
+    ("while / call / control", r"while|call|conditional|tuple|parameter|constant|after-all|partition"),
+    ("elementwise fusion", r"fusion|add|multiply|subtract|divide|select|compare|maximum|exp|sqrt|rsqrt|log|tanh|negate|convert"),
+]
+
+
+def kind_of(name: str) -> str:
+    low = name.lower()
+    for kind, pattern in KINDS:
+        if re.search(pattern, low):
+            return kind
+    return "other"
+
+
+def _configure():
+    import sweep
+
+    if hasattr(sweep, "configure"):
+        sweep.configure()
+    return sweep
+
+
+def _load_data():
+    try:
+        from sweep import load_data  # after issue 9
+    except ImportError:
+        from sweep.trainer import load_data
+    return load_data
+
+
+def summarise(trace_dir: str) -> tuple[collections.Counter, float, int]:
+    """(microseconds per event name, span of the busy events in us, threads) of the newest trace."""
+    files = sorted(Path(trace_dir).rglob("*.trace.json.gz"), key=lambda p: p.stat().st_mtime)
+    if not files:
+        raise SystemExit(f"no trace written under {trace_dir}")
+    trace = json.loads(gzip.decompress(files[-1].read_bytes()))
+    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "dur" in e]
+    threads = {}
+    for e in trace.get("traceEvents", []):
+        if e.get("ph") == "M" and e.get("name") == "thread_name":
+            threads[(e["pid"], e["tid"])] = e["args"]["name"]
+    # XLA's per-op events run on the host devices' worker threads; leave out Python and the
+    # outer "execute"/"PjRt" wrappers, which contain the ops
+    skip = re.compile(r"PjRt|Execute|execute|ThunkExecutor|TfrtCpu|XlaModule|jit_|pjit|\$|\.py|Python|python", re.IGNORECASE)
+    per_name: collections.Counter = collections.Counter()
+    busy_threads = set()
+    t0, t1 = float("inf"), 0.0
+    for e in events:
+        if skip.search(e["name"]):
+            continue
+        per_name[e["name"]] += e["dur"]
+        busy_threads.add((e["pid"], e["tid"]))
+        t0, t1 = min(t0, e["ts"]), max(t1, e["ts"] + e["dur"])
+    return per_name, t1 - t0, len(busy_threads)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--epochs", type=int, default=5, help="epochs per chunk")
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--trace-dir", default=None)
+    args = parser.parse_args()
+    sweep = _configure()
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    spec = sweep.SweepSpec(
+        name="chunk", problem=sweep.Problem("heat1d"),
+        model=sweep.Model("ConvNet", hidden_channels=16, depth=6, activation="relu", boundary_mode="dirichlet"),
+        optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
+        training=sweep.Training(epochs=args.epochs, batch_size=32, report_every=args.epochs),
+    )
+    data = _load_data()(spec)
+    block, state = sweep.init_block(spec, range(args.seeds), data=data)
+    start = time.perf_counter()
+    state, _ = sweep.run_chunk(block, state, args.epochs)
+    first = time.perf_counter() - start
+    times = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        state, losses = sweep.run_chunk(block, state, args.epochs)
+        jax.block_until_ready(losses)
+        times.append(time.perf_counter() - start)
+    chunk = min(times)
+    rate = args.seeds * args.epochs / chunk
+
+    # FLOPs of the compiled chunk program (XLA's count; the scan bodies are counted once per trip when known)
+    flops = None
+    try:
+        m = state.epoch.shape[0]
+        size = -(-m // len(block.devices)) * len(block.devices)
+        padded = jax.tree_util.tree_map(lambda a: np.concatenate([a, np.repeat(a[:1], size - a.shape[0], 0)]),
+                                        jax.tree_util.tree_map(np.asarray, state)) if block.layout == "map" else state
+        cost = block.program.lower(padded, block.data, args.epochs).compile().cost_analysis()
+        cost = cost[0] if isinstance(cost, list) else cost
+        flops = float(cost.get("flops", 0.0)) or None
+    except Exception as e:  # noqa: BLE001 (cost analysis is best effort)
+        print(f"(no cost analysis: {type(e).__name__}: {e})")
+    num_train = data.num_train
+    batches = num_train // 32
+    # analytic count: forward conv matmuls 2*B*N*K*Cin*Cout per layer, backward 2x that
+    layers = [(1, 16)] + [(16, 16)] * 6 + [(16, 1)]
+    n = data.sample_shape[-1]
+    fwd = sum(2 * 32 * n * 3 * cin * cout for cin, cout in layers)
+    analytic = 3 * fwd * batches * args.epochs * args.seeds
+
+    a = jnp.ones((2048, 2048), jnp.float32)
+    matmul = jax.jit(lambda x: x @ x)
+    matmul(a).block_until_ready()
+    best = float("inf")
+    for _ in range(5):
+        start = time.perf_counter()
+        matmul(a).block_until_ready()
+        best = min(best, time.perf_counter() - start)
+    peak = 2 * 2048**3 / best
+
+    print(f"chunk: {args.seeds} seeds x {args.epochs} epochs ({batches} steps of batch 32 per epoch), layout "
+          f"{block.layout}, {len(block.devices)} host devices; first call (compile) {first:.2f} s; steady "
+          f"{chunk:.3f} s (fastest of {args.repeats}: {', '.join(f'{t:.3f}' for t in times)}) = {rate:.1f} seed-epochs/s")
+    print(f"matmul peak (2048x2048 float32, all cores) {peak / 1e9:.1f} GFLOP/s; conv matmul FLOPs (analytic, fwd + 2x bwd) "
+          f"{analytic / 1e9:.2f} GFLOP per chunk = {analytic / chunk / 1e9:.1f} GFLOP/s = {analytic / chunk / peak:.0%} of the peak"
+          + (f"; XLA cost_analysis {flops / 1e9:.2f} GFLOP = {flops / chunk / peak:.0%} of the peak" if flops else ""))
+
+    trace_dir = args.trace_dir or tempfile.mkdtemp(prefix="sweep-chunk-trace-")
+    with jax.profiler.trace(trace_dir):
+        state, losses = sweep.run_chunk(block, state, args.epochs)
+        jax.block_until_ready(losses)
+    per_name, span, threads = summarise(trace_dir)
+    total = sum(per_name.values())
+    print(f"trace ({trace_dir}): {len(per_name)} op names on {threads} threads, busy {total / 1e6:.3f} thread-s over a "
+          f"{span / 1e6:.3f} s span")
+    kinds: collections.Counter = collections.Counter()
+    for name, us in per_name.items():
+        kinds[kind_of(name)] += us
+    for kind, us in kinds.most_common():
+        print(f"  {kind:<52} {us / 1e6:8.3f} s  {us / total:6.1%}")
+    print(f"top {args.top} ops:")
+    for name, us in per_name.most_common(args.top):
+        print(f"  {name[:70]:<70} {us / 1e6:8.3f} s  {us / total:6.1%}  [{kind_of(name)}]")
+
+
+if __name__ == "__main__":
+    main()
