@@ -12,6 +12,13 @@ such as imports, JAX compilation, checkpoint writing).
     python benchmarks/trial_profile.py --trials 16 --py-spy /tmp/trials.raw [--idle]
     python benchmarks/trial_profile.py --summarise /tmp/trials.raw      # summarise a recording again
     python benchmarks/trial_profile.py --trials 16 --tune-option reuse_actors=true
+    python benchmarks/trial_profile.py --replay 5      # a trial worker's steps in fresh processes, timed
+
+``--replay`` runs :mod:`_trial_replay` (what a trial's fresh Ray worker does: import ray, Tune and
+seed-sweep, set the trial's JAX environment, ``init_block``, then per report ``run_chunk`` and
+``save_block``) in fresh processes with a trial's environment (1 host device, single-threaded
+Eigen) and prints the median seconds of each step: the part of a trial's cost that a reused,
+warm worker would not pay again.
 """
 
 from __future__ import annotations
@@ -19,7 +26,10 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
+import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,9 +38,15 @@ from pathlib import Path
 
 from _machine import HZ, TreeSampler
 from _workload import add_options
-from trial_overhead import CHILD, make_spec, timeline
+from trial_overhead import CHILD, TRIAL_ENV, make_spec, timeline
 
-DAEMONS = ("raylet", "gcs_server", "dashboard", "DashboardAgent", "RuntimeEnvAgent", "log_monitor", "monitor.py")
+DAEMONS = {  # command-line pattern -> kind of Ray process (first match wins; workers are the rest of "ray::")
+    "ray::DashboardAgent": "ray dashboard agent", "dashboard/agent.py": "ray dashboard agent",
+    "ray::RuntimeEnvAgent": "ray runtime-env agent", "runtime_env/agent/main.py": "ray runtime-env agent",
+    "dashboard/dashboard.py": "ray dashboard", "log_monitor.py": "ray log monitor",
+    "autoscaler/_private/monitor.py": "ray autoscaler monitor", "gcs_server": "ray gcs_server",
+    "raylet/raylet": "ray raylet",
+}
 # frames whose inclusive time is reported (substring of a py-spy frame "function (file:line)")
 MARKERS = {
     "import (any module)": "_find_and_load (<frozen importlib._bootstrap>",
@@ -55,40 +71,40 @@ MARKERS = {
 def kind(pid: int, cmdline: str, driver: int) -> str:
     if pid == driver:
         return "driver (sweep.run)"
-    for d in DAEMONS:
-        if d in cmdline:
-            return f"ray {d.removesuffix('.py')}"
+    for pattern, name in DAEMONS.items():
+        if pattern in cmdline:
+            return name
     if "default_worker.py" in cmdline or cmdline.startswith("ray::"):
         return "ray worker (trials)"
+    if cmdline.startswith("py-spy"):
+        return "py-spy"
     return "other"
 
 
-def summarise_pyspy(path: str, driver_hint: str = "-c") -> list[str]:
-    """Samples per kind of process; per kind, top self-time frames and the MARKERS' inclusive share."""
+def _records(text: str):
+    """``((root pid, sampled pid), sampled process's command line, frames, count)`` of py-spy's raw output. With
+    ``--subprocesses`` a record starts with the chain of processes from the root to the sampled
+    one, each as a ``process PID:"command line"`` frame (a command line may span lines)."""
+    for record in re.split(r"\n(?=process \d+:)", text.strip()):
+        stack, _, count = record.replace("\n", " ").rpartition(" ")
+        if not count.isdigit():
+            continue
+        chain = list(re.finditer(r'(?:^|;)process (\d+):"', stack))
+        if not chain:
+            continue
+        end = stack.find('";', chain[-1].end())
+        cmd, frames = (stack[chain[-1].end():], "") if end < 0 else (stack[chain[-1].end():end], stack[end + 2:])
+        pids = (int(chain[0].group(1)), int(chain[-1].group(1)))
+        yield pids, cmd, [f for f in frames.split(";") if f and not f.startswith("thread ")], int(count)
+
+
+def summarise_pyspy(path: str) -> list[str]:
+    """Samples per kind of process; per kind, the MARKERS' inclusive share and the top self-time frames."""
     per_kind: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     markers: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     totals: collections.Counter = collections.Counter()
-    for line in Path(path).read_text().splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not count.isdigit():
-            continue
-        n = int(count)
-        frames = stack.split(";")
-        head = frames[0]
-        if head.startswith("process "):
-            cmd = head.split(":", 1)[1] if ":" in head else head
-            if "ray::" in cmd or "default_worker.py" in cmd:
-                k = "ray worker (trials)"
-            elif any(d in cmd for d in DAEMONS):
-                k = next(f"ray {d.removesuffix('.py')}" for d in DAEMONS if d in cmd)
-            elif driver_hint in cmd:
-                k = "driver (sweep.run)"
-            else:
-                k = "other"
-            frames = frames[1:]
-        else:
-            k = "driver (sweep.run)"
-        frames = [f for f in frames if not f.startswith("thread ")]
+    for (root, pid), cmd, frames, n in _records(Path(path).read_text(errors="replace")):
+        k = kind(pid, cmd, driver=root)
         totals[k] += n
         if frames:
             per_kind[k][frames[-1]] += n
@@ -105,6 +121,27 @@ def summarise_pyspy(path: str, driver_hint: str = "-c") -> list[str]:
     return lines
 
 
+def replay(args) -> None:
+    spec = make_spec(args, 1)
+    runs = []
+    for _ in range(args.replay):
+        start = time.perf_counter()
+        out = subprocess.run([sys.executable, str(Path(__file__).with_name("_trial_replay.py")), json.dumps(spec)],
+                             capture_output=True, text=True, env={**os.environ, **TRIAL_ENV}, check=False)
+        wall = time.perf_counter() - start
+        if out.returncode:
+            sys.exit(f"replay failed:\n{out.stderr[-3000:]}")
+        steps = json.loads(out.stdout.strip().splitlines()[-1])
+        steps["interpreter start and exit"] = wall - steps["total in process"]
+        steps["whole process"] = wall
+        runs.append(steps)
+    print(f"a trial's worker steps replayed in {args.replay} fresh processes (1 seed, {args.epochs} epochs, report every "
+          f"{args.report_every}; trial environment {TRIAL_ENV}); median seconds:")
+    for name in runs[0]:
+        values = [r[name] for r in runs]
+        print(f"  {name:<68} {statistics.median(values):7.3f}  (min {min(values):.3f}, max {max(values):.3f})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=16)
@@ -113,12 +150,15 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=50, help="py-spy samples per second")
     parser.add_argument("--summarise", default=None, metavar="RAW", help="only summarise a py-spy raw file")
     parser.add_argument("--tune-option", action="append", default=[], metavar="KEY=JSON")
+    parser.add_argument("--replay", type=int, default=0, metavar="N", help="replay a trial's steps in N fresh processes")
     add_options(parser, epochs=4, report_every=2)
     parser.set_defaults(points=48, samples=250, hidden=8, depth=2)
     args = parser.parse_args()
     if args.summarise:
         print("\n".join(summarise_pyspy(args.summarise)))
         return
+    if args.replay:
+        return replay(args)
     options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in args.tune_option)}
     spec = make_spec(args, args.trials)
     storage = tempfile.mkdtemp(prefix="sweep-profile-")
@@ -143,8 +183,6 @@ def main() -> None:
     workers = set()
     for pid, (first, last, cmdline) in sampler.seen.items():
         k = kind(pid, cmdline, driver)
-        if cmdline.startswith("py-spy"):
-            k = "py-spy"
         cpu[k] += (last - first) / HZ
         if k == "ray worker (trials)":
             workers.add(pid)
