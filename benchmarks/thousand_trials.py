@@ -1,7 +1,7 @@
 """A sweep of many tiny trials through ``sweep.run``: wall time, seconds per trial, driver memory.
 
 N trials of one seed and one epoch each (ConvNet hidden 8, depth 2 on heat1d 48 points, 250
-samples; 1 CPU per trial) on a local Ray of 2 CPUs, this script being the driver. A Tune
+samples; 1 CPU per trial) on a new local Ray of 2 CPUs, this script being the driver. A Tune
 callback on the driver prints the driver's RSS when 25, 50, 75 and 100% of the trials have
 finished; at the end: total wall time, seconds per trial, the driver's peak RSS and the store's
 member count (it must be N). Target (issue 14): N = 1,000 in under 10 minutes, driver memory flat
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import sys
 import tempfile
@@ -54,10 +53,13 @@ def main() -> None:
 
     if hasattr(sweep, "configure"):
         sweep.configure()
-    if os.cpu_count() != 2:  # else sweep.run starts its own local Ray (2 CPUs here)
-        import ray
+    import ray
 
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
+    # a new local Ray of 2 CPUs with sweep.run's settings: a bare ray.init() would join a cluster that
+    # another user started with `ray start` on this machine
+    started = time.time()
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
+    ray_init_s = time.time() - started
     n = args.trials
     spec = sweep.SweepSpec(
         name="thousand", problem=sweep.Problem("heat1d", num_points=48, num_samples=250, data_seed=0),
@@ -91,7 +93,7 @@ def main() -> None:
         members = len(sweep.load(path))
         total = time.time() - PROCESS_START
         print(f"sweep.run: {ran:.1f} s for {n} trials = {ran / n:.3f} s per trial ({2 * ran / n:.3f} slot-seconds); "
-              f"process start -> store loaded {total:.1f} s; during sweep.run {load}")
+              f"process start -> store loaded {total:.1f} s (ray.init {ray_init_s:.1f} s); during sweep.run {load}")
         print(f"driver RSS after sweep.run {after:.1f} MiB, peak {peak_mib():.1f} MiB; store members {members} "
               f"(expected {n}){'' if members == n else '  MISMATCH'}")
     finally:

@@ -17,6 +17,7 @@ import argparse
 import collections
 import gzip
 import json
+import os
 import re
 import tempfile
 import time
@@ -59,29 +60,51 @@ def _load_data():
 
 
 def summarise(trace_dir: str) -> tuple[collections.Counter, float, int]:
-    """(microseconds per event name, span of the busy events in us, threads) of the newest trace."""
+    """(self microseconds per HLO op, span of the device threads' events in us, device threads) of the
+    newest trace. Only XLA's device threads are counted (the Python thread waits for them); nested
+    events (a while loop and the ops it runs) count once, as self time."""
     files = sorted(Path(trace_dir).rglob("*.trace.json.gz"), key=lambda p: p.stat().st_mtime)
     if not files:
         raise SystemExit(f"no trace written under {trace_dir}")
     trace = json.loads(gzip.decompress(files[-1].read_bytes()))
-    events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X" and "dur" in e]
-    threads = {}
-    for e in trace.get("traceEvents", []):
-        if e.get("ph") == "M" and e.get("name") == "thread_name":
-            threads[(e["pid"], e["tid"])] = e["args"]["name"]
-    # XLA's per-op events run on the host devices' worker threads; leave out Python and the
-    # outer "execute"/"PjRt" wrappers, which contain the ops
-    skip = re.compile(r"PjRt|Execute|execute|ThunkExecutor|TfrtCpu|XlaModule|jit_|pjit|\$|\.py|Python|python", re.IGNORECASE)
-    per_name: collections.Counter = collections.Counter()
-    busy_threads = set()
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace["traceEvents"]
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    by_thread = collections.defaultdict(list)
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "X" and "XLA" in names.get((e["pid"], e["tid"]), ""):
+            by_thread[(e["pid"], e["tid"])].append(e)
+    per_op: collections.Counter = collections.Counter()
     t0, t1 = float("inf"), 0.0
-    for e in events:
-        if skip.search(e["name"]):
-            continue
-        per_name[e["name"]] += e["dur"]
-        busy_threads.add((e["pid"], e["tid"]))
-        t0, t1 = min(t0, e["ts"]), max(t1, e["ts"] + e["dur"])
-    return per_name, t1 - t0, len(busy_threads)
+    for events in by_thread.values():
+        events.sort(key=lambda e: (e["ts"], -e["dur"]))
+        stack: list[list] = []  # [end, name, self]
+        for e in events:
+            while stack and stack[-1][0] <= e["ts"]:
+                _, name, own = stack.pop()
+                per_op[name] += own
+            name = e.get("args", {}).get("hlo_op") or e["name"].removeprefix("end: ")
+            if stack:
+                stack[-1][2] -= e["dur"]
+            stack.append([e["ts"] + e["dur"], name, e["dur"]])
+            t0, t1 = min(t0, e["ts"]), max(t1, e["ts"] + e["dur"])
+        for _, name, own in stack:
+            per_op[name] += own
+    return per_op, t1 - t0, len(by_thread)
+
+
+def fusion_contents(dump_dir: str) -> dict[str, str]:
+    """HLO fusion name -> the kinds of work in it (dot, convolution, reduce, gather, ...), read from
+    the after-optimisations HLO dumps of the chunk program."""
+    out = {}
+    for path in Path(dump_dir).glob("*after_optimizations.txt"):
+        text = path.read_text()
+        computations = dict(re.findall(r"^(?:%)?(\S+) [^\n]*\{\n(.*?)^\}", text, re.MULTILINE | re.DOTALL))
+        for name, callee in re.findall(r"%?([\w.\-]+) = [^\n]*? fusion\([^\n]*calls=%?([\w.\-]+)", text):
+            body = computations.get(callee, "")
+            found = [k for k in ("dot", "convolution", "reduce", "gather", "scatter", "concatenate", "pad", "slice")
+                     if re.search(rf"\b{k}\(", body)]
+            out[name] = "+".join(found) or "elementwise"
+    return out
 
 
 def main() -> None:
@@ -91,11 +114,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--trace-dir", default=None)
+    parser.add_argument("--hlo-dump", default=None, help="also dump XLA's HLO here to see what each fusion holds")
     args = parser.parse_args()
+    if args.hlo_dump:  # before JAX starts a backend
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={args.hlo_dump} --xla_dump_hlo_as_text"
     sweep = _configure()
     import jax
     import jax.numpy as jnp
-    import numpy as np
 
     spec = sweep.SweepSpec(
         name="chunk", problem=sweep.Problem("heat1d"),
@@ -117,22 +142,10 @@ def main() -> None:
     chunk = min(times)
     rate = args.seeds * args.epochs / chunk
 
-    # FLOPs of the compiled chunk program (XLA's count; the scan bodies are counted once per trip when known)
-    flops = None
-    try:
-        m = state.epoch.shape[0]
-        size = -(-m // len(block.devices)) * len(block.devices)
-        padded = jax.tree_util.tree_map(lambda a: np.concatenate([a, np.repeat(a[:1], size - a.shape[0], 0)]),
-                                        jax.tree_util.tree_map(np.asarray, state)) if block.layout == "map" else state
-        cost = block.program.lower(padded, block.data, args.epochs).compile().cost_analysis()
-        cost = cost[0] if isinstance(cost, list) else cost
-        flops = float(cost.get("flops", 0.0)) or None
-    except Exception as e:  # noqa: BLE001 (cost analysis is best effort)
-        print(f"(no cost analysis: {type(e).__name__}: {e})")
     num_train = data.num_train
     batches = num_train // 32
     # analytic count: forward conv matmuls 2*B*N*K*Cin*Cout per layer, backward 2x that
-    layers = [(1, 16)] + [(16, 16)] * 6 + [(16, 1)]
+    layers = [(1, 16)] + [(16, 16)] * 5 + [(16, 1)]  # ConvNet depth 6: lifting, 5 hidden, projection
     n = data.sample_shape[-1]
     fwd = sum(2 * 32 * n * 3 * cin * cout for cin, cout in layers)
     analytic = 3 * fwd * batches * args.epochs * args.seeds
@@ -152,24 +165,30 @@ def main() -> None:
           f"{chunk:.3f} s (fastest of {args.repeats}: {', '.join(f'{t:.3f}' for t in times)}) = {rate:.1f} seed-epochs/s")
     print(f"matmul peak (2048x2048 float32, all cores) {peak / 1e9:.1f} GFLOP/s; conv matmul FLOPs (analytic, fwd + 2x bwd) "
           f"{analytic / 1e9:.2f} GFLOP per chunk = {analytic / chunk / 1e9:.1f} GFLOP/s = {analytic / chunk / peak:.0%} of the peak"
-          + (f"; XLA cost_analysis {flops / 1e9:.2f} GFLOP = {flops / chunk / peak:.0%} of the peak" if flops else ""))
+          )
 
     trace_dir = args.trace_dir or tempfile.mkdtemp(prefix="sweep-chunk-trace-")
     with jax.profiler.trace(trace_dir):
         state, losses = sweep.run_chunk(block, state, args.epochs)
         jax.block_until_ready(losses)
-    per_name, span, threads = summarise(trace_dir)
-    total = sum(per_name.values())
-    print(f"trace ({trace_dir}): {len(per_name)} op names on {threads} threads, busy {total / 1e6:.3f} thread-s over a "
-          f"{span / 1e6:.3f} s span")
+    per_op, span, threads = summarise(trace_dir)
+    contents = fusion_contents(args.hlo_dump) if args.hlo_dump else {}
+    total = sum(per_op.values())
+    print(f"trace ({trace_dir}): {len(per_op)} ops on {threads} XLA threads, {total / 1e6:.3f} thread-s of self time "
+          f"over a {span / 1e6:.3f} s span ({total / span / max(threads, 1):.0%} of the threads' span busy)")
+
+    def what(name: str) -> str:
+        base = name.split(" ")[0]
+        return contents.get(base) or kind_of(base)
+
     kinds: collections.Counter = collections.Counter()
-    for name, us in per_name.items():
-        kinds[kind_of(name)] += us
-    for kind, us in kinds.most_common():
+    for name, us in per_op.items():
+        kinds[what(name)] += us
+    for kind, us in kinds.most_common(15):
         print(f"  {kind:<52} {us / 1e6:8.3f} s  {us / total:6.1%}")
-    print(f"top {args.top} ops:")
-    for name, us in per_name.most_common(args.top):
-        print(f"  {name[:70]:<70} {us / 1e6:8.3f} s  {us / total:6.1%}  [{kind_of(name)}]")
+    print(f"top {args.top} ops (self time):")
+    for name, us in per_op.most_common(args.top):
+        print(f"  {name[:60]:<60} {us / 1e6:8.3f} s  {us / total:6.1%}  [{what(name)}]")
 
 
 if __name__ == "__main__":

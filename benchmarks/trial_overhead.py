@@ -51,12 +51,12 @@ elif mode == "loop":
         for seed in spec.seed_list:
             sweep.train_block(config, [seed], hsets)
 else:
-    import os
+    import ray
     from ray import tune
 
-    if os.cpu_count() != 2:  # else sweep.run starts its own local Ray (2 CPUs here), as users get it
-        import ray
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
+    # a new local Ray of 2 CPUs with sweep.run's settings: a bare ray.init() would join a cluster that
+    # another user started with `ray start` on this machine
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
     events = []
 
     class Timeline(tune.Callback):
