@@ -23,16 +23,17 @@ import tempfile
 import time
 from pathlib import Path
 
-KINDS = [  # (kind, regex on the op / thunk name), first match wins
-    ("dot / matmul", r"dot|matmul|gemm"),
+KINDS = [  # (kind, regex on an HLO op name), first match wins
+    ("dot", r"dot|matmul|gemm"),
     ("convolution", r"conv"),
-    ("concatenate / pad / slice / copy (data movement)", r"concat|pad|slice|copy|transpose|broadcast|reshape|bitcast|dynamic-update"),
-    ("gather / scatter (minibatch indexing)", r"gather|scatter"),
+    ("data movement (concatenate/pad/slice/copy)", r"concat|pad|slice|copy|transpose|broadcast|reshape|bitcast|dynamic-update"),
+    ("gather/scatter (minibatch rows)", r"gather|scatter"),
     ("reduce", r"reduce"),
-    ("sort / rng (shuffle)", r"sort|rng|threefry|random|permut"),
-    ("while / call / control", r"while|call|conditional|tuple|parameter|constant|after-all|partition"),
-    ("elementwise fusion", r"fusion|add|multiply|subtract|divide|select|compare|maximum|exp|sqrt|rsqrt|log|tanh|negate|convert"),
+    ("rng/sort (shuffle)", r"sort|rng|threefry|random|permut"),
+    ("control (while/call)", r"while|call|conditional|tuple|parameter|constant|after-all|partition"),
+    ("elementwise", r"fusion|add|multiply|subtract|divide|select|compare|maximum|exp|sqrt|rsqrt|log|tanh|negate|convert"),
 ]
+BOOKKEEPING = re.compile(r"ThunkExecutor|ThreadpoolListener|wait for", re.IGNORECASE)  # runtime, not work
 
 
 def kind_of(name: str) -> str:
@@ -83,6 +84,8 @@ def summarise(trace_dir: str) -> tuple[collections.Counter, float, int]:
                 _, name, own = stack.pop()
                 per_op[name] += own
             name = e.get("args", {}).get("hlo_op") or e["name"].removeprefix("end: ")
+            if BOOKKEEPING.search(name):
+                name = "(XLA runtime: thunk executor, waiting)"
             if stack:
                 stack[-1][2] -= e["dur"]
             stack.append([e["ts"] + e["dur"], name, e["dur"]])
@@ -101,9 +104,16 @@ def fusion_contents(dump_dir: str) -> dict[str, str]:
         computations = dict(re.findall(r"^(?:%)?(\S+) [^\n]*\{\n(.*?)^\}", text, re.MULTILINE | re.DOTALL))
         for name, callee in re.findall(r"%?([\w.\-]+) = [^\n]*? fusion\([^\n]*calls=%?([\w.\-]+)", text):
             body = computations.get(callee, "")
-            found = [k for k in ("dot", "convolution", "reduce", "gather", "scatter", "concatenate", "pad", "slice")
+            found = [k for k in ("dot", "convolution", "gather", "scatter", "reduce", "concatenate", "pad", "slice")
                      if re.search(rf"\b{k}\(", body)]
-            out[name] = "+".join(found) or "elementwise"
+            if found and found[0] in ("dot", "convolution"):
+                out[name] = f"{found[0]} (fused{' with ' + '+'.join(found[1:]) if found[1:] else ''})"
+            elif found and found[0] == "reduce":
+                out[name] = "reduce fusion"
+            elif found:
+                out[name] = f"data movement fusion ({'+'.join(found)})"
+            else:
+                out[name] = "elementwise fusion"
     return out
 
 
@@ -173,9 +183,11 @@ def main() -> None:
         jax.block_until_ready(losses)
     per_op, span, threads = summarise(trace_dir)
     contents = fusion_contents(args.hlo_dump) if args.hlo_dump else {}
+    runtime = per_op.pop("(XLA runtime: thunk executor, waiting)", 0.0)
     total = sum(per_op.values())
-    print(f"trace ({trace_dir}): {len(per_op)} ops on {threads} XLA threads, {total / 1e6:.3f} thread-s of self time "
-          f"over a {span / 1e6:.3f} s span ({total / span / max(threads, 1):.0%} of the threads' span busy)")
+    print(f"trace ({trace_dir}): {len(per_op)} HLO ops on {threads} XLA threads over a {span / 1e6:.3f} s span: "
+          f"{total / 1e6:.3f} thread-s in ops, {runtime / 1e6:.3f} thread-s in XLA's runtime (thunk executor, waiting); "
+          f"shares below are of the time in ops")
 
     def what(name: str) -> str:
         base = name.split(" ")[0]
