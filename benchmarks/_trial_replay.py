@@ -45,16 +45,16 @@ t = time.perf_counter()
 block, state = sweep.init_block(config, [0], hsets, data)
 t = step("init_block (JAX backend, keys, initialiser from the compile cache)", t)
 try:
-    from sweep.training import History, data_shapes, save_block
+    from sweep.training import History, chunks, data_shapes, save_block
 except ImportError:
     from sweep.checkpoint import save_block
-    from sweep.trainer import History, data_shapes
+    from sweep.trainer import History, chunks, data_shapes
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-for i, n in enumerate(sweep.trainer.chunks(config.training) if hasattr(sweep, "trainer") else [config.training.report_every] * 2):
+for i, n in enumerate(chunks(config.training)):
     state, (train, test) = sweep.run_chunk(block, state, n)
     np.asarray(test)
     t = step(f"run_chunk {i + 1}" + (" (program from the compile cache)" if i == 0 else ""), t)
