@@ -36,14 +36,13 @@ def _spec(seeds: int):
 
 def _build(root: Path, trials: int) -> None:
     import sweep
-    from sweep.checkpoint import save_block
-    from sweep.trainer import History, data_shapes, load_data
-    from sweep.tune._plan import make_plan
+    from sweep.planning import make_plan
+    from sweep.training import History, data_shapes, save_block
 
     plan = make_plan(_spec(16 * trials))
     root.mkdir(parents=True)
     (root / "plan.json").write_text(json.dumps(plan.to_dict()))
-    data = load_data(plan.trials[0].spec)
+    data = sweep.load_data(plan.trials[0].spec)
     for i, trial in enumerate(plan.trials):
         block, state = sweep.init_block(trial.spec, trial.seeds, trial.hparams, data)
         m = len(trial.seeds) * len(block.hparams)
@@ -55,7 +54,7 @@ def _build(root: Path, trials: int) -> None:
 
 def _child(root: str, shard_mib: float) -> None:
     """Run in a fresh process: aggregate ``root`` (or only import, when root is empty)."""
-    from sweep.aggregate import aggregate
+    from sweep.store import aggregate
 
     seconds = 0.0
     if root:

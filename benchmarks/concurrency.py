@@ -26,10 +26,10 @@ def spec_for(args, cpus: int, seeds_per_trial: int):
 
 
 def measure(spec, storage: str) -> dict:
-    import sweep.tune
+    import sweep
 
     start = time.perf_counter()
-    path = sweep.tune.run(spec, storage=storage)
+    path = sweep.run(spec, storage=storage)
     wall = time.perf_counter() - start
     trials = []
     for f in glob.glob(f"{path}/tune-*/*/result.json"):

@@ -24,10 +24,10 @@ import jax
 import numpy as np
 
 import sweep
-from sweep.aggregate import aggregate_blocks
 from sweep.ensemble import DEFAULT_CHUNK, load
 from sweep.models import build_model
-from sweep.trainer import History
+from sweep.store import aggregate_blocks
+from sweep.training import History
 
 
 def _store(directory: str, members: int) -> str:
@@ -65,6 +65,7 @@ def main() -> None:
     parser.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
+    sweep.configure()  # one JAX CPU device per core: predict splits members over them
     with tempfile.TemporaryDirectory() as tmp:
         ens = load(_store(tmp, args.members))
         x = np.asarray(jax.random.normal(jax.random.key(1), (200, 1, 48)), np.float32)

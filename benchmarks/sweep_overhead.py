@@ -1,8 +1,8 @@
-"""Overhead of ``sweep.tune.run`` over training the same members in-process.
+"""Overhead of ``sweep.run`` over training the same members in-process.
 
 (a) ``sweep.train_block`` per structural config, all seeds in one block, in a fresh process
     (JAX start and compilation included), using every core;
-(b) ``sweep.tune.run`` on a fresh local Ray in a fresh process: Ray start, planning, trials
+(b) ``sweep.run`` on a fresh local Ray in a fresh process: Ray start, planning, trials
     (``--cpus-per-trial`` each, blocks of ``--seeds-per-trial``), checkpoints every report,
     aggregation, Ray's shutdown at exit. Target: (b)/(a) <= 1.15 for a ~1 minute workload on
     2 cores. The default is the documented CPU layout: one trial with every core.
@@ -34,11 +34,11 @@ import json, sys, time
 import sweep
 spec = sweep.SweepSpec.from_dict(json.loads(sys.argv[2]))
 if sys.argv[1] == "inprocess":
+    sweep.configure()  # what sweep.run and every trial do
     for config, hsets in spec.expand():
         model, history = sweep.train_block(config, spec.seed_list, hsets)
 else:
-    import sweep.tune
-    sweep.tune.run(spec, storage=sys.argv[3])
+    sweep.run(spec, storage=sys.argv[3])
 print("RETURNED", time.time())
 """
 
@@ -84,7 +84,7 @@ def main() -> None:
         print(f"(a) in-process train_block: {a:8.2f} s  {member_epochs / a:8.2f} member-epochs/s  (returned at {a_ret:.2f} s)")
         with tempfile.TemporaryDirectory(prefix="sweep-overhead-") as storage:
             b, b_ret = wall("tune", spec, storage)
-        print(f"(b) sweep.tune.run:         {b:8.2f} s  {member_epochs / b:8.2f} member-epochs/s  (returned at {b_ret:.2f} s)")
+        print(f"(b) sweep.run:         {b:8.2f} s  {member_epochs / b:8.2f} member-epochs/s  (returned at {b_ret:.2f} s)")
         ratios.append(b / a)
         ratios_returned.append(b_ret / a_ret)
         print(f"ratio (b)/(a): {b / a:.3f} whole process, {b_ret / a_ret:.3f} until the call returned  "

@@ -33,7 +33,7 @@ def reference(epochs: int, seeds: int) -> dict:
     import pdequinox as pdeqx
 
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-    from sweep.problems._heat1d import heat1d  # same data generator (the reference's BTCS code)
+    from sweep.problems import heat1d  # same data generator (the reference's BTCS code)
 
     d = heat1d()
     train_x, train_y, test_x, test_y = (jnp.asarray(a) for a in d)
@@ -69,7 +69,9 @@ def reference(epochs: int, seeds: int) -> dict:
 
 def seed_sweep(epochs: int, seeds: int) -> dict:
     import sweep
-    from sweep import trainer
+    from sweep import training
+
+    sweep.configure(compile_cache=None)  # one JAX CPU device per core; no persistent cache: every run compiles
 
     spec = sweep.SweepSpec(
         name="bench", problem=sweep.Problem("heat1d"),
@@ -77,25 +79,25 @@ def seed_sweep(epochs: int, seeds: int) -> dict:
         optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
         training=sweep.Training(epochs=epochs, batch_size=32, report_every=epochs),
     )
-    data = trainer.load_data(spec)
+    data = sweep.load_data(spec)
     start = time.perf_counter()
     _, history = sweep.train_block(spec, range(seeds), data=data)
     return {
         "train_s": time.perf_counter() - start,
         "peak_bytes": _peak_bytes(),
         "test_loss": history.test_loss[:, -1].tolist(),
-        "layout": trainer.default_layout(),
+        "layout": training.default_layout(),
         "devices": len(__import__("jax").devices()),
     }
 
 
 def run_side(side: str, epochs: int, seeds: int, repeats: int = 1) -> dict:
-    """The fastest of ``repeats`` fresh processes (compilation cache off: every run compiles)."""
+    """The fastest of ``repeats`` fresh processes (no persistent compilation cache: every run compiles)."""
     runs = []
     for _ in range(repeats):
         start = time.perf_counter()
         out = subprocess.run([sys.executable, __file__, "--side", side, "--epochs", str(epochs), "--seeds", str(seeds)],
-                             check=True, capture_output=True, text=True, env={**os.environ, "SWEEP_COMPILE_CACHE": "0"})
+                             check=True, capture_output=True, text=True)
         result = json.loads(out.stdout.strip().splitlines()[-1])
         result["wall_s"] = time.perf_counter() - start
         runs.append(result)

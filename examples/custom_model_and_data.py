@@ -103,18 +103,17 @@ def plot_predictions(path: Path, data, mean: np.ndarray, std: np.ndarray, title:
 def run_with_ray(spec: sweep.SweepSpec, storage: Path, out: Path, data) -> None:
     import ray
 
-    from sweep import _plots
-
     if not ray.is_initialized():  # ship my_models.py to the workers
         ray.init(runtime_env={"working_dir": str(HERE), "excludes": ["figures/", "runs/", "*.npz", "*.png"]},
                  include_dashboard=False, log_to_driver=False)
     ens = sweep.load(sweep.run(spec, storage=str(storage)))
     print_table([(r["hidden"], r["learning_rate"], r["mean"], r["std"]) for r in ens.summary().to_pylist()])
-    best = _plots.best_of_summary(ens)
+    best = ens.best_configuration()
     mean, std = ens.where(**best).mean_std(data.test_x[:2])
-    plot_predictions(out / "predictions.png", data, np.asarray(mean), np.asarray(std), _plots.label(best))
-    paths = _plots.plot_sweep(ens, out / "sweep.png")
-    print("wrote", *paths)
+    label = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in best.items())
+    plot_predictions(out / "predictions.png", data, np.asarray(mean), np.asarray(std), label)
+    sweep.plot(ens, out / "sweep.png")
+    print("wrote", out / "sweep.png")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -126,9 +125,10 @@ def main(argv: list[str] | None = None) -> None:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
 
+    sweep.configure()  # one JAX CPU device per core, the compilation cache (before JAX starts)
     data_path = write_data(out / "shift.npz", num_samples=64 if args.smoke else 800)
     spec = make_spec(data_path, args.smoke)
-    data = sweep.trainer.load_data(spec)
+    data = sweep.load_data(spec)
     print(f"data {data_path.name}: train {data.train_x.shape}, test {data.test_x.shape}; model {spec.model.name}")
 
     if args.ray:

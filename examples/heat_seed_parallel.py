@@ -25,7 +25,6 @@ import pdequinox as pdeqx
 from matplotlib.figure import Figure
 
 import sweep
-from sweep.trainer import load_data
 
 BATCH_I = 5  # the test sample the reference example plots
 
@@ -58,8 +57,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
 
+    sweep.configure()  # one JAX CPU device per core, the compilation cache (before JAX starts)
     spec = make_spec(args.smoke)
-    data = load_data(spec)
+    data = sweep.load_data(spec)
     print(f"data: train {data.train_x.shape}, test {data.test_x.shape}")
 
     # 1. One member: the reference's `perform_training(key)` is `sweep.train(spec, seed)`.

@@ -21,8 +21,6 @@ from pathlib import Path
 import numpy as np
 
 import sweep
-from sweep import _plots
-from sweep.trainer import load_data
 
 HERE = Path(__file__).resolve().parent
 
@@ -62,12 +60,13 @@ def main(argv: list[str] | None = None) -> None:
               f"{r['median']:>10.3e} {r['min']:>10.3e} {r['max']:>10.3e}")
 
     # The best configuration (lowest mean test loss over its seeds) and its 8 best members.
-    best = _plots.best_of_summary(ens)
+    best = ens.best_configuration(metric="test_loss")
     top = ens.where(**best).best(min(8, len(spec.seed_list)), metric="test_loss")
-    data = load_data(top.spec)  # the test data of that config's spec
+    data = sweep.load_data(top.spec)  # the test data of that config's spec
     mean, std = (np.asarray(a) for a in top.mean_std(data.test_x))
     mse = float(np.mean((mean - data.test_y) ** 2))
-    print(f"\nbest configuration: {_plots.label(best)}; ensemble of its {top.table.num_rows} best members:")
+    name = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in best.items())
+    print(f"\nbest configuration: {name}; ensemble of its {top.table.num_rows} best members:")
     print(f"  test MSE of the ensemble mean {mse:.4g}, mean predictive std {float(std.mean()):.3g}")
     seed = top.table.column("seed")[0].as_py()
     member = top.member(seed=seed)  # a plain eqx.Module for one sample
@@ -81,8 +80,8 @@ def main(argv: list[str] | None = None) -> None:
               f"(95% interval {c.ci_low:.2f}..{c.ci_high:.2f}, {c.n_a} vs {c.n_b} seeds)")
 
     out = args.out or Path(sweep_dir) / "sweep.png"
-    for path in _plots.plot_sweep(ens, out):
-        print(f"wrote {path}")
+    sweep.plot(ens, out)
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

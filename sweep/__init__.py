@@ -1,30 +1,68 @@
 """seed-sweep: train ensembles of independently seeded JAX/Equinox networks at scale.
 
-The core (spec, trainer, store, ensemble) never imports Ray; ``sweep.run`` does, lazily.
+``import sweep`` changes nothing in the process (no JAX settings, no environment, no cache);
+:func:`configure` applies what makes it fast, and :func:`run` does so itself. The Ray layer
+(``sweep.run``, ``sweep.plan``) and the figures (``sweep.plot``) are imported on first use,
+so the core never loads Ray, Tune or matplotlib.
 """
 
-from . import _jax_setup
+from __future__ import annotations
 
-_jax_setup.configure()
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from ._errors import QueryError as QueryError  # noqa: E402
-from ._errors import SpecError as SpecError  # noqa: E402
-from ._errors import StoreError as StoreError  # noqa: E402
-from ._errors import SweepError as SweepError  # noqa: E402
-from .spec import Model as Model  # noqa: E402
-from .spec import Optimizer as Optimizer  # noqa: E402
-from .spec import Problem as Problem  # noqa: E402
-from .spec import SweepSpec as SweepSpec  # noqa: E402
-from .spec import Training as Training  # noqa: E402
-from .ensemble import Ensemble as Ensemble  # noqa: E402
-from .ensemble import load as load  # noqa: E402
-from .trainer import History as History  # noqa: E402
-from .trainer import TrainState as TrainState  # noqa: E402
-from .trainer import init_block as init_block  # noqa: E402
-from .trainer import run_chunk as run_chunk  # noqa: E402
-from .trainer import train as train  # noqa: E402
-from .trainer import train_block as train_block  # noqa: E402
-from .tune import plan as plan  # noqa: E402
-from .tune import run as run  # noqa: E402
+from ._caches import clear_caches as clear_caches
+from ._configure import Configuration as Configuration
+from ._configure import configure as configure
+from ._errors import QueryError as QueryError
+from ._errors import SpecError as SpecError
+from ._errors import StoreError as StoreError
+from ._errors import SweepError as SweepError
+from .ensemble import Ensemble as Ensemble
+from .ensemble import load as load
+from .planning import Plan as Plan
+from .planning import TrialPlan as TrialPlan
+from .problems import Dataset as Dataset
+from .spec import Model as Model
+from .spec import Optimizer as Optimizer
+from .spec import Problem as Problem
+from .spec import SweepSpec as SweepSpec
+from .spec import Training as Training
+from .store import aggregate as aggregate
+from .training import History as History
+from .training import TrainState as TrainState
+from .training import fit as fit
+from .training import init_block as init_block
+from .training import load_data as load_data
+from .training import run_chunk as run_chunk
+from .training import train as train
+from .training import train_block as train_block
+
+if TYPE_CHECKING:
+    from .figures import plot as plot
+    from .tune import plan as plan
+    from .tune import run as run
 
 __version__ = "0.1.0"
+
+_LAZY = {"run": "sweep.tune", "plan": "sweep.tune", "plot": "sweep.figures"}
+
+__all__ = [
+    "Configuration", "Dataset", "Ensemble", "History", "Model", "Optimizer", "Plan", "Problem", "QueryError",
+    "SpecError", "StoreError", "SweepError", "SweepSpec", "TrainState", "Training", "TrialPlan", "aggregate",
+    "clear_caches", "configure", "fit", "init_block", "load", "load_data", "plan", "plot", "run", "run_chunk",
+    "train", "train_block",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """``sweep.run`` / ``sweep.plan`` (Ray Tune layer) and ``sweep.plot`` (matplotlib), loaded on first use."""
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'sweep' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

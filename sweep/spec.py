@@ -7,15 +7,16 @@ field, the bad value and what is allowed, so that nothing runs on a bad spec.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
+import functools
 import itertools
-import json
 import math
+import numbers
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ._canonical import canonical_json, digest
 from ._errors import SpecError
 from .models import check_model
 from .optim import check_optimizer
@@ -26,6 +27,31 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _plain(value: Any, field: str) -> Any:
+    """``value`` as plain JSON/TOML data: tuples become lists, NumPy scalars Python numbers."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, f"{field}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, Mapping):
+        if not all(isinstance(k, str) for k in value):
+            raise SpecError(f"`{field}`: got keys {list(value)!r}; keys must be strings")
+        return {k: _plain(v, f"{field}.{k}") for k, v in value.items()}
+    raise SpecError(
+        f"`{field}`: got {value!r} ({type(value).__name__}); give plain data (numbers, strings, booleans, "
+        f"lists or tables of them) so that the spec can be written to TOML and identified"
+    )
+
+
+def hparam_name(key: str) -> str:
+    """The optimizer argument of a vmapped grid key: ``"optimizer.learning_rate"`` -> ``"learning_rate"``."""
+    return key.removeprefix("optimizer.")
+
+
 class _Named:
     """A frozen ``name`` + keyword options record: ``Part("name", key=value, ...)``."""
 
@@ -33,7 +59,7 @@ class _Named:
 
     def __init__(self, name: str, /, **options: Any):
         object.__setattr__(self, "name", name)
-        object.__setattr__(self, "options", dict(options))
+        object.__setattr__(self, "options", {k: _plain(v, f"{self._field}.{k}") for k, v in options.items()})
         self._check()
 
     def __setattr__(self, key, value):
@@ -43,7 +69,7 @@ class _Named:
         return type(self) is type(other) and self.to_dict() == other.to_dict()
 
     def __hash__(self):
-        return hash(json.dumps(self.to_dict(), sort_keys=True, default=str))
+        return hash(canonical_json(self.to_dict()))
 
     def __repr__(self):
         kw = "".join(f", {k}={v!r}" for k, v in self.options.items())
@@ -210,10 +236,10 @@ class SweepSpec:
         for field, cls in _PARTS.items():
             if not isinstance(getattr(self, field), cls):
                 raise SpecError(f"`{field}`: got {getattr(self, field)!r}; expected a sweep.{cls.__name__}")
+        seed_list = _seed_tuple(self.seeds)
         if not isinstance(self.seeds, int):
-            object.__setattr__(self, "seeds", _seed_tuple(self.seeds))
-        else:
-            _seed_tuple(self.seeds)
+            object.__setattr__(self, "seeds", seed_list)
+        object.__setattr__(self, "_seed_list", seed_list)
         if not isinstance(self.sweep_seed, int) or isinstance(self.sweep_seed, bool) or self.sweep_seed < 0:
             raise SpecError(f"`sweep_seed`: got {self.sweep_seed!r}; must be a non-negative integer")
         spt = self.seeds_per_trial
@@ -231,7 +257,7 @@ class SweepSpec:
         for key, values in self.grid.items():
             if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
                 raise SpecError(f"`grid.{key}`: got {values!r}; give a list of values")
-            values = tuple(values)
+            values = tuple(_plain(v, f"grid.{key}") for v in values)
             if not values:
                 raise SpecError(f"`grid.{key}`: empty list; give at least one value")
             part, _, leaf = key.partition(".")
@@ -278,25 +304,35 @@ class SweepSpec:
 
     @property
     def seed_list(self) -> tuple[int, ...]:
-        return _seed_tuple(self.seeds)
+        """The seeds as a tuple (``seeds=4`` -> ``(0, 1, 2, 3)``)."""
+        return self._seed_list
 
-    def expand(self) -> list[tuple[SweepSpec, list[dict[str, Any]]]]:
+    @property
+    def vmapped_names(self) -> tuple[str, ...]:
+        """The optimizer arguments vmapped inside a block (``("learning_rate",)``)."""
+        return tuple(hparam_name(k) for k in self.vmap)
+
+    def expand(self) -> tuple[tuple[SweepSpec, tuple[dict[str, float], ...]], ...]:
         """Structural configs (grid applied, no grid left) with their vmapped hyperparameter sets.
 
         Structural keys vary slowest in grid order; each config carries every combination of the
-        vmapped keys (``[{}]`` when nothing is vmapped).
+        vmapped keys as optimizer arguments (``({"learning_rate": 0.001}, ...)``; ``({},)`` when
+        nothing is vmapped). Computed once per spec.
         """
+        return self._expanded
+
+    @functools.cached_property
+    def _expanded(self) -> tuple[tuple[SweepSpec, tuple[dict[str, float], ...]], ...]:
         structural = [k for k in self.grid if k not in self.vmap]
-        hparam_sets = [dict(zip(self.vmap, c)) for c in itertools.product(*(self.grid[k] for k in self.vmap))]
-        out = []
-        for combo in itertools.product(*(self.grid[k] for k in structural)):
-            out.append((self._apply(dict(zip(structural, combo))), hparam_sets))
-        return out
+        names = self.vmapped_names
+        hparam_sets = tuple(dict(zip(names, map(float, c))) for c in itertools.product(*(self.grid[k] for k in self.vmap)))
+        combos = itertools.product(*(self.grid[k] for k in structural))
+        return tuple((self._apply(dict(zip(structural, combo))), hparam_sets) for combo in combos)
 
     # -- identity --------------------------------------------------------------------------
     def structure_dict(self) -> dict[str, Any]:
         """The part of this spec that determines one global ensemble (no seeds, grid, resources)."""
-        opt = {k: v for k, v in self.optimizer.to_dict().items() if k not in {h.partition(".")[2] for h in self.vmap}}
+        opt = {k: v for k, v in self.optimizer.to_dict().items() if k not in self.vmapped_names}
         return {
             "problem": self.problem.to_dict(),
             "model": self.model.to_dict(),
@@ -305,11 +341,10 @@ class SweepSpec:
             "sweep_seed": self.sweep_seed,
         }
 
-    @property
+    @functools.cached_property
     def config_id(self) -> str:
         """Stable 12-hex-digit id of the structural configuration."""
-        blob = json.dumps(self.structure_dict(), sort_keys=True, default=repr)
-        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+        return digest(self.structure_dict())
 
     # -- round trip ------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

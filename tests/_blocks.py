@@ -3,30 +3,21 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 from pathlib import Path
 
-import numpy as np
-
 import sweep
-from sweep.checkpoint import SavedBlock, save_block
-from sweep.trainer import History, chunks, data_shapes, load_data
-from sweep.tune._plan import Plan, TrialPlan, make_plan
+from sweep.planning import Plan, TrialPlan, make_plan
+from sweep.training import SavedBlock, data_shapes, save_block
 
 
 @functools.lru_cache(maxsize=None)
 def _trained(trial_json: str, num_chunks: int | None) -> SavedBlock:
     trial = TrialPlan.from_dict(json.loads(trial_json))
-    data = load_data(trial.spec)
+    data = sweep.load_data(trial.spec)
     block, state = sweep.init_block(trial.spec, trial.seeds, trial.hparams, data)
-    epochs, train, test = [], [], []
-    for n in chunks(trial.spec.training)[:num_chunks]:
-        state, (tr, te) = sweep.run_chunk(block, state, n)
-        epochs.append(int(state.epoch[0]))
-        train.append(np.asarray(tr))
-        test.append(np.asarray(te))
-    history = History(block.seeds, block.hparams, np.asarray(epochs, np.int32), np.stack(train, 1),
-                      np.stack(test, 1), np.asarray(state.diverged))
+    state, history = list(itertools.islice(sweep.fit(block, state), num_chunks))[-1]
     return SavedBlock(trial.spec, block.seeds, block.hparams, data_shapes(data), state, history,
                       trial.trial_key, num_chunks is not None)
 

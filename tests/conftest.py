@@ -12,6 +12,10 @@ import pytest
 
 import sweep
 
+# The process settings `sweep run` and every trial use (one JAX CPU device per core, the
+# compilation cache), so that the in-process tests exercise the same block layout.
+sweep.configure()
+
 
 @pytest.fixture
 def getkey():

@@ -14,11 +14,21 @@ from pathlib import Path
 import pytest
 
 
+TESTS = str(Path(__file__).parent)
+
+
+def trial_path_env() -> dict[str, str]:
+    """The environment with ``tests/`` on PYTHONPATH, so that Ray workers import the test hooks (``_faults``)."""
+    paths = [TESTS, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
+
+
 @pytest.fixture(scope="session")
 def ray_session():
-    """A local Ray with 2 CPUs and 1 (fake) GPU; yields its GCS address."""
+    """A local Ray with 2 CPUs and 1 (fake) GPU whose workers import ``tests/``; yields its GCS address."""
     import ray
 
+    os.environ["PYTHONPATH"] = trial_path_env()["PYTHONPATH"]  # inherited by Ray's processes
     if not ray.is_initialized():
         with warnings.catch_warnings():  # Ray forks and execs its daemons at once
             warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
@@ -38,4 +48,4 @@ def trial_results(sweep_dir: str | os.PathLike) -> dict[str, list[dict]]:
     return out
 
 
-__all__ = ["ray_session", "trial_results"]
+__all__ = ["ray_session", "trial_path_env", "trial_results"]

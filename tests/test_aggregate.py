@@ -21,10 +21,10 @@ from _blocks import train_trial, trained_blocks, write_sweep
 from conftest import member, tiny_spec, tree_allclose
 
 from sweep import StoreError
-from sweep.aggregate import aggregate, aggregate_blocks
-from sweep.ensemble import load
+from sweep.store import aggregate, aggregate_blocks
+from sweep import load
 from sweep.store import Store
-from sweep.tune._plan import Plan, make_plan
+from sweep.planning import Plan, make_plan
 
 SPEC = tiny_spec(grid={"model.depth": [1, 2], "optimizer.learning_rate": [1e-3, 3e-3]})
 PLAN = make_plan(SPEC)  # 2 configs x 2 blocks of 2 seeds, each block with both learning rates
@@ -159,7 +159,7 @@ def test_non_local_filesystem(tmp_path, sweep_dir):
 
 _KILLER = textwrap.dedent("""
     import os, signal, sys
-    import sweep.aggregate, sweep.store._layout as layout, sweep.store._writer as writer
+    import sweep, sweep.store._generations as layout, sweep.store._writer as writer
     where = sys.argv[2]
     def kill(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGKILL)
@@ -168,7 +168,7 @@ _KILLER = textwrap.dedent("""
         writer.write_leaves = lambda *a: (write(*a), kill())
     else:
         setattr(layout, where, kill)
-    sweep.aggregate.aggregate(sys.argv[1], progress=False)
+    sweep.aggregate(sys.argv[1], progress=False)
 """)
 
 

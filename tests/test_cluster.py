@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 from conftest import tiny_spec
 
-from sweep.tune import make_plan
+from sweep.planning import make_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER = ROOT / "cluster"

@@ -58,7 +58,7 @@ def test_sweep_depth_lr_quickstart(tmp_path):
     assert "best configuration: depth=" in stdout and "P(depth " in stdout
     assert _is_png(sweep_dir / "sweep.png")
 
-    from sweep.ensemble import load
+    from sweep import load
 
     ens = load(sweep_dir)
     assert len(ens) == 16 and set(ens.table.column("status").to_pylist()) == {"ok"}

@@ -17,11 +17,11 @@ from _blocks import trained_blocks
 from conftest import tiny_spec, tree_allclose
 
 from sweep import StoreError
-from sweep.aggregate import aggregate_blocks
-from sweep.ensemble import load
+from sweep.store import aggregate_blocks
+from sweep import load
 from sweep.store import Store
-from sweep.trainer import load_data
-from sweep.tune._plan import make_plan
+from sweep import load_data
+from sweep.planning import make_plan
 
 PLAN = make_plan(tiny_spec(grid={"model.depth": [1, 2], "optimizer.learning_rate": [1e-3, 3e-3]}))
 

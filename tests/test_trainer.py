@@ -1,4 +1,4 @@
-"""Block trainer: block invariance, divergence, no recompilation, resumption, keys (SPEC §2, §5)."""
+"""Block trainer: block invariance, divergence, no recompilation, resumption, keys, the one loop."""
 
 import equinox as eqx
 import jax
@@ -7,7 +7,7 @@ import pytest
 from conftest import member, tiny_spec, tree_allclose
 
 import sweep
-from sweep import trainer
+from sweep import training
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +17,7 @@ def spec():
 
 @pytest.fixture(scope="module")
 def data(spec):
-    return trainer.load_data(spec)
+    return training.load_data(spec)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,7 @@ def test_learning_rate_from_grid_equals_fixed_in_spec(spec, data, alone):
 
 
 def test_member_keys_use_fold_in_not_split():
-    init, shuffle = trainer.member_keys(3, [7])
+    init, shuffle = training.member_keys(3, [7])
     expected = jax.random.key_data(jax.random.split(jax.random.fold_in(jax.random.key(3), 7)))
     np.testing.assert_array_equal(init[0], expected[0])
     np.testing.assert_array_equal(shuffle[0], expected[1])
@@ -82,36 +82,53 @@ def test_diverging_member_is_frozen_and_flagged(spec, data):
 
 
 def test_diverged_member_params_stop_changing(spec, data):
-    block, state = trainer.init_block(spec, [5], [{"learning_rate": 1e30}], data=data)
-    state, _ = trainer.run_chunk(block, state, 1)
+    block, state = training.init_block(spec, [5], [{"learning_rate": 1e30}], data=data)
+    state, _ = training.run_chunk(block, state, 1)
     assert bool(state.diverged[0])
-    later, _ = trainer.run_chunk(block, state, 2)
+    later, _ = training.run_chunk(block, state, 2)
     assert tree_allclose(later.params, state.params, exact=True)
     assert int(later.epoch[0]) == 3
 
 
 def test_second_block_with_other_learning_rates_does_not_recompile(spec, data):
-    block, _ = trainer.init_block(spec, [0, 1], [{"learning_rate": 1e-3}], data=data)
+    block, _ = training.init_block(spec, [0, 1], [{"learning_rate": 1e-3}], data=data)
     sweep.train_block(spec, [0, 1], [{"learning_rate": 1e-3}], data=data)
     compiled = block.program._cache_size()
-    again, _ = trainer.init_block(spec, [2, 3], [{"learning_rate": 5e-2}], data=data)
+    again, _ = training.init_block(spec, [2, 3], [{"learning_rate": 5e-2}], data=data)
     assert again.program is block.program
     sweep.train_block(spec, [2, 3], [{"learning_rate": 5e-2}], data=data)
     assert block.program._cache_size() == compiled
 
 
 def test_resume_from_saved_state_equals_uninterrupted(tmp_path, spec, data):
-    from sweep.checkpoint import load_block, save_block
+    from sweep.training import load_block, save_block
 
-    block, state = trainer.init_block(spec, [1, 5], data=data)
-    state, (train, test) = trainer.run_chunk(block, state, 1)
-    history = sweep.History(block.seeds, block.hparams, np.array([1]), np.asarray(train)[:, None],
-                            np.asarray(test)[:, None], np.asarray(state.diverged))
-    save_block(tmp_path / "b", spec=spec, state=state, history=history, shapes=trainer.data_shapes(data))
+    block, state = training.init_block(spec, [1, 5], data=data)
+    state, history = next(sweep.fit(block, state))  # one chunk, then "crash"
+    save_block(tmp_path / "b", spec=spec, state=state, history=history, shapes=training.data_shapes(data))
     saved = load_block(tmp_path / "b")
-    resumed, _ = trainer.run_chunk(block, saved.state, 2)
-    model, _ = sweep.train_block(spec, [1, 5], data=data)
-    assert tree_allclose(trainer.model_of(block, resumed), model, exact=True)
+    steps = list(sweep.fit(block, saved.state, saved.history))
+    assert [int(h.epoch[-1]) for _, h in steps] == [2, 3]  # the chunks still to do, no more
+    resumed, resumed_history = steps[-1]
+    model, history = sweep.train_block(spec, [1, 5], data=data)
+    assert tree_allclose(training.model_of(block, resumed), model, exact=True)
+    for field in ("epoch", "train_loss", "test_loss", "diverged"):
+        np.testing.assert_array_equal(getattr(resumed_history, field), getattr(history, field))
+
+
+def test_fit_yields_after_every_chunk_and_stops_at_the_planned_epochs(spec, data):
+    block, state = training.init_block(spec, [0], data=data)
+    reports = [(int(s.epoch[0]), h.epoch.tolist(), h.test_loss.shape) for s, h in sweep.fit(block, state)]
+    assert reports == [(1, [1], (1, 1)), (2, [1, 2], (1, 2)), (3, [1, 2, 3], (1, 3))]
+    done, history = list(sweep.fit(block, state))[-1]
+    assert list(sweep.fit(block, done, history)) == []  # a finished block has nothing left to do
+
+
+def test_clear_caches_drops_compiled_programs(spec, data):
+    block, _ = training.init_block(spec, [0, 1], data=data)
+    assert training.init_block(spec, [0, 1], data=data)[0].program is block.program  # cached
+    sweep.clear_caches()
+    assert training.init_block(spec, [0, 1], data=data)[0].program is not block.program
 
 
 def test_batch_size_larger_than_training_set_is_rejected():
@@ -134,8 +151,11 @@ def test_structural_grid_must_be_expanded_first(data):
 
 
 def test_chunks_cover_all_epochs():
-    assert trainer.chunks(sweep.Training(epochs=25, report_every=10)) == [10, 10, 5]
-    assert trainer.chunks(sweep.Training(epochs=20, report_every=10)) == [10, 10]
+    assert training.chunks(sweep.Training(epochs=25, report_every=10)) == [10, 10, 5]
+    assert training.chunks(sweep.Training(epochs=20, report_every=10)) == [10, 10]
+    assert training.chunks(sweep.Training(epochs=25, report_every=10), done_epochs=10) == [10, 5]
+    assert training.chunks(sweep.Training(epochs=25, report_every=10), done_epochs=13) == [7, 5]
+    assert training.chunks(sweep.Training(epochs=25, report_every=10), done_epochs=25) == []
 
 
 def test_vmap_layout_matches_map_layout_within_tolerance(spec, data):
@@ -143,11 +163,3 @@ def test_vmap_layout_matches_map_layout_within_tolerance(spec, data):
     vm, h2 = sweep.train_block(spec, [0, 1, 2], data=data, layout="vmap")
     assert tree_allclose(fast, vm, rtol=1e-3, atol=1e-4)
     np.testing.assert_allclose(h1.test_loss, h2.test_loss, rtol=1e-3)
-
-
-def test_trainer_imports_no_ray():
-    import subprocess
-    import sys
-
-    code = "import sweep, sweep.trainer, sys; assert not any(m == 'ray' or m.startswith('ray.') for m in sys.modules)"
-    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,4 +1,4 @@
-"""sweep.tune.run on a local Ray: checkpoints, resume, failures, extension, schedulers, errors."""
+"""sweep.run on a local Ray: checkpoints, resume, failures, extension, schedulers, errors."""
 
 from __future__ import annotations
 
@@ -17,15 +17,14 @@ import equinox as eqx
 import numpy as np
 import pyarrow.fs as pafs
 import pytest
+from _faults import Barrier, KillOnce
 from conftest import tiny_spec, tree_allclose
-from conftest_ray import ray_session, trial_results  # noqa: F401
+from conftest_ray import ray_session, trial_path_env, trial_results  # noqa: F401
 
 import sweep
-import sweep.tune
-from sweep._storage import find_blocks
-from sweep.checkpoint import load_block
+from sweep.training import find_blocks, load_block
+from sweep.tune import TrialHooks
 
-TESTS = Path(__file__).parent
 
 
 def final_blocks(sweep_dir) -> dict:
@@ -49,16 +48,16 @@ def tree_hashes(directory: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def baseline(ray_session, tmp_path_factory):
-    """tiny_spec (4 seeds, 2 per trial) trained once by sweep.tune.run."""
+    """tiny_spec (4 seeds, 2 per trial) trained once by sweep.run."""
     storage = tmp_path_factory.mktemp("baseline")
-    path = sweep.tune.run(tiny_spec(), storage=str(storage))
+    path = sweep.run(tiny_spec(), storage=str(storage))
     return Path(path), final_blocks(path)
 
 
 def test_run_layout_metrics_and_block_invariance(baseline):
     path, blocks = baseline
     spec = tiny_spec()
-    plan = sweep.tune.make_plan(spec)
+    plan = sweep.plan(spec)
     assert path.name == "tiny" and (path / "plan.json").exists()
     assert {t["trial_key"] for t in json.loads((path / "plan.json").read_text())["trials"]} == {
         t.trial_key for t in plan.trials}
@@ -93,8 +92,8 @@ def test_extending_seeds_trains_only_new_members(baseline, tmp_path):
     before = tree_hashes(storage / "tiny" / "tune-0001")
 
     spec = tiny_spec(seeds=6)
-    assert len(sweep.tune.plan(spec, storage=str(storage)).trials) == 1
-    out = Path(sweep.tune.run(spec, storage=str(storage)))
+    assert len(sweep.plan(spec, storage=str(storage)).trials) == 1
+    out = Path(sweep.run(spec, storage=str(storage)))
 
     assert tree_hashes(out / "tune-0001") == before
     new_trials = [p.name for p in (out / "tune-0002").iterdir() if p.is_dir()]
@@ -106,16 +105,15 @@ def test_extending_seeds_trains_only_new_members(baseline, tmp_path):
     plan = json.loads((out / "plan.json").read_text())
     assert {s for t in plan["trials"] for s in t["seeds"]} == set(range(6)) and len(plan["trials"]) == 3
     # nothing left to do: a third run starts no experiment
-    sweep.tune.run(spec, storage=str(storage))
+    sweep.run(spec, storage=str(storage))
     assert sorted(p.name for p in out.glob("tune-*")) == ["tune-0001", "tune-0002"]
 
 
-def test_killed_trial_is_retried_from_its_checkpoint(baseline, tmp_path, monkeypatch):
+def test_killed_trial_is_retried_from_its_checkpoint(baseline, tmp_path):
     _, reference = baseline
     marker = tmp_path / "killed"
-    monkeypatch.setenv("SWEEP_TEST_KILL_ONCE", str(marker))
-    path = sweep.tune.run(tiny_spec(), storage=str(tmp_path / "store"),
-                          failure_config=sweep_failure_config(max_failures=2))
+    path = sweep.run(tiny_spec(), storage=str(tmp_path / "store"), failure_config=sweep_failure_config(max_failures=2),
+                     trial_hooks=TrialHooks(after_report=KillOnce(marker)))
     assert marker.exists()  # one trial process was SIGKILLed after its first checkpoint
     results = trial_results(path)
     resumed = [k for k, rs in results.items() if rs[-1]["resumed_from_epoch"] == 2]
@@ -130,20 +128,20 @@ def sweep_failure_config(**kwargs):
 
 
 DRIVER = textwrap.dedent("""
-    import sys
-    sys.path.insert(0, {tests!r})
+    from _faults import Barrier, SleepAfterReport
     from conftest import tiny_spec
-    import sweep.tune
-    sweep.tune.run(tiny_spec(), storage={storage!r}, address={address!r})
+    import sweep
+    from sweep.tune import TrialHooks
+    hooks = TrialHooks(on_start=Barrier({pids!r}, 1, 1), after_report=SleepAfterReport(4))
+    sweep.run(tiny_spec(), storage={storage!r}, address={address!r}, trial_hooks=hooks)
 """)
 
 
 def test_driver_killed_mid_sweep_then_resumed(baseline, ray_session, tmp_path):
     _, reference = baseline
     storage, pids = tmp_path / "store", tmp_path / "pids"
-    env = dict(os.environ, SWEEP_TEST_SLEEP_AFTER_REPORT="4", SWEEP_TEST_BARRIER=f"{pids}:1:1")
-    script = DRIVER.format(tests=str(TESTS), storage=str(storage), address=ray_session)
-    driver = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.DEVNULL,
+    script = DRIVER.format(pids=str(pids), storage=str(storage), address=ray_session)
+    driver = subprocess.Popen([sys.executable, "-c", script], env=trial_path_env(), stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 180
@@ -162,7 +160,7 @@ def test_driver_killed_mid_sweep_then_resumed(baseline, ray_session, tmp_path):
     assert not any(_alive(pid) for pid in trial_pids)
     assert not all(len(list(storage.glob(f"tiny/tune-0001/{k}/checkpoint_000001"))) for k in reference)
 
-    path = sweep.tune.run(tiny_spec(), storage=str(storage), resume=True)
+    path = sweep.run(tiny_spec(), storage=str(storage), resume=True)
     assert sorted(p.name for p in Path(path).glob("tune-*")) == ["tune-0001"]  # restored in place
     assert_same_members(final_blocks(path), reference)
 
@@ -179,20 +177,20 @@ def test_scheduler_and_stop_pass_through_keep_last_checkpoints(ray_session, tmp_
     from ray.tune.schedulers import ASHAScheduler
 
     spec = tiny_spec()
-    path = sweep.tune.run(spec, storage=str(tmp_path), scheduler=ASHAScheduler(max_t=4, grace_period=1),
+    path = sweep.run(spec, storage=str(tmp_path), scheduler=ASHAScheduler(max_t=4, grace_period=1),
                           stop={"training_iteration": 1})
     blocks = final_blocks(path)
     assert len(blocks) == 2 and all(int(b.history.epoch[-1]) == 2 for b in blocks.values())
     plan = json.loads((Path(path) / "plan.json").read_text())
     assert set(plan["stopped_trials"]) == set(blocks)
-    sweep.tune.run(spec, storage=str(tmp_path))  # stopped members are not trained again
+    sweep.run(spec, storage=str(tmp_path))  # stopped members are not trained again
     assert sorted(p.name for p in Path(path).glob("tune-*")) == ["tune-0001"]
 
 
-def test_fractional_gpu_trials_share_the_device(ray_session, tmp_path, monkeypatch):
-    monkeypatch.setenv("SWEEP_TEST_BARRIER", f"{tmp_path / 'started'}:4:120")
+def test_fractional_gpu_trials_share_the_device(ray_session, tmp_path):
     spec = tiny_spec(seeds=4, seeds_per_trial=1, resources={"cpu": 0.5, "gpu": 0.25})
-    path = sweep.tune.run(spec, storage=str(tmp_path / "store"))
+    path = sweep.run(spec, storage=str(tmp_path / "store"),
+                     trial_hooks=TrialHooks(on_start=Barrier(tmp_path / "started", 4, 120)))
     results = trial_results(path)
     assert len(results) == 4
     last = [rs[-1] for rs in results.values()]
@@ -216,7 +214,7 @@ def test_fractional_gpu_trials_share_the_device(ray_session, tmp_path, monkeypat
 )
 def test_bad_input_fails_before_any_trial(ray_session, tmp_path, kwargs, match):
     with pytest.raises(sweep.SpecError, match=match):
-        sweep.tune.run(storage=str(tmp_path), **kwargs)
+        sweep.run(storage=str(tmp_path), **kwargs)
     assert not list(tmp_path.glob("*/tune-*"))
 
 
@@ -224,29 +222,28 @@ def test_storage_not_writable(ray_session, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     with pytest.raises(sweep.SpecError, match=r"`storage`.*not writable"):
-        sweep.tune.run(tiny_spec(), storage=str(blocker / "runs"))
+        sweep.run(tiny_spec(), storage=str(blocker / "runs"))
 
 
 def test_auto_block_size_is_measured_where_trials_run_and_kept(ray_session, tmp_path):
     spec = tiny_spec(seeds=4, seeds_per_trial="auto")
-    path = Path(sweep.tune.run(spec, storage=str(tmp_path)))
+    path = Path(sweep.run(spec, storage=str(tmp_path)))
     plan = json.loads((path / "plan.json").read_text())
     chosen = plan["seeds_per_trial"]
     assert plan["spec"]["seeds_per_trial"] == "auto" and 1 <= chosen <= 2  # 2 slots: at most 4 / 2 seeds
     assert all(len(t["seeds"]) <= chosen for t in plan["trials"])
     assert sorted(s for b in final_blocks(path).values() for s in b.seeds) == [0, 1, 2, 3]
     # a later run of the same sweep reuses the stored size (no new measurement, same blocks)
-    assert sweep.tune.plan(tiny_spec(seeds=6, seeds_per_trial="auto"), storage=str(tmp_path)).seeds_per_trial == chosen
+    assert sweep.plan(tiny_spec(seeds=6, seeds_per_trial="auto"), storage=str(tmp_path)).seeds_per_trial == chosen
 
 
-def test_failed_trial_raises_then_resume_continues_it(baseline, tmp_path, monkeypatch):
+def test_failed_trial_raises_then_resume_continues_it(baseline, tmp_path):
     _, reference = baseline
-    monkeypatch.setenv("SWEEP_TEST_KILL_ONCE", str(tmp_path / "killed"))
     storage = str(tmp_path / "store")
     with pytest.raises(sweep.SweepError, match=r"1 trial\(s\) of sweep 'tiny' failed.*resume=True"):
-        sweep.tune.run(tiny_spec(), storage=storage, failure_config=sweep_failure_config(max_failures=0))
-    monkeypatch.delenv("SWEEP_TEST_KILL_ONCE")
-    path = sweep.tune.run(tiny_spec(), storage=storage, resume=True)
+        sweep.run(tiny_spec(), storage=storage, failure_config=sweep_failure_config(max_failures=0),
+                  trial_hooks=TrialHooks(after_report=KillOnce(tmp_path / "killed")))
+    path = sweep.run(tiny_spec(), storage=storage, resume=True)
     assert sorted(p.name for p in Path(path).glob("tune-*")) == ["tune-0001"]
     resumed = [k for k, rs in trial_results(path).items() if rs[-1]["resumed_from_epoch"] == 2]
     assert len(resumed) == 1  # the errored trial went on from its checkpoint

@@ -4,32 +4,33 @@ so that it does not meet the session's Ray instance)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pyarrow.fs as pafs
 from conftest import tiny_spec
+from conftest_ray import trial_path_env
 
-import sweep.tune
-from sweep._storage import find_blocks
+import sweep
+from sweep.training import find_blocks
 
 SCRIPT = textwrap.dedent("""
-    import json, sys
-    sys.path.insert(0, {tests!r})
+    import json
     import ray
     from ray.cluster_utils import Cluster
+    from _faults import Barrier
     from conftest import tiny_spec
     from conftest_ray import trial_results
-    import sweep.tune
+    import sweep
+    from sweep.tune import TrialHooks
 
     cluster = Cluster(initialize_head=True, head_node_args={{"num_cpus": 0, "include_dashboard": False}})
     workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
     cluster.wait_for_nodes()
     try:
-        path = sweep.tune.run(tiny_spec(), storage={storage!r}, address=cluster.address)
+        hooks = TrialHooks(on_start=Barrier({started!r}, 2, 120))  # both trials must be running at once
+        path = sweep.run(tiny_spec(), storage={storage!r}, address=cluster.address, trial_hooks=hooks)
         results = {{k: rs[-1] for k, rs in trial_results(path).items()}}
         print("RESULT" + json.dumps({{"path": path, "results": results,
                                      "workers": [w.node_id for w in workers]}}))
@@ -40,10 +41,9 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_trials_spread_over_nodes(tmp_path):
-    env_barrier = f"{tmp_path / 'started'}:2:120"  # both trials must be running at once
-    script = SCRIPT.format(tests=str(Path(__file__).parent), storage=str(tmp_path / "store"))
+    script = SCRIPT.format(started=str(tmp_path / "started"), storage=str(tmp_path / "store"))
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=400,
-                         env={**os.environ, "SWEEP_TEST_BARRIER": env_barrier})
+                         env=trial_path_env())
     lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT")]
     assert out.returncode == 0 and lines, out.stderr[-3000:]
     report = json.loads(lines[0][len("RESULT"):])
@@ -54,6 +54,6 @@ def test_trials_spread_over_nodes(tmp_path):
 
     spec = tiny_spec()
     blocks = find_blocks(report["path"], pafs.LocalFileSystem())
-    assert {t.trial_key for t in sweep.tune.make_plan(spec).trials} == set(blocks)
+    assert {t.trial_key for t in sweep.plan(spec).trials} == set(blocks)
     assert sorted(s for b in blocks.values() for s in b.seeds) == list(spec.seed_list)
     assert all(b.epoch == spec.training.epochs for b in blocks.values())

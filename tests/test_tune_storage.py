@@ -10,8 +10,9 @@ from conftest_ray import ray_session  # noqa: F401
 
 import sweep
 import sweep.tune
-from sweep._storage import find_blocks, local_copy
-from sweep.checkpoint import load_block
+from sweep._fs import local_copy
+from sweep.training import find_blocks
+from sweep.training import load_block
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +47,7 @@ def s3():
 @pytest.fixture(scope="module")
 def s3_sweep(ray_session, s3):
     fs, bucket = s3
-    return fs, bucket, sweep.tune.run(tiny_spec(), storage=f"s3://{bucket}/runs", storage_filesystem=fs)
+    return fs, bucket, sweep.run(tiny_spec(), storage=f"s3://{bucket}/runs", storage_filesystem=fs)
 
 
 def test_sweep_on_object_storage(s3_sweep):
@@ -56,7 +57,7 @@ def test_sweep_on_object_storage(s3_sweep):
     assert fs.get_file_info(f"{bucket}/runs/tiny/plan.json").type == pafs.FileType.File
 
     refs = find_blocks(f"{bucket}/runs/tiny", fs)
-    plan = sweep.tune.make_plan(spec)
+    plan = sweep.planning.make_plan(spec)
     assert set(refs) == {t.trial_key for t in plan.trials}
     for t in plan.trials:
         assert refs[t.trial_key].epoch == spec.training.epochs
@@ -66,7 +67,7 @@ def test_sweep_on_object_storage(s3_sweep):
         assert tree_allclose(block.state.params, eqx.filter(model, eqx.is_array), exact=True)
 
     # a second run on the same bucket finds every member done and starts no experiment
-    sweep.tune.run(spec, storage=f"s3://{bucket}/runs", storage_filesystem=fs)
+    sweep.run(spec, storage=f"s3://{bucket}/runs", storage_filesystem=fs)
     tunes = [i.base_name for i in fs.get_file_info(pafs.FileSelector(f"{bucket}/runs/tiny"))
              if i.base_name.startswith("tune-")]
     assert tunes == ["tune-0001"]

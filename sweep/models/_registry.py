@@ -11,7 +11,7 @@ import jax
 import pdequinox as pdeqx
 
 from .._errors import SpecError
-from .._imports import is_import_path, resolve
+from .._import_path import import_object, is_import_path
 
 ARCHITECTURES = (
     "ConvNet", "ClassicResNet", "ModernResNet", "DilatedResNet",
@@ -62,7 +62,7 @@ def build_model(name: str, options: Mapping[str, Any], sample_shape: tuple[int, 
     """
     kwargs = {k: ACTIVATIONS[v] if k in _ACTIVATION_ARGS else v for k, v in options.items()}
     if is_import_path(name):
-        factory = resolve(name, "model.name")
+        factory = import_object(name, "model.name")
         return factory(**kwargs, key=key)
     num_spatial_dims = len(sample_shape) - 1
     if name == "MLP":

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._errors import SpecError
-from .._imports import is_import_path
+from .._import_path import is_import_path
 from ._arrays import load_arrays, load_function
 from ._dataset import Dataset as Dataset
 from ._dataset import as_dataset as as_dataset

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from .._errors import SpecError
-from .._imports import resolve
+from .._import_path import import_object
 from ._dataset import Dataset, as_dataset
 
 KEYS = ("train_x", "train_y", "test_x", "test_y")
@@ -58,5 +58,5 @@ def _load_parquet(p: Path, shape: tuple[int, ...] | None) -> Dataset:
 
 def load_function(path: str, kwargs: dict) -> Dataset:
     """Call the user's ``package.module:function(**kwargs)`` -> (train_x, train_y, test_x, test_y)."""
-    fn = resolve(path, "problem.name")
+    fn = import_object(path, "problem.name")
     return as_dataset(fn(**kwargs), f"`problem.name` {path!r}")

@@ -8,13 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._caches import register
 from ._dataset import Dataset
-
-DEFAULTS = {
-    "num_points": 48, "num_samples": 1000, "dt": 0.1, "diffusivity": 0.1,
-    "domain_extent": 3.0, "test_fraction": 0.2, "data_seed": 0,
-}
-
 
 def heat1d(
     num_points: int = 48, num_samples: int = 1000, dt: float = 0.1, diffusivity: float = 0.1,
@@ -34,6 +29,7 @@ def heat1d(
     return Dataset(x[:train_size], y[:train_size], x[train_size:], y[train_size:])
 
 
+@register
 @functools.partial(jax.jit, static_argnums=(0, 1, 5))
 def _generate(num_points, num_samples, dt, diffusivity, domain_extent, data_seed):
     grid = jnp.linspace(0, domain_extent, num_points + 2)[1:-1]

@@ -21,9 +21,9 @@ import pyarrow.parquet as pq
 from jaxtyping import PyTree
 
 from .._errors import StoreError
+from ._schema import ROW_GROUP_ROWS
 
 Record = dict[str, Any]  # {"sha256": hex digest, "bytes": size} of one file
-ROW_GROUP_ROWS = 65_536
 
 
 class _HashingWriter:

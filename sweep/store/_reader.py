@@ -15,11 +15,12 @@ import pyarrow.fs as pafs
 from jaxtyping import PyTree
 
 from .._errors import StoreError
-from .._storage import read_text, resolve
+from .._fs import filesystem_path, read_text
 from ..models import build_model
 from ..spec import SweepSpec
-from . import _layout
 from ._files import checksum, read_leaves, read_parquet
+from ._generations import committed_root
+from ._schema import CONFIGS, FORMAT, MANIFEST, MEMBERS, index_columns
 
 
 class ConfigInfo(NamedTuple):
@@ -46,14 +47,14 @@ class Store:
     @classmethod
     def open(cls, path: str | os.PathLike, filesystem: pafs.FileSystem | None = None) -> Store:
         """Open the store of a sweep directory (or a store directory) on any pyarrow filesystem."""
-        fs, path = resolve(path, filesystem)
-        root = _layout.locate(fs, path)
-        manifest = _read_manifest(fs, f"{root}/{_layout.MANIFEST}")
+        fs, path = filesystem_path(path, filesystem)
+        root = committed_root(fs, path)
+        manifest = _read_manifest(fs, f"{root}/{MANIFEST}")
         store = cls(fs, root, manifest, {})
-        for name in (_layout.MEMBERS, _layout.CONFIGS):
+        for name in (MEMBERS, CONFIGS):
             store._check_size(name)
-        store._check_sum(_layout.CONFIGS)
-        for row in read_parquet(fs, f"{root}/{_layout.CONFIGS}").to_pylist():
+        store._check_sum(CONFIGS)
+        for row in read_parquet(fs, f"{root}/{CONFIGS}").to_pylist():
             spec = SweepSpec.from_dict(json.loads(row["spec"]))
             store.configs[row["config_id"]] = ConfigInfo(
                 row["config_id"], spec, row["num_members"], row["first_member"], row["members_per_shard"],
@@ -72,15 +73,14 @@ class Store:
 
     def index(self) -> pa.Table:
         """Every member's row without the history columns (what queries need)."""
-        head, tail = ["member_id", "config_id", "seed", "trial_id"], ["status", "epochs", "train_loss", "test_loss"]
-        return self.members(head + self.grid_columns + tail)
+        return self.members(index_columns(self.grid_columns))
 
     def members(self, columns: list[str] | None = None, member_ids: np.ndarray | None = None) -> pa.Table:
         """Rows of ``members.parquet`` (all, or those of ``member_ids`` in that order).
 
         Only the row groups that can hold the ids and only ``columns`` are read.
         """
-        path = f"{self.root}/{_layout.MEMBERS}"
+        path = f"{self.root}/{MEMBERS}"
         if member_ids is None:
             return read_parquet(self.fs, path, columns=columns)
         import pyarrow.dataset as ds  # imported here: it pulls in pandas (~0.2 s at import)
@@ -147,7 +147,7 @@ class Store:
         try:
             return self.manifest["files"][relpath]
         except KeyError:
-            raise StoreError(f"{self.root + '/' + _layout.MANIFEST!r}: lists no file {relpath!r}; the store is incomplete") from None
+            raise StoreError(f"{self.root + '/' + MANIFEST!r}: lists no file {relpath!r}; the store is incomplete") from None
 
     def _check_size(self, relpath: str) -> None:
         info = self.fs.get_file_info(f"{self.root}/{relpath}")
@@ -177,9 +177,9 @@ def _read_manifest(fs: pafs.FileSystem, path: str) -> dict[str, Any]:
     version = manifest.get("format") if isinstance(manifest, dict) else None
     if not isinstance(version, int) or "files" not in manifest:
         raise StoreError(f"{path!r}: not a seed-sweep store manifest (no integer `format` and `files`)")
-    if version > _layout.FORMAT:
+    if version > FORMAT:
         raise StoreError(
-            f"{path!r}: store format {version} is newer than this seed-sweep reads (format {_layout.FORMAT}); "
+            f"{path!r}: store format {version} is newer than this seed-sweep reads (format {FORMAT}); "
             f"upgrade seed-sweep"
         )
     return manifest

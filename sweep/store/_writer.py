@@ -10,8 +10,9 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from jaxtyping import PyTree
 
-from . import _layout
 from ._files import Record, write_leaves, write_parquet
+from ._generations import check_target, commit, new_generation
+from ._schema import FORMAT, MANIFEST
 
 
 class StoreWriter:
@@ -26,9 +27,9 @@ class StoreWriter:
     """
 
     def __init__(self, fs: pafs.FileSystem, store_path: str):
-        _layout.check_target(fs, store_path)
+        check_target(fs, store_path)
         self.fs, self.store_path = fs, store_path
-        self.name, self.root = _layout.new_generation(fs, store_path)
+        self.name, self.root = new_generation(fs, store_path)
         self.files: dict[str, Record] = {}
 
     def write_leaves(self, relpath: str, tree: PyTree) -> None:
@@ -41,8 +42,8 @@ class StoreWriter:
 
     def commit(self, manifest: dict[str, Any]) -> str:
         """Write ``manifest.json`` (format, checksums of every file, plus ``manifest``) and commit."""
-        manifest = {**manifest, "format": _layout.FORMAT, "files": dict(sorted(self.files.items()))}
-        with self.fs.open_output_stream(f"{self.root}/{_layout.MANIFEST}") as f:
+        manifest = {**manifest, "format": FORMAT, "files": dict(sorted(self.files.items()))}
+        with self.fs.open_output_stream(f"{self.root}/{MANIFEST}") as f:
             f.write(json.dumps(manifest, sort_keys=True, indent=1).encode())
-        _layout.commit(self.fs, self.store_path, self.name)
+        commit(self.fs, self.store_path, self.name)
         return self.root

@@ -25,7 +25,6 @@ the chosen size is stored in ``plan.json`` so that later runs of the same sweep 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -33,10 +32,12 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 import jax
-import numpy as np
 
+from .._configure import available_cpus
 from ..problems import Dataset
 from ..spec import SweepSpec
+from ..training import compiled_bytes, data_shapes, init_block, run_chunk, state_bytes
+from ._checks import problem_key
 
 MEMORY_HEADROOM = 0.8
 TARGET_TRIAL_S = 60.0
@@ -73,40 +74,16 @@ def _memory_share(resources: Mapping[str, float]) -> int:
         if "bytes_limit" in stats:
             return int(stats["bytes_limit"])
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    node_cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return int(total * min(1.0, float(resources.get("cpu", 1)) / node_cpus))
-
-
-def _compiled_bytes(spec: SweepSpec, data: Dataset, names: tuple[str, ...], members: int) -> int:
-    from ..trainer import _program, _program_key, data_shapes, state_skeleton
-
-    shapes = data_shapes(data)
-    program = _program(_program_key(spec, names), shapes, "vmap", 1)
-    state = state_skeleton(spec, members, names, shapes)
-    arrays = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in data)
-    stats = program.lower(state, arrays, 1).compile().memory_analysis()
-    return int(stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes
-               - stats.alias_size_in_bytes)
-
-
-def _state_bytes(spec: SweepSpec, data: Dataset, names: tuple[str, ...]) -> int:
-    from ..trainer import data_shapes, state_skeleton
-
-    skeleton = state_skeleton(spec, 1, names, data_shapes(data))
-    return sum(int(np.prod(a.shape)) * a.dtype.itemsize for a in jax.tree_util.tree_leaves(skeleton))
+    return int(total * min(1.0, float(resources.get("cpu", 1)) / available_cpus()))
 
 
 def measure(spec: SweepSpec, hparams: tuple[dict[str, float], ...], data: Dataset,
             resources: Mapping[str, float]) -> Probe:
     """Measure one structural config (``spec`` without a grid) in this process."""
-    from ..optim import hyperparameter_names
-    from ..trainer import init_block, run_chunk
-
-    names = hyperparameter_names(spec.optimizer.options, hparams)
     backend = jax.default_backend()
     if backend != "cpu":
-        four = _compiled_bytes(spec, data, names, 4)  # small blocks are special-cased by XLA
-        per_member = max(1, (_compiled_bytes(spec, data, names, 8) - four) // 4)
+        four = compiled_bytes(spec, data, hparams, 4)  # small blocks are special-cased by XLA
+        per_member = max(1, (compiled_bytes(spec, data, hparams, 8) - four) // 4)
         return Probe(per_member, max(0, four - 4 * per_member), _memory_share(resources), None, backend)
     devices = len(jax.devices("cpu"))
     block, state = init_block(spec, list(range(devices)), [hparams[0]] if hparams else None, data)
@@ -116,23 +93,15 @@ def measure(spec: SweepSpec, hparams: tuple[dict[str, float], ...], data: Datase
     jax.block_until_ready(run_chunk(block, state, 1)[1])
     member_epoch_s = (time.perf_counter() - start) / devices
     fixed = sum(a.nbytes for a in data)
-    return Probe(2 * _state_bytes(spec, data, names), fixed, _memory_share(resources), member_epoch_s, backend)
+    return Probe(2 * state_bytes(spec, data_shapes(data), hparams), fixed, _memory_share(resources), member_epoch_s, backend)
 
 
 def largest_config(spec: SweepSpec, datasets: Mapping[str, Dataset]) -> tuple[SweepSpec, tuple[dict, ...]]:
     """The structural config with the most parameter + optimizer-state bytes (no compilation)."""
-    from ..optim import hyperparameter_names
-
     best, best_bytes = None, -1
     for config, hsets in spec.expand():
-        hparams = tuple({k.partition(".")[2]: float(v) for k, v in h.items()} for h in hsets if h)
-        names = hyperparameter_names(config.optimizer.options, hparams)
-        size = _state_bytes(config, datasets[problem_key(config)], names)
+        hparams = tuple(h for h in hsets if h)
+        size = state_bytes(config, data_shapes(datasets[problem_key(config)]), hparams)
         if size > best_bytes:
             best, best_bytes = (config, hparams), size
     return best
-
-
-def problem_key(spec: SweepSpec) -> str:
-    """Identity of a structural config's dataset (configs with equal problems share it)."""
-    return json.dumps(spec.problem.to_dict(), sort_keys=True, default=repr)

@@ -1,4 +1,4 @@
-"""Checks that run on the driver before any trial starts (SPEC §8).
+"""Checks that run on the driver before any trial starts, and the datasets they load.
 
 Each raises :class:`SpecError` naming the field, the value and what is allowed.
 """
@@ -11,10 +11,16 @@ from collections.abc import Mapping, Sequence
 
 import pyarrow.fs as pafs
 
+from .._canonical import canonical_json
 from .._errors import SpecError
 from ..problems import Dataset
 from ..spec import SweepSpec
-from ._auto import problem_key
+from ..training import load_data
+
+
+def problem_key(spec: SweepSpec) -> str:
+    """Identity of a structural config's dataset (configs with equal problems share it)."""
+    return canonical_json(spec.problem.to_dict())
 
 
 def check_resources(resources: Mapping[str, float], nodes: Sequence[Mapping[str, float]]) -> None:
@@ -53,8 +59,6 @@ def check_writable(filesystem: pafs.FileSystem, path: str, shown: str) -> None:
 def load_datasets(spec: SweepSpec) -> dict[str, Dataset]:
     """Every structural config's dataset, loaded once per distinct problem and checked
     against the config's batch size."""
-    from ..trainer import load_data
-
     datasets: dict[str, Dataset] = {}
     for config, _ in spec.expand():
         key = problem_key(config)

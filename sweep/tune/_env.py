@@ -3,14 +3,15 @@
 Ray starts trials in worker processes that may already have imported ``jax`` (unpickling the
 trainable imports ``sweep``), but no backend is running until the first computation. The
 settings below are read when the backend starts, so :func:`apply` must run first thing in the
-trial; it reports whether it did (``env_before_jax``), which the trial publishes as a metric.
+trial; it reports whether it did (``env_before_jax``), which the trial publishes as a metric,
+then :func:`sweep.configure` splits the CPU and switches on the compilation cache.
 
 - fractional GPU ``g`` in (0, 1): ``XLA_PYTHON_CLIENT_MEM_FRACTION = 0.95 * g`` and
   ``XLA_PYTHON_CLIENT_PREALLOCATE=false``, so that trials sharing a device each stay inside
   their share (Ray sets ``CUDA_VISIBLE_DEVICES``);
 - whole GPUs: nothing to set, the process owns the devices Ray gave it;
-- CPU only: ``cpu`` host devices (``SWEEP_CPU_DEVICES``, the trial's CPU count rounded down,
-  at least 1) with one thread each (``--xla_cpu_multi_thread_eigen=false``), so that
+- CPU only: ``cpu`` host devices (the trial's CPU count rounded down, at least 1) with one
+  thread each (``--xla_cpu_multi_thread_eigen=false``), so that
   concurrent trials on a node use the cores Ray gave them and no more. Members run one per
   device, so results stay bit-identical to any other layout.
 """
@@ -22,15 +23,22 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from .._configure import backend_started, configure
+
 MEM_FRACTION_HEADROOM = 0.95
 _EIGEN_FLAG = "--xla_cpu_multi_thread_eigen"
+
+
+def cpu_devices(resources: Mapping[str, float]) -> int:
+    """JAX CPU devices of a trial: its CPUs rounded down, at least 1."""
+    return max(1, math.floor(float(resources.get("cpu", 1))))
 
 
 def trial_env(resources: Mapping[str, float], environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment variables a trial with ``resources`` sets (a pure function)."""
     environ = os.environ if environ is None else environ
-    cpu, gpu = float(resources.get("cpu", 1)), float(resources.get("gpu", 0))
-    env = {"SWEEP_CPU_DEVICES": str(max(1, math.floor(cpu)))}
+    gpu = float(resources.get("gpu", 0))
+    env = {}
     if 0 < gpu < 1:
         env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{MEM_FRACTION_HEADROOM * gpu:.4f}"
         env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
@@ -42,19 +50,14 @@ def trial_env(resources: Mapping[str, float], environ: Mapping[str, str] | None 
 
 
 def apply(resources: Mapping[str, float]) -> dict[str, Any]:
-    """Set :func:`trial_env` in this process and the JAX host device count, if JAX has not
-    started a backend yet. Returns what happened (for the trial's metrics)."""
-    import jax
-    from jax._src import xla_bridge
-
-    before = not xla_bridge.backends_are_initialized()
-    env = trial_env(resources)
+    """Set :func:`trial_env` in this trial's process if JAX has not started a backend yet, then
+    :func:`sweep.configure` it. Returns what happened (for the trial's metrics)."""
+    before = not backend_started()
     if before:
-        os.environ.update(env)
-        if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-            jax.config.update("jax_num_cpu_devices", int(env["SWEEP_CPU_DEVICES"]))
+        os.environ.update(trial_env(resources))
+    configured = configure(cpu_devices=cpu_devices(resources))
     return {
         "env_before_jax": before,
-        "cpu_devices": int(env["SWEEP_CPU_DEVICES"]),
+        "cpu_devices": configured.cpu_devices,
         "xla_mem_fraction": float(os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "nan")) if before else float("nan"),
     }

@@ -1,10 +1,11 @@
-"""``sweep.run``: plan, check, then train every block as a Ray Tune trial (SPEC §3, §6).
+"""``sweep.plan`` and ``sweep.run``: plan, check, then train every block as a Ray Tune trial.
 
 Ray is imported here only, when ``run`` is called.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -15,17 +16,66 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from .._configure import available_cpus, configure
 from .._errors import SpecError, SweepError
+from ..planning import Plan, make_plan, merge_plans, read_plan, write_plan
 from ..spec import SweepSpec
+from ..store import aggregate
 from . import _env
-from ._auto import Probe, choose_seeds_per_trial, largest_config, measure, problem_key
-from ._checks import check_resources, check_writable, load_datasets
-from ._plan import Plan, make_plan, merge_plans
-from ._sweepdir import done_members, experiments, locate, next_experiment, read_plan, write_plan
+from ._auto import Probe, choose_seeds_per_trial, largest_config, measure
+from ._checks import check_resources, check_writable, load_datasets, problem_key
+from ._sweepdir import done_members, experiments, next_experiment, sweep_location
+from ._trainable import TrialHooks
 
 METRIC, MODE = "test_loss_mean", "min"
 _OURS = {"name", "storage_path", "storage_filesystem", "failure_config", "local_dir",
          "scheduler", "num_samples", "trial_dirname_creator", "trial_name_creator"}
+# Tune warns when its experiment state is saved often, which every checkpoint of a short trial
+# causes (CheckpointConfig.num_to_keep); ``run`` sets this for the duration of ``Tuner.fit`` only.
+_QUIET_TUNE_ENV = {"TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0"}
+
+
+def _stored_block_size(spec: SweepSpec, stored: Plan | None) -> int | None:
+    """The block size an earlier run of this ``"auto"`` sweep chose (kept so blocks stay the same)."""
+    if spec.seeds_per_trial == "auto" and stored is not None and stored.spec.seeds_per_trial == "auto":
+        return stored.seeds_per_trial
+    return None
+
+
+def plan(spec: SweepSpec, storage: str | os.PathLike | None = None,
+         storage_filesystem: pafs.FileSystem | None = None) -> Plan:
+    """The trials a sweep would run (structural configs x blocks of seeds), before anything runs.
+
+    With ``storage``, members already trained there are left out, as ``run`` would.
+    ``seeds_per_trial="auto"`` reuses the size stored in the sweep's plan.json, or measures it
+    in this process (see :mod:`sweep.tune._auto`), taking this machine as the cluster.
+    """
+    _check_spec(spec)
+    done, stored = set(), None
+    if storage is not None:
+        fs, path, _ = sweep_location(spec, storage, storage_filesystem)
+        stored = read_plan(fs, path)
+        done, _ = done_members(spec, fs, path, stored)
+    seeds_per_trial = _stored_block_size(spec, stored)
+    if spec.seeds_per_trial == "auto" and seeds_per_trial is None:
+        configure()
+        datasets = load_datasets(spec)
+        config, hparams = largest_config(spec, datasets)
+        probe = measure(config, hparams, datasets[problem_key(config)], spec.resources)
+        seeds_per_trial = _choose(spec, config, probe, max(1, int(available_cpus() // spec.resources["cpu"])))
+    return make_plan(spec, seeds_per_trial, done=done)
+
+
+def _choose(spec: SweepSpec, measured: SweepSpec, probe: Probe, slots: int) -> int:
+    """The block size for ``spec`` from the ``probe`` of its config ``measured``."""
+    configs = spec.expand()
+    return choose_seeds_per_trial(probe, num_seeds=len(spec.seed_list), num_configs=len(configs),
+                                  num_hparam_sets=len(configs[0][1]), epochs=measured.training.epochs, slots=slots)
+
+
+def _check_spec(spec: Any) -> None:
+    if not isinstance(spec, SweepSpec):
+        raise SpecError(f"`spec`: got {type(spec).__name__}; expected a sweep.SweepSpec")
 
 
 def _split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -43,7 +93,8 @@ def _split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str
         else:
             raise SpecError(
                 f"`{key}`: not an option of sweep.run; pass run(spec, storage, storage_filesystem, address, "
-                f"resume, scheduler, failure_config) or a Tune option: {', '.join(sorted(tune_fields | run_fields))}"
+                f"resume, scheduler, failure_config, trial_hooks) or a Tune option: "
+                f"{', '.join(sorted(tune_fields | run_fields))}"
             )
     return tune_kw, run_kw
 
@@ -87,7 +138,7 @@ def _probe_task(config: dict, hparams: tuple, dataset, resources: dict) -> tuple
     return tuple(measure(SweepSpec.from_dict(config), tuple(hparams), dataset, resources))
 
 
-def _auto_seeds_per_trial(spec: SweepSpec, datasets: Mapping, data_refs: Mapping, nodes) -> int:
+def _measured_block_size(spec: SweepSpec, datasets: Mapping, data_refs: Mapping, nodes) -> int:
     """Measure the largest config where trials run (a one-shot Ray task with a trial's resources)."""
     import ray
 
@@ -95,23 +146,21 @@ def _auto_seeds_per_trial(spec: SweepSpec, datasets: Mapping, data_refs: Mapping
     res = spec.resources
     task = ray.remote(num_cpus=res["cpu"], num_gpus=res["gpu"], max_calls=1)(_probe_task)
     probe = Probe(*ray.get(task.remote(config.to_dict(), hparams, data_refs[problem_key(config)], dict(res))))
-    return choose_seeds_per_trial(probe, num_seeds=len(spec.seed_list), num_configs=len(spec.expand()),
-                                  num_hparam_sets=len(spec.expand()[0][1]), epochs=config.training.epochs,
-                                  slots=_slots(res, nodes))
+    return _choose(spec, config, probe, _slots(res, nodes))
 
 
 def _trial_dirname(trial) -> str:
     return trial.config["trial_key"]
 
 
-def _trainable(spec: SweepSpec, plan: Plan, data_refs, resume_from, fs):
+def _trainable(spec: SweepSpec, plan: Plan, data_refs, resume_from, fs, hooks: TrialHooks):
     from ray import tune
 
-    from ._trainable import hooks_from_env, train_trial
+    from ._trainable import train_trial
 
     fn = tune.with_parameters(
         train_trial, trials={t.trial_key: t.to_dict() for t in plan.trials}, data=data_refs,
-        hooks=hooks_from_env(), resume_from=resume_from, filesystem=fs,
+        resume_from=resume_from, filesystem=fs, hooks=hooks,
     )
     return tune.with_resources(fn, {"cpu": spec.resources["cpu"], "gpu": spec.resources["gpu"]})
 
@@ -123,10 +172,28 @@ def _outcome(results, plan: Plan) -> tuple[set[str], list[str]]:
     for result in results:
         key = (result.config or {}).get("trial_key")
         if result.error is not None:
-            failed.append(f"{key}: {str(result.error).strip().splitlines()[-1] if str(result.error).strip() else type(result.error).__name__}")
+            text = str(result.error).strip()
+            failed.append(f"{key}: {text.splitlines()[-1] if text else type(result.error).__name__}")
         elif key in epochs and 0 < (result.metrics or {}).get("epoch", 0) < epochs[key]:
             stopped.add(key)
     return stopped, failed
+
+
+@contextlib.contextmanager
+def _scoped_environ(values: Mapping[str, str]):
+    """Set environment variables that are not set yet, and remove them again afterwards."""
+    added = {k: v for k, v in values.items() if k not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
+
+
+def _fit(tuner, plan: Plan) -> tuple[set[str], list[str]]:
+    with _scoped_environ(_QUIET_TUNE_ENV):
+        return _outcome(tuner.fit(), plan)
 
 
 def _prepare(spec: SweepSpec, tune_options: Mapping[str, Any], fs: pafs.FileSystem, path: str,
@@ -137,15 +204,9 @@ def _prepare(spec: SweepSpec, tune_options: Mapping[str, Any], fs: pafs.FileSyst
     return tune_kw, run_kw, load_datasets(spec)
 
 
-def _aggregate(shown: str, filesystem: pafs.FileSystem | None) -> None:
-    from ..aggregate import aggregate
-
-    aggregate(shown, filesystem=filesystem)
-
-
 def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileSystem | None = None,
         address: str | None = None, resume: bool = False, scheduler=None, failure_config=None,
-        **tune_options: Any) -> str:
+        trial_hooks: TrialHooks | None = None, **tune_options: Any) -> str:
     """Train every member of ``spec`` with Ray Tune; returns the sweep directory.
 
     ``<storage>/<spec.name>`` holds ``plan.json``, one Tune experiment ``tune-NNNN`` per call
@@ -159,15 +220,17 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
     ``resume=True`` first restores the latest Tune experiment (``Tuner.restore``, errored trials
     resumed from their checkpoints), then trains whatever is still missing. ``scheduler``: any
     Tune scheduler; without its own metric it gets ``test_loss_mean`` / ``min``.
-    ``failure_config``: ``tune.FailureConfig`` (default: retry a trial twice). Other keyword
-    arguments go to ``tune.TuneConfig`` or ``tune.RunConfig`` (e.g. ``max_concurrent_trials``,
-    ``stop``, ``callbacks``, ``checkpoint_config``, ``verbose``). No address starts (or reuses)
-    a local Ray instance; ``address="auto"`` or ``"ray://host:10001"`` joins a cluster.
+    ``failure_config``: ``tune.FailureConfig`` (default: retry a trial twice). ``trial_hooks``:
+    a :class:`sweep.tune.TrialHooks` run inside every trial (fault injection in tests). Other
+    keyword arguments go to ``tune.TuneConfig`` or ``tune.RunConfig`` (e.g.
+    ``max_concurrent_trials``, ``stop``, ``callbacks``, ``checkpoint_config``, ``verbose``). No
+    address starts (or reuses) a local Ray instance; ``address="auto"`` or
+    ``"ray://host:10001"`` joins a cluster. The driver process is :func:`sweep.configure`-d (with
+    ``gpu_preallocate=False``).
     """
-    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
-    if not isinstance(spec, SweepSpec):
-        raise SpecError(f"`spec`: got {type(spec).__name__}; expected a sweep.SweepSpec")
-    fs, path, shown = locate(spec, storage, storage_filesystem)
+    _check_spec(spec)
+    configure(gpu_preallocate=False)  # the driver's JAX (data generation) must not take the trials' GPU memory
+    fs, path, shown = sweep_location(spec, storage, storage_filesystem)
     import ray  # here: not in both threads at once
 
     # Ray must start on this thread (its daemons die with the thread that started them); while
@@ -181,43 +244,37 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
 
     nodes = _alive_nodes()
     check_resources(spec.resources, nodes)
+    hooks = trial_hooks or TrialHooks()
     data_refs = {key: ray.put(d) for key, d in datasets.items()}
     ray_fs = None if isinstance(fs, pafs.LocalFileSystem) else fs
     stored = read_plan(fs, path)
-    stopped = set((stored or {}).get("stopped_trials", ()))
     failures: list[str] = []
 
     if resume and stored is not None and (names := experiments(fs, path)):
         exp_path = f"{path}/{names[-1]}"
         if tune.Tuner.can_restore(exp_path, storage_filesystem=ray_fs):
-            old = Plan.from_dict(stored)
-            tuner = tune.Tuner.restore(exp_path, trainable=_trainable(spec, old, data_refs, {}, ray_fs),
+            tuner = tune.Tuner.restore(exp_path, trainable=_trainable(spec, stored, data_refs, {}, ray_fs, hooks),
                                        resume_errored=True, restart_errored=False, storage_filesystem=ray_fs)
-            s, failures = _outcome(tuner.fit(), old)
-            stopped |= s
-            stored["stopped_trials"] = sorted(stopped)
+            stopped, failures = _fit(tuner, stored)
+            stored = stored.with_stopped(stopped)
 
     done, blocks = done_members(spec, fs, path, stored)
-    seeds_per_trial = None
-    if spec.seeds_per_trial == "auto":
-        if stored and stored["spec"].get("seeds_per_trial") == "auto":
-            seeds_per_trial = stored["seeds_per_trial"]
-        else:
-            seeds_per_trial = _auto_seeds_per_trial(spec, datasets, data_refs, nodes)
-    plan = make_plan(spec, seeds_per_trial, done=done)
-    merged = merge_plans(Plan.from_dict(stored) if stored else None, plan)
-    write_plan(fs, path, merged, stopped)
+    seeds_per_trial = _stored_block_size(spec, stored)
+    if spec.seeds_per_trial == "auto" and seeds_per_trial is None:
+        seeds_per_trial = _measured_block_size(spec, datasets, data_refs, nodes)
+    new = make_plan(spec, seeds_per_trial, done=done)
+    merged = merge_plans(stored, new)
+    write_plan(fs, path, merged)
 
-    if plan.trials and not failures:
-        resume_from = {t.trial_key: blocks[t.trial_key].path for t in plan.trials if t.trial_key in blocks}
-        tuner = _tuner(spec, plan, _trainable(spec, plan, data_refs, resume_from, ray_fs), fs, path, ray_fs,
+    if new.trials and not failures:
+        resume_from = {t.trial_key: blocks[t.trial_key].path for t in new.trials if t.trial_key in blocks}
+        tuner = _tuner(spec, new, _trainable(spec, new, data_refs, resume_from, ray_fs, hooks), fs, path, ray_fs,
                        scheduler, failure_config, tune_kw, run_kw)
-        s, failures = _outcome(tuner.fit(), plan)
-        if s:
-            stopped |= s
-            write_plan(fs, path, merged, stopped)
+        stopped, failures = _fit(tuner, new)
+        if stopped:
+            write_plan(fs, path, merged.with_stopped(stopped))
 
-    _aggregate(shown, storage_filesystem)
+    aggregate(shown, filesystem=storage_filesystem)
     if failures:
         raise SweepError(
             f"{len(failures)} trial(s) of sweep {spec.name!r} failed (first: {failures[0]}); finished blocks "

@@ -2,41 +2,41 @@
 
 A trial (1) confines JAX to its resources before JAX starts (:mod:`._env`), (2) takes its
 dataset from the object store, (3) resumes from ``tune.get_checkpoint()`` or from a partial
-checkpoint of the same trial key left by an earlier run, then (4) runs one compiled chunk of
-``report_every`` epochs per report, saving the block with :func:`sweep.checkpoint.save_block`
-and reporting it with ``tune.report(metrics, checkpoint=...)``.
-
-Test hooks (read on the driver from ``SWEEP_TEST_*`` variables and passed in ``hooks``):
-``SWEEP_TEST_BARRIER="dir:n:timeout_s"`` waits at start until n trials have started;
-``SWEEP_TEST_KILL_ONCE=marker`` SIGKILLs the first trial process to report after checkpoint 1
-(once per marker file); ``SWEEP_TEST_SLEEP_AFTER_REPORT=s`` sleeps after every report.
+checkpoint of the same trial key left by an earlier run, then (4) trains with
+:func:`sweep.fit`, saving the block with :func:`sweep.training.save_block` and reporting it
+with ``tune.report(metrics, checkpoint=...)`` at every yield.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._storage import local_copy
 from .._errors import StoreError
-from ..checkpoint import SavedBlock, load_block, save_block
-from ..trainer import History, chunks, data_shapes, init_block, run_chunk
+from .._fs import local_copy
+from ..planning import TrialPlan
+from ..training import SavedBlock, data_shapes, fit, init_block, load_block, save_block
 from . import _env
-from ._auto import problem_key
-from ._plan import TrialPlan
-
-HOOK_PREFIX = "SWEEP_TEST_"
+from ._checks import problem_key
 
 
-def hooks_from_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k.startswith(HOOK_PREFIX)}
+class TrialHooks(NamedTuple):
+    """Callables run inside every trial process (for fault injection and instrumentation).
+
+    They must be picklable by reference (module-level functions or instances of module-level
+    classes importable on every node). ``on_start(trial_key)`` runs before training and may
+    return a dict of values reported with every result; ``after_report(trial_key, epoch)``
+    runs after each report and checkpoint.
+    """
+
+    on_start: Callable[[str], Mapping[str, Any] | None] | None = None
+    after_report: Callable[[str, int], None] | None = None
 
 
 def block_metrics(history, planned_epochs: int) -> dict[str, Any]:
@@ -61,25 +61,13 @@ def block_metrics(history, planned_epochs: int) -> dict[str, Any]:
     return out
 
 
-def _barrier(spec: str, name: str) -> bool:
-    directory, n, timeout = spec.rsplit(":", 2)
-    Path(directory).mkdir(parents=True, exist_ok=True)
-    (Path(directory) / f"{name}-{os.getpid()}").touch()
-    deadline = time.monotonic() + float(timeout)
-    while time.monotonic() < deadline:
-        if len(list(Path(directory).iterdir())) >= int(n):
-            return True
-        time.sleep(0.1)
-    return False
+def device_memory() -> dict[str, int]:
+    """Peak and limit of the first JAX device's memory in bytes (-1 where the backend keeps no stats, as on CPU)."""
+    import jax
 
-
-def _kill_once(marker: str) -> None:
-    try:
-        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:
-        return
-    os.close(fd)
-    os.kill(os.getpid(), signal.SIGKILL)
+    stats = jax.local_devices()[0].memory_stats() or {}
+    return {"device_peak_bytes": int(stats.get("peak_bytes_in_use", -1)),
+            "device_bytes_limit": int(stats.get("bytes_limit", -1))}
 
 
 def _saved_block(trial: TrialPlan, resume_from: Mapping[str, str], filesystem) -> SavedBlock | None:
@@ -101,17 +89,8 @@ def _saved_block(trial: TrialPlan, resume_from: Mapping[str, str], filesystem) -
     return saved
 
 
-def _remaining_chunks(training, done_epochs: int) -> list[int]:
-    out, total = [], 0
-    for n in chunks(training):
-        total += n
-        if total > done_epochs:
-            out.append(n)
-    return out
-
-
 def train_trial(config: Mapping[str, Any], *, trials: Mapping[str, dict], data: Mapping[str, Any],
-                hooks: Mapping[str, str], resume_from: Mapping[str, str], filesystem=None) -> None:
+                resume_from: Mapping[str, str], filesystem=None, hooks: TrialHooks = TrialHooks()) -> None:
     """Train the block of trial ``config["trial_key"]`` (a Tune function trainable)."""
     start_time = time.time()
     planned = trials[config["trial_key"]]
@@ -120,51 +99,31 @@ def train_trial(config: Mapping[str, Any], *, trials: Mapping[str, dict], data: 
     import ray
     from ray import tune
 
-    barrier_met = _barrier(hooks["SWEEP_TEST_BARRIER"], config["trial_key"]) if "SWEEP_TEST_BARRIER" in hooks else None
     trial = TrialPlan.from_dict(planned)
+    extra = dict(hooks.on_start(trial.trial_key) or {}) if hooks.on_start else {}
     dataset = ray.get(data[problem_key(trial.spec)])
     block, state = init_block(trial.spec, trial.seeds, trial.hparams, dataset)
-    epochs: list[int] = []
-    train_hist: list[np.ndarray] = []
-    test_hist: list[np.ndarray] = []
     saved = _saved_block(trial, resume_from, filesystem)
+    history = None
     if saved is not None:
-        state = saved.state
-        epochs = [int(e) for e in saved.history.epoch]
-        train_hist = list(np.asarray(saved.history.train_loss).T)
-        test_hist = list(np.asarray(saved.history.test_loss).T)
-    resumed_from = epochs[-1] if epochs else 0
-
+        state, history = saved.state, saved.history
     info = {
         "trial_key": trial.trial_key, "config_id": trial.config_id,
         "node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
-        "start_time": start_time, "resumed_from_epoch": resumed_from, **env_info,
+        "start_time": start_time, "resumed_from_epoch": int(state.epoch[0]), **env_info, **extra,
     }
-    if barrier_met is not None:
-        info["barrier_met"] = barrier_met
-    planned_epochs = trial.spec.training.epochs
-    shapes = data_shapes(dataset)
+    planned_epochs, shapes = trial.spec.training.epochs, data_shapes(dataset)
 
-    def history() -> History:
-        return History(trial.seeds, trial.hparams, np.asarray(epochs, np.int32),
-                       np.stack(train_hist, axis=1), np.stack(test_hist, axis=1), np.asarray(state.diverged))
+    def metrics(history) -> dict[str, Any]:
+        return {**block_metrics(history, planned_epochs), **info, **device_memory(), "report_time": time.time()}
 
-    todo = _remaining_chunks(trial.spec.training, resumed_from)
-    if not todo and epochs:  # already complete: report where it stands
-        tune.report({**block_metrics(history(), planned_epochs), **info, "report_time": time.time()})
+    if history is not None and int(state.epoch[0]) >= planned_epochs:  # already complete: say where it stands
+        tune.report(metrics(history))
         return
-    for n in todo:
-        state, (train, test) = run_chunk(block, state, n)
-        epochs.append(int(state.epoch[0]))
-        train_hist.append(np.asarray(train))
-        test_hist.append(np.asarray(test))
-        hist = history()
+    for state, history in fit(block, state, history):
         with tempfile.TemporaryDirectory(prefix="sweep-ckpt-") as tmp:
-            path = save_block(Path(tmp) / "block", spec=trial.spec, state=state, history=hist,
+            path = save_block(Path(tmp) / "block", spec=trial.spec, state=state, history=history,
                               shapes=shapes, trial_id=trial.trial_key)
-            metrics = {**block_metrics(hist, planned_epochs), **info, "report_time": time.time()}
-            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(str(path)))
-        if "SWEEP_TEST_KILL_ONCE" in hooks:
-            _kill_once(hooks["SWEEP_TEST_KILL_ONCE"])
-        if "SWEEP_TEST_SLEEP_AFTER_REPORT" in hooks:
-            time.sleep(float(hooks["SWEEP_TEST_SLEEP_AFTER_REPORT"]))
+            tune.report(metrics(history), checkpoint=tune.Checkpoint.from_directory(str(path)))
+        if hooks.after_report:
+            hooks.after_report(trial.trial_key, int(history.epoch[-1]))

@@ -22,8 +22,9 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 from jaxtyping import Array, Float, PyTree
 
-from .models import batched_forward
-from .trainer import default_layout
+from .._caches import cached
+from ..models import batched_forward
+from ..training import default_layout
 
 GROUP = 2  # members vmapped together on one CPU device (2-4 measured alike; 1 is slower)
 TILE_POINTS = 1024  # batch tile (samples x spatial points) per group on CPU
@@ -35,7 +36,12 @@ def _tiles(batch: int, points: int, tile_points: int) -> tuple[int, int]:
     return count, math.ceil(batch / count)
 
 
-@eqx.filter_jit
+@cached()
+def _program(num_devices: int, group: int, tile_points: int):
+    """The compiled ``(params, static, x) -> outputs`` of one layout (cleared by ``sweep.clear_caches``)."""
+    return eqx.filter_jit(lambda params, static, x: _forward_chunk(params, static, x, num_devices, group, tile_points))
+
+
 def _forward_chunk(params: PyTree, static: PyTree, x: Float[Array, "batch ..."], num_devices: int,
                    group: int, tile_points: int) -> Array:
     """``[chunk]`` members' outputs on ``x``; ``chunk`` is a multiple of ``num_devices * group``."""
@@ -66,9 +72,10 @@ def forward(chunks: Iterator[PyTree], static: PyTree, x: np.ndarray, group: int 
     num_devices = len(jax.devices("cpu")) if default_layout() == "map" else 0
     multiple = max(1, num_devices) * (group if num_devices else 1)
     x = jnp.asarray(x)
+    program = _program(num_devices, group, tile_points)
     for params in chunks:
         n = jax.tree_util.tree_leaves(params)[0].shape[0]
         pad = -n % multiple
         if pad:  # repeat member 0 so every chunk size compiles to the same few programs
             params = jax.tree_util.tree_map(lambda a: np.concatenate([a, np.repeat(a[:1], pad, axis=0)]), params)
-        yield np.asarray(_forward_chunk(params, static, x, num_devices, group, tile_points))[:n]
+        yield np.asarray(program(params, static, x))[:n]

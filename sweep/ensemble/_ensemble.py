@@ -1,7 +1,7 @@
-"""Query a store of global ensembles: select members, summarise them, and run inference (SPEC §3).
+"""Query a store of global ensembles: select members, summarise them, and run inference.
 
 ```python
-ens = sweep.ensemble.load("runs/heat")                  # every member of every config
+ens = sweep.load("runs/heat")                           # every member of every config
 ens.summary()                                           # stats over seeds per configuration
 sub = ens.where(depth=6, learning_rate=3e-4).best(8)    # the 8 lowest test losses
 y = sub.predict(x)                                      # [8, batch, channels, *spatial]
@@ -23,13 +23,11 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from jaxtyping import Float, PyTree
 
+from .._errors import QueryError
+from ..spec import SweepSpec
+from ..store import ConfigInfo, Store
 from . import _inference, _stats
-from ._errors import QueryError
 from ._stats import Comparison
-from .spec import SweepSpec
-from .store import ConfigInfo, Store
-
-__all__ = ["Ensemble", "Comparison", "load"]
 
 DEFAULT_CHUNK = 64  # members per compiled inference call
 
@@ -67,17 +65,36 @@ class Ensemble:
         return self._table
 
     @property
+    def index(self) -> pa.Table:
+        """One row per member without the history columns (what :meth:`where` filters on)."""
+        return self._index
+
+    @property
     def columns(self) -> list[str]:
         """Columns that :meth:`where` can filter on."""
         return self._index.column_names
+
+    @property
+    def grid_columns(self) -> list[str]:
+        """The columns holding grid values (``depth``, ``learning_rate``, ...), in grid order."""
+        return [c for c in self._store.grid_columns if c in self.columns]
 
     def summary(self, metric: str = "test_loss") -> pa.Table:
         """One row per configuration (structural config x vmapped hyperparameters): member counts
         and, over members that did not diverge, mean / std (ddof=1) / median / min / max, the 95%
         t-interval of the mean, and the interquartile mean with its 95% bootstrap interval."""
         self._check_metric(metric, "summary")
-        keys = ["config_id", *(c for c in self._store.grid_columns if c in self.columns)]
-        return _stats.summary(self._index, keys, metric)
+        return _stats.summary(self._index, ["config_id", *self.grid_columns], metric)
+
+    def best_configuration(self, metric: str = "test_loss") -> dict[str, Any]:
+        """The grid values of the configuration with the lowest mean ``metric`` over its members
+        that did not diverge (the first row of :meth:`summary` sorted by mean), e.g.
+        ``{"depth": 6, "learning_rate": 0.0003}``; ``{"config_id": ...}`` without grid columns."""
+        rows = [r for r in self.summary(metric).to_pylist() if np.isfinite(r["mean"])]
+        if not rows:
+            raise QueryError(f"best_configuration(metric={metric!r}): every member diverged or has no finite {metric}")
+        row = min(rows, key=lambda r: r["mean"])
+        return {k: row[k] for k in self.grid_columns} or {"config_id": row["config_id"]}
 
     def compare(self, a: dict[str, Any], b: dict[str, Any], metric: str = "test_loss") -> Comparison:
         """P(a beats b): chance that a member selected by ``where(**a)`` has a lower ``metric`` than

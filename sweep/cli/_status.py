@@ -8,17 +8,18 @@ a trial directory marks a failure, and ``ensembles/manifest.json`` says what is 
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.fs as pafs
 
-from ._errors import StoreError
-from ._storage import find_blocks, read_text, resolve
+from .._errors import StoreError
+from .._fs import filesystem_path, read_text
+from ..planning import PLAN_FILE, read_plan
+from ..store._generations import committed_root
+from ..store._schema import MANIFEST
+from ..training import find_blocks
 
-PLAN_FILE = "plan.json"
 ERROR_FILES = ("error.txt", "error.pkl")
 STATES = ("done", "stopped early", "running", "failed", "pending")
 
@@ -51,22 +52,21 @@ def _last_line(fs: pafs.FileSystem, path: str, width: int = 80) -> str:
 
 def trial_states(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> dict[str, Any]:
     """Per planned trial: state (one of :data:`STATES`), members, epochs reached / planned."""
-    fs, path = resolve(sweep_dir, filesystem)
-    plan = _read_json(fs, f"{path}/{PLAN_FILE}")
+    fs, path = filesystem_path(sweep_dir, filesystem)
+    plan = read_plan(fs, path)
     if plan is None:
         raise StoreError(f"{sweep_dir!r}: no {PLAN_FILE}; not a sweep directory (made by `sweep run`)")
     blocks = find_blocks(path, fs)
     failed = _failed_trials(fs, path)
-    stopped = set(plan.get("stopped_trials", ()))
     trials = []
-    for t in plan["trials"]:
-        key = t["trial_key"]
-        epochs = t["spec"]["training"]["epochs"]
+    for t in plan.trials:
+        key = t.trial_key
+        epochs = t.spec.training.epochs
         ref = blocks.get(key)
         reached = ref.epoch if ref is not None else 0
         if reached >= epochs:
             state = "done"
-        elif key in stopped:
+        elif key in plan.stopped_trials:
             state = "stopped early"
         elif key in failed:
             state = "failed"
@@ -74,18 +74,15 @@ def trial_states(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> d
             state = "running"
         else:
             state = "pending"
-        members = len(t["seeds"]) * max(1, len(t["hparams"]))
-        trials.append({"trial_key": key, "config_id": t["config_id"], "state": state, "members": members,
+        trials.append({"trial_key": key, "config_id": t.config_id, "state": state, "members": t.num_members,
                        "epoch": reached, "epochs": epochs, "error": failed.get(key) if state == "failed" else None})
-    return {"name": plan["spec"]["name"], "trials": trials, "fs": fs, "path": path}
+    return {"name": plan.spec.name, "trials": trials, "fs": fs, "path": path}
 
 
 def _manifest(fs: pafs.FileSystem, path: str) -> dict[str, Any] | None:
     """The committed store's manifest of a sweep directory, or None before the first aggregation."""
-    from .store._layout import MANIFEST, locate
-
     try:
-        root = locate(fs, path)
+        root = committed_root(fs, path)
     except StoreError:
         return None
     return _read_json(fs, f"{root}/{MANIFEST}")
@@ -93,7 +90,7 @@ def _manifest(fs: pafs.FileSystem, path: str) -> dict[str, Any] | None:
 
 def stored_line(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> str:
     """``ensembles: N members stored (C configs), M planned members missing``."""
-    fs, path = resolve(sweep_dir, filesystem)
+    fs, path = filesystem_path(sweep_dir, filesystem)
     manifest = _manifest(fs, path)
     if manifest is None:
         return "ensembles: not aggregated yet (run `sweep aggregate DIR`)"
@@ -125,31 +122,3 @@ def sweep_status(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> s
         if len(unfinished) > 20:
             lines.append(f"... and {len(unfinished) - 20} more")
     return "\n".join(lines)
-
-
-# -- tables -------------------------------------------------------------------------------------
-def sort_table(table: pa.Table, column: str) -> pa.Table:
-    """Rows by ``column``, lowest first (NaN and nulls last)."""
-    return table.sort_by([(column, "ascending")]) if column in table.column_names else table
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.4g}" if math.isfinite(value) else str(value)
-    if isinstance(value, (list, tuple, dict)):
-        return "[...]" if value else "[]"
-    return str(value)
-
-
-def format_table(table: pa.Table, limit: int = 50) -> str:
-    """A fixed-width text table of the first ``limit`` rows (list columns abbreviated)."""
-    names = table.column_names
-    rows = [[_cell(v) for v in row.values()] for row in table.slice(0, limit).to_pylist()]
-    widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
-    out = ["  ".join(n.rjust(w) for n, w in zip(names, widths))]
-    out += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows]
-    if table.num_rows > limit:
-        out.append(f"... {table.num_rows - limit} more rows (--limit)")
-    return "\n".join(out)

@@ -1,4 +1,6 @@
-"""Resolve ``"package.module:attribute"`` import paths given in a spec."""
+"""``"package.module:attribute"`` import paths named in a spec, imported only when used."""
+
+from __future__ import annotations
 
 import importlib
 import re
@@ -13,8 +15,8 @@ def is_import_path(name: str) -> bool:
     return isinstance(name, str) and bool(_PATH.match(name))
 
 
-def resolve(path: str, field: str) -> Any:
-    """Import ``module:attr`` (attr may be dotted); errors name the spec field."""
+def import_object(path: str, field: str) -> Any:
+    """Import ``module:attr`` (attr may be dotted) and return it; errors name the spec field."""
     module_name, _, attr = path.partition(":")
     try:
         obj = importlib.import_module(module_name)

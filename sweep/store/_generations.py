@@ -23,14 +23,8 @@ import os
 import pyarrow.fs as pafs
 
 from .._errors import StoreError
-from .._storage import is_local, read_text, write_text_atomic
-
-FORMAT = 1
-MANIFEST = "manifest.json"
-MEMBERS = "members.parquet"
-CONFIGS = "configs.parquet"
-POINTER = "CURRENT"
-STORE_NAME = "ensembles"
+from .._fs import exists, is_local, read_text, write_text_atomic
+from ._schema import MANIFEST, POINTER, STORE_NAME
 
 
 def _split(path: str) -> tuple[str, str]:
@@ -44,10 +38,6 @@ def generations_dir(store_path: str) -> str:
     return f"{parent}/.{name}"
 
 
-def _exists(fs: pafs.FileSystem, path: str) -> bool:
-    return fs.get_file_info(path).type != pafs.FileType.NotFound
-
-
 def _current(fs: pafs.FileSystem, store_path: str) -> str | None:
     pointer = f"{generations_dir(store_path)}/{POINTER}"
     try:
@@ -59,14 +49,14 @@ def _current(fs: pafs.FileSystem, store_path: str) -> str | None:
     return name
 
 
-def locate(fs: pafs.FileSystem, path: str) -> str:
-    """The directory holding the committed store for ``path`` (a sweep or a store directory)."""
+def committed_root(fs: pafs.FileSystem, path: str) -> str:
+    """The generation directory holding the committed store of ``path`` (a sweep or a store directory)."""
     path = path.rstrip("/")
     for candidate in (path, f"{path}/{STORE_NAME}"):
         name = _current(fs, candidate)
         if name is not None:
             return f"{generations_dir(candidate)}/{name}"
-        if _exists(fs, f"{candidate}/{MANIFEST}"):
+        if exists(fs, f"{candidate}/{MANIFEST}"):
             return candidate
     raise StoreError(
         f"{path!r} is not a seed-sweep store: neither it nor {path + '/' + STORE_NAME!r} holds a "

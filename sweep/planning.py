@@ -1,25 +1,28 @@
 """The sweep plan: which trials (structural config + block of seeds) run, before anything runs.
 
 No Ray here: the plan is plain data, printable, deterministic, and stored as
-``<sweep>/plan.json`` so that the aggregator knows every planned member.
+``<sweep>/plan.json`` (read and written here only) so that the aggregator knows every planned
+member and a later run knows what is done.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..spec import SweepSpec
+import pyarrow.fs as pafs
+
+from ._canonical import canonical_json, digest
+from ._errors import StoreError
+from ._fs import exists, read_text, write_text_atomic
+from .spec import SweepSpec
+
+__all__ = ["PLAN_FILE", "Plan", "TrialPlan", "hparams_key", "make_plan", "merge_plans", "read_plan", "write_plan"]
 
 PLAN_FILE = "plan.json"
 PLAN_FORMAT = 1
-
-
-def _short_hash(payload: Any) -> str:
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:8]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +67,7 @@ class Plan:
     spec: SweepSpec
     trials: tuple[TrialPlan, ...]
     seeds_per_trial: int
+    stopped_trials: frozenset[str] = frozenset()  # trial keys a scheduler stopped early
 
     @property
     def num_members(self) -> int:
@@ -79,12 +83,18 @@ class Plan:
             "spec": self.spec.to_dict(),
             "seeds_per_trial": self.seeds_per_trial,
             "trials": [t.to_dict() for t in self.trials],
+            "stopped_trials": sorted(self.stopped_trials),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Plan:
         trials = tuple(TrialPlan.from_dict(t) for t in data["trials"])
-        return cls(SweepSpec.from_dict(data["spec"]), trials, data["seeds_per_trial"])
+        return cls(SweepSpec.from_dict(data["spec"]), trials, data["seeds_per_trial"],
+                   frozenset(data.get("stopped_trials", ())))
+
+    def with_stopped(self, trial_keys: Iterable[str]) -> Plan:
+        """This plan with ``trial_keys`` added to the trials a scheduler stopped early."""
+        return dataclasses.replace(self, stopped_trials=self.stopped_trials | frozenset(trial_keys))
 
     def __str__(self) -> str:
         res = self.spec.resources
@@ -105,7 +115,7 @@ class Plan:
 
 def hparams_key(hparams: Mapping[str, float]) -> str:
     """Canonical text of one hyperparameter set (optimizer argument name -> float)."""
-    return json.dumps({k: float(v) for k, v in hparams.items()}, sort_keys=True)
+    return canonical_json({k: float(v) for k, v in hparams.items()})
 
 
 def make_plan(spec: SweepSpec, seeds_per_trial: int | None = None,
@@ -126,9 +136,8 @@ def make_plan(spec: SweepSpec, seeds_per_trial: int | None = None,
         else:
             triples.add((item[0], item[1], item[2] if isinstance(item[2], str) else hparams_key(item[2])))
     trials = []
-    for config, hsets in spec.expand():
+    for config, hparams in spec.expand():
         cid = config.config_id
-        hparams = tuple({k.partition(".")[2]: float(v) for k, v in h.items()} for h in hsets)
         groups: dict[tuple[int, ...], list[dict[str, float]]] = {}
         for h in hparams:
             hk = hparams_key(h)
@@ -137,7 +146,7 @@ def make_plan(spec: SweepSpec, seeds_per_trial: int | None = None,
         for todo, group in groups.items():
             for start in range(0, len(todo), block):
                 seeds = tuple(todo[start:start + block])
-                key = f"{cid}-{_short_hash([seeds, list(group)])}"
+                key = f"{cid}-{digest([seeds, list(group)], 8)}"
                 trials.append(TrialPlan(key, cid, config, seeds, tuple(group)))
     return Plan(spec, tuple(trials), block)
 
@@ -149,4 +158,20 @@ def merge_plans(old: Plan | None, new: Plan) -> Plan:
     trials = {t.trial_key: t for t in old.trials}
     for t in new.trials:
         trials.setdefault(t.trial_key, t)
-    return Plan(new.spec, tuple(trials.values()), new.seeds_per_trial)
+    return Plan(new.spec, tuple(trials.values()), new.seeds_per_trial, old.stopped_trials | new.stopped_trials)
+
+
+def read_plan(filesystem: pafs.FileSystem, sweep_path: str) -> Plan | None:
+    """``<sweep_path>/plan.json``, or None if the sweep has none yet."""
+    path = f"{sweep_path}/{PLAN_FILE}"
+    if not exists(filesystem, path):
+        return None
+    try:
+        return Plan.from_dict(json.loads(read_text(filesystem, path)))
+    except (ValueError, KeyError, TypeError) as e:  # SpecError is a ValueError
+        raise StoreError(f"{path!r}: not a readable sweep plan ({e})") from None
+
+
+def write_plan(filesystem: pafs.FileSystem, sweep_path: str, plan: Plan) -> None:
+    """Write ``<sweep_path>/plan.json`` atomically."""
+    write_text_atomic(filesystem, f"{sweep_path}/{PLAN_FILE}", json.dumps(plan.to_dict(), indent=1))

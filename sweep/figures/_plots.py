@@ -17,28 +17,16 @@ import pyarrow as pa
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-MEMBER_COLUMNS = {  # members.parquet columns that are not grid values (SPEC §7)
-    "member_id", "config_id", "seed", "trial_id", "status", "epochs", "train_loss", "test_loss",
-    "train_loss_history", "test_loss_history", "history_epochs",
-}
-
-
-def grid_columns(table: pa.Table) -> list[str]:
-    """The columns that hold grid values (every column a member table has beyond the fixed ones)."""
-    return [c for c in table.column_names
-            if c not in MEMBER_COLUMNS and not pa.types.is_nested(table.schema.field(c).type)]
-
-
 def _fmt(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def configurations(table: pa.Table) -> list[tuple[dict[str, Any], np.ndarray]]:
+def configurations(table: pa.Table, grid_columns: Sequence[str]) -> list[tuple[dict[str, Any], np.ndarray]]:
     """``(grid values, row indices)`` of every configuration, sorted by the grid values.
 
     Without grid columns the configurations are the structural ``config_id`` values.
     """
-    cols = grid_columns(table) or ["config_id"]
+    cols = list(grid_columns) or ["config_id"]
     values = [table.column(c).to_pylist() for c in cols]
     groups: dict[tuple, list[int]] = {}
     for i, key in enumerate(zip(*values)):
@@ -61,19 +49,6 @@ def _final_losses(table: pa.Table, rows: np.ndarray) -> np.ndarray:
     return losses
 
 
-def best_configuration(table: pa.Table) -> dict[str, Any]:
-    """The configuration with the lowest mean final test loss over its members that did not diverge."""
-    best, best_loss = None, np.inf
-    for config, rows in configurations(table):
-        losses = _final_losses(table, rows)
-        losses = losses[np.isfinite(losses)]
-        if losses.size and losses.mean() < best_loss:
-            best, best_loss = config, losses.mean()
-    if best is None:
-        raise ValueError("every member diverged (test loss NaN/inf): no configuration to show predictions of")
-    return best
-
-
 def _colors(n: int) -> list:
     from matplotlib import colormaps
 
@@ -81,12 +56,13 @@ def _colors(n: int) -> list:
     return [cmap(i if n <= 10 else i / max(1, n - 1)) for i in range(n)]
 
 
-def draw_curves(ax: Axes, table: pa.Table, which: str = "test", totals: dict[tuple, int] | None = None) -> None:
+def draw_curves(ax: Axes, table: pa.Table, grid_columns: Sequence[str], which: str = "test",
+                totals: dict[tuple, int] | None = None) -> None:
     """Every member's loss history (thin) plus each configuration's median and 10-90% band.
 
     ``totals``: members per configuration (by grid values) when ``table`` holds a sample of them.
     """
-    configs = configurations(table)
+    configs = configurations(table, grid_columns)
     epochs_col = table.column("history_epochs").to_pylist()
     hist_col = table.column(f"{which}_loss_history").to_pylist()
     for (config, rows), color in zip(configs, _colors(len(configs))):
@@ -117,10 +93,10 @@ def draw_curves(ax: Axes, table: pa.Table, which: str = "test", totals: dict[tup
         ax.legend(fontsize="small")
 
 
-def draw_spread(ax: Axes, table: pa.Table, seed: int = 0, max_points: int = 500) -> None:
+def draw_spread(ax: Axes, table: pa.Table, grid_columns: Sequence[str], seed: int = 0, max_points: int = 500) -> None:
     """Final test loss over seeds per configuration: box plot over every member, and the members
     as points (at most ``max_points`` per configuration, drawn at random)."""
-    configs = configurations(table)
+    configs = configurations(table, grid_columns)
     rng = np.random.default_rng(seed)
     data, names = [], []
     for i, ((config, rows), color) in enumerate(zip(configs, _colors(len(configs)))):
@@ -164,7 +140,7 @@ def config_spec(ens, config: dict[str, Any]):
 
 def predictions(ens, config: dict[str, Any], num_samples: int):
     """``(test_x, test_y, mean, std)`` of the first test samples under ``config``'s ensemble."""
-    from .trainer import load_data
+    from ..training import load_data
 
     data = load_data(config_spec(ens, config))
     n = min(num_samples, data.test_x.shape[0])
@@ -172,27 +148,11 @@ def predictions(ens, config: dict[str, Any], num_samples: int):
     return data.test_x[:n], data.test_y[:n], np.asarray(mean), np.asarray(std)
 
 
-def _index(ens) -> pa.Table:
-    """The selection's member table without histories (cheap: what ``where`` filters on)."""
-    index = getattr(ens, "index", None)
-    return index if isinstance(index, pa.Table) else ens._index
-
-
-def best_of_summary(ens) -> dict[str, Any]:
-    """The configuration with the lowest mean test loss in ``ens.summary()`` (as ``sweep show`` ranks)."""
-    summary = ens.summary().sort_by([("mean", "ascending")]).to_pylist()
-    row = summary[0]
-    if not np.isfinite(row["mean"]):
-        raise ValueError("every member diverged (test loss NaN/inf): no configuration to show predictions of")
-    keys = [k for k in row if k in grid_columns(_index(ens))]
-    return {k: row[k] for k in keys} or {"config_id": row["config_id"]}
-
-
 def curve_sample(ens, max_curves: int) -> tuple[pa.Table, dict[tuple, int]]:
     """Member rows (with histories) of at most ``max_curves`` members per configuration, evenly
     spaced in store order, and the number of members of each configuration."""
-    index = _index(ens)
-    configs = configurations(index)
+    index = ens.index
+    configs = configurations(index, ens.grid_columns)
     totals = {tuple(config.values()): len(rows) for config, rows in configs}
     if all(len(rows) <= max_curves for _, rows in configs):
         return ens.table, totals
@@ -201,52 +161,46 @@ def curve_sample(ens, max_curves: int) -> tuple[pa.Table, dict[tuple, int]]:
     return ens.where(member_id=np.concatenate(keep).tolist()).table, totals
 
 
-def plot_sweep(ens, out: str | Path, num_samples: int = 3, max_curves: int = 200) -> list[Path]:
-    """Write the figures of ``ens`` (a :class:`sweep.ensemble.Ensemble`); returns the PNG paths.
-
-    ``out`` ending in ``.png``: one figure with every panel. Otherwise ``out`` is a prefix of
-    ``<out>curves.png``, ``<out>test_loss.png`` and ``<out>predictions.png``. Learning curves
+def sweep_figures(ens, *, panels: bool = False, num_samples: int = 3, max_curves: int = 200) -> dict[str, Figure]:
+    """The figures of ``ens`` (a :class:`sweep.Ensemble`) by name: one figure ``"sweep"`` with every
+    panel, or (``panels=True``) ``"curves"``, ``"test_loss"`` and ``"predictions"``. Learning curves
     show at most ``max_curves`` members per configuration; the loss spread uses every member.
     """
     if len(ens) == 0:
         raise ValueError("the ensemble has no members to plot")
-    index = _index(ens)
-    best = best_of_summary(ens)
+    index, grid = ens.index, ens.grid_columns
+    best = ens.best_configuration()
     x, y, mean, std = predictions(ens, best, num_samples)
     curves, totals = curve_sample(ens, max_curves)
     n = x.shape[0]
     titles = [f"best: {label(best)} — test sample {i}" for i in range(n)]
-    out = str(out)
-    if out.endswith(".png"):
+    if not panels:
         cols = max(3, n)
         fig = Figure(figsize=(5.5 * cols, 9), layout="constrained")
-        grid = fig.add_gridspec(2, cols)
-        draw_curves(fig.add_subplot(grid[0, 0]), curves, "train", totals)
-        draw_curves(fig.add_subplot(grid[0, 1]), curves, "test", totals)
-        draw_spread(fig.add_subplot(grid[0, 2:]), index)
+        spec = fig.add_gridspec(2, cols)
+        draw_curves(fig.add_subplot(spec[0, 0]), curves, grid, "train", totals)
+        draw_curves(fig.add_subplot(spec[0, 1]), curves, grid, "test", totals)
+        draw_spread(fig.add_subplot(spec[0, 2:]), index, grid)
         for i in range(n):
-            draw_prediction(fig.add_subplot(grid[1, i]), x[i], y[i], mean[i], std[i], titles[i])
+            draw_prediction(fig.add_subplot(spec[1, i]), x[i], y[i], mean[i], std[i], titles[i])
         fig.suptitle(f"{len(ens)} members in {len(totals)} configurations")
-        return [_save(fig, Path(out))]
-    paths = []
-    fig = Figure(figsize=(12, 4.5), layout="constrained")
-    draw_curves(fig.add_subplot(1, 2, 1), curves, "train", totals)
-    draw_curves(fig.add_subplot(1, 2, 2), curves, "test", totals)
-    paths.append(_save(fig, Path(f"{out}curves.png")))
-    fig = Figure(figsize=(max(6, 1.6 * len(totals) + 2), 4.5), layout="constrained")
-    draw_spread(fig.add_subplot(), index)
-    paths.append(_save(fig, Path(f"{out}test_loss.png")))
-    fig = Figure(figsize=(5 * n, 4), layout="constrained")
+        return {"sweep": fig}
+    figures = {"curves": Figure(figsize=(12, 4.5), layout="constrained"),
+               "test_loss": Figure(figsize=(max(6, 1.6 * len(totals) + 2), 4.5), layout="constrained"),
+               "predictions": Figure(figsize=(5 * n, 4), layout="constrained")}
+    draw_curves(figures["curves"].add_subplot(1, 2, 1), curves, grid, "train", totals)
+    draw_curves(figures["curves"].add_subplot(1, 2, 2), curves, grid, "test", totals)
+    draw_spread(figures["test_loss"].add_subplot(), index, grid)
     for i in range(n):
-        draw_prediction(fig.add_subplot(1, n, i + 1), x[i], y[i], mean[i], std[i], titles[i])
-    paths.append(_save(fig, Path(f"{out}predictions.png")))
+        draw_prediction(figures["predictions"].add_subplot(1, n, i + 1), x[i], y[i], mean[i], std[i], titles[i])
+    return figures
+
+
+def write_figures(figures: dict[str, Figure], out: str | Path) -> list[Path]:
+    """Save figures: one figure to ``out`` (a ``.png`` path), several to ``<out><name>.png``."""
+    out = str(out)
+    paths = [Path(out)] if len(figures) == 1 and out.endswith(".png") else [Path(f"{out}{name}.png") for name in figures]
+    for fig, path in zip(figures.values(), paths):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110)
     return paths
-
-
-def _save(fig: Figure, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    return path
-
-
-__all__: Sequence[str] = ("plot_sweep", "draw_curves", "draw_spread", "draw_prediction", "best_configuration")

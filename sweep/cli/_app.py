@@ -1,4 +1,4 @@
-"""The ``sweep`` command line (SPEC §4): run, plan, status, aggregate, show, plot, predict.
+"""The ``sweep`` command line: run, plan, status, aggregate, show, plot, predict.
 
 Every :class:`sweep.SweepError` and every unreadable file ends the command with one line on
 stderr (``error: <message>``) and exit status 1; ``sweep --debug ...`` (or ``SWEEP_DEBUG=1``)
@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ._errors import SweepError
+from .._errors import SweepError
 
 app = typer.Typer(
     name="sweep",
@@ -80,7 +80,7 @@ DirArg = Annotated[str, typer.Argument(help="Sweep directory (local path or URI 
 
 
 def _spec(path: Path):
-    from .spec import SweepSpec
+    from ..spec import SweepSpec
 
     if path.is_dir():
         raise CLIError(f"SPEC: {str(path)!r} is a directory; give a sweep specification .toml file")
@@ -130,9 +130,9 @@ def run(
     Trains every member of SPEC (or only those not trained yet in STORAGE/<name>), one Ray Tune
     trial per block of seeds, and builds the ensembles. Progress is printed while it runs.
     """
-    from . import tune
+    from ..tune import run as run_sweep
 
-    sweep_dir = tune.run(_spec(spec), storage=storage, address=address, resume=resume)
+    sweep_dir = run_sweep(_spec(spec), storage=storage, address=address, resume=resume)
     typer.echo(f"sweep directory: {sweep_dir}")
     typer.echo(f"next: sweep show {sweep_dir}")
 
@@ -147,9 +147,9 @@ def plan(
 
     One trial per structural configuration and block of seeds; vmapped hyperparameters share a block.
     """
-    from . import tune
+    from ..tune import plan as plan_sweep
 
-    typer.echo(str(tune.plan(_spec(spec), storage=storage)))
+    typer.echo(str(plan_sweep(_spec(spec), storage=storage)))
 
 
 @app.command()
@@ -160,7 +160,7 @@ def status(sweep_dir: DirArg) -> None:
     Read from the sweep directory only (plan.json, trial checkpoints, ensembles/manifest.json);
     "running" means a partial checkpoint without an error (or an interrupted sweep).
     """
-    from ._cli_status import sweep_status
+    from ._status import sweep_status
 
     typer.echo(sweep_status(sweep_dir))
 
@@ -169,10 +169,10 @@ def status(sweep_dir: DirArg) -> None:
 @_guard
 def aggregate(sweep_dir: DirArg) -> None:
     """Rebuild ensembles/ from the trial checkpoints."""
-    from ._cli_status import stored_line
-    from .aggregate import aggregate as run_aggregate
+    from ..store import aggregate as aggregate_sweep
+    from ._status import stored_line
 
-    store = run_aggregate(sweep_dir)
+    store = aggregate_sweep(sweep_dir)
     typer.echo(f"store: {store}")
     typer.echo(stored_line(sweep_dir))
 
@@ -193,8 +193,8 @@ def show(
     One row per configuration (structural config x vmapped hyperparameters): member counts and,
     over members that did not diverge, mean, std, median, min, max and the 95% interval of the mean.
     """
-    from ._cli_status import format_table, sort_table
-    from .ensemble import load
+    from ..ensemble import load
+    from ._tables import format_table, sort_table
 
     ens = load(sweep_dir)
     kw = parse_where(where)
@@ -231,12 +231,13 @@ def plot(
     scale); final test loss over seeds per configuration; the best configuration's ensemble mean
     ±std against the ground truth on the first test samples of its spec's data.
     """
-    from . import _plots
-    from .ensemble import load
+    from ..ensemble import load
+    from ..figures._plots import sweep_figures, write_figures
 
     if out is None:
         out = str(Path(sweep_dir) / "sweep.png") if "://" not in sweep_dir else "sweep.png"
-    for path in _plots.plot_sweep(load(sweep_dir), out, num_samples=samples, max_curves=max_curves):
+    figures = sweep_figures(load(sweep_dir), panels=not out.endswith(".png"), num_samples=samples, max_curves=max_curves)
+    for path in write_figures(figures, out):
         typer.echo(f"wrote {path}")
 
 
@@ -263,7 +264,7 @@ def predict(
     """
     import numpy as np
 
-    from .ensemble import load
+    from ..ensemble import load
 
     if output.suffix != ".npy":
         raise CLIError(f"--output: got {str(output)!r}; give a file name ending in .npy")
@@ -317,12 +318,12 @@ def _format_warning(message, category, filename, lineno, line=None) -> str:
 
 
 def main() -> None:
-    """Console-script entry point (``sweep = "sweep.cli:main"``); warnings print as one line."""
+    """Console-script entry point (``sweep = "sweep.cli:main"``, ``python -m sweep``): configures the
+    process (:func:`sweep.configure`), prints warnings as one line, runs the command."""
     import warnings
 
+    from .._configure import configure
+
+    configure()
     warnings.formatwarning = _format_warning
     app(prog_name="sweep")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,5 +1,5 @@
 """Members of global ensembles before any leaves are read: their order, their grid value
-columns, and the planned members that have no checkpoint (used by :mod:`sweep.aggregate`).
+columns, and the planned members that have no checkpoint (used by :mod:`._aggregate`).
 
 A member is (structural config, vmapped hyperparameters, seed). Inside its config's global
 ensemble it is ordered by its hyperparameter values (names sorted) and then by seed.
@@ -7,18 +7,16 @@ ensemble it is ordered by its hyperparameter values (names sorted) and then by s
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-from ._errors import StoreError
-from .spec import SweepSpec
-from .tune._plan import Plan, TrialPlan
-
-FIXED_COLUMNS = ("member_id", "config_id", "seed", "trial_id", "status", "epochs", "train_loss", "test_loss",
-                 "train_loss_history", "test_loss_history", "history_epochs")
+from .._canonical import canonical_json
+from .._errors import StoreError
+from ..planning import Plan, TrialPlan
+from ..spec import SweepSpec, hparam_name
+from ._schema import FIXED_COLUMNS, Column
 
 
 class Source(NamedTuple):
@@ -36,14 +34,6 @@ class Member(NamedTuple):
     source: int  # index into the sources
     index: int  # position in its block
     hparams: dict[str, float]
-
-
-class Column(NamedTuple):
-    """A grid value column of ``members.parquet``."""
-
-    name: str  # the last part of the dotted key when unique, else the key
-    key: str  # dotted grid key, e.g. "model.depth"
-    vmapped: bool
 
 
 def _normalised(hparams: dict, names: tuple[str, ...], spec: SweepSpec, trial: str) -> dict[str, float]:
@@ -86,7 +76,7 @@ def ordered(sources: list[tuple[int, Source]], names: tuple[str, ...]) -> list[M
     return members
 
 
-def grid_columns(sources: list[Source], plan: Plan | None) -> list[Column]:
+def grid_value_columns(sources: list[Source], plan: Plan | None) -> list[Column]:
     """The plan's grid keys, else the keys whose values differ between blocks plus vmapped ones."""
     if plan is not None:
         keys = [(k, k in plan.spec.vmap) for k in plan.spec.grid]
@@ -94,8 +84,8 @@ def grid_columns(sources: list[Source], plan: Plan | None) -> list[Column]:
         names = sorted({k for s in sources for h in s.hparams for k in h})
         flat = [_flatten(s.spec.structure_dict()) for s in sources]
         every = dict.fromkeys(k for f in flat for k in f)
-        varying = [k for k in every if len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]
-        keys = [(k, False) for k in varying if k.removeprefix("optimizer.") not in names]
+        varying = [k for k in every if len({canonical_json(f.get(k)) for f in flat}) > 1]
+        keys = [(k, False) for k in varying if hparam_name(k) not in names]
         keys += [(f"optimizer.{n}", True) for n in names]
     leaves = [k.rpartition(".")[2] for k, _ in keys]
     return [Column(leaf if leaves.count(leaf) == 1 and leaf not in FIXED_COLUMNS else k, k, v)
@@ -125,23 +115,13 @@ def column_types(columns: list[Column], sources: list[Source], specs: list[dict]
     out = {}
     for c in columns:
         values = [value(c, spec, h) for spec, hs in zip(specs, hsets) for h in hs]
-        out[c.name] = pa.string(), lambda v: json.dumps(v, sort_keys=True)
+        out[c.name] = pa.string(), canonical_json
         if all(v is None or isinstance(v, (bool, int, float, str)) for v in values):
             try:
                 out[c.name] = pa.array(values).type, lambda v: v
             except (pa.ArrowInvalid, pa.ArrowTypeError):
                 pass
     return out
-
-
-def members_schema(columns: list[Column], types: dict) -> pa.Schema:
-    f32, i32 = pa.float32(), pa.int32()
-    return pa.schema(
-        [("member_id", pa.int64()), ("config_id", pa.string()), ("seed", pa.int64()), ("trial_id", pa.string())]
-        + [(c.name, types[c.name][0]) for c in columns]
-        + [("status", pa.string()), ("epochs", i32), ("train_loss", f32), ("test_loss", f32),
-           ("train_loss_history", pa.list_(f32)), ("test_loss_history", pa.list_(f32)), ("history_epochs", pa.list_(i32))]
-    )
 
 
 def missing(trials: list[TrialPlan], found: set[tuple], names: tuple[str, ...], columns: list[Column]) -> list[dict]:

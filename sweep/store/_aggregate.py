@@ -1,4 +1,4 @@
-"""Aggregate a sweep's block checkpoints into global ensembles, one per structural config (SPEC §7).
+"""Aggregate a sweep's block checkpoints into global ensembles, one per structural config.
 
 Each trial's checkpoint holds a stacked *block*; the aggregator unstacks every block and
 restacks the members of all trials of a structural config into one global ensemble, whose
@@ -6,17 +6,16 @@ member order is stable: by the vmapped hyperparameter values (sorted by name), t
 It streams config by config and, past ``shard_bytes``, shard by shard, holding one output
 file and one block at a time. Results are deterministic (aggregating twice gives
 byte-identical files; adding seeds adds members and leaves the others bit-identical), and the
-new store replaces the previous one atomically (see :mod:`sweep.store`).
+new store replaces the previous one atomically (see :mod:`._generations`).
 
 ```python
-path = sweep.aggregate.aggregate("runs/heat")   # -> "runs/heat/ensembles"
-ens = sweep.ensemble.load(path)
+path = sweep.aggregate("runs/heat")   # -> "runs/heat/ensembles"
+ens = sweep.load(path)
 ```
 """
 
 from __future__ import annotations
 
-import json
 import os
 import warnings
 from collections.abc import Iterable, Iterator
@@ -29,24 +28,17 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from tqdm.auto import tqdm
 
+from .._canonical import canonical_json
+from .._errors import StoreError
+from .._fs import filesystem_path, local_copy
+from ..planning import PLAN_FILE, Plan, TrialPlan, read_plan
+from ..training import BlockRef, find_blocks
 from . import _members
-from ._errors import StoreError
 from ._members import Column, Member, Source
-from ._storage import BlockRef, find_blocks, local_copy, read_text, resolve
-from .checkpoint import load_block
-from .spec import SweepSpec
-from .store import StoreWriter
-from .store._layout import CONFIGS, MEMBERS, STORE_NAME
-from .tune._plan import PLAN_FILE, Plan, TrialPlan
-
-__all__ = ["aggregate", "aggregate_blocks", "DEFAULT_SHARD_BYTES"]
+from ._schema import CONFIGS, CONFIGS_SCHEMA, MEMBERS, STORE_NAME, STATUSES, leaves_file, members_schema
+from ._writer import StoreWriter
 
 DEFAULT_SHARD_BYTES = 256 * 2**20
-CONFIGS_SCHEMA = pa.schema([
-    ("config_id", pa.string()), ("spec", pa.string()), ("num_members", pa.int64()),
-    ("first_member", pa.int64()), ("members_per_shard", pa.int64()), ("files", pa.list_(pa.string())),
-    ("sample_shape", pa.list_(pa.int64())), ("out_channels", pa.int64()), ("num_train", pa.int64()),
-])
 _SWEEP_ONLY = ("seeds", "seeds_per_trial", "resources", "grid", "vmap")  # not part of a config
 
 
@@ -57,12 +49,13 @@ def aggregate(sweep_dir: str | os.PathLike, filesystem: pafs.FileSystem | None =
     Planned members (``plan.json``) without a checkpoint are listed under ``missing`` in the
     manifest and reported in a warning. Returns the store path.
     """
-    fs, root = resolve(sweep_dir, filesystem)
-    plan = _read_plan(fs, f"{root}/{PLAN_FILE}")
-    sources = [
-        Source(r.trial_key, SweepSpec.from_dict(r.spec), r.seeds, r.hparams, partial(_load_ref, fs, r))
-        for r in sorted(find_blocks(root, fs).values())
-    ]
+    fs, root = filesystem_path(sweep_dir, filesystem)
+    plan = read_plan(fs, root)
+    if plan is None:
+        warnings.warn(f"{root + '/' + PLAN_FILE!r} not found: planned members without a checkpoint cannot be listed",
+                      stacklevel=2)
+    refs = sorted(find_blocks(root, fs).values(), key=lambda r: r.trial_key)
+    sources = [Source(r.trial_key, r.spec, r.seeds, r.hparams, partial(_load_ref, fs, r)) for r in refs]
     if not sources:
         raise StoreError(f"{str(sweep_dir)!r}: no block checkpoints (block.json) found; nothing to aggregate")
     _aggregate(fs, f"{root}/{STORE_NAME}", sources, plan, progress, shard_bytes)
@@ -76,7 +69,7 @@ def aggregate_blocks(store_dir: str | os.PathLike, blocks: Iterable[Any], plan: 
     history, trial_id) into a store at ``store_dir``; ``plan`` names the grid columns and the
     planned members (without it, columns are the keys whose values differ between blocks).
     """
-    fs, path = resolve(store_dir, filesystem)
+    fs, path = filesystem_path(store_dir, filesystem)
     sources = [Source(b.trial_id, b.spec, tuple(b.seeds), tuple(map(dict, b.hparams)), partial(lambda b: b, b))
                for b in blocks]
     if not sources:
@@ -85,21 +78,9 @@ def aggregate_blocks(store_dir: str | os.PathLike, blocks: Iterable[Any], plan: 
     return str(store_dir)
 
 
-def _read_plan(fs: pafs.FileSystem, path: str) -> Plan | None:
-    try:
-        text = read_text(fs, path)
-    except (FileNotFoundError, OSError):
-        warnings.warn(f"{path!r} not found: planned members without a checkpoint cannot be listed", stacklevel=3)
-        return None
-    try:
-        return Plan.from_dict(json.loads(text))
-    except (ValueError, KeyError, TypeError) as e:
-        raise StoreError(f"{path!r}: not a readable sweep plan ({e})") from None
-
-
 def _load_ref(fs: pafs.FileSystem, ref: BlockRef):
     with local_copy(fs, ref.path) as directory:
-        return load_block(directory)
+        return ref.load(directory)
 
 
 # -- the store ------------------------------------------------------------------------------------
@@ -119,13 +100,13 @@ def _aggregate(fs: pafs.FileSystem, store_path: str, sources: list[Source], plan
                progress: bool, shard_bytes: int) -> None:
     if shard_bytes < 1:
         raise StoreError(f"`shard_bytes`: got {shard_bytes}; must be >= 1")
-    columns, names = _members.grid_columns(sources, plan), _members.hparam_names(sources, plan)
+    columns, names = _members.grid_value_columns(sources, plan), _members.hparam_names(sources, plan)
     specs = [s.spec.to_dict() for s in sources]
     types = _members.column_types(columns, sources, specs, names)
     trials: dict[str, list[TrialPlan]] = {}
     for t in plan.trials if plan else ():
         trials.setdefault(t.config_id, []).append(t)
-    job = _Job(sources, specs, columns, types, _members.members_schema(columns, types), names, trials)
+    job = _Job(sources, specs, columns, types, members_schema(columns, {name: t for name, (t, _) in types.items()}), names, trials)
     by_config: dict[str, list[tuple[int, Source]]] = {}
     for i, src in enumerate(sources):
         by_config.setdefault(src.spec.config_id, []).append((i, src))
@@ -191,14 +172,14 @@ def _tables(job: _Job, by_config: dict[str, list[tuple[int, Source]]], writer: S
         for start in range(0, n, per_shard):
             chunk = members[start:start + per_shard]
             tree, rows = _gather(chunk, job.sources, loader, cid)
-            files.append(f"{cid}.eqx" if per_shard == n else f"{cid}/shard-{start // per_shard:05d}.eqx")
+            files.append(leaves_file(cid, None if per_shard == n else start // per_shard))
             writer.write_leaves(files[-1], tree)
             rows["member_id"] = np.arange(first_member + start, first_member + start + len(chunk))
             yield _table(job, rows, chunk)
         spec_dict = {k: v for k, v in job.specs[members[0].source].items() if k not in _SWEEP_ONLY}
         sample_shape, out_channels, num_train = block.shapes
         configs.append({
-            "config_id": cid, "spec": json.dumps(spec_dict, sort_keys=True), "num_members": n,
+            "config_id": cid, "spec": canonical_json(spec_dict), "num_members": n,
             "first_member": first_member, "members_per_shard": per_shard, "files": files,
             "sample_shape": list(sample_shape), "out_channels": out_channels, "num_train": num_train,
         })
@@ -246,7 +227,7 @@ def _table(job: _Job, rows: dict, chunk: list[Member]) -> pa.Table:
         "config_id": [sources[m.source].spec.config_id for m in chunk],
         "seed": [m.key[1] for m in chunk],
         "trial_id": [sources[m.source].trial_id for m in chunk],
-        "status": np.where(rows["diverged"], "diverged", np.where(rows["stopped"], "stopped_early", "ok")).tolist(),
+        "status": np.where(rows["diverged"], STATUSES[1], np.where(rows["stopped"], STATUSES[2], STATUSES[0])).tolist(),
         "epochs": rows["epochs"],
         "train_loss": [t[-1] if len(t) else np.nan for t in rows["train"]],
         "test_loss": [t[-1] if len(t) else np.nan for t in rows["test"]],

@@ -1,0 +1,5 @@
+"""``python -m sweep``: the ``sweep`` command."""
+
+from .cli import main
+
+main()

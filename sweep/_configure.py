@@ -1,0 +1,109 @@
+"""Process settings that make seed-sweep fast, applied only when asked (:func:`configure`).
+
+``import sweep`` changes nothing in the process. :func:`sweep.run`, every trial, the ``sweep``
+command and the benchmarks call :func:`configure` first; a notebook or script that trains
+blocks in-process may call it too, before its first JAX computation.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+import jax
+
+from ._errors import SpecError
+
+_DEVICE_COUNT_FLAG = "xla_force_host_platform_device_count"
+_MIN_COMPILE_S = 0.5  # programs that compile faster are not worth a disk round trip
+
+
+class Configuration(NamedTuple):
+    """What is in effect after :func:`configure`."""
+
+    cpu_devices: int  # JAX CPU devices of this process
+    compile_cache: str | None  # JAX's persistent compilation cache directory, if any
+    applied: bool  # False when JAX had started before the device count could be set
+
+
+def default_compile_cache() -> str:
+    """``$XDG_CACHE_HOME/seed-sweep/jax`` (``~/.cache/seed-sweep/jax``)."""
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return str(Path(root) / "seed-sweep" / "jax")
+
+
+def available_cpus() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def backend_started() -> bool:
+    """Whether JAX has started a backend in this process (after which device counts and XLA
+    environment variables no longer take effect). JAX has no public API for this question, so
+    this reads ``jax._src.xla_bridge`` here and nowhere else."""
+    from jax._src import xla_bridge
+
+    return xla_bridge.backends_are_initialized()
+
+
+def configure(cpu_devices: int | Literal["auto"] | None = "auto",
+              compile_cache: str | os.PathLike | Literal["default"] | None = "default",
+              gpu_preallocate: bool | None = None) -> Configuration:
+    """Split the CPU into JAX devices and switch on JAX's persistent compilation cache.
+
+    - ``cpu_devices``: JAX CPU devices (``jax_num_cpu_devices``). ``"auto"`` gives one per core
+      this process may use; ``None`` leaves JAX's setting alone. The CPU block layout runs a
+      block's members on every device at once, so a 2-core machine trains about twice as
+      fast with 2 devices as with JAX's default of 1. It takes effect only before JAX's first
+      computation in the process, and never overrides ``--xla_force_host_platform_device_count``
+      in ``XLA_FLAGS``.
+    - ``compile_cache``: a directory for JAX's persistent compilation cache (``"default"``:
+      ``~/.cache/seed-sweep/jax``; ``None``: leave JAX's setting alone). Ray starts every
+      trial in a fresh worker process; with the cache, a worker reads the compiled program of
+      its structural config from disk instead of compiling it again (seconds per trial). A
+      cache directory the user already configured is kept.
+    - ``gpu_preallocate``: ``False`` sets ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` (if JAX has not
+      started and the variable is unset), so that this process takes GPU memory as it needs it
+      instead of 75% of the device at start; ``sweep.run`` does this in the driver so that trials
+      on the driver's machine get their shares. ``None`` leaves it alone.
+
+    Returns what is in effect. Calling it again is harmless.
+
+    ```python
+    import sweep
+    sweep.configure()          # before the first JAX computation
+    model, history = sweep.train_block(spec, seeds=range(8))
+    ```
+    """
+    if cpu_devices is not None and cpu_devices != "auto" and (
+            isinstance(cpu_devices, bool) or not isinstance(cpu_devices, int) or cpu_devices < 1):
+        raise SpecError(f"`cpu_devices`: got {cpu_devices!r}; give an integer >= 1, \"auto\" or None")
+    applied = True
+    if gpu_preallocate is not None and not backend_started():
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "true" if gpu_preallocate else "false")
+    if cpu_devices is not None and _DEVICE_COUNT_FLAG not in os.environ.get("XLA_FLAGS", ""):
+        wanted = available_cpus() if cpu_devices == "auto" else cpu_devices
+        if jax.config.jax_num_cpu_devices != wanted:
+            if backend_started():
+                applied = False
+            else:
+                jax.config.update("jax_num_cpu_devices", wanted)
+    if compile_cache is not None and jax.config.jax_compilation_cache_dir is None:
+        directory = default_compile_cache() if compile_cache == "default" else str(compile_cache)
+        jax.config.update("jax_compilation_cache_dir", directory)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", _MIN_COMPILE_S)
+    return Configuration(_cpu_device_count(), jax.config.jax_compilation_cache_dir, applied)
+
+
+def _cpu_device_count() -> int:
+    """CPU devices JAX has or will have (without starting a backend)."""
+    if backend_started():
+        return len(jax.devices("cpu"))
+    flags = os.environ.get("XLA_FLAGS", "")
+    if _DEVICE_COUNT_FLAG in flags:
+        return int(flags.split(f"{_DEVICE_COUNT_FLAG}=")[1].split()[0])
+    return max(1, jax.config.jax_num_cpu_devices)

@@ -1,0 +1,5 @@
+"""The ``sweep`` command (``sweep = "sweep.cli:main"``; also ``python -m sweep``)."""
+
+from ._app import app as app
+from ._app import main as main
+from ._app import parse_where as parse_where

@@ -1,0 +1,183 @@
+"""A block: many seeds (and scalar hyperparameters) of one structural config in one program.
+
+Members are ordered hyperparameter-set-major then seed (``[(h0, s0), (h0, s1), ..., (h1, s0),
+...]``). :func:`init_block` builds the program and the initial state, :func:`run_chunk` trains
+every member some epochs in one compiled call. No I/O, no printing; the dataset is an argument
+of the compiled program, shared by the block.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+from jaxtyping import Array, PyTree, UInt32
+
+from .._errors import SpecError
+from ..optim import hyperparameter_names
+from ..problems import Dataset, load_problem
+from ..spec import SweepSpec, hparam_name
+from ._program import LAYOUTS, TrainState, chunk_program, data_shapes, initialiser, mesh, program_key, static_part
+
+
+class Block(NamedTuple):
+    """A block ready to train: its spec, the compiled program, the static model part and the data."""
+
+    spec: SweepSpec
+    program: Any
+    static: PyTree
+    data: tuple[Array, Array, Array, Array]
+    seeds: tuple[int, ...]
+    hparams: tuple[dict[str, float], ...]
+    devices: tuple[Any, ...]
+    layout: str
+
+    @property
+    def num_members(self) -> int:
+        return len(self.seeds) * len(self.hparams)
+
+
+def default_layout() -> str:
+    """``SWEEP_LAYOUT`` if set, else ``"map"`` on CPU and ``"vmap"`` on accelerators."""
+    layout = os.environ.get("SWEEP_LAYOUT") or ("map" if jax.default_backend() == "cpu" else "vmap")
+    if layout not in LAYOUTS:
+        raise SpecError(f"SWEEP_LAYOUT: got {layout!r}; choose one of {', '.join(LAYOUTS)}")
+    return layout
+
+
+def member_keys(sweep_seed: int, seeds: Sequence[int]) -> tuple[UInt32[Array, "m 2"], UInt32[Array, "m 2"]]:
+    """(init, shuffle) key data per seed: ``split(fold_in(key(sweep_seed), seed))``."""
+    base = jax.random.key(sweep_seed)
+    keys = jax.vmap(lambda s: jax.random.split(jax.random.fold_in(base, s)))(jnp.asarray(seeds, jnp.uint32))
+    data = jax.random.key_data(keys)
+    return data[:, 0], data[:, 1]
+
+
+def load_data(spec: SweepSpec) -> Dataset:
+    """The spec's dataset, checked against its training settings (batch size <= training samples)."""
+    data = load_problem(spec.problem.name, dict(spec.problem.options))
+    if spec.training.batch_size > data.num_train:
+        raise SpecError(
+            f"`training.batch_size`: got {spec.training.batch_size}; the problem has only "
+            f"{data.num_train} training samples (batch size must be <= that)"
+        )
+    return data
+
+
+def _hparam_sets(spec: SweepSpec, hparams) -> tuple[dict[str, float], ...]:
+    """Hyperparameter sets as dicts keyed by optimizer argument name."""
+    if hparams is None:
+        structural = [k for k in spec.grid if k not in spec.vmap]
+        if structural:
+            raise SpecError(
+                f"`grid`: {structural} change the program; train one structural config at a time "
+                f"(for s, h in spec.expand(): train_block(s, seeds, h))"
+            )
+        return spec.expand()[0][1]
+    if isinstance(hparams, Mapping):
+        hparams = [hparams]
+    out = []
+    for h in hparams:
+        for key in h:
+            if "." in key and not key.startswith("optimizer."):
+                raise SpecError(f"`hparams`: {key!r} is not an optimizer hyperparameter; only those can share a block")
+        out.append({hparam_name(k): float(v) for k, v in h.items()})
+    return tuple(out) or ({},)
+
+
+def state_skeleton(spec: SweepSpec, num_members: int, hparam_names: Sequence[str], shapes: tuple) -> TrainState:
+    """Shapes and dtypes of a block's :class:`TrainState` (for deserialisation; computes nothing).
+
+    ``shapes = (sample_shape, out_channels, num_train)`` of the block's dataset.
+    """
+    names = tuple(hparam_names)
+    keys = jax.ShapeDtypeStruct((num_members, 2), jnp.uint32)
+    hp = {n: jax.ShapeDtypeStruct((num_members,), jnp.float32) for n in names}
+    params, opt_state = jax.eval_shape(initialiser(program_key(spec, names), tuple(shapes)), keys, hp)
+    m = (num_members,)
+    return TrainState(params, opt_state, jax.ShapeDtypeStruct(m, jnp.int32), jax.ShapeDtypeStruct(m, jnp.bool_), keys, hp)
+
+
+def init_block(spec: SweepSpec, seeds: Sequence[int], hparams=None, data: Dataset | None = None,
+               layout: str | None = None) -> tuple[Block, TrainState]:
+    """Build a block's program and its initial state (epoch 0) without training.
+
+    ``hparams``: a dict or a list of dicts of optimizer hyperparameters (``"learning_rate"`` or
+    ``"optimizer.learning_rate"``); ``None`` takes the spec's vmapped grid (or nothing).
+    """
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise SpecError(f"`seeds`: got {list(seeds)[:10]}; give distinct non-negative integers")
+    hsets = _hparam_sets(spec, hparams)
+    data = load_data(spec) if data is None else data
+    layout = layout or default_layout()
+    names = hyperparameter_names(spec.optimizer.options, hsets)
+    member_seeds = [s for _ in hsets for s in seeds]
+    member_h = [h for h in hsets for _ in seeds]
+    devices = tuple(jax.devices("cpu")[: len(member_seeds)]) if layout == "map" else (jax.devices()[0],)
+    shapes = data_shapes(data)
+    key = program_key(spec, names)
+    program = chunk_program(key, shapes, layout, len(devices))
+
+    init_keys, shuffle_keys = member_keys(spec.sweep_seed, member_seeds)
+    hp = {n: np.asarray([h.get(n, spec.optimizer.options.get(n)) for h in member_h], np.float32) for n in names}
+    params, opt_state = initialiser(key, shapes)(init_keys, hp)
+    m = len(member_seeds)
+    state = TrainState(params, opt_state, jnp.zeros(m, jnp.int32), jnp.zeros(m, bool), shuffle_keys, hp)
+    place = NamedSharding(mesh(len(devices)), P()) if layout == "map" else devices[0]
+    arrays = jax.device_put(tuple(data), place)  # the dataset once per device
+    static = static_part(spec.model.to_dict(), shapes)
+    return Block(spec, program, static, arrays, seeds, hsets, devices, layout), state
+
+
+def _padded(tree, size: int):
+    """Pad the member axis of NumPy leaves to ``size`` by repeating member 0."""
+    return jax.tree_util.tree_map(lambda a: np.concatenate([a, np.repeat(a[:1], size - a.shape[0], axis=0)]), tree)
+
+
+def run_chunk(block: Block, state: TrainState, num_epochs: int) -> tuple[TrainState, tuple[Array, Array]]:
+    """Train every member ``num_epochs`` more epochs (one compiled call).
+
+    Returns the new state and, per member, the mean train loss of the last epoch and the test loss.
+    In the CPU ``"map"`` layout the members are split into equal contiguous parts over the host
+    devices (padded by repeating member 0) and the state comes back as host (NumPy) arrays.
+    """
+    if block.layout == "vmap":
+        return block.program(jax.device_put(state, block.devices[0]), block.data, num_epochs)
+    m = state.epoch.shape[0]
+    size = -(-m // len(block.devices)) * len(block.devices)
+    padded = _padded(jax.tree_util.tree_map(np.asarray, state), size)
+    split = NamedSharding(mesh(len(block.devices)), P("m"))  # the same placement every call
+    out = block.program(jax.device_put(padded, split), block.data, num_epochs)
+    return jax.tree_util.tree_map(lambda a: np.asarray(a)[:m], out)
+
+
+def model_of(block: Block, state: TrainState) -> eqx.Module:
+    """The block's stacked model (array leaves with a leading member axis)."""
+    return eqx.combine(state.params, block.static)
+
+
+def state_bytes(spec: SweepSpec, shapes: tuple, hparams: Sequence[Mapping[str, float]] = ()) -> int:
+    """Bytes of one member's :class:`TrainState` (parameters, optimizer state, counters)."""
+    names = hyperparameter_names(spec.optimizer.options, hparams)
+    skeleton = state_skeleton(spec, 1, names, shapes)
+    return sum(int(np.prod(a.shape)) * a.dtype.itemsize for a in jax.tree_util.tree_leaves(skeleton))
+
+
+def compiled_bytes(spec: SweepSpec, data: Dataset, hparams: Sequence[Mapping[str, float]], num_members: int) -> int:
+    """Device bytes one chunk call of a ``"vmap"`` block of ``num_members`` needs (compiled, not run):
+    arguments + outputs + temporaries - aliased buffers, from XLA's memory analysis."""
+    names = hyperparameter_names(spec.optimizer.options, hparams)
+    shapes = data_shapes(data)
+    program = chunk_program(program_key(spec, names), shapes, "vmap", 1)
+    state = state_skeleton(spec, num_members, names, shapes)
+    arrays = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in data)
+    stats = program.lower(state, arrays, 1).compile().memory_analysis()
+    return int(stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes
+               - stats.alias_size_in_bytes)

@@ -1,0 +1,178 @@
+"""A trained (or half-trained) block on disk: Equinox leaves of its state plus a small JSON.
+
+Layout of a block directory (written aside and renamed into place, never pickled)::
+
+    block.json   format, structural spec, seeds, hyperparameter sets, shapes, history, trial id
+    state.eqx    eqx.tree_serialise_leaves(TrainState) of the block (leading member axis)
+
+Trials write one per report (Ray Tune stores it as a ``tune.Checkpoint`` under
+``<sweep>/<experiment>/<trial>/checkpoint_NNNNNN/``); :func:`find_blocks` finds the newest
+one of every trial without reading any leaves, and :func:`load_block` reads one back.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import numpy as np
+import pyarrow.fs as pafs
+
+from .._errors import StoreError
+from .._fs import read_text
+from ..spec import SweepSpec
+from ._block import state_skeleton
+from ._loop import History
+from ._program import TrainState
+
+FORMAT = 1
+STATE_FILE = "state.eqx"
+META_FILE = "block.json"
+
+
+class SavedBlock(NamedTuple):
+    spec: SweepSpec
+    seeds: tuple[int, ...]
+    hparams: tuple[dict[str, float], ...]
+    shapes: tuple
+    state: TrainState
+    history: History
+    trial_id: str
+    stopped_early: bool
+
+
+def _history_json(history: History) -> dict[str, Any]:
+    return {
+        "epoch": history.epoch.tolist(),
+        "train_loss": np.asarray(history.train_loss, np.float64).tolist(),
+        "test_loss": np.asarray(history.test_loss, np.float64).tolist(),
+        "diverged": np.asarray(history.diverged).tolist(),
+    }
+
+
+def save_block(directory: str | os.PathLike, *, spec: SweepSpec, state: TrainState, history: History,
+               shapes: tuple, trial_id: str = "", stopped_early: bool = False) -> Path:
+    """Write a block directory atomically (a sibling temp dir renamed over ``directory``)."""
+    directory = Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    meta = {
+        "format": FORMAT,
+        "spec": spec.to_dict(),
+        "config_id": spec.config_id,
+        "seeds": list(history.seeds),
+        "hparams": [dict(h) for h in history.hparams],
+        "hparam_names": sorted(state.hparams),
+        "shapes": [list(shapes[0]), shapes[1], shapes[2]],
+        "history": _history_json(history),
+        "trial_id": trial_id,
+        "stopped_early": stopped_early,
+    }
+    eqx.tree_serialise_leaves(tmp / STATE_FILE, state)
+    (tmp / META_FILE).write_text(json.dumps(meta))
+    old = None
+    if directory.exists():
+        old = directory.with_name(f".{directory.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        directory.rename(old)
+    tmp.rename(directory)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+    return directory
+
+
+class BlockRef:
+    """A block checkpoint's ``block.json``, read once: where it lies and what it holds."""
+
+    def __init__(self, path: str, meta: dict[str, Any]):
+        self.path, self.meta = path, meta
+        self.trial_key: str = meta["trial_id"]
+        self.config_id: str = meta.get("config_id", "")
+        self.seeds: tuple[int, ...] = tuple(meta["seeds"])
+        self.hparams: tuple[dict[str, float], ...] = tuple(dict(h) for h in meta["hparams"])
+        epochs = meta["history"]["epoch"]
+        self.epoch: int = epochs[-1] if epochs else 0
+
+    def __repr__(self) -> str:
+        return f"BlockRef({self.path!r}, trial {self.trial_key!r}, epoch {self.epoch})"
+
+    @functools.cached_property
+    def spec(self) -> SweepSpec:
+        """The block's structural spec (parsed and validated once)."""
+        return SweepSpec.from_dict(self.meta["spec"])
+
+    @property
+    def shapes(self) -> tuple:
+        sample_shape, out_channels, num_train = self.meta["shapes"]
+        return (tuple(sample_shape), out_channels, num_train)
+
+    @property
+    def history(self) -> History:
+        h, m = self.meta["history"], len(self.seeds) * len(self.hparams)
+        return History(
+            seeds=self.seeds, hparams=self.hparams, epoch=np.asarray(h["epoch"], np.int32),
+            train_loss=np.asarray(h["train_loss"], np.float32).reshape(m, -1),
+            test_loss=np.asarray(h["test_loss"], np.float32).reshape(m, -1),
+            diverged=np.asarray(h["diverged"], bool),
+        )
+
+    def load(self, directory: str | os.PathLike | None = None) -> SavedBlock:
+        """The whole block, its state read from ``directory`` (default: :attr:`path`, local)."""
+        directory = Path(self.path if directory is None else directory)
+        skeleton = state_skeleton(self.spec, len(self.seeds) * len(self.hparams), self.meta["hparam_names"], self.shapes)
+        try:
+            state = eqx.tree_deserialise_leaves(directory / STATE_FILE, skeleton)
+        except Exception as e:  # Equinox raises several kinds for a truncated file or another structure
+            raise StoreError(f"{str(directory / STATE_FILE)!r}: cannot be read as this block's state ({e})") from None
+        return SavedBlock(self.spec, self.seeds, self.hparams, self.shapes, state, self.history,
+                          self.trial_key, bool(self.meta["stopped_early"]))
+
+
+def _read_meta(text: str, where: str) -> dict[str, Any]:
+    try:
+        meta = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise StoreError(f"{where!r}: not valid JSON ({e})") from None
+    if meta.get("format", 0) > FORMAT:
+        raise StoreError(f"{where!r}: format {meta['format']} is newer than this seed-sweep reads ({FORMAT}); upgrade seed-sweep")
+    return meta
+
+
+def load_block(directory: str | os.PathLike) -> SavedBlock:
+    """Read a local block directory written by :func:`save_block` (no pickle)."""
+    meta_path = Path(directory) / META_FILE
+    try:
+        text = meta_path.read_text()
+    except FileNotFoundError:
+        raise StoreError(f"{str(meta_path)!r}: missing; {str(directory)!r} is not a block checkpoint") from None
+    return BlockRef(str(directory), _read_meta(text, str(meta_path))).load()
+
+
+def find_blocks(sweep_dir: str, filesystem: pafs.FileSystem) -> dict[str, BlockRef]:
+    """The newest block checkpoint of every trial under ``sweep_dir``, by trial key.
+
+    Hidden directories are skipped, and so is a ``block.json`` that cannot be read (being
+    written, a torn upload): an older checkpoint of that trial stands.
+    """
+    try:
+        infos = filesystem.get_file_info(pafs.FileSelector(sweep_dir, recursive=True, allow_not_found=True))
+    except OSError as e:
+        raise StoreError(f"{sweep_dir!r}: cannot list ({e})") from None
+    found: dict[str, BlockRef] = {}
+    for info in infos:
+        relative = info.path[len(sweep_dir.rstrip("/")):]
+        if info.base_name != META_FILE or "/." in relative:
+            continue
+        try:
+            ref = BlockRef(info.path.rsplit("/", 1)[0], _read_meta(read_text(filesystem, info.path), info.path))
+        except (OSError, StoreError, KeyError):
+            continue
+        if ref.trial_key not in found or ref.epoch > found[ref.trial_key].epoch:
+            found[ref.trial_key] = ref
+    return found

@@ -1,0 +1,109 @@
+"""The training loop, written once: :func:`fit` runs a block chunk by chunk and keeps its history.
+
+``train_block``, the Ray trainable (which saves and reports at every yield) and the tests all
+train through :func:`fit`; a block resumed from a checkpoint continues the same loop from its
+saved state and history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import numpy as np
+from jaxtyping import Bool, Float, Int
+
+from .._errors import SpecError
+from ..problems import Dataset
+from ..spec import SweepSpec, Training
+from ._block import Block, _hparam_sets, init_block, model_of, run_chunk
+from ._program import TrainState
+
+
+class History(NamedTuple):
+    """Per-member losses at each report (end of every chunk), in block member order."""
+
+    seeds: tuple[int, ...]
+    hparams: tuple[dict[str, float], ...]
+    epoch: Int[np.ndarray, " r"]
+    train_loss: Float[np.ndarray, "m r"]
+    test_loss: Float[np.ndarray, "m r"]
+    diverged: Bool[np.ndarray, " m"]
+
+    @classmethod
+    def empty(cls, block: Block) -> History:
+        """The history of a block before its first report."""
+        m = block.num_members
+        none = np.zeros((m, 0), np.float32)
+        return cls(block.seeds, block.hparams, np.zeros(0, np.int32), none, none, np.zeros(m, bool))
+
+    def reported(self, state: TrainState, losses: tuple) -> History:
+        """This history with the report of a chunk that ended in ``state`` appended."""
+        train, test = (np.asarray(a, np.float32)[:, None] for a in losses)
+        return self._replace(
+            epoch=np.append(self.epoch, np.int32(state.epoch[0])),
+            train_loss=np.concatenate([self.train_loss, train], axis=1),
+            test_loss=np.concatenate([self.test_loss, test], axis=1),
+            diverged=np.asarray(state.diverged),
+        )
+
+
+def chunks(training: Training, done_epochs: int = 0) -> list[int]:
+    """Epochs per compiled call after ``done_epochs``: up to each multiple of ``report_every``,
+    the last one possibly shorter (``Training(epochs=5, report_every=2)`` -> ``[2, 2, 1]``)."""
+    ends = [*range(training.report_every, training.epochs, training.report_every), training.epochs]
+    starts = [0, *ends[:-1]]
+    return [end - max(start, done_epochs) for start, end in zip(starts, ends) if end > done_epochs]
+
+
+def fit(block: Block, state: TrainState, history: History | None = None) -> Iterator[tuple[TrainState, History]]:
+    """Train ``block`` from ``state`` to its spec's epochs; yield ``(state, history)`` after every
+    compiled chunk of ``report_every`` epochs.
+
+    ``history`` is the history so far of a resumed block (``None``: a new one). A block that
+    already reached its epochs yields nothing.
+
+    ```python
+    block, state = sweep.init_block(spec, seeds=[0, 1])
+    for state, history in sweep.fit(block, state):
+        print(history.epoch[-1], history.test_loss[:, -1])
+    ```
+    """
+    history = History.empty(block) if history is None else history
+    for num_epochs in chunks(block.spec.training, int(state.epoch[0])):
+        state, losses = run_chunk(block, state, num_epochs)
+        history = history.reported(state, losses)
+        yield state, history
+
+
+def train_block(spec: SweepSpec, seeds: Sequence[int], hparams=None, *, data: Dataset | None = None,
+                layout: str | None = None) -> tuple[eqx.Module, History]:
+    """Train one block in-process (no Ray) and return ``(stacked_model, history)``.
+
+    Members are ordered hyperparameter-set-major, then seed, as in ``history.seeds`` /
+    ``history.hparams`` repeated: member ``i`` is ``(hparams[i // len(seeds)], seeds[i % len(seeds)])``.
+
+    ```python
+    model, history = sweep.train_block(spec, seeds=[0, 1, 2], hparams=[{"learning_rate": 1e-3}])
+    history.test_loss.shape  # (3, number of reports)
+    ```
+    """
+    block, state = init_block(spec, seeds, hparams, data, layout)
+    history = None
+    for state, history in fit(block, state):
+        pass
+    return model_of(block, state), history
+
+
+def train(spec: SweepSpec, seed: int, hparams: Mapping[str, float] | None = None, **kwargs) -> tuple[eqx.Module, History]:
+    """Train one member; the model has no member axis and the history arrays one row.
+
+    ``hparams`` picks one set of optimizer hyperparameters (needed when the spec vmaps several).
+    """
+    if hparams is None and len(_hparam_sets(spec, None)) > 1:
+        raise SpecError(f"`hparams`: the spec vmaps {list(spec.vmap)}; pass one set, e.g. hparams={{'learning_rate': 1e-3}}")
+    model, history = train_block(spec, [seed], None if hparams is None else [hparams], **kwargs)
+    params, static = eqx.partition(model, eqx.is_array)
+    return eqx.combine(jax.tree_util.tree_map(lambda a: a[0], params), static), history

@@ -1,0 +1,174 @@
+"""The compiled programs of a block: initialisation and one chunk of training epochs.
+
+One program per *program structure*: the model spec, the optimizer without its array
+hyperparameters, the batch size and the data shapes (:func:`program_key`). Hyperparameters
+such as the learning rate are program inputs, so blocks with other values reuse it. Every
+member runs the same per-member code: ``num_epochs`` epochs of ``lax.scan`` over shuffled
+minibatches, the shuffle of epoch ``e`` drawn from ``fold_in(shuffle_key, e)``. How members
+are laid out is the block's layout:
+
+- ``"map"`` (CPU): members split into equal parts over the host devices with ``shard_map``,
+  each device running its part one member after another with ``lax.map``; the state goes in
+  and comes out split over the devices, the same placement every call. A member's arithmetic
+  is then the same whatever block it is in: results are bit-identical on CPU.
+- ``"vmap"`` (GPU): members vectorised with ``vmap``; equal within float tolerance.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jaxtyping import Array, Bool, Float, Int, PyTree, UInt32
+
+from .._caches import cached
+from .._canonical import canonical_json
+from ..models import batched_forward, build_model
+from ..optim import make_optimizer
+from ..problems import Dataset
+from ..spec import SweepSpec
+
+LAYOUTS = ("map", "vmap")
+
+
+class TrainState(NamedTuple):
+    """Everything a block needs to continue training; every leaf has a leading member axis."""
+
+    params: PyTree
+    opt_state: PyTree
+    epoch: Int[Array, " m"]
+    diverged: Bool[Array, " m"]
+    shuffle_key: UInt32[Array, "m 2"]
+    hparams: dict[str, Float[Array, " m"]]
+
+
+def data_shapes(data: Dataset) -> tuple:
+    """``(sample_shape, out_channels, num_train)``: all a program needs to know of the data."""
+    return (tuple(data.sample_shape), data.out_channels, data.num_train)
+
+
+def program_key(spec: SweepSpec, hparam_names: Sequence[str]) -> str:
+    """Canonical text of what one compiled program depends on (besides the data shapes)."""
+    optimizer = {k: v for k, v in spec.optimizer.to_dict().items() if k not in hparam_names}
+    return canonical_json({"model": spec.model.to_dict(), "optimizer": optimizer, "batch_size": spec.training.batch_size})
+
+
+def _options(part: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in part.items() if k != "name"}
+
+
+@cached()
+def template(name: str, options: str, sample_shape: tuple, out_channels: int) -> eqx.Module:
+    """A model with shapes in place of arrays (its structure, built without computing: building
+    real weights eagerly compiles every little initialiser op, ~0.5 s for a ConvNet)."""
+    return eqx.filter_eval_shape(build_model, name, json.loads(options), sample_shape, out_channels, key=jax.random.key(0))
+
+
+def static_part(model_spec: Mapping[str, Any], shapes: tuple) -> PyTree:
+    """The non-array part of a model (shared by every member)."""
+    sample_shape, out_channels, _ = shapes
+    model = template(model_spec["name"], canonical_json(_options(model_spec)), sample_shape, out_channels)
+    return eqx.partition(model, eqx.is_array)[1]
+
+
+@cached()
+def initialiser(structure: str, shapes: tuple):
+    """Jitted ``(init keys, hyperparameters) -> (params, optimizer state)`` over members."""
+    struct = json.loads(structure)
+    model_spec, opt_spec = struct["model"], struct["optimizer"]
+    sample_shape, out_channels, _ = shapes
+
+    def one(key, hp):
+        model = build_model(model_spec["name"], _options(model_spec), sample_shape, out_channels,
+                            key=jax.random.wrap_key_data(key))
+        params = eqx.filter(model, eqx.is_array)
+        return params, make_optimizer(opt_spec["name"], _options(opt_spec), hp).init(params)
+
+    return jax.jit(jax.vmap(one))
+
+
+def mesh(num_devices: int) -> Mesh:
+    return Mesh(np.asarray(jax.devices("cpu")[:num_devices]), ("m",))
+
+
+def _all_finite(tree) -> Bool[Array, ""]:
+    leaves = jax.tree_util.tree_leaves(tree)
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
+
+
+def _select(pred, on_true, on_false):
+    return jax.tree_util.tree_map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
+
+
+@cached()
+def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
+    """The jitted ``(state, data, num_epochs) -> (state, (train loss, test loss))`` of one program
+    structure (:func:`program_key`); cached so that blocks and trials share compiled code."""
+    struct = json.loads(structure)
+    model_spec, opt_spec, batch_size = struct["model"], struct["optimizer"], struct["batch_size"]
+    sample_shape, out_channels, num_train = shapes
+    opt_name, opt_options = opt_spec["name"], _options(opt_spec)
+    forward = batched_forward(template(model_spec["name"], canonical_json(_options(model_spec)), sample_shape, out_channels))
+    num_batches = num_train // batch_size
+    static = static_part(model_spec, shapes)
+
+    def loss_fn(params, x, y):
+        pred = forward(eqx.combine(params, static), x)
+        return jnp.mean(jnp.square(pred - y))
+
+    def member_chunk(carry, hp, data, num_epochs):
+        params, opt_state, epoch, diverged, skey = carry
+        train_x, train_y, test_x, test_y = data
+        opt = make_optimizer(opt_name, opt_options, hp)
+
+        def step(c, batch):
+            params, opt_state, diverged = c
+            loss, grads = jax.value_and_grad(loss_fn)(params, *batch)
+            updates, new_opt_state = opt.update(grads, opt_state, params)
+            new_params = eqx.apply_updates(params, updates)
+            finite = jnp.isfinite(loss) & _all_finite(new_params)
+            keep = diverged | ~finite
+            params = _select(keep, params, new_params)
+            opt_state = _select(keep, opt_state, new_opt_state)
+            return (params, opt_state, keep), loss
+
+        def one_epoch(c, _):
+            params, opt_state, epoch, diverged = c
+            key = jax.random.fold_in(jax.random.wrap_key_data(skey), epoch)
+            order = jax.random.permutation(key, num_train)[: num_batches * batch_size]
+            order = order.reshape(num_batches, batch_size)
+            (params, opt_state, diverged), losses = jax.lax.scan(
+                step, (params, opt_state, diverged), (train_x[order], train_y[order])
+            )
+            return (params, opt_state, epoch + 1, diverged), jnp.mean(losses)
+
+        (params, opt_state, epoch, diverged), train_losses = jax.lax.scan(
+            one_epoch, (params, opt_state, epoch, diverged), None, length=num_epochs
+        )
+        test_loss = loss_fn(params, test_x, test_y)
+        return (params, opt_state, epoch, diverged, skey), (train_losses[-1], test_loss)
+
+    def chunk(state: TrainState, data, num_epochs: int):
+        carry = (state.params, state.opt_state, state.epoch, state.diverged, state.shuffle_key)
+        run = functools.partial(member_chunk, num_epochs=num_epochs)
+        if layout == "vmap":
+            new, losses = jax.vmap(run, in_axes=(0, 0, None))(carry, state.hparams, data)
+            return TrainState(*new, state.hparams), losses
+        per_device = jax.shard_map(
+            lambda c, h, d: jax.lax.map(lambda a: run(*a, d), (c, h)),
+            mesh=mesh(num_devices), in_specs=(P("m"), P("m"), P()), out_specs=P("m"), check_vma=False,
+        )
+        new, losses = per_device(carry, state.hparams, data)
+        return TrainState(*new, state.hparams), losses
+
+    if layout == "vmap":
+        return jax.jit(chunk, static_argnums=2)
+    split, whole = NamedSharding(mesh(num_devices), P("m")), NamedSharding(mesh(num_devices), P())
+    return jax.jit(chunk, static_argnums=2, in_shardings=(split, whole), out_shardings=split)

@@ -1,0 +1,55 @@
+"""Fault-injection hooks run inside Ray Tune trials (``sweep.run(..., trial_hooks=TrialHooks(...))``).
+
+Trial processes import this module by name: the Ray fixtures put ``tests/`` on every worker's path.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+
+class Barrier:
+    """``on_start``: wait until ``n`` trials have started (files in ``directory``) or ``timeout_s``
+    passed; report ``barrier_met``."""
+
+    def __init__(self, directory: str | os.PathLike, n: int, timeout_s: float):
+        self.directory, self.n, self.timeout_s = str(directory), n, timeout_s
+
+    def __call__(self, trial_key: str) -> dict:
+        directory = Path(self.directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / f"{trial_key}-{os.getpid()}").touch()
+        deadline = time.monotonic() + self.timeout_s
+        while time.monotonic() < deadline:
+            if len(list(directory.iterdir())) >= self.n:
+                return {"barrier_met": True}
+            time.sleep(0.1)
+        return {"barrier_met": False}
+
+
+class KillOnce:
+    """``after_report``: SIGKILL the first trial process that reports (once per marker file)."""
+
+    def __init__(self, marker: str | os.PathLike):
+        self.marker = str(marker)
+
+    def __call__(self, trial_key: str, epoch: int) -> None:
+        try:
+            fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return
+        os.close(fd)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class SleepAfterReport:
+    """``after_report``: sleep ``seconds`` (keeps trials running while a test acts)."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def __call__(self, trial_key: str, epoch: int) -> None:
+        time.sleep(self.seconds)

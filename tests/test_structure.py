@@ -1,0 +1,128 @@
+"""How the package is put together: the public names, imports that point one way, and an
+``import sweep`` that changes nothing in the user's process."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import sweep
+
+PACKAGE = Path(sweep.__file__).parent
+
+# Each top-level part of the package, in the order data flows through it; a module may import
+# only from its own layer or the layers before it.
+LAYERS = [
+    {"_errors", "_canonical", "_caches", "_fs", "_import_path", "_configure"},
+    {"optim", "models", "problems", "spec"},
+    {"planning"},
+    {"training"},
+    {"store"},
+    {"ensemble"},
+    {"figures"},
+    {"tune"},
+    {"cli"},
+]
+LAYER = {part: i for i, parts in enumerate(LAYERS) for part in parts}
+
+DOCUMENTED = [
+    "Configuration", "Dataset", "Ensemble", "History", "Model", "Optimizer", "Plan", "Problem", "QueryError",
+    "SpecError", "StoreError", "SweepError", "SweepSpec", "TrainState", "Training", "TrialPlan", "aggregate",
+    "clear_caches", "configure", "fit", "init_block", "load", "load_data", "plan", "plot", "run", "run_chunk",
+    "train", "train_block",
+]
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _part(path: Path) -> str:
+    return path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+
+
+def _imported_parts(path: Path) -> set[str]:
+    """The top-level parts of ``sweep`` a module imports (relative or absolute)."""
+    tree = ast.parse(path.read_text())
+    depth = len(path.relative_to(PACKAGE).parts) - (1 if path.name == "__init__.py" else 0)
+    parts = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: climb to the package root, then take the first name
+                names = (node.module or "").split(".") if node.module else [a.name for a in node.names]
+                climbed = depth - node.level
+                if climbed <= 0:
+                    parts.update(names[:1] if node.module else names)
+                else:
+                    parts.add(path.relative_to(PACKAGE).parts[0])
+            elif node.module and node.module.split(".")[0] == "sweep":
+                parts.add(node.module.split(".")[1] if "." in node.module else "__init__")
+        elif isinstance(node, ast.Import):
+            parts.update(a.name.split(".")[1] for a in node.names if a.name.startswith("sweep."))
+    return {p for p in parts if p in LAYER}
+
+
+def test_public_names_are_the_documented_ones_and_usable():
+    assert sorted(sweep.__all__) == sorted(DOCUMENTED)
+    for name in DOCUMENTED:
+        assert callable(getattr(sweep, name)), name
+    # functions, not modules: no submodule can shadow them
+    for name in ("aggregate", "plot", "run", "plan", "load", "train", "configure"):
+        assert type(getattr(sweep, name)).__name__ == "function", name
+
+
+def test_every_import_points_to_an_earlier_stage():
+    for path in _modules():
+        if path == PACKAGE / "__init__.py" or path == PACKAGE / "__main__.py":
+            continue
+        part = _part(path)
+        for other in _imported_parts(path):
+            assert LAYER[other] <= LAYER[part], f"{path.relative_to(PACKAGE)} ({part}) imports {other}, a later stage"
+
+
+def _fresh(code: str) -> str:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_core_modules_import_neither_ray_nor_the_tune_layer():
+    names = sorted({".".join(("sweep", *p.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
+                    for p in _modules() if _part(p) not in ("tune", "cli", "__main__")})
+    code = (f"import importlib, json, sys\nfor n in {names!r}: importlib.import_module(n)\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m == 'ray' or m.startswith(('ray.', 'sweep.tune')))))")
+    assert json.loads(_fresh(code)) == []
+
+
+def test_import_sweep_changes_nothing_in_the_process():
+    code = ("import json, os, jax\n"
+            "before = (jax.config.jax_num_cpu_devices, jax.config.jax_compilation_cache_dir, dict(os.environ))\n"
+            "import sweep, sweep.store, sweep.ensemble, sweep.training\n"
+            "after = (jax.config.jax_num_cpu_devices, jax.config.jax_compilation_cache_dir, dict(os.environ))\n"
+            "print(json.dumps([before == after, len(jax.devices())]))")
+    assert json.loads(_fresh(code)) == [True, 1]
+
+
+def test_configure_splits_the_cpu_and_turns_on_the_cache(tmp_path):
+    code = ("import json, jax, sweep\n"
+            f"c = sweep.configure(cpu_devices=2, compile_cache={str(tmp_path)!r})\n"
+            "print(json.dumps([c.cpu_devices, c.compile_cache, c.applied, len(jax.devices())]))")
+    assert json.loads(_fresh(code)) == [2, str(tmp_path), True, 2]
+    late = ("import json, jax, sweep\njax.numpy.zeros(1)\nc = sweep.configure(cpu_devices=2, compile_cache=None)\n"
+            "print(json.dumps([c.cpu_devices, c.applied, jax.config.jax_compilation_cache_dir]))")
+    assert json.loads(_fresh(late)) == [1, False, None]  # too late for the device count: said, not raised
+
+
+def test_production_code_reads_no_test_hooks_from_the_environment():
+    for path in _modules():
+        assert "SWEEP_TEST_" not in path.read_text(), path
+
+
+def test_configure_can_stop_gpu_preallocation_before_jax_starts():
+    code = ("import json, os\nos.environ.pop('XLA_PYTHON_CLIENT_PREALLOCATE', None)\nimport sweep\n"
+            "sweep.configure(cpu_devices=None, compile_cache=None, gpu_preallocate=False)\n"
+            "print(json.dumps(os.environ.get('XLA_PYTHON_CLIENT_PREALLOCATE')))")
+    assert json.loads(_fresh(code)) == "false"
