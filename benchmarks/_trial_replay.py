@@ -23,36 +23,25 @@ from ray.train._internal import session  # noqa: F401
 
 t = step("import ray.tune", t)
 import sweep
+from sweep.tune import _env
+from sweep.tune._trainable import train_trial  # noqa: F401
 
-try:
-    from sweep.tune import _env
-    from sweep.tune._trainable import train_trial  # noqa: F401
-except ImportError:  # after issue 9 the module names may differ
-    _env = None
 t = step("import sweep (+ its trainable)", t)
 
 spec = sweep.SweepSpec.from_dict(json.loads(sys.argv[1]))
 config, hsets = spec.expand()[0]
-if _env is not None:
-    _env.apply(dict(spec.resources))
+_env.apply(dict(spec.resources))  # sweep.configure() with the trial's CPU count
 t = step("trial env (before JAX starts)", t)
-try:
-    from sweep import load_data
-except ImportError:
-    from sweep.trainer import load_data
-data = load_data(config)  # a trial takes it from the object store instead
+data = sweep.load_data(config)  # a trial takes it from the object store instead
 t = time.perf_counter()
 block, state = sweep.init_block(config, [0], hsets, data)
 t = step("init_block (JAX backend, keys, initialiser from the compile cache)", t)
-try:
-    from sweep.training import History, chunks, data_shapes, save_block
-except ImportError:
-    from sweep.checkpoint import save_block
-    from sweep.trainer import History, chunks, data_shapes
 import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from sweep.training import History, chunks, data_shapes, save_block
 
 for i, n in enumerate(chunks(config.training)):
     state, (train, test) = sweep.run_chunk(block, state, n)

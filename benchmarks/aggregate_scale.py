@@ -32,19 +32,14 @@ from pathlib import Path
 
 import numpy as np
 
+import sweep
+from sweep.planning import make_plan
+from sweep.training import History, data_shapes, save_block
+
 NAME = "scale"
 
 
-def _configure():
-    import sweep
-
-    if hasattr(sweep, "configure"):
-        sweep.configure()
-    return sweep
-
-
-def make_spec(members: int, blocks: int, configs: int):
-    sweep = _configure()
+def make_spec(members: int, blocks: int, configs: int) -> sweep.SweepSpec:
     if members % blocks or blocks % configs:
         sys.exit(f"--members {members} must be a multiple of --blocks {blocks}, and --blocks of --configs {configs}")
     return sweep.SweepSpec(
@@ -57,37 +52,13 @@ def make_spec(members: int, blocks: int, configs: int):
     )
 
 
-def _planning():
-    try:
-        from sweep.planning import make_plan  # after issue 9
-    except ImportError:
-        from sweep.tune._plan import make_plan
-    return make_plan
-
-
-def _training():
-    try:
-        from sweep.training import (  # after issue 9
-            History,
-            data_shapes,
-            load_data,
-            save_block,
-        )
-    except ImportError:
-        from sweep.checkpoint import save_block
-        from sweep.trainer import History, data_shapes, load_data
-    return History, data_shapes, load_data, save_block
-
-
 def build(root: Path, members: int, blocks: int, configs: int) -> float:
     """Write plan.json and one real block checkpoint per planned trial; returns seconds."""
-    sweep = _configure()
-    History, data_shapes, load_data, save_block = _training()
     start = time.perf_counter()
-    plan = _planning()(make_spec(members, blocks, configs))
+    plan = make_plan(make_spec(members, blocks, configs))
     root.mkdir(parents=True)
     (root / "plan.json").write_text(json.dumps(plan.to_dict()))
-    data = load_data(plan.trials[0].spec)
+    data = sweep.load_data(plan.trials[0].spec)
     shapes = data_shapes(data)
     rng = np.random.default_rng(0)
     for i, trial in enumerate(plan.trials):
@@ -108,15 +79,12 @@ def _peak_mib() -> float:
 
 
 def child_aggregate(root: str, shard_mib: float | None) -> dict:
-    sweep = _configure()
-    aggregate = getattr(sweep, "aggregate", None)
-    if not callable(aggregate):
-        from sweep.aggregate import aggregate
+    sweep.configure()
     before = _peak_mib()
     kwargs = {"progress": False} | ({"shard_bytes": int(shard_mib * 2**20)} if shard_mib else {})
     start = time.perf_counter()
     if root:
-        aggregate(root, **kwargs)
+        sweep.aggregate(root, **kwargs)
     return {"seconds": time.perf_counter() - start, "peak_rss_mib": _peak_mib(), "peak_before_mib": before}
 
 
@@ -125,7 +93,7 @@ def child_query(root: str, seed: int, depth: int) -> dict:
     import pyarrow.parquet as pq
     from _counting_fs import counting_filesystem
 
-    sweep = _configure()
+    sweep.configure()
     fs, counter = counting_filesystem()
     out = {}
     start = time.perf_counter()
@@ -185,6 +153,7 @@ def main() -> None:
             result = child_query(rest[0], int(rest[1]), int(rest[2]))
         print(json.dumps(result))
         return
+    sweep.configure()
     base = Path(args.dir or tempfile.mkdtemp(prefix="sweep-aggscale-"))
     root = base / NAME
     try:

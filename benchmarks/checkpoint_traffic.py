@@ -30,7 +30,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import jax
 import numpy as np
+import pyarrow.fs as pafs
+
+import sweep
+from sweep.training import History, data_shapes, load_block, save_block
 
 NETS = {
     "reference": {"points": 48, "hidden": 16, "depth": 6, "boundary_mode": "dirichlet"},
@@ -58,34 +63,9 @@ while True:
 """
 
 
-def _configure():
-    import sweep
-
-    if hasattr(sweep, "configure"):
-        sweep.configure()
-    return sweep
-
-
-def _training():
-    try:
-        from sweep.training import (  # after issue 9
-            History,
-            data_shapes,
-            load_block,
-            load_data,
-            save_block,
-        )
-    except ImportError:
-        from sweep.checkpoint import load_block, save_block
-        from sweep.trainer import History, data_shapes, load_data
-    return History, data_shapes, load_block, load_data, save_block
-
-
 def _copy_files(source, destination, source_filesystem=None, destination_filesystem=None):
     """What Ray Tune uses to persist a checkpoint (its chunk size and S3 threading), after
     creating the destination directory as Tune does."""
-    import pyarrow.fs as pafs
-
     (destination_filesystem or pafs.LocalFileSystem()).create_dir(destination, recursive=True)
     try:
         from ray.train._internal.storage import _pyarrow_fs_copy_files
@@ -98,8 +78,6 @@ def _copy_files(source, destination, source_filesystem=None, destination_filesys
 
 
 def make_block(net: str, members: int):
-    sweep = _configure()
-    History, data_shapes, _, load_data, _ = _training()
     o = NETS[net]
     spec = sweep.SweepSpec(
         name="traffic", problem=sweep.Problem("heat1d", num_points=o["points"], num_samples=40),
@@ -109,10 +87,8 @@ def make_block(net: str, members: int):
         training=sweep.Training(epochs=10, batch_size=8, report_every=1), seeds=members, seeds_per_trial=members,
     )
     config = spec.expand()[0][0]
-    data = load_data(config)
+    data = sweep.load_data(config)
     block, state = sweep.init_block(config, range(members), data=data)
-    import jax
-
     state = jax.tree_util.tree_map(np.asarray, state)
     params = sum(x[0].size for x in jax.tree_util.tree_leaves(state.params))
     history = History(block.seeds, block.hparams, np.arange(1, 11, dtype=np.int32),
@@ -139,9 +115,7 @@ def _start_moto() -> tuple[subprocess.Popen, int]:
     return proc, port
 
 
-def _s3(port: int):
-    import pyarrow.fs as pafs
-
+def _s3(port: int) -> pafs.S3FileSystem:
     fs = pafs.S3FileSystem(access_key="testing", secret_key="testing", region="us-east-1",
                            endpoint_override=f"127.0.0.1:{port}", scheme="http", allow_bucket_creation=True)
     fs.create_dir("traffic")
@@ -154,6 +128,7 @@ def main() -> None:
     parser.add_argument("--members", type=int, default=16_384)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    sweep.configure()
     moto, port = _start_moto()
     try:
         _measure(args, port)
@@ -163,9 +138,6 @@ def main() -> None:
 
 
 def _measure(args, port: int) -> None:
-    _, _, load_block, _, save_block = _training()
-    import pyarrow.fs as pafs
-
     s3 = _s3(port)
     local = pafs.LocalFileSystem()
     print(f"checkpoint traffic: blocks of {args.members} members; fastest of {args.repeats}; moto S3 on 127.0.0.1:{port} "

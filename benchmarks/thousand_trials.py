@@ -51,8 +51,7 @@ def main() -> None:
 
     import sweep
 
-    if hasattr(sweep, "configure"):
-        sweep.configure()
+    sweep.configure()
     import ray
 
     # a new local Ray of 2 CPUs with sweep.run's settings: a bare ray.init() would join a cluster that

@@ -8,7 +8,7 @@ then one chunk under ``jax.profiler.trace`` with the trace summarised per XLA op
 over the host devices' threads, share of the busy time), grouped into kinds (dot/matmul, convolution,
 copy/concatenate/pad/slice data movement, elementwise fusions, reductions, gather/scatter, rng, other).
 
-    python benchmarks/trainer_chunk_profile.py [--epochs 5] [--seeds 10] [--repeats 3] [--top 25]
+    python benchmarks/trainer_chunk_profile.py [--epochs 5] [--seeds 10] [--repeats 3] [--top 25] [--hlo-dump DIR]
 """
 
 from __future__ import annotations
@@ -42,22 +42,6 @@ def kind_of(name: str) -> str:
         if re.search(pattern, low):
             return kind
     return "other"
-
-
-def _configure():
-    import sweep
-
-    if hasattr(sweep, "configure"):
-        sweep.configure()
-    return sweep
-
-
-def _load_data():
-    try:
-        from sweep import load_data  # after issue 9
-    except ImportError:
-        from sweep.trainer import load_data
-    return load_data
 
 
 def summarise(trace_dir: str) -> tuple[collections.Counter, float, int]:
@@ -124,11 +108,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--trace-dir", default=None)
-    parser.add_argument("--hlo-dump", default=None, help="also dump XLA's HLO here to see what each fusion holds")
+    parser.add_argument("--hlo-dump", default=None, help="where XLA dumps the HLO that says what each fusion holds "
+                        "(default: a temporary directory)")
     args = parser.parse_args()
-    if args.hlo_dump:  # before JAX starts a backend
-        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={args.hlo_dump} --xla_dump_hlo_as_text"
-    sweep = _configure()
+    args.hlo_dump = args.hlo_dump or tempfile.mkdtemp(prefix="sweep-chunk-hlo-")
+    # before JAX starts a backend
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={args.hlo_dump} --xla_dump_hlo_as_text"
+    import sweep
+
+    sweep.configure()
     import jax
     import jax.numpy as jnp
 
@@ -138,7 +126,7 @@ def main() -> None:
         optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
         training=sweep.Training(epochs=args.epochs, batch_size=32, report_every=args.epochs),
     )
-    data = _load_data()(spec)
+    data = sweep.load_data(spec)
     block, state = sweep.init_block(spec, range(args.seeds), data=data)
     start = time.perf_counter()
     state, _ = sweep.run_chunk(block, state, args.epochs)
@@ -182,7 +170,7 @@ def main() -> None:
         state, losses = sweep.run_chunk(block, state, args.epochs)
         jax.block_until_ready(losses)
     per_op, span, threads = summarise(trace_dir)
-    contents = fusion_contents(args.hlo_dump) if args.hlo_dump else {}
+    contents = fusion_contents(args.hlo_dump)
     runtime = per_op.pop("(XLA runtime: thunk executor, waiting)", 0.0)
     total = sum(per_op.values())
     print(f"trace ({trace_dir}): {len(per_op)} HLO ops on {threads} XLA threads over a {span / 1e6:.3f} s span: "

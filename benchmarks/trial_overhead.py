@@ -39,8 +39,7 @@ from _workload import add_options, heat_spec
 CHILD = r"""
 import json, sys, time
 import sweep
-if hasattr(sweep, "configure"):
-    sweep.configure()
+sweep.configure()  # what sweep.run and every trial do
 mode, spec_json, storage, options_json, events_path = sys.argv[1:6]
 spec = sweep.SweepSpec.from_dict(json.loads(spec_json))
 if mode == "block":
