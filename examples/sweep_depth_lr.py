@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> None:
               f"(95% interval {c.ci_low:.2f}..{c.ci_high:.2f}, {c.n_a} vs {c.n_b} seeds)")
 
     out = args.out or Path(sweep_dir) / "sweep.png"
-    sweep.plot(ens, out)
+    sweep.plot(ens, out=out)
     print(f"wrote {out}")
 
 

@@ -12,8 +12,10 @@ from ._arrays import load_arrays, load_function
 from ._dataset import Dataset as Dataset
 from ._dataset import as_dataset as as_dataset
 from ._heat1d import heat1d as heat1d
+from ._heat1d import heat1d_coordinates
 
 GENERATORS = {"heat1d": heat1d}
+COORDINATES = {"heat1d": heat1d_coordinates}  # generators whose points have known physical positions
 PROBLEMS = (*GENERATORS, "arrays")
 
 
@@ -57,3 +59,8 @@ def load_problem(name: str, options: Mapping[str, Any]) -> Dataset:
         shape = options.get("shape")
         return load_arrays(options["path"], tuple(shape) if shape else None)
     return load_function(name, dict(options))
+
+
+def coordinates(name: str, options: Mapping[str, Any]):
+    """The physical positions of a sample's points (a 1-D array), or None where the problem does not know them."""
+    return COORDINATES[name](**options) if name in COORDINATES else None
