@@ -23,7 +23,7 @@ ACTIVATIONS = {
     "softplus": jax.nn.softplus, "leaky_relu": jax.nn.leaky_relu, "mish": jax.nn.mish,
     "identity": lambda x: x,
 }
-_INFERRED = ("num_spatial_dims", "in_channels", "out_channels", "key")
+_INFERRED = ("num_spatial_dims", "in_channels", "key")
 _ACTIVATION_ARGS = ("activation", "final_activation")
 
 
@@ -47,6 +47,8 @@ def check_model(name: str, options: Mapping[str, Any]) -> None:
             if key in _INFERRED:
                 raise SpecError(f"`model.{key}`: inferred from the problem's arrays; remove it from the spec")
             raise SpecError(f"`model.{key}`: not an argument of pdequinox.arch.{name}; allowed: {', '.join(params)}")
+        if key == "out_channels" and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise SpecError(f"`model.out_channels`: got {value!r}; must be an integer >= 1 (default: the targets' channels)")
         if key in _ACTIVATION_ARGS and value not in ACTIVATIONS:
             raise SpecError(f"`model.{key}`: unknown activation {value!r}; choose one of {', '.join(ACTIVATIONS)}")
     if name == "MLP" and "num_points" in options:
@@ -54,7 +56,8 @@ def check_model(name: str, options: Mapping[str, Any]) -> None:
 
 
 def build_model(name: str, options: Mapping[str, Any], sample_shape: tuple[int, ...], out_channels: int, *, key) -> eqx.Module:
-    """Build one model for inputs of ``sample_shape = (channels, *spatial)``.
+    """Build one model for inputs of ``sample_shape = (channels, *spatial)`` with ``out_channels``
+    outputs, unless the options give ``out_channels`` (a classifier's number of classes).
 
     ```python
     net = build_model("ConvNet", {"depth": 2}, (1, 48), 1, key=jax.random.key(0))
@@ -64,6 +67,7 @@ def build_model(name: str, options: Mapping[str, Any], sample_shape: tuple[int, 
     if is_import_path(name):
         factory = import_object(name, "model.name")
         return factory(**kwargs, key=key)
+    out_channels = kwargs.pop("out_channels", out_channels)
     num_spatial_dims = len(sample_shape) - 1
     if name == "MLP":
         kwargs["num_points"] = sample_shape[1]

@@ -68,12 +68,17 @@ class Store:
         return [c["name"] for c in self.manifest["columns"]]
 
     @property
+    def metrics(self) -> list[str]:
+        """Stored names of the metrics (columns ``val_<name>``, ``test_<name>``), in column order."""
+        return list(self.manifest.get("metrics", []))
+
+    @property
     def vmapped_columns(self) -> list[str]:
         return [c["name"] for c in self.manifest["columns"] if c["vmapped"]]
 
     def index(self) -> pa.Table:
         """Every member's row without the history columns (what queries need)."""
-        return self.members(index_columns(self.grid_columns))
+        return self.members(index_columns(self.grid_columns, self.metrics))
 
     def members(self, columns: list[str] | None = None, member_ids: np.ndarray | None = None) -> pa.Table:
         """Rows of ``members.parquet`` (all, or those of ``member_ids`` in that order).
@@ -181,5 +186,10 @@ def _read_manifest(fs: pafs.FileSystem, path: str) -> dict[str, Any]:
         raise StoreError(
             f"{path!r}: store format {version} is newer than this seed-sweep reads (format {FORMAT}); "
             f"upgrade seed-sweep"
+        )
+    if version < FORMAT:
+        raise StoreError(
+            f"{path!r}: store format {version} was written by an older seed-sweep (members trained without a "
+            f"validation split; this one reads format {FORMAT}); run the sweep again"
         )
     return manifest

@@ -1,6 +1,6 @@
 """A compact progress line while a sweep runs (a Tune ``Callback``; Tune's own tables are off: verbose=0).
 
-``[heat] trials 3 done, 2 running, 3 pending | members 12/32 | best block test loss 1.2e-03 | ETA 1m20s``
+``[heat] trials 3 done, 2 running, 3 pending | members 12/32 | best block val loss 1.2e-03 | ETA 1m20s``
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def progress_line(name: str, trials: list, planned: Mapping[str, tuple[int, int]
             reached = epochs  # finished or stopped by the scheduler: no more work
         member_epochs += members * min(reached, epochs)
         members_done += result.get("members_done", 0)
-        loss = result.get("test_loss_mean")
+        loss = result.get("val_loss_mean")  # the best is chosen on validation, never on test
         if loss is not None and (best is None or loss < best):
             best = loss
     total_members = sum(planned.get(t.config.get("trial_key"), (0, 1))[0] for t in trials)
@@ -45,7 +45,7 @@ def progress_line(name: str, trials: list, planned: Mapping[str, tuple[int, int]
              + (f", {counts['failed']} failed" if counts["failed"] else ""),
              f"members {members_done}/{total_members}"]
     if best is not None:
-        parts.append(f"best block test loss {best:.3g}")
+        parts.append(f"best block val loss {best:.3g}")
     fraction = member_epochs / total_member_epochs if total_member_epochs else 0.0
     if 0 < fraction < 1:
         parts.append(f"ETA {_duration(elapsed * (1 - fraction) / fraction)}")

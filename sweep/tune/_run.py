@@ -27,7 +27,7 @@ from ._checks import check_resources, check_writable, load_datasets, problem_key
 from ._sweepdir import done_members, experiments, next_experiment, sweep_location
 from ._trainable import TrialHooks
 
-METRIC, MODE = "test_loss_mean", "min"
+METRIC, MODE = "val_loss_mean", "min"  # Tune's default: the block's mean validation loss
 _OURS = {"name", "storage_path", "storage_filesystem", "failure_config", "local_dir",
          "scheduler", "num_samples", "trial_dirname_creator", "trial_name_creator"}
 # Tune warns when its experiment state is saved often, which every checkpoint of a short trial
@@ -219,7 +219,8 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
 
     ``resume=True`` first restores the latest Tune experiment (``Tuner.restore``, errored trials
     resumed from their checkpoints), then trains whatever is still missing. ``scheduler``: any
-    Tune scheduler; without its own metric it gets ``test_loss_mean`` / ``min``.
+    Tune scheduler; without its own metric it gets ``val_loss_mean`` / ``min`` (the block's mean
+    validation loss; without a validation set, a scheduler must be given its metric).
     ``failure_config``: ``tune.FailureConfig`` (default: retry a trial twice). ``trial_hooks``:
     a :class:`sweep.tune.TrialHooks` run inside every trial (fault injection in tests). Other
     keyword arguments go to ``tune.TuneConfig`` or ``tune.RunConfig`` (e.g.
@@ -241,6 +242,8 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
         tune_kw, run_kw, datasets = prepared.result()
     from ray import tune
 
+    validated = all(d.val.size for d in datasets.values())  # every config has a validation set
+    _check_scheduler_metric(scheduler, tune_kw, validated)
     nodes = _alive_nodes()
     check_resources(spec.resources, nodes)
     hooks = trial_hooks or TrialHooks()
@@ -268,7 +271,7 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
     if new.trials and not failures:
         resume_from = {t.trial_key: blocks[t.trial_key].path for t in new.trials if t.trial_key in blocks}
         tuner = _tuner(spec, new, _trainable(spec, new, data_refs, resume_from, ray_fs, hooks), fs, path, ray_fs,
-                       scheduler, failure_config, tune_kw, run_kw)
+                       scheduler, failure_config, tune_kw, run_kw, validated)
         stopped, failures = _fit(tuner, new)
         if stopped:
             write_plan(fs, path, merged.with_stopped(stopped))
@@ -282,13 +285,29 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
     return shown
 
 
+def _default_metric(scheduler, tune_kw: Mapping[str, Any]) -> bool:
+    """Whether Tune gets :data:`METRIC` (nobody named a metric)."""
+    return "metric" not in tune_kw and (scheduler is None or getattr(scheduler, "_metric", None) is None)
+
+
+def _check_scheduler_metric(scheduler, tune_kw: Mapping[str, Any], validated: bool) -> None:
+    """Without a validation set there is no default to rank trials by: a scheduler needs its own metric."""
+    if scheduler is not None and _default_metric(scheduler, tune_kw) and not validated:
+        raise SpecError(
+            f"`scheduler`: {type(scheduler).__name__} has no metric, and the sweep has no validation set "
+            f"(problem.val_fraction=0) for the default {METRIC!r}; give it one explicitly, e.g. "
+            f"{type(scheduler).__name__}(metric='test_loss_mean', mode='min') (a choice made on the test set makes "
+            f"its test numbers optimistic), or train with a validation set"
+        )
+
+
 def _tuner(spec: SweepSpec, plan: Plan, trainable, fs, path: str, ray_fs, scheduler, failure_config,
-           tune_kw: dict[str, Any], run_kw: dict[str, Any]):
+           tune_kw: dict[str, Any], run_kw: dict[str, Any], validated: bool):
     """A new Tune experiment ``<sweep>/tune-NNNN`` with one trial per planned block."""
     from ray import tune
 
     tune_config = dict(tune_kw)
-    if "metric" not in tune_config and (scheduler is None or getattr(scheduler, "_metric", None) is None):
+    if _default_metric(scheduler, tune_kw) and validated:
         tune_config.update(metric=METRIC, mode=MODE)
     run_config = {"verbose": 0, "failure_config": failure_config or tune.FailureConfig(max_failures=2),
                   "checkpoint_config": tune.CheckpointConfig(num_to_keep=2), **run_kw}
