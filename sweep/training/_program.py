@@ -150,8 +150,11 @@ def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
         return batch_mean(loss, forward(eqx.combine(params, static), x), y)
 
     def evaluate(params, split):
-        pred = forward(eqx.combine(params, static), split.x)
-        return {name: batch_mean(metric, pred, split.y) for name, _, metric in evaluated}
+        # Barriers keep the evaluation one fused unit whatever surrounds it: with one member per
+        # device XLA inlines the member loop, and without them would fuse (and round) exp/log of
+        # e.g. cross_entropy differently than in a block of several members per device.
+        pred, y = jax.lax.optimization_barrier((forward(eqx.combine(params, static), split.x), split.y))
+        return jax.lax.optimization_barrier({name: batch_mean(metric, pred, y) for name, _, metric in evaluated})
 
     def member_chunk(carry, hp, data: Dataset, num_epochs):
         params, opt_state, epoch, diverged, skey = carry
