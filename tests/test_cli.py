@@ -137,11 +137,15 @@ def _rows(output: str, header_word: str) -> tuple[list[str], list[list[str]]]:
     return header, [line.split() for line in lines[start + 1:] if not line.startswith("...")]
 
 
-def test_show_prints_the_summary_best_mean_first(store):
+def test_show_prints_the_summary_best_validation_mean_first_with_test_beside(store):
     result = invoke("show", store)
     assert result.exit_code == 0, result.stderr
+    assert result.output.startswith("val_loss over seeds per configuration (16 members), best mean first; 95% bootstrap "
+                                    "intervals; test_loss reported beside, not used to rank:")
     header, rows = _rows(result.output, "config_id")
-    assert {"depth", "learning_rate", "mean", "std", "median"} <= set(header)
+    assert {"depth", "learning_rate", "mean", "std", "mean_ci_low", "mean_ci_high", "test_loss_mean",
+            "test_loss_ci_low", "test_loss_ci_high"} <= set(header)
+    assert "median" in _rows(invoke("show", store, "--wide").output, "config_id")[0]
     assert len(rows) == 4
     means = [float(r[header.index("mean")]) for r in rows]
     assert means == sorted(means)
@@ -164,8 +168,12 @@ def test_show_members_filtered_by_where(store):
     header, rows = _rows(result.output, "member_id")
     assert len(rows) == 4 and "test_loss_history" not in header
     assert {r[header.index("depth")] for r in rows} == {"2"}
-    losses = [float(r[header.index("test_loss")]) for r in rows]
+    assert {"val_loss", "test_loss"} <= set(header)
+    losses = [float(r[header.index("val_loss")]) for r in rows]
     assert losses == sorted(losses)
+    tests = [float(r[header.index("test_loss")]) for r in _rows(invoke("show", store, "--members", "--metric", "test_loss",
+                                                                        "--where", "depth=2").output, "member_id")[1]]
+    assert tests == sorted(tests)
     out = invoke("show", store, "--members", "--limit", "3").output
     assert len(_rows(out, "member_id")[1]) == 3 and "... 13 more members" in out
 
@@ -213,26 +221,31 @@ def test_plot_writes_one_png_with_every_panel(store, tmp_path):
 def test_plot_prefix_writes_one_png_per_panel(store, tmp_path):
     result = invoke("plot", store, "--out", tmp_path / "p_", "--samples", "2")
     assert result.exit_code == 0, result.stderr
-    for name in ("p_curves.png", "p_test_loss.png", "p_predictions.png"):
+    for name in ("p_curves.png", "p_spread.png", "p_predictions.png"):
         _png(tmp_path / name)
 
 
 def test_plot_figure_has_the_documented_panels(store):
     (name, fig), = sweep.plot(store, num_samples=2).items()
     assert name == "sweep"
-    train, test, spread, *predictions = fig.axes
-    for ax, which in ((train, "train"), (test, "test")):  # every member plus one median per configuration
-        assert ax.get_xlabel() == "epoch" and ax.get_ylabel() == f"{which} loss (MSE)" and ax.get_yscale() == "log"
+    train, val, test, spread, *predictions = fig.axes
+    for ax, which in ((train, "train"), (val, "val")):  # every member plus one median per configuration
+        assert ax.get_xlabel() == "epoch" and ax.get_ylabel() == f"{which} loss (mse)" and ax.get_yscale() == "log"
         assert len(ax.lines) == 16 + 4 and len(ax.get_legend().get_texts()) == 4
-    assert spread.get_ylabel() == "final test loss (MSE)" and len(spread.get_xticklabels()) == 4
-    assert sum(len(c.get_offsets()) for c in spread.collections) == 16  # every member as a point
+    summary = sweep.load(store).summary().to_pylist()
+    best = summary[0]  # chosen on validation
+    chosen = f"depth={best['depth']}, learning_rate={best['learning_rate']:g}"
+    assert test.get_ylabel() == "test loss (mse)" and len(test.lines) == 4 + 1  # the chosen configuration only
+    assert [t.get_text() for t in test.get_legend().get_texts()] == [f"{chosen} (n=4)"]
+    assert spread.get_ylabel() == "final val_loss" and len(spread.get_xticklabels()) == 4
+    assert f"{chosen} (chosen)" in [t.get_text() for t in spread.get_xticklabels()]
+    points = [len(c.get_offsets()) for c in spread.collections]
+    assert sum(points) == 16 + 4  # every member's val_loss as a point, and the chosen members' test_loss
     assert len(predictions) == 2
     for ax in predictions:
         assert [t.get_text() for t in ax.get_legend().get_texts()] == [
             "input", "ground truth", "ensemble mean", "±1 std over members"]
-    summary = sweep.load(store).summary().to_pylist()
-    best = min(summary, key=lambda r: r["mean"])
-    assert f"depth={best['depth']}, learning_rate={best['learning_rate']:g}" in predictions[0].get_title()
+    assert f"chosen on val_loss: {chosen}" in predictions[0].get_title()
 
 
 def test_plot_draws_a_sample_of_curves_but_spreads_every_member(store):
@@ -240,8 +253,8 @@ def test_plot_draws_a_sample_of_curves_but_spreads_every_member(store):
     train = figures["sweep"].axes[0]
     assert len(train.lines) == 8 + 4  # 2 of 4 members per configuration, plus the medians
     assert all("(2 of 4 shown)" in t.get_text() for t in train.get_legend().get_texts())
-    spread = figures["sweep"].axes[2]
-    assert sum(len(c.get_offsets()) for c in spread.collections) == 16
+    spread = figures["sweep"].axes[3]
+    assert sum(len(c.get_offsets()) for c in spread.collections) == 16 + 4
 
 
 # -- errors -------------------------------------------------------------------------------------
@@ -270,6 +283,7 @@ ERRORS = [
     (["aggregate", "{d}/empty"], ["no block checkpoints"]),
     (["show", "{s}", "--where", "width=3"], ["unknown column 'width'"]),
     (["show", "{s}", "--metric", "nope"], ["metric='nope'"]),
+    (["show", "{s}", "--mode", "best"], ["mode='best'", "\"min\"", "\"max\""]),
     (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--where", "depth"], ["--where", "key=value"]),
     (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--where", "depth=7"], ["no member matches"]),
     (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--best", "0"], ["best(k=0)"]),
