@@ -110,6 +110,21 @@ def test_resume_from_saved_state_equals_uninterrupted(tmp_path, spec, data):
         np.testing.assert_array_equal(getattr(resumed_history, field), getattr(history, field))
 
 
+def test_checkpoint_carries_validation_and_test_curves_and_refuses_an_older_format(tmp_path, spec, data):
+    import json
+
+    from sweep.training import load_block, save_block
+
+    block, state = training.init_block(spec, [1, 5], data=data)
+    state, history = next(sweep.fit(block, state))
+    path = save_block(tmp_path / "b", spec=spec, state=state, history=history, shapes=training.data_shapes(data))
+    meta = json.loads((path / "block.json").read_text())
+    assert set(meta["history"]["val"]) == set(meta["history"]["test"]) == {"loss"}
+    (path / "block.json").write_text(json.dumps(meta | {"format": 1}))
+    with pytest.raises(sweep.StoreError, match=r"format 1 was written by an older seed-sweep \(trained without a validation"):
+        load_block(path)
+
+
 def test_fit_yields_after_every_chunk_and_stops_at_the_planned_epochs(spec, data):
     block, state = training.init_block(spec, [0], data=data)
     reports = [(int(s.epoch[0]), h.epoch.tolist(), h.test_loss.shape) for s, h in sweep.fit(block, state)]
