@@ -21,7 +21,8 @@ def make_quick(args: argparse.Namespace, epochs: int) -> None:
     args.points, args.samples, args.hidden, args.depth = 16, 60, 4, 2
 
 
-def heat_spec(args: argparse.Namespace, *, name: str, seeds: int, seeds_per_trial: int, cpus: float):
+def heat_spec(args: argparse.Namespace, *, name: str, seeds: int, seeds_per_trial: int | str, cpus: float,
+              gpus: float = 0):
     import sweep
 
     return sweep.SweepSpec(
@@ -33,5 +34,5 @@ def heat_spec(args: argparse.Namespace, *, name: str, seeds: int, seeds_per_tria
         training=sweep.Training(epochs=args.epochs, batch_size=32, report_every=args.report_every),
         seeds=seeds,
         seeds_per_trial=seeds_per_trial,
-        resources={"cpu": cpus, "gpu": 0},
+        resources={"cpu": cpus, "gpu": gpus},
     )

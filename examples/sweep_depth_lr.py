@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
               f"({c.difference_ci_low:.3g}..{c.difference_ci_high:.3g}); {c.n_a} vs {c.n_b} seeds")
 
     out = args.out or Path(sweep_dir) / "sweep.png"
-    sweep.plot(ens, out)
+    sweep.plot(ens, out=out)
     print(f"wrote {out}")
 
 

@@ -51,7 +51,8 @@ def backend_started() -> bool:
 
 
 def configure(cpu_devices: int | Literal["auto"] | None = "auto",
-              compile_cache: str | os.PathLike | Literal["default"] | None = "default") -> Configuration:
+              compile_cache: str | os.PathLike | Literal["default"] | None = "default",
+              gpu_preallocate: bool | None = None) -> Configuration:
     """Split the CPU into JAX devices and switch on JAX's persistent compilation cache.
 
     - ``cpu_devices``: JAX CPU devices (``jax_num_cpu_devices``). ``"auto"`` gives one per core
@@ -65,6 +66,10 @@ def configure(cpu_devices: int | Literal["auto"] | None = "auto",
       trial in a fresh worker process; with the cache, a worker reads the compiled program of
       its structural config from disk instead of compiling it again (seconds per trial). A
       cache directory the user already configured is kept.
+    - ``gpu_preallocate``: ``False`` sets ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` (if JAX has not
+      started and the variable is unset), so that this process takes GPU memory as it needs it
+      instead of 75% of the device at start; ``sweep.run`` does this in the driver so that trials
+      on the driver's machine get their shares. ``None`` leaves it alone.
 
     Returns what is in effect. Calling it again is harmless.
 
@@ -78,6 +83,8 @@ def configure(cpu_devices: int | Literal["auto"] | None = "auto",
             isinstance(cpu_devices, bool) or not isinstance(cpu_devices, int) or cpu_devices < 1):
         raise SpecError(f"`cpu_devices`: got {cpu_devices!r}; give an integer >= 1, \"auto\" or None")
     applied = True
+    if gpu_preallocate is not None and not backend_started():
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "true" if gpu_preallocate else "false")
     if cpu_devices is not None and _DEVICE_COUNT_FLAG not in os.environ.get("XLA_FLAGS", ""):
         wanted = available_cpus() if cpu_devices == "auto" else cpu_devices
         if jax.config.jax_num_cpu_devices != wanted:

@@ -17,9 +17,10 @@ import pyarrow.fs as pafs
 from ._canonical import canonical_json, digest
 from ._errors import StoreError
 from ._fs import exists, read_text, write_text_atomic
-from .spec import SweepSpec
+from .spec import SweepSpec, hparam_name
 
-__all__ = ["PLAN_FILE", "Plan", "TrialPlan", "hparams_key", "make_plan", "merge_plans", "read_plan", "write_plan"]
+__all__ = ["PLAN_FILE", "Plan", "TrialPlan", "config_label", "grid_names", "hparams_key", "make_plan", "merge_plans",
+           "read_plan", "write_plan"]
 
 PLAN_FILE = "plan.json"
 PLAN_FORMAT = 1
@@ -42,6 +43,19 @@ class TrialPlan:
     def members(self) -> list[tuple[dict[str, float], int]]:
         """(hyperparameter set, seed) of every member, in block order (hparams-major)."""
         return [(h, s) for h in self.hparams for s in self.seeds]
+
+    def grid_values(self, grid_keys: Iterable[str], hparams: Mapping[str, float]) -> dict[str, Any]:
+        """``{grid key: value}`` of this trial's members with hyperparameter set ``hparams``
+        (vmapped keys from ``hparams``, the others from the trial's structural config)."""
+        spec = self.spec.to_dict()
+        out = {}
+        for key in grid_keys:
+            part, _, leaf = key.partition(".")
+            if part == "optimizer" and hparam_name(key) in hparams:
+                out[key] = hparams[hparam_name(key)]
+            else:
+                out[key] = spec[part].get(leaf) if leaf else spec[part]
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -99,18 +113,43 @@ class Plan:
     def __str__(self) -> str:
         res = self.spec.resources
         gpu = f", {res['gpu']:g} GPU" if res["gpu"] else ""
+        names = grid_names(self.spec.grid)
+        structural = [k for k in self.spec.grid if k not in self.spec.vmap]
+        vmapped = [k for k in self.spec.grid if k in self.spec.vmap]
+        rows = []
+        for t in self.trials[:50]:
+            seeds = f"{t.seeds[0]}..{t.seeds[-1]} ({len(t.seeds)})" if len(t.seeds) > 1 else str(t.seeds[0])
+            config = config_label(t.grid_values(structural, {}), names) or "-"
+            values = [t.grid_values(vmapped, h) for h in t.hparams]
+            sets = " ".join(f"{names[k]}=" + ",".join(dict.fromkeys(f"{v[k]:g}" for v in values)) for k in vmapped)
+            rows.append((config, t.config_id, t.trial_key, seeds, sets or "-", str(t.num_members)))
+        header = ("config", "config_id", "trial", "seeds", "vmapped", "members")
+        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         lines = [
             f"sweep {self.spec.name!r}: {len(self.trials)} trials, {self.num_members} members, "
             f"{len(self.config_ids)} structural configs; each trial: {res['cpu']:g} CPU{gpu}, "
             f"up to {self.seeds_per_trial} seeds per block",
-            f"{'trial':<22} {'config':<12} {'seeds':<18} {'hparam sets':>11} {'members':>8}",
+            *("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]),
         ]
-        for t in self.trials[:50]:
-            seeds = f"{t.seeds[0]}..{t.seeds[-1]} ({len(t.seeds)})" if len(t.seeds) > 1 else str(t.seeds[0])
-            lines.append(f"{t.trial_key:<22} {t.config_id:<12} {seeds:<18} {len(t.hparams):>11} {t.num_members:>8}")
         if len(self.trials) > 50:
             lines.append(f"... and {len(self.trials) - 50} more trials")
         return "\n".join(lines)
+
+
+def grid_names(grid_keys: Iterable[str], reserved: Iterable[str] = ()) -> dict[str, str]:
+    """Short name of every grid key: its last part when that is unique and not ``reserved``,
+    else the whole dotted key (``{"model.depth": "depth", "optimizer.learning_rate": "learning_rate"}``).
+    The store names its grid value columns so; progress and plans show configurations so."""
+    keys = list(grid_keys)
+    leaves = [k.rpartition(".")[2] for k in keys]
+    reserved = set(reserved)
+    return {k: leaf if leaves.count(leaf) == 1 and leaf not in reserved else k for k, leaf in zip(keys, leaves)}
+
+
+def config_label(values: Mapping[str, Any], names: Mapping[str, str] | None = None) -> str:
+    """``"depth=6 learning_rate=0.0003"``: grid values by short name (floats as ``:g``)."""
+    return " ".join(f"{(names or {}).get(k, k)}={v:g}" if isinstance(v, float) else f"{(names or {}).get(k, k)}={v}"
+                    for k, v in values.items())
 
 
 def hparams_key(hparams: Mapping[str, float]) -> str:

@@ -53,3 +53,18 @@ class SleepAfterReport:
 
     def __call__(self, trial_key: str, epoch: int) -> None:
         time.sleep(self.seconds)
+
+
+class RecordModules:
+    """``after_report``: write which of ``names`` the trial process has imported to ``<directory>/<pid>.json``."""
+
+    def __init__(self, directory: str | os.PathLike, names: tuple[str, ...]):
+        self.directory, self.names = str(directory), tuple(names)
+
+    def __call__(self, trial_key: str, epoch: int) -> None:
+        import json
+        import sys
+
+        Path(self.directory).mkdir(parents=True, exist_ok=True)
+        loaded = {n: n in sys.modules for n in self.names}
+        (Path(self.directory) / f"{os.getpid()}.json").write_text(json.dumps(loaded))

@@ -85,6 +85,53 @@ def test_plan_prints_every_trial_before_anything_runs(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+def test_plan_names_configurations_by_grid_values_next_to_their_ids(tmp_path):
+    spec = grid_spec()
+    spec.to_toml(tmp_path / "spec.toml")
+    out = invoke("plan", tmp_path / "spec.toml").output.splitlines()
+    assert out[1].split() == ["config", "config_id", "trial", "seeds", "vmapped", "members"]
+    rows = [line.split() for line in out[2:]]
+    assert [r[0] for r in rows] == ["depth=1", "depth=1", "depth=2", "depth=2"]
+    assert all(r[-2:] == ["learning_rate=0.003,0.001", "4"] for r in rows)
+    assert {r[1] for r in rows} == set(make_plan(spec).config_ids)
+
+
+def test_set_overrides_spec_fields_validated_like_the_file(tmp_path):
+    grid_spec().to_toml(tmp_path / "spec.toml")
+    result = invoke("plan", tmp_path / "spec.toml", "--set", "seeds=2", "--set", "training.epochs=50",
+                    "--set", "grid.model.depth=[3]", "--set", "name=other")
+    assert result.exit_code == 0, result.stderr
+    assert "sweep 'other': 1 trials, 4 members, 1 structural configs" in result.output
+    assert "depth=3" in result.output
+    assert_one_line_error(invoke("plan", tmp_path / "spec.toml", "--set", "training.epochs=-1"),
+                          "training.epochs", "got -1")
+    assert_one_line_error(invoke("plan", tmp_path / "spec.toml", "--set", "seeds_per_trial=0"), "seeds_per_trial")
+
+
+def test_version():
+    from sweep import __version__
+
+    result = invoke("--version")
+    assert result.exit_code == 0 and result.output.strip() == f"seed-sweep {__version__}"
+
+
+def test_show_formats_csv_and_json(store):
+    import csv
+    import io
+
+    summary = sorted(sweep.load(store).summary().to_pylist(), key=lambda r: r["mean"])
+    out = invoke("show", store, "--format", "csv")
+    assert out.exit_code == 0, out.stderr
+    rows = list(csv.DictReader(io.StringIO(out.output)))
+    assert [float(r["mean"]) for r in rows] == pytest.approx([r["mean"] for r in summary])
+    assert [int(r["depth"]) for r in rows] == [r["depth"] for r in summary]
+    out = invoke("show", store, "--format", "json", "--members", "--where", "depth=1")
+    members = json.loads(out.output)
+    assert len(members) == 8 and all(m["depth"] == 1 for m in members)
+    assert [m["val_loss"] for m in members] == sorted(m["val_loss"] for m in members)  # ranked on validation
+    assert invoke("show", store, "--format", "xml").exit_code == 2  # click rejects the choice
+
+
 def test_parse_where_types_values():
     assert parse_where(["depth=6", "learning_rate=3e-4", "status=ok", "name= a b "]) == {
         "depth": 6, "learning_rate": 3e-4, "status": "ok", "name": "a b"}
@@ -167,8 +214,7 @@ def test_show_members_filtered_by_where(store):
     assert result.exit_code == 0, result.stderr
     header, rows = _rows(result.output, "member_id")
     assert len(rows) == 4 and "test_loss_history" not in header
-    assert {r[header.index("depth")] for r in rows} == {"2"}
-    assert {"val_loss", "test_loss"} <= set(header)
+    assert {r[header.index("depth")] for r in rows} == {"2"} and {"val_loss", "test_loss"} <= set(header)
     losses = [float(r[header.index("val_loss")]) for r in rows]
     assert losses == sorted(losses)
     tests = [float(r[header.index("test_loss")]) for r in _rows(invoke("show", store, "--members", "--metric", "test_loss",
@@ -211,50 +257,84 @@ def _png(path: Path) -> np.ndarray:
 
 def test_plot_writes_one_png_with_every_panel(store, tmp_path):
     out = tmp_path / "figs" / "sweep.png"
-    result = invoke("plot", store, "--out", out)
+    result = invoke("plot", store, "--out", out, "--dpi", "100")
     assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() == f"wrote {out}"
     image = _png(out)
     assert image.shape[0] > 500 and image.shape[1] > 1000
 
 
-def test_plot_prefix_writes_one_png_per_panel(store, tmp_path):
-    result = invoke("plot", store, "--out", tmp_path / "p_", "--samples", "2")
+def test_plot_honours_the_suffix_and_names_several_figures(store, tmp_path):
+    result = invoke("plot", store, "--out", tmp_path / "x.pdf")
     assert result.exit_code == 0, result.stderr
-    for name in ("p_curves.png", "p_spread.png", "p_predictions.png"):
-        _png(tmp_path / name)
+    assert (tmp_path / "x.pdf").read_bytes()[:5] == b"%PDF-"
+    result = invoke("plot", store, "--kind", "all", "--out", tmp_path / "figs" / "heat.svg", "--samples", "2")
+    assert result.exit_code == 0, result.stderr
+    names = ["heat-curves.svg", "heat-spread.svg", "heat-predictions.svg"]
+    assert result.stdout.split() == [w for n in names for w in ("wrote", str(tmp_path / "figs" / n))]
+    assert all(b"<svg" in (tmp_path / "figs" / n).read_bytes()[:400] for n in names)
+    small, large = tmp_path / "s.png", tmp_path / "l.png"
+    invoke("plot", store, "--kind", "spread", "--out", small, "--dpi", "50")
+    invoke("plot", store, "--kind", "spread", "--out", large, "--dpi", "100")
+    assert _png(large).shape[0] == 2 * _png(small).shape[0]
+    assert_one_line_error(invoke("plot", store, "--out", tmp_path / "p_"), "--out", ".png, .pdf, .svg")
 
 
-def test_plot_figure_has_the_documented_panels(store):
-    (name, fig), = sweep.plot(store, num_samples=2).items()
-    assert name == "sweep"
+def test_plot_overview_has_the_documented_panels(store):
+    from matplotlib.colors import to_hex
+
+    from sweep.figures._plots import OKABE_ITO
+
+    fig = sweep.plot(store, num_samples=2)
     train, val, test, spread, *predictions = fig.axes
-    for ax, which in ((train, "train"), (val, "val")):  # every member plus one median per configuration
+    summary = sweep.load(store).summary().to_pylist()  # best validation mean first
+    best_first = [f"depth={r['depth']} learning_rate={r['learning_rate']:g}" for r in summary]
+    assert [r["mean"] for r in summary] == sorted(r["mean"] for r in summary)
+    for ax, which in ((train, "train"), (val, "val"), (test, "test")):
         assert ax.get_xlabel() == "epoch" and ax.get_ylabel() == f"{which} loss (mse)" and ax.get_yscale() == "log"
-        assert len(ax.lines) == 16 + 4 and len(ax.get_legend().get_texts()) == 4
-    summary = sweep.load(store).summary().to_pylist()
-    best = summary[0]  # chosen on validation
-    chosen = f"depth={best['depth']}, learning_rate={best['learning_rate']:g}"
-    assert test.get_ylabel() == "test loss (mse)" and len(test.lines) == 4 + 1  # the chosen configuration only
-    assert [t.get_text() for t in test.get_legend().get_texts()] == [f"{chosen} (n=4)"]
-    assert spread.get_ylabel() == "final val_loss" and len(spread.get_xticklabels()) == 4
-    assert f"{chosen} (chosen)" in [t.get_text() for t in spread.get_xticklabels()]
-    points = [len(c.get_offsets()) for c in spread.collections]
-    assert sum(points) == 16 + 4  # every member's val_loss as a point, and the chosen members' test_loss
+        # every member plus one median per configuration; test: the configuration chosen on validation only
+        assert len(ax.lines) == (16 + 4 if which != "test" else 4 + 1)
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert all(float(t).is_integer() for t in ticks), ticks  # whole epochs only
+    assert train.get_ylim() == test.get_ylim()  # compared panels share the y axis
+    legend = [t.get_text().split(" (")[0] for t in train.get_legend().get_texts()]
+    assert legend == best_first  # configurations best first, as in `sweep show`
+    medians = [line for line in train.lines if line.get_linewidth() == 2]
+    assert [to_hex(m.get_color()) for m in medians] == [c.lower() for c in OKABE_ITO[:4]]
+    assert spread.get_ylabel() == "final val loss" and len(spread.get_xticklabels()) == 4
+    assert sum(len(c.get_offsets()) for c in spread.collections) == 16  # every member as a point
+    box_medians = [line for line in spread.lines if to_hex(line.get_color()) == "#000000"]
+    assert len(box_medians) == 4  # medians in black, never in a configuration's colour
     assert len(predictions) == 2
     for ax in predictions:
-        assert [t.get_text() for t in ax.get_legend().get_texts()] == [
-            "input", "ground truth", "ensemble mean", "±1 std over members"]
-    assert f"chosen on val_loss: {chosen}" in predictions[0].get_title()
+        assert ax.get_xlabel() == "x"  # the physical coordinate of heat1d
+        assert ax.get_ylim() == predictions[0].get_ylim()
+        assert f"best: {best_first[0]}" in ax.get_title()
+    spec = sweep.load(store).where(depth=summary[0]["depth"]).spec
+    grid = np.asarray(predictions[0].lines[0].get_xdata())
+    extent = spec.problem.options.get("domain_extent", 3.0)
+    assert 0 < grid[0] < grid[-1] < extent and len(grid) == 16
+    assert [t.get_text() for t in predictions[0].get_legend().get_texts()] == [
+        "input", "ground truth", "ensemble mean", "±1 std over members"]
+
+
+def test_plot_kinds_return_figures(store):
+    from matplotlib.figure import Figure
+
+    figs = sweep.plot(sweep.load(store), ["curves", "spread"])
+    assert list(figs) == ["curves", "spread"] and all(isinstance(f, Figure) for f in figs.values())
+    assert isinstance(sweep.plot(store, "predictions", num_samples=1), Figure)
+    with pytest.raises(sweep.QueryError, match=r"`kind`: got 'x.png'.*out="):
+        sweep.plot(store, "x.png")
 
 
 def test_plot_draws_a_sample_of_curves_but_spreads_every_member(store):
-    figures = sweep.plot(sweep.load(store), max_curves=2)
-    train = figures["sweep"].axes[0]
+    figures = sweep.plot(sweep.load(store), "all", max_curves=2)
+    train = figures["curves"].axes[0]
     assert len(train.lines) == 8 + 4  # 2 of 4 members per configuration, plus the medians
     assert all("(2 of 4 shown)" in t.get_text() for t in train.get_legend().get_texts())
-    spread = figures["sweep"].axes[3]
-    assert sum(len(c.get_offsets()) for c in spread.collections) == 16 + 4
+    spread = figures["spread"].axes[0]
+    assert sum(len(c.get_offsets()) for c in spread.collections) == 16
 
 
 # -- errors -------------------------------------------------------------------------------------
@@ -268,6 +348,7 @@ def files(tmp_path, x):
     (tmp_path / "bad.toml").write_text("name = [unclosed")
     (tmp_path / "unknown_arch.toml").write_text(
         grid_spec().to_toml().replace('name = "ConvNet"', 'name = "NoSuchNet"'))
+    (tmp_path / "good.toml").write_text(grid_spec().to_toml())
     (tmp_path / "empty").mkdir()
     return tmp_path
 
@@ -282,12 +363,16 @@ ERRORS = [
     (["show", "{d}/empty"], ["not a seed-sweep store"]),
     (["aggregate", "{d}/empty"], ["no block checkpoints"]),
     (["show", "{s}", "--where", "width=3"], ["unknown column 'width'"]),
-    (["show", "{s}", "--metric", "nope"], ["metric='nope'"]),
+    (["show", "{s}", "--metric", "nope"], ["--metric nope: not a numeric column"]),
     (["show", "{s}", "--mode", "best"], ["mode='best'", "\"min\"", "\"max\""]),
+    (["show", "{d}/nowhere"], ["'" + "{d}/nowhere" + "' does not exist"]),
+    (["status", "{d}/nowhere"], ["does not exist"]),
+    (["plan", "{d}/good.toml", "--set", "trainig.epochs=5"], ["--set trainig.epochs", "not a spec field"]),
+    (["plan", "{d}/good.toml", "--set", "training.epochs"], ["--set", "field=value"]),
     (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--where", "depth"], ["--where", "key=value"]),
-    (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--where", "depth=7"], ["no member matches"]),
-    (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--best", "0"], ["best(k=0)"]),
-    (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy"], ["spans 2 structural configs"]),
+    (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--where", "depth=7"], ["--where depth=7: no member matches"]),
+    (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--best", "0"], ["--best 0: k must be"]),
+    (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy"], ["spans 2 structural configs", "--where config_id="]),
     (["predict", "{s}", "-i", "{d}/wrong.npy", "-o", "{d}/y.npy", "--where", "depth=1"], ["shape (3, 1, 8)"]),
     (["predict", "{s}", "-i", "{d}/nothing.npy", "-o", "{d}/y.npy"], ["--input", "does not exist"]),
     (["predict", "{s}", "-i", "{d}/text.npy", "-o", "{d}/y.npy"], ["--input", "not a readable .npy"]),
@@ -301,7 +386,8 @@ ERRORS = [
 @pytest.mark.parametrize("args, fragments", ERRORS, ids=[" ".join(a[:1] + a[2:3] + a[-2:]) for a, _ in ERRORS])
 def test_errors_print_one_line_and_exit_1(store, files, args, fragments):
     result = invoke(*[a.format(d=files, s=store) for a in args])
-    assert_one_line_error(result, *fragments)
+    assert_one_line_error(result, *[f.format(d=files) for f in fragments])
+    assert ".where(" not in result.stderr and "(k=" not in result.stderr  # phrased for the command line
     assert not (files / "y.npy").exists() and not (files / "runs").exists()
 
 
@@ -321,3 +407,38 @@ def test_console_script_error_has_no_traceback(tmp_path):
     assert out.stderr.startswith("error: ") and len(out.stderr.strip().splitlines()) == 1, out.stderr
     out = subprocess.run([sys.executable, "-m", "sweep", "--help"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "predict" in out.stdout
+
+
+def test_with_a_validation_split_test_curves_show_the_chosen_configuration_only(store):
+    from matplotlib.figure import Figure
+
+    from sweep.figures._plot import _order
+    from sweep.figures._plots import Configs, curves_figure
+
+    ens = sweep.load(store)
+    table = ens.table
+    keys = _order(ens, "val_loss", "min")
+    train, val_ax, test = curves_figure(Figure(), table, Configs(keys, table), "mse")
+    assert [ax.get_ylabel() for ax in (train, val_ax, test)] == ["train loss (mse)", "val loss (mse)", "test loss (mse)"]
+    assert len(train.lines) == len(val_ax.lines) == 16 + 4
+    assert len(test.lines) == 4 + 1 and "best configuration" in test.get_title()
+    assert test.get_legend_handles_labels()[1][0].split(" (")[0] == " ".join(
+        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in keys[0].items())
+    assert train.get_ylim() == test.get_ylim()
+
+
+def test_without_a_validation_split_every_configuration_has_test_curves_and_choosing_needs_a_metric(tmp_path):
+    from _blocks import trained_blocks
+
+    from sweep.planning import make_plan
+    from sweep.store import aggregate_blocks
+
+    spec = tiny_spec(problem=sweep.Problem("heat1d", num_points=16, num_samples=60, val_fraction=0),
+                     grid={"optimizer.learning_rate": [3e-3, 1e-3]})
+    plan = make_plan(spec)
+    aggregate_blocks(tmp_path / "s", trained_blocks(plan), plan=plan)
+    with pytest.raises(sweep.QueryError, match=r"summary\(metric='val_loss'\): 8 of 8 members .* no val_loss"):
+        sweep.plot(tmp_path / "s")
+    train, test, spread, *_ = sweep.plot(tmp_path / "s", metric="test_loss", num_samples=1).axes
+    assert len(test.lines) == 8 + 2 and spread.get_ylabel() == "final test loss"
+    assert_one_line_error(invoke("show", tmp_path / "s"), "--metric val_loss", "without a validation set")

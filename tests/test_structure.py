@@ -119,3 +119,45 @@ def test_configure_splits_the_cpu_and_turns_on_the_cache(tmp_path):
 def test_production_code_reads_no_test_hooks_from_the_environment():
     for path in _modules():
         assert "SWEEP_TEST_" not in path.read_text(), path
+
+
+def test_configure_can_stop_gpu_preallocation_before_jax_starts():
+    code = ("import json, os\nos.environ.pop('XLA_PYTHON_CLIENT_PREALLOCATE', None)\nimport sweep\n"
+            "sweep.configure(cpu_devices=None, compile_cache=None, gpu_preallocate=False)\n"
+            "print(json.dumps(os.environ.get('XLA_PYTHON_CLIENT_PREALLOCATE')))")
+    assert json.loads(_fresh(code)) == "false"
+
+
+ROOT = PACKAGE.parent
+
+
+def test_packaging_declares_types_license_and_a_tested_ray_range():
+    import tomllib
+
+    import ray
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert (PACKAGE / "py.typed").exists() and "MIT License" in (ROOT / "LICENSE").read_text()
+    assert "License :: OSI Approved :: MIT License" in project["classifiers"]
+    assert "Typing :: Typed" in project["classifiers"]
+    ray_req = next(Requirement(r) for r in project["dependencies"] if r.startswith("ray"))
+    bounds = {s.operator for s in ray_req.specifier}
+    assert {">=", "<"} <= bounds, ray_req  # resume relies on Tune's saved experiments: an upper bound
+    assert ray_req.specifier.contains(ray.__version__), (ray.__version__, str(ray_req.specifier))
+    extras = project["optional-dependencies"]
+    assert {"mlflow", "wandb", "tensorboard"} <= set(extras)
+
+
+def test_examples_use_public_api_only():
+    public = set(sweep.__all__) | {"tune", "__version__"}
+    for path in sorted((ROOT / "examples").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "sweep":
+                assert node.attr in public, f"{path.name}: sweep.{node.attr}"
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sweep"):
+                assert node.module in ("sweep", "sweep.tune"), f"{path.name}: from {node.module}"
+                assert not any(a.name.startswith("_") for a in node.names), f"{path.name}: {node.module}"
+            if isinstance(node, ast.Import):
+                assert all(a.name in ("sweep", "sweep.tune") for a in node.names if a.name.startswith("sweep")), path

@@ -17,7 +17,7 @@ import equinox as eqx
 import numpy as np
 import pyarrow.fs as pafs
 import pytest
-from _faults import Barrier, KillOnce
+from _faults import Barrier, KillOnce, RecordModules
 from conftest import tiny_spec, tree_allclose
 from conftest_ray import ray_session, trial_path_env, trial_results  # noqa: F401
 
@@ -46,12 +46,22 @@ def tree_hashes(directory: Path) -> dict[str, str]:
             for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
+WORKER_FREE = ("matplotlib", "scipy", "sweep.figures", "sweep.cli")  # what a trial process must not import
+
+
 @pytest.fixture(scope="module")
 def baseline(ray_session, tmp_path_factory):
-    """tiny_spec (4 seeds, 2 per trial) trained once by sweep.run."""
+    """tiny_spec (4 seeds, 2 per trial) trained once by sweep.run; trials record what they imported."""
     storage = tmp_path_factory.mktemp("baseline")
-    path = sweep.run(tiny_spec(), storage=str(storage))
+    hooks = TrialHooks(after_report=RecordModules(storage / "modules", WORKER_FREE))
+    path = sweep.run(tiny_spec(), storage=str(storage), trial_hooks=hooks)
     return Path(path), final_blocks(path)
+
+
+def test_trial_processes_do_not_import_plotting_or_statistics(baseline):
+    path, _ = baseline
+    records = [json.loads(p.read_text()) for p in (path.parent / "modules").glob("*.json")]
+    assert records and all(not any(r.values()) for r in records), records
 
 
 def test_run_layout_metrics_and_block_invariance(baseline):

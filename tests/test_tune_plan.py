@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import pytest
 from conftest import tiny_spec
@@ -135,20 +134,6 @@ def test_check_writable(tmp_path):
     (tmp_path / "f").write_text("")
     with pytest.raises(sweep.SpecError, match=r"`storage`: 'shown' is not writable"):
         check_writable(pafs.LocalFileSystem(), str(tmp_path / "f" / "runs"), "shown")
-
-
-def test_progress_line():
-    from sweep.tune._progress import progress_line
-
-    trials = [
-        SimpleNamespace(status="TERMINATED", config={"trial_key": "a"}, last_result={"epoch": 4, "members_done": 2, "val_loss_mean": 0.5, "test_loss_mean": 0.1}),
-        SimpleNamespace(status="RUNNING", config={"trial_key": "b"}, last_result={"epoch": 2, "members_done": 0, "val_loss_mean": 0.25, "test_loss_mean": 0.5}),
-        SimpleNamespace(status="PENDING", config={"trial_key": "c"}, last_result={}),
-    ]
-    line = progress_line("heat", trials, {"a": (2, 4), "b": (2, 4), "c": (2, 4)}, elapsed=30.0)
-    # 12 of 24 member-epochs in 30 s: 30 s to go
-    assert line == ("[heat] trials 1 done, 1 running, 1 pending | members 2/6 | best block val loss 0.25 "
-                    "| ETA 30s | elapsed 30s")
 
 
 def test_compiled_memory_estimate_grows_with_members():

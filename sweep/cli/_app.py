@@ -1,20 +1,24 @@
 """The ``sweep`` command line: run, plan, status, aggregate, show, plot, predict.
 
 Every :class:`sweep.SweepError` and every unreadable file ends the command with one line on
-stderr (``error: <message>``) and exit status 1; ``sweep --debug ...`` (or ``SWEEP_DEBUG=1``)
-shows the traceback instead. Ray and matplotlib are imported only by the commands that use them.
+stderr (``error: <message>``, phrased with the command's options, see :func:`cli_phrasing`)
+and exit status 1; ``sweep --debug ...`` (or ``SWEEP_DEBUG=1``) shows the traceback instead.
+Ctrl-C ends a command with exit status 130. Ray and matplotlib are imported only by the
+commands that use them.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import shlex
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from .._errors import SweepError
+from ._args import CLIError, Format, Kind, Logger, LogPer, apply_overrides, cli_phrasing, parse_where
 
 app = typer.Typer(
     name="sweep",
@@ -22,13 +26,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode=None,
+    rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-
-
-class CLIError(SweepError):
-    """A command-line argument or input file that cannot be used."""
 
 
 _state = {"debug": False}
@@ -36,7 +36,7 @@ _state = {"debug": False}
 
 def _message(e: BaseException) -> str:
     if isinstance(e, SweepError):
-        text = str(e)
+        text = cli_phrasing(str(e))
     elif isinstance(e, FileNotFoundError) and e.filename:
         text = f"{e.filename!r}: no such file or directory"
     elif isinstance(e, OSError) and e.filename:
@@ -55,8 +55,9 @@ def _guard(fn):
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
             raise
-        except KeyboardInterrupt:
-            typer.echo("error: interrupted", err=True)
+        except KeyboardInterrupt as e:
+            if not str(e):  # sweep.run prints how far it got and how to resume
+                typer.echo("interrupted", err=True)
             raise typer.Exit(130) from None
         except Exception as e:
             if _state["debug"]:
@@ -67,8 +68,18 @@ def _guard(fn):
     return wrapper
 
 
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"seed-sweep {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _main(debug: Annotated[bool, typer.Option("--debug", help="Show the full traceback on errors.")] = False) -> None:
+def _main(debug: Annotated[bool, typer.Option("--debug", help="Show the full traceback on errors.")] = False,
+          version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
     """seed-sweep: hybrid seed ensembles (vmapped blocks of seeds, Ray Tune trials)."""
     _state["debug"] = debug or bool(os.environ.get("SWEEP_DEBUG"))
 
@@ -79,38 +90,30 @@ DirArg = Annotated[str, typer.Argument(help="Sweep directory (local path or URI 
                                        show_default=False)]
 
 
-def _spec(path: Path):
+SetOpt = Annotated[list[str] | None, typer.Option(
+    "--set", help="Override a spec field, e.g. --set training.epochs=50 --set seeds=8 (repeatable; "
+                  "values in TOML syntax, validated as in the file).", show_default=False)]
+
+
+def _spec(path: Path, overrides: list[str] | None = None):
     from ..spec import SweepSpec
 
     if path.is_dir():
         raise CLIError(f"SPEC: {str(path)!r} is a directory; give a sweep specification .toml file")
-    return SweepSpec.from_toml(path)
+    spec = SweepSpec.from_toml(path)
+    return apply_overrides(spec, overrides) if overrides else spec
 
 
-def _parse_value(text: str) -> Any:
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
+def _existing(sweep_dir: str) -> str:
+    """``sweep_dir`` if it exists (local path or URI), else a CLI error saying it does not."""
+    import pyarrow.fs as pafs
 
+    from .._fs import filesystem_path
 
-def parse_where(items: list[str] | None) -> dict[str, Any]:
-    """``["depth=6", "learning_rate=3e-4"]`` -> ``{"depth": 6, "learning_rate": 0.0003}``; a key
-    given twice keeps either value (``depth=4 depth=6`` -> ``{"depth": [4, 6]}``)."""
-    out: dict[str, Any] = {}
-    for item in items or ():
-        key, eq, value = item.partition("=")
-        key = key.strip()
-        if not eq or not key:
-            raise CLIError(f"--where: got {item!r}; use key=value, e.g. --where depth=6")
-        value = _parse_value(value.strip())
-        if key in out:
-            out[key] = [*(out[key] if isinstance(out[key], list) else [out[key]]), value]
-        else:
-            out[key] = value
-    return out
+    fs, path = filesystem_path(sweep_dir, None)
+    if fs.get_file_info(path).type == pafs.FileType.NotFound:
+        raise CLIError(f"SWEEP_DIR: {sweep_dir!r} does not exist")
+    return sweep_dir
 
 
 # -- commands -------------------------------------------------------------------------------------
@@ -124,15 +127,30 @@ def run(
         help="Ray cluster to join: 'auto', 'HOST:6379' or 'ray://HOST:10001'; default: a local Ray.")] = None,
     resume: Annotated[bool, typer.Option(
         "--resume", help="Continue an interrupted sweep from its checkpoints.")] = False,
+    overrides: SetOpt = None,
+    logger: Annotated[list[Logger] | None, typer.Option(
+        "--logger", help="Log every member's curves to a tracker (repeatable).", show_default=False)] = None,
+    log_per: Annotated[LogPer, typer.Option(help="One tracker run per member or per configuration.")] = "member",
+    verbose: Annotated[bool, typer.Option("--verbose", help="Show Ray's and Tune's own output.")] = False,
 ) -> None:
     """Run a sweep on Ray Tune, then aggregate it.
 
     Trains every member of SPEC (or only those not trained yet in STORAGE/<name>), one Ray Tune
-    trial per block of seeds, and builds the ensembles. Progress is printed while it runs.
+    trial per block of seeds, and builds the ensembles. A live display shows trials, members,
+    epochs, throughput, ETA and the best loss of every configuration (plain lines when the
+    output is not a terminal). Ctrl-C stops the trials, keeps what is done and prints how to
+    resume (exit status 130); a second Ctrl-C stops at once.
     """
     from ..tune import run as run_sweep
+    from ..tune._loggers import LOGGERS
 
-    sweep_dir = run_sweep(_spec(spec), storage=storage, address=address, resume=resume)
+    parsed = _spec(spec, overrides)
+    command = ["sweep", "run", str(spec), *(["--storage", storage] if storage != "./runs" else []),
+               *(["--address", address] if address else []), *(a for o in overrides or () for a in ("--set", o)),
+               "--resume"]
+    sweep_dir = run_sweep(parsed, storage=storage, address=address, resume=resume,
+                          loggers=[LOGGERS[n.value](per=LogPer(log_per).value) for n in logger or ()],
+                          resume_command=shlex.join(command), **({"verbose": 1} if verbose else {}))
     typer.echo(f"sweep directory: {sweep_dir}")
     typer.echo(f"next: sweep show {sweep_dir}")
 
@@ -142,14 +160,16 @@ def run(
 def plan(
     spec: SpecArg,
     storage: Annotated[str | None, typer.Option(help="Leave out members already trained in STORAGE/<name>.")] = None,
+    overrides: SetOpt = None,
 ) -> None:
     """Show trials, blocks and resources; run nothing.
 
-    One trial per structural configuration and block of seeds; vmapped hyperparameters share a block.
+    One trial per structural configuration and block of seeds; vmapped hyperparameters share a
+    block. Configurations are shown by their grid values next to their config ids.
     """
     from ..tune import plan as plan_sweep
 
-    typer.echo(str(plan_sweep(_spec(spec), storage=storage)))
+    typer.echo(str(plan_sweep(_spec(spec, overrides), storage=storage)))
 
 
 @app.command()
@@ -162,7 +182,7 @@ def status(sweep_dir: DirArg) -> None:
     """
     from ._status import sweep_status
 
-    typer.echo(sweep_status(sweep_dir))
+    typer.echo(sweep_status(_existing(sweep_dir)))
 
 
 @app.command()
@@ -172,7 +192,7 @@ def aggregate(sweep_dir: DirArg) -> None:
     from ..store import aggregate as aggregate_sweep
     from ._status import stored_line
 
-    store = aggregate_sweep(sweep_dir)
+    store = aggregate_sweep(_existing(sweep_dir))
     typer.echo(f"store: {store}")
     typer.echo(stored_line(sweep_dir))
 
@@ -192,7 +212,9 @@ def show(
         "--members", help="List members (best first) instead of configurations.")] = False,
     where: Annotated[list[str] | None, typer.Option(help="Keep members with column=value (repeatable).")] = None,
     limit: Annotated[int, typer.Option(min=1, help="Print at most this many rows.")] = 50,
-    wide: Annotated[bool, typer.Option("--wide", help="Every statistic (IQM and intervals too).")] = False,
+    wide: Annotated[bool, typer.Option("--wide", help="Every statistic (median, min, max, IQM too).")] = False,
+    format: Annotated[Format, typer.Option(
+        "--format", help="table (for reading), csv or json (for other tools; every row up to --limit).")] = "table",
 ) -> None:
     """Statistics over seeds per configuration, best first.
 
@@ -202,15 +224,19 @@ def show(
     the test mean and its interval beside (reported, not used to rank).
     """
     from ..ensemble import load
-    from ._tables import format_table
+    from ._tables import format_table, write_table
 
-    ens = load(sweep_dir)
+    ens = load(_existing(sweep_dir))
     kw = parse_where(where)
     if kw:
         ens = ens.where(**kw)
+    fmt = Format(format).value
     if members:
         table = ens.best(min(limit, len(ens)), metric=metric, mode=mode).table  # reads only the rows shown
         table = table.drop_columns([c for c in table.column_names if c.endswith("_history") or c == "history_epochs"])
+        if fmt != "table":
+            typer.echo(write_table(table, fmt), nl=False)
+            return
         typer.echo(f"members ranked by {metric} ({'lowest' if mode == 'min' else 'highest'} first):")
         typer.echo(format_table(table, limit))
         if len(ens) > limit:
@@ -221,6 +247,9 @@ def show(
         hidden = {"iqm", "iqm_ci_low", "iqm_ci_high", "n", "median", "min", "max"} | ({"stopped_early"} if not any(
             table.column("stopped_early").to_pylist()) else set())
         table = table.drop_columns([c for c in table.column_names if c in hidden])
+    if fmt != "table":
+        typer.echo(write_table(table.slice(0, limit), fmt), nl=False)
+        return
     beside = [c.removesuffix("_mean") for c in table.column_names if c.startswith("test_") and c.endswith("_mean")]
     typer.echo(f"{metric} over seeds per configuration ({len(ens)} members), best mean first; 95% bootstrap "
                f"intervals" + (f"; {', '.join(beside)} reported beside, not used to rank:" if beside else ":"))
@@ -231,28 +260,35 @@ def show(
 @_guard
 def plot(
     sweep_dir: DirArg,
-    out: Annotated[str | None, typer.Option(help="PNG file for one figure, or a prefix (no .png) for one PNG per panel. "
-                                            "Default: <SWEEP_DIR>/sweep.png (./sweep.png for remote sweeps).")] = None,
-    samples: Annotated[int, typer.Option(min=1, help="Test samples shown with the ensemble's predictions.")] = 3,
-    max_curves: Annotated[int, typer.Option(min=1, help="Learning curves drawn per configuration (at most).")] = 200,
+    out: Annotated[str | None, typer.Option(help="Figure file: .png, .pdf or .svg. Several figures (--kind all) go "
+                                            "to <stem>-<kind><suffix> next to it. Default: <SWEEP_DIR>/sweep.png "
+                                            "(./sweep.png for remote sweeps).")] = None,
+    kind: Annotated[Kind, typer.Option(help="overview (every panel in one figure), curves, spread, predictions, "
+                                       "or all (one file per figure).")] = "overview",
+    dpi: Annotated[int, typer.Option(min=10, max=2400, help="Resolution of PNG files.")] = 200,
     metric: MetricOpt = "val_loss",
     mode: ModeOpt = "min",
+    samples: Annotated[int, typer.Option(min=1, help="Test samples shown with the ensemble's predictions.")] = 3,
+    max_curves: Annotated[int, typer.Option(min=1, help="Learning curves drawn per configuration (at most).")] = 200,
 ) -> None:
     """Learning curves, spread over seeds, predictions ±std.
 
-    Panels: every member's train/validation loss with each configuration's median and 10-90% band
-    (log scale); final METRIC over seeds per configuration; for the configuration chosen by METRIC
-    only, its test loss curves and final test values, and its ensemble mean ±std against the ground
-    truth on the first test samples of its spec's data.
+    Panels: every member's learning curves with each configuration's median and 10-90% band (log
+    scale, one panel per split on a shared y axis; with a validation set the test panel shows the
+    configuration chosen on METRIC only); the final METRIC over seeds per configuration; the
+    chosen configuration's ensemble mean ±std against the ground truth on the first test samples
+    of its spec's data. Configurations are ordered best first by METRIC, as in `sweep show`.
     """
-    from ..ensemble import load
-    from ..figures._plots import sweep_figures, write_figures
+    from ..figures import figure_paths
+    from ..figures import plot as plot_sweep
 
     if out is None:
         out = str(Path(sweep_dir) / "sweep.png") if "://" not in sweep_dir else "sweep.png"
-    figures = sweep_figures(load(sweep_dir), panels=not out.endswith(".png"), num_samples=samples, max_curves=max_curves,
-                            metric=metric, mode=mode)
-    for path in write_figures(figures, out):
+    chosen = Kind(kind).value
+    paths = figure_paths(out, chosen)  # a bad --out fails before the store is read
+    plot_sweep(_existing(sweep_dir), chosen, out=out, dpi=dpi, metric=metric, mode=mode, num_samples=samples,
+               max_curves=max_curves)
+    for path in paths:
         typer.echo(f"wrote {path}")
 
 
@@ -285,7 +321,7 @@ def predict(
     if output.suffix != ".npy":
         raise CLIError(f"--output: got {str(output)!r}; give a file name ending in .npy")
     x = load_npy(input, "--input")
-    ens = load(sweep_dir)
+    ens = load(_existing(sweep_dir))
     kw = parse_where(where)
     if kw:
         ens = ens.where(**kw)

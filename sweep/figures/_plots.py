@@ -1,82 +1,82 @@
-"""Figures of a sweep (``sweep plot``), drawn with matplotlib's Agg backend (no display needed).
+"""Drawing the figures of a sweep with matplotlib (no display needed: plain ``Figure`` objects).
 
-Panels: train and validation loss curves of every member (thin lines) with each configuration's
-median and 10-90% band; the spread over seeds of the final validation metric per configuration
-(box + points); and, for the configuration chosen on validation only, its test loss curves, its
-final test values beside its validation ones, and its ensemble mean ±std against the ground
-truth on a few test samples. A *configuration* is one combination of grid values (structural and
-vmapped). Test numbers are shown for the chosen members only: they report the choice, never make it.
+Panels: learning curves of every member (thin lines) with each configuration's median and
+10-90% band, one panel per split on a shared y axis; the spread of the final loss over seeds
+per configuration (box + points); the best configuration's ensemble mean ±std against the ground
+truth on a few test samples, over the physical coordinate where the problem knows it.
+
+A *configuration* is one combination of grid values (structural and vmapped). Configurations
+are ordered best-first as in the summary table (``sweep show``) and keep one colour of the
+Okabe-Ito palette (colour-blind safe) in every panel; past eight, viridis.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
-from ..store import history_column
+from ..planning import config_label
+from ..problems import coordinates
+
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+SPLITS = ("train", "val", "test")  # learning-curve panels, where the store holds the split's history
 
 
-def _fmt(value: Any) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
+class Configs:
+    """Configurations (grid values) best first, each with its rows in a table and its colour."""
+
+    def __init__(self, keys: list[dict[str, Any]], table: pa.Table, totals: dict[tuple, int] | None = None):
+        cols = list(keys[0])
+        rows: dict[tuple, list[int]] = {}
+        for i, key in enumerate(zip(*(table.column(c).to_pylist() for c in cols))):
+            rows.setdefault(key, []).append(i)
+        n = len(keys)
+        colors = list(OKABE_ITO[:n]) if n <= len(OKABE_ITO) else [_viridis(i / (n - 1)) for i in range(n)]
+        self.items = [(k, np.asarray(rows[tuple(k.values())]), colors[i]) for i, k in enumerate(keys)
+                      if tuple(k.values()) in rows]
+        self.totals = totals or {tuple(k.values()): len(r) for k, r, _ in self.items}
+
+    def __iter__(self):
+        return iter(self.items)
+
+    @classmethod
+    def only(cls, configs: Configs, n: int) -> Configs:
+        """The first ``n`` configurations of ``configs`` (same rows and colours)."""
+        out = cls.__new__(cls)
+        out.items, out.totals = configs.items[:n], configs.totals
+        return out
+
+    def __len__(self) -> int:
+        return len(self.items)
 
 
-def configurations(table: pa.Table, grid_columns: Sequence[str]) -> list[tuple[dict[str, Any], np.ndarray]]:
-    """``(grid values, row indices)`` of every configuration, sorted by the grid values.
+def _viridis(x: float):
+    from matplotlib import colormaps
 
-    Without grid columns the configurations are the structural ``config_id`` values.
-    """
-    cols = list(grid_columns) or ["config_id"]
-    values = [table.column(c).to_pylist() for c in cols]
-    groups: dict[tuple, list[int]] = {}
-    for i, key in enumerate(zip(*values)):
-        groups.setdefault(key, []).append(i)
-    order = sorted(groups, key=lambda key: tuple((v is None, str(type(v)), v if v is not None else 0) for v in key))
-    return [(dict(zip(cols, key)), np.asarray(groups[key])) for key in order]
+    return colormaps["viridis"](x)
 
 
 def label(config: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={_fmt(v)}" for k, v in config.items())
+    return config_label(config)
 
 
-def _final_values(table: pa.Table, rows: np.ndarray, column: str) -> np.ndarray:
-    """Final values of ``column`` of ``rows``; NaN for diverged members (as the summary leaves them out)."""
-    values = table.column(column).take(pa.array(rows)).to_pylist()
-    losses = np.asarray([np.nan if v is None else v for v in values], np.float64)
-    if "status" in table.column_names:
-        diverged = np.asarray(table.column("status").take(pa.array(rows)).to_pylist()) == "diverged"
-        losses[diverged] = np.nan
-    return losses
+def _integer_epochs(ax: Axes) -> None:
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def _colors(n: int) -> list:
-    from matplotlib import colormaps
-
-    cmap = colormaps["tab10" if n <= 10 else "viridis"]
-    return [cmap(i if n <= 10 else i / max(1, n - 1)) for i in range(n)]
-
-
-def draw_curves(ax: Axes, table: pa.Table, grid_columns: Sequence[str], column: str = "val_loss",
-                totals: dict[tuple, int] | None = None, loss: str = "", title: str = "",
-                palette: dict[tuple, Any] | None = None) -> None:
-    """Every member's curve of ``column`` (thin) plus each configuration's median and 10-90% band.
-
-    ``totals``: members per configuration (by grid values) when ``table`` holds a sample of them;
-    ``loss``: the loss's name for the axis label; ``palette``: colours by grid values (default: one
-    per configuration here). Members without the curve (no validation set) are left out.
-    """
-    configs = configurations(table, grid_columns)
+def draw_curves(ax: Axes, table: pa.Table, configs: Configs, which: str, loss: str) -> None:
+    """Every member's ``which`` loss history (thin) plus each configuration's median and 10-90% band."""
     epochs_col = table.column("history_epochs").to_pylist()
-    hist_col = table.column(history_column(column)).to_pylist()
-    palette = palette or dict(zip((tuple(c.values()) for c, _ in configs), _colors(len(configs))))
-    for config, rows in configs:
-        color = palette[tuple(config.values())]
-        rows = [r for r in rows if hist_col[r] is not None]
+    hist_col = table.column(f"{which}_loss_history").to_pylist()
+    for config, rows, color in configs:
+        rows = [r for r in rows if hist_col[r] is not None]  # null: this config has no such split
         if not rows:
             continue
         by_len: dict[int, list[int]] = {}
@@ -88,162 +88,127 @@ def draw_curves(ax: Axes, table: pa.Table, grid_columns: Sequence[str], column: 
         curves[~np.isfinite(curves)] = np.nan
         x = epochs_col[common[0]]
         if len(x) and np.isfinite(curves).any():
-            import warnings
-
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN epochs of diverged configs
                 lo, med, hi = np.nanpercentile(curves, [10, 50, 90], axis=0)
             ax.fill_between(x, lo, hi, color=color, alpha=0.2, lw=0)
-            total = (totals or {}).get(tuple(config.values()), len(rows))
+            total = configs.totals.get(tuple(config.values()), len(rows))
             n = f"n={len(rows)}" if total == len(rows) else f"{len(rows)} of {total} shown"
             ax.plot(x, med, color=color, lw=2, label=f"{label(config)} ({n})")
-    split = column.partition("_")[0]
-    ax.set_xlabel("epoch")
-    ax.set_ylabel(f"{split} loss" + (f" ({loss})" if loss else ""))
-    ax.set_title(title or f"{split} loss: every member, median and 10-90% band")
-    ax.grid(True, which="major", alpha=0.3)
-    if ax.lines:
-        ax.set_yscale("log")
-        ax.legend(fontsize="small")
-    else:
-        ax.text(0.5, 0.5, f"no {column} curves (no validation set)", ha="center", va="center", transform=ax.transAxes)
-
-
-def draw_spread(ax: Axes, table: pa.Table, grid_columns: Sequence[str], metric: str = "val_loss",
-                chosen: dict[str, Any] | None = None, seed: int = 0, max_points: int = 500) -> None:
-    """Final ``metric`` over seeds per configuration: box plot over every member, and the members as
-    points (at most ``max_points`` per configuration, drawn at random); for the ``chosen``
-    configuration also its members' final test values beside (crosses), reported, not compared."""
-    configs = configurations(table, grid_columns)
-    rng = np.random.default_rng(seed)
-    test = "test_" + metric.removeprefix("val_") if metric.startswith("val_") else None
-    data, names = [], []
-    for i, ((config, rows), color) in enumerate(zip(configs, _colors(len(configs)))):
-        values = _final_values(table, rows, metric)
-        finite = values[np.isfinite(values) & (values > 0)]
-        bad = values.size - finite.size
-        data.append(finite)
-        names.append(label(config) + (" (chosen)" if config == chosen else "") + (f"\n({bad} diverged)" if bad else ""))
-        points = finite if finite.size <= max_points else rng.choice(finite, max_points, replace=False)
-        ax.scatter(i + 1 + rng.uniform(-0.15, 0.15, points.size), points, s=10, color=color, alpha=0.7, zorder=3)
-        if config == chosen and test in table.column_names:
-            tested = _final_values(table, rows, test)
-            tested = tested[np.isfinite(tested) & (tested > 0)]
-            ax.scatter(i + 1.3 + rng.uniform(-0.05, 0.05, tested.size), tested, s=14, marker="x", color="black",
-                       zorder=4, label=f"{test} of the chosen configuration (not used to choose)")
-    ax.boxplot(data, showfliers=False, widths=0.5)
-    tilt = len(names) > 3
-    ax.set_xticks(range(1, len(names) + 1), names, rotation=20 if tilt else 0, ha="right" if tilt else "center",
-                  fontsize="small")
     ax.set_yscale("log")
-    ax.set_xlabel("configuration")
-    ax.set_ylabel(f"final {metric}")
-    ax.set_title(f"{metric} over seeds per configuration")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(f"{which} loss ({loss})")
+    ax.set_title(f"{which} loss")
+    _integer_epochs(ax)
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def draw_spread(ax: Axes, table: pa.Table, configs: Configs, metric: str, seed: int = 0, max_points: int = 500) -> None:
+    """Final ``metric`` over seeds per configuration, best first: a box over every member and the
+    members as points (at most ``max_points`` per configuration, drawn at random)."""
+    rng = np.random.default_rng(seed)
+    data, names, colors = [], [], []
+    for i, (config, rows, color) in enumerate(configs):
+        losses = _final(table, rows, metric)
+        finite = losses[np.isfinite(losses) & (losses > 0)]
+        bad = losses.size - finite.size
+        data.append(finite)
+        colors.append(color)
+        names.append("\n".join(f"{v:g}" if isinstance(v, float) else str(v) for v in config.values())
+                     + (f"\n({bad} diverged)" if bad else ""))
+        points = finite if finite.size <= max_points else rng.choice(finite, max_points, replace=False)
+        ax.scatter(i + 1 + rng.uniform(-0.15, 0.15, points.size), points, s=10, color=color, alpha=0.8, zorder=3,
+                   linewidths=0)
+    ax.boxplot(data, showfliers=False, widths=0.5, medianprops={"color": "black", "lw": 1.5},
+               boxprops={"color": "0.3"}, whiskerprops={"color": "0.3"}, capprops={"color": "0.3"})
+    ax.set_xticks(range(1, len(names) + 1), names, fontsize="small")
+    for tick, color in zip(ax.get_xticklabels(), colors):
+        tick.set_color(color)
+    ax.set_yscale("log")
+    keys = list(configs.items[0][0]) if len(configs) else []
+    ax.set_xlabel(f"{', '.join(keys)} (best first)")
+    ax.set_ylabel(f"final {metric.replace('_', ' ')}")
+    ax.set_title(f"{metric.replace('_', ' ')} over seeds")
     ax.grid(True, axis="y", alpha=0.3)
-    if any(ax.get_legend_handles_labels()[1]):
-        ax.legend(fontsize="x-small")
 
 
-def draw_prediction(ax: Axes, x: np.ndarray, y: np.ndarray, mean: np.ndarray, std: np.ndarray, title: str) -> None:
-    """One test sample: input, ground truth and the ensemble mean ±std (channel 0, flattened)."""
+def _final(table: pa.Table, rows: np.ndarray, metric: str) -> np.ndarray:
+    """Final ``metric`` of ``rows``; NaN for diverged members (as the summary leaves them out)."""
+    values = table.column(metric).take(pa.array(rows)).to_pylist()
+    losses = np.asarray([np.nan if v is None else v for v in values], np.float64)
+    if "status" in table.column_names:
+        diverged = np.asarray(table.column("status").take(pa.array(rows)).to_pylist()) == "diverged"
+        losses[diverged] = np.nan
+    return losses
+
+
+def draw_prediction(ax: Axes, x: np.ndarray, y: np.ndarray, mean: np.ndarray, std: np.ndarray, title: str,
+                    grid: np.ndarray | None = None) -> None:
+    """One test sample: input, ground truth and the ensemble mean ±std (channel 0, flattened),
+    over ``grid`` (physical positions) where known, else over the point index."""
     xi, yi, mi, si = (np.asarray(a, np.float64)[0].ravel() for a in (x, y, mean, std))
-    grid = np.arange(yi.size)
+    physical = grid is not None and np.size(grid) == yi.size
+    points = np.asarray(grid, np.float64) if physical else np.arange(yi.size)
     if xi.size == yi.size:
-        ax.plot(grid, xi, color="0.6", ls="--", lw=1, label="input")
-    ax.plot(grid, yi, color="black", lw=1.5, label="ground truth")
-    ax.plot(grid, mi, color="C3", lw=1.5, label="ensemble mean")
-    ax.fill_between(grid, mi - si, mi + si, color="C3", alpha=0.3, lw=0, label="±1 std over members")
-    ax.set_xlabel("grid point" if np.ndim(y) == 2 else "grid point (flattened)")
+        ax.plot(points, xi, color="0.6", ls="--", lw=1, label="input")
+    ax.plot(points, yi, color="black", lw=1.5, label="ground truth")
+    ax.plot(points, mi, color=OKABE_ITO[0], lw=1.5, label="ensemble mean")
+    ax.fill_between(points, mi - si, mi + si, color=OKABE_ITO[0], alpha=0.3, lw=0, label="±1 std over members")
+    ax.set_xlabel("x" if physical else ("grid point" if np.ndim(y) == 2 else "grid point (flattened)"))
     ax.set_ylabel("value")
     ax.set_title(title, fontsize="medium")
-    ax.legend(fontsize="x-small")
 
 
-def config_spec(ens, config: dict[str, Any]):
-    """The :class:`SweepSpec` of the structural config that ``config``'s members share."""
-    return ens.where(**config).spec
+def prediction_grid(spec) -> np.ndarray | None:
+    """Physical coordinates of a spec's samples (1-D problems that know them), else None."""
+    return coordinates(spec.problem.name, dict(spec.problem.options))
 
 
-def predictions(ens, config: dict[str, Any], num_samples: int):
-    """``(test_x, test_y, mean, std)`` of the first test samples under ``config``'s ensemble."""
-    from ..training import load_data
-
-    data = load_data(config_spec(ens, config))
-    n = min(num_samples, data.test_x.shape[0])
-    mean, std = ens.where(**config).mean_std(data.test_x[:n])
-    return data.test_x[:n], data.test_y[:n], np.asarray(mean), np.asarray(std)
+def loss_name(spec) -> str:
+    return spec.training.loss
 
 
-def curve_sample(ens, max_curves: int) -> tuple[pa.Table, dict[tuple, int]]:
-    """Member rows (with histories) of at most ``max_curves`` members per configuration, evenly
-    spaced in store order, and the number of members of each configuration."""
-    index = ens.index
-    configs = configurations(index, ens.grid_columns)
-    totals = {tuple(config.values()): len(rows) for config, rows in configs}
-    if all(len(rows) <= max_curves for _, rows in configs):
-        return ens.table, totals
-    ids = index.column("member_id").to_numpy()
-    keep = [ids[rows[np.linspace(0, len(rows) - 1, min(max_curves, len(rows))).astype(int)]] for _, rows in configs]
-    return ens.where(member_id=np.concatenate(keep).tolist()).table, totals
+def splits(table: pa.Table) -> list[str]:
+    """The splits whose loss curves the table holds for some member (no validation set: null)."""
+    return [s for s in SPLITS if f"{s}_loss_history" in table.column_names
+            and table.column(f"{s}_loss_history").null_count < table.num_rows]
 
 
-def _loss_names(ens) -> str:
-    """The loss(es) of the selection's configs, for axis labels (``"mse"``)."""
-    configs = ens.index.column("config_id").unique().to_pylist()
-    return ", ".join(sorted({ens.where(config_id=c).spec.training.loss for c in configs}))
+def curves_figure(fig: Figure, table: pa.Table, configs: Configs, loss: str, cells: Sequence | None = None) -> list[Axes]:
+    """One learning-curve panel per split on a shared y axis; the legend in the first one.
 
-
-def sweep_figures(ens, *, panels: bool = False, num_samples: int = 3, max_curves: int = 200,
-                  metric: str = "val_loss", mode: str = "min") -> dict[str, Figure]:
-    """The figures of ``ens`` (a :class:`sweep.Ensemble`) by name: one figure ``"sweep"`` with every
-    panel, or (``panels=True``) ``"curves"``, ``"spread"`` and ``"predictions"``. The chosen
-    configuration is ``ens.best_configuration(metric, mode)`` (validation by default); learning
-    curves show at most ``max_curves`` members per configuration; the spread uses every member.
+    Where the store has a validation split, configurations are compared on it and the test
+    panel shows the best configuration only: test curves report the choice, never make it.
     """
-    if len(ens) == 0:
-        raise ValueError("the ensemble has no members to plot")
-    index, grid = ens.index, ens.grid_columns
-    best = ens.best_configuration(metric, mode)
-    x, y, mean, std = predictions(ens, best, num_samples)
-    curves, totals = curve_sample(ens, max_curves)
-    chosen, _ = curve_sample(ens.where(**best), max_curves)
-    loss = _loss_names(ens)
-    n = x.shape[0]
-    titles = [f"chosen on {metric}: {label(best)} — test sample {i}" for i in range(n)]
-    test_title = "test loss: the chosen configuration only"
-
-    palette = dict(zip(totals, _colors(len(totals))))  # one colour per configuration in every panel
-
-    def draw_all(axes: list[Axes]) -> None:
-        draw_curves(axes[0], curves, grid, "train_loss", totals, loss, palette=palette)
-        draw_curves(axes[1], curves, grid, "val_loss", totals, loss, palette=palette)
-        draw_curves(axes[2], chosen, grid, "test_loss", None, loss, test_title, palette)
-
-    if not panels:
-        cols = max(4, n)
-        fig = Figure(figsize=(5.5 * cols, 9), layout="constrained")
-        spec = fig.add_gridspec(2, cols)
-        draw_all([fig.add_subplot(spec[0, i]) for i in range(3)])
-        draw_spread(fig.add_subplot(spec[0, 3:]), index, grid, metric, best)
-        for i in range(n):
-            draw_prediction(fig.add_subplot(spec[1, i]), x[i], y[i], mean[i], std[i], titles[i])
-        fig.suptitle(f"{len(ens)} members in {len(totals)} configurations; chosen on {metric}, test shown for the chosen only")
-        return {"sweep": fig}
-    figures = {"curves": Figure(figsize=(17, 4.5), layout="constrained"),
-               "spread": Figure(figsize=(max(6, 1.6 * len(totals) + 2), 4.5), layout="constrained"),
-               "predictions": Figure(figsize=(5 * n, 4), layout="constrained")}
-    draw_all([figures["curves"].add_subplot(1, 3, i + 1) for i in range(3)])
-    draw_spread(figures["spread"].add_subplot(), index, grid, metric, best)
-    for i in range(n):
-        draw_prediction(figures["predictions"].add_subplot(1, n, i + 1), x[i], y[i], mean[i], std[i], titles[i])
-    return figures
+    names = splits(table)
+    axes: list[Axes] = []
+    for i, which in enumerate(names):
+        where = cells[i] if cells is not None else (1, len(names), i + 1)
+        ax = fig.add_subplot(*where) if isinstance(where, tuple) else fig.add_subplot(where)
+        if axes:
+            ax.sharey(axes[0])
+            ax.tick_params(labelleft=True)
+        chosen_only = which == "test" and "val" in names
+        shown = Configs.only(configs, 1) if chosen_only else configs
+        draw_curves(ax, table, shown, which, loss)
+        if chosen_only:
+            ax.set_title("test loss (best configuration on validation)")
+        axes.append(ax)
+    if axes:
+        axes[0].legend(fontsize="small", loc="best", framealpha=0.9)
+    return axes
 
 
-def write_figures(figures: dict[str, Figure], out: str | Path) -> list[Path]:
-    """Save figures: one figure to ``out`` (a ``.png`` path), several to ``<out><name>.png``."""
-    out = str(out)
-    paths = [Path(out)] if len(figures) == 1 and out.endswith(".png") else [Path(f"{out}{name}.png") for name in figures]
-    for fig, path in zip(figures.values(), paths):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
-    return paths
+def predictions_figure(fig: Figure, samples: tuple, title: str, grid, cells: Sequence | None = None) -> list[Axes]:
+    x, y, mean, std = samples
+    axes: list[Axes] = []
+    for i in range(x.shape[0]):
+        where = cells[i] if cells is not None else (1, x.shape[0], i + 1)
+        ax = fig.add_subplot(*where) if isinstance(where, tuple) else fig.add_subplot(where)
+        if axes:
+            ax.sharey(axes[0])
+        draw_prediction(ax, x[i], y[i], mean[i], std[i], f"{title} — test sample {i}", grid)
+        axes.append(ax)
+    if axes:
+        axes[0].legend(fontsize="x-small", loc="upper left")
+    return axes

@@ -16,8 +16,10 @@ from ._dataset import Split as Split
 from ._dataset import as_dataset as as_dataset
 from ._dataset import check_val_fraction
 from ._heat1d import heat1d as heat1d
+from ._heat1d import heat1d_coordinates
 
 GENERATORS = {"heat1d": heat1d}
+COORDINATES = {"heat1d": heat1d_coordinates}  # generators whose points have known physical positions
 PROBLEMS = (*GENERATORS, "arrays")
 
 
@@ -78,3 +80,8 @@ def load_problem(name: str, options: Mapping[str, Any]) -> Dataset:
         split = {k: options[k] for k in SPLIT_OPTIONS if k in options}
         return load_arrays(options["path"], tuple(shape) if shape else None, **split)
     return load_function(name, dict(options))
+
+
+def coordinates(name: str, options: Mapping[str, Any]):
+    """The physical positions of a sample's points (a 1-D array), or None where the problem does not know them."""
+    return COORDINATES[name](**options) if name in COORDINATES else None

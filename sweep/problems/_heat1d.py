@@ -34,10 +34,20 @@ def heat1d(
     return as_dataset(splits, "problem heat1d", val_fraction=val_fraction, data_seed=data_seed)
 
 
+def _grid(num_points, domain_extent):
+    """Positions of the points: the interior of ``num_points + 2`` equidistant points on [0, L]."""
+    return jnp.linspace(0, domain_extent, num_points + 2)[1:-1]
+
+
+def heat1d_coordinates(num_points: int = 48, domain_extent: float = 3.0, **_: object) -> np.ndarray:
+    """The physical position of every point of a ``heat1d`` sample (for plots)."""
+    return np.asarray(_grid(num_points, float(domain_extent)))
+
+
 @register
 @functools.partial(jax.jit, static_argnums=(0, 1, 5))
 def _generate(num_points, num_samples, dt, diffusivity, domain_extent, data_seed):
-    grid = jnp.linspace(0, domain_extent, num_points + 2)[1:-1]
+    grid = _grid(num_points, domain_extent)
     dx = grid[1] - grid[0]
     laplacian = (
         jnp.diag(jnp.ones(num_points - 1), -1)

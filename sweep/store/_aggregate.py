@@ -44,11 +44,13 @@ _SWEEP_ONLY = ("seeds", "seeds_per_trial", "resources", "grid", "vmap")  # not p
 
 
 def aggregate(sweep_dir: str | os.PathLike, filesystem: pafs.FileSystem | None = None, progress: bool = True,
-              *, shard_bytes: int = DEFAULT_SHARD_BYTES) -> str:
+              *, shard_bytes: int = DEFAULT_SHARD_BYTES, only_complete: bool = False) -> str:
     """Aggregate the newest checkpoint of every trial under ``sweep_dir`` into ``<sweep_dir>/ensembles``.
 
     Planned members (``plan.json``) without a checkpoint are listed under ``missing`` in the
-    manifest and reported in a warning. Returns the store path.
+    manifest and reported in a warning. ``only_complete``: leave out blocks that have not
+    reached their planned epochs (unless a scheduler stopped them), as after an interrupted
+    run. Returns the store path.
     """
     fs, root = filesystem_path(sweep_dir, filesystem)
     plan = read_plan(fs, root)
@@ -56,6 +58,9 @@ def aggregate(sweep_dir: str | os.PathLike, filesystem: pafs.FileSystem | None =
         warnings.warn(f"{root + '/' + PLAN_FILE!r} not found: planned members without a checkpoint cannot be listed",
                       stacklevel=2)
     refs = sorted(find_blocks(root, fs).values(), key=lambda r: r.trial_key)
+    if only_complete:
+        stopped = plan.stopped_trials if plan else frozenset()
+        refs = [r for r in refs if r.epoch >= r.spec.training.epochs or r.trial_key in stopped]
     sources = [Source(r.trial_key, r.spec, r.seeds, r.hparams, partial(_load_ref, fs, r)) for r in refs]
     if not sources:
         raise StoreError(f"{str(sweep_dir)!r}: no block checkpoints (block.json) found; nothing to aggregate")

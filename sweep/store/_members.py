@@ -15,7 +15,7 @@ import pyarrow as pa
 from .._canonical import canonical_json
 from .._errors import StoreError
 from ..metrics import metric_name
-from ..planning import Plan, TrialPlan
+from ..planning import Plan, TrialPlan, grid_names
 from ..spec import SweepSpec, hparam_name
 from ._schema import Column, fixed_columns
 
@@ -93,10 +93,8 @@ def grid_value_columns(sources: list[Source], plan: Plan | None, metrics: list[s
         varying = [k for k in every if len({canonical_json(f.get(k)) for f in flat}) > 1]
         keys = [(k, False) for k in varying if hparam_name(k) not in names]
         keys += [(f"optimizer.{n}", True) for n in names]
-    leaves = [k.rpartition(".")[2] for k, _ in keys]
-    fixed = fixed_columns(metrics)
-    return [Column(leaf if leaves.count(leaf) == 1 and leaf not in fixed else k, k, v)
-            for (k, v), leaf in zip(keys, leaves)]
+    names = grid_names([k for k, _ in keys], reserved=fixed_columns(metrics))
+    return [Column(names[k], k, v) for k, v in keys]
 
 
 def _flatten(structure: dict) -> dict[str, Any]:

@@ -96,6 +96,9 @@ def members_schema(columns: list[Column], types: dict[str, pa.DataType], metrics
                       (HISTORY_EPOCHS, pa.list_(_I32))])
 
 
+FIXED_COLUMNS = fixed_columns(())  # the columns of every store, whatever its metrics
+
+
 def index_columns(grid_columns: list[str], metrics: Sequence[str]) -> list[str]:
     """The ``members.parquet`` columns queries filter and rank on (no histories)."""
     return ([name for name, _ in IDENTITY_COLUMNS] + list(grid_columns) + [name for name, _ in RESULT_COLUMNS]

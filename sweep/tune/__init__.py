@@ -1,11 +1,16 @@
-"""Ray Tune orchestration: ``run``, ``plan``, the trainable, checks, trial environment, progress.
+"""Ray Tune orchestration: ``run``, ``plan``, the trainable, checks, trial environment, progress, trackers.
 
 The only part of seed-sweep that uses Ray; ``ray`` is imported when :func:`run` is called.
 ``import sweep`` does not import this package: ``sweep.run`` and ``sweep.plan`` load it on
 first use.
 """
 
+from ._loggers import MemberLogger as MemberLogger
+from ._loggers import MLflowLogger as MLflowLogger
+from ._loggers import TensorBoardLogger as TensorBoardLogger
+from ._loggers import WandbLogger as WandbLogger
 from ._run import METRIC as METRIC
+from ._run import Interrupted as Interrupted
 from ._run import plan as plan
 from ._run import run as run
 from ._trainable import TrialHooks as TrialHooks

@@ -1,81 +1,273 @@
-"""A compact progress line while a sweep runs (a Tune ``Callback``; Tune's own tables are off: verbose=0).
+"""The live progress of a sweep while it runs (a Tune ``Callback``; Tune's own output is off).
 
-``[heat] trials 3 done, 2 running, 3 pending | members 12/32 | best block val loss 1.2e-03 | ETA 1m20s``
+On a terminal, one rich display is updated in place; otherwise (a pipe, a file, ``CI`` set,
+``TERM=dumb``) a plain line is printed every ``every_s`` seconds while something changes, and
+once at the end::
+
+    [heat] 0:42 | trials 2/4 done, 2 running, 0 pending | members 8/16 | epochs 96/192 | 4.1 member-epochs/s | ETA 0:23 | best test loss: depth=2 learning_rate=0.003 2.1e-03, ...
+
+The counts come from the plan of this call (Tune creates trials lazily under
+``max_concurrent_trials``), members trained by earlier calls count as done, and the elapsed
+time, throughput and ETA are those of this process only (a resumed trial counts the epochs it
+trains now). A *configuration* is one combination of grid values, named as the store's columns
+(``depth=6 learning_rate=0.0003``); its best loss is the lowest latest loss of any of its
+members so far, on the validation set where trials report one (``member_val_loss``), else on
+the test set.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
 from ray.tune import Callback
 
+from ..planning import TrialPlan, config_label, grid_names, hparams_key
+from ..spec import SweepSpec
+from ..store._schema import FIXED_COLUMNS
 
-def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
+MODES = ("auto", "live", "plain", "off")
+_STATUS = {"TERMINATED": "done", "ERROR": "failed", "RUNNING": "running"}  # anything else: pending
+LOSS_VECTORS = ("member_val_loss", "member_test_loss")  # the first one a trial reports is shown
+
+
+def duration(seconds: float) -> str:
+    """``75`` -> ``"1:15"``, ``3725`` -> ``"1:02:05"``."""
+    seconds = int(round(max(0.0, seconds)))
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)
-    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
-def progress_line(name: str, trials: list, planned: Mapping[str, tuple[int, int]], elapsed: float) -> str:
-    """One line of progress; ``planned``: trial key -> (members, epochs)."""
-    counts = {"done": 0, "running": 0, "pending": 0, "failed": 0}
-    members_done = member_epochs = total_member_epochs = 0
-    best = None
-    for trial in trials:
-        status = trial.status
-        counts["done" if status == "TERMINATED" else "failed" if status == "ERROR"
-               else "running" if status == "RUNNING" else "pending"] += 1
-        members, epochs = planned.get(trial.config.get("trial_key"), (0, 1))
-        result: dict[str, Any] = trial.last_result or {}
-        total_member_epochs += members * epochs
-        reached = result.get("epoch", 0)
-        if status == "TERMINATED":
-            reached = epochs  # finished or stopped by the scheduler: no more work
-        member_epochs += members * min(reached, epochs)
-        members_done += result.get("members_done", 0)
-        loss = result.get("val_loss_mean")  # the best is chosen on validation, never on test
-        if loss is not None and (best is None or loss < best):
-            best = loss
-    total_members = sum(planned.get(t.config.get("trial_key"), (0, 1))[0] for t in trials)
-    parts = [f"trials {counts['done']} done, {counts['running']} running, {counts['pending']} pending"
-             + (f", {counts['failed']} failed" if counts["failed"] else ""),
-             f"members {members_done}/{total_members}"]
-    if best is not None:
-        parts.append(f"best block val loss {best:.3g}")
-    fraction = member_epochs / total_member_epochs if total_member_epochs else 0.0
-    if 0 < fraction < 1:
-        parts.append(f"ETA {_duration(elapsed * (1 - fraction) / fraction)}")
-    parts.append(f"elapsed {_duration(elapsed)}")
-    return f"[{name}] " + " | ".join(parts)
+class _Trial:
+    def __init__(self, plan: TrialPlan, labels: list[str]):
+        self.members, self.epochs, self.block = plan.num_members, plan.spec.training.epochs, len(plan.seeds)
+        self.labels = labels  # per hyperparameter set
+        self.status, self.epoch, self.start_epoch = "pending", 0, None
+
+
+class ProgressState:
+    """What the display shows: every member of ``spec``, those in ``done`` already trained."""
+
+    def __init__(self, spec: SweepSpec, trials: Iterable[TrialPlan], done: Iterable[tuple] = (),
+                 clock=time.monotonic):
+        self.name, self.clock, self.started = spec.name, clock, clock()
+        self.names = grid_names(spec.grid, reserved=FIXED_COLUMNS)
+        self.configs: dict[str, list[int]] = {}  # label -> [members done, members]
+        self._label: dict[tuple[str, str], str] = {}
+        done_by = {}
+        for cid, _, hk in done:
+            done_by[(cid, hk)] = done_by.get((cid, hk), 0) + 1
+        for config, hsets in spec.expand():
+            probe = TrialPlan("", config.config_id, config, (), hsets)
+            for h in hsets:
+                label = config_label(probe.grid_values(spec.grid, h), self.names) or config.config_id
+                self._label[(config.config_id, hparams_key(h))] = label
+                entry = self.configs.setdefault(label, [0, 0])
+                entry[0] += done_by.get((config.config_id, hparams_key(h)), 0)
+                entry[1] += len(spec.seed_list)
+        self.done_before = sum(d for d, _ in self.configs.values())
+        self.best: dict[str, float] = {}
+        self.loss_name = "test loss"
+        self.trials: dict[str, _Trial] = {}
+        self.first_start: float | None = None
+        self.lock = threading.Lock()
+        self.add(trials)
+
+    def add(self, trials: Iterable[TrialPlan]) -> None:
+        """Trials of a later phase (a new experiment after a restored one)."""
+        with self.lock:
+            for t in trials:
+                if t.trial_key not in self.trials:
+                    self.trials[t.trial_key] = _Trial(t, [self._label[(t.config_id, hparams_key(h))] for h in t.hparams])
+
+    # -- updates from Tune ---------------------------------------------------------------------
+    def statuses(self, tune_trials: Iterable[Any]) -> None:
+        with self.lock:
+            for trial in tune_trials:
+                ours = self.trials.get((trial.config or {}).get("trial_key"))
+                if ours is not None:
+                    ours.status = _STATUS.get(trial.status, "pending")
+                    if ours.status == "running" and self.first_start is None:
+                        self.first_start = self.clock()
+
+    def report(self, trial_key: str, result: Mapping[str, Any]) -> None:
+        with self.lock:
+            ours = self.trials.get(trial_key)
+            if ours is None:
+                return
+            if ours.start_epoch is None:
+                ours.start_epoch = int(result.get("resumed_from_epoch", 0))
+            ours.epoch = max(ours.epoch, int(result.get("epoch", 0)))
+            name = next((n for n in LOSS_VECTORS if n in result), None)
+            if name is None:
+                return
+            self.loss_name = name.removeprefix("member_").replace("_", " ")
+            losses = result[name]
+            for i, loss in enumerate(losses):
+                label = ours.labels[min(i // max(ours.block, 1), len(ours.labels) - 1)]
+                if loss is not None and loss == loss and loss < self.best.get(label, float("inf")):
+                    self.best[label] = float(loss)
+
+    # -- what is shown -------------------------------------------------------------------------
+    def unfinished(self) -> list[str]:
+        """Trial keys neither done nor failed (after an experiment returned: it was interrupted)."""
+        with self.lock:
+            return [k for k, t in self.trials.items() if t.status not in ("done", "failed")]
+
+    def counts(self) -> dict[str, Any]:
+        with self.lock:
+            by = {"done": 0, "running": 0, "pending": 0, "failed": 0}
+            members_done = self.done_before
+            work = total = trained = 0
+            per_config = {label: d for label, (d, _) in self.configs.items()}
+            for t in self.trials.values():
+                by[t.status] += 1
+                reached = t.epochs if t.status == "done" else min(t.epoch, t.epochs)
+                if t.status == "done":
+                    members_done += t.members
+                    for label in t.labels:
+                        per_config[label] += t.block
+                work += t.members * reached
+                total += t.members * t.epochs
+                if t.start_epoch is not None:
+                    trained += t.members * max(0, min(t.epoch, t.epochs) - t.start_epoch)
+            now = self.clock()
+            running_for = now - self.first_start if self.first_start is not None else 0.0
+            rate = trained / running_for if trained and running_for > 0 else None
+            eta = (total - work) / rate if rate else None
+            return {"trials": by, "num_trials": len(self.trials), "members_done": members_done,
+                    "members": sum(n for _, n in self.configs.values()), "epochs_done": work, "epochs": total,
+                    "rate": rate, "eta": eta, "elapsed": now - self.started, "per_config": per_config,
+                    "best": dict(self.best)}
+
+    def summary(self, c: Mapping[str, Any] | None = None) -> str:
+        """``[name] 0:42 | trials ... | ETA 0:23`` (no configurations)."""
+        c = c or self.counts()
+        return " | ".join([*self._counts_parts(c), *self._speed_parts(c)])
+
+    def _counts_parts(self, c: Mapping[str, Any]) -> list[str]:
+        t = c["trials"]
+        return [f"[{self.name}] {duration(c['elapsed'])}",
+                f"trials {t['done']}/{c['num_trials']} done, {t['running']} running, {t['pending']} pending"
+                + (f", {t['failed']} failed" if t["failed"] else ""),
+                f"members {c['members_done']}/{c['members']}"]
+
+    @staticmethod
+    def _speed_parts(c: Mapping[str, Any]) -> list[str]:
+        parts = [f"epochs {c['epochs_done']}/{c['epochs']}"]
+        if c["rate"]:
+            parts.append(f"{c['rate']:.3g} member-epochs/s")
+        if c["eta"] is not None and c["epochs_done"] < c["epochs"]:
+            parts.append(f"ETA {duration(c['eta'])}")
+        return parts
+
+    def line(self, top: int = 3) -> str:
+        """:meth:`summary` plus the ``top`` configurations with the lowest loss so far."""
+        c = self.counts()
+        ranked = sorted(c["best"].items(), key=lambda kv: kv[1])
+        if not ranked:
+            return self.summary(c)
+        shown = ", ".join(f"{label} {loss:.3g}" for label, loss in ranked[:top])
+        more = f" (+{len(ranked) - top} more)" if len(ranked) > top else ""
+        return f"{self.summary(c)} | best {self.loss_name}: {shown}{more}"
+
+    def renderable(self, max_rows: int = 20):
+        """The rich display: the summary, a bar of member-epochs, one row per configuration."""
+        from rich.console import Group
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+        from rich.text import Text
+
+        c = self.counts()
+        table = Table(box=None, pad_edge=False, header_style="bold")
+        table.add_column("configuration")
+        table.add_column("members", justify="right")
+        table.add_column(f"best {self.loss_name}", justify="right")
+        best = min(c["best"].values(), default=None)
+        for label, (_, n) in list(self.configs.items())[:max_rows]:
+            loss = c["best"].get(label)
+            text = "-" if loss is None else f"{loss:.4g}"
+            table.add_row(label, f"{c['per_config'][label]}/{n}",
+                          f"[bold green]{text}[/]" if loss is not None and loss == best else text)
+        if len(self.configs) > max_rows:
+            table.add_row(f"... {len(self.configs) - max_rows} more configurations", "", "")
+        bar = Table.grid(padding=(0, 1))
+        bar.add_row(ProgressBar(total=max(c["epochs"], 1), completed=c["epochs_done"], width=40),
+                    Text(f"{100 * c['epochs_done'] / max(c['epochs'], 1):3.0f}% | " + " | ".join(self._speed_parts(c))))
+        return Group(Text(" | ".join(self._counts_parts(c))), bar, table)
 
 
 class SweepProgress(Callback):
-    """Prints :func:`progress_line` at most every ``every_s`` seconds and once at the end."""
+    """Shows a :class:`ProgressState` while Tune runs: live on a terminal, plain lines otherwise.
 
-    def __init__(self, name: str, planned: Mapping[str, tuple[int, int]], every_s: float = 10.0,
-                 stream: TextIO | None = None):
-        self.name, self.planned, self.every_s = name, dict(planned), every_s
-        self.stream = stream
-        self._start = time.monotonic()
-        self._last = float("-inf")
-        self._last_line = ""
+    ``mode``: ``"auto"`` (live on a terminal unless ``CI`` is set or ``TERM=dumb``), ``"live"``,
+    ``"plain"`` or ``"off"``. One instance serves every experiment of a ``sweep.run`` call;
+    :meth:`close` ends the display.
+    """
 
-    def _print(self, trials, force: bool) -> None:
-        now = time.monotonic()
-        if not force and now - self._last < self.every_s:
+    def __init__(self, state: ProgressState, mode: str = "auto", stream: TextIO | None = None, every_s: float = 10.0):
+        if mode not in MODES:
+            raise ValueError(f"`progress`: got {mode!r}; choose one of {', '.join(MODES)}")
+        self.state, self.stream, self.every_s = state, stream or sys.stdout, every_s
+        if mode == "auto":
+            tty = getattr(self.stream, "isatty", lambda: False)()
+            mode = "live" if tty and not os.environ.get("CI") and os.environ.get("TERM") != "dumb" else "plain"
+        self.mode = mode
+        self._live, self._closed = None, False
+        self._last_time, self._last_line = float("-inf"), ""
+
+    def start(self) -> SweepProgress:
+        if self.mode == "live" and self._live is None:
+            from rich.console import Console
+            from rich.live import Live
+
+            console = Console(file=self.stream, force_terminal=True)
+            self._live = Live(console=console, get_renderable=self.state.renderable, refresh_per_second=2,
+                              transient=False, redirect_stdout=False, redirect_stderr=False)
+            self._live.start()
+        return self
+
+    def message(self, text: str) -> None:
+        """A line printed above the display (or among the plain lines)."""
+        if self._live is not None:
+            self._live.console.print(text, markup=False, highlight=False)
+        elif self.mode != "off":
+            print(text, file=self.stream, flush=True)
+
+    def _plain(self, force: bool) -> None:
+        if self.mode != "plain":
             return
-        line = progress_line(self.name, trials, self.planned, now - self._start)
-        if force or line.split(" | elapsed")[0] != self._last_line.split(" | elapsed")[0]:
-            print(line, file=self.stream or sys.stdout, flush=True)
+        now = self.state.clock()
+        if not force and now - self._last_time < self.every_s:
+            return
+        line = self.state.line()
+        if force or line.split(" | ", 1)[1] != self._last_line.split(" | ", 1)[-1]:
+            print(line, file=self.stream, flush=True)
             self._last_line = line
-        self._last = now
+        self._last_time = now
+
+    def close(self) -> None:
+        """Stop the live display (its last frame stays) or print the last plain line; once."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        else:
+            self._plain(force=True)
+
+    # -- Tune callback hooks -------------------------------------------------------------------
+    # Statuses are taken after every step, never at the experiment's end: an interrupted
+    # experiment's clean-up marks its unfinished trials terminated, and they must stay unfinished.
+    def on_trial_result(self, iteration: int, trials: list, trial, result: dict, **info) -> None:
+        self.state.report((trial.config or {}).get("trial_key"), result)
 
     def on_step_end(self, iteration: int, trials: list, **info) -> None:
-        self._print(trials, force=False)
-
-    def on_experiment_end(self, trials: list, **info) -> None:
-        self._print(trials, force=True)
+        self.state.statuses(trials)
+        self._plain(force=False)

@@ -5,12 +5,11 @@ Ray is imported here only, when ``run`` is called.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -18,21 +17,20 @@ import pyarrow.fs as pafs
 
 from .._configure import available_cpus, configure
 from .._errors import SpecError, SweepError
-from ..planning import Plan, make_plan, merge_plans, read_plan, write_plan
+from ..planning import Plan, TrialPlan, hparams_key, make_plan, merge_plans, read_plan, write_plan
 from ..spec import SweepSpec
 from ..store import aggregate
 from . import _env
 from ._auto import Probe, choose_seeds_per_trial, largest_config, measure
 from ._checks import check_resources, check_writable, load_datasets, problem_key
 from ._sweepdir import done_members, experiments, next_experiment, sweep_location
+from ._quiet import quiet_tune
+from ._relay import Relay, relaying
 from ._trainable import TrialHooks
 
 METRIC, MODE = "val_loss_mean", "min"  # Tune's default: the block's mean validation loss
 _OURS = {"name", "storage_path", "storage_filesystem", "failure_config", "local_dir",
          "scheduler", "num_samples", "trial_dirname_creator", "trial_name_creator"}
-# Tune warns when its experiment state is saved often, which every checkpoint of a short trial
-# causes (CheckpointConfig.num_to_keep); ``run`` sets this for the duration of ``Tuner.fit`` only.
-_QUIET_TUNE_ENV = {"TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0"}
 
 
 def _stored_block_size(spec: SweepSpec, stored: Plan | None) -> int | None:
@@ -99,20 +97,23 @@ def _split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str
     return tune_kw, run_kw
 
 
-def _ensure_ray(address: str | None) -> None:
-    """Reuse an initialised Ray; else start a local one (no address) or join ``address``."""
+def _ensure_ray(address: str | None, quiet: bool = True) -> None:
+    """Reuse an initialised Ray; else start a local one (no address) or join ``address``.
+
+    ``quiet``: Ray logs errors only (no banner, no token-authentication notice)."""
     import ray
 
     if ray.is_initialized():
         return
+    level = logging.ERROR if quiet else logging.WARNING
     with warnings.catch_warnings():  # Ray forks and execs its daemons at once: no JAX state is shared
         warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
         if address is None:
-            ray.init(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+            ray.init(include_dashboard=False, log_to_driver=False, logging_level=level)
         elif address.startswith("ray://"):  # Ray Client: the cluster's own settings apply
             ray.init(address=address)
         else:
-            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+            ray.init(address=address, log_to_driver=False, logging_level=level)
 
 
 def _alive_nodes() -> list[dict[str, float]]:
@@ -165,9 +166,9 @@ def _trainable(spec: SweepSpec, plan: Plan, data_refs, resume_from, fs, hooks: T
     return tune.with_resources(fn, {"cpu": spec.resources["cpu"], "gpu": spec.resources["gpu"]})
 
 
-def _outcome(results, plan: Plan) -> tuple[set[str], list[str]]:
+def _outcome(results, trials: Sequence[TrialPlan]) -> tuple[set[str], list[str]]:
     """(trial keys stopped early by a scheduler, failure messages) of a finished experiment."""
-    epochs = {t.trial_key: t.spec.training.epochs for t in plan.trials}
+    epochs = {t.trial_key: t.spec.training.epochs for t in trials}
     stopped, failed = set(), []
     for result in results:
         key = (result.config or {}).get("trial_key")
@@ -179,21 +180,22 @@ def _outcome(results, plan: Plan) -> tuple[set[str], list[str]]:
     return stopped, failed
 
 
-@contextlib.contextmanager
-def _scoped_environ(values: Mapping[str, str]):
-    """Set environment variables that are not set yet, and remove them again afterwards."""
-    added = {k: v for k, v in values.items() if k not in os.environ}
-    os.environ.update(added)
-    try:
-        yield
-    finally:
-        for key in added:
-            os.environ.pop(key, None)
+def _fit(make_tuner, plan_trials, listeners: list, quiet: bool) -> tuple[set[str], list[str], bool]:
+    """Build a tuner and fit it with ``listeners`` (the display first, then the trackers) behind
+    its :class:`Relay`: (scheduler-stopped trial keys, failures, interrupted).
 
-
-def _fit(tuner, plan: Plan) -> tuple[set[str], list[str]]:
-    with _scoped_environ(_QUIET_TUNE_ENV):
-        return _outcome(tuner.fit(), plan)
+    Tune's own SIGINT handling is kept (the first Ctrl-C stops the trials and saves the
+    experiment, a second one raises ``KeyboardInterrupt``); an experiment that returns with
+    trials neither done nor failed was interrupted.
+    """
+    display = listeners[0]
+    display.state.add(plan_trials)
+    with quiet_tune(quiet), relaying(listeners):
+        results = make_tuner().fit()
+    keys = {t.trial_key for t in plan_trials}
+    interrupted = bool(keys & set(display.state.unfinished()))
+    stopped, failures = _outcome(results, plan_trials)
+    return (set() if interrupted else stopped), failures, interrupted
 
 
 def _prepare(spec: SweepSpec, tune_options: Mapping[str, Any], fs: pafs.FileSystem, path: str,
@@ -204,9 +206,36 @@ def _prepare(spec: SweepSpec, tune_options: Mapping[str, Any], fs: pafs.FileSyst
     return tune_kw, run_kw, load_datasets(spec)
 
 
+class Interrupted(KeyboardInterrupt):
+    """``sweep.run`` was interrupted (Ctrl-C); the message (already printed) says how to resume."""
+
+
+def _resume_hint(done: int, total: int, command: str | None, storage: str) -> str:
+    command = command or f"sweep.run(spec, storage={storage!r}, resume=True)"
+    return f"interrupted: {done} of {total} members done; resume with: {command}"
+
+
+def _aggregate_complete(spec: SweepSpec, fs, path: str, shown: str, storage_filesystem, stored: Plan | None) -> int:
+    """Aggregate the members whose blocks are complete, if the store does not hold them yet;
+    returns how many there are."""
+    done, blocks = done_members(spec, fs, path, stored)
+    if not blocks or not done:
+        return len(done)
+    try:
+        from ..store import Store
+
+        if Store.open(shown, filesystem=storage_filesystem).manifest.get("num_members") == len(done):
+            return len(done)
+    except SweepError:
+        pass  # no store yet, or not a readable one: build it
+    aggregate(shown, filesystem=storage_filesystem, only_complete=True)
+    return len(done)
+
+
 def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileSystem | None = None,
         address: str | None = None, resume: bool = False, scheduler=None, failure_config=None,
-        trial_hooks: TrialHooks | None = None, **tune_options: Any) -> str:
+        trial_hooks: TrialHooks | None = None, loggers: Sequence[str | Any] = (), progress: str = "auto",
+        resume_command: str | None = None, **tune_options: Any) -> str:
     """Train every member of ``spec`` with Ray Tune; returns the sweep directory.
 
     ``<storage>/<spec.name>`` holds ``plan.json``, one Tune experiment ``tune-NNNN`` per call
@@ -215,22 +244,81 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
     storage is probed for writing, every dataset is loaded once (batch size checked) and put in
     the object store, and the plan is written. Members already trained to completion (or
     stopped by a scheduler) are not trained again, so a larger ``seeds`` trains only the new
-    ones; a trial with a partial checkpoint of the same key continues from it.
+    ones; a trial with a partial checkpoint of the same key continues from it. When every
+    member is trained already, ``run`` says so and returns without starting Ray.
 
     ``resume=True`` first restores the latest Tune experiment (``Tuner.restore``, errored trials
     resumed from their checkpoints), then trains whatever is still missing. ``scheduler``: any
     Tune scheduler; without its own metric it gets ``val_loss_mean`` / ``min`` (the block's mean
     validation loss; without a validation set, a scheduler must be given its metric).
     ``failure_config``: ``tune.FailureConfig`` (default: retry a trial twice). ``trial_hooks``:
-    a :class:`sweep.tune.TrialHooks` run inside every trial (fault injection in tests). Other
-    keyword arguments go to ``tune.TuneConfig`` or ``tune.RunConfig`` (e.g.
-    ``max_concurrent_trials``, ``stop``, ``callbacks``, ``checkpoint_config``, ``verbose``). No
-    address starts (or reuses) a local Ray instance; ``address="auto"`` or
-    ``"ray://host:10001"`` joins a cluster. The driver process is :func:`sweep.configure`-d.
+    a :class:`sweep.tune.TrialHooks` run inside every trial (fault injection in tests).
+    ``loggers``: trackers that get one run per member (or per configuration), by name
+    (``"tensorboard"``, ``"mlflow"``, ``"wandb"``) or as :mod:`sweep.tune` logger objects.
+    ``progress``: ``"auto"`` (a live display on a terminal, plain lines otherwise), ``"live"``,
+    ``"plain"`` or ``"off"``. Other keyword arguments go to ``tune.TuneConfig`` or
+    ``tune.RunConfig`` (e.g. ``max_concurrent_trials``, ``stop``, ``callbacks``,
+    ``checkpoint_config``); ``verbose=1`` or more shows Ray's and Tune's own output, which is
+    hidden by default. No address starts (or reuses) a local Ray instance; ``address="auto"``
+    or ``"ray://host:10001"`` joins a cluster. The driver process is :func:`sweep.configure`-d (with
+    ``gpu_preallocate=False``).
+
+    Ctrl-C (SIGINT) stops the trials, keeps every checkpoint, aggregates the complete blocks,
+    prints how many members are done and how to resume (``resume_command``, default the
+    Python call), and raises :class:`sweep.tune.Interrupted` (a ``KeyboardInterrupt``); a second
+    Ctrl-C stops at once.
     """
+    from ._loggers import make_loggers
+    from ._progress import ProgressState, SweepProgress
+
     _check_spec(spec)
-    configure()
+    configure(gpu_preallocate=False)  # the driver's JAX (data generation) must not take the trials' GPU memory
     fs, path, shown = sweep_location(spec, storage, storage_filesystem)
+    verbose = int(tune_options.get("verbose", 0) or 0)
+    stored = read_plan(fs, path)
+    done, blocks = done_members(spec, fs, path, stored)
+    state = ProgressState(spec, (), done)
+    display = SweepProgress(state, "plain" if verbose and progress == "auto" else progress)
+    trackers = make_loggers(loggers, spec, shown)  # unknown names fail here, before Ray starts
+    if not make_plan(spec, _stored_block_size(spec, stored) or 10**9, done=done).trials:
+        _aggregate_complete(spec, fs, path, shown, storage_filesystem, stored)
+        display.message(f"nothing to train: {len(done)} members already in {shown}")
+        return shown
+    try:
+        interrupted, failures = _run(spec, fs, path, shown, storage_filesystem, address, resume, scheduler,
+                                     failure_config, trial_hooks or TrialHooks(), trackers, display, verbose,
+                                     tune_options)
+    except KeyboardInterrupt:  # a second Ctrl-C, or one before Tune took over: stop now
+        display.close()
+        c = state.counts()
+        display.message(hint := _resume_hint(c["members_done"], c["members"], resume_command, str(storage)))
+        raise Interrupted(hint) from None
+    finally:
+        display.close()
+        for tracker in trackers:
+            tracker.close()
+    if interrupted:  # what is done is what the checkpoints say (a trial may finish as Tune stops)
+        with warnings.catch_warnings():  # the hint says how many members are missing
+            warnings.simplefilter("ignore", UserWarning)
+            done_now = _aggregate_complete(spec, fs, path, shown, storage_filesystem, read_plan(fs, path))
+        display.message(hint := _resume_hint(done_now, state.counts()["members"], resume_command, str(storage)))
+        raise Interrupted(hint)
+    aggregate(shown, filesystem=storage_filesystem)
+    if failures:
+        raise SweepError(
+            f"{len(failures)} trial(s) of sweep {spec.name!r} failed (first: {failures[0]}); finished blocks "
+            f"are in {shown!r}; run `sweep run SPEC --resume` (Python: sweep.run(..., resume=True)) to retry them"
+        )
+    for hint in (h for t in trackers if (h := t.hint())):
+        display.message(hint)
+    return shown
+
+
+def _run(spec: SweepSpec, fs, path: str, shown: str, storage_filesystem, address, resume: bool, scheduler,
+         failure_config, hooks: TrialHooks, trackers: list, display, verbose: int,
+         tune_options: Mapping[str, Any]) -> tuple[bool, list[str]]:
+    """Start Ray, then fit the restored experiment (``resume``) and a new one for what is left:
+    (interrupted, failure messages)."""
     import ray  # here: not in both threads at once
 
     # Ray must start on this thread (its daemons die with the thread that started them); while
@@ -238,7 +326,7 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
     # options and the storage and loads the datasets.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-prepare") as pool:
         prepared = pool.submit(_prepare, spec, tune_options, fs, path, shown)
-        _ensure_ray(address)
+        _ensure_ray(address, quiet=not verbose)
         tune_kw, run_kw, datasets = prepared.result()
     from ray import tune
 
@@ -246,18 +334,28 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
     _check_scheduler_metric(scheduler, tune_kw, validated)
     nodes = _alive_nodes()
     check_resources(spec.resources, nodes)
-    hooks = trial_hooks or TrialHooks()
     data_refs = {key: ray.put(d) for key, d in datasets.items()}
     ray_fs = None if isinstance(fs, pafs.LocalFileSystem) else fs
     stored = read_plan(fs, path)
     failures: list[str] = []
+    display.start()
 
     if resume and stored is not None and (names := experiments(fs, path)):
         exp_path = f"{path}/{names[-1]}"
         if tune.Tuner.can_restore(exp_path, storage_filesystem=ray_fs):
-            tuner = tune.Tuner.restore(exp_path, trainable=_trainable(spec, stored, data_refs, {}, ray_fs, hooks),
-                                       resume_errored=True, restart_errored=False, storage_filesystem=ray_fs)
-            stopped, failures = _fit(tuner, stored)
+            done, _ = done_members(spec, fs, path, stored)
+            left = [t for t in stored.trials if t.trial_key not in stored.stopped_trials
+                    and any((t.config_id, s, hparams_key(h)) not in done for h, s in t.members())]
+            for tracker in trackers:
+                tracker.add(stored.trials)
+
+            # the restored experiment keeps its callbacks, among them the relay to this call's display
+            stopped, failures, interrupted = _fit(
+                lambda: tune.Tuner.restore(exp_path, trainable=_trainable(spec, stored, data_refs, {}, ray_fs, hooks),
+                                           resume_errored=True, restart_errored=False, storage_filesystem=ray_fs),
+                left, [display, *trackers], quiet=not verbose)
+            if interrupted:
+                return True, failures
             stored = stored.with_stopped(stopped)
 
     done, blocks = done_members(spec, fs, path, stored)
@@ -270,19 +368,18 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
 
     if new.trials and not failures:
         resume_from = {t.trial_key: blocks[t.trial_key].path for t in new.trials if t.trial_key in blocks}
-        tuner = _tuner(spec, new, _trainable(spec, new, data_refs, resume_from, ray_fs, hooks), fs, path, ray_fs,
-                       scheduler, failure_config, tune_kw, run_kw, validated)
-        stopped, failures = _fit(tuner, new)
+        for tracker in trackers:
+            tracker.add(new.trials)
+        run_kw = {**run_kw, "callbacks": [*run_kw.get("callbacks", []), Relay()]}
+        stopped, failures, interrupted = _fit(
+            lambda: _tuner(spec, new, _trainable(spec, new, data_refs, resume_from, ray_fs, hooks), fs, path,
+                           ray_fs, scheduler, failure_config, tune_kw, run_kw, validated),
+            new.trials, [display, *trackers], quiet=not verbose)
+        if interrupted:
+            return True, failures
         if stopped:
             write_plan(fs, path, merged.with_stopped(stopped))
-
-    aggregate(shown, filesystem=storage_filesystem)
-    if failures:
-        raise SweepError(
-            f"{len(failures)} trial(s) of sweep {spec.name!r} failed (first: {failures[0]}); finished blocks "
-            f"are in {shown!r}; run sweep.run(..., resume=True) to retry them"
-        )
-    return shown
+    return False, failures
 
 
 def _default_metric(scheduler, tune_kw: Mapping[str, Any]) -> bool:
@@ -311,7 +408,6 @@ def _tuner(spec: SweepSpec, plan: Plan, trainable, fs, path: str, ray_fs, schedu
         tune_config.update(metric=METRIC, mode=MODE)
     run_config = {"verbose": 0, "failure_config": failure_config or tune.FailureConfig(max_failures=2),
                   "checkpoint_config": tune.CheckpointConfig(num_to_keep=2), **run_kw}
-    run_config["callbacks"] = [*run_config.get("callbacks", []), _progress(spec, plan)]
     return tune.Tuner(
         trainable,
         param_space={"trial_key": tune.grid_search([t.trial_key for t in plan.trials])},
@@ -321,8 +417,3 @@ def _tuner(spec: SweepSpec, plan: Plan, trainable, fs, path: str, ray_fs, schedu
                                   storage_filesystem=ray_fs, **run_config),
     )
 
-
-def _progress(spec: SweepSpec, plan: Plan):
-    from ._progress import SweepProgress
-
-    return SweepProgress(spec.name, {t.trial_key: (t.num_members, t.spec.training.epochs) for t in plan.trials})

@@ -1,0 +1,37 @@
+"""Wall time of a block of code and the part of it JAX spent tracing, lowering and compiling.
+
+Shared by both sides of ``vs_apebench.py`` (it needs nothing but JAX): the compile part is the
+sum of JAX's ``/jax/core/compile/*`` duration events (``jax.monitoring``), so training time
+net of compilation is measured the same way in both processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import jax
+
+_PREFIX = "/jax/core/compile/"
+_compile_seconds = [0.0]
+
+
+def _listen(event: str, duration: float, **_) -> None:
+    if event.startswith(_PREFIX):
+        _compile_seconds[0] += duration
+
+
+jax.monitoring.register_event_duration_secs_listener(_listen)
+
+
+@contextlib.contextmanager
+def clock():
+    """``with clock() as t: ...`` fills ``t["seconds"]`` and ``t["compile_seconds"]`` on exit.
+
+    Block on the results inside the ``with`` (``jax.block_until_ready``) so that they count.
+    """
+    out: dict[str, float] = {}
+    start, compiled = time.perf_counter(), _compile_seconds[0]
+    yield out
+    out["seconds"] = time.perf_counter() - start
+    out["compile_seconds"] = _compile_seconds[0] - compiled

@@ -1,0 +1,120 @@
+"""The command line's own values: ``--where`` and ``--set`` items, the choices of ``--logger``,
+``--log-per``, ``--format`` and ``--kind``, and library messages phrased for the command line
+(a Python call in a message becomes the option that does the same)."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+import tomllib
+from typing import Any
+
+from .._errors import SweepError
+
+
+class CLIError(SweepError):
+    """A command-line argument or input file that cannot be used."""
+
+
+# Library messages name Python calls; on the command line the same thing is an option.
+_CLI_PHRASES = [
+    (re.compile(r"\.?\bwhere\(([^()]*)\)"),
+     lambda m: " ".join(f"--where {kv.replace(chr(39), '')}" for kv in re.split(r", (?=\w+=)", m.group(1)))
+     if m.group(1) else "--where"),
+    (re.compile(r"\bbest\(k=([^()]*)\)"), lambda m: f"--best {m.group(1)}"),
+    (re.compile(r"\b\w+\(metric='([^']*)'\)"), lambda m: f"--metric {m.group(1)}"),
+    (re.compile(r"`out`"), lambda m: "--out"),
+    (re.compile(r"`kind`"), lambda m: "--kind"),
+]
+
+
+def cli_phrasing(text: str) -> str:
+    """``"where(depth=7): no member matches"`` -> ``"--where depth=7: no member matches"``, and
+    ``best(k=0)`` -> ``--best 0``, ``summary(metric='x')`` -> ``--metric x``."""
+    for pattern, replace in _CLI_PHRASES:
+        text = pattern.sub(replace, text)
+    return text
+
+
+def _parse_value(text: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_where(items: list[str] | None) -> dict[str, Any]:
+    """``["depth=6", "learning_rate=3e-4"]`` -> ``{"depth": 6, "learning_rate": 0.0003}``; a key
+    given twice keeps either value (``depth=4 depth=6`` -> ``{"depth": [4, 6]}``)."""
+    out: dict[str, Any] = {}
+    for item in items or ():
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise CLIError(f"--where: got {item!r}; use key=value, e.g. --where depth=6")
+        value = _parse_value(value.strip())
+        if key in out:
+            out[key] = [*(out[key] if isinstance(out[key], list) else [out[key]]), value]
+        else:
+            out[key] = value
+    return out
+
+
+class Logger(str, enum.Enum):
+    tensorboard = "tensorboard"
+    mlflow = "mlflow"
+    wandb = "wandb"
+
+
+class LogPer(str, enum.Enum):
+    member = "member"
+    config = "config"
+
+
+class Format(str, enum.Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+def _toml_value(text: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text  # a bare word: a string
+
+
+def apply_overrides(spec, items: list[str]):
+    """``spec`` with ``["training.epochs=50", "seeds=8", "grid.model.depth=[2, 4]"]`` set and
+    validated like the spec file itself."""
+    from ..spec import SweepSpec
+
+    data = spec.to_dict()
+    fields = {f.name for f in dataclasses.fields(SweepSpec)}
+    for item in items:
+        key, eq, text = item.partition("=")
+        key = key.strip()
+        field, _, rest = key.partition(".")
+        if not eq or not key:
+            raise CLIError(f"--set: got {item!r}; use field=value, e.g. --set training.epochs=50")
+        if field not in fields:
+            raise CLIError(f"--set {key}: {field!r} is not a spec field; fields: {', '.join(sorted(fields))}")
+        value = _toml_value(text.strip())
+        if rest:
+            if not isinstance(data.get(field), dict):
+                raise CLIError(f"--set {key}: {field!r} has no parts; use --set {field}=VALUE")
+            data[field][rest] = value
+        else:
+            data[field] = value
+    return SweepSpec.from_dict(data)
+
+
+class Kind(str, enum.Enum):
+    overview = "overview"
+    curves = "curves"
+    spread = "spread"
+    predictions = "predictions"
+    all = "all"

@@ -1,0 +1,216 @@
+"""Trajectories of 1D PDEs solved by exponax: ``Problem("exponax:<Stepper>", ...)``.
+
+exponax is an optional extra (``pip install seed-sweep[pde]``) and is imported only inside the
+functions here. Defaults follow APEBench's physical scenarios (``phy_adv``, ``phy_diff``,
+``phy_adv_diff``, ``phy_burgers``, ``phy_ks``: 160 points, ``dt = 0.1``, 50 training trajectories
+of 50 steps, 30 test trajectories of 200 steps, a truncated Fourier series initial state with
+5 modes scaled to max 1, 500 warm-up steps for Kuramoto–Sivashinsky), so that a sweep trains
+on the data APEBench trains on. The stepper with those coefficients is the very stepper of
+the APEBench scenario; the random draws differ, as keys are derived per trajectory here:
+trajectory ``i`` of split ``s`` starts from ``fold_in(fold_in(key(data_seed), s), i)``, so it
+does not depend on how many trajectories are asked for.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .._errors import SpecError
+
+_SPLITS = ("train", "val", "test")
+_COMMON = {
+    "num_points": 160, "domain_extent": 1.0, "dt": 0.1,
+    "num_train": 50, "num_val": 0, "num_test": 30, "train_steps": 50, "test_steps": 200,
+    "ic": "fourier", "ic_options": {}, "warmup_steps": 0, "data_seed": 0,
+}
+# Per stepper: APEBench's physical-scenario values where they differ from ``_COMMON`` and
+# from exponax's own class defaults (exponax's Burgers has diffusivity 0.1, APEBench 0.0003).
+STEPPERS: dict[str, dict[str, Any]] = {
+    "Advection": {"velocity": 0.25},
+    "Diffusion": {"diffusivity": 0.008},
+    "AdvectionDiffusion": {"velocity": 0.25, "diffusivity": 0.008},
+    "Burgers": {"diffusivity": 0.0003, "convection_scale": 0.125, "conservative": True},
+    "KuramotoSivashinsky": {"domain_extent": 60.0, "warmup_steps": 500},
+}
+# Initial-state generators by name (APEBench's ``fourier``/``diffused``/``grf`` and more).
+IC_GENERATORS = {
+    "fourier": ("RandomTruncatedFourierSeries", {"cutoff": 5, "max_one": True}),
+    "diffused": ("DiffusedNoise", {}),
+    "grf": ("GaussianRandomField", {}),
+    "sine": ("RandomSineWaves1d", {}),
+    "discontinuities": ("RandomDiscontinuities", {}),
+    "gaussian_blobs": ("RandomGaussianBlobs", {}),
+}
+_COUNTS = {"num_train": 1, "num_val": 0, "num_test": 1, "train_steps": 1, "test_steps": 1,
+           "warmup_steps": 0, "data_seed": 0, "num_points": 2}
+_POSITIVE = ("domain_extent", "dt")
+_SHAPE_ARGS = ("self", "num_spatial_dims", "domain_extent", "num_points", "dt")
+
+
+def _exponax(stepper: str):
+    try:
+        import exponax
+    except ImportError:
+        raise SpecError(
+            f"`problem.name`: \"exponax:{stepper}\" needs the optional package exponax; "
+            f"install it with `pip install seed-sweep[pde]`"
+        ) from None
+    return exponax
+
+
+def _coefficients(ex, stepper: str) -> dict[str, inspect.Parameter]:
+    """The keyword arguments of ``exponax.stepper.<stepper>`` beyond the grid and time step."""
+    params = inspect.signature(getattr(ex.stepper, stepper).__init__).parameters
+    return {k: p for k, p in params.items() if k not in _SHAPE_ARGS}
+
+
+def _defaults(ex, stepper: str) -> dict[str, Any]:
+    coefs = {k: p.default for k, p in _coefficients(ex, stepper).items()}
+    return _COMMON | coefs | STEPPERS[stepper]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_like(field: str, value: Any, default: Any) -> None:
+    """``value`` must be of the kind of ``default`` (bool, int, number or pair of numbers)."""
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise SpecError(f"`{field}`: got {value!r}; must be true or false")
+    elif isinstance(default, int):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise SpecError(f"`{field}`: got {value!r}; must be an integer")
+    elif isinstance(default, float):
+        if not _is_number(value):
+            raise SpecError(f"`{field}`: got {value!r}; must be a finite number")
+    elif isinstance(default, tuple) and (
+            not isinstance(value, (list, tuple)) or len(value) != len(default) or not all(map(_is_number, value))):
+        raise SpecError(f"`{field}`: got {value!r}; must be a list of {len(default)} finite numbers")
+
+
+def _ic_generator(ex, name: str, options: Mapping[str, Any], domain_extent: float):
+    """Build the named initial-state generator (one channel); errors name ``problem.ic*``."""
+    if not isinstance(name, str) or name not in IC_GENERATORS:
+        raise SpecError(f"`problem.ic`: got {name!r}; choose one of {', '.join(IC_GENERATORS)}")
+    if not isinstance(options, Mapping):
+        raise SpecError(f"`problem.ic_options`: got {options!r}; give a table of options of the {name!r} generator")
+    cls_name, defaults = IC_GENERATORS[name]
+    cls = getattr(ex.ic, cls_name)
+    params = {k: p for k, p in inspect.signature(cls.__init__).parameters.items()
+              if k not in ("self", "num_spatial_dims", "domain_extent")}
+    for key, value in options.items():
+        if key not in params:
+            raise SpecError(f"`problem.ic_options.{key}`: not an option of {name!r} (exponax.ic.{cls_name}); "
+                            f"allowed: {', '.join(params)}")
+        _check_like(f"problem.ic_options.{key}", value, params[key].default)
+    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in (defaults | dict(options)).items()}
+    if "domain_extent" in inspect.signature(cls.__init__).parameters:
+        kwargs["domain_extent"] = domain_extent
+    try:
+        return cls(1, **kwargs)
+    except (ValueError, TypeError) as e:
+        raise SpecError(f"`problem.ic_options`: {dict(options)!r} rejected by exponax.ic.{cls_name}: {e}") from None
+
+
+def check_exponax(stepper: str, options: Mapping[str, Any]) -> None:
+    """Raise :class:`SpecError` unless ``Problem("exponax:<stepper>", **options)`` can be generated.
+
+    Cheap: imports exponax and builds the initial-state generator, solves nothing.
+
+    ```python
+    check_exponax("Burgers", {"num_points": 32, "dt": 0.05})     # fine
+    check_exponax("Burgers", {"dt": -1.0})                        # SpecError: `problem.dt`: ...
+    ```
+    """
+    ex = _exponax(stepper)
+    if stepper not in STEPPERS:
+        raise SpecError(f"`problem.name`: unknown exponax stepper {stepper!r}; choose one of "
+                        f"{', '.join('exponax:' + s for s in STEPPERS)}")
+    defaults = _defaults(ex, stepper)
+    for key, value in options.items():
+        if key not in defaults:
+            raise SpecError(f"`problem.{key}`: not an option of exponax:{stepper}; allowed: {', '.join(defaults)}")
+    merged = defaults | dict(options)
+    for key, low in _COUNTS.items():
+        value = merged[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise SpecError(f"`problem.{key}`: got {value!r}; must be an integer >= {low}")
+    if merged["data_seed"] >= 2**32:
+        raise SpecError(f"`problem.data_seed`: got {merged['data_seed']!r}; must be < 2**32")
+    for key in _POSITIVE:
+        if not _is_number(merged[key]) or merged[key] <= 0:
+            raise SpecError(f"`problem.{key}`: got {merged[key]!r}; must be a finite number > 0")
+    for key, param in _coefficients(ex, stepper).items():
+        if key in options:
+            _check_like(f"problem.{key}", options[key], param.default)
+    _ic_generator(ex, merged["ic"], merged["ic_options"], float(merged["domain_extent"]))
+
+
+def exponax_trajectories(stepper: str, **options: Any) -> dict[str, np.ndarray]:
+    """Trajectories ``[samples, steps + 1, channels, num_points]`` (float32) per split.
+
+    Keys ``"train"`` (``num_train`` trajectories of ``train_steps`` steps), ``"val"``
+    (``num_val``, may be 0) and ``"test"`` (``num_test``), the latter two of ``test_steps``.
+    Each starts from its own random initial state, advanced ``warmup_steps`` steps first.
+
+    ```python
+    data = exponax_trajectories("Burgers", num_points=32, num_train=4, num_test=2,
+                                train_steps=5, test_steps=8)
+    assert data["train"].shape == (4, 6, 1, 32) and data["val"].shape == (0, 9, 1, 32)
+    ```
+    """
+    check_exponax(stepper, options)
+    ex = _exponax(stepper)
+    o = _defaults(ex, stepper) | dict(options)
+    coefs = {k: tuple(v) if isinstance(v, list) else v for k, v in o.items() if k in _coefficients(ex, stepper)}
+    solver = getattr(ex.stepper, stepper)(1, float(o["domain_extent"]), o["num_points"], float(o["dt"]), **coefs)
+    ic = ex.ic.RandomMultiChannelICGenerator(
+        [_ic_generator(ex, o["ic"], o["ic_options"], float(o["domain_extent"]))] * solver.num_channels)
+    counts = {"train": o["num_train"], "val": o["num_val"], "test": o["num_test"]}
+    steps = {"train": o["train_steps"], "val": o["test_steps"], "test": o["test_steps"]}
+    out = {}
+    for length in dict.fromkeys(steps.values()):  # one compiled program per trajectory length
+        group = [s for s in _SPLITS if steps[s] == length]
+        trajectories = _rollouts(ex, solver, ic, o["num_points"], o["warmup_steps"], length,
+                                 _keys(o["data_seed"], [(_SPLITS.index(s), counts[s]) for s in group]))
+        for split, part in zip(group, np.split(trajectories, np.cumsum([counts[s] for s in group])[:-1])):
+            out[split] = part
+    return {split: out[split] for split in _SPLITS}
+
+
+def _keys(data_seed: int, splits: list[tuple[int, int]]):
+    """``fold_in(fold_in(key(data_seed), split), i)`` for ``i < count`` of each ``(split, count)``."""
+    import jax
+    import jax.numpy as jnp
+
+    base = jax.random.key(data_seed)
+    return jnp.concatenate([
+        jax.vmap(lambda i, s=split: jax.random.fold_in(jax.random.fold_in(base, s), i))(jnp.arange(count, dtype=jnp.uint32))
+        for split, count in splits
+    ])
+
+
+def _rollouts(ex, solver, ic, num_points: int, warmup: int, steps: int, keys) -> np.ndarray:
+    """One trajectory per key, all in one jitted, vmapped program."""
+    import equinox as eqx
+    import jax
+
+    if keys.shape[0] == 0:
+        return np.zeros((0, steps + 1, solver.num_channels, num_points), np.float32)
+
+    @eqx.filter_jit
+    def generate(solver, keys):
+        def one(key):
+            u0 = ic(num_points, key=key)
+            u0 = ex.repeat(solver, warmup)(u0) if warmup else u0
+            return ex.rollout(solver, steps, include_init=True)(u0)
+
+        return jax.vmap(one)(keys)
+
+    return np.asarray(generate(solver, keys), dtype=np.float32)

@@ -1,0 +1,138 @@
+"""The progress display of ``sweep.run``: its counts (from the plan, not Tune's trial list), the
+configuration names, throughput and ETA, and the plain lines printed when not on a terminal."""
+
+from __future__ import annotations
+
+import io
+from types import SimpleNamespace
+
+import pytest
+from conftest import tiny_spec
+
+import sweep
+from sweep.planning import hparams_key, make_plan
+from sweep.tune._progress import ProgressState, SweepProgress, duration
+
+
+def grid_spec(**changes) -> sweep.SweepSpec:
+    """2 depths x 2 learning rates x 4 seeds in blocks of 2: 4 trials of 4 members."""
+    base = dict(seeds=4, seeds_per_trial=2, grid={"model.depth": [1, 2], "optimizer.learning_rate": [3e-3, 1e-3]})
+    return tiny_spec(**{**base, **changes})
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def tune_trial(trial_key: str, status: str):
+    return SimpleNamespace(config={"trial_key": trial_key}, status=status)
+
+
+def result(epoch: int, losses: list[float], resumed_from: int = 0, name: str = "member_test_loss") -> dict:
+    return {"epoch": epoch, name: losses, "resumed_from_epoch": resumed_from}
+
+
+def test_counts_come_from_the_plan_when_tune_knows_only_some_trials():
+    spec, clock = grid_spec(), Clock()
+    plan = make_plan(spec)
+    state = ProgressState(spec, plan.trials, clock=clock)
+    first = plan.trials[0]
+    # max_concurrent_trials=1: Tune has created one trial so far
+    state.statuses([tune_trial(first.trial_key, "RUNNING")])
+    c = state.counts()
+    assert c["trials"] == {"done": 0, "running": 1, "pending": 3, "failed": 0}
+    assert (c["members_done"], c["members"]) == (0, 16)
+    assert (c["epochs_done"], c["epochs"]) == (0, 16 * 4)
+    assert c["eta"] is None  # nothing trained yet: no rate, no ETA
+
+    clock.now += 10
+    state.report(first.trial_key, result(2, [0.5, 0.4, 0.3, 0.2]))
+    c = state.counts()
+    assert c["epochs_done"] == 4 * 2 and c["rate"] == pytest.approx(8 / 10)
+    assert c["eta"] == pytest.approx((64 - 8) / 0.8)
+    clock.now += 10
+    state.report(first.trial_key, result(4, [0.45, 0.1, 0.3, 0.25]))
+    state.statuses([tune_trial(first.trial_key, "TERMINATED")])
+    c = state.counts()
+    assert c["trials"]["done"] == 1 and c["members_done"] == 4 and c["members"] == 16
+    # members are hparams-major: the first two ran at lr=0.003, the last two at lr=0.001
+    assert c["best"] == {"depth=1 learning_rate=0.003": 0.1, "depth=1 learning_rate=0.001": 0.2}
+    assert c["per_config"]["depth=1 learning_rate=0.003"] == 2
+
+
+def test_members_trained_before_count_as_done_and_throughput_counts_only_this_process():
+    spec = grid_spec(seeds=6)
+    old = make_plan(grid_spec())  # seeds 0..3 are trained already
+    done = {(t.config_id, s, hparams_key(h)) for t in old.trials for h, s in t.members()}
+    left = make_plan(spec, done=done)
+    clock = Clock()
+    state = ProgressState(spec, left.trials, done, clock=clock)
+    assert len(left.trials) == 2
+    c = state.counts()
+    assert (c["members_done"], c["members"]) == (16, 24)
+    assert c["per_config"] == {label: 4 for label in c["per_config"]}
+    # a trial resumed from epoch 2: only the 2 epochs trained now count towards the rate
+    trial = left.trials[0]
+    state.statuses([tune_trial(trial.trial_key, "RUNNING")])
+    clock.now += 4
+    state.report(trial.trial_key, result(4, [0.1] * 4, resumed_from=2))
+    c = state.counts()
+    assert c["rate"] == pytest.approx(4 * 2 / 4)
+    assert c["elapsed"] == pytest.approx(4)  # since this process started, not since the sweep did
+
+
+def test_validation_loss_is_shown_where_trials_report_it():
+    spec = grid_spec()
+    plan = make_plan(spec)
+    state = ProgressState(spec, plan.trials, clock=Clock())
+    state.report(plan.trials[0].trial_key, {**result(2, [9.0] * 4), "member_val_loss": [0.3, 0.2, 0.5, 0.6]})
+    assert state.loss_name == "val loss"
+    assert state.counts()["best"]["depth=1 learning_rate=0.003"] == 0.2
+    assert "best val loss: depth=1 learning_rate=0.003 0.2" in state.line()
+
+
+def test_plain_lines_name_configurations_and_show_eta():
+    spec, clock = grid_spec(), Clock()
+    plan = make_plan(spec)
+    stream = io.StringIO()
+    display = SweepProgress(ProgressState(spec, plan.trials, clock=clock), mode="auto", stream=stream, every_s=5)
+    assert display.mode == "plain"  # a StringIO is not a terminal
+    key = plan.trials[0].trial_key
+    display.on_step_end(iteration=1, trials=[tune_trial(key, "RUNNING")])
+    clock.now += 6
+    display.on_trial_result(iteration=2, trials=[], trial=tune_trial(key, "RUNNING"), result=result(2, [0.5, 0.4, 0.3, 0.2]))
+    display.on_step_end(iteration=2, trials=[tune_trial(key, "RUNNING")])
+    display.on_step_end(iteration=3, trials=[tune_trial(key, "RUNNING")])  # within every_s: nothing printed
+    display.close()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 3, lines
+    assert lines[0] == "[tiny] 0:00 | trials 0/4 done, 1 running, 3 pending | members 0/16 | epochs 0/64"
+    assert "| members 0/16 | epochs 8/64 | 1.33 member-epochs/s | ETA 0:42 |" in lines[1]
+    assert lines[1].endswith("best test loss: depth=1 learning_rate=0.001 0.2, depth=1 learning_rate=0.003 0.4")
+
+
+def test_live_renderable_has_a_row_per_configuration():
+    from rich.console import Console
+
+    spec = grid_spec()
+    plan = make_plan(spec)
+    state = ProgressState(spec, plan.trials, clock=Clock())
+    state.report(plan.trials[0].trial_key, result(2, [0.5, 0.4, 0.3, 0.2]))
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    console.print(state.renderable())
+    text = console.file.getvalue()
+    rows = [line.split() for line in text.splitlines() if line.startswith("depth=")]
+    assert [r[:2] for r in rows] == [["depth=1", "learning_rate=0.003"], ["depth=1", "learning_rate=0.001"],
+                                     ["depth=2", "learning_rate=0.003"], ["depth=2", "learning_rate=0.001"]]
+    assert [r[2:] for r in rows] == [["0/4", "0.4"], ["0/4", "0.2"], ["0/4", "-"], ["0/4", "-"]]
+    assert "trials 0/4 done" in text and "12% | epochs 8/64" in text
+
+
+def test_duration_and_modes():
+    assert [duration(s) for s in (0, 75, 3725)] == ["0:00", "1:15", "1:02:05"]
+    with pytest.raises(ValueError, match="progress.*'fancy'"):
+        SweepProgress(ProgressState(grid_spec(), ()), mode="fancy")
