@@ -55,8 +55,8 @@ def main(argv: list[str] | None = None) -> None:
     ens = sweep.load(sweep_dir)
     # Every choice below is made on the validation set; the test numbers are reported beside it.
     summary = ens.summary()  # val_loss, one row per (depth, learning rate), best mean first
-    print(f"\n{len(ens)} members; final validation loss over seeds per configuration, best mean first "
-          f"(95% bootstrap intervals; test loss beside, not used to choose):")
+    print(f"\n{len(ens)} members; final validation loss over seeds per configuration, best mean first")
+    print("(95% bootstrap interval of the mean; the test loss beside it is reported, not used to choose):")
     print(f"{'depth':>5} {'lr':>8} {'seeds':>5} {'val mean':>10} {'95% interval':>21} {'std':>10} {'test mean':>10}")
     for r in summary.to_pylist():
         print(f"{r['depth']:>5} {r['learning_rate']:>8.0e} {r['n']:>5} {r['mean']:>10.3e} "
@@ -81,8 +81,9 @@ def main(argv: list[str] | None = None) -> None:
         lr = best["learning_rate"]  # fixed on both sides: compare() refuses to pool over a free grid column
         c = ens.compare({"depth": depths[0], "learning_rate": lr}, {"depth": depths[-1], "learning_rate": lr})
         print(f"  P(depth {depths[0]} beats depth {depths[-1]} at lr={lr:g}) = {c.probability:.2f} "
-              f"(95% interval {c.ci_low:.2f}..{c.ci_high:.2f}); mean val loss difference {c.difference:.3g} "
-              f"({c.difference_ci_low:.3g}..{c.difference_ci_high:.3g}); {c.n_a} vs {c.n_b} seeds")
+              f"(95% interval {c.ci_low:.2f}..{c.ci_high:.2f}, {c.n_a} vs {c.n_b} seeds);")
+        print(f"  mean val loss difference {c.difference:.3g} (95% interval {c.difference_ci_low:.3g}.."
+              f"{c.difference_ci_high:.3g})")
 
     out = args.out or Path(sweep_dir) / "sweep.png"
     sweep.plot(ens, out=out)
