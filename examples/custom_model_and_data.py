@@ -117,7 +117,7 @@ def run_with_ray(spec: sweep.SweepSpec, storage: Path, out: Path, data) -> None:
     mean, std = ens.where(**best).mean_std(data.test_x[:2])
     label = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in best.items())
     plot_predictions(out / "predictions.png", data, np.asarray(mean), np.asarray(std), label)
-    sweep.plot(ens, out=out / "sweep.png")
+    sweep.plot(ens, out=out / "sweep.png")  # curves and spread; no predictions: figures never import a stored factory
     print("wrote", out / "sweep.png")
 
 

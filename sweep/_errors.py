@@ -10,7 +10,14 @@ class SpecError(SweepError, ValueError):
 
 
 class StoreError(SweepError):
-    """A store directory or one of its files is missing, corrupt or of another format."""
+    """A store directory or one of its files is missing, corrupt, altered or of another format.
+
+    ``problems`` lists every problem found (one, unless :meth:`sweep.store.Store.verify` found several).
+    """
+
+    def __init__(self, message: str, problems: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.problems = tuple(problems) or (message,)
 
 
 class QueryError(SweepError, ValueError):

@@ -1,20 +1,31 @@
-"""Paths on any filesystem pyarrow understands: local disks, NFS, ``s3://`` and friends."""
+"""Paths on any filesystem pyarrow understands (local disks, NFS, ``s3://`` and friends), and the
+one rule for names read from files: a plain relative name that stays inside its directory."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
+import unicodedata
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pyarrow.fs as pafs
 
 from ._errors import StoreError
 
+ONE_COMPONENT = re.compile(r"[^/]+")  # a ``layout`` for :func:`confined`: a name, not a path
+COMPONENT_RULE = ("one path component: not empty, '.' or '..', without '/', '\\\\', NUL or other control "
+                  "characters, at most 255 bytes")
+
 
 def filesystem_path(path: str | os.PathLike, filesystem: pafs.FileSystem | None = None) -> tuple[pafs.FileSystem, str]:
-    """``(filesystem, path inside it)`` of a user's path or URI; local paths become absolute."""
+    """``(filesystem, path inside it)`` of a user's path or URI; local paths become absolute.
+
+    Symbolic links in a local path are not resolved here: the store decides which links it follows.
+    """
     path = str(path)
     if filesystem is not None:
         return filesystem, path.removeprefix("s3://") if isinstance(filesystem, pafs.S3FileSystem) else path
@@ -23,11 +34,21 @@ def filesystem_path(path: str | os.PathLike, filesystem: pafs.FileSystem | None 
             return pafs.FileSystem.from_uri(path)
         except Exception as e:  # pyarrow raises ArrowInvalid, OSError, ... for unknown or unreachable URIs
             raise StoreError(f"storage {path!r}: cannot open ({e})") from None
-    return pafs.LocalFileSystem(), str(Path(path).expanduser().resolve())
+    return pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(path))
 
 
 def is_local(filesystem: pafs.FileSystem) -> bool:
     return isinstance(filesystem, pafs.LocalFileSystem)
+
+
+def local_path(filesystem: pafs.FileSystem, path: str) -> str | None:
+    """The operating-system path of ``path`` when it lies on a local disk (directly or under a
+    ``SubTreeFileSystem``), else None (object storage has no symbolic links and no locks)."""
+    if isinstance(filesystem, pafs.LocalFileSystem):
+        return path
+    if isinstance(filesystem, pafs.SubTreeFileSystem):
+        return local_path(filesystem.base_fs, f"{filesystem.base_path.rstrip('/')}/{path.lstrip('/')}")
+    return None
 
 
 def exists(filesystem: pafs.FileSystem, path: str) -> bool:
@@ -39,14 +60,96 @@ def read_text(filesystem: pafs.FileSystem, path: str) -> str:
         return f.read().decode()
 
 
-def write_text_atomic(filesystem: pafs.FileSystem, path: str, text: str) -> None:
+def write_atomic(filesystem: pafs.FileSystem, path: str, data: bytes) -> None:
     """Write aside, then move into place (a rename on local disks)."""
     parent, _, name = path.rpartition("/")
     filesystem.create_dir(parent, recursive=True)
     tmp = f"{parent}/.{name}.tmp-{os.getpid()}"
     with filesystem.open_output_stream(tmp) as f:
-        f.write(text.encode())
+        f.write(data)
     filesystem.move(tmp, path)
+
+
+def write_text_atomic(filesystem: pafs.FileSystem, path: str, text: str) -> None:
+    write_atomic(filesystem, path, text.encode())
+
+
+def create_dir_exclusive(filesystem: pafs.FileSystem, path: str) -> bool:
+    """Create the directory ``path``; False if it exists already. On local disks this is one atomic
+    ``mkdir``, so of two processes creating the same name exactly one succeeds; object storage has
+    no atomic create, there it is a check, then a create."""
+    local = local_path(filesystem, path)
+    if local is not None:
+        try:
+            os.mkdir(local)
+        except FileExistsError:
+            return False
+        return True
+    if exists(filesystem, path):
+        return False
+    filesystem.create_dir(path, recursive=False)
+    return True
+
+
+def os_error(error: BaseException) -> OSError | None:
+    """The ``OSError`` (a full disk, a permission) behind ``error``, following causes and contexts
+    (Equinox and pyarrow wrap the errors of the files they write)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, OSError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+# -- names read from files --------------------------------------------------------------------------
+def name_problem(name: Any) -> str | None:
+    """Why ``name`` is not a safe single path component (see :data:`COMPONENT_RULE`), or None."""
+    if not isinstance(name, str):
+        return f"not a string but {type(name).__name__}"
+    if name in ("", ".", ".."):
+        return "empty" if not name else f"{name!r} is not a name"
+    if "/" in name or "\\" in name:
+        return "it contains a path separator"
+    if any(unicodedata.category(c) == "Cc" for c in name):
+        return "it contains a control character"
+    try:
+        size = len(name.encode())
+    except UnicodeEncodeError:
+        return "it is not valid Unicode text"
+    return "it is longer than 255 bytes" if size > 255 else None
+
+
+def confined(relpath: Any, where: str, layout: re.Pattern | None = None, allowed: str = "") -> str:
+    """``relpath`` if it is a plain relative name inside its directory (components as in
+    :data:`COMPONENT_RULE`, no absolute path) that fits ``layout``; else :class:`StoreError`
+    naming ``where`` (the file and field it was read from) and the name."""
+    if isinstance(relpath, str) and relpath.startswith("/"):
+        problem = "it is an absolute path"
+    elif isinstance(relpath, str):
+        problem = next(filter(None, map(name_problem, relpath.split("/"))), None)
+        if problem is None and layout is not None and not layout.fullmatch(relpath):
+            problem = f"it is not a name of the store's layout ({allowed})" if allowed else "it does not fit the layout"
+    else:
+        problem = name_problem(relpath)
+    if problem is not None:
+        raise StoreError(f"{where}: names {relpath!r}, which is not a plain name inside the store ({problem}); "
+                         f"the file was altered or is not seed-sweep's")
+    return relpath
+
+
+def refuse_links(filesystem: pafs.FileSystem, root: str, relpath: str = "") -> None:
+    """:class:`StoreError` if ``root`` or a component of ``relpath`` below it is a symbolic link
+    (local disks; a store never contains links, and one inside could point anywhere)."""
+    path = local_path(filesystem, root)
+    if path is None:
+        return
+    for part in ["", *filter(None, relpath.split("/"))]:
+        path = os.path.join(path, part) if part else path
+        if os.path.islink(path):
+            raise StoreError(f"{path!r} is a symbolic link (to {os.readlink(path)!r}); a store holds no links "
+                             f"and seed-sweep does not follow them. Re-run `sweep aggregate`")
 
 
 @contextmanager

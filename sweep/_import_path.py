@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
 import re
+import sys
 from typing import Any
 
-from ._errors import SpecError
+from ._errors import SpecError, StoreError
 
 _PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -30,3 +33,32 @@ def import_object(path: str, field: str) -> Any:
     if not callable(obj):
         raise SpecError(f"`{field}`: {path!r} is not callable")
     return obj
+
+
+def refuse_inside(path: str, directory: str, field: str) -> None:
+    """:class:`StoreError` (naming ``field``, where the path was read) if the module of ``path``
+    would be imported from a file inside ``directory`` (a store's own directory: code that came
+    with a store is never imported).
+
+    Looks the top-level package up without running it (``importlib.util.find_spec``); its
+    submodules lie below it.
+    """
+    top = path.partition(":")[0].split(".")[0]
+    module = sys.modules.get(top)
+    if module is not None:
+        places = [getattr(module, "__file__", None), *getattr(module, "__path__", ())]
+    else:
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            return  # not importable at all: importing it later says so
+        places = [] if spec is None else [spec.origin, *(spec.submodule_search_locations or ())]
+    inside = os.path.realpath(directory)
+    for place in (p for p in places if isinstance(p, str) and os.path.isabs(p)):  # not 'built-in', 'frozen'
+        real = os.path.realpath(place)
+        if os.path.commonpath([real, inside]) == inside:
+            raise StoreError(
+                f"{field}: {path!r} would be imported from {real!r}, inside the store's directory "
+                f"{directory!r}; seed-sweep imports a stored model factory only from your own environment "
+                f"(installed packages, your PYTHONPATH), never from files that came with a store"
+            )

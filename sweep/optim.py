@@ -39,11 +39,37 @@ def check_optimizer(name: str, options: Mapping[str, Any]) -> None:
             raise SpecError(
                 f"`optimizer.{key}`: not an argument of optax.{name}; allowed: {', '.join(sorted(allowed))}"
             )
+    _check_kinds("optimizer", name, params, {k: v for k, v in options.items() if k not in ("schedule", "learning_rate")})
     lr = options.get("learning_rate")
     if not _is_float(lr) or not math.isfinite(lr) or lr < 0:
         raise SpecError(f"`optimizer.learning_rate`: got {lr!r}; must be a finite number >= 0")
     if "schedule" in options:
         _check_schedule(options["schedule"])
+
+
+_KINDS = {
+    "a number": _is_float,
+    "an integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "true or false": lambda v: isinstance(v, bool),
+}
+
+
+def _kind(param: inspect.Parameter) -> str | None:
+    """What a spec may give for an optax argument (a key of ``_KINDS``), read from its default and
+    annotation; None where it may be anything plain data can say (masks, dtypes)."""
+    default, annotation = param.default, param.annotation
+    text = str(annotation)
+    if isinstance(default, float):
+        return "a number"
+    if annotation is bool:
+        return "true or false"
+    if annotation is int or text == "int | None":
+        return "an integer"
+    if "Any" in text or "Callable" in text:
+        return None
+    if "float" in text:  # jax.typing.ArrayLike: a scalar
+        return "a number"
+    return "true or false" if isinstance(default, bool) else None
 
 
 def _check_schedule(schedule: Any) -> None:
@@ -58,6 +84,20 @@ def _check_schedule(schedule: Any) -> None:
         inspect.signature(fn).bind(**kwargs)
     except TypeError as e:
         raise SpecError(f"`optimizer.schedule`: bad arguments for optax.{schedule['name']}: {e}") from None
+    _check_kinds("optimizer.schedule", schedule["name"], inspect.signature(fn).parameters, kwargs)
+
+
+def _check_kinds(field: str, name: str, params: Mapping[str, inspect.Parameter], options: Mapping[str, Any]) -> None:
+    """Each option of ``optax.<name>`` must be of the kind its signature says (:func:`_kind`)."""
+    for key, value in options.items():
+        kind = _kind(params[key])
+        if kind is None or _KINDS[kind](value) or (value is None and params[key].default is None):
+            continue
+        default = params[key].default
+        raise SpecError(
+            f"`{field}.{key}`: got {value!r} ({type(value).__name__}); optax.{name} takes {kind} here"
+            + ("" if default is inspect.Parameter.empty else f" (default {default!r})")
+        )
 
 
 def _schedule_kwargs(schedule: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import pyarrow.fs as pafs
 
 from ._canonical import canonical_json, digest
 from ._errors import StoreError
-from ._fs import exists, read_text, write_text_atomic
+from ._fs import ONE_COMPONENT, confined, exists, read_text, write_text_atomic
 from .spec import SweepSpec, hparam_name
 
 __all__ = ["PLAN_FILE", "Plan", "TrialPlan", "config_label", "grid_names", "hparams_key", "make_plan", "merge_plans",
@@ -68,8 +68,10 @@ class TrialPlan:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TrialPlan:
+        """A trial read back from ``plan.json``: its key names its directory, so it must be one name."""
+        key = confined(data["trial_key"], f"{PLAN_FILE} `trial_key`", ONE_COMPONENT, "one path component")
         return cls(
-            data["trial_key"], data["config_id"], SweepSpec.from_dict(data["spec"]),
+            key, data["config_id"], SweepSpec.from_dict(data["spec"]),
             tuple(data["seeds"]), tuple(dict(h) for h in data["hparams"]),
         )
 
@@ -207,7 +209,7 @@ def read_plan(filesystem: pafs.FileSystem, sweep_path: str) -> Plan | None:
         return None
     try:
         return Plan.from_dict(json.loads(read_text(filesystem, path)))
-    except (ValueError, KeyError, TypeError) as e:  # SpecError is a ValueError
+    except (ValueError, KeyError, TypeError, StoreError) as e:  # SpecError is a ValueError
         raise StoreError(f"{path!r}: not a readable sweep plan ({e})") from None
 
 

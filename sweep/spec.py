@@ -18,10 +18,17 @@ from typing import Any
 
 from ._canonical import canonical_json, digest
 from ._errors import SpecError
+from ._fs import COMPONENT_RULE, name_problem
 from .metrics import check_names
 from .models import check_model
 from .optim import check_optimizer
 from .problems import check_problem
+
+
+SEED_LIMIT = 2**32  # seeds and sweep_seed are folded into member keys as uint32 (SPEC §2)
+MAX_SEEDS = 2**24  # seeds of one sweep: its plan holds every one of them
+INT32_LIMIT = 2**31  # training counters are int32 inside the compiled program
+_INT64_LIMIT = 2**63  # integers stored in Parquet columns
 
 
 def _is_number(value: Any) -> bool:
@@ -29,12 +36,20 @@ def _is_number(value: Any) -> bool:
 
 
 def _plain(value: Any, field: str) -> Any:
-    """``value`` as plain JSON/TOML data: tuples become lists, NumPy scalars Python numbers."""
+    """``value`` as plain JSON/TOML data: tuples become lists, NumPy scalars Python numbers.
+
+    The one place every option and grid value of a spec passes: numbers must be finite and
+    integers fit in 64 bits, so that no NaN, infinity or overflow reaches a trial or a table.
+    """
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, numbers.Integral):
+        if not -_INT64_LIMIT <= int(value) < _INT64_LIMIT:
+            raise SpecError(f"`{field}`: got {int(value)}; integers must lie in -2**63..2**63-1")
         return int(value)
     if isinstance(value, numbers.Real):
+        if not math.isfinite(value):
+            raise SpecError(f"`{field}`: got {float(value)!r}; numbers must be finite (no NaN or infinity)")
         return float(value)
     if isinstance(value, (list, tuple)):
         return [_plain(v, f"{field}[{i}]") for i, v in enumerate(value)]
@@ -151,8 +166,8 @@ class Training:
     def __post_init__(self):
         for field in ("epochs", "batch_size", "report_every"):
             value = getattr(self, field)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise SpecError(f"`training.{field}`: got {value!r}; must be an integer >= 1")
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value < INT32_LIMIT:
+                raise SpecError(f"`training.{field}`: got {value!r}; must be an integer >= 1 (and below 2**31)")
         if isinstance(self.metrics, str) or not isinstance(self.metrics, Iterable):
             raise SpecError(f"`training.metrics`: got {self.metrics!r}; give a list of names, e.g. [\"mse\", \"nrmse\"]")
         object.__setattr__(self, "metrics", tuple(self.metrics))
@@ -179,24 +194,28 @@ _PARTS = {"problem": Problem, "model": Model, "optimizer": Optimizer, "training"
 _TOP_GRID_KEYS = ("sweep_seed",)
 
 
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def _seed_tuple(seeds: int | Iterable[int]) -> tuple[int, ...]:
-    if isinstance(seeds, bool):
+    if _is_int(seeds):
+        if not 1 <= seeds <= MAX_SEEDS:
+            raise SpecError(f"`seeds`: got {seeds}; the number of seeds must be >= 1 and at most {MAX_SEEDS} (2**24) per sweep")
+        return tuple(range(int(seeds)))
+    if isinstance(seeds, (str, bytes, bool)) or not isinstance(seeds, Iterable):
         raise SpecError(f"`seeds`: got {seeds!r}; give an int N (seeds 0..N-1) or a list of ints")
-    if isinstance(seeds, int):
-        if seeds < 1:
-            raise SpecError(f"`seeds`: got {seeds}; the number of seeds must be >= 1")
-        return tuple(range(seeds))
-    try:
-        values = list(seeds)
-    except TypeError:
-        raise SpecError(
-            f"`seeds`: got {seeds!r}; give an int N (seeds 0..N-1) or a list of ints"
-        ) from None
+    if hasattr(seeds, "__len__") and len(seeds) > MAX_SEEDS:
+        raise SpecError(f"`seeds`: got {len(seeds)} seeds; at most {MAX_SEEDS} (2**24) per sweep")
+    values = []
+    for s in seeds:
+        if not _is_int(s) or not 0 <= s < SEED_LIMIT:
+            raise SpecError(f"`seeds`: got {s!r}; seeds must be non-negative integers below 2**32")
+        if len(values) == MAX_SEEDS:
+            raise SpecError(f"`seeds`: more than {MAX_SEEDS} (2**24) seeds; that is the most one sweep holds")
+        values.append(int(s))
     if not values:
         raise SpecError("`seeds`: got an empty list; give at least one seed")
-    for s in values:
-        if not isinstance(s, int) or isinstance(s, bool) or s < 0:
-            raise SpecError(f"`seeds`: got {s!r}; seeds must be non-negative integers")
     dupes = sorted({s for s in values if values.count(s) > 1}) if len(set(values)) < len(values) else []
     if dupes:
         raise SpecError(f"`seeds`: duplicate seed(s) {dupes[:10]}; each seed may appear once")
@@ -209,9 +228,9 @@ def _check_resources(resources: Mapping[str, Any]) -> dict[str, float]:
         raise SpecError(f"`resources`: unknown key(s) {sorted(unknown)}; allowed: cpu, gpu")
     cpu = resources.get("cpu", 1)
     gpu = resources.get("gpu", 0)
-    if not _is_number(cpu) or cpu <= 0:
-        raise SpecError(f"`resources.cpu`: got {cpu!r}; must be a number > 0")
-    if not _is_number(gpu) or gpu < 0:
+    if not _is_number(cpu) or not math.isfinite(cpu) or cpu <= 0:
+        raise SpecError(f"`resources.cpu`: got {cpu!r}; must be a finite number > 0")
+    if not _is_number(gpu) or not math.isfinite(gpu) or gpu < 0:
         raise SpecError(f"`resources.gpu`: got {gpu!r}; must be 0 (CPU only), a fraction in (0, 1] or a whole number")
     if gpu > 1 and gpu != int(gpu):
         raise SpecError(
@@ -245,17 +264,19 @@ class SweepSpec:
     resources: Mapping[str, float] = dataclasses.field(default_factory=lambda: {"cpu": 1, "gpu": 0})
 
     def __post_init__(self):
-        if not isinstance(self.name, str) or not self.name or "/" in self.name:
-            raise SpecError(f"`name`: got {self.name!r}; give a non-empty name without '/'")
+        problem = name_problem(self.name)
+        if problem is not None:
+            raise SpecError(f"`name`: got {self.name!r} ({problem}); the sweep's directory is named after it, "
+                            f"so it must be {COMPONENT_RULE}")
         for field, cls in _PARTS.items():
             if not isinstance(getattr(self, field), cls):
                 raise SpecError(f"`{field}`: got {getattr(self, field)!r}; expected a sweep.{cls.__name__}")
         seed_list = _seed_tuple(self.seeds)
-        if not isinstance(self.seeds, int):
-            object.__setattr__(self, "seeds", seed_list)
+        object.__setattr__(self, "seeds", int(self.seeds) if _is_int(self.seeds) else seed_list)
         object.__setattr__(self, "_seed_list", seed_list)
-        if not isinstance(self.sweep_seed, int) or isinstance(self.sweep_seed, bool) or self.sweep_seed < 0:
-            raise SpecError(f"`sweep_seed`: got {self.sweep_seed!r}; must be a non-negative integer")
+        if not _is_int(self.sweep_seed) or not 0 <= self.sweep_seed < SEED_LIMIT:
+            raise SpecError(f"`sweep_seed`: got {self.sweep_seed!r}; must be a non-negative integer below 2**32")
+        object.__setattr__(self, "sweep_seed", int(self.sweep_seed))
         spt = self.seeds_per_trial
         if spt != "auto" and (not isinstance(spt, int) or isinstance(spt, bool) or spt < 1):
             raise SpecError(f"`seeds_per_trial`: got {spt!r}; must be an integer >= 1 or \"auto\"")
@@ -354,6 +375,11 @@ class SweepSpec:
             "training": self.training.to_dict(),
             "sweep_seed": self.sweep_seed,
         }
+
+    @functools.cached_property
+    def problem_id(self) -> str:
+        """Stable 12-hex-digit id of the data (configs with equal problems share a dataset)."""
+        return digest(self.problem.to_dict())
 
     @functools.cached_property
     def config_id(self) -> str:

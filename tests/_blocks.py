@@ -7,8 +7,11 @@ import itertools
 import json
 from pathlib import Path
 
+import pyarrow.fs as pafs
+
 import sweep
 from sweep.planning import Plan, TrialPlan, make_plan
+from sweep.store import write_samples
 from sweep.training import SavedBlock, data_shapes, save_block
 
 
@@ -31,10 +34,26 @@ def trained_blocks(plan: Plan) -> list[SavedBlock]:
     return [train_trial(t) for t in plan.trials]
 
 
-def write_sweep(root: Path, plan: Plan, blocks: list[SavedBlock]) -> Path:
-    """A sweep directory as the orchestration layer leaves it: plan.json plus Ray Tune checkpoints."""
+def datasets_of(plan: Plan) -> dict[str, sweep.Dataset]:
+    """Every problem's dataset of a plan, by problem id (as ``sweep.run`` loads them)."""
+    return {t.spec.problem_id: _data(json.dumps(t.spec.problem.to_dict(), sort_keys=True)) for t in plan.trials}
+
+
+@functools.lru_cache(maxsize=None)
+def _data(problem_json: str) -> sweep.Dataset:
+    from sweep.problems import load_problem
+
+    problem = json.loads(problem_json)
+    return load_problem(problem.pop("name"), problem)
+
+
+def write_sweep(root: Path, plan: Plan, blocks: list[SavedBlock], samples: bool = True) -> Path:
+    """A sweep directory as the orchestration layer leaves it: plan.json, the problems' test
+    samples (unless ``samples=False``) and Ray Tune checkpoints."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "plan.json").write_text(json.dumps(plan.to_dict()))
+    if samples:
+        write_samples(pafs.LocalFileSystem(), str(root), datasets_of(plan))
     for b in blocks:
         save_block(root / "run" / f"trial_{b.trial_id}" / "checkpoint_000001", spec=b.spec, state=b.state,
                    history=b.history, shapes=b.shapes, trial_id=b.trial_id, stopped_early=b.stopped_early)

@@ -116,11 +116,11 @@ def test_member_order_is_config_then_hyperparameters_then_seed(sweep_dir):
 def test_aggregating_twice_gives_identical_files(sweep_dir):
     first = _files(aggregate(sweep_dir, progress=False))
     second = _files(aggregate(sweep_dir, progress=False))
-    assert first == second and set(first) == {"members.parquet", "configs.parquet", "manifest.json",
+    assert first == second and set(first) == {"members.parquet", "configs.parquet", "samples.parquet", "manifest.json",
                                               *(f"{c}.eqx" for c in PLAN.config_ids)}
-    assert sorted(os.listdir(sweep_dir / ".ensembles")) == ["000001", "000002", "CURRENT"]
+    assert sorted(os.listdir(sweep_dir / ".ensembles")) == [".lock", "000001", "000002", "CURRENT"]
     aggregate(sweep_dir, progress=False)  # older generations are collected
-    assert sorted(os.listdir(sweep_dir / ".ensembles")) == ["000002", "000003", "CURRENT"]
+    assert sorted(os.listdir(sweep_dir / ".ensembles")) == [".lock", "000002", "000003", "CURRENT"]
 
 
 def test_more_seeds_are_added_and_existing_members_unchanged(sweep_dir):
@@ -210,9 +210,11 @@ def test_sigkill_leaves_the_previous_or_the_new_store(tmp_path, sweep_dir, where
     write_sweep(sweep_dir, PLAN_MORE, [train_trial(t) for t in MORE.trials])
     done = subprocess.run([sys.executable, "-c", _KILLER, str(sweep_dir), where], capture_output=True)
     assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]
-    # The CURRENT pointer commits; the local ensembles link follows it right after.
-    committed = {sweep_dir: where in ("_swap_link", "_collect"), sweep_dir / "ensembles": where == "_collect"}
-    for path, new in committed.items():
+    # The CURRENT pointer commits (readers follow it, through the ensembles link too); the link
+    # itself, for other tools, follows right after.
+    new = where in ("_swap_link", "_collect")
+    assert os.readlink(sweep_dir / "ensembles") == (".ensembles/000002" if where == "_collect" else ".ensembles/000001")
+    for path in (sweep_dir, sweep_dir / "ensembles"):
         store = Store.open(path)
         store.verify()
         ens = load(path)
@@ -222,7 +224,7 @@ def test_sigkill_leaves_the_previous_or_the_new_store(tmp_path, sweep_dir, where
         for cid in PLAN.config_ids:
             ens.where(config_id=cid).stacked()  # every leaves file is readable and matches
     aggregate(sweep_dir, progress=False)
-    assert len(load(sweep_dir)) == 24 and len(os.listdir(sweep_dir / ".ensembles")) == 3
+    assert len(load(sweep_dir)) == 24 and len(os.listdir(sweep_dir / ".ensembles")) == 4  # 2 generations, CURRENT, .lock
 
 
 def test_sigkill_during_the_first_aggregation_leaves_no_store(sweep_dir):
@@ -231,7 +233,7 @@ def test_sigkill_during_the_first_aggregation_leaves_no_store(sweep_dir):
     with pytest.raises(StoreError, match="not a seed-sweep store"):
         load(sweep_dir)
     aggregate(sweep_dir, progress=False)
-    assert len(load(sweep_dir)) == 16 and sorted(os.listdir(sweep_dir / ".ensembles")) == ["000002", "CURRENT"]
+    assert len(load(sweep_dir)) == 16 and sorted(os.listdir(sweep_dir / ".ensembles")) == [".lock", "000002", "CURRENT"]
 
 
 def test_no_checkpoints_is_an_error(tmp_path):

@@ -20,7 +20,7 @@ import sweep
 from sweep.cli import app, parse_where
 from sweep.planning import make_plan
 
-COMMANDS = ["run", "plan", "status", "aggregate", "show", "plot", "predict"]
+COMMANDS = ["run", "plan", "status", "aggregate", "verify", "show", "plot", "predict"]
 
 
 def grid_spec() -> sweep.SweepSpec:
@@ -349,6 +349,9 @@ def files(tmp_path, x):
     (tmp_path / "unknown_arch.toml").write_text(
         grid_spec().to_toml().replace('name = "ConvNet"', 'name = "NoSuchNet"'))
     (tmp_path / "good.toml").write_text(grid_spec().to_toml())
+    (tmp_path / "dotdot.toml").write_text(grid_spec().to_toml().replace('name = "cli"', 'name = ".."'))
+    unet = grid_spec().to_dict() | {"grid": {}, "vmap": [], "model": {"name": "ClassicUNet", "hidden_channels": 2, "num_levels": 5}}
+    sweep.SweepSpec.from_dict(unet).to_toml(tmp_path / "unet.toml")
     (tmp_path / "empty").mkdir()
     return tmp_path
 
@@ -359,6 +362,9 @@ ERRORS = [
     (["plan", "{d}/unknown_arch.toml"], ["model.name", "NoSuchNet"]),
     (["plan", "{d}/empty"], ["is a directory"]),
     (["run", "{d}/unknown_arch.toml", "--storage", "{d}/runs"], ["NoSuchNet"]),
+    (["plan", "{d}/dotdot.toml"], ["`name`", "'..'"]),
+    (["plan", "{d}/unet.toml"], ["`model.num_levels`", "got 5", "divisible by 2**5"]),
+    (["verify", "{d}/empty"], ["not a seed-sweep store"]),
     (["status", "{d}/empty"], ["plan.json", "not a sweep directory"]),
     (["show", "{d}/empty"], ["not a seed-sweep store"]),
     (["aggregate", "{d}/empty"], ["no block checkpoints"]),

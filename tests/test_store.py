@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from _blocks import trained_blocks
+from _blocks import datasets_of, trained_blocks
 from conftest import tiny_spec, tree_allclose
 
 from sweep import StoreError
@@ -29,7 +29,7 @@ PLAN = make_plan(tiny_spec(grid={"model.depth": [1, 2], "optimizer.learning_rate
 @pytest.fixture(scope="module")
 def original(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("store") / "ensembles"
-    aggregate_blocks(path, trained_blocks(PLAN), plan=PLAN)
+    aggregate_blocks(path, trained_blocks(PLAN), plan=PLAN, datasets=datasets_of(PLAN))
     return path
 
 
@@ -79,7 +79,7 @@ def test_truncated_leaves_file(store):
     path = _leaves_file(store)
     path.write_bytes(path.read_bytes()[:-7])
     ens = load(store)  # tables are fine; the leaves are read (and checked) when needed
-    with pytest.raises(StoreError, match=rf"{path.name}'?: \d+ bytes, but the manifest records \d+; the leaves file is truncated"):
+    with pytest.raises(StoreError, match=rf"{path.name}'?: \d+ bytes, but the manifest records \d+; the file is truncated"):
         ens.member(seed=0, config_id=PLAN.config_ids[0], learning_rate=1e-3)
 
 
@@ -107,7 +107,7 @@ def test_leaves_file_that_does_not_match_its_config(store):
 def test_truncated_members_table(store):
     path = store / "members.parquet"
     path.write_bytes(path.read_bytes()[:-100])
-    with pytest.raises(StoreError, match=r"members.parquet'?: \d+ bytes, the manifest records \d+"):
+    with pytest.raises(StoreError, match=r"members.parquet'?: \d+ bytes, but the manifest records \d+"):
         load(store)
 
 

@@ -1,4 +1,4 @@
-"""The ``sweep`` command line: run, plan, status, aggregate, show, plot, predict.
+"""The ``sweep`` command line: run, plan, status, aggregate, verify, show, plot, predict.
 
 Every :class:`sweep.SweepError` and every unreadable file ends the command with one line on
 stderr (``error: <message>``, phrased with the command's options, see :func:`cli_phrasing`)
@@ -204,6 +204,32 @@ ModeOpt = Annotated[str, typer.Option(help="'min' if lower --metric is better, '
 
 @app.command()
 @_guard
+def verify(sweep_dir: DirArg) -> None:
+    """Check every file of the store; one line per problem.
+
+    Reads every file of the committed store once and checks its size and sha256 against the
+    manifest, looks for files and links the manifest does not list, and checks the tables
+    against each other. Runs no code the store names. Exits 1 if anything is wrong; else prints
+    the manifest's own sha256, for whoever sent the store to confirm.
+    """
+    from .._errors import StoreError
+    from ..store import Store
+
+    store = Store.open(sweep_dir)
+    try:
+        store.verify()
+    except StoreError as e:
+        for problem in e.problems:
+            typer.echo(f"error: {' '.join(problem.split())}", err=True)
+        raise typer.Exit(1) from None
+    manifest = store.manifest
+    typer.echo(f"ok: {len(manifest['files']) + 1} files verified ({manifest.get('num_members', 0)} members, "
+               f"{len(store.configs)} structural configs) in {store.root}")
+    typer.echo(f"manifest sha256: {store.manifest_sha256}")
+
+
+@app.command()
+@_guard
 def show(
     sweep_dir: DirArg,
     metric: MetricOpt = "val_loss",
@@ -268,7 +294,8 @@ def plot(
     dpi: Annotated[int, typer.Option(min=10, max=2400, help="Resolution of PNG files.")] = 200,
     metric: MetricOpt = "val_loss",
     mode: ModeOpt = "min",
-    samples: Annotated[int, typer.Option(min=1, help="Test samples shown with the ensemble's predictions.")] = 3,
+    samples: Annotated[int, typer.Option(min=1, help="Test samples shown with the ensemble's predictions "
+                                         "(at most those the store keeps).")] = 3,
     max_curves: Annotated[int, typer.Option(min=1, help="Learning curves drawn per configuration (at most).")] = 200,
 ) -> None:
     """Learning curves, spread over seeds, predictions ±std.
@@ -277,7 +304,9 @@ def plot(
     scale, one panel per split on a shared y axis; with a validation set the test panel shows the
     configuration chosen on METRIC only); the final METRIC over seeds per configuration; the
     chosen configuration's ensemble mean ±std against the ground truth on the first test samples
-    of its spec's data. Configurations are ordered best first by METRIC, as in `sweep show`.
+    the store holds. Configurations are ordered best first by METRIC, as in `sweep show`. Draws
+    only from the store: no data is regenerated and no model factory the store names is
+    imported (that panel then says why it is empty).
     """
     from ..figures import figure_paths
     from ..figures import plot as plot_sweep

@@ -16,8 +16,8 @@ import pyarrow.fs as pafs
 from .._errors import StoreError
 from .._fs import filesystem_path, read_text
 from ..planning import PLAN_FILE, read_plan
-from ..store._generations import committed_root
-from ..store._schema import MANIFEST
+from ..store._generations import committed_root, generations_dir
+from ..store._schema import MANIFEST, STORE_NAME
 from ..training import find_blocks
 
 ERROR_FILES = ("error.txt", "error.pkl")
@@ -80,18 +80,24 @@ def trial_states(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> d
 
 
 def _manifest(fs: pafs.FileSystem, path: str) -> dict[str, Any] | None:
-    """The committed store's manifest of a sweep directory, or None before the first aggregation."""
+    """The committed store's manifest of a sweep directory, or None before the first aggregation
+    (a store that is there but cannot be read raises :class:`StoreError`)."""
     try:
         root = committed_root(fs, path)
     except StoreError:
-        return None
+        if fs.get_file_info(generations_dir(f"{path}/{STORE_NAME}")).type == pafs.FileType.NotFound:
+            return None
+        raise
     return _read_json(fs, f"{root}/{MANIFEST}")
 
 
 def stored_line(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> str:
     """``ensembles: N members stored (C configs), M planned members missing``."""
     fs, path = filesystem_path(sweep_dir, filesystem)
-    manifest = _manifest(fs, path)
+    try:
+        manifest = _manifest(fs, path)
+    except StoreError as e:
+        return f"ensembles: cannot be read ({e})"
     if manifest is None:
         return "ensembles: not aggregated yet (run `sweep aggregate DIR`)"
     return (f"ensembles: {manifest.get('num_members', 0)} members stored ({manifest.get('num_configs', 0)} "

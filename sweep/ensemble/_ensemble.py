@@ -213,6 +213,17 @@ class Ensemble:
         """The structural config of these members (they must share one)."""
         return self._config("spec").spec
 
+    def samples(self) -> tuple[np.ndarray, np.ndarray]:
+        """Test inputs and targets of these members' structural config, as the store keeps them
+        (the first 16 test samples of its problem, ``[samples, channels, *spatial]`` each): read
+        from the store, never regenerated, so no code the store names runs."""
+        config = self._config("samples")
+        found = self._store.samples(config.config_id)
+        if found is None:
+            raise QueryError(f"samples(): the store holds no test samples for config {config.config_id} (its sweep "
+                             f"directory had no samples.parquet when it was aggregated; sweep.run writes it)")
+        return found
+
     # -- inference ------------------------------------------------------------------------------
     def predict(self, x: Float[Any, "batch ..."], chunk_size: int = DEFAULT_CHUNK) -> Float[np.ndarray, "members batch ..."]:
         """Every member's output on ``x`` (``[batch, *sample_shape]``), as ``[members, batch, *out]``,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from .._errors import QueryError
+from .._import_path import is_import_path
 from ..ensemble import Ensemble, load
 from ._plots import Configs, curves_figure, draw_spread, loss_name, prediction_grid, predictions_figure, splits
 
@@ -64,14 +66,25 @@ def _curve_sample(ens: Ensemble, keys: list[dict[str, Any]], max_curves: int):
 
 
 def _samples(ens: Ensemble, config: dict[str, Any], num_samples: int):
-    """``(spec, (test_x, test_y, mean, std))`` of the first test samples under ``config``'s ensemble."""
-    from ..training import load_data
-
+    """``(spec, (test_x, test_y, mean, std))`` of the first test samples the store holds, under
+    ``config``'s ensemble; or ``(spec, why not)`` (with a warning) where the store holds none or
+    the model is built by a factory, code the store names that figures never import."""
     chosen = ens.where(**config)
-    data = load_data(chosen.spec)
-    n = min(num_samples, data.test_x.shape[0])
-    mean, std = chosen.mean_std(data.test_x[:n])
-    return chosen.spec, (data.test_x[:n], data.test_y[:n], np.asarray(mean), np.asarray(std))
+    spec = chosen.spec
+    if is_import_path(spec.model.name):
+        reason = (f"the model of config {chosen.index['config_id'][0].as_py()} is built by {spec.model.name!r}, "
+                  f"code the store names, and figures never import it; compute predictions with "
+                  f"Ensemble.mean_std where that factory is installed")
+    else:
+        try:
+            x, y = (a[:num_samples] for a in chosen.samples())
+        except QueryError as e:
+            reason = str(e).removeprefix("samples(): ")
+        else:
+            mean, std = chosen.mean_std(x)
+            return spec, (x, y, np.asarray(mean), np.asarray(std))
+    warnings.warn(f"predictions left out: {reason}", stacklevel=3)
+    return spec, reason
 
 
 def plot(source: Ensemble | str | os.PathLike, kind: str | list[str] | tuple[str, ...] = "overview", *,
@@ -82,8 +95,9 @@ def plot(source: Ensemble | str | os.PathLike, kind: str | list[str] | tuple[str
     ``kind``: ``"curves"`` (every member's learning curves with each configuration's median and
     10-90% band, one panel per split on a shared y axis), ``"spread"`` (the final ``metric``
     over seeds per configuration), ``"predictions"`` (the best configuration's ensemble mean
-    ±std against the ground truth on ``num_samples`` test samples, over the physical coordinate
-    where the problem knows it) or ``"overview"`` (all of it in one figure). One kind returns
+    ±std against the ground truth on ``num_samples`` of the test samples the store holds, over the
+    physical coordinate where the problem knows it; never regenerated, and left out, with a
+    warning saying why, for a model a factory builds) or ``"overview"`` (all of it in one figure). One kind returns
     one ``Figure``; ``"all"`` or a list returns ``{kind: Figure}``. Configurations are ordered
     best first by their mean ``metric`` (default: the summary's, the validation loss; ``mode="max"``
     where higher is better), as ``sweep show`` lists them; the best one is the chosen configuration
@@ -131,17 +145,17 @@ def _figure(kind: str, ens: Ensemble, keys, curves, totals, spec, samples, metri
         draw_spread(fig.add_subplot(), ens.index, Configs(keys, ens.index), metric)
         return fig
     grid = prediction_grid(spec)
+    n = 0 if isinstance(samples, str) else samples[0].shape[0]  # a string says why there are none
     if kind == "predictions":
-        n = samples[0].shape[0]
-        fig = Figure(figsize=(4.6 * n, 3.8), layout="constrained")
+        fig = Figure(figsize=(4.6 * max(n, 2), 3.8), layout="constrained")
         predictions_figure(fig, samples, best, grid)
         return fig
-    n_splits, n = len(splits(curves)), samples[0].shape[0]
+    n_splits = len(splits(curves))
     cols = max(n_splits + 1, n)
     fig = Figure(figsize=(4.6 * cols, 8.4), layout="constrained")
     cells = fig.add_gridspec(2, cols)
     curves_figure(fig, curves, Configs(keys, curves, totals), loss, [cells[0, i] for i in range(n_splits)])
     draw_spread(fig.add_subplot(cells[0, n_splits:]), ens.index, Configs(keys, ens.index), metric)
-    predictions_figure(fig, samples, best, grid, [cells[1, i] for i in range(n)])
+    predictions_figure(fig, samples, best, grid, [cells[1, i] for i in range(n)] if n else [cells[1, :]])
     fig.suptitle(f"{len(ens)} members in {len(keys)} configurations")
     return fig

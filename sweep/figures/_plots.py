@@ -8,10 +8,16 @@ truth on a few test samples, over the physical coordinate where the problem know
 A *configuration* is one combination of grid values (structural and vmapped). Configurations
 are ordered best-first as in the summary table (``sweep show``) and keep one colour of the
 Okabe-Ito palette (colour-blind safe) in every panel; past eight, viridis.
+
+Figures draw only from what the store holds: the tables, the test samples stored at
+aggregation, and members' weights in a model rebuilt from a built-in architecture. They never
+regenerate data and never import a model factory a store names, so plotting a store someone
+sent runs none of its code; where predictions would need that, the panel says so instead.
 """
 
 from __future__ import annotations
 
+import textwrap
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -199,7 +205,21 @@ def curves_figure(fig: Figure, table: pa.Table, configs: Configs, loss: str, cel
     return axes
 
 
-def predictions_figure(fig: Figure, samples: tuple, title: str, grid, cells: Sequence | None = None) -> list[Axes]:
+def draw_missing(ax: Axes, reason: str) -> None:
+    """An empty panel saying why there are no predictions."""
+    ax.axis("off")
+    ax.text(0.5, 0.5, textwrap.fill(f"No predictions: {reason}", 90), ha="center", va="center", fontsize="medium",
+            transform=ax.transAxes)
+
+
+def predictions_figure(fig: Figure, samples: tuple | str, title: str, grid, cells: Sequence | None = None) -> list[Axes]:
+    """One panel per test sample; ``samples`` is ``(x, y, mean, std)``, or the reason there are none
+    (one panel saying so, in the first cell)."""
+    if isinstance(samples, str):
+        where = cells[0] if cells is not None else (1, 1, 1)
+        ax = fig.add_subplot(*where) if isinstance(where, tuple) else fig.add_subplot(where)
+        draw_missing(ax, samples)
+        return [ax]
     x, y, mean, std = samples
     axes: list[Axes] = []
     for i in range(x.shape[0]):

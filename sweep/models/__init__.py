@@ -5,3 +5,4 @@ from ._registry import ACTIVATIONS as ACTIVATIONS
 from ._registry import ARCHITECTURES as ARCHITECTURES
 from ._registry import build_model as build_model
 from ._registry import check_model as check_model
+from ._registry import model_template as model_template

@@ -72,7 +72,8 @@ def check_problem(name: str, options: Mapping[str, Any]) -> None:
 
 
 def load_problem(name: str, options: Mapping[str, Any]) -> Dataset:
-    """Generate or load the data of a problem (validated)."""
+    """Generate or load the data of a problem, validated and split by :func:`as_dataset` (which
+    every generator and loader returns through)."""
     if name in GENERATORS:
         return GENERATORS[name](**options)
     if name == "arrays":

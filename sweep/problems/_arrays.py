@@ -1,8 +1,14 @@
-"""User data: ``.npz`` files, Parquet files, or a function given by import path."""
+"""User data: ``.npz`` files, Parquet files, or a function given by import path.
+
+Files are read without pickle; every way a file can be unreadable is a :class:`SpecError`
+naming ``problem.path``. Data without a validation split get one carved from their training
+samples (``val_fraction``, ``data_seed``; see :func:`as_dataset`).
+"""
 
 from __future__ import annotations
 
 import inspect
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -27,45 +33,73 @@ def load_arrays(path: str, shape: tuple[int, ...] | None = None, *, val_fraction
     (``val_fraction`` of all samples, drawn with ``data_seed``).
     """
     p = Path(path)
-    if not p.exists():
-        raise SpecError(f"`problem.path`: {path!r} does not exist")
-    source = f"`problem.path` {path!r}"
+    if not p.is_file():
+        raise SpecError(f"`problem.path`: {path!r} does not exist or is not a file")
     if p.suffix == ".npz":
-        with np.load(p, allow_pickle=False) as f:
-            missing = [k for k in KEYS if k not in f.files]
-            if missing:
-                raise SpecError(f"`problem.path`: {path!r} lacks array(s) {missing}; need {list(KEYS)}")
-            given = [k for k in VAL_KEYS if k in f.files]
-            if len(given) == 1:
-                raise SpecError(f"`problem.path`: {path!r} has {given[0]} but not {set(VAL_KEYS) - set(given)}; "
-                                f"give both val_x and val_y, or neither")
-            splits = {s: (f[f"{s}_x"], f[f"{s}_y"]) for s in SPLITS if f"{s}_x" in f.files}
+        splits = _read_npz(p)
     elif p.suffix in (".parquet", ".pq"):
         splits = _read_parquet(p, shape)
     else:
         raise SpecError(f"`problem.path`: {path!r} has suffix {p.suffix!r}; use a .npz or .parquet file")
-    return as_dataset(splits, source, val_fraction=val_fraction, data_seed=data_seed)
+    return as_dataset(splits, f"`problem.path` {str(p)!r}", val_fraction=val_fraction, data_seed=data_seed)
+
+
+def _read_npz(p: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    try:
+        f = np.load(p, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+        raise SpecError(f"`problem.path`: {str(p)!r} is not a NumPy .npz archive ({type(e).__name__}: {e}); "
+                        f"write it with numpy.savez") from None
+    if not isinstance(f, np.lib.npyio.NpzFile):
+        raise SpecError(f"`problem.path`: {str(p)!r} holds one array, not an .npz archive of {', '.join(KEYS)}")
+    with f:
+        missing = [k for k in KEYS if k not in f.files]
+        if missing:
+            raise SpecError(f"`problem.path`: {str(p)!r} lacks array(s) {missing}; need {list(KEYS)}")
+        given = [k for k in VAL_KEYS if k in f.files]
+        if len(given) == 1:
+            raise SpecError(f"`problem.path`: {str(p)!r} has {given[0]} but not {set(VAL_KEYS) - set(given)}; "
+                            f"give both val_x and val_y, or neither")
+        arrays = {}
+        for key in (*KEYS, *given):
+            try:
+                arrays[key] = f[key]
+            except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
+                kind = "holds Python objects" if "pickle" in str(e) else f"cannot be read ({type(e).__name__}: {e})"
+                raise SpecError(f"`problem.path`: array {key!r} of {str(p)!r} {kind}; seed-sweep never unpickles "
+                                f"data, save numeric arrays (numpy.savez of float or integer arrays)") from None
+    return {s: (arrays[f"{s}_x"], arrays[f"{s}_y"]) for s in SPLITS if f"{s}_x" in arrays}
 
 
 def _read_parquet(p: Path, shape: tuple[int, ...] | None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pq.read_table(p)
+    try:
+        table = pq.read_table(p)
+    except (pa.ArrowException, OSError) as e:
+        raise SpecError(f"`problem.path`: {str(p)!r} is not a readable Parquet file ({e})") from None
     missing = {"x", "y", "split"} - set(table.column_names)
     if missing:
         raise SpecError(f"`problem.path`: {str(p)!r} lacks column(s) {sorted(missing)}; need x, y, split")
     if shape is None:
         raise SpecError("`problem.shape`: required for Parquet data; give the per-sample (channels, *spatial) shape of x")
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in shape) or len(shape) < 2:
+        raise SpecError(f"`problem.shape`: got {list(shape)}; give the per-sample [channels, *spatial] as integers >= 1")
     split = np.asarray(table.column("split").to_pylist())
-    unknown = sorted(set(split.tolist()) - set(SPLITS))
+    unknown = sorted(set(split.tolist()) - set(SPLITS), key=str)
     if unknown:
         raise SpecError(f"`problem.path`: {str(p)!r} has split value(s) {unknown[:5]}; allowed: {', '.join(SPLITS)}")
-    x = np.asarray(table.column("x").to_pylist(), dtype=np.float32)
-    y = np.asarray(table.column("y").to_pylist(), dtype=np.float32)
+    try:
+        x = np.asarray(table.column("x").to_pylist(), dtype=np.float32)
+        y = np.asarray(table.column("y").to_pylist(), dtype=np.float32)
+    except (ValueError, TypeError) as e:
+        raise SpecError(f"`problem.path`: columns x and y of {str(p)!r} must hold lists of numbers of one length "
+                        f"per column ({type(e).__name__}: {e})") from None
     spatial = tuple(shape[1:])
     size = int(np.prod(spatial))
-    if x.shape[1] != int(np.prod(shape)) or y.shape[1] % size:
-        raise SpecError(f"`problem.shape`: {list(shape)} does not fit rows of {x.shape[1]} inputs and {y.shape[1]} targets")
+    if x.ndim != 2 or y.ndim != 2 or x.shape[1] != int(np.prod(shape)) or y.shape[1] % size:
+        raise SpecError(f"`problem.shape`: {list(shape)} does not fit rows of {x.shape[1:]} inputs and {y.shape[1:]} targets")
     x = x.reshape(len(x), *shape)
     y = y.reshape(len(y), y.shape[1] // size, *spatial)
     return {s: (x[split == s], y[split == s]) for s in SPLITS if s != "val" or (split == s).any()}
@@ -81,7 +115,14 @@ def load_function(path: str, kwargs: dict) -> Dataset:
     fn = import_object(path, "problem.name")
     val_fraction = kwargs.pop("val_fraction", None)
     data_seed = kwargs.get("data_seed", 0)
-    params = inspect.signature(fn).parameters.values()
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a builtin): pass everything on
+        params = [inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD)]
     if "data_seed" in kwargs and not any(p.name == "data_seed" or p.kind is p.VAR_KEYWORD for p in params):
         kwargs.pop("data_seed")
-    return as_dataset(fn(**kwargs), f"`problem.name` {path!r}", val_fraction=val_fraction, data_seed=data_seed)
+    try:
+        arrays = fn(**kwargs)
+    except Exception as e:  # the user's code may raise anything
+        raise SpecError(f"`problem.name`: {path!r} raised {type(e).__name__} when called with {kwargs}: {e}") from None
+    return as_dataset(arrays, f"`problem.name` {path!r}", val_fraction=val_fraction, data_seed=data_seed)

@@ -90,23 +90,35 @@ def _pairs(arrays: Any, source: str) -> dict[str, tuple[Any, Any]]:
                 raise SpecError(f"{source}: split {split!r} must be an (x, y) pair of arrays") from None
             pairs[split] = (x, y)
         return pairs
-    try:
-        train_x, train_y, test_x, test_y = arrays
-    except (TypeError, ValueError):
-        raise SpecError(f"{source}: expected four arrays (train_x, train_y, test_x, test_y) or a mapping "
-                        f"{{\"train\": (x, y), \"val\": (x, y), \"test\": (x, y)}}") from None
+    if not isinstance(arrays, (tuple, list)) or len(arrays) != 4:
+        got = (f"an array of shape {np.shape(arrays)}" if hasattr(arrays, "shape")
+               else f"{len(arrays)} values" if isinstance(arrays, (tuple, list)) else type(arrays).__name__)
+        raise SpecError(f"{source}: expected four arrays (train_x, train_y, test_x, test_y) as a tuple, or a mapping "
+                        f"{{\"train\": (x, y), \"val\": (x, y), \"test\": (x, y)}}; got {got}")
+    train_x, train_y, test_x, test_y = arrays
     return {"train": (train_x, train_y), "test": (test_x, test_y)}
 
 
+def checked_array(a: Any, field: str, source: str) -> np.ndarray:
+    """``a`` as float32 NumPy: real numbers of shape ``(samples, channels, *spatial)``, no NaN or
+    infinity. Errors name ``source`` and ``field`` (``train_x``, ...)."""
+    a = np.asarray(a)
+    if a.ndim < 2:
+        raise SpecError(f"{source}: `{field}` has shape {a.shape}; need (samples, channels, *spatial)")
+    if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating) or a.dtype == bool):
+        raise SpecError(f"{source}: `{field}` has dtype {a.dtype}; need real numbers (integers or floats)")
+    with np.errstate(over="ignore", invalid="ignore"):
+        a = a.astype(np.float32)
+    if not np.isfinite(a.sum(dtype=np.float64)):  # a float64 sum of finite float32 values is finite
+        bad = ~np.isfinite(a)
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise SpecError(f"{source}: `{field}` holds {int(bad.sum())} NaN or infinite value(s) as float32 (first at "
+                        f"index {at}: {a[at]}); every input and target must be a finite number")
+    return a
+
+
 def _split(pair: tuple[Any, Any], split: str, source: str) -> Split:
-    out = []
-    for part, a in zip("xy", pair):
-        a = np.asarray(a)
-        if a.ndim < 2:
-            raise SpecError(f"{source}: `{split}_{part}` has shape {a.shape}; need (samples, channels, *spatial)")
-        if not np.issubdtype(a.dtype, np.number):
-            raise SpecError(f"{source}: `{split}_{part}` has dtype {a.dtype}; need numbers")
-        out.append(a.astype(np.float32))
+    out = [checked_array(a, f"{split}_{part}", source) for part, a in zip("xy", pair)]
     if out[0].shape[0] != out[1].shape[0]:
         raise SpecError(f"{source}: inputs and targets have different sample counts ({split} {out[0].shape[0]} vs "
                         f"{out[1].shape[0]})")

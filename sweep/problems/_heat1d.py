@@ -31,7 +31,7 @@ def heat1d(
     x = np.asarray(x[:, None, :], dtype=np.float32)
     y = np.asarray(y[:, None, :], dtype=np.float32)
     splits = {"train": (x[:train_size], y[:train_size]), "test": (x[train_size:], y[train_size:])}
-    return as_dataset(splits, "problem heat1d", val_fraction=val_fraction, data_seed=data_seed)
+    return as_dataset(splits, "`problem` 'heat1d'", val_fraction=val_fraction, data_seed=data_seed)
 
 
 def _grid(num_points, domain_extent):

@@ -1,11 +1,13 @@
 """The ensemble store: aggregation of block checkpoints into Arrow tables plus Equinox leaves
-(never pickle), written as atomic generations, and its reader.
+(never pickle), written as atomic generations, and its reader, which verifies every file it
+reads against the manifest and runs no code a store names.
 
 ```python
 sweep.aggregate("runs/heat")               # block checkpoints -> runs/heat/ensembles
 store = Store.open("runs/heat")            # a sweep directory or its ensembles/ directory
 store.members(["seed", "test_loss"])       # pyarrow.Table
 params = store.read(config_id, [0, 1, 2])  # NumPy leaves with a leading member axis
+store.verify()                             # every file's sha256, no unlisted file or link
 ```
 
 Every file and column is named in :mod:`._schema`.
@@ -16,6 +18,7 @@ from ._aggregate import aggregate as aggregate
 from ._aggregate import aggregate_blocks as aggregate_blocks
 from ._reader import ConfigInfo as ConfigInfo
 from ._reader import Store as Store
+from ._samples import write_samples as write_samples
 from ._schema import FORMAT as FORMAT
 from ._schema import curves_by_column as curves_by_column
 from ._schema import history_column as history_column

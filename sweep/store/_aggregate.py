@@ -6,7 +6,9 @@ member order is stable: by the vmapped hyperparameter values (sorted by name), t
 It streams config by config and, past ``shard_bytes``, shard by shard, holding one output
 file and one block at a time. Results are deterministic (aggregating twice gives
 byte-identical files; adding seeds adds members and leaves the others bit-identical), and the
-new store replaces the previous one atomically (see :mod:`._generations`).
+new store replaces the previous one atomically (see :mod:`._generations`). The test samples
+figures draw from are copied from the sweep directory (``sweep.run`` wrote them): the
+aggregator never loads data, so it never runs a problem's code.
 
 ```python
 path = sweep.aggregate("runs/heat")   # -> "runs/heat/ensembles"
@@ -25,6 +27,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from tqdm.auto import tqdm
 
@@ -32,11 +35,13 @@ from .._canonical import canonical_json
 from .._errors import StoreError
 from .._fs import filesystem_path, local_copy
 from ..planning import PLAN_FILE, Plan, TrialPlan, read_plan
+from ..problems import Dataset
 from ..training import BlockRef, find_blocks
 from . import _members
 from ._members import Column, Member, Source
-from ._schema import (CONFIGS, CONFIGS_SCHEMA, HISTORY_EPOCHS, MEMBERS, STATUSES, STORE_NAME, curves_by_column,
-                      history_column, leaves_file, members_schema, value_columns)
+from ._samples import read_samples, sample_table
+from ._schema import (CONFIGS, CONFIGS_SCHEMA, HISTORY_EPOCHS, MEMBERS, SAMPLES, SAMPLES_SCHEMA, STATUSES, STORE_NAME,
+                      curves_by_column, history_column, leaves_files, members_schema, value_columns)
 from ._writer import StoreWriter
 
 DEFAULT_SHARD_BYTES = 256 * 2**20
@@ -48,9 +53,10 @@ def aggregate(sweep_dir: str | os.PathLike, filesystem: pafs.FileSystem | None =
     """Aggregate the newest checkpoint of every trial under ``sweep_dir`` into ``<sweep_dir>/ensembles``.
 
     Planned members (``plan.json``) without a checkpoint are listed under ``missing`` in the
-    manifest and reported in a warning. ``only_complete``: leave out blocks that have not
-    reached their planned epochs (unless a scheduler stopped them), as after an interrupted
-    run. Returns the store path.
+    manifest and reported in a warning; so is a sweep without test samples (``samples.parquet``,
+    written by ``sweep.run``), whose figures then show no predictions. ``only_complete``: leave
+    out blocks that have not reached their planned epochs (unless a scheduler stopped them), as
+    after an interrupted run. Returns the store path.
     """
     fs, root = filesystem_path(sweep_dir, filesystem)
     plan = read_plan(fs, root)
@@ -64,23 +70,29 @@ def aggregate(sweep_dir: str | os.PathLike, filesystem: pafs.FileSystem | None =
     sources = [Source(r.trial_key, r.spec, r.seeds, r.hparams, partial(_load_ref, fs, r)) for r in refs]
     if not sources:
         raise StoreError(f"{str(sweep_dir)!r}: no block checkpoints (block.json) found; nothing to aggregate")
-    _aggregate(fs, f"{root}/{STORE_NAME}", sources, plan, progress, shard_bytes)
+    samples = read_samples(fs, f"{root}/{SAMPLES}")
+    if samples is None:
+        warnings.warn(f"{root + '/' + SAMPLES!r} not found: the store holds no test samples, so `sweep plot` draws no "
+                      f"predictions (sweep.run writes the file; run the sweep again to add it)", stacklevel=2)
+    _aggregate(fs, f"{root}/{STORE_NAME}", sources, plan, progress, shard_bytes, samples)
     return f"{str(sweep_dir).rstrip('/')}/{STORE_NAME}"
 
 
 def aggregate_blocks(store_dir: str | os.PathLike, blocks: Iterable[Any], plan: Plan | None = None,
                      filesystem: pafs.FileSystem | None = None, progress: bool = False,
-                     *, shard_bytes: int = DEFAULT_SHARD_BYTES) -> str:
+                     *, shard_bytes: int = DEFAULT_SHARD_BYTES, datasets: dict[str, Dataset] | None = None) -> str:
     """Aggregate in-memory blocks (``SavedBlock``-like: spec, seeds, hparams, shapes, state,
     history, trial_id) into a store at ``store_dir``; ``plan`` names the grid columns and the
-    planned members (without it, columns are the keys whose values differ between blocks).
+    planned members (without it, columns are the keys whose values differ between blocks);
+    ``datasets`` (by ``spec.problem_id``) gives the test samples the store keeps for figures.
     """
     fs, path = filesystem_path(store_dir, filesystem)
     sources = [Source(b.trial_id, b.spec, tuple(b.seeds), tuple(map(dict, b.hparams)), partial(lambda b: b, b))
                for b in blocks]
     if not sources:
         raise StoreError("`blocks`: empty; give at least one block to aggregate")
-    _aggregate(fs, path, sorted(sources, key=lambda s: s.trial_id), plan, progress, shard_bytes)
+    samples = None if datasets is None else sample_table(datasets)
+    _aggregate(fs, path, sorted(sources, key=lambda s: s.trial_id), plan, progress, shard_bytes, samples)
     return str(store_dir)
 
 
@@ -104,7 +116,7 @@ class _Job(NamedTuple):
 
 
 def _aggregate(fs: pafs.FileSystem, store_path: str, sources: list[Source], plan: Plan | None,
-               progress: bool, shard_bytes: int) -> None:
+               progress: bool, shard_bytes: int, samples: pa.Table | None) -> None:
     if shard_bytes < 1:
         raise StoreError(f"`shard_bytes`: got {shard_bytes}; must be >= 1")
     metrics = _members.metric_names(sources)
@@ -119,29 +131,45 @@ def _aggregate(fs: pafs.FileSystem, store_path: str, sources: list[Source], plan
     by_config: dict[str, list[tuple[int, Source]]] = {}
     for i, src in enumerate(sources):
         by_config.setdefault(src.spec.config_id, []).append((i, src))
-    writer = StoreWriter(fs, store_path)
     bar = tqdm(total=len(sources), desc="aggregating trials", unit="trial", disable=not progress or len(sources) < 16)
     configs: list[dict] = []
     missing: dict[str, dict] = {}
-    tables = _tables(job, by_config, writer, _Loader(sources, bar), shard_bytes, configs, missing)
-    writer.write_table(MEMBERS, job.schema, tables, sorting=("config_id", "member_id"))
-    bar.close()
-    writer.write_table(CONFIGS, CONFIGS_SCHEMA, [pa.Table.from_pylist(configs, CONFIGS_SCHEMA)])
-    for cid in set(trials) - set(by_config):  # planned configs without any checkpoint
-        missing |= {m["trial_id"]: m for m in _members.missing(trials[cid], set(), names.get(cid, ()), columns)}
-    missing_list = [missing[t.trial_key] for t in plan.trials if t.trial_key in missing] if plan else []
-    num_members, num_missing = sum(c["num_members"] for c in configs), sum(len(m["members"]) for m in missing_list)
-    writer.commit({
-        "num_members": num_members, "num_configs": len(configs), "num_trials": len(sources),
-        "num_missing": num_missing, "missing": missing_list, "columns": [c._asdict() for c in columns],
-        "metrics": metrics,
-    })
+    with StoreWriter(fs, store_path) as writer:
+        tables = _tables(job, by_config, writer, _Loader(sources, bar), shard_bytes, configs, missing)
+        writer.write_table(MEMBERS, job.schema, tables, sorting=("config_id", "member_id"))
+        bar.close()
+        writer.write_table(CONFIGS, CONFIGS_SCHEMA, [pa.Table.from_pylist(configs, CONFIGS_SCHEMA)])
+        _write_samples(writer, samples, {s.spec.config_id: s.spec.problem_id for s in sources})
+        for cid in set(trials) - set(by_config):  # planned configs without any checkpoint
+            missing |= {m["trial_id"]: m for m in _members.missing(trials[cid], set(), names.get(cid, ()), columns)}
+        missing_list = [missing[t.trial_key] for t in plan.trials if t.trial_key in missing] if plan else []
+        num_members, num_missing = sum(c["num_members"] for c in configs), sum(len(m["members"]) for m in missing_list)
+        writer.commit({
+            "num_members": num_members, "num_configs": len(configs), "num_trials": len(sources),
+            "num_missing": num_missing, "missing": missing_list, "columns": [c._asdict() for c in columns],
+            "metrics": metrics,
+        })
     if missing_list:
         warnings.warn(
             f"{num_missing} planned member(s) of {len(missing_list)} trial(s) have no checkpoint (first: trial "
             f"{missing_list[0]['trial_id']!r}); the store has {num_members} members and lists the missing "
             f"ones under 'missing' in its manifest.json", stacklevel=3,
         )
+
+
+def _write_samples(writer: StoreWriter, samples: pa.Table | None, problems: dict[str, str]) -> None:
+    """The test samples of the store's problems (``problems``: config id -> problem id), if any;
+    warns about configs left without samples when some were given."""
+    if samples is None:
+        return
+    wanted = sorted(set(problems.values()))
+    rows = samples.filter(pc.is_in(samples["problem_id"], value_set=pa.array(wanted, pa.string())))
+    lacking = sorted(cid for cid, pid in problems.items() if pid not in set(rows["problem_id"].to_pylist()))
+    if lacking:
+        warnings.warn(f"{len(lacking)} structural config(s) have no test samples (first: {lacking[0]}); `sweep plot` "
+                      f"draws no predictions for them", stacklevel=4)
+    if rows.num_rows:
+        writer.write_table(SAMPLES, SAMPLES_SCHEMA, [rows.sort_by([("problem_id", "ascending"), ("sample", "ascending")])])
 
 
 class _Loader:
@@ -178,12 +206,11 @@ def _tables(job: _Job, by_config: dict[str, list[tuple[int, Source]]], writer: S
         per_member = sum(leaf[0].nbytes for leaf in leaves)
         n = len(members)
         per_shard = n if n * per_member <= shard_bytes else max(1, shard_bytes // per_member)
-        files = []
-        for start in range(0, n, per_shard):
+        files = leaves_files(cid, n, per_shard)
+        for start, file in zip(range(0, n, per_shard), files):
             chunk = members[start:start + per_shard]
             tree, rows = _gather(chunk, job, loader, cid)
-            files.append(leaves_file(cid, None if per_shard == n else start // per_shard))
-            writer.write_leaves(files[-1], tree)
+            writer.write_leaves(file, tree)
             rows["member_id"] = np.arange(first_member + start, first_member + start + len(chunk))
             yield _table(job, rows, chunk)
         spec_dict = {k: v for k, v in job.specs[members[0].source].items() if k not in _SWEEP_ONLY}

@@ -1,5 +1,10 @@
 """Checksummed byte streams, Parquet tables and leaves files on any pyarrow filesystem.
 
+Every file of a store is read through one verified path: :func:`open_checked` (size against
+the manifest) and :func:`check_digest` (sha256 of every byte read, against the manifest),
+either in one pass while parsing (:func:`read_leaves`) or before a random-access reader gets
+the same handle (:func:`open_verified`, for Parquet).
+
 A leaves file is exactly what ``eqx.tree_serialise_leaves`` writes: one ``.npy`` record per
 array leaf, in tree order. It is read back here strictly and without pickle: every record is
 checked against the expected shape and dtype, nothing may follow the last one, and the whole
@@ -79,33 +84,61 @@ def write_leaves(fs: pafs.FileSystem, path: str, tree: PyTree) -> Record:
     return sink.record()
 
 
+def open_checked(fs: pafs.FileSystem, path: str, record: Record) -> pa.NativeFile:
+    """``path`` opened for reading, its size checked against the manifest's ``record``."""
+    try:
+        raw = fs.open_input_file(path)
+    except (FileNotFoundError, OSError) as e:
+        raise StoreError(f"{path!r}: cannot be opened ({e}); if a newer aggregation replaced the store, load it again") from None
+    if raw.size() != record["bytes"]:
+        size = raw.size()
+        raw.close()
+        raise StoreError(
+            f"{path!r}: {size} bytes, but the manifest records {record['bytes']}; the file is truncated or was "
+            f"replaced. Re-run `sweep aggregate`"
+        )
+    return raw
+
+
+def check_digest(path: str, record: Record, actual: str) -> None:
+    """:class:`StoreError` naming the file and both digests unless ``actual`` is the recorded sha256."""
+    if actual != record["sha256"]:
+        raise StoreError(
+            f"{path!r}: checksum mismatch: the manifest records sha256 {record['sha256']}, the file has {actual}; "
+            f"the file is corrupt or was altered. Re-run `sweep aggregate`"
+        )
+
+
+def open_verified(fs: pafs.FileSystem, path: str, record: Record) -> pa.NativeFile:
+    """``path`` opened for random access (Parquet) after streaming it through sha256 and checking the
+    digest: the returned handle, at position 0, reads exactly the bytes that were verified."""
+    raw = open_checked(fs, path, record)
+    try:
+        f = _HashingReader(raw)
+        while f.read(1 << 22):
+            pass
+        check_digest(path, record, f.hexdigest())
+        raw.seek(0)
+    except BaseException:
+        raw.close()
+        raise
+    return raw
+
+
 def read_leaves(fs: pafs.FileSystem, path: str, like: PyTree, record: Record, what: str) -> PyTree:
-    """The leaves of ``path`` as NumPy arrays shaped like ``like`` (``jax.ShapeDtypeStruct`` leaves).
+    """The leaves of ``path`` as NumPy arrays shaped like ``like`` (``jax.ShapeDtypeStruct`` leaves),
+    hashed as they are read (one pass).
 
     Raises :class:`StoreError` naming ``path`` if it is missing, truncated, does not match
     ``like`` (``what`` says whose leaves were expected) or fails its checksum.
     """
     leaves, treedef = jax.tree_util.tree_flatten(like)
-    try:
-        raw = fs.open_input_file(path)
-    except (FileNotFoundError, OSError) as e:
-        raise StoreError(f"{path!r}: cannot open the leaves file ({e}); if a newer aggregation replaced the store, load it again") from None
-    with raw:
-        size = raw.size()
-        if size != record["bytes"]:
-            raise StoreError(
-                f"{path!r}: {size} bytes, but the manifest records {record['bytes']}; the leaves file "
-                f"is truncated or was replaced. Re-run `sweep aggregate`"
-            )
+    with open_checked(fs, path, record) as raw:
         f = _HashingReader(raw)
         out = [_read_array(f, path, i, leaf, what) for i, leaf in enumerate(leaves)]
         if f.read(1):
             raise StoreError(f"{path!r}: data past its {len(leaves)} leaves; the file does not match {what}")
-    if f.hexdigest() != record["sha256"]:
-        raise StoreError(
-            f"{path!r}: checksum mismatch (sha256 {f.hexdigest()[:16]}..., manifest says "
-            f"{record['sha256'][:16]}...); the file is corrupt. Re-run `sweep aggregate`"
-        )
+    check_digest(path, record, f.hexdigest())
     return jax.tree_util.tree_unflatten(treedef, out)
 
 
@@ -143,18 +176,11 @@ def write_parquet(fs: pafs.FileSystem, path: str, schema: pa.Schema, tables: Ite
 
 
 def read_parquet(fs: pafs.FileSystem, path: str, **kwargs) -> pa.Table:
-    """``pq.read_table`` with page checksums verified; unreadable files raise :class:`StoreError`."""
+    """``pq.read_table`` of a file no manifest covers (an input in the sweep directory), page
+    checksums verified; unreadable files raise :class:`StoreError`."""
     try:
         return pq.read_table(path, filesystem=fs, page_checksum_verification=True, **kwargs)
     except (pa.ArrowException, OSError) as e:
         raise StoreError(f"{path!r}: cannot be read as Parquet ({e}); the file is corrupt. Re-run `sweep aggregate`") from None
 
 
-def checksum(fs: pafs.FileSystem, path: str) -> Record:
-    """sha256 and size of a file, read in chunks."""
-    sha, size = hashlib.sha256(), 0
-    with fs.open_input_stream(path) as f:
-        while chunk := f.read(1 << 22):
-            sha.update(chunk)
-            size += len(chunk)
-    return {"sha256": sha.hexdigest(), "bytes": size}

@@ -4,6 +4,7 @@ The store at ``<dir>/ensembles`` is served from generation directories::
 
     <dir>/.ensembles/000007/     members.parquet, configs.parquet, <config_id>.eqx, manifest.json
     <dir>/.ensembles/CURRENT     "000007": the committed generation
+    <dir>/.ensembles/.lock       held by the aggregation that is writing (local disks)
     <dir>/ensembles  ->  .ensembles/000007      (symlink, local filesystems only)
 
 A generation is written completely before ``CURRENT`` is replaced in one atomic step (a rename
@@ -11,20 +12,31 @@ on local disks, a single PUT on object storage), so a crash at any moment leaves
 store (or none) readable and never a mix. On local disks the ``ensembles`` symlink is then
 swapped the same way, so ``ensembles/members.parquet`` is a plain path for DuckDB or Polars.
 The generation before the current one is kept for readers that still have it open; older
-ones (and generations a crash left unfinished) are deleted on the next commit. Run one
-aggregator per store at a time (a newer generation being written is never deleted, but two
-commits race for ``CURRENT``).
+ones (and generations a crash left unfinished) are deleted on the next commit.
+
+Concurrent aggregations: a generation's directory is created exclusively (an atomic ``mkdir``
+that fails if the number is taken, then the next number), and on local disks (NFS included)
+an aggregation holds ``.lock`` from creating its generation until it has committed and
+collected, so a second one waits for it and then commits after it: both succeed. Object
+storage has neither atomic creation nor locks: there, run one aggregation per store at a time.
+
+Reading follows no link it did not make: ``ensembles`` is followed only to a generation of the
+same directory, and the generations directory and the generation itself must be real directories.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pyarrow.fs as pafs
 
 from .._errors import StoreError
-from .._fs import exists, is_local, read_text, write_text_atomic
-from ._schema import MANIFEST, POINTER, STORE_NAME
+from .._fs import create_dir_exclusive, exists, is_local, local_path, read_text, refuse_links, write_text_atomic
+from ._schema import GENERATION, LOCK, MANIFEST, POINTER, STORE_NAME
 
 
 def _split(path: str) -> tuple[str, str]:
@@ -38,24 +50,60 @@ def generations_dir(store_path: str) -> str:
     return f"{parent}/.{name}"
 
 
-def _current(fs: pafs.FileSystem, store_path: str) -> str | None:
+def current(fs: pafs.FileSystem, store_path: str) -> str | None:
     pointer = f"{generations_dir(store_path)}/{POINTER}"
     try:
         name = read_text(fs, pointer).strip()
-    except (FileNotFoundError, OSError):
+    except (FileNotFoundError, OSError, UnicodeDecodeError):
         return None
-    if not name.isdigit():
+    if not GENERATION.fullmatch(name):
         raise StoreError(f"{pointer!r}: got {name[:40]!r}; expected a generation number. Re-run `sweep aggregate`")
     return name
 
 
+def _generation(fs: pafs.FileSystem, store_path: str, name: str) -> str:
+    """The directory of generation ``name``, refused if it or the generations directory is a link."""
+    root = generations_dir(store_path)
+    refuse_links(fs, root, name)
+    return f"{root}/{name}"
+
+
+def _linked_generation(fs: pafs.FileSystem, store_path: str) -> str | None:
+    """The generation a local ``store_path`` symlink names, or None if it is no link.
+
+    A store link is followed only to ``.<name>/<generation>`` next to it, as :func:`commit`
+    makes it; any other link (to another sweep, outside the directory) is refused.
+    """
+    local = local_path(fs, store_path)
+    if local is None or not os.path.islink(local):
+        return None
+    target = os.readlink(local)
+    prefix = f".{_split(store_path)[1]}/"
+    name = target.removeprefix(prefix)
+    if not target.startswith(prefix) or not GENERATION.fullmatch(name):
+        raise StoreError(
+            f"{store_path!r} is a symbolic link to {target!r}; a store link may only name a generation of its own "
+            f"directory ({prefix}NNNNNN), so seed-sweep does not follow it. Open the store it points to directly, "
+            f"or re-run `sweep aggregate`"
+        )
+    return _generation(fs, store_path, name)
+
+
 def committed_root(fs: pafs.FileSystem, path: str) -> str:
-    """The generation directory holding the committed store of ``path`` (a sweep or a store directory)."""
+    """The generation directory holding the committed store of ``path`` (a sweep or a store directory).
+
+    ``CURRENT`` decides; without one, a store link is followed only as :func:`_linked_generation`
+    allows, and a plain directory holding a manifest is a store itself (a copied store).
+    """
     path = path.rstrip("/")
-    for candidate in (path, f"{path}/{STORE_NAME}"):
-        name = _current(fs, candidate)
+    for i, candidate in enumerate((path, f"{path}/{STORE_NAME}")):
+        name = current(fs, candidate)
         if name is not None:
-            return f"{generations_dir(candidate)}/{name}"
+            return _generation(fs, candidate, name)
+        is_store_path = i == 1 or _split(candidate)[1] == STORE_NAME or exists(fs, generations_dir(candidate))
+        linked = _linked_generation(fs, candidate) if is_store_path else None
+        if linked is not None:
+            return linked
         if exists(fs, f"{candidate}/{MANIFEST}"):
             return candidate
     raise StoreError(
@@ -73,21 +121,45 @@ def check_target(fs: pafs.FileSystem, store_path: str) -> None:
         )
 
 
-def new_generation(fs: pafs.FileSystem, store_path: str) -> tuple[str, str]:
-    """``(name, path)`` of a fresh, empty, uncommitted generation directory."""
+@contextmanager
+def writer_lock(fs: pafs.FileSystem, store_path: str) -> Iterator[None]:
+    """Hold the store's writer lock (``.lock`` in its generations directory) on local disks; a
+    second aggregation waits here, saying so, until the first has committed."""
     root = generations_dir(store_path)
     fs.create_dir(root, recursive=True)
-    infos = fs.get_file_info(pafs.FileSelector(root))
-    taken = [int(i.base_name) for i in infos if i.type == pafs.FileType.Directory and i.base_name.isdigit()]
-    name = f"{max(taken, default=0) + 1:06d}"
-    fs.create_dir(f"{root}/{name}")
-    return name, f"{root}/{name}"
+    refuse_links(fs, root)
+    local = local_path(fs, f"{root}/{LOCK}")
+    if local is None:
+        yield
+        return
+    fd = os.open(local, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            warnings.warn(f"another aggregation is writing {store_path!r}; waiting for it to finish", stacklevel=4)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as e:  # a filesystem without locks (some NFS mounts): creation stays exclusive
+            warnings.warn(f"cannot lock {local!r} ({e}); run one aggregation of this store at a time", stacklevel=4)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def new_generation(fs: pafs.FileSystem, store_path: str) -> tuple[str, str]:
+    """``(name, path)`` of a fresh, empty, uncommitted generation directory, created exclusively."""
+    root = generations_dir(store_path)
+    infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+    number = max((int(i.base_name) for i in infos if GENERATION.fullmatch(i.base_name)), default=0) + 1
+    while not create_dir_exclusive(fs, f"{root}/{number:06d}"):  # taken meanwhile by another writer
+        number += 1
+    return f"{number:06d}", f"{root}/{number:06d}"
 
 
 def commit(fs: pafs.FileSystem, store_path: str, name: str) -> None:
     """Make generation ``name`` the store at ``store_path``, then drop all but the previous one."""
     root = generations_dir(store_path)
-    previous = _current(fs, store_path)
+    previous = current(fs, store_path)
     write_text_atomic(fs, f"{root}/{POINTER}", name + "\n")
     if is_local(fs):
         _swap_link(store_path, f".{_split(store_path)[1]}/{name}")
@@ -103,10 +175,10 @@ def _swap_link(link: str, target: str) -> None:
 
 
 def _collect(fs: pafs.FileSystem, root: str, below: str, keep: set) -> None:
-    """Delete generations older than ``below`` except ``keep``, and temporary files."""
+    """Delete generations older than ``below`` except ``keep``, and temporary files (never the lock)."""
     for info in fs.get_file_info(pafs.FileSelector(root)):
         name = info.base_name
-        if info.type == pafs.FileType.Directory and name.isdigit() and int(name) < int(below) and name not in keep:
+        if info.type == pafs.FileType.Directory and GENERATION.fullmatch(name) and int(name) < int(below) and name not in keep:
             fs.delete_dir(info.path)
-        elif info.type == pafs.FileType.File and name.startswith("."):
+        elif info.type == pafs.FileType.File and name.startswith(".") and name != LOCK:
             fs.delete_file(info.path)

@@ -1,7 +1,15 @@
-"""Read a committed store: manifest, tables, and members' leaves (streamed file by file, no pickle)."""
+"""Read a committed store: manifest, tables, samples and members' leaves (no pickle, no stored code).
+
+Every file is opened through :meth:`Store._open` / :meth:`Store._leaves`: its name must be one
+of the store's layout (:data:`~._schema.STORE_FILE`), no link may lie on its path, and its
+bytes must match the size and sha256 the manifest records, checked when the file is first
+read. The tables are checked against each other when the store opens (config ids against
+their specs, member ids against their configs), so a query never indexes the wrong member.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from typing import Any, NamedTuple
@@ -12,15 +20,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 from jaxtyping import PyTree
 
-from .._errors import StoreError
-from .._fs import filesystem_path, read_text
-from ..models import build_model
+from .._errors import SpecError, StoreError
+from .._fs import confined, filesystem_path, local_path, read_text, refuse_links
+from .._import_path import is_import_path, refuse_inside
+from ..models import model_template
 from ..spec import SweepSpec
-from ._files import checksum, read_leaves, read_parquet
+from ._files import open_verified, read_leaves
 from ._generations import committed_root
-from ._schema import CONFIGS, FORMAT, MANIFEST, MEMBERS, index_columns
+from ._samples import samples_of
+from ._schema import (CONFIG_ID, CONFIGS, CONFIGS_SCHEMA, FORMAT, MANIFEST, MEMBERS, SAMPLES, STORE_FILE, STORE_FILES,
+                      index_columns, leaves_files)
 
 
 class ConfigInfo(NamedTuple):
@@ -39,8 +51,11 @@ class ConfigInfo(NamedTuple):
 class Store:
     """A committed store (see :mod:`sweep.store`); open it with :meth:`Store.open`."""
 
-    def __init__(self, fs: pafs.FileSystem, root: str, manifest: dict[str, Any], configs: dict[str, ConfigInfo]):
-        self.fs, self.root, self.manifest, self.configs = fs, root, manifest, configs
+    def __init__(self, fs: pafs.FileSystem, root: str, manifest: dict[str, Any], manifest_sha256: str = ""):
+        self.fs, self.root, self.manifest = fs, root, manifest
+        self.manifest_sha256 = manifest_sha256  # the root of every checksum: compare it with the sender's
+        self.configs: dict[str, ConfigInfo] = {}
+        self._tables: dict[str, pq.ParquetFile] = {}  # verified, open
         self._templates: dict[str, tuple[PyTree, PyTree]] = {}
         self._cached: tuple[str, PyTree] | None = None  # the last leaves file read
 
@@ -49,18 +64,15 @@ class Store:
         """Open the store of a sweep directory (or a store directory) on any pyarrow filesystem."""
         fs, path = filesystem_path(path, filesystem)
         root = committed_root(fs, path)
-        manifest = _read_manifest(fs, f"{root}/{MANIFEST}")
-        store = cls(fs, root, manifest, {})
-        for name in (MEMBERS, CONFIGS):
-            store._check_size(name)
-        store._check_sum(CONFIGS)
-        for row in read_parquet(fs, f"{root}/{CONFIGS}").to_pylist():
-            spec = SweepSpec.from_dict(json.loads(row["spec"]))
-            store.configs[row["config_id"]] = ConfigInfo(
-                row["config_id"], spec, row["num_members"], row["first_member"], row["members_per_shard"],
-                tuple(row["files"]), tuple(row["sample_shape"]), row["out_channels"],
-            )
+        store = cls(fs, root, *_read_manifest(fs, f"{root}/{MANIFEST}"))
+        store.configs = store._read_configs()
         return store
+
+    @property
+    def directory(self) -> str:
+        """The directory the store came with: the sweep directory of a generation, else the store's own."""
+        parent, _, _ = self.root.rpartition("/")
+        return parent.rpartition("/")[0] if parent.rpartition("/")[2].startswith(".") else self.root
 
     @property
     def grid_columns(self) -> list[str]:
@@ -70,46 +82,74 @@ class Store:
     @property
     def metrics(self) -> list[str]:
         """Stored names of the metrics (columns ``val_<name>``, ``test_<name>``), in column order."""
-        return list(self.manifest.get("metrics", []))
+        return list(self.manifest["metrics"])
 
     @property
     def vmapped_columns(self) -> list[str]:
         return [c["name"] for c in self.manifest["columns"] if c["vmapped"]]
 
     def index(self) -> pa.Table:
-        """Every member's row without the history columns (what queries need)."""
-        return self.members(index_columns(self.grid_columns, self.metrics))
+        """Every member's row without the history columns (what queries need), checked against the
+        configs: member ids 0..N-1 in order, each in its config's range."""
+        table = self.members(index_columns(self.grid_columns, self.metrics))
+        ids = table["member_id"].to_numpy()
+        total = sum(c.num_members for c in self.configs.values())
+        configs = sorted(self.configs.values(), key=lambda c: c.first_member)
+        owner = np.repeat(np.asarray([c.config_id for c in configs], object), [c.num_members for c in configs])
+        if len(ids) != total or not np.array_equal(ids, np.arange(total)) or not np.array_equal(
+                table["config_id"].to_numpy(zero_copy_only=False), owner):
+            raise StoreError(f"{self.root + '/' + MEMBERS!r}: its member ids and config ids do not match "
+                             f"{CONFIGS} ({total} members in {len(configs)} configs); the tables were altered")
+        return table
 
     def members(self, columns: list[str] | None = None, member_ids: np.ndarray | None = None) -> pa.Table:
         """Rows of ``members.parquet`` (all, or those of ``member_ids`` in that order).
 
         Only the row groups that can hold the ids and only ``columns`` are read.
         """
-        path = f"{self.root}/{MEMBERS}"
+        table = self._table(MEMBERS)
         if member_ids is None:
-            return read_parquet(self.fs, path, columns=columns)
-        import pyarrow.dataset as ds  # imported here: it pulls in pandas (~0.2 s at import)
-
+            return self._read(MEMBERS, table.read, columns=columns)
         ids = np.asarray(member_ids, np.int64)
-        field = pc.field("member_id")
-        where = (field >= int(ids.min())) & (field <= int(ids.max())) & field.isin(pa.array(ids))
-        fmt = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(page_checksum_verification=True))
+        if ids.size == 0:
+            return self._read(MEMBERS, table.read, columns=columns).slice(0, 0)
+        wanted = np.unique(ids)
+        field = table.schema_arrow.get_field_index("member_id")
+        groups = []
+        for i in range(table.num_row_groups):  # member ids ascend through the row groups
+            stats = table.metadata.row_group(i).column(field).statistics
+            low, high = (stats.min, stats.max) if stats is not None and stats.has_min_max else (-np.inf, np.inf)
+            if np.searchsorted(wanted, low) < np.searchsorted(wanted, high, side="right"):
+                groups.append(i)
         read = None if columns is None else list(dict.fromkeys(["member_id", *columns]))
-        try:
-            table = ds.dataset(path, format=fmt, filesystem=self.fs).to_table(columns=read, filter=where)
-        except (pa.ArrowException, OSError) as e:
-            raise StoreError(f"{path!r}: cannot be read as Parquet ({e}); the file is corrupt") from None
-        table = table.take(pc.index_in(pa.array(ids), value_set=table["member_id"].combine_chunks()))
-        return table if columns is None else table.select(columns)
+        rows = self._read(MEMBERS, table.read_row_groups, groups, columns=read)
+        rows = rows.take(pc.index_in(pa.array(ids), value_set=rows["member_id"].combine_chunks()))
+        return rows if columns is None else rows.select(columns)
+
+    def samples(self, config_id: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """The stored test inputs and targets of a config's problem (``[samples, channels, *spatial]``),
+        or None if the store holds none for it."""
+        if SAMPLES not in self.manifest["files"]:
+            return None
+        table = self._read(SAMPLES, self._table(SAMPLES).read)
+        return samples_of(table, self.configs[config_id].spec.problem_id, f"{self.root}/{SAMPLES}")
 
     def template(self, config_id: str) -> tuple[PyTree, PyTree]:
-        """``(leaf shapes of one member, static part)`` of a config, rebuilt from its spec."""
+        """``(leaf shapes of one member, static part)`` of a config, rebuilt from its spec.
+
+        A model given by import path is imported from the user's environment only, never from
+        files inside the store's directory (:func:`sweep._import_path.refuse_inside`).
+        """
         if config_id not in self._templates:
             info = self.configs[config_id]
-            model = eqx.filter_eval_shape(
-                build_model, info.spec.model.name, dict(info.spec.model.options), info.sample_shape,
-                info.out_channels, key=jax.random.key(0),
-            )
+            name = info.spec.model.name
+            directory = local_path(self.fs, self.directory)
+            if is_import_path(name) and directory is not None:
+                refuse_inside(name, directory, f"`model.name` of config {config_id}")
+            try:
+                model = model_template(name, dict(info.spec.model.options), info.sample_shape, info.out_channels)
+            except SpecError as e:
+                raise StoreError(f"config {config_id}: its model cannot be rebuilt ({e})") from None
             self._templates[config_id] = eqx.partition(model, lambda x: isinstance(x, jax.ShapeDtypeStruct))
         return self._templates[config_id]
 
@@ -120,6 +160,9 @@ class Store:
         """
         info = self.configs[config_id]
         positions = np.asarray(positions, np.int64)
+        if positions.size and (positions.min() < 0 or positions.max() >= info.num_members):
+            raise StoreError(f"config {config_id}: member positions {positions.min()}..{positions.max()} lie outside "
+                             f"its {info.num_members} members")
         like = self.template(config_id)[0]
         leaves, treedef = jax.tree_util.tree_flatten(like)
         out = [np.empty((len(positions), *s.shape), s.dtype) for s in leaves]
@@ -140,47 +183,126 @@ class Store:
             )
             what = f"config {info.config_id} ({count} members of {info.spec.model.name})"
             self._cached = None  # never hold two files at once
-            self._cached = (relpath, read_leaves(self.fs, f"{self.root}/{relpath}", like, self._record(relpath), what))
+            path, record = self._located(relpath)
+            self._cached = (relpath, read_leaves(self.fs, path, like, record, what))
         return self._cached[1]
 
+    # -- verification -----------------------------------------------------------------------------
     def verify(self) -> None:
-        """Check the sha256 of every file of the store against the manifest."""
+        """Check everything: every file's size and sha256 against the manifest, every leaves file
+        against its config's model (built-in architectures; a model factory is code the store names,
+        so its leaves are checked by checksum alone), no file or link the manifest does not list,
+        and the tables against each other. Raises one :class:`StoreError` whose ``problems`` lists
+        every problem found (its message is the first)."""
+        leaves = {f: (info, i) for info in self.configs.values() if not is_import_path(info.spec.model.name)
+                  for i, f in enumerate(info.files)}
+        problems = []
         for relpath in self.manifest["files"]:
-            self._check_sum(relpath)
+            try:
+                if relpath in leaves:
+                    self._cached = None
+                    self._file(*leaves[relpath])  # one streamed pass: checksum and every leaf's shape
+                else:
+                    path, record = self._located(relpath)
+                    open_verified(self.fs, path, record).close()
+            except StoreError as e:
+                problems.append(str(e))
+        self._cached = None
+        problems += self._unlisted()
+        if not problems:
+            try:
+                self.index()
+            except StoreError as e:
+                problems.append(str(e))
+        if problems:
+            more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+            raise StoreError(problems[0] + more, problems)
 
-    def _record(self, relpath: str) -> dict[str, Any]:
+    def _unlisted(self) -> list[str]:
+        """Files in the generation that the manifest does not list, and links not on the way to a
+        listed file (those the file's own check reports), on local disks."""
+        local = local_path(self.fs, self.root)
+        listed = {MANIFEST, *self.manifest["files"]}
+        found = []
+        if local is not None:
+            for directory, dirs, files in os.walk(local):
+                for name in dirs + files:
+                    path = os.path.join(directory, name)
+                    rel = os.path.relpath(path, local).replace(os.sep, "/")
+                    if os.path.islink(path) and not any(f == rel or f.startswith(f"{rel}/") for f in listed):
+                        found.append(f"{path!r} is a symbolic link (to {os.readlink(path)!r}); a store holds no links")
+                    elif name in files and not os.path.islink(path) and rel not in listed:
+                        found.append(f"{path!r} is not listed in the manifest; the store was altered")
+            return found
+        for info in self.fs.get_file_info(pafs.FileSelector(self.root, recursive=True)):
+            if info.type == pafs.FileType.File and info.path[len(self.root) + 1:] not in listed:
+                found.append(f"{info.path!r} is not listed in the manifest; the store was altered")
+        return found
+
+    # -- the one way files are opened -------------------------------------------------------------
+    def _located(self, relpath: str) -> tuple[str, dict[str, Any]]:
+        """``(path, manifest record)`` of a store file: a layout name, no link on the way, listed."""
+        confined(relpath, f"{self.root + '/' + MANIFEST!r}", STORE_FILE, STORE_FILES)
+        refuse_links(self.fs, self.root, relpath)
         try:
-            return self.manifest["files"][relpath]
+            record = self.manifest["files"][relpath]
         except KeyError:
             raise StoreError(f"{self.root + '/' + MANIFEST!r}: lists no file {relpath!r}; the store is incomplete") from None
+        return f"{self.root}/{relpath}", record
 
-    def _check_size(self, relpath: str) -> None:
-        info = self.fs.get_file_info(f"{self.root}/{relpath}")
-        expected = self._record(relpath)["bytes"]
-        if info.type == pafs.FileType.NotFound:
-            raise StoreError(f"{info.path!r}: missing from the store; re-run `sweep aggregate`")
-        if info.size != expected:
-            raise StoreError(f"{info.path!r}: {info.size} bytes, the manifest records {expected}; the file is truncated or was replaced")
+    def _table(self, relpath: str) -> pq.ParquetFile:
+        """A table of the store, verified when first opened and kept open (reads see the verified bytes)."""
+        if relpath not in self._tables:
+            path, record = self._located(relpath)
+            handle = open_verified(self.fs, path, record)
+            self._tables[relpath] = self._read(relpath, pq.ParquetFile, handle, page_checksum_verification=True)
+        return self._tables[relpath]
 
-    def _check_sum(self, relpath: str) -> None:
-        path = f"{self.root}/{relpath}"
+    def _read(self, relpath: str, read, *args, **kwargs) -> Any:
         try:
-            got = checksum(self.fs, path)
-        except (FileNotFoundError, OSError) as e:
-            raise StoreError(f"{path!r}: cannot be read ({e})") from None
-        if got != self._record(relpath):
-            raise StoreError(f"{path!r}: checksum mismatch with the manifest ({got['bytes']} bytes, sha256 {got['sha256'][:16]}...); the file is corrupt")
+            return read(*args, **kwargs)
+        except (pa.ArrowException, OSError, KeyError) as e:
+            raise StoreError(f"{self.root + '/' + relpath!r}: cannot be read as Parquet ({e}); it is corrupt. "
+                             f"Re-run `sweep aggregate`") from None
+
+    def _read_configs(self) -> dict[str, ConfigInfo]:
+        where = f"{self.root + '/' + CONFIGS!r}"
+        table = self._read(CONFIGS, self._table(CONFIGS).read)
+        if not table.schema.equals(CONFIGS_SCHEMA):
+            raise StoreError(f"{where}: columns {table.column_names} are not those of a seed-sweep configs table")
+        configs, first = {}, 0
+        for row in sorted(table.to_pylist(), key=lambda r: r["first_member"]):
+            cid = confined(row["config_id"], f"{where} `config_id`", CONFIG_ID, "12 hex digits")
+            try:
+                spec = SweepSpec.from_dict(json.loads(row["spec"]))
+            except (ValueError, TypeError) as e:  # SpecError and JSONDecodeError are ValueErrors
+                raise StoreError(f"{where}: the spec of config {cid} is not valid ({e})") from None
+            if spec.config_id != cid:
+                raise StoreError(f"{where}: config {cid} holds a spec whose id is {spec.config_id}; the table was altered")
+            files = [confined(f, f"{where} `files` of config {cid}", STORE_FILE, STORE_FILES) for f in row["files"]]
+            n, per_shard = row["num_members"], row["members_per_shard"]
+            if row["first_member"] != first or n < 1 or per_shard < 1 or files != leaves_files(cid, n, per_shard):
+                raise StoreError(f"{where}: config {cid} ({n} members from member {row['first_member']}, "
+                                 f"{per_shard} per file, files {files}) does not fit the store's layout; the table was altered")
+            first += n
+            configs[cid] = ConfigInfo(cid, spec, n, row["first_member"], per_shard, tuple(files),
+                                      tuple(row["sample_shape"]), row["out_channels"])
+        return configs
 
 
-def _read_manifest(fs: pafs.FileSystem, path: str) -> dict[str, Any]:
+def _read_manifest(fs: pafs.FileSystem, path: str) -> tuple[dict[str, Any], str]:
+    """The manifest, checked to be one (every file name of the layout, every record a digest and a
+    size), and its own sha256."""
+    refuse_links(fs, path)
     try:
-        manifest = json.loads(read_text(fs, path))
+        text = read_text(fs, path)
+        manifest = json.loads(text)
     except (FileNotFoundError, OSError) as e:
         raise StoreError(f"{path!r}: cannot be read ({e})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise StoreError(f"{path!r}: not valid JSON ({e}); the store is corrupt") from None
     version = manifest.get("format") if isinstance(manifest, dict) else None
-    if not isinstance(version, int) or "files" not in manifest:
+    if not isinstance(version, int) or not isinstance(manifest.get("files"), dict):
         raise StoreError(f"{path!r}: not a seed-sweep store manifest (no integer `format` and `files`)")
     if version > FORMAT:
         raise StoreError(
@@ -192,4 +314,17 @@ def _read_manifest(fs: pafs.FileSystem, path: str) -> dict[str, Any]:
             f"{path!r}: store format {version} was written by an older seed-sweep (members trained without a "
             f"validation split; this one reads format {FORMAT}); run the sweep again"
         )
-    return manifest
+    for name, record in manifest["files"].items():
+        confined(name, f"{path!r} `files`", STORE_FILE, STORE_FILES)
+        if not (isinstance(record, dict) and isinstance(record.get("sha256"), str) and len(record["sha256"]) == 64
+                and isinstance(record.get("bytes"), int) and record["bytes"] >= 0):
+            raise StoreError(f"{path!r}: the record of {name!r} is {record!r}; expected a sha256 and a size in bytes")
+    for name in (MEMBERS, CONFIGS):
+        if name not in manifest["files"]:
+            raise StoreError(f"{path!r}: lists no {name}; the store is incomplete")
+    if not isinstance(manifest.get("columns"), list):
+        raise StoreError(f"{path!r}: no list of grid `columns`; not a seed-sweep store manifest")
+    metrics = manifest.get("metrics")
+    if not isinstance(metrics, list) or not all(isinstance(m, str) and m.isidentifier() for m in metrics):
+        raise StoreError(f"{path!r}: `metrics` is {metrics!r}; expected the list of stored metric names")
+    return manifest, hashlib.sha256(text.encode()).hexdigest()

@@ -9,11 +9,17 @@ atomically is in :mod:`._generations`)::
     <config_id>.eqx     eqx.tree_serialise_leaves of the config's stacked parameters, members in
                         members.parquet order; past the shard size, instead
     <config_id>/shard-NNNNN.eqx   consecutive runs of members_per_shard members
+    samples.parquet     the first test samples of each problem (:data:`SAMPLES_SCHEMA`), for figures
     manifest.json       format, counts, grid columns, sha256 and size of every file, missing members
+
+No other name may appear in a store (:data:`STORE_FILE`), and no symbolic link.
+In the sweep directory, ``samples.parquet`` (same schema) is written by ``sweep.run``, which has
+the data, and copied into each store by the aggregator, which never loads data itself.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -27,13 +33,30 @@ STORE_NAME = "ensembles"  # the store's name inside a sweep directory
 MANIFEST = "manifest.json"
 MEMBERS = "members.parquet"
 CONFIGS = "configs.parquet"
+SAMPLES = "samples.parquet"
 POINTER = "CURRENT"  # names the committed generation
+LOCK = ".lock"  # in the generations directory: held (flock) by the one aggregation writing at a time
 ROW_GROUP_ROWS = 65_536
+SAMPLE_COUNT = 16  # test samples kept per problem
+
+CONFIG_ID = re.compile(r"[0-9a-f]{12}")
+GENERATION = re.compile(r"\d{6,}")
+STORE_FILE = re.compile(
+    "|".join(map(re.escape, (MEMBERS, CONFIGS, SAMPLES))) + rf"|{CONFIG_ID.pattern}(?:/shard-\d{{5}})?\.eqx"
+)
+STORE_FILES = f"{MEMBERS}, {CONFIGS}, {SAMPLES}, <config_id>.eqx, <config_id>/shard-NNNNN.eqx"
 
 
 def leaves_file(config_id: str, shard: int | None) -> str:
     """A config's leaves file: ``<config_id>.eqx``, or shard ``shard`` of it."""
     return f"{config_id}.eqx" if shard is None else f"{config_id}/shard-{shard:05d}.eqx"
+
+
+def leaves_files(config_id: str, num_members: int, members_per_shard: int) -> list[str]:
+    """Every leaves file of a config of ``num_members`` members, ``members_per_shard`` per file."""
+    if num_members <= members_per_shard:
+        return [leaves_file(config_id, None)]
+    return [leaves_file(config_id, i) for i in range(-(-num_members // members_per_shard))]
 
 
 class Column(NamedTuple):
@@ -109,4 +132,9 @@ CONFIGS_SCHEMA = pa.schema([
     ("config_id", pa.string()), ("spec", pa.string()), ("num_members", pa.int64()),
     ("first_member", pa.int64()), ("members_per_shard", pa.int64()), ("files", pa.list_(pa.string())),
     ("sample_shape", pa.list_(pa.int64())), ("out_channels", pa.int64()), ("num_train", pa.int64()),
+])
+
+SAMPLES_SCHEMA = pa.schema([
+    ("problem_id", pa.string()), ("sample", pa.int32()), ("x", pa.list_(_F32)), ("y", pa.list_(_F32)),
+    ("x_shape", pa.list_(_I32)), ("y_shape", pa.list_(_I32)),
 ])

@@ -9,6 +9,7 @@ for state, history in fit(block, state):       # one compiled chunk per report
 """
 
 from ._block import Block as Block
+from ._block import check_data as check_data
 from ._block import compiled_bytes as compiled_bytes
 from ._block import default_layout as default_layout
 from ._block import init_block as init_block

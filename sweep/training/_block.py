@@ -62,10 +62,17 @@ def member_keys(sweep_seed: int, seeds: Sequence[int]) -> tuple[UInt32[Array, "m
 
 
 def load_data(spec: SweepSpec) -> Dataset:
-    """The spec's dataset, checked against its training settings: batch size <= training
-    samples; the loss and metrics import, give a scalar on one sample, and (class-index losses)
-    fit the targets."""
+    """The spec's dataset, checked against its training settings and model (:func:`check_data`)."""
     data = load_problem(spec.problem.name, dict(spec.problem.options))
+    check_data(spec, data)
+    return data
+
+
+def check_data(spec: SweepSpec, data: Dataset) -> None:
+    """Raise :class:`SpecError` unless ``spec`` can train on ``data``: batch size <= training samples;
+    the model builds and maps one input to one output; the loss and metrics import and give a
+    scalar on one sample; targets of class-index losses fit the model's output channels (checked
+    with ``eqx.filter_eval_shape``, nothing computed; the checked structure is cached for the trainer)."""
     t = spec.training
     if t.batch_size > data.num_train:
         raise SpecError(
@@ -73,10 +80,10 @@ def load_data(spec: SweepSpec) -> Dataset:
             f"{data.num_train} training samples (batch size must be <= that)"
         )
     shapes = data_shapes(data)
+    static_part(spec.model.to_dict(), shapes)  # builds the checked template
     checked_objective(program_key(spec, ()), shapes)
     classes = prediction(spec.model.to_dict(), shapes).shape[0]
     check_targets(t.loss, t.metrics, {name: split.y for name, split in zip(SPLITS, data)}, classes)
-    return data
 
 
 def _hparam_sets(spec: SweepSpec, hparams) -> tuple[dict[str, float], ...]:

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow.fs as pafs
 
 from .._errors import StoreError
-from .._fs import read_text
+from .._fs import ONE_COMPONENT, confined, read_text
 from ..problems import EVALUATED
 from ..spec import SweepSpec
 from ._block import state_skeleton
@@ -98,8 +98,12 @@ class BlockRef:
 
     def __init__(self, path: str, meta: dict[str, Any]):
         self.path, self.meta = path, meta
-        self.trial_key: str = meta["trial_id"]
-        self.config_id: str = meta.get("config_id", "")
+        def name(field: str) -> str:  # an id that may name a directory: one path component, or none
+            value = meta.get(field, "")
+            return value and confined(value, f"{path}/{META_FILE} `{field}`", ONE_COMPONENT, "one path component")
+
+        self.trial_key: str = name("trial_id")
+        self.config_id: str = name("config_id")
         self.seeds: tuple[int, ...] = tuple(meta["seeds"])
         self.hparams: tuple[dict[str, float], ...] = tuple(dict(h) for h in meta["hparams"])
         epochs = meta["history"]["epoch"]

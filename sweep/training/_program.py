@@ -31,7 +31,7 @@ from jaxtyping import Array, Bool, Float, Int, PyTree, UInt32
 from .._caches import cached
 from .._canonical import canonical_json
 from ..metrics import batch_mean, check_on_sample, objective
-from ..models import batched_forward, build_model
+from ..models import batched_forward, build_model, model_template
 from ..optim import make_optimizer
 from ..problems import EVALUATED, Dataset
 from ..spec import SweepSpec
@@ -70,8 +70,9 @@ def _options(part: Mapping[str, Any]) -> dict[str, Any]:
 @cached()
 def template(name: str, options: str, sample_shape: tuple, out_channels: int) -> eqx.Module:
     """A model with shapes in place of arrays (its structure, built without computing: building
-    real weights eagerly compiles every little initialiser op, ~0.5 s for a ConvNet)."""
-    return eqx.filter_eval_shape(build_model, name, json.loads(options), sample_shape, out_channels, key=jax.random.key(0))
+    real weights eagerly compiles every little initialiser op, ~0.5 s for a ConvNet), checked to
+    fit the data (:func:`sweep.models.model_template`)."""
+    return model_template(name, json.loads(options), sample_shape, out_channels)
 
 
 def static_part(model_spec: Mapping[str, Any], shapes: tuple) -> PyTree:

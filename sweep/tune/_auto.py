@@ -37,7 +37,6 @@ from .._configure import available_cpus
 from ..problems import Dataset
 from ..spec import SweepSpec
 from ..training import compiled_bytes, data_shapes, init_block, run_chunk, state_bytes
-from ._checks import problem_key
 
 MEMORY_HEADROOM = 0.8
 TARGET_TRIAL_S = 60.0
@@ -101,7 +100,7 @@ def largest_config(spec: SweepSpec, datasets: Mapping[str, Dataset]) -> tuple[Sw
     best, best_bytes = None, -1
     for config, hsets in spec.expand():
         hparams = tuple(h for h in hsets if h)
-        size = state_bytes(config, data_shapes(datasets[problem_key(config)]), hparams)
+        size = state_bytes(config, data_shapes(datasets[config.problem_id]), hparams)
         if size > best_bytes:
             best, best_bytes = (config, hparams), size
     return best

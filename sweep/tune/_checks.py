@@ -11,16 +11,10 @@ from collections.abc import Mapping, Sequence
 
 import pyarrow.fs as pafs
 
-from .._canonical import canonical_json
 from .._errors import SpecError
-from ..problems import Dataset
+from ..problems import Dataset, load_problem
 from ..spec import SweepSpec
-from ..training import load_data
-
-
-def problem_key(spec: SweepSpec) -> str:
-    """Identity of a structural config's dataset (configs with equal problems share it)."""
-    return canonical_json(spec.problem.to_dict())
+from ..training import check_data
 
 
 def check_resources(resources: Mapping[str, float], nodes: Sequence[Mapping[str, float]]) -> None:
@@ -57,16 +51,12 @@ def check_writable(filesystem: pafs.FileSystem, path: str, shown: str) -> None:
 
 
 def load_datasets(spec: SweepSpec) -> dict[str, Dataset]:
-    """Every structural config's dataset, loaded once per distinct problem and checked
-    against the config's batch size."""
+    """Every structural config's dataset by ``problem_id``, loaded once per distinct problem (its
+    arrays checked), and every config checked against it (batch size, and its model built with
+    ``eqx.filter_eval_shape`` for the data's shapes): :func:`sweep.training.check_data`."""
     datasets: dict[str, Dataset] = {}
     for config, _ in spec.expand():
-        key = problem_key(config)
-        if key not in datasets:
-            datasets[key] = load_data(config)
-        elif config.training.batch_size > datasets[key].num_train:
-            raise SpecError(
-                f"`training.batch_size`: got {config.training.batch_size}; the problem has only "
-                f"{datasets[key].num_train} training samples (batch size must be <= that)"
-            )
+        if config.problem_id not in datasets:
+            datasets[config.problem_id] = load_problem(config.problem.name, dict(config.problem.options))
+        check_data(config, datasets[config.problem_id])
     return datasets

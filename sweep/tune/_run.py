@@ -16,13 +16,13 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from .._configure import available_cpus, configure
-from .._errors import SpecError, SweepError
+from .._errors import SpecError, StoreError, SweepError
 from ..planning import Plan, TrialPlan, hparams_key, make_plan, merge_plans, read_plan, write_plan
 from ..spec import SweepSpec
-from ..store import aggregate
+from ..store import aggregate, write_samples
 from . import _env
 from ._auto import Probe, choose_seeds_per_trial, largest_config, measure
-from ._checks import check_resources, check_writable, load_datasets, problem_key
+from ._checks import check_resources, check_writable, load_datasets
 from ._sweepdir import done_members, experiments, next_experiment, sweep_location
 from ._quiet import quiet_tune
 from ._relay import Relay, relaying
@@ -44,11 +44,18 @@ def plan(spec: SweepSpec, storage: str | os.PathLike | None = None,
          storage_filesystem: pafs.FileSystem | None = None) -> Plan:
     """The trials a sweep would run (structural configs x blocks of seeds), before anything runs.
 
+    Checks what ``run`` checks without Ray: the data is loaded (its arrays checked) and every
+    config's model is built for the data's shapes (``eqx.filter_eval_shape``, nothing computed),
+    so a bad problem or model fails here with the field named. Only the checks against the
+    cluster (resources) and the storage (a write probe) are ``run``'s alone. The process is
+    :func:`sweep.configure`-d as by ``run``.
     With ``storage``, members already trained there are left out, as ``run`` would.
     ``seeds_per_trial="auto"`` reuses the size stored in the sweep's plan.json, or measures it
     in this process (see :mod:`sweep.tune._auto`), taking this machine as the cluster.
     """
     _check_spec(spec)
+    configure(gpu_preallocate=False)  # as run: loading the data must not take the trials' GPU memory
+    datasets = load_datasets(spec)
     done, stored = set(), None
     if storage is not None:
         fs, path, _ = sweep_location(spec, storage, storage_filesystem)
@@ -56,10 +63,8 @@ def plan(spec: SweepSpec, storage: str | os.PathLike | None = None,
         done, _ = done_members(spec, fs, path, stored)
     seeds_per_trial = _stored_block_size(spec, stored)
     if spec.seeds_per_trial == "auto" and seeds_per_trial is None:
-        configure()
-        datasets = load_datasets(spec)
         config, hparams = largest_config(spec, datasets)
-        probe = measure(config, hparams, datasets[problem_key(config)], spec.resources)
+        probe = measure(config, hparams, datasets[config.problem_id], spec.resources)
         seeds_per_trial = _choose(spec, config, probe, max(1, int(available_cpus() // spec.resources["cpu"])))
     return make_plan(spec, seeds_per_trial, done=done)
 
@@ -146,7 +151,7 @@ def _measured_block_size(spec: SweepSpec, datasets: Mapping, data_refs: Mapping,
     config, hparams = largest_config(spec, datasets)
     res = spec.resources
     task = ray.remote(num_cpus=res["cpu"], num_gpus=res["gpu"], max_calls=1)(_probe_task)
-    probe = Probe(*ray.get(task.remote(config.to_dict(), hparams, data_refs[problem_key(config)], dict(res))))
+    probe = Probe(*ray.get(task.remote(config.to_dict(), hparams, data_refs[config.problem_id], dict(res))))
     return _choose(spec, config, probe, _slots(res, nodes))
 
 
@@ -241,8 +246,10 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
     ``<storage>/<spec.name>`` holds ``plan.json``, one Tune experiment ``tune-NNNN`` per call
     (trial directories named by trial key, one block checkpoint per report) and the
     aggregated store. Before any trial starts: resources are checked against the cluster, the
-    storage is probed for writing, every dataset is loaded once (batch size checked) and put in
-    the object store, and the plan is written. Members already trained to completion (or
+    storage is probed for writing, every dataset is loaded once (its arrays and the batch size
+    checked) and put in the object store, every config's model is built for its data's shapes
+    (``eqx.filter_eval_shape``), and the plan and the first test samples of each problem
+    (``samples.parquet``, what ``sweep plot`` draws from) are written. Members already trained to completion (or
     stopped by a scheduler) are not trained again, so a larger ``seeds`` trains only the new
     ones; a trial with a partial checkpoint of the same key continues from it. When every
     member is trained already, ``run`` says so and returns without starting Ray.
@@ -303,7 +310,11 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
             done_now = _aggregate_complete(spec, fs, path, shown, storage_filesystem, read_plan(fs, path))
         display.message(hint := _resume_hint(done_now, state.counts()["members"], resume_command, str(storage)))
         raise Interrupted(hint)
-    aggregate(shown, filesystem=storage_filesystem)
+    try:
+        aggregate(shown, filesystem=storage_filesystem)
+    except StoreError:
+        if not failures:  # every trial failed before its first checkpoint: say that, below
+            raise
     if failures:
         raise SweepError(
             f"{len(failures)} trial(s) of sweep {spec.name!r} failed (first: {failures[0]}); finished blocks "
@@ -365,6 +376,7 @@ def _run(spec: SweepSpec, fs, path: str, shown: str, storage_filesystem, address
     new = make_plan(spec, seeds_per_trial, done=done)
     merged = merge_plans(stored, new)
     write_plan(fs, path, merged)
+    write_samples(fs, path, datasets)  # what figures draw from: the aggregator never loads data
 
     if new.trials and not failures:
         resume_from = {t.trial_key: blocks[t.trial_key].path for t in new.trials if t.trial_key in blocks}

@@ -24,7 +24,6 @@ from ..planning import TrialPlan
 from ..store import curves_by_column
 from ..training import SavedBlock, data_shapes, fit, init_block, load_block, save_block
 from . import _env
-from ._checks import problem_key
 
 
 class TrialHooks(NamedTuple):
@@ -105,7 +104,7 @@ def train_trial(config: Mapping[str, Any], *, trials: Mapping[str, dict], data: 
 
     trial = TrialPlan.from_dict(planned)
     extra = dict(hooks.on_start(trial.trial_key) or {}) if hooks.on_start else {}
-    dataset = ray.get(data[problem_key(trial.spec)])
+    dataset = ray.get(data[trial.spec.problem_id])
     block, state = init_block(trial.spec, trial.seeds, trial.hparams, dataset)
     saved = _saved_block(trial, resume_from, filesystem)
     history = None

@@ -1,0 +1,195 @@
+"""Aggregation and queries at scale: 100,000 members of a tiny net in 1,000 block checkpoints.
+
+Builds a synthetic sweep directory, no training: a sweep of ``--configs`` structural configs
+(ConvNet hidden 4, depth 1..configs on 16 points: 29, 81, 133, 185 parameters, ~107 on average)
+with ``--members`` seeds in ``--blocks`` trials. Its plan.json comes from the product's planner;
+every block's state is the product's own initial state (``sweep.init_block``) with a one-report
+history of made-up losses, written with the product's block-checkpoint writer into a Tune-like
+layout ``tune-0001/<trial_key>/checkpoint_000000/``. Then, each in a fresh process:
+
+1. the aggregation (``sweep.aggregate``): wall time, members/s, peak RSS of the process (next to
+   a process that only imports seed-sweep);
+2. ``sweep.load(store)`` and ``ens.where(depth=...).member(seed=...)`` through a pyarrow
+   filesystem that counts the bytes read from each file (:mod:`_counting_fs`), with the
+   row-group layout of ``members.parquet``.
+
+    python benchmarks/aggregate_scale.py                       # 100,000 members, 1,000 blocks
+    python benchmarks/aggregate_scale.py --members 4000 --blocks 40   # quick
+    python benchmarks/aggregate_scale.py --dir /tmp/agg100k --keep    # keep the sweep dir (reuse with --reuse)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import sweep
+from sweep.planning import make_plan
+from sweep.training import History, data_shapes, save_block
+
+NAME = "scale"
+
+
+def make_spec(members: int, blocks: int, configs: int) -> sweep.SweepSpec:
+    if members % blocks or blocks % configs:
+        sys.exit(f"--members {members} must be a multiple of --blocks {blocks}, and --blocks of --configs {configs}")
+    return sweep.SweepSpec(
+        name=NAME, problem=sweep.Problem("heat1d", num_points=16, num_samples=40, data_seed=0),
+        model=sweep.Model("ConvNet", hidden_channels=4, depth=1, activation="relu"),
+        optimizer=sweep.Optimizer("adam", learning_rate=1e-3),
+        training=sweep.Training(epochs=1, batch_size=8, report_every=1),
+        seeds=members // configs, seeds_per_trial=members // blocks,
+        grid={"model.depth": list(range(1, configs + 1))},
+    )
+
+
+def build(root: Path, members: int, blocks: int, configs: int) -> float:
+    """Write plan.json and one real block checkpoint per planned trial; returns seconds."""
+    start = time.perf_counter()
+    plan = make_plan(make_spec(members, blocks, configs))
+    root.mkdir(parents=True)
+    (root / "plan.json").write_text(json.dumps(plan.to_dict()))
+    data = sweep.load_data(plan.trials[0].spec)
+    shapes = data_shapes(data)
+    rng = np.random.default_rng(0)
+    for i, trial in enumerate(plan.trials):
+        block, state = sweep.init_block(trial.spec, trial.seeds, trial.hparams, data)
+        m = len(trial.seeds) * len(block.hparams)
+        train = rng.lognormal(-4, 1, (m, 1)).astype(np.float32)
+        val, test = ((train * rng.lognormal(0, 0.1, (m, 1))).astype(np.float32) for _ in range(2))
+        history = History(block.seeds, block.hparams, np.array([1], np.int32), train, {"loss": val}, {"loss": test},
+                          np.zeros(m, bool))
+        save_block(root / "tune-0001" / trial.trial_key / "checkpoint_000000", spec=trial.spec, state=state,
+                   history=history, shapes=shapes, trial_id=trial.trial_key)
+        if (i + 1) % max(1, len(plan.trials) // 10) == 0:
+            print(f"  built {i + 1}/{len(plan.trials)} blocks, {time.perf_counter() - start:.0f} s", flush=True)
+    return time.perf_counter() - start
+
+
+def _peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
+
+
+def child_aggregate(root: str, shard_mib: float | None) -> dict:
+    sweep.configure()
+    before = _peak_mib()
+    kwargs = {"progress": False} | ({"shard_bytes": int(shard_mib * 2**20)} if shard_mib else {})
+    start = time.perf_counter()
+    if root:
+        sweep.aggregate(root, **kwargs)
+    return {"seconds": time.perf_counter() - start, "peak_rss_mib": _peak_mib(), "peak_before_mib": before}
+
+
+def child_query(root: str, seed: int, depth: int) -> dict:
+    sys.path.insert(0, str(Path(__file__).parent))
+    import pyarrow.parquet as pq
+    from _counting_fs import counting_filesystem
+
+    sweep.configure()
+    fs, counter = counting_filesystem()
+    out = {}
+    start = time.perf_counter()
+    ens = sweep.load(root, storage_filesystem=fs)
+    out["load_s"], out["load_bytes"], out["load_files"] = time.perf_counter() - start, counter.total(), counter.by_file()
+    out["members"] = len(ens)
+    counter.reset()
+    start = time.perf_counter()
+    member = ens.where(depth=depth).member(seed=seed)
+    out["member_s"], out["member_bytes"], out["member_files"] = time.perf_counter() - start, counter.total(), counter.by_file()
+    out["member_params"] = int(sum(np.size(x) for x in __import__("jax").tree_util.tree_leaves(member) if hasattr(x, "shape")))
+    counter.reset()
+    start = time.perf_counter()
+    ens.where(depth=depth).member(seed=seed + 1)
+    out["member2_s"], out["member2_bytes"] = time.perf_counter() - start, counter.total()
+    root_dir = ens._store.root
+    meta = pq.ParquetFile(f"{root_dir}/members.parquet").metadata
+    groups = []
+    for g in range(meta.num_row_groups):
+        rg = meta.row_group(g)
+        cols = {rg.column(c).path_in_schema: rg.column(c) for c in range(rg.num_columns)}
+        stats = {k: (cols[k].statistics.has_min_max if cols[k].statistics else False) for k in ("config_id", "seed") if k in cols}
+        groups.append({"rows": rg.num_rows, "bytes": rg.total_byte_size, "stats": stats})
+    out["row_groups"] = groups
+    out["store_files"] = {k: v["bytes"] for k, v in json.loads(Path(root_dir, "manifest.json").read_text())["files"].items()}
+    out["peak_rss_mib"] = _peak_mib()
+    return out
+
+
+def _child(kind: str, *args: str) -> dict:
+    out = subprocess.run([sys.executable, __file__, "--child", kind, *args], capture_output=True, text=True, check=False)
+    if out.returncode:
+        sys.exit(f"{kind} failed:\n{out.stderr[-4000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:.2f} MiB"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--members", type=int, default=100_000)
+    parser.add_argument("--blocks", type=int, default=1_000)
+    parser.add_argument("--configs", type=int, default=4)
+    parser.add_argument("--shard-mib", type=float, default=None, help="aggregate with this shard size (default: the product's)")
+    parser.add_argument("--dir", default=None, help="where to build the sweep directory (default: a temp dir)")
+    parser.add_argument("--keep", action="store_true", help="keep the sweep directory")
+    parser.add_argument("--reuse", action="store_true", help="reuse an existing --dir (skip building)")
+    parser.add_argument("--child", nargs="+", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        kind, *rest = args.child
+        if kind == "aggregate":
+            result = child_aggregate(rest[0], float(rest[1]) if rest[1] != "-" else None)
+        else:
+            result = child_query(rest[0], int(rest[1]), int(rest[2]))
+        print(json.dumps(result))
+        return
+    sweep.configure()
+    base = Path(args.dir or tempfile.mkdtemp(prefix="sweep-aggscale-"))
+    root = base / NAME
+    try:
+        print(f"aggregate_scale: {args.members} members of ConvNet hidden 4, depth 1..{args.configs} (16 points) in "
+              f"{args.blocks} blocks of {args.members // args.blocks} over {args.configs} configs; dir {root}")
+        if not (args.reuse and root.exists()):
+            shutil.rmtree(root, ignore_errors=True)
+            seconds = build(root, args.members, args.blocks, args.configs)
+            size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+            print(f"built in {seconds:.1f} s: {args.blocks} block checkpoints, {_mib(size)} on disk")
+        baseline = _child("aggregate", "", "-")
+        shard = str(args.shard_mib) if args.shard_mib else "-"
+        agg = _child("aggregate", str(root), shard)
+        print(f"aggregate (one process, {'shard ' + shard + ' MiB' if args.shard_mib else 'default shard size'}): "
+              f"{agg['seconds']:.1f} s, {args.members / agg['seconds']:.0f} members/s, driver peak RSS "
+              f"{agg['peak_rss_mib']:.0f} MiB (after imports {agg['peak_before_mib']:.0f} MiB; a process that only "
+              f"imports seed-sweep peaks at {baseline['peak_rss_mib']:.0f} MiB); Ray tasks: not available yet")
+        q = _child("query", str(root), str(args.members // args.configs // 2 + 1), str(max(1, args.configs - 1)))
+        leaves = {k: v for k, v in q["store_files"].items() if k.endswith(".eqx")}
+        print(f"store: {q['members']} members; {len(leaves)} leaves file(s), {_mib(sum(leaves.values()))} in all, "
+              f"largest {_mib(max(leaves.values()))}; members.parquet {_mib(q['store_files']['members.parquet'])}")
+        groups = q["row_groups"]
+        print(f"members.parquet: {len(groups)} row group(s) of {[g['rows'] for g in groups]} rows; min/max statistics "
+              f"on config_id/seed: {groups[0]['stats'] if groups else {}}")
+        def show(files):
+            return "; ".join(f"{Path(k).name} x{o} {_mib(b)}" for k, (o, b) in sorted(files.items()))
+        print(f"sweep.load: {q['load_s']:.3f} s, read {_mib(q['load_bytes'])} ({show(q['load_files'])})")
+        print(f"where(depth={max(1, args.configs - 1)}).member(seed=...): {q['member_s']:.3f} s, read "
+              f"{_mib(q['member_bytes'])} ({show(q['member_files'])}); member has {q['member_params']} parameters; "
+              f"next seed of the same config: {q['member2_s']:.3f} s, {_mib(q['member2_bytes'])}")
+        print(f"query process peak RSS {q['peak_rss_mib']:.0f} MiB")
+    finally:
+        if not args.keep and not args.dir:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""A sweep of many tiny trials through ``sweep.run``: wall time, seconds per trial, driver memory.
+
+N trials of one seed and one epoch each (ConvNet hidden 8, depth 2 on heat1d 48 points, 250
+samples; 1 CPU per trial) on a new local Ray of 2 CPUs, this script being the driver. A Tune
+callback on the driver prints the driver's RSS when 25, 50, 75 and 100% of the trials have
+finished; at the end: total wall time, seconds per trial, the driver's peak RSS and the store's
+member count (it must be N). Target (issue 14): N = 1,000 in under 10 minutes, driver memory flat
+in the number of finished trials.
+
+    python benchmarks/thousand_trials.py                 # 1,000 trials
+    python benchmarks/thousand_trials.py --trials 100
+    python benchmarks/thousand_trials.py --trials 100 --tune-option reuse_actors=true
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import tempfile
+import time
+
+from _machine import OtherLoad
+
+PROCESS_START = time.time()
+
+
+def rss_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=1000)
+    parser.add_argument("--storage", default=None, help="default: a temporary directory, removed at the end")
+    parser.add_argument("--tune-option", action="append", default=[], metavar="KEY=JSON",
+                        help="a tune.TuneConfig/RunConfig option passed through sweep.run, e.g. reuse_actors=true")
+    args = parser.parse_args()
+    options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in args.tune_option)}
+
+    from ray import tune
+
+    import sweep
+
+    sweep.configure()
+    import ray
+
+    # a new local Ray of 2 CPUs with sweep.run's settings: a bare ray.init() would join a cluster that
+    # another user started with `ray start` on this machine
+    started = time.time()
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
+    ray_init_s = time.time() - started
+    n = args.trials
+    spec = sweep.SweepSpec(
+        name="thousand", problem=sweep.Problem("heat1d", num_points=48, num_samples=250, data_seed=0),
+        model=sweep.Model("ConvNet", hidden_channels=8, depth=2, activation="relu", boundary_mode="dirichlet"),
+        optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
+        training=sweep.Training(epochs=1, batch_size=32, report_every=1),
+        seeds=n, seeds_per_trial=1, resources={"cpu": 1, "gpu": 0},
+    )
+    marks = sorted({max(1, round(n * f)) for f in (0.25, 0.5, 0.75, 1.0)})
+    start = time.time()
+
+    class Memory(tune.Callback):
+        def __init__(self):
+            self.done = 0
+
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            self.done += 1
+            if self.done in marks:
+                print(f"  {self.done:>5}/{n} trials finished at {time.time() - start:7.1f} s: driver RSS "
+                      f"{rss_mib():7.1f} MiB (peak so far {peak_mib():7.1f} MiB)", flush=True)
+
+    print(f"thousand_trials: {n} trials x 1 seed x 1 epoch (ConvNet hidden 8 depth 2, heat1d 48 points 250 samples), "
+          f"1 CPU per trial, local Ray of 2 CPUs; tune options {options or 'none'}; driver RSS before sweep.run "
+          f"{rss_mib():.1f} MiB", flush=True)
+    storage = args.storage or tempfile.mkdtemp(prefix="sweep-thousand-")
+    try:
+        with OtherLoad() as load:
+            path = sweep.run(spec, storage=storage, callbacks=[Memory()], **options)
+        ran = time.time() - start
+        after = rss_mib()
+        members = len(sweep.load(path))
+        total = time.time() - PROCESS_START
+        print(f"sweep.run: {ran:.1f} s for {n} trials = {ran / n:.3f} s per trial ({2 * ran / n:.3f} slot-seconds); "
+              f"process start -> store loaded {total:.1f} s (ray.init {ray_init_s:.1f} s); during sweep.run {load}")
+        print(f"driver RSS after sweep.run {after:.1f} MiB, peak {peak_mib():.1f} MiB; store members {members} "
+              f"(expected {n}){'' if members == n else '  MISMATCH'}")
+    finally:
+        if not args.storage:
+            import shutil
+
+            shutil.rmtree(storage, ignore_errors=True)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Reading a store runs no code it names (SPEC §12): a store whose problem is ``os:system`` with a
+shell command, or whose model factory is a trap, is loaded, queried, shown, verified, plotted
+and aggregated without the command ever running (its marker file never appears)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.fs as pafs
+import pytest
+from _blocks import datasets_of, trained_blocks, write_sweep
+from conftest import tiny_spec
+from test_cli import invoke
+
+import sweep
+from sweep import StoreError
+from sweep.planning import Plan, TrialPlan, make_plan
+from sweep.store import Store, aggregate_blocks, write_samples
+
+PLAN = make_plan(tiny_spec(grid={"model.depth": [1, 2], "optimizer.learning_rate": [1e-3, 3e-3]}))
+
+
+def hostile_sweep(root: Path, marker: Path, factory: str | None = None) -> Path:
+    """The blocks of PLAN relabelled as if their problem were ``os:system`` running ``touch marker``
+    (and their model the ``factory`` import path, called with ``marker`` and the block's depth),
+    with the test samples sweep.run would have stored for them."""
+    problem = sweep.Problem("os:system", command=f"touch {marker}")
+    relabel = {}
+    for t in PLAN.trials:
+        model = {"name": factory, "marker": str(marker), "depth": t.spec.model.depth} if factory else {}
+        spec = t.spec.__class__.from_dict(t.spec.to_dict() | {"problem": problem.to_dict()}
+                                          | ({"model": model} if model else {}))
+        relabel[t.trial_key] = TrialPlan(t.trial_key, spec.config_id, spec, t.seeds, t.hparams)
+    plan = Plan(PLAN.spec.__class__.from_dict(PLAN.spec.to_dict() | {"problem": problem.to_dict()}),
+                tuple(relabel.values()), PLAN.seeds_per_trial)
+    blocks = [b._replace(spec=relabel[b.trial_id].spec) for b in trained_blocks(PLAN)]
+    write_sweep(root, plan, blocks, samples=False)
+    datasets = {plan.trials[0].spec.problem_id: next(iter(datasets_of(PLAN).values()))}
+    write_samples(pafs.LocalFileSystem(), str(root), datasets)
+    if factory:  # `sweep aggregate` would build the factory's model to read the checkpoints: the sender did
+        aggregate_blocks(root / "ensembles", blocks, plan=plan, datasets=datasets)
+    return root
+
+
+@pytest.fixture
+def marker(tmp_path) -> Path:
+    return tmp_path / "the-store-ran-code"
+
+
+def test_reading_a_store_whose_problem_is_os_system_runs_nothing(tmp_path, marker):
+    root = hostile_sweep(tmp_path / "sweep", marker)
+    assert invoke("aggregate", root).exit_code == 0  # the aggregator loads no data
+    ens = sweep.load(root)
+    assert ens.where(depth=2).spec.problem.name == "os:system"
+    ens.summary(), ens.where(depth=2).best(3).table, ens.compare({"depth": 1}, {"depth": 2})
+    for command in ("show", "status", "verify"):
+        result = invoke(command, root)
+        assert result.exit_code == 0, (command, result.stderr)
+    first = sweep.plot(root, num_samples=2).axes[-2]  # the first of the overview's two prediction panels
+    # the predictions are drawn on the samples the store holds, not on regenerated data
+    x, y = ens.where(**ens.best_configuration()).samples()
+    truth = next(line for line in first.lines if line.get_label() == "ground truth")
+    np.testing.assert_array_equal(truth.get_ydata(), y[0, 0])
+    assert invoke("plot", root, "--out", tmp_path / "sweep.png").exit_code == 0
+    assert not marker.exists()
+
+
+def test_a_stored_model_factory_is_never_imported_by_reading(tmp_path, marker):
+    root = hostile_sweep(tmp_path / "sweep", marker, "_trap:touch")
+    assert "_trap" not in sys.modules
+    for command in ("show", "status", "verify"):
+        assert invoke(command, root).exit_code == 0, command
+    with pytest.warns(UserWarning, match=r"predictions left out: the model of config .* is built by '_trap:touch'"):
+        figure = sweep.plot(root)
+    texts = [t.get_text() for t in figure.axes[-1].texts]
+    assert any("figures never import it" in t for t in texts), texts
+    assert not marker.exists() and "_trap" not in sys.modules
+
+
+def test_a_factory_that_came_with_the_store_is_refused(tmp_path, marker, monkeypatch):
+    root = hostile_sweep(tmp_path / "sweep", marker, "shipped_factory:net")
+    (root / "shipped_factory.py").write_text(f"open({str(marker)!r}, 'w').close()\ndef net(**kw): pass\n")
+    monkeypatch.syspath_prepend(str(root))  # as `python -m sweep` run inside the sweep directory would
+    ens = sweep.load(root).where(depth=2)
+    with pytest.raises(StoreError, match=r"'shipped_factory:net' would be imported from .*shipped_factory.py', inside "
+                                         r"the store's directory"):
+        ens.member(seed=0, learning_rate=1e-3)
+    assert not marker.exists() and "shipped_factory" not in sys.modules
+
+
+def test_a_sweep_without_samples_aggregates_with_a_warning_and_plots_without_predictions(tmp_path):
+    root = write_sweep(tmp_path / "sweep", PLAN, trained_blocks(PLAN), samples=False)
+    with pytest.warns(UserWarning, match=r"samples.parquet' not found: the store holds no test samples"):
+        sweep.aggregate(root, progress=False)
+    with pytest.warns(UserWarning, match=r"predictions left out: the store holds no test samples for config"):
+        figures = sweep.plot(root, "all")
+    assert figures["predictions"].axes[0].texts  # the panel says why
+    assert len(figures["curves"].axes) == 2
+    assert Store.open(root).samples(PLAN.config_ids[0]) is None
+
+
+def test_samples_are_the_first_test_samples_of_each_problem(tmp_path):
+    root = write_sweep(tmp_path / "sweep", PLAN, trained_blocks(PLAN))
+    sweep.aggregate(root, progress=False)
+    data = next(iter(datasets_of(PLAN).values()))
+    x, y = sweep.load(root).where(depth=1).samples()
+    np.testing.assert_array_equal(x, data.test_x[:16])
+    np.testing.assert_array_equal(y, data.test_y[:16])
+    assert "samples.parquet" in Store.open(root).manifest["files"]
