@@ -203,12 +203,12 @@ def _fit(make_tuner, plan_trials, listeners: list, quiet: bool) -> tuple[set[str
     return (set() if interrupted else stopped), failures, interrupted
 
 
-def _prepare(spec: SweepSpec, tune_options: Mapping[str, Any], fs: pafs.FileSystem, path: str,
-             shown: str) -> tuple[dict[str, Any], dict[str, Any], dict]:
-    """The driver's checks and data that do not need Ray: (TuneConfig kwargs, RunConfig kwargs, datasets)."""
+def _prepare(tune_options: Mapping[str, Any], fs: pafs.FileSystem, path: str,
+             shown: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The driver's checks that do not need Ray: (TuneConfig kwargs, RunConfig kwargs)."""
     tune_kw, run_kw = _split_options(tune_options)
     check_writable(fs, path, shown)
-    return tune_kw, run_kw, load_datasets(spec)
+    return tune_kw, run_kw
 
 
 class Interrupted(KeyboardInterrupt):
@@ -333,12 +333,15 @@ def _run(spec: SweepSpec, fs, path: str, shown: str, storage_filesystem, address
     import ray  # here: not in both threads at once
 
     # Ray must start on this thread (its daemons die with the thread that started them); while
-    # ``ray.init`` waits for them (~2.5 s on a laptop), a helper thread imports Tune, checks the
-    # options and the storage and loads the datasets.
+    # ``ray.init`` waits for them (~2.5 s on a laptop), a helper thread imports Tune and checks the
+    # options and the storage. The datasets are loaded after: ``ray.init`` forks its daemons, and a
+    # fork during a multithreaded OpenBLAS call (heat1d's solve, through JAX's LAPACK) on another
+    # thread leaves that call waiting forever for BLAS threads the fork handler stopped.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-prepare") as pool:
-        prepared = pool.submit(_prepare, spec, tune_options, fs, path, shown)
+        prepared = pool.submit(_prepare, tune_options, fs, path, shown)
         _ensure_ray(address, quiet=not verbose)
-        tune_kw, run_kw, datasets = prepared.result()
+        tune_kw, run_kw = prepared.result()
+    datasets = load_datasets(spec)
     from ray import tune
 
     validated = all(d.val.size for d in datasets.values())  # every config has a validation set
