@@ -130,7 +130,7 @@ def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path):
     lines = [line for line in out.stdout.splitlines() if line.startswith("[term] ")]
     assert lines and "\x1b" not in out.stdout
     assert f"members {done}/8" in lines[0] and "members 8/8" in lines[-1], lines
-    assert "best test loss: depth=" in lines[-1]
+    assert "best val loss: depth=" in lines[-1]  # the best is chosen on validation
     blocks = {k: load_block(r.path) for k, r in complete_blocks(sweep_dir).items()}
     planned = make_plan(spec()).trials
     assert set(blocks) == {t.trial_key for t in planned}

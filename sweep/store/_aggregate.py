@@ -40,8 +40,8 @@ from ..training import BlockRef, find_blocks
 from . import _members
 from ._members import Column, Member, Source
 from ._samples import read_samples, sample_table
-from ._schema import (CONFIGS, CONFIGS_SCHEMA, MEMBERS, SAMPLES, SAMPLES_SCHEMA, STORE_NAME, STATUSES, leaves_files,
-                      members_schema)
+from ._schema import (CONFIGS, CONFIGS_SCHEMA, HISTORY_EPOCHS, MEMBERS, SAMPLES, SAMPLES_SCHEMA, STATUSES, STORE_NAME,
+                      curves_by_column, history_column, leaves_files, members_schema, value_columns)
 from ._writer import StoreWriter
 
 DEFAULT_SHARD_BYTES = 256 * 2**20
@@ -110,6 +110,7 @@ class _Job(NamedTuple):
     columns: list[Column]
     types: dict
     schema: pa.Schema
+    metrics: list[str]  # stored metric names (columns val_<m>, test_<m>)
     names: dict[str, tuple[str, ...]]  # vmapped hyperparameter names per config
     trials: dict[str, list[TrialPlan]]  # planned trials per config
 
@@ -118,13 +119,15 @@ def _aggregate(fs: pafs.FileSystem, store_path: str, sources: list[Source], plan
                progress: bool, shard_bytes: int, samples: pa.Table | None) -> None:
     if shard_bytes < 1:
         raise StoreError(f"`shard_bytes`: got {shard_bytes}; must be >= 1")
-    columns, names = _members.grid_value_columns(sources, plan), _members.hparam_names(sources, plan)
+    metrics = _members.metric_names(sources)
+    columns, names = _members.grid_value_columns(sources, plan, metrics), _members.hparam_names(sources, plan)
     specs = [s.spec.to_dict() for s in sources]
     types = _members.column_types(columns, sources, specs, names)
     trials: dict[str, list[TrialPlan]] = {}
     for t in plan.trials if plan else ():
         trials.setdefault(t.config_id, []).append(t)
-    job = _Job(sources, specs, columns, types, members_schema(columns, {name: t for name, (t, _) in types.items()}), names, trials)
+    schema = members_schema(columns, {name: t for name, (t, _) in types.items()}, metrics)
+    job = _Job(sources, specs, columns, types, schema, metrics, names, trials)
     by_config: dict[str, list[tuple[int, Source]]] = {}
     for i, src in enumerate(sources):
         by_config.setdefault(src.spec.config_id, []).append((i, src))
@@ -144,6 +147,7 @@ def _aggregate(fs: pafs.FileSystem, store_path: str, sources: list[Source], plan
         writer.commit({
             "num_members": num_members, "num_configs": len(configs), "num_trials": len(sources),
             "num_missing": num_missing, "missing": missing_list, "columns": [c._asdict() for c in columns],
+            "metrics": metrics,
         })
     if missing_list:
         warnings.warn(
@@ -205,7 +209,7 @@ def _tables(job: _Job, by_config: dict[str, list[tuple[int, Source]]], writer: S
         files = leaves_files(cid, n, per_shard)
         for start, file in zip(range(0, n, per_shard), files):
             chunk = members[start:start + per_shard]
-            tree, rows = _gather(chunk, job.sources, loader, cid)
+            tree, rows = _gather(chunk, job, loader, cid)
             writer.write_leaves(file, tree)
             rows["member_id"] = np.arange(first_member + start, first_member + start + len(chunk))
             yield _table(job, rows, chunk)
@@ -221,13 +225,13 @@ def _tables(job: _Job, by_config: dict[str, list[tuple[int, Source]]], writer: S
         missing |= {m["trial_id"]: m for m in _members.missing(job.trials.get(cid, []), found, job.names.get(cid, ()), job.columns)}
 
 
-def _gather(chunk: list[Member], sources: list[Source], loader: _Loader, cid: str) -> tuple[Any, dict]:
+def _gather(chunk: list[Member], job: _Job, loader: _Loader, cid: str) -> tuple[Any, dict]:
     """Stacked parameters and per-member results of ``chunk``, loading each block once."""
-    n = len(chunk)
+    sources, n = job.sources, len(chunk)
     out: list[np.ndarray] | None = None
     structure = None
-    rows = {"epochs": np.zeros(n, np.int32), "diverged": np.zeros(n, bool), "train": [None] * n, "test": [None] * n,
-            "history_epochs": [None] * n, "stopped": np.zeros(n, bool)}
+    rows = {"epochs": np.zeros(n, np.int32), "diverged": np.zeros(n, bool), "stopped": np.zeros(n, bool),
+            HISTORY_EPOCHS: [None] * n, "curves": {c: [None] * n for c in value_columns(job.metrics)}}
     by_source: dict[int, list[int]] = {}
     for p, m in enumerate(chunk):
         by_source.setdefault(m.source, []).append(p)
@@ -247,9 +251,11 @@ def _gather(chunk: list[Member], sources: list[Source], loader: _Loader, cid: st
         rows["epochs"][pos] = epochs
         rows["stopped"][pos] = epochs < sources[i].spec.training.epochs
         rows["diverged"][pos] = np.asarray(h.diverged)[idx]
+        curves = curves_by_column(h)
         for p, j in zip(positions, idx):
-            rows["train"][p], rows["test"][p] = np.asarray(h.train_loss[j], np.float32), np.asarray(h.test_loss[j], np.float32)
-            rows["history_epochs"][p] = np.asarray(h.epoch, np.int32)
+            for column, curve in curves.items():
+                rows["curves"][column][p] = np.asarray(curve[j], np.float32)
+            rows[HISTORY_EPOCHS][p] = np.asarray(h.epoch, np.int32)
     return jax.tree_util.tree_unflatten(structure[0], out), rows
 
 
@@ -262,18 +268,21 @@ def _table(job: _Job, rows: dict, chunk: list[Member]) -> pa.Table:
         "trial_id": [sources[m.source].trial_id for m in chunk],
         "status": np.where(rows["diverged"], STATUSES[1], np.where(rows["stopped"], STATUSES[2], STATUSES[0])).tolist(),
         "epochs": rows["epochs"],
-        "train_loss": [t[-1] if len(t) else np.nan for t in rows["train"]],
-        "test_loss": [t[-1] if len(t) else np.nan for t in rows["test"]],
-        "train_loss_history": _lists(rows["train"], pa.float32()),
-        "test_loss_history": _lists(rows["test"], pa.float32()),
-        "history_epochs": _lists(rows["history_epochs"], pa.int32()),
+        HISTORY_EPOCHS: _lists(rows[HISTORY_EPOCHS], pa.int32()),
     }
+    for column, curves in rows["curves"].items():  # null where a block has no such curve (no validation set)
+        data[column] = [None if c is None else c[-1] if len(c) else np.nan for c in curves]
+        data[history_column(column)] = _lists(curves, pa.float32())
     for c in job.columns:
         encode = job.types[c.name][1]
         data[c.name] = [encode(_members.value(c, job.specs[m.source], m.hparams)) for m in chunk]
     return pa.table({name: data[name] for name in job.schema.names}, schema=job.schema)
 
 
-def _lists(arrays: list[np.ndarray], dtype: pa.DataType) -> pa.Array:
-    offsets = np.concatenate([[0], np.cumsum([len(a) for a in arrays])]).astype(np.int32)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(np.concatenate(arrays), dtype))
+def _lists(arrays: list[np.ndarray | None], dtype: pa.DataType) -> pa.Array:
+    """A list column of ``arrays`` (``None``: a null list)."""
+    null = np.asarray([a is None for a in arrays])
+    lengths = [0 if a is None else len(a) for a in arrays]
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    values = np.concatenate([np.zeros(0, dtype.to_pandas_dtype())] + [a for a in arrays if a is not None])
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, dtype), mask=pa.array(null) if null.any() else None)
