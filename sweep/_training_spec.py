@@ -16,8 +16,8 @@ from ._errors import SpecError
 from .metrics import check_names, check_rollout_names
 
 INT32_LIMIT = 2**31  # training counters are int32 inside the compiled program
-# Fields added after stores were first written: left out of to_dict() at their defaults, so that
-# the config id of a spec that does not use them stays what it always was.
+# Fields added after stores were first written: left out of identity() at their defaults, so that
+# the config id (and trial keys) of a spec that does not use them stays what it always was.
 _LATER_DEFAULTS = {"unroll": 1, "rollout_steps": 0, "rollout_metrics": ["nrmse"]}
 
 
@@ -80,8 +80,13 @@ class Training:
                             f"least one metric, e.g. [\"nrmse\"] (or set rollout_steps=0: no rollouts)")
 
     def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self) | {"metrics": list(self.metrics), "rollout_metrics": list(self.rollout_metrics)}
-        return {k: v for k, v in out.items() if k not in _LATER_DEFAULTS or v != _LATER_DEFAULTS[k]}
+        return dataclasses.asdict(self) | {"metrics": list(self.metrics), "rollout_metrics": list(self.rollout_metrics)}
+
+    def identity(self) -> dict[str, Any]:
+        """What identifies the training in a config id: :meth:`to_dict` without the fields added
+        since stores were first written where they hold their defaults (``unroll=1``,
+        ``rollout_steps=0``, ``rollout_metrics=["nrmse"]``), so that older ids stay valid."""
+        return {k: v for k, v in self.to_dict().items() if k not in _LATER_DEFAULTS or v != _LATER_DEFAULTS[k]}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Training:

@@ -328,7 +328,7 @@ class SweepSpec:
             "problem": self.problem.to_dict(),
             "model": self.model.to_dict(),
             "optimizer": opt,
-            "training": self.training.to_dict(),
+            "training": self.training.identity(),
             "sweep_seed": self.sweep_seed,
         }
 
