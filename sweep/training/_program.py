@@ -194,11 +194,13 @@ def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
         return jax.lax.optimization_barrier({name: batch_mean(metric, pred, y) for name, _, metric in evaluated})
 
     def rollout(params, traj):
-        """``{metric: [T]}``: every trajectory's first state rolled out ``T`` steps, ``batch_size``
-        trajectories at a time (padded, masked), the metrics averaged over the trajectories."""
+        """``{metric: [T]}``: every trajectory's first state rolled out ``T`` steps, at most
+        ``batch_size`` trajectories at a time (in equal parts, the last padded and masked), the
+        metrics averaged over the trajectories."""
         model = eqx.combine(params, static)
-        n, per = traj.shape[0], min(traj.shape[0], batch_size)
-        parts = -(-n // per)
+        n = traj.shape[0]
+        parts = -(-n // batch_size)
+        per = -(-n // parts)  # 30 trajectories in batches of 20: two parts of 15, none padded
         padded = jnp.concatenate([traj, jnp.zeros((parts * per - n, *traj.shape[1:]), traj.dtype)])
         padded = padded.reshape(parts, per, *traj.shape[1:])
         real = (jnp.arange(parts * per) < n).reshape(parts, per)
