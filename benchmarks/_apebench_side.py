@@ -95,6 +95,7 @@ def main() -> None:
         "network": args.network, "train": args.train, "seeds": np.asarray(seeds).tolist(),
         "num_training_steps": scenario.num_training_steps, "batch_size": scenario.batch_size,
         "train_seconds": timing["seconds"], "compile_seconds": timing["compile_seconds"],
+        "train_cpu_seconds": timing["cpu_seconds"],
         "loss_history": np.asarray(losses).tolist(), "record_loss_every": scenario.record_loss_every,
         "apebench_metrics": metrics, "apebench_metrics_seconds": metric_timing["seconds"],
         "versions": versions, "jax_devices": len(jax.devices()),

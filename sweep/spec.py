@@ -115,7 +115,8 @@ class _Named:
 
 
 class Problem(_Named):
-    """The data: ``"heat1d"``, ``"arrays"`` (with ``path=``) or ``"package.module:function"``."""
+    """The data: ``"heat1d"``, ``"exponax:<Stepper>"`` (trajectories of a 1D PDE; the ``[pde]``
+    extra), ``"arrays"`` (with ``path=``) or ``"package.module:function"``."""
 
     _field = "problem"
 

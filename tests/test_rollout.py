@@ -1,7 +1,8 @@
 """Rollout metrics (``Training(rollout_steps=T)``, SPEC §11): the curves against a hand-rolled
 NumPy loop, their geometric mean, the store columns and what ranks by them, and a sweep of an
-exponax problem through Ray Tune."""
+exponax problem through Ray Tune; and large evaluation sets evaluated in parts."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pyarrow as pa
@@ -25,10 +26,21 @@ def rolling(steps=5, **problem):
                                                           rollout_metrics=("nrmse", "mse")))
 
 
-def test_rollout_curves_are_the_hand_rolled_loop():
+@pytest.fixture
+def small_parts(monkeypatch):
+    """Evaluation in parts of 3 samples or trajectories (programs compiled meanwhile dropped after)."""
+    from sweep.training import _program
+
+    sweep.clear_caches()
+    monkeypatch.setattr(_program, "EVAL_CHUNK", 3)
+    yield
+    sweep.clear_caches()
+
+
+def test_rollout_curves_are_the_hand_rolled_loop(small_parts):
     spec = rolling()
     data = training.load_data(spec)
-    assert (len(data.val_traj), len(data.test_traj)) == (4, 7)  # in batches of 5: 4, and 2 parts of 4 (one padded)
+    assert (len(data.val_traj), len(data.test_traj)) == (4, 7)  # in parts of 3: 2 x 2, and 3 x 3 (padded)
     model, history = sweep.train_block(spec, [0, 3], data=data)
     for i in range(2):
         net = member(model, i)
@@ -96,3 +108,18 @@ def test_a_sweep_of_an_exponax_problem_reports_and_stores_rollouts(ray_session, 
     table = sweep.load(path).table
     assert [len(c) for c in table["test_rollout_nrmse"].to_pylist()] == [6, 6]
     assert np.isfinite(table["val_rollout_gmean_nrmse"].to_numpy()).all()
+
+
+def test_evaluation_sets_are_evaluated_in_parts_over_every_sample(small_parts):
+    spec = tiny_spec(problem=sweep.Problem("heat1d", num_points=16, num_samples=70), model=MODEL,
+                     training=sweep.Training(epochs=1, batch_size=16, report_every=1, metrics=("nrmse",)))
+    data = training.load_data(spec)
+    assert (data.val.size, data.test.size) == (7, 14)  # in parts of 3, the last padded
+    model, history = sweep.train_block(spec, [1], data=data)
+    net = member(model, 0)
+    for split in ("val", "test"):
+        x, y = getattr(data, split)
+        pred = np.asarray(jax.vmap(net)(jnp.asarray(x)), np.float64)
+        nrmse = np.sqrt(np.sum((pred - y) ** 2, axis=(1, 2)) / np.sum(y.astype(np.float64) ** 2, axis=(1, 2)))
+        np.testing.assert_allclose(getattr(history, split)["loss"][0, -1], np.mean((pred - y) ** 2), rtol=1e-5)
+        np.testing.assert_allclose(getattr(history, split)["nrmse"][0, -1], nrmse.mean(), rtol=1e-5)
