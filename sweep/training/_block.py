@@ -83,7 +83,7 @@ def check_data(spec: SweepSpec, data: Dataset) -> None:
     static_part(spec.model.to_dict(), shapes)  # builds the checked template
     checked_objective(program_key(spec, ()), shapes)
     classes = prediction(spec.model.to_dict(), shapes).shape[0]
-    check_targets(t.loss, t.metrics, {name: split.y for name, split in zip(SPLITS, data)}, classes)
+    check_targets(t.loss, t.metrics, {name: split.y for name, split in zip(SPLITS, data.splits)}, classes)
 
 
 def _hparam_sets(spec: SweepSpec, hparams) -> tuple[dict[str, float], ...]:
