@@ -225,6 +225,19 @@ class Ensemble:
                              f"directory had no samples.parquet when it was aggregated; sweep.run writes it)")
         return found
 
+    def trajectories(self) -> np.ndarray:
+        """Reference test trajectories of these members' structural config, as the store keeps them
+        (the first 4 test trajectories of its problem, every step: ``[trajectories, steps + 1,
+        channels, *spatial]``): read from the store, never regenerated. Roll the ensemble out from
+        their first states to compare: ``self.rollout(traj[:, 0], traj.shape[1] - 1)``."""
+        config = self._config("trajectories")
+        found = self._store.trajectories(config.config_id)
+        if found is None:
+            raise QueryError(f"trajectories(): the store holds no test trajectories for config {config.config_id} "
+                             f"(its problem has none, e.g. heat1d without trajectory_steps, or its sweep was run "
+                             f"by a seed-sweep that did not keep them)")
+        return found
+
     # -- inference ------------------------------------------------------------------------------
     def predict(self, x: Float[Any, "batch ..."], chunk_size: int = DEFAULT_CHUNK) -> Float[np.ndarray, "members batch ..."]:
         """Every member's output on ``x`` (``[batch, *sample_shape]``), as ``[members, batch, *out]``,
