@@ -290,13 +290,17 @@ def plot(
                                             "to <stem>-<kind><suffix> next to it. Default: <SWEEP_DIR>/sweep.png "
                                             "(./sweep.png for remote sweeps).")] = None,
     kind: Annotated[Kind, typer.Option(help="overview (every panel in one figure), curves, spread, predictions, "
-                                       "or all (one file per figure).")] = "overview",
+                                       "rollout_error, rollout, or all (one file per figure the store has the "
+                                       "data for).")] = "overview",
     dpi: Annotated[int, typer.Option(min=10, max=2400, help="Resolution of PNG files.")] = 200,
     metric: MetricOpt = "val_loss",
     mode: ModeOpt = "min",
     samples: Annotated[int, typer.Option(min=1, help="Test samples shown with the ensemble's predictions "
                                          "(at most those the store keeps).")] = 3,
     max_curves: Annotated[int, typer.Option(min=1, help="Learning curves drawn per configuration (at most).")] = 200,
+    rollout_metric: Annotated[str | None, typer.Option(
+        help="Rollout metric whose error over steps is drawn (default: the first stored, e.g. nrmse).",
+        show_default=False)] = None,
 ) -> None:
     """Learning curves, spread over seeds, predictions ±std.
 
@@ -304,9 +308,11 @@ def plot(
     scale, one panel per split on a shared y axis; with a validation set the test panel shows the
     configuration chosen on METRIC only); the final METRIC over seeds per configuration; the
     chosen configuration's ensemble mean ±std against the ground truth on the first test samples
-    the store holds. Configurations are ordered best first by METRIC, as in `sweep show`. Draws
-    only from the store: no data is regenerated and no model factory the store names is
-    imported (that panel then says why it is empty).
+    the store holds; for autoregressive emulators the rollout error over steps per configuration
+    (median and 10-90% band over seeds) and the chosen configuration's ensemble rolled out
+    against a stored test trajectory (mean ±std). Configurations are ordered best first by
+    METRIC, as in `sweep show`. Draws only from the store: no data is regenerated and no model
+    factory the store names is imported (that panel then says why it is empty).
     """
     from ..figures import figure_paths
     from ..figures import plot as plot_sweep
@@ -314,10 +320,10 @@ def plot(
     if out is None:
         out = str(Path(sweep_dir) / "sweep.png") if "://" not in sweep_dir else "sweep.png"
     chosen = Kind(kind).value
-    paths = figure_paths(out, chosen)  # a bad --out fails before the store is read
-    plot_sweep(_existing(sweep_dir), chosen, out=out, dpi=dpi, metric=metric, mode=mode, num_samples=samples,
-               max_curves=max_curves)
-    for path in paths:
+    figure_paths(out, chosen)  # a bad --out fails before the store is read
+    figures = plot_sweep(_existing(sweep_dir), chosen, out=out, dpi=dpi, metric=metric, mode=mode,
+                         num_samples=samples, max_curves=max_curves, rollout_metric=rollout_metric)
+    for path in figure_paths(out, list(figures)) if isinstance(figures, dict) else [out]:
         typer.echo(f"wrote {path}")
 
 

@@ -24,6 +24,8 @@ _CLI_PHRASES = [
      if m.group(1) else "--where"),
     (re.compile(r"\bbest\(k=([^()]*)\)"), lambda m: f"--best {m.group(1)}"),
     (re.compile(r"\b\w+\(metric='([^']*)'\)"), lambda m: f"--metric {m.group(1)}"),
+    (re.compile(r"\bplot\(kind='([^']*)'\)"), lambda m: f"--kind {m.group(1)}"),
+    (re.compile(r"\bplot\(rollout_metric='([^']*)'\)"), lambda m: f"--rollout-metric {m.group(1)}"),
     (re.compile(r"`out`"), lambda m: "--out"),
     (re.compile(r"`kind`"), lambda m: "--kind"),
 ]
@@ -117,4 +119,6 @@ class Kind(str, enum.Enum):
     curves = "curves"
     spread = "spread"
     predictions = "predictions"
+    rollout_error = "rollout_error"
+    rollout = "rollout"
     all = "all"
