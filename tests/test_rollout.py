@@ -1,144 +1,97 @@
-"""Ensemble rollouts (SPEC §11): every member's rollout equals the member rolled alone in a
-Python loop, in any chunk of members and any run of steps per call; mean/std equal NumPy over
-the rollout; one compiled program whatever the number of steps; errors before any work."""
+"""Rollout metrics (``Training(rollout_steps=T)``, SPEC §11): the curves against a hand-rolled
+NumPy loop, their geometric mean, the store columns and what ranks by them, and a sweep of an
+exponax problem through Ray Tune."""
 
-from __future__ import annotations
-
-import logging
-
-import jax
+import jax.numpy as jnp
 import numpy as np
+import pyarrow as pa
 import pytest
 from _blocks import trained_blocks
-from conftest import tiny_spec
+from conftest import member, tiny_spec
+from conftest_ray import ray_session, trial_results  # noqa: F401
 
 import sweep
-from sweep import QueryError
-from sweep.ensemble import _rollout
+from sweep import training
+from sweep.metrics import rollout_gmean
 from sweep.planning import make_plan
 from sweep.store import aggregate_blocks
 
-PLAN = make_plan(tiny_spec(seeds=5, seeds_per_trial=5, grid={"model.depth": [1, 2]}))
-STEPS = 6
+MODEL = sweep.Model("ConvNet", hidden_channels=4, depth=1, activation="relu", boundary_mode="dirichlet")
 
 
-@pytest.fixture(scope="module")
-def ens(tmp_path_factory):
-    path = tmp_path_factory.mktemp("rollout") / "ensembles"
-    aggregate_blocks(path, trained_blocks(PLAN), plan=PLAN)
-    return sweep.load(path)
+def rolling(steps=5, **problem):
+    return tiny_spec(problem=sweep.Problem("heat1d", num_points=16, num_samples=60, trajectory_steps=6, **problem),
+                     model=MODEL, training=sweep.Training(epochs=2, batch_size=5, report_every=1, rollout_steps=steps,
+                                                          rollout_metrics=("nrmse", "mse")))
 
 
-@pytest.fixture(scope="module")
-def x0():
-    return np.asarray(sweep.load_data(PLAN.trials[0].spec).test_x[:3])
+def test_rollout_curves_are_the_hand_rolled_loop():
+    spec = rolling()
+    data = training.load_data(spec)
+    model, history = sweep.train_block(spec, [0, 3], data=data)
+    for i in range(2):
+        net = member(model, i)
+        for split in ("val", "test"):
+            traj = data.trajectories(split).astype(np.float64)  # 6 and 12 trajectories: batches of 5, padded
+            nrmse, mse = np.zeros((len(traj), 5)), np.zeros((len(traj), 5))
+            for j, trajectory in enumerate(traj):
+                state = trajectory[0]
+                for t in range(1, 6):
+                    state = np.asarray(net(jnp.asarray(state, jnp.float32)), np.float64)
+                    error = state - trajectory[t]
+                    nrmse[j, t - 1] = np.sqrt(np.sum(error**2) / np.sum(trajectory[t] ** 2))
+                    mse[j, t - 1] = np.mean(error**2)
+            curves = getattr(history, f"{split}_rollout")
+            np.testing.assert_allclose(curves["nrmse"][i], nrmse.mean(0), rtol=2e-5)
+            np.testing.assert_allclose(curves["mse"][i], mse.mean(0), rtol=2e-5)
+            gmean = getattr(history, split)["rollout_gmean_nrmse"][i, -1]
+            assert gmean == np.exp(np.mean(np.log(curves["nrmse"][i].astype(np.float64))))
 
 
-def rolled_alone(net, x0, steps):
-    """``[steps + 1, batch, ...]``: the member applied step by step in a Python loop."""
-    states = [x0]
-    for _ in range(steps):
-        states.append(np.asarray(jax.vmap(net)(states[-1])))
-    return np.stack(states)
+def test_geometric_mean_is_over_the_first_100_steps():
+    curve = np.concatenate([np.full(100, 0.5), np.full(50, 1e6)])
+    assert rollout_gmean(curve) == pytest.approx(0.5) and rollout_gmean(curve[:4]) == pytest.approx(0.5)
+    assert rollout_gmean(np.array([[0.1, 0.4, 1.6], [0.0, 1.0, 1.0]])) == pytest.approx([0.4, 0.0])
 
 
-def test_rollout_equals_each_member_rolled_alone(ens, x0):
-    sub = ens.where(depth=2).best(4)  # ranked order, not store order
-    y = sub.rollout(x0, STEPS, chunk_size=3)
-    assert y.shape == (4, STEPS + 1, 3, 1, 16) and y.dtype == np.float32
-    np.testing.assert_array_equal(y[:, 0], np.broadcast_to(x0, (4, *x0.shape)))
-    for i, seed in enumerate(sub.index["seed"].to_pylist()):
-        np.testing.assert_allclose(y[i], rolled_alone(sub.member(seed=seed), x0, STEPS), rtol=1e-5, atol=1e-6)
-    assert np.abs(y[:, -1] - y[:, 0]).max() > 1e-3  # the states move
-    for chunk_size in (1, 64):
-        np.testing.assert_array_equal(sub.rollout(x0, STEPS, chunk_size=chunk_size), y)
+def test_store_columns_and_rankings_by_the_rollout(tmp_path):
+    spec = rolling()
+    gridded = tiny_spec(problem=spec.problem, model=MODEL, training=spec.training, seeds=3, seeds_per_trial=3,
+                        grid={"model.depth": [1, 2]})
+    plan = make_plan(gridded)
+    ens = sweep.load(aggregate_blocks(tmp_path / "store", trained_blocks(plan), plan))
+    table = ens.table
+    for split in ("val", "test"):
+        assert table.schema.field(f"{split}_rollout_nrmse").type == pa.list_(pa.float64())
+        assert table.schema.field(f"{split}_rollout_gmean_nrmse").type == pa.float64()
+        assert table.schema.field(f"{split}_rollout_gmean_nrmse_history").type == pa.list_(pa.float64())
+        curves = table[f"{split}_rollout_nrmse"].to_pylist()
+        assert all(len(c) == 5 for c in curves)
+        np.testing.assert_array_equal(table[f"{split}_rollout_gmean_nrmse"].to_numpy(), rollout_gmean(np.array(curves)))
+        assert all(len(h) == 2 for h in table[f"{split}_rollout_gmean_nrmse_history"].to_pylist())
+    best = ens.best(2, metric="val_rollout_gmean_nrmse")
+    assert best.table["val_rollout_gmean_nrmse"].to_pylist() == sorted(table["val_rollout_gmean_nrmse"].to_pylist())[:2]
+    summary = ens.summary(metric="val_rollout_gmean_mse")
+    assert summary.num_rows == 2 and "test_rollout_gmean_mse_mean" in summary.column_names  # the test value beside
+    assert ens.compare({"depth": 1}, {"depth": 2}, metric="val_rollout_gmean_nrmse").n_a == 3
 
 
-def test_a_rollout_longer_than_one_call_continues_exactly(ens, x0, monkeypatch):
-    sub = ens.where(depth=1)
-    whole = sub.rollout(x0, STEPS)
-    monkeypatch.setattr(_rollout, "MAX_LENGTH", 4)  # 6 steps: a call of 4 and one of 2
-    assert _rollout.steps_per_call(len(sub), x0.nbytes) == 4
-    np.testing.assert_array_equal(sub.rollout(x0, STEPS, chunk_size=2), whole)
-    np.testing.assert_array_equal(sub.rollout(x0, 3, chunk_size=2), whole[:, :4])  # a rollout is its own prefix
+def test_a_split_without_trajectories_has_no_rollout_curves():
+    spec = rolling(val_fraction=0)  # no validation set: no validation trajectories
+    model, history = sweep.train_block(spec, [0])
+    assert set(history.test_rollout) == {"nrmse", "mse"} and history.val_rollout == {} and history.val == {}
 
 
-def test_rollout_with_the_vmap_layout_agrees(ens, x0, monkeypatch):
-    sub = ens.where(depth=2)
-    y = sub.rollout(x0, STEPS)
-    monkeypatch.setenv("SWEEP_LAYOUT", "vmap")  # the accelerator layout
-    np.testing.assert_allclose(sub.rollout(x0, STEPS, chunk_size=2), y, rtol=1e-5, atol=1e-6)
-
-
-def test_rollout_mean_std_equals_numpy_over_the_rollout(ens, x0, monkeypatch):
-    sub = ens.where(depth=2)
-    y = sub.rollout(x0, STEPS).astype(np.float64)
-    monkeypatch.setattr(_rollout, "MAX_LENGTH", 4)
-    for chunk_size in (2, 64):
-        mean, std = sub.rollout_mean_std(x0, STEPS, chunk_size=chunk_size)
-        assert mean.shape == std.shape == (STEPS + 1, *x0.shape)
-        np.testing.assert_allclose(mean, y.mean(0), rtol=1e-6, atol=1e-7)
-        np.testing.assert_allclose(std, y.std(0), rtol=1e-5, atol=1e-7)
-        np.testing.assert_array_equal(std[0], 0)
-    assert std[-1].mean() > std[1].mean() > 0  # the members' spread grows over the rollout
-
-
-class _Compiles(logging.Handler):
-    def __init__(self):
-        super().__init__()
-        self.programs: list[str] = []
-
-    def emit(self, record):
-        if record.getMessage().startswith("Compiling"):
-            self.programs.append(record.getMessage()[:80])
-
-
-def test_a_second_rollout_with_the_same_shapes_compiles_nothing_whatever_the_steps(ens, x0):
-    sub = ens.where(depth=1)
-    sub.rollout(x0, 2)  # compiles the program (and whatever runs around it)
-    compiles = _Compiles()
-    logging.getLogger("jax").addHandler(compiles)
-    try:
-        with jax.log_compiles(True):
-            sub.rollout(x0, 2)
-            sub.rollout(x0, 5)
-            sub.rollout_mean_std(x0, 9)
-            assert compiles.programs == []
-            sub.rollout(x0[:2], 2)  # another batch shape compiles, and the handler sees it
-    finally:
-        logging.getLogger("jax").removeHandler(compiles)
-    assert compiles.programs
-
-
-@pytest.mark.parametrize("steps", [0, -1, 2.5, True, "3", None])
-def test_steps_must_be_a_positive_integer(ens, x0, steps):
-    for call in (ens.where(depth=1).rollout, ens.where(depth=1).rollout_mean_std):
-        with pytest.raises(QueryError, match=r"\(steps=.*\): the number of steps must be an integer >= 1"):
-            call(x0, steps)
-
-
-def test_rollout_input_errors_are_named_before_any_work(ens, x0):
-    sub = ens.where(depth=1)
-    with pytest.raises(QueryError, match=r"rollout: x0 has shape \(3, 1, 8\).*shape \(batch >= 1, 1, 16\)"):
-        sub.rollout(x0[..., :8], 3)
-    with pytest.raises(QueryError, match=r"rollout_mean_std: x0 has shape \(1, 16\)"):
-        sub.rollout_mean_std(x0[0], 3)
-    with pytest.raises(QueryError, match="spans 2 structural configs"):
-        ens.rollout(x0, 3)
-    with pytest.raises(QueryError, match="chunk_size=0"):
-        sub.rollout(x0, 3, chunk_size=0)
-
-
-def test_a_model_whose_outputs_differ_from_its_inputs_cannot_be_rolled_out(tmp_path):
-    rng = np.random.default_rng(0)
-    arrays = {f"{s}_x": rng.normal(size=(n, 1, 8)).astype(np.float32) for s, n in (("train", 16), ("test", 4))}
-    arrays |= {f"{s}_y": rng.normal(size=(n, 2, 8)).astype(np.float32) for s, n in (("train", 16), ("test", 4))}
-    np.savez(tmp_path / "two.npz", **arrays)
-    plan = make_plan(tiny_spec(problem=sweep.Problem("arrays", path=str(tmp_path / "two.npz")), seeds=2,
-                               training=sweep.Training(epochs=1, batch_size=8, report_every=1)))
-    aggregate_blocks(tmp_path / "s", trained_blocks(plan), plan=plan)
-    ens = sweep.load(tmp_path / "s")
-    assert ens.predict(arrays["test_x"]).shape == (2, 4, 2, 8)  # one step is fine
-    with pytest.raises(QueryError, match=r"maps a sample of shape \(1, 8\) to \(2, 8\) \(2 output channels for 1 "
-                                         r"input channels\); a rollout feeds each output back in"):
-        ens.rollout(arrays["test_x"], 2)
+def test_a_sweep_of_an_exponax_problem_reports_and_stores_rollouts(ray_session, tmp_path):
+    pytest.importorskip("exponax")
+    problem = sweep.Problem("exponax:Advection", num_points=16, num_train=3, num_test=2, num_val=2, train_steps=4,
+                            test_steps=6)
+    spec = tiny_spec(problem=problem, model=MODEL.replace(boundary_mode="periodic"), seeds=2, seeds_per_trial=2,
+                     training=sweep.Training(epochs=2, batch_size=4, report_every=1, unroll=2, rollout_steps=6))
+    path = sweep.run(spec, storage=str(tmp_path))
+    (results,) = trial_results(path).values()
+    assert [len(r["test_rollout_nrmse_mean"]) for r in results] == [6, 6]
+    assert all(len(r["member_val_rollout_gmean_nrmse"]) == 2 for r in results)
+    table = sweep.load(path).table
+    assert [len(c) for c in table["test_rollout_nrmse"].to_pylist()] == [6, 6]
+    assert np.isfinite(table["val_rollout_gmean_nrmse"].to_numpy()).all()

@@ -75,3 +75,23 @@ def test_trajectories_need_targets_shaped_like_inputs():
 def test_heat1d_trajectory_steps_is_checked():
     with pytest.raises(sweep.SpecError, match=r"`problem.trajectory_steps`: got -1; must be a non-negative integer"):
         sweep.Problem("heat1d", trajectory_steps=-1)
+
+
+def test_npz_trajectories_beside_pairs_or_alone(tmp_path):
+    from sweep.problems import load_problem
+
+    rng = np.random.default_rng(0)
+    pairs = {k: rng.normal(size=(n, 1, 8)) for k, n in [("train_x", 6), ("train_y", 6), ("test_x", 2), ("test_y", 2)]}
+    np.savez(tmp_path / "both.npz", **pairs, test_traj=_traj(3, 5, 1))
+    both = load_problem("arrays", {"path": str(tmp_path / "both.npz"), "val_fraction": 0})
+    assert both.train_traj is None and both.test_traj.shape == (3, 6, 1, 8) and both.test.size == 2
+    np.savez(tmp_path / "only.npz", train_traj=_traj(4, 3, 2), val_traj=_traj(2, 7, 3), test_traj=_traj(2, 7, 4))
+    only = load_problem("arrays", {"path": str(tmp_path / "only.npz")})
+    assert (only.train.size, only.val.size, only.test.size) == (12, 14, 14)  # derived: samples x steps
+    np.testing.assert_array_equal(only.val_traj, _traj(2, 7, 3).astype(np.float32))
+    np.savez(tmp_path / "half.npz", train_traj=_traj(4, 3, 2))
+    with pytest.raises(sweep.SpecError, match=r"lacks array\(s\) \['train_x', .*or only trajectories: train_traj and test_traj"):
+        load_problem("arrays", {"path": str(tmp_path / "half.npz")})
+    np.savez(tmp_path / "obj.npz", **pairs, test_traj=np.array([{"a": 1}], dtype=object))
+    with pytest.raises(sweep.SpecError, match=r"array 'test_traj' of .* holds Python objects; seed-sweep never unpickles"):
+        load_problem("arrays", {"path": str(tmp_path / "obj.npz")})

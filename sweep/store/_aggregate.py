@@ -40,7 +40,8 @@ from . import _members
 from ._members import Column, Member, Source
 from ._samples import read_samples, sample_tables, write_store_samples
 from ._schema import (CONFIGS, CONFIGS_SCHEMA, HISTORY_EPOCHS, MEMBERS, SAMPLES, STATUSES, STORE_NAME,
-                      curves_by_column, history_column, leaves_files, members_schema, value_columns)
+                      curves_by_column, history_column, leaves_files, members_schema, rollout_columns,
+                      rollout_curves_by_column, value_columns)
 from ._writer import StoreWriter
 
 DEFAULT_SHARD_BYTES = 256 * 2**20
@@ -215,7 +216,8 @@ def _gather(chunk: list[Member], job: _Job, loader: _Loader, cid: str) -> tuple[
     out: list[np.ndarray] | None = None
     structure = None
     rows = {"epochs": np.zeros(n, np.int32), "diverged": np.zeros(n, bool), "stopped": np.zeros(n, bool),
-            HISTORY_EPOCHS: [None] * n, "curves": {c: [None] * n for c in value_columns(job.metrics)}}
+            HISTORY_EPOCHS: [None] * n, "curves": {c: [None] * n for c in value_columns(job.metrics)},
+            "rollouts": {c: [None] * n for c in rollout_columns(job.metrics)}}
     by_source: dict[int, list[int]] = {}
     for p, m in enumerate(chunk):
         by_source.setdefault(m.source, []).append(p)
@@ -235,10 +237,12 @@ def _gather(chunk: list[Member], job: _Job, loader: _Loader, cid: str) -> tuple[
         rows["epochs"][pos] = epochs
         rows["stopped"][pos] = epochs < sources[i].spec.training.epochs
         rows["diverged"][pos] = np.asarray(h.diverged)[idx]
-        curves = curves_by_column(h)
+        curves, rollouts = curves_by_column(h), rollout_curves_by_column(h)
         for p, j in zip(positions, idx):
             for column, curve in curves.items():
-                rows["curves"][column][p] = np.asarray(curve[j], np.float32)
+                rows["curves"][column][p] = np.asarray(curve[j], job.schema.field(column).type.to_pandas_dtype())
+            for column, curve in rollouts.items():
+                rows["rollouts"][column][p] = np.asarray(curve[j], np.float64)
             rows[HISTORY_EPOCHS][p] = np.asarray(h.epoch, np.int32)
     return jax.tree_util.tree_unflatten(structure[0], out), rows
 
@@ -256,7 +260,9 @@ def _table(job: _Job, rows: dict, chunk: list[Member]) -> pa.Table:
     }
     for column, curves in rows["curves"].items():  # null where a block has no such curve (no validation set)
         data[column] = [None if c is None else c[-1] if len(c) else np.nan for c in curves]
-        data[history_column(column)] = _lists(curves, pa.float32())
+        data[history_column(column)] = _lists(curves, job.schema.field(column).type)
+    for column, curves in rows["rollouts"].items():  # null where a block has no such trajectories
+        data[column] = _lists(curves, pa.float64())
     for c in job.columns:
         encode = job.types[c.name][1]
         data[c.name] = [encode(_members.value(c, job.specs[m.source], m.hparams)) for m in chunk]

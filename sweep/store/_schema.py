@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-from ..metrics import LOSS
+from ..metrics import LOSS, ROLLOUT_GMEAN
 from ..problems import EVALUATED
 
 FORMAT = 2  # 2: train/val/test splits; val_/test_ columns of the loss and every metric
@@ -105,6 +105,28 @@ def curves_by_column(history) -> dict[str, Any]:
     return curves
 
 
+def rollout_column(split: str, gmean_name: str) -> str:
+    """The list column of a split's rollout curve at the last report, from the name of its geometric
+    mean (``"rollout_gmean_nrmse"``): ``test_rollout_nrmse`` (entry ``t - 1``: after ``t`` steps)."""
+    return f"{split}_rollout_{gmean_name.removeprefix(ROLLOUT_GMEAN)}"
+
+
+def rollout_columns(metrics: Sequence[str]) -> list[str]:
+    """The rollout curve columns of the stored metrics that are rollout geometric means
+    (``rollout_gmean_<m>``, see :data:`sweep.metrics.ROLLOUT_GMEAN`): ``val_rollout_<m>, test_rollout_<m>, ...``."""
+    return [rollout_column(split, name) for name in metrics if name.startswith(ROLLOUT_GMEAN) for split in EVALUATED]
+
+
+def rollout_curves_by_column(history) -> dict[str, Any]:
+    """A :class:`sweep.History`'s latest ``[members, T]`` rollout curves by column (``test_rollout_nrmse``, ...)."""
+    return {f"{split}_rollout_{name}": c for split in EVALUATED for name, c in getattr(history, f"{split}_rollout").items()}
+
+
+def _value_type(column: str) -> pa.DataType:
+    """Rollout geometric means are float64 (computed in float64 from the curves), other values float32."""
+    return pa.float64() if column.partition("_")[2].startswith(ROLLOUT_GMEAN) else _F32
+
+
 def value_columns(metrics: Sequence[str]) -> list[str]:
     """Every per-member value that has a curve: ``train_loss`` and :func:`evaluated_columns`."""
     return ["train_loss", *evaluated_columns(metrics)]
@@ -117,10 +139,14 @@ def fixed_columns(metrics: Sequence[str]) -> tuple[str, ...]:
 
 def members_schema(columns: list[Column], types: dict[str, pa.DataType], metrics: Sequence[str]) -> pa.Schema:
     """``members.parquet``: identity, one column per grid key, status and epochs, the final values
-    (train, val and test loss, then each metric on val and test), their curves, the report epochs."""
+    (train, val and test loss, then each metric on val and test), their curves, the rollout curves
+    at the last report (list<float64> of T values; null without that split's trajectories), the
+    report epochs."""
     values = value_columns(metrics)
     return pa.schema([*IDENTITY_COLUMNS, *((c.name, types[c.name]) for c in columns), *RESULT_COLUMNS,
-                      *((c, _F32) for c in values[1:]), *((history_column(c), pa.list_(_F32)) for c in values),
+                      *((c, _value_type(c)) for c in values[1:]),
+                      *((history_column(c), pa.list_(_value_type(c))) for c in values),
+                      *((c, pa.list_(pa.float64())) for c in rollout_columns(metrics)),
                       (HISTORY_EPOCHS, pa.list_(_I32))])
 
 
