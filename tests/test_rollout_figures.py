@@ -6,11 +6,10 @@ has the data, a clear error where a rollout kind is asked for without it."""
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 import pytest
 from _blocks import trained_blocks, write_sweep
 from matplotlib.colors import to_hex
-from matplotlib.figure import Figure
+from conftest import tiny_spec
 from test_cli import assert_one_line_error, invoke, store  # noqa: F401  (the CLI's store: no trajectories)
 from test_stored_trajectories import TRAJ
 
@@ -18,7 +17,8 @@ import sweep
 from sweep import QueryError
 from sweep.figures._plot import _order
 from sweep.figures._plots import OKABE_ITO, Configs
-from sweep.figures._rollout import rollout_error_figure, rollout_metrics, slice_steps
+from sweep.figures._rollout import rollout_metrics, slice_steps
+from sweep.planning import make_plan
 
 
 @pytest.fixture(scope="module")
@@ -82,31 +82,51 @@ def test_a_rollout_kind_without_its_data_is_a_clear_error(store, tmp_path):  # n
     assert not (tmp_path / "r.png").exists()
 
 
-def with_rollout_columns(table: pa.Table, steps: int = 8) -> pa.Table:
-    """``table`` with rollout curves as helper traj's store columns hold them: list<float64> of
-    ``steps`` per member and split, and their geometric means (errors growing with the step)."""
-    rng = np.random.default_rng(0)
-    for split in ("val", "test"):
-        curves = 1e-3 * np.exp(np.outer(rng.uniform(0.05, 0.3, table.num_rows), np.arange(1, steps + 1)))
-        table = table.append_column(f"{split}_rollout_nrmse", pa.array(curves.tolist(), pa.list_(pa.float64())))
-        table = table.append_column(f"{split}_rollout_gmean_nrmse", pa.array(np.exp(np.log(curves).mean(1))))
-    return table
+ROLLING = make_plan(tiny_spec(
+    problem=sweep.Problem("heat1d", num_points=16, num_samples=60, trajectory_steps=5), seeds=3, seeds_per_trial=3,
+    training=sweep.Training(epochs=2, batch_size=16, report_every=1, rollout_steps=5, rollout_metrics=("nrmse",)),
+    grid={"model.depth": [1, 2], "optimizer.learning_rate": [3e-3, 1e-3]}))
 
 
-def test_rollout_error_panels_show_the_median_and_band_over_seeds_per_configuration(store):  # noqa: F811
-    ens = sweep.load(store)
-    table = with_rollout_columns(ens.table)
-    assert rollout_metrics(table) == ["nrmse"] and rollout_metrics(ens.table) == []
+@pytest.fixture(scope="module")
+def rolling_store(tmp_path_factory):
+    """A sweep trained with rollout metrics: the store has rollout curves and test trajectories."""
+    root = write_sweep(tmp_path_factory.mktemp("figs") / "rolling", ROLLING, trained_blocks(ROLLING))
+    sweep.aggregate(root, progress=False)
+    return root
+
+
+def test_rollout_error_panels_show_the_median_and_band_over_seeds_per_configuration(rolling_store):
+    ens = sweep.load(rolling_store)
+    table = ens.table
+    assert rollout_metrics(table) == ["nrmse"]
     keys = _order(ens, "val_loss", "min")
     configs = Configs(keys, table)
-    val, test = rollout_error_figure(Figure(), table, configs, "nrmse")
+    val, test = sweep.plot(ens, "rollout_error").axes
     assert val.get_yscale() == test.get_yscale() == "log" and val.get_xlabel() == "autoregressive step"
     assert val.get_ylabel() == "val rollout nrmse" and val.get_ylim() == test.get_ylim()
     medians = [line for line in val.lines if line.get_linewidth() == 2]
     assert [to_hex(m.get_color()) for m in medians] == [c.lower() for c in OKABE_ITO[:4]]  # best first
-    curves = table.column("val_rollout_nrmse").to_pylist()
-    for median, (_, rows, _) in zip(medians, configs):
-        np.testing.assert_array_equal(median.get_xdata(), np.arange(1, 9))
-        np.testing.assert_allclose(median.get_ydata(), np.median([curves[r] for r in rows], axis=0))
-    assert len(val.lines) == 16 + 4 and len(test.lines) == 4 + 1  # test: the configuration chosen on validation
+    assert [t.get_text().split(" (")[0] for t in val.get_legend().get_texts()] == [
+        " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in key.items()) for key in keys]
+    for which, ax in (("val", val), ("test", test)):
+        curves = table.column(f"{which}_rollout_nrmse").to_pylist()
+        for median, (_, rows, _) in zip([m for m in ax.lines if m.get_linewidth() == 2], configs):
+            np.testing.assert_array_equal(median.get_xdata(), np.arange(1, 6))
+            np.testing.assert_allclose(median.get_ydata(), np.median([curves[r] for r in rows], axis=0))
+    assert len(val.lines) == 12 + 4 and len(test.lines) == 3 + 1  # test: the configuration chosen on validation
     assert "best configuration on validation" in test.get_title()
+
+
+def test_the_overview_of_a_rolling_sweep_has_a_rollout_row_and_all_every_kind(rolling_store, tmp_path):
+    assert list(sweep.plot(rolling_store, "all")) == ["curves", "spread", "predictions", "rollout_error", "rollout"]
+    titles = [ax.get_title() for ax in sweep.plot(rolling_store, num_samples=1).axes]
+    assert titles[-4:] == ["val rollout nrmse", "test rollout nrmse (best configuration on validation)",
+                           "best — rollout, step 2 of 5", "best — rollout, step 5 of 5"]
+    with pytest.raises(QueryError, match=r"rollout_metric='mse'.*it holds rollout curves of nrmse"):
+        sweep.plot(rolling_store, "rollout_error", rollout_metric="mse")
+    assert_one_line_error(invoke("plot", rolling_store, "--rollout-metric", "mse", "--out", tmp_path / "o.png"),
+                          "--rollout-metric mse: the store has no rollout curves of that metric")
+    result = invoke("plot", rolling_store, "--kind", "rollout_error", "--rollout-metric", "nrmse",
+                    "--out", tmp_path / "e.png", "--dpi", "50")
+    assert result.exit_code == 0 and result.stdout.strip() == f"wrote {tmp_path / 'e.png'}"

@@ -259,7 +259,7 @@ class Ensemble:
         return moments.result(np.result_type(x.dtype, np.float32))
 
     def rollout(self, x0: Float[Any, "batch ..."], steps: int,
-                chunk_size: int = DEFAULT_CHUNK) -> Float[np.ndarray, "members steps_plus_1 batch ..."]:
+                chunk_size: int = DEFAULT_CHUNK) -> Float[np.ndarray, "members t batch ..."]:
         """Every member's autoregressive rollout from the same initial states ``x0``
         (``[batch, *sample_shape]``): ``[members, steps + 1, batch, *sample_shape]``, index 0 = ``x0``,
         index ``t`` = the member applied ``t`` times. Streamed ``chunk_size`` members at a time; one

@@ -249,7 +249,7 @@ def _figure(kind: str, d: _Data) -> Figure:
         rollout_error_figure(fig, d.curves, Configs(d.keys, d.curves, d.totals), d.rollout_metric,
                              [cells[2, i] for i in range(n_errors)])
     if n_slices:  # the time slices fill the rest of the row
-        slice_panels(fig, d.rolled, f"{best} — rollout, ", grid, [cells[2, n_errors:]] if isinstance(d.rolled, str) else
+        slice_panels(fig, d.rolled, "best — rollout, ", grid, [cells[2, n_errors:]] if isinstance(d.rolled, str) else
                      [cells[2, i] for i in range(n_errors, cols)], cols - n_errors)
     fig.suptitle(f"{len(d.ens)} members in {len(d.keys)} configurations")
     return fig

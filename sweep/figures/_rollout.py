@@ -23,20 +23,22 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from ..metrics import ROLLOUT_GMEAN
+from ..problems import EVALUATED
+from ..store import rollout_column as _column
 from ._plots import OKABE_ITO, Configs, draw_bands, draw_missing, split_panels
 
-GMEAN = re.compile(r"(?:val|test)_rollout_gmean_(.+)")  # its curve is <split>_rollout_<metric>
-ROLLOUT_SPLITS = ("val", "test")
+GMEAN = re.compile(rf"(?:{'|'.join(EVALUATED)})_{ROLLOUT_GMEAN}(\w+)")  # test_rollout_gmean_nrmse -> nrmse
 
 
 def rollout_column(split: str, metric: str) -> str:
-    """The list column of a split's rollout curve of ``metric``: ``test_rollout_nrmse``."""
-    return f"{split}_rollout_{metric}"
+    """The list column of a split's rollout curve of ``metric`` (``"nrmse"``): ``test_rollout_nrmse``."""
+    return _column(split, ROLLOUT_GMEAN + metric)
 
 
 def rollout_splits(table: pa.Table, metric: str) -> list[str]:
     """The splits whose rollout curves of ``metric`` the table holds for some member."""
-    return [s for s in ROLLOUT_SPLITS if rollout_column(s, metric) in table.column_names
+    return [s for s in EVALUATED if rollout_column(s, metric) in table.column_names
             and table.column(rollout_column(s, metric)).null_count < table.num_rows]
 
 
