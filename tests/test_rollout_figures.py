@@ -21,11 +21,17 @@ from sweep.figures._rollout import rollout_metrics, slice_steps
 from sweep.planning import make_plan
 
 
-@pytest.fixture(scope="module")
-def traj_store(tmp_path_factory):
-    root = write_sweep(tmp_path_factory.mktemp("figs") / "traj", TRAJ, trained_blocks(TRAJ))
+def aggregated(tmp_path_factory, plan):
+    """A complete, aggregated sweep directory of ``plan`` (samples and trajectories kept)."""
+    root = write_sweep(tmp_path_factory.mktemp("figs") / "sweep", plan, trained_blocks(plan))
     sweep.aggregate(root, progress=False)
     return root
+
+
+@pytest.fixture(scope="module")
+def traj_store(tmp_path_factory):
+    """Test trajectories but no rollout curves (trained without rollout_steps)."""
+    return aggregated(tmp_path_factory, TRAJ)
 
 
 def test_the_rollout_figure_draws_the_chosen_ensemble_against_the_stored_trajectory(traj_store):
@@ -91,9 +97,7 @@ ROLLING = make_plan(tiny_spec(
 @pytest.fixture(scope="module")
 def rolling_store(tmp_path_factory):
     """A sweep trained with rollout metrics: the store has rollout curves and test trajectories."""
-    root = write_sweep(tmp_path_factory.mktemp("figs") / "rolling", ROLLING, trained_blocks(ROLLING))
-    sweep.aggregate(root, progress=False)
-    return root
+    return aggregated(tmp_path_factory, ROLLING)
 
 
 def test_rollout_error_panels_show_the_median_and_band_over_seeds_per_configuration(rolling_store):

@@ -18,7 +18,8 @@ from typing import Annotated
 import typer
 
 from .._errors import SweepError
-from ._args import CLIError, Format, Kind, Logger, LogPer, apply_overrides, cli_phrasing, parse_where
+from ._args import (CLIError, Format, Kind, Logger, LogPer, apply_overrides, cli_phrasing, load_npy, parse_where,
+                    save_npy)
 
 app = typer.Typer(
     name="sweep",
@@ -375,39 +376,16 @@ def predict(
     what = f"rollout of {rollout} steps" if rollout is not None else "predictions"
     if std or mean:
         m, s = ens.mean_std(x) if rollout is None else ens.rollout_mean_std(x, rollout)
-        _save(output, np.asarray(m))
+        save_npy(output, np.asarray(m))
         typer.echo(f"wrote {output}: mean over {n} members, {what}, shape {tuple(np.shape(m))}")
         if std:
             std_path = output.with_name(output.name.removesuffix(".npy") + "_std.npy")
-            _save(std_path, np.asarray(s))
+            save_npy(std_path, np.asarray(s))
             typer.echo(f"wrote {std_path}: std over {n} members, {what}, shape {tuple(np.shape(s))}")
         return
     y = np.asarray(ens.predict(x) if rollout is None else ens.rollout(x, rollout))
-    _save(output, y)
+    save_npy(output, y)
     typer.echo(f"wrote {output}: {n} members, {what}, shape {y.shape}")
-
-
-def load_npy(path: Path, option: str):
-    """An array from a .npy file (never unpickled); errors name the option and the file."""
-    import numpy as np
-
-    if not path.is_file():
-        raise CLIError(f"{option}: {str(path)!r} does not exist or is not a file")
-    try:
-        array = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise CLIError(f"{option}: {str(path)!r} is not a readable .npy array ({e})") from None
-    if not isinstance(array, np.ndarray):
-        array.close()
-        raise CLIError(f"{option}: {str(path)!r} is an .npz archive; give one array saved with numpy.save (.npy)")
-    return array
-
-
-def _save(path: Path, array) -> None:
-    import numpy as np
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.save(path, array)
 
 
 def _format_warning(message, category, filename, lineno, line=None) -> str:
