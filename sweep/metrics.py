@@ -217,7 +217,7 @@ def batch_mean(metric: Metric, pred: Float[Array, "b ..."], target: Float[Array,
     return jnp.mean(jax.vmap(metric.per_sample)(pred, target).astype(jnp.float32))
 
 
-def rollout_gmean(curves: Float[np.ndarray, "... t"]) -> Float[np.ndarray, "..."]:
+def rollout_gmean(curves: Float[np.ndarray, "... t"]) -> np.ndarray:
     """The geometric mean of rollout curves over their first ``min(T, 100)`` steps, in float64
     (a curve holding 0 gives 0, one holding inf or NaN gives inf or NaN).
 

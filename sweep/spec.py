@@ -19,8 +19,7 @@ from typing import Any
 from ._canonical import canonical_json, digest
 from ._errors import SpecError
 from ._fs import COMPONENT_RULE, name_problem
-from ._training_spec import INT32_LIMIT as INT32_LIMIT
-from ._training_spec import Training as Training
+from ._training_spec import Training
 from .models import check_model
 from .optim import check_optimizer
 from .problems import check_problem
@@ -216,7 +215,7 @@ class SweepSpec:
     problem: Problem
     model: Model
     optimizer: Optimizer
-    training: Training = Training()
+    training: Training = Training()  # noqa: RUF009 (frozen: one shared default is safe)
     seeds: int | tuple[int, ...] = 1
     sweep_seed: int = 0
     seeds_per_trial: int | str = 16

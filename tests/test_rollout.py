@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from _blocks import trained_blocks
 from conftest import member, tiny_spec
-from conftest_ray import ray_session, trial_results  # noqa: F401
+from conftest_ray import ray_session, trial_results  # noqa: F401 (a fixture)
 
 import sweep
 from sweep import training
@@ -20,7 +20,7 @@ MODEL = sweep.Model("ConvNet", hidden_channels=4, depth=1, activation="relu", bo
 
 
 def rolling(steps=5, **problem):
-    return tiny_spec(problem=sweep.Problem("heat1d", num_points=16, num_samples=60, trajectory_steps=6, **problem),
+    return tiny_spec(problem=sweep.Problem("heat1d", num_points=16, num_samples=35, trajectory_steps=6, **problem),
                      model=MODEL, training=sweep.Training(epochs=2, batch_size=5, report_every=1, rollout_steps=steps,
                                                           rollout_metrics=("nrmse", "mse")))
 
@@ -28,11 +28,12 @@ def rolling(steps=5, **problem):
 def test_rollout_curves_are_the_hand_rolled_loop():
     spec = rolling()
     data = training.load_data(spec)
+    assert (len(data.val_traj), len(data.test_traj)) == (4, 7)  # in batches of 5: 4, and 2 parts of 4 (one padded)
     model, history = sweep.train_block(spec, [0, 3], data=data)
     for i in range(2):
         net = member(model, i)
         for split in ("val", "test"):
-            traj = data.trajectories(split).astype(np.float64)  # 6 and 12 trajectories: batches of 5, padded
+            traj = data.trajectories(split).astype(np.float64)
             nrmse, mse = np.zeros((len(traj), 5)), np.zeros((len(traj), 5))
             for j, trajectory in enumerate(traj):
                 state = trajectory[0]
@@ -78,7 +79,7 @@ def test_store_columns_and_rankings_by_the_rollout(tmp_path):
 
 def test_a_split_without_trajectories_has_no_rollout_curves():
     spec = rolling(val_fraction=0)  # no validation set: no validation trajectories
-    model, history = sweep.train_block(spec, [0])
+    _, history = sweep.train_block(spec, [0])
     assert set(history.test_rollout) == {"nrmse", "mse"} and history.val_rollout == {} and history.val == {}
 
 

@@ -18,7 +18,8 @@ MODEL = sweep.Model("ConvNet", hidden_channels=4, depth=1, activation="relu", bo
 
 
 def unrolled(**changes):
-    base = dict(epochs=3, batch_size=8, report_every=2, unroll=3, rollout_steps=4, rollout_metrics=("nrmse", "mse"))
+    base = {"epochs": 3, "batch_size": 8, "report_every": 2, "unroll": 3, "rollout_steps": 4,
+            "rollout_metrics": ("nrmse", "mse")}
     return tiny_spec(problem=PROBLEM, model=MODEL, training=sweep.Training(**base | changes))
 
 
@@ -114,12 +115,12 @@ def test_unrolled_program_takes_no_pairs_and_no_recompile_per_learning_rate(spec
 
 
 @pytest.mark.parametrize("changes, problem, message", [
-    ({"unroll": 2}, {"trajectory_steps": 0}, r"`training.unroll`: got 2; unrolled training needs training trajectories "
-                                             r"and problem 'heat1d' has none \(heat1d: trajectory_steps="),
+    ({"unroll": 2}, {"trajectory_steps": 0}, (r"`training.unroll`: got 2; unrolled training needs training trajectories "
+                                              r"and problem 'heat1d' has none \(heat1d: trajectory_steps=")),
     ({"unroll": 7}, {}, r"`training.unroll`: got 7; the training trajectories of problem 'heat1d' have 6 steps"),
     ({"batch_size": 200}, {}, r"`training.batch_size`: got 200; with unroll=3 the problem has only 112 training windows"),
-    ({"unroll": 1, "rollout_steps": 2}, {"trajectory_steps": 0}, r"`training.rollout_steps`: got 2; rollouts need test "
-                                                                 r"trajectories and problem 'heat1d' has none"),
+    ({"unroll": 1, "rollout_steps": 2}, {"trajectory_steps": 0}, (r"`training.rollout_steps`: got 2; rollouts need test "
+                                                                  r"trajectories and problem 'heat1d' has none")),
     ({"rollout_steps": 9}, {}, r"`training.rollout_steps`: got 9; the val trajectories of problem 'heat1d' have 6 steps"),
 ])
 def test_data_that_cannot_carry_the_training_is_named(changes, problem, message):
@@ -135,8 +136,8 @@ def test_data_that_cannot_carry_the_training_is_named(changes, problem, message)
     ({"rollout_steps": 2.5}, r"`training.rollout_steps`: got 2.5"),
     ({"rollout_metrics": "nrmse"}, r"`training.rollout_metrics`: got 'nrmse'; give a list of names"),
     ({"rollout_metrics": ["rmse"]}, r"`training.rollout_metrics\[0\]`: unknown rollout metric 'rmse'; choose one of mse"),
-    ({"rollout_metrics": ["cross_entropy"]}, r"`training.rollout_metrics\[0\]`: 'cross_entropy' compares predictions with "
-                                             r"class indices; .*choose one of mse, mae, nrmse"),
+    ({"rollout_metrics": ["cross_entropy"]}, (r"`training.rollout_metrics\[0\]`: 'cross_entropy' compares predictions "
+                                              r"with class indices; .*choose one of mse, mae, nrmse")),
     ({"rollout_metrics": ["nrmse", "a.b:nrmse"]}, r"`training.rollout_metrics\[1\]`: 'a.b:nrmse' and 'nrmse' would both"),
     ({"rollout_steps": 3, "rollout_metrics": []}, r"`training.rollout_metrics`: empty with rollout_steps=3"),
 ])

@@ -15,7 +15,8 @@ from ._dataset import Dataset as Dataset
 from ._dataset import Split as Split
 from ._dataset import as_dataset as as_dataset
 from ._dataset import check_val_fraction
-from ._exponax import EXPONAX, check_exponax_problem, exponax_coordinates, exponax_problem
+from ._exponax import EXPONAX, check_exponax_problem, exponax_coordinates
+from ._exponax import exponax_problem as exponax_problem
 from ._heat1d import heat1d as heat1d
 from ._heat1d import heat1d_coordinates
 

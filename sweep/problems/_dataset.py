@@ -198,7 +198,7 @@ def carve(train: Split, count: int, data_seed: int) -> tuple[Split, Split]:
 
 def _val_count(fraction: float, train: int, test: int, what: str, source: str) -> int:
     """How many of ``train`` training samples (or trajectories) ``fraction`` of all holds out."""
-    count = max(1, int(round(fraction * (train + test)))) if fraction > 0 else 0
+    count = max(1, round(fraction * (train + test))) if fraction > 0 else 0
     if count >= train:
         raise SpecError(f"`problem.val_fraction`: got {fraction!r}: {count} validation {what} would leave none of "
                         f"the {train} training {what} of {source} to train on; lower it")

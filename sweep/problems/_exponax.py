@@ -240,7 +240,7 @@ def _generated(options: Mapping[str, Any]) -> dict[str, Any]:
         check_val_fraction(fraction)
         total = rest.get("num_train", _COMMON["num_train"]) + rest.get("num_test", _COMMON["num_test"])
         if isinstance(total, int):  # else check_exponax names the bad count
-            rest["num_val"] = max(1, int(round(fraction * total))) if fraction > 0 else 0
+            rest["num_val"] = max(1, round(fraction * total)) if fraction > 0 else 0
     return rest
 
 

@@ -42,6 +42,7 @@ from ..problems import EVALUATED, Dataset
 from ..spec import SweepSpec
 
 LAYOUTS = ("map", "vmap")
+EVAL_CHUNK = 128  # samples per forward pass when evaluating a validation or test set
 
 
 class TrainState(NamedTuple):
@@ -186,19 +187,33 @@ def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
         _, losses = jax.lax.scan(one_step, window[:, 0], jnp.swapaxes(window[:, 1:], 0, 1))
         return jnp.mean(losses)
 
+    def predict(params, x):
+        """The model on every sample of ``x``, ``EVAL_CHUNK`` samples at a time (``lax.map``; the
+        last part padded): the activations of a whole test set at once are slower (memory-bound)
+        and can exceed memory."""
+        model, n = eqx.combine(params, static), x.shape[0]
+        if n <= EVAL_CHUNK:
+            return forward(model, x)
+        parts = -(-n // EVAL_CHUNK)
+        padded = jnp.concatenate([x, jnp.zeros((parts * EVAL_CHUNK - n, *x.shape[1:]), x.dtype)])
+        pred = jax.lax.map(lambda part: forward(model, part), padded.reshape(parts, EVAL_CHUNK, *x.shape[1:]))
+        return pred.reshape(parts * EVAL_CHUNK, *pred.shape[2:])[:n]
+
     def evaluate(params, split):
         # Barriers keep the evaluation one fused unit whatever surrounds it: with one member per
         # device XLA inlines the member loop, and without them would fuse (and round) exp/log of
         # e.g. cross_entropy differently than in a block of several members per device.
-        pred, y = jax.lax.optimization_barrier((forward(eqx.combine(params, static), split.x), split.y))
+        pred, y = jax.lax.optimization_barrier((predict(params, split.x), split.y))
         return jax.lax.optimization_barrier({name: batch_mean(metric, pred, y) for name, _, metric in evaluated})
 
     def rollout(params, traj):
-        """``{metric: [T]}``: every trajectory's first state rolled out ``T`` steps, ``batch_size``
-        trajectories at a time (padded, masked), the metrics averaged over the trajectories."""
+        """``{metric: [T]}``: every trajectory's first state rolled out ``T`` steps, at most
+        ``batch_size`` trajectories at a time (in equal parts, the last padded and masked), the
+        metrics averaged over the trajectories."""
         model = eqx.combine(params, static)
-        n, per = traj.shape[0], min(traj.shape[0], batch_size)
-        parts = -(-n // per)
+        n = traj.shape[0]
+        parts = -(-n // batch_size)
+        per = -(-n // parts)  # 30 trajectories in batches of 20: two parts of 15, none padded
         padded = jnp.concatenate([traj, jnp.zeros((parts * per - n, *traj.shape[1:]), traj.dtype)])
         padded = padded.reshape(parts, per, *traj.shape[1:])
         real = (jnp.arange(parts * per) < n).reshape(parts, per)
