@@ -76,7 +76,7 @@ def measure(args, report_every: int, path: Path) -> dict:
         before, after = blocks["before"][2][clock], blocks["after"][2][clock]
         out[clock] = (float(np.median(before)), float(np.median(after)),
                       np.percentile(np.subtract(after, before), [25, 50, 75]))
-    out["sizes"] = {name: [s.size for s in entry[3]] for name, entry in blocks.items()}
+    out["sizes"] = {name: [s.size for s in entry[3].splits] for name, entry in blocks.items()}
     return out
 
 

@@ -1,19 +1,31 @@
 """seed-sweep against APEBench on one 1D scenario: training time per seed-step, rollout nRMSE.
 
 APEBench runs in its own environment (``--ape-python``, a venv with ``pip install apebench``)
-through ``_apebench_side.py``, which trains N seeds of the scenario as APEBench does and saves
-the exact data it used and the trained networks. This side trains the same architecture,
-optimiser (Adam with APEBench's warmup-cosine schedule), batch size and number of update steps
-with ``sweep.train_block`` on that very data, then computes the rollout nRMSE of BOTH sides'
-networks with one function (:func:`rollout_nrmse`, APEBench's ``mean_nRMSE``) and compares
-the per-seed geometric means over the first 100 steps with a Mann–Whitney U test (two-sided;
-Welch's t beside it).
+through ``_apebench_side.py``, which trains N seeds of the scenario as APEBench does (``one``,
+or ``sup;K`` with ``--unroll K``) and saves the exact data it used and the trained networks.
+This side is the product as a user runs it: ``Problem("exponax:<Stepper>", ...)`` generates the
+scenario's data (the same PDE, stepper, grid, time step, trajectory counts and lengths and
+initial-state generator; its own random draws), and ``sweep.train_block`` trains the same
+architecture, optimiser (Adam with APEBench's warmup-cosine schedule), batch size, number of
+update steps and unrolling (``Training(unroll=K)``), with the product's rollout metric
+evaluated inside the compiled program at the report (``Training(rollout_steps=T,
+rollout_metrics=("nrmse",))``). Then one function (:func:`rollout_nrmse`, APEBench's
+``mean_nRMSE``) computes the rollout nRMSE of BOTH sides' networks on APEBench's test
+trajectories, and the per-seed geometric means over the first 100 steps are compared with a
+Mann–Whitney U test (two-sided; Welch's t and its 95% interval of the difference beside it).
 
-    flock /tmp/bench.lock python benchmarks/vs_apebench.py --ape-python /work/venvs/ape/bin/python [--smoke]
+Cross-checks printed: our stepper applied to APEBench's test states gives APEBench's next
+states (the same PDE); :func:`rollout_nrmse` against APEBench's own ``perform_tests`` on its
+networks, and against the product's in-program ``test_rollout_nrmse`` on seed-sweep's
+networks and test trajectories.
+
+    flock /tmp/bench.lock python benchmarks/vs_apebench.py --ape-python /work/venvs/ape/bin/python [--smoke] [--unroll K]
 
 Time per seed-step = training wall time / (seeds x update steps), each side timed in its own
-process until the trained networks are ready, with the part spent compiling (JAX's compile
-events, ``_compile_clock``) shown and taken out in the "net of compile" line.
+process until the trained networks are ready (data generated before the clock starts, on both
+sides), with the part spent compiling (JAX's compile events, ``_compile_clock``) shown and
+taken out in the "net of compile" line. The seed-sweep time includes its in-program test
+rollouts at the report; APEBench's excludes its tests.
 """
 
 from __future__ import annotations
@@ -75,8 +87,7 @@ def gmean_first(curves: np.ndarray, upto: int = 100) -> np.ndarray:
 
 def run_apebench(args, preset: dict, out: Path) -> dict:
     cmd = [args.ape_python, str(HERE / "_apebench_side.py"), "--scenario", args.scenario,
-           "--scenario-kwargs", json.dumps({"num_test_samples": preset["test_samples"],
-                                            "test_temporal_horizon": preset["test_steps"]}),
+           "--scenario-kwargs", json.dumps(scenario_kwargs(preset, args.unroll)),
            "--optim-config", optim_config(preset), "--network", preset["network"],
            "--train", "one" if args.unroll == 1 else f"sup;{args.unroll}",
            "--num-seeds", str(preset["seeds"]), "--out", str(out)]
@@ -88,62 +99,107 @@ def run_apebench(args, preset: dict, out: Path) -> dict:
     return json.loads((out / "side.json").read_text())
 
 
+def scenario_kwargs(preset: dict, unroll: int) -> dict:
+    """Test set size and horizon of the preset; with ``sup;K`` training trajectories of 49 + K
+    steps, so that each holds 50 windows of K + 1 states, as many as one-step training has pairs
+    (and the windows fill whole minibatches of 20 on both sides)."""
+    out = {"num_test_samples": preset["test_samples"], "test_temporal_horizon": preset["test_steps"]}
+    return out | ({"train_temporal_horizon": 49 + unroll} if unroll > 1 else {})
+
+
 def optim_config(preset: dict) -> str:
     """APEBench's default schedule shape (warm-up over the first 20% of the steps) for ``steps``."""
     return f"adam;{preset['steps']};warmup_cosine;0.0;1e-3;{preset['steps'] // 5}"
 
 
-def train_seed_sweep(sweep, side: dict, data_path: Path, out: Path):
-    """The same networks, optimiser, batch size and update steps with ``sweep.train_block``."""
+# APEBench scenario -> (exponax stepper of seed-sweep's problem, its options from the scenario's fields)
+STEPPERS = {
+    "phy_burgers": ("Burgers", lambda c: {"diffusivity": c["diffusion_coef"], "convection_scale": -c["convection_coef"],
+                                          "conservative": c["conservative"], "order": c["order"],
+                                          "dealiasing_fraction": c["dealiasing_fraction"],
+                                          "num_circle_points": c["num_circle_points"],
+                                          "circle_radius": c["circle_radius"]}),
+    "phy_adv": ("Advection", lambda c: {"velocity": -c["advection_coef"]}),
+    "phy_diff": ("Diffusion", lambda c: {"diffusivity": c["diffusion_coef"]}),
+}
+
+
+def problem_of(sweep, side: dict):
+    """seed-sweep's ``Problem("exponax:<Stepper>", ...)`` of the APEBench scenario ``side`` ran."""
+    c = side["config"]
+    if side["scenario"] not in STEPPERS or c["num_spatial_dims"] != 1:
+        sys.exit(f"--scenario {side['scenario']!r}: mapped here: {', '.join(STEPPERS)} (1D)")
+    kind, cutoff, zero_mean, max_one = c["ic_config"].split(";")
+    if (kind, zero_mean, max_one) != ("fourier", "true", "true"):
+        sys.exit(f"ic_config {c['ic_config']!r}: only fourier;CUTOFF;true;true is mapped here")
+    stepper, coefficients = STEPPERS[side["scenario"]]
+    return sweep.Problem(
+        f"exponax:{stepper}", num_points=c["num_points"], domain_extent=c["domain_extent"], dt=c["dt"],
+        num_train=c["num_train_samples"], train_steps=c["train_temporal_horizon"], num_val=0,
+        num_test=c["num_test_samples"], test_steps=c["test_temporal_horizon"], warmup_steps=c["num_warmup_steps"],
+        ic="fourier", ic_options={"cutoff": int(cutoff)}, **coefficients(c))
+
+
+def stepper_check(side: dict, test_traj: np.ndarray) -> tuple[float, float]:
+    """Max |our stepper(APEBench state t) - APEBench state t + 1| over APEBench's test trajectories,
+    at t = 0 and over all t: the stepper seed-sweep's problem builds (``exponax.stepper.<Stepper>``)
+    is the scenario's PDE. (exponax 0.2 also dealiases the nonlinear term after evaluating it,
+    0.1, APEBench 0.1.1's, does not: on steep Burgers fronts the two differ by a few percent.)"""
+    import exponax
+    import jax
+
+    c = side["config"]
+    stepper, coefficients = STEPPERS[side["scenario"]]
+    solver = getattr(exponax.stepper, stepper)(1, float(c["domain_extent"]), c["num_points"], float(c["dt"]),
+                                               **coefficients(c))
+    error = np.abs(np.asarray(jax.vmap(jax.vmap(solver))(test_traj[:, :-1])) - test_traj[:, 1:])
+    return float(error[:, 0].max()), float(error.max())
+
+
+def train_seed_sweep(sweep, side: dict, unroll: int):
+    """The product on the scenario: its exponax problem, the same networks, optimiser, batch size,
+    update steps and unrolling, and its in-program rollout metric on its own test trajectories."""
     import jax
 
     name, hidden, depth, activation = side["network"].split(";")
     if name.lower() != "conv":
         sys.exit(f"--network {side['network']!r}: only APEBench's Conv;WIDTH;DEPTH;ACTIVATION is mapped here")
-    with np.load(data_path) as f:
-        train_traj, test_traj = f["train_traj"], f["test_traj"]
-    channels, points = train_traj.shape[2:]
-    # ---- ISSUE 12 (unrolled training): once `Training(unroll=K, rollout_steps=T)` and the "arrays"
-    # problem's `train_traj` / `test_traj` keys exist, write the trajectories themselves here and
-    # train with Training(..., unroll=args.unroll, rollout_steps=T) like APEBench's "sup;K"; until
-    # then this side trains one-step on all consecutive pairs (APEBench's windows of length 2).
-    pairs = out / "pairs.npz"
-    np.savez(pairs, train_x=train_traj[:, :-1].reshape(-1, channels, points),
-             train_y=train_traj[:, 1:].reshape(-1, channels, points),
-             test_x=test_traj[:, 0], test_y=test_traj[:, 1])
-    windows = train_traj.shape[0] * (train_traj.shape[1] - 1)
+    c = side["config"]
+    windows = c["num_train_samples"] * (c["train_temporal_horizon"] + 1 - unroll)
     per_epoch, steps = windows // side["batch_size"], side["num_training_steps"]
-    if steps % per_epoch:
-        sys.exit(f"steps={steps}: must be a multiple of the {per_epoch} minibatches per epoch "
-                 f"({windows} pairs // batch {side['batch_size']}) so both sides take the same update steps")
+    if steps % per_epoch or windows % side["batch_size"]:
+        sys.exit(f"steps={steps}: must be a multiple of the {per_epoch} minibatches per epoch ({windows} windows "
+                 f"// batch {side['batch_size']}, none left over) so both sides take the same update steps")
     epochs = steps // per_epoch
     optimiser, _, schedule, init, peak, warmup = side["config"]["optim_config"].split(";")
     if (optimiser, schedule) != ("adam", "warmup_cosine"):
         sys.exit(f"optim_config {side['config']['optim_config']!r}: only adam;STEPS;warmup_cosine;... is mapped here")
     spec = sweep.SweepSpec(
         name="vs_apebench",
-        problem=sweep.Problem("arrays", path=str(pairs)),
+        problem=problem_of(sweep, side),
         model=sweep.Model("ConvNet", hidden_channels=int(hidden), depth=int(depth), activation=activation,
                           boundary_mode="periodic"),
         optimizer=sweep.Optimizer("adam", learning_rate=float(peak), schedule={
             "name": "warmup_cosine_decay_schedule", "init_value": float(init) / float(peak), "peak_value": 1.0,
             "warmup_steps": int(warmup), "decay_steps": steps}),
-        training=sweep.Training(epochs=epochs, batch_size=side["batch_size"], report_every=epochs),
+        training=sweep.Training(epochs=epochs, batch_size=side["batch_size"], report_every=epochs, unroll=unroll,
+                                rollout_steps=c["test_temporal_horizon"], rollout_metrics=("nrmse",)),
         seeds=len(side["seeds"]),
     )
+    data = sweep.load_data(spec)  # generated before the clock, as APEBench's side does
     with clock() as timing:
-        model, history = sweep.train_block(spec, seeds=range(len(side["seeds"])))
+        model, history = sweep.train_block(spec, seeds=range(len(side["seeds"])), data=data)
         jax.block_until_ready(model)
-    return model, history, timing, steps
+    return spec, data, model, history, timing, steps
 
 
 def _mean_std(x: np.ndarray) -> str:
     return f"{x.mean():.4g} ± {x.std(ddof=1):.2g}"
 
 
-def report(side: dict, ss_timing: dict, steps: int, curves: dict[str, np.ndarray], check: float) -> dict:
-    from scipy import stats
-
+def report(side: dict, ss_timing: dict, steps: int, curves: dict[str, dict[str, np.ndarray]],
+           checks: dict[str, float]) -> dict:
+    """Print and return the timing per seed-step and, per test set, the rollout quality of both sides."""
     seeds = len(side["seeds"])
     seed_steps = seeds * steps
     ape = {"seconds": side["train_seconds"], "compile_seconds": side["compile_seconds"]}
@@ -159,16 +215,29 @@ def report(side: dict, ss_timing: dict, steps: int, curves: dict[str, np.ndarray
     speed = per["APEBench"][0] / per["seed-sweep"][0]
     speed_net = per["APEBench"][1] / per["seed-sweep"][1]
     print(f"speed ratio (APEBench time / seed-sweep time per seed-step): {speed:.2f}x, net of compile {speed_net:.2f}x")
+    result = {"ms_per_seed_step": per, "speed_ratio": speed, "speed_ratio_net_of_compile": speed_net,
+              "quality": {test_set: quality(test_set, c) for test_set, c in curves.items()}, "checks": checks}
+    import exponax
+
+    print(f"\ncross-checks, max |diff|: our stepper (exponax {exponax.__version__}; APEBench's "
+          f"{side['versions']['exponax']}) on APEBench's test states vs its next states {checks['stepper'][0]:.2e} "
+          f"at step 1, {checks['stepper'][1]:.2e} over all steps; this metric vs APEBench's own perform_tests on its networks {checks['apebench']:.2e}; "
+          f"vs seed-sweep's in-program test_rollout_nrmse on its networks and test set (relative) {checks['seed-sweep']:.2e}")
+    return result
+
+
+def quality(test_set: str, curves: dict[str, np.ndarray]) -> dict:
+    """Rollout nRMSE of both sides on one test set: mean ± std over seeds at some steps, per-seed
+    geometric means over steps 1..min(T, 100), Mann–Whitney U and Welch's t on those."""
+    from scipy import stats
 
     horizon = next(iter(curves.values())).shape[1]
-    shown = [s for s in REPORT_STEPS if s <= horizon]
-    print("\nrollout nRMSE (mean ± std over seeds; one function for both sides' networks)")
+    print(f"\nrollout nRMSE on {test_set} (mean ± std over seeds; one function for both sides' networks)")
     print(f"{'step':>6} " + " ".join(f"{n:>20}" for n in curves))
-    for s in shown:
+    for s in (s for s in REPORT_STEPS if s <= horizon):
         print(f"{s:6d} " + " ".join(f"{_mean_std(c[:, s - 1]):>20}" for c in curves.values()))
     g = {n: gmean_first(c) for n, c in curves.items()}
-    upto = min(horizon, 100)
-    print(f"gmean over steps 1..{upto}: " + ", ".join(f"{n} {_mean_std(v)}" for n, v in g.items()))
+    print(f"gmean over steps 1..{min(horizon, 100)}: " + ", ".join(f"{n} {_mean_std(v)}" for n, v in g.items()))
     a, b = g["APEBench"], g["seed-sweep"]
     mw = stats.mannwhitneyu(a, b, alternative="two-sided")
     welch = stats.ttest_ind(a, b, equal_var=False)
@@ -176,10 +245,8 @@ def report(side: dict, ss_timing: dict, steps: int, curves: dict[str, np.ndarray
     print(f"Mann–Whitney U (two-sided) on per-seed gmeans: U = {mw.statistic:.1f}, p = {mw.pvalue:.3f}; "
           f"Welch t = {welch.statistic:.2f}, p = {welch.pvalue:.3f}, "
           f"difference APEBench - seed-sweep 95% CI [{ci.low:.4g}, {ci.high:.4g}]")
-    print(f"cross-check: this metric vs APEBench's own perform_tests on its networks, max |diff| = {check:.2e}")
-    return {"ms_per_seed_step": per, "speed_ratio": speed, "speed_ratio_net_of_compile": speed_net,
-            "gmean": {n: v.tolist() for n, v in g.items()}, "mannwhitney_p": mw.pvalue, "welch_p": welch.pvalue,
-            "curves": {n: c.tolist() for n, c in curves.items()}, "metric_check_max_abs_diff": check}
+    return {"gmean": {n: v.tolist() for n, v in g.items()}, "mannwhitney_p": mw.pvalue, "welch_p": welch.pvalue,
+            "welch_ci": [ci.low, ci.high], "curves": {n: c.tolist() for n, c in curves.items()}}
 
 
 def main() -> None:
@@ -190,11 +257,9 @@ def main() -> None:
     p.add_argument("--network", help="APEBench network string, default: the preset's")
     p.add_argument("--steps", type=int, help="update steps, default: the preset's")
     p.add_argument("--seeds", type=int, help="seeds per side (>= 8 for the test), default: the preset's")
-    p.add_argument("--unroll", type=int, default=1, help="unrolled steps K (APEBench 'sup;K'); > 1 needs issue 12")
+    p.add_argument("--unroll", type=int, default=1, help="unrolled steps K (APEBench 'sup;K', Training(unroll=K))")
     p.add_argument("--out", type=Path, help="keep data, networks and results here (default: a temp dir)")
     args = p.parse_args()
-    if args.unroll != 1:  # see ISSUE 12 in train_seed_sweep
-        sys.exit("--unroll > 1: seed-sweep has no Training(unroll=...) yet (issue 12); only --unroll 1 runs")
     preset = PRESETS["smoke" if args.smoke else "full"] | {
         k: v for k, v in (("network", args.network), ("steps", args.steps), ("seeds", args.seeds)) if v is not None}
     out = args.out or Path(tempfile.mkdtemp(prefix="vs_apebench-"))
@@ -206,17 +271,23 @@ def main() -> None:
     import sweep
 
     sweep.configure(compile_cache=None)  # CPU split into devices; no persistent cache: compile time is real
-    model, history, ss_timing, steps = train_seed_sweep(sweep, side, out / "data.npz", out)
+    spec, data, model, history, ss_timing, steps = train_seed_sweep(sweep, side, args.unroll)
     ape_model = eqx.tree_deserialise_leaves(out / "nets.eqx", model)  # the same pdequinox ConvNet
 
     with np.load(out / "data.npz") as f:
         test_traj = f["test_traj"]
-    curves = {"APEBench": rollout_nrmse(ape_model, test_traj), "seed-sweep": rollout_nrmse(model, test_traj)}
+    test_sets = {"APEBench's test set": test_traj, "seed-sweep's test set": data.test_traj}
+    curves = {name: {"APEBench": rollout_nrmse(ape_model, t), "seed-sweep": rollout_nrmse(model, t)}
+              for name, t in test_sets.items()}
     own = side["apebench_metrics"].get("mean_nRMSE")
-    check = float(np.max(np.abs(np.asarray(own) - curves["APEBench"]))) if own else math.nan
-    result = report(side, ss_timing, steps, curves, check)
-    result |= {"preset": preset, "apebench_config": side["config"], "versions": side["versions"],
-               "seed_sweep_diverged": np.asarray(history.diverged).tolist()}
+    checks = {
+        "stepper": stepper_check(side, test_traj),
+        "apebench": float(np.max(np.abs(np.asarray(own) - curves["APEBench's test set"]["APEBench"]))) if own else math.nan,
+        "seed-sweep": float(np.max(np.abs(history.test_rollout["nrmse"] / curves["seed-sweep's test set"]["seed-sweep"] - 1))),
+    }
+    result = report(side, ss_timing, steps, curves, checks)
+    result |= {"preset": preset, "unroll": args.unroll, "apebench_config": side["config"], "versions": side["versions"],
+               "seed_sweep_spec": spec.to_dict(), "seed_sweep_diverged": np.asarray(history.diverged).tolist()}
     (out / "result.json").write_text(json.dumps(result, indent=1))
     print(f"\nfiles in {out}")
 

@@ -33,6 +33,8 @@ from ._errors import SpecError
 from ._import_path import import_object, is_import_path
 
 LOSS = "loss"  # the name the training objective is evaluated under (val_loss, test_loss)
+ROLLOUT_GMEAN_STEPS = 100  # the geometric mean of a rollout curve is over steps 1..min(T, 100) (APEBench's)
+ROLLOUT_GMEAN = "rollout_gmean_"  # + metric: the name that geometric mean is evaluated under (test_rollout_gmean_nrmse)
 
 
 class Metric(NamedTuple):
@@ -124,6 +126,28 @@ def check_names(loss: Any, metrics: Sequence[Any]) -> None:
         seen[name] = entry
 
 
+def check_rollout_names(metrics: Sequence[Any]) -> None:
+    """Raise :class:`SpecError` unless every rollout metric names a built-in comparing states or an
+    import path, with distinct stored names (columns ``test_rollout_<name>``; nothing imported)."""
+    seen: dict[str, str] = {}
+    for i, entry in enumerate(metrics):
+        field = f"training.rollout_metrics[{i}]"
+        _check_entry(entry, field, "rollout metric")
+        if entry in BUILTINS and BUILTINS[entry].integer_targets:
+            raise SpecError(f"`{field}`: {entry!r} compares predictions with class indices; a rollout compares "
+                            f"states with states: choose one of {', '.join(rollout_builtins())}")
+        name = metric_name(entry)
+        if name in seen:
+            raise SpecError(f"`{field}`: {entry!r} and {seen[name]!r} would both be stored as `test_rollout_{name}`; "
+                            f"give each metric its own function name")
+        seen[name] = entry
+
+
+def rollout_builtins() -> list[str]:
+    """The built-in metrics a rollout can be measured by (those comparing states)."""
+    return [name for name, m in BUILTINS.items() if not m.integer_targets]
+
+
 def resolve(entry: str, field: str) -> Metric:
     """The :class:`Metric` a name stands for (an import path is imported here)."""
     return BUILTINS[entry] if entry in BUILTINS else Metric(import_object(entry, field))
@@ -135,12 +159,19 @@ def objective(loss: str, metrics: Sequence[str]) -> tuple[tuple[str, str, Metric
     return tuple((name, field, resolve(entry, field)) for name, field, entry in entries)
 
 
-def check_on_sample(loss: str, metrics: Sequence[str], pred: jax.ShapeDtypeStruct, target: jax.ShapeDtypeStruct) -> None:
-    """Raise :class:`SpecError` (naming the field) unless the loss and every metric, applied to one
-    sample (the model's prediction ``pred``, a target ``target``; shapes only, nothing computed),
-    return a real scalar, and the loss a float one."""
-    entries = [loss, *metrics]
-    for (name, field, metric), entry in zip(objective(loss, metrics), entries):
+def rollout_objective(metrics: Sequence[str]) -> tuple[tuple[str, str, Metric], ...]:
+    """``(stored name, spec field, Metric)`` of every rollout metric (columns ``test_rollout_<name>``)."""
+    return tuple((metric_name(m), f"training.rollout_metrics[{i}]", resolve(m, f"training.rollout_metrics[{i}]"))
+                 for i, m in enumerate(metrics))
+
+
+def check_on_sample(loss: str, metrics: Sequence[str], pred: jax.ShapeDtypeStruct, target: jax.ShapeDtypeStruct,
+                    rollout_metrics: Sequence[str] = ()) -> None:
+    """Raise :class:`SpecError` (naming the field) unless the loss, every metric and every rollout
+    metric, applied to one sample (the model's prediction ``pred``, a target ``target``; shapes
+    only, nothing computed), return a real scalar, and the loss a float one."""
+    entries = [loss, *metrics, *rollout_metrics]
+    for (name, field, metric), entry in zip(objective(loss, metrics) + rollout_objective(rollout_metrics), entries):
         try:
             out = jax.eval_shape(metric.per_sample, pred, target)
         except Exception as e:  # the user's function may raise anything on these shapes
@@ -153,7 +184,7 @@ def check_on_sample(loss: str, metrics: Sequence[str], pred: jax.ShapeDtypeStruc
             raise SpecError(f"`{field}`: {entry!r} returned {_described(out)} on one sample (prediction {pred.shape}, "
                             f"target {target.shape}); it must return one real number per sample (the trainer "
                             f"averages it over the batch)")
-        if name == LOSS and not jnp.issubdtype(dtype, jnp.floating):
+        if field == "training.loss" and not jnp.issubdtype(dtype, jnp.floating):
             raise SpecError(f"`{field}`: {entry!r} returned {dtype} values; a loss must return a float to be differentiated")
 
 
@@ -184,3 +215,16 @@ def batch_mean(metric: Metric, pred: Float[Array, "b ..."], target: Float[Array,
     if metric.batch_mean is not None:
         return metric.batch_mean(pred, target)
     return jnp.mean(jax.vmap(metric.per_sample)(pred, target).astype(jnp.float32))
+
+
+def rollout_gmean(curves: Float[np.ndarray, "... t"]) -> np.ndarray:
+    """The geometric mean of rollout curves over their first ``min(T, 100)`` steps, in float64
+    (a curve holding 0 gives 0, one holding inf or NaN gives inf or NaN).
+
+    ```python
+    rollout_gmean(np.array([0.1, 0.4, 1.6]))   # 0.4
+    ```
+    """
+    c = np.asarray(curves, np.float64)[..., :ROLLOUT_GMEAN_STEPS]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.exp(np.mean(np.log(c), axis=-1))

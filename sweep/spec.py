@@ -19,7 +19,7 @@ from typing import Any
 from ._canonical import canonical_json, digest
 from ._errors import SpecError
 from ._fs import COMPONENT_RULE, name_problem
-from .metrics import check_names
+from ._training_spec import Training
 from .models import check_model
 from .optim import check_optimizer
 from .problems import check_problem
@@ -27,7 +27,6 @@ from .problems import check_problem
 
 SEED_LIMIT = 2**32  # seeds and sweep_seed are folded into member keys as uint32 (SPEC §2)
 MAX_SEEDS = 2**24  # seeds of one sweep: its plan holds every one of them
-INT32_LIMIT = 2**31  # training counters are int32 inside the compiled program
 _INT64_LIMIT = 2**63  # integers stored in Parquet columns
 
 
@@ -151,50 +150,6 @@ class Optimizer(_Named):
         check_optimizer(self.name, self.options)
 
 
-@dataclasses.dataclass(frozen=True)
-class Training:
-    """Epochs, batch size, how often (in epochs) a trial reports and checkpoints, the loss it
-    minimises and the metrics every report evaluates on the validation and test sets.
-
-    ``loss`` and each of ``metrics``: a built-in (``"mse"``, ``"mae"``, ``"nrmse"``,
-    ``"cross_entropy"``) or ``"package.module:fn"`` with ``fn(pred, target) -> scalar`` for one
-    sample (see :mod:`sweep.metrics`). Both are part of the structural config: changing them is
-    a new config (and new trials).
-    """
-
-    epochs: int = 100
-    batch_size: int = 32
-    report_every: int = 10
-    loss: str = "mse"
-    metrics: tuple[str, ...] = ()
-
-    def __post_init__(self):
-        for field in ("epochs", "batch_size", "report_every"):
-            value = getattr(self, field)
-            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value < INT32_LIMIT:
-                raise SpecError(f"`training.{field}`: got {value!r}; must be an integer >= 1 (and below 2**31)")
-        if isinstance(self.metrics, str) or not isinstance(self.metrics, Iterable):
-            raise SpecError(f"`training.metrics`: got {self.metrics!r}; give a list of names, e.g. [\"mse\", \"nrmse\"]")
-        object.__setattr__(self, "metrics", tuple(self.metrics))
-        check_names(self.loss, self.metrics)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self) | {"metrics": list(self.metrics)}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Training:
-        allowed = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - allowed
-        if unknown:
-            raise SpecError(
-                f"`training`: unknown field(s) {sorted(unknown)}; allowed: {sorted(allowed)}"
-            )
-        return cls(**data)
-
-    def replace(self, **changes: Any) -> Training:
-        return Training.from_dict(self.to_dict() | changes)
-
-
 _PARTS = {"problem": Problem, "model": Model, "optimizer": Optimizer, "training": Training}
 _TOP_GRID_KEYS = ("sweep_seed",)
 
@@ -260,7 +215,7 @@ class SweepSpec:
     problem: Problem
     model: Model
     optimizer: Optimizer
-    training: Training = Training()
+    training: Training = Training()  # noqa: RUF009 (frozen: one shared default is safe)
     seeds: int | tuple[int, ...] = 1
     sweep_seed: int = 0
     seeds_per_trial: int | str = 16
@@ -377,7 +332,7 @@ class SweepSpec:
             "problem": self.problem.to_dict(),
             "model": self.model.to_dict(),
             "optimizer": opt,
-            "training": self.training.to_dict(),
+            "training": self.training.identity(),
             "sweep_seed": self.sweep_seed,
         }
 

@@ -49,10 +49,10 @@ def member(model, i):
 
 def assert_same_member(block_model, block_history, i, model, history) -> None:
     """Member ``i`` of a trained block is, bit for bit, the member trained alone: weights and every
-    curve of its history (train loss, loss and metrics on validation and test)."""
+    curve of its history (train loss, loss and metrics on validation and test, rollout curves)."""
     assert tree_allclose(member(block_model, i), model, exact=True)
     np.testing.assert_array_equal(block_history.train_loss[i], history.train_loss[0])
-    for split in ("val", "test"):
+    for split in ("val", "test", "val_rollout", "test_rollout"):
         curves, alone = getattr(block_history, split), getattr(history, split)
         assert curves.keys() == alone.keys()
         for name in curves:

@@ -8,6 +8,7 @@ import jax
 import numpy as np
 import pytest
 
+import sweep
 from sweep import SpecError
 from sweep.problems._exponax import check_exponax, exponax_trajectories
 
@@ -135,3 +136,33 @@ def test_missing_exponax_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "exponax", None)  # makes `import exponax` fail
     with pytest.raises(SpecError, match=r"`problem.name`: \"exponax:Burgers\" needs the optional package exponax; .*seed-sweep\[pde\]"):
         check_exponax("Burgers", {})
+
+
+def test_exponax_problem_derives_pairs_and_generates_validation_trajectories(ex):
+    from sweep.problems import coordinates, load_problem
+
+    problem = sweep.Problem("exponax:Diffusion", **{k: v for k, v in TINY.items() if k != "num_val"})
+    data = load_problem(problem.name, problem.options)  # a generator, not the import path exponax:Diffusion
+    raw = exponax_trajectories("Diffusion", **TINY)  # the same trajectories: num_val = 0.1 of 4 -> 1
+    for split in ("train", "val", "test"):
+        np.testing.assert_array_equal(data.trajectories(split), raw[split])
+    assert (data.train.size, data.val.size, data.test.size) == (6, 4, 8)  # every consecutive pair
+    np.testing.assert_array_equal(data.train.y[:3], raw["train"][0, 1:])
+    none = load_problem(problem.name, problem.options | {"val_fraction": 0})
+    assert none.val_traj is None and none.val.size == 0
+    np.testing.assert_allclose(coordinates("exponax:KuramotoSivashinsky", {"num_points": 4}), [0, 15, 30, 45])
+
+
+def test_exponax_problem_options_are_checked_when_the_spec_is_built(ex):
+    with pytest.raises(SpecError, match=r"`problem.val_fraction`: got 0.2, but num_val=2 says how many validation"):
+        sweep.Problem("exponax:Burgers", num_val=2, val_fraction=0.2)
+    with pytest.raises(SpecError, match=r"`problem.dt`: got -0.1; must be a finite number > 0"):
+        sweep.Problem("exponax:Burgers", dt=-0.1)
+    with pytest.raises(SpecError, match=r"unknown exponax stepper 'Wave'"):
+        sweep.Problem("exponax:Wave")
+
+
+def test_missing_exponax_is_named_when_the_spec_is_built(monkeypatch):
+    monkeypatch.setitem(sys.modules, "exponax", None)
+    with pytest.raises(SpecError, match=r"needs the optional package exponax; .*seed-sweep\[pde\]"):
+        sweep.Problem("exponax:Advection")

@@ -16,8 +16,8 @@ from sweep.problems import heat1d, load_problem
 def test_heat1d_matches_an_independent_btcs_step():
     n, extent, dt, nu = 24, 3.0, 0.1, 0.1
     data = heat1d(num_points=n, num_samples=20, dt=dt, diffusivity=nu, domain_extent=extent, data_seed=3)
-    x = np.concatenate([split.x for split in data])[:, 0].astype(np.float64)
-    y = np.concatenate([split.y for split in data])[:, 0].astype(np.float64)
+    x = np.concatenate([split.x for split in data.splits])[:, 0].astype(np.float64)
+    y = np.concatenate([split.y for split in data.splits])[:, 0].astype(np.float64)
     dx = extent / (n + 1)  # interior points only: both Dirichlet points excluded
     r = nu * dt / dx**2
     banded = np.zeros((3, n))
@@ -53,7 +53,7 @@ def test_heat1d_splits_match_the_reference_and_carve_validation_from_training():
     _assert_disjoint_cover(data, reference.train.x, reference.test.x)
     other = heat1d(data_seed=1)
     assert heat1d().val.x.tobytes() == data.val.x.tobytes() and other.val.size == 100
-    assert [s.size for s in heat1d(num_samples=10, test_fraction=0.3, val_fraction=0.2)] == [5, 2, 3]
+    assert [s.size for s in heat1d(num_samples=10, test_fraction=0.3, val_fraction=0.2).splits] == [5, 2, 3]
 
 
 def test_heat1d_reproduces_reference_initial_states():

@@ -17,7 +17,7 @@ PACKAGE = Path(sweep.__file__).parent
 # only from its own layer or the layers before it.
 LAYERS = [
     {"_errors", "_canonical", "_caches", "_fs", "_import_path", "_configure"},
-    {"optim", "metrics", "models", "problems", "spec"},
+    {"optim", "metrics", "models", "problems", "_training_spec", "spec"},
     {"planning"},
     {"training"},
     {"store"},

@@ -1,4 +1,4 @@
-"""Data for a sweep: built-in generators (``heat1d``) and user data loaders."""
+"""Data for a sweep: built-in generators (``heat1d``, ``exponax:<Stepper>``) and user data loaders."""
 
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ from ._dataset import Dataset as Dataset
 from ._dataset import Split as Split
 from ._dataset import as_dataset as as_dataset
 from ._dataset import check_val_fraction
+from ._exponax import EXPONAX, check_exponax_problem, exponax_coordinates
+from ._exponax import exponax_problem as exponax_problem
 from ._heat1d import heat1d as heat1d
 from ._heat1d import heat1d_coordinates
 
 GENERATORS = {"heat1d": heat1d}
 COORDINATES = {"heat1d": heat1d_coordinates}  # generators whose points have known physical positions
-PROBLEMS = (*GENERATORS, "arrays")
+PROBLEMS = (*GENERATORS, "arrays", f"{EXPONAX}<Stepper>")
 
 
 def check_problem(name: str, options: Mapping[str, Any]) -> None:
@@ -34,6 +36,9 @@ def check_problem(name: str, options: Mapping[str, Any]) -> None:
     seed = options.get("data_seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise SpecError(f"`problem.data_seed`: got {seed!r}; must be a non-negative integer")
+    if isinstance(name, str) and name.startswith(EXPONAX):  # before import paths, which it looks like
+        check_exponax_problem(name.removeprefix(EXPONAX), options)
+        return
     if is_import_path(name):
         return
     if name == "arrays":
@@ -76,6 +81,8 @@ def load_problem(name: str, options: Mapping[str, Any]) -> Dataset:
     every generator and loader returns through)."""
     if name in GENERATORS:
         return GENERATORS[name](**options)
+    if name.startswith(EXPONAX):
+        return exponax_problem(name.removeprefix(EXPONAX), **options)
     if name == "arrays":
         shape = options.get("shape")
         split = {k: options[k] for k in SPLIT_OPTIONS if k in options}
@@ -85,4 +92,6 @@ def load_problem(name: str, options: Mapping[str, Any]) -> Dataset:
 
 def coordinates(name: str, options: Mapping[str, Any]):
     """The physical positions of a sample's points (a 1-D array), or None where the problem does not know them."""
+    if name.startswith(EXPONAX):
+        return exponax_coordinates(name.removeprefix(EXPONAX), **options)
     return COORDINATES[name](**options) if name in COORDINATES else None

@@ -19,12 +19,18 @@ from ._dataset import SPLITS, Dataset, as_dataset
 
 KEYS = ("train_x", "train_y", "test_x", "test_y")
 VAL_KEYS = ("val_x", "val_y")
+TRAJ_KEYS = tuple(f"{split}_traj" for split in SPLITS)  # [samples, steps + 1, channels, *spatial]
 SPLIT_OPTIONS = ("val_fraction", "data_seed")  # how a validation split is carved (every problem kind)
 
 
 def load_arrays(path: str, shape: tuple[int, ...] | None = None, *, val_fraction: float | None = None,
                 data_seed: int = 0) -> Dataset:
     """Load ``.npz`` (keys train_x, train_y, test_x, test_y, optionally val_x, val_y) or a Parquet file.
+
+    An ``.npz`` may also hold trajectories ``train_traj``, ``val_traj``, ``test_traj``
+    (``[samples, steps + 1, channels, *spatial]``, each optional), or *only* trajectories
+    (``train_traj`` and ``test_traj`` at least): its one-step pairs are then derived from them
+    (:func:`sweep.problems.as_dataset`).
 
     A Parquet file has list columns ``x`` and ``y`` (one row per sample, flattened) and a
     string column ``split`` (``"train"`` / ``"val"`` / ``"test"``; no ``"val"`` rows: none
@@ -35,16 +41,19 @@ def load_arrays(path: str, shape: tuple[int, ...] | None = None, *, val_fraction
     p = Path(path)
     if not p.is_file():
         raise SpecError(f"`problem.path`: {path!r} does not exist or is not a file")
+    trajectories = None
     if p.suffix == ".npz":
-        splits = _read_npz(p)
+        splits, trajectories = _read_npz(p)
     elif p.suffix in (".parquet", ".pq"):
         splits = _read_parquet(p, shape)
     else:
         raise SpecError(f"`problem.path`: {path!r} has suffix {p.suffix!r}; use a .npz or .parquet file")
-    return as_dataset(splits, f"`problem.path` {str(p)!r}", val_fraction=val_fraction, data_seed=data_seed)
+    return as_dataset(splits, f"`problem.path` {str(p)!r}", val_fraction=val_fraction, data_seed=data_seed,
+                      trajectories=trajectories)
 
 
-def _read_npz(p: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def _read_npz(p: Path) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]] | None, dict[str, np.ndarray]]:
+    """``(pairs by split or None: derive them, trajectories by split)``."""
     try:
         f = np.load(p, allow_pickle=False)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
@@ -53,22 +62,26 @@ def _read_npz(p: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     if not isinstance(f, np.lib.npyio.NpzFile):
         raise SpecError(f"`problem.path`: {str(p)!r} holds one array, not an .npz archive of {', '.join(KEYS)}")
     with f:
+        trajectories = [k for k in TRAJ_KEYS if k in f.files]
+        only_trajectories = not set(KEYS + VAL_KEYS) & set(f.files) and {"train_traj", "test_traj"} <= set(trajectories)
         missing = [k for k in KEYS if k not in f.files]
-        if missing:
-            raise SpecError(f"`problem.path`: {str(p)!r} lacks array(s) {missing}; need {list(KEYS)}")
+        if missing and not only_trajectories:
+            raise SpecError(f"`problem.path`: {str(p)!r} lacks array(s) {missing}; need {list(KEYS)} (or only "
+                            f"trajectories: train_traj and test_traj, optionally val_traj)")
         given = [k for k in VAL_KEYS if k in f.files]
         if len(given) == 1:
             raise SpecError(f"`problem.path`: {str(p)!r} has {given[0]} but not {set(VAL_KEYS) - set(given)}; "
                             f"give both val_x and val_y, or neither")
         arrays = {}
-        for key in (*KEYS, *given):
+        for key in (*(() if only_trajectories else KEYS), *given, *trajectories):
             try:
                 arrays[key] = f[key]
             except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
                 kind = "holds Python objects" if "pickle" in str(e) else f"cannot be read ({type(e).__name__}: {e})"
                 raise SpecError(f"`problem.path`: array {key!r} of {str(p)!r} {kind}; seed-sweep never unpickles "
                                 f"data, save numeric arrays (numpy.savez of float or integer arrays)") from None
-    return {s: (arrays[f"{s}_x"], arrays[f"{s}_y"]) for s in SPLITS if f"{s}_x" in arrays}
+    pairs = None if only_trajectories else {s: (arrays[f"{s}_x"], arrays[f"{s}_y"]) for s in SPLITS if f"{s}_x" in arrays}
+    return pairs, {key.removesuffix("_traj"): arrays[key] for key in trajectories}
 
 
 def _read_parquet(p: Path, shape: tuple[int, ...] | None) -> dict[str, tuple[np.ndarray, np.ndarray]]:

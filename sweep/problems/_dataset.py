@@ -5,6 +5,15 @@ carved out of the training samples: ``val_fraction`` of *all* samples (train + t
 0.1), drawn with the problem's ``data_seed``; ``val_fraction=0`` means no validation set (an
 empty split). The training samples keep their order, so ``val_fraction=0`` trains on exactly
 the data given.
+
+A problem may also give *trajectories* per split, ``[samples, steps + 1, channels, *spatial]``
+(float32; an emulator maps a state to the next, so the channels are the inputs' and outputs'
+channels): ``Dataset.train_traj`` feeds unrolled training (``Training(unroll=K)``),
+``val_traj`` / ``test_traj`` the rollout metrics (``Training(rollout_steps=T)``); ``None``
+where the problem has none. A problem that gives only trajectories gets its one-step pairs
+derived from them (every consecutive ``(state, next state)`` of every trajectory, trajectory by
+trajectory). A validation split is then carved from the training *trajectories*, never from
+pairs, so that no validation state comes from a training trajectory.
 """
 
 from __future__ import annotations
@@ -35,17 +44,34 @@ class Split(NamedTuple):
 
 
 class Dataset(NamedTuple):
-    """The train, validation (possibly empty) and test splits of a problem.
+    """The train, validation (possibly empty) and test splits of a problem, and its trajectories.
+
+    ``train_traj``, ``val_traj``, ``test_traj``: float32 ``[samples, steps + 1, channels,
+    *spatial]`` or ``None`` (no trajectories of that split). Their channels and spatial shape are
+    the inputs' (``sample_shape``), which equal the targets'.
 
     ```python
-    data = sweep.problems.heat1d(num_points=16, num_samples=10)
+    data = sweep.problems.heat1d(num_points=16, num_samples=10, trajectory_steps=5)
     data.train.x.shape, data.val.size, data.test.y.shape   # (7, 1, 16), 1, (2, 1, 16)
+    data.test_traj.shape                                   # (2, 6, 1, 16)
     ```
     """
 
     train: Split
     val: Split
     test: Split
+    train_traj: Float[np.ndarray, "n t c *s"] | None = None
+    val_traj: Float[np.ndarray, "n t c *s"] | None = None
+    test_traj: Float[np.ndarray, "n t c *s"] | None = None
+
+    @property
+    def splits(self) -> tuple[Split, Split, Split]:
+        """``(train, val, test)``, in :data:`SPLITS` order."""
+        return self.train, self.val, self.test
+
+    def trajectories(self, split: str) -> Float[np.ndarray, "n t c *s"] | None:
+        """The trajectories of ``split`` (``"train"``, ``"val"``, ``"test"``), or ``None``."""
+        return getattr(self, f"{split}_traj")
 
     @property
     def sample_shape(self) -> tuple[int, ...]:
@@ -99,12 +125,17 @@ def _pairs(arrays: Any, source: str) -> dict[str, tuple[Any, Any]]:
     return {"train": (train_x, train_y), "test": (test_x, test_y)}
 
 
-def checked_array(a: Any, field: str, source: str) -> np.ndarray:
-    """``a`` as float32 NumPy: real numbers of shape ``(samples, channels, *spatial)``, no NaN or
-    infinity. Errors name ``source`` and ``field`` (``train_x``, ...)."""
+PAIR_LAYOUT = "(samples, channels, *spatial)"
+TRAJ_LAYOUT = "(samples, steps + 1, channels, *spatial)"
+
+
+def checked_array(a: Any, field: str, source: str, layout: str = PAIR_LAYOUT) -> np.ndarray:
+    """``a`` as float32 NumPy: real numbers of shape ``layout`` (:data:`PAIR_LAYOUT` or
+    :data:`TRAJ_LAYOUT`, as many dimensions at least as it names before ``*spatial``), no NaN or
+    infinity. Errors name ``source`` and ``field`` (``train_x``, ``test_traj``, ...)."""
     a = np.asarray(a)
-    if a.ndim < 2:
-        raise SpecError(f"{source}: `{field}` has shape {a.shape}; need (samples, channels, *spatial)")
+    if a.ndim < layout.count(",") or a.ndim == 0:
+        raise SpecError(f"{source}: `{field}` has shape {a.shape}; need {layout}")
     if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating) or a.dtype == bool):
         raise SpecError(f"{source}: `{field}` has dtype {a.dtype}; need real numbers (integers or floats)")
     with np.errstate(over="ignore", invalid="ignore"):
@@ -125,44 +156,102 @@ def _split(pair: tuple[Any, Any], split: str, source: str) -> Split:
     return Split(*out)
 
 
+def _traj_splits(trajectories: Mapping[str, Any] | None, source: str) -> dict[str, np.ndarray]:
+    """The given trajectories, checked: float32, finite, at least two states each."""
+    if trajectories is None:
+        return {}
+    unknown = set(trajectories) - set(SPLITS)
+    if unknown:
+        raise SpecError(f"{source}: trajectories of unknown split(s) {sorted(unknown)}; splits: {', '.join(SPLITS)}")
+    out = {}
+    for split in SPLITS:
+        if trajectories.get(split) is None:
+            continue
+        a = checked_array(trajectories[split], f"{split}_traj", source, TRAJ_LAYOUT)
+        if a.shape[1] < 2:
+            raise SpecError(f"{source}: `{split}_traj` has shape {a.shape}: {a.shape[1]} state(s) per trajectory; "
+                            f"need at least 2 (steps + 1 along axis 1 of {TRAJ_LAYOUT})")
+        out[split] = a
+    return out
+
+
+def pairs_of(traj: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every ``(state, next state)`` of ``traj`` ``[n, steps + 1, c, *s]``: ``n * steps`` pairs,
+    trajectory by trajectory."""
+    states = traj.shape[2:]
+    return traj[:, :-1].reshape(-1, *states), traj[:, 1:].reshape(-1, *states)
+
+
+def _held(size: int, count: int, data_seed: int) -> np.ndarray:
+    """The mask of ``count`` of ``size`` samples drawn with ``data_seed`` (the validation samples)."""
+    held = np.zeros(size, bool)
+    held[np.random.default_rng(data_seed).permutation(size)[:count]] = True
+    return held
+
+
 def carve(train: Split, count: int, data_seed: int) -> tuple[Split, Split]:
     """``(train, val)``: ``count`` training samples drawn with ``data_seed`` become the validation
     split; both keep the samples' order."""
-    held = np.zeros(train.size, bool)
-    held[np.random.default_rng(data_seed).permutation(train.size)[:count]] = True
+    held = _held(train.size, count, data_seed)
     return Split(train.x[~held], train.y[~held]), Split(train.x[held], train.y[held])
 
 
-def as_dataset(arrays: Any, source: str, *, val_fraction: float | None = None, data_seed: int = 0) -> Dataset:
+def _val_count(fraction: float, train: int, test: int, what: str, source: str) -> int:
+    """How many of ``train`` training samples (or trajectories) ``fraction`` of all holds out."""
+    count = max(1, round(fraction * (train + test))) if fraction > 0 else 0
+    if count >= train:
+        raise SpecError(f"`problem.val_fraction`: got {fraction!r}: {count} validation {what} would leave none of "
+                        f"the {train} training {what} of {source} to train on; lower it")
+    return count
+
+
+def as_dataset(arrays: Any, source: str, *, val_fraction: float | None = None, data_seed: int = 0,
+               trajectories: Mapping[str, Any] | None = None) -> Dataset:
     """Validate a problem's arrays and complete its splits; errors name ``source``.
 
     ``arrays``: ``(train_x, train_y, test_x, test_y)``, or ``{"train": (x, y), "test": (x, y)}``
-    with an optional ``"val": (x, y)``. Without a validation split one is carved from the training
-    samples (``val_fraction`` of all samples, default 0.1, drawn with ``data_seed``); giving both a
+    with an optional ``"val": (x, y)``; or ``None`` to derive the pairs from ``trajectories``
+    (:func:`pairs_of`), which then needs ``"train"`` and ``"test"``. ``trajectories``:
+    ``{"train": traj, "val": traj, "test": traj}``, any of them left out or ``None``.
+
+    Without a validation split one is carved from the training samples (``val_fraction`` of all
+    samples, default 0.1, drawn with ``data_seed``), and likewise from the training trajectories
+    (``val_fraction`` of all trajectories, drawn with ``data_seed``): where each training sample
+    starts its own trajectory (heat1d) both draws hold out the same samples. Giving both a
     validation split and ``val_fraction`` is an error.
     """
+    traj = _traj_splits(trajectories, source)
+    derived = arrays is None
+    if derived:
+        if not {"train", "test"} <= set(traj):
+            raise SpecError(f"{source}: without (x, y) pairs, give training and test trajectories to derive them from")
+        arrays = {split: pairs_of(t) for split, t in traj.items()}
     pairs = _pairs(arrays, source)
     splits = {name: _split(pair, name, source) for name, pair in pairs.items()}
     if "val" in splits and val_fraction is not None:
         raise SpecError(f"`problem.val_fraction`: got {val_fraction!r}, but {source} has its own validation split; "
                         f"remove val_fraction or the validation arrays")
-    train, test = splits["train"], splits["test"]
     if "val" not in splits:
         fraction = DEFAULT_VAL_FRACTION if val_fraction is None else val_fraction
         check_val_fraction(fraction)
-        count = max(1, int(round(fraction * (train.size + test.size)))) if fraction > 0 else 0
-        if count >= train.size:
-            raise SpecError(f"`problem.val_fraction`: got {fraction!r}: {count} validation samples would leave none of "
-                            f"the {train.size} training samples of {source} to train on; lower it")
-        train, splits["val"] = carve(train, count, data_seed)
-    data = Dataset(train, splits["val"], test)
+        if "train" in traj and "val" not in traj:
+            count = _val_count(fraction, len(traj["train"]), len(traj.get("test", ())), "trajectories", source)
+            held = _held(len(traj["train"]), count, data_seed)
+            traj["train"], traj["val"] = traj["train"][~held], traj["train"][held]
+        if derived:
+            splits |= {split: Split(*pairs_of(traj[split])) for split in ("train", "val")}
+        else:
+            count = _val_count(fraction, splits["train"].size, splits["test"].size, "samples", source)
+            splits["train"], splits["val"] = carve(splits["train"], count, data_seed)
+    kept = [traj[s] if s in traj and len(traj[s]) else None for s in SPLITS]  # none of a split: None
+    data = Dataset(splits["train"], splits["val"], splits["test"], *kept)
     _check_shapes(data, source)
     return data
 
 
 def _check_shapes(data: Dataset, source: str) -> None:
     sample, target = data.train.x.shape[1:], data.train.y.shape[1:]
-    for name, split in zip(SPLITS, data):
+    for name, split in zip(SPLITS, data.splits):
         if split.x.shape[1:] != sample or split.y.shape[1:] != target:
             raise SpecError(f"{source}: {name} and train shapes differ (x {split.x.shape[1:]} vs {sample}, "
                             f"y {split.y.shape[1:]} vs {target})")
@@ -170,4 +259,12 @@ def _check_shapes(data: Dataset, source: str) -> None:
         raise SpecError(f"{source}: inputs {sample} and targets {target} differ in spatial shape")
     if data.train.size == 0 or data.test.size == 0:
         raise SpecError(f"{source}: needs at least one training and one test sample")
+    given = [s for s in SPLITS if data.trajectories(s) is not None]
+    if given and sample != target:
+        raise SpecError(f"{source}: has trajectories, so it must map a state to the next state: inputs {sample} and "
+                        f"targets {target} must have the same shape")
+    for split in given:
+        if data.trajectories(split).shape[2:] != sample:
+            raise SpecError(f"{source}: `{split}_traj` holds states of shape {data.trajectories(split).shape[2:]}; "
+                            f"they must have the inputs' shape {sample} (channels, *spatial)")
 

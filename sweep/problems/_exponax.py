@@ -9,6 +9,15 @@ on the data APEBench trains on. The stepper with those coefficients is the very 
 the APEBench scenario; the random draws differ, as keys are derived per trajectory here:
 trajectory ``i`` of split ``s`` starts from ``fold_in(fold_in(key(data_seed), s), i)``, so it
 does not depend on how many trajectories are asked for.
+
+As a problem (:func:`exponax_problem`) the trajectories become a :class:`Dataset`: the one-step
+pairs are every consecutive pair of states of each split's trajectories, and the validation
+trajectories are generated like the test ones (by default ``val_fraction`` = 0.1 of all).
+
+```python
+problem = sweep.Problem("exponax:Burgers", num_points=64, num_train=20, train_steps=30,
+                        num_test=10, test_steps=100, ic="fourier", ic_options={"cutoff": 3})
+```
 """
 
 from __future__ import annotations
@@ -21,7 +30,9 @@ from typing import Any
 import numpy as np
 
 from .._errors import SpecError
+from ._dataset import DEFAULT_VAL_FRACTION, Dataset, as_dataset, check_val_fraction
 
+EXPONAX = "exponax:"  # the problem-name prefix: "exponax:<Stepper>"
 _SPLITS = ("train", "val", "test")
 _COMMON = {
     "num_points": 160, "domain_extent": 1.0, "dt": 0.1,
@@ -214,3 +225,46 @@ def _rollouts(ex, solver, ic, num_points: int, warmup: int, steps: int, keys) ->
         return jax.vmap(one)(keys)
 
     return np.asarray(generate(solver, keys), dtype=np.float32)
+
+
+def _generated(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options exponax generates from: ``val_fraction`` (seed-sweep's own option) turned into
+    ``num_val``, ``val_fraction`` of all trajectories (default 0.1), unless ``num_val`` is given."""
+    rest = dict(options)
+    fraction = rest.pop("val_fraction", None)
+    if fraction is not None and "num_val" in rest:
+        raise SpecError(f"`problem.val_fraction`: got {fraction!r}, but num_val={rest['num_val']!r} says how many "
+                        f"validation trajectories to generate; give one or the other")
+    if "num_val" not in rest:
+        fraction = DEFAULT_VAL_FRACTION if fraction is None else fraction
+        check_val_fraction(fraction)
+        total = rest.get("num_train", _COMMON["num_train"]) + rest.get("num_test", _COMMON["num_test"])
+        if isinstance(total, int):  # else check_exponax names the bad count
+            rest["num_val"] = max(1, round(fraction * total)) if fraction > 0 else 0
+    return rest
+
+
+def check_exponax_problem(stepper: str, options: Mapping[str, Any]) -> None:
+    """Raise :class:`SpecError` unless ``Problem("exponax:<stepper>", **options)`` gives a dataset:
+    the options of :func:`check_exponax` and ``val_fraction``. Cheap: nothing is solved."""
+    check_exponax(stepper, _generated(options))
+
+
+def exponax_problem(stepper: str, **options: Any) -> Dataset:
+    """The :class:`Dataset` of ``Problem("exponax:<stepper>", **options)``: the trajectories of
+    :func:`exponax_trajectories` and the one-step pairs derived from them.
+
+    Validation trajectories are generated, never carved from the training ones (so that the
+    ``num_train`` training trajectories are APEBench's): ``num_val`` of them (of ``test_steps``
+    steps), by default ``val_fraction`` (0.1) of ``num_train + num_test``; ``num_val=0`` or
+    ``val_fraction=0``: none.
+    """
+    generated = _generated(options)
+    return as_dataset(None, f"`problem` 'exponax:{stepper}'", data_seed=generated.get("data_seed", 0),
+                      trajectories=exponax_trajectories(stepper, **generated))
+
+
+def exponax_coordinates(stepper: str, **options: Any) -> np.ndarray:
+    """The positions of a state's points: ``num_points`` on the periodic domain ``[0, domain_extent)``."""
+    o = _COMMON | STEPPERS[stepper] | dict(options)
+    return np.arange(o["num_points"]) * (float(o["domain_extent"]) / o["num_points"])

@@ -14,24 +14,33 @@ from ._dataset import DEFAULT_VAL_FRACTION, Dataset, as_dataset
 def heat1d(
     num_points: int = 48, num_samples: int = 1000, dt: float = 0.1, diffusivity: float = 0.1,
     domain_extent: float = 3.0, test_fraction: float = 0.2, val_fraction: float = DEFAULT_VAL_FRACTION,
-    data_seed: int = 0,
+    data_seed: int = 0, trajectory_steps: int = 0,
 ) -> Dataset:
     """Initial box functions and their state one implicit (BTCS) step later, Dirichlet points excluded.
 
     The last ``test_fraction`` of the samples are the test set; ``val_fraction`` of all samples,
     drawn from the others with ``data_seed``, the validation set (0: none).
 
+    ``trajectory_steps=S > 0`` adds trajectories: every sample's initial state advanced ``S``
+    BTCS steps, ``[samples, S + 1, 1, num_points]`` per split (training trajectories for
+    unrolled training, validation and test ones for rollout metrics), each split's from its own
+    samples. The one-step pairs are the same with or without them (state 0 -> state 1).
+
     ```python
-    data = heat1d(num_points=16, num_samples=10)
+    data = heat1d(num_points=16, num_samples=10, trajectory_steps=4)
     assert (data.train.size, data.val.size, data.test.size) == (7, 1, 2)
+    assert data.test_traj.shape == (2, 5, 1, 16)
     ```
     """
-    x, y = _generate(num_points, num_samples, float(dt), float(diffusivity), float(domain_extent), data_seed)
+    traj = _generate(num_points, num_samples, float(dt), float(diffusivity), float(domain_extent), data_seed,
+                     max(trajectory_steps, 1))
+    traj = np.asarray(traj[:, :, None, :], dtype=np.float32)
     train_size = num_samples - int(round(num_samples * test_fraction))
-    x = np.asarray(x[:, None, :], dtype=np.float32)
-    y = np.asarray(y[:, None, :], dtype=np.float32)
+    x, y = traj[:, 0], traj[:, 1]
     splits = {"train": (x[:train_size], y[:train_size]), "test": (x[train_size:], y[train_size:])}
-    return as_dataset(splits, "`problem` 'heat1d'", val_fraction=val_fraction, data_seed=data_seed)
+    trajectories = {"train": traj[:train_size], "test": traj[train_size:]} if trajectory_steps else None
+    return as_dataset(splits, "`problem` 'heat1d'", val_fraction=val_fraction, data_seed=data_seed,
+                      trajectories=trajectories)
 
 
 def _grid(num_points, domain_extent):
@@ -45,8 +54,9 @@ def heat1d_coordinates(num_points: int = 48, domain_extent: float = 3.0, **_: ob
 
 
 @register
-@functools.partial(jax.jit, static_argnums=(0, 1, 5))
-def _generate(num_points, num_samples, dt, diffusivity, domain_extent, data_seed):
+@functools.partial(jax.jit, static_argnums=(0, 1, 5, 6))
+def _generate(num_points, num_samples, dt, diffusivity, domain_extent, data_seed, steps):
+    """``[num_samples, steps + 1, num_points]``: random box functions and ``steps`` BTCS steps of each."""
     grid = _grid(num_points, domain_extent)
     dx = grid[1] - grid[0]
     laplacian = (
@@ -64,5 +74,12 @@ def _generate(num_points, num_samples, dt, diffusivity, domain_extent, data_seed
 
     keys = jax.random.split(jax.random.PRNGKey(data_seed), num_samples)
     initial = jax.vmap(discontinuity)(keys)
-    following = jax.vmap(lambda u: jnp.linalg.solve(system_matrix, u))(initial)
-    return initial, following
+    solve = jax.vmap(lambda u: jnp.linalg.solve(system_matrix, u))
+    following = solve(initial)  # the first step as it always was, so that the pairs stay bit for bit
+
+    def step(u, _):
+        u = solve(u)
+        return u, u
+
+    _, later = jax.lax.scan(step, following, None, length=steps - 1)
+    return jnp.concatenate([initial[:, None], following[:, None], jnp.moveaxis(later, 0, 1)], axis=1)

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from .._canonical import canonical_json
 from .._errors import StoreError
-from ..metrics import metric_name
+from ..metrics import ROLLOUT_GMEAN, metric_name
 from ..planning import Plan, TrialPlan, grid_names
 from ..spec import SweepSpec, hparam_name
 from ._schema import Column, fixed_columns
@@ -78,8 +78,13 @@ def ordered(sources: list[tuple[int, Source]], names: tuple[str, ...]) -> list[M
 
 
 def metric_names(sources: list[Source]) -> list[str]:
-    """Stored names of every metric some block evaluates, in the order first seen."""
-    return list(dict.fromkeys(metric_name(m) for s in sources for m in s.spec.training.metrics))
+    """Stored names of every metric some block evaluates, in the order first seen, then of the
+    geometric mean of every rollout metric (``rollout_gmean_<m>``: columns ``test_rollout_gmean_<m>``,
+    beside the curves ``test_rollout_<m>``)."""
+    trainings = [s.spec.training for s in sources]
+    return list(dict.fromkeys([*(metric_name(m) for t in trainings for m in t.metrics),
+                               *(ROLLOUT_GMEAN + metric_name(m) for t in trainings if t.rollout_steps
+                                 for m in t.rollout_metrics)]))
 
 
 def grid_value_columns(sources: list[Source], plan: Plan | None, metrics: list[str]) -> list[Column]:

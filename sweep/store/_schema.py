@@ -10,11 +10,14 @@ atomically is in :mod:`._generations`)::
                         members.parquet order; past the shard size, instead
     <config_id>/shard-NNNNN.eqx   consecutive runs of members_per_shard members
     samples.parquet     the first test samples of each problem (:data:`SAMPLES_SCHEMA`), for figures
+    trajectories.parquet  the first test trajectories of each problem that has some
+                        (:data:`TRAJECTORIES_SCHEMA`), for rollout figures; absent otherwise
     manifest.json       format, counts, grid columns, sha256 and size of every file, missing members
 
 No other name may appear in a store (:data:`STORE_FILE`), and no symbolic link.
-In the sweep directory, ``samples.parquet`` (same schema) is written by ``sweep.run``, which has
-the data, and copied into each store by the aggregator, which never loads data itself.
+In the sweep directory, ``samples.parquet`` and ``trajectories.parquet`` (same schemas) are
+written by ``sweep.run``, which has the data, and copied into each store by the aggregator,
+which never loads data itself.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-from ..metrics import LOSS
+from ..metrics import LOSS, ROLLOUT_GMEAN
 from ..problems import EVALUATED
 
 FORMAT = 2  # 2: train/val/test splits; val_/test_ columns of the loss and every metric
@@ -34,17 +37,19 @@ MANIFEST = "manifest.json"
 MEMBERS = "members.parquet"
 CONFIGS = "configs.parquet"
 SAMPLES = "samples.parquet"
+TRAJECTORIES = "trajectories.parquet"
 POINTER = "CURRENT"  # names the committed generation
 LOCK = ".lock"  # in the generations directory: held (flock) by the one aggregation writing at a time
 ROW_GROUP_ROWS = 65_536
 SAMPLE_COUNT = 16  # test samples kept per problem
+TRAJECTORY_COUNT = 4  # test trajectories kept per problem (every step of each)
 
 CONFIG_ID = re.compile(r"[0-9a-f]{12}")
 GENERATION = re.compile(r"\d{6,}")
 STORE_FILE = re.compile(
-    "|".join(map(re.escape, (MEMBERS, CONFIGS, SAMPLES))) + rf"|{CONFIG_ID.pattern}(?:/shard-\d{{5}})?\.eqx"
+    "|".join(map(re.escape, (MEMBERS, CONFIGS, SAMPLES, TRAJECTORIES))) + rf"|{CONFIG_ID.pattern}(?:/shard-\d{{5}})?\.eqx"
 )
-STORE_FILES = f"{MEMBERS}, {CONFIGS}, {SAMPLES}, <config_id>.eqx, <config_id>/shard-NNNNN.eqx"
+STORE_FILES = f"{MEMBERS}, {CONFIGS}, {SAMPLES}, {TRAJECTORIES}, <config_id>.eqx, <config_id>/shard-NNNNN.eqx"
 
 
 def leaves_file(config_id: str, shard: int | None) -> str:
@@ -100,6 +105,28 @@ def curves_by_column(history) -> dict[str, Any]:
     return curves
 
 
+def rollout_column(split: str, gmean_name: str) -> str:
+    """The list column of a split's rollout curve at the last report, from the name of its geometric
+    mean (``"rollout_gmean_nrmse"``): ``test_rollout_nrmse`` (entry ``t - 1``: after ``t`` steps)."""
+    return f"{split}_rollout_{gmean_name.removeprefix(ROLLOUT_GMEAN)}"
+
+
+def rollout_columns(metrics: Sequence[str]) -> list[str]:
+    """The rollout curve columns of the stored metrics that are rollout geometric means
+    (``rollout_gmean_<m>``, see :data:`sweep.metrics.ROLLOUT_GMEAN`): ``val_rollout_<m>, test_rollout_<m>, ...``."""
+    return [rollout_column(split, name) for name in metrics if name.startswith(ROLLOUT_GMEAN) for split in EVALUATED]
+
+
+def rollout_curves_by_column(history) -> dict[str, Any]:
+    """A :class:`sweep.History`'s latest ``[members, T]`` rollout curves by column (``test_rollout_nrmse``, ...)."""
+    return {f"{split}_rollout_{name}": c for split in EVALUATED for name, c in getattr(history, f"{split}_rollout").items()}
+
+
+def _value_type(column: str) -> pa.DataType:
+    """Rollout geometric means are float64 (computed in float64 from the curves), other values float32."""
+    return pa.float64() if column.partition("_")[2].startswith(ROLLOUT_GMEAN) else _F32
+
+
 def value_columns(metrics: Sequence[str]) -> list[str]:
     """Every per-member value that has a curve: ``train_loss`` and :func:`evaluated_columns`."""
     return ["train_loss", *evaluated_columns(metrics)]
@@ -112,10 +139,14 @@ def fixed_columns(metrics: Sequence[str]) -> tuple[str, ...]:
 
 def members_schema(columns: list[Column], types: dict[str, pa.DataType], metrics: Sequence[str]) -> pa.Schema:
     """``members.parquet``: identity, one column per grid key, status and epochs, the final values
-    (train, val and test loss, then each metric on val and test), their curves, the report epochs."""
+    (train, val and test loss, then each metric on val and test), their curves, the rollout curves
+    at the last report (list<float64> of T values; null without that split's trajectories), the
+    report epochs."""
     values = value_columns(metrics)
     return pa.schema([*IDENTITY_COLUMNS, *((c.name, types[c.name]) for c in columns), *RESULT_COLUMNS,
-                      *((c, _F32) for c in values[1:]), *((history_column(c), pa.list_(_F32)) for c in values),
+                      *((c, _value_type(c)) for c in values[1:]),
+                      *((history_column(c), pa.list_(_value_type(c))) for c in values),
+                      *((c, pa.list_(pa.float64())) for c in rollout_columns(metrics)),
                       (HISTORY_EPOCHS, pa.list_(_I32))])
 
 
@@ -138,3 +169,8 @@ SAMPLES_SCHEMA = pa.schema([
     ("problem_id", pa.string()), ("sample", pa.int32()), ("x", pa.list_(_F32)), ("y", pa.list_(_F32)),
     ("x_shape", pa.list_(_I32)), ("y_shape", pa.list_(_I32)),
 ])
+TRAJECTORIES_SCHEMA = pa.schema([  # states: [steps + 1, channels, *spatial] flattened, their shape in states_shape
+    ("problem_id", pa.string()), ("trajectory", pa.int32()), ("states", pa.list_(_F32)),
+    ("states_shape", pa.list_(_I32)),
+])
+SAMPLE_FILES = {SAMPLES: SAMPLES_SCHEMA, TRAJECTORIES: TRAJECTORIES_SCHEMA}  # what figures draw from, by file

@@ -25,7 +25,7 @@ from ..optim import hyperparameter_names
 from ..problems import SPLITS, Dataset, load_problem
 from ..spec import SweepSpec, hparam_name
 from ._program import (LAYOUTS, TrainState, checked_objective, chunk_program, data_shapes, initialiser, mesh,
-                       prediction, program_key, static_part)
+                       prediction, program_data, program_key, static_part)
 
 
 class Block(NamedTuple):
@@ -69,12 +69,14 @@ def load_data(spec: SweepSpec) -> Dataset:
 
 
 def check_data(spec: SweepSpec, data: Dataset) -> None:
-    """Raise :class:`SpecError` unless ``spec`` can train on ``data``: batch size <= training samples;
+    """Raise :class:`SpecError` unless ``spec`` can train on ``data``: batch size <= training samples
+    (or windows, with ``unroll > 1``); trajectories long enough for ``unroll`` and ``rollout_steps``;
     the model builds and maps one input to one output; the loss and metrics import and give a
     scalar on one sample; targets of class-index losses fit the model's output channels (checked
     with ``eqx.filter_eval_shape``, nothing computed; the checked structure is cached for the trainer)."""
     t = spec.training
-    if t.batch_size > data.num_train:
+    _check_trajectories(spec, data)
+    if t.unroll == 1 and t.batch_size > data.num_train:
         raise SpecError(
             f"`training.batch_size`: got {t.batch_size}; the problem has only "
             f"{data.num_train} training samples (batch size must be <= that)"
@@ -83,7 +85,36 @@ def check_data(spec: SweepSpec, data: Dataset) -> None:
     static_part(spec.model.to_dict(), shapes)  # builds the checked template
     checked_objective(program_key(spec, ()), shapes)
     classes = prediction(spec.model.to_dict(), shapes).shape[0]
-    check_targets(t.loss, t.metrics, {name: split.y for name, split in zip(SPLITS, data)}, classes)
+    check_targets(t.loss, t.metrics, {name: split.y for name, split in zip(SPLITS, data.splits)}, classes)
+
+
+def _check_trajectories(spec: SweepSpec, data: Dataset) -> None:
+    """``unroll > 1`` needs training trajectories of at least ``unroll`` steps and as many windows
+    as a batch; ``rollout_steps=T`` needs test (and, where given, validation) trajectories of at
+    least ``T`` steps."""
+    t, problem = spec.training, f"problem {spec.problem.name!r}"
+    how = "(heat1d: trajectory_steps=; exponax:<Stepper>; arrays: train_traj/val_traj/test_traj in the .npz)"
+    if t.unroll > 1:
+        traj = data.train_traj
+        if traj is None:
+            raise SpecError(f"`training.unroll`: got {t.unroll}; unrolled training needs training trajectories and "
+                            f"{problem} has none {how}; or set unroll=1")
+        if traj.shape[1] - 1 < t.unroll:
+            raise SpecError(f"`training.unroll`: got {t.unroll}; the training trajectories of {problem} have "
+                            f"{traj.shape[1] - 1} steps; unroll must be <= that")
+        windows = traj.shape[0] * (traj.shape[1] - t.unroll)
+        if t.batch_size > windows:
+            raise SpecError(f"`training.batch_size`: got {t.batch_size}; with unroll={t.unroll} the problem has only "
+                            f"{windows} training windows of {t.unroll + 1} states (batch size must be <= that)")
+    if t.rollout_steps:
+        if data.test_traj is None:
+            raise SpecError(f"`training.rollout_steps`: got {t.rollout_steps}; rollouts need test trajectories and "
+                            f"{problem} has none {how}; or set rollout_steps=0")
+        for split in ("val", "test"):
+            traj = data.trajectories(split)
+            if traj is not None and traj.shape[1] - 1 < t.rollout_steps:
+                raise SpecError(f"`training.rollout_steps`: got {t.rollout_steps}; the {split} trajectories of "
+                                f"{problem} have {traj.shape[1] - 1} steps; rollout_steps must be <= that")
 
 
 def _hparam_sets(spec: SweepSpec, hparams) -> tuple[dict[str, float], ...]:
@@ -131,7 +162,10 @@ def init_block(spec: SweepSpec, seeds: Sequence[int], hparams=None, data: Datase
     if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
         raise SpecError(f"`seeds`: got {list(seeds)[:10]}; give distinct non-negative integers")
     hsets = _hparam_sets(spec, hparams)
-    data = load_data(spec) if data is None else data
+    if data is None:
+        data = load_data(spec)
+    else:
+        check_data(spec, data)
     layout = layout or default_layout()
     names = hyperparameter_names(spec.optimizer.options, hsets)
     member_seeds = [s for _ in hsets for s in seeds]
@@ -147,7 +181,7 @@ def init_block(spec: SweepSpec, seeds: Sequence[int], hparams=None, data: Datase
     m = len(member_seeds)
     state = TrainState(params, opt_state, jnp.zeros(m, jnp.int32), jnp.zeros(m, bool), shuffle_keys, hp)
     place = NamedSharding(mesh(len(devices)), P()) if layout == "map" else devices[0]
-    arrays = jax.device_put(data, place)  # the dataset once per device
+    arrays = jax.device_put(program_data(spec, data), place)  # the dataset once per device
     static = static_part(spec.model.to_dict(), shapes)
     return Block(spec, program, static, arrays, seeds, hsets, devices, layout), state
 
@@ -195,7 +229,7 @@ def compiled_bytes(spec: SweepSpec, data: Dataset, hparams: Sequence[Mapping[str
     shapes = data_shapes(data)
     program = chunk_program(program_key(spec, names), shapes, "vmap", 1)
     state = state_skeleton(spec, num_members, names, shapes)
-    arrays = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), data)
+    arrays = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), program_data(spec, data))
     stats = program.lower(state, arrays, 1).compile().memory_analysis()
     return int(stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes
                - stats.alias_size_in_bytes)

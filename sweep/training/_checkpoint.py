@@ -3,7 +3,8 @@
 Layout of a block directory (written aside and renamed into place, never pickled)::
 
     block.json   format, structural spec, seeds, hyperparameter sets, shapes, trial id, and the
-                 history: epochs, train loss, {"val": {"loss": ..., <metric>: ...}, "test": {...}}
+                 history: epochs, train loss, {"val": {"loss": ..., <metric>: ...}, "test": {...}},
+                 and the latest rollout curves {"val_rollout": {<metric>: ...}, "test_rollout": ...}
     state.eqx    eqx.tree_serialise_leaves(TrainState) of the block (leading member axis)
 
 Trials write one per report (Ray Tune stores it as a ``tune.Checkpoint`` under
@@ -27,6 +28,7 @@ import pyarrow.fs as pafs
 
 from .._errors import StoreError
 from .._fs import ONE_COMPONENT, confined, read_text
+from ..metrics import ROLLOUT_GMEAN
 from ..problems import EVALUATED
 from ..spec import SweepSpec
 from ._block import state_skeleton
@@ -59,6 +61,8 @@ def _history_json(history: History) -> dict[str, Any]:
         "train_loss": _floats(history.train_loss),
         **{split: {name: _floats(c) for name, c in getattr(history, split).items()} for split in EVALUATED},
         "diverged": np.asarray(history.diverged).tolist(),
+        **{f"{split}_rollout": {name: _floats(c) for name, c in getattr(history, f"{split}_rollout").items()}
+           for split in EVALUATED},
     }
 
 
@@ -126,14 +130,16 @@ class BlockRef:
     def history(self) -> History:
         h, m = self.meta["history"], len(self.seeds) * len(self.hparams)
 
-        def curve(values) -> np.ndarray:
-            return np.asarray(values, np.float32).reshape(m, -1)
+        def curve(values, name: str = "") -> np.ndarray:  # rollout gmeans are float64, the rest float32
+            return np.asarray(values, np.float64 if name.startswith(ROLLOUT_GMEAN) else np.float32).reshape(m, -1)
 
         return History(
             seeds=self.seeds, hparams=self.hparams, epoch=np.asarray(h["epoch"], np.int32),
             train_loss=curve(h["train_loss"]),
-            **{split: {name: curve(c) for name, c in h[split].items()} for split in EVALUATED},
+            **{split: {name: curve(c, name) for name, c in h[split].items()} for split in EVALUATED},
             diverged=np.asarray(h["diverged"], bool),
+            **{f"{split}_rollout": {name: curve(c) for name, c in h.get(f"{split}_rollout", {}).items()}
+               for split in EVALUATED},
         )
 
     def load(self, directory: str | os.PathLike | None = None) -> SavedBlock:

@@ -8,6 +8,7 @@ saved state and history.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import NamedTuple
 
 import equinox as eqx
@@ -16,6 +17,7 @@ import numpy as np
 from jaxtyping import Bool, Float, Int
 
 from .._errors import SpecError
+from ..metrics import ROLLOUT_GMEAN, rollout_gmean
 from ..problems import EVALUATED, Dataset
 from ..spec import SweepSpec, Training
 from ._block import Block, _hparam_sets, init_block, model_of, run_chunk
@@ -26,7 +28,11 @@ class History(NamedTuple):
     """Per-member values at each report (end of every chunk), in block member order.
 
     ``val`` and ``test`` map ``"loss"`` and every metric name to its ``[members, reports]``
-    curve on that split; ``val`` is empty without a validation set.
+    curve on that split; ``val`` is empty without a validation set. With rollouts
+    (``Training(rollout_steps=T)``) they also hold ``"rollout_gmean_<m>"``, the geometric mean
+    over steps ``1..min(T, 100)`` of each rollout metric's curve at every report (float64), and
+    ``val_rollout`` / ``test_rollout`` map each rollout metric to its ``[members, T]`` curve at
+    the latest report (entry ``t - 1``: after ``t`` steps, averaged over the split's trajectories).
     """
 
     seeds: tuple[int, ...]
@@ -36,6 +42,8 @@ class History(NamedTuple):
     val: dict[str, Float[np.ndarray, "m r"]]
     test: dict[str, Float[np.ndarray, "m r"]]
     diverged: Bool[np.ndarray, " m"]
+    val_rollout: Mapping[str, Float[np.ndarray, "m t"]] = MappingProxyType({})
+    test_rollout: Mapping[str, Float[np.ndarray, "m t"]] = MappingProxyType({})
 
     @property
     def val_loss(self) -> Float[np.ndarray, "m r"] | None:
@@ -59,15 +67,22 @@ class History(NamedTuple):
         none = np.zeros((len(self.train_loss), 0), np.float32)
 
         def grown(curve, value):
-            return np.concatenate([curve, np.asarray(value, np.float32)[:, None]], axis=1)
+            value = np.asarray(value)
+            value = value if value.dtype == np.float64 else value.astype(np.float32)
+            return np.concatenate([curve, value[:, None]], axis=1)
 
-        curves = {split: {name: grown(getattr(self, split).get(name, none), value)
-                          for name, value in evaluation.get(split, {}).items()} for split in EVALUATED}
+        latest = {f"{split}_rollout": {name: np.asarray(c, np.float32) for name, c in evaluation[f"{split}_rollout"].items()}
+                  for split in EVALUATED if f"{split}_rollout" in evaluation}
+        values = {split: {**evaluation.get(split, {}),
+                          **{ROLLOUT_GMEAN + name: rollout_gmean(c) for name, c in latest.get(f"{split}_rollout", {}).items()}}
+                  for split in EVALUATED}
+        curves = {split: {name: grown(getattr(self, split).get(name, none), value) for name, value in values[split].items()}
+                  for split in EVALUATED}
         return self._replace(
             epoch=np.append(self.epoch, np.int32(state.epoch[0])),
             train_loss=grown(self.train_loss, evaluation["train_loss"]),
             diverged=np.asarray(state.diverged),
-            **curves,
+            **curves, **latest,
         )
 
 

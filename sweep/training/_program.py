@@ -4,8 +4,13 @@ One program per *program structure*: the model spec, the optimizer without its a
 hyperparameters, the batch size and the data shapes (:func:`program_key`). Hyperparameters
 such as the learning rate are program inputs, so blocks with other values reuse it. Every
 member runs the same per-member code: ``num_epochs`` epochs of ``lax.scan`` over shuffled
-minibatches, the shuffle of epoch ``e`` drawn from ``fold_in(shuffle_key, e)``. How members
-are laid out is the block's layout:
+minibatches, the shuffle of epoch ``e`` drawn from ``fold_in(shuffle_key, e)`` (of the one-step
+pairs, or with ``Training(unroll=K > 1)`` of the windows of ``K + 1`` states of the training
+trajectories, each predicted ``K`` steps autoregressively by ``lax.scan``); at the end of a
+chunk every member is evaluated on the validation and test sets, and with
+``Training(rollout_steps=T)`` rolled out ``T`` steps (``lax.scan``) from every validation and
+test trajectory, in batches of ``batch_size`` trajectories. How members are laid out is the
+block's layout:
 
 - ``"map"`` (CPU): members split into equal parts over the host devices with ``shard_map``,
   each device running its part one member after another with ``lax.map``; the state goes in
@@ -30,13 +35,14 @@ from jaxtyping import Array, Bool, Float, Int, PyTree, UInt32
 
 from .._caches import cached
 from .._canonical import canonical_json
-from ..metrics import batch_mean, check_on_sample, objective
+from ..metrics import batch_mean, check_on_sample, objective, rollout_objective
 from ..models import batched_forward, build_model, model_template
 from ..optim import make_optimizer
 from ..problems import EVALUATED, Dataset
 from ..spec import SweepSpec
 
 LAYOUTS = ("map", "vmap")
+EVAL_CHUNK = 128  # samples per forward pass when evaluating a validation or test set
 
 
 class TrainState(NamedTuple):
@@ -60,7 +66,22 @@ def program_key(spec: SweepSpec, hparam_names: Sequence[str]) -> str:
     optimizer = {k: v for k, v in spec.optimizer.to_dict().items() if k not in hparam_names}
     t = spec.training
     return canonical_json({"model": spec.model.to_dict(), "optimizer": optimizer, "batch_size": t.batch_size,
-                           "loss": t.loss, "metrics": list(t.metrics)})
+                           "loss": t.loss, "metrics": list(t.metrics), "unroll": t.unroll,
+                           "rollout_steps": t.rollout_steps, "rollout_metrics": list(t.rollout_metrics)})
+
+
+def program_data(spec: SweepSpec, data: Dataset) -> Dataset:
+    """What of ``data`` a block's program reads: the training pairs (or, with ``unroll > 1``, the
+    training trajectories instead), the validation and test pairs, and with ``rollout_steps=T``
+    the first ``T + 1`` states of the validation and test trajectories; nothing else goes to a device."""
+    t = spec.training
+
+    def states(traj):
+        return None if traj is None or not t.rollout_steps else traj[:, : t.rollout_steps + 1]
+
+    train = data.train if t.unroll == 1 else type(data.train)(data.train.x[:0], data.train.y[:0])
+    return data._replace(train=train, train_traj=data.train_traj if t.unroll > 1 else None,
+                         val_traj=states(data.val_traj), test_traj=states(data.test_traj))
 
 
 def _options(part: Mapping[str, Any]) -> dict[str, Any]:
@@ -91,13 +112,14 @@ def prediction(model_spec: Mapping[str, Any], shapes: tuple) -> jax.ShapeDtypeSt
 
 @cached()
 def checked_objective(structure: str, shapes: tuple):
-    """The loss and metrics of a program structure (``(name, field, Metric)``, see
-    :func:`sweep.metrics.objective`), imported and checked to give a scalar on one sample."""
+    """``(loss and metrics, rollout metrics)`` of a program structure (each ``(name, field, Metric)``,
+    see :func:`sweep.metrics.objective`), imported and checked to give a scalar on one sample."""
     struct = json.loads(structure)
     sample_shape, out_channels, _ = shapes
     target = jax.ShapeDtypeStruct((out_channels, *sample_shape[1:]), jnp.float32)
-    check_on_sample(struct["loss"], struct["metrics"], prediction(struct["model"], shapes), target)
-    return objective(struct["loss"], struct["metrics"])
+    rollout = struct["rollout_metrics"] if struct["rollout_steps"] else ()
+    check_on_sample(struct["loss"], struct["metrics"], prediction(struct["model"], shapes), target, rollout)
+    return objective(struct["loss"], struct["metrics"]), rollout_objective(rollout)
 
 
 @cached()
@@ -132,15 +154,19 @@ def _select(pred, on_true, on_false):
 @cached()
 def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
     """The jitted ``(state, data, num_epochs) -> (state, evaluation)`` of one program structure
-    (:func:`program_key`); cached so that blocks and trials share compiled code.
+    (:func:`program_key`); cached so that blocks and trials share compiled code. ``data``: the
+    block's :func:`program_data`.
 
     ``evaluation`` per member: ``{"train_loss": mean loss of the last epoch, "val": {"loss": ...,
-    <metric>: ...}, "test": {...}}`` after the chunk; a split without samples is left out.
+    <metric>: ...}, "test": {...}}`` after the chunk; a split without samples is left out. With
+    rollouts also ``"val_rollout"`` / ``"test_rollout"``: ``{<metric>: [T] curve}`` (entry
+    ``t - 1``: the metric after ``t`` steps, averaged over the split's trajectories).
     """
-    evaluated = checked_objective(structure, shapes)
+    evaluated, rollout_metrics = checked_objective(structure, shapes)
     loss = evaluated[0][2]
     struct = json.loads(structure)
     model_spec, opt_spec, batch_size = struct["model"], struct["optimizer"], struct["batch_size"]
+    unroll, rollout_steps = struct["unroll"], struct["rollout_steps"]
     sample_shape, out_channels, num_train = shapes
     opt_name, opt_options = opt_spec["name"], _options(opt_spec)
     forward = batched_forward(template(model_spec["name"], canonical_json(_options(model_spec)), sample_shape, out_channels))
@@ -150,21 +176,70 @@ def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
     def loss_fn(params, x, y):
         return batch_mean(loss, forward(eqx.combine(params, static), x), y)
 
+    def unrolled_loss_fn(params, window):
+        """Mean over the ``unroll`` steps of the loss of the autoregressive prediction of ``window[:, k]``."""
+        model = eqx.combine(params, static)
+
+        def one_step(state, target):
+            pred = forward(model, state)
+            return pred, batch_mean(loss, pred, target)
+
+        _, losses = jax.lax.scan(one_step, window[:, 0], jnp.swapaxes(window[:, 1:], 0, 1))
+        return jnp.mean(losses)
+
+    def predict(params, x):
+        """The model on every sample of ``x``, ``EVAL_CHUNK`` samples at a time (``lax.map``; the
+        last part padded): the activations of a whole test set at once are slower (memory-bound)
+        and can exceed memory."""
+        model, n = eqx.combine(params, static), x.shape[0]
+        if n <= EVAL_CHUNK:
+            return forward(model, x)
+        parts = -(-n // EVAL_CHUNK)
+        padded = jnp.concatenate([x, jnp.zeros((parts * EVAL_CHUNK - n, *x.shape[1:]), x.dtype)])
+        pred = jax.lax.map(lambda part: forward(model, part), padded.reshape(parts, EVAL_CHUNK, *x.shape[1:]))
+        return pred.reshape(parts * EVAL_CHUNK, *pred.shape[2:])[:n]
+
     def evaluate(params, split):
         # Barriers keep the evaluation one fused unit whatever surrounds it: with one member per
         # device XLA inlines the member loop, and without them would fuse (and round) exp/log of
         # e.g. cross_entropy differently than in a block of several members per device.
-        pred, y = jax.lax.optimization_barrier((forward(eqx.combine(params, static), split.x), split.y))
+        pred, y = jax.lax.optimization_barrier((predict(params, split.x), split.y))
         return jax.lax.optimization_barrier({name: batch_mean(metric, pred, y) for name, _, metric in evaluated})
+
+    def rollout(params, traj):
+        """``{metric: [T]}``: every trajectory's first state rolled out ``T`` steps, at most
+        ``batch_size`` trajectories at a time (in equal parts, the last padded and masked), the
+        metrics averaged over the trajectories."""
+        model = eqx.combine(params, static)
+        n = traj.shape[0]
+        parts = -(-n // batch_size)
+        per = -(-n // parts)  # 30 trajectories in batches of 20: two parts of 15, none padded
+        padded = jnp.concatenate([traj, jnp.zeros((parts * per - n, *traj.shape[1:]), traj.dtype)])
+        padded = padded.reshape(parts, per, *traj.shape[1:])
+        real = (jnp.arange(parts * per) < n).reshape(parts, per)
+
+        def part(sums, inputs):
+            states, keep = inputs
+
+            def one_step(state, target):
+                pred = forward(model, state)
+                return pred, jnp.stack([jax.vmap(m.per_sample)(pred, target).astype(jnp.float32)
+                                        for _, _, m in rollout_metrics])
+
+            _, values = jax.lax.scan(one_step, states[:, 0], jnp.swapaxes(states[:, 1:], 0, 1))  # [T, metrics, per]
+            return sums + jnp.sum(jnp.where(keep, values, 0.0), axis=-1), None
+
+        params, padded = jax.lax.optimization_barrier((params, padded))
+        sums, _ = jax.lax.scan(part, jnp.zeros((rollout_steps, len(rollout_metrics)), jnp.float32), (padded, real))
+        return jax.lax.optimization_barrier({name: sums[:, i] / n for i, (name, _, _) in enumerate(rollout_metrics)})
 
     def member_chunk(carry, hp, data: Dataset, num_epochs):
         params, opt_state, epoch, diverged, skey = carry
-        train_x, train_y = data.train
         opt = make_optimizer(opt_name, opt_options, hp)
 
-        def step(c, batch):
+        def step(c, batch, objective):
             params, opt_state, diverged = c
-            loss, grads = jax.value_and_grad(loss_fn)(params, *batch)
+            loss, grads = jax.value_and_grad(objective)(params, *batch)
             updates, new_opt_state = opt.update(grads, opt_state, params)
             new_params = eqx.apply_updates(params, updates)
             finite = jnp.isfinite(loss) & _all_finite(new_params)
@@ -173,20 +248,42 @@ def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
             opt_state = _select(keep, opt_state, new_opt_state)
             return (params, opt_state, keep), loss
 
-        def one_epoch(c, _):
-            params, opt_state, epoch, diverged = c
+        def order_of(epoch, count, batches):
             key = jax.random.fold_in(jax.random.wrap_key_data(skey), epoch)
-            order = jax.random.permutation(key, num_train)[: num_batches * batch_size]
-            order = order.reshape(num_batches, batch_size)
+            return jax.random.permutation(key, count)[: batches * batch_size].reshape(batches, batch_size)
+
+        def pairs_epoch(c, _):
+            params, opt_state, epoch, diverged = c
+            train_x, train_y = data.train
+            order = order_of(epoch, num_train, num_batches)
             (params, opt_state, diverged), losses = jax.lax.scan(
-                step, (params, opt_state, diverged), (train_x[order], train_y[order])
+                functools.partial(step, objective=loss_fn), (params, opt_state, diverged), (train_x[order], train_y[order])
             )
             return (params, opt_state, epoch + 1, diverged), jnp.mean(losses)
 
+        def windows_epoch(c, _):
+            """One pass over every window of ``unroll + 1`` states of every training trajectory."""
+            params, opt_state, epoch, diverged = c
+            traj = data.train_traj
+            starts = traj.shape[1] - unroll  # windows per trajectory
+            count = traj.shape[0] * starts
+            offsets = jnp.arange(unroll + 1)
+
+            def window_step(c, index):
+                window = traj[(index // starts)[:, None], (index % starts)[:, None] + offsets]
+                return step(c, (window,), unrolled_loss_fn)
+
+            (params, opt_state, diverged), losses = jax.lax.scan(
+                window_step, (params, opt_state, diverged), order_of(epoch, count, count // batch_size))
+            return (params, opt_state, epoch + 1, diverged), jnp.mean(losses)
+
         (params, opt_state, epoch, diverged), train_losses = jax.lax.scan(
-            one_epoch, (params, opt_state, epoch, diverged), None, length=num_epochs
+            pairs_epoch if unroll == 1 else windows_epoch, (params, opt_state, epoch, diverged), None, length=num_epochs
         )
         evaluation = {split: evaluate(params, getattr(data, split)) for split in EVALUATED if getattr(data, split).size}
+        if rollout_steps:
+            evaluation |= {f"{split}_rollout": rollout(params, data.trajectories(split)) for split in EVALUATED
+                           if data.trajectories(split) is not None}
         return (params, opt_state, epoch, diverged, skey), {"train_loss": train_losses[-1], **evaluation}
 
     def chunk(state: TrainState, data, num_epochs: int):

@@ -21,7 +21,7 @@ import numpy as np
 from .._errors import StoreError
 from .._fs import local_copy
 from ..planning import TrialPlan
-from ..store import curves_by_column
+from ..store import curves_by_column, rollout_curves_by_column
 from ..training import SavedBlock, data_shapes, fit, init_block, load_block, save_block
 from . import _env
 
@@ -43,7 +43,9 @@ def block_metrics(history, planned_epochs: int) -> dict[str, Any]:
     """Block statistics of the latest report (diverged members left out of the statistics): for
     the train loss and the loss and every metric on validation and test (``val_loss``,
     ``test_nrmse``, ...: the store's column names), ``<name>_mean`` / ``_min`` / ``_max`` / ``_std``
-    and the per-member vector ``member_<name>``."""
+    and the per-member vector ``member_<name>`` (rollout geometric means included:
+    ``test_rollout_gmean_nrmse_mean``, ...); for each rollout curve (``test_rollout_nrmse``, ...)
+    its mean over the block at every step, ``<column>_mean`` (a list of T values)."""
     ok = ~np.asarray(history.diverged)
     out: dict[str, Any] = {}
     for name, losses in curves_by_column(history).items():
@@ -54,6 +56,9 @@ def block_metrics(history, planned_epochs: int) -> dict[str, Any]:
         out[f"{name}_max"] = float(good.max()) if good.size else float("inf")
         out[f"{name}_std"] = float(good.std()) if good.size else float("nan")
         out[f"member_{name}"] = latest.tolist()
+    for name, curves in rollout_curves_by_column(history).items():
+        good = np.asarray(curves, np.float64)[ok]
+        out[f"{name}_mean"] = (good.mean(axis=0) if len(good) else np.full(good.shape[1], np.inf)).tolist()
     epoch = int(history.epoch[-1]) if len(history.epoch) else 0
     members = int(ok.size)
     out.update(

@@ -1,0 +1,102 @@
+"""``Training``: how every member of a sweep is trained and evaluated (SPEC §3, §5, §10, §11).
+
+Frozen and validated on construction: every bad field is a :class:`SpecError` naming it, the
+value and what is allowed. What can only be checked against the data (trajectories long
+enough for ``unroll`` and ``rollout_steps``, a batch that fits the training windows) is
+checked by :func:`sweep.training.check_data` before any trial starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ._errors import SpecError
+from .metrics import check_names, check_rollout_names
+
+INT32_LIMIT = 2**31  # training counters are int32 inside the compiled program
+# Fields added after stores were first written: left out of identity() at their defaults, so that
+# the config id (and trial keys) of a spec that does not use them stays what it always was.
+_LATER_DEFAULTS = {"unroll": 1, "rollout_steps": 0, "rollout_metrics": ["nrmse"]}
+
+
+def _names(value: Any, field: str) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise SpecError(f"`training.{field}`: got {value!r}; give a list of names, e.g. [\"mse\", \"nrmse\"]")
+    return tuple(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Training:
+    """Epochs, batch size, how often (in epochs) a trial reports and checkpoints, the loss it
+    minimises and the metrics every report evaluates on the validation and test sets.
+
+    ``loss`` and each of ``metrics``: a built-in (``"mse"``, ``"mae"``, ``"nrmse"``,
+    ``"cross_entropy"``) or ``"package.module:fn"`` with ``fn(pred, target) -> scalar`` for one
+    sample (see :mod:`sweep.metrics`). Both are part of the structural config: changing them is
+    a new config (and new trials).
+
+    Autoregressive emulators (SPEC §11; the problem must give trajectories):
+
+    - ``unroll=K``: ``1`` trains on the problem's one-step pairs. ``K > 1`` trains on windows of
+      ``K + 1`` consecutive states of the training trajectories (every window of every
+      trajectory, shuffled per epoch with the member's shuffle key): the member predicts ``K``
+      steps autoregressively from the window's first state, and the loss is the mean of the
+      ``K`` per-step losses. An epoch is one pass over the windows.
+    - ``rollout_steps=T`` (0: none): at every report, each member is rolled out ``T`` steps from
+      the first state of every validation and test trajectory, and each of ``rollout_metrics``
+      is evaluated at every step against the trajectory, averaged over the trajectories:
+      columns ``val_rollout_<m>`` / ``test_rollout_<m>`` (``T`` values; entry ``t - 1`` after
+      ``t`` steps) and their geometric mean over steps ``1..min(T, 100)``,
+      ``val_rollout_gmean_<m>`` / ``test_rollout_gmean_<m>`` (a scalar ``best()``,
+      ``summary()`` and ``compare()`` rank by).
+
+    ```python
+    Training(epochs=50, batch_size=32, unroll=4, rollout_steps=100, rollout_metrics=("nrmse", "mse"))
+    ```
+    """
+
+    epochs: int = 100
+    batch_size: int = 32
+    report_every: int = 10
+    loss: str = "mse"
+    metrics: tuple[str, ...] = ()
+    unroll: int = 1
+    rollout_steps: int = 0
+    rollout_metrics: tuple[str, ...] = ("nrmse",)
+
+    def __post_init__(self):
+        for field, low in (("epochs", 1), ("batch_size", 1), ("report_every", 1), ("unroll", 1), ("rollout_steps", 0)):
+            value = getattr(self, field)
+            if not isinstance(value, int) or isinstance(value, bool) or not low <= value < INT32_LIMIT:
+                raise SpecError(f"`training.{field}`: got {value!r}; must be an integer >= {low} (and below 2**31)")
+        object.__setattr__(self, "metrics", _names(self.metrics, "metrics"))
+        object.__setattr__(self, "rollout_metrics", _names(self.rollout_metrics, "rollout_metrics"))
+        check_names(self.loss, self.metrics)
+        check_rollout_names(self.rollout_metrics)
+        if self.rollout_steps and not self.rollout_metrics:
+            raise SpecError(f"`training.rollout_metrics`: empty with rollout_steps={self.rollout_steps}; name at "
+                            f"least one metric, e.g. [\"nrmse\"] (or set rollout_steps=0: no rollouts)")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"metrics": list(self.metrics), "rollout_metrics": list(self.rollout_metrics)}
+
+    def identity(self) -> dict[str, Any]:
+        """What identifies the training in a config id: :meth:`to_dict` without the fields added
+        since stores were first written where they hold their defaults (``unroll=1``,
+        ``rollout_steps=0``, ``rollout_metrics=["nrmse"]``), so that older ids stay valid."""
+        return {k: v for k, v in self.to_dict().items() if k not in _LATER_DEFAULTS or v != _LATER_DEFAULTS[k]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Training:
+        allowed = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - allowed
+        if unknown:
+            raise SpecError(
+                f"`training`: unknown field(s) {sorted(unknown)}; allowed: {sorted(allowed)}"
+            )
+        return cls(**data)
+
+    def replace(self, **changes: Any) -> Training:
+        return Training.from_dict(self.to_dict() | changes)
