@@ -72,7 +72,12 @@ class _Named:
 
     _field = ""
 
-    def __init__(self, name: str, /, **options: Any):
+    def __init__(self, name: str, /, *positional: Any, **options: Any):
+        if positional:
+            part = type(self).__name__
+            raise SpecError(f"`{self._field}`: {part}({name!r}, ...) got {len(positional)} positional value(s) after "
+                            f"the name; give options as keywords, e.g. {part}({name!r}, **options) or "
+                            f"{part}({name!r}, key=value)")
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "options", {k: _plain(v, f"{self._field}.{k}") for k, v in options.items()})
         self._check()

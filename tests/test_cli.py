@@ -67,9 +67,10 @@ def test_every_command_has_help(command):
 
 def test_help_lists_the_options_of_the_contract():
     options = {"run": ["--storage", "--address", "--resume"], "plot": ["--out"],
-               "predict": ["--input", "--output", "--where", "--best", "--std"]}
+               "predict": ["--input", "--output", "--where", "--best", "--std", "--rollout",
+                           "[members, STEPS + 1, samples, channels, *spatial]"]}  # shapes not eaten as markup
     for command, names in options.items():
-        text = invoke(command, "--help").output
+        text = " ".join(invoke(command, "--help").output.split())
         assert all(n in text for n in names), (command, text)
     assert all(c in invoke("--help").output for c in COMMANDS)
 
@@ -247,6 +248,22 @@ def test_predict_std_writes_mean_and_std(store, tmp_path, x):
     assert float(std.mean()) > 0
 
 
+def test_predict_rollout_writes_every_members_rollout_or_its_mean_and_std(store, tmp_path, x):
+    np.save(tmp_path / "x0.npy", x)
+    result = invoke("predict", store, "-i", tmp_path / "x0.npy", "-o", tmp_path / "r.npy", "--where", "depth=2",
+                    "--best", "3", "--rollout", "4")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.strip() == f"wrote {tmp_path / 'r.npy'}: 3 members, rollout of 4 steps, shape (3, 5, 3, 1, 16)"
+    np.testing.assert_array_equal(np.load(tmp_path / "r.npy"), sweep.load(store).where(depth=2).best(3).rollout(x, 4))
+    result = invoke("predict", store, "-i", tmp_path / "x0.npy", "-o", tmp_path / "m.npy", "--where", "depth=1",
+                    "--rollout", "4", "--std")
+    assert result.exit_code == 0, result.stderr
+    mean, std = sweep.load(store).where(depth=1).rollout_mean_std(x, 4)
+    np.testing.assert_array_equal(np.load(tmp_path / "m.npy"), mean)
+    np.testing.assert_array_equal(np.load(tmp_path / "m_std.npy"), std)
+    assert mean.shape == (5, 3, 1, 16) and "std over 8 members, rollout of 4 steps" in result.stdout
+
+
 # -- plot ---------------------------------------------------------------------------------------
 def _png(path: Path) -> np.ndarray:
     import matplotlib.image
@@ -385,6 +402,10 @@ ERRORS = [
     (["predict", "{s}", "-i", "{d}/objects.npy", "-o", "{d}/y.npy"], ["--input", "not a readable .npy"]),
     (["predict", "{s}", "-i", "{d}/arrays.npz", "-o", "{d}/y.npy"], ["--input", ".npz archive"]),
     (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.txt", "--where", "depth=1"], ["--output", ".npy"]),
+    (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--where", "depth=1", "--rollout", "0"],
+     ["--rollout: got 0", "integer >= 1"]),
+    (["predict", "{s}", "-i", "{d}/wrong.npy", "-o", "{d}/y.npy", "--where", "depth=1", "--rollout", "3"],
+     ["rollout: x0 has shape (3, 1, 8)", "(batch >= 1, 1, 16)"]),
 ]
 
 

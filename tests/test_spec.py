@@ -82,6 +82,7 @@ def test_seeds_int_and_iterable():
         (lambda: Problem("heat1d", num_point=3), ["`problem.num_point`", "num_points"]),
         (lambda: Problem("heat1d", num_samples=-4), ["`problem.num_samples`", "-4"]),
         (lambda: Problem("arrays"), ["`problem`", "path"]),
+        (lambda: Problem("heat1d", {"num_points": 16}), ["`problem`", "Problem('heat1d', ...)", "keywords"]),
         (lambda: Training(epochs=0), ["`training.epochs`", "0", ">= 1"]),
         (lambda: Training(batch_size=-2), ["`training.batch_size`", "-2"]),
         (lambda: tiny_spec(seeds=[1, -2]), ["`seeds`", "-2", "non-negative"]),

@@ -40,7 +40,8 @@ def sweep_side(seeds: int, epochs: int) -> dict:
     data = sweep.load_data(spec)
     init_s, (block, state) = _kit.timed(lambda: sweep.init_block(spec, range(seeds), data=data))
     cold_s, (state, _) = _kit.timed(lambda: sweep.run_chunk(block, state, epochs))
-    warm_s, (_, (_, test)) = _kit.timed(lambda: sweep.run_chunk(block, state, epochs))
+    warm_s, (_, evaluation) = _kit.timed(lambda: sweep.run_chunk(block, state, epochs))
+    test = evaluation["test"]["loss"]
     return {"init_s": init_s, "cold_s": cold_s, "warm_s": warm_s, "layout": block.layout,
             "test_loss_mean": float(np.mean(test)), "test_loss_after_epochs": 2 * epochs, **_kit.device_memory()}
 

@@ -18,7 +18,8 @@ from typing import Annotated
 import typer
 
 from .._errors import SweepError
-from ._args import CLIError, Format, Kind, Logger, LogPer, apply_overrides, cli_phrasing, parse_where
+from ._args import (CLIError, Format, Kind, Logger, LogPer, apply_overrides, cli_phrasing, load_npy, parse_where,
+                    save_npy)
 
 app = typer.Typer(
     name="sweep",
@@ -290,13 +291,17 @@ def plot(
                                             "to <stem>-<kind><suffix> next to it. Default: <SWEEP_DIR>/sweep.png "
                                             "(./sweep.png for remote sweeps).")] = None,
     kind: Annotated[Kind, typer.Option(help="overview (every panel in one figure), curves, spread, predictions, "
-                                       "or all (one file per figure).")] = "overview",
+                                       "rollout_error, rollout, or all (one file per figure the store has the "
+                                       "data for).")] = "overview",
     dpi: Annotated[int, typer.Option(min=10, max=2400, help="Resolution of PNG files.")] = 200,
     metric: MetricOpt = "val_loss",
     mode: ModeOpt = "min",
     samples: Annotated[int, typer.Option(min=1, help="Test samples shown with the ensemble's predictions "
                                          "(at most those the store keeps).")] = 3,
     max_curves: Annotated[int, typer.Option(min=1, help="Learning curves drawn per configuration (at most).")] = 200,
+    rollout_metric: Annotated[str | None, typer.Option(
+        help="Rollout metric whose error over steps is drawn (default: the first stored, e.g. nrmse).",
+        show_default=False)] = None,
 ) -> None:
     """Learning curves, spread over seeds, predictions ±std.
 
@@ -304,9 +309,11 @@ def plot(
     scale, one panel per split on a shared y axis; with a validation set the test panel shows the
     configuration chosen on METRIC only); the final METRIC over seeds per configuration; the
     chosen configuration's ensemble mean ±std against the ground truth on the first test samples
-    the store holds. Configurations are ordered best first by METRIC, as in `sweep show`. Draws
-    only from the store: no data is regenerated and no model factory the store names is
-    imported (that panel then says why it is empty).
+    the store holds; for autoregressive emulators the rollout error over steps per configuration
+    (median and 10-90% band over seeds) and the chosen configuration's ensemble rolled out
+    against a stored test trajectory (mean ±std). Configurations are ordered best first by
+    METRIC, as in `sweep show`. Draws only from the store: no data is regenerated and no model
+    factory the store names is imported (that panel then says why it is empty).
     """
     from ..figures import figure_paths
     from ..figures import plot as plot_sweep
@@ -314,10 +321,10 @@ def plot(
     if out is None:
         out = str(Path(sweep_dir) / "sweep.png") if "://" not in sweep_dir else "sweep.png"
     chosen = Kind(kind).value
-    paths = figure_paths(out, chosen)  # a bad --out fails before the store is read
-    plot_sweep(_existing(sweep_dir), chosen, out=out, dpi=dpi, metric=metric, mode=mode, num_samples=samples,
-               max_curves=max_curves)
-    for path in paths:
+    figure_paths(out, chosen)  # a bad --out fails before the store is read
+    figures = plot_sweep(_existing(sweep_dir), chosen, out=out, dpi=dpi, metric=metric, mode=mode,
+                         num_samples=samples, max_curves=max_curves, rollout_metric=rollout_metric)
+    for path in figure_paths(out, list(figures)) if isinstance(figures, dict) else [out]:
         typer.echo(f"wrote {path}")
 
 
@@ -325,8 +332,8 @@ def plot(
 @_guard
 def predict(
     sweep_dir: DirArg,
-    input: Annotated[Path, typer.Option("--input", "-i", help="Inputs (.npy): [samples, channels, *spatial].",
-                                        show_default=False)],
+    input: Annotated[Path, typer.Option("--input", "-i", show_default=False, help=(
+        "Inputs (.npy): \\[samples, channels, *spatial] (the initial states with --rollout)."))],
     output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the predictions (.npy).",
                                          show_default=False)],
     where: Annotated[list[str] | None, typer.Option(help="Keep members with column=value (repeatable), "
@@ -337,11 +344,18 @@ def predict(
     mean: Annotated[bool, typer.Option("--mean", help="Write the mean over members instead of every member.")] = False,
     std: Annotated[bool, typer.Option("--std", help="Write the mean to OUTPUT and the std over members "
                                       "(ddof=0) to OUTPUT's name + '_std.npy'.")] = False,
+    rollout: Annotated[int | None, typer.Option(
+        "--rollout", metavar="STEPS", help="Roll every member out autoregressively for STEPS steps from the "
+                                           "inputs (each output fed back in) instead of one prediction.",
+        show_default=False)] = None,
 ) -> None:
     """Predict with selected members; write .npy.
 
-    OUTPUT holds [members, samples, channels, *spatial] (or the mean with --mean / --std). The
-    selection must lie in one structural configuration.
+    OUTPUT holds \\[members, samples, channels, *spatial] (or the mean with --mean / --std). With
+    --rollout STEPS the inputs are initial states and OUTPUT holds every member's rollout,
+    \\[members, STEPS + 1, samples, channels, *spatial] (index 0: the inputs), or its mean (and std)
+    over members at every step with --mean / --std. The selection must lie in one structural
+    configuration.
     """
     import numpy as np
 
@@ -349,6 +363,8 @@ def predict(
 
     if output.suffix != ".npy":
         raise CLIError(f"--output: got {str(output)!r}; give a file name ending in .npy")
+    if rollout is not None and rollout < 1:
+        raise CLIError(f"--rollout: got {rollout}; the number of steps must be an integer >= 1")
     x = load_npy(input, "--input")
     ens = load(_existing(sweep_dir))
     kw = parse_where(where)
@@ -357,41 +373,19 @@ def predict(
     if best is not None:
         ens = ens.best(best, metric=metric, mode=mode)
     n = len(ens)
+    what = f"rollout of {rollout} steps" if rollout is not None else "predictions"
     if std or mean:
-        m, s = ens.mean_std(x)
-        _save(output, np.asarray(m))
-        typer.echo(f"wrote {output}: mean over {n} members, shape {tuple(np.shape(m))}")
+        m, s = ens.mean_std(x) if rollout is None else ens.rollout_mean_std(x, rollout)
+        save_npy(output, np.asarray(m))
+        typer.echo(f"wrote {output}: mean over {n} members, {what}, shape {tuple(np.shape(m))}")
         if std:
             std_path = output.with_name(output.name.removesuffix(".npy") + "_std.npy")
-            _save(std_path, np.asarray(s))
-            typer.echo(f"wrote {std_path}: std over {n} members, shape {tuple(np.shape(s))}")
+            save_npy(std_path, np.asarray(s))
+            typer.echo(f"wrote {std_path}: std over {n} members, {what}, shape {tuple(np.shape(s))}")
         return
-    y = np.asarray(ens.predict(x))
-    _save(output, y)
-    typer.echo(f"wrote {output}: {n} members, shape {y.shape}")
-
-
-def load_npy(path: Path, option: str):
-    """An array from a .npy file (never unpickled); errors name the option and the file."""
-    import numpy as np
-
-    if not path.is_file():
-        raise CLIError(f"{option}: {str(path)!r} does not exist or is not a file")
-    try:
-        array = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise CLIError(f"{option}: {str(path)!r} is not a readable .npy array ({e})") from None
-    if not isinstance(array, np.ndarray):
-        array.close()
-        raise CLIError(f"{option}: {str(path)!r} is an .npz archive; give one array saved with numpy.save (.npy)")
-    return array
-
-
-def _save(path: Path, array) -> None:
-    import numpy as np
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.save(path, array)
+    y = np.asarray(ens.predict(x) if rollout is None else ens.rollout(x, rollout))
+    save_npy(output, y)
+    typer.echo(f"wrote {output}: {n} members, {what}, shape {y.shape}")
 
 
 def _format_warning(message, category, filename, lineno, line=None) -> str:

@@ -1,6 +1,6 @@
 """The command line's own values: ``--where`` and ``--set`` items, the choices of ``--logger``,
-``--log-per``, ``--format`` and ``--kind``, and library messages phrased for the command line
-(a Python call in a message becomes the option that does the same)."""
+``--log-per``, ``--format`` and ``--kind``, ``.npy`` files in and out, and library messages
+phrased for the command line (a Python call in a message becomes the option that does the same)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import dataclasses
 import enum
 import re
 import tomllib
+from pathlib import Path
 from typing import Any
 
 from .._errors import SweepError
@@ -24,6 +25,8 @@ _CLI_PHRASES = [
      if m.group(1) else "--where"),
     (re.compile(r"\bbest\(k=([^()]*)\)"), lambda m: f"--best {m.group(1)}"),
     (re.compile(r"\b\w+\(metric='([^']*)'\)"), lambda m: f"--metric {m.group(1)}"),
+    (re.compile(r"\bplot\(kind='([^']*)'\)"), lambda m: f"--kind {m.group(1)}"),
+    (re.compile(r"\bplot\(rollout_metric='([^']*)'\)"), lambda m: f"--rollout-metric {m.group(1)}"),
     (re.compile(r"`out`"), lambda m: "--out"),
     (re.compile(r"`kind`"), lambda m: "--kind"),
 ]
@@ -117,4 +120,30 @@ class Kind(str, enum.Enum):
     curves = "curves"
     spread = "spread"
     predictions = "predictions"
+    rollout_error = "rollout_error"
+    rollout = "rollout"
     all = "all"
+
+
+def load_npy(path: Path, option: str):
+    """An array from a .npy file (never unpickled); errors name the option and the file."""
+    import numpy as np
+
+    if not path.is_file():
+        raise CLIError(f"{option}: {str(path)!r} does not exist or is not a file")
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        raise CLIError(f"{option}: {str(path)!r} is not a readable .npy array ({e})") from None
+    if not isinstance(array, np.ndarray):
+        array.close()
+        raise CLIError(f"{option}: {str(path)!r} is an .npz archive; give one array saved with numpy.save (.npy)")
+    return array
+
+
+def save_npy(path: Path, array) -> None:
+    """``array`` to ``path`` (.npy), creating its folder."""
+    import numpy as np
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, array)

@@ -29,7 +29,8 @@ from jaxtyping import Float, PyTree
 from .._errors import QueryError
 from ..spec import SweepSpec
 from ..store import ConfigInfo, Store
-from . import _inference, _stats
+from . import _inference, _rollout, _stats
+from ._inference import Moments
 from ._stats import MODES, Comparison
 
 DEFAULT_CHUNK = 64  # members per compiled inference call
@@ -224,6 +225,19 @@ class Ensemble:
                              f"directory had no samples.parquet when it was aggregated; sweep.run writes it)")
         return found
 
+    def trajectories(self) -> np.ndarray:
+        """Reference test trajectories of these members' structural config, as the store keeps them
+        (the first 4 test trajectories of its problem, every step: ``[trajectories, steps + 1,
+        channels, *spatial]``): read from the store, never regenerated. Roll the ensemble out from
+        their first states to compare: ``self.rollout(traj[:, 0], traj.shape[1] - 1)``."""
+        config = self._config("trajectories")
+        found = self._store.trajectories(config.config_id)
+        if found is None:
+            raise QueryError(f"trajectories(): the store holds no test trajectories for config {config.config_id} "
+                             f"(its problem has none, e.g. heat1d without trajectory_steps, or its sweep was run "
+                             f"by a seed-sweep that did not keep them)")
+        return found
+
     # -- inference ------------------------------------------------------------------------------
     def predict(self, x: Float[Any, "batch ..."], chunk_size: int = DEFAULT_CHUNK) -> Float[np.ndarray, "members batch ..."]:
         """Every member's output on ``x`` (``[batch, *sample_shape]``), as ``[members, batch, *out]``,
@@ -239,16 +253,44 @@ class Ensemble:
     def mean_std(self, x: Float[Any, "batch ..."], chunk_size: int = DEFAULT_CHUNK) -> tuple[np.ndarray, np.ndarray]:
         """Mean and population std (ddof=0) over members of :meth:`predict`, streamed (float64 sums)."""
         config, x = self._inputs(x, chunk_size, "mean_std")
-        count, mean, m2 = 0, 0.0, 0.0
-        for _, y in self._outputs(config, x, chunk_size):  # Chan et al.'s parallel update
-            y = y.astype(np.float64)
-            n, y_mean = len(y), y.mean(0)
-            delta = y_mean - mean
-            mean = mean + delta * n / (count + n)
-            m2 = m2 + ((y - y_mean) ** 2).sum(0) + delta**2 * count * n / (count + n)
-            count += n
-        dtype = np.result_type(x.dtype, np.float32)
-        return mean.astype(dtype), np.sqrt(m2 / count).astype(dtype)
+        moments = Moments()
+        for _, y in self._outputs(config, x, chunk_size):
+            moments.add(y)
+        return moments.result(np.result_type(x.dtype, np.float32))
+
+    def rollout(self, x0: Float[Any, "batch ..."], steps: int,
+                chunk_size: int = DEFAULT_CHUNK) -> Float[np.ndarray, "members t batch ..."]:
+        """Every member's autoregressive rollout from the same initial states ``x0``
+        (``[batch, *sample_shape]``): ``[members, steps + 1, batch, *sample_shape]``, index 0 = ``x0``,
+        index ``t`` = the member applied ``t`` times. Streamed ``chunk_size`` members at a time; one
+        compiled program per shapes, whatever ``steps`` (see :mod:`sweep.ensemble._rollout`).
+
+        ```python
+        states = sub.rollout(x0, steps=100)      # [members, 101, batch, channels, *spatial]
+        ```
+        """
+        config, x0, steps = self._rollout_inputs(x0, steps, chunk_size, "rollout")
+        out = np.empty((len(self), steps + 1, *x0.shape), x0.dtype)
+        out[:, 0] = x0
+        for rows, t, states in self._rollouts(config, x0, steps, chunk_size):
+            out[rows, t:t + states.shape[1]] = states
+        return out
+
+    def rollout_mean_std(self, x0: Float[Any, "batch ..."], steps: int,
+                         chunk_size: int = DEFAULT_CHUNK) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and population std (ddof=0) over members of :meth:`rollout` at every step,
+        ``[steps + 1, batch, *sample_shape]`` each (step 0: ``x0`` and zeros), streamed: no array
+        over members is held, only one chunk's states for one run of steps."""
+        config, x0, steps = self._rollout_inputs(x0, steps, chunk_size, "rollout_mean_std")
+        moments: dict[int, Moments] = {}
+        for _, t, states in self._rollouts(config, x0, steps, chunk_size):
+            moments.setdefault(t, Moments()).add(states)
+        dtype = np.result_type(x0.dtype, np.float32)
+        mean, std = np.empty((2, steps + 1, *x0.shape), dtype)
+        mean[0], std[0] = x0, 0
+        for t, m in moments.items():
+            mean[t:t + len(m.mean)], std[t:t + len(m.mean)] = m.result(dtype)
+        return mean, std
 
     # -- internals ------------------------------------------------------------------------------
     def _ids(self) -> np.ndarray:
@@ -309,7 +351,7 @@ class Ensemble:
         params = self._store.read(config.config_id, self._positions(config))
         return jax.tree_util.tree_map(jnp.asarray, params), self._store.template(config.config_id)[1]
 
-    def _inputs(self, x: Any, chunk_size: int, what: str) -> tuple[ConfigInfo, np.ndarray]:
+    def _inputs(self, x: Any, chunk_size: int, what: str, name: str = "x") -> tuple[ConfigInfo, np.ndarray]:
         config = self._config(what)
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
             raise QueryError(f"{what}(chunk_size={chunk_size!r}): must be an integer >= 1")
@@ -318,19 +360,38 @@ class Ensemble:
         if (x.ndim != len(shape) + 1 or tuple(x.shape[1:]) != shape or not x.shape[0]
                 or not np.issubdtype(x.dtype, np.number)):
             raise QueryError(
-                f"{what}: x has shape {tuple(x.shape)} ({x.dtype}); config {config.config_id} takes a batch of "
+                f"{what}: {name} has shape {tuple(x.shape)} ({x.dtype}); config {config.config_id} takes a batch of "
                 f"samples of shape {shape}, i.e. a numeric array of shape (batch >= 1, {', '.join(map(str, shape))})"
             )
         dtype = jax.tree_util.tree_leaves(self._store.template(config.config_id)[0])[0].dtype
         return config, x.astype(dtype)
 
-    def _outputs(self, config: ConfigInfo, x: np.ndarray, chunk_size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """``(rows of this selection, outputs)`` chunk by chunk, reading leaves files in store order."""
+    def _rollout_inputs(self, x0: Any, steps: Any, chunk_size: int, what: str) -> tuple[ConfigInfo, np.ndarray, int]:
+        steps = _rollout.check_steps(steps, what)
+        config, x0 = self._inputs(x0, chunk_size, what, "x0")
+        _rollout.check_fed_back(self._store.template(config.config_id), x0, f"{what}: the model of config {config.config_id}")
+        return config, x0, steps
+
+    def _chunks(self, config: ConfigInfo, chunk_size: int) -> tuple[list[np.ndarray], Iterator[PyTree]]:
+        """Rows of this selection in chunks of ``chunk_size`` in store order, and their stacked
+        parameters read chunk by chunk (leaves files in store order)."""
         positions = self._positions(config)
         order = np.argsort(positions, kind="stable")
         slices = [order[i:i + chunk_size] for i in range(0, len(order), chunk_size)]
-        chunks = (self._store.read(config.config_id, positions[rows]) for rows in slices)
+        return slices, (self._store.read(config.config_id, positions[rows]) for rows in slices)
+
+    def _outputs(self, config: ConfigInfo, x: np.ndarray, chunk_size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """``(rows of this selection, outputs)`` chunk by chunk."""
+        slices, chunks = self._chunks(config, chunk_size)
         yield from zip(slices, _inference.forward(chunks, self._store.template(config.config_id)[1], x))
+
+    def _rollouts(self, config: ConfigInfo, x0: np.ndarray, steps: int,
+                  chunk_size: int) -> Iterator[tuple[np.ndarray, int, np.ndarray]]:
+        """``(rows of this selection, t, their states after t.. steps)`` chunk by chunk (see
+        :func:`._rollout.rollout`)."""
+        slices, chunks = self._chunks(config, chunk_size)
+        for i, t, states in _rollout.rollout(chunks, self._store.template(config.config_id)[1], x0, steps):
+            yield slices[i], t, states
 
 
 def _kwargs(values: dict[str, Any]) -> str:

@@ -62,20 +62,56 @@ def _forward_chunk(params: PyTree, static: PyTree, x: Float[Array, "batch ..."],
         y = jax.lax.map(lambda g: run_group(g, xs), grouped)
         return y.reshape(-1, *y.shape[2:])
 
-    mesh = Mesh(np.asarray(jax.devices("cpu")[:num_devices]), ("m",))
-    return jax.shard_map(device, mesh=mesh, in_specs=(P("m"), P()), out_specs=P("m"), check_vma=False)(params, xs)
+    return jax.shard_map(device, mesh=members_mesh(num_devices), in_specs=(P("m"), P()), out_specs=P("m"),
+                         check_vma=False)(params, xs)
+
+
+def members_mesh(num_devices: int) -> Mesh:
+    """The CPU layout's mesh: members split over ``num_devices`` host devices (axis ``"m"``)."""
+    return Mesh(np.asarray(jax.devices("cpu")[:num_devices]), ("m",))
+
+
+def layout_devices() -> int:
+    """Host devices the CPU layout splits a chunk over; 0 for the ``vmap`` layout (accelerators)."""
+    return len(jax.devices("cpu")) if default_layout() == "map" else 0
+
+
+def padded(params: PyTree, num_devices: int, group: int) -> tuple[PyTree, int]:
+    """``(params, n)``: a chunk of ``n`` stacked members padded to a multiple of what the layout runs
+    together, repeating member 0, so that every chunk size compiles to the same few programs."""
+    n = jax.tree_util.tree_leaves(params)[0].shape[0]
+    pad = -n % (max(1, num_devices) * (group if num_devices else 1))
+    if pad:
+        params = jax.tree_util.tree_map(lambda a: np.concatenate([a, np.repeat(a[:1], pad, axis=0)]), params)
+    return params, n
 
 
 def forward(chunks: Iterator[PyTree], static: PyTree, x: np.ndarray, group: int = GROUP,
             tile_points: int = TILE_POINTS) -> Iterator[np.ndarray]:
     """Outputs ``[n, batch, ...]`` of each chunk of stacked parameters (NumPy leaves) on ``x``."""
-    num_devices = len(jax.devices("cpu")) if default_layout() == "map" else 0
-    multiple = max(1, num_devices) * (group if num_devices else 1)
+    num_devices = layout_devices()
     x = jnp.asarray(x)
     program = _program(num_devices, group, tile_points)
     for params in chunks:
-        n = jax.tree_util.tree_leaves(params)[0].shape[0]
-        pad = -n % multiple
-        if pad:  # repeat member 0 so every chunk size compiles to the same few programs
-            params = jax.tree_util.tree_map(lambda a: np.concatenate([a, np.repeat(a[:1], pad, axis=0)]), params)
+        params, n = padded(params, num_devices, group)
         yield np.asarray(program(params, static, x))[:n]
+
+
+class Moments:
+    """Mean and population std (ddof=0) over members, from chunks ``[n, ...]`` of them, in float64
+    (Chan et al.'s parallel update): what :meth:`Ensemble.mean_std` and
+    :meth:`Ensemble.rollout_mean_std` stream through, holding no ``[members, ...]`` array."""
+
+    def __init__(self):
+        self.count, self.mean, self.m2 = 0, 0.0, 0.0
+
+    def add(self, y: np.ndarray) -> None:
+        y = y.astype(np.float64)
+        n, y_mean = len(y), y.mean(0)
+        delta = y_mean - self.mean
+        self.mean = self.mean + delta * n / (self.count + n)
+        self.m2 = self.m2 + ((y - y_mean) ** 2).sum(0) + delta**2 * self.count * n / (self.count + n)
+        self.count += n
+
+    def result(self, dtype) -> tuple[np.ndarray, np.ndarray]:
+        return np.asarray(self.mean, dtype), np.sqrt(self.m2 / self.count).astype(dtype)

@@ -6,7 +6,7 @@ import inspect
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -15,8 +15,10 @@ from .._errors import QueryError
 from .._import_path import is_import_path
 from ..ensemble import Ensemble, load
 from ._plots import Configs, curves_figure, draw_spread, loss_name, prediction_grid, predictions_figure, splits
+from ._rollout import rollout_error_figure, rollout_figure, rollout_metrics, rollout_splits, slice_panels
 
-KINDS = ("overview", "curves", "spread", "predictions")
+KINDS = ("overview", "curves", "spread", "predictions", "rollout_error", "rollout")
+ROLLOUT_KINDS = ("rollout_error", "rollout")  # in "all" and the overview only where the store has their data
 FORMATS = (".png", ".pdf", ".svg")
 
 
@@ -65,17 +67,23 @@ def _curve_sample(ens: Ensemble, keys: list[dict[str, Any]], max_curves: int):
     return ens.where(member_id=np.concatenate(keep).tolist()).table, groups.totals
 
 
+def _factory(chosen: Ensemble, spec) -> str | None:
+    """Why figures cannot run ``chosen``'s model (built by a factory, code the store names), or None."""
+    if not is_import_path(spec.model.name):
+        return None
+    return (f"the model of config {chosen.index['config_id'][0].as_py()} is built by {spec.model.name!r}, code the "
+            f"store names, and figures never import it; compute them with Ensemble.mean_std / rollout_mean_std "
+            f"where that factory is installed")
+
+
 def _samples(ens: Ensemble, config: dict[str, Any], num_samples: int):
     """``(spec, (test_x, test_y, mean, std))`` of the first test samples the store holds, under
     ``config``'s ensemble; or ``(spec, why not)`` (with a warning) where the store holds none or
     the model is built by a factory, code the store names that figures never import."""
     chosen = ens.where(**config)
     spec = chosen.spec
-    if is_import_path(spec.model.name):
-        reason = (f"the model of config {chosen.index['config_id'][0].as_py()} is built by {spec.model.name!r}, "
-                  f"code the store names, and figures never import it; compute predictions with "
-                  f"Ensemble.mean_std where that factory is installed")
-    else:
+    reason = _factory(chosen, spec)
+    if reason is None:
         try:
             x, y = (a[:num_samples] for a in chosen.samples())
         except QueryError as e:
@@ -87,9 +95,60 @@ def _samples(ens: Ensemble, config: dict[str, Any], num_samples: int):
     return spec, reason
 
 
+def _rolled(ens: Ensemble, config: dict[str, Any], named: bool) -> tuple | str | None:
+    """``(reference, mean, std)`` ``[steps + 1, c, *s]``: ``config``'s ensemble rolled out from the
+    first state of the first test trajectory the store holds, against it; why not (with a warning)
+    where figures cannot run the model; None where the store holds no trajectories (a
+    :class:`QueryError` saying so if the ``"rollout"`` kind was ``named``)."""
+    chosen = ens.where(**config)
+    try:
+        reference = chosen.trajectories()[0]
+    except QueryError as e:
+        if named:
+            raise QueryError(f"plot(kind='rollout'): {str(e).removeprefix('trajectories(): ')}") from None
+        return None
+    reason = _factory(chosen, chosen.spec)
+    if reason is None:
+        try:
+            mean, std = chosen.rollout_mean_std(reference[None, 0], reference.shape[0] - 1)
+        except QueryError as e:  # a model whose outputs cannot be fed back in
+            reason = str(e).removeprefix("rollout_mean_std: ")
+        else:
+            return reference, mean[:, 0], std[:, 0]
+    warnings.warn(f"ensemble rollout left out: {reason}", stacklevel=3)
+    return reason
+
+
+def _rollout_metric(curves, asked: str | None, explicit: bool) -> str | None:
+    """The rollout metric drawn (``asked``, else the first the store holds); None if there is none
+    and no rollout figure was asked for by name."""
+    held = rollout_metrics(curves)
+    if asked is not None and asked not in held or asked is None and not held and explicit:
+        have = f"it holds rollout curves of {', '.join(held)}" if held else (
+            "it holds none (columns val_/test_rollout_<metric>, stored for Training(rollout_steps=T, "
+            "rollout_metrics=(...)))")
+        raise QueryError(f"plot(rollout_metric={asked!r}): the store has no rollout curves of that metric; {have}"
+                         if asked is not None else f"plot(kind='rollout_error'): the store has no rollout curves; {have}")
+    return asked or (held[0] if held else None)
+
+
+class _Data(NamedTuple):
+    """What the figures of one call draw from."""
+
+    ens: Ensemble
+    keys: list[dict[str, Any]]  # configurations, best first
+    metric: str
+    curves: Any  # member rows with histories (a sample of at most max_curves per configuration)
+    totals: Any
+    spec: Any  # the best configuration's spec
+    samples: tuple | str | None  # predictions, or why there are none
+    rollout_metric: str | None
+    rolled: tuple | str | None  # an ensemble rollout, why there is none, or None: no trajectories
+
+
 def plot(source: Ensemble | str | os.PathLike, kind: str | list[str] | tuple[str, ...] = "overview", *,
          out: str | os.PathLike | None = None, dpi: int = 200, metric: str | None = None, mode: str = "min",
-         num_samples: int = 3, max_curves: int = 200) -> Figure | dict[str, Figure]:
+         num_samples: int = 3, max_curves: int = 200, rollout_metric: str | None = None) -> Figure | dict[str, Figure]:
     """The figures of an ensemble (or of the store of a sweep directory).
 
     ``kind``: ``"curves"`` (every member's learning curves with each configuration's median and
@@ -97,11 +156,20 @@ def plot(source: Ensemble | str | os.PathLike, kind: str | list[str] | tuple[str
     over seeds per configuration), ``"predictions"`` (the best configuration's ensemble mean
     ±std against the ground truth on ``num_samples`` of the test samples the store holds, over the
     physical coordinate where the problem knows it; never regenerated, and left out, with a
-    warning saying why, for a model a factory builds) or ``"overview"`` (all of it in one figure). One kind returns
-    one ``Figure``; ``"all"`` or a list returns ``{kind: Figure}``. Configurations are ordered
-    best first by their mean ``metric`` (default: the summary's, the validation loss; ``mode="max"``
-    where higher is better), as ``sweep show`` lists them; the best one is the chosen configuration
-    whose test curves and predictions are shown (test numbers report the choice, never make it).
+    warning saying why, for a model a factory builds), ``"rollout_error"`` (each member's rollout
+    curve of ``rollout_metric``, default the first stored, over autoregressive steps with each
+    configuration's median and 10-90% band over seeds, log scale, a panel per split),
+    ``"rollout"`` (the best configuration's ensemble rolled out from the first stored test
+    trajectory's first state: space-time pictures of the reference, the ensemble mean and std
+    for 1D problems, and time slices of the mean ±1 std against the reference) or
+    ``"overview"`` (all of it in one figure; the rollout row where the store has rollout curves
+    or test trajectories). One kind returns one ``Figure``; ``"all"`` (every kind whose data the
+    store holds) or a list returns ``{kind: Figure}``. Configurations are ordered best first by
+    their mean ``metric`` (default: the summary's, the validation loss; ``mode="max"`` where
+    higher is better), as ``sweep show`` lists them; the best one is the chosen configuration
+    whose test curves, predictions and rollouts are shown (test numbers report the choice,
+    never make it). A rollout kind asked for by name that the store has no data for raises
+    :class:`QueryError` saying what is missing.
 
     ``out``: also write the figures (``.png``, ``.pdf`` or ``.svg``, at ``dpi`` for PNG): one
     figure to ``out``, several to ``<stem>-<kind><suffix>`` (see :func:`figure_paths`).
@@ -113,49 +181,75 @@ def plot(source: Ensemble | str | os.PathLike, kind: str | list[str] | tuple[str
     ```
     """
     kinds = _kinds(kind)
-    paths = figure_paths(out, kinds) if out is not None else None
+    if out is not None:
+        figure_paths(out, kinds)  # a bad `out` fails before the store is read
     ens = source if isinstance(source, Ensemble) else load(source)
     if len(ens) == 0:
         raise QueryError("plot: the ensemble has no members to plot")
     metric = metric or _summary_metric(ens)
     keys = _order(ens, metric, mode)
-    need_curves = {"curves", "overview"} & set(kinds)
-    curves, totals = _curve_sample(ens, keys, max_curves) if need_curves else (None, None)
-    spec, samples = _samples(ens, keys[0], num_samples) if {"predictions", "overview"} & set(kinds) else (None, None)
-    figures = {k: _figure(k, ens, keys, curves, totals, spec, samples, metric) for k in kinds}
-    if paths is not None:
-        for fig, path in zip(figures.values(), paths):
+    named = set() if kind == "all" else set(kinds)  # kinds asked for by name: their data must be there
+    wanted = set(kinds) | (set(ROLLOUT_KINDS) if "overview" in kinds else set())
+    curves, totals = (_curve_sample(ens, keys, max_curves) if {"curves", "overview", "rollout_error"} & wanted
+                      else (None, None))
+    r_metric = _rollout_metric(curves, rollout_metric, "rollout_error" in named) if curves is not None else None
+    rolled = _rolled(ens, keys[0], "rollout" in named) if "rollout" in wanted else None
+    if kind == "all":  # every kind whose data the store holds
+        kinds = [k for k in kinds if (k != "rollout_error" or r_metric) and (k != "rollout" or rolled is not None)]
+    spec, samples = _samples(ens, keys[0], num_samples) if {"predictions", "overview"} & set(kinds) else (
+        ens.where(**keys[0]).spec, None)
+    data = _Data(ens, keys, metric, curves, totals, spec, samples, r_metric, rolled)
+    figures = {k: _figure(k, data) for k in kinds}
+    if out is not None:
+        for fig, path in zip(figures.values(), figure_paths(out, kinds)):
             path.parent.mkdir(parents=True, exist_ok=True)
             fig.savefig(path, dpi=dpi)
     return figures[kinds[0]] if isinstance(kind, str) and kind != "all" else figures
 
 
-def _figure(kind: str, ens: Ensemble, keys, curves, totals, spec, samples, metric: str) -> Figure:
+def _figure(kind: str, d: _Data) -> Figure:
     from ..planning import config_label
 
-    loss = loss_name(ens.where(**keys[0]).spec)
-    best = f"best: {config_label(keys[0])}"
+    loss = loss_name(d.spec)
+    best = f"best: {config_label(d.keys[0])}"
+    grid = prediction_grid(d.spec)
     if kind == "curves":
-        n = len(splits(curves))
-        fig = Figure(figsize=(4.6 * n, 4.2), layout="constrained")
-        curves_figure(fig, curves, Configs(keys, curves, totals), loss)
+        fig = Figure(figsize=(4.6 * len(splits(d.curves)), 4.2), layout="constrained")
+        curves_figure(fig, d.curves, Configs(d.keys, d.curves, d.totals), loss)
         return fig
     if kind == "spread":
-        fig = Figure(figsize=(max(5.0, 1.3 * len(keys) + 2), 4.2), layout="constrained")
-        draw_spread(fig.add_subplot(), ens.index, Configs(keys, ens.index), metric)
+        fig = Figure(figsize=(max(5.0, 1.3 * len(d.keys) + 2), 4.2), layout="constrained")
+        draw_spread(fig.add_subplot(), d.ens.index, Configs(d.keys, d.ens.index), d.metric)
         return fig
-    grid = prediction_grid(spec)
-    n = 0 if isinstance(samples, str) else samples[0].shape[0]  # a string says why there are none
+    if kind == "rollout_error":
+        fig = Figure(figsize=(4.6 * len(rollout_splits(d.curves, d.rollout_metric)), 4.2), layout="constrained")
+        rollout_error_figure(fig, d.curves, Configs(d.keys, d.curves, d.totals), d.rollout_metric)
+        return fig
+    if kind == "rollout":
+        one_d = not isinstance(d.rolled, str) and d.rolled[0].ndim == 3
+        fig = Figure(figsize=(16, 8.4 if one_d else 4.2), layout="constrained")
+        rollout_figure(fig, d.rolled, best, grid)
+        return fig
+    n = 0 if isinstance(d.samples, str) else d.samples[0].shape[0]  # a string says why there are none
     if kind == "predictions":
         fig = Figure(figsize=(4.6 * max(n, 2), 3.8), layout="constrained")
-        predictions_figure(fig, samples, best, grid)
+        predictions_figure(fig, d.samples, best, grid)
         return fig
-    n_splits = len(splits(curves))
-    cols = max(n_splits + 1, n)
-    fig = Figure(figsize=(4.6 * cols, 8.4), layout="constrained")
-    cells = fig.add_gridspec(2, cols)
-    curves_figure(fig, curves, Configs(keys, curves, totals), loss, [cells[0, i] for i in range(n_splits)])
-    draw_spread(fig.add_subplot(cells[0, n_splits:]), ens.index, Configs(keys, ens.index), metric)
-    predictions_figure(fig, samples, best, grid, [cells[1, i] for i in range(n)] if n else [cells[1, :]])
-    fig.suptitle(f"{len(ens)} members in {len(keys)} configurations")
+    n_splits = len(splits(d.curves))
+    n_errors = len(rollout_splits(d.curves, d.rollout_metric)) if d.rollout_metric else 0
+    n_slices = 0 if d.rolled is None else 1 if isinstance(d.rolled, str) else 2  # at least
+    rows = 3 if n_errors or n_slices else 2
+    cols = max(n_splits + 1, n, n_errors + n_slices)
+    fig = Figure(figsize=(4.6 * cols, 4.2 * rows), layout="constrained")
+    cells = fig.add_gridspec(rows, cols)
+    curves_figure(fig, d.curves, Configs(d.keys, d.curves, d.totals), loss, [cells[0, i] for i in range(n_splits)])
+    draw_spread(fig.add_subplot(cells[0, n_splits:]), d.ens.index, Configs(d.keys, d.ens.index), d.metric)
+    predictions_figure(fig, d.samples, best, grid, [cells[1, i] for i in range(n)] if n else [cells[1, :]])
+    if n_errors:
+        rollout_error_figure(fig, d.curves, Configs(d.keys, d.curves, d.totals), d.rollout_metric,
+                             [cells[2, i] for i in range(n_errors)])
+    if n_slices:  # the time slices fill the rest of the row
+        slice_panels(fig, d.rolled, "best — rollout, ", grid, [cells[2, n_errors:]] if isinstance(d.rolled, str) else
+                     [cells[2, i] for i in range(n_errors, cols)], cols - n_errors)
+    fig.suptitle(f"{len(d.ens)} members in {len(d.keys)} configurations")
     return fig

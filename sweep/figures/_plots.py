@@ -77,36 +77,41 @@ def _integer_epochs(ax: Axes) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def draw_curves(ax: Axes, table: pa.Table, configs: Configs, which: str, loss: str) -> None:
-    """Every member's ``which`` loss history (thin) plus each configuration's median and 10-90% band."""
-    epochs_col = table.column("history_epochs").to_pylist()
-    hist_col = table.column(f"{which}_loss_history").to_pylist()
+def draw_bands(ax: Axes, xs: list, ys: list, configs: Configs) -> None:
+    """Every row's curve ``ys[r]`` over ``xs[r]`` (thin; ``None``: the row has none) plus each
+    configuration's median and 10-90% band over its rows, at the most common curve length."""
     for config, rows, color in configs:
-        rows = [r for r in rows if hist_col[r] is not None]  # null: this config has no such split
+        rows = [r for r in rows if ys[r] is not None]  # null: this config has no such curve
         if not rows:
             continue
         by_len: dict[int, list[int]] = {}
         for r in rows:
-            by_len.setdefault(len(hist_col[r]), []).append(r)
-            ax.plot(epochs_col[r], np.asarray(hist_col[r], np.float64), color=color, lw=0.5, alpha=0.35)
+            by_len.setdefault(len(ys[r]), []).append(r)
+            ax.plot(xs[r], np.asarray(ys[r], np.float64), color=color, lw=0.5, alpha=0.35)
         common = max(by_len.values(), key=len)
-        curves = np.asarray([hist_col[r] for r in common], np.float64)
+        curves = np.asarray([ys[r] for r in common], np.float64)
         curves[~np.isfinite(curves)] = np.nan
-        x = epochs_col[common[0]]
+        x = xs[common[0]]
         if len(x) and np.isfinite(curves).any():
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN epochs of diverged configs
+                warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN points of diverged configs
                 lo, med, hi = np.nanpercentile(curves, [10, 50, 90], axis=0)
             ax.fill_between(x, lo, hi, color=color, alpha=0.2, lw=0)
             total = configs.totals.get(tuple(config.values()), len(rows))
             n = f"n={len(rows)}" if total == len(rows) else f"{len(rows)} of {total} shown"
             ax.plot(x, med, color=color, lw=2, label=f"{label(config)} ({n})")
     ax.set_yscale("log")
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def draw_curves(ax: Axes, table: pa.Table, configs: Configs, which: str, loss: str) -> None:
+    """Every member's ``which`` loss history (thin) plus each configuration's median and 10-90% band."""
+    draw_bands(ax, table.column("history_epochs").to_pylist(), table.column(f"{which}_loss_history").to_pylist(),
+               configs)
     ax.set_xlabel("epoch")
     ax.set_ylabel(f"{which} loss ({loss})")
     ax.set_title(f"{which} loss")
     _integer_epochs(ax)
-    ax.grid(True, which="major", alpha=0.3)
 
 
 def draw_spread(ax: Axes, table: pa.Table, configs: Configs, metric: str, seed: int = 0, max_points: int = 500) -> None:
@@ -181,12 +186,19 @@ def splits(table: pa.Table) -> list[str]:
 
 
 def curves_figure(fig: Figure, table: pa.Table, configs: Configs, loss: str, cells: Sequence | None = None) -> list[Axes]:
-    """One learning-curve panel per split on a shared y axis; the legend in the first one.
+    """One learning-curve panel per split on a shared y axis; the legend in the first one (see
+    :func:`split_panels`)."""
+    return split_panels(fig, splits(table), configs, lambda ax, which, shown: draw_curves(ax, table, shown, which, loss),
+                        cells)
 
-    Where the store has a validation split, configurations are compared on it and the test
-    panel shows the best configuration only: test curves report the choice, never make it.
+
+def split_panels(fig: Figure, names: list[str], configs: Configs, draw, cells: Sequence | None = None) -> list[Axes]:
+    """One panel per split of ``names`` (``draw(ax, split, configs)``) on a shared y axis; the legend
+    in the first one.
+
+    Where there is a validation split, configurations are compared on it and the test panel
+    shows the best configuration only: test curves report the choice, never make it.
     """
-    names = splits(table)
     axes: list[Axes] = []
     for i, which in enumerate(names):
         where = cells[i] if cells is not None else (1, len(names), i + 1)
@@ -195,20 +207,19 @@ def curves_figure(fig: Figure, table: pa.Table, configs: Configs, loss: str, cel
             ax.sharey(axes[0])
             ax.tick_params(labelleft=True)
         chosen_only = which == "test" and "val" in names
-        shown = Configs.only(configs, 1) if chosen_only else configs
-        draw_curves(ax, table, shown, which, loss)
+        draw(ax, which, Configs.only(configs, 1) if chosen_only else configs)
         if chosen_only:
-            ax.set_title("test loss (best configuration on validation)")
+            ax.set_title(f"{ax.get_title()} (best configuration on validation)", fontsize=ax.title.get_fontsize())
         axes.append(ax)
     if axes:
         axes[0].legend(fontsize="small", loc="best", framealpha=0.9)
     return axes
 
 
-def draw_missing(ax: Axes, reason: str) -> None:
-    """An empty panel saying why there are no predictions."""
+def draw_missing(ax: Axes, reason: str, what: str = "No predictions") -> None:
+    """An empty panel saying why there is nothing to draw (``what``: what is missing)."""
     ax.axis("off")
-    ax.text(0.5, 0.5, textwrap.fill(f"No predictions: {reason}", 90), ha="center", va="center", fontsize="medium",
+    ax.text(0.5, 0.5, textwrap.fill(f"{what}: {reason}", 90), ha="center", va="center", fontsize="medium",
             transform=ax.transAxes)
 
 

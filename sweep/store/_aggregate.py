@@ -6,8 +6,8 @@ member order is stable: by the vmapped hyperparameter values (sorted by name), t
 It streams config by config and, past ``shard_bytes``, shard by shard, holding one output
 file and one block at a time. Results are deterministic (aggregating twice gives
 byte-identical files; adding seeds adds members and leaves the others bit-identical), and the
-new store replaces the previous one atomically (see :mod:`._generations`). The test samples
-figures draw from are copied from the sweep directory (``sweep.run`` wrote them): the
+new store replaces the previous one atomically (see :mod:`._generations`). The test samples and
+trajectories figures draw from are copied from the sweep directory (``sweep.run`` wrote them): the
 aggregator never loads data, so it never runs a problem's code.
 
 ```python
@@ -27,7 +27,6 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from tqdm.auto import tqdm
 
@@ -39,8 +38,8 @@ from ..problems import Dataset
 from ..training import BlockRef, find_blocks
 from . import _members
 from ._members import Column, Member, Source
-from ._samples import read_samples, sample_table
-from ._schema import (CONFIGS, CONFIGS_SCHEMA, HISTORY_EPOCHS, MEMBERS, SAMPLES, SAMPLES_SCHEMA, STATUSES, STORE_NAME,
+from ._samples import read_samples, sample_tables, write_store_samples
+from ._schema import (CONFIGS, CONFIGS_SCHEMA, HISTORY_EPOCHS, MEMBERS, SAMPLES, STATUSES, STORE_NAME,
                       curves_by_column, history_column, leaves_files, members_schema, rollout_columns,
                       rollout_curves_by_column, value_columns)
 from ._writer import StoreWriter
@@ -71,8 +70,8 @@ def aggregate(sweep_dir: str | os.PathLike, filesystem: pafs.FileSystem | None =
     sources = [Source(r.trial_key, r.spec, r.seeds, r.hparams, partial(_load_ref, fs, r)) for r in refs]
     if not sources:
         raise StoreError(f"{str(sweep_dir)!r}: no block checkpoints (block.json) found; nothing to aggregate")
-    samples = read_samples(fs, f"{root}/{SAMPLES}")
-    if samples is None:
+    samples = read_samples(fs, root)
+    if SAMPLES not in samples:
         warnings.warn(f"{root + '/' + SAMPLES!r} not found: the store holds no test samples, so `sweep plot` draws no "
                       f"predictions (sweep.run writes the file; run the sweep again to add it)", stacklevel=2)
     _aggregate(fs, f"{root}/{STORE_NAME}", sources, plan, progress, shard_bytes, samples)
@@ -92,7 +91,7 @@ def aggregate_blocks(store_dir: str | os.PathLike, blocks: Iterable[Any], plan: 
                for b in blocks]
     if not sources:
         raise StoreError("`blocks`: empty; give at least one block to aggregate")
-    samples = None if datasets is None else sample_table(datasets)
+    samples = {} if datasets is None else sample_tables(datasets)
     _aggregate(fs, path, sorted(sources, key=lambda s: s.trial_id), plan, progress, shard_bytes, samples)
     return str(store_dir)
 
@@ -117,7 +116,7 @@ class _Job(NamedTuple):
 
 
 def _aggregate(fs: pafs.FileSystem, store_path: str, sources: list[Source], plan: Plan | None,
-               progress: bool, shard_bytes: int, samples: pa.Table | None) -> None:
+               progress: bool, shard_bytes: int, samples: dict[str, pa.Table]) -> None:
     if shard_bytes < 1:
         raise StoreError(f"`shard_bytes`: got {shard_bytes}; must be >= 1")
     metrics = _members.metric_names(sources)
@@ -140,7 +139,7 @@ def _aggregate(fs: pafs.FileSystem, store_path: str, sources: list[Source], plan
         writer.write_table(MEMBERS, job.schema, tables, sorting=("config_id", "member_id"))
         bar.close()
         writer.write_table(CONFIGS, CONFIGS_SCHEMA, [pa.Table.from_pylist(configs, CONFIGS_SCHEMA)])
-        _write_samples(writer, samples, {s.spec.config_id: s.spec.problem_id for s in sources})
+        write_store_samples(writer, samples, {s.spec.config_id: s.spec.problem_id for s in sources})
         for cid in set(trials) - set(by_config):  # planned configs without any checkpoint
             missing |= {m["trial_id"]: m for m in _members.missing(trials[cid], set(), names.get(cid, ()), columns)}
         missing_list = [missing[t.trial_key] for t in plan.trials if t.trial_key in missing] if plan else []
@@ -156,21 +155,6 @@ def _aggregate(fs: pafs.FileSystem, store_path: str, sources: list[Source], plan
             f"{missing_list[0]['trial_id']!r}); the store has {num_members} members and lists the missing "
             f"ones under 'missing' in its manifest.json", stacklevel=3,
         )
-
-
-def _write_samples(writer: StoreWriter, samples: pa.Table | None, problems: dict[str, str]) -> None:
-    """The test samples of the store's problems (``problems``: config id -> problem id), if any;
-    warns about configs left without samples when some were given."""
-    if samples is None:
-        return
-    wanted = sorted(set(problems.values()))
-    rows = samples.filter(pc.is_in(samples["problem_id"], value_set=pa.array(wanted, pa.string())))
-    lacking = sorted(cid for cid, pid in problems.items() if pid not in set(rows["problem_id"].to_pylist()))
-    if lacking:
-        warnings.warn(f"{len(lacking)} structural config(s) have no test samples (first: {lacking[0]}); `sweep plot` "
-                      f"draws no predictions for them", stacklevel=4)
-    if rows.num_rows:
-        writer.write_table(SAMPLES, SAMPLES_SCHEMA, [rows.sort_by([("problem_id", "ascending"), ("sample", "ascending")])])
 
 
 class _Loader:

@@ -30,9 +30,9 @@ from ..models import model_template
 from ..spec import SweepSpec
 from ._files import open_verified, read_leaves
 from ._generations import committed_root
-from ._samples import samples_of
-from ._schema import (CONFIG_ID, CONFIGS, CONFIGS_SCHEMA, FORMAT, MANIFEST, MEMBERS, SAMPLES, STORE_FILE, STORE_FILES,
-                      index_columns, leaves_files)
+from ._samples import samples_of, trajectories_of
+from ._schema import (CONFIG_ID, CONFIGS, CONFIGS_SCHEMA, FORMAT, MANIFEST, MEMBERS, SAMPLE_FILES, SAMPLES, STORE_FILE,
+                      STORE_FILES, TRAJECTORIES, index_columns, leaves_files)
 
 
 class ConfigInfo(NamedTuple):
@@ -129,10 +129,28 @@ class Store:
     def samples(self, config_id: str) -> tuple[np.ndarray, np.ndarray] | None:
         """The stored test inputs and targets of a config's problem (``[samples, channels, *spatial]``),
         or None if the store holds none for it."""
-        if SAMPLES not in self.manifest["files"]:
+        table = self._sample_file(SAMPLES)
+        return None if table is None else samples_of(table, self.configs[config_id].spec.problem_id,
+                                                     f"{self.root}/{SAMPLES}")
+
+    def trajectories(self, config_id: str) -> np.ndarray | None:
+        """The stored test trajectories of a config's problem (``[trajectories, steps + 1, channels,
+        *spatial]``), or None if the store holds none for it (its problem has none, or an older
+        seed-sweep made the store)."""
+        table = self._sample_file(TRAJECTORIES)
+        return None if table is None else trajectories_of(table, self.configs[config_id].spec.problem_id,
+                                                          f"{self.root}/{TRAJECTORIES}")
+
+    def _sample_file(self, relpath: str) -> pa.Table | None:
+        """A stored sample file (:data:`~._schema.SAMPLE_FILES`), checked against its schema; None if
+        the store has none."""
+        if relpath not in self.manifest["files"]:
             return None
-        table = self._read(SAMPLES, self._table(SAMPLES).read)
-        return samples_of(table, self.configs[config_id].spec.problem_id, f"{self.root}/{SAMPLES}")
+        table = self._read(relpath, self._table(relpath).read)
+        if not table.schema.equals(SAMPLE_FILES[relpath]):
+            raise StoreError(f"{self.root + '/' + relpath!r}: columns {table.column_names} are not those of a "
+                             f"seed-sweep {relpath.removesuffix('.parquet')} table")
+        return table
 
     def template(self, config_id: str) -> tuple[PyTree, PyTree]:
         """``(leaf shapes of one member, static part)`` of a config, rebuilt from its spec.

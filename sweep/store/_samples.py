@@ -1,19 +1,25 @@
-"""Test samples kept with a sweep, so that figures draw from what a store holds and never
+"""Test data kept with a sweep, so that figures draw from what a store holds and never
 regenerate data (which would run the code a problem names).
 
 ``sweep.run`` has every dataset on the driver and writes the first :data:`SAMPLE_COUNT` test
-samples of each problem to ``<sweep>/samples.parquet``; the aggregator copies those of the
-store's configs into the generation, where the manifest checksums them like every other file.
+samples of each problem to ``<sweep>/samples.parquet``, and the first :data:`TRAJECTORY_COUNT`
+test trajectories (every step) of each problem that has some (``Dataset.test_traj``) to
+``<sweep>/trajectories.parquet``; the aggregator copies those of the store's configs into the
+generation, where the manifest checksums them like every other file. A store without
+trajectories (none of its problems has any, or it was made before they were kept) reads as
+having none.
 
 ```python
 write_samples(fs, "/runs/heat", {spec.problem_id: data})
 x, y = sweep.load("/runs/heat").where(depth=4).samples()
+states = sweep.load("/runs/heat").where(depth=4).trajectories()    # [4, steps + 1, channels, *spatial]
 ```
 """
 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -26,7 +32,7 @@ from .._errors import StoreError
 from .._fs import exists, write_atomic
 from ..problems import Dataset
 from ._files import read_parquet
-from ._schema import SAMPLE_COUNT, SAMPLES, SAMPLES_SCHEMA
+from ._schema import SAMPLE_COUNT, SAMPLE_FILES, SAMPLES, SAMPLES_SCHEMA, TRAJECTORIES, TRAJECTORY_COUNT, TRAJECTORIES_SCHEMA
 
 
 def sample_table(datasets: Mapping[str, Dataset], count: int = SAMPLE_COUNT) -> pa.Table:
@@ -39,30 +45,90 @@ def sample_table(datasets: Mapping[str, Dataset], count: int = SAMPLE_COUNT) -> 
     return pa.Table.from_pylist(rows, SAMPLES_SCHEMA)
 
 
+def trajectory_table(datasets: Mapping[str, Dataset], count: int = TRAJECTORY_COUNT) -> pa.Table:
+    """The first ``count`` test trajectories of each dataset that has some, one row per trajectory."""
+    rows = []
+    for problem_id, data in sorted(datasets.items()):
+        traj = getattr(data, "test_traj", None)
+        if traj is not None:
+            rows += [{"problem_id": problem_id, "trajectory": i, "states": t.ravel(), "states_shape": list(t.shape)}
+                     for i, t in enumerate(np.asarray(traj[:count], np.float32))]
+    return pa.Table.from_pylist(rows, TRAJECTORIES_SCHEMA)
+
+
+def sample_tables(datasets: Mapping[str, Dataset]) -> dict[str, pa.Table]:
+    """What a sweep keeps of its datasets for figures, by file: the test samples and the test
+    trajectories (the latter only where some dataset has trajectories)."""
+    tables = {SAMPLES: sample_table(datasets), TRAJECTORIES: trajectory_table(datasets)}
+    return {name: table for name, table in tables.items() if name == SAMPLES or table.num_rows}
+
+
 def write_samples(fs: pafs.FileSystem, sweep_path: str, datasets: Mapping[str, Dataset]) -> None:
-    """``<sweep_path>/samples.parquet``: the test samples of ``datasets``, added to those of problems
-    an earlier run of the sweep stored (written aside, then moved into place)."""
-    table = sample_table(datasets)
-    path = f"{sweep_path}/{SAMPLES}"
-    old = read_samples(fs, path)
-    if old is not None:
-        kept = old.filter(pc.invert(pc.is_in(old["problem_id"], value_set=pa.array(sorted(datasets), pa.string()))))
-        table = pa.concat_tables([kept, table]).sort_by([("problem_id", "ascending"), ("sample", "ascending")])
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, write_page_checksum=True)
-    write_atomic(fs, path, sink.getvalue().to_pybytes())
+    """``<sweep_path>/samples.parquet`` (and ``trajectories.parquet``): the test data of ``datasets``
+    (:func:`sample_tables`), added to those of problems an earlier run of the sweep stored, which
+    ``datasets`` replace (each file written aside, then moved into place)."""
+    given = pa.array(sorted(datasets), pa.string())
+    tables = sample_tables(datasets)
+    for name in SAMPLE_FILES:
+        path = f"{sweep_path}/{name}"
+        table, old = tables.get(name), read_sample_file(fs, path, name)
+        if old is not None:  # other problems' rows stay; those of ``datasets`` are replaced
+            kept = old.filter(pc.invert(pc.is_in(old["problem_id"], value_set=given)))
+            table = kept if table is None else pa.concat_tables([kept, table])
+        if table is not None:
+            sink = pa.BufferOutputStream()
+            pq.write_table(_sorted(table), sink, write_page_checksum=True)
+            write_atomic(fs, path, sink.getvalue().to_pybytes())
 
 
-def read_samples(fs: pafs.FileSystem, path: str) -> pa.Table | None:
-    """A samples file no manifest covers yet (the sweep directory's), checked against its schema;
-    None if there is none."""
+def read_samples(fs: pafs.FileSystem, sweep_path: str) -> dict[str, pa.Table]:
+    """The sample files of a sweep directory (no manifest covers them yet), by file name, each
+    checked against its schema; files that are not there are left out."""
+    tables = {name: read_sample_file(fs, f"{sweep_path}/{name}", name) for name in SAMPLE_FILES}
+    return {name: table for name, table in tables.items() if table is not None}
+
+
+def read_sample_file(fs: pafs.FileSystem, path: str, name: str) -> pa.Table | None:
+    """One sample file (``name``: its file name, which gives its schema); None if it is not there."""
     if not exists(fs, path):
         return None
     table = read_parquet(fs, path)
-    if not table.schema.equals(SAMPLES_SCHEMA):
-        raise StoreError(f"{path!r}: not a seed-sweep samples table (columns {table.column_names}, expected "
-                         f"{SAMPLES_SCHEMA.names} with their types); delete it and run the sweep again")
+    if not table.schema.equals(SAMPLE_FILES[name]):
+        raise StoreError(f"{path!r}: not a seed-sweep {name.removesuffix('.parquet')} table (columns "
+                         f"{table.column_names}, expected {SAMPLE_FILES[name].names} with their types); delete it "
+                         f"and run the sweep again")
     return table
+
+
+def write_store_samples(writer, tables: Mapping[str, pa.Table], problems: dict[str, str]) -> None:
+    """Write into a store (``writer``: a :class:`~._writer.StoreWriter`) the rows of ``tables`` (by
+    file name) of the store's problems (``problems``: config id -> problem id); warns about configs
+    left without test samples when some were given."""
+    wanted = pa.array(sorted(set(problems.values())), pa.string())
+    for name, table in tables.items():
+        rows = table.filter(pc.is_in(table["problem_id"], value_set=wanted))
+        if name == SAMPLES:
+            lacking = sorted(cid for cid, pid in problems.items() if pid not in set(rows["problem_id"].to_pylist()))
+            if lacking:
+                warnings.warn(f"{len(lacking)} structural config(s) have no test samples (first: {lacking[0]}); "
+                              f"`sweep plot` draws no predictions for them", stacklevel=4)
+        if rows.num_rows:
+            writer.write_table(name, SAMPLE_FILES[name], [_sorted(rows)])
+
+
+def _sorted(table: pa.Table) -> pa.Table:
+    return table.sort_by([("problem_id", "ascending"), (table.schema.names[1], "ascending")])
+
+
+def _arrays(rows: pa.Table, column: str, where: str, what: str) -> np.ndarray:
+    """``[rows, *shape]`` from a flattened list column and its ``<column>_shape``; rows that do not
+    fit one shape raise :class:`StoreError` naming ``where``."""
+    shapes = {json.dumps(s) for s in rows[f"{column}_shape"].to_pylist()}
+    values = rows[column].to_pylist()
+    shape = json.loads(shapes.pop()) if len(shapes) == 1 else None
+    if shape is None or any(len(v) != int(np.prod(shape)) for v in values):
+        raise StoreError(f"{where}: the {what} do not fit one shape; the file was altered. Re-run `sweep aggregate`")
+    return np.asarray(values, np.float32).reshape(len(values), *shape)
 
 
 def samples_of(table: pa.Table, problem_id: str, where: str) -> tuple[np.ndarray, np.ndarray] | None:
@@ -71,13 +137,14 @@ def samples_of(table: pa.Table, problem_id: str, where: str) -> tuple[np.ndarray
     rows = table.filter(pc.equal(table["problem_id"], problem_id)).sort_by("sample")
     if rows.num_rows == 0:
         return None
-    out = []
-    for column in ("x", "y"):
-        shapes = {json.dumps(s) for s in rows[f"{column}_shape"].to_pylist()}
-        values = rows[column].to_pylist()
-        shape = json.loads(shapes.pop()) if len(shapes) == 1 else None
-        if shape is None or any(len(v) != int(np.prod(shape)) for v in values):
-            raise StoreError(f"{where}: the {column} samples of problem {problem_id} do not fit one shape; the file "
-                             f"was altered. Re-run `sweep aggregate`")
-        out.append(np.asarray(values, np.float32).reshape(len(values), *shape))
-    return out[0], out[1]
+    x, y = (_arrays(rows, c, where, f"{c} samples of problem {problem_id}") for c in ("x", "y"))
+    return x, y
+
+
+def trajectories_of(table: pa.Table, problem_id: str, where: str) -> np.ndarray | None:
+    """One problem's trajectories of a trajectories table, ``[trajectories, steps + 1, channels,
+    *spatial]``; None if it has none."""
+    rows = table.filter(pc.equal(table["problem_id"], problem_id)).sort_by("trajectory")
+    if rows.num_rows == 0:
+        return None
+    return _arrays(rows, "states", where, f"trajectories of problem {problem_id}")

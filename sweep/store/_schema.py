@@ -10,11 +10,14 @@ atomically is in :mod:`._generations`)::
                         members.parquet order; past the shard size, instead
     <config_id>/shard-NNNNN.eqx   consecutive runs of members_per_shard members
     samples.parquet     the first test samples of each problem (:data:`SAMPLES_SCHEMA`), for figures
+    trajectories.parquet  the first test trajectories of each problem that has some
+                        (:data:`TRAJECTORIES_SCHEMA`), for rollout figures; absent otherwise
     manifest.json       format, counts, grid columns, sha256 and size of every file, missing members
 
 No other name may appear in a store (:data:`STORE_FILE`), and no symbolic link.
-In the sweep directory, ``samples.parquet`` (same schema) is written by ``sweep.run``, which has
-the data, and copied into each store by the aggregator, which never loads data itself.
+In the sweep directory, ``samples.parquet`` and ``trajectories.parquet`` (same schemas) are
+written by ``sweep.run``, which has the data, and copied into each store by the aggregator,
+which never loads data itself.
 """
 
 from __future__ import annotations
@@ -34,17 +37,19 @@ MANIFEST = "manifest.json"
 MEMBERS = "members.parquet"
 CONFIGS = "configs.parquet"
 SAMPLES = "samples.parquet"
+TRAJECTORIES = "trajectories.parquet"
 POINTER = "CURRENT"  # names the committed generation
 LOCK = ".lock"  # in the generations directory: held (flock) by the one aggregation writing at a time
 ROW_GROUP_ROWS = 65_536
 SAMPLE_COUNT = 16  # test samples kept per problem
+TRAJECTORY_COUNT = 4  # test trajectories kept per problem (every step of each)
 
 CONFIG_ID = re.compile(r"[0-9a-f]{12}")
 GENERATION = re.compile(r"\d{6,}")
 STORE_FILE = re.compile(
-    "|".join(map(re.escape, (MEMBERS, CONFIGS, SAMPLES))) + rf"|{CONFIG_ID.pattern}(?:/shard-\d{{5}})?\.eqx"
+    "|".join(map(re.escape, (MEMBERS, CONFIGS, SAMPLES, TRAJECTORIES))) + rf"|{CONFIG_ID.pattern}(?:/shard-\d{{5}})?\.eqx"
 )
-STORE_FILES = f"{MEMBERS}, {CONFIGS}, {SAMPLES}, <config_id>.eqx, <config_id>/shard-NNNNN.eqx"
+STORE_FILES = f"{MEMBERS}, {CONFIGS}, {SAMPLES}, {TRAJECTORIES}, <config_id>.eqx, <config_id>/shard-NNNNN.eqx"
 
 
 def leaves_file(config_id: str, shard: int | None) -> str:
@@ -164,3 +169,8 @@ SAMPLES_SCHEMA = pa.schema([
     ("problem_id", pa.string()), ("sample", pa.int32()), ("x", pa.list_(_F32)), ("y", pa.list_(_F32)),
     ("x_shape", pa.list_(_I32)), ("y_shape", pa.list_(_I32)),
 ])
+TRAJECTORIES_SCHEMA = pa.schema([  # states: [steps + 1, channels, *spatial] flattened, their shape in states_shape
+    ("problem_id", pa.string()), ("trajectory", pa.int32()), ("states", pa.list_(_F32)),
+    ("states_shape", pa.list_(_I32)),
+])
+SAMPLE_FILES = {SAMPLES: SAMPLES_SCHEMA, TRAJECTORIES: TRAJECTORIES_SCHEMA}  # what figures draw from, by file

@@ -1,0 +1,136 @@
+"""Rollout figures: the rollout error over steps per configuration (median and 10-90% band over
+seeds, validation for all, test for the chosen one), and the chosen configuration's ensemble
+rollout against the stored reference trajectory; in the overview and "all" only where the store
+has the data, a clear error where a rollout kind is asked for without it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _blocks import trained_blocks, write_sweep
+from matplotlib.colors import to_hex
+from conftest import tiny_spec
+from test_cli import assert_one_line_error, invoke, store  # noqa: F401  (the CLI's store: no trajectories)
+from test_stored_trajectories import TRAJ
+
+import sweep
+from sweep import QueryError
+from sweep.figures._plot import _order
+from sweep.figures._plots import OKABE_ITO, Configs
+from sweep.figures._rollout import rollout_metrics, slice_steps
+from sweep.planning import make_plan
+
+
+def aggregated(tmp_path_factory, plan):
+    """A complete, aggregated sweep directory of ``plan`` (samples and trajectories kept)."""
+    root = write_sweep(tmp_path_factory.mktemp("figs") / "sweep", plan, trained_blocks(plan))
+    sweep.aggregate(root, progress=False)
+    return root
+
+
+@pytest.fixture(scope="module")
+def traj_store(tmp_path_factory):
+    """Test trajectories but no rollout curves (trained without rollout_steps)."""
+    return aggregated(tmp_path_factory, TRAJ)
+
+
+def test_the_rollout_figure_draws_the_chosen_ensemble_against_the_stored_trajectory(traj_store):
+    ens = sweep.load(traj_store)
+    best = ens.where(**ens.best_configuration())  # chosen on validation
+    reference = best.trajectories()[0]
+    mean, std = best.rollout_mean_std(reference[None, 0], 5)
+    fig = sweep.plot(traj_store, "rollout")
+    images, slices = [ax for ax in fig.axes if ax.images], [ax for ax in fig.axes if ax.lines]
+    assert [ax.get_title() for ax in images] == ["reference", "ensemble mean", "ensemble std"]
+    np.testing.assert_array_equal(images[0].images[0].get_array(), reference[:, 0])
+    np.testing.assert_allclose(images[1].images[0].get_array(), mean[:, 0, 0], rtol=1e-6)
+    np.testing.assert_allclose(images[2].images[0].get_array(), std[:, 0, 0], rtol=1e-6)
+    assert images[0].images[0].get_clim() == images[1].images[0].get_clim()  # one colour scale for both
+    assert [ax.get_title() for ax in slices] == [f"step {t} of 5" for t in (1, 2, 4, 5)]
+    for ax, t in zip(slices, (1, 2, 4, 5)):
+        ref_line, mean_line = ax.lines
+        np.testing.assert_array_equal(ref_line.get_ydata(), reference[t, 0])
+        np.testing.assert_allclose(mean_line.get_ydata(), mean[t, 0, 0], rtol=1e-6)
+        assert to_hex(mean_line.get_color()) == OKABE_ITO[0].lower() and ax.get_xlabel() == "x"
+        assert ax.get_ylim() == slices[0].get_ylim()
+    assert [t.get_text() for t in slices[0].get_legend().get_texts()] == [
+        "reference", "ensemble mean", "±1 std over members"]
+
+
+def test_slices_spread_over_the_steps_and_end_at_the_last():
+    assert slice_steps(100, 4) == [25, 50, 75, 100]
+    assert slice_steps(5, 4) == [1, 2, 4, 5] and slice_steps(2, 4) == [1, 2] and slice_steps(30, 2) == [15, 30]
+
+
+def test_the_overview_and_all_include_the_rollout_where_the_store_has_trajectories(traj_store, store, tmp_path):  # noqa: F811
+    figures = sweep.plot(traj_store, "all")
+    assert list(figures) == ["curves", "spread", "predictions", "rollout"]  # no rollout curves stored: no error kind
+    overview = sweep.plot(traj_store, num_samples=2)
+    titles = [ax.get_title() for ax in overview.axes]
+    assert sum("— rollout, step" in t for t in titles) == 4  # the rollout row fills the 4 columns
+    assert list(sweep.plot(store, "all")) == ["curves", "spread", "predictions"]
+    assert not any("rollout" in ax.get_title() for ax in sweep.plot(store).axes)
+    result = invoke("plot", traj_store, "--kind", "all", "--out", tmp_path / "f.png", "--dpi", "50")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.split()[-1] == str(tmp_path / "f-rollout.png") and (tmp_path / "f-rollout.png").is_file()
+
+
+def test_a_rollout_kind_without_its_data_is_a_clear_error(store, tmp_path):  # noqa: F811
+    with pytest.raises(QueryError, match=r"plot\(kind='rollout'\): the store holds no test trajectories"):
+        sweep.plot(store, "rollout")
+    with pytest.raises(QueryError, match=r"plot\(kind='rollout_error'\): the store has no rollout curves; it holds "
+                                         r"none .*Training\(rollout_steps=T"):
+        sweep.plot(store, ["curves", "rollout_error"])
+    assert_one_line_error(invoke("plot", store, "--kind", "rollout", "--out", tmp_path / "r.png"),
+                          "--kind rollout: the store holds no test trajectories")
+    assert_one_line_error(invoke("plot", store, "--kind", "rollout_error", "--out", tmp_path / "r.png"),
+                          "--kind rollout_error: the store has no rollout curves")
+    assert not (tmp_path / "r.png").exists()
+
+
+ROLLING = make_plan(tiny_spec(
+    problem=sweep.Problem("heat1d", num_points=16, num_samples=60, trajectory_steps=5), seeds=3, seeds_per_trial=3,
+    training=sweep.Training(epochs=2, batch_size=16, report_every=1, rollout_steps=5, rollout_metrics=("nrmse",)),
+    grid={"model.depth": [1, 2], "optimizer.learning_rate": [3e-3, 1e-3]}))
+
+
+@pytest.fixture(scope="module")
+def rolling_store(tmp_path_factory):
+    """A sweep trained with rollout metrics: the store has rollout curves and test trajectories."""
+    return aggregated(tmp_path_factory, ROLLING)
+
+
+def test_rollout_error_panels_show_the_median_and_band_over_seeds_per_configuration(rolling_store):
+    ens = sweep.load(rolling_store)
+    table = ens.table
+    assert rollout_metrics(table) == ["nrmse"]
+    keys = _order(ens, "val_loss", "min")
+    configs = Configs(keys, table)
+    val, test = sweep.plot(ens, "rollout_error").axes
+    assert val.get_yscale() == test.get_yscale() == "log" and val.get_xlabel() == "autoregressive step"
+    assert val.get_ylabel() == "val rollout nrmse" and val.get_ylim() == test.get_ylim()
+    medians = [line for line in val.lines if line.get_linewidth() == 2]
+    assert [to_hex(m.get_color()) for m in medians] == [c.lower() for c in OKABE_ITO[:4]]  # best first
+    assert [t.get_text().split(" (")[0] for t in val.get_legend().get_texts()] == [
+        " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in key.items()) for key in keys]
+    for which, ax in (("val", val), ("test", test)):
+        curves = table.column(f"{which}_rollout_nrmse").to_pylist()
+        for median, (_, rows, _) in zip([m for m in ax.lines if m.get_linewidth() == 2], configs):
+            np.testing.assert_array_equal(median.get_xdata(), np.arange(1, 6))
+            np.testing.assert_allclose(median.get_ydata(), np.median([curves[r] for r in rows], axis=0))
+    assert len(val.lines) == 12 + 4 and len(test.lines) == 3 + 1  # test: the configuration chosen on validation
+    assert "best configuration on validation" in test.get_title()
+
+
+def test_the_overview_of_a_rolling_sweep_has_a_rollout_row_and_all_every_kind(rolling_store, tmp_path):
+    assert list(sweep.plot(rolling_store, "all")) == ["curves", "spread", "predictions", "rollout_error", "rollout"]
+    titles = [ax.get_title() for ax in sweep.plot(rolling_store, num_samples=1).axes]
+    assert titles[-4:] == ["val rollout nrmse", "test rollout nrmse (best configuration on validation)",
+                           "best — rollout, step 2 of 5", "best — rollout, step 5 of 5"]
+    with pytest.raises(QueryError, match=r"rollout_metric='mse'.*it holds rollout curves of nrmse"):
+        sweep.plot(rolling_store, "rollout_error", rollout_metric="mse")
+    assert_one_line_error(invoke("plot", rolling_store, "--rollout-metric", "mse", "--out", tmp_path / "o.png"),
+                          "--rollout-metric mse: the store has no rollout curves of that metric")
+    result = invoke("plot", rolling_store, "--kind", "rollout_error", "--rollout-metric", "nrmse",
+                    "--out", tmp_path / "e.png", "--dpi", "50")
+    assert result.exit_code == 0 and result.stdout.strip() == f"wrote {tmp_path / 'e.png'}"
