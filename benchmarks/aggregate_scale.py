@@ -89,7 +89,7 @@ def child_aggregate(root: str, shard_mib: float | None) -> dict:
 
 
 def child_query(root: str, seed: int, depth: int) -> dict:
-    sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     import pyarrow.parquet as pq
     from _counting_fs import counting_filesystem
 

@@ -4,7 +4,9 @@ Files of a committed store (``<sweep>/ensembles/``; how generations replace each
 atomically is in :mod:`._generations`)::
 
     members.parquet     one row per member (columns below), sorted by config_id, then by the
-                        vmapped hyperparameter values (names sorted), then by seed
+                        vmapped hyperparameter values (names sorted), then by seed; one row
+                        group (<= 65536 rows) per leaves file, min/max statistics on
+                        :func:`statistics_columns`
     configs.parquet     one row per structural config (:data:`CONFIGS_SCHEMA`)
     <config_id>.eqx     eqx.tree_serialise_leaves of the config's stacked parameters, members in
                         members.parquet order; past the shard size, instead
@@ -75,6 +77,12 @@ STATUSES = ("ok", "diverged", "stopped_early")
 def members_schema(columns: list[Column], types: dict[str, pa.DataType]) -> pa.Schema:
     """``members.parquet``: identity, one column per grid key, results, histories."""
     return pa.schema([*IDENTITY_COLUMNS, *((c.name, types[c.name]) for c in columns), *RESULT_COLUMNS, *HISTORY_COLUMNS])
+
+
+def statistics_columns(columns: list[Column]) -> list[str]:
+    """The ``members.parquet`` columns whose row-group min/max statistics are written: what queries
+    select row groups by (member ids, configs, seeds, grid values)."""
+    return ["member_id", "config_id", "seed", *(c.name for c in columns)]
 
 
 def index_columns(grid_columns: list[str]) -> list[str]:

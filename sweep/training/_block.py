@@ -19,6 +19,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 from jaxtyping import Array, PyTree, UInt32
 
+from .._caches import cached
 from .._errors import SpecError
 from ..optim import hyperparameter_names
 from ..problems import Dataset, load_problem
@@ -139,9 +140,29 @@ def init_block(spec: SweepSpec, seeds: Sequence[int], hparams=None, data: Datase
     m = len(member_seeds)
     state = TrainState(params, opt_state, jnp.zeros(m, jnp.int32), jnp.zeros(m, bool), shuffle_keys, hp)
     place = NamedSharding(mesh(len(devices)), P()) if layout == "map" else devices[0]
-    arrays = jax.device_put(tuple(data), place)  # the dataset once per device
+    arrays = _placed(_Same(data), place)  # the dataset once per device, and once for consecutive blocks
     static = static_part(spec.model.to_dict(), shapes)
     return Block(spec, program, static, arrays, seeds, hsets, devices, layout), state
+
+
+class _Same:
+    """A cache key that is its object by identity (and keeps it alive while cached)."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.value is self.value
+
+
+@cached(maxsize=1)
+def _placed(data: _Same, place: Any) -> tuple[Array, ...]:
+    """The dataset's arrays on the block's devices; the last one is kept, so that the next block
+    trained on the same dataset object (a reused trial worker's next trial) copies nothing."""
+    return jax.device_put(tuple(data.value), place)
 
 
 def _padded(tree, size: int):

@@ -36,6 +36,7 @@ from ..problems import Dataset
 from ..spec import SweepSpec
 
 LAYOUTS = ("map", "vmap")
+PROGRAMS = 8  # compiled programs (and initialisers) kept per process: a reused trial worker's last structures
 
 
 class TrainState(NamedTuple):
@@ -79,7 +80,7 @@ def static_part(model_spec: Mapping[str, Any], shapes: tuple) -> PyTree:
     return eqx.partition(model, eqx.is_array)[1]
 
 
-@cached()
+@cached(PROGRAMS)
 def initialiser(structure: str, shapes: tuple):
     """Jitted ``(init keys, hyperparameters) -> (params, optimizer state)`` over members."""
     struct = json.loads(structure)
@@ -108,7 +109,7 @@ def _select(pred, on_true, on_false):
     return jax.tree_util.tree_map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
 
 
-@cached()
+@cached(PROGRAMS)
 def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
     """The jitted ``(state, data, num_epochs) -> (state, (train loss, test loss))`` of one program
     structure (:func:`program_key`); cached so that blocks and trials share compiled code."""
