@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from _blocks import trained_blocks, write_sweep
-from _counting_fs import counting_filesystem
+from _local_fs import counting_filesystem
 from conftest import tiny_spec
 from conftest_ray import ray_session  # noqa: F401
 from test_aggregate import PLAN, _files
@@ -37,13 +37,16 @@ def test_parallel_aggregation_is_byte_identical_to_serial(ray_session, tmp_path)
     two = Path(shutil.copytree(one, tmp_path / "tasks"))
     shard = 3 * 81 * 4  # 3 members of the depth-2 config per shard: shards cut across blocks and learning rates
     aggregate(one, progress=False, shard_bytes=shard)
-    tasks = sweep.tune.RayTasks(window=2)
+    tasks = sweep.tune.RayTasks(window=2, min_blocks=0)  # Ray tasks however small the work
     sweep.store.aggregate(two, progress=False, shard_bytes=shard, map_tasks=tasks)
     assert len(tasks.peak_rss_mib) == sum(f.endswith(".eqx") for f in Store.open(two).manifest["files"])  # one per file
     serial, parallel = _files(one / "ensembles"), _files(two / "ensembles")
     assert any("/shard-" in name for name in serial) and serial.keys() == parallel.keys()
     assert all(serial[name] == parallel[name] for name in serial), [n for n in serial if serial[n] != parallel[n]]
-    # sweep.tune.aggregate (what sweep.run and `sweep aggregate --parallel` call) gives the same store again
+    # sweep.tune.aggregate (what sweep.run and `sweep aggregate --parallel` call) gives the same store again;
+    # 4 blocks are less work than starting task workers: it runs them in this process
+    small = sweep.tune.RayTasks()
+    assert list(small(len, [(1,), (2, 3)])) == [1, 2] and not small.peak_rss_mib
     sweep.tune.aggregate(two, progress=False, shard_bytes=shard)
     assert _files(two / "ensembles") == serial
 
