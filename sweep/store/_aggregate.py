@@ -193,10 +193,8 @@ def _tasks(root: str, fs: pafs.FileSystem, by_config: dict[str, list[tuple[int, 
         files = leaves_files(cid, n, per_shard)
         for start, file in zip(range(0, n, per_shard), files):
             chunk = members[start:start + per_shard]
-            local = {i: k for k, i in enumerate(dict.fromkeys(m.source for m in chunk))}
-            yield ShardTask(fs, root, file, cid, first_member + start,
-                            tuple(m._replace(source=local[m.source]) for m in chunk),
-                            tuple(by_index[i] for i in local), like, tuple(columns), types, schema)
+            used = {i: by_index[i] for i in dict.fromkeys(m.source for m in chunk)}
+            yield ShardTask(fs, root, file, cid, first_member + start, chunk, used, like, tuple(columns), types, schema)
         spec_dict = {k: v for k, v in first.spec.to_dict().items() if k not in _SWEEP_ONLY}
         sample_shape, out_channels, num_train = first.shapes
         configs.append({

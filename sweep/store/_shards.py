@@ -35,8 +35,8 @@ class ShardTask(NamedTuple):
     file: str  # the leaves file, relative to ``root``
     config_id: str
     first_member: int  # member_id of the shard's first member
-    members: tuple[Member, ...]  # in store order; ``source`` indexes ``sources``
-    sources: tuple[Source, ...]  # the blocks this shard reads, and nothing else
+    members: list[Member]  # in store order; ``source`` is a key of ``sources``
+    sources: dict[int, Source]  # the blocks this shard reads, and nothing else
     like: tuple[tuple[tuple[int, ...], str], ...]  # (shape, dtype) of one member's parameter leaves
     columns: tuple[Column, ...]
     types: dict[str, tuple[pa.DataType, Callable[[Any], Any]]]
@@ -55,7 +55,7 @@ def build_shard(task: ShardTask) -> ShardResult:
     tree, rows = _gather(task)
     record = _writer.write_leaves_file(task.fs, task.root, task.file, tree)
     rows["member_id"] = np.arange(task.first_member, task.first_member + len(task.members))
-    return ShardResult(task.file, record, _table(task, rows), tuple(s.trial_id for s in task.sources))
+    return ShardResult(task.file, record, _table(task, rows), tuple(s.trial_id for s in task.sources.values()))
 
 
 def _gather(task: ShardTask) -> tuple[Any, dict]:
@@ -91,7 +91,7 @@ def _gather(task: ShardTask) -> tuple[Any, dict]:
 
 def _table(task: ShardTask, rows: dict) -> pa.Table:
     sources, chunk = task.sources, task.members
-    specs = [s.spec.to_dict() for s in sources]
+    specs = {i: s.spec.to_dict() for i, s in sources.items()}
     data = {
         "member_id": rows["member_id"],
         "config_id": [task.config_id] * len(chunk),

@@ -106,9 +106,15 @@ def state_skeleton(spec: SweepSpec, num_members: int, hparam_names: Sequence[str
     ``shapes = (sample_shape, out_channels, num_train)`` of the block's dataset.
     """
     names = tuple(hparam_names)
+    return _skeleton(program_key(spec, names), num_members, names, tuple(shapes))
+
+
+@cached(64)
+def _skeleton(structure: str, num_members: int, names: tuple[str, ...], shapes: tuple) -> TrainState:
+    """:func:`state_skeleton` of one program structure (cached: blocks of one config share it)."""
     keys = jax.ShapeDtypeStruct((num_members, 2), jnp.uint32)
     hp = {n: jax.ShapeDtypeStruct((num_members,), jnp.float32) for n in names}
-    params, opt_state = jax.eval_shape(initialiser(program_key(spec, names), tuple(shapes)), keys, hp)
+    params, opt_state = jax.eval_shape(initialiser(structure, shapes), keys, hp)
     m = (num_members,)
     return TrainState(params, opt_state, jax.ShapeDtypeStruct(m, jnp.int32), jax.ShapeDtypeStruct(m, jnp.bool_), keys, hp)
 
