@@ -39,16 +39,13 @@ t = step("init_block (JAX backend, keys, initialiser from the compile cache)", t
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
 from sweep.training import History, chunks, data_shapes, save_block
 
+history = History.empty(block)
 for i, n in enumerate(chunks(config.training)):
-    state, (train, test) = sweep.run_chunk(block, state, n)
-    np.asarray(test)
+    state, evaluation = sweep.run_chunk(block, state, n)
+    history = history.reported(state, evaluation)
     t = step(f"run_chunk {i + 1}" + (" (program from the compile cache)" if i == 0 else ""), t)
-    history = History(block.seeds, block.hparams, np.asarray([n * (i + 1)], np.int32), np.asarray(train)[:, None],
-                      np.asarray(test)[:, None], np.asarray(state.diverged))
     with tempfile.TemporaryDirectory() as tmp:
         save_block(Path(tmp) / "block", spec=config, state=state, history=history, shapes=data_shapes(data), trial_id="x")
     t = step(f"save_block {i + 1}", t)

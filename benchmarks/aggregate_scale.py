@@ -72,8 +72,9 @@ def build(root: Path, members: int, blocks: int, configs: int) -> float:
         block, state = sweep.init_block(trial.spec, trial.seeds, trial.hparams, data)
         m = len(trial.seeds) * len(block.hparams)
         train = rng.lognormal(-4, 1, (m, 1)).astype(np.float32)
-        history = History(block.seeds, block.hparams, np.array([1], np.int32), train,
-                          (train * rng.lognormal(0, 0.1, (m, 1))).astype(np.float32), np.zeros(m, bool))
+        val, test = ((train * rng.lognormal(0, 0.1, (m, 1))).astype(np.float32) for _ in range(2))
+        history = History(block.seeds, block.hparams, np.array([1], np.int32), train, {"loss": val}, {"loss": test},
+                          np.zeros(m, bool))
         save_block(root / "tune-0001" / trial.trial_key / "checkpoint_000000", spec=trial.spec, state=state,
                    history=history, shapes=shapes, trial_id=trial.trial_key)
         if (i + 1) % max(1, len(plan.trials) // 10) == 0:

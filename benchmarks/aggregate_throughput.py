@@ -46,8 +46,9 @@ def _build(root: Path, trials: int) -> None:
     for i, trial in enumerate(plan.trials):
         block, state = sweep.init_block(trial.spec, trial.seeds, trial.hparams, data)
         m = len(trial.seeds) * len(block.hparams)
-        history = History(block.seeds, block.hparams, np.array([1], np.int32), np.zeros((m, 1), np.float32),
-                          np.zeros((m, 1), np.float32), np.zeros(m, bool))
+        curve = np.zeros((m, 1), np.float32)
+        history = History(block.seeds, block.hparams, np.array([1], np.int32), curve, {"loss": curve}, {"loss": curve},
+                          np.zeros(m, bool))
         save_block(root / "run" / f"trial_{i:05d}" / "checkpoint_000000", spec=trial.spec, state=state,
                    history=history, shapes=data_shapes(data), trial_id=trial.trial_key)
 

@@ -76,8 +76,9 @@ def make_block(net: str, members: int):
     block, state = sweep.init_block(config, range(members), data=data)
     state = jax.tree_util.tree_map(np.asarray, state)
     params = sum(x[0].size for x in jax.tree_util.tree_leaves(state.params))
+    curve = np.full((members, 10), 0.02, np.float32)
     history = History(block.seeds, block.hparams, np.arange(1, 11, dtype=np.int32),
-                      np.full((members, 10), 0.01, np.float32), np.full((members, 10), 0.02, np.float32),
+                      np.full((members, 10), 0.01, np.float32), {"loss": curve}, {"loss": curve},
                       np.zeros(members, bool))
     return config, state, history, data_shapes(data), params
 

@@ -40,7 +40,8 @@ def _store(directory: str, members: int) -> str:
     model = eqx.filter_vmap(lambda k: build_model("ConvNet", dict(spec.model.options), (1, 48), 1, key=k))(keys)
     seeds = tuple(range(members))
     zeros = np.zeros((members, 1), np.float32)
-    history = History(seeds, ({},), np.array([1], np.int32), zeros, zeros, np.zeros(members, bool))
+    history = History(seeds, ({},), np.array([1], np.int32), zeros, {"loss": zeros}, {"loss": zeros},
+                      np.zeros(members, bool))
     block = SimpleNamespace(spec=spec, seeds=seeds, hparams=({},), shapes=((1, 48), 1, 200), history=history,
                             state=SimpleNamespace(params=eqx.filter(model, eqx.is_array)), trial_id="bench")
     return aggregate_blocks(f"{directory}/ensembles", [block])

@@ -2,7 +2,9 @@
 
 - Data: any four arrays ``(train_x, train_y, test_x, test_y)``, each ``[samples, channels,
   *spatial]``, saved as ``.npz`` and named by ``sweep.Problem("arrays", path=...)``. Here: random
-  periodic signals and the same signals shifted by 3 grid cells (learn a periodic advection).
+  periodic signals and the same signals shifted by 3 grid cells (learn a periodic advection). A
+  validation set is carved from the training rows (``val_fraction=0.1`` of all samples; or save
+  ``val_x``, ``val_y`` too), and the best configuration is chosen on it.
 - Model: a factory by import path, ``sweep.Model("my_models:shift_net", hidden=8)``; seed-sweep
   calls ``shift_net(hidden=8, key=...)`` for every member. ``my_models.py`` lies next to this
   script, so it is importable when the script runs (Python puts the script's directory on
@@ -65,7 +67,7 @@ def make_spec(data_path: Path, smoke: bool) -> sweep.SweepSpec:
 
 
 def train_in_process(spec: sweep.SweepSpec):
-    """One block per structural config; returns ``[(hidden, learning rate, members, test losses)]``."""
+    """One block per structural config; returns ``[(hidden, learning rate, members, val losses, test losses)]``."""
     seeds = spec.seed_list
     results = []
     for config, hsets in spec.expand():
@@ -74,15 +76,17 @@ def train_in_process(spec: sweep.SweepSpec):
         for j, h in enumerate(history.hparams):  # members are hparam-major, then seed
             rows = slice(j * len(seeds), (j + 1) * len(seeds))
             members = eqx.combine(jax.tree_util.tree_map(lambda a: a[rows], params), static)
-            results.append((config.model.hidden, h["learning_rate"], members, history.test_loss[rows, -1]))
+            results.append((config.model.hidden, h["learning_rate"], members, history.val_loss[rows, -1],
+                            history.test_loss[rows, -1]))
     return results
 
 
-def print_table(rows: list[tuple[int, float, float, float]]) -> None:
-    """``(hidden, learning rate, mean, std)`` of the final test loss over seeds, per configuration."""
-    print(f"{'hidden':>6} {'lr':>8} {'test loss mean':>15} {'std over seeds':>15}")
-    for hidden, lr, mean, std in sorted(rows):
-        print(f"{hidden:>6} {lr:>8g} {mean:>15.6g} {std:>15.6g}")
+def print_table(rows: list[tuple[int, float, float, float, float]]) -> None:
+    """``(hidden, learning rate, val mean, val std, test mean)`` of the final losses over seeds, per
+    configuration, best validation mean first (the test column is reported, not used to choose)."""
+    print(f"{'hidden':>6} {'lr':>8} {'val loss mean':>14} {'std over seeds':>15} {'test loss mean':>15}")
+    for hidden, lr, mean, std, test in sorted(rows, key=lambda r: r[2]):
+        print(f"{hidden:>6} {lr:>8g} {mean:>14.6g} {std:>15.6g} {test:>15.6g}")
 
 
 def plot_predictions(path: Path, data, mean: np.ndarray, std: np.ndarray, title: str) -> None:
@@ -107,8 +111,9 @@ def run_with_ray(spec: sweep.SweepSpec, storage: Path, out: Path, data) -> None:
         ray.init(runtime_env={"working_dir": str(HERE), "excludes": ["figures/", "runs/", "*.npz", "*.png"]},
                  include_dashboard=False, log_to_driver=False)
     ens = sweep.load(sweep.run(spec, storage=str(storage)))
-    print_table([(r["hidden"], r["learning_rate"], r["mean"], r["std"]) for r in ens.summary().to_pylist()])
-    best = ens.best_configuration()
+    print_table([(r["hidden"], r["learning_rate"], r["mean"], r["std"], r["test_loss_mean"])
+                 for r in ens.summary().to_pylist()])  # val_loss, best first
+    best = ens.best_configuration()  # chosen on the validation loss
     mean, std = ens.where(**best).mean_std(data.test_x[:2])
     label = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in best.items())
     plot_predictions(out / "predictions.png", data, np.asarray(mean), np.asarray(std), label)
@@ -129,19 +134,20 @@ def main(argv: list[str] | None = None) -> None:
     data_path = write_data(out / "shift.npz", num_samples=64 if args.smoke else 800)
     spec = make_spec(data_path, args.smoke)
     data = sweep.load_data(spec)
-    print(f"data {data_path.name}: train {data.train_x.shape}, test {data.test_x.shape}; model {spec.model.name}")
+    print(f"data {data_path.name}: train {data.train_x.shape}, validation {data.val_x.shape} (carved from the "
+          f"training rows), test {data.test_x.shape}; model {spec.model.name}")
 
     if args.ray:
         run_with_ray(spec, out / "store", out, data)
         return
 
     results = train_in_process(spec)
-    losses = [np.asarray(r[3], np.float64) for r in results]  # statistics as ens.summary() computes them
-    print_table([(h, lr, v.mean(), v.std(ddof=1)) for (h, lr, _, _), v in zip(results, losses)])
-    hidden, lr, members, _ = min(results, key=lambda r: np.nanmean(r[3]))
+    val = [np.asarray(r[3], np.float64) for r in results]  # statistics as ens.summary() computes them
+    print_table([(h, lr, v.mean(), v.std(ddof=1), np.mean(t)) for (h, lr, _, _, t), v in zip(results, val)])
+    hidden, lr, members, _, _ = min(results, key=lambda r: np.nanmean(r[3]))  # chosen on validation
     label = f"hidden={hidden}, lr={lr:g}"
     preds = np.asarray(eqx.filter_vmap(lambda m: jax.vmap(m)(data.test_x))(members))  # [seed, sample, c, n]
-    print(f"best: {label}; ensemble of {preds.shape[0]} seeds, test MSE of the mean "
+    print(f"best (lowest mean val loss): {label}; ensemble of {preds.shape[0]} seeds, test MSE of the mean "
           f"{np.mean((preds.mean(0) - data.test_y) ** 2):.4g}")
     plot_predictions(out / "predictions.png", data, preds.mean(0), preds.std(0), label)
 

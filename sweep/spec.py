@@ -19,6 +19,7 @@ from typing import Any
 from ._canonical import canonical_json, digest
 from ._errors import SpecError
 from ._fs import COMPONENT_RULE, name_problem
+from .metrics import check_names
 from .models import check_model
 from .optim import check_optimizer
 from .problems import check_problem
@@ -147,20 +148,33 @@ class Optimizer(_Named):
 
 @dataclasses.dataclass(frozen=True)
 class Training:
-    """Epochs, batch size and how often (in epochs) a trial reports and checkpoints."""
+    """Epochs, batch size, how often (in epochs) a trial reports and checkpoints, the loss it
+    minimises and the metrics every report evaluates on the validation and test sets.
+
+    ``loss`` and each of ``metrics``: a built-in (``"mse"``, ``"mae"``, ``"nrmse"``,
+    ``"cross_entropy"``) or ``"package.module:fn"`` with ``fn(pred, target) -> scalar`` for one
+    sample (see :mod:`sweep.metrics`). Both are part of the structural config: changing them is
+    a new config (and new trials).
+    """
 
     epochs: int = 100
     batch_size: int = 32
     report_every: int = 10
+    loss: str = "mse"
+    metrics: tuple[str, ...] = ()
 
     def __post_init__(self):
         for field in ("epochs", "batch_size", "report_every"):
             value = getattr(self, field)
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value < INT32_LIMIT:
                 raise SpecError(f"`training.{field}`: got {value!r}; must be an integer >= 1 (and below 2**31)")
+        if isinstance(self.metrics, str) or not isinstance(self.metrics, Iterable):
+            raise SpecError(f"`training.metrics`: got {self.metrics!r}; give a list of names, e.g. [\"mse\", \"nrmse\"]")
+        object.__setattr__(self, "metrics", tuple(self.metrics))
+        check_names(self.loss, self.metrics)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return dataclasses.asdict(self) | {"metrics": list(self.metrics)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Training:

@@ -55,6 +55,29 @@ class SleepAfterReport:
         time.sleep(self.seconds)
 
 
+class HoldAllButFirst:
+    """``after_report``: the first trial to report runs freely; every other trial waits after each report
+    until ``timeout_s`` passed (keeps a sweep part-done while a test acts, however fast the machine)."""
+
+    def __init__(self, directory: str | os.PathLike, timeout_s: float):
+        self.directory, self.timeout_s = str(directory), timeout_s
+
+    def __call__(self, trial_key: str, epoch: int) -> None:
+        first = Path(self.directory) / "first"
+        first.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(first, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            pass
+        else:
+            os.write(fd, trial_key.encode())
+            os.close(fd)
+        while not (holder := first.read_text()):  # created, not yet written
+            time.sleep(0.01)
+        if holder != trial_key:
+            time.sleep(self.timeout_s)
+
+
 class RecordModules:
     """``after_report``: write which of ``names`` the trial process has imported to ``<directory>/<pid>.json``."""
 

@@ -47,6 +47,18 @@ def member(model, i):
     return pdeqx.extract_from_ensemble(model, i)
 
 
+def assert_same_member(block_model, block_history, i, model, history) -> None:
+    """Member ``i`` of a trained block is, bit for bit, the member trained alone: weights and every
+    curve of its history (train loss, loss and metrics on validation and test)."""
+    assert tree_allclose(member(block_model, i), model, exact=True)
+    np.testing.assert_array_equal(block_history.train_loss[i], history.train_loss[0])
+    for split in ("val", "test"):
+        curves, alone = getattr(block_history, split), getattr(history, split)
+        assert curves.keys() == alone.keys()
+        for name in curves:
+            np.testing.assert_array_equal(curves[name][i], alone[name][0])
+
+
 def tiny_spec(**changes) -> sweep.SweepSpec:
     """A spec that trains in well under a second per block on CPU."""
     base = dict(
@@ -67,4 +79,4 @@ def spec():
     return tiny_spec()
 
 
-__all__ = ["tree_allclose", "member", "tiny_spec", "jnp"]
+__all__ = ["tree_allclose", "member", "assert_same_member", "tiny_spec", "jnp"]

@@ -14,6 +14,7 @@ from pathlib import Path
 import equinox as eqx
 import jax
 import numpy as np
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
@@ -61,7 +62,38 @@ def test_round_trip_restacks_trials_bit_identically(sweep_dir):
             row = ens.where(seed=seed, depth=depth, learning_rate=h["learning_rate"]).table.to_pylist()[0]
             assert row["trial_id"] == block.trial_id and row["status"] == "ok" and row["epochs"] == 4
             assert row["test_loss_history"] == block.history.test_loss[i].tolist()
+            assert row["val_loss_history"] == block.history.val_loss[i].tolist()
+            assert (row["val_loss"], row["test_loss"]) == (block.history.val_loss[i, -1], block.history.test_loss[i, -1])
             assert row["train_loss"] == block.history.train_loss[i, -1] and row["history_epochs"] == [2, 4]
+
+
+def test_metric_columns_are_those_of_the_specs_null_where_a_config_has_no_such_value(tmp_path):
+    import sweep
+
+    fast = sweep.Training(epochs=2, batch_size=16, report_every=1)
+    spec = tiny_spec(training=fast.replace(metrics=["nrmse"]), seeds=2)
+    no_val = tiny_spec(training=fast.replace(loss="mae", metrics=["mae", "nrmse"]), seeds=2, name="b",
+                       problem=sweep.Problem("heat1d", num_points=16, num_samples=60, val_fraction=0))
+    blocks = [train_trial(t) for t in [*make_plan(spec).trials, *make_plan(no_val).trials]]
+    ens = load(aggregate_blocks(tmp_path / "s", blocks))
+    table = ens.table
+    metrics = Store.open(tmp_path / "s").metrics  # in the order the trials (by id) first name them
+    assert sorted(metrics) == ["mae", "nrmse"]
+    values = ["train_loss", "val_loss", "test_loss", *(f"{split}_{m}" for m in metrics for split in ("val", "test"))]
+    assert [c for c in table.column_names if c in values] == values
+    assert [c for c in table.column_names if c.endswith("_history")] == [f"{c}_history" for c in values]
+    for block in blocks:
+        rows = ens.where(config_id=block.spec.config_id).table.to_pylist()
+        for i, row in enumerate(rows):
+            for split in ("val", "test"):
+                for name in ("loss", "nrmse", "mae"):
+                    curve = getattr(block.history, split).get(name)
+                    column = f"{split}_{name}"
+                    if curve is None:  # no validation set, or a metric this config does not evaluate
+                        assert row[column] is None and row[f"{column}_history"] is None
+                    else:
+                        assert row[column] == curve[i, -1] and row[f"{column}_history"] == curve[i].tolist()
+    assert ens.table.filter(pc.is_null(ens.table["val_loss"]))["config_id"].unique().to_pylist() == [no_val.config_id]
 
 
 def test_member_order_is_config_then_hyperparameters_then_seed(sweep_dir):

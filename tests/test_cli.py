@@ -128,7 +128,7 @@ def test_show_formats_csv_and_json(store):
     out = invoke("show", store, "--format", "json", "--members", "--where", "depth=1")
     members = json.loads(out.output)
     assert len(members) == 8 and all(m["depth"] == 1 for m in members)
-    assert [m["test_loss"] for m in members] == sorted(m["test_loss"] for m in members)
+    assert [m["val_loss"] for m in members] == sorted(m["val_loss"] for m in members)  # ranked on validation
     assert invoke("show", store, "--format", "xml").exit_code == 2  # click rejects the choice
 
 
@@ -184,11 +184,15 @@ def _rows(output: str, header_word: str) -> tuple[list[str], list[list[str]]]:
     return header, [line.split() for line in lines[start + 1:] if not line.startswith("...")]
 
 
-def test_show_prints_the_summary_best_mean_first(store):
+def test_show_prints_the_summary_best_validation_mean_first_with_test_beside(store):
     result = invoke("show", store)
     assert result.exit_code == 0, result.stderr
+    assert result.output.startswith("val_loss over seeds per configuration (16 members), best mean first; 95% bootstrap "
+                                    "intervals; test_loss reported beside, not used to rank:")
     header, rows = _rows(result.output, "config_id")
-    assert {"depth", "learning_rate", "mean", "std", "median"} <= set(header)
+    assert {"depth", "learning_rate", "mean", "std", "mean_ci_low", "mean_ci_high", "test_loss_mean",
+            "test_loss_ci_low", "test_loss_ci_high"} <= set(header)
+    assert "median" in _rows(invoke("show", store, "--wide").output, "config_id")[0]
     assert len(rows) == 4
     means = [float(r[header.index("mean")]) for r in rows]
     assert means == sorted(means)
@@ -210,9 +214,12 @@ def test_show_members_filtered_by_where(store):
     assert result.exit_code == 0, result.stderr
     header, rows = _rows(result.output, "member_id")
     assert len(rows) == 4 and "test_loss_history" not in header
-    assert {r[header.index("depth")] for r in rows} == {"2"}
-    losses = [float(r[header.index("test_loss")]) for r in rows]
+    assert {r[header.index("depth")] for r in rows} == {"2"} and {"val_loss", "test_loss"} <= set(header)
+    losses = [float(r[header.index("val_loss")]) for r in rows]
     assert losses == sorted(losses)
+    tests = [float(r[header.index("test_loss")]) for r in _rows(invoke("show", store, "--members", "--metric", "test_loss",
+                                                                        "--where", "depth=2").output, "member_id")[1]]
+    assert tests == sorted(tests)
     out = invoke("show", store, "--members", "--limit", "3").output
     assert len(_rows(out, "member_id")[1]) == 3 and "... 13 more members" in out
 
@@ -279,12 +286,14 @@ def test_plot_overview_has_the_documented_panels(store):
     from sweep.figures._plots import OKABE_ITO
 
     fig = sweep.plot(store, num_samples=2)
-    train, test, spread, *predictions = fig.axes
-    summary = sorted(sweep.load(store).summary().to_pylist(), key=lambda r: r["mean"])
+    train, val, test, spread, *predictions = fig.axes
+    summary = sweep.load(store).summary().to_pylist()  # best validation mean first
     best_first = [f"depth={r['depth']} learning_rate={r['learning_rate']:g}" for r in summary]
-    for ax, which in ((train, "train"), (test, "test")):  # every member plus one median per configuration
-        assert ax.get_xlabel() == "epoch" and ax.get_ylabel() == f"{which} loss (MSE)" and ax.get_yscale() == "log"
-        assert len(ax.lines) == 16 + 4
+    assert [r["mean"] for r in summary] == sorted(r["mean"] for r in summary)
+    for ax, which in ((train, "train"), (val, "val"), (test, "test")):
+        assert ax.get_xlabel() == "epoch" and ax.get_ylabel() == f"{which} loss (mse)" and ax.get_yscale() == "log"
+        # every member plus one median per configuration; test: the configuration chosen on validation only
+        assert len(ax.lines) == (16 + 4 if which != "test" else 4 + 1)
         ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
         assert all(float(t).is_integer() for t in ticks), ticks  # whole epochs only
     assert train.get_ylim() == test.get_ylim()  # compared panels share the y axis
@@ -292,7 +301,7 @@ def test_plot_overview_has_the_documented_panels(store):
     assert legend == best_first  # configurations best first, as in `sweep show`
     medians = [line for line in train.lines if line.get_linewidth() == 2]
     assert [to_hex(m.get_color()) for m in medians] == [c.lower() for c in OKABE_ITO[:4]]
-    assert spread.get_ylabel() == "final test loss" and len(spread.get_xticklabels()) == 4
+    assert spread.get_ylabel() == "final val loss" and len(spread.get_xticklabels()) == 4
     assert sum(len(c.get_offsets()) for c in spread.collections) == 16  # every member as a point
     box_medians = [line for line in spread.lines if to_hex(line.get_color()) == "#000000"]
     assert len(box_medians) == 4  # medians in black, never in a configuration's colour
@@ -361,6 +370,7 @@ ERRORS = [
     (["aggregate", "{d}/empty"], ["no block checkpoints"]),
     (["show", "{s}", "--where", "width=3"], ["unknown column 'width'"]),
     (["show", "{s}", "--metric", "nope"], ["--metric nope: not a numeric column"]),
+    (["show", "{s}", "--mode", "best"], ["mode='best'", "\"min\"", "\"max\""]),
     (["show", "{d}/nowhere"], ["'" + "{d}/nowhere" + "' does not exist"]),
     (["status", "{d}/nowhere"], ["does not exist"]),
     (["plan", "{d}/good.toml", "--set", "trainig.epochs=5"], ["--set trainig.epochs", "not a spec field"]),
@@ -406,7 +416,6 @@ def test_console_script_error_has_no_traceback(tmp_path):
 
 
 def test_with_a_validation_split_test_curves_show_the_chosen_configuration_only(store):
-    import pyarrow as pa
     from matplotlib.figure import Figure
 
     from sweep.figures._plot import _order
@@ -414,11 +423,29 @@ def test_with_a_validation_split_test_curves_show_the_chosen_configuration_only(
 
     ens = sweep.load(store)
     table = ens.table
-    val = [[v * 1.1 for v in h] for h in table.column("test_loss_history").to_pylist()]
-    table = table.append_column("val_loss_history", pa.array(val, pa.list_(pa.float32())))
-    keys = _order(ens, "test_loss")
-    train, val_ax, test = curves_figure(Figure(), table, Configs(keys, table), "MSE")
-    assert [ax.get_ylabel() for ax in (train, val_ax, test)] == ["train loss (MSE)", "val loss (MSE)", "test loss (MSE)"]
+    keys = _order(ens, "val_loss", "min")
+    train, val_ax, test = curves_figure(Figure(), table, Configs(keys, table), "mse")
+    assert [ax.get_ylabel() for ax in (train, val_ax, test)] == ["train loss (mse)", "val loss (mse)", "test loss (mse)"]
     assert len(train.lines) == len(val_ax.lines) == 16 + 4
     assert len(test.lines) == 4 + 1 and "best configuration" in test.get_title()
+    assert test.get_legend_handles_labels()[1][0].split(" (")[0] == " ".join(
+        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in keys[0].items())
     assert train.get_ylim() == test.get_ylim()
+
+
+def test_without_a_validation_split_every_configuration_has_test_curves_and_choosing_needs_a_metric(tmp_path):
+    from _blocks import trained_blocks
+
+    from sweep.planning import make_plan
+    from sweep.store import aggregate_blocks
+
+    spec = tiny_spec(problem=sweep.Problem("heat1d", num_points=16, num_samples=60, val_fraction=0),
+                     grid={"optimizer.learning_rate": [3e-3, 1e-3]})
+    plan = make_plan(spec)
+    aggregate_blocks(tmp_path / "s", trained_blocks(plan), plan=plan)
+    with pytest.raises(sweep.QueryError, match=r"summary\(metric='val_loss'\): 8 of 8 members .* no val_loss"):
+        sweep.plot(tmp_path / "s")
+    with pytest.warns(UserWarning, match="predictions left out"):  # aggregate_blocks keeps no samples
+        train, test, spread, *_ = sweep.plot(tmp_path / "s", metric="test_loss", num_samples=1).axes
+    assert len(test.lines) == 8 + 2 and spread.get_ylabel() == "final test loss"
+    assert_one_line_error(invoke("show", tmp_path / "s"), "--metric val_loss", "without a validation set")

@@ -51,11 +51,11 @@ def test_sweep_depth_lr_quickstart(tmp_path):
     sweep_dir = storage / "heat-depth-lr-smoke"
     assert f"sweep directory: {sweep_dir}" in stdout
     assert "2 trials, 16 members, 2 structural configs" in stdout  # the plan, printed first
-    rows = _table(stdout, "depth lr seeds mean")
+    rows = _table(stdout, "depth lr seeds val mean")
     assert len(rows) == 4
     means = [float(r.split()[3]) for r in rows]
-    assert means == sorted(means)
-    assert "best configuration: depth=" in stdout and "P(depth " in stdout
+    assert means == sorted(means)  # best validation mean first
+    assert "best configuration (on validation): depth=" in stdout and "P(depth " in stdout
     assert _is_png(sweep_dir / "sweep.png")
 
     from sweep import load
@@ -67,7 +67,7 @@ def test_sweep_depth_lr_quickstart(tmp_path):
 def test_custom_model_and_data_in_process_and_on_ray_workers(tmp_path):
     """The user's factory resolves from any working directory in-process, Ray workers import it
     (shipped as the working_dir), and both train exactly the same members (bit-identical on CPU)."""
-    header = "hidden lr test loss"
+    header = "hidden lr val loss"
     in_process = run_example("custom_model_and_data.py", "--out", str(tmp_path / "a"), cwd=tmp_path)
     assert "model my_models:shift_net" in in_process
     assert len(_table(in_process, header)) == 4

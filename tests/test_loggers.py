@@ -51,8 +51,8 @@ def test_tensorboard_event_files_hold_one_run_per_member(logged):
         run = path / "tensorboard" / f"depth={row['depth']},learning_rate={row['learning_rate']:g}" / f"seed={row['seed']}"
         events = EventAccumulator(str(run))
         events.Reload()
-        assert set(events.Tags()["scalars"]) == {"train_loss", "test_loss"}
-        for tag in ("train_loss", "test_loss"):
+        assert set(events.Tags()["scalars"]) == {"train_loss", "val_loss", "test_loss"}
+        for tag in ("train_loss", "val_loss", "test_loss"):
             scalars = events.Scalars(tag)
             assert [s.step for s in scalars] == row["history_epochs"]
             np.testing.assert_allclose([s.value for s in scalars], row[f"{tag}_history"], rtol=1e-6)
@@ -81,7 +81,7 @@ def test_mlflow_file_store_holds_one_run_per_member(logged, monkeypatch):
         assert run.data.params["depth"] == str(row["depth"]) and run.data.params["seed"] == str(row["seed"])
         assert float(run.data.params["learning_rate"]) == pytest.approx(row["learning_rate"])
         assert run.data.params["config_id"] == row["config_id"]
-        for key in ("train_loss", "test_loss"):
+        for key in ("train_loss", "val_loss", "test_loss"):
             history = sorted(client.get_metric_history(run.info.run_id, key), key=lambda m: m.step)
             assert [m.step for m in history] == row["history_epochs"]
             np.testing.assert_allclose([m.value for m in history], row[f"{key}_history"], rtol=1e-6)

@@ -11,13 +11,14 @@ from pathlib import Path
 import equinox as eqx
 import jax
 import numpy as np
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from _blocks import trained_blocks, write_sweep
 from _local_fs import counting_filesystem
 from conftest import tiny_spec
 from conftest_ray import ray_session  # noqa: F401
-from test_aggregate import PLAN, _files
+from test_aggregate import _files
 
 import sweep
 import sweep.tune
@@ -27,13 +28,16 @@ from sweep.store import Store, aggregate, aggregate_blocks
 from sweep.store import _files as files
 from sweep.training import History, SavedBlock, data_shapes, init_block
 
+EVAL = make_plan(tiny_spec(name="eval", grid={"model.depth": [1, 2], "problem.val_fraction": [0.0, 0.1],
+                                              "optimizer.learning_rate": [1e-3, 3e-3]},
+                           training=sweep.Training(epochs=2, batch_size=16, report_every=1, metrics=["nrmse"])))
 BIG = make_plan(tiny_spec(name="big", grid={"model.depth": [1, 2, 3, 4]}, seeds=1000, seeds_per_trial=500))
 SHARD_BYTES = 64 * 2**10  # 2 to 12 shards per config
 PIECE_BYTES = 4 * 2**10  # finer than the default, so that the bounds below are tight
 
 
 def test_parallel_aggregation_is_byte_identical_to_serial(ray_session, tmp_path):
-    one = write_sweep(tmp_path / "serial", PLAN, trained_blocks(PLAN))
+    one = write_sweep(tmp_path / "serial", EVAL, trained_blocks(EVAL))
     two = Path(shutil.copytree(one, tmp_path / "tasks"))
     shard = 3 * 81 * 4  # 3 members of the depth-2 config per shard: shards cut across blocks and learning rates
     aggregate(one, progress=False, shard_bytes=shard)
@@ -49,6 +53,13 @@ def test_parallel_aggregation_is_byte_identical_to_serial(ray_session, tmp_path)
     assert list(small(len, [(1,), (2, 3)])) == [1, 2] and not small.peak_rss_mib
     sweep.tune.aggregate(two, progress=False, shard_bytes=shard)
     assert _files(two / "ensembles") == serial
+    # the evaluation columns came through the tasks: a metric on validation and test, null without a validation set
+    table = load(two).table
+    no_val = pc.equal(table["val_fraction"], 0.0)
+    for column in ("val_loss", "val_nrmse", "val_nrmse_history"):
+        assert table.filter(no_val)[column].null_count == table.filter(no_val).num_rows > 0
+        assert table.filter(pc.invert(no_val))[column].null_count == 0
+    assert table["test_nrmse"].null_count == 0
 
 
 def _big_blocks() -> list[SavedBlock]:
@@ -57,8 +68,8 @@ def _big_blocks() -> list[SavedBlock]:
     for t in BIG.trials:
         block, state = init_block(t.spec, t.seeds, t.hparams, data)
         loss = rng.lognormal(-4, 1, (block.num_members, 50)).astype(np.float32)
-        history = History(block.seeds, block.hparams, np.arange(1, 51, dtype=np.int32), loss, loss * 2,
-                          np.zeros(block.num_members, bool))
+        history = History(block.seeds, block.hparams, np.arange(1, 51, dtype=np.int32), loss, {"loss": loss * 2},
+                          {"loss": loss * 3}, np.zeros(block.num_members, bool))
         out.append(SavedBlock(t.spec, block.seeds, block.hparams, data_shapes(data), state, history, t.trial_key, False))
     return out
 
@@ -139,8 +150,11 @@ def test_a_tampered_row_group_is_refused_when_read_and_by_verify(big, tmp_path):
     data[end - 1] ^= 0x01  # same size; the page CRC would catch it too, but only a digest catches a forger
     (copy / "members.parquet").write_bytes(bytes(data))
     ens = load(copy)  # the footer's pieces are intact
-    assert len(ens.where(depth=4).table) == 1000  # the last config's row groups lie in other pieces
+    configs = sorted(ens._store.configs.values(), key=lambda c: c.first_member)
+    depth = {t.config_id: t.spec.model.depth for t in BIG.trials}
+    first, last = depth[configs[0].config_id], depth[configs[-1].config_id]
+    assert len(ens.where(depth=last).table) == 1000  # the last config's row groups lie in other pieces
     with pytest.raises(StoreError, match=r"members.parquet'?: checksum mismatch in bytes \d+\.\.\d+"):
-        ens.where(depth=1).table
+        ens.where(depth=first).table
     with pytest.raises(StoreError, match=r"members.parquet'?: checksum mismatch"):
         Store.open(copy).verify()

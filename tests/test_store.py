@@ -19,7 +19,7 @@ from conftest import tiny_spec, tree_allclose
 from sweep import StoreError
 from sweep.store import aggregate_blocks
 from sweep import load
-from sweep.store import Store
+from sweep.store import FORMAT, Store
 from sweep import load_data
 from sweep.planning import make_plan
 
@@ -66,9 +66,12 @@ def test_not_a_store(tmp_path):
         load(tmp_path)
 
 
-def test_newer_format_is_refused(store):
+def test_newer_and_older_formats_are_refused(store):
     _edit_manifest(store, format=99)
-    with pytest.raises(StoreError, match=r"manifest.json'?: store format 99 is newer than this seed-sweep reads \(format 1\)"):
+    with pytest.raises(StoreError, match=rf"manifest.json'?: store format 99 is newer than this seed-sweep reads \(format {FORMAT}\)"):
+        load(store)
+    _edit_manifest(store, format=1)  # before validation splits: its members were chosen on nothing honest
+    with pytest.raises(StoreError, match=r"store format 1 was written by an older seed-sweep \(members trained without a validation"):
         load(store)
 
 

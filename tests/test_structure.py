@@ -16,8 +16,8 @@ PACKAGE = Path(sweep.__file__).parent
 # Each top-level part of the package, in the order data flows through it; a module may import
 # only from its own layer or the layers before it.
 LAYERS = [
-    {"_errors", "_canonical", "_caches", "_fs", "_import_path", "_configure"},
-    {"optim", "models", "problems", "spec"},
+    {"_errors", "_canonical", "_caches", "_fs", "_import_path", "_configure", "_leaves"},
+    {"optim", "metrics", "models", "problems", "spec"},
     {"planning"},
     {"training"},
     {"store"},

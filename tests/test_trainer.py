@@ -4,7 +4,7 @@ import equinox as eqx
 import jax
 import numpy as np
 import pytest
-from conftest import member, tiny_spec, tree_allclose
+from conftest import assert_same_member, member, tiny_spec, tree_allclose
 
 import sweep
 from sweep import training
@@ -26,16 +26,10 @@ def alone(spec, data):
     return sweep.train(spec, 5, data=data)
 
 
-def _same_member(block_model, block_history, i, model, history):
-    assert tree_allclose(member(block_model, i), model, exact=True)
-    np.testing.assert_array_equal(block_history.train_loss[i], history.train_loss[0])
-    np.testing.assert_array_equal(block_history.test_loss[i], history.test_loss[0])
-
-
 @pytest.mark.parametrize("seeds", [[5, 6], [0, 1, 2, 3, 4, 5, 6], list(range(64)), [9, 5, 2]])
 def test_block_invariance_bitwise(spec, data, alone, seeds):
     model, history = sweep.train_block(spec, seeds, data=data)
-    _same_member(model, history, seeds.index(5), *alone)
+    assert_same_member(model, history, seeds.index(5), *alone)
 
 
 def test_block_invariance_with_other_learning_rates_beside(spec, data, alone):
@@ -43,7 +37,7 @@ def test_block_invariance_with_other_learning_rates_beside(spec, data, alone):
     hsets = [{"learning_rate": 1e-2}, {"learning_rate": lr}, {"learning_rate": 1e-4}]
     model, history = sweep.train_block(spec, [3, 5], hsets, data=data)
     assert history.hparams == tuple(hsets)
-    _same_member(model, history, 1 * 2 + 1, *alone)  # hparams-major, then seeds
+    assert_same_member(model, history, 1 * 2 + 1, *alone)  # hparams-major, then seeds
 
 
 def test_learning_rate_from_grid_equals_fixed_in_spec(spec, data, alone):
@@ -52,7 +46,7 @@ def test_learning_rate_from_grid_equals_fixed_in_spec(spec, data, alone):
                         grid={"optimizer.learning_rate": [1e-1, lr]})
     (config, hsets), = gridded.expand()
     model, history = sweep.train_block(config, [5], hsets, data=data)
-    _same_member(model, history, 1, *alone)
+    assert_same_member(model, history, 1, *alone)
 
 
 def test_member_keys_use_fold_in_not_split():
@@ -65,7 +59,7 @@ def test_member_keys_use_fold_in_not_split():
 def test_seeds_differ_and_learn(spec, data):
     model, history = sweep.train_block(spec, [0, 1], data=data)
     assert not tree_allclose(member(model, 0), member(model, 1))
-    assert history.train_loss.shape == (2, 3) and history.test_loss.shape == (2, 3)
+    assert history.train_loss.shape == (2, 3) and history.test_loss.shape == (2, 3) and history.val_loss.shape == (2, 3)
     assert (history.train_loss[:, -1] < history.train_loss[:, 0]).all()
     np.testing.assert_array_equal(history.epoch, [1, 2, 3])
     assert not history.diverged.any()
@@ -112,8 +106,23 @@ def test_resume_from_saved_state_equals_uninterrupted(tmp_path, spec, data):
     resumed, resumed_history = steps[-1]
     model, history = sweep.train_block(spec, [1, 5], data=data)
     assert tree_allclose(training.model_of(block, resumed), model, exact=True)
-    for field in ("epoch", "train_loss", "test_loss", "diverged"):
+    for field in ("epoch", "train_loss", "test_loss", "val_loss", "diverged"):
         np.testing.assert_array_equal(getattr(resumed_history, field), getattr(history, field))
+
+
+def test_checkpoint_carries_validation_and_test_curves_and_refuses_an_older_format(tmp_path, spec, data):
+    import json
+
+    from sweep.training import load_block, save_block
+
+    block, state = training.init_block(spec, [1, 5], data=data)
+    state, history = next(sweep.fit(block, state))
+    path = save_block(tmp_path / "b", spec=spec, state=state, history=history, shapes=training.data_shapes(data))
+    meta = json.loads((path / "block.json").read_text())
+    assert set(meta["history"]["val"]) == set(meta["history"]["test"]) == {"loss"}
+    (path / "block.json").write_text(json.dumps(meta | {"format": 1}))
+    with pytest.raises(sweep.StoreError, match=r"format 1 was written by an older seed-sweep \(trained without a validation"):
+        load_block(path)
 
 
 def test_fit_yields_after_every_chunk_and_stops_at_the_planned_epochs(spec, data):
@@ -133,7 +142,7 @@ def test_clear_caches_drops_compiled_programs(spec, data):
 
 def test_batch_size_larger_than_training_set_is_rejected():
     bad = tiny_spec(training=sweep.Training(epochs=1, batch_size=1000, report_every=1))
-    with pytest.raises(sweep.SpecError, match=r"`training.batch_size`: got 1000; the problem has only 48"):
+    with pytest.raises(sweep.SpecError, match=r"`training.batch_size`: got 1000; the problem has only 42"):
         sweep.train_block(bad, [0])
 
 

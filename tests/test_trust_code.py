@@ -54,7 +54,7 @@ def test_reading_a_store_whose_problem_is_os_system_runs_nothing(tmp_path, marke
     assert invoke("aggregate", root).exit_code == 0  # the aggregator loads no data
     ens = sweep.load(root)
     assert ens.where(depth=2).spec.problem.name == "os:system"
-    ens.summary(), ens.where(depth=2).best(3).table, ens.compare({"depth": 1}, {"depth": 2})
+    ens.summary(), ens.where(depth=2).best(3).table, ens.compare({"depth": 1}, {"depth": 2}, pool=True)
     for command in ("show", "status", "verify"):
         result = invoke(command, root)
         assert result.exit_code == 0, (command, result.stderr)
@@ -97,7 +97,7 @@ def test_a_sweep_without_samples_aggregates_with_a_warning_and_plots_without_pre
     with pytest.warns(UserWarning, match=r"predictions left out: the store holds no test samples for config"):
         figures = sweep.plot(root, "all")
     assert figures["predictions"].axes[0].texts  # the panel says why
-    assert len(figures["curves"].axes) == 2
+    assert len(figures["curves"].axes) == 3  # train, val, test
     assert Store.open(root).samples(PLAN.config_ids[0]) is None
 
 

@@ -18,7 +18,7 @@ from test_store import PLAN, original, store  # noqa: F401  (a private copy of a
 
 from sweep import StoreError, load
 from sweep.planning import read_plan
-from sweep.store import Store, aggregate, aggregate_blocks
+from sweep.store import FORMAT, Store, aggregate, aggregate_blocks
 from sweep.store._files import write_parquet
 from sweep.training import find_blocks
 
@@ -111,8 +111,8 @@ def test_a_missing_file_and_a_newer_format_are_named(store):
     ens = load(store)
     with pytest.raises(StoreError, match=rf"{CID}.eqx'?: cannot be opened"):
         ens.where(config_id=CID).stacked()
-    _edit_manifest(store, format=2)
-    with pytest.raises(StoreError, match=r"store format 2 is newer"):
+    _edit_manifest(store, format=FORMAT + 1)
+    with pytest.raises(StoreError, match=rf"store format {FORMAT + 1} is newer"):
         load(store)
 
 

@@ -79,6 +79,7 @@ def test_run_layout_metrics_and_block_invariance(baseline):
         assert blocks[t.trial_key].trial_id == t.trial_key
         assert tree_allclose(blocks[t.trial_key].state.params, eqx.filter(model, eqx.is_array), exact=True)
         np.testing.assert_array_equal(blocks[t.trial_key].history.test_loss, history.test_loss)
+        np.testing.assert_array_equal(blocks[t.trial_key].history.val_loss, history.val_loss)
 
     results = trial_results(path)
     for key, reports in results.items():
@@ -89,6 +90,9 @@ def test_run_layout_metrics_and_block_invariance(baseline):
         assert last["test_loss_mean"] == pytest.approx(tl.mean())
         assert last["test_loss_min"] == pytest.approx(tl.min()) and last["test_loss_max"] == pytest.approx(tl.max())
         assert last["test_loss_std"] == pytest.approx(tl.std())
+        vl = np.asarray(last["member_val_loss"])  # the block's validation loss: Tune's default metric
+        assert vl.tolist() == pytest.approx(blocks[key].history.val_loss[:, -1].tolist())
+        assert (last["val_loss_mean"], last["val_loss_min"], last["val_loss_max"]) == pytest.approx((vl.mean(), vl.min(), vl.max()))
         assert len(last["member_train_loss"]) == 2 and last["train_loss_mean"] > 0
         assert last["member_seeds"] == list(blocks[key].seeds)
         # CPU-only trial: its JAX settings were in place before JAX started a backend
@@ -244,6 +248,16 @@ def test_fractional_gpu_trials_share_the_device(ray_session, tmp_path):
 def test_bad_input_fails_before_any_trial(ray_session, tmp_path, kwargs, match):
     with pytest.raises(sweep.SpecError, match=match):
         sweep.run(storage=str(tmp_path), **kwargs)
+    assert not list(tmp_path.glob("*/tune-*"))
+
+
+def test_a_scheduler_without_its_metric_needs_a_validation_set(ray_session, tmp_path):
+    from ray.tune.schedulers import ASHAScheduler
+
+    spec = tiny_spec(problem=sweep.Problem("heat1d", num_points=16, num_samples=60, val_fraction=0))
+    with pytest.raises(sweep.SpecError, match=r"`scheduler`: AsyncHyperBandScheduler has no metric, and the sweep has no "
+                                              r"validation set \(problem.val_fraction=0\) for the default 'val_loss_mean'"):
+        sweep.run(spec, storage=str(tmp_path), scheduler=ASHAScheduler(max_t=4, grace_period=1))
     assert not list(tmp_path.glob("*/tune-*"))
 
 

@@ -214,6 +214,11 @@ def aggregate(
     typer.echo(stored_line(sweep_dir))
 
 
+MetricOpt = Annotated[str, typer.Option(help="Member column that ranks (a validation column: the test columns "
+                                               "are reported, never used to choose).")]
+ModeOpt = Annotated[str, typer.Option(help="'min' if lower --metric is better, 'max' if higher (e.g. accuracy).")]
+
+
 @app.command()
 @_guard
 def verify(sweep_dir: DirArg) -> None:
@@ -244,22 +249,25 @@ def verify(sweep_dir: DirArg) -> None:
 @_guard
 def show(
     sweep_dir: DirArg,
-    metric: Annotated[str, typer.Option(help="Member column the statistics are about.")] = "test_loss",
+    metric: MetricOpt = "val_loss",
+    mode: ModeOpt = "min",
     members: Annotated[bool, typer.Option(
         "--members", help="List members (best first) instead of configurations.")] = False,
     where: Annotated[list[str] | None, typer.Option(help="Keep members with column=value (repeatable).")] = None,
     limit: Annotated[int, typer.Option(min=1, help="Print at most this many rows.")] = 50,
-    wide: Annotated[bool, typer.Option("--wide", help="Every statistic (IQM and its interval too).")] = False,
+    wide: Annotated[bool, typer.Option("--wide", help="Every statistic (median, min, max, IQM too).")] = False,
     format: Annotated[Format, typer.Option(
         "--format", help="table (for reading), csv or json (for other tools; every row up to --limit).")] = "table",
 ) -> None:
     """Statistics over seeds per configuration, best first.
 
-    One row per configuration (structural config x vmapped hyperparameters): member counts and,
-    over members that did not diverge, mean, std, median, min, max and the 95% interval of the mean.
+    One row per configuration (structural config x vmapped hyperparameters), ranked by the mean of
+    METRIC (validation loss by default): member counts and, over members that did not diverge,
+    mean, std and the 95% bootstrap interval of the mean (--wide: median, min, max, IQM too), with
+    the test mean and its interval beside (reported, not used to rank).
     """
     from ..ensemble import load
-    from ._tables import format_table, sort_table, write_table
+    from ._tables import format_table, write_table
 
     ens = load(_existing(sweep_dir))
     kw = parse_where(where)
@@ -267,24 +275,27 @@ def show(
         ens = ens.where(**kw)
     fmt = Format(format).value
     if members:
-        table = ens.best(min(limit, len(ens)), metric=metric).table  # reads only the rows shown
+        table = ens.best(min(limit, len(ens)), metric=metric, mode=mode).table  # reads only the rows shown
         table = table.drop_columns([c for c in table.column_names if c.endswith("_history") or c == "history_epochs"])
         if fmt != "table":
             typer.echo(write_table(table, fmt), nl=False)
             return
+        typer.echo(f"members ranked by {metric} ({'lowest' if mode == 'min' else 'highest'} first):")
         typer.echo(format_table(table, limit))
         if len(ens) > limit:
             typer.echo(f"... {len(ens) - limit} more members (--limit)")
         return
-    table = sort_table(ens.summary(metric), "mean")
+    table = ens.summary(metric, mode)
     if not wide:
-        hidden = {"iqm", "iqm_ci_low", "iqm_ci_high", "n"} | ({"stopped_early"} if not any(
+        hidden = {"iqm", "iqm_ci_low", "iqm_ci_high", "n", "median", "min", "max"} | ({"stopped_early"} if not any(
             table.column("stopped_early").to_pylist()) else set())
         table = table.drop_columns([c for c in table.column_names if c in hidden])
     if fmt != "table":
         typer.echo(write_table(table.slice(0, limit), fmt), nl=False)
         return
-    typer.echo(f"{metric} over seeds per configuration ({len(ens)} members), best mean first:")
+    beside = [c.removesuffix("_mean") for c in table.column_names if c.startswith("test_") and c.endswith("_mean")]
+    typer.echo(f"{metric} over seeds per configuration ({len(ens)} members), best mean first; 95% bootstrap "
+               f"intervals" + (f"; {', '.join(beside)} reported beside, not used to rank:" if beside else ":"))
     typer.echo(format_table(table, limit))
 
 
@@ -298,18 +309,19 @@ def plot(
     kind: Annotated[Kind, typer.Option(help="overview (every panel in one figure), curves, spread, predictions, "
                                        "or all (one file per figure).")] = "overview",
     dpi: Annotated[int, typer.Option(min=10, max=2400, help="Resolution of PNG files.")] = 200,
-    metric: Annotated[str | None, typer.Option(help="Member column that orders configurations and is spread "
-                                               "over seeds (default: the summary's).")] = None,
+    metric: MetricOpt = "val_loss",
+    mode: ModeOpt = "min",
     samples: Annotated[int, typer.Option(min=1, help="Test samples shown with the ensemble's predictions "
                                          "(at most those the store keeps).")] = 3,
     max_curves: Annotated[int, typer.Option(min=1, help="Learning curves drawn per configuration (at most).")] = 200,
 ) -> None:
-    """Learning curves, loss spread, predictions ±std.
+    """Learning curves, spread over seeds, predictions ±std.
 
     Panels: every member's learning curves with each configuration's median and 10-90% band (log
-    scale, one panel per split on a shared y axis); the final loss over seeds per configuration;
-    the best configuration's ensemble mean ±std against the ground truth on the first test
-    samples the store holds. Configurations are ordered best first, as in `sweep show`. Draws
+    scale, one panel per split on a shared y axis; with a validation set the test panel shows the
+    configuration chosen on METRIC only); the final METRIC over seeds per configuration; the
+    chosen configuration's ensemble mean ±std against the ground truth on the first test samples
+    the store holds. Configurations are ordered best first by METRIC, as in `sweep show`. Draws
     only from the store: no data is regenerated and no model factory the store names is
     imported (that panel then says why it is empty).
     """
@@ -320,7 +332,7 @@ def plot(
         out = str(Path(sweep_dir) / "sweep.png") if "://" not in sweep_dir else "sweep.png"
     chosen = Kind(kind).value
     paths = figure_paths(out, chosen)  # a bad --out fails before the store is read
-    plot_sweep(_existing(sweep_dir), chosen, out=out, dpi=dpi, metric=metric, num_samples=samples,
+    plot_sweep(_existing(sweep_dir), chosen, out=out, dpi=dpi, metric=metric, mode=mode, num_samples=samples,
                max_curves=max_curves)
     for path in paths:
         typer.echo(f"wrote {path}")
@@ -336,8 +348,9 @@ def predict(
                                          show_default=False)],
     where: Annotated[list[str] | None, typer.Option(help="Keep members with column=value (repeatable), "
                                                     "e.g. --where depth=6 --where learning_rate=3e-4.")] = None,
-    best: Annotated[int | None, typer.Option(help="Keep the K members with the lowest --metric.")] = None,
-    metric: Annotated[str, typer.Option(help="Column that --best ranks by.")] = "test_loss",
+    best: Annotated[int | None, typer.Option(help="Keep the K best members by --metric (validation loss).")] = None,
+    metric: MetricOpt = "val_loss",
+    mode: ModeOpt = "min",
     mean: Annotated[bool, typer.Option("--mean", help="Write the mean over members instead of every member.")] = False,
     std: Annotated[bool, typer.Option("--std", help="Write the mean to OUTPUT and the std over members "
                                       "(ddof=0) to OUTPUT's name + '_std.npy'.")] = False,
@@ -359,7 +372,7 @@ def predict(
     if kw:
         ens = ens.where(**kw)
     if best is not None:
-        ens = ens.best(best, metric=metric)
+        ens = ens.best(best, metric=metric, mode=mode)
     n = len(ens)
     if std or mean:
         m, s = ens.mean_std(x)

@@ -10,11 +10,6 @@ from typing import Any
 import pyarrow as pa
 
 
-def sort_table(table: pa.Table, column: str) -> pa.Table:
-    """Rows by ``column``, lowest first (NaN and nulls last)."""
-    return table.sort_by([(column, "ascending")]) if column in table.column_names else table
-
-
 def _cell(value: Any) -> str:
     if value is None:
         return "-"

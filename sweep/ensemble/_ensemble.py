@@ -2,10 +2,13 @@
 
 ```python
 ens = sweep.load("runs/heat")                           # every member of every config
-ens.summary()                                           # stats over seeds per configuration
-sub = ens.where(depth=6, learning_rate=3e-4).best(8)    # the 8 lowest test losses
+ens.summary()                                           # val_loss over seeds per configuration, best first
+sub = ens.where(depth=6, learning_rate=3e-4).best(8)    # the 8 lowest validation losses
 y = sub.predict(x)                                      # [8, batch, channels, *spatial]
 ```
+
+Every choice ranks by a validation column (default ``val_loss``); the test columns are
+reported beside it and never used to choose, so that they stay honest estimates.
 """
 
 from __future__ import annotations
@@ -27,9 +30,10 @@ from .._errors import QueryError
 from ..spec import SweepSpec
 from ..store import ConfigInfo, Store
 from . import _inference, _stats
-from ._stats import Comparison
+from ._stats import MODES, Comparison
 
 DEFAULT_CHUNK = 64  # members per compiled inference call
+DEFAULT_METRIC = "val_loss"  # what every choice ranks by
 
 
 def load(path: str | os.PathLike, storage_filesystem: pafs.FileSystem | None = None) -> Ensemble:
@@ -94,33 +98,65 @@ class Ensemble:
         """The columns holding grid values (``depth``, ``learning_rate``, ...), in grid order."""
         return [c for c in self._store.grid_columns if c in self.columns]
 
-    def summary(self, metric: str = "test_loss") -> pa.Table:
-        """One row per configuration (structural config x vmapped hyperparameters): member counts
-        and, over members that did not diverge, mean / std (ddof=1) / median / min / max, the 95%
-        t-interval of the mean, and the interquartile mean with its 95% bootstrap interval."""
-        self._check_metric(metric, "summary")
-        return _stats.summary(self._index, ["config_id", *self.grid_columns], metric)
+    def summary(self, metric: str = DEFAULT_METRIC, mode: str = "min") -> pa.Table:
+        """One row per configuration (structural config x vmapped hyperparameters), best first (by
+        the mean of ``metric``; ``mode="max"`` when higher is better): member counts (``count``,
+        ``diverged``, ``stopped_early``, and ``n``, the members the statistics use: those that did not
+        diverge) and mean / std (ddof=1) / median / min / max of ``metric``, the 95% percentile bootstrap
+        interval of the mean (``mean_ci_low``, ``mean_ci_high``: within the values' range, so never
+        below 0 for a loss), and the interquartile mean with its bootstrap interval. For a validation
+        metric (``val_<name>``) the test column ``test_<name>`` is reported beside it
+        (``test_<name>_mean``, ``test_<name>_ci_low``, ``test_<name>_ci_high``), not used to rank."""
+        self._check_metric(metric, "summary", mode)
+        if self._index[metric].null_count == len(self):
+            raise QueryError(self._no_values(metric, "summary"))
+        return _stats.summary(self._index, ["config_id", *self.grid_columns], metric, self._beside(metric), mode)
 
-    def best_configuration(self, metric: str = "test_loss") -> dict[str, Any]:
-        """The grid values of the configuration with the lowest mean ``metric`` over its members
-        that did not diverge (the first row of :meth:`summary` sorted by mean), e.g.
-        ``{"depth": 6, "learning_rate": 0.0003}``; ``{"config_id": ...}`` without grid columns."""
-        rows = [r for r in self.summary(metric).to_pylist() if np.isfinite(r["mean"])]
+    def summary_frame(self, metric: str = DEFAULT_METRIC, mode: str = "min"):
+        """:meth:`summary` as a pandas DataFrame (for notebooks)."""
+        return self.summary(metric, mode).to_pandas()
+
+    def best_configuration(self, metric: str = DEFAULT_METRIC, mode: str = "min") -> dict[str, Any]:
+        """The grid values of the configuration with the best mean ``metric`` (lowest; highest with
+        ``mode="max"``) over its members that did not diverge (the first row of :meth:`summary`),
+        e.g. ``{"depth": 6, "learning_rate": 0.0003}``; ``{"config_id": ...}`` without grid columns."""
+        self._values(metric, "best_configuration", mode)
+        rows = [r for r in self.summary(metric, mode).to_pylist() if np.isfinite(r["mean"])]
         if not rows:
             raise QueryError(f"best_configuration(metric={metric!r}): every member diverged or has no finite {metric}")
-        row = min(rows, key=lambda r: r["mean"])
-        return {k: row[k] for k in self.grid_columns} or {"config_id": row["config_id"]}
+        return {k: rows[0][k] for k in self.grid_columns} or {"config_id": rows[0]["config_id"]}
 
-    def compare(self, a: dict[str, Any], b: dict[str, Any], metric: str = "test_loss") -> Comparison:
-        """P(a beats b): chance that a member selected by ``where(**a)`` has a lower ``metric`` than
-        one selected by ``where(**b)`` (diverged members lose), with a 95% bootstrap interval.
+    def compare(self, a: dict[str, Any], b: dict[str, Any], metric: str = DEFAULT_METRIC, mode: str = "min",
+                pool: bool = False) -> Comparison:
+        """``where(**a)`` against ``where(**b)`` on ``metric``: P(a member of a beats one of b) with its
+        95% bootstrap interval (diverged members lose), the difference of their means (a - b) with its
+        interval, and the counts (see :class:`Comparison`).
+
+        A grid column that ``a`` or ``b`` leaves free while it takes several values there would pool
+        members trained with different settings into one side: that is refused (a
+        :class:`QueryError` names the columns) unless ``pool=True``.
 
         ```python
-        ens.compare({"depth": 4}, {"depth": 6}).probability  # 0.5 = no difference
+        ens.compare({"depth": 4, "learning_rate": 1e-3}, {"depth": 6, "learning_rate": 1e-3}).probability
         ```
         """
-        self._check_metric(metric, "compare")
-        return _stats.compare(self.where(**a)._scores(metric), self.where(**b)._scores(metric))
+        sides = {"a": (a, self.where(**a)), "b": (b, self.where(**b))}
+        if not pool:
+            free: dict[str, list[str]] = {}
+            for name, (fixed, side) in sides.items():
+                for c in self.grid_columns:
+                    if c not in fixed and len(pc.unique(side._index[c])) > 1:
+                        free.setdefault(c, []).append(f"{side._distinct(c)} in {name}")
+            if free:
+                listed = "; ".join(f"{c} takes {' and '.join(where)}" for c, where in free.items())
+                raise QueryError(
+                    f"compare(): {listed}: members trained with different settings would be pooled. Fix "
+                    f"{', '.join(free)} in both a and b (e.g. {{..., {next(iter(free))!r}: value}}), or pass "
+                    f"pool=True to pool over them"
+                )
+        (_, sa), (_, sb) = sides.values()
+        va, vb = sa._values(metric, "compare", mode), sb._values(metric, "compare", mode)
+        return _stats.compare(va, vb, sa._diverged(), sb._diverged(), metric, mode)
 
     # -- selection ------------------------------------------------------------------------------
     def where(self, **column_values: Any) -> Ensemble:
@@ -158,13 +194,15 @@ class Ensemble:
         present = "; ".join(f"{c} takes {self._distinct(c)}" for c in column_values)
         raise QueryError(f"where({_kwargs(column_values)}): no member matches; in this selection {present}")
 
-    def best(self, k: int, metric: str = "test_loss") -> Ensemble:
-        """The ``k`` members (all, if fewer) with the lowest ``metric``, best first; diverged members rank
-        last and ties go by member_id."""
+    def best(self, k: int, metric: str = DEFAULT_METRIC, mode: str = "min") -> Ensemble:
+        """The ``k`` members (all, if fewer) with the lowest ``metric`` (highest with ``mode="max"``),
+        best first; diverged members rank last and ties go by member_id. Ranks by the validation loss
+        unless told otherwise; without a validation set ``metric=`` must be given."""
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise QueryError(f"best(k={k!r}): k must be an integer >= 1")
-        self._check_metric(metric, "best")
-        order = np.lexsort((self._ids(), self._scores(metric)))[:k]
+        values = self._values(metric, "best", mode)
+        scores = np.where(self._diverged() | ~np.isfinite(values), np.inf, values if mode == "min" else -values)
+        order = np.lexsort((self._ids(), scores))[:k]
         return Ensemble(self._store, self._index.take(order))
 
     def member(self, seed: int, **where: Any) -> eqx.Module:
@@ -246,16 +284,39 @@ class Ensemble:
         values = sorted(v for v in pc.unique(self._index[column]).to_pylist() if v is not None)
         return f"{values[:limit]}" + (f" and {len(values) - limit} more" if len(values) > limit else "")
 
-    def _check_metric(self, metric: str, what: str) -> None:
+    def _check_metric(self, metric: str, what: str, mode: str = "min") -> None:
         numeric = [f.name for f in self._index.schema if pa.types.is_floating(f.type) or pa.types.is_integer(f.type)]
         if metric not in numeric:
             raise QueryError(f"{what}(metric={metric!r}): not a numeric column; choose one of {', '.join(numeric)}")
+        if mode not in MODES:
+            raise QueryError(f"{what}(mode={mode!r}): choose \"min\" (lower {metric} is better) or \"max\"")
 
-    def _scores(self, metric: str) -> np.ndarray:
-        """``metric`` as float64, diverged or non-finite members counting as +inf (worst)."""
-        values = self._index[metric].to_numpy(zero_copy_only=False).astype(np.float64)
-        diverged = pc.equal(self._index["status"], "diverged").to_numpy(zero_copy_only=False)
-        return np.where(diverged | ~np.isfinite(values), np.inf, values)
+    def _no_values(self, metric: str, what: str) -> str:
+        """Why ``metric`` cannot rank this selection: some members have no value (null)."""
+        nulls = self._index[metric].is_null()
+        configs = pc.unique(self._index.filter(nulls)["config_id"]).to_pylist()
+        where = f"{self._index[metric].null_count} of {len(self)} members (config(s) {', '.join(configs[:5])}) have no {metric}"
+        if not metric.startswith("val_"):
+            return f"{what}(metric={metric!r}): {where}; select members that have one, or choose another metric="
+        test = "test_" + metric.removeprefix("val_")
+        return (f"{what}(metric={metric!r}): {where}: they were trained without a validation set "
+                f"(problem.val_fraction=0), and ranking needs one. Pass an explicit metric=, e.g. metric={test!r} "
+                f"(but a choice made on the test set makes its test numbers optimistic), or train with a validation set")
+
+    def _values(self, metric: str, what: str, mode: str = "min") -> np.ndarray:
+        """``metric`` as float64 for ranking; every member must have a value."""
+        self._check_metric(metric, what, mode)
+        if self._index[metric].null_count:
+            raise QueryError(self._no_values(metric, what))
+        return self._index[metric].to_numpy(zero_copy_only=False).astype(np.float64)
+
+    def _diverged(self) -> np.ndarray:
+        return pc.equal(self._index["status"], "diverged").to_numpy(zero_copy_only=False)
+
+    def _beside(self, metric: str) -> list[str]:
+        """The test column reported beside a validation metric (``val_loss`` -> ``test_loss``)."""
+        test = "test_" + metric.removeprefix("val_")
+        return [test] if metric.startswith("val_") and test in self.columns else []
 
     def _config(self, what: str) -> ConfigInfo:
         configs = pc.unique(self._index["config_id"]).to_pylist()

@@ -47,11 +47,10 @@ def _summary_metric(ens: Ensemble) -> str:
     return inspect.signature(ens.summary).parameters["metric"].default
 
 
-def _order(ens: Ensemble, metric: str) -> list[dict[str, Any]]:
+def _order(ens: Ensemble, metric: str, mode: str) -> list[dict[str, Any]]:
     """Every configuration's grid values, best mean ``metric`` first (as ``sweep show``)."""
     cols = ens.grid_columns or ["config_id"]
-    summary = ens.summary(metric).sort_by([("mean", "ascending")])
-    return [{c: row[c] for c in cols} for row in summary.to_pylist()]
+    return [{c: row[c] for c in cols} for row in ens.summary(metric, mode).to_pylist()]
 
 
 def _curve_sample(ens: Ensemble, keys: list[dict[str, Any]], max_curves: int):
@@ -89,8 +88,8 @@ def _samples(ens: Ensemble, config: dict[str, Any], num_samples: int):
 
 
 def plot(source: Ensemble | str | os.PathLike, kind: str | list[str] | tuple[str, ...] = "overview", *,
-         out: str | os.PathLike | None = None, dpi: int = 200, metric: str | None = None, num_samples: int = 3,
-         max_curves: int = 200) -> Figure | dict[str, Figure]:
+         out: str | os.PathLike | None = None, dpi: int = 200, metric: str | None = None, mode: str = "min",
+         num_samples: int = 3, max_curves: int = 200) -> Figure | dict[str, Figure]:
     """The figures of an ensemble (or of the store of a sweep directory).
 
     ``kind``: ``"curves"`` (every member's learning curves with each configuration's median and
@@ -100,7 +99,9 @@ def plot(source: Ensemble | str | os.PathLike, kind: str | list[str] | tuple[str
     physical coordinate where the problem knows it; never regenerated, and left out, with a
     warning saying why, for a model a factory builds) or ``"overview"`` (all of it in one figure). One kind returns
     one ``Figure``; ``"all"`` or a list returns ``{kind: Figure}``. Configurations are ordered
-    best first by their mean ``metric`` (default: the summary's), as ``sweep show`` lists them.
+    best first by their mean ``metric`` (default: the summary's, the validation loss; ``mode="max"``
+    where higher is better), as ``sweep show`` lists them; the best one is the chosen configuration
+    whose test curves and predictions are shown (test numbers report the choice, never make it).
 
     ``out``: also write the figures (``.png``, ``.pdf`` or ``.svg``, at ``dpi`` for PNG): one
     figure to ``out``, several to ``<stem>-<kind><suffix>`` (see :func:`figure_paths`).
@@ -108,7 +109,7 @@ def plot(source: Ensemble | str | os.PathLike, kind: str | list[str] | tuple[str
     ```python
     fig = sweep.plot("runs/heat")                               # the overview
     figs = sweep.plot(ens, "all", out="figs/heat.pdf")         # figs/heat-curves.pdf, ...
-    figs["curves"].axes[0].get_ylabel()                         # 'train loss (MSE)'
+    figs["curves"].axes[0].get_ylabel()                         # 'train loss (mse)'
     ```
     """
     kinds = _kinds(kind)
@@ -117,7 +118,7 @@ def plot(source: Ensemble | str | os.PathLike, kind: str | list[str] | tuple[str
     if len(ens) == 0:
         raise QueryError("plot: the ensemble has no members to plot")
     metric = metric or _summary_metric(ens)
-    keys = _order(ens, metric)
+    keys = _order(ens, metric, mode)
     need_curves = {"curves", "overview"} & set(kinds)
     curves, totals = _curve_sample(ens, keys, max_curves) if need_curves else (None, None)
     spec, samples = _samples(ens, keys[0], num_samples) if {"predictions", "overview"} & set(kinds) else (None, None)

@@ -82,6 +82,9 @@ def draw_curves(ax: Axes, table: pa.Table, configs: Configs, which: str, loss: s
     epochs_col = table.column("history_epochs").to_pylist()
     hist_col = table.column(f"{which}_loss_history").to_pylist()
     for config, rows, color in configs:
+        rows = [r for r in rows if hist_col[r] is not None]  # null: this config has no such split
+        if not rows:
+            continue
         by_len: dict[int, list[int]] = {}
         for r in rows:
             by_len.setdefault(len(hist_col[r]), []).append(r)
@@ -168,11 +171,13 @@ def prediction_grid(spec) -> np.ndarray | None:
 
 
 def loss_name(spec) -> str:
-    return getattr(spec.training, "loss", None) or "MSE"
+    return spec.training.loss
 
 
 def splits(table: pa.Table) -> list[str]:
-    return [s for s in SPLITS if f"{s}_loss_history" in table.column_names]
+    """The splits whose loss curves the table holds for some member (no validation set: null)."""
+    return [s for s in SPLITS if f"{s}_loss_history" in table.column_names
+            and table.column(f"{s}_loss_history").null_count < table.num_rows]
 
 
 def curves_figure(fig: Figure, table: pa.Table, configs: Configs, loss: str, cells: Sequence | None = None) -> list[Axes]:

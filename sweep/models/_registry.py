@@ -26,7 +26,7 @@ ACTIVATIONS = {
     "softplus": jax.nn.softplus, "leaky_relu": jax.nn.leaky_relu, "mish": jax.nn.mish,
     "identity": lambda x: x,
 }
-_INFERRED = ("num_spatial_dims", "in_channels", "out_channels", "key")
+_INFERRED = ("num_spatial_dims", "in_channels", "key")
 _ACTIVATION_ARGS = ("activation", "final_activation")
 _MAY_BE_ZERO = ("depth", "num_levels")  # every other integer argument counts channels, blocks, modes or taps
 _UNETS = ("ClassicUNet", "ModernUNet")
@@ -91,7 +91,8 @@ def _allowed(key: str, annotation: Any, value: Any) -> str:
 
 
 def build_model(name: str, options: Mapping[str, Any], sample_shape: tuple[int, ...], out_channels: int, *, key) -> eqx.Module:
-    """Build one model for inputs of ``sample_shape = (channels, *spatial)``.
+    """Build one model for inputs of ``sample_shape = (channels, *spatial)`` with ``out_channels``
+    outputs, unless the options give ``out_channels`` (a classifier's number of classes).
 
     ```python
     net = build_model("ConvNet", {"depth": 2}, (1, 48), 1, key=jax.random.key(0))
@@ -101,6 +102,7 @@ def build_model(name: str, options: Mapping[str, Any], sample_shape: tuple[int, 
     if is_import_path(name):
         factory = import_object(name, "model.name")
         return factory(**kwargs, key=key)
+    out_channels = kwargs.pop("out_channels", out_channels)
     num_spatial_dims = len(sample_shape) - 1
     if name == "MLP":
         kwargs["num_points"] = sample_shape[1]
@@ -114,7 +116,8 @@ def build_model(name: str, options: Mapping[str, Any], sample_shape: tuple[int, 
 def model_template(name: str, options: Mapping[str, Any], sample_shape: tuple[int, ...], out_channels: int) -> eqx.Module:
     """The model with ``jax.ShapeDtypeStruct`` leaves in place of arrays (``eqx.filter_eval_shape``:
     nothing is computed), checked to fit the data: it builds, is an ``eqx.Module``, and maps one
-    input of ``sample_shape`` to one target, ``(out_channels, *spatial)``. Every failure is a
+    input of ``sample_shape`` to one target, ``(out_channels, *spatial)`` (``out_channels`` of the
+    options where they give it: a classifier's number of classes). Every failure is a
     :class:`SpecError` naming the model field.
 
     ```python
@@ -138,11 +141,14 @@ def model_template(name: str, options: Mapping[str, Any], sample_shape: tuple[in
     except Exception as e:
         raise SpecError(f"`model`: {what} cannot be applied to one input of shape {tuple(sample_shape)}: "
                         f"{_first_line(e)}") from None
-    want = (out_channels, *sample_shape[1:])
+    channels = options.get("out_channels", out_channels)  # given: a classifier's classes
+    want = (channels, *sample_shape[1:])
     if getattr(out, "shape", None) != want:
         hint = " (a factory must build its model for the problem's channels)" if is_import_path(name) else ""
+        target = (f"model.out_channels is {channels}, so it must give {want}" if "out_channels" in options
+                  else f"the problem's targets have shape {want}{hint}")
         raise SpecError(f"`model`: {what} maps one input of shape {tuple(sample_shape)} to "
-                        f"{getattr(out, 'shape', type(out).__name__)}; the problem's targets have shape {want}{hint}")
+                        f"{getattr(out, 'shape', type(out).__name__)}; {target}")
     return model
 
 

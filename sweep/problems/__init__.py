@@ -8,9 +8,13 @@ from typing import Any
 
 from .._errors import SpecError
 from .._import_path import is_import_path
-from ._arrays import load_arrays, load_function
+from ._arrays import SPLIT_OPTIONS, load_arrays, load_function
+from ._dataset import EVALUATED as EVALUATED
+from ._dataset import SPLITS as SPLITS
 from ._dataset import Dataset as Dataset
+from ._dataset import Split as Split
 from ._dataset import as_dataset as as_dataset
+from ._dataset import check_val_fraction
 from ._heat1d import heat1d as heat1d
 from ._heat1d import heat1d_coordinates
 
@@ -20,14 +24,24 @@ PROBLEMS = (*GENERATORS, "arrays")
 
 
 def check_problem(name: str, options: Mapping[str, Any]) -> None:
-    """Raise :class:`SpecError` unless ``name`` with ``options`` describes loadable data."""
+    """Raise :class:`SpecError` unless ``name`` with ``options`` describes loadable data.
+
+    Every kind takes ``val_fraction`` (a number in [0, 1)) and ``data_seed`` (an integer >= 0),
+    which say how a validation split is carved from the training samples.
+    """
+    if "val_fraction" in options:
+        check_val_fraction(options["val_fraction"])
+    seed = options.get("data_seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise SpecError(f"`problem.data_seed`: got {seed!r}; must be a non-negative integer")
     if is_import_path(name):
         return
     if name == "arrays":
-        unknown = set(options) - {"path", "shape"}
+        unknown = set(options) - {"path", "shape", *SPLIT_OPTIONS}
         if "path" not in options or unknown:
             raise SpecError(
-                f"`problem`: \"arrays\" takes path= (and shape= for Parquet); got {sorted(options)}"
+                f"`problem`: \"arrays\" takes path= (and shape= for Parquet, val_fraction=, data_seed=); "
+                f"got {sorted(options)}"
             )
         return
     if name not in GENERATORS:
@@ -37,6 +51,8 @@ def check_problem(name: str, options: Mapping[str, Any]) -> None:
         )
     params = inspect.signature(GENERATORS[name]).parameters
     for key, value in options.items():
+        if key in SPLIT_OPTIONS:
+            continue  # checked above
         if key not in params:
             raise SpecError(f"`problem.{key}`: not an option of {name}; allowed: {', '.join(params)}")
         default = params[key].default
@@ -46,18 +62,24 @@ def check_problem(name: str, options: Mapping[str, Any]) -> None:
             raise SpecError(f"`problem.{key}`: got {value!r}; must be a positive number")
     if "test_fraction" in options and not 0 < options["test_fraction"] < 1:
         raise SpecError(f"`problem.test_fraction`: got {options['test_fraction']!r}; must be in (0, 1)")
+    fractions = {k: options.get(k, params[k].default) for k in ("test_fraction", "val_fraction") if k in params}
+    if len(fractions) == 2 and sum(fractions.values()) >= 1:
+        raise SpecError(f"`problem.val_fraction`: got {fractions['val_fraction']!r} with test_fraction "
+                        f"{fractions['test_fraction']!r}; together they must leave training samples (sum < 1)")
     for key in ("num_points", "num_samples"):
         if key in options and options[key] < 2:
             raise SpecError(f"`problem.{key}`: got {options[key]!r}; must be >= 2")
 
 
 def load_problem(name: str, options: Mapping[str, Any]) -> Dataset:
-    """Generate or load the data of a problem (validated: :func:`as_dataset`)."""
+    """Generate or load the data of a problem, validated and split by :func:`as_dataset` (which
+    every generator and loader returns through)."""
     if name in GENERATORS:
-        return as_dataset(GENERATORS[name](**options), f"`problem` {name!r}")
+        return GENERATORS[name](**options)
     if name == "arrays":
         shape = options.get("shape")
-        return load_arrays(options["path"], tuple(shape) if shape else None)
+        split = {k: options[k] for k in SPLIT_OPTIONS if k in options}
+        return load_arrays(options["path"], tuple(shape) if shape else None, **split)
     return load_function(name, dict(options))
 
 

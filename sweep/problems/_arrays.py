@@ -1,11 +1,13 @@
 """User data: ``.npz`` files, Parquet files, or a function given by import path.
 
 Files are read without pickle; every way a file can be unreadable is a :class:`SpecError`
-naming ``problem.path``.
+naming ``problem.path``. Data without a validation split get one carved from their training
+samples (``val_fraction``, ``data_seed``; see :func:`as_dataset`).
 """
 
 from __future__ import annotations
 
+import inspect
 import zipfile
 from pathlib import Path
 
@@ -13,29 +15,36 @@ import numpy as np
 
 from .._errors import SpecError
 from .._import_path import import_object
-from ._dataset import Dataset, as_dataset
+from ._dataset import SPLITS, Dataset, as_dataset
 
 KEYS = ("train_x", "train_y", "test_x", "test_y")
+VAL_KEYS = ("val_x", "val_y")
+SPLIT_OPTIONS = ("val_fraction", "data_seed")  # how a validation split is carved (every problem kind)
 
 
-def load_arrays(path: str, shape: tuple[int, ...] | None = None) -> Dataset:
-    """Load ``.npz`` (keys train_x, train_y, test_x, test_y) or a Parquet file.
+def load_arrays(path: str, shape: tuple[int, ...] | None = None, *, val_fraction: float | None = None,
+                data_seed: int = 0) -> Dataset:
+    """Load ``.npz`` (keys train_x, train_y, test_x, test_y, optionally val_x, val_y) or a Parquet file.
 
     A Parquet file has list columns ``x`` and ``y`` (one row per sample, flattened) and a
-    string column ``split`` (``"train"`` / ``"test"``); ``shape`` is the per-sample
-    ``(channels, *spatial)`` shape of x, and y shares its spatial shape.
+    string column ``split`` (``"train"`` / ``"val"`` / ``"test"``; no ``"val"`` rows: none
+    given); ``shape`` is the per-sample ``(channels, *spatial)`` shape of x, and y shares its
+    spatial shape. Without a validation split one is carved from the training rows
+    (``val_fraction`` of all samples, drawn with ``data_seed``).
     """
     p = Path(path)
     if not p.is_file():
         raise SpecError(f"`problem.path`: {path!r} does not exist or is not a file")
     if p.suffix == ".npz":
-        return _load_npz(p)
-    if p.suffix in (".parquet", ".pq"):
-        return _load_parquet(p, shape)
-    raise SpecError(f"`problem.path`: {path!r} has suffix {p.suffix!r}; use a .npz or .parquet file")
+        splits = _read_npz(p)
+    elif p.suffix in (".parquet", ".pq"):
+        splits = _read_parquet(p, shape)
+    else:
+        raise SpecError(f"`problem.path`: {path!r} has suffix {p.suffix!r}; use a .npz or .parquet file")
+    return as_dataset(splits, f"`problem.path` {str(p)!r}", val_fraction=val_fraction, data_seed=data_seed)
 
 
-def _load_npz(p: Path) -> Dataset:
+def _read_npz(p: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     try:
         f = np.load(p, allow_pickle=False)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
@@ -47,18 +56,22 @@ def _load_npz(p: Path) -> Dataset:
         missing = [k for k in KEYS if k not in f.files]
         if missing:
             raise SpecError(f"`problem.path`: {str(p)!r} lacks array(s) {missing}; need {list(KEYS)}")
-        arrays = []
-        for key in KEYS:
+        given = [k for k in VAL_KEYS if k in f.files]
+        if len(given) == 1:
+            raise SpecError(f"`problem.path`: {str(p)!r} has {given[0]} but not {set(VAL_KEYS) - set(given)}; "
+                            f"give both val_x and val_y, or neither")
+        arrays = {}
+        for key in (*KEYS, *given):
             try:
-                arrays.append(f[key])
+                arrays[key] = f[key]
             except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
                 kind = "holds Python objects" if "pickle" in str(e) else f"cannot be read ({type(e).__name__}: {e})"
                 raise SpecError(f"`problem.path`: array {key!r} of {str(p)!r} {kind}; seed-sweep never unpickles "
                                 f"data, save numeric arrays (numpy.savez of float or integer arrays)") from None
-        return as_dataset(arrays, f"`problem.path` {str(p)!r}")
+    return {s: (arrays[f"{s}_x"], arrays[f"{s}_y"]) for s in SPLITS if f"{s}_x" in arrays}
 
 
-def _load_parquet(p: Path, shape: tuple[int, ...] | None) -> Dataset:
+def _read_parquet(p: Path, shape: tuple[int, ...] | None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -73,8 +86,11 @@ def _load_parquet(p: Path, shape: tuple[int, ...] | None) -> Dataset:
         raise SpecError("`problem.shape`: required for Parquet data; give the per-sample (channels, *spatial) shape of x")
     if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in shape) or len(shape) < 2:
         raise SpecError(f"`problem.shape`: got {list(shape)}; give the per-sample [channels, *spatial] as integers >= 1")
+    split = np.asarray(table.column("split").to_pylist())
+    unknown = sorted(set(split.tolist()) - set(SPLITS), key=str)
+    if unknown:
+        raise SpecError(f"`problem.path`: {str(p)!r} has split value(s) {unknown[:5]}; allowed: {', '.join(SPLITS)}")
     try:
-        split = np.asarray(table.column("split").to_pylist())
         x = np.asarray(table.column("x").to_pylist(), dtype=np.float32)
         y = np.asarray(table.column("y").to_pylist(), dtype=np.float32)
     except (ValueError, TypeError) as e:
@@ -86,15 +102,27 @@ def _load_parquet(p: Path, shape: tuple[int, ...] | None) -> Dataset:
         raise SpecError(f"`problem.shape`: {list(shape)} does not fit rows of {x.shape[1:]} inputs and {y.shape[1:]} targets")
     x = x.reshape(len(x), *shape)
     y = y.reshape(len(y), y.shape[1] // size, *spatial)
-    train, test = split == "train", split == "test"
-    return as_dataset((x[train], y[train], x[test], y[test]), f"`problem.path` {str(p)!r}")
+    return {s: (x[split == s], y[split == s]) for s in SPLITS if s != "val" or (split == s).any()}
 
 
 def load_function(path: str, kwargs: dict) -> Dataset:
-    """Call the user's ``package.module:function(**kwargs)`` -> (train_x, train_y, test_x, test_y)."""
+    """Call the user's ``package.module:function(**kwargs)`` -> ``(train_x, train_y, test_x, test_y)``
+    or ``{"train": (x, y), "val": (x, y), "test": (x, y)}`` ("val" optional).
+
+    ``val_fraction`` is seed-sweep's own option (never passed on); ``data_seed`` carves the
+    validation split and is passed on too if the function takes it.
+    """
     fn = import_object(path, "problem.name")
+    val_fraction = kwargs.pop("val_fraction", None)
+    data_seed = kwargs.get("data_seed", 0)
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a builtin): pass everything on
+        params = [inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD)]
+    if "data_seed" in kwargs and not any(p.name == "data_seed" or p.kind is p.VAR_KEYWORD for p in params):
+        kwargs.pop("data_seed")
     try:
         arrays = fn(**kwargs)
     except Exception as e:  # the user's code may raise anything
         raise SpecError(f"`problem.name`: {path!r} raised {type(e).__name__} when called with {kwargs}: {e}") from None
-    return as_dataset(arrays, f"`problem.name` {path!r}")
+    return as_dataset(arrays, f"`problem.name` {path!r}", val_fraction=val_fraction, data_seed=data_seed)

@@ -1,77 +1,173 @@
-"""The arrays a sweep trains on, validated once."""
+"""The arrays a sweep trains on: train, validation and test splits, validated once.
+
+Every problem yields the three splits. Where the data do not provide a validation split, it is
+carved out of the training samples: ``val_fraction`` of *all* samples (train + test; default
+0.1), drawn with the problem's ``data_seed``; ``val_fraction=0`` means no validation set (an
+empty split). The training samples keep their order, so ``val_fraction=0`` trains on exactly
+the data given.
+"""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 from jaxtyping import Float
 
 from .._errors import SpecError
 
+SPLITS = ("train", "val", "test")
+EVALUATED = ("val", "test")  # the splits every report evaluates the loss and metrics on
+DEFAULT_VAL_FRACTION = 0.1
+
+
+class Split(NamedTuple):
+    """Inputs and targets of one split, ``(samples, channels, *spatial)`` each, float32."""
+
+    x: Float[np.ndarray, "n c *s"]
+    y: Float[np.ndarray, "n o *s"]
+
+    @property
+    def size(self) -> int:
+        """The number of samples (0 for an empty validation split)."""
+        return int(self.x.shape[0])
+
 
 class Dataset(NamedTuple):
-    """Inputs and targets, ``(samples, channels, *spatial)`` each, float32."""
+    """The train, validation (possibly empty) and test splits of a problem.
 
-    train_x: Float[np.ndarray, "n c *s"]
-    train_y: Float[np.ndarray, "n o *s"]
-    test_x: Float[np.ndarray, "m c *s"]
-    test_y: Float[np.ndarray, "m o *s"]
+    ```python
+    data = sweep.problems.heat1d(num_points=16, num_samples=10)
+    data.train.x.shape, data.val.size, data.test.y.shape   # (7, 1, 16), 1, (2, 1, 16)
+    ```
+    """
+
+    train: Split
+    val: Split
+    test: Split
 
     @property
     def sample_shape(self) -> tuple[int, ...]:
-        return tuple(self.train_x.shape[1:])
+        return tuple(self.train.x.shape[1:])
 
     @property
     def out_channels(self) -> int:
-        return int(self.train_y.shape[1])
+        return int(self.train.y.shape[1])
 
     @property
     def num_train(self) -> int:
-        return int(self.train_x.shape[0])
+        return self.train.size
+
+    # shorthands: data.test_x is data.test.x
+    train_x = property(lambda self: self.train.x)
+    train_y = property(lambda self: self.train.y)
+    val_x = property(lambda self: self.val.x)
+    val_y = property(lambda self: self.val.y)
+    test_x = property(lambda self: self.test.x)
+    test_y = property(lambda self: self.test.y)
 
 
-def checked_arrays(data: Dataset, source: str) -> Dataset:
-    """Every array of ``data`` (each field, so arrays added to :class:`Dataset` are checked too) as
-    float32 NumPy: real numbers of shape ``(samples, channels, *spatial)``, no NaN or infinity.
-    Errors name ``source`` and the field."""
-    out = []
-    for field, a in zip(data._fields, data):
-        a = np.asarray(a)
-        if a.ndim < 2:
-            raise SpecError(f"{source}: `{field}` has shape {a.shape}; need (samples, channels, *spatial)")
-        if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating) or a.dtype == bool):
-            raise SpecError(f"{source}: `{field}` has dtype {a.dtype}; need real numbers (integers or floats)")
-        with np.errstate(over="ignore", invalid="ignore"):
-            a = a.astype(np.float32)
-        if not np.isfinite(a.sum(dtype=np.float64)):  # a float64 sum of finite float32 values is finite
-            bad = ~np.isfinite(a)
-            at = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise SpecError(f"{source}: `{field}` holds {int(bad.sum())} NaN or infinite value(s) as float32 (first at "
-                            f"index {at}: {a[at]}); every input and target must be a finite number")
-        out.append(a)
-    return type(data)(*out)
+def check_val_fraction(value: Any) -> None:
+    """``problem.val_fraction`` must be a number in [0, 1)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise SpecError(f"`problem.val_fraction`: got {value!r}; must be a number in [0, 1) (0: no validation set)")
 
 
-def as_dataset(arrays, source: str) -> Dataset:
-    """Validate four arrays (train_x, train_y, test_x, test_y); errors name ``source``."""
-    if not isinstance(arrays, (tuple, list)) or len(arrays) != len(Dataset._fields):
+def _pairs(arrays: Any, source: str) -> dict[str, tuple[Any, Any]]:
+    """``{"train": (x, y), "test": (x, y)[, "val": (x, y)]}`` from four arrays or a mapping."""
+    if isinstance(arrays, Mapping):
+        unknown = set(arrays) - set(SPLITS)
+        missing = {"train", "test"} - set(arrays)
+        if unknown or missing:
+            raise SpecError(f"{source}: got splits {sorted(arrays)}; give \"train\" and \"test\" (and optionally "
+                            f"\"val\"), each an (x, y) pair")
+        pairs = {}
+        for split, pair in arrays.items():
+            try:
+                x, y = pair
+            except (TypeError, ValueError):
+                raise SpecError(f"{source}: split {split!r} must be an (x, y) pair of arrays") from None
+            pairs[split] = (x, y)
+        return pairs
+    if not isinstance(arrays, (tuple, list)) or len(arrays) != 4:
         got = (f"an array of shape {np.shape(arrays)}" if hasattr(arrays, "shape")
                else f"{len(arrays)} values" if isinstance(arrays, (tuple, list)) else type(arrays).__name__)
-        raise SpecError(f"{source}: expected four arrays (train_x, train_y, test_x, test_y) as a tuple, got {got}")
-    data = checked_arrays(Dataset(*arrays), source)
-    if data.train_x.shape[0] != data.train_y.shape[0] or data.test_x.shape[0] != data.test_y.shape[0]:
-        raise SpecError(
-            f"{source}: inputs and targets have different sample counts "
-            f"(train {data.train_x.shape[0]} vs {data.train_y.shape[0]}, test {data.test_x.shape[0]} vs {data.test_y.shape[0]})"
-        )
-    if data.train_x.shape[1:] != data.test_x.shape[1:] or data.train_y.shape[1:] != data.test_y.shape[1:]:
-        raise SpecError(
-            f"{source}: train and test shapes differ (x {data.train_x.shape[1:]} vs {data.test_x.shape[1:]}, "
-            f"y {data.train_y.shape[1:]} vs {data.test_y.shape[1:]})"
-        )
-    if data.train_x.shape[2:] != data.train_y.shape[2:]:
-        raise SpecError(f"{source}: inputs {data.train_x.shape[1:]} and targets {data.train_y.shape[1:]} differ in spatial shape")
-    if data.train_x.shape[0] == 0 or data.test_x.shape[0] == 0:
-        raise SpecError(f"{source}: needs at least one training and one test sample")
+        raise SpecError(f"{source}: expected four arrays (train_x, train_y, test_x, test_y) as a tuple, or a mapping "
+                        f"{{\"train\": (x, y), \"val\": (x, y), \"test\": (x, y)}}; got {got}")
+    train_x, train_y, test_x, test_y = arrays
+    return {"train": (train_x, train_y), "test": (test_x, test_y)}
+
+
+def checked_array(a: Any, field: str, source: str) -> np.ndarray:
+    """``a`` as float32 NumPy: real numbers of shape ``(samples, channels, *spatial)``, no NaN or
+    infinity. Errors name ``source`` and ``field`` (``train_x``, ...)."""
+    a = np.asarray(a)
+    if a.ndim < 2:
+        raise SpecError(f"{source}: `{field}` has shape {a.shape}; need (samples, channels, *spatial)")
+    if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating) or a.dtype == bool):
+        raise SpecError(f"{source}: `{field}` has dtype {a.dtype}; need real numbers (integers or floats)")
+    with np.errstate(over="ignore", invalid="ignore"):
+        a = a.astype(np.float32)
+    if not np.isfinite(a.sum(dtype=np.float64)):  # a float64 sum of finite float32 values is finite
+        bad = ~np.isfinite(a)
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise SpecError(f"{source}: `{field}` holds {int(bad.sum())} NaN or infinite value(s) as float32 (first at "
+                        f"index {at}: {a[at]}); every input and target must be a finite number")
+    return a
+
+
+def _split(pair: tuple[Any, Any], split: str, source: str) -> Split:
+    out = [checked_array(a, f"{split}_{part}", source) for part, a in zip("xy", pair)]
+    if out[0].shape[0] != out[1].shape[0]:
+        raise SpecError(f"{source}: inputs and targets have different sample counts ({split} {out[0].shape[0]} vs "
+                        f"{out[1].shape[0]})")
+    return Split(*out)
+
+
+def carve(train: Split, count: int, data_seed: int) -> tuple[Split, Split]:
+    """``(train, val)``: ``count`` training samples drawn with ``data_seed`` become the validation
+    split; both keep the samples' order."""
+    held = np.zeros(train.size, bool)
+    held[np.random.default_rng(data_seed).permutation(train.size)[:count]] = True
+    return Split(train.x[~held], train.y[~held]), Split(train.x[held], train.y[held])
+
+
+def as_dataset(arrays: Any, source: str, *, val_fraction: float | None = None, data_seed: int = 0) -> Dataset:
+    """Validate a problem's arrays and complete its splits; errors name ``source``.
+
+    ``arrays``: ``(train_x, train_y, test_x, test_y)``, or ``{"train": (x, y), "test": (x, y)}``
+    with an optional ``"val": (x, y)``. Without a validation split one is carved from the training
+    samples (``val_fraction`` of all samples, default 0.1, drawn with ``data_seed``); giving both a
+    validation split and ``val_fraction`` is an error.
+    """
+    pairs = _pairs(arrays, source)
+    splits = {name: _split(pair, name, source) for name, pair in pairs.items()}
+    if "val" in splits and val_fraction is not None:
+        raise SpecError(f"`problem.val_fraction`: got {val_fraction!r}, but {source} has its own validation split; "
+                        f"remove val_fraction or the validation arrays")
+    train, test = splits["train"], splits["test"]
+    if "val" not in splits:
+        fraction = DEFAULT_VAL_FRACTION if val_fraction is None else val_fraction
+        check_val_fraction(fraction)
+        count = max(1, int(round(fraction * (train.size + test.size)))) if fraction > 0 else 0
+        if count >= train.size:
+            raise SpecError(f"`problem.val_fraction`: got {fraction!r}: {count} validation samples would leave none of "
+                            f"the {train.size} training samples of {source} to train on; lower it")
+        train, splits["val"] = carve(train, count, data_seed)
+    data = Dataset(train, splits["val"], test)
+    _check_shapes(data, source)
     return data
+
+
+def _check_shapes(data: Dataset, source: str) -> None:
+    sample, target = data.train.x.shape[1:], data.train.y.shape[1:]
+    for name, split in zip(SPLITS, data):
+        if split.x.shape[1:] != sample or split.y.shape[1:] != target:
+            raise SpecError(f"{source}: {name} and train shapes differ (x {split.x.shape[1:]} vs {sample}, "
+                            f"y {split.y.shape[1:]} vs {target})")
+    if sample[1:] != target[1:]:
+        raise SpecError(f"{source}: inputs {sample} and targets {target} differ in spatial shape")
+    if data.train.size == 0 or data.test.size == 0:
+        raise SpecError(f"{source}: needs at least one training and one test sample")
+

@@ -9,24 +9,29 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._caches import register
-from ._dataset import Dataset
+from ._dataset import DEFAULT_VAL_FRACTION, Dataset, as_dataset
 
 def heat1d(
     num_points: int = 48, num_samples: int = 1000, dt: float = 0.1, diffusivity: float = 0.1,
-    domain_extent: float = 3.0, test_fraction: float = 0.2, data_seed: int = 0,
+    domain_extent: float = 3.0, test_fraction: float = 0.2, val_fraction: float = DEFAULT_VAL_FRACTION,
+    data_seed: int = 0,
 ) -> Dataset:
     """Initial box functions and their state one implicit (BTCS) step later, Dirichlet points excluded.
 
+    The last ``test_fraction`` of the samples are the test set; ``val_fraction`` of all samples,
+    drawn from the others with ``data_seed``, the validation set (0: none).
+
     ```python
     data = heat1d(num_points=16, num_samples=10)
-    assert data.train_x.shape == (8, 1, 16)
+    assert (data.train.size, data.val.size, data.test.size) == (7, 1, 2)
     ```
     """
     x, y = _generate(num_points, num_samples, float(dt), float(diffusivity), float(domain_extent), data_seed)
     train_size = num_samples - int(round(num_samples * test_fraction))
     x = np.asarray(x[:, None, :], dtype=np.float32)
     y = np.asarray(y[:, None, :], dtype=np.float32)
-    return Dataset(x[:train_size], y[:train_size], x[train_size:], y[train_size:])
+    splits = {"train": (x[:train_size], y[:train_size]), "test": (x[train_size:], y[train_size:])}
+    return as_dataset(splits, "`problem` 'heat1d'", val_fraction=val_fraction, data_seed=data_seed)
 
 
 def _grid(num_points, domain_extent):

@@ -122,9 +122,10 @@ def _aggregate(fs: pafs.FileSystem, store_path: str, sources: list[Source], plan
                progress: bool, shard_bytes: int, samples: pa.Table | None, map_tasks: MapTasks) -> None:
     if shard_bytes < 1:
         raise StoreError(f"`shard_bytes`: got {shard_bytes}; must be >= 1")
-    columns, names = _members.grid_value_columns(sources, plan), _members.hparam_names(sources, plan)
+    metrics = _members.metric_names(sources)
+    columns, names = _members.grid_value_columns(sources, plan, metrics), _members.hparam_names(sources, plan)
     types = _members.column_types(columns, sources, [s.spec.to_dict() for s in sources], names)
-    schema = members_schema(columns, {name: t for name, (t, _) in types.items()})
+    schema = members_schema(columns, {name: t for name, (t, _) in types.items()}, metrics)
     trials: dict[str, list[TrialPlan]] = {}
     for t in plan.trials if plan else ():
         trials.setdefault(t.config_id, []).append(t)
@@ -135,7 +136,8 @@ def _aggregate(fs: pafs.FileSystem, store_path: str, sources: list[Source], plan
     configs: list[dict] = []
     missing: dict[str, dict] = {}
     with StoreWriter(fs, store_path) as writer:
-        tasks = _tasks(writer.root, fs, by_config, names, columns, types, schema, shard_bytes, configs, trials, missing)
+        tasks = _tasks(writer.root, fs, by_config, names, columns, types, schema, metrics, shard_bytes, configs, trials,
+                       missing)
         writer.write_table(MEMBERS, schema, _collect(writer, map_tasks(build_shard, tasks), bar),
                            sorting=("config_id", "member_id"), statistics=statistics_columns(columns))
         bar.close()
@@ -148,6 +150,7 @@ def _aggregate(fs: pafs.FileSystem, store_path: str, sources: list[Source], plan
         writer.commit({
             "num_members": num_members, "num_configs": len(configs), "num_trials": len(sources),
             "num_missing": num_missing, "missing": missing_list, "columns": [c._asdict() for c in columns],
+            "metrics": metrics,
         })
     if missing_list:
         warnings.warn(
@@ -176,7 +179,7 @@ def _member_like(src: Source) -> tuple[tuple[tuple[int, ...], str], ...]:
 
 def _tasks(root: str, fs: pafs.FileSystem, by_config: dict[str, list[tuple[int, Source]]],
            names: dict[str, tuple[str, ...]], columns: list[Column], types: dict, schema: pa.Schema,
-           shard_bytes: int, configs: list[dict], trials: dict[str, list[TrialPlan]],
+           metrics: list[str], shard_bytes: int, configs: list[dict], trials: dict[str, list[TrialPlan]],
            missing: dict[str, dict]) -> Iterator[ShardTask]:
     """Every leaves file's task, configs in id order, planned from the block.json files alone;
     fills ``configs`` (rows of configs.parquet) and ``missing`` (planned members without a
@@ -194,7 +197,8 @@ def _tasks(root: str, fs: pafs.FileSystem, by_config: dict[str, list[tuple[int, 
         for start, file in zip(range(0, n, per_shard), files):
             chunk = members[start:start + per_shard]
             used = {i: by_index[i] for i in dict.fromkeys(m.source for m in chunk)}
-            yield ShardTask(fs, root, file, cid, first_member + start, chunk, used, like, tuple(columns), types, schema)
+            yield ShardTask(fs, root, file, cid, first_member + start, chunk, used, like, tuple(columns), types, schema,
+                            tuple(metrics))
         spec_dict = {k: v for k, v in first.spec.to_dict().items() if k not in _SWEEP_ONLY}
         sample_shape, out_channels, num_train = first.shapes
         configs.append({

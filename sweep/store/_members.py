@@ -14,9 +14,10 @@ import pyarrow as pa
 
 from .._canonical import canonical_json
 from .._errors import StoreError
+from ..metrics import metric_name
 from ..planning import Plan, TrialPlan, grid_names
 from ..spec import SweepSpec, hparam_name
-from ._schema import FIXED_COLUMNS, Column
+from ._schema import Column, fixed_columns
 
 
 class Source(NamedTuple):
@@ -77,7 +78,12 @@ def ordered(sources: list[tuple[int, Source]], names: tuple[str, ...]) -> list[M
     return members
 
 
-def grid_value_columns(sources: list[Source], plan: Plan | None) -> list[Column]:
+def metric_names(sources: list[Source]) -> list[str]:
+    """Stored names of every metric some block evaluates, in the order first seen."""
+    return list(dict.fromkeys(metric_name(m) for s in sources for m in s.spec.training.metrics))
+
+
+def grid_value_columns(sources: list[Source], plan: Plan | None, metrics: list[str]) -> list[Column]:
     """The plan's grid keys, else the keys whose values differ between blocks plus vmapped ones."""
     if plan is not None:
         keys = [(k, k in plan.spec.vmap) for k in plan.spec.grid]
@@ -88,7 +94,7 @@ def grid_value_columns(sources: list[Source], plan: Plan | None) -> list[Column]
         varying = [k for k in every if len({canonical_json(f.get(k)) for f in flat}) > 1]
         keys = [(k, False) for k in varying if hparam_name(k) not in names]
         keys += [(f"optimizer.{n}", True) for n in names]
-    names = grid_names([k for k, _ in keys], reserved=FIXED_COLUMNS)
+    names = grid_names([k for k, _ in keys], reserved=fixed_columns(metrics))
     return [Column(names[k], k, v) for k, v in keys]
 
 

@@ -84,13 +84,18 @@ class Store:
         return [c["name"] for c in self.manifest["columns"]]
 
     @property
+    def metrics(self) -> list[str]:
+        """Stored names of the metrics (columns ``val_<name>``, ``test_<name>``), in column order."""
+        return list(self.manifest["metrics"])
+
+    @property
     def vmapped_columns(self) -> list[str]:
         return [c["name"] for c in self.manifest["columns"] if c["vmapped"]]
 
     def index(self) -> pa.Table:
         """Every member's row without the history columns (what queries need), checked against the
         configs: member ids 0..N-1 in order, each in its config's range."""
-        table = self.members(index_columns(self.grid_columns))
+        table = self.members(index_columns(self.grid_columns, self.metrics))
         ids = table["member_id"].to_numpy()
         total = sum(c.num_members for c in self.configs.values())
         configs = sorted(self.configs.values(), key=lambda c: c.first_member)
@@ -105,13 +110,13 @@ class Store:
     def index_schema(self) -> pa.Schema:
         """The schema of :meth:`index` (from the footer of ``members.parquet``; no rows read)."""
         schema = self._table(MEMBERS).schema_arrow
-        return pa.schema([schema.field(name) for name in index_columns(self.grid_columns)])
+        return pa.schema([schema.field(name) for name in index_columns(self.grid_columns, self.metrics)])
 
     def select(self, filters: Mapping[str, pa.Array]) -> pa.Table:
         """The :meth:`index` rows of the members whose columns take one of the given values
         (``{column: values}``, each an Arrow array of the column's type), reading only the row
         groups whose min/max statistics allow a match; checked against the configs."""
-        rows = self._matching(filters, index_columns(self.grid_columns))
+        rows = self._matching(filters, index_columns(self.grid_columns, self.metrics))
         self._check_rows(rows)
         return rows
 
@@ -379,6 +384,11 @@ def _read_manifest(fs: pafs.FileSystem, path: str) -> tuple[dict[str, Any], str]
             f"{path!r}: store format {version} is newer than this seed-sweep reads (format {FORMAT}); "
             f"upgrade seed-sweep"
         )
+    if version < FORMAT:
+        raise StoreError(
+            f"{path!r}: store format {version} was written by an older seed-sweep (members trained without a "
+            f"validation split; this one reads format {FORMAT}); run the sweep again"
+        )
     for name, record in manifest["files"].items():
         confined(name, f"{path!r} `files`", STORE_FILE, STORE_FILES)
         if not (isinstance(record, dict) and isinstance(record.get("sha256"), str) and len(record["sha256"]) == 64
@@ -390,4 +400,7 @@ def _read_manifest(fs: pafs.FileSystem, path: str) -> tuple[dict[str, Any], str]
             raise StoreError(f"{path!r}: lists no {name}; the store is incomplete")
     if not isinstance(manifest.get("columns"), list):
         raise StoreError(f"{path!r}: no list of grid `columns`; not a seed-sweep store manifest")
+    metrics = manifest.get("metrics")
+    if not isinstance(metrics, list) or not all(isinstance(m, str) and m.isidentifier() for m in metrics):
+        raise StoreError(f"{path!r}: `metrics` is {metrics!r}; expected the list of stored metric names")
     return manifest, hashlib.sha256(text.encode()).hexdigest()

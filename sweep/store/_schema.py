@@ -3,8 +3,8 @@
 Files of a committed store (``<sweep>/ensembles/``; how generations replace each other
 atomically is in :mod:`._generations`)::
 
-    members.parquet     one row per member (columns below), sorted by config_id, then by the
-                        vmapped hyperparameter values (names sorted), then by seed; one row
+    members.parquet     one row per member (:func:`members_schema`), sorted by config_id, then by
+                        the vmapped hyperparameter values (names sorted), then by seed; one row
                         group (<= 65536 rows) per leaves file, min/max statistics on
                         :func:`statistics_columns`
     configs.parquet     one row per structural config (:data:`CONFIGS_SCHEMA`)
@@ -22,11 +22,15 @@ the data, and copied into each store by the aggregator, which never loads data i
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
-FORMAT = 1
+from ..metrics import LOSS
+from ..problems import EVALUATED
+
+FORMAT = 2  # 2: train/val/test splits; val_/test_ columns of the loss and every metric
 STORE_NAME = "ensembles"  # the store's name inside a sweep directory
 MANIFEST = "manifest.json"
 MEMBERS = "members.parquet"
@@ -67,16 +71,57 @@ class Column(NamedTuple):
 
 _F32, _I32 = pa.float32(), pa.int32()
 IDENTITY_COLUMNS = (("member_id", pa.int64()), ("config_id", pa.string()), ("seed", pa.int64()), ("trial_id", pa.string()))
-RESULT_COLUMNS = (("status", pa.string()), ("epochs", _I32), ("train_loss", _F32), ("test_loss", _F32))
-HISTORY_COLUMNS = (("train_loss_history", pa.list_(_F32)), ("test_loss_history", pa.list_(_F32)),
-                   ("history_epochs", pa.list_(_I32)))
-FIXED_COLUMNS = tuple(name for name, _ in IDENTITY_COLUMNS + RESULT_COLUMNS + HISTORY_COLUMNS)
+RESULT_COLUMNS = (("status", pa.string()), ("epochs", _I32), ("train_loss", _F32))
+HISTORY_EPOCHS = "history_epochs"
 STATUSES = ("ok", "diverged", "stopped_early")
 
 
-def members_schema(columns: list[Column], types: dict[str, pa.DataType]) -> pa.Schema:
-    """``members.parquet``: identity, one column per grid key, results, histories."""
-    return pa.schema([*IDENTITY_COLUMNS, *((c.name, types[c.name]) for c in columns), *RESULT_COLUMNS, *HISTORY_COLUMNS])
+def evaluated_column(split: str, name: str) -> str:
+    """The column of a split's final value of the loss (``name="loss"``) or a metric: ``val_loss``, ``test_nrmse``."""
+    return f"{split}_{name}"
+
+
+def history_column(column: str) -> str:
+    """The list column of a value's curve over the reports: ``val_loss`` -> ``val_loss_history``."""
+    return f"{column}_history"
+
+
+def evaluated_columns(metrics: Sequence[str]) -> list[str]:
+    """Final-value columns of the validation and test sets: the loss, then each metric (by stored
+    name, :func:`sweep.metrics.metric_name`): ``val_loss, test_loss, val_<m>, test_<m>, ...``.
+    Null where a config has no validation set or does not evaluate that metric."""
+    return [evaluated_column(split, name) for name in (LOSS, *metrics) for split in EVALUATED]
+
+
+def curves_by_column(history) -> dict[str, Any]:
+    """A :class:`sweep.History`'s ``[members, reports]`` curves by column: ``train_loss``, then
+    ``val_loss``, ``test_loss``, ``val_<m>``, ... (those it has)."""
+    curves = {"train_loss": history.train_loss}
+    for split in EVALUATED:
+        curves |= {evaluated_column(split, name): c for name, c in getattr(history, split).items()}
+    return curves
+
+
+def value_columns(metrics: Sequence[str]) -> list[str]:
+    """Every per-member value that has a curve: ``train_loss`` and :func:`evaluated_columns`."""
+    return ["train_loss", *evaluated_columns(metrics)]
+
+
+def fixed_columns(metrics: Sequence[str]) -> tuple[str, ...]:
+    """The columns that are not grid values (a grid column must not take one of these names)."""
+    return tuple(members_schema([], {}, metrics).names)
+
+
+def members_schema(columns: list[Column], types: dict[str, pa.DataType], metrics: Sequence[str]) -> pa.Schema:
+    """``members.parquet``: identity, one column per grid key, status and epochs, the final values
+    (train, val and test loss, then each metric on val and test), their curves, the report epochs."""
+    values = value_columns(metrics)
+    return pa.schema([*IDENTITY_COLUMNS, *((c.name, types[c.name]) for c in columns), *RESULT_COLUMNS,
+                      *((c, _F32) for c in values[1:]), *((history_column(c), pa.list_(_F32)) for c in values),
+                      (HISTORY_EPOCHS, pa.list_(_I32))])
+
+
+FIXED_COLUMNS = fixed_columns(())  # the columns of every store, whatever its metrics
 
 
 def statistics_columns(columns: list[Column]) -> list[str]:
@@ -85,9 +130,10 @@ def statistics_columns(columns: list[Column]) -> list[str]:
     return ["member_id", "config_id", "seed", *(c.name for c in columns)]
 
 
-def index_columns(grid_columns: list[str]) -> list[str]:
+def index_columns(grid_columns: list[str], metrics: Sequence[str]) -> list[str]:
     """The ``members.parquet`` columns queries filter and rank on (no histories)."""
-    return [name for name, _ in IDENTITY_COLUMNS] + list(grid_columns) + [name for name, _ in RESULT_COLUMNS]
+    return ([name for name, _ in IDENTITY_COLUMNS] + list(grid_columns) + [name for name, _ in RESULT_COLUMNS]
+            + evaluated_columns(metrics))
 
 
 CONFIGS_SCHEMA = pa.schema([

@@ -24,7 +24,7 @@ from .._errors import StoreError
 from . import _members, _writer
 from ._files import Record
 from ._members import Column, Member, Source
-from ._schema import STATUSES
+from ._schema import HISTORY_EPOCHS, STATUSES, curves_by_column, history_column, value_columns
 
 
 class ShardTask(NamedTuple):
@@ -41,6 +41,7 @@ class ShardTask(NamedTuple):
     columns: tuple[Column, ...]
     types: dict[str, tuple[pa.DataType, Callable[[Any], Any]]]
     schema: pa.Schema
+    metrics: tuple[str, ...]  # stored metric names (columns val_<m>, test_<m>)
 
 
 class ShardResult(NamedTuple):
@@ -63,8 +64,8 @@ def _gather(task: ShardTask) -> tuple[Any, dict]:
     chunk, sources, n = task.members, task.sources, len(task.members)
     out = [np.empty((n, *shape), dtype) for shape, dtype in task.like]
     treedef = None
-    rows = {"epochs": np.zeros(n, np.int32), "diverged": np.zeros(n, bool), "train": [None] * n, "test": [None] * n,
-            "history_epochs": [None] * n, "stopped": np.zeros(n, bool)}
+    rows = {"epochs": np.zeros(n, np.int32), "diverged": np.zeros(n, bool), "stopped": np.zeros(n, bool),
+            HISTORY_EPOCHS: [None] * n, "curves": {c: [None] * n for c in value_columns(task.metrics)}}
     by_source: dict[int, list[int]] = {}
     for p, m in enumerate(chunk):
         by_source.setdefault(m.source, []).append(p)
@@ -83,9 +84,11 @@ def _gather(task: ShardTask) -> tuple[Any, dict]:
         rows["epochs"][pos] = epochs
         rows["stopped"][pos] = epochs < sources[i].spec.training.epochs
         rows["diverged"][pos] = np.asarray(h.diverged)[idx]
+        curves = curves_by_column(h)
         for p, j in zip(positions, idx):
-            rows["train"][p], rows["test"][p] = np.asarray(h.train_loss[j], np.float32), np.asarray(h.test_loss[j], np.float32)
-            rows["history_epochs"][p] = np.asarray(h.epoch, np.int32)
+            for column, curve in curves.items():
+                rows["curves"][column][p] = np.asarray(curve[j], np.float32)
+            rows[HISTORY_EPOCHS][p] = np.asarray(h.epoch, np.int32)
     return jax.tree_util.tree_unflatten(treedef, out), rows
 
 
@@ -99,18 +102,21 @@ def _table(task: ShardTask, rows: dict) -> pa.Table:
         "trial_id": [sources[m.source].trial_id for m in chunk],
         "status": np.where(rows["diverged"], STATUSES[1], np.where(rows["stopped"], STATUSES[2], STATUSES[0])).tolist(),
         "epochs": rows["epochs"],
-        "train_loss": [t[-1] if len(t) else np.nan for t in rows["train"]],
-        "test_loss": [t[-1] if len(t) else np.nan for t in rows["test"]],
-        "train_loss_history": _lists(rows["train"], pa.float32()),
-        "test_loss_history": _lists(rows["test"], pa.float32()),
-        "history_epochs": _lists(rows["history_epochs"], pa.int32()),
+        HISTORY_EPOCHS: _lists(rows[HISTORY_EPOCHS], pa.int32()),
     }
+    for column, curves in rows["curves"].items():  # null where a block has no such curve (no validation set)
+        data[column] = [None if c is None else c[-1] if len(c) else np.nan for c in curves]
+        data[history_column(column)] = _lists(curves, pa.float32())
     for c in task.columns:
         encode = task.types[c.name][1]
         data[c.name] = [encode(_members.value(c, specs[m.source], m.hparams)) for m in chunk]
     return pa.table({name: data[name] for name in task.schema.names}, schema=task.schema)
 
 
-def _lists(arrays: list[np.ndarray], dtype: pa.DataType) -> pa.Array:
-    offsets = np.concatenate([[0], np.cumsum([len(a) for a in arrays])]).astype(np.int32)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(np.concatenate(arrays), dtype))
+def _lists(arrays: list[np.ndarray | None], dtype: pa.DataType) -> pa.Array:
+    """A list column of ``arrays`` (``None``: a null list)."""
+    null = np.asarray([a is None for a in arrays])
+    lengths = [0 if a is None else len(a) for a in arrays]
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    values = np.concatenate([np.zeros(0, dtype.to_pandas_dtype())] + [a for a in arrays if a is not None])
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, dtype), mask=pa.array(null) if null.any() else None)

@@ -21,10 +21,12 @@ from jaxtyping import Array, PyTree, UInt32
 
 from .._caches import cached
 from .._errors import SpecError
+from ..metrics import check_targets
 from ..optim import hyperparameter_names
-from ..problems import Dataset, load_problem
+from ..problems import SPLITS, Dataset, load_problem
 from ..spec import SweepSpec, hparam_name
-from ._program import LAYOUTS, TrainState, chunk_program, data_shapes, initialiser, mesh, program_key, static_part
+from ._program import (LAYOUTS, TrainState, checked_objective, chunk_program, data_shapes, initialiser, mesh,
+                       prediction, program_key, static_part)
 
 
 class Block(NamedTuple):
@@ -33,7 +35,7 @@ class Block(NamedTuple):
     spec: SweepSpec
     program: Any
     static: PyTree
-    data: tuple[Array, Array, Array, Array]
+    data: Dataset  # of device arrays
     seeds: tuple[int, ...]
     hparams: tuple[dict[str, float], ...]
     devices: tuple[Any, ...]
@@ -68,15 +70,21 @@ def load_data(spec: SweepSpec) -> Dataset:
 
 
 def check_data(spec: SweepSpec, data: Dataset) -> None:
-    """Raise :class:`SpecError` unless ``spec`` can train on ``data``: batch size <= training samples,
-    and the model builds and maps one input to one target (checked with ``eqx.filter_eval_shape``,
-    nothing computed; the checked structure is cached for the trainer)."""
-    if spec.training.batch_size > data.num_train:
+    """Raise :class:`SpecError` unless ``spec`` can train on ``data``: batch size <= training samples;
+    the model builds and maps one input to one output; the loss and metrics import and give a
+    scalar on one sample; targets of class-index losses fit the model's output channels (checked
+    with ``eqx.filter_eval_shape``, nothing computed; the checked structure is cached for the trainer)."""
+    t = spec.training
+    if t.batch_size > data.num_train:
         raise SpecError(
-            f"`training.batch_size`: got {spec.training.batch_size}; the problem has only "
+            f"`training.batch_size`: got {t.batch_size}; the problem has only "
             f"{data.num_train} training samples (batch size must be <= that)"
         )
-    static_part(spec.model.to_dict(), data_shapes(data))  # builds the checked template
+    shapes = data_shapes(data)
+    static_part(spec.model.to_dict(), shapes)  # builds the checked template
+    checked_objective(program_key(spec, ()), shapes)
+    classes = prediction(spec.model.to_dict(), shapes).shape[0]
+    check_targets(t.loss, t.metrics, {name: split.y for name, split in zip(SPLITS, data)}, classes)
 
 
 def _hparam_sets(spec: SweepSpec, hparams) -> tuple[dict[str, float], ...]:
@@ -165,10 +173,10 @@ class _Same:
 
 
 @cached(maxsize=1)
-def _placed(data: _Same, place: Any) -> tuple[Array, ...]:
+def _placed(data: _Same, place: Any) -> Dataset:
     """The dataset's arrays on the block's devices; the last one is kept, so that the next block
     trained on the same dataset object (a reused trial worker's next trial) copies nothing."""
-    return jax.device_put(tuple(data.value), place)
+    return jax.device_put(data.value, place)
 
 
 def _padded(tree, size: int):
@@ -176,10 +184,12 @@ def _padded(tree, size: int):
     return jax.tree_util.tree_map(lambda a: np.concatenate([a, np.repeat(a[:1], size - a.shape[0], axis=0)]), tree)
 
 
-def run_chunk(block: Block, state: TrainState, num_epochs: int) -> tuple[TrainState, tuple[Array, Array]]:
+def run_chunk(block: Block, state: TrainState, num_epochs: int) -> tuple[TrainState, dict[str, Any]]:
     """Train every member ``num_epochs`` more epochs (one compiled call).
 
-    Returns the new state and, per member, the mean train loss of the last epoch and the test loss.
+    Returns the new state and, per member, the mean train loss of the last epoch and the loss and
+    metrics on the validation and test sets (``{"train_loss": [m], "val": {"loss": [m], ...},
+    "test": {...}}``; no ``"val"`` without a validation set).
     In the CPU ``"map"`` layout the members are split into equal contiguous parts over the host
     devices (padded by repeating member 0) and the state comes back as host (NumPy) arrays.
     """
@@ -212,7 +222,7 @@ def compiled_bytes(spec: SweepSpec, data: Dataset, hparams: Sequence[Mapping[str
     shapes = data_shapes(data)
     program = chunk_program(program_key(spec, names), shapes, "vmap", 1)
     state = state_skeleton(spec, num_members, names, shapes)
-    arrays = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in data)
+    arrays = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), data)
     stats = program.lower(state, arrays, 1).compile().memory_analysis()
     return int(stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes
                - stats.alias_size_in_bytes)

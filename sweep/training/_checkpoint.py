@@ -2,7 +2,8 @@
 
 Layout of a block directory (written aside and renamed into place, never pickled)::
 
-    block.json   format, structural spec, seeds, hyperparameter sets, shapes, history, trial id
+    block.json   format, structural spec, seeds, hyperparameter sets, shapes, trial id, and the
+                 history: epochs, train loss, {"val": {"loss": ..., <metric>: ...}, "test": {...}}
     state.eqx    eqx.tree_serialise_leaves(TrainState) of the block (leading member axis)
 
 Trials write one per report (Ray Tune stores it as a ``tune.Checkpoint`` under
@@ -29,12 +30,13 @@ from jaxtyping import PyTree
 from .._errors import StoreError
 from .._fs import ONE_COMPONENT, confined, read_text
 from .._leaves import read_arrays
+from ..problems import EVALUATED
 from ..spec import SweepSpec
 from ._block import state_skeleton
 from ._loop import History
 from ._program import TrainState
 
-FORMAT = 1
+FORMAT = 2  # 2: validation and test curves of the loss and every metric (format 1: test loss only)
 STATE_FILE = "state.eqx"
 META_FILE = "block.json"
 
@@ -50,11 +52,15 @@ class SavedBlock(NamedTuple):
     stopped_early: bool
 
 
+def _floats(curve: np.ndarray) -> list:
+    return np.asarray(curve, np.float64).tolist()
+
+
 def _history_json(history: History) -> dict[str, Any]:
     return {
         "epoch": history.epoch.tolist(),
-        "train_loss": np.asarray(history.train_loss, np.float64).tolist(),
-        "test_loss": np.asarray(history.test_loss, np.float64).tolist(),
+        "train_loss": _floats(history.train_loss),
+        **{split: {name: _floats(c) for name, c in getattr(history, split).items()} for split in EVALUATED},
         "diverged": np.asarray(history.diverged).tolist(),
     }
 
@@ -122,10 +128,14 @@ class BlockRef:
     @property
     def history(self) -> History:
         h, m = self.meta["history"], len(self.seeds) * len(self.hparams)
+
+        def curve(values) -> np.ndarray:
+            return np.asarray(values, np.float32).reshape(m, -1)
+
         return History(
             seeds=self.seeds, hparams=self.hparams, epoch=np.asarray(h["epoch"], np.int32),
-            train_loss=np.asarray(h["train_loss"], np.float32).reshape(m, -1),
-            test_loss=np.asarray(h["test_loss"], np.float32).reshape(m, -1),
+            train_loss=curve(h["train_loss"]),
+            **{split: {name: curve(c) for name, c in h[split].items()} for split in EVALUATED},
             diverged=np.asarray(h["diverged"], bool),
         )
 
@@ -169,6 +179,9 @@ def _read_meta(text: str, where: str) -> dict[str, Any]:
         raise StoreError(f"{where!r}: not valid JSON ({e})") from None
     if meta.get("format", 0) > FORMAT:
         raise StoreError(f"{where!r}: format {meta['format']} is newer than this seed-sweep reads ({FORMAT}); upgrade seed-sweep")
+    if meta.get("format", 0) < FORMAT:
+        raise StoreError(f"{where!r}: format {meta.get('format')} was written by an older seed-sweep (trained without a "
+                         f"validation split; this one reads format {FORMAT}); train the block again")
     return meta
 
 

@@ -16,37 +16,58 @@ import numpy as np
 from jaxtyping import Bool, Float, Int
 
 from .._errors import SpecError
-from ..problems import Dataset
+from ..problems import EVALUATED, Dataset
 from ..spec import SweepSpec, Training
 from ._block import Block, _hparam_sets, init_block, model_of, run_chunk
 from ._program import TrainState
 
 
 class History(NamedTuple):
-    """Per-member losses at each report (end of every chunk), in block member order."""
+    """Per-member values at each report (end of every chunk), in block member order.
+
+    ``val`` and ``test`` map ``"loss"`` and every metric name to its ``[members, reports]``
+    curve on that split; ``val`` is empty without a validation set.
+    """
 
     seeds: tuple[int, ...]
     hparams: tuple[dict[str, float], ...]
     epoch: Int[np.ndarray, " r"]
     train_loss: Float[np.ndarray, "m r"]
-    test_loss: Float[np.ndarray, "m r"]
+    val: dict[str, Float[np.ndarray, "m r"]]
+    test: dict[str, Float[np.ndarray, "m r"]]
     diverged: Bool[np.ndarray, " m"]
+
+    @property
+    def val_loss(self) -> Float[np.ndarray, "m r"] | None:
+        """The validation loss curves (``None`` without a validation set)."""
+        return self.val.get("loss")
+
+    @property
+    def test_loss(self) -> Float[np.ndarray, "m r"]:
+        return self.test["loss"]
 
     @classmethod
     def empty(cls, block: Block) -> History:
         """The history of a block before its first report."""
         m = block.num_members
-        none = np.zeros((m, 0), np.float32)
-        return cls(block.seeds, block.hparams, np.zeros(0, np.int32), none, none, np.zeros(m, bool))
+        return cls(block.seeds, block.hparams, np.zeros(0, np.int32), np.zeros((m, 0), np.float32), {}, {},
+                   np.zeros(m, bool))
 
-    def reported(self, state: TrainState, losses: tuple) -> History:
-        """This history with the report of a chunk that ended in ``state`` appended."""
-        train, test = (np.asarray(a, np.float32)[:, None] for a in losses)
+    def reported(self, state: TrainState, evaluation: Mapping) -> History:
+        """This history with the report of a chunk that ended in ``state`` appended
+        (``evaluation``: what :func:`sweep.run_chunk` returned with it)."""
+        none = np.zeros((len(self.train_loss), 0), np.float32)
+
+        def grown(curve, value):
+            return np.concatenate([curve, np.asarray(value, np.float32)[:, None]], axis=1)
+
+        curves = {split: {name: grown(getattr(self, split).get(name, none), value)
+                          for name, value in evaluation.get(split, {}).items()} for split in EVALUATED}
         return self._replace(
             epoch=np.append(self.epoch, np.int32(state.epoch[0])),
-            train_loss=np.concatenate([self.train_loss, train], axis=1),
-            test_loss=np.concatenate([self.test_loss, test], axis=1),
+            train_loss=grown(self.train_loss, evaluation["train_loss"]),
             diverged=np.asarray(state.diverged),
+            **curves,
         )
 
 
@@ -68,13 +89,13 @@ def fit(block: Block, state: TrainState, history: History | None = None) -> Iter
     ```python
     block, state = sweep.init_block(spec, seeds=[0, 1])
     for state, history in sweep.fit(block, state):
-        print(history.epoch[-1], history.test_loss[:, -1])
+        print(history.epoch[-1], history.val_loss[:, -1])
     ```
     """
     history = History.empty(block) if history is None else history
     for num_epochs in chunks(block.spec.training, int(state.epoch[0])):
-        state, losses = run_chunk(block, state, num_epochs)
-        history = history.reported(state, losses)
+        state, evaluation = run_chunk(block, state, num_epochs)
+        history = history.reported(state, evaluation)
         yield state, history
 
 

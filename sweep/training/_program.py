@@ -30,9 +30,10 @@ from jaxtyping import Array, Bool, Float, Int, PyTree, UInt32
 
 from .._caches import cached
 from .._canonical import canonical_json
+from ..metrics import batch_mean, check_on_sample, objective
 from ..models import batched_forward, build_model, model_template
 from ..optim import make_optimizer
-from ..problems import Dataset
+from ..problems import EVALUATED, Dataset
 from ..spec import SweepSpec
 
 LAYOUTS = ("map", "vmap")
@@ -58,7 +59,9 @@ def data_shapes(data: Dataset) -> tuple:
 def program_key(spec: SweepSpec, hparam_names: Sequence[str]) -> str:
     """Canonical text of what one compiled program depends on (besides the data shapes)."""
     optimizer = {k: v for k, v in spec.optimizer.to_dict().items() if k not in hparam_names}
-    return canonical_json({"model": spec.model.to_dict(), "optimizer": optimizer, "batch_size": spec.training.batch_size})
+    t = spec.training
+    return canonical_json({"model": spec.model.to_dict(), "optimizer": optimizer, "batch_size": t.batch_size,
+                           "loss": t.loss, "metrics": list(t.metrics)})
 
 
 def _options(part: Mapping[str, Any]) -> dict[str, Any]:
@@ -78,6 +81,24 @@ def static_part(model_spec: Mapping[str, Any], shapes: tuple) -> PyTree:
     sample_shape, out_channels, _ = shapes
     model = template(model_spec["name"], canonical_json(_options(model_spec)), sample_shape, out_channels)
     return eqx.partition(model, eqx.is_array)[1]
+
+
+def prediction(model_spec: Mapping[str, Any], shapes: tuple) -> jax.ShapeDtypeStruct:
+    """Shape and dtype of the model's output on one sample (nothing computed)."""
+    sample_shape, out_channels, _ = shapes
+    model = template(model_spec["name"], canonical_json(_options(model_spec)), sample_shape, out_channels)
+    return eqx.filter_eval_shape(lambda m, x: m(x), model, jax.ShapeDtypeStruct(sample_shape, jnp.float32))
+
+
+@cached(PROGRAMS)
+def checked_objective(structure: str, shapes: tuple):
+    """The loss and metrics of a program structure (``(name, field, Metric)``, see
+    :func:`sweep.metrics.objective`), imported and checked to give a scalar on one sample."""
+    struct = json.loads(structure)
+    sample_shape, out_channels, _ = shapes
+    target = jax.ShapeDtypeStruct((out_channels, *sample_shape[1:]), jnp.float32)
+    check_on_sample(struct["loss"], struct["metrics"], prediction(struct["model"], shapes), target)
+    return objective(struct["loss"], struct["metrics"])
 
 
 @cached(PROGRAMS)
@@ -111,8 +132,14 @@ def _select(pred, on_true, on_false):
 
 @cached(PROGRAMS)
 def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
-    """The jitted ``(state, data, num_epochs) -> (state, (train loss, test loss))`` of one program
-    structure (:func:`program_key`); cached so that blocks and trials share compiled code."""
+    """The jitted ``(state, data, num_epochs) -> (state, evaluation)`` of one program structure
+    (:func:`program_key`); cached so that blocks and trials share compiled code.
+
+    ``evaluation`` per member: ``{"train_loss": mean loss of the last epoch, "val": {"loss": ...,
+    <metric>: ...}, "test": {...}}`` after the chunk; a split without samples is left out.
+    """
+    evaluated = checked_objective(structure, shapes)
+    loss = evaluated[0][2]
     struct = json.loads(structure)
     model_spec, opt_spec, batch_size = struct["model"], struct["optimizer"], struct["batch_size"]
     sample_shape, out_channels, num_train = shapes
@@ -122,12 +149,18 @@ def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
     static = static_part(model_spec, shapes)
 
     def loss_fn(params, x, y):
-        pred = forward(eqx.combine(params, static), x)
-        return jnp.mean(jnp.square(pred - y))
+        return batch_mean(loss, forward(eqx.combine(params, static), x), y)
 
-    def member_chunk(carry, hp, data, num_epochs):
+    def evaluate(params, split):
+        # Barriers keep the evaluation one fused unit whatever surrounds it: with one member per
+        # device XLA inlines the member loop, and without them would fuse (and round) exp/log of
+        # e.g. cross_entropy differently than in a block of several members per device.
+        pred, y = jax.lax.optimization_barrier((forward(eqx.combine(params, static), split.x), split.y))
+        return jax.lax.optimization_barrier({name: batch_mean(metric, pred, y) for name, _, metric in evaluated})
+
+    def member_chunk(carry, hp, data: Dataset, num_epochs):
         params, opt_state, epoch, diverged, skey = carry
-        train_x, train_y, test_x, test_y = data
+        train_x, train_y = data.train
         opt = make_optimizer(opt_name, opt_options, hp)
 
         def step(c, batch):
@@ -154,21 +187,21 @@ def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
         (params, opt_state, epoch, diverged), train_losses = jax.lax.scan(
             one_epoch, (params, opt_state, epoch, diverged), None, length=num_epochs
         )
-        test_loss = loss_fn(params, test_x, test_y)
-        return (params, opt_state, epoch, diverged, skey), (train_losses[-1], test_loss)
+        evaluation = {split: evaluate(params, getattr(data, split)) for split in EVALUATED if getattr(data, split).size}
+        return (params, opt_state, epoch, diverged, skey), {"train_loss": train_losses[-1], **evaluation}
 
     def chunk(state: TrainState, data, num_epochs: int):
         carry = (state.params, state.opt_state, state.epoch, state.diverged, state.shuffle_key)
         run = functools.partial(member_chunk, num_epochs=num_epochs)
         if layout == "vmap":
-            new, losses = jax.vmap(run, in_axes=(0, 0, None))(carry, state.hparams, data)
-            return TrainState(*new, state.hparams), losses
+            new, evaluation = jax.vmap(run, in_axes=(0, 0, None))(carry, state.hparams, data)
+            return TrainState(*new, state.hparams), evaluation
         per_device = jax.shard_map(
             lambda c, h, d: jax.lax.map(lambda a: run(*a, d), (c, h)),
             mesh=mesh(num_devices), in_specs=(P("m"), P("m"), P()), out_specs=P("m"), check_vma=False,
         )
-        new, losses = per_device(carry, state.hparams, data)
-        return TrainState(*new, state.hparams), losses
+        new, evaluation = per_device(carry, state.hparams, data)
+        return TrainState(*new, state.hparams), evaluation
 
     if layout == "vmap":
         return jax.jit(chunk, static_argnums=2)

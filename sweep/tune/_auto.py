@@ -86,12 +86,12 @@ def measure(spec: SweepSpec, hparams: tuple[dict[str, float], ...], data: Datase
         return Probe(per_member, max(0, four - 4 * per_member), _memory_share(resources), None, backend)
     devices = len(jax.devices("cpu"))
     block, state = init_block(spec, list(range(devices)), [hparams[0]] if hparams else None, data)
-    state, losses = run_chunk(block, state, 1)  # compile
-    jax.block_until_ready(losses)
+    state, evaluation = run_chunk(block, state, 1)  # compile
+    jax.block_until_ready(evaluation)
     start = time.perf_counter()
     jax.block_until_ready(run_chunk(block, state, 1)[1])
     member_epoch_s = (time.perf_counter() - start) / devices
-    fixed = sum(a.nbytes for a in data)
+    fixed = sum(a.nbytes for a in jax.tree_util.tree_leaves(data))
     return Probe(2 * state_bytes(spec, data_shapes(data), hparams), fixed, _memory_share(resources), member_epoch_s, backend)
 
 

@@ -4,7 +4,7 @@ On a terminal, one rich display is updated in place; otherwise (a pipe, a file, 
 ``TERM=dumb``) a plain line is printed every ``every_s`` seconds while something changes, and
 once at the end::
 
-    [heat] 0:42 | trials 2/4 done, 2 running, 0 pending | members 8/16 | epochs 96/192 | 4.1 member-epochs/s | ETA 0:23 | best test loss: depth=2 learning_rate=0.003 2.1e-03, ...
+    [heat] 0:42 | trials 2/4 done, 2 running, 0 pending | members 8/16 | epochs 96/192 | 4.1 member-epochs/s | ETA 0:23 | best val loss: depth=2 learning_rate=0.003 2.1e-03, ...
 
 The counts come from the plan of this call (Tune creates trials lazily under
 ``max_concurrent_trials``), members trained by earlier calls count as done, and the elapsed

@@ -30,7 +30,7 @@ from ._quiet import quiet_tune, scoped_environ
 from ._relay import Relay, relaying
 from ._trainable import TrialHooks, TrialInputs
 
-METRIC, MODE = "test_loss_mean", "min"
+METRIC, MODE = "val_loss_mean", "min"  # Tune's default: the block's mean validation loss
 PENDING_ENV = "TUNE_MAX_PENDING_TRIALS_PG"
 _OURS = {"name", "storage_path", "storage_filesystem", "failure_config", "local_dir",
          "scheduler", "num_samples", "trial_dirname_creator", "trial_name_creator"}
@@ -174,12 +174,12 @@ def _fit(make_tuner, plan_trials, listeners: list, quiet: bool, slots: int) -> t
     return (set() if interrupted else stopped), failures, interrupted
 
 
-def _prepare(spec: SweepSpec, tune_options: Mapping[str, Any], fs: pafs.FileSystem, path: str,
-             shown: str) -> tuple[dict[str, Any], dict[str, Any], dict]:
-    """The driver's checks and data that do not need Ray: (TuneConfig kwargs, RunConfig kwargs, datasets)."""
+def _prepare(tune_options: Mapping[str, Any], fs: pafs.FileSystem, path: str,
+             shown: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The driver's checks that do not need Ray: (TuneConfig kwargs, RunConfig kwargs)."""
     tune_kw, run_kw = _split_options(tune_options)
     check_writable(fs, path, shown)
-    return tune_kw, run_kw, load_datasets(spec)
+    return tune_kw, run_kw
 
 
 class Interrupted(KeyboardInterrupt):
@@ -228,7 +228,8 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
 
     ``resume=True`` first restores the latest Tune experiment (``Tuner.restore``, errored trials
     resumed from their checkpoints), then trains whatever is still missing. ``scheduler``: any
-    Tune scheduler; without its own metric it gets ``test_loss_mean`` / ``min``.
+    Tune scheduler; without its own metric it gets ``val_loss_mean`` / ``min`` (the block's mean
+    validation loss; without a validation set, a scheduler must be given its metric).
     ``failure_config``: ``tune.FailureConfig`` (default: retry a trial twice). ``trial_hooks``:
     a :class:`sweep.tune.TrialHooks` run inside every trial (fault injection in tests).
     ``loggers``: trackers that get one run per member (or per configuration), by name
@@ -311,14 +312,19 @@ def _run(spec: SweepSpec, fs, path: str, shown: str, storage_filesystem, address
     import ray  # here: not in both threads at once
 
     # Ray must start on this thread (its daemons die with the thread that started them); while
-    # ``ray.init`` waits for them (~2.5 s on a laptop), a helper thread imports Tune, checks the
-    # options and the storage and loads the datasets.
+    # ``ray.init`` waits for them (~2.5 s on a laptop), a helper thread imports Tune and checks the
+    # options and the storage. The datasets are loaded after: ``ray.init`` forks its daemons, and a
+    # fork during a multithreaded OpenBLAS call (heat1d's solve, through JAX's LAPACK) on another
+    # thread leaves that call waiting forever for BLAS threads the fork handler stopped.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-prepare") as pool:
-        prepared = pool.submit(_prepare, spec, tune_options, fs, path, shown)
+        prepared = pool.submit(_prepare, tune_options, fs, path, shown)
         ensure_ray(address, quiet=not verbose)
-        tune_kw, run_kw, datasets = prepared.result()
+        tune_kw, run_kw = prepared.result()
+    datasets = load_datasets(spec)
     from ray import tune
 
+    validated = all(d.val.size for d in datasets.values())  # every config has a validation set
+    _check_scheduler_metric(scheduler, tune_kw, validated)
     nodes = alive_nodes()
     check_resources(spec.resources, nodes)
     slots = trial_slots(spec.resources, nodes)
@@ -365,7 +371,7 @@ def _run(spec: SweepSpec, fs, path: str, shown: str, storage_filesystem, address
         run_kw = {**run_kw, "callbacks": [*run_kw.get("callbacks", []), Relay()]}
         stopped, failures, interrupted = _fit(
             lambda: _tuner(spec, new, _trainable(spec, new, data_refs, resume_from, ray_fs, hooks, pace), fs, path,
-                           ray_fs, scheduler, failure_config, tune_kw, run_kw),
+                           ray_fs, scheduler, failure_config, tune_kw, run_kw, validated),
             new.trials, [display, *trackers], quiet=not verbose, slots=slots)
         if interrupted:
             return True, failures
@@ -374,13 +380,29 @@ def _run(spec: SweepSpec, fs, path: str, shown: str, storage_filesystem, address
     return False, failures
 
 
+def _default_metric(scheduler, tune_kw: Mapping[str, Any]) -> bool:
+    """Whether Tune gets :data:`METRIC` (nobody named a metric)."""
+    return "metric" not in tune_kw and (scheduler is None or getattr(scheduler, "_metric", None) is None)
+
+
+def _check_scheduler_metric(scheduler, tune_kw: Mapping[str, Any], validated: bool) -> None:
+    """Without a validation set there is no default to rank trials by: a scheduler needs its own metric."""
+    if scheduler is not None and _default_metric(scheduler, tune_kw) and not validated:
+        raise SpecError(
+            f"`scheduler`: {type(scheduler).__name__} has no metric, and the sweep has no validation set "
+            f"(problem.val_fraction=0) for the default {METRIC!r}; give it one explicitly, e.g. "
+            f"{type(scheduler).__name__}(metric='test_loss_mean', mode='min') (a choice made on the test set makes "
+            f"its test numbers optimistic), or train with a validation set"
+        )
+
+
 def _tuner(spec: SweepSpec, plan: Plan, trainable, fs, path: str, ray_fs, scheduler, failure_config,
-           tune_kw: dict[str, Any], run_kw: dict[str, Any]):
+           tune_kw: dict[str, Any], run_kw: dict[str, Any], validated: bool):
     """A new Tune experiment ``<sweep>/tune-NNNN`` with one trial per planned block."""
     from ray import tune
 
     tune_config = {"reuse_actors": True, **tune_kw}
-    if "metric" not in tune_config and (scheduler is None or getattr(scheduler, "_metric", None) is None):
+    if _default_metric(scheduler, tune_kw) and validated:
         tune_config.update(metric=METRIC, mode=MODE)
     run_config = {"verbose": 0, "failure_config": failure_config or tune.FailureConfig(max_failures=2),
                   "checkpoint_config": tune.CheckpointConfig(num_to_keep=2), **run_kw}

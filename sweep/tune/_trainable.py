@@ -27,6 +27,7 @@ import numpy as np
 from .._errors import StoreError
 from .._fs import local_copy
 from ..planning import TrialPlan
+from ..store import curves_by_column
 from ..training import SavedBlock, data_shapes, fit, init_block, load_block, save_block
 from . import _env
 from ._cadence import Cadence, Pacer
@@ -75,10 +76,13 @@ def _fetch(what: str, ref) -> Any:
 
 
 def block_metrics(history, planned_epochs: int) -> dict[str, Any]:
-    """Block statistics of the latest report (diverged members left out of the statistics)."""
+    """Block statistics of the latest report (diverged members left out of the statistics): for
+    the train loss and the loss and every metric on validation and test (``val_loss``,
+    ``test_nrmse``, ...: the store's column names), ``<name>_mean`` / ``_min`` / ``_max`` / ``_std``
+    and the per-member vector ``member_<name>``."""
     ok = ~np.asarray(history.diverged)
     out: dict[str, Any] = {}
-    for name, losses in (("test_loss", history.test_loss), ("train_loss", history.train_loss)):
+    for name, losses in curves_by_column(history).items():
         latest = np.asarray(losses[:, -1], np.float64)
         good = latest[ok & np.isfinite(latest)]
         out[f"{name}_mean"] = float(good.mean()) if good.size else float("inf")

@@ -1,0 +1,186 @@
+"""Losses and metrics by name: small pure functions ``fn(pred, target) -> scalar`` of ONE sample.
+
+``Training(loss=..., metrics=(...))`` name them: a built-in (:data:`BUILTINS`) or an import path
+``"package.module:fn"``. The trainer applies a function to every sample of a batch (``vmap``) and
+averages; the loss is what it minimises, the metrics are evaluated with the loss on the validation
+and test sets at every report.
+
+```python
+import jax.numpy as jnp
+
+def accuracy(pred, target):                 # pred: logits (classes, *spatial); target: (1, *spatial)
+    return jnp.mean(jnp.argmax(pred, axis=0) == target[0])
+
+Training(loss="cross_entropy", metrics=("my_metrics:accuracy",))
+```
+
+Names are checked when the spec is built (no code is imported then: a stored spec names import
+paths that reading a store must not run); :func:`check_on_sample` imports the paths and checks
+that every function returns a scalar on one sample of the problem, before any training.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from ._errors import SpecError
+from ._import_path import import_object, is_import_path
+
+LOSS = "loss"  # the name the training objective is evaluated under (val_loss, test_loss)
+
+
+class Metric(NamedTuple):
+    """A per-sample function, and optionally the same batch mean written as one reduction."""
+
+    per_sample: Callable[[Array, Array], Array]
+    batch_mean: Callable[[Array, Array], Array] | None = None  # == mean over samples of per_sample
+    integer_targets: bool = False  # targets hold class indices (checked against the data)
+
+
+def _same_shape(name: str, pred: Array, target: Array) -> None:
+    if pred.shape != target.shape:
+        raise ValueError(f"{name} needs a prediction and a target of the same shape; got {pred.shape} and {target.shape}")
+
+
+def mse(pred: Float[Array, "c *s"], target: Float[Array, "c *s"]) -> Float[Array, ""]:
+    """Mean squared error over every channel and point."""
+    _same_shape("mse", pred, target)
+    return jnp.mean(jnp.square(pred - target))
+
+
+def mae(pred: Float[Array, "c *s"], target: Float[Array, "c *s"]) -> Float[Array, ""]:
+    """Mean absolute error over every channel and point."""
+    _same_shape("mae", pred, target)
+    return jnp.mean(jnp.abs(pred - target))
+
+
+def nrmse(pred: Float[Array, "c *s"], target: Float[Array, "c *s"]) -> Float[Array, ""]:
+    """``‖pred − target‖ / ‖target‖`` (2-norms over every channel and point; a zero target gives inf)."""
+    _same_shape("nrmse", pred, target)
+    return jnp.sqrt(jnp.sum(jnp.square(pred - target)) / jnp.sum(jnp.square(target)))
+
+
+def cross_entropy(pred: Float[Array, "k *s"], target: Float[Array, "1 *s"]) -> Float[Array, ""]:
+    """Softmax cross-entropy of logits ``pred`` (classes on axis 0) against integer class indices
+    ``target`` of shape ``(1, *spatial)``, averaged over the points."""
+    if target.shape != (1, *pred.shape[1:]):
+        raise ValueError(
+            f"cross_entropy needs targets of shape (1, *spatial) = {(1, *pred.shape[1:])} holding class indices "
+            f"for logits of shape {pred.shape} (classes first); got targets of shape {target.shape}"
+        )
+    logp = jax.nn.log_softmax(pred, axis=0)
+    picked = jnp.take_along_axis(logp, target.astype(jnp.int32), axis=0)
+    return -jnp.mean(picked)
+
+
+def _elementwise_mean(fn: Callable[[Array], Array]) -> Callable[[Array, Array], Array]:
+    """The batch mean of a per-sample mean of ``fn(pred - target)``: every sample has as many
+    points, so it is the mean over the whole batch (one reduction, as the trainer always did)."""
+    return lambda pred, target: jnp.mean(fn(pred - target))
+
+
+BUILTINS: dict[str, Metric] = {
+    "mse": Metric(mse, _elementwise_mean(jnp.square)),
+    "mae": Metric(mae, _elementwise_mean(jnp.abs)),
+    "nrmse": Metric(nrmse),
+    "cross_entropy": Metric(cross_entropy, integer_targets=True),
+}
+
+
+def metric_name(entry: str) -> str:
+    """The name a loss or metric is stored under: a built-in's name, or an import path's
+    function name (``"my_metrics:accuracy"`` -> ``"accuracy"``, column ``val_accuracy``)."""
+    return entry if entry in BUILTINS else entry.rpartition(":")[2].rpartition(".")[2]
+
+
+def _check_entry(entry: Any, field: str, what: str) -> None:
+    if not isinstance(entry, str) or not (entry in BUILTINS or is_import_path(entry)):
+        raise SpecError(
+            f"`{field}`: unknown {what} {entry!r}; choose one of {', '.join(BUILTINS)} or give a function "
+            f"fn(pred, target) -> scalar of one sample as \"package.module:fn\""
+        )
+
+
+def check_names(loss: Any, metrics: Sequence[Any]) -> None:
+    """Raise :class:`SpecError` unless ``loss`` and ``metrics`` name built-ins or import paths,
+    with distinct stored names (nothing is imported here)."""
+    _check_entry(loss, "training.loss", "loss")
+    seen: dict[str, str] = {}
+    for i, entry in enumerate(metrics):
+        _check_entry(entry, f"training.metrics[{i}]", "metric")
+        name = metric_name(entry)
+        if name == LOSS:
+            raise SpecError(f"`training.metrics[{i}]`: {entry!r} would be stored as `val_loss`, the loss's own "
+                            f"column; rename the function")
+        if name in seen:
+            raise SpecError(f"`training.metrics[{i}]`: {entry!r} and {seen[name]!r} would both be stored as "
+                            f"`val_{name}` / `test_{name}`; give each metric its own function name")
+        seen[name] = entry
+
+
+def resolve(entry: str, field: str) -> Metric:
+    """The :class:`Metric` a name stands for (an import path is imported here)."""
+    return BUILTINS[entry] if entry in BUILTINS else Metric(import_object(entry, field))
+
+
+def objective(loss: str, metrics: Sequence[str]) -> tuple[tuple[str, str, Metric], ...]:
+    """``(stored name, spec field, Metric)`` of the loss (stored as ``"loss"``) and every metric."""
+    entries = [(LOSS, "training.loss", loss)] + [(metric_name(m), f"training.metrics[{i}]", m) for i, m in enumerate(metrics)]
+    return tuple((name, field, resolve(entry, field)) for name, field, entry in entries)
+
+
+def check_on_sample(loss: str, metrics: Sequence[str], pred: jax.ShapeDtypeStruct, target: jax.ShapeDtypeStruct) -> None:
+    """Raise :class:`SpecError` (naming the field) unless the loss and every metric, applied to one
+    sample (the model's prediction ``pred``, a target ``target``; shapes only, nothing computed),
+    return a real scalar, and the loss a float one."""
+    entries = [loss, *metrics]
+    for (name, field, metric), entry in zip(objective(loss, metrics), entries):
+        try:
+            out = jax.eval_shape(metric.per_sample, pred, target)
+        except Exception as e:  # the user's function may raise anything on these shapes
+            raise SpecError(f"`{field}`: {entry!r} fails on one sample of the problem (prediction {pred.shape}, "
+                            f"target {target.shape}): {type(e).__name__}: {e}") from None
+        shape, dtype = getattr(out, "shape", None), getattr(out, "dtype", None)
+        real = dtype is not None and (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)
+                                      or dtype == jnp.bool_)
+        if shape != () or not real:
+            raise SpecError(f"`{field}`: {entry!r} returned {_described(out)} on one sample (prediction {pred.shape}, "
+                            f"target {target.shape}); it must return one real number per sample (the trainer "
+                            f"averages it over the batch)")
+        if name == LOSS and not jnp.issubdtype(dtype, jnp.floating):
+            raise SpecError(f"`{field}`: {entry!r} returned {dtype} values; a loss must return a float to be differentiated")
+
+
+def _described(out: Any) -> str:
+    if hasattr(out, "shape") and hasattr(out, "dtype"):
+        return f"an array of shape {tuple(out.shape)} ({out.dtype})"
+    return f"a {type(out).__name__}"
+
+
+def check_targets(loss: str, metrics: Sequence[str], targets: dict[str, np.ndarray], num_classes: int) -> None:
+    """Raise :class:`SpecError` unless, for a loss or metric on class indices (``cross_entropy``),
+    every target of every split (``{"train": y, ...}``) is an integer in ``[0, num_classes)``."""
+    for field, entry in [("training.loss", loss)] + [(f"training.metrics[{i}]", m) for i, m in enumerate(metrics)]:
+        if entry not in BUILTINS or not BUILTINS[entry].integer_targets:
+            continue
+        for split, y in targets.items():
+            bad = (y != np.round(y)) | (y < 0) | (y >= num_classes)
+            if bad.any():
+                raise SpecError(
+                    f"`{field}`: {entry!r} needs class indices 0..{num_classes - 1} as targets (the model has "
+                    f"{num_classes} output channels; set model.out_channels to the number of classes); the "
+                    f"{split} targets hold {float(y[bad].flat[0])!r}"
+                )
+
+
+def batch_mean(metric: Metric, pred: Float[Array, "b ..."], target: Float[Array, "b ..."]) -> Float[Array, ""]:
+    """The mean over a batch of ``metric`` on each sample, as float32."""
+    if metric.batch_mean is not None:
+        return metric.batch_mean(pred, target)
+    return jnp.mean(jax.vmap(metric.per_sample)(pred, target).astype(jnp.float32))
