@@ -104,14 +104,18 @@ def test_run_layout_metrics_and_block_invariance(baseline):
 def test_a_reused_worker_trains_the_same_members_as_fresh_ones(baseline, tmp_path):
     """One slot and Tune's actor reuse (sweep.run's default): both trials of the config run one
     after the other in one worker process, with its JAX, programs and dataset from the first,
-    and end bit-identical to the baseline's two fresh workers."""
+    and end bit-identical to the baseline's two fresh workers. With ``checkpoint_every=2`` the
+    first of the two reports has no checkpoint: each trial wrote one, at its last report."""
     _, reference = baseline
-    path = sweep.run(tiny_spec(), storage=str(tmp_path), max_concurrent_trials=1)
+    path = sweep.run(tiny_spec(), storage=str(tmp_path), max_concurrent_trials=1, checkpoint_every=2)
     blocks = final_blocks(path)
     assert_same_members(blocks, reference)
     for key, block in blocks.items():
         np.testing.assert_array_equal(block.history.test_loss, reference[key].history.test_loss)
+        np.testing.assert_array_equal(block.history.val_loss, reference[key].history.val_loss)
         np.testing.assert_array_equal(block.history.train_loss, reference[key].history.train_loss)
+    assert sorted(p.name for p in Path(path).glob("tune-*/*/checkpoint_*")) == ["checkpoint_000000"] * 2
+    assert all([r["epoch"] for r in rs] == [2, 4] for rs in trial_results(path).values())
     last = sorted((rs[-1] for rs in trial_results(path).values()), key=lambda r: r["start_time"])
     assert len(last) == 2 and len({r["pid"] for r in last}) == 1
     assert [r["worker_reused"] for r in last] == [False, True]
