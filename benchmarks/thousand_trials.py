@@ -50,6 +50,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--storage", default=None, help="default: a temporary directory, removed at the end")
     parser.add_argument("--tracemalloc", action="store_true", help="print where the driver's Python memory grew")
+    parser.add_argument("--frames", type=int, default=8, help="with --tracemalloc: frames kept per allocation")
     parser.add_argument("--tune-option", action="append", default=[], metavar="KEY=JSON",
                         help="a tune.TuneConfig/RunConfig option passed through sweep.run, e.g. reuse_actors=true")
     args = parser.parse_args()
@@ -85,13 +86,14 @@ def main() -> None:
         def on_trial_complete(self, iteration, trials, trial, **info):
             self.done += 1
             if self.done in marks:
+                traced = f"; Python heap (traced) {tracemalloc.get_traced_memory()[0] / 2**20:7.1f} MiB" if args.tracemalloc else ""
                 print(f"  {self.done:>5}/{n} trials finished at {time.time() - start:7.1f} s: driver RSS "
-                      f"{rss_mib():7.1f} MiB (peak so far {peak_mib():7.1f} MiB)", flush=True)
+                      f"{rss_mib():7.1f} MiB (peak so far {peak_mib():7.1f} MiB){traced}", flush=True)
                 if args.tracemalloc:
                     self.snapshots.append(tracemalloc.take_snapshot())
 
     if args.tracemalloc:
-        tracemalloc.start(8)
+        tracemalloc.start(args.frames)
     memory = Memory()
 
     print(f"thousand_trials: {n} trials x 1 seed x 1 epoch (ConvNet hidden 8 depth 2, heat1d 48 points 250 samples), "
@@ -112,7 +114,9 @@ def main() -> None:
         if len(memory.snapshots) >= 2:
             first, last = memory.snapshots[0], memory.snapshots[-1]
             print(f"Python allocations that grew most from trial {marks[0]} to trial {marks[-1]} (tracemalloc):")
-            for stat in last.compare_to(first, "traceback")[:12]:
+            stats = last.compare_to(first, "traceback")
+            print(f"  in all {sum(s.size_diff for s in stats) / 2**20:+.2f} MiB")
+            for stat in stats[:12]:
                 frames = [f"{Path(f.filename).name}:{f.lineno}" for f in stat.traceback][-4:]
                 print(f"  {stat.size_diff / 2**20:+8.2f} MiB {stat.count_diff:+8d} blocks  {' <- '.join(reversed(frames))}")
     finally:

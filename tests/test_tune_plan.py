@@ -196,8 +196,11 @@ def test_a_completed_trial_is_trimmed_to_what_tune_needs():
     register_trainable("sweep-noop", lambda config: None)
     trial = Trial("sweep-noop", config={"trial_key": "k"}, stub=True)
     trial.update_last_result({"member_test_loss": [0.1] * 1000, "member_seeds": list(range(1000)), "epoch": 4,
-                              "test_loss_mean": 0.1, "cpu_devices": 1, "start_time": 1.0, "training_iteration": 2})
+                              "test_loss_mean": 0.1, "cpu_devices": 1, "start_time": 1.0, "training_iteration": 2,
+                              "trial_key": "k", "time_total_s": 0.5, "done": True})
     trim(trial)
-    assert not any(k.startswith("member_") for k in trial.last_result) and trial.last_result["cpu_devices"] == 1
-    assert set(trial.run_metadata.metric_analysis) == {"epoch", "test_loss_mean", "training_iteration"}
-    assert "member_seeds" not in trial.get_json_state()[1]
+    assert set(trial.last_result) == {"epoch", "test_loss_mean", "training_iteration", "trial_key", "time_total_s",
+                                      "done", "trial_id"}  # Tune's own keys, the statistics, what sweep.run reads
+    assert set(trial.run_metadata.metric_analysis) == {"epoch", "test_loss_mean", "training_iteration", "time_total_s"}
+    assert trial.run_metadata.metric_n_steps == {}
+    assert "member_seeds" not in trial.get_json_state()[1] and "cpu_devices" not in trial.get_json_state()[1]
