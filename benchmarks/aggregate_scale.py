@@ -10,8 +10,13 @@ layout ``tune-0001/<trial_key>/checkpoint_000000/``. Then, each in a fresh proce
 1. the aggregation (``sweep.aggregate``): wall time, members/s, peak RSS of the process (next to
    a process that only imports seed-sweep);
 2. ``sweep.load(store)`` and ``ens.where(depth=...).member(seed=...)`` through a pyarrow
-   filesystem that counts the bytes read from each file (:mod:`_counting_fs`), with the
+   filesystem that counts the bytes read from each file (``tests/_local_fs.py``), with the
    row-group layout of ``members.parquet``.
+
+Step 1 runs twice: serially in one process (``sweep.aggregate``), and as Ray tasks on a new
+local Ray of ``--cpus`` CPUs (``sweep.store.aggregate(..., map_tasks=sweep.tune.RayTasks())``,
+what ``sweep.run`` and ``sweep aggregate --parallel`` do), with the driver's peak RSS, every
+task's worker peak RSS, and whether the two stores are byte-identical (sha256 of every file).
 
     python benchmarks/aggregate_scale.py                       # 100,000 members, 1,000 blocks
     python benchmarks/aggregate_scale.py --members 4000 --blocks 40   # quick
@@ -21,6 +26,7 @@ layout ``tune-0001/<trial_key>/checkpoint_000000/``. Then, each in a fresh proce
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import resource
 import shutil
@@ -31,6 +37,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _machine import OtherLoad
 
 import sweep
 from sweep.planning import make_plan
@@ -79,20 +86,37 @@ def _peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
 
 
-def child_aggregate(root: str, shard_mib: float | None) -> dict:
+def child_aggregate(root: str, shard_mib: float | None, cpus: int = 0) -> dict:
+    """Aggregate ``root`` in this process (``cpus=0``) or as Ray tasks on a new local Ray of ``cpus`` CPUs."""
     sweep.configure()
-    before = _peak_mib()
     kwargs = {"progress": False} | ({"shard_bytes": int(shard_mib * 2**20)} if shard_mib else {})
+    out = {}
+    if cpus:
+        import ray
+        from sweep.tune import RayTasks
+
+        start = time.perf_counter()
+        ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        out["ray_init_s"] = time.perf_counter() - start
+        kwargs["map_tasks"] = tasks = RayTasks()
+    before = _peak_mib()
     start = time.perf_counter()
     if root:
-        sweep.aggregate(root, **kwargs)
-    return {"seconds": time.perf_counter() - start, "peak_rss_mib": _peak_mib(), "peak_before_mib": before}
+        sweep.store.aggregate(root, **kwargs)
+    out |= {"seconds": time.perf_counter() - start, "peak_rss_mib": _peak_mib(), "peak_before_mib": before}
+    if cpus:
+        out["task_peak_rss_mib"] = tasks.peak_rss_mib
+    if root:
+        store = (Path(root) / "ensembles").resolve()
+        out["digests"] = {str(f.relative_to(store)): hashlib.sha256(f.read_bytes()).hexdigest()
+                          for f in sorted(store.rglob("*")) if f.is_file()}
+    return out
 
 
 def child_query(root: str, seed: int, depth: int) -> dict:
-    sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     import pyarrow.parquet as pq
-    from _counting_fs import counting_filesystem
+    from _local_fs import counting_filesystem
 
     sweep.configure()
     fs, counter = counting_filesystem()
@@ -103,7 +127,11 @@ def child_query(root: str, seed: int, depth: int) -> dict:
     out["members"] = len(ens)
     counter.reset()
     start = time.perf_counter()
-    member = ens.where(depth=depth).member(seed=seed)
+    selection = ens.where(depth=depth)
+    out["where_s"], out["where_bytes"] = time.perf_counter() - start, counter.total()
+    counter.reset()
+    start = time.perf_counter()
+    member = selection.member(seed=seed)
     out["member_s"], out["member_bytes"], out["member_files"] = time.perf_counter() - start, counter.total(), counter.by_file()
     out["member_params"] = int(sum(np.size(x) for x in __import__("jax").tree_util.tree_leaves(member) if hasattr(x, "shape")))
     counter.reset()
@@ -144,12 +172,13 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="where to build the sweep directory (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the sweep directory")
     parser.add_argument("--reuse", action="store_true", help="reuse an existing --dir (skip building)")
+    parser.add_argument("--cpus", type=int, default=2, help="CPUs of the local Ray the tasks run on")
     parser.add_argument("--child", nargs="+", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         kind, *rest = args.child
         if kind == "aggregate":
-            result = child_aggregate(rest[0], float(rest[1]) if rest[1] != "-" else None)
+            result = child_aggregate(rest[0], float(rest[1]) if rest[1] != "-" else None, int(rest[2]))
         else:
             result = child_query(rest[0], int(rest[1]), int(rest[2]))
         print(json.dumps(result))
@@ -165,13 +194,23 @@ def main() -> None:
             seconds = build(root, args.members, args.blocks, args.configs)
             size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
             print(f"built in {seconds:.1f} s: {args.blocks} block checkpoints, {_mib(size)} on disk")
-        baseline = _child("aggregate", "", "-")
+        baseline = _child("aggregate", "", "-", "0")
         shard = str(args.shard_mib) if args.shard_mib else "-"
-        agg = _child("aggregate", str(root), shard)
-        print(f"aggregate (one process, {'shard ' + shard + ' MiB' if args.shard_mib else 'default shard size'}): "
-              f"{agg['seconds']:.1f} s, {args.members / agg['seconds']:.0f} members/s, driver peak RSS "
-              f"{agg['peak_rss_mib']:.0f} MiB (after imports {agg['peak_before_mib']:.0f} MiB; a process that only "
-              f"imports seed-sweep peaks at {baseline['peak_rss_mib']:.0f} MiB); Ray tasks: not available yet")
+        label = "shard " + shard + " MiB" if args.shard_mib else "default shard size"
+        with OtherLoad() as load:
+            agg = _child("aggregate", str(root), shard, "0")
+        print(f"aggregate, one process ({label}): {agg['seconds']:.1f} s, {args.members / agg['seconds']:.0f} members/s, "
+              f"peak RSS {agg['peak_rss_mib']:.0f} MiB (after imports {agg['peak_before_mib']:.0f} MiB; a process that "
+              f"only imports seed-sweep peaks at {baseline['peak_rss_mib']:.0f} MiB); {load}", flush=True)
+        with OtherLoad() as load:
+            par = _child("aggregate", str(root), shard, str(args.cpus))
+        tasks = par["task_peak_rss_mib"]
+        print(f"aggregate, {len(tasks)} Ray tasks on {args.cpus} CPUs ({label}): {par['seconds']:.1f} s "
+              f"(+ ray.init {par['ray_init_s']:.1f} s), {args.members / par['seconds']:.0f} members/s, driver peak RSS "
+              f"{par['peak_rss_mib']:.0f} MiB (after imports and ray.init {par['peak_before_mib']:.0f} MiB); task worker "
+              f"peak RSS {min(tasks):.0f}-{max(tasks):.0f} MiB; {load}")
+        same = agg["digests"] == par["digests"]
+        print(f"stores byte-identical (sha256 of all {len(agg['digests'])} files): {'yes' if same else 'NO'}")
         q = _child("query", str(root), str(args.members // args.configs // 2 + 1), str(max(1, args.configs - 1)))
         leaves = {k: v for k, v in q["store_files"].items() if k.endswith(".eqx")}
         print(f"store: {q['members']} members; {len(leaves)} leaves file(s), {_mib(sum(leaves.values()))} in all, "
@@ -182,6 +221,7 @@ def main() -> None:
         def show(files):
             return "; ".join(f"{Path(k).name} x{o} {_mib(b)}" for k, (o, b) in sorted(files.items()))
         print(f"sweep.load: {q['load_s']:.3f} s, read {_mib(q['load_bytes'])} ({show(q['load_files'])})")
+        print(f"where(depth={max(1, args.configs - 1)}): {q['where_s']:.3f} s, read {_mib(q['where_bytes'])}")
         print(f"where(depth={max(1, args.configs - 1)}).member(seed=...): {q['member_s']:.3f} s, read "
               f"{_mib(q['member_bytes'])} ({show(q['member_files'])}); member has {q['member_params']} parameters; "
               f"next seed of the same config: {q['member2_s']:.3f} s, {_mib(q['member2_bytes'])}")

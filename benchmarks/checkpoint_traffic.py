@@ -37,30 +37,15 @@ import pyarrow.fs as pafs
 import sweep
 from sweep.training import History, data_shapes, load_block, save_block
 
+TESTS = Path(__file__).resolve().parents[1] / "tests"
+sys.path.insert(0, str(TESTS))
+from _moto import s3_filesystem  # noqa: E402  (the tests' moto helper: one place for its fix)
+
 NETS = {
     "reference": {"points": 48, "hidden": 16, "depth": 6, "boundary_mode": "dirichlet"},
     "tiny": {"points": 16, "hidden": 4, "depth": 2, "boundary_mode": "periodic"},
 }
-# moto 5.2.1 names the CompleteMultipartUpload root element wrongly (getmoto/moto#10055), which
-# pyarrow's S3 client rejects and retries; the server puts the name S3 uses back (as tests/test_tune_storage.py)
-MOTO = """
-import sys, time
-from moto.s3 import responses
-from moto.server import ThreadedMotoServer
-serialized = responses.S3Response.serialized
-def fixed(self, result):
-    status, headers, body = serialized(self, result)
-    if self.data.get("Action") == "CompleteMultipartUpload" and isinstance(body, (str, bytes)):
-        old, new = "CompleteMultipartUploadResponse", "CompleteMultipartUploadResult"
-        body = body.replace(old, new) if isinstance(body, str) else body.replace(old.encode(), new.encode())
-    return status, headers, body
-responses.S3Response.serialized = fixed
-server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(sys.argv[1]), verbose=False)
-server.start()
-print("READY", flush=True)
-while True:
-    time.sleep(3600)
-"""
+MOTO = str(TESTS / "_moto.py")  # serves S3 on 127.0.0.1 in its own process
 
 
 def _copy_files(source, destination, source_filesystem=None, destination_filesystem=None):
@@ -106,7 +91,7 @@ def _start_moto() -> tuple[subprocess.Popen, int]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-c", MOTO, str(port)], stdout=subprocess.PIPE, text=True,
+    proc = subprocess.Popen([sys.executable, MOTO, str(port)], stdout=subprocess.PIPE, text=True,
                             stderr=subprocess.DEVNULL)
     for line in proc.stdout:  # moto prints a line of its own first
         if "READY" in line:
@@ -117,8 +102,7 @@ def _start_moto() -> tuple[subprocess.Popen, int]:
 
 
 def _s3(port: int) -> pafs.S3FileSystem:
-    fs = pafs.S3FileSystem(access_key="testing", secret_key="testing", region="us-east-1",
-                           endpoint_override=f"127.0.0.1:{port}", scheme="http", allow_bucket_creation=True)
+    fs = s3_filesystem("127.0.0.1", port)
     fs.create_dir("traffic")
     return fs
 

@@ -9,7 +9,12 @@ in the number of finished trials.
 
     python benchmarks/thousand_trials.py                 # 1,000 trials
     python benchmarks/thousand_trials.py --trials 100
-    python benchmarks/thousand_trials.py --trials 100 --tune-option reuse_actors=true
+    python benchmarks/thousand_trials.py --trials 100 --tune-option reuse_actors=false   # Tune's default
+    python benchmarks/thousand_trials.py --trials 400 --tracemalloc    # where the driver's memory grows
+
+``sweep.run`` reuses trial workers by default (``reuse_actors=True``). ``--tracemalloc`` traces the
+driver's Python allocations and prints the 12 sites that grew most between the first and the
+last mark (tracing slows the driver).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import resource
 import sys
 import tempfile
 import time
+import tracemalloc
+from pathlib import Path
 
 from _machine import OtherLoad
 
@@ -42,6 +49,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--storage", default=None, help="default: a temporary directory, removed at the end")
+    parser.add_argument("--tracemalloc", action="store_true", help="print where the driver's Python memory grew")
+    parser.add_argument("--frames", type=int, default=8, help="with --tracemalloc: frames kept per allocation")
     parser.add_argument("--tune-option", action="append", default=[], metavar="KEY=JSON",
                         help="a tune.TuneConfig/RunConfig option passed through sweep.run, e.g. reuse_actors=true")
     args = parser.parse_args()
@@ -72,13 +81,20 @@ def main() -> None:
 
     class Memory(tune.Callback):
         def __init__(self):
-            self.done = 0
+            self.done, self.snapshots = 0, []
 
         def on_trial_complete(self, iteration, trials, trial, **info):
             self.done += 1
             if self.done in marks:
+                traced = f"; Python heap (traced) {tracemalloc.get_traced_memory()[0] / 2**20:7.1f} MiB" if args.tracemalloc else ""
                 print(f"  {self.done:>5}/{n} trials finished at {time.time() - start:7.1f} s: driver RSS "
-                      f"{rss_mib():7.1f} MiB (peak so far {peak_mib():7.1f} MiB)", flush=True)
+                      f"{rss_mib():7.1f} MiB (peak so far {peak_mib():7.1f} MiB){traced}", flush=True)
+                if args.tracemalloc:
+                    self.snapshots.append(tracemalloc.take_snapshot())
+
+    if args.tracemalloc:
+        tracemalloc.start(args.frames)
+    memory = Memory()
 
     print(f"thousand_trials: {n} trials x 1 seed x 1 epoch (ConvNet hidden 8 depth 2, heat1d 48 points 250 samples), "
           f"1 CPU per trial, local Ray of 2 CPUs; tune options {options or 'none'}; driver RSS before sweep.run "
@@ -86,7 +102,7 @@ def main() -> None:
     storage = args.storage or tempfile.mkdtemp(prefix="sweep-thousand-")
     try:
         with OtherLoad() as load:
-            path = sweep.run(spec, storage=storage, callbacks=[Memory()], **options)
+            path = sweep.run(spec, storage=storage, callbacks=[memory], **options)
         ran = time.time() - start
         after = rss_mib()
         members = len(sweep.load(path))
@@ -95,6 +111,14 @@ def main() -> None:
               f"process start -> store loaded {total:.1f} s (ray.init {ray_init_s:.1f} s); during sweep.run {load}")
         print(f"driver RSS after sweep.run {after:.1f} MiB, peak {peak_mib():.1f} MiB; store members {members} "
               f"(expected {n}){'' if members == n else '  MISMATCH'}")
+        if len(memory.snapshots) >= 2:
+            first, last = memory.snapshots[0], memory.snapshots[-1]
+            print(f"Python allocations that grew most from trial {marks[0]} to trial {marks[-1]} (tracemalloc):")
+            stats = last.compare_to(first, "traceback")
+            print(f"  in all {sum(s.size_diff for s in stats) / 2**20:+.2f} MiB")
+            for stat in stats[:12]:
+                frames = [f"{Path(f.filename).name}:{f.lineno}" for f in stat.traceback][-4:]
+                print(f"  {stat.size_diff / 2**20:+8.2f} MiB {stat.count_diff:+8d} blocks  {' <- '.join(reversed(frames))}")
     finally:
         if not args.storage:
             import shutil

@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _flops import matmul_peak, seed_epoch_flops
+
 KINDS = [  # (kind, regex on an HLO op name), first match wins
     ("dot", r"dot|matmul|gemm"),
     ("convolution", r"conv"),
@@ -118,7 +120,6 @@ def main() -> None:
 
     sweep.configure()
     import jax
-    import jax.numpy as jnp
 
     spec = sweep.SweepSpec(
         name="chunk", problem=sweep.Problem("heat1d"),
@@ -142,21 +143,8 @@ def main() -> None:
 
     num_train = data.num_train
     batches = num_train // 32
-    # analytic count: forward conv matmuls 2*B*N*K*Cin*Cout per layer, backward 2x that
-    layers = [(1, 16)] + [(16, 16)] * 5 + [(16, 1)]  # ConvNet depth 6: lifting, 5 hidden, projection
-    n = data.sample_shape[-1]
-    fwd = sum(2 * 32 * n * 3 * cin * cout for cin, cout in layers)
-    analytic = 3 * fwd * batches * args.epochs * args.seeds
-
-    a = jnp.ones((2048, 2048), jnp.float32)
-    matmul = jax.jit(lambda x: x @ x)
-    matmul(a).block_until_ready()
-    best = float("inf")
-    for _ in range(5):
-        start = time.perf_counter()
-        matmul(a).block_until_ready()
-        best = min(best, time.perf_counter() - start)
-    peak = 2 * 2048**3 / best
+    analytic = seed_epoch_flops(data.sample_shape[-1], num_train) * args.epochs * args.seeds
+    peak = matmul_peak()
 
     print(f"chunk: {args.seeds} seeds x {args.epochs} epochs ({batches} steps of batch 32 per epoch), layout "
           f"{block.layout}, {len(block.devices)} host devices; first call (compile) {first:.2f} s; steady "

@@ -4,7 +4,10 @@ Workload (the reference's): heat1d 48 points, 1000 samples, ConvNet(hidden 16, d
 dirichlet), adam 3e-4, batch 32, 10 seeds; both sides train on the same 800 samples (no validation
 split, ``val_fraction=0``) and test on the same 200. Each side runs as a whole fresh process (compilation cache off, fastest of
 ``--repeats``) at two epoch counts; the difference of the two walls gives the steady-state throughput (start-up and compile
-cancel). ``--full`` adds the reference's 100 epochs, whole-process wall for both sides.
+cancel). A third fresh process measures a 2048x2048 float32 matmul (all cores, as configured by
+``sweep.configure()``), so the steady state is also given as a share of the matmul rate: the conv
+matmul FLOPs of the workload (``_flops.py``, analytic) per second over that rate. ``--full`` adds
+the reference's 100 epochs, whole-process wall for both sides.
 
     python benchmarks/trainer_vs_reference.py --epochs 4 12 [--full]
 """
@@ -17,6 +20,11 @@ import os
 import subprocess
 import sys
 import time
+
+from _flops import matmul_peak, seed_epoch_flops
+
+POINTS, TRAIN = 48, 800  # the workload's points per sample and training samples
+
 
 def _peak_bytes() -> int | None:
     import jax
@@ -92,6 +100,13 @@ def seed_sweep(epochs: int, seeds: int) -> dict:
     }
 
 
+def matmul(epochs: int, seeds: int) -> dict:
+    import sweep
+
+    sweep.configure(compile_cache=None)
+    return {"flops_per_s": matmul_peak(), "train_s": 0.0, "test_loss": [], "peak_bytes": None}
+
+
 def run_side(side: str, epochs: int, seeds: int, repeats: int = 1) -> dict:
     """The fastest of ``repeats`` fresh processes (no persistent compilation cache: every run compiles)."""
     runs = []
@@ -108,14 +123,14 @@ def run_side(side: str, epochs: int, seeds: int, repeats: int = 1) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=int, nargs="+", default=[4, 12])
-    parser.add_argument("--side", choices=["reference", "sweep"])
+    parser.add_argument("--side", choices=["reference", "sweep", "matmul"])
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=2, help="fresh processes per measurement (fastest kept)")
     parser.add_argument("--full", action="store_true", help="also run both sides at 100 epochs")
     args = parser.parse_args()
     seeds = args.seeds
     if args.side:
-        print(json.dumps((reference if args.side == "reference" else seed_sweep)(args.epochs[0], seeds)))
+        print(json.dumps({"reference": reference, "sweep": seed_sweep, "matmul": matmul}[args.side](args.epochs[0], seeds)))
         return
     e1, e2 = args.epochs
     res = {side: {e: run_side(side, e, seeds, args.repeats) for e in (e1, e2)} for side in ("reference", "sweep")}
@@ -131,6 +146,12 @@ def main() -> None:
         print(f"{side:>9} steady state: {rate[side]:7.1f} seed-epochs/s")
     print(f"steady-state speed-up (seed-epochs/s, sweep / reference): {rate['sweep'] / rate['reference']:.2f}x"
           f"  [layout {res['sweep'][e2]['layout']}, {res['sweep'][e2]['devices']} host devices]")
+    peak = run_side("matmul", 1, seeds)["flops_per_s"]
+    work = {side: r * seed_epoch_flops(POINTS, TRAIN) for side, r in rate.items()}
+    print(f"matmul peak (2048x2048 float32, all cores, fresh process) {peak / 1e9:.1f} GFLOP/s; conv matmul FLOPs "
+          f"(analytic, fwd + 2x bwd) {seed_epoch_flops(POINTS, TRAIN) / 1e9:.3f} GFLOP per seed-epoch: sweep "
+          f"{work['sweep'] / 1e9:.1f} GFLOP/s = {work['sweep'] / peak:.0%} of the peak, reference "
+          f"{work['reference'] / 1e9:.1f} GFLOP/s = {work['reference'] / peak:.0%}")
     if args.full:
         ref, own = run_side("reference", 100, seeds), run_side("sweep", 100, seeds)
         print(f"100 epochs whole process: reference {ref['wall_s']:.1f} s, sweep {own['wall_s']:.1f} s, "

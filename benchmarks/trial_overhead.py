@@ -12,11 +12,13 @@ same members in-process (``sweep.train_block``), also as whole fresh processes a
 ``--timeline`` also records, for the N2 sweep, Tune's callback events on the driver and the
 trials' own timestamps (``start_time``, ``report_time``, ``pid``), and prints where a trial's
 time goes: slot freed -> next trial's actor started -> trial function entered -> first report ->
-trial complete. ``--tune-option reuse_actors=true`` passes Tune options through ``sweep.run``.
+trial complete. ``--tune-option KEY=JSON`` passes Tune options through ``sweep.run``; since
+issue 14 ``sweep.run`` reuses trial workers (``reuse_actors=True``), so
+``--tune-option reuse_actors=false`` measures the old cost (a new process per trial).
 
     python benchmarks/trial_overhead.py                     # N1=4, N2=16, 2 repeats
     python benchmarks/trial_overhead.py --n 4 16 --repeats 3 --timeline
-    python benchmarks/trial_overhead.py --tune-option reuse_actors=true
+    python benchmarks/trial_overhead.py --tune-option reuse_actors=false
     python benchmarks/trial_overhead.py --quick              # checks that it runs
 """
 
@@ -67,7 +69,7 @@ else:
 
         def on_trial_result(self, iteration, trials, trial, result, **info):
             keep = {k: result.get(k) for k in ("pid", "start_time", "report_time", "epoch", "timestamp",
-                                              "time_this_iter_s", "env_before_jax")}
+                                              "time_this_iter_s", "env_before_jax", "worker_reused")}
             events.append(("result", trial.config["trial_key"], time.time(), keep))
 
         def on_trial_complete(self, iteration, trials, trial, **info):
@@ -145,7 +147,8 @@ def timeline(events: list, slots: int = 2) -> list[str]:
               f"{started[keys[0]] - fit:.2f} s; last complete -> experiment end {end - max(completed.values()):.2f} s; "
               f"experiment end -> sweep.run returned (aggregation) {returned - end:.2f} s; "
               f"fit wall {end - fit:.2f} s = {(end - fit) / n:.3f} s per trial"),
-             f"worker processes: {len(set(pids))} distinct pids for {n} trials"]
+             f"worker processes: {len(set(pids))} distinct pids for {n} trials; reused workers in "
+             f"{sum(bool(results[k][0][1].get('worker_reused')) for k in keys)} trials"]
     for name, values in seg.items():
         if values:
             lines.append(f"  {name:<36} mean {statistics.mean(values):6.3f} s  median {statistics.median(values):6.3f} s"

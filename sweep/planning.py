@@ -188,7 +188,9 @@ def make_plan(spec: SweepSpec, seeds_per_trial: int | None = None,
             for start in range(0, len(todo), block):
                 seeds = tuple(todo[start:start + block])
                 key = f"{cid}-{digest([seeds, list(group)], 8)}"
-                trials.append(TrialPlan(key, cid, config, seeds, tuple(group)))
+                # the trial's spec names its own seeds, not the sweep's: a trial's plan and its
+                # checkpoints stay the size of its block however many seeds the sweep has
+                trials.append(TrialPlan(key, cid, dataclasses.replace(config, seeds=seeds), seeds, tuple(group)))
     return Plan(spec, tuple(trials), block)
 
 

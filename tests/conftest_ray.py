@@ -32,7 +32,9 @@ def ray_session():
     if not ray.is_initialized():
         with warnings.catch_warnings():  # Ray forks and execs its daemons at once
             warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
-            ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False,
+            # address="local": a new instance even when another Ray runs on this machine (a bare
+            # ray.init() would join the latest one started there)
+            ray.init(address="local", num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False,
                      configure_logging=False)
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()

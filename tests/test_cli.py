@@ -1,4 +1,4 @@
-"""The `sweep` command line on small stores built in-process (no Ray): every command's output,
+"""The `sweep` command line on small stores built in-process (Ray only for `aggregate --parallel`): every command's output,
 and every error path printing one `error:` line, exiting 1, without a traceback."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from _blocks import train_trial, write_sweep
 from conftest import tiny_spec
+from conftest_ray import ray_session  # noqa: F401
 from typer.testing import CliRunner
 
 import sweep
@@ -175,6 +176,18 @@ def test_aggregate_command_builds_the_store(store, tmp_path):
     assert result.exit_code == 0, result.stderr
     assert "16 members stored (2 structural configs), 0 planned members missing" in result.output
     assert sweep.load(root).table.num_rows == 16
+
+
+def test_aggregate_parallel_builds_the_same_store(ray_session, store, tmp_path):
+    from test_aggregate import _files
+
+    root = tmp_path / "cli"
+    shutil.copytree(store, root, ignore=shutil.ignore_patterns("ensembles", ".ensembles"))
+    assert_one_line_error(invoke("aggregate", root, "--address", "auto"), "--address: only with --parallel")
+    result = invoke("aggregate", root, "--parallel")
+    assert result.exit_code == 0, result.stderr
+    assert "16 members stored (2 structural configs), 0 planned members missing" in result.output
+    assert _files(root / "ensembles") == _files(store / "ensembles")
 
 
 # -- show ---------------------------------------------------------------------------------------

@@ -50,10 +50,17 @@ def _edit_manifest(store: Path, **changes) -> None:
 
 
 def _rewrite(store: Path, name: str, table: pa.Table, fix_manifest: bool) -> None:
-    """Replace a table of the store, as the aggregator writes it; ``fix_manifest``: as a forger who
-    also updates its checksum."""
-    sorting = ("config_id", "member_id") if name == "members.parquet" else ()
-    write_parquet(pafs.LocalFileSystem(), str(store / name), table.schema, [table], sorting)
+    """Replace a table of the store, as the aggregator writes it (its row groups, sorting and
+    statistics); ``fix_manifest``: as a forger who also updates its checksum."""
+    sorting, statistics = (), None
+    if name == "members.parquet":
+        grid = [c["name"] for c in _manifest(store)["columns"]]
+        sorting, statistics = ("config_id", "member_id"), ["member_id", "config_id", "seed", *grid]
+    meta, tables, start = pq.ParquetFile(store / name).metadata, [], 0
+    for i in range(meta.num_row_groups):
+        tables.append(table.slice(start, meta.row_group(i).num_rows))
+        start += meta.row_group(i).num_rows
+    write_parquet(pafs.LocalFileSystem(), str(store / name), table.schema, tables, sorting, statistics)
     if fix_manifest:
         _edit_manifest(store, files=_manifest(store)["files"] | {name: _record(store / name)})
 
@@ -68,7 +75,9 @@ def test_a_same_size_members_table_with_two_seeds_swapped_is_refused(store):
     _rewrite(store, "members.parquet", table.set_column(2, "seed", pa.array(seeds, pa.int64())), fix_manifest=False)
     assert path.stat().st_size == size  # the size check alone cannot see it
     actual = _record(path)["sha256"]
-    message = rf"members.parquet'?: checksum mismatch: the manifest records sha256 {expected}, the file has {actual}"
+    # the file is one piece (its footer included), so loading it, which reads the footer, checks it whole
+    assert len(_manifest(store)["files"]["members.parquet"]["pieces"]) == 1
+    message = rf"members.parquet'?: checksum mismatch.* sha256 {expected}.* the file has {actual}"
     with pytest.raises(StoreError, match=message):
         load(store)
     with pytest.raises(StoreError, match=message):
@@ -91,8 +100,10 @@ def test_member_ids_that_do_not_match_their_configs_are_refused(store):
     config_ids = table["config_id"].to_pylist()
     config_ids[3], config_ids[12] = config_ids[12], config_ids[3]  # a row of each config in the other's range
     _rewrite(store, "members.parquet", table.set_column(1, "config_id", pa.array(config_ids)), fix_manifest=True)
-    with pytest.raises(StoreError, match=r"member ids and config ids do not match configs.parquet"):
-        load(store)
+    ens = load(store)  # reads no member rows yet; every read of them is checked
+    for query in (lambda: ens.index, lambda: ens.where(config_id=CID).table, lambda: ens.member(seed=0, config_id=CID)):
+        with pytest.raises(StoreError, match=r"member ids and config ids do not match configs.parquet"):
+            query()
 
 
 def test_a_missing_file_and_a_newer_format_are_named(store):

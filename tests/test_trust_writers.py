@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow.fs as pafs
 import pytest
 from _blocks import trained_blocks, write_sweep
+from _local_fs import LocalHandler
 from conftest import tiny_spec
 
 import sweep
@@ -96,14 +97,15 @@ def test_a_generation_number_taken_meanwhile_is_skipped(sweep_dir, monkeypatch):
 
 
 # -- failing writes -------------------------------------------------------------------------------
-class _FailingWrites(pafs.FileSystemHandler):
+class _FailingWrites(LocalHandler):
     """A local filesystem on which creating or writing files matching ``pattern`` fails as a full
     disk does (ENOSPC: the file's stream is ``/dev/full``, so the disk's own error surfaces in the
     middle of the write) or as a refused permission does (EACCES, when the file or directory is
     created)."""
 
     def __init__(self, pattern: str, error: int):
-        self.local, self.pattern, self.error = pafs.LocalFileSystem(), pattern, error
+        super().__init__()
+        self.pattern, self.error = pattern, error
         self.armed = True
 
     def _fails(self, path: str) -> bool:
@@ -120,45 +122,6 @@ class _FailingWrites(pafs.FileSystemHandler):
         if self._fails(path):
             raise OSError(self.error, os.strerror(self.error), path)
         self.local.create_dir(path, recursive=recursive)
-
-    def get_type_name(self):
-        return "failing"
-
-    def normalize_path(self, path):
-        return path
-
-    def get_file_info(self, paths):
-        return self.local.get_file_info(paths)
-
-    def get_file_info_selector(self, selector):
-        return self.local.get_file_info(selector)
-
-    def delete_dir(self, path):
-        self.local.delete_dir(path)
-
-    def delete_dir_contents(self, path, missing_dir_ok=False):
-        self.local.delete_dir_contents(path, missing_dir_ok=missing_dir_ok)
-
-    def delete_root_dir_contents(self):
-        raise OSError("refusing to delete the root")
-
-    def delete_file(self, path):
-        self.local.delete_file(path)
-
-    def move(self, src, dest):
-        self.local.move(src, dest)
-
-    def copy_file(self, src, dest):
-        self.local.copy_file(src, dest)
-
-    def open_input_stream(self, path):
-        return self.local.open_input_stream(path)
-
-    def open_input_file(self, path):
-        return self.local.open_input_file(path)
-
-    def open_append_stream(self, path, metadata):
-        return self.local.open_append_stream(path)
 
 
 ERRORS = (errno.ENOSPC, errno.EACCES)

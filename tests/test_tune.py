@@ -51,10 +51,11 @@ WORKER_FREE = ("matplotlib", "scipy", "sweep.figures", "sweep.cli")  # what a tr
 
 @pytest.fixture(scope="module")
 def baseline(ray_session, tmp_path_factory):
-    """tiny_spec (4 seeds, 2 per trial) trained once by sweep.run; trials record what they imported."""
+    """tiny_spec (4 seeds, 2 per trial) trained once by sweep.run, each trial in a fresh worker
+    process (no actor reuse); trials record what they imported."""
     storage = tmp_path_factory.mktemp("baseline")
     hooks = TrialHooks(after_report=RecordModules(storage / "modules", WORKER_FREE))
-    path = sweep.run(tiny_spec(), storage=str(storage), trial_hooks=hooks)
+    path = sweep.run(tiny_spec(), storage=str(storage), trial_hooks=hooks, reuse_actors=False)
     return Path(path), final_blocks(path)
 
 
@@ -95,8 +96,30 @@ def test_run_layout_metrics_and_block_invariance(baseline):
         assert len(last["member_train_loss"]) == 2 and last["train_loss_mean"] > 0
         assert last["member_seeds"] == list(blocks[key].seeds)
         # CPU-only trial: its JAX settings were in place before JAX started a backend
-        assert last["env_before_jax"] is True and last["cpu_devices"] == 1
+        assert last["env_before_jax"] is True and last["cpu_devices"] == 1 and last["worker_reused"] is False
         assert last["resumed_from_epoch"] == 0
+    assert len({rs[-1]["pid"] for rs in results.values()}) == len(results)  # fresh workers
+
+
+def test_a_reused_worker_trains_the_same_members_as_fresh_ones(baseline, tmp_path):
+    """One slot and Tune's actor reuse (sweep.run's default): both trials of the config run one
+    after the other in one worker process, with its JAX, programs and dataset from the first,
+    and end bit-identical to the baseline's two fresh workers. With ``checkpoint_every=2`` the
+    first of the two reports has no checkpoint: each trial wrote one, at its last report."""
+    _, reference = baseline
+    path = sweep.run(tiny_spec(), storage=str(tmp_path), max_concurrent_trials=1, checkpoint_every=2)
+    blocks = final_blocks(path)
+    assert_same_members(blocks, reference)
+    for key, block in blocks.items():
+        np.testing.assert_array_equal(block.history.test_loss, reference[key].history.test_loss)
+        np.testing.assert_array_equal(block.history.val_loss, reference[key].history.val_loss)
+        np.testing.assert_array_equal(block.history.train_loss, reference[key].history.train_loss)
+    assert sorted(p.name for p in Path(path).glob("tune-*/*/checkpoint_*")) == ["checkpoint_000000"] * 2
+    assert all([r["epoch"] for r in rs] == [2, 4] for rs in trial_results(path).values())
+    last = sorted((rs[-1] for rs in trial_results(path).values()), key=lambda r: r["start_time"])
+    assert len(last) == 2 and len({r["pid"] for r in last}) == 1
+    assert [r["worker_reused"] for r in last] == [False, True]
+    assert all(r["env_before_jax"] is True and r["cpu_devices"] == 1 for r in last)
 
 
 def test_extending_seeds_trains_only_new_members(baseline, tmp_path):

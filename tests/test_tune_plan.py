@@ -142,3 +142,65 @@ def test_compiled_memory_estimate_grows_with_members():
     four, eight, sixteen = (compiled_bytes(spec, data, (), m) for m in (4, 8, 16))
     assert 0 < four < eight < sixteen
     assert sixteen - eight == pytest.approx(2 * (eight - four), rel=0.05)  # linear in members
+
+
+def test_a_trial_plan_carries_its_own_seeds_not_the_sweeps():
+    plan = make_plan(tiny_spec(seeds=list(range(0, 2000, 2)), seeds_per_trial=10))
+    assert all(t.spec.seed_list == t.seeds for t in plan.trials)
+    assert len(json.dumps(plan.trials[0].to_dict())) < 2000  # not O(the sweep's seeds)
+    assert {t.spec.config_id for t in plan.trials} == {plan.spec.expand()[0][0].config_id}
+
+
+def test_pacing_of_reports_and_checkpoints():
+    import pyarrow.fs as pafs
+
+    from sweep.tune._cadence import Pacer, cadence
+
+    local = cadence("auto", slots=2, filesystem=pafs.LocalFileSystem())
+    assert local.report_interval_s == pytest.approx(0.02) and local.checkpoint_every is None
+    assert local.checkpoint_bytes_per_s == pytest.approx(0.1 * 1e9 / 2)
+    remote = cadence("auto", slots=2, filesystem=pafs.SubTreeFileSystem("/tmp", pafs.LocalFileSystem()))
+    assert remote.checkpoint_bytes_per_s == pytest.approx(0.1 * 47e6 / 2)
+    # a 764 MiB block on the remote budget: one checkpoint per ~340 s, the last report always
+    pacer = Pacer(remote, 764 * 2**20, start=0.0)
+    reports = [(t, pacer.report(t, last=False)) for t in (10.0, 10.001, 200.0, 400.0)]
+    assert [r for _, r in reports] == [True, False, True, True]  # 1 ms after a report: skipped
+    assert [pacer.checkpoint(t, last=False) for t in (10.0, 200.0, 400.0)] == [False, False, True]
+    assert pacer.report(400.001, last=True) and pacer.checkpoint(400.001, last=True)
+    every = Pacer(cadence(2, slots=1, filesystem=pafs.LocalFileSystem()), 10, start=0.0)
+    done = [(every.report(t, last=t == 5), every.checkpoint(t, last=t == 5)) for t in (1, 2, 3, 4, 5)]
+    assert [c for _, c in done] == [False, True, False, True, True]  # every 2nd report, and the last
+    with pytest.raises(sweep.SpecError, match=r"`checkpoint_every`: got 0; give an integer >= 1"):
+        cadence(0, slots=1, filesystem=pafs.LocalFileSystem())
+
+
+def test_a_reused_worker_keeps_its_jax_settings_and_refuses_other_resources(monkeypatch):
+    from sweep.tune import _env
+
+    monkeypatch.setattr(_env, "_PROCESS", {})
+    monkeypatch.setattr(_env, "backend_started", lambda: True)  # as in a worker where JAX runs: nothing is set
+    first = _env.apply({"cpu": 1, "gpu": 0})
+    assert first["worker_reused"] is False and first["env_before_jax"] is False
+    again = _env.apply({"cpu": 1, "gpu": 0})
+    assert again == {**first, "worker_reused": True}
+    with pytest.raises(sweep.SweepError, match=r"set up for \{'cpu': 1.0, 'gpu': 0.0\}.*new processes"):
+        _env.apply({"cpu": 1, "gpu": 0.5})
+
+
+def test_a_completed_trial_is_trimmed_to_what_tune_needs():
+    from ray.tune.experiment import Trial
+    from ray.tune.registry import register_trainable
+
+    from sweep.tune._relay import trim
+
+    register_trainable("sweep-noop", lambda config: None)
+    trial = Trial("sweep-noop", config={"trial_key": "k"}, stub=True)
+    trial.update_last_result({"member_test_loss": [0.1] * 1000, "member_seeds": list(range(1000)), "epoch": 4,
+                              "test_loss_mean": 0.1, "cpu_devices": 1, "start_time": 1.0, "training_iteration": 2,
+                              "trial_key": "k", "time_total_s": 0.5, "done": True})
+    trim(trial)
+    assert set(trial.last_result) == {"epoch", "test_loss_mean", "training_iteration", "trial_key", "time_total_s",
+                                      "done", "trial_id"}  # Tune's own keys, the statistics, what sweep.run reads
+    assert set(trial.run_metadata.metric_analysis) == {"epoch", "test_loss_mean", "training_iteration", "time_total_s"}
+    assert trial.run_metadata.metric_n_steps == {}
+    assert "member_seeds" not in trial.get_json_state()[1] and "cpu_devices" not in trial.get_json_state()[1]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import equinox as eqx
 import pyarrow.fs as pafs
 import pytest
+from _moto import moto_server, s3_filesystem
 from conftest import tiny_spec, tree_allclose
 from conftest_ray import ray_session  # noqa: F401
 
@@ -18,30 +19,10 @@ from sweep.training import load_block
 @pytest.fixture(scope="module")
 def s3():
     """``(filesystem, bucket)`` on a moto server in this process."""
-    from moto.s3 import responses
-    from moto.server import ThreadedMotoServer
-
-    # moto 5.2.1 names the CompleteMultipartUpload root element wrongly (getmoto/moto#10055),
-    # which pyarrow's S3 client rejects; put the name S3 uses back
-    serialized = responses.S3Response.serialized
-
-    def fixed(self, result):
-        status, headers, body = serialized(self, result)
-        if self.data.get("Action") == "CompleteMultipartUpload" and isinstance(body, (str, bytes)):
-            old, new = "CompleteMultipartUploadResponse", "CompleteMultipartUploadResult"
-            body = body.replace(old, new) if isinstance(body, str) else body.replace(old.encode(), new.encode())
-        return status, headers, body
-
-    responses.S3Response.serialized = fixed
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    fs = pafs.S3FileSystem(endpoint_override=f"{host}:{port}", scheme="http", access_key="testing",
-                           secret_key="testing", region="us-east-1", allow_bucket_creation=True)
-    fs.create_dir("sweeps")
-    yield fs, "sweeps"
-    server.stop()
-    responses.S3Response.serialized = serialized
+    with moto_server() as (host, port):
+        fs = s3_filesystem(host, port)
+        fs.create_dir("sweeps")
+        yield fs, "sweeps"
 
 
 @pytest.fixture(scope="module")

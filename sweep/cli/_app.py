@@ -133,6 +133,8 @@ def run(
         "--logger", help="Log every member's curves to a tracker (repeatable).", show_default=False)] = None,
     log_per: Annotated[LogPer, typer.Option(help="One tracker run per member or per configuration.")] = "member",
     verbose: Annotated[bool, typer.Option("--verbose", help="Show Ray's and Tune's own output.")] = False,
+    checkpoint_every: Annotated[str, typer.Option(
+        help="A block checkpoint every N reports, or 'auto': paced by the storage's write rate.")] = "auto",
 ) -> None:
     """Run a sweep on Ray Tune, then aggregate it.
 
@@ -148,8 +150,9 @@ def run(
     parsed = _spec(spec, overrides)
     command = ["sweep", "run", str(spec), *(["--storage", storage] if storage != "./runs" else []),
                *(["--address", address] if address else []), *(a for o in overrides or () for a in ("--set", o)),
-               "--resume"]
-    sweep_dir = run_sweep(parsed, storage=storage, address=address, resume=resume,
+               *(["--checkpoint-every", checkpoint_every] if checkpoint_every != "auto" else []), "--resume"]
+    every = int(checkpoint_every) if checkpoint_every.isdigit() else checkpoint_every  # "auto" or bad: run says
+    sweep_dir = run_sweep(parsed, storage=storage, address=address, resume=resume, checkpoint_every=every,
                           loggers=[LOGGERS[n.value](per=LogPer(log_per).value) for n in logger or ()],
                           resume_command=shlex.join(command), **({"verbose": 1} if verbose else {}))
     typer.echo(f"sweep directory: {sweep_dir}")
@@ -188,12 +191,26 @@ def status(sweep_dir: DirArg) -> None:
 
 @app.command()
 @_guard
-def aggregate(sweep_dir: DirArg) -> None:
-    """Rebuild ensembles/ from the trial checkpoints."""
-    from ..store import aggregate as aggregate_sweep
+def aggregate(
+    sweep_dir: DirArg,
+    parallel: Annotated[bool, typer.Option(
+        "--parallel", help="One Ray task per leaves file, in parallel (a new local Ray, or --address).")] = False,
+    address: Annotated[str | None, typer.Option(
+        help="With --parallel: the Ray cluster to run the tasks on ('auto', 'HOST:6379', 'ray://HOST:10001').")] = None,
+) -> None:
+    """Rebuild ensembles/ from the trial checkpoints (the same store, byte for byte, either way)."""
     from ._status import stored_line
 
-    store = aggregate_sweep(_existing(sweep_dir))
+    if address and not parallel:
+        raise CLIError("--address: only with --parallel (without it the aggregation runs in this process)")
+    if parallel:
+        from ..tune import aggregate as aggregate_sweep
+
+        store = aggregate_sweep(_existing(sweep_dir), address=address)
+    else:
+        from ..store import aggregate as aggregate_sweep
+
+        store = aggregate_sweep(_existing(sweep_dir))
     typer.echo(f"store: {store}")
     typer.echo(stored_line(sweep_dir))
 

@@ -38,9 +38,14 @@ DEFAULT_METRIC = "val_loss"  # what every choice ranks by
 
 
 def load(path: str | os.PathLike, storage_filesystem: pafs.FileSystem | None = None) -> Ensemble:
-    """Open the store of a sweep (its directory or its ``ensembles/`` directory; local or ``s3://``)."""
+    """Open the store of a sweep (its directory or its ``ensembles/`` directory; local or ``s3://``).
+
+    Reads the manifest, ``configs.parquet`` and the footer of ``members.parquet``; member rows
+    are read when a query needs them, and :meth:`Ensemble.where` on the whole store reads only
+    the row groups that can hold its members."""
     store = Store.open(path, storage_filesystem)
-    return Ensemble(store, store.index())
+    store.index_schema  # opens members.parquet: its size and footer are checked now
+    return Ensemble(store)
 
 
 class Ensemble:
@@ -48,13 +53,23 @@ class Ensemble:
 
     Rows come in store order (config_id, then vmapped hyperparameters, then seed) unless
     :meth:`best` ranked them. Leaves are read from the store only when needed, file by file.
+    A selection of the store made by :meth:`where` alone (``index=None``: ``filters``, column ->
+    values) reads its rows when a query needs them, from the row groups that can hold them.
     """
 
-    def __init__(self, store: Store, index: pa.Table):
-        self._store, self._index = store, index
+    def __init__(self, store: Store, index: pa.Table | None = None, filters: dict[str, pa.Array] | None = None):
+        self._store, self._rows, self._filters = store, index, dict(filters or {})
         self._table: pa.Table | None = None
 
+    @property
+    def _index(self) -> pa.Table:
+        if self._rows is None:  # read on first need
+            self._rows = self._store.select(self._filters) if self._filters else self._store.index()
+        return self._rows
+
     def __len__(self) -> int:
+        if self._rows is None and not self._filters:
+            return sum(c.num_members for c in self._store.configs.values())
         return self._index.num_rows
 
     def __repr__(self) -> str:
@@ -77,7 +92,7 @@ class Ensemble:
     @property
     def columns(self) -> list[str]:
         """Columns that :meth:`where` can filter on."""
-        return self._index.column_names
+        return (self._store.index_schema if self._rows is None else self._rows.schema).names
 
     @property
     def grid_columns(self) -> list[str]:
@@ -152,25 +167,33 @@ class Ensemble:
         ens.where(depth=6, learning_rate=[1e-3, 3e-4], status="ok")
         ```
         """
-        mask = None
+        schema = self._store.index_schema if self._rows is None else self._rows.schema
+        filters = {}
         for column, value in column_values.items():
-            if column not in self.columns:
-                raise QueryError(f"where(): unknown column {column!r}; columns: {', '.join(self.columns)}")
+            if column not in schema.names:
+                raise QueryError(f"where(): unknown column {column!r}; columns: {', '.join(schema.names)}")
             values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
-            kind = self._index.schema.field(column).type
+            kind = schema.field(column).type
             try:
-                value_set = pa.array(values, type=kind)
+                filters[column] = pa.array(values, type=kind)
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
                 raise QueryError(f"where({column}={value!r}): column {column!r} holds {kind} values") from None
-            hit = pc.is_in(self._index[column], value_set=value_set)
-            mask = hit if mask is None else pc.and_(mask, hit)
-        if mask is None:
+        if not filters:
             return self
-        selected = self._index.filter(mask)
-        if selected.num_rows == 0:
-            present = "; ".join(f"{c} takes {self._distinct(c)}" for c in column_values)
-            raise QueryError(f"where({_kwargs(column_values)}): no member matches; in this selection {present}")
-        return Ensemble(self._store, selected)
+        if self._rows is None:  # a selection by values: read only their columns, of the row groups that can match
+            both = _both(self._filters, filters)
+            if self._store.count(both):
+                return Ensemble(self._store, None, both)
+        else:
+            mask = None
+            for column, value_set in filters.items():
+                hit = pc.is_in(self._rows[column], value_set=value_set)
+                mask = hit if mask is None else pc.and_(mask, hit)
+            selected = self._rows.filter(mask)
+            if selected.num_rows:
+                return Ensemble(self._store, selected)
+        present = "; ".join(f"{c} takes {self._distinct(c)}" for c in column_values)
+        raise QueryError(f"where({_kwargs(column_values)}): no member matches; in this selection {present}")
 
     def best(self, k: int, metric: str = DEFAULT_METRIC, mode: str = "min") -> Ensemble:
         """The ``k`` members (all, if fewer) with the lowest ``metric`` (highest with ``mode="max"``),
@@ -188,7 +211,10 @@ class Ensemble:
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise QueryError(f"member(seed={seed!r}): the seed must be an integer")
         selection = self.where(**where)
-        rows = selection._index.filter(pc.equal(selection._index["seed"], int(seed)))
+        if selection._rows is None:  # read only the row groups that can hold the seed
+            rows = selection._store.select(_both(selection._filters, {"seed": pa.array([int(seed)], pa.int64())}))
+        else:
+            rows = selection._rows.filter(pc.equal(selection._rows["seed"], int(seed)))
         if rows.num_rows == 0:
             raise QueryError(f"member(seed={seed!r}): no member with this seed here; seeds: {selection._distinct('seed')}")
         if rows.num_rows > 1:
@@ -392,6 +418,14 @@ class Ensemble:
         slices, chunks = self._chunks(config, chunk_size)
         for i, t, states in _rollout.rollout(chunks, self._store.template(config.config_id)[1], x0, steps):
             yield slices[i], t, states
+
+
+def _both(filters: dict[str, pa.Array], more: dict[str, pa.Array]) -> dict[str, pa.Array]:
+    """Filters that hold where both hold (a column in both: the values in both)."""
+    out = dict(filters)
+    for column, values in more.items():
+        out[column] = values if column not in out else pc.filter(values, pc.is_in(values, value_set=out[column]))
+    return out
 
 
 def _kwargs(values: dict[str, Any]) -> str:

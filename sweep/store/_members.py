@@ -27,7 +27,8 @@ class Source(NamedTuple):
     spec: SweepSpec
     seeds: tuple[int, ...]
     hparams: tuple[dict[str, float], ...]
-    load: Callable[[], Any]  # -> SavedBlock-like (spec, seeds, hparams, shapes, state, history, ...)
+    shapes: tuple  # (sample_shape, out_channels, num_train) of its data
+    load: Callable[[], tuple[Any, Any]]  # -> (stacked parameters as NumPy leaves, History); picklable for Ray
 
 
 class Member(NamedTuple):
@@ -128,10 +129,15 @@ def column_types(columns: list[Column], sources: list[Source], specs: list[dict]
         out[c.name] = pa.string(), canonical_json
         if all(v is None or isinstance(v, (bool, int, float, str)) for v in values):
             try:
-                out[c.name] = pa.array(values).type, lambda v: v
+                out[c.name] = pa.array(values).type, _plain
             except (pa.ArrowInvalid, pa.ArrowTypeError):
                 pass
     return out
+
+
+def _plain(value: Any) -> Any:
+    """A scalar stored as itself (the encoder of a column of plain values; picklable, unlike a lambda)."""
+    return value
 
 
 def missing(trials: list[TrialPlan], found: set[tuple], names: tuple[str, ...], columns: list[Column]) -> list[dict]:

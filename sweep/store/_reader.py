@@ -1,10 +1,13 @@
 """Read a committed store: manifest, tables, samples and members' leaves (no pickle, no stored code).
 
-Every file is opened through :meth:`Store._open` / :meth:`Store._leaves`: its name must be one
-of the store's layout (:data:`~._schema.STORE_FILE`), no link may lie on its path, and its
-bytes must match the size and sha256 the manifest records, checked when the file is first
-read. The tables are checked against each other when the store opens (config ids against
-their specs, member ids against their configs), so a query never indexes the wrong member.
+Every file is opened through :meth:`Store._located`: its name must be one of the store's
+layout (:data:`~._schema.STORE_FILE`), no link may lie on its path, and its bytes must match
+the size and sha256 the manifest records, checked when they are read: a leaves file whole, in
+one pass; a table piece by piece (:class:`~._files.PieceReader`), so that a query reads only
+the footer and the row groups it needs. Opening a store reads the manifest and
+``configs.parquet`` (config ids checked against their specs); member rows are read when asked
+for, only the row groups whose statistics can match (:meth:`Store.select`), and checked against
+the configs (every member id inside its config's range), so a query never indexes the wrong member.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -28,7 +32,7 @@ from .._fs import confined, filesystem_path, local_path, read_text, refuse_links
 from .._import_path import is_import_path, refuse_inside
 from ..models import model_template
 from ..spec import SweepSpec
-from ._files import open_verified, read_leaves
+from ._files import check_digest, open_checked, open_table, read_leaves
 from ._generations import committed_root
 from ._samples import samples_of, trajectories_of
 from ._schema import (CONFIG_ID, CONFIGS, CONFIGS_SCHEMA, FORMAT, MANIFEST, MEMBERS, SAMPLE_FILES, SAMPLES, STORE_FILE,
@@ -101,6 +105,50 @@ class Store:
             raise StoreError(f"{self.root + '/' + MEMBERS!r}: its member ids and config ids do not match "
                              f"{CONFIGS} ({total} members in {len(configs)} configs); the tables were altered")
         return table
+
+    @property
+    def index_schema(self) -> pa.Schema:
+        """The schema of :meth:`index` (from the footer of ``members.parquet``; no rows read)."""
+        schema = self._table(MEMBERS).schema_arrow
+        return pa.schema([schema.field(name) for name in index_columns(self.grid_columns, self.metrics)])
+
+    def select(self, filters: Mapping[str, pa.Array]) -> pa.Table:
+        """The :meth:`index` rows of the members whose columns take one of the given values
+        (``{column: values}``, each an Arrow array of the column's type), reading only the row
+        groups whose min/max statistics allow a match; checked against the configs."""
+        rows = self._matching(filters, index_columns(self.grid_columns, self.metrics))
+        self._check_rows(rows)
+        return rows
+
+    def count(self, filters: Mapping[str, pa.Array]) -> int:
+        """How many members :meth:`select` would return, reading only the filtered columns."""
+        return self._matching(filters, list(filters)).num_rows
+
+    def _matching(self, filters: Mapping[str, pa.Array], columns: list[str]) -> pa.Table:
+        table = self._table(MEMBERS)
+        meta = table.metadata
+        chunk_of = {meta.schema.column(j).path: j for j in range(meta.num_columns)}
+        wanted = {c: values.to_pylist() for c, values in filters.items()}
+        groups = [i for i in range(table.num_row_groups)
+                  if all(_may_hold(meta.row_group(i), chunk_of.get(c), v) for c, v in wanted.items())]
+        rows = self._read(MEMBERS, table.read_row_groups, groups, columns=columns)
+        mask = None
+        for column, values in filters.items():
+            hit = pc.is_in(rows[column], value_set=values)
+            mask = hit if mask is None else pc.and_(mask, hit)
+        return rows if mask is None else rows.filter(mask)
+
+    def _check_rows(self, rows: pa.Table) -> None:
+        """Member ids ascending, each inside the range of its config (configs.parquet)."""
+        ids = rows["member_id"].to_numpy()
+        owners = rows["config_id"].to_numpy(zero_copy_only=False)
+        ok = bool(np.all(np.diff(ids) > 0))
+        for cid in (np.unique(owners) if ok else ()):
+            info, mine = self.configs.get(cid), ids[owners == cid]
+            ok = ok and info is not None and info.first_member <= mine[0] and mine[-1] < info.first_member + info.num_members
+        if not ok:
+            raise StoreError(f"{self.root + '/' + MEMBERS!r}: its member ids and config ids do not match "
+                             f"{CONFIGS} ({len(self.configs)} configs); the tables were altered")
 
     def members(self, columns: list[str] | None = None, member_ids: np.ndarray | None = None) -> pa.Table:
         """Rows of ``members.parquet`` (all, or those of ``member_ids`` in that order).
@@ -222,7 +270,7 @@ class Store:
                     self._file(*leaves[relpath])  # one streamed pass: checksum and every leaf's shape
                 else:
                     path, record = self._located(relpath)
-                    open_verified(self.fs, path, record).close()
+                    _check_whole(self.fs, path, record)
             except StoreError as e:
                 problems.append(str(e))
         self._cached = None
@@ -269,11 +317,10 @@ class Store:
         return f"{self.root}/{relpath}", record
 
     def _table(self, relpath: str) -> pq.ParquetFile:
-        """A table of the store, verified when first opened and kept open (reads see the verified bytes)."""
+        """A table of the store, kept open; every byte read from it is verified first (:func:`open_table`)."""
         if relpath not in self._tables:
             path, record = self._located(relpath)
-            handle = open_verified(self.fs, path, record)
-            self._tables[relpath] = self._read(relpath, pq.ParquetFile, handle, page_checksum_verification=True)
+            self._tables[relpath] = self._read(relpath, open_table, self.fs, path, record)
         return self._tables[relpath]
 
     def _read(self, relpath: str, read, *args, **kwargs) -> Any:
@@ -308,6 +355,34 @@ class Store:
         return configs
 
 
+def _may_hold(row_group, chunk: int | None, values: list) -> bool:
+    """Whether a row group's min/max statistics of one column allow any of ``values`` (no
+    statistics, or a null among the values: it may)."""
+    stats = None if chunk is None else row_group.column(chunk).statistics
+    if stats is None or not stats.has_min_max:
+        return True
+    low, high = stats.min, stats.max
+    return any(v is None or v != v or low <= v <= high for v in values)
+
+
+def _pieces_ok(record: dict[str, Any]) -> bool:
+    """No pieces, or a positive piece size and one 64-hex-digit digest per piece of the file."""
+    if "pieces" not in record:
+        return True
+    size, pieces = record.get("piece_bytes"), record["pieces"]
+    return (isinstance(size, int) and size > 0 and isinstance(pieces, list) and len(pieces) == -(-record["bytes"] // size)
+            and all(isinstance(d, str) and len(d) == 64 for d in pieces))
+
+
+def _check_whole(fs: pafs.FileSystem, path: str, record: dict[str, Any]) -> None:
+    """Stream a file through sha256 against its record (:meth:`Store.verify`)."""
+    with open_checked(fs, path, record) as raw:
+        sha = hashlib.sha256()
+        while data := raw.read(1 << 22):
+            sha.update(data)
+    check_digest(path, record, sha.hexdigest())
+
+
 def _read_manifest(fs: pafs.FileSystem, path: str) -> tuple[dict[str, Any], str]:
     """The manifest, checked to be one (every file name of the layout, every record a digest and a
     size), and its own sha256."""
@@ -335,8 +410,9 @@ def _read_manifest(fs: pafs.FileSystem, path: str) -> tuple[dict[str, Any], str]
     for name, record in manifest["files"].items():
         confined(name, f"{path!r} `files`", STORE_FILE, STORE_FILES)
         if not (isinstance(record, dict) and isinstance(record.get("sha256"), str) and len(record["sha256"]) == 64
-                and isinstance(record.get("bytes"), int) and record["bytes"] >= 0):
-            raise StoreError(f"{path!r}: the record of {name!r} is {record!r}; expected a sha256 and a size in bytes")
+                and isinstance(record.get("bytes"), int) and record["bytes"] >= 0 and _pieces_ok(record)):
+            raise StoreError(f"{path!r}: the record of {name!r} is {str(record)[:200]}; expected a sha256 and a size in "
+                             f"bytes (and, for a table, one sha256 per piece)")
     for name in (MEMBERS, CONFIGS):
         if name not in manifest["files"]:
             raise StoreError(f"{path!r}: lists no {name}; the store is incomplete")

@@ -4,7 +4,9 @@ Files of a committed store (``<sweep>/ensembles/``; how generations replace each
 atomically is in :mod:`._generations`)::
 
     members.parquet     one row per member (:func:`members_schema`), sorted by config_id, then by
-                        the vmapped hyperparameter values (names sorted), then by seed
+                        the vmapped hyperparameter values (names sorted), then by seed; one row
+                        group (<= 65536 rows) per leaves file, min/max statistics on
+                        :func:`statistics_columns`
     configs.parquet     one row per structural config (:data:`CONFIGS_SCHEMA`)
     <config_id>.eqx     eqx.tree_serialise_leaves of the config's stacked parameters, members in
                         members.parquet order; past the shard size, instead
@@ -151,6 +153,12 @@ def members_schema(columns: list[Column], types: dict[str, pa.DataType], metrics
 
 
 FIXED_COLUMNS = fixed_columns(())  # the columns of every store, whatever its metrics
+
+
+def statistics_columns(columns: list[Column]) -> list[str]:
+    """The ``members.parquet`` columns whose row-group min/max statistics are written: what queries
+    select row groups by (member ids, configs, seeds, grid values)."""
+    return ["member_id", "config_id", "seed", *(c.name for c in columns)]
 
 
 def index_columns(grid_columns: list[str], metrics: Sequence[str]) -> list[str]:

@@ -41,6 +41,16 @@ def io_errors(path: str, consequence: str = _UNCHANGED) -> Iterator[None]:
         raise StoreError(f"{cause.filename or path!r}: cannot write ({cause.strerror or cause}); {consequence}") from None
 
 
+def write_leaves_file(fs: pafs.FileSystem, root: str, relpath: str, tree: PyTree) -> Record:
+    """Write a leaves file into the generation directory ``root`` (its shard directory made as
+    needed); returns its record. Aggregation tasks call this in other processes."""
+    path = f"{root}/{relpath}"
+    with io_errors(path):
+        if "/" in relpath:
+            fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        return write_leaves(fs, path, tree)
+
+
 class StoreWriter:
     """Files of a generation of the store at ``store_path``, written aside then committed.
 
@@ -80,16 +90,17 @@ class StoreWriter:
             self._stack.close()
 
     def write_leaves(self, relpath: str, tree: PyTree) -> None:
-        path = f"{self.root}/{relpath}"
-        with io_errors(path):
-            if "/" in relpath:
-                self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-            self.files[relpath] = write_leaves(self.fs, path, tree)
+        self.add_file(relpath, write_leaves_file(self.fs, self.root, relpath, tree))
 
-    def write_table(self, relpath: str, schema: pa.Schema, tables: Iterable[pa.Table], sorting: tuple[str, ...] = ()) -> None:
+    def add_file(self, relpath: str, record: Record) -> None:
+        """Record a file that someone else wrote into :attr:`root` (an aggregation task)."""
+        self.files[relpath] = record
+
+    def write_table(self, relpath: str, schema: pa.Schema, tables: Iterable[pa.Table], sorting: tuple[str, ...] = (),
+                    statistics: list[str] | None = None) -> None:
         path = f"{self.root}/{relpath}"
         with io_errors(path):
-            self.files[relpath] = write_parquet(self.fs, path, schema, tables, sorting)
+            self.files[relpath] = write_parquet(self.fs, path, schema, tables, sorting, statistics)
 
     def commit(self, manifest: dict[str, Any]) -> str:
         """Write ``manifest.json`` (format, checksums of every file, plus ``manifest``) and commit."""

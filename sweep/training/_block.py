@@ -19,6 +19,7 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 from jaxtyping import Array, PyTree, UInt32
 
+from .._caches import cached
 from .._errors import SpecError
 from ..metrics import check_targets
 from ..optim import hyperparameter_names
@@ -144,9 +145,15 @@ def state_skeleton(spec: SweepSpec, num_members: int, hparam_names: Sequence[str
     ``shapes = (sample_shape, out_channels, num_train)`` of the block's dataset.
     """
     names = tuple(hparam_names)
+    return _skeleton(program_key(spec, names), num_members, names, tuple(shapes))
+
+
+@cached(64)
+def _skeleton(structure: str, num_members: int, names: tuple[str, ...], shapes: tuple) -> TrainState:
+    """:func:`state_skeleton` of one program structure (cached: blocks of one config share it)."""
     keys = jax.ShapeDtypeStruct((num_members, 2), jnp.uint32)
     hp = {n: jax.ShapeDtypeStruct((num_members,), jnp.float32) for n in names}
-    params, opt_state = jax.eval_shape(initialiser(program_key(spec, names), tuple(shapes)), keys, hp)
+    params, opt_state = jax.eval_shape(initialiser(structure, shapes), keys, hp)
     m = (num_members,)
     return TrainState(params, opt_state, jax.ShapeDtypeStruct(m, jnp.int32), jax.ShapeDtypeStruct(m, jnp.bool_), keys, hp)
 
@@ -181,9 +188,31 @@ def init_block(spec: SweepSpec, seeds: Sequence[int], hparams=None, data: Datase
     m = len(member_seeds)
     state = TrainState(params, opt_state, jnp.zeros(m, jnp.int32), jnp.zeros(m, bool), shuffle_keys, hp)
     place = NamedSharding(mesh(len(devices)), P()) if layout == "map" else devices[0]
-    arrays = jax.device_put(program_data(spec, data), place)  # the dataset once per device
+    # the dataset once per device, and once for consecutive blocks reading the same parts of it
+    arrays = _placed(_Same(data), place, spec.training.unroll > 1, spec.training.rollout_steps)
     static = static_part(spec.model.to_dict(), shapes)
     return Block(spec, program, static, arrays, seeds, hsets, devices, layout), state
+
+
+class _Same:
+    """A cache key that is its object by identity (and keeps it alive while cached)."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.value is self.value
+
+
+@cached(maxsize=1)
+def _placed(data: _Same, place: Any, unrolled: bool, rollout_steps: int) -> Dataset:
+    """The arrays of the dataset a block's program reads (:func:`program_data`) on the block's
+    devices; the last one is kept, so that the next block trained on the same dataset object with
+    the same ``unroll > 1`` and ``rollout_steps`` (a reused trial worker's next trial) copies nothing."""
+    return jax.device_put(program_data(data.value, unrolled, rollout_steps), place)
 
 
 def _padded(tree, size: int):
@@ -229,7 +258,7 @@ def compiled_bytes(spec: SweepSpec, data: Dataset, hparams: Sequence[Mapping[str
     shapes = data_shapes(data)
     program = chunk_program(program_key(spec, names), shapes, "vmap", 1)
     state = state_skeleton(spec, num_members, names, shapes)
-    arrays = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), program_data(spec, data))
+    arrays = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), program_data(data, spec.training.unroll > 1, spec.training.rollout_steps))
     stats = program.lower(state, arrays, 1).compile().memory_analysis()
     return int(stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes
                - stats.alias_size_in_bytes)

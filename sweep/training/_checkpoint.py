@@ -23,11 +23,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import equinox as eqx
+import jax
 import numpy as np
 import pyarrow.fs as pafs
+from jaxtyping import PyTree
 
 from .._errors import StoreError
 from .._fs import ONE_COMPONENT, confined, read_text
+from .._leaves import read_arrays
 from ..metrics import ROLLOUT_GMEAN
 from ..problems import EVALUATED
 from ..spec import SweepSpec
@@ -142,16 +145,37 @@ class BlockRef:
                for split in EVALUATED},
         )
 
+    def skeleton(self) -> TrainState:
+        """Shapes and dtypes of the block's state (nothing read or computed)."""
+        return state_skeleton(self.spec, len(self.seeds) * len(self.hparams), self.meta["hparam_names"], self.shapes)
+
     def load(self, directory: str | os.PathLike | None = None) -> SavedBlock:
-        """The whole block, its state read from ``directory`` (default: :attr:`path`, local)."""
-        directory = Path(self.path if directory is None else directory)
-        skeleton = state_skeleton(self.spec, len(self.seeds) * len(self.hparams), self.meta["hparam_names"], self.shapes)
+        """The whole block, its state (NumPy leaves) read from ``directory`` (default: :attr:`path`, local)."""
+        path = Path(self.path if directory is None else directory) / STATE_FILE
+        leaves, treedef = jax.tree_util.tree_flatten(self.skeleton())
         try:
-            state = eqx.tree_deserialise_leaves(directory / STATE_FILE, skeleton)
-        except Exception as e:  # Equinox raises several kinds for a truncated file or another structure
-            raise StoreError(f"{str(directory / STATE_FILE)!r}: cannot be read as this block's state ({e})") from None
-        return SavedBlock(self.spec, self.seeds, self.hparams, self.shapes, state, self.history,
-                          self.trial_key, bool(self.meta["stopped_early"]))
+            with open(path, "rb") as f:
+                arrays = read_arrays(f, leaves, str(path), f"the state of trial {self.trial_key!r}")
+                if f.read(1):
+                    raise StoreError(f"{str(path)!r}: data past the block's {len(leaves)} state leaves; it is not this block's state")
+        except OSError as e:
+            raise StoreError(f"{str(path)!r}: cannot be read ({e})") from None
+        return SavedBlock(self.spec, self.seeds, self.hparams, self.shapes, jax.tree_util.tree_unflatten(treedef, arrays),
+                          self.history, self.trial_key, bool(self.meta["stopped_early"]))
+
+    def read_params(self, filesystem: pafs.FileSystem) -> PyTree:
+        """The block's parameters (NumPy leaves with a leading member axis), streamed from its
+        ``state.eqx`` on ``filesystem``: only the leading records, the optimizer state after
+        them is not read."""
+        path = f"{self.path}/{STATE_FILE}"
+        leaves, treedef = jax.tree_util.tree_flatten(self.skeleton().params)
+        try:
+            with filesystem.open_input_stream(path) as f:
+                arrays = read_arrays(f, leaves, path, f"the parameters of trial {self.trial_key!r}")
+        except OSError as e:
+            raise StoreError(f"{path!r}: cannot be read ({e}); if a newer checkpoint replaced it meanwhile, "
+                             f"aggregate again") from None
+        return jax.tree_util.tree_unflatten(treedef, arrays)
 
 
 def _read_meta(text: str, where: str) -> dict[str, Any]:

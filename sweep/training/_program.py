@@ -43,6 +43,7 @@ from ..spec import SweepSpec
 
 LAYOUTS = ("map", "vmap")
 EVAL_CHUNK = 128  # samples (or trajectories) per forward pass when evaluating a validation or test set
+PROGRAMS = 8  # compiled programs (and initialisers) kept per process: a reused trial worker's last structures
 
 
 class TrainState(NamedTuple):
@@ -70,17 +71,16 @@ def program_key(spec: SweepSpec, hparam_names: Sequence[str]) -> str:
                            "rollout_steps": t.rollout_steps, "rollout_metrics": list(t.rollout_metrics)})
 
 
-def program_data(spec: SweepSpec, data: Dataset) -> Dataset:
-    """What of ``data`` a block's program reads: the training pairs (or, with ``unroll > 1``, the
-    training trajectories instead), the validation and test pairs, and with ``rollout_steps=T``
+def program_data(data: Dataset, unrolled: bool, rollout_steps: int) -> Dataset:
+    """What of ``data`` a block's program reads: the training pairs (or, ``unrolled`` (``unroll > 1``),
+    the training trajectories instead), the validation and test pairs, and with ``rollout_steps=T``
     the first ``T + 1`` states of the validation and test trajectories; nothing else goes to a device."""
-    t = spec.training
 
     def states(traj):
-        return None if traj is None or not t.rollout_steps else traj[:, : t.rollout_steps + 1]
+        return None if traj is None or not rollout_steps else traj[:, : rollout_steps + 1]
 
-    train = data.train if t.unroll == 1 else type(data.train)(data.train.x[:0], data.train.y[:0])
-    return data._replace(train=train, train_traj=data.train_traj if t.unroll > 1 else None,
+    train = type(data.train)(data.train.x[:0], data.train.y[:0]) if unrolled else data.train
+    return data._replace(train=train, train_traj=data.train_traj if unrolled else None,
                          val_traj=states(data.val_traj), test_traj=states(data.test_traj))
 
 
@@ -110,7 +110,7 @@ def prediction(model_spec: Mapping[str, Any], shapes: tuple) -> jax.ShapeDtypeSt
     return eqx.filter_eval_shape(lambda m, x: m(x), model, jax.ShapeDtypeStruct(sample_shape, jnp.float32))
 
 
-@cached()
+@cached(PROGRAMS)
 def checked_objective(structure: str, shapes: tuple):
     """``(loss and metrics, rollout metrics)`` of a program structure (each ``(name, field, Metric)``,
     see :func:`sweep.metrics.objective`), imported and checked to give a scalar on one sample."""
@@ -122,7 +122,7 @@ def checked_objective(structure: str, shapes: tuple):
     return objective(struct["loss"], struct["metrics"]), rollout_objective(rollout)
 
 
-@cached()
+@cached(PROGRAMS)
 def initialiser(structure: str, shapes: tuple):
     """Jitted ``(init keys, hyperparameters) -> (params, optimizer state)`` over members."""
     struct = json.loads(structure)
@@ -151,7 +151,7 @@ def _select(pred, on_true, on_false):
     return jax.tree_util.tree_map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
 
 
-@cached()
+@cached(PROGRAMS)
 def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
     """The jitted ``(state, data, num_epochs) -> (state, evaluation)`` of one program structure
     (:func:`program_key`); cached so that blocks and trials share compiled code. ``data``: the

@@ -1,10 +1,13 @@
-"""Ray Tune orchestration: ``run``, ``plan``, the trainable, checks, trial environment, progress, trackers.
+"""Ray Tune orchestration: ``run``, ``plan``, the trainable, checks, trial environment, progress,
+trackers, and ``aggregate`` as Ray tasks.
 
 The only part of seed-sweep that uses Ray; ``ray`` is imported when :func:`run` is called.
 ``import sweep`` does not import this package: ``sweep.run`` and ``sweep.plan`` load it on
 first use.
 """
 
+from ._aggregate import RayTasks as RayTasks
+from ._aggregate import aggregate as aggregate
 from ._loggers import MemberLogger as MemberLogger
 from ._loggers import MLflowLogger as MLflowLogger
 from ._loggers import TensorBoardLogger as TensorBoardLogger

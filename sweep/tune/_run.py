@@ -6,7 +6,6 @@ Ray is imported here only, when ``run`` is called.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -20,15 +19,19 @@ from .._errors import SpecError, StoreError, SweepError
 from ..planning import Plan, TrialPlan, hparams_key, make_plan, merge_plans, read_plan, write_plan
 from ..spec import SweepSpec
 from ..store import aggregate, write_samples
+from ._aggregate import aggregate as aggregate_in_tasks
 from . import _env
 from ._auto import Probe, choose_seeds_per_trial, largest_config, measure
+from ._cadence import Cadence, cadence, check_checkpoint_every
+from ._cluster import alive_nodes, ensure_ray, trial_slots
 from ._checks import check_resources, check_writable, load_datasets
 from ._sweepdir import done_members, experiments, next_experiment, sweep_location
-from ._quiet import quiet_tune
+from ._quiet import quiet_tune, scoped_environ
 from ._relay import Relay, relaying
-from ._trainable import TrialHooks
+from ._trainable import TrialHooks, TrialInputs
 
 METRIC, MODE = "val_loss_mean", "min"  # Tune's default: the block's mean validation loss
+PENDING_ENV = "TUNE_MAX_PENDING_TRIALS_PG"
 _OURS = {"name", "storage_path", "storage_filesystem", "failure_config", "local_dir",
          "scheduler", "num_samples", "trial_dirname_creator", "trial_name_creator"}
 
@@ -102,43 +105,6 @@ def _split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str
     return tune_kw, run_kw
 
 
-def _ensure_ray(address: str | None, quiet: bool = True) -> None:
-    """Reuse an initialised Ray; else start a local one (no address) or join ``address``.
-
-    ``quiet``: Ray logs errors only (no banner, no token-authentication notice)."""
-    import ray
-
-    if ray.is_initialized():
-        return
-    level = logging.ERROR if quiet else logging.WARNING
-    with warnings.catch_warnings():  # Ray forks and execs its daemons at once: no JAX state is shared
-        warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
-        if address is None:
-            ray.init(include_dashboard=False, log_to_driver=False, logging_level=level)
-        elif address.startswith("ray://"):  # Ray Client: the cluster's own settings apply
-            ray.init(address=address)
-        else:
-            ray.init(address=address, log_to_driver=False, logging_level=level)
-
-
-def _alive_nodes() -> list[dict[str, float]]:
-    import ray
-
-    return [n["Resources"] for n in ray.nodes() if n.get("Alive")]
-
-
-def _slots(resources: Mapping[str, float], nodes: list[dict[str, float]]) -> int:
-    """How many trials the cluster runs at once."""
-    cpu, gpu = float(resources["cpu"]), float(resources["gpu"])
-    total = 0
-    for node in nodes:
-        fit = int(node.get("CPU", 0) // cpu) if cpu else 10**9
-        if gpu:
-            fit = min(fit, int(node.get("GPU", 0) // gpu))
-        total += fit
-    return max(1, total)
-
-
 def _probe_task(config: dict, hparams: tuple, dataset, resources: dict) -> tuple:
     _env.apply(resources)
     return tuple(measure(SweepSpec.from_dict(config), tuple(hparams), dataset, resources))
@@ -152,22 +118,25 @@ def _measured_block_size(spec: SweepSpec, datasets: Mapping, data_refs: Mapping,
     res = spec.resources
     task = ray.remote(num_cpus=res["cpu"], num_gpus=res["gpu"], max_calls=1)(_probe_task)
     probe = Probe(*ray.get(task.remote(config.to_dict(), hparams, data_refs[config.problem_id], dict(res))))
-    return _choose(spec, config, probe, _slots(res, nodes))
+    return _choose(spec, config, probe, trial_slots(res, nodes))
 
 
 def _trial_dirname(trial) -> str:
     return trial.config["trial_key"]
 
 
-def _trainable(spec: SweepSpec, plan: Plan, data_refs, resume_from, fs, hooks: TrialHooks):
+def _trainable(spec: SweepSpec, plan: Plan, data_refs, resume_from: Mapping[str, str], fs, hooks: TrialHooks,
+               pace: Cadence):
+    """The trial function with its inputs in the object store: each trial's plan (and partial
+    checkpoint to resume from) as its own object, so that a trial fetches only its own."""
+    import ray
     from ray import tune
 
     from ._trainable import train_trial
 
-    fn = tune.with_parameters(
-        train_trial, trials={t.trial_key: t.to_dict() for t in plan.trials}, data=data_refs,
-        resume_from=resume_from, filesystem=fs, hooks=hooks,
-    )
+    trials = ray.put({t.trial_key: ray.put({"plan": t.to_dict(), "resume_from": resume_from.get(t.trial_key)})
+                      for t in plan.trials})
+    fn = tune.with_parameters(train_trial, inputs=TrialInputs(trials, data_refs, fs, hooks, pace))
     return tune.with_resources(fn, {"cpu": spec.resources["cpu"], "gpu": spec.resources["gpu"]})
 
 
@@ -185,17 +154,19 @@ def _outcome(results, trials: Sequence[TrialPlan]) -> tuple[set[str], list[str]]
     return stopped, failed
 
 
-def _fit(make_tuner, plan_trials, listeners: list, quiet: bool) -> tuple[set[str], list[str], bool]:
+def _fit(make_tuner, plan_trials, listeners: list, quiet: bool, slots: int) -> tuple[set[str], list[str], bool]:
     """Build a tuner and fit it with ``listeners`` (the display first, then the trackers) behind
     its :class:`Relay`: (scheduler-stopped trial keys, failures, interrupted).
 
     Tune's own SIGINT handling is kept (the first Ctrl-C stops the trials and saves the
     experiment, a second one raises ``KeyboardInterrupt``); an experiment that returns with
-    trials neither done nor failed was interrupted.
+    trials neither done nor failed was interrupted. Tune keeps placement groups pending for
+    ``2 * slots`` trials (``TUNE_MAX_PENDING_TRIALS_PG``, unless set): enough to start the next
+    trials as soon as slots free up, instead of its default of 200 pending.
     """
     display = listeners[0]
     display.state.add(plan_trials)
-    with quiet_tune(quiet), relaying(listeners):
+    with quiet_tune(quiet), relaying(listeners), scoped_environ({PENDING_ENV: str(2 * slots)}):
         results = make_tuner().fit()
     keys = {t.trial_key for t in plan_trials}
     interrupted = bool(keys & set(display.state.unfinished()))
@@ -220,9 +191,10 @@ def _resume_hint(done: int, total: int, command: str | None, storage: str) -> st
     return f"interrupted: {done} of {total} members done; resume with: {command}"
 
 
-def _aggregate_complete(spec: SweepSpec, fs, path: str, shown: str, storage_filesystem, stored: Plan | None) -> int:
-    """Aggregate the members whose blocks are complete, if the store does not hold them yet;
-    returns how many there are."""
+def _aggregate_complete(spec: SweepSpec, fs, path: str, shown: str, storage_filesystem, stored: Plan | None,
+                        in_tasks: bool) -> int:
+    """Aggregate the members whose blocks are complete (as Ray tasks if ``in_tasks``), if the store
+    does not hold them yet; returns how many there are."""
     done, blocks = done_members(spec, fs, path, stored)
     if not blocks or not done:
         return len(done)
@@ -233,14 +205,14 @@ def _aggregate_complete(spec: SweepSpec, fs, path: str, shown: str, storage_file
             return len(done)
     except SweepError:
         pass  # no store yet, or not a readable one: build it
-    aggregate(shown, filesystem=storage_filesystem, only_complete=True)
+    (aggregate_in_tasks if in_tasks else aggregate)(shown, filesystem=storage_filesystem, only_complete=True)
     return len(done)
 
 
 def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileSystem | None = None,
         address: str | None = None, resume: bool = False, scheduler=None, failure_config=None,
         trial_hooks: TrialHooks | None = None, loggers: Sequence[str | Any] = (), progress: str = "auto",
-        resume_command: str | None = None, **tune_options: Any) -> str:
+        resume_command: str | None = None, checkpoint_every: int | str = "auto", **tune_options: Any) -> str:
     """Train every member of ``spec`` with Ray Tune; returns the sweep directory.
 
     ``<storage>/<spec.name>`` holds ``plan.json``, one Tune experiment ``tune-NNNN`` per call
@@ -266,9 +238,15 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
     ``"plain"`` or ``"off"``. Other keyword arguments go to ``tune.TuneConfig`` or
     ``tune.RunConfig`` (e.g. ``max_concurrent_trials``, ``stop``, ``callbacks``,
     ``checkpoint_config``); ``verbose=1`` or more shows Ray's and Tune's own output, which is
-    hidden by default. No address starts (or reuses) a local Ray instance; ``address="auto"``
-    or ``"ray://host:10001"`` joins a cluster. The driver process is :func:`sweep.configure`-d (with
-    ``gpu_preallocate=False``).
+    hidden by default. Tune reuses trial worker processes across trials with the same resources
+    (``reuse_actors=True`` unless given), so JAX, the compiled programs and the dataset are set
+    up once per worker. ``checkpoint_every``: a block checkpoint every that many reports, or
+    ``"auto"`` (default) as often as keeps the checkpoint traffic within a tenth of what the
+    storage takes; the last report always checkpoints (:mod:`sweep.tune._cadence`). No address
+    starts (or reuses) a local Ray instance of this process, never a cluster found on the
+    machine; ``address="auto"`` or ``"ray://host:10001"`` joins a cluster. The driver process is
+    :func:`sweep.configure`-d (with ``gpu_preallocate=False``). After the trials, the store is
+    aggregated by Ray tasks in parallel (:func:`sweep.tune.aggregate`).
 
     Ctrl-C (SIGINT) stops the trials, keeps every checkpoint, aggregates the complete blocks,
     prints how many members are done and how to resume (``resume_command``, default the
@@ -279,6 +257,7 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
     from ._progress import ProgressState, SweepProgress
 
     _check_spec(spec)
+    check_checkpoint_every(checkpoint_every)
     configure(gpu_preallocate=False)  # the driver's JAX (data generation) must not take the trials' GPU memory
     fs, path, shown = sweep_location(spec, storage, storage_filesystem)
     verbose = int(tune_options.get("verbose", 0) or 0)
@@ -288,13 +267,13 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
     display = SweepProgress(state, "plain" if verbose and progress == "auto" else progress)
     trackers = make_loggers(loggers, spec, shown)  # unknown names fail here, before Ray starts
     if not make_plan(spec, _stored_block_size(spec, stored) or 10**9, done=done).trials:
-        _aggregate_complete(spec, fs, path, shown, storage_filesystem, stored)
+        _aggregate_complete(spec, fs, path, shown, storage_filesystem, stored, in_tasks=False)
         display.message(f"nothing to train: {len(done)} members already in {shown}")
         return shown
     try:
         interrupted, failures = _run(spec, fs, path, shown, storage_filesystem, address, resume, scheduler,
                                      failure_config, trial_hooks or TrialHooks(), trackers, display, verbose,
-                                     tune_options)
+                                     checkpoint_every, tune_options)
     except KeyboardInterrupt:  # a second Ctrl-C, or one before Tune took over: stop now
         display.close()
         c = state.counts()
@@ -307,11 +286,11 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
     if interrupted:  # what is done is what the checkpoints say (a trial may finish as Tune stops)
         with warnings.catch_warnings():  # the hint says how many members are missing
             warnings.simplefilter("ignore", UserWarning)
-            done_now = _aggregate_complete(spec, fs, path, shown, storage_filesystem, read_plan(fs, path))
+            done_now = _aggregate_complete(spec, fs, path, shown, storage_filesystem, read_plan(fs, path), in_tasks=True)
         display.message(hint := _resume_hint(done_now, state.counts()["members"], resume_command, str(storage)))
         raise Interrupted(hint)
     try:
-        aggregate(shown, filesystem=storage_filesystem)
+        aggregate_in_tasks(shown, filesystem=storage_filesystem)
     except StoreError:
         if not failures:  # every trial failed before its first checkpoint: say that, below
             raise
@@ -326,7 +305,7 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
 
 
 def _run(spec: SweepSpec, fs, path: str, shown: str, storage_filesystem, address, resume: bool, scheduler,
-         failure_config, hooks: TrialHooks, trackers: list, display, verbose: int,
+         failure_config, hooks: TrialHooks, trackers: list, display, verbose: int, checkpoint_every,
          tune_options: Mapping[str, Any]) -> tuple[bool, list[str]]:
     """Start Ray, then fit the restored experiment (``resume``) and a new one for what is left:
     (interrupted, failure messages)."""
@@ -339,15 +318,19 @@ def _run(spec: SweepSpec, fs, path: str, shown: str, storage_filesystem, address
     # thread leaves that call waiting forever for BLAS threads the fork handler stopped.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-prepare") as pool:
         prepared = pool.submit(_prepare, tune_options, fs, path, shown)
-        _ensure_ray(address, quiet=not verbose)
+        ensure_ray(address, quiet=not verbose)
         tune_kw, run_kw = prepared.result()
     datasets = load_datasets(spec)
     from ray import tune
 
     validated = all(d.val.size for d in datasets.values())  # every config has a validation set
     _check_scheduler_metric(scheduler, tune_kw, validated)
-    nodes = _alive_nodes()
+    nodes = alive_nodes()
     check_resources(spec.resources, nodes)
+    slots = trial_slots(spec.resources, nodes)
+    if tune_kw.get("max_concurrent_trials"):
+        slots = min(slots, int(tune_kw["max_concurrent_trials"]))
+    pace = cadence(checkpoint_every, slots, fs)
     data_refs = {key: ray.put(d) for key, d in datasets.items()}
     ray_fs = None if isinstance(fs, pafs.LocalFileSystem) else fs
     stored = read_plan(fs, path)
@@ -365,9 +348,9 @@ def _run(spec: SweepSpec, fs, path: str, shown: str, storage_filesystem, address
 
             # the restored experiment keeps its callbacks, among them the relay to this call's display
             stopped, failures, interrupted = _fit(
-                lambda: tune.Tuner.restore(exp_path, trainable=_trainable(spec, stored, data_refs, {}, ray_fs, hooks),
+                lambda: tune.Tuner.restore(exp_path, trainable=_trainable(spec, stored, data_refs, {}, ray_fs, hooks, pace),
                                            resume_errored=True, restart_errored=False, storage_filesystem=ray_fs),
-                left, [display, *trackers], quiet=not verbose)
+                left, [display, *trackers], quiet=not verbose, slots=slots)
             if interrupted:
                 return True, failures
             stored = stored.with_stopped(stopped)
@@ -387,9 +370,9 @@ def _run(spec: SweepSpec, fs, path: str, shown: str, storage_filesystem, address
             tracker.add(new.trials)
         run_kw = {**run_kw, "callbacks": [*run_kw.get("callbacks", []), Relay()]}
         stopped, failures, interrupted = _fit(
-            lambda: _tuner(spec, new, _trainable(spec, new, data_refs, resume_from, ray_fs, hooks), fs, path,
+            lambda: _tuner(spec, new, _trainable(spec, new, data_refs, resume_from, ray_fs, hooks, pace), fs, path,
                            ray_fs, scheduler, failure_config, tune_kw, run_kw, validated),
-            new.trials, [display, *trackers], quiet=not verbose)
+            new.trials, [display, *trackers], quiet=not verbose, slots=slots)
         if interrupted:
             return True, failures
         if stopped:
@@ -418,7 +401,7 @@ def _tuner(spec: SweepSpec, plan: Plan, trainable, fs, path: str, ray_fs, schedu
     """A new Tune experiment ``<sweep>/tune-NNNN`` with one trial per planned block."""
     from ray import tune
 
-    tune_config = dict(tune_kw)
+    tune_config = {"reuse_actors": True, **tune_kw}
     if _default_metric(scheduler, tune_kw) and validated:
         tune_config.update(metric=METRIC, mode=MODE)
     run_config = {"verbose": 0, "failure_config": failure_config or tune.FailureConfig(max_failures=2),

@@ -1,10 +1,16 @@
-"""The Ray Tune function trainable: one trial trains one block and checkpoints every report.
+"""The Ray Tune function trainable: one trial trains one block, reporting and checkpointing it.
 
-A trial (1) confines JAX to its resources before JAX starts (:mod:`._env`), (2) takes its
-dataset from the object store, (3) resumes from ``tune.get_checkpoint()`` or from a partial
-checkpoint of the same trial key left by an earlier run, then (4) trains with
-:func:`sweep.fit`, saving the block with :func:`sweep.training.save_block` and reporting it
-with ``tune.report(metrics, checkpoint=...)`` at every yield.
+A trial (1) takes its own plan from the object store and confines JAX to its resources before
+JAX starts (:mod:`._env`), (2) takes its dataset from the object store, (3) resumes from
+``tune.get_checkpoint()`` or from a partial checkpoint of the same trial key left by an
+earlier run, then (4) trains with :func:`sweep.fit`, reporting with ``tune.report(metrics,
+checkpoint=...)`` paced by :mod:`._cadence` (the block saved with
+:func:`sweep.training.save_block` when a checkpoint is due).
+
+Tune reuses a worker process for the next trial with the same resources (``reuse_actors``,
+on by default in ``sweep.run``): its JAX set-up, compiled programs (:mod:`sweep.training`'s
+caches), the table of per-trial plans and the last dataset (host and device arrays) stay, so
+that a reused worker's trial costs its training and little else.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from ..planning import TrialPlan
 from ..store import curves_by_column, rollout_curves_by_column
 from ..training import SavedBlock, data_shapes, fit, init_block, load_block, save_block
 from . import _env
+from ._cadence import Cadence, Pacer
 
 
 class TrialHooks(NamedTuple):
@@ -37,6 +44,35 @@ class TrialHooks(NamedTuple):
 
     on_start: Callable[[str], Mapping[str, Any] | None] | None = None
     after_report: Callable[[str, int], None] | None = None
+
+
+class TrialInputs(NamedTuple):
+    """What every trial of an experiment gets (through ``tune.with_parameters``): object refs, not data.
+
+    ``trials`` names ``{trial_key: ObjectRef}`` whose values are ``{"plan": TrialPlan.to_dict(),
+    "resume_from": path of a partial checkpoint or None}``, so a trial fetches its own plan only;
+    ``data`` maps problem ids to the datasets' refs.
+    """
+
+    trials: Any
+    data: Mapping[str, Any]
+    filesystem: Any
+    hooks: TrialHooks
+    cadence: Cadence
+
+
+_WORKER: dict[str, tuple[Any, Any]] = {}  # per process: what="trials"|"data" -> (ObjectRef, its value), the last one
+
+
+def _fetch(what: str, ref) -> Any:
+    """``ray.get(ref)``, kept for the next trial of this worker process (one value per ``what``)."""
+    import ray
+
+    held = _WORKER.get(what)
+    if held is None or held[0] != ref:
+        _WORKER.pop(what, None)  # drop the old value before fetching the new one
+        _WORKER[what] = (ref, ray.get(ref))
+    return _WORKER[what][1]
 
 
 def block_metrics(history, planned_epochs: int) -> dict[str, Any]:
@@ -78,9 +114,9 @@ def device_memory() -> dict[str, int]:
             "device_bytes_limit": int(stats.get("bytes_limit", -1))}
 
 
-def _saved_block(trial: TrialPlan, resume_from: Mapping[str, str], filesystem) -> SavedBlock | None:
+def _saved_block(trial: TrialPlan, resume_from: str | None, filesystem) -> SavedBlock | None:
     """The trial's Tune checkpoint (a restarted trial), else a partial checkpoint of the same
-    trial key left by an earlier run, else None."""
+    trial key left by an earlier run (``resume_from``), else None."""
     from ray import tune
 
     checkpoint = tune.get_checkpoint()
@@ -88,8 +124,8 @@ def _saved_block(trial: TrialPlan, resume_from: Mapping[str, str], filesystem) -
     if checkpoint is not None:
         with checkpoint.as_directory() as d:
             saved = load_block(d)
-    elif trial.trial_key in resume_from:
-        with local_copy(filesystem, resume_from[trial.trial_key]) as d:
+    elif resume_from is not None:
+        with local_copy(filesystem, resume_from) as d:
             saved = load_block(d)
     if saved is not None and (saved.seeds != trial.seeds or saved.trial_id != trial.trial_key):
         raise StoreError(f"checkpoint of trial {saved.trial_id!r} (seeds {saved.seeds}) does not belong to "
@@ -97,21 +133,26 @@ def _saved_block(trial: TrialPlan, resume_from: Mapping[str, str], filesystem) -
     return saved
 
 
-def train_trial(config: Mapping[str, Any], *, trials: Mapping[str, dict], data: Mapping[str, Any],
-                resume_from: Mapping[str, str], filesystem=None, hooks: TrialHooks = TrialHooks()) -> None:
+def _state_bytes(state) -> int:
+    import jax
+
+    return sum(int(x.nbytes) for x in jax.tree_util.tree_leaves(state))
+
+
+def train_trial(config: Mapping[str, Any], *, inputs: TrialInputs) -> None:
     """Train the block of trial ``config["trial_key"]`` (a Tune function trainable)."""
     start_time = time.time()
-    planned = trials[config["trial_key"]]
-    env_info = _env.apply(planned["spec"]["resources"])  # before anything can start JAX
-
     import ray
     from ray import tune
 
-    trial = TrialPlan.from_dict(planned)
+    task = ray.get(_fetch("trials", inputs.trials)[config["trial_key"]])
+    env_info = _env.apply(task["plan"]["spec"]["resources"])  # before anything can start JAX
+
+    trial, hooks = TrialPlan.from_dict(task["plan"]), inputs.hooks
     extra = dict(hooks.on_start(trial.trial_key) or {}) if hooks.on_start else {}
-    dataset = ray.get(data[trial.spec.problem_id])
+    dataset = _fetch("data", inputs.data[trial.spec.problem_id])
     block, state = init_block(trial.spec, trial.seeds, trial.hparams, dataset)
-    saved = _saved_block(trial, resume_from, filesystem)
+    saved = _saved_block(trial, task["resume_from"], inputs.filesystem)
     history = None
     if saved is not None:
         state, history = saved.state, saved.history
@@ -128,10 +169,17 @@ def train_trial(config: Mapping[str, Any], *, trials: Mapping[str, dict], data: 
     if history is not None and int(state.epoch[0]) >= planned_epochs:  # already complete: say where it stands
         tune.report(metrics(history))
         return
+    pacer = Pacer(inputs.cadence, _state_bytes(state), time.time())
     for state, history in fit(block, state, history):
-        with tempfile.TemporaryDirectory(prefix="sweep-ckpt-") as tmp:
-            path = save_block(Path(tmp) / "block", spec=trial.spec, state=state, history=history,
-                              shapes=shapes, trial_id=trial.trial_key)
-            tune.report(metrics(history), checkpoint=tune.Checkpoint.from_directory(str(path)))
+        now, last = time.time(), int(history.epoch[-1]) >= planned_epochs
+        if not pacer.report(now, last):
+            continue
+        if not pacer.checkpoint(now, last):
+            tune.report(metrics(history))
+        else:
+            with tempfile.TemporaryDirectory(prefix="sweep-ckpt-") as tmp:
+                path = save_block(Path(tmp) / "block", spec=trial.spec, state=state, history=history,
+                                  shapes=shapes, trial_id=trial.trial_key)
+                tune.report(metrics(history), checkpoint=tune.Checkpoint.from_directory(str(path)))
         if hooks.after_report:
             hooks.after_report(trial.trial_key, int(history.epoch[-1]))

@@ -1,0 +1,48 @@
+"""The Ray this process works on: started or joined once, its nodes, how many trials fit."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Mapping
+
+
+def ensure_ray(address: str | None, quiet: bool = True) -> None:
+    """Reuse an initialised Ray; else start a new local one (no address) or join ``address``.
+
+    Without an address Ray starts its own instance (``address="local"``), never joining a
+    cluster someone started on this machine with ``ray start`` (which a bare ``ray.init()``
+    would do, and whose end would take this sweep's trials with it).
+    ``quiet``: Ray logs errors only (no banner, no token-authentication notice)."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    level = logging.ERROR if quiet else logging.WARNING
+    with warnings.catch_warnings():  # Ray forks and execs its daemons at once: no JAX state is shared
+        warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+        if address is None:
+            ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level=level)
+        elif address.startswith("ray://"):  # Ray Client: the cluster's own settings apply
+            ray.init(address=address)
+        else:
+            ray.init(address=address, log_to_driver=False, logging_level=level)
+
+
+def alive_nodes() -> list[dict[str, float]]:
+    """The ``Resources`` of every alive node."""
+    import ray
+
+    return [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+
+
+def trial_slots(resources: Mapping[str, float], nodes: list[dict[str, float]]) -> int:
+    """How many trials with ``resources`` the cluster runs at once."""
+    cpu, gpu = float(resources["cpu"]), float(resources["gpu"])
+    total = 0
+    for node in nodes:
+        fit = int(node.get("CPU", 0) // cpu) if cpu else 10**9
+        if gpu:
+            fit = min(fit, int(node.get("GPU", 0) // gpu))
+        total += fit
+    return max(1, total)
