@@ -36,7 +36,8 @@ def spec() -> sweep.SweepSpec:
 
 
 def env(**extra: str) -> dict[str, str]:
-    return {**trial_path_env(), "RAY_ADDRESS": "local", "TERM": "xterm-256color", "SWEEP_DEBUG": "", **extra}
+    # CI="" keeps the live display on under a CI runner (which sets CI=true): it is what this test reads
+    return {**trial_path_env(), "RAY_ADDRESS": "local", "TERM": "xterm-256color", "SWEEP_DEBUG": "", "CI": "", **extra}
 
 
 class Terminal:
