@@ -3,13 +3,13 @@
 Workload (the reference's): heat1d 48 points, 1000 samples, ConvNet(hidden 16, depth 6, relu,
 dirichlet), adam 3e-4, batch 32, 10 seeds; both sides train on the same 800 samples (no validation
 split, ``val_fraction=0``) and test on the same 200. Each side runs as a whole fresh process (compilation cache off, fastest of
-``--repeats``) at two epoch counts; the difference of the two walls gives the steady-state throughput (start-up and compile
+``--repeats``, the two sides' processes in turn) at two epoch counts; the difference of the two walls gives the steady-state throughput (start-up and compile
 cancel). A third fresh process measures a 2048x2048 float32 matmul (all cores, as configured by
 ``sweep.configure()``), so the steady state is also given as a share of the matmul rate: the conv
 matmul FLOPs of the workload (``_flops.py``, analytic) per second over that rate. ``--full`` adds
 the reference's 100 epochs, whole-process wall for both sides.
 
-    python benchmarks/trainer_vs_reference.py --epochs 4 12 [--full]
+    python benchmarks/trainer_vs_reference.py [--epochs 10 100] [--repeats 2] [--full]
 """
 
 from __future__ import annotations
@@ -107,22 +107,31 @@ def matmul(epochs: int, seeds: int) -> dict:
     return {"flops_per_s": matmul_peak(), "train_s": 0.0, "test_loss": [], "peak_bytes": None}
 
 
-def run_side(side: str, epochs: int, seeds: int, repeats: int = 1) -> dict:
-    """The fastest of ``repeats`` fresh processes (no persistent compilation cache: every run compiles)."""
-    runs = []
+def run_side(side: str, epochs: int, seeds: int) -> dict:
+    """One fresh process (no persistent compilation cache: every run compiles), its wall time included."""
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, __file__, "--side", side, "--epochs", str(epochs), "--seeds", str(seeds)],
+                         check=True, capture_output=True, text=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["wall_s"] = time.perf_counter() - start
+    return result
+
+
+def interleaved(sides: list[str], epochs: list[int], seeds: int, repeats: int) -> dict:
+    """The fastest of ``repeats`` processes per (side, epochs), run in turn (reference, sweep,
+    reference, sweep, ...) so that a change of the machine's load affects both sides alike."""
+    runs: dict = {side: {e: [] for e in epochs} for side in sides}
     for _ in range(repeats):
-        start = time.perf_counter()
-        out = subprocess.run([sys.executable, __file__, "--side", side, "--epochs", str(epochs), "--seeds", str(seeds)],
-                             check=True, capture_output=True, text=True)
-        result = json.loads(out.stdout.strip().splitlines()[-1])
-        result["wall_s"] = time.perf_counter() - start
-        runs.append(result)
-    return min(runs, key=lambda r: r["wall_s"])
+        for e in epochs:
+            for side in sides:
+                runs[side][e].append(run_side(side, e, seeds))
+    return {side: {e: min(rs, key=lambda r: r["wall_s"]) for e, rs in by.items()} for side, by in runs.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--epochs", type=int, nargs="+", default=[4, 12])
+    parser.add_argument("--epochs", type=int, nargs="+", default=[10, 100],
+                        help="two epoch counts; far apart, so that the difference of walls is well above the noise")
     parser.add_argument("--side", choices=["reference", "sweep", "matmul"])
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=2, help="fresh processes per measurement (fastest kept)")
@@ -133,7 +142,7 @@ def main() -> None:
         print(json.dumps({"reference": reference, "sweep": seed_sweep, "matmul": matmul}[args.side](args.epochs[0], seeds)))
         return
     e1, e2 = args.epochs
-    res = {side: {e: run_side(side, e, seeds, args.repeats) for e in (e1, e2)} for side in ("reference", "sweep")}
+    res = interleaved(["reference", "sweep"], [e1, e2], seeds, args.repeats)
     rate = {}
     print(f"{seeds} seeds, epochs {e1} and {e2}")
     for side, runs in res.items():
@@ -153,7 +162,8 @@ def main() -> None:
           f"{work['sweep'] / 1e9:.1f} GFLOP/s = {work['sweep'] / peak:.0%} of the peak, reference "
           f"{work['reference'] / 1e9:.1f} GFLOP/s = {work['reference'] / peak:.0%}")
     if args.full:
-        ref, own = run_side("reference", 100, seeds), run_side("sweep", 100, seeds)
+        full = interleaved(["reference", "sweep"], [100], seeds, 1)
+        ref, own = full["reference"][100], full["sweep"][100]
         print(f"100 epochs whole process: reference {ref['wall_s']:.1f} s, sweep {own['wall_s']:.1f} s, "
               f"ratio {ref['wall_s'] / own['wall_s']:.2f}x; mean test loss reference "
               f"{sum(ref['test_loss']) / seeds:.3e}, sweep {sum(own['test_loss']) / seeds:.3e}")

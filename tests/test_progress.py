@@ -136,3 +136,15 @@ def test_duration_and_modes():
     assert [duration(s) for s in (0, 75, 3725)] == ["0:00", "1:15", "1:02:05"]
     with pytest.raises(ValueError, match="progress.*'fancy'"):
         SweepProgress(ProgressState(grid_spec(), ()), mode="fancy")
+
+
+def test_a_spec_without_a_grid_names_its_one_configuration_not_a_hash():
+    spec, clock = tiny_spec(seeds=2), Clock()
+    plan = make_plan(spec)
+    state = ProgressState(spec, plan.trials, clock=clock)
+    state.statuses([tune_trial(plan.trials[0].trial_key, "RUNNING")])
+    clock.now += 5
+    state.report(plan.trials[0].trial_key, result(2, [0.5, 0.25]))
+    line = state.line()
+    assert line.endswith("best test loss: (one configuration) 0.25"), line
+    assert plan.trials[0].config_id not in line

@@ -50,6 +50,9 @@ class _Trial:
         self.status, self.epoch, self.start_epoch = "pending", 0, None
 
 
+NO_GRID = "(one configuration)"  # the label of a spec without a grid
+
+
 class ProgressState:
     """What the display shows: every member of ``spec``, those in ``done`` already trained."""
 
@@ -65,7 +68,7 @@ class ProgressState:
         for config, hsets in spec.expand():
             probe = TrialPlan("", config.config_id, config, (), hsets)
             for h in hsets:
-                label = config_label(probe.grid_values(spec.grid, h), self.names) or config.config_id
+                label = config_label(probe.grid_values(spec.grid, h), self.names) or NO_GRID
                 self._label[(config.config_id, hparams_key(h))] = label
                 entry = self.configs.setdefault(label, [0, 0])
                 entry[0] += done_by.get((config.config_id, hparams_key(h)), 0)
