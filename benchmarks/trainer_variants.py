@@ -21,7 +21,6 @@ the largest gradient difference to the product's forward:
 from __future__ import annotations
 
 import argparse
-import functools as ft
 import json
 import os
 import subprocess
