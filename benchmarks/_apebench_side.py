@@ -65,8 +65,12 @@ def main() -> None:
     p.add_argument("--train", default="one", help="APEBench train_config: one, sup;K, ...")
     p.add_argument("--num-seeds", type=int, default=8)
     p.add_argument("--start-seed", type=int, default=0)
-    p.add_argument("--apebench-metrics", action=argparse.BooleanOptionalAction, default=True,
-                   help="also compute APEBench's own perform_tests metric (a cross-check)")
+    p.add_argument(
+        "--apebench-metrics",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also compute APEBench's own perform_tests metric (a cross-check)",
+    )
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -76,8 +80,11 @@ def main() -> None:
         kwargs["optim_config"] = args.optim_config
     scenario = apebench.scenarios.scenario_dict[args.scenario](**kwargs)
     train_traj, test_traj = scenario.get_train_data(), scenario.get_test_data()
-    np.savez(args.out / "data.npz", train_traj=np.asarray(train_traj, np.float32),
-             test_traj=np.asarray(test_traj, np.float32))
+    np.savez(
+        args.out / "data.npz",
+        train_traj=np.asarray(train_traj, np.float32),
+        test_traj=np.asarray(test_traj, np.float32),
+    )
 
     seeds = args.start_seed + jnp.arange(args.num_seeds)
     train = _train_fn(scenario, args.network, args.train)
@@ -89,17 +96,34 @@ def main() -> None:
     if args.apebench_metrics:
         with clock() as metric_timing:
             metrics = {k: np.asarray(v).tolist() for k, v in scenario.perform_tests(nets).items()}
-    versions = {n: importlib.metadata.version(n) for n in ("apebench", "exponax", "trainax", "pdequinox", "equinox", "jax", "optax")}
-    (args.out / "side.json").write_text(json.dumps({
-        "scenario": args.scenario, "scenario_class": type(scenario).__name__, "config": _config(scenario),
-        "network": args.network, "train": args.train, "seeds": np.asarray(seeds).tolist(),
-        "num_training_steps": scenario.num_training_steps, "batch_size": scenario.batch_size,
-        "train_seconds": timing["seconds"], "compile_seconds": timing["compile_seconds"],
-        "train_cpu_seconds": timing["cpu_seconds"],
-        "loss_history": np.asarray(losses).tolist(), "record_loss_every": scenario.record_loss_every,
-        "apebench_metrics": metrics, "apebench_metrics_seconds": metric_timing["seconds"],
-        "versions": versions, "jax_devices": len(jax.devices()),
-    }, indent=1))
+    versions = {
+        n: importlib.metadata.version(n)
+        for n in ("apebench", "exponax", "trainax", "pdequinox", "equinox", "jax", "optax")
+    }
+    (args.out / "side.json").write_text(
+        json.dumps(
+            {
+                "scenario": args.scenario,
+                "scenario_class": type(scenario).__name__,
+                "config": _config(scenario),
+                "network": args.network,
+                "train": args.train,
+                "seeds": np.asarray(seeds).tolist(),
+                "num_training_steps": scenario.num_training_steps,
+                "batch_size": scenario.batch_size,
+                "train_seconds": timing["seconds"],
+                "compile_seconds": timing["compile_seconds"],
+                "train_cpu_seconds": timing["cpu_seconds"],
+                "loss_history": np.asarray(losses).tolist(),
+                "record_loss_every": scenario.record_loss_every,
+                "apebench_metrics": metrics,
+                "apebench_metrics_seconds": metric_timing["seconds"],
+                "versions": versions,
+                "jax_devices": len(jax.devices()),
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -106,4 +106,6 @@ class OtherLoad:
         return False
 
     def __str__(self) -> str:
-        return f"other processes used {self.cores:.2f} of {os.cpu_count()} cores (1-min load average {self.loadavg:.1f})"
+        return (
+            f"other processes used {self.cores:.2f} of {os.cpu_count()} cores (1-min load average {self.loadavg:.1f})"
+        )

@@ -47,7 +47,9 @@ for i, n in enumerate(chunks(config.training)):
     history = history.reported(state, evaluation)
     t = step(f"run_chunk {i + 1}" + (" (program from the compile cache)" if i == 0 else ""), t)
     with tempfile.TemporaryDirectory() as tmp:
-        save_block(Path(tmp) / "block", spec=config, state=state, history=history, shapes=data_shapes(data), trial_id="x")
+        save_block(
+            Path(tmp) / "block", spec=config, state=state, history=history, shapes=data_shapes(data), trial_id="x"
+        )
     t = step(f"save_block {i + 1}", t)
 steps["total in process"] = time.perf_counter() - T0
 print(json.dumps(steps))

@@ -21,15 +21,17 @@ def make_quick(args: argparse.Namespace, epochs: int) -> None:
     args.points, args.samples, args.hidden, args.depth = 16, 60, 4, 2
 
 
-def heat_spec(args: argparse.Namespace, *, name: str, seeds: int, seeds_per_trial: int | str, cpus: float,
-              gpus: float = 0):
+def heat_spec(
+    args: argparse.Namespace, *, name: str, seeds: int, seeds_per_trial: int | str, cpus: float, gpus: float = 0
+):
     import sweep
 
     return sweep.SweepSpec(
         name=name,
         problem=sweep.Problem("heat1d", num_points=args.points, num_samples=args.samples, data_seed=0),
-        model=sweep.Model("ConvNet", hidden_channels=args.hidden, depth=args.depth, activation="relu",
-                          boundary_mode="dirichlet"),
+        model=sweep.Model(
+            "ConvNet", hidden_channels=args.hidden, depth=args.depth, activation="relu", boundary_mode="dirichlet"
+        ),
         optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
         training=sweep.Training(epochs=args.epochs, batch_size=32, report_every=args.report_every),
         seeds=seeds,

@@ -50,11 +50,13 @@ def make_spec(members: int, blocks: int, configs: int) -> sweep.SweepSpec:
     if members % blocks or blocks % configs:
         sys.exit(f"--members {members} must be a multiple of --blocks {blocks}, and --blocks of --configs {configs}")
     return sweep.SweepSpec(
-        name=NAME, problem=sweep.Problem("heat1d", num_points=16, num_samples=40, data_seed=0),
+        name=NAME,
+        problem=sweep.Problem("heat1d", num_points=16, num_samples=40, data_seed=0),
         model=sweep.Model("ConvNet", hidden_channels=4, depth=1, activation="relu"),
         optimizer=sweep.Optimizer("adam", learning_rate=1e-3),
         training=sweep.Training(epochs=1, batch_size=8, report_every=1),
-        seeds=members // configs, seeds_per_trial=members // blocks,
+        seeds=members // configs,
+        seeds_per_trial=members // blocks,
         grid={"model.depth": list(range(1, configs + 1))},
     )
 
@@ -73,10 +75,17 @@ def build(root: Path, members: int, blocks: int, configs: int) -> float:
         m = len(trial.seeds) * len(block.hparams)
         train = rng.lognormal(-4, 1, (m, 1)).astype(np.float32)
         val, test = ((train * rng.lognormal(0, 0.1, (m, 1))).astype(np.float32) for _ in range(2))
-        history = History(block.seeds, block.hparams, np.array([1], np.int32), train, {"loss": val}, {"loss": test},
-                          np.zeros(m, bool))
-        save_block(root / "tune-0001" / trial.trial_key / "checkpoint_000000", spec=trial.spec, state=state,
-                   history=history, shapes=shapes, trial_id=trial.trial_key)
+        history = History(
+            block.seeds, block.hparams, np.array([1], np.int32), train, {"loss": val}, {"loss": test}, np.zeros(m, bool)
+        )
+        save_block(
+            root / "tune-0001" / trial.trial_key / "checkpoint_000000",
+            spec=trial.spec,
+            state=state,
+            history=history,
+            shapes=shapes,
+            trial_id=trial.trial_key,
+        )
         if (i + 1) % max(1, len(plan.trials) // 10) == 0:
             print(f"  built {i + 1}/{len(plan.trials)} blocks, {time.perf_counter() - start:.0f} s", flush=True)
     return time.perf_counter() - start
@@ -93,6 +102,7 @@ def child_aggregate(root: str, shard_mib: float | None, cpus: int = 0) -> dict:
     out = {}
     if cpus:
         import ray
+
         from sweep.tune import RayTasks
 
         start = time.perf_counter()
@@ -108,8 +118,11 @@ def child_aggregate(root: str, shard_mib: float | None, cpus: int = 0) -> dict:
         out["task_peak_rss_mib"] = tasks.peak_rss_mib
     if root:
         store = (Path(root) / "ensembles").resolve()
-        out["digests"] = {str(f.relative_to(store)): hashlib.sha256(f.read_bytes()).hexdigest()
-                          for f in sorted(store.rglob("*")) if f.is_file()}
+        out["digests"] = {
+            str(f.relative_to(store)): hashlib.sha256(f.read_bytes()).hexdigest()
+            for f in sorted(store.rglob("*"))
+            if f.is_file()
+        }
     return out
 
 
@@ -123,7 +136,11 @@ def child_query(root: str, seed: int, depth: int) -> dict:
     out = {}
     start = time.perf_counter()
     ens = sweep.load(root, storage_filesystem=fs)
-    out["load_s"], out["load_bytes"], out["load_files"] = time.perf_counter() - start, counter.total(), counter.by_file()
+    out["load_s"], out["load_bytes"], out["load_files"] = (
+        time.perf_counter() - start,
+        counter.total(),
+        counter.by_file(),
+    )
     out["members"] = len(ens)
     counter.reset()
     start = time.perf_counter()
@@ -132,8 +149,14 @@ def child_query(root: str, seed: int, depth: int) -> dict:
     counter.reset()
     start = time.perf_counter()
     member = selection.member(seed=seed)
-    out["member_s"], out["member_bytes"], out["member_files"] = time.perf_counter() - start, counter.total(), counter.by_file()
-    out["member_params"] = int(sum(np.size(x) for x in __import__("jax").tree_util.tree_leaves(member) if hasattr(x, "shape")))
+    out["member_s"], out["member_bytes"], out["member_files"] = (
+        time.perf_counter() - start,
+        counter.total(),
+        counter.by_file(),
+    )
+    out["member_params"] = int(
+        sum(np.size(x) for x in __import__("jax").tree_util.tree_leaves(member) if hasattr(x, "shape"))
+    )
     counter.reset()
     start = time.perf_counter()
     ens.where(depth=depth).member(seed=seed + 1)
@@ -144,16 +167,24 @@ def child_query(root: str, seed: int, depth: int) -> dict:
     for g in range(meta.num_row_groups):
         rg = meta.row_group(g)
         cols = {rg.column(c).path_in_schema: rg.column(c) for c in range(rg.num_columns)}
-        stats = {k: (cols[k].statistics.has_min_max if cols[k].statistics else False) for k in ("config_id", "seed") if k in cols}
+        stats = {
+            k: (cols[k].statistics.has_min_max if cols[k].statistics else False)
+            for k in ("config_id", "seed")
+            if k in cols
+        }
         groups.append({"rows": rg.num_rows, "bytes": rg.total_byte_size, "stats": stats})
     out["row_groups"] = groups
-    out["store_files"] = {k: v["bytes"] for k, v in json.loads(Path(root_dir, "manifest.json").read_text())["files"].items()}
+    out["store_files"] = {
+        k: v["bytes"] for k, v in json.loads(Path(root_dir, "manifest.json").read_text())["files"].items()
+    }
     out["peak_rss_mib"] = _peak_mib()
     return out
 
 
 def _child(kind: str, *args: str) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", kind, *args], capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", kind, *args], capture_output=True, text=True, check=False
+    )
     if out.returncode:
         sys.exit(f"{kind} failed:\n{out.stderr[-4000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -168,7 +199,9 @@ def main() -> None:
     parser.add_argument("--members", type=int, default=100_000)
     parser.add_argument("--blocks", type=int, default=1_000)
     parser.add_argument("--configs", type=int, default=4)
-    parser.add_argument("--shard-mib", type=float, default=None, help="aggregate with this shard size (default: the product's)")
+    parser.add_argument(
+        "--shard-mib", type=float, default=None, help="aggregate with this shard size (default: the product's)"
+    )
     parser.add_argument("--dir", default=None, help="where to build the sweep directory (default: a temp dir)")
     parser.add_argument("--keep", action="store_true", help="keep the sweep directory")
     parser.add_argument("--reuse", action="store_true", help="reuse an existing --dir (skip building)")
@@ -187,8 +220,10 @@ def main() -> None:
     base = Path(args.dir or tempfile.mkdtemp(prefix="sweep-aggscale-"))
     root = base / NAME
     try:
-        print(f"aggregate_scale: {args.members} members of ConvNet hidden 4, depth 1..{args.configs} (16 points) in "
-              f"{args.blocks} blocks of {args.members // args.blocks} over {args.configs} configs; dir {root}")
+        print(
+            f"aggregate_scale: {args.members} members of ConvNet hidden 4, depth 1..{args.configs} (16 points) in "
+            f"{args.blocks} blocks of {args.members // args.blocks} over {args.configs} configs; dir {root}"
+        )
         if not (args.reuse and root.exists()):
             shutil.rmtree(root, ignore_errors=True)
             seconds = build(root, args.members, args.blocks, args.configs)
@@ -199,32 +234,45 @@ def main() -> None:
         label = "shard " + shard + " MiB" if args.shard_mib else "default shard size"
         with OtherLoad() as load:
             agg = _child("aggregate", str(root), shard, "0")
-        print(f"aggregate, one process ({label}): {agg['seconds']:.1f} s, {args.members / agg['seconds']:.0f} members/s, "
-              f"peak RSS {agg['peak_rss_mib']:.0f} MiB (after imports {agg['peak_before_mib']:.0f} MiB; a process that "
-              f"only imports seed-sweep peaks at {baseline['peak_rss_mib']:.0f} MiB); {load}", flush=True)
+        print(
+            f"aggregate, one process ({label}): {agg['seconds']:.1f} s, {args.members / agg['seconds']:.0f} members/s, "
+            f"peak RSS {agg['peak_rss_mib']:.0f} MiB (after imports {agg['peak_before_mib']:.0f} MiB; a process that "
+            f"only imports seed-sweep peaks at {baseline['peak_rss_mib']:.0f} MiB); {load}",
+            flush=True,
+        )
         with OtherLoad() as load:
             par = _child("aggregate", str(root), shard, str(args.cpus))
         tasks = par["task_peak_rss_mib"]
-        print(f"aggregate, {len(tasks)} Ray tasks on {args.cpus} CPUs ({label}): {par['seconds']:.1f} s "
-              f"(+ ray.init {par['ray_init_s']:.1f} s), {args.members / par['seconds']:.0f} members/s, driver peak RSS "
-              f"{par['peak_rss_mib']:.0f} MiB (after imports and ray.init {par['peak_before_mib']:.0f} MiB); task worker "
-              f"peak RSS {min(tasks):.0f}-{max(tasks):.0f} MiB; {load}")
+        print(
+            f"aggregate, {len(tasks)} Ray tasks on {args.cpus} CPUs ({label}): {par['seconds']:.1f} s "
+            f"(+ ray.init {par['ray_init_s']:.1f} s), {args.members / par['seconds']:.0f} members/s, driver peak RSS "
+            f"{par['peak_rss_mib']:.0f} MiB (after imports and ray.init {par['peak_before_mib']:.0f} MiB); task worker "
+            f"peak RSS {min(tasks):.0f}-{max(tasks):.0f} MiB; {load}"
+        )
         same = agg["digests"] == par["digests"]
         print(f"stores byte-identical (sha256 of all {len(agg['digests'])} files): {'yes' if same else 'NO'}")
         q = _child("query", str(root), str(args.members // args.configs // 2 + 1), str(max(1, args.configs - 1)))
         leaves = {k: v for k, v in q["store_files"].items() if k.endswith(".eqx")}
-        print(f"store: {q['members']} members; {len(leaves)} leaves file(s), {_mib(sum(leaves.values()))} in all, "
-              f"largest {_mib(max(leaves.values()))}; members.parquet {_mib(q['store_files']['members.parquet'])}")
+        print(
+            f"store: {q['members']} members; {len(leaves)} leaves file(s), {_mib(sum(leaves.values()))} in all, "
+            f"largest {_mib(max(leaves.values()))}; members.parquet {_mib(q['store_files']['members.parquet'])}"
+        )
         groups = q["row_groups"]
-        print(f"members.parquet: {len(groups)} row group(s) of {[g['rows'] for g in groups]} rows; min/max statistics "
-              f"on config_id/seed: {groups[0]['stats'] if groups else {}}")
+        print(
+            f"members.parquet: {len(groups)} row group(s) of {[g['rows'] for g in groups]} rows; min/max statistics "
+            f"on config_id/seed: {groups[0]['stats'] if groups else {}}"
+        )
+
         def show(files):
             return "; ".join(f"{Path(k).name} x{o} {_mib(b)}" for k, (o, b) in sorted(files.items()))
+
         print(f"sweep.load: {q['load_s']:.3f} s, read {_mib(q['load_bytes'])} ({show(q['load_files'])})")
         print(f"where(depth={max(1, args.configs - 1)}): {q['where_s']:.3f} s, read {_mib(q['where_bytes'])}")
-        print(f"where(depth={max(1, args.configs - 1)}).member(seed=...): {q['member_s']:.3f} s, read "
-              f"{_mib(q['member_bytes'])} ({show(q['member_files'])}); member has {q['member_params']} parameters; "
-              f"next seed of the same config: {q['member2_s']:.3f} s, {_mib(q['member2_bytes'])}")
+        print(
+            f"where(depth={max(1, args.configs - 1)}).member(seed=...): {q['member_s']:.3f} s, read "
+            f"{_mib(q['member_bytes'])} ({show(q['member_files'])}); member has {q['member_params']} parameters; "
+            f"next seed of the same config: {q['member2_s']:.3f} s, {_mib(q['member2_bytes'])}"
+        )
         print(f"query process peak RSS {q['peak_rss_mib']:.0f} MiB")
     finally:
         if not args.keep and not args.dir:

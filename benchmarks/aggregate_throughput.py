@@ -27,10 +27,13 @@ def _spec(seeds: int):
     import sweep
 
     return sweep.SweepSpec(
-        name="bench", problem=sweep.Problem("heat1d", num_points=48, num_samples=250),
+        name="bench",
+        problem=sweep.Problem("heat1d", num_points=48, num_samples=250),
         model=sweep.Model("ConvNet", hidden_channels=16, depth=6, activation="relu", boundary_mode="dirichlet"),
-        optimizer=sweep.Optimizer("adam", learning_rate=3e-4), training=sweep.Training(epochs=1, report_every=1),
-        seeds=seeds, seeds_per_trial=16,
+        optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
+        training=sweep.Training(epochs=1, report_every=1),
+        seeds=seeds,
+        seeds_per_trial=16,
     )
 
 
@@ -47,10 +50,23 @@ def _build(root: Path, trials: int) -> None:
         block, state = sweep.init_block(trial.spec, trial.seeds, trial.hparams, data)
         m = len(trial.seeds) * len(block.hparams)
         curve = np.zeros((m, 1), np.float32)
-        history = History(block.seeds, block.hparams, np.array([1], np.int32), curve, {"loss": curve}, {"loss": curve},
-                          np.zeros(m, bool))
-        save_block(root / "run" / f"trial_{i:05d}" / "checkpoint_000000", spec=trial.spec, state=state,
-                   history=history, shapes=data_shapes(data), trial_id=trial.trial_key)
+        history = History(
+            block.seeds,
+            block.hparams,
+            np.array([1], np.int32),
+            curve,
+            {"loss": curve},
+            {"loss": curve},
+            np.zeros(m, bool),
+        )
+        save_block(
+            root / "run" / f"trial_{i:05d}" / "checkpoint_000000",
+            spec=trial.spec,
+            state=state,
+            history=history,
+            shapes=data_shapes(data),
+            trial_id=trial.trial_key,
+        )
 
 
 def _child(root: str, shard_mib: float) -> None:
@@ -66,8 +82,12 @@ def _child(root: str, shard_mib: float) -> None:
 
 
 def _run(root: str, shard_mib: float) -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", root, "--shard-mib", str(shard_mib)],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", root, "--shard-mib", str(shard_mib)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -80,8 +100,10 @@ def main() -> None:
     if args.child is not None:
         return _child(args.child, args.shard_mib[0])
     baseline = _run("", 1.0)
-    print(f"aggregate benchmark: trials x 16 seeds of one config (ConvNet hidden 16 depth 6, 48 points); "
-          f"a process that only imports seed-sweep peaks at {baseline['peak_rss_mib']:.0f} MiB")
+    print(
+        f"aggregate benchmark: trials x 16 seeds of one config (ConvNet hidden 16 depth 6, 48 points); "
+        f"a process that only imports seed-sweep peaks at {baseline['peak_rss_mib']:.0f} MiB"
+    )
     print(f"{'trials':>7}{'members':>9}{'shard MiB':>11}{'seconds':>9}{'members/s':>11}{'peak RSS MiB':>14}")
     with tempfile.TemporaryDirectory() as tmp:
         for trials in args.trials:
@@ -90,8 +112,10 @@ def main() -> None:
             for shard in args.shard_mib:
                 r = _run(str(root), shard)
                 members = 16 * trials
-                print(f"{trials:>7}{members:>9}{shard:>11g}{r['seconds']:>9.2f}{members / r['seconds']:>11.0f}"
-                      f"{r['peak_rss_mib']:>14.0f}")
+                print(
+                    f"{trials:>7}{members:>9}{shard:>11g}{r['seconds']:>9.2f}{members / r['seconds']:>11.0f}"
+                    f"{r['peak_rss_mib']:>14.0f}"
+                )
 
 
 if __name__ == "__main__":

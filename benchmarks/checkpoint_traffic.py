@@ -55,21 +55,35 @@ def _copy_files(source, destination, source_filesystem=None, destination_filesys
     try:
         from ray.train._internal.storage import _pyarrow_fs_copy_files
     except ImportError:  # a Ray without it: the same call with Ray's settings
-        return pafs.copy_files(source, destination, source_filesystem=source_filesystem,
-                               destination_filesystem=destination_filesystem, chunk_size=64 * 2**20,
-                               use_threads=not isinstance(destination_filesystem, pafs.S3FileSystem))
-    _pyarrow_fs_copy_files(source, destination, source_filesystem=source_filesystem,
-                           destination_filesystem=destination_filesystem)
+        return pafs.copy_files(
+            source,
+            destination,
+            source_filesystem=source_filesystem,
+            destination_filesystem=destination_filesystem,
+            chunk_size=64 * 2**20,
+            use_threads=not isinstance(destination_filesystem, pafs.S3FileSystem),
+        )
+    _pyarrow_fs_copy_files(
+        source, destination, source_filesystem=source_filesystem, destination_filesystem=destination_filesystem
+    )
 
 
 def make_block(net: str, members: int):
     o = NETS[net]
     spec = sweep.SweepSpec(
-        name="traffic", problem=sweep.Problem("heat1d", num_points=o["points"], num_samples=40),
-        model=sweep.Model("ConvNet", hidden_channels=o["hidden"], depth=o["depth"], activation="relu",
-                          boundary_mode=o["boundary_mode"]),
+        name="traffic",
+        problem=sweep.Problem("heat1d", num_points=o["points"], num_samples=40),
+        model=sweep.Model(
+            "ConvNet",
+            hidden_channels=o["hidden"],
+            depth=o["depth"],
+            activation="relu",
+            boundary_mode=o["boundary_mode"],
+        ),
         optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
-        training=sweep.Training(epochs=10, batch_size=8, report_every=1), seeds=members, seeds_per_trial=members,
+        training=sweep.Training(epochs=10, batch_size=8, report_every=1),
+        seeds=members,
+        seeds_per_trial=members,
     )
     config = spec.expand()[0][0]
     data = sweep.load_data(config)
@@ -77,9 +91,15 @@ def make_block(net: str, members: int):
     state = jax.tree_util.tree_map(np.asarray, state)
     params = sum(x[0].size for x in jax.tree_util.tree_leaves(state.params))
     curve = np.full((members, 10), 0.02, np.float32)
-    history = History(block.seeds, block.hparams, np.arange(1, 11, dtype=np.int32),
-                      np.full((members, 10), 0.01, np.float32), {"loss": curve}, {"loss": curve},
-                      np.zeros(members, bool))
+    history = History(
+        block.seeds,
+        block.hparams,
+        np.arange(1, 11, dtype=np.int32),
+        np.full((members, 10), 0.01, np.float32),
+        {"loss": curve},
+        {"loss": curve},
+        np.zeros(members, bool),
+    )
     return config, state, history, data_shapes(data), params
 
 
@@ -91,8 +111,9 @@ def _start_moto() -> tuple[subprocess.Popen, int]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, MOTO, str(port)], stdout=subprocess.PIPE, text=True,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, MOTO, str(port)], stdout=subprocess.PIPE, text=True, stderr=subprocess.DEVNULL
+    )
     for line in proc.stdout:  # moto prints a line of its own first
         if "READY" in line:
             break
@@ -125,8 +146,10 @@ def main() -> None:
 def _measure(args, port: int) -> None:
     s3 = _s3(port)
     local = pafs.LocalFileSystem()
-    print(f"checkpoint traffic: blocks of {args.members} members; fastest of {args.repeats}; moto S3 on 127.0.0.1:{port} "
-          f"in its own process")
+    print(
+        f"checkpoint traffic: blocks of {args.members} members; fastest of {args.repeats}; moto S3 on 127.0.0.1:{port} "
+        f"in its own process"
+    )
     print(f"{'net':>9} {'params':>7} {'MiB':>8} {'step':<44}{'seconds':>8}{'MB/s':>9}")
     for net in args.nets:
         config, state, history, shapes, params = make_block(net, args.members)
@@ -137,8 +160,9 @@ def _measure(args, port: int) -> None:
                 tmp = Path(tmp)
                 t = {}
                 start = time.perf_counter()
-                path = save_block(tmp / "ckpt" / "block", spec=config, state=state, history=history, shapes=shapes,
-                                  trial_id="t")
+                path = save_block(
+                    tmp / "ckpt" / "block", spec=config, state=state, history=history, shapes=shapes, trial_id="t"
+                )
                 t["save_block to a local temp dir"] = time.perf_counter() - start
                 start = time.perf_counter()
                 os.sync()

@@ -21,8 +21,9 @@ from _workload import add_options, heat_spec, make_quick
 
 
 def spec_for(args, cpus: int, seeds_per_trial: int):
-    return heat_spec(args, name=f"concurrency-{cpus}cpu", seeds=2 * args.seeds_per_trial,
-                     seeds_per_trial=seeds_per_trial, cpus=cpus)
+    return heat_spec(
+        args, name=f"concurrency-{cpus}cpu", seeds=2 * args.seeds_per_trial, seeds_per_trial=seeds_per_trial, cpus=cpus
+    )
 
 
 def measure(spec, storage: str) -> dict:
@@ -36,12 +37,21 @@ def measure(spec, storage: str) -> dict:
         reports = [json.loads(line) for line in Path(f).read_text().splitlines() if line.strip()]
         first, last = reports[0], reports[-1]
         member_epochs = last["members"] * (last["epoch"] - first["epoch"])
-        trials.append({"rate": member_epochs / max(last["report_time"] - first["report_time"], 1e-9),
-                       "start": first["report_time"], "end": last["report_time"]})
+        trials.append(
+            {
+                "rate": member_epochs / max(last["report_time"] - first["report_time"], 1e-9),
+                "start": first["report_time"],
+                "end": last["report_time"],
+            }
+        )
     overlap = max(0.0, min(t["end"] for t in trials) - max(t["start"] for t in trials))
     span = max(t["end"] for t in trials) - min(t["start"] for t in trials)
-    return {"wall": wall, "rate": sum(t["rate"] for t in trials), "trials": len(trials),
-            "overlap": overlap / span if span > 0 else 1.0}
+    return {
+        "wall": wall,
+        "rate": sum(t["rate"] for t in trials),
+        "trials": len(trials),
+        "overlap": overlap / span if span > 0 else 1.0,
+    }
 
 
 def main() -> None:
@@ -57,13 +67,17 @@ def main() -> None:
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     b = args.seeds_per_trial
-    print(f"workload: {2 * b} seeds x {args.epochs} epochs (report every {args.report_every}), ConvNet hidden "
-          f"{args.hidden} depth {args.depth}, heat1d {args.points} points {args.samples} samples; Ray with 2 CPUs")
+    print(
+        f"workload: {2 * b} seeds x {args.epochs} epochs (report every {args.report_every}), ConvNet hidden "
+        f"{args.hidden} depth {args.depth}, heat1d {args.points} points {args.samples} samples; Ray with 2 CPUs"
+    )
     with tempfile.TemporaryDirectory(prefix="sweep-concurrency-") as storage:
         two = measure(spec_for(args, 1, b), storage)
         one = measure(spec_for(args, 2, 2 * b), storage)
-    print(f"2 trials x 1 CPU ({b} seeds each): {two['rate']:9.2f} member-epochs/s steady, "
-          f"wall {two['wall']:.2f} s, trials overlapped {100 * two['overlap']:.0f}% of their span")
+    print(
+        f"2 trials x 1 CPU ({b} seeds each): {two['rate']:9.2f} member-epochs/s steady, "
+        f"wall {two['wall']:.2f} s, trials overlapped {100 * two['overlap']:.0f}% of their span"
+    )
     print(f"1 trial  x 2 CPU ({2 * b} seeds):      {one['rate']:9.2f} member-epochs/s steady, wall {one['wall']:.2f} s")
     print(f"ratio (2x1 CPU)/(1x2 CPU): {two['rate'] / one['rate']:.3f}")
 

@@ -32,18 +32,28 @@ from sweep.training import History
 
 def _store(directory: str, members: int) -> str:
     spec = sweep.SweepSpec(
-        name="bench", problem=sweep.Problem("heat1d", num_points=48, num_samples=250),
+        name="bench",
+        problem=sweep.Problem("heat1d", num_points=48, num_samples=250),
         model=sweep.Model("ConvNet", hidden_channels=16, depth=6, activation="relu", boundary_mode="dirichlet"),
-        optimizer=sweep.Optimizer("adam", learning_rate=3e-4), seeds=members,
+        optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
+        seeds=members,
     )
     keys = jax.random.split(jax.random.key(0), members)
     model = eqx.filter_vmap(lambda k: build_model("ConvNet", dict(spec.model.options), (1, 48), 1, key=k))(keys)
     seeds = tuple(range(members))
     zeros = np.zeros((members, 1), np.float32)
-    history = History(seeds, ({},), np.array([1], np.int32), zeros, {"loss": zeros}, {"loss": zeros},
-                      np.zeros(members, bool))
-    block = SimpleNamespace(spec=spec, seeds=seeds, hparams=({},), shapes=((1, 48), 1, 200), history=history,
-                            state=SimpleNamespace(params=eqx.filter(model, eqx.is_array)), trial_id="bench")
+    history = History(
+        seeds, ({},), np.array([1], np.int32), zeros, {"loss": zeros}, {"loss": zeros}, np.zeros(members, bool)
+    )
+    block = SimpleNamespace(
+        spec=spec,
+        seeds=seeds,
+        hparams=({},),
+        shapes=((1, 48), 1, 200),
+        history=history,
+        state=SimpleNamespace(params=eqx.filter(model, eqx.is_array)),
+        trial_id="bench",
+    )
     return aggregate_blocks(f"{directory}/ensembles", [block])
 
 
@@ -71,7 +81,9 @@ def main() -> None:
         ens = load(_store(tmp, args.members))
         x = np.asarray(jax.random.normal(jax.random.key(1), (200, 1, 48)), np.float32)
         stacked = ens.stacked()
-        members = [jax.tree_util.tree_map(lambda a, i=i: a[i] if eqx.is_array(a) else a, stacked) for i in range(len(ens))]
+        members = [
+            jax.tree_util.tree_map(lambda a, i=i: a[i] if eqx.is_array(a) else a, stacked) for i in range(len(ens))
+        ]
         one = eqx.filter_jit(lambda m, x: jax.vmap(m)(x))
         naive = eqx.filter_jit(eqx.filter_vmap(lambda m, x: jax.vmap(m)(x), in_axes=(eqx.if_array(0), None)))
 
@@ -83,8 +95,13 @@ def main() -> None:
         rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         np.testing.assert_allclose(y[:8], np.stack([one(m, x) for m in members[:8]]), rtol=1e-4, atol=1e-5)
 
-        times = _best({"predict": lambda: ens.predict(x, chunk_size=args.chunk_size),
-                       "jitted loop": lambda: [one(m, x) for m in members]}, args.repeats)
+        times = _best(
+            {
+                "predict": lambda: ens.predict(x, chunk_size=args.chunk_size),
+                "jitted loop": lambda: [one(m, x) for m in members],
+            },
+            args.repeats,
+        )
         times |= _best({"naive filter_vmap": lambda: naive(stacked, x)}, 1)
         a = jax.random.normal(jax.random.key(2), (2048, 2048))
         matmul = jax.jit(lambda a: a @ a)
@@ -93,14 +110,18 @@ def main() -> None:
         cost = jax.jit(lambda p: jax.vmap(eqx.combine(p, static))(x)).lower(params).compile().cost_analysis()
         total = (cost[0] if isinstance(cost, list) else cost)["flops"] * len(ens)
 
-    print(f"predict benchmark: {len(ens)} members x {x.shape[0]} inputs, ConvNet hidden 16 depth 6 on 48 points, "
-          f"chunk_size {args.chunk_size}, {len(jax.devices('cpu'))} host devices, backend {jax.default_backend()}")
+    print(
+        f"predict benchmark: {len(ens)} members x {x.shape[0]} inputs, ConvNet hidden 16 depth 6 on 48 points, "
+        f"chunk_size {args.chunk_size}, {len(jax.devices('cpu'))} host devices, backend {jax.default_backend()}"
+    )
     print(f"{'method':<20}{'seconds':>10}{'predict speed-up':>18}{'GFLOP/s':>10}{'of peak':>9}")
     for name, t in times.items():
         print(f"{name:<20}{t:>10.3f}{t / times['predict']:>17.2f}x{total / t / 1e9:>10.1f}{total / t / peak:>9.0%}")
     print(f"matmul peak (2048x2048 float32, all cores): {peak / 1e9:.1f} GFLOP/s")
-    print(f"predict output {y.nbytes / 2**20:.1f} MiB; host allocations peak during predict (tracemalloc) "
-          f"{host_peak / 2**20:.1f} MiB; process peak RSS {rss_before / 2**10:.0f} -> {rss_after / 2**10:.0f} MiB")
+    print(
+        f"predict output {y.nbytes / 2**20:.1f} MiB; host allocations peak during predict (tracemalloc) "
+        f"{host_peak / 2**20:.1f} MiB; process peak RSS {rss_before / 2**10:.0f} -> {rss_after / 2**10:.0f} MiB"
+    )
 
 
 if __name__ == "__main__":

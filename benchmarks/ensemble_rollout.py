@@ -47,35 +47,49 @@ def main() -> None:
         ens = load(_store(tmp, args.members))
         x0 = np.asarray(jax.random.uniform(jax.random.key(1), (args.batch, 1, 48)), np.float32)
         stacked = ens.stacked()
-        members = [jax.tree_util.tree_map(lambda a, i=i: a[i] if eqx.is_array(a) else a, stacked) for i in range(len(ens))]
+        members = [
+            jax.tree_util.tree_map(lambda a, i=i: a[i] if eqx.is_array(a) else a, stacked) for i in range(len(ens))
+        ]
 
         @eqx.filter_jit
         def alone(m, x0):
             def step(x, _):
                 y = jax.vmap(m)(x)
                 return y, y
+
             return jax.lax.scan(step, x0, None, length=args.steps)[1]
 
         y = ens.rollout(x0, args.steps)
         for i in (0, len(ens) - 1):
             np.testing.assert_allclose(y[i, 1:], alone(members[i], x0), rtol=1e-4, atol=1e-5)
-        times = _best({"ensemble rollout": lambda: ens.rollout(x0, args.steps),
-                       "jitted loop": lambda: [alone(m, x0) for m in members]}, args.repeats)
+        times = _best(
+            {
+                "ensemble rollout": lambda: ens.rollout(x0, args.steps),
+                "jitted loop": lambda: [alone(m, x0) for m in members],
+            },
+            args.repeats,
+        )
         start = time.perf_counter()
         ens.rollout(x0, args.steps + 7)
         other = time.perf_counter() - start
         host_rollout, _ = _peak(lambda: ens.rollout(x0, args.steps))
         host_stats, _ = _peak(lambda: ens.rollout_mean_std(x0, args.steps))
 
-    print(f"rollout benchmark: {len(ens)} members x {args.batch} initial states x {args.steps} steps, ConvNet hidden "
-          f"16 depth 6 on 48 points, {len(jax.devices('cpu'))} host devices, backend {jax.default_backend()}")
+    print(
+        f"rollout benchmark: {len(ens)} members x {args.batch} initial states x {args.steps} steps, ConvNet hidden "
+        f"16 depth 6 on 48 points, {len(jax.devices('cpu'))} host devices, backend {jax.default_backend()}"
+    )
     print(f"{'method':<20}{'seconds':>10}{'speed-up':>10}{'member-steps/s':>16}")
     for name, t in times.items():
         print(f"{name:<20}{t:>10.3f}{t / times['ensemble rollout']:>9.2f}x{len(ens) * args.steps / t:>16.0f}")
-    print(f"first call at {args.steps + 7} steps: {other:.3f} s (steady {times['ensemble rollout']:.3f} s at "
-          f"{args.steps}: no compilation)")
-    print(f"host allocations peak: rollout {host_rollout / 2**20:.1f} MiB (output {y.nbytes / 2**20:.1f} MiB), "
-          f"rollout_mean_std {host_stats / 2**20:.1f} MiB")
+    print(
+        f"first call at {args.steps + 7} steps: {other:.3f} s (steady {times['ensemble rollout']:.3f} s at "
+        f"{args.steps}: no compilation)"
+    )
+    print(
+        f"host allocations peak: rollout {host_rollout / 2**20:.1f} MiB (output {y.nbytes / 2**20:.1f} MiB), "
+        f"rollout_mean_std {host_stats / 2**20:.1f} MiB"
+    )
 
 
 if __name__ == "__main__":

@@ -32,11 +32,13 @@ import numpy as np
 def _data(path: Path, points: int, train: int, val: int, test: int) -> None:
     from sweep.problems import heat1d
 
-    d = heat1d(num_points=points, num_samples=train + val + test, test_fraction=test / (train + val + test),
-               val_fraction=0)
+    d = heat1d(
+        num_points=points, num_samples=train + val + test, test_fraction=test / (train + val + test), val_fraction=0
+    )
     x, y = d.train  # the first train + val samples; the test samples are the last ones, as in heat1d
-    np.savez(path, train_x=x[:train], train_y=y[:train], val_x=x[train:], val_y=y[train:],
-             test_x=d.test.x, test_y=d.test.y)
+    np.savez(
+        path, train_x=x[:train], train_y=y[:train], val_x=x[train:], val_y=y[train:], test_x=d.test.x, test_y=d.test.y
+    )
     np.savez(path.with_name("no_val.npz"), train_x=x[:train], train_y=y[:train], test_x=d.test.x, test_y=d.test.y)
 
 
@@ -45,9 +47,11 @@ def _spec(path: Path, args, report_every: int, metrics: tuple[str, ...], val: bo
 
     options = {"path": str(path)} if val else {"path": str(path.with_name("no_val.npz")), "val_fraction": 0}
     return sweep.SweepSpec(
-        name="eval-cost", problem=sweep.Problem("arrays", **options),
-        model=sweep.Model("ConvNet", hidden_channels=args.hidden, depth=args.depth, activation="relu",
-                          boundary_mode="dirichlet"),
+        name="eval-cost",
+        problem=sweep.Problem("arrays", **options),
+        model=sweep.Model(
+            "ConvNet", hidden_channels=args.hidden, depth=args.depth, activation="relu", boundary_mode="dirichlet"
+        ),
         optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
         training=sweep.Training(epochs=10_000, batch_size=32, report_every=report_every, metrics=metrics),
     )
@@ -56,8 +60,10 @@ def _spec(path: Path, args, report_every: int, metrics: tuple[str, ...], val: bo
 def measure(args, report_every: int, path: Path) -> dict:
     import sweep
 
-    sides = {"before": _spec(path, args, report_every, (), val=False),
-             "after": _spec(path, args, report_every, ("mse", "mae", "nrmse"), val=True)}
+    sides = {
+        "before": _spec(path, args, report_every, (), val=False),
+        "after": _spec(path, args, report_every, ("mse", "mae", "nrmse"), val=True),
+    }
     blocks = {}
     for name, spec in sides.items():
         data = sweep.load_data(spec)
@@ -74,8 +80,11 @@ def measure(args, report_every: int, path: Path) -> dict:
     out = {}
     for clock in ("wall", "cpu"):
         before, after = blocks["before"][2][clock], blocks["after"][2][clock]
-        out[clock] = (float(np.median(before)), float(np.median(after)),
-                      np.percentile(np.subtract(after, before), [25, 50, 75]))
+        out[clock] = (
+            float(np.median(before)),
+            float(np.median(after)),
+            np.percentile(np.subtract(after, before), [25, 50, 75]),
+        )
     out["sizes"] = {name: [s.size for s in entry[3].splits] for name, entry in blocks.items()}
     return out
 
@@ -96,25 +105,34 @@ def main() -> None:
         sizes = (64, 8, 16)
 
     import jax
+
     import sweep
 
     sweep.configure(compile_cache=None)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "data.npz"
         _data(path, args.points, *sizes)
-        print(f"{args.seeds} seeds, ConvNet hidden {args.hidden} depth {args.depth}, {args.points} points; "
-              f"{len(jax.devices())} host devices; {args.repeats} back-to-back pairs of chunks")
-        print("before: no validation set, test loss per report; after: a validation set, loss + mse, mae, nrmse "
-              "on validation and test per report")
-        print(f"{'report_every':>12} {'clock':>5} {'before s/chunk':>15} {'after s/chunk':>14} {'extra ms/report':>16} "
-              f"{'(IQR of pairs)':>16} {'extra':>7}")
+        print(
+            f"{args.seeds} seeds, ConvNet hidden {args.hidden} depth {args.depth}, {args.points} points; "
+            f"{len(jax.devices())} host devices; {args.repeats} back-to-back pairs of chunks"
+        )
+        print(
+            "before: no validation set, test loss per report; after: a validation set, loss + mse, mae, nrmse "
+            "on validation and test per report"
+        )
+        print(
+            f"{'report_every':>12} {'clock':>5} {'before s/chunk':>15} {'after s/chunk':>14} {'extra ms/report':>16} "
+            f"{'(IQR of pairs)':>16} {'extra':>7}"
+        )
         for every in args.report_every:
             r = measure(args, every, path)
             for clock in ("wall", "cpu"):
                 before, after, diff = r[clock]
                 low, mid, high = 1e3 * diff
-                print(f"{every:>12} {clock:>5} {before:>15.4f} {after:>14.4f} {mid:>16.1f} "
-                      f"{f'{low:.1f}..{high:.1f}':>16} {100 * mid / 1e3 / before:>6.1f}%")
+                print(
+                    f"{every:>12} {clock:>5} {before:>15.4f} {after:>14.4f} {mid:>16.1f} "
+                    f"{f'{low:.1f}..{high:.1f}':>16} {100 * mid / 1e3 / before:>6.1f}%"
+                )
         print(f"train / val / test samples: {r['sizes']}")
 
 

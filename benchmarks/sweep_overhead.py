@@ -44,16 +44,16 @@ print("RETURNED", time.time())
 
 
 def make_spec(args) -> dict:
-    return heat_spec(args, name="overhead", seeds=args.seeds, seeds_per_trial=args.seeds_per_trial,
-                     cpus=args.cpus_per_trial).to_dict()
+    return heat_spec(
+        args, name="overhead", seeds=args.seeds, seeds_per_trial=args.seeds_per_trial, cpus=args.cpus_per_trial
+    ).to_dict()
 
 
 def wall(mode: str, spec: dict, storage: str = "") -> tuple[float, float]:
     """Seconds of a whole fresh process (interpreter, imports, Ray, compilation included), and
     seconds from its start until the call returned."""
     start = time.time()
-    out = subprocess.run([sys.executable, "-c", CHILD, mode, json.dumps(spec), storage],
-                         capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", CHILD, mode, json.dumps(spec), storage], capture_output=True, text=True)
     end = time.time()
     if out.returncode != 0:
         sys.exit(f"{mode} failed:\n{out.stderr[-4000:]}")
@@ -75,23 +75,33 @@ def main() -> None:
     args.seeds_per_trial = args.seeds_per_trial or args.seeds
     spec = make_spec(args)
     member_epochs = args.seeds * args.epochs
-    print(f"workload: {args.seeds} seeds x {args.epochs} epochs, ConvNet hidden {args.hidden} depth {args.depth}, "
-          f"heat1d {args.points} points {args.samples} samples; trials of {args.seeds_per_trial} seeds, "
-          f"{args.cpus_per_trial:g} CPU each; {os.cpu_count()} CPUs")
+    print(
+        f"workload: {args.seeds} seeds x {args.epochs} epochs, ConvNet hidden {args.hidden} depth {args.depth}, "
+        f"heat1d {args.points} points {args.samples} samples; trials of {args.seeds_per_trial} seeds, "
+        f"{args.cpus_per_trial:g} CPU each; {os.cpu_count()} CPUs"
+    )
     ratios, ratios_returned = [], []
     for _ in range(args.repeats):
         a, a_ret = wall("inprocess", spec)
-        print(f"(a) in-process train_block: {a:8.2f} s  {member_epochs / a:8.2f} member-epochs/s  (returned at {a_ret:.2f} s)")
+        print(
+            f"(a) in-process train_block: {a:8.2f} s  {member_epochs / a:8.2f} member-epochs/s  (returned at {a_ret:.2f} s)"
+        )
         with tempfile.TemporaryDirectory(prefix="sweep-overhead-") as storage:
             b, b_ret = wall("tune", spec, storage)
-        print(f"(b) sweep.run:         {b:8.2f} s  {member_epochs / b:8.2f} member-epochs/s  (returned at {b_ret:.2f} s)")
+        print(
+            f"(b) sweep.run:         {b:8.2f} s  {member_epochs / b:8.2f} member-epochs/s  (returned at {b_ret:.2f} s)"
+        )
         ratios.append(b / a)
         ratios_returned.append(b_ret / a_ret)
-        print(f"ratio (b)/(a): {b / a:.3f} whole process, {b_ret / a_ret:.3f} until the call returned  "
-              f"(overhead {b - a:.1f} s; target <= 1.15 for a ~1 minute workload)")
+        print(
+            f"ratio (b)/(a): {b / a:.3f} whole process, {b_ret / a_ret:.3f} until the call returned  "
+            f"(overhead {b - a:.1f} s; target <= 1.15 for a ~1 minute workload)"
+        )
     if args.repeats > 1:
-        print(f"median of {args.repeats}: {statistics.median(ratios):.3f} whole process, "
-              f"{statistics.median(ratios_returned):.3f} until the call returned")
+        print(
+            f"median of {args.repeats}: {statistics.median(ratios):.3f} whole process, "
+            f"{statistics.median(ratios_returned):.3f} until the call returned"
+        )
 
 
 if __name__ == "__main__":

@@ -51,8 +51,13 @@ def main() -> None:
     parser.add_argument("--storage", default=None, help="default: a temporary directory, removed at the end")
     parser.add_argument("--tracemalloc", action="store_true", help="print where the driver's Python memory grew")
     parser.add_argument("--frames", type=int, default=8, help="with --tracemalloc: frames kept per allocation")
-    parser.add_argument("--tune-option", action="append", default=[], metavar="KEY=JSON",
-                        help="a tune.TuneConfig/RunConfig option passed through sweep.run, e.g. reuse_actors=true")
+    parser.add_argument(
+        "--tune-option",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="a tune.TuneConfig/RunConfig option passed through sweep.run, e.g. reuse_actors=true",
+    )
     args = parser.parse_args()
     options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in args.tune_option)}
 
@@ -70,11 +75,14 @@ def main() -> None:
     ray_init_s = time.time() - started
     n = args.trials
     spec = sweep.SweepSpec(
-        name="thousand", problem=sweep.Problem("heat1d", num_points=48, num_samples=250, data_seed=0),
+        name="thousand",
+        problem=sweep.Problem("heat1d", num_points=48, num_samples=250, data_seed=0),
         model=sweep.Model("ConvNet", hidden_channels=8, depth=2, activation="relu", boundary_mode="dirichlet"),
         optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
         training=sweep.Training(epochs=1, batch_size=32, report_every=1),
-        seeds=n, seeds_per_trial=1, resources={"cpu": 1, "gpu": 0},
+        seeds=n,
+        seeds_per_trial=1,
+        resources={"cpu": 1, "gpu": 0},
     )
     marks = sorted({max(1, round(n * f)) for f in (0.25, 0.5, 0.75, 1.0)})
     start = time.time()
@@ -86,9 +94,16 @@ def main() -> None:
         def on_trial_complete(self, iteration, trials, trial, **info):
             self.done += 1
             if self.done in marks:
-                traced = f"; Python heap (traced) {tracemalloc.get_traced_memory()[0] / 2**20:7.1f} MiB" if args.tracemalloc else ""
-                print(f"  {self.done:>5}/{n} trials finished at {time.time() - start:7.1f} s: driver RSS "
-                      f"{rss_mib():7.1f} MiB (peak so far {peak_mib():7.1f} MiB){traced}", flush=True)
+                traced = (
+                    f"; Python heap (traced) {tracemalloc.get_traced_memory()[0] / 2**20:7.1f} MiB"
+                    if args.tracemalloc
+                    else ""
+                )
+                print(
+                    f"  {self.done:>5}/{n} trials finished at {time.time() - start:7.1f} s: driver RSS "
+                    f"{rss_mib():7.1f} MiB (peak so far {peak_mib():7.1f} MiB){traced}",
+                    flush=True,
+                )
                 if args.tracemalloc:
                     self.snapshots.append(tracemalloc.take_snapshot())
 
@@ -96,9 +111,12 @@ def main() -> None:
         tracemalloc.start(args.frames)
     memory = Memory()
 
-    print(f"thousand_trials: {n} trials x 1 seed x 1 epoch (ConvNet hidden 8 depth 2, heat1d 48 points 250 samples), "
-          f"1 CPU per trial, local Ray of 2 CPUs; tune options {options or 'none'}; driver RSS before sweep.run "
-          f"{rss_mib():.1f} MiB", flush=True)
+    print(
+        f"thousand_trials: {n} trials x 1 seed x 1 epoch (ConvNet hidden 8 depth 2, heat1d 48 points 250 samples), "
+        f"1 CPU per trial, local Ray of 2 CPUs; tune options {options or 'none'}; driver RSS before sweep.run "
+        f"{rss_mib():.1f} MiB",
+        flush=True,
+    )
     storage = args.storage or tempfile.mkdtemp(prefix="sweep-thousand-")
     try:
         with OtherLoad() as load:
@@ -107,10 +125,14 @@ def main() -> None:
         after = rss_mib()
         members = len(sweep.load(path))
         total = time.time() - PROCESS_START
-        print(f"sweep.run: {ran:.1f} s for {n} trials = {ran / n:.3f} s per trial ({2 * ran / n:.3f} slot-seconds); "
-              f"process start -> store loaded {total:.1f} s (ray.init {ray_init_s:.1f} s); during sweep.run {load}")
-        print(f"driver RSS after sweep.run {after:.1f} MiB, peak {peak_mib():.1f} MiB; store members {members} "
-              f"(expected {n}){'' if members == n else '  MISMATCH'}")
+        print(
+            f"sweep.run: {ran:.1f} s for {n} trials = {ran / n:.3f} s per trial ({2 * ran / n:.3f} slot-seconds); "
+            f"process start -> store loaded {total:.1f} s (ray.init {ray_init_s:.1f} s); during sweep.run {load}"
+        )
+        print(
+            f"driver RSS after sweep.run {after:.1f} MiB, peak {peak_mib():.1f} MiB; store members {members} "
+            f"(expected {n}){'' if members == n else '  MISMATCH'}"
+        )
         if len(memory.snapshots) >= 2:
             first, last = memory.snapshots[0], memory.snapshots[-1]
             print(f"Python allocations that grew most from trial {marks[0]} to trial {marks[-1]} (tracemalloc):")
@@ -118,7 +140,9 @@ def main() -> None:
             print(f"  in all {sum(s.size_diff for s in stats) / 2**20:+.2f} MiB")
             for stat in stats[:12]:
                 frames = [f"{Path(f.filename).name}:{f.lineno}" for f in stat.traceback][-4:]
-                print(f"  {stat.size_diff / 2**20:+8.2f} MiB {stat.count_diff:+8d} blocks  {' <- '.join(reversed(frames))}")
+                print(
+                    f"  {stat.size_diff / 2**20:+8.2f} MiB {stat.count_diff:+8d} blocks  {' <- '.join(reversed(frames))}"
+                )
     finally:
         if not args.storage:
             import shutil

@@ -28,12 +28,18 @@ from _flops import matmul_peak, seed_epoch_flops
 KINDS = [  # (kind, regex on an HLO op name), first match wins
     ("dot", r"dot|matmul|gemm"),
     ("convolution", r"conv"),
-    ("data movement (concatenate/pad/slice/copy)", r"concat|pad|slice|copy|transpose|broadcast|reshape|bitcast|dynamic-update"),
+    (
+        "data movement (concatenate/pad/slice/copy)",
+        r"concat|pad|slice|copy|transpose|broadcast|reshape|bitcast|dynamic-update",
+    ),
     ("gather/scatter (minibatch rows)", r"gather|scatter"),
     ("reduce", r"reduce"),
     ("rng/sort (shuffle)", r"sort|rng|threefry|random|permut"),
     ("control (while/call)", r"while|call|conditional|tuple|parameter|constant|after-all|partition"),
-    ("elementwise", r"fusion|add|multiply|subtract|divide|select|compare|maximum|exp|sqrt|rsqrt|log|tanh|negate|convert"),
+    (
+        "elementwise",
+        r"fusion|add|multiply|subtract|divide|select|compare|maximum|exp|sqrt|rsqrt|log|tanh|negate|convert",
+    ),
 ]
 BOOKKEEPING = re.compile(r"ThunkExecutor|ThreadpoolListener|wait for", re.IGNORECASE)  # runtime, not work
 
@@ -54,8 +60,11 @@ def summarise(trace_dir: str) -> tuple[collections.Counter, float, int]:
     if not files:
         raise SystemExit(f"no trace written under {trace_dir}")
     trace = json.loads(gzip.decompress(files[-1].read_bytes()))
-    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace["traceEvents"]
-             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    names = {
+        (e["pid"], e["tid"]): e["args"]["name"]
+        for e in trace["traceEvents"]
+        if e.get("ph") == "M" and e.get("name") == "thread_name"
+    }
     by_thread = collections.defaultdict(list)
     for e in trace["traceEvents"]:
         if e.get("ph") == "X" and "XLA" in names.get((e["pid"], e["tid"]), ""):
@@ -90,8 +99,11 @@ def fusion_contents(dump_dir: str) -> dict[str, str]:
         computations = dict(re.findall(r"^(?:%)?(\S+) [^\n]*\{\n(.*?)^\}", text, re.MULTILINE | re.DOTALL))
         for name, callee in re.findall(r"%?([\w.\-]+) = [^\n]*? fusion\([^\n]*calls=%?([\w.\-]+)", text):
             body = computations.get(callee, "")
-            found = [k for k in ("dot", "convolution", "gather", "scatter", "reduce", "concatenate", "pad", "slice")
-                     if re.search(rf"\b{k}\(", body)]
+            found = [
+                k
+                for k in ("dot", "convolution", "gather", "scatter", "reduce", "concatenate", "pad", "slice")
+                if re.search(rf"\b{k}\(", body)
+            ]
             if found and found[0] in ("dot", "convolution"):
                 out[name] = f"{found[0]} (fused{' with ' + '+'.join(found[1:]) if found[1:] else ''})"
             elif found and found[0] == "reduce":
@@ -110,8 +122,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--trace-dir", default=None)
-    parser.add_argument("--hlo-dump", default=None, help="where XLA dumps the HLO that says what each fusion holds "
-                        "(default: a temporary directory)")
+    parser.add_argument(
+        "--hlo-dump",
+        default=None,
+        help="where XLA dumps the HLO that says what each fusion holds (default: a temporary directory)",
+    )
     args = parser.parse_args()
     args.hlo_dump = args.hlo_dump or tempfile.mkdtemp(prefix="sweep-chunk-hlo-")
     # before JAX starts a backend
@@ -122,7 +137,8 @@ def main() -> None:
     import jax
 
     spec = sweep.SweepSpec(
-        name="chunk", problem=sweep.Problem("heat1d"),
+        name="chunk",
+        problem=sweep.Problem("heat1d"),
         model=sweep.Model("ConvNet", hidden_channels=16, depth=6, activation="relu", boundary_mode="dirichlet"),
         optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
         training=sweep.Training(epochs=args.epochs, batch_size=32, report_every=args.epochs),
@@ -146,12 +162,15 @@ def main() -> None:
     analytic = seed_epoch_flops(data.sample_shape[-1], num_train) * args.epochs * args.seeds
     peak = matmul_peak()
 
-    print(f"chunk: {args.seeds} seeds x {args.epochs} epochs ({batches} steps of batch 32 per epoch), layout "
-          f"{block.layout}, {len(block.devices)} host devices; first call (compile) {first:.2f} s; steady "
-          f"{chunk:.3f} s (fastest of {args.repeats}: {', '.join(f'{t:.3f}' for t in times)}) = {rate:.1f} seed-epochs/s")
-    print(f"matmul peak (2048x2048 float32, all cores) {peak / 1e9:.1f} GFLOP/s; conv matmul FLOPs (analytic, fwd + 2x bwd) "
-          f"{analytic / 1e9:.2f} GFLOP per chunk = {analytic / chunk / 1e9:.1f} GFLOP/s = {analytic / chunk / peak:.0%} of the peak"
-          )
+    print(
+        f"chunk: {args.seeds} seeds x {args.epochs} epochs ({batches} steps of batch 32 per epoch), layout "
+        f"{block.layout}, {len(block.devices)} host devices; first call (compile) {first:.2f} s; steady "
+        f"{chunk:.3f} s (fastest of {args.repeats}: {', '.join(f'{t:.3f}' for t in times)}) = {rate:.1f} seed-epochs/s"
+    )
+    print(
+        f"matmul peak (2048x2048 float32, all cores) {peak / 1e9:.1f} GFLOP/s; conv matmul FLOPs (analytic, fwd + 2x bwd) "
+        f"{analytic / 1e9:.2f} GFLOP per chunk = {analytic / chunk / 1e9:.1f} GFLOP/s = {analytic / chunk / peak:.0%} of the peak"
+    )
 
     trace_dir = args.trace_dir or tempfile.mkdtemp(prefix="sweep-chunk-trace-")
     with jax.profiler.trace(trace_dir):
@@ -161,9 +180,11 @@ def main() -> None:
     contents = fusion_contents(args.hlo_dump)
     runtime = per_op.pop("(XLA runtime: thunk executor, waiting)", 0.0)
     total = sum(per_op.values())
-    print(f"trace ({trace_dir}): {len(per_op)} HLO ops on {threads} XLA threads over a {span / 1e6:.3f} s span: "
-          f"{total / 1e6:.3f} thread-s in ops, {runtime / 1e6:.3f} thread-s in XLA's runtime (thunk executor, waiting); "
-          f"shares below are of the time in ops")
+    print(
+        f"trace ({trace_dir}): {len(per_op)} HLO ops on {threads} XLA threads over a {span / 1e6:.3f} s span: "
+        f"{total / 1e6:.3f} thread-s in ops, {runtime / 1e6:.3f} thread-s in XLA's runtime (thunk executor, waiting); "
+        f"shares below are of the time in ops"
+    )
 
     def what(name: str) -> str:
         base = name.split(" ")[0]

@@ -37,10 +37,12 @@ def chunk_seconds() -> float:
 
     sweep.configure(compile_cache=None)
     spec = sweep.SweepSpec(
-        name="c", problem=sweep.Problem("heat1d", val_fraction=0),
+        name="c",
+        problem=sweep.Problem("heat1d", val_fraction=0),
         model=sweep.Model("ConvNet", hidden_channels=16, depth=6, activation="relu", boundary_mode="dirichlet"),
         optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
-        training=sweep.Training(epochs=5, batch_size=32, report_every=5))
+        training=sweep.Training(epochs=5, batch_size=32, report_every=5),
+    )
     block, state = sweep.init_block(spec, range(10), data=sweep.load_data(spec))
     state, out = sweep.run_chunk(block, state, 5)
     jax.block_until_ready(out)
@@ -60,7 +62,7 @@ def _im2col(x, k: int, lo: int, hi: int):
     b, n, c = x.shape
     padded = jnp.pad(x, ((0, 0), (lo, hi), (0, 0)))
     n_out = n + lo + hi - k + 1
-    return jnp.concatenate([padded[:, i:i + n_out] for i in range(k)], -1).reshape(b * n_out, k * c), n_out
+    return jnp.concatenate([padded[:, i : i + n_out] for i in range(k)], -1).reshape(b * n_out, k * c), n_out
 
 
 def _conv(x, w, lo: int = 1, hi: int = 1):
@@ -80,7 +82,11 @@ def _conv_custom_vjp():
     def forward(x, w):
         o, c, k = w.shape
         patches, n_out = _im2col(x, k, 1, 1)
-        return (patches @ w.transpose(0, 2, 1).reshape(o, k * c).T).reshape(x.shape[0], n_out, o), (patches, w, x.shape[1])
+        return (patches @ w.transpose(0, 2, 1).reshape(o, k * c).T).reshape(x.shape[0], n_out, o), (
+            patches,
+            w,
+            x.shape[1],
+        )
 
     def backward(res, g):
         patches, w, n = res
@@ -103,9 +109,9 @@ def _conv_elementwise_ends(x, w):
     n = x.shape[1]
     padded = jnp.pad(x, ((0, 0), (1, 1), (0, 0)))
     if c == 1:
-        return sum(padded[:, i:i + n, :] * w[:, 0, i] for i in range(k))
+        return sum(padded[:, i : i + n, :] * w[:, 0, i] for i in range(k))
     if o == 1:
-        return sum(jnp.sum(padded[:, i:i + n, :] * w[0, :, i], -1, keepdims=True) for i in range(k))
+        return sum(jnp.sum(padded[:, i : i + n, :] * w[0, :, i], -1, keepdims=True) for i in range(k))
     return _conv(x, w)
 
 
@@ -121,8 +127,9 @@ def member_epoch_seconds(conv: str) -> tuple[float, float]:
     from sweep.models import batched_forward
 
     key = jax.random.PRNGKey(0)
-    net = pdeqx.arch.ConvNet(1, 1, 1, hidden_channels=16, depth=6, activation=jax.nn.relu, key=key,
-                             boundary_mode="dirichlet")
+    net = pdeqx.arch.ConvNet(
+        1, 1, 1, hidden_channels=16, depth=6, activation=jax.nn.relu, key=key, boundary_mode="dirichlet"
+    )
     x, y = jax.random.normal(key, (800, 1, 48)), jax.random.normal(jax.random.PRNGKey(1), (800, 1, 48))
     params, static = eqx.partition(net, eqx.is_array)
     optimizer = optax.adam(3e-4)
@@ -134,11 +141,16 @@ def member_epoch_seconds(conv: str) -> tuple[float, float]:
                 h = conv_fn(h, layer.weight) + layer.bias.reshape(-1)
                 h = jax.nn.relu(h) if i < len(model.layers) - 1 else h
             return jnp.swapaxes(h, 1, 2)
+
         return forward
 
-    forward = {"product": batched_forward(net), "unrolled_scan": batched_forward(net),
-               "custom_vjp": layers_with(_conv_custom_vjp()), "elementwise_ends": layers_with(_conv_elementwise_ends),
-               "native": lambda m, xb: jax.vmap(m)(xb)}[conv]
+    forward = {
+        "product": batched_forward(net),
+        "unrolled_scan": batched_forward(net),
+        "custom_vjp": layers_with(_conv_custom_vjp()),
+        "elementwise_ends": layers_with(_conv_elementwise_ends),
+        "native": lambda m, xb: jax.vmap(m)(xb),
+    }[conv]
 
     def loss(p, fwd, xb, yb):
         return jnp.mean((fwd(eqx.combine(p, static), xb) - yb) ** 2)
@@ -151,6 +163,7 @@ def member_epoch_seconds(conv: str) -> tuple[float, float]:
             g = jax.grad(loss)(p, forward, xb, yb)
             updates, s = optimizer.update(g, s, p)
             return (optax.apply_updates(p, updates), s), None
+
         return jax.lax.scan(step, (p, s), jnp.arange(25), unroll=5 if conv == "unrolled_scan" else 1)[0]
 
     grads = [jax.grad(loss)(params, f, x[:32], y[:32]) for f in (batched_forward(net), forward)]
@@ -174,8 +187,12 @@ def child(args: list[str], env: dict | None = None) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--flags", action="append", metavar="XLA_FLAGS", help="an XLA_FLAGS variant, as --flags=VALUE "
-                        "('' for none); repeat for more")
+    parser.add_argument(
+        "--flags",
+        action="append",
+        metavar="XLA_FLAGS",
+        help="an XLA_FLAGS variant, as --flags=VALUE ('' for none); repeat for more",
+    )
     parser.add_argument("--convs", nargs="+", choices=CONVS)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--child", nargs="?", const="chunk", help=argparse.SUPPRESS)
@@ -193,8 +210,11 @@ def main() -> None:
             print(f"round {r + 1} XLA_FLAGS={flags!r:<58} chunk {s:.3f} s = {50 / s:6.1f} seed-epochs/s", flush=True)
         for conv in args.convs or []:
             out = child(["--child", conv])
-            print(f"round {r + 1} {conv:<18} {out['seconds'] * 1e3:7.2f} ms per member-epoch "
-                  f"({1 / out['seconds']:5.1f} epochs/s), gradient max difference {out['diff']:.1e}", flush=True)
+            print(
+                f"round {r + 1} {conv:<18} {out['seconds'] * 1e3:7.2f} ms per member-epoch "
+                f"({1 / out['seconds']:5.1f} epochs/s), gradient max difference {out['diff']:.1e}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

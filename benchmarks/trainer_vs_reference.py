@@ -49,8 +49,9 @@ def reference(epochs: int, seeds: int) -> dict:
 
     def perform_training(key):
         init_key, shuffle_key = jax.random.split(key)
-        net = pdeqx.arch.ConvNet(1, 1, 1, hidden_channels=16, depth=6, activation=jax.nn.relu,
-                                 key=init_key, boundary_mode="dirichlet")
+        net = pdeqx.arch.ConvNet(
+            1, 1, 1, hidden_channels=16, depth=6, activation=jax.nn.relu, key=init_key, boundary_mode="dirichlet"
+        )
         optimizer = optax.adam(3e-4)
         opt_state = optimizer.init(eqx.filter(net, eqx.is_array))
 
@@ -83,7 +84,8 @@ def seed_sweep(epochs: int, seeds: int) -> dict:
     sweep.configure(compile_cache=None)  # one JAX CPU device per core; no persistent cache: every run compiles
 
     spec = sweep.SweepSpec(
-        name="bench", problem=sweep.Problem("heat1d", val_fraction=0),  # the reference's 800 training samples
+        name="bench",
+        problem=sweep.Problem("heat1d", val_fraction=0),  # the reference's 800 training samples
         model=sweep.Model("ConvNet", hidden_channels=16, depth=6, activation="relu", boundary_mode="dirichlet"),
         optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
         training=sweep.Training(epochs=epochs, batch_size=32, report_every=epochs),
@@ -110,8 +112,12 @@ def matmul(epochs: int, seeds: int) -> dict:
 def run_side(side: str, epochs: int, seeds: int) -> dict:
     """One fresh process (no persistent compilation cache: every run compiles), its wall time included."""
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, __file__, "--side", side, "--epochs", str(epochs), "--seeds", str(seeds)],
-                         check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--side", side, "--epochs", str(epochs), "--seeds", str(seeds)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     result = json.loads(out.stdout.strip().splitlines()[-1])
     result["wall_s"] = time.perf_counter() - start
     return result
@@ -130,8 +136,13 @@ def interleaved(sides: list[str], epochs: list[int], seeds: int, repeats: int) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--epochs", type=int, nargs="+", default=[10, 100],
-                        help="two epoch counts; far apart, so that the difference of walls is well above the noise")
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        nargs="+",
+        default=[10, 100],
+        help="two epoch counts; far apart, so that the difference of walls is well above the noise",
+    )
     parser.add_argument("--side", choices=["reference", "sweep", "matmul"])
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=2, help="fresh processes per measurement (fastest kept)")
@@ -139,7 +150,11 @@ def main() -> None:
     args = parser.parse_args()
     seeds = args.seeds
     if args.side:
-        print(json.dumps({"reference": reference, "sweep": seed_sweep, "matmul": matmul}[args.side](args.epochs[0], seeds)))
+        print(
+            json.dumps(
+                {"reference": reference, "sweep": seed_sweep, "matmul": matmul}[args.side](args.epochs[0], seeds)
+            )
+        )
         return
     e1, e2 = args.epochs
     res = interleaved(["reference", "sweep"], [e1, e2], seeds, args.repeats)
@@ -149,24 +164,34 @@ def main() -> None:
         rate[side] = seeds * (e2 - e1) / (runs[e2]["wall_s"] - runs[e1]["wall_s"])
         for e, r in runs.items():
             loss = sum(r["test_loss"]) / seeds
-            peak = f", peak device memory per member {r['peak_bytes'] / seeds / 2**20:.2f} MiB" if r["peak_bytes"] else ""
-            print(f"{side:>9} {e:>3} epochs: process {r['wall_s']:7.1f} s, training call {r['train_s']:7.1f} s, "
-                  f"mean test loss {loss:.3e}{peak}")
+            peak = (
+                f", peak device memory per member {r['peak_bytes'] / seeds / 2**20:.2f} MiB" if r["peak_bytes"] else ""
+            )
+            print(
+                f"{side:>9} {e:>3} epochs: process {r['wall_s']:7.1f} s, training call {r['train_s']:7.1f} s, "
+                f"mean test loss {loss:.3e}{peak}"
+            )
         print(f"{side:>9} steady state: {rate[side]:7.1f} seed-epochs/s")
-    print(f"steady-state speed-up (seed-epochs/s, sweep / reference): {rate['sweep'] / rate['reference']:.2f}x"
-          f"  [layout {res['sweep'][e2]['layout']}, {res['sweep'][e2]['devices']} host devices]")
+    print(
+        f"steady-state speed-up (seed-epochs/s, sweep / reference): {rate['sweep'] / rate['reference']:.2f}x"
+        f"  [layout {res['sweep'][e2]['layout']}, {res['sweep'][e2]['devices']} host devices]"
+    )
     peak = run_side("matmul", 1, seeds)["flops_per_s"]
     work = {side: r * seed_epoch_flops(POINTS, TRAIN) for side, r in rate.items()}
-    print(f"matmul peak (2048x2048 float32, all cores, fresh process) {peak / 1e9:.1f} GFLOP/s; conv matmul FLOPs "
-          f"(analytic, fwd + 2x bwd) {seed_epoch_flops(POINTS, TRAIN) / 1e9:.3f} GFLOP per seed-epoch: sweep "
-          f"{work['sweep'] / 1e9:.1f} GFLOP/s = {work['sweep'] / peak:.0%} of the peak, reference "
-          f"{work['reference'] / 1e9:.1f} GFLOP/s = {work['reference'] / peak:.0%}")
+    print(
+        f"matmul peak (2048x2048 float32, all cores, fresh process) {peak / 1e9:.1f} GFLOP/s; conv matmul FLOPs "
+        f"(analytic, fwd + 2x bwd) {seed_epoch_flops(POINTS, TRAIN) / 1e9:.3f} GFLOP per seed-epoch: sweep "
+        f"{work['sweep'] / 1e9:.1f} GFLOP/s = {work['sweep'] / peak:.0%} of the peak, reference "
+        f"{work['reference'] / 1e9:.1f} GFLOP/s = {work['reference'] / peak:.0%}"
+    )
     if args.full:
         full = interleaved(["reference", "sweep"], [100], seeds, 1)
         ref, own = full["reference"][100], full["sweep"][100]
-        print(f"100 epochs whole process: reference {ref['wall_s']:.1f} s, sweep {own['wall_s']:.1f} s, "
-              f"ratio {ref['wall_s'] / own['wall_s']:.2f}x; mean test loss reference "
-              f"{sum(ref['test_loss']) / seeds:.3e}, sweep {sum(own['test_loss']) / seeds:.3e}")
+        print(
+            f"100 epochs whole process: reference {ref['wall_s']:.1f} s, sweep {own['wall_s']:.1f} s, "
+            f"ratio {ref['wall_s'] / own['wall_s']:.2f}x; mean test loss reference "
+            f"{sum(ref['test_loss']) / seeds:.3e}, sweep {sum(own['test_loss']) / seeds:.3e}"
+        )
 
 
 if __name__ == "__main__":

@@ -94,14 +94,20 @@ def make_spec(args, seeds: int) -> dict:
     return heat_spec(args, name="overhead", seeds=seeds, seeds_per_trial=1, cpus=1).to_dict()
 
 
-def wall(mode: str, spec: dict, storage: str = "", options: dict | None = None, events: str = "",
-         env: dict | None = None) -> tuple[float, float, OtherLoad]:
+def wall(
+    mode: str, spec: dict, storage: str = "", options: dict | None = None, events: str = "", env: dict | None = None
+) -> tuple[float, float, OtherLoad]:
     """Seconds of a whole fresh process, from its start until the work returned, and the
     load of other processes meanwhile."""
     start = time.time()
     with OtherLoad() as load:
-        out = subprocess.run([sys.executable, "-c", CHILD, mode, json.dumps(spec), storage, json.dumps(options or {}),
-                              events], capture_output=True, text=True, check=False, env={**os.environ, **(env or {})})
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD, mode, json.dumps(spec), storage, json.dumps(options or {}), events],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, **(env or {})},
+        )
     end = time.time()
     if out.returncode != 0:
         sys.exit(f"{mode} failed:\n{out.stderr[-4000:]}")
@@ -126,9 +132,18 @@ def timeline(events: list, slots: int = 2) -> list[str]:
             results.setdefault(k, []).append((t, r))
     keys = sorted(started, key=started.get)
     frees = sorted(completed.values())
-    seg = {name: [] for name in ("slot freed -> actor started", "actor started -> function entered",
-                                 "function entered -> first report", "report -> driver has result",
-                                 "between reports", "last result -> complete", "actor started -> complete")}
+    seg = {
+        name: []
+        for name in (
+            "slot freed -> actor started",
+            "actor started -> function entered",
+            "function entered -> first report",
+            "report -> driver has result",
+            "between reports",
+            "last result -> complete",
+            "actor started -> complete",
+        )
+    }
     pids = []
     for i, k in enumerate(keys):
         rows = results[k]
@@ -143,16 +158,22 @@ def timeline(events: list, slots: int = 2) -> list[str]:
         seg["last result -> complete"].append(completed[k] - rows[-1][0])
         seg["actor started -> complete"].append(completed[k] - started[k])
     n = len(keys)
-    lines = [(f"timeline of {n} trials ({slots} slots): Tuner.fit start -> first trial start "
-              f"{started[keys[0]] - fit:.2f} s; last complete -> experiment end {end - max(completed.values()):.2f} s; "
-              f"experiment end -> sweep.run returned (aggregation) {returned - end:.2f} s; "
-              f"fit wall {end - fit:.2f} s = {(end - fit) / n:.3f} s per trial"),
-             f"worker processes: {len(set(pids))} distinct pids for {n} trials; reused workers in "
-             f"{sum(bool(results[k][0][1].get('worker_reused')) for k in keys)} trials"]
+    lines = [
+        (
+            f"timeline of {n} trials ({slots} slots): Tuner.fit start -> first trial start "
+            f"{started[keys[0]] - fit:.2f} s; last complete -> experiment end {end - max(completed.values()):.2f} s; "
+            f"experiment end -> sweep.run returned (aggregation) {returned - end:.2f} s; "
+            f"fit wall {end - fit:.2f} s = {(end - fit) / n:.3f} s per trial"
+        ),
+        f"worker processes: {len(set(pids))} distinct pids for {n} trials; reused workers in "
+        f"{sum(bool(results[k][0][1].get('worker_reused')) for k in keys)} trials",
+    ]
     for name, values in seg.items():
         if values:
-            lines.append(f"  {name:<36} mean {statistics.mean(values):6.3f} s  median {statistics.median(values):6.3f} s"
-                         f"  min {min(values):6.3f}  max {max(values):6.3f}  (n={len(values)})")
+            lines.append(
+                f"  {name:<36} mean {statistics.mean(values):6.3f} s  median {statistics.median(values):6.3f} s"
+                f"  min {min(values):6.3f}  max {max(values):6.3f}  (n={len(values)})"
+            )
     return lines
 
 
@@ -161,8 +182,13 @@ def main() -> None:
     parser.add_argument("--n", type=int, nargs=2, default=[4, 16], metavar=("N1", "N2"), help="trials per sweep")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--timeline", action="store_true", help="print where the N2 sweep's trial time went")
-    parser.add_argument("--tune-option", action="append", default=[], metavar="KEY=JSON",
-                        help="a tune.TuneConfig/RunConfig option passed through sweep.run, e.g. reuse_actors=true")
+    parser.add_argument(
+        "--tune-option",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="a tune.TuneConfig/RunConfig option passed through sweep.run, e.g. reuse_actors=true",
+    )
     parser.add_argument("--skip-inprocess", action="store_true")
     add_options(parser, epochs=4, report_every=2)
     parser.set_defaults(points=48, samples=250, hidden=8, depth=2)
@@ -171,10 +197,12 @@ def main() -> None:
         args.n, args.repeats, args.points, args.samples, args.hidden, args.depth = [2, 4], 1, 16, 60, 4, 2
     n1, n2 = args.n
     options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in args.tune_option)}
-    print(f"workload: trials of 1 seed x {args.epochs} epochs (report every {args.report_every}), ConvNet hidden "
-          f"{args.hidden} depth {args.depth}, heat1d {args.points} points {args.samples} samples; 1 CPU per trial, "
-          f"local Ray of 2 CPUs; sweeps of {n1} and {n2} trials; tune options {options or 'none'}; "
-          f"{os.cpu_count()} CPUs")
+    print(
+        f"workload: trials of 1 seed x {args.epochs} epochs (report every {args.report_every}), ConvNet hidden "
+        f"{args.hidden} depth {args.depth}, heat1d {args.points} points {args.samples} samples; 1 CPU per trial, "
+        f"local Ray of 2 CPUs; sweeps of {n1} and {n2} trials; tune options {options or 'none'}; "
+        f"{os.cpu_count()} CPUs"
+    )
     rows = {m: [] for m in ("sweep", "sweep_returned", "loop", "block")}
     timeline_lines: list[str] = []
     for repeat in range(args.repeats):
@@ -196,19 +224,28 @@ def main() -> None:
         for m, values in rows.items():
             if times[m]:
                 values.append(marginal(times[m], n1, n2))
-        print(f"repeat {repeat + 1}: marginal per extra trial/member: "
-              + "  ".join(f"{m} {rows[m][-1]:.3f} s" for m in rows if rows[m])
-              + f"  (other processes during the sweeps: {max(loads):.2f} cores at most)", flush=True)
+        print(
+            f"repeat {repeat + 1}: marginal per extra trial/member: "
+            + "  ".join(f"{m} {rows[m][-1]:.3f} s" for m in rows if rows[m])
+            + f"  (other processes during the sweeps: {max(loads):.2f} cores at most)",
+            flush=True,
+        )
     med = {m: statistics.median(v) for m, v in rows.items() if v}
-    print(f"median of {args.repeats}: sweep.run {med['sweep']:.3f} s per extra trial (whole process; "
-          f"{med['sweep_returned']:.3f} s until sweep.run returned), i.e. {2 * med['sweep']:.3f} slot-seconds per trial "
-          f"with 2 slots; target <= 0.3 s per extra trial")
+    print(
+        f"median of {args.repeats}: sweep.run {med['sweep']:.3f} s per extra trial (whole process; "
+        f"{med['sweep_returned']:.3f} s until sweep.run returned), i.e. {2 * med['sweep']:.3f} slot-seconds per trial "
+        f"with 2 slots; target <= 0.3 s per extra trial"
+    )
     if "loop" in med:
-        print(f"in-process, same members: one train_block per member on 1 core {med['loop']:.3f} s per member "
-              f"(two slots with no overhead: {med['loop'] / 2:.3f} s per trial); one block on every core "
-              f"{med['block']:.4f} s per member")
-        print(f"ratio sweep.run / one-core loop (per trial / per member): {med['sweep'] / med['loop']:.1f}x; "
-              f"fixed cost per trial with 2 slots ~ {2 * med['sweep'] - med['loop']:.3f} slot-seconds")
+        print(
+            f"in-process, same members: one train_block per member on 1 core {med['loop']:.3f} s per member "
+            f"(two slots with no overhead: {med['loop'] / 2:.3f} s per trial); one block on every core "
+            f"{med['block']:.4f} s per member"
+        )
+        print(
+            f"ratio sweep.run / one-core loop (per trial / per member): {med['sweep'] / med['loop']:.1f}x; "
+            f"fixed cost per trial with 2 slots ~ {2 * med['sweep'] - med['loop']:.3f} slot-seconds"
+        )
     for line in timeline_lines:
         print(line)
 

@@ -41,10 +41,14 @@ from _workload import add_options
 from trial_overhead import CHILD, TRIAL_ENV, make_spec, timeline
 
 DAEMONS = {  # command-line pattern -> kind of Ray process (first match wins; workers are the rest of "ray::")
-    "ray::DashboardAgent": "ray dashboard agent", "dashboard/agent.py": "ray dashboard agent",
-    "ray::RuntimeEnvAgent": "ray runtime-env agent", "runtime_env/agent/main.py": "ray runtime-env agent",
-    "dashboard/dashboard.py": "ray dashboard", "log_monitor.py": "ray log monitor",
-    "autoscaler/_private/monitor.py": "ray autoscaler monitor", "gcs_server": "ray gcs_server",
+    "ray::DashboardAgent": "ray dashboard agent",
+    "dashboard/agent.py": "ray dashboard agent",
+    "ray::RuntimeEnvAgent": "ray runtime-env agent",
+    "runtime_env/agent/main.py": "ray runtime-env agent",
+    "dashboard/dashboard.py": "ray dashboard",
+    "log_monitor.py": "ray log monitor",
+    "autoscaler/_private/monitor.py": "ray autoscaler monitor",
+    "gcs_server": "ray gcs_server",
     "raylet/raylet": "ray raylet",
 }
 # frames whose inclusive time is reported (substring of a py-spy frame "function (file:line)")
@@ -93,7 +97,7 @@ def _records(text: str):
         if not chain:
             continue
         end = stack.find('";', chain[-1].end())
-        cmd, frames = (stack[chain[-1].end():], "") if end < 0 else (stack[chain[-1].end():end], stack[end + 2:])
+        cmd, frames = (stack[chain[-1].end() :], "") if end < 0 else (stack[chain[-1].end() : end], stack[end + 2 :])
         pids = (int(chain[0].group(1)), int(chain[-1].group(1)))
         yield pids, cmd, [f for f in frames.split(";") if f and not f.startswith("thread ")], int(count)
 
@@ -126,8 +130,13 @@ def replay(args) -> None:
     runs = []
     for _ in range(args.replay):
         start = time.perf_counter()
-        out = subprocess.run([sys.executable, str(Path(__file__).with_name("_trial_replay.py")), json.dumps(spec)],
-                             capture_output=True, text=True, env={**os.environ, **TRIAL_ENV}, check=False)
+        out = subprocess.run(
+            [sys.executable, str(Path(__file__).with_name("_trial_replay.py")), json.dumps(spec)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **TRIAL_ENV},
+            check=False,
+        )
         wall = time.perf_counter() - start
         if out.returncode:
             sys.exit(f"replay failed:\n{out.stderr[-3000:]}")
@@ -135,8 +144,10 @@ def replay(args) -> None:
         steps["interpreter start and exit"] = wall - steps["total in process"]
         steps["whole process"] = wall
         runs.append(steps)
-    print(f"a trial's worker steps replayed in {args.replay} fresh processes (1 seed, {args.epochs} epochs, report every "
-          f"{args.report_every}; trial environment {TRIAL_ENV}); median seconds:")
+    print(
+        f"a trial's worker steps replayed in {args.replay} fresh processes (1 seed, {args.epochs} epochs, report every "
+        f"{args.report_every}; trial environment {TRIAL_ENV}); median seconds:"
+    )
     for name in runs[0]:
         values = [r[name] for r in runs]
         print(f"  {name:<68} {statistics.median(values):7.3f}  (min {min(values):.3f}, max {max(values):.3f})")
@@ -150,7 +161,9 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=50, help="py-spy samples per second")
     parser.add_argument("--summarise", default=None, metavar="RAW", help="only summarise a py-spy raw file")
     parser.add_argument("--tune-option", action="append", default=[], metavar="KEY=JSON")
-    parser.add_argument("--replay", type=int, default=0, metavar="N", help="replay a trial's steps in N fresh processes")
+    parser.add_argument(
+        "--replay", type=int, default=0, metavar="N", help="replay a trial's steps in N fresh processes"
+    )
     add_options(parser, epochs=4, report_every=2)
     parser.set_defaults(points=48, samples=250, hidden=8, depth=2)
     args = parser.parse_args()
@@ -165,8 +178,21 @@ def main() -> None:
     events = str(Path(storage) / "events.json")
     cmd = [sys.executable, "-c", CHILD, "sweep", json.dumps(spec), storage, json.dumps(options), events]
     if args.py_spy:
-        cmd = ["py-spy", "record", "--subprocesses", "--format", "raw", "--rate", str(args.rate), "--nonblocking",
-               "-o", args.py_spy, *(["--idle"] if args.idle else []), "--", *cmd]
+        cmd = [
+            "py-spy",
+            "record",
+            "--subprocesses",
+            "--format",
+            "raw",
+            "--rate",
+            str(args.rate),
+            "--nonblocking",
+            "-o",
+            args.py_spy,
+            *(["--idle"] if args.idle else []),
+            "--",
+            *cmd,
+        ]
     start = time.time()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sampler = TreeSampler(proc.pid)
@@ -187,8 +213,10 @@ def main() -> None:
         if k == "ray worker (trials)":
             workers.add(pid)
     n = args.trials
-    print(f"trial_profile: {n} trials, tune options {options or 'none'}; whole process {wall:.1f} s "
-          f"({wall / n:.2f} s per trial); {len(workers)} Ray worker processes seen")
+    print(
+        f"trial_profile: {n} trials, tune options {options or 'none'}; whole process {wall:.1f} s "
+        f"({wall / n:.2f} s per trial); {len(workers)} Ray worker processes seen"
+    )
     print(f"CPU seconds by process kind (2 cores x {wall:.1f} s = {2 * wall:.0f} CPU-s available):")
     for k, s in cpu.most_common():
         print(f"  {k:<28} {s:7.1f} CPU-s  {s / n:6.2f} per trial")

@@ -27,9 +27,12 @@ def spec_for(args, unroll: int):
 
     return sweep.SweepSpec(
         name="unroll-cost",
-        problem=sweep.Problem("exponax:Burgers", num_train=50, train_steps=50, num_test=2, test_steps=8, val_fraction=0),
-        model=sweep.Model("ConvNet", hidden_channels=args.hidden, depth=args.depth, activation="relu",
-                          boundary_mode="periodic"),
+        problem=sweep.Problem(
+            "exponax:Burgers", num_train=50, train_steps=50, num_test=2, test_steps=8, val_fraction=0
+        ),
+        model=sweep.Model(
+            "ConvNet", hidden_channels=args.hidden, depth=args.depth, activation="relu", boundary_mode="periodic"
+        ),
         optimizer=sweep.Optimizer("adam", learning_rate=1e-3),
         training=sweep.Training(epochs=10_000, batch_size=20, report_every=args.epochs, unroll=unroll),
     )
@@ -61,8 +64,13 @@ def main() -> None:
         compile_start = time.perf_counter()
         state, _ = sweep.run_chunk(block, state, args.epochs)  # compile, and a first chunk
         windows = data.train_traj.shape[0] * (data.train_traj.shape[1] - k)
-        blocks[k] = {"block": block, "state": state, "times": [], "compile": time.perf_counter() - compile_start,
-                     "steps": args.epochs * (windows // spec.training.batch_size)}
+        blocks[k] = {
+            "block": block,
+            "state": state,
+            "times": [],
+            "compile": time.perf_counter() - compile_start,
+            "steps": args.epochs * (windows // spec.training.batch_size),
+        }
     for _ in range(args.repeats):
         for entry in blocks.values():
             start = time.perf_counter()
@@ -70,17 +78,23 @@ def main() -> None:
             jax.block_until_ready(entry["state"].params)
             entry["times"].append(time.perf_counter() - start)
 
-    print(f"exponax:Burgers 160 points, 50 trajectories x 50 steps; ConvNet hidden {args.hidden} depth {args.depth}; "
-          f"{args.seeds} seeds in one block, batch 20, {args.epochs} epoch(s) per chunk, median of {args.repeats} rounds")
-    print(f"{'unroll':>6} {'steps/chunk':>11} {'first chunk s':>13} {'chunk s':>8} {'ms/step':>8} {'seed-steps/s':>13} "
-          f"{'vs K one-step':>13}")
+    print(
+        f"exponax:Burgers 160 points, 50 trajectories x 50 steps; ConvNet hidden {args.hidden} depth {args.depth}; "
+        f"{args.seeds} seeds in one block, batch 20, {args.epochs} epoch(s) per chunk, median of {args.repeats} rounds"
+    )
+    print(
+        f"{'unroll':>6} {'steps/chunk':>11} {'first chunk s':>13} {'chunk s':>8} {'ms/step':>8} {'seed-steps/s':>13} "
+        f"{'vs K one-step':>13}"
+    )
     one = None
     for k, entry in blocks.items():
         per_step = float(np.median(entry["times"])) / entry["steps"]
         one = per_step if k == 1 else one
         ratio = f"{per_step / (k * one):13.2f}" if one else f"{'-':>13}"
-        print(f"{k:6d} {entry['steps']:11d} {entry['compile']:13.2f} {np.median(entry['times']):8.3f} "
-              f"{per_step * 1e3:8.2f} {args.seeds / per_step:13.1f} {ratio}")
+        print(
+            f"{k:6d} {entry['steps']:11d} {entry['compile']:13.2f} {np.median(entry['times']):8.3f} "
+            f"{per_step * 1e3:8.2f} {args.seeds / per_step:13.1f} {ratio}"
+        )
 
 
 if __name__ == "__main__":

@@ -87,11 +87,24 @@ def gmean_first(curves: np.ndarray, upto: int = 100) -> np.ndarray:
 
 
 def run_apebench(args, preset: dict, out: Path) -> dict:
-    cmd = [args.ape_python, str(HERE / "_apebench_side.py"), "--scenario", args.scenario,
-           "--scenario-kwargs", json.dumps(scenario_kwargs(preset, args.unroll)),
-           "--optim-config", optim_config(preset), "--network", preset["network"],
-           "--train", "one" if args.unroll == 1 else f"sup;{args.unroll}",
-           "--num-seeds", str(preset["seeds"]), "--out", str(out)]
+    cmd = [
+        args.ape_python,
+        str(HERE / "_apebench_side.py"),
+        "--scenario",
+        args.scenario,
+        "--scenario-kwargs",
+        json.dumps(scenario_kwargs(preset, args.unroll)),
+        "--optim-config",
+        optim_config(preset),
+        "--network",
+        preset["network"],
+        "--train",
+        "one" if args.unroll == 1 else f"sup;{args.unroll}",
+        "--num-seeds",
+        str(preset["seeds"]),
+        "--out",
+        str(out),
+    ]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "XLA_FLAGS")}
     with open(out / "apebench.log", "w") as log:
         done = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
@@ -115,11 +128,18 @@ def optim_config(preset: dict) -> str:
 
 # APEBench scenario -> (exponax stepper of seed-sweep's problem, its options from the scenario's fields)
 STEPPERS = {
-    "phy_burgers": ("Burgers", lambda c: {"diffusivity": c["diffusion_coef"], "convection_scale": -c["convection_coef"],
-                                          "conservative": c["conservative"], "order": c["order"],
-                                          "dealiasing_fraction": c["dealiasing_fraction"],
-                                          "num_circle_points": c["num_circle_points"],
-                                          "circle_radius": c["circle_radius"]}),
+    "phy_burgers": (
+        "Burgers",
+        lambda c: {
+            "diffusivity": c["diffusion_coef"],
+            "convection_scale": -c["convection_coef"],
+            "conservative": c["conservative"],
+            "order": c["order"],
+            "dealiasing_fraction": c["dealiasing_fraction"],
+            "num_circle_points": c["num_circle_points"],
+            "circle_radius": c["circle_radius"],
+        },
+    ),
     "phy_adv": ("Advection", lambda c: {"velocity": -c["advection_coef"]}),
     "phy_diff": ("Diffusion", lambda c: {"diffusivity": c["diffusion_coef"]}),
 }
@@ -135,10 +155,20 @@ def problem_of(sweep, side: dict):
         sys.exit(f"ic_config {c['ic_config']!r}: only fourier;CUTOFF;true;true is mapped here")
     stepper, coefficients = STEPPERS[side["scenario"]]
     return sweep.Problem(
-        f"exponax:{stepper}", num_points=c["num_points"], domain_extent=c["domain_extent"], dt=c["dt"],
-        num_train=c["num_train_samples"], train_steps=c["train_temporal_horizon"], num_val=0,
-        num_test=c["num_test_samples"], test_steps=c["test_temporal_horizon"], warmup_steps=c["num_warmup_steps"],
-        ic="fourier", ic_options={"cutoff": int(cutoff)}, **coefficients(c))
+        f"exponax:{stepper}",
+        num_points=c["num_points"],
+        domain_extent=c["domain_extent"],
+        dt=c["dt"],
+        num_train=c["num_train_samples"],
+        train_steps=c["train_temporal_horizon"],
+        num_val=0,
+        num_test=c["num_test_samples"],
+        test_steps=c["test_temporal_horizon"],
+        warmup_steps=c["num_warmup_steps"],
+        ic="fourier",
+        ic_options={"cutoff": int(cutoff)},
+        **coefficients(c),
+    )
 
 
 def stepper_check(side: dict, test_traj: np.ndarray) -> tuple[float, float]:
@@ -151,8 +181,9 @@ def stepper_check(side: dict, test_traj: np.ndarray) -> tuple[float, float]:
 
     c = side["config"]
     stepper, coefficients = STEPPERS[side["scenario"]]
-    solver = getattr(exponax.stepper, stepper)(1, float(c["domain_extent"]), c["num_points"], float(c["dt"]),
-                                               **coefficients(c))
+    solver = getattr(exponax.stepper, stepper)(
+        1, float(c["domain_extent"]), c["num_points"], float(c["dt"]), **coefficients(c)
+    )
     error = np.abs(np.asarray(jax.vmap(jax.vmap(solver))(test_traj[:, :-1])) - test_traj[:, 1:])
     return float(error[:, 0].max()), float(error.max())
 
@@ -169,8 +200,10 @@ def train_seed_sweep(sweep, side: dict, unroll: int):
     windows = c["num_train_samples"] * (c["train_temporal_horizon"] + 1 - unroll)
     per_epoch, steps = windows // side["batch_size"], side["num_training_steps"]
     if steps % per_epoch or windows % side["batch_size"]:
-        sys.exit(f"steps={steps}: must be a multiple of the {per_epoch} minibatches per epoch ({windows} windows "
-                 f"// batch {side['batch_size']}, none left over) so both sides take the same update steps")
+        sys.exit(
+            f"steps={steps}: must be a multiple of the {per_epoch} minibatches per epoch ({windows} windows "
+            f"// batch {side['batch_size']}, none left over) so both sides take the same update steps"
+        )
     epochs = steps // per_epoch
     optimiser, _, schedule, init, peak, warmup = side["config"]["optim_config"].split(";")
     if (optimiser, schedule) != ("adam", "warmup_cosine"):
@@ -178,13 +211,28 @@ def train_seed_sweep(sweep, side: dict, unroll: int):
     spec = sweep.SweepSpec(
         name="vs_apebench",
         problem=problem_of(sweep, side),
-        model=sweep.Model("ConvNet", hidden_channels=int(hidden), depth=int(depth), activation=activation,
-                          boundary_mode="periodic"),
-        optimizer=sweep.Optimizer("adam", learning_rate=float(peak), schedule={
-            "name": "warmup_cosine_decay_schedule", "init_value": float(init) / float(peak), "peak_value": 1.0,
-            "warmup_steps": int(warmup), "decay_steps": steps}),
-        training=sweep.Training(epochs=epochs, batch_size=side["batch_size"], report_every=epochs, unroll=unroll,
-                                rollout_steps=c["test_temporal_horizon"], rollout_metrics=("nrmse",)),
+        model=sweep.Model(
+            "ConvNet", hidden_channels=int(hidden), depth=int(depth), activation=activation, boundary_mode="periodic"
+        ),
+        optimizer=sweep.Optimizer(
+            "adam",
+            learning_rate=float(peak),
+            schedule={
+                "name": "warmup_cosine_decay_schedule",
+                "init_value": float(init) / float(peak),
+                "peak_value": 1.0,
+                "warmup_steps": int(warmup),
+                "decay_steps": steps,
+            },
+        ),
+        training=sweep.Training(
+            epochs=epochs,
+            batch_size=side["batch_size"],
+            report_every=epochs,
+            unroll=unroll,
+            rollout_steps=c["test_temporal_horizon"],
+            rollout_metrics=("nrmse",),
+        ),
         seeds=len(side["seeds"]),
     )
     data = sweep.load_data(spec)  # generated before the clock, as APEBench's side does
@@ -219,43 +267,68 @@ def _mean_std(x: np.ndarray) -> str:
     return f"{x.mean():.4g} ± {x.std(ddof=1):.2g}"
 
 
-def report(side: dict, ss_timing: dict, steps: int, curves: dict[str, dict[str, np.ndarray]],
-           checks: dict[str, float]) -> dict:
+def report(
+    side: dict, ss_timing: dict, steps: int, curves: dict[str, dict[str, np.ndarray]], checks: dict[str, float]
+) -> dict:
     """Print and return the timing per seed-step and, per test set, the rollout quality of both sides."""
     seeds = len(side["seeds"])
     seed_steps = seeds * steps
-    ape = {"seconds": side["train_seconds"], "compile_seconds": side["compile_seconds"],
-           "cpu_seconds": side["train_cpu_seconds"]}
+    ape = {
+        "seconds": side["train_seconds"],
+        "compile_seconds": side["compile_seconds"],
+        "cpu_seconds": side["train_cpu_seconds"],
+    }
     rows = {"APEBench": ape, "seed-sweep": ss_timing}
-    print(f"\nscenario {side['scenario']} ({side['scenario_class']}), network {side['network']}, "
-          f"train {side['train']!r}, {seeds} seeds x {steps} update steps, batch {side['batch_size']}, "
-          f"optimiser {side['config']['optim_config']}")
-    print(f"{'':12} {'train s':>9} {'compile s':>10} {'ms/seed-step':>13} {'net of compile':>15} {'CPU s':>8} "
-          f"{'CPU ms/seed-step':>17}")
+    print(
+        f"\nscenario {side['scenario']} ({side['scenario_class']}), network {side['network']}, "
+        f"train {side['train']!r}, {seeds} seeds x {steps} update steps, batch {side['batch_size']}, "
+        f"optimiser {side['config']['optim_config']}"
+    )
+    print(
+        f"{'':12} {'train s':>9} {'compile s':>10} {'ms/seed-step':>13} {'net of compile':>15} {'CPU s':>8} "
+        f"{'CPU ms/seed-step':>17}"
+    )
     per = {}
     for name, t in rows.items():
-        per[name] = (t["seconds"] / seed_steps * 1e3, (t["seconds"] - t["compile_seconds"]) / seed_steps * 1e3,
-                     t["cpu_seconds"] / seed_steps * 1e3)
-        print(f"{name:12} {t['seconds']:9.2f} {t['compile_seconds']:10.2f} {per[name][0]:13.3f} {per[name][1]:15.3f} "
-              f"{t['cpu_seconds']:8.1f} {per[name][2]:17.3f}")
+        per[name] = (
+            t["seconds"] / seed_steps * 1e3,
+            (t["seconds"] - t["compile_seconds"]) / seed_steps * 1e3,
+            t["cpu_seconds"] / seed_steps * 1e3,
+        )
+        print(
+            f"{name:12} {t['seconds']:9.2f} {t['compile_seconds']:10.2f} {per[name][0]:13.3f} {per[name][1]:15.3f} "
+            f"{t['cpu_seconds']:8.1f} {per[name][2]:17.3f}"
+        )
     speed, speed_net, speed_cpu = (per["APEBench"][i] / per["seed-sweep"][i] for i in range(3))
-    print(f"speed ratio (APEBench time / seed-sweep time per seed-step): {speed:.2f}x, net of compile {speed_net:.2f}x, "
-          f"by CPU time {speed_cpu:.2f}x")
+    print(
+        f"speed ratio (APEBench time / seed-sweep time per seed-step): {speed:.2f}x, net of compile {speed_net:.2f}x, "
+        f"by CPU time {speed_cpu:.2f}x"
+    )
     evaluation = ss_timing["evaluation_seconds"]
     training_only = (ss_timing["seconds"] - ss_timing["compile_seconds"] - evaluation) / seed_steps * 1e3
     speed_training = per["APEBench"][1] / training_only
-    print(f"seed-sweep's in-program evaluation at the report (test loss on the test pairs, test rollouts), "
-          f"measured apart (2 t(1 epoch) - t(2 epochs)): {evaluation:.2f} s; net of compile and of it "
-          f"{training_only:.3f} ms/seed-step: {speed_training:.2f}x APEBench's net of compile (which excludes its tests)")
-    result = {"ms_per_seed_step": per, "speed_ratio": speed, "speed_ratio_net_of_compile": speed_net,
-              "speed_ratio_cpu": speed_cpu, "speed_ratio_training_only": speed_training,
-              "quality": {test_set: quality(test_set, c) for test_set, c in curves.items()}, "checks": checks}
+    print(
+        f"seed-sweep's in-program evaluation at the report (test loss on the test pairs, test rollouts), "
+        f"measured apart (2 t(1 epoch) - t(2 epochs)): {evaluation:.2f} s; net of compile and of it "
+        f"{training_only:.3f} ms/seed-step: {speed_training:.2f}x APEBench's net of compile (which excludes its tests)"
+    )
+    result = {
+        "ms_per_seed_step": per,
+        "speed_ratio": speed,
+        "speed_ratio_net_of_compile": speed_net,
+        "speed_ratio_cpu": speed_cpu,
+        "speed_ratio_training_only": speed_training,
+        "quality": {test_set: quality(test_set, c) for test_set, c in curves.items()},
+        "checks": checks,
+    }
     import exponax
 
-    print(f"\ncross-checks, max |diff|: our stepper (exponax {exponax.__version__}; APEBench's "
-          f"{side['versions']['exponax']}) on APEBench's test states vs its next states {checks['stepper'][0]:.2e} "
-          f"at step 1, {checks['stepper'][1]:.2e} over all steps; this metric vs APEBench's own perform_tests on its networks {checks['apebench']:.2e}; "
-          f"vs seed-sweep's in-program test_rollout_nrmse on its networks and test set (relative) {checks['seed-sweep']:.2e}")
+    print(
+        f"\ncross-checks, max |diff|: our stepper (exponax {exponax.__version__}; APEBench's "
+        f"{side['versions']['exponax']}) on APEBench's test states vs its next states {checks['stepper'][0]:.2e} "
+        f"at step 1, {checks['stepper'][1]:.2e} over all steps; this metric vs APEBench's own perform_tests on its networks {checks['apebench']:.2e}; "
+        f"vs seed-sweep's in-program test_rollout_nrmse on its networks and test set (relative) {checks['seed-sweep']:.2e}"
+    )
     return result
 
 
@@ -275,11 +348,18 @@ def quality(test_set: str, curves: dict[str, np.ndarray]) -> dict:
     mw = stats.mannwhitneyu(a, b, alternative="two-sided")
     welch = stats.ttest_ind(a, b, equal_var=False)
     ci = welch.confidence_interval(0.95)
-    print(f"Mann–Whitney U (two-sided) on per-seed gmeans: U = {mw.statistic:.1f}, p = {mw.pvalue:.3f}; "
-          f"Welch t = {welch.statistic:.2f}, p = {welch.pvalue:.3f}, "
-          f"difference APEBench - seed-sweep 95% CI [{ci.low:.4g}, {ci.high:.4g}]")
-    return {"gmean": {n: v.tolist() for n, v in g.items()}, "mannwhitney_p": mw.pvalue, "welch_p": welch.pvalue,
-            "welch_ci": [ci.low, ci.high], "curves": {n: c.tolist() for n, c in curves.items()}}
+    print(
+        f"Mann–Whitney U (two-sided) on per-seed gmeans: U = {mw.statistic:.1f}, p = {mw.pvalue:.3f}; "
+        f"Welch t = {welch.statistic:.2f}, p = {welch.pvalue:.3f}, "
+        f"difference APEBench - seed-sweep 95% CI [{ci.low:.4g}, {ci.high:.4g}]"
+    )
+    return {
+        "gmean": {n: v.tolist() for n, v in g.items()},
+        "mannwhitney_p": mw.pvalue,
+        "welch_p": welch.pvalue,
+        "welch_ci": [ci.low, ci.high],
+        "curves": {n: c.tolist() for n, c in curves.items()},
+    }
 
 
 def main() -> None:
@@ -294,7 +374,8 @@ def main() -> None:
     p.add_argument("--out", type=Path, help="keep data, networks and results here (default: a temp dir)")
     args = p.parse_args()
     preset = PRESETS["smoke" if args.smoke else "full"] | {
-        k: v for k, v in (("network", args.network), ("steps", args.steps), ("seeds", args.seeds)) if v is not None}
+        k: v for k, v in (("network", args.network), ("steps", args.steps), ("seeds", args.seeds)) if v is not None
+    }
     out = args.out or Path(tempfile.mkdtemp(prefix="vs_apebench-"))
     out.mkdir(parents=True, exist_ok=True)
 
@@ -310,17 +391,29 @@ def main() -> None:
     with np.load(out / "data.npz") as f:
         test_traj = f["test_traj"]
     test_sets = {"APEBench's test set": test_traj, "seed-sweep's test set": data.test_traj}
-    curves = {name: {"APEBench": rollout_nrmse(ape_model, t), "seed-sweep": rollout_nrmse(model, t)}
-              for name, t in test_sets.items()}
+    curves = {
+        name: {"APEBench": rollout_nrmse(ape_model, t), "seed-sweep": rollout_nrmse(model, t)}
+        for name, t in test_sets.items()
+    }
     own = side["apebench_metrics"].get("mean_nRMSE")
     checks = {
         "stepper": stepper_check(side, test_traj),
-        "apebench": float(np.max(np.abs(np.asarray(own) - curves["APEBench's test set"]["APEBench"]))) if own else math.nan,
-        "seed-sweep": float(np.max(np.abs(history.test_rollout["nrmse"] / curves["seed-sweep's test set"]["seed-sweep"] - 1))),
+        "apebench": float(np.max(np.abs(np.asarray(own) - curves["APEBench's test set"]["APEBench"])))
+        if own
+        else math.nan,
+        "seed-sweep": float(
+            np.max(np.abs(history.test_rollout["nrmse"] / curves["seed-sweep's test set"]["seed-sweep"] - 1))
+        ),
     }
     result = report(side, ss_timing, steps, curves, checks)
-    result |= {"preset": preset, "unroll": args.unroll, "apebench_config": side["config"], "versions": side["versions"],
-               "seed_sweep_spec": spec.to_dict(), "seed_sweep_diverged": np.asarray(history.diverged).tolist()}
+    result |= {
+        "preset": preset,
+        "unroll": args.unroll,
+        "apebench_config": side["config"],
+        "versions": side["versions"],
+        "seed_sweep_spec": spec.to_dict(),
+        "seed_sweep_diverged": np.asarray(history.diverged).tolist(),
+    }
     (out / "result.json").write_text(json.dumps(result, indent=1))
     print(f"\nfiles in {out}")
 

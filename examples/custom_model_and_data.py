@@ -58,8 +58,9 @@ def make_spec(data_path: Path, smoke: bool) -> sweep.SweepSpec:
         problem=sweep.Problem("arrays", path=str(data_path)),
         model=sweep.Model("my_models:shift_net", hidden=8, kernel_size=5),
         optimizer=sweep.Optimizer("adam", learning_rate=3e-3),
-        training=sweep.Training(epochs=2, batch_size=16, report_every=1) if smoke else
-        sweep.Training(epochs=60, batch_size=32, report_every=10),
+        training=sweep.Training(epochs=2, batch_size=16, report_every=1)
+        if smoke
+        else sweep.Training(epochs=60, batch_size=32, report_every=10),
         seeds=3 if smoke else 8,
         seeds_per_trial=3 if smoke else 8,
         grid={"model.hidden": [4, 8], "optimizer.learning_rate": [1e-3, 3e-3]},
@@ -76,8 +77,15 @@ def train_in_process(spec: sweep.SweepSpec):
         for j, h in enumerate(history.hparams):  # members are hparam-major, then seed
             rows = slice(j * len(seeds), (j + 1) * len(seeds))
             members = eqx.combine(jax.tree_util.tree_map(lambda a: a[rows], params), static)
-            results.append((config.model.hidden, h["learning_rate"], members, history.val_loss[rows, -1],
-                            history.test_loss[rows, -1]))
+            results.append(
+                (
+                    config.model.hidden,
+                    h["learning_rate"],
+                    members,
+                    history.val_loss[rows, -1],
+                    history.test_loss[rows, -1],
+                )
+            )
     return results
 
 
@@ -108,11 +116,15 @@ def run_with_ray(spec: sweep.SweepSpec, storage: Path, out: Path, data) -> None:
     import ray
 
     if not ray.is_initialized():  # ship my_models.py to the workers
-        ray.init(runtime_env={"working_dir": str(HERE), "excludes": ["figures/", "runs/", "*.npz", "*.png"]},
-                 include_dashboard=False, log_to_driver=False)
+        ray.init(
+            runtime_env={"working_dir": str(HERE), "excludes": ["figures/", "runs/", "*.npz", "*.png"]},
+            include_dashboard=False,
+            log_to_driver=False,
+        )
     ens = sweep.load(sweep.run(spec, storage=str(storage)))
-    print_table([(r["hidden"], r["learning_rate"], r["mean"], r["std"], r["test_loss_mean"])
-                 for r in ens.summary().to_pylist()])  # val_loss, best first
+    print_table(
+        [(r["hidden"], r["learning_rate"], r["mean"], r["std"], r["test_loss_mean"]) for r in ens.summary().to_pylist()]
+    )  # val_loss, best first
     best = ens.best_configuration()  # chosen on the validation loss
     mean, std = ens.where(**best).mean_std(data.test_x[:2])
     label = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in best.items())
@@ -134,8 +146,10 @@ def main(argv: list[str] | None = None) -> None:
     data_path = write_data(out / "shift.npz", num_samples=64 if args.smoke else 800)
     spec = make_spec(data_path, args.smoke)
     data = sweep.load_data(spec)
-    print(f"data {data_path.name}: train {data.train_x.shape}, validation {data.val_x.shape} (carved from the "
-          f"training rows), test {data.test_x.shape}; model {spec.model.name}")
+    print(
+        f"data {data_path.name}: train {data.train_x.shape}, validation {data.val_x.shape} (carved from the "
+        f"training rows), test {data.test_x.shape}; model {spec.model.name}"
+    )
 
     if args.ray:
         run_with_ray(spec, out / "store", out, data)
@@ -147,8 +161,10 @@ def main(argv: list[str] | None = None) -> None:
     hidden, lr, members, _, _ = min(results, key=lambda r: np.nanmean(r[3]))  # chosen on validation
     label = f"hidden={hidden}, lr={lr:g}"
     preds = np.asarray(eqx.filter_vmap(lambda m: jax.vmap(m)(data.test_x))(members))  # [seed, sample, c, n]
-    print(f"best (lowest mean val loss): {label}; ensemble of {preds.shape[0]} seeds, test MSE of the mean "
-          f"{np.mean((preds.mean(0) - data.test_y) ** 2):.4g}")
+    print(
+        f"best (lowest mean val loss): {label}; ensemble of {preds.shape[0]} seeds, test MSE of the mean "
+        f"{np.mean((preds.mean(0) - data.test_y) ** 2):.4g}"
+    )
     plot_predictions(out / "predictions.png", data, preds.mean(0), preds.std(0), label)
 
 

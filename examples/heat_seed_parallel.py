@@ -33,13 +33,31 @@ def make_spec(smoke: bool) -> sweep.SweepSpec:
     """The reference setup: 48 points, 1000 samples, ConvNet(16 channels, depth 6), Adam 3e-4. As in the
     reference, every non-test sample trains (``val_fraction=0``): nothing is chosen here, so no
     validation set is needed; a sweep that picks a configuration keeps one (the default)."""
-    problem = sweep.Problem("heat1d", num_points=48, num_samples=100 if smoke else 1000, dt=0.1,
-                            diffusivity=0.1, domain_extent=3.0, test_fraction=0.2, val_fraction=0, data_seed=0)
+    problem = sweep.Problem(
+        "heat1d",
+        num_points=48,
+        num_samples=100 if smoke else 1000,
+        dt=0.1,
+        diffusivity=0.1,
+        domain_extent=3.0,
+        test_fraction=0.2,
+        val_fraction=0,
+        data_seed=0,
+    )
     model = sweep.Model("ConvNet", hidden_channels=16, depth=6, activation="relu", boundary_mode="dirichlet")
-    training = sweep.Training(epochs=3, batch_size=32, report_every=1) if smoke else \
-        sweep.Training(epochs=100, batch_size=32, report_every=5)
-    return sweep.SweepSpec(name="heat-seed-parallel", problem=problem, model=model,
-                           optimizer=sweep.Optimizer("adam", learning_rate=3e-4), training=training, seeds=10)
+    training = (
+        sweep.Training(epochs=3, batch_size=32, report_every=1)
+        if smoke
+        else sweep.Training(epochs=100, batch_size=32, report_every=5)
+    )
+    return sweep.SweepSpec(
+        name="heat-seed-parallel",
+        problem=problem,
+        model=model,
+        optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
+        training=training,
+        seeds=10,
+    )
 
 
 def leaves(model) -> list[np.ndarray]:
@@ -68,20 +86,26 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.perf_counter()
     net4, history4 = sweep.train(spec, seed=4)
     t_one = time.perf_counter() - t0
-    print(f"one seed: {pdeqx.count_parameters(net4)} parameters, final test loss "
-          f"{history4.test_loss[0, -1]:.3g}, {t_one:.1f}s (includes compilation)")
+    print(
+        f"one seed: {pdeqx.count_parameters(net4)} parameters, final test loss "
+        f"{history4.test_loss[0, -1]:.3g}, {t_one:.1f}s (includes compilation)"
+    )
 
     # 2. Ten seeds as one block: the reference's `eqx.filter_vmap(perform_training)(keys)`.
     t0 = time.perf_counter()
     ensemble, history = sweep.train_block(spec, seeds=range(10))
     t_block = time.perf_counter() - t0
-    print(f"10 seeds in one block: {t_block:.1f}s = {t_block / 10:.2f}s per seed (one seed alone: {t_one:.1f}s "
-          f"incl. compilation). On a GPU the block is vmapped: ~3x faster than 10 runs in a row in the reference.")
+    print(
+        f"10 seeds in one block: {t_block:.1f}s = {t_block / 10:.2f}s per seed (one seed alone: {t_one:.1f}s "
+        f"incl. compilation). On a GPU the block is vmapped: ~3x faster than 10 runs in a row in the reference."
+    )
     print(f"stacked ensemble: first weight {leaves(ensemble)[0].shape} (leading seed axis)")
 
     fig = Figure(figsize=(11, 4), layout="constrained")
-    for ax, which, losses in ((fig.add_subplot(1, 2, 1), "train", history.train_loss),
-                              (fig.add_subplot(1, 2, 2), "test", history.test_loss)):
+    for ax, which, losses in (
+        (fig.add_subplot(1, 2, 1), "train", history.train_loss),
+        (fig.add_subplot(1, 2, 2), "test", history.test_loss),
+    ):
         for seed, curve in zip(history.seeds, losses):
             ax.semilogy(history.epoch, curve, lw=1, label=f"seed {seed}")
         ax.set_xlabel("epoch")
@@ -111,8 +135,10 @@ def main(argv: list[str] | None = None) -> None:
     # 4. Manipulating ensembles: extract seed 4, combine seeds 4 and 6.
     seed_4 = pdeqx.extract_from_ensemble(ensemble, 4)
     same = all(np.array_equal(a, b) for a, b in zip(leaves(seed_4), leaves(net4)))
-    print(f"seed 4 from the block == seed 4 trained alone: {same}"
-          + ("" if same else " (equal only within float tolerance on this backend)"))
+    print(
+        f"seed 4 from the block == seed 4 trained alone: {same}"
+        + ("" if same else " (equal only within float tolerance on this backend)")
+    )
     seed_6 = pdeqx.extract_from_ensemble(ensemble, 6)
     ensemble_4_6 = pdeqx.combine_to_ensemble([seed_4, seed_6])
     print(f"ensemble of seeds 4 and 6: first weight {leaves(ensemble_4_6)[0].shape}")

@@ -29,7 +29,10 @@ HERE = Path(__file__).resolve().parent
 def smoke_spec(spec: sweep.SweepSpec) -> sweep.SweepSpec:
     """The same sweep, tiny: 4 seeds in blocks of 4, 64 samples, 2 epochs."""
     return dataclasses.replace(
-        spec, name=f"{spec.name}-smoke", seeds=4, seeds_per_trial=4,
+        spec,
+        name=f"{spec.name}-smoke",
+        seeds=4,
+        seeds_per_trial=4,
         problem=spec.problem.replace(num_samples=64),
         training=spec.training.replace(epochs=2, batch_size=16, report_every=1),
     )
@@ -59,8 +62,10 @@ def main(argv: list[str] | None = None) -> None:
     print("(95% bootstrap interval of the mean; the test loss beside it is reported, not used to choose):")
     print(f"{'depth':>5} {'lr':>8} {'seeds':>5} {'val mean':>10} {'95% interval':>21} {'std':>10} {'test mean':>10}")
     for r in summary.to_pylist():
-        print(f"{r['depth']:>5} {r['learning_rate']:>8.0e} {r['n']:>5} {r['mean']:>10.3e} "
-              f"{r['mean_ci_low']:>10.3e}..{r['mean_ci_high']:<9.3e} {r['std']:>10.3e} {r['test_loss_mean']:>10.3e}")
+        print(
+            f"{r['depth']:>5} {r['learning_rate']:>8.0e} {r['n']:>5} {r['mean']:>10.3e} "
+            f"{r['mean_ci_low']:>10.3e}..{r['mean_ci_high']:<9.3e} {r['std']:>10.3e} {r['test_loss_mean']:>10.3e}"
+        )
 
     # The best configuration (lowest mean validation loss over its seeds) and its 8 best members.
     best = ens.best_configuration()
@@ -70,20 +75,28 @@ def main(argv: list[str] | None = None) -> None:
     mse = float(np.mean((mean - data.test_y) ** 2))
     name = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in best.items())
     print(f"\nbest configuration (on validation): {name}; ensemble of its {top.table.num_rows} best members:")
-    print(f"  test MSE of the ensemble mean {mse:.4g} (reported, not used to choose), mean predictive std "
-          f"{float(std.mean()):.3g}")
+    print(
+        f"  test MSE of the ensemble mean {mse:.4g} (reported, not used to choose), mean predictive std "
+        f"{float(std.mean()):.3g}"
+    )
     seed = top.table.column("seed")[0].as_py()
     member = top.member(seed=seed)  # a plain eqx.Module for one sample
-    print(f"  its best member (seed {seed}) maps one sample {data.test_x[0].shape} -> {np.shape(member(data.test_x[0]))}")
+    print(
+        f"  its best member (seed {seed}) maps one sample {data.test_x[0].shape} -> {np.shape(member(data.test_x[0]))}"
+    )
 
     depths = sorted(set(ens.table.column("depth").to_pylist())) if "depth" in ens.columns else []
     if len(depths) >= 2:  # is the shallow net better than the deep one over seeds, at the chosen learning rate?
         lr = best["learning_rate"]  # fixed on both sides: compare() refuses to pool over a free grid column
         c = ens.compare({"depth": depths[0], "learning_rate": lr}, {"depth": depths[-1], "learning_rate": lr})
-        print(f"  P(depth {depths[0]} beats depth {depths[-1]} at lr={lr:g}) = {c.probability:.2f} "
-              f"(95% interval {c.ci_low:.2f}..{c.ci_high:.2f}, {c.n_a} vs {c.n_b} seeds);")
-        print(f"  mean val loss difference {c.difference:.3g} (95% interval {c.difference_ci_low:.3g}.."
-              f"{c.difference_ci_high:.3g})")
+        print(
+            f"  P(depth {depths[0]} beats depth {depths[-1]} at lr={lr:g}) = {c.probability:.2f} "
+            f"(95% interval {c.ci_low:.2f}..{c.ci_high:.2f}, {c.n_a} vs {c.n_b} seeds);"
+        )
+        print(
+            f"  mean val loss difference {c.difference:.3g} (95% interval {c.difference_ci_low:.3g}.."
+            f"{c.difference_ci_high:.3g})"
+        )
 
     out = args.out or Path(sweep_dir) / "sweep.png"
     sweep.plot(ens, out=out)

@@ -50,9 +50,11 @@ def backend_started() -> bool:
     return xla_bridge.backends_are_initialized()
 
 
-def configure(cpu_devices: int | Literal["auto"] | None = "auto",
-              compile_cache: str | os.PathLike | Literal["default"] | None = "default",
-              gpu_preallocate: bool | None = None) -> Configuration:
+def configure(
+    cpu_devices: int | Literal["auto"] | None = "auto",
+    compile_cache: str | os.PathLike | Literal["default"] | None = "default",
+    gpu_preallocate: bool | None = None,
+) -> Configuration:
     """Split the CPU into JAX devices and switch on JAX's persistent compilation cache.
 
     - ``cpu_devices``: JAX CPU devices (``jax_num_cpu_devices``). ``"auto"`` gives one per core
@@ -79,9 +81,12 @@ def configure(cpu_devices: int | Literal["auto"] | None = "auto",
     model, history = sweep.train_block(spec, seeds=range(8))
     ```
     """
-    if cpu_devices is not None and cpu_devices != "auto" and (
-            isinstance(cpu_devices, bool) or not isinstance(cpu_devices, int) or cpu_devices < 1):
-        raise SpecError(f"`cpu_devices`: got {cpu_devices!r}; give an integer >= 1, \"auto\" or None")
+    if (
+        cpu_devices is not None
+        and cpu_devices != "auto"
+        and (isinstance(cpu_devices, bool) or not isinstance(cpu_devices, int) or cpu_devices < 1)
+    ):
+        raise SpecError(f'`cpu_devices`: got {cpu_devices!r}; give an integer >= 1, "auto" or None')
     applied = True
     if gpu_preallocate is not None and not backend_started():
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "true" if gpu_preallocate else "false")

@@ -17,8 +17,10 @@ import pyarrow.fs as pafs
 from ._errors import StoreError
 
 ONE_COMPONENT = re.compile(r"[^/]+")  # a ``layout`` for :func:`confined`: a name, not a path
-COMPONENT_RULE = ("one path component: not empty, '.' or '..', without '/', '\\\\', NUL or other control "
-                  "characters, at most 255 bytes")
+COMPONENT_RULE = (
+    "one path component: not empty, '.' or '..', without '/', '\\\\', NUL or other control "
+    "characters, at most 255 bytes"
+)
 
 
 def filesystem_path(path: str | os.PathLike, filesystem: pafs.FileSystem | None = None) -> tuple[pafs.FileSystem, str]:
@@ -134,8 +136,10 @@ def confined(relpath: Any, where: str, layout: re.Pattern | None = None, allowed
     else:
         problem = name_problem(relpath)
     if problem is not None:
-        raise StoreError(f"{where}: names {relpath!r}, which is not a plain name inside the store ({problem}); "
-                         f"the file was altered or is not seed-sweep's")
+        raise StoreError(
+            f"{where}: names {relpath!r}, which is not a plain name inside the store ({problem}); "
+            f"the file was altered or is not seed-sweep's"
+        )
     return relpath
 
 
@@ -148,8 +152,10 @@ def refuse_links(filesystem: pafs.FileSystem, root: str, relpath: str = "") -> N
     for part in ["", *filter(None, relpath.split("/"))]:
         path = os.path.join(path, part) if part else path
         if os.path.islink(path):
-            raise StoreError(f"{path!r} is a symbolic link (to {os.readlink(path)!r}); a store holds no links "
-                             f"and seed-sweep does not follow them. Re-run `sweep aggregate`")
+            raise StoreError(
+                f"{path!r} is a symbolic link (to {os.readlink(path)!r}); a store holds no links "
+                f"and seed-sweep does not follow them. Re-run `sweep aggregate`"
+            )
 
 
 @contextmanager

@@ -23,7 +23,7 @@ _LATER_DEFAULTS = {"unroll": 1, "rollout_steps": 0, "rollout_metrics": ["nrmse"]
 
 def _names(value: Any, field: str) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, Iterable):
-        raise SpecError(f"`training.{field}`: got {value!r}; give a list of names, e.g. [\"mse\", \"nrmse\"]")
+        raise SpecError(f'`training.{field}`: got {value!r}; give a list of names, e.g. ["mse", "nrmse"]')
     return tuple(value)
 
 
@@ -76,8 +76,10 @@ class Training:
         check_names(self.loss, self.metrics)
         check_rollout_names(self.rollout_metrics)
         if self.rollout_steps and not self.rollout_metrics:
-            raise SpecError(f"`training.rollout_metrics`: empty with rollout_steps={self.rollout_steps}; name at "
-                            f"least one metric, e.g. [\"nrmse\"] (or set rollout_steps=0: no rollouts)")
+            raise SpecError(
+                f"`training.rollout_metrics`: empty with rollout_steps={self.rollout_steps}; name at "
+                f'least one metric, e.g. ["nrmse"] (or set rollout_steps=0: no rollouts)'
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self) | {"metrics": list(self.metrics), "rollout_metrics": list(self.rollout_metrics)}
@@ -93,9 +95,7 @@ class Training:
         allowed = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - allowed
         if unknown:
-            raise SpecError(
-                f"`training`: unknown field(s) {sorted(unknown)}; allowed: {sorted(allowed)}"
-            )
+            raise SpecError(f"`training`: unknown field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
         return cls(**data)
 
     def replace(self, **changes: Any) -> Training:

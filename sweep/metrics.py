@@ -47,7 +47,9 @@ class Metric(NamedTuple):
 
 def _same_shape(name: str, pred: Array, target: Array) -> None:
     if pred.shape != target.shape:
-        raise ValueError(f"{name} needs a prediction and a target of the same shape; got {pred.shape} and {target.shape}")
+        raise ValueError(
+            f"{name} needs a prediction and a target of the same shape; got {pred.shape} and {target.shape}"
+        )
 
 
 def mse(pred: Float[Array, "c *s"], target: Float[Array, "c *s"]) -> Float[Array, ""]:
@@ -105,7 +107,7 @@ def _check_entry(entry: Any, field: str, what: str) -> None:
     if not isinstance(entry, str) or not (entry in BUILTINS or is_import_path(entry)):
         raise SpecError(
             f"`{field}`: unknown {what} {entry!r}; choose one of {', '.join(BUILTINS)} or give a function "
-            f"fn(pred, target) -> scalar of one sample as \"package.module:fn\""
+            f'fn(pred, target) -> scalar of one sample as "package.module:fn"'
         )
 
 
@@ -118,11 +120,15 @@ def check_names(loss: Any, metrics: Sequence[Any]) -> None:
         _check_entry(entry, f"training.metrics[{i}]", "metric")
         name = metric_name(entry)
         if name == LOSS:
-            raise SpecError(f"`training.metrics[{i}]`: {entry!r} would be stored as `val_loss`, the loss's own "
-                            f"column; rename the function")
+            raise SpecError(
+                f"`training.metrics[{i}]`: {entry!r} would be stored as `val_loss`, the loss's own "
+                f"column; rename the function"
+            )
         if name in seen:
-            raise SpecError(f"`training.metrics[{i}]`: {entry!r} and {seen[name]!r} would both be stored as "
-                            f"`val_{name}` / `test_{name}`; give each metric its own function name")
+            raise SpecError(
+                f"`training.metrics[{i}]`: {entry!r} and {seen[name]!r} would both be stored as "
+                f"`val_{name}` / `test_{name}`; give each metric its own function name"
+            )
         seen[name] = entry
 
 
@@ -134,12 +140,16 @@ def check_rollout_names(metrics: Sequence[Any]) -> None:
         field = f"training.rollout_metrics[{i}]"
         _check_entry(entry, field, "rollout metric")
         if entry in BUILTINS and BUILTINS[entry].integer_targets:
-            raise SpecError(f"`{field}`: {entry!r} compares predictions with class indices; a rollout compares "
-                            f"states with states: choose one of {', '.join(rollout_builtins())}")
+            raise SpecError(
+                f"`{field}`: {entry!r} compares predictions with class indices; a rollout compares "
+                f"states with states: choose one of {', '.join(rollout_builtins())}"
+            )
         name = metric_name(entry)
         if name in seen:
-            raise SpecError(f"`{field}`: {entry!r} and {seen[name]!r} would both be stored as `test_rollout_{name}`; "
-                            f"give each metric its own function name")
+            raise SpecError(
+                f"`{field}`: {entry!r} and {seen[name]!r} would both be stored as `test_rollout_{name}`; "
+                f"give each metric its own function name"
+            )
         seen[name] = entry
 
 
@@ -155,18 +165,27 @@ def resolve(entry: str, field: str) -> Metric:
 
 def objective(loss: str, metrics: Sequence[str]) -> tuple[tuple[str, str, Metric], ...]:
     """``(stored name, spec field, Metric)`` of the loss (stored as ``"loss"``) and every metric."""
-    entries = [(LOSS, "training.loss", loss)] + [(metric_name(m), f"training.metrics[{i}]", m) for i, m in enumerate(metrics)]
+    entries = [(LOSS, "training.loss", loss)] + [
+        (metric_name(m), f"training.metrics[{i}]", m) for i, m in enumerate(metrics)
+    ]
     return tuple((name, field, resolve(entry, field)) for name, field, entry in entries)
 
 
 def rollout_objective(metrics: Sequence[str]) -> tuple[tuple[str, str, Metric], ...]:
     """``(stored name, spec field, Metric)`` of every rollout metric (columns ``test_rollout_<name>``)."""
-    return tuple((metric_name(m), f"training.rollout_metrics[{i}]", resolve(m, f"training.rollout_metrics[{i}]"))
-                 for i, m in enumerate(metrics))
+    return tuple(
+        (metric_name(m), f"training.rollout_metrics[{i}]", resolve(m, f"training.rollout_metrics[{i}]"))
+        for i, m in enumerate(metrics)
+    )
 
 
-def check_on_sample(loss: str, metrics: Sequence[str], pred: jax.ShapeDtypeStruct, target: jax.ShapeDtypeStruct,
-                    rollout_metrics: Sequence[str] = ()) -> None:
+def check_on_sample(
+    loss: str,
+    metrics: Sequence[str],
+    pred: jax.ShapeDtypeStruct,
+    target: jax.ShapeDtypeStruct,
+    rollout_metrics: Sequence[str] = (),
+) -> None:
     """Raise :class:`SpecError` (naming the field) unless the loss, every metric and every rollout
     metric, applied to one sample (the model's prediction ``pred``, a target ``target``; shapes
     only, nothing computed), return a real scalar, and the loss a float one."""
@@ -175,17 +194,24 @@ def check_on_sample(loss: str, metrics: Sequence[str], pred: jax.ShapeDtypeStruc
         try:
             out = jax.eval_shape(metric.per_sample, pred, target)
         except Exception as e:  # the user's function may raise anything on these shapes
-            raise SpecError(f"`{field}`: {entry!r} fails on one sample of the problem (prediction {pred.shape}, "
-                            f"target {target.shape}): {type(e).__name__}: {e}") from None
+            raise SpecError(
+                f"`{field}`: {entry!r} fails on one sample of the problem (prediction {pred.shape}, "
+                f"target {target.shape}): {type(e).__name__}: {e}"
+            ) from None
         shape, dtype = getattr(out, "shape", None), getattr(out, "dtype", None)
-        real = dtype is not None and (jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer)
-                                      or dtype == jnp.bool_)
+        real = dtype is not None and (
+            jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.integer) or dtype == jnp.bool_
+        )
         if shape != () or not real:
-            raise SpecError(f"`{field}`: {entry!r} returned {_described(out)} on one sample (prediction {pred.shape}, "
-                            f"target {target.shape}); it must return one real number per sample (the trainer "
-                            f"averages it over the batch)")
+            raise SpecError(
+                f"`{field}`: {entry!r} returned {_described(out)} on one sample (prediction {pred.shape}, "
+                f"target {target.shape}); it must return one real number per sample (the trainer "
+                f"averages it over the batch)"
+            )
         if field == "training.loss" and not jnp.issubdtype(dtype, jnp.floating):
-            raise SpecError(f"`{field}`: {entry!r} returned {dtype} values; a loss must return a float to be differentiated")
+            raise SpecError(
+                f"`{field}`: {entry!r} returned {dtype} values; a loss must return a float to be differentiated"
+            )
 
 
 def _described(out: Any) -> str:

@@ -16,10 +16,34 @@ import optax
 from ._errors import SpecError
 
 OPTIMIZERS = (
-    "adabelief", "adadelta", "adafactor", "adagrad", "adam", "adamax", "adamaxw", "adamw", "adan",
-    "amsgrad", "fromage", "lamb", "lars", "lion", "nadam", "nadamw", "noisy_sgd", "novograd",
-    "optimistic_adam", "optimistic_gradient_descent", "radam", "rmsprop", "rprop", "sgd",
-    "sign_sgd", "signum", "sm3", "yogi",
+    "adabelief",
+    "adadelta",
+    "adafactor",
+    "adagrad",
+    "adam",
+    "adamax",
+    "adamaxw",
+    "adamw",
+    "adan",
+    "amsgrad",
+    "fromage",
+    "lamb",
+    "lars",
+    "lion",
+    "nadam",
+    "nadamw",
+    "noisy_sgd",
+    "novograd",
+    "optimistic_adam",
+    "optimistic_gradient_descent",
+    "radam",
+    "rmsprop",
+    "rprop",
+    "sgd",
+    "sign_sgd",
+    "signum",
+    "sm3",
+    "yogi",
 )
 SCHEDULES = tuple(n for n in dir(optax) if n.endswith("_schedule") and n != "scale_by_schedule")
 
@@ -39,7 +63,9 @@ def check_optimizer(name: str, options: Mapping[str, Any]) -> None:
             raise SpecError(
                 f"`optimizer.{key}`: not an argument of optax.{name}; allowed: {', '.join(sorted(allowed))}"
             )
-    _check_kinds("optimizer", name, params, {k: v for k, v in options.items() if k not in ("schedule", "learning_rate")})
+    _check_kinds(
+        "optimizer", name, params, {k: v for k, v in options.items() if k not in ("schedule", "learning_rate")}
+    )
     lr = options.get("learning_rate")
     if not _is_float(lr) or not math.isfinite(lr) or lr < 0:
         raise SpecError(f"`optimizer.learning_rate`: got {lr!r}; must be a finite number >= 0")
@@ -76,7 +102,7 @@ def _check_schedule(schedule: Any) -> None:
     if not isinstance(schedule, Mapping) or schedule.get("name") not in SCHEDULES:
         got = schedule.get("name") if isinstance(schedule, Mapping) else schedule
         raise SpecError(
-            f"`optimizer.schedule`: got {got!r}; give {{name = \"<schedule>\", ...}} with one of {', '.join(SCHEDULES)}"
+            f'`optimizer.schedule`: got {got!r}; give {{name = "<schedule>", ...}} with one of {", ".join(SCHEDULES)}'
         )
     fn = getattr(optax, schedule["name"])
     kwargs = _schedule_kwargs(schedule)

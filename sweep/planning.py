@@ -19,8 +19,18 @@ from ._errors import StoreError
 from ._fs import ONE_COMPONENT, confined, exists, read_text, write_text_atomic
 from .spec import SweepSpec, hparam_name
 
-__all__ = ["PLAN_FILE", "Plan", "TrialPlan", "config_label", "grid_names", "hparams_key", "make_plan", "merge_plans",
-           "read_plan", "write_plan"]
+__all__ = [
+    "PLAN_FILE",
+    "Plan",
+    "TrialPlan",
+    "config_label",
+    "grid_names",
+    "hparams_key",
+    "make_plan",
+    "merge_plans",
+    "read_plan",
+    "write_plan",
+]
 
 PLAN_FILE = "plan.json"
 PLAN_FORMAT = 1
@@ -71,8 +81,11 @@ class TrialPlan:
         """A trial read back from ``plan.json``: its key names its directory, so it must be one name."""
         key = confined(data["trial_key"], f"{PLAN_FILE} `trial_key`", ONE_COMPONENT, "one path component")
         return cls(
-            key, data["config_id"], SweepSpec.from_dict(data["spec"]),
-            tuple(data["seeds"]), tuple(dict(h) for h in data["hparams"]),
+            key,
+            data["config_id"],
+            SweepSpec.from_dict(data["spec"]),
+            tuple(data["seeds"]),
+            tuple(dict(h) for h in data["hparams"]),
         )
 
 
@@ -105,8 +118,12 @@ class Plan:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Plan:
         trials = tuple(TrialPlan.from_dict(t) for t in data["trials"])
-        return cls(SweepSpec.from_dict(data["spec"]), trials, data["seeds_per_trial"],
-                   frozenset(data.get("stopped_trials", ())))
+        return cls(
+            SweepSpec.from_dict(data["spec"]),
+            trials,
+            data["seeds_per_trial"],
+            frozenset(data.get("stopped_trials", ())),
+        )
 
     def with_stopped(self, trial_keys: Iterable[str]) -> Plan:
         """This plan with ``trial_keys`` added to the trials a scheduler stopped early."""
@@ -150,8 +167,10 @@ def grid_names(grid_keys: Iterable[str], reserved: Iterable[str] = ()) -> dict[s
 
 def config_label(values: Mapping[str, Any], names: Mapping[str, str] | None = None) -> str:
     """``"depth=6 learning_rate=0.0003"``: grid values by short name (floats as ``:g``)."""
-    return " ".join(f"{(names or {}).get(k, k)}={v:g}" if isinstance(v, float) else f"{(names or {}).get(k, k)}={v}"
-                    for k, v in values.items())
+    return " ".join(
+        f"{(names or {}).get(k, k)}={v:g}" if isinstance(v, float) else f"{(names or {}).get(k, k)}={v}"
+        for k, v in values.items()
+    )
 
 
 def hparams_key(hparams: Mapping[str, float]) -> str:
@@ -159,8 +178,7 @@ def hparams_key(hparams: Mapping[str, float]) -> str:
     return canonical_json({k: float(v) for k, v in hparams.items()})
 
 
-def make_plan(spec: SweepSpec, seeds_per_trial: int | None = None,
-              done: Iterable[tuple] = ()) -> Plan:
+def make_plan(spec: SweepSpec, seeds_per_trial: int | None = None, done: Iterable[tuple] = ()) -> Plan:
     """Split every structural config's seeds into blocks of ``seeds_per_trial``.
 
     ``done``: members already trained, left out so that extending ``seeds`` plans only the new
@@ -186,7 +204,7 @@ def make_plan(spec: SweepSpec, seeds_per_trial: int | None = None,
             groups.setdefault(todo, []).append(h)
         for todo, group in groups.items():
             for start in range(0, len(todo), block):
-                seeds = tuple(todo[start:start + block])
+                seeds = tuple(todo[start : start + block])
                 key = f"{cid}-{digest([seeds, list(group)], 8)}"
                 # the trial's spec names its own seeds, not the sweep's: a trial's plan and its
                 # checkpoints stay the size of its block however many seeds the sweep has

@@ -24,7 +24,6 @@ from .models import check_model
 from .optim import check_optimizer
 from .problems import check_problem
 
-
 SEED_LIMIT = 2**32  # seeds and sweep_seed are folded into member keys as uint32 (SPEC §2)
 MAX_SEEDS = 2**24  # seeds of one sweep: its plan holds every one of them
 _INT64_LIMIT = 2**63  # integers stored in Parquet columns
@@ -75,9 +74,11 @@ class _Named:
     def __init__(self, name: str, /, *positional: Any, **options: Any):
         if positional:
             part = type(self).__name__
-            raise SpecError(f"`{self._field}`: {part}({name!r}, ...) got {len(positional)} positional value(s) after "
-                            f"the name; give options as keywords, e.g. {part}({name!r}, **options) or "
-                            f"{part}({name!r}, key=value)")
+            raise SpecError(
+                f"`{self._field}`: {part}({name!r}, ...) got {len(positional)} positional value(s) after "
+                f"the name; give options as keywords, e.g. {part}({name!r}, **options) or "
+                f"{part}({name!r}, key=value)"
+            )
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "options", {k: _plain(v, f"{self._field}.{k}") for k, v in options.items()})
         self._check()
@@ -162,7 +163,9 @@ def _is_int(value: Any) -> bool:
 def _seed_tuple(seeds: int | Iterable[int]) -> tuple[int, ...]:
     if _is_int(seeds):
         if not 1 <= seeds <= MAX_SEEDS:
-            raise SpecError(f"`seeds`: got {seeds}; the number of seeds must be >= 1 and at most {MAX_SEEDS} (2**24) per sweep")
+            raise SpecError(
+                f"`seeds`: got {seeds}; the number of seeds must be >= 1 and at most {MAX_SEEDS} (2**24) per sweep"
+            )
         return tuple(range(int(seeds)))
     if isinstance(seeds, (str, bytes, bool)) or not isinstance(seeds, Iterable):
         raise SpecError(f"`seeds`: got {seeds!r}; give an int N (seeds 0..N-1) or a list of ints")
@@ -227,8 +230,10 @@ class SweepSpec:
     def __post_init__(self):
         problem = name_problem(self.name)
         if problem is not None:
-            raise SpecError(f"`name`: got {self.name!r} ({problem}); the sweep's directory is named after it, "
-                            f"so it must be {COMPONENT_RULE}")
+            raise SpecError(
+                f"`name`: got {self.name!r} ({problem}); the sweep's directory is named after it, "
+                f"so it must be {COMPONENT_RULE}"
+            )
         for field, cls in _PARTS.items():
             if not isinstance(getattr(self, field), cls):
                 raise SpecError(f"`{field}`: got {getattr(self, field)!r}; expected a sweep.{cls.__name__}")
@@ -240,7 +245,7 @@ class SweepSpec:
         object.__setattr__(self, "sweep_seed", int(self.sweep_seed))
         spt = self.seeds_per_trial
         if spt != "auto" and (not isinstance(spt, int) or isinstance(spt, bool) or spt < 1):
-            raise SpecError(f"`seeds_per_trial`: got {spt!r}; must be an integer >= 1 or \"auto\"")
+            raise SpecError(f'`seeds_per_trial`: got {spt!r}; must be an integer >= 1 or "auto"')
         object.__setattr__(self, "resources", _check_resources(self.resources))
         object.__setattr__(self, "grid", self._checked_grid())
         object.__setattr__(self, "vmap", self._checked_vmap())
@@ -321,7 +326,9 @@ class SweepSpec:
     def _expanded(self) -> tuple[tuple[SweepSpec, tuple[dict[str, float], ...]], ...]:
         structural = [k for k in self.grid if k not in self.vmap]
         names = self.vmapped_names
-        hparam_sets = tuple(dict(zip(names, map(float, c))) for c in itertools.product(*(self.grid[k] for k in self.vmap)))
+        hparam_sets = tuple(
+            dict(zip(names, map(float, c))) for c in itertools.product(*(self.grid[k] for k in self.vmap))
+        )
         combos = itertools.product(*(self.grid[k] for k in structural))
         return tuple((self._apply(dict(zip(structural, combo))), hparam_sets) for combo in combos)
 
@@ -398,8 +405,10 @@ class SweepSpec:
 
 def _vmappable(key: str, values: tuple[Any, ...]) -> bool:
     part, _, leaf = key.partition(".")
-    return part == "optimizer" and leaf not in ("name", "schedule") and all(
-        _is_number(v) and math.isfinite(v) for v in values
+    return (
+        part == "optimizer"
+        and leaf not in ("name", "schedule")
+        and all(_is_number(v) and math.isfinite(v) for v in values)
     )
 
 

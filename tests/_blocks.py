@@ -15,14 +15,22 @@ from sweep.store import write_samples
 from sweep.training import SavedBlock, data_shapes, save_block
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _trained(trial_json: str, num_chunks: int | None) -> SavedBlock:
     trial = TrialPlan.from_dict(json.loads(trial_json))
     data = sweep.load_data(trial.spec)
     block, state = sweep.init_block(trial.spec, trial.seeds, trial.hparams, data)
     state, history = list(itertools.islice(sweep.fit(block, state), num_chunks))[-1]
-    return SavedBlock(trial.spec, block.seeds, block.hparams, data_shapes(data), state, history,
-                      trial.trial_key, num_chunks is not None)
+    return SavedBlock(
+        trial.spec,
+        block.seeds,
+        block.hparams,
+        data_shapes(data),
+        state,
+        history,
+        trial.trial_key,
+        num_chunks is not None,
+    )
 
 
 def train_trial(trial: TrialPlan, num_chunks: int | None = None) -> SavedBlock:
@@ -39,7 +47,7 @@ def datasets_of(plan: Plan) -> dict[str, sweep.Dataset]:
     return {t.spec.problem_id: _data(json.dumps(t.spec.problem.to_dict(), sort_keys=True)) for t in plan.trials}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _data(problem_json: str) -> sweep.Dataset:
     from sweep.problems import load_problem
 
@@ -55,8 +63,15 @@ def write_sweep(root: Path, plan: Plan, blocks: list[SavedBlock], samples: bool 
     if samples:
         write_samples(pafs.LocalFileSystem(), str(root), datasets_of(plan))
     for b in blocks:
-        save_block(root / "run" / f"trial_{b.trial_id}" / "checkpoint_000001", spec=b.spec, state=b.state,
-                   history=b.history, shapes=b.shapes, trial_id=b.trial_id, stopped_early=b.stopped_early)
+        save_block(
+            root / "run" / f"trial_{b.trial_id}" / "checkpoint_000001",
+            spec=b.spec,
+            state=b.state,
+            history=b.history,
+            shapes=b.shapes,
+            trial_id=b.trial_id,
+            stopped_early=b.stopped_early,
+        )
     return root
 
 

@@ -56,8 +56,14 @@ def moto_server(port: int = 0) -> Iterator[tuple[str, int]]:
 
 
 def s3_filesystem(host: str, port: int) -> pafs.S3FileSystem:
-    return pafs.S3FileSystem(endpoint_override=f"{host}:{port}", scheme="http", access_key="testing",
-                             secret_key="testing", region="us-east-1", allow_bucket_creation=True)
+    return pafs.S3FileSystem(
+        endpoint_override=f"{host}:{port}",
+        scheme="http",
+        access_key="testing",
+        secret_key="testing",
+        region="us-east-1",
+        allow_bucket_creation=True,
+    )
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-
 TESTS = str(Path(__file__).parent)
 
 
@@ -34,8 +33,14 @@ def ray_session():
             warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
             # address="local": a new instance even when another Ray runs on this machine (a bare
             # ray.init() would join the latest one started there)
-            ray.init(address="local", num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False,
-                     configure_logging=False)
+            ray.init(
+                address="local",
+                num_cpus=2,
+                num_gpus=1,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+            )
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
 

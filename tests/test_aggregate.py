@@ -21,15 +21,16 @@ import pytest
 from _blocks import train_trial, trained_blocks, write_sweep
 from conftest import member, tiny_spec, tree_allclose
 
-from sweep import StoreError
-from sweep.store import aggregate, aggregate_blocks
-from sweep import load
-from sweep.store import Store
+from sweep import StoreError, load
 from sweep.planning import Plan, make_plan
+from sweep.store import Store, aggregate, aggregate_blocks
 
 SPEC = tiny_spec(grid={"model.depth": [1, 2], "optimizer.learning_rate": [1e-3, 3e-3]})
 PLAN = make_plan(SPEC)  # 2 configs x 2 blocks of 2 seeds, each block with both learning rates
-MORE = make_plan(SPEC.__class__.from_dict(SPEC.to_dict() | {"seeds": 6}), done=[(t.config_id, s) for t in PLAN.trials for s in t.seeds])
+MORE = make_plan(
+    SPEC.__class__.from_dict(SPEC.to_dict() | {"seeds": 6}),
+    done=[(t.config_id, s) for t in PLAN.trials for s in t.seeds],
+)
 PLAN_MORE = Plan(MORE.spec, PLAN.trials + MORE.trials, PLAN.seeds_per_trial)
 
 
@@ -63,7 +64,10 @@ def test_round_trip_restacks_trials_bit_identically(sweep_dir):
             assert row["trial_id"] == block.trial_id and row["status"] == "ok" and row["epochs"] == 4
             assert row["test_loss_history"] == block.history.test_loss[i].tolist()
             assert row["val_loss_history"] == block.history.val_loss[i].tolist()
-            assert (row["val_loss"], row["test_loss"]) == (block.history.val_loss[i, -1], block.history.test_loss[i, -1])
+            assert (row["val_loss"], row["test_loss"]) == (
+                block.history.val_loss[i, -1],
+                block.history.test_loss[i, -1],
+            )
             assert row["train_loss"] == block.history.train_loss[i, -1] and row["history_epochs"] == [2, 4]
 
 
@@ -72,8 +76,12 @@ def test_metric_columns_are_those_of_the_specs_null_where_a_config_has_no_such_v
 
     fast = sweep.Training(epochs=2, batch_size=16, report_every=1)
     spec = tiny_spec(training=fast.replace(metrics=["nrmse"]), seeds=2)
-    no_val = tiny_spec(training=fast.replace(loss="mae", metrics=["mae", "nrmse"]), seeds=2, name="b",
-                       problem=sweep.Problem("heat1d", num_points=16, num_samples=60, val_fraction=0))
+    no_val = tiny_spec(
+        training=fast.replace(loss="mae", metrics=["mae", "nrmse"]),
+        seeds=2,
+        name="b",
+        problem=sweep.Problem("heat1d", num_points=16, num_samples=60, val_fraction=0),
+    )
     blocks = [train_trial(t) for t in [*make_plan(spec).trials, *make_plan(no_val).trials]]
     ens = load(aggregate_blocks(tmp_path / "s", blocks))
     table = ens.table
@@ -116,8 +124,13 @@ def test_member_order_is_config_then_hyperparameters_then_seed(sweep_dir):
 def test_aggregating_twice_gives_identical_files(sweep_dir):
     first = _files(aggregate(sweep_dir, progress=False))
     second = _files(aggregate(sweep_dir, progress=False))
-    assert first == second and set(first) == {"members.parquet", "configs.parquet", "samples.parquet", "manifest.json",
-                                              *(f"{c}.eqx" for c in PLAN.config_ids)}
+    assert first == second and set(first) == {
+        "members.parquet",
+        "configs.parquet",
+        "samples.parquet",
+        "manifest.json",
+        *(f"{c}.eqx" for c in PLAN.config_ids),
+    }
     assert sorted(os.listdir(sweep_dir / ".ensembles")) == [".lock", "000001", "000002", "CURRENT"]
     aggregate(sweep_dir, progress=False)  # older generations are collected
     assert sorted(os.listdir(sweep_dir / ".ensembles")) == [".lock", "000002", "000003", "CURRENT"]
@@ -143,7 +156,12 @@ def test_missing_members_are_listed_and_reported(tmp_path):
     assert manifest["num_missing"] == 4 and manifest["num_members"] == 12
     (missing,) = manifest["missing"]
     assert missing["trial_id"] == blocks[0].trial_id
-    assert sorted((m["seed"], m["learning_rate"]) for m in missing["members"]) == [(0, 1e-3), (0, 3e-3), (1, 1e-3), (1, 3e-3)]
+    assert sorted((m["seed"], m["learning_rate"]) for m in missing["members"]) == [
+        (0, 1e-3),
+        (0, 3e-3),
+        (1, 1e-3),
+        (1, 3e-3),
+    ]
 
 
 def test_duplicate_member_is_an_error(tmp_path):
@@ -172,7 +190,9 @@ def test_sharded_leaves_hold_consecutive_members(tmp_path):
     aggregate_blocks(tmp_path / "sharded", blocks, plan=PLAN, shard_bytes=3 * member_bytes)
     store = Store.open(tmp_path / "sharded")
     config = store.configs[PLAN.config_ids[0]]
-    assert config.members_per_shard == 3 and config.files == tuple(f"{config.config_id}/shard-{i:05d}.eqx" for i in range(3))
+    assert config.members_per_shard == 3 and config.files == tuple(
+        f"{config.config_id}/shard-{i:05d}.eqx" for i in range(3)
+    )
     whole, sharded = load(tmp_path / "whole"), load(tmp_path / "sharded")
     for cid in PLAN.config_ids:
         assert tree_allclose(whole.where(config_id=cid).stacked(), sharded.where(config_id=cid).stacked(), exact=True)
@@ -224,7 +244,9 @@ def test_sigkill_leaves_the_previous_or_the_new_store(tmp_path, sweep_dir, where
         for cid in PLAN.config_ids:
             ens.where(config_id=cid).stacked()  # every leaves file is readable and matches
     aggregate(sweep_dir, progress=False)
-    assert len(load(sweep_dir)) == 24 and len(os.listdir(sweep_dir / ".ensembles")) == 4  # 2 generations, CURRENT, .lock
+    assert (
+        len(load(sweep_dir)) == 24 and len(os.listdir(sweep_dir / ".ensembles")) == 4
+    )  # 2 generations, CURRENT, .lock
 
 
 def test_sigkill_during_the_first_aggregation_leaves_no_store(sweep_dir):

@@ -75,75 +75,157 @@ CASES = {
     "name with \\": Case(lambda d: tiny_spec(name="a\\b"), ["`name`", "separator"], "spec"),
     "name with NUL": Case(lambda d: tiny_spec(name="heat\x00"), ["`name`", "control character"], "spec"),
     "name empty": Case(lambda d: tiny_spec(name=""), ["`name`", "''"], "spec"),
-    "optimizer b1 str": Case(lambda d: tiny_spec(optimizer=Optimizer("adam", learning_rate=1e-3, b1="0.9")),
-                             ["`optimizer.b1`", "'0.9'", "a number"], "spec"),
-    "optimizer b1 nan": Case(lambda d: tiny_spec(optimizer=Optimizer("adam", learning_rate=1e-3, b1=NAN)),
-                             ["`optimizer.b1`", "nan", "finite"], "spec"),
-    "optimizer eps inf": Case(lambda d: tiny_spec(optimizer=Optimizer("adam", learning_rate=1e-3, eps=INF)),
-                              ["`optimizer.eps`", "inf"], "spec"),
-    "optimizer nesterov str": Case(lambda d: tiny_spec(optimizer=Optimizer("sgd", learning_rate=1e-3, nesterov="yes")),
-                                   ["`optimizer.nesterov`", "'yes'", "true or false"], "spec"),
-    "schedule steps str": Case(lambda d: tiny_spec(optimizer=Optimizer(
-        "adam", learning_rate=1e-3, schedule={"name": "cosine_decay_schedule", "decay_steps": "10"})),
-        ["`optimizer.schedule.decay_steps`", "'10'"], "spec"),
-    "grid lr nan": Case(lambda d: tiny_spec(grid={"optimizer.learning_rate": [1e-3, NAN]}),
-                        ["`grid.optimizer.learning_rate`", "nan"], "spec"),
+    "optimizer b1 str": Case(
+        lambda d: tiny_spec(optimizer=Optimizer("adam", learning_rate=1e-3, b1="0.9")),
+        ["`optimizer.b1`", "'0.9'", "a number"],
+        "spec",
+    ),
+    "optimizer b1 nan": Case(
+        lambda d: tiny_spec(optimizer=Optimizer("adam", learning_rate=1e-3, b1=NAN)),
+        ["`optimizer.b1`", "nan", "finite"],
+        "spec",
+    ),
+    "optimizer eps inf": Case(
+        lambda d: tiny_spec(optimizer=Optimizer("adam", learning_rate=1e-3, eps=INF)),
+        ["`optimizer.eps`", "inf"],
+        "spec",
+    ),
+    "optimizer nesterov str": Case(
+        lambda d: tiny_spec(optimizer=Optimizer("sgd", learning_rate=1e-3, nesterov="yes")),
+        ["`optimizer.nesterov`", "'yes'", "true or false"],
+        "spec",
+    ),
+    "schedule steps str": Case(
+        lambda d: tiny_spec(
+            optimizer=Optimizer(
+                "adam", learning_rate=1e-3, schedule={"name": "cosine_decay_schedule", "decay_steps": "10"}
+            )
+        ),
+        ["`optimizer.schedule.decay_steps`", "'10'"],
+        "spec",
+    ),
+    "grid lr nan": Case(
+        lambda d: tiny_spec(grid={"optimizer.learning_rate": [1e-3, NAN]}),
+        ["`grid.optimizer.learning_rate`", "nan"],
+        "spec",
+    ),
     "seed 2**32": Case(lambda d: tiny_spec(seeds=[0, 2**32]), ["`seeds`", "4294967296", "2**32"], "spec"),
     "seeds 2**40": Case(lambda d: tiny_spec(seeds=2**40), ["`seeds`", "1099511627776"], "spec"),
     "seeds range 2**40": Case(lambda d: tiny_spec(seeds=range(2**40)), ["`seeds`", "1099511627776"], "spec"),
     "sweep_seed 2**32": Case(lambda d: tiny_spec(sweep_seed=2**32), ["`sweep_seed`", "4294967296"], "spec"),
-    "width negative": Case(lambda d: tiny_spec(**_model(hidden_channels=-3)), ["`model.hidden_channels`", "-3"], "spec"),
+    "width negative": Case(
+        lambda d: tiny_spec(**_model(hidden_channels=-3)), ["`model.hidden_channels`", "-3"], "spec"
+    ),
     "depth 2.5": Case(lambda d: tiny_spec(**_model(depth=2.5)), ["`model.depth`", "2.5"], "spec"),
-    "boundary wrap": Case(lambda d: tiny_spec(**_model(boundary_mode="wrap")), ["`model.boundary_mode`", "'wrap'"], "spec"),
+    "boundary wrap": Case(
+        lambda d: tiny_spec(**_model(boundary_mode="wrap")), ["`model.boundary_mode`", "'wrap'"], "spec"
+    ),
     "use_bias str": Case(lambda d: tiny_spec(**_model(use_bias="yes")), ["`model.use_bias`", "'yes'"], "spec"),
     "kernel 0": Case(lambda d: tiny_spec(**_model(kernel_size=0)), ["`model.kernel_size`", "0"], "spec"),
-    "multipliers": Case(lambda d: tiny_spec(**_model("ModernUNet", channel_multipliers=[1, 2])),
-                        ["`model.channel_multipliers`", "[1, 2]"], "spec"),
-    "dilations empty": Case(lambda d: tiny_spec(**_model("DilatedResNet", dilation_rates=[])),
-                            ["`model.dilation_rates`", "[]"], "spec"),
+    "multipliers": Case(
+        lambda d: tiny_spec(**_model("ModernUNet", channel_multipliers=[1, 2])),
+        ["`model.channel_multipliers`", "[1, 2]"],
+        "spec",
+    ),
+    "dilations empty": Case(
+        lambda d: tiny_spec(**_model("DilatedResNet", dilation_rates=[])), ["`model.dilation_rates`", "[]"], "spec"
+    ),
     "gpu nan": Case(lambda d: tiny_spec(resources={"cpu": 1, "gpu": NAN}), ["`resources.gpu`", "nan"], "spec"),
     "cpu inf": Case(lambda d: tiny_spec(resources={"cpu": INF, "gpu": 0}), ["`resources.cpu`", "inf"], "spec"),
-    "epochs 2**40": Case(lambda d: tiny_spec(training=Training(epochs=2**40)), ["`training.epochs`", "1099511627776"], "spec"),
+    "epochs 2**40": Case(
+        lambda d: tiny_spec(training=Training(epochs=2**40)), ["`training.epochs`", "1099511627776"], "spec"
+    ),
     "dt nan": Case(lambda d: tiny_spec(**_problem(dt=NAN)), ["`problem.dt`", "nan"], "spec"),
-    "data_seed 2**70": Case(lambda d: tiny_spec(**_problem(data_seed=2**70)), ["`problem.data_seed`", str(2**70)], "spec"),
-    "unet levels": Case(lambda d: tiny_spec(**_model("ClassicUNet", hidden_channels=2, num_levels=5)),
-                        ["`model.num_levels`", "5", "divisible"], "data"),
-    "fno modes": Case(lambda d: tiny_spec(**_model("ClassicFNO", hidden_channels=2, num_modes=20)),
-                      ["`model.num_modes`", "20"], "data"),
-    "factory module missing": Case(lambda d: tiny_spec(**_model("no_such_module:net")),
-                                   ["`model.name`", "'no_such_module'"], "data"),
-    "factory attribute missing": Case(lambda d: tiny_spec(**_model("test_bad_inputs:nope")),
-                                      ["`model.name`", "'nope'"], "data"),
-    "factory non-module": Case(lambda d: tiny_spec(**_model("test_bad_inputs:not_a_module")),
-                               ["`model.name`", "'test_bad_inputs:not_a_module'", "not an equinox.Module"], "data"),
-    "factory channels": Case(lambda d: tiny_spec(**_model("test_bad_inputs:two_channels")),
-                             ["`model`", "test_bad_inputs:two_channels", "(2, 16)", "(1, 16)"], "data"),
-    "factory raises": Case(lambda d: tiny_spec(**_model("test_bad_inputs:raising_factory", width=7)),
-                           ["`model`", "width=7", "ValueError"], "data"),
+    "data_seed 2**70": Case(
+        lambda d: tiny_spec(**_problem(data_seed=2**70)), ["`problem.data_seed`", str(2**70)], "spec"
+    ),
+    "unet levels": Case(
+        lambda d: tiny_spec(**_model("ClassicUNet", hidden_channels=2, num_levels=5)),
+        ["`model.num_levels`", "5", "divisible"],
+        "data",
+    ),
+    "fno modes": Case(
+        lambda d: tiny_spec(**_model("ClassicFNO", hidden_channels=2, num_modes=20)),
+        ["`model.num_modes`", "20"],
+        "data",
+    ),
+    "factory module missing": Case(
+        lambda d: tiny_spec(**_model("no_such_module:net")), ["`model.name`", "'no_such_module'"], "data"
+    ),
+    "factory attribute missing": Case(
+        lambda d: tiny_spec(**_model("test_bad_inputs:nope")), ["`model.name`", "'nope'"], "data"
+    ),
+    "factory non-module": Case(
+        lambda d: tiny_spec(**_model("test_bad_inputs:not_a_module")),
+        ["`model.name`", "'test_bad_inputs:not_a_module'", "not an equinox.Module"],
+        "data",
+    ),
+    "factory channels": Case(
+        lambda d: tiny_spec(**_model("test_bad_inputs:two_channels")),
+        ["`model`", "test_bad_inputs:two_channels", "(2, 16)", "(1, 16)"],
+        "data",
+    ),
+    "factory raises": Case(
+        lambda d: tiny_spec(**_model("test_bad_inputs:raising_factory", width=7)),
+        ["`model`", "width=7", "ValueError"],
+        "data",
+    ),
     "npz nan": Case(lambda d: tiny_spec(**_arrays(d / "nan.npz")), ["`problem.path`", "`train_x`", "NaN"], "data"),
     "npz inf": Case(lambda d: tiny_spec(**_arrays(d / "inf.npz")), ["`problem.path`", "`test_y`", "inf"], "data"),
-    "npz float32 overflow": Case(lambda d: tiny_spec(**_arrays(d / "huge.npz")),
-                                 ["`problem.path`", "`train_y`", "as float32"], "data"),
-    "npz not a zip": Case(lambda d: tiny_spec(**_arrays(d / "text.npz")),
-                          ["`problem.path`", "text.npz", "not a NumPy .npz archive"], "data"),
-    "npz objects": Case(lambda d: tiny_spec(**_arrays(d / "objects.npz")),
-                        ["`problem.path`", "'train_x'", "Python objects", "never unpickles"], "data"),
-    "npz complex": Case(lambda d: tiny_spec(**_arrays(d / "complex.npz")), ["`problem.path`", "`train_x`", "complex"], "data"),
-    "npz strings": Case(lambda d: tiny_spec(**_arrays(d / "strings.npz")), ["`problem.path`", "`test_x`", "<U"], "data"),
-    "npz missing": Case(lambda d: tiny_spec(**_arrays(d / "nowhere.npz")), ["`problem.path`", "does not exist"], "data"),
-    "parquet not parquet": Case(lambda d: tiny_spec(problem=Problem("arrays", path=str(d / "text.parquet"), shape=[1, 16])),
-                                ["`problem.path`", "text.parquet", "not a readable Parquet file"], "data"),
-    "parquet ragged": Case(lambda d: tiny_spec(problem=Problem("arrays", path=str(d / "ragged.parquet"), shape=[1, 16])),
-                           ["`problem.path`", "ragged.parquet", "lists of numbers"], "data"),
-    "function one array": Case(lambda d: tiny_spec(problem=Problem("test_bad_inputs:one_array")),
-                               ["`problem.name`", "four arrays", "an array of shape (4, 1, 16)"], "data"),
-    "function raises": Case(lambda d: tiny_spec(problem=Problem("test_bad_inputs:raising")),
-                            ["`problem.name`", "raised ValueError", "the data server is down"], "data"),
-    "function nan": Case(lambda d: tiny_spec(problem=Problem("test_bad_inputs:with_nan"),
-                                             training=Training(epochs=1, batch_size=4, report_every=1)),
-                         ["`problem.name`", "`train_x`", "NaN", "(3, 0, 5)"], "data"),
-    "batch too large": Case(lambda d: tiny_spec(training=Training(epochs=2, batch_size=64, report_every=1)),
-                            ["`training.batch_size`", "64"], "data"),
+    "npz float32 overflow": Case(
+        lambda d: tiny_spec(**_arrays(d / "huge.npz")), ["`problem.path`", "`train_y`", "as float32"], "data"
+    ),
+    "npz not a zip": Case(
+        lambda d: tiny_spec(**_arrays(d / "text.npz")),
+        ["`problem.path`", "text.npz", "not a NumPy .npz archive"],
+        "data",
+    ),
+    "npz objects": Case(
+        lambda d: tiny_spec(**_arrays(d / "objects.npz")),
+        ["`problem.path`", "'train_x'", "Python objects", "never unpickles"],
+        "data",
+    ),
+    "npz complex": Case(
+        lambda d: tiny_spec(**_arrays(d / "complex.npz")), ["`problem.path`", "`train_x`", "complex"], "data"
+    ),
+    "npz strings": Case(
+        lambda d: tiny_spec(**_arrays(d / "strings.npz")), ["`problem.path`", "`test_x`", "<U"], "data"
+    ),
+    "npz missing": Case(
+        lambda d: tiny_spec(**_arrays(d / "nowhere.npz")), ["`problem.path`", "does not exist"], "data"
+    ),
+    "parquet not parquet": Case(
+        lambda d: tiny_spec(problem=Problem("arrays", path=str(d / "text.parquet"), shape=[1, 16])),
+        ["`problem.path`", "text.parquet", "not a readable Parquet file"],
+        "data",
+    ),
+    "parquet ragged": Case(
+        lambda d: tiny_spec(problem=Problem("arrays", path=str(d / "ragged.parquet"), shape=[1, 16])),
+        ["`problem.path`", "ragged.parquet", "lists of numbers"],
+        "data",
+    ),
+    "function one array": Case(
+        lambda d: tiny_spec(problem=Problem("test_bad_inputs:one_array")),
+        ["`problem.name`", "four arrays", "an array of shape (4, 1, 16)"],
+        "data",
+    ),
+    "function raises": Case(
+        lambda d: tiny_spec(problem=Problem("test_bad_inputs:raising")),
+        ["`problem.name`", "raised ValueError", "the data server is down"],
+        "data",
+    ),
+    "function nan": Case(
+        lambda d: tiny_spec(
+            problem=Problem("test_bad_inputs:with_nan"), training=Training(epochs=1, batch_size=4, report_every=1)
+        ),
+        ["`problem.name`", "`train_x`", "NaN", "(3, 0, 5)"],
+        "data",
+    ),
+    "batch too large": Case(
+        lambda d: tiny_spec(training=Training(epochs=2, batch_size=64, report_every=1)),
+        ["`training.batch_size`", "64"],
+        "data",
+    ),
 }
 DATA_CASES = {k: c for k, c in CASES.items() if c.stage == "data"}
 
@@ -152,8 +234,10 @@ DATA_CASES = {k: c for k, c in CASES.items() if c.stage == "data"}
 def files(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("bad")
     rng = np.random.default_rng(0)
-    good = {k: rng.normal(size=(n, 1, 16)).astype(np.float32)
-            for k, n in (("train_x", 40), ("train_y", 40), ("test_x", 8), ("test_y", 8))}
+    good = {
+        k: rng.normal(size=(n, 1, 16)).astype(np.float32)
+        for k, n in (("train_x", 40), ("train_y", 40), ("test_x", 8), ("test_y", 8))
+    }
     np.savez(d / "nan.npz", **good | {"train_x": np.where(good["train_x"] > 2, np.nan, good["train_x"])})
     np.savez(d / "inf.npz", **good | {"test_y": np.full((8, 1, 16), np.inf)})
     np.savez(d / "huge.npz", **good | {"train_y": np.full((40, 1, 16), 1e300)})
@@ -162,8 +246,10 @@ def files(tmp_path_factory) -> Path:
     np.savez(d / "objects.npz", **good | {"train_x": np.array([{"a": 1}] * 40, dtype=object)}, allow_pickle=True)
     (d / "text.npz").write_text("not a zip archive")
     (d / "text.parquet").write_text("not parquet")
-    pq.write_table(pa.table({"x": [[1.0] * 16, [1.0] * 3], "y": [[1.0] * 16, [1.0] * 16], "split": ["train", "test"]}),
-                   d / "ragged.parquet")
+    pq.write_table(
+        pa.table({"x": [[1.0] * 16, [1.0] * 3], "y": [[1.0] * 16, [1.0] * 16], "split": ["train", "test"]}),
+        d / "ragged.parquet",
+    )
     return d
 
 

@@ -26,8 +26,9 @@ COMMANDS = ["run", "plan", "status", "aggregate", "verify", "show", "plot", "pre
 
 def grid_spec() -> sweep.SweepSpec:
     """2 depths (structural) x 2 learning rates (vmapped) x 4 seeds in blocks of 2: 4 trials."""
-    return tiny_spec(name="cli", seeds=4, seeds_per_trial=2,
-                     grid={"model.depth": [1, 2], "optimizer.learning_rate": [3e-3, 1e-3]})
+    return tiny_spec(
+        name="cli", seeds=4, seeds_per_trial=2, grid={"model.depth": [1, 2], "optimizer.learning_rate": [3e-3, 1e-3]}
+    )
 
 
 def invoke(*args: str):
@@ -67,9 +68,19 @@ def test_every_command_has_help(command):
 
 
 def test_help_lists_the_options_of_the_contract():
-    options = {"run": ["--storage", "--address", "--resume"], "plot": ["--out"],
-               "predict": ["--input", "--output", "--where", "--best", "--std", "--rollout",
-                           "[members, STEPS + 1, samples, channels, *spatial]"]}  # shapes not eaten as markup
+    options = {
+        "run": ["--storage", "--address", "--resume"],
+        "plot": ["--out"],
+        "predict": [
+            "--input",
+            "--output",
+            "--where",
+            "--best",
+            "--std",
+            "--rollout",
+            "[members, STEPS + 1, samples, channels, *spatial]",
+        ],
+    }  # shapes not eaten as markup
     for command, names in options.items():
         text = " ".join(invoke(command, "--help").output.split())
         assert all(n in text for n in names), (command, text)
@@ -100,13 +111,24 @@ def test_plan_names_configurations_by_grid_values_next_to_their_ids(tmp_path):
 
 def test_set_overrides_spec_fields_validated_like_the_file(tmp_path):
     grid_spec().to_toml(tmp_path / "spec.toml")
-    result = invoke("plan", tmp_path / "spec.toml", "--set", "seeds=2", "--set", "training.epochs=50",
-                    "--set", "grid.model.depth=[3]", "--set", "name=other")
+    result = invoke(
+        "plan",
+        tmp_path / "spec.toml",
+        "--set",
+        "seeds=2",
+        "--set",
+        "training.epochs=50",
+        "--set",
+        "grid.model.depth=[3]",
+        "--set",
+        "name=other",
+    )
     assert result.exit_code == 0, result.stderr
     assert "sweep 'other': 1 trials, 4 members, 1 structural configs" in result.output
     assert "depth=3" in result.output
-    assert_one_line_error(invoke("plan", tmp_path / "spec.toml", "--set", "training.epochs=-1"),
-                          "training.epochs", "got -1")
+    assert_one_line_error(
+        invoke("plan", tmp_path / "spec.toml", "--set", "training.epochs=-1"), "training.epochs", "got -1"
+    )
     assert_one_line_error(invoke("plan", tmp_path / "spec.toml", "--set", "seeds_per_trial=0"), "seeds_per_trial")
 
 
@@ -136,7 +158,11 @@ def test_show_formats_csv_and_json(store):
 
 def test_parse_where_types_values():
     assert parse_where(["depth=6", "learning_rate=3e-4", "status=ok", "name= a b "]) == {
-        "depth": 6, "learning_rate": 3e-4, "status": "ok", "name": "a b"}
+        "depth": 6,
+        "learning_rate": 3e-4,
+        "status": "ok",
+        "name": "a b",
+    }
     assert isinstance(parse_where(["depth=6"])["depth"], int)
     assert parse_where(["depth=4", "depth=6", "depth=8"]) == {"depth": [4, 6, 8]}
 
@@ -145,8 +171,11 @@ def test_parse_where_types_values():
 def test_status_counts_done_running_failed_pending(tmp_path):
     plan = make_plan(grid_spec())
     t_done, t_running, t_failed, t_pending = plan.trials
-    root = write_sweep(tmp_path / "cli", plan, [train_trial(t_done), train_trial(t_running, num_chunks=1),
-                                                train_trial(t_failed, num_chunks=1)])
+    root = write_sweep(
+        tmp_path / "cli",
+        plan,
+        [train_trial(t_done), train_trial(t_running, num_chunks=1), train_trial(t_failed, num_chunks=1)],
+    )
     (root / "run" / f"trial_{t_failed.trial_key}").rename(root / "run" / t_failed.trial_key)
     (root / "run" / t_failed.trial_key / "error.txt").write_text("Traceback ...\nRuntimeError: boom\n")
 
@@ -195,17 +224,28 @@ def _rows(output: str, header_word: str) -> tuple[list[str], list[list[str]]]:
     lines = output.strip().splitlines()
     start = next(i for i, line in enumerate(lines) if line.split()[:1] == [header_word])
     header = lines[start].split()
-    return header, [line.split() for line in lines[start + 1:] if not line.startswith("...")]
+    return header, [line.split() for line in lines[start + 1 :] if not line.startswith("...")]
 
 
 def test_show_prints_the_summary_best_validation_mean_first_with_test_beside(store):
     result = invoke("show", store)
     assert result.exit_code == 0, result.stderr
-    assert result.output.startswith("val_loss over seeds per configuration (16 members), best mean first; 95% bootstrap "
-                                    "intervals; test_loss reported beside, not used to rank:")
+    assert result.output.startswith(
+        "val_loss over seeds per configuration (16 members), best mean first; 95% bootstrap "
+        "intervals; test_loss reported beside, not used to rank:"
+    )
     header, rows = _rows(result.output, "config_id")
-    assert {"depth", "learning_rate", "mean", "std", "mean_ci_low", "mean_ci_high", "test_loss_mean",
-            "test_loss_ci_low", "test_loss_ci_high"} <= set(header)
+    assert {
+        "depth",
+        "learning_rate",
+        "mean",
+        "std",
+        "mean_ci_low",
+        "mean_ci_high",
+        "test_loss_mean",
+        "test_loss_ci_low",
+        "test_loss_ci_high",
+    } <= set(header)
     assert "median" in _rows(invoke("show", store, "--wide").output, "config_id")[0]
     assert len(rows) == 4
     means = [float(r[header.index("mean")]) for r in rows]
@@ -217,8 +257,9 @@ def test_show_prints_the_summary_best_validation_mean_first_with_test_beside(sto
 
 
 def test_show_where_with_a_repeated_key_keeps_either_value(store):
-    result = invoke("show", store, "--where", "learning_rate=0.001", "--where", "learning_rate=0.003",
-                    "--where", "depth=2")
+    result = invoke(
+        "show", store, "--where", "learning_rate=0.001", "--where", "learning_rate=0.003", "--where", "depth=2"
+    )
     header, rows = _rows(result.output, "config_id")
     assert len(rows) == 2 and {r[header.index("depth")] for r in rows} == {"2"}
 
@@ -231,8 +272,12 @@ def test_show_members_filtered_by_where(store):
     assert {r[header.index("depth")] for r in rows} == {"2"} and {"val_loss", "test_loss"} <= set(header)
     losses = [float(r[header.index("val_loss")]) for r in rows]
     assert losses == sorted(losses)
-    tests = [float(r[header.index("test_loss")]) for r in _rows(invoke("show", store, "--members", "--metric", "test_loss",
-                                                                        "--where", "depth=2").output, "member_id")[1]]
+    tests = [
+        float(r[header.index("test_loss")])
+        for r in _rows(
+            invoke("show", store, "--members", "--metric", "test_loss", "--where", "depth=2").output, "member_id"
+        )[1]
+    ]
     assert tests == sorted(tests)
     out = invoke("show", store, "--members", "--limit", "3").output
     assert len(_rows(out, "member_id")[1]) == 3 and "... 13 more members" in out
@@ -241,8 +286,20 @@ def test_show_members_filtered_by_where(store):
 # -- predict ------------------------------------------------------------------------------------
 def test_predict_writes_the_selected_members_predictions(store, tmp_path, x):
     np.save(tmp_path / "x.npy", x)
-    result = invoke("predict", store, "--input", tmp_path / "x.npy", "--output", tmp_path / "y.npy",
-                    "--where", "depth=2", "--where", "learning_rate=0.003", "--best", "3")
+    result = invoke(
+        "predict",
+        store,
+        "--input",
+        tmp_path / "x.npy",
+        "--output",
+        tmp_path / "y.npy",
+        "--where",
+        "depth=2",
+        "--where",
+        "learning_rate=0.003",
+        "--best",
+        "3",
+    )
     assert result.exit_code == 0, result.stderr
     expected = sweep.load(store).where(depth=2, learning_rate=0.003).best(3).predict(x)
     y = np.load(tmp_path / "y.npy")
@@ -252,8 +309,9 @@ def test_predict_writes_the_selected_members_predictions(store, tmp_path, x):
 
 def test_predict_std_writes_mean_and_std(store, tmp_path, x):
     np.save(tmp_path / "x.npy", x)
-    result = invoke("predict", store, "-i", tmp_path / "x.npy", "-o", tmp_path / "out" / "m.npy",
-                    "--where", "depth=1", "--std")
+    result = invoke(
+        "predict", store, "-i", tmp_path / "x.npy", "-o", tmp_path / "out" / "m.npy", "--where", "depth=1", "--std"
+    )
     assert result.exit_code == 0, result.stderr
     mean, std = sweep.load(store).where(depth=1).mean_std(x)
     np.testing.assert_allclose(np.load(tmp_path / "out" / "m.npy"), mean, rtol=1e-6)
@@ -263,13 +321,36 @@ def test_predict_std_writes_mean_and_std(store, tmp_path, x):
 
 def test_predict_rollout_writes_every_members_rollout_or_its_mean_and_std(store, tmp_path, x):
     np.save(tmp_path / "x0.npy", x)
-    result = invoke("predict", store, "-i", tmp_path / "x0.npy", "-o", tmp_path / "r.npy", "--where", "depth=2",
-                    "--best", "3", "--rollout", "4")
+    result = invoke(
+        "predict",
+        store,
+        "-i",
+        tmp_path / "x0.npy",
+        "-o",
+        tmp_path / "r.npy",
+        "--where",
+        "depth=2",
+        "--best",
+        "3",
+        "--rollout",
+        "4",
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() == f"wrote {tmp_path / 'r.npy'}: 3 members, rollout of 4 steps, shape (3, 5, 3, 1, 16)"
     np.testing.assert_array_equal(np.load(tmp_path / "r.npy"), sweep.load(store).where(depth=2).best(3).rollout(x, 4))
-    result = invoke("predict", store, "-i", tmp_path / "x0.npy", "-o", tmp_path / "m.npy", "--where", "depth=1",
-                    "--rollout", "4", "--std")
+    result = invoke(
+        "predict",
+        store,
+        "-i",
+        tmp_path / "x0.npy",
+        "-o",
+        tmp_path / "m.npy",
+        "--where",
+        "depth=1",
+        "--rollout",
+        "4",
+        "--std",
+    )
     assert result.exit_code == 0, result.stderr
     mean, std = sweep.load(store).where(depth=1).rollout_mean_std(x, 4)
     np.testing.assert_array_equal(np.load(tmp_path / "m.npy"), mean)
@@ -345,7 +426,11 @@ def test_plot_overview_has_the_documented_panels(store):
     extent = spec.problem.options.get("domain_extent", 3.0)
     assert 0 < grid[0] < grid[-1] < extent and len(grid) == 16
     assert [t.get_text() for t in predictions[0].get_legend().get_texts()] == [
-        "input", "ground truth", "ensemble mean", "±1 std over members"]
+        "input",
+        "ground truth",
+        "ensemble mean",
+        "±1 std over members",
+    ]
 
 
 def test_plot_kinds_return_figures(store):
@@ -376,11 +461,14 @@ def files(tmp_path, x):
     (tmp_path / "text.npy").write_text("not an array")
     np.savez(tmp_path / "arrays.npz", x=x)
     (tmp_path / "bad.toml").write_text("name = [unclosed")
-    (tmp_path / "unknown_arch.toml").write_text(
-        grid_spec().to_toml().replace('name = "ConvNet"', 'name = "NoSuchNet"'))
+    (tmp_path / "unknown_arch.toml").write_text(grid_spec().to_toml().replace('name = "ConvNet"', 'name = "NoSuchNet"'))
     (tmp_path / "good.toml").write_text(grid_spec().to_toml())
     (tmp_path / "dotdot.toml").write_text(grid_spec().to_toml().replace('name = "cli"', 'name = ".."'))
-    unet = grid_spec().to_dict() | {"grid": {}, "vmap": [], "model": {"name": "ClassicUNet", "hidden_channels": 2, "num_levels": 5}}
+    unet = grid_spec().to_dict() | {
+        "grid": {},
+        "vmap": [],
+        "model": {"name": "ClassicUNet", "hidden_channels": 2, "num_levels": 5},
+    }
     sweep.SweepSpec.from_dict(unet).to_toml(tmp_path / "unet.toml")
     (tmp_path / "empty").mkdir()
     return tmp_path
@@ -400,13 +488,16 @@ ERRORS = [
     (["aggregate", "{d}/empty"], ["no block checkpoints"]),
     (["show", "{s}", "--where", "width=3"], ["unknown column 'width'"]),
     (["show", "{s}", "--metric", "nope"], ["--metric nope: not a numeric column"]),
-    (["show", "{s}", "--mode", "best"], ["mode='best'", "\"min\"", "\"max\""]),
+    (["show", "{s}", "--mode", "best"], ["mode='best'", '"min"', '"max"']),
     (["show", "{d}/nowhere"], ["'" + "{d}/nowhere" + "' does not exist"]),
     (["status", "{d}/nowhere"], ["does not exist"]),
     (["plan", "{d}/good.toml", "--set", "trainig.epochs=5"], ["--set trainig.epochs", "not a spec field"]),
     (["plan", "{d}/good.toml", "--set", "training.epochs"], ["--set", "field=value"]),
     (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--where", "depth"], ["--where", "key=value"]),
-    (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--where", "depth=7"], ["--where depth=7: no member matches"]),
+    (
+        ["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--where", "depth=7"],
+        ["--where depth=7: no member matches"],
+    ),
     (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--best", "0"], ["--best 0: k must be"]),
     (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy"], ["spans 2 structural configs", "--where config_id="]),
     (["predict", "{s}", "-i", "{d}/wrong.npy", "-o", "{d}/y.npy", "--where", "depth=1"], ["shape (3, 1, 8)"]),
@@ -415,10 +506,14 @@ ERRORS = [
     (["predict", "{s}", "-i", "{d}/objects.npy", "-o", "{d}/y.npy"], ["--input", "not a readable .npy"]),
     (["predict", "{s}", "-i", "{d}/arrays.npz", "-o", "{d}/y.npy"], ["--input", ".npz archive"]),
     (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.txt", "--where", "depth=1"], ["--output", ".npy"]),
-    (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--where", "depth=1", "--rollout", "0"],
-     ["--rollout: got 0", "integer >= 1"]),
-    (["predict", "{s}", "-i", "{d}/wrong.npy", "-o", "{d}/y.npy", "--where", "depth=1", "--rollout", "3"],
-     ["rollout: x0 has shape (3, 1, 8)", "(batch >= 1, 1, 16)"]),
+    (
+        ["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--where", "depth=1", "--rollout", "0"],
+        ["--rollout: got 0", "integer >= 1"],
+    ),
+    (
+        ["predict", "{s}", "-i", "{d}/wrong.npy", "-o", "{d}/y.npy", "--where", "depth=1", "--rollout", "3"],
+        ["rollout: x0 has shape (3, 1, 8)", "(batch >= 1, 1, 16)"],
+    ),
 ]
 
 
@@ -459,11 +554,16 @@ def test_with_a_validation_split_test_curves_show_the_chosen_configuration_only(
     table = ens.table
     keys = _order(ens, "val_loss", "min")
     train, val_ax, test = curves_figure(Figure(), table, Configs(keys, table), "mse")
-    assert [ax.get_ylabel() for ax in (train, val_ax, test)] == ["train loss (mse)", "val loss (mse)", "test loss (mse)"]
+    assert [ax.get_ylabel() for ax in (train, val_ax, test)] == [
+        "train loss (mse)",
+        "val loss (mse)",
+        "test loss (mse)",
+    ]
     assert len(train.lines) == len(val_ax.lines) == 16 + 4
     assert len(test.lines) == 4 + 1 and "best configuration" in test.get_title()
     assert test.get_legend_handles_labels()[1][0].split(" (")[0] == " ".join(
-        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in keys[0].items())
+        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in keys[0].items()
+    )
     assert train.get_ylim() == test.get_ylim()
 
 
@@ -473,8 +573,10 @@ def test_without_a_validation_split_every_configuration_has_test_curves_and_choo
     from sweep.planning import make_plan
     from sweep.store import aggregate_blocks
 
-    spec = tiny_spec(problem=sweep.Problem("heat1d", num_points=16, num_samples=60, val_fraction=0),
-                     grid={"optimizer.learning_rate": [3e-3, 1e-3]})
+    spec = tiny_spec(
+        problem=sweep.Problem("heat1d", num_points=16, num_samples=60, val_fraction=0),
+        grid={"optimizer.learning_rate": [3e-3, 1e-3]},
+    )
     plan = make_plan(spec)
     aggregate_blocks(tmp_path / "s", trained_blocks(plan), plan=plan)
     with pytest.raises(sweep.QueryError, match=r"summary\(metric='val_loss'\): 8 of 8 members .* no val_loss"):

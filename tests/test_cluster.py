@@ -94,13 +94,15 @@ def _free_port() -> int:
 
 
 def _nodes(address: str, env: dict) -> list[dict]:
-    script = ("import json, logging, ray; ray.init(address=%r, logging_level=logging.ERROR); "
-              "print('NODES' + json.dumps([{'id': n['NodeID'], 'alive': n['Alive'], 'res': n['Resources']} "
-              "for n in ray.nodes()]))" % address)
+    script = (
+        "import json, logging, ray; ray.init(address=%r, logging_level=logging.ERROR); "
+        "print('NODES' + json.dumps([{'id': n['NodeID'], 'alive': n['Alive'], 'res': n['Resources']} "
+        "for n in ray.nodes()]))" % address
+    )
     out = subprocess.run(["python", "-c", script], capture_output=True, text=True, env=env, timeout=120)
     line = next((x for x in out.stdout.splitlines() if x.startswith("NODES")), None)
     assert line, out.stderr[-2000:]
-    return json.loads(line[len("NODES"):])
+    return json.loads(line[len("NODES") :])
 
 
 def test_local_cluster_runs_a_sweep_on_its_workers(tmp_path):
@@ -111,8 +113,26 @@ def test_local_cluster_runs_a_sweep_on_its_workers(tmp_path):
     port = _free_port()
     try:
         start = subprocess.run(
-            ["bash", str(LOCAL_SH), "start", "--workers", "2", "--worker-cpus", "1", "--worker-gpus", "1",
-             "--port", str(port), "--dir", state], capture_output=True, text=True, env=env, timeout=240)
+            [
+                "bash",
+                str(LOCAL_SH),
+                "start",
+                "--workers",
+                "2",
+                "--worker-cpus",
+                "1",
+                "--worker-gpus",
+                "1",
+                "--port",
+                str(port),
+                "--dir",
+                state,
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=240,
+        )
         assert start.returncode == 0, start.stdout + start.stderr
         address = next(x.split()[1] for x in start.stdout.splitlines() if x.startswith("address:"))
         nodes = _nodes(address, env)
@@ -120,22 +140,36 @@ def test_local_cluster_runs_a_sweep_on_its_workers(tmp_path):
         workers = {n["id"] for n in nodes if n["res"].get("GPU", 0) >= 1}
         assert len(workers) == 2
 
-        run = subprocess.run(["sweep", "run", str(tmp_path / "spec.toml"), "--storage", str(tmp_path / "runs"),
-                              "--address", address], capture_output=True, text=True, env=env, timeout=400)
+        run = subprocess.run(
+            ["sweep", "run", str(tmp_path / "spec.toml"), "--storage", str(tmp_path / "runs"), "--address", address],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=400,
+        )
         assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
         sweep_dir = tmp_path / "runs" / "on-cluster"
         assert f"sweep directory: {sweep_dir}" in run.stdout
 
-        results = [json.loads(line) for p in sweep_dir.glob("tune-*/*/result.json")
-                   for line in p.read_text().splitlines() if line.strip()]
+        results = [
+            json.loads(line)
+            for p in sweep_dir.glob("tune-*/*/result.json")
+            for line in p.read_text().splitlines()
+            if line.strip()
+        ]
         assert {r["trial_key"] for r in results} == {t.trial_key for t in make_plan(spec).trials}
         assert {r["node_id"] for r in results} <= workers  # every trial ran on a GPU worker
 
-        status = subprocess.run(["sweep", "status", str(sweep_dir)], capture_output=True, text=True, env=env, timeout=120)
-        assert "2 planned: 2 done" in status.stdout and "4 members stored" in status.stdout, status.stdout + status.stderr
+        status = subprocess.run(
+            ["sweep", "status", str(sweep_dir)], capture_output=True, text=True, env=env, timeout=120
+        )
+        assert "2 planned: 2 done" in status.stdout and "4 members stored" in status.stdout, (
+            status.stdout + status.stderr
+        )
     finally:
-        stop = subprocess.run(["bash", str(LOCAL_SH), "stop", "--dir", state], capture_output=True, text=True,
-                              env=env, timeout=120)
+        stop = subprocess.run(
+            ["bash", str(LOCAL_SH), "stop", "--dir", state], capture_output=True, text=True, env=env, timeout=120
+        )
         pids = Path(state, "pids")
         shutil.rmtree(state, ignore_errors=True)
     assert stop.returncode == 0, stop.stderr

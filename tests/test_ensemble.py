@@ -10,20 +10,18 @@ import numpy as np
 import pdequinox as pdeqx
 import pyarrow.compute as pc
 import pytest
-import sweep
 from _blocks import trained_blocks
 from conftest import tiny_spec, tree_allclose
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from sweep import QueryError
-from sweep.ensemble._stats import describe
+import sweep
+from sweep import QueryError, load, load_data
 from sweep.ensemble._stats import compare as compare_values
-from sweep.store import aggregate_blocks
-from sweep import load
-from sweep import load_data
+from sweep.ensemble._stats import describe
 from sweep.planning import make_plan
+from sweep.store import aggregate_blocks
 
 PLAN = make_plan(tiny_spec(grid={"model.depth": [1, 2], "optimizer.learning_rate": [1e-3, 3e-3]}))
 DEEP = 2  # the config used for inference tests
@@ -85,7 +83,9 @@ def test_best_ranks_by_validation_loss_with_diverged_last(ens):
     ok = _ok(table)
     assert best3 == [ok["member_id"][i].as_py() for i in np.argsort(ok["train_loss"].to_numpy(), kind="stable")[:3]]
     worst = ens.best(3, metric="val_loss", mode="max").table["val_loss"].to_numpy()
-    assert worst.tolist() == sorted(ok["val_loss"].to_numpy(), reverse=True)[:3]  # higher is better; diverged still last
+    assert (
+        worst.tolist() == sorted(ok["val_loss"].to_numpy(), reverse=True)[:3]
+    )  # higher is better; diverged still last
     assert len(ens.best(100)) == 16
 
 
@@ -114,11 +114,26 @@ def test_summary_matches_statistics_of_the_table_best_first(ens):
         ok = _ok(ens.where(depth=row["depth"], learning_rate=row["learning_rate"]).table)
         v = ok["val_loss"].to_numpy().astype(np.float64)
         assert (row["count"], row["diverged"], row["n"]) == (4, 4 - len(v), len(v))
-        boot = stats.bootstrap((v,), lambda a, axis: np.stack([a.mean(axis), stats.trim_mean(a, 0.25, axis=axis)]),
-                               n_resamples=2000, method="percentile", rng=np.random.default_rng(0)).confidence_interval
-        want = {"mean": v.mean(), "std": v.std(ddof=1), "median": np.median(v), "min": v.min(), "max": v.max(),
-                "mean_ci_low": boot[0][0], "mean_ci_high": boot[1][0], "iqm": stats.trim_mean(v, 0.25),
-                "iqm_ci_low": boot[0][1], "iqm_ci_high": boot[1][1], "test_loss_mean": ok["test_loss"].to_numpy().mean()}
+        boot = stats.bootstrap(
+            (v,),
+            lambda a, axis: np.stack([a.mean(axis), stats.trim_mean(a, 0.25, axis=axis)]),
+            n_resamples=2000,
+            method="percentile",
+            rng=np.random.default_rng(0),
+        ).confidence_interval
+        want = {
+            "mean": v.mean(),
+            "std": v.std(ddof=1),
+            "median": np.median(v),
+            "min": v.min(),
+            "max": v.max(),
+            "mean_ci_low": boot[0][0],
+            "mean_ci_high": boot[1][0],
+            "iqm": stats.trim_mean(v, 0.25),
+            "iqm_ci_low": boot[0][1],
+            "iqm_ci_high": boot[1][1],
+            "test_loss_mean": ok["test_loss"].to_numpy().mean(),
+        }
         assert {k: row[k] for k in want} == pytest.approx(want, rel=1e-6)
         assert row["test_loss_ci_low"] <= row["test_loss_mean"] <= row["test_loss_ci_high"]
     assert sorted(r["diverged"] for r in summary) == [0, 0, 0, 1]
@@ -126,7 +141,9 @@ def test_summary_matches_statistics_of_the_table_best_first(ens):
     assert list(frame.columns) == ens.summary().column_names and frame["mean"].tolist() == [r["mean"] for r in summary]
     train = ens.summary(metric="train_loss")
     assert "test_loss_mean" not in train.column_names  # only a validation metric has a test column beside it
-    assert [r["mean"] for r in ens.summary(mode="max").to_pylist()] == sorted((r["mean"] for r in summary), reverse=True)
+    assert [r["mean"] for r in ens.summary(mode="max").to_pylist()] == sorted(
+        (r["mean"] for r in summary), reverse=True
+    )
 
 
 @settings(max_examples=200, deadline=None)
@@ -150,8 +167,11 @@ def test_comparison_intervals_stay_in_range(a, b):
 
 
 def test_compare_refuses_a_grid_column_left_free(ens):
-    with pytest.raises(QueryError, match=r"compare\(\): learning_rate takes \[0.001, 0.003\] in a and \[0.001, 0.003\] "
-                                         r"in b: members trained with different settings would be pooled.*pool=True"):
+    with pytest.raises(
+        QueryError,
+        match=r"compare\(\): learning_rate takes \[0.001, 0.003\] in a and \[0.001, 0.003\] "
+        r"in b: members trained with different settings would be pooled.*pool=True",
+    ):
         ens.compare({"depth": 1}, {"depth": 2})
     with pytest.raises(QueryError, match=r"learning_rate takes \[0.001, 0.003\] in b:"):
         ens.compare({"depth": 1, "learning_rate": 1e-3}, {"depth": 2})
@@ -179,9 +199,18 @@ def test_compare_is_the_probability_of_lower_loss_and_the_difference_of_means(en
     assert result.difference == pytest.approx(used_a.mean() - used_b.mean())
     assert result.difference_ci_low <= result.difference <= result.difference_ci_high
     assert ens.compare({"depth": 2, **fixed}, {"depth": 1, **fixed}).probability == pytest.approx(1 - brute)
-    higher = ens.compare({"depth": 1, **fixed}, {"depth": 2, **fixed}, mode="max")  # higher is better: diverged still lose
-    assert higher.probability == pytest.approx(np.mean([(x > y) + 0.5 * (x == y) for x in np.where(np.isinf(a), -np.inf, a)
-                                                        for y in np.where(np.isinf(b), -np.inf, b)]))
+    higher = ens.compare(
+        {"depth": 1, **fixed}, {"depth": 2, **fixed}, mode="max"
+    )  # higher is better: diverged still lose
+    assert higher.probability == pytest.approx(
+        np.mean(
+            [
+                (x > y) + 0.5 * (x == y)
+                for x in np.where(np.isinf(a), -np.inf, a)
+                for y in np.where(np.isinf(b), -np.inf, b)
+            ]
+        )
+    )
     same = ens.compare({"depth": 2, **fixed}, {"depth": 2, **fixed})
     assert same.probability == 0.5 and same.ci_low <= 0.5 <= same.ci_high and same.difference == 0
 
@@ -191,15 +220,23 @@ def test_without_a_validation_set_ranking_needs_an_explicit_metric(tmp_path):
     aggregate_blocks(tmp_path / "s", trained_blocks(make_plan(spec)))
     ens = load(tmp_path / "s")
     assert ens.table["val_loss"].null_count == 4 and ens.table["val_loss_history"].null_count == 4
-    message = (r"best\(metric='val_loss'\): 4 of 4 members \(config\(s\) \w+\) have no val_loss: they were trained "
-               r"without a validation set \(problem.val_fraction=0\), and ranking needs one. Pass an explicit metric=, "
-               r"e.g. metric='test_loss'")
+    message = (
+        r"best\(metric='val_loss'\): 4 of 4 members \(config\(s\) \w+\) have no val_loss: they were trained "
+        r"without a validation set \(problem.val_fraction=0\), and ranking needs one. Pass an explicit metric=, "
+        r"e.g. metric='test_loss'"
+    )
     with pytest.raises(QueryError, match=message):
         ens.best(2)
-    for query in (lambda e: e.summary(), lambda e: e.best_configuration(), lambda e: e.compare({"seed": 0}, {"seed": 1})):
+    for query in (
+        lambda e: e.summary(),
+        lambda e: e.best_configuration(),
+        lambda e: e.compare({"seed": 0}, {"seed": 1}),
+    ):
         with pytest.raises(QueryError, match="without a validation set"):
             query(ens)
-    assert ens.best(2, metric="test_loss").table["test_loss"].to_pylist() == sorted(ens.table["test_loss"].to_pylist())[:2]
+    assert (
+        ens.best(2, metric="test_loss").table["test_loss"].to_pylist() == sorted(ens.table["test_loss"].to_pylist())[:2]
+    )
 
 
 def test_stacked_works_with_pdequinox(ens):
@@ -218,25 +255,43 @@ def test_where_selects_by_values_and_lists(ens):
     assert ens.where() is ens and len(ens.where(seed={0, 3})) == 8
 
 
-@pytest.mark.parametrize("query, message", [
-    (lambda e, x: e.where(width=3), r"where\(\): unknown column 'width'; columns: member_id, config_id, seed.*depth, learning_rate"),
-    (lambda e, x: e.where(depth=5), r"where\(depth=5\): no member matches; in this selection depth takes \[1, 2\]"),
-    (lambda e, x: e.where(depth="deep"), r"where\(depth='deep'\): column 'depth' holds int64 values"),
-    (lambda e, x: e.best(0), r"best\(k=0\): k must be an integer >= 1"),
-    (lambda e, x: e.best(2, metric="speed"), r"best\(metric='speed'\): not a numeric column; choose one of"),
-    (lambda e, x: e.best(2, mode="lowest"), r"best\(mode='lowest'\): choose \"min\" \(lower val_loss is better\) or \"max\""),
-    (lambda e, x: e.summary(metric="status"), r"summary\(metric='status'\): not a numeric column"),
-    (lambda e, x: e.where(depth=2).member(seed=11), r"member\(seed=11\): no member with this seed here; seeds: \[0, 1, 2, 3\]"),
-    (lambda e, x: e.member(seed="1"), r"member\(seed='1'\): the seed must be an integer"),
-    (lambda e, x: e.member(seed=1), r"member\(seed=1\): 4 members have this seed \(they differ in config_id, depth, learning_rate\)"),
-    (lambda e, x: e.predict(x), r"predict: the selection spans 2 structural configs"),
-    (lambda e, x: e.stacked(), r"stacked: the selection spans 2 structural configs"),
-    (lambda e, x: e.where(depth=2).predict(x[0]), r"predict: x has shape \(1, 16\) \(float32\); config \w+ takes a batch of samples of shape \(1, 16\)"),
-    (lambda e, x: e.where(depth=2).mean_std(x[:, :, :8]), r"mean_std: x has shape \(5, 1, 8\)"),
-    (lambda e, x: e.where(depth=2).predict(x[:0]), r"predict: x has shape \(0, 1, 16\).*\(batch >= 1, 1, 16\)"),
-    (lambda e, x: e.where(depth=2).predict(x, chunk_size=0), r"predict\(chunk_size=0\): must be an integer >= 1"),
-    (lambda e, x: e.compare({"depth": 1}, {"width": 2}), r"unknown column 'width'"),
-])
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        (
+            lambda e, x: e.where(width=3),
+            r"where\(\): unknown column 'width'; columns: member_id, config_id, seed.*depth, learning_rate",
+        ),
+        (lambda e, x: e.where(depth=5), r"where\(depth=5\): no member matches; in this selection depth takes \[1, 2\]"),
+        (lambda e, x: e.where(depth="deep"), r"where\(depth='deep'\): column 'depth' holds int64 values"),
+        (lambda e, x: e.best(0), r"best\(k=0\): k must be an integer >= 1"),
+        (lambda e, x: e.best(2, metric="speed"), r"best\(metric='speed'\): not a numeric column; choose one of"),
+        (
+            lambda e, x: e.best(2, mode="lowest"),
+            r"best\(mode='lowest'\): choose \"min\" \(lower val_loss is better\) or \"max\"",
+        ),
+        (lambda e, x: e.summary(metric="status"), r"summary\(metric='status'\): not a numeric column"),
+        (
+            lambda e, x: e.where(depth=2).member(seed=11),
+            r"member\(seed=11\): no member with this seed here; seeds: \[0, 1, 2, 3\]",
+        ),
+        (lambda e, x: e.member(seed="1"), r"member\(seed='1'\): the seed must be an integer"),
+        (
+            lambda e, x: e.member(seed=1),
+            r"member\(seed=1\): 4 members have this seed \(they differ in config_id, depth, learning_rate\)",
+        ),
+        (lambda e, x: e.predict(x), r"predict: the selection spans 2 structural configs"),
+        (lambda e, x: e.stacked(), r"stacked: the selection spans 2 structural configs"),
+        (
+            lambda e, x: e.where(depth=2).predict(x[0]),
+            r"predict: x has shape \(1, 16\) \(float32\); config \w+ takes a batch of samples of shape \(1, 16\)",
+        ),
+        (lambda e, x: e.where(depth=2).mean_std(x[:, :, :8]), r"mean_std: x has shape \(5, 1, 8\)"),
+        (lambda e, x: e.where(depth=2).predict(x[:0]), r"predict: x has shape \(0, 1, 16\).*\(batch >= 1, 1, 16\)"),
+        (lambda e, x: e.where(depth=2).predict(x, chunk_size=0), r"predict\(chunk_size=0\): must be an integer >= 1"),
+        (lambda e, x: e.compare({"depth": 1}, {"width": 2}), r"unknown column 'width'"),
+    ],
+)
 def test_query_errors_name_the_problem(ens, x, query, message):
     with pytest.raises(QueryError, match=message):
         query(ens, x)

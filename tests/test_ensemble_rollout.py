@@ -134,11 +134,19 @@ def test_a_model_whose_outputs_differ_from_its_inputs_cannot_be_rolled_out(tmp_p
     arrays = {f"{s}_x": rng.normal(size=(n, 1, 8)).astype(np.float32) for s, n in (("train", 16), ("test", 4))}
     arrays |= {f"{s}_y": rng.normal(size=(n, 2, 8)).astype(np.float32) for s, n in (("train", 16), ("test", 4))}
     np.savez(tmp_path / "two.npz", **arrays)
-    plan = make_plan(tiny_spec(problem=sweep.Problem("arrays", path=str(tmp_path / "two.npz")), seeds=2,
-                               training=sweep.Training(epochs=1, batch_size=8, report_every=1)))
+    plan = make_plan(
+        tiny_spec(
+            problem=sweep.Problem("arrays", path=str(tmp_path / "two.npz")),
+            seeds=2,
+            training=sweep.Training(epochs=1, batch_size=8, report_every=1),
+        )
+    )
     aggregate_blocks(tmp_path / "s", trained_blocks(plan), plan=plan)
     ens = sweep.load(tmp_path / "s")
     assert ens.predict(arrays["test_x"]).shape == (2, 4, 2, 8)  # one step is fine
-    with pytest.raises(QueryError, match=r"maps a sample of shape \(1, 8\) to \(2, 8\) \(2 output channels for 1 "
-                                         r"input channels\); a rollout feeds each output back in"):
+    with pytest.raises(
+        QueryError,
+        match=r"maps a sample of shape \(1, 8\) to \(2, 8\) \(2 output channels for 1 "
+        r"input channels\); a rollout feeds each output back in",
+    ):
         ens.rollout(arrays["test_x"], 2)

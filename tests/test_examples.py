@@ -15,8 +15,14 @@ EXAMPLES = ROOT / "examples"
 
 def run_example(name: str, *args: str, cwd: Path = ROOT, timeout: int = 300) -> str:
     env = {**os.environ, "RAY_ADDRESS": "local"}  # a fresh local Ray, never one found on this machine
-    out = subprocess.run([sys.executable, str(EXAMPLES / name), "--smoke", *args], cwd=cwd, env=env,
-                         capture_output=True, text=True, timeout=timeout)
+    out = subprocess.run(
+        [sys.executable, str(EXAMPLES / name), "--smoke", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert out.returncode == 0, f"{name} failed:\n{out.stdout[-3000:]}\n{out.stderr[-4000:]}"
     return out.stdout
 
@@ -29,7 +35,7 @@ def _table(stdout: str, header: str) -> list[str]:
     lines = stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.split()[:2] == header.split()[:2])
     rows = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if not line.strip() or not line.split()[0].replace(".", "").isdigit():
             break
         rows.append(line)

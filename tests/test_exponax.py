@@ -20,7 +20,11 @@ APEBENCH = {
     "Advection": (1.0, 0.1, {"velocity": 0.25}),  # GeneralLinearStepper a1 = -0.25
     "Diffusion": (1.0, 0.1, {"diffusivity": 0.008}),  # a2 = 0.008
     "Burgers": (1.0, 0.1, {"diffusivity": 0.0003, "convection_scale": 0.125, "conservative": True}),
-    "KuramotoSivashinsky": (60.0, 0.1, {"gradient_norm_scale": 1.0, "second_order_scale": 1.0, "fourth_order_scale": 1.0}),
+    "KuramotoSivashinsky": (
+        60.0,
+        0.1,
+        {"gradient_norm_scale": 1.0, "second_order_scale": 1.0, "fourth_order_scale": 1.0},
+    ),
 }
 
 
@@ -118,7 +122,9 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize(("options", "message"), BAD, ids=[next(iter(o)) + "=" + repr(next(iter(o.values()))) for o, _ in BAD])
+@pytest.mark.parametrize(
+    ("options", "message"), BAD, ids=[next(iter(o)) + "=" + repr(next(iter(o.values()))) for o, _ in BAD]
+)
 def test_bad_options_are_named_before_any_work(ex, options, message):
     with pytest.raises(SpecError, match=message):
         check_exponax("Burgers", options)
@@ -127,14 +133,19 @@ def test_bad_options_are_named_before_any_work(ex, options, message):
 
 
 def test_unknown_stepper_names_the_supported_ones(ex):
-    with pytest.raises(SpecError, match=r"`problem.name`: unknown exponax stepper 'Wave'; choose one of exponax:Advection, "
-                                        r"exponax:Diffusion, .*exponax:Burgers, exponax:KuramotoSivashinsky"):
+    with pytest.raises(
+        SpecError,
+        match=r"`problem.name`: unknown exponax stepper 'Wave'; choose one of exponax:Advection, "
+        r"exponax:Diffusion, .*exponax:Burgers, exponax:KuramotoSivashinsky",
+    ):
         check_exponax("Wave", {})
 
 
 def test_missing_exponax_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "exponax", None)  # makes `import exponax` fail
-    with pytest.raises(SpecError, match=r"`problem.name`: \"exponax:Burgers\" needs the optional package exponax; .*seed-sweep\[pde\]"):
+    with pytest.raises(
+        SpecError, match=r"`problem.name`: \"exponax:Burgers\" needs the optional package exponax; .*seed-sweep\[pde\]"
+    ):
         check_exponax("Burgers", {})
 
 

@@ -22,8 +22,9 @@ def _make(cls, *args, seed: int = 0, **kwargs):
     abstract = eqx.filter_eval_shape(cls, *args, key=KEY, **kwargs)
     rng = np.random.default_rng(seed)
     return jax.tree.map(
-        lambda s: jnp.asarray(rng.uniform(-0.7, 0.7, s.shape).astype(s.dtype))
-        if isinstance(s, jax.ShapeDtypeStruct) else s,
+        lambda s: (
+            jnp.asarray(rng.uniform(-0.7, 0.7, s.shape).astype(s.dtype)) if isinstance(s, jax.ShapeDtypeStruct) else s
+        ),
         abstract,
     )
 
@@ -78,8 +79,16 @@ def _x(*shape):
 def test_convnet_1d_matches_vmap(boundary_mode, kernel_size, use_bias, activation, conv):
     model = _make(
         pdeq.arch.ConvNet,
-        1, 2, 1, hidden_channels=3, depth=2, kernel_size=kernel_size, activation=activation,
-        use_bias=use_bias, use_final_bias=not use_bias, boundary_mode=boundary_mode,
+        1,
+        2,
+        1,
+        hidden_channels=3,
+        depth=2,
+        kernel_size=kernel_size,
+        activation=activation,
+        use_bias=use_bias,
+        use_final_bias=not use_bias,
+        boundary_mode=boundary_mode,
     )
     _assert_matches(model, _x(3, 2, 9), fast=True, conv=conv)
 
@@ -87,7 +96,12 @@ def test_convnet_1d_matches_vmap(boundary_mode, kernel_size, use_bias, activatio
 def test_classic_resnet_1d_matches_vmap(conv):
     model = _make(
         pdeq.arch.ClassicResNet,
-        1, 1, 2, hidden_channels=(3, 4), num_blocks=1, use_norm=True,
+        1,
+        1,
+        2,
+        hidden_channels=(3, 4),
+        num_blocks=1,
+        use_norm=True,
         boundary_mode="dirichlet",
     )
     _assert_matches(model, _x(2, 1, 8), fast=True, conv=conv)
@@ -96,7 +110,12 @@ def test_classic_resnet_1d_matches_vmap(conv):
 def test_dilated_resnet_1d_matches_vmap(conv):
     model = _make(
         pdeq.arch.DilatedResNet,
-        1, 2, 1, hidden_channels=3, num_blocks=1, dilation_rates=(1, 2),
+        1,
+        2,
+        1,
+        hidden_channels=3,
+        num_blocks=1,
+        dilation_rates=(1, 2),
         boundary_mode="periodic",
     )
     _assert_matches(model, _x(2, 2, 8), fast=True, conv=conv)

@@ -21,8 +21,9 @@ from sweep.tune._loggers import make_loggers
 
 def logged_spec() -> sweep.SweepSpec:
     """2 depths (structural) x 2 learning rates (vmapped) x 2 seeds: 2 trials, 8 members."""
-    return tiny_spec(name="logged", seeds=2, seeds_per_trial=2,
-                     grid={"model.depth": [1, 2], "optimizer.learning_rate": [3e-3, 1e-3]})
+    return tiny_spec(
+        name="logged", seeds=2, seeds_per_trial=2, grid={"model.depth": [1, 2], "optimizer.learning_rate": [3e-3, 1e-3]}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +32,12 @@ def logged(ray_session, tmp_path_factory):
     uri = f"file://{root / 'mlruns'}"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 keeps the file store behind this switch
-        path = sweep.run(logged_spec(), storage=str(root / "runs"), progress="off",
-                         loggers=["tensorboard", MLflowLogger(tracking_uri=uri)])
+        path = sweep.run(
+            logged_spec(),
+            storage=str(root / "runs"),
+            progress="off",
+            loggers=["tensorboard", MLflowLogger(tracking_uri=uri)],
+        )
     return Path(path), uri, sweep.load(path).table.to_pylist()
 
 
@@ -48,7 +53,12 @@ def test_tensorboard_event_files_hold_one_run_per_member(logged):
     runs = sorted(p.parent for p in (path / "tensorboard").rglob("events.out.tfevents.*"))
     assert len(set(runs)) == 8
     for row in members:
-        run = path / "tensorboard" / f"depth={row['depth']},learning_rate={row['learning_rate']:g}" / f"seed={row['seed']}"
+        run = (
+            path
+            / "tensorboard"
+            / f"depth={row['depth']},learning_rate={row['learning_rate']:g}"
+            / f"seed={row['seed']}"
+        )
         events = EventAccumulator(str(run))
         events.Reload()
         assert set(events.Tags()["scalars"]) == {"train_loss", "val_loss", "test_loss"}
@@ -60,8 +70,10 @@ def test_tensorboard_event_files_hold_one_run_per_member(logged):
         for content in events.PluginTagToContent("hparams").values():
             data = plugin_data_pb2.HParamsPluginData.FromString(content)
             if data.HasField("session_start_info"):
-                params = {k: v.number_value if v.HasField("number_value") else v.string_value
-                          for k, v in data.session_start_info.hparams.items()}
+                params = {
+                    k: v.number_value if v.HasField("number_value") else v.string_value
+                    for k, v in data.session_start_info.hparams.items()
+                }
         assert params["depth"] == row["depth"] and params["seed"] == row["seed"]
         assert params["learning_rate"] == pytest.approx(row["learning_rate"])
 
@@ -111,9 +123,16 @@ def _feed(logger: MemberLogger, spec: sweep.SweepSpec):
     for epoch in (2, 4):
         for i, t in enumerate(plan.trials):
             losses = [float(10 * i + j + epoch) for j in range(t.num_members)]
-            logger.on_trial_result(trial=SimpleNamespace(config={"trial_key": t.trial_key}),
-                                   result={"epoch": epoch, "member_test_loss": losses, "member_seeds": list(t.seeds),
-                                           "member_train_loss": [math.nan] * t.num_members, "test_loss_mean": 0.0})
+            logger.on_trial_result(
+                trial=SimpleNamespace(config={"trial_key": t.trial_key}),
+                result={
+                    "epoch": epoch,
+                    "member_test_loss": losses,
+                    "member_seeds": list(t.seeds),
+                    "member_train_loss": [math.nan] * t.num_members,
+                    "test_loss_mean": 0.0,
+                },
+            )
     logger.close()
     return plan
 
@@ -124,7 +143,10 @@ def test_per_config_runs_log_statistics_over_the_configuration_members():
     logger.bind(spec, "")
     _feed(logger, spec)  # 2 trials x (2 learning rates x 2 seeds)
     assert sorted(logger.opened) == ["learning_rate=0.001", "learning_rate=0.003"]
-    assert logger.opened["learning_rate=0.003"]["learning_rate"] == 0.003 and "seed" not in logger.opened["learning_rate=0.003"]
+    assert (
+        logger.opened["learning_rate=0.003"]["learning_rate"] == 0.003
+        and "seed" not in logger.opened["learning_rate=0.003"]
+    )
     writes = {(h, step): m for h, step, m in logger.writes}
     assert len(writes) == 4  # one write per configuration and epoch, once all 4 members reported
     # lr=0.003 holds the first two members of each trial: losses epoch + {0, 1} and epoch + {10, 11}
@@ -140,8 +162,12 @@ def test_per_member_runs_are_named_by_grid_values_and_seed():
     logger.bind(spec, "")
     _feed(logger, spec)
     assert sorted(logger.opened) == [f"learning_rate={lr} seed={s}" for lr in ("0.001", "0.003") for s in (0, 1)]
-    assert logger.opened["learning_rate=0.001 seed=1"] == {"sweep": "tiny", "config_id": spec.expand()[0][0].config_id,
-                                                          "learning_rate": 0.001, "seed": 1}
+    assert logger.opened["learning_rate=0.001 seed=1"] == {
+        "sweep": "tiny",
+        "config_id": spec.expand()[0][0].config_id,
+        "learning_rate": 0.001,
+        "seed": 1,
+    }
     steps = sorted(step for h, step, _ in logger.writes if h == "learning_rate=0.001 seed=1")
     assert steps == [2, 4]
 

@@ -21,10 +21,21 @@ FAST = sweep.Training(epochs=2, batch_size=16, report_every=1)
 
 
 def classifier(**training) -> sweep.SweepSpec:
-    return tiny_spec(problem=CLASSES, model=sweep.Model("MLP", width_size=16, depth=1, out_channels=3),
-                     optimizer=sweep.Optimizer("adam", learning_rate=1e-2),
-                     training=sweep.Training(**{"epochs": 2, "batch_size": 16, "report_every": 1, "loss": "cross_entropy",
-                                                "metrics": ["classify:accuracy"], **training}))
+    return tiny_spec(
+        problem=CLASSES,
+        model=sweep.Model("MLP", width_size=16, depth=1, out_channels=3),
+        optimizer=sweep.Optimizer("adam", learning_rate=1e-2),
+        training=sweep.Training(
+            **{
+                "epochs": 2,
+                "batch_size": 16,
+                "report_every": 1,
+                "loss": "cross_entropy",
+                "metrics": ["classify:accuracy"],
+                **training,
+            }
+        ),
+    )
 
 
 def test_builtins_match_numpy_per_sample_then_averaged():
@@ -47,27 +58,47 @@ def test_builtins_match_numpy_per_sample_then_averaged():
     assert float(got) == pytest.approx(want, rel=1e-5)
 
 
-@pytest.mark.parametrize("training, message", [
-    (dict(loss="msee"), r"`training.loss`: unknown loss 'msee'; choose one of mse, mae, nrmse, cross_entropy or give a function"),
-    (dict(metrics=["mse", "rmse"]), r"`training.metrics\[1\]`: unknown metric 'rmse'"),
-    (dict(metrics="mse"), r"`training.metrics`: got 'mse'; give a list of names"),
-    (dict(metrics=["mse", "other:mse"]), r"`training.metrics\[1\]`: 'other:mse' and 'mse' would both be stored as `val_mse`"),
-    (dict(metrics=["my.module:loss"]), r"`training.metrics\[0\]`: 'my.module:loss' would be stored as `val_loss`"),
-])
+@pytest.mark.parametrize(
+    "training, message",
+    [
+        (
+            dict(loss="msee"),
+            r"`training.loss`: unknown loss 'msee'; choose one of mse, mae, nrmse, cross_entropy or give a function",
+        ),
+        (dict(metrics=["mse", "rmse"]), r"`training.metrics\[1\]`: unknown metric 'rmse'"),
+        (dict(metrics="mse"), r"`training.metrics`: got 'mse'; give a list of names"),
+        (
+            dict(metrics=["mse", "other:mse"]),
+            r"`training.metrics\[1\]`: 'other:mse' and 'mse' would both be stored as `val_mse`",
+        ),
+        (dict(metrics=["my.module:loss"]), r"`training.metrics\[0\]`: 'my.module:loss' would be stored as `val_loss`"),
+    ],
+)
 def test_bad_names_are_spec_errors_when_the_spec_is_built(training, message):
     with pytest.raises(sweep.SpecError, match=message):
         sweep.Training(**training)
 
 
-@pytest.mark.parametrize("training, message", [
-    (dict(metrics=["no_such_module:f"]), r"`training.metrics\[0\]`: cannot import module 'no_such_module'"),
-    (dict(loss="classify:nope"), r"`training.loss`: module 'classify' has no attribute 'nope'"),
-    (dict(metrics=["mse", "classify:per_point_error"]),
-     r"`training.metrics\[1\]`: 'classify:per_point_error' returned an array of shape \(1, 16\) \(float32\) on one "
-     r"sample \(prediction \(1, 16\), target \(1, 16\)\); it must return one real number per sample"),
-    (dict(loss="classify:needs_three_args"), r"`training.loss`: 'classify:needs_three_args' fails on one sample .*TypeError"),
-    (dict(loss="cross_entropy"), r"`training.loss`: 'cross_entropy' needs class indices 0..0 as targets .*set model.out_channels"),
-])
+@pytest.mark.parametrize(
+    "training, message",
+    [
+        (dict(metrics=["no_such_module:f"]), r"`training.metrics\[0\]`: cannot import module 'no_such_module'"),
+        (dict(loss="classify:nope"), r"`training.loss`: module 'classify' has no attribute 'nope'"),
+        (
+            dict(metrics=["mse", "classify:per_point_error"]),
+            r"`training.metrics\[1\]`: 'classify:per_point_error' returned an array of shape \(1, 16\) \(float32\) on one "
+            r"sample \(prediction \(1, 16\), target \(1, 16\)\); it must return one real number per sample",
+        ),
+        (
+            dict(loss="classify:needs_three_args"),
+            r"`training.loss`: 'classify:needs_three_args' fails on one sample .*TypeError",
+        ),
+        (
+            dict(loss="cross_entropy"),
+            r"`training.loss`: 'cross_entropy' needs class indices 0..0 as targets .*set model.out_channels",
+        ),
+    ],
+)
 def test_import_paths_and_outputs_are_checked_before_training(training, message):
     spec = tiny_spec(problem=HEAT, training=FAST.replace(**training))
     with pytest.raises(sweep.SpecError, match=message):
@@ -78,8 +109,11 @@ def test_import_paths_and_outputs_are_checked_before_training(training, message)
 
 def test_a_prediction_that_does_not_fit_the_loss_is_a_spec_error():
     spec = tiny_spec(problem=HEAT, model=sweep.Model("MLP", width_size=8, depth=1, out_channels=3), training=FAST)
-    with pytest.raises(sweep.SpecError, match=r"`training.loss`: 'mse' fails on one sample of the problem \(prediction "
-                                              r"\(3, 16\), target \(1, 16\)\): ValueError: mse needs a prediction and a target of the same shape"):
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"`training.loss`: 'mse' fails on one sample of the problem \(prediction "
+        r"\(3, 16\), target \(1, 16\)\): ValueError: mse needs a prediction and a target of the same shape",
+    ):
         sweep.load_data(spec)
 
 
@@ -92,7 +126,9 @@ def test_loss_and_metrics_are_part_of_the_structural_config(tmp_path):
     assert len(keys) == 3
     gridded = tiny_spec(training=FAST, grid={"training.loss": ["mse", "mae"]})
     assert [c.training.loss for c, _ in gridded.expand()] == ["mse", "mae"]  # separate trials, not vmapped
-    with_metrics = tiny_spec(training=base.training.replace(loss="classify:accuracy", metrics=["nrmse", "classify:accuracy"]))
+    with_metrics = tiny_spec(
+        training=base.training.replace(loss="classify:accuracy", metrics=["nrmse", "classify:accuracy"])
+    )
     with_metrics.to_toml(tmp_path / "s.toml")
     assert sweep.SweepSpec.from_toml(tmp_path / "s.toml") == with_metrics
 
@@ -122,7 +158,9 @@ def test_classifier_trains_with_cross_entropy_and_reports_accuracy(tmp_path):
     assert accuracy.shape == (2, 4) and ((0 <= accuracy) & (accuracy <= 1)).all()
     assert (history.test["accuracy"][:, -1] > 0.7).all()  # guessing the commonest level gets 0.38
     assert (history.val_loss[:, -1] < history.val_loss[:, 0]).all()
-    saved = training.SavedBlock(spec, block.seeds, block.hparams, training.data_shapes(data), state, history, "t0", False)
+    saved = training.SavedBlock(
+        spec, block.seeds, block.hparams, training.data_shapes(data), state, history, "t0", False
+    )
     ens = sweep.load(aggregate_blocks(tmp_path / "store", [saved]))
     rows = ens.table.to_pylist()
     for i, row in enumerate(rows):  # the user metric by import path, round-tripped into members.parquet

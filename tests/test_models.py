@@ -52,8 +52,10 @@ def make_linear(*, width, key):
 
 
 def test_user_factory_by_import_path_trains():
-    spec = tiny_spec(model=sweep.Model("test_models:make_linear", width=3),
-                     training=sweep.Training(epochs=2, batch_size=16, report_every=1))
+    spec = tiny_spec(
+        model=sweep.Model("test_models:make_linear", width=3),
+        training=sweep.Training(epochs=2, batch_size=16, report_every=1),
+    )
     model, history = sweep.train_block(spec, [0, 1])
     assert model.weight.shape == (2, 1, 1, 3)
     assert history.test_loss[:, -1].max() < history.test_loss[:, 0].max() * 1.5

@@ -74,8 +74,12 @@ def test_data_seed_is_separate_from_member_seeds():
 
 def _arrays(n=12, m=4, c=1, s=8, o=1):
     rng = np.random.default_rng(0)
-    return {"train_x": rng.normal(size=(n, c, s)), "train_y": rng.normal(size=(n, o, s)),
-            "test_x": rng.normal(size=(m, c, s)), "test_y": rng.normal(size=(m, o, s))}
+    return {
+        "train_x": rng.normal(size=(n, c, s)),
+        "train_y": rng.normal(size=(n, o, s)),
+        "test_x": rng.normal(size=(m, c, s)),
+        "test_y": rng.normal(size=(m, o, s)),
+    }
 
 
 def test_npz_arrays_with_validation_carved_or_given(tmp_path):
@@ -156,13 +160,18 @@ def make_splits(n=10, data_seed=0):
     """A user loader that returns its own validation split (and takes the data seed)."""
     a = _arrays(n=n)
     rng = np.random.default_rng(data_seed)
-    return {"train": (a["train_x"], a["train_y"]), "val": (rng.normal(size=(2, 1, 8)), rng.normal(size=(2, 1, 8))),
-            "test": (a["test_x"], a["test_y"])}
+    return {
+        "train": (a["train_x"], a["train_y"]),
+        "val": (rng.normal(size=(2, 1, 8)), rng.normal(size=(2, 1, 8))),
+        "test": (a["test_x"], a["test_y"]),
+    }
 
 
 def test_import_path_problem_trains():
-    spec = tiny_spec(problem=sweep.Problem("test_problems:make_data", n=16),
-                     training=sweep.Training(epochs=1, batch_size=4, report_every=1))
+    spec = tiny_spec(
+        problem=sweep.Problem("test_problems:make_data", n=16),
+        training=sweep.Training(epochs=1, batch_size=4, report_every=1),
+    )
     model, history = sweep.train_block(spec, [0])
     assert history.test_loss.shape == (1, 1) and np.isfinite(history.test_loss).all()
     assert history.val_loss.shape == (1, 1) and np.isfinite(history.val_loss).all()
@@ -179,22 +188,36 @@ def test_import_path_problem_splits_four_arrays_or_a_mapping():
     assert (given.train.size, given.val.size, given.test.size) == (10, 2, 4)
 
 
-@pytest.mark.parametrize("name, options, message", [
-    ("heat1d", {"val_fraction": 1.0}, r"`problem.val_fraction`: got 1.0; must be a number in \[0, 1\) \(0: no validation set\)"),
-    ("heat1d", {"val_fraction": -0.1}, r"`problem.val_fraction`: got -0.1"),
-    ("heat1d", {"val_fraction": 0.5, "test_fraction": 0.5}, r"`problem.val_fraction`: got 0.5 with test_fraction 0.5; "
-                                                               r"together they must leave training samples"),
-    ("arrays", {"path": "x.npz", "val_fraction": "a lot"}, r"`problem.val_fraction`: got 'a lot'"),
-    ("arrays", {"path": "x.npz", "data_seed": -1}, r"`problem.data_seed`: got -1; must be a non-negative integer"),
-])
+@pytest.mark.parametrize(
+    "name, options, message",
+    [
+        (
+            "heat1d",
+            {"val_fraction": 1.0},
+            r"`problem.val_fraction`: got 1.0; must be a number in \[0, 1\) \(0: no validation set\)",
+        ),
+        ("heat1d", {"val_fraction": -0.1}, r"`problem.val_fraction`: got -0.1"),
+        (
+            "heat1d",
+            {"val_fraction": 0.5, "test_fraction": 0.5},
+            r"`problem.val_fraction`: got 0.5 with test_fraction 0.5; "
+            r"together they must leave training samples",
+        ),
+        ("arrays", {"path": "x.npz", "val_fraction": "a lot"}, r"`problem.val_fraction`: got 'a lot'"),
+        ("arrays", {"path": "x.npz", "data_seed": -1}, r"`problem.data_seed`: got -1; must be a non-negative integer"),
+    ],
+)
 def test_bad_split_options_are_spec_errors(name, options, message):
     with pytest.raises(sweep.SpecError, match=message):
         sweep.Problem(name, **options)
 
 
 def test_a_validation_split_must_leave_training_samples():
-    with pytest.raises(sweep.SpecError, match=r"`problem.val_fraction`: got 0.9: 18 validation samples would leave none of "
-                                              r"the 16 training samples"):
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"`problem.val_fraction`: got 0.9: 18 validation samples would leave none of "
+        r"the 16 training samples",
+    ):
         load_problem("test_problems:make_data", {"n": 16, "val_fraction": 0.9})
 
 

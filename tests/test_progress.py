@@ -104,7 +104,9 @@ def test_plain_lines_name_configurations_and_show_eta():
     key = plan.trials[0].trial_key
     display.on_step_end(iteration=1, trials=[tune_trial(key, "RUNNING")])
     clock.now += 6
-    display.on_trial_result(iteration=2, trials=[], trial=tune_trial(key, "RUNNING"), result=result(2, [0.5, 0.4, 0.3, 0.2]))
+    display.on_trial_result(
+        iteration=2, trials=[], trial=tune_trial(key, "RUNNING"), result=result(2, [0.5, 0.4, 0.3, 0.2])
+    )
     display.on_step_end(iteration=2, trials=[tune_trial(key, "RUNNING")])
     display.on_step_end(iteration=3, trials=[tune_trial(key, "RUNNING")])  # within every_s: nothing printed
     display.close()
@@ -126,8 +128,12 @@ def test_live_renderable_has_a_row_per_configuration():
     console.print(state.renderable())
     text = console.file.getvalue()
     rows = [line.split() for line in text.splitlines() if line.startswith("depth=")]
-    assert [r[:2] for r in rows] == [["depth=1", "learning_rate=0.003"], ["depth=1", "learning_rate=0.001"],
-                                     ["depth=2", "learning_rate=0.003"], ["depth=2", "learning_rate=0.001"]]
+    assert [r[:2] for r in rows] == [
+        ["depth=1", "learning_rate=0.003"],
+        ["depth=1", "learning_rate=0.001"],
+        ["depth=2", "learning_rate=0.003"],
+        ["depth=2", "learning_rate=0.001"],
+    ]
     assert [r[2:] for r in rows] == [["0/4", "0.4"], ["0/4", "0.2"], ["0/4", "-"], ["0/4", "-"]]
     assert "trials 0/4 done" in text and "12% | epochs 8/64" in text
 

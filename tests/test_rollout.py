@@ -21,9 +21,13 @@ MODEL = sweep.Model("ConvNet", hidden_channels=4, depth=1, activation="relu", bo
 
 
 def rolling(steps=5, **problem):
-    return tiny_spec(problem=sweep.Problem("heat1d", num_points=16, num_samples=35, trajectory_steps=6, **problem),
-                     model=MODEL, training=sweep.Training(epochs=2, batch_size=5, report_every=1, rollout_steps=steps,
-                                                          rollout_metrics=("nrmse", "mse")))
+    return tiny_spec(
+        problem=sweep.Problem("heat1d", num_points=16, num_samples=35, trajectory_steps=6, **problem),
+        model=MODEL,
+        training=sweep.Training(
+            epochs=2, batch_size=5, report_every=1, rollout_steps=steps, rollout_metrics=("nrmse", "mse")
+        ),
+    )
 
 
 @pytest.fixture
@@ -69,8 +73,14 @@ def test_geometric_mean_is_over_the_first_100_steps():
 
 def test_store_columns_and_rankings_by_the_rollout(tmp_path):
     spec = rolling()
-    gridded = tiny_spec(problem=spec.problem, model=MODEL, training=spec.training, seeds=3, seeds_per_trial=3,
-                        grid={"model.depth": [1, 2]})
+    gridded = tiny_spec(
+        problem=spec.problem,
+        model=MODEL,
+        training=spec.training,
+        seeds=3,
+        seeds_per_trial=3,
+        grid={"model.depth": [1, 2]},
+    )
     plan = make_plan(gridded)
     ens = sweep.load(aggregate_blocks(tmp_path / "store", trained_blocks(plan), plan))
     table = ens.table
@@ -97,10 +107,16 @@ def test_a_split_without_trajectories_has_no_rollout_curves():
 
 def test_a_sweep_of_an_exponax_problem_reports_and_stores_rollouts(ray_session, tmp_path):
     pytest.importorskip("exponax")
-    problem = sweep.Problem("exponax:Advection", num_points=16, num_train=3, num_test=2, num_val=2, train_steps=4,
-                            test_steps=6)
-    spec = tiny_spec(problem=problem, model=MODEL.replace(boundary_mode="periodic"), seeds=2, seeds_per_trial=2,
-                     training=sweep.Training(epochs=2, batch_size=4, report_every=1, unroll=2, rollout_steps=6))
+    problem = sweep.Problem(
+        "exponax:Advection", num_points=16, num_train=3, num_test=2, num_val=2, train_steps=4, test_steps=6
+    )
+    spec = tiny_spec(
+        problem=problem,
+        model=MODEL.replace(boundary_mode="periodic"),
+        seeds=2,
+        seeds_per_trial=2,
+        training=sweep.Training(epochs=2, batch_size=4, report_every=1, unroll=2, rollout_steps=6),
+    )
     path = sweep.run(spec, storage=str(tmp_path))
     (results,) = trial_results(path).values()
     assert [len(r["test_rollout_nrmse_mean"]) for r in results] == [6, 6]
@@ -111,8 +127,11 @@ def test_a_sweep_of_an_exponax_problem_reports_and_stores_rollouts(ray_session, 
 
 
 def test_evaluation_sets_are_evaluated_in_parts_over_every_sample(small_parts):
-    spec = tiny_spec(problem=sweep.Problem("heat1d", num_points=16, num_samples=70), model=MODEL,
-                     training=sweep.Training(epochs=1, batch_size=16, report_every=1, metrics=("nrmse",)))
+    spec = tiny_spec(
+        problem=sweep.Problem("heat1d", num_points=16, num_samples=70),
+        model=MODEL,
+        training=sweep.Training(epochs=1, batch_size=16, report_every=1, metrics=("nrmse",)),
+    )
     data = training.load_data(spec)
     assert (data.val.size, data.test.size) == (7, 14)  # in parts of 3, the last padded
     model, history = sweep.train_block(spec, [1], data=data)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _blocks import trained_blocks, write_sweep
-from matplotlib.colors import to_hex
 from conftest import tiny_spec
+from matplotlib.colors import to_hex
 from test_cli import assert_one_line_error, invoke, store  # noqa: F401  (the CLI's store: no trajectories)
 from test_stored_trajectories import TRAJ
 
@@ -54,7 +54,10 @@ def test_the_rollout_figure_draws_the_chosen_ensemble_against_the_stored_traject
         assert to_hex(mean_line.get_color()) == OKABE_ITO[0].lower() and ax.get_xlabel() == "x"
         assert ax.get_ylim() == slices[0].get_ylim()
     assert [t.get_text() for t in slices[0].get_legend().get_texts()] == [
-        "reference", "ensemble mean", "±1 std over members"]
+        "reference",
+        "ensemble mean",
+        "±1 std over members",
+    ]
 
 
 def test_slices_spread_over_the_steps_and_end_at_the_last():
@@ -78,20 +81,32 @@ def test_the_overview_and_all_include_the_rollout_where_the_store_has_trajectori
 def test_a_rollout_kind_without_its_data_is_a_clear_error(store, tmp_path):  # noqa: F811
     with pytest.raises(QueryError, match=r"plot\(kind='rollout'\): the store holds no test trajectories"):
         sweep.plot(store, "rollout")
-    with pytest.raises(QueryError, match=r"plot\(kind='rollout_error'\): the store has no rollout curves; it holds "
-                                         r"none .*Training\(rollout_steps=T"):
+    with pytest.raises(
+        QueryError,
+        match=r"plot\(kind='rollout_error'\): the store has no rollout curves; it holds "
+        r"none .*Training\(rollout_steps=T",
+    ):
         sweep.plot(store, ["curves", "rollout_error"])
-    assert_one_line_error(invoke("plot", store, "--kind", "rollout", "--out", tmp_path / "r.png"),
-                          "--kind rollout: the store holds no test trajectories")
-    assert_one_line_error(invoke("plot", store, "--kind", "rollout_error", "--out", tmp_path / "r.png"),
-                          "--kind rollout_error: the store has no rollout curves")
+    assert_one_line_error(
+        invoke("plot", store, "--kind", "rollout", "--out", tmp_path / "r.png"),
+        "--kind rollout: the store holds no test trajectories",
+    )
+    assert_one_line_error(
+        invoke("plot", store, "--kind", "rollout_error", "--out", tmp_path / "r.png"),
+        "--kind rollout_error: the store has no rollout curves",
+    )
     assert not (tmp_path / "r.png").exists()
 
 
-ROLLING = make_plan(tiny_spec(
-    problem=sweep.Problem("heat1d", num_points=16, num_samples=60, trajectory_steps=5), seeds=3, seeds_per_trial=3,
-    training=sweep.Training(epochs=2, batch_size=16, report_every=1, rollout_steps=5, rollout_metrics=("nrmse",)),
-    grid={"model.depth": [1, 2], "optimizer.learning_rate": [3e-3, 1e-3]}))
+ROLLING = make_plan(
+    tiny_spec(
+        problem=sweep.Problem("heat1d", num_points=16, num_samples=60, trajectory_steps=5),
+        seeds=3,
+        seeds_per_trial=3,
+        training=sweep.Training(epochs=2, batch_size=16, report_every=1, rollout_steps=5, rollout_metrics=("nrmse",)),
+        grid={"model.depth": [1, 2], "optimizer.learning_rate": [3e-3, 1e-3]},
+    )
+)
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +127,8 @@ def test_rollout_error_panels_show_the_median_and_band_over_seeds_per_configurat
     medians = [line for line in val.lines if line.get_linewidth() == 2]
     assert [to_hex(m.get_color()) for m in medians] == [c.lower() for c in OKABE_ITO[:4]]  # best first
     assert [t.get_text().split(" (")[0] for t in val.get_legend().get_texts()] == [
-        " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in key.items()) for key in keys]
+        " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in key.items()) for key in keys
+    ]
     for which, ax in (("val", val), ("test", test)):
         curves = table.column(f"{which}_rollout_nrmse").to_pylist()
         for median, (_, rows, _) in zip([m for m in ax.lines if m.get_linewidth() == 2], configs):
@@ -125,12 +141,28 @@ def test_rollout_error_panels_show_the_median_and_band_over_seeds_per_configurat
 def test_the_overview_of_a_rolling_sweep_has_a_rollout_row_and_all_every_kind(rolling_store, tmp_path):
     assert list(sweep.plot(rolling_store, "all")) == ["curves", "spread", "predictions", "rollout_error", "rollout"]
     titles = [ax.get_title() for ax in sweep.plot(rolling_store, num_samples=1).axes]
-    assert titles[-4:] == ["val rollout nrmse", "test rollout nrmse (best configuration on validation)",
-                           "best — rollout, step 2 of 5", "best — rollout, step 5 of 5"]
+    assert titles[-4:] == [
+        "val rollout nrmse",
+        "test rollout nrmse (best configuration on validation)",
+        "best — rollout, step 2 of 5",
+        "best — rollout, step 5 of 5",
+    ]
     with pytest.raises(QueryError, match=r"rollout_metric='mse'.*it holds rollout curves of nrmse"):
         sweep.plot(rolling_store, "rollout_error", rollout_metric="mse")
-    assert_one_line_error(invoke("plot", rolling_store, "--rollout-metric", "mse", "--out", tmp_path / "o.png"),
-                          "--rollout-metric mse: the store has no rollout curves of that metric")
-    result = invoke("plot", rolling_store, "--kind", "rollout_error", "--rollout-metric", "nrmse",
-                    "--out", tmp_path / "e.png", "--dpi", "50")
+    assert_one_line_error(
+        invoke("plot", rolling_store, "--rollout-metric", "mse", "--out", tmp_path / "o.png"),
+        "--rollout-metric mse: the store has no rollout curves of that metric",
+    )
+    result = invoke(
+        "plot",
+        rolling_store,
+        "--kind",
+        "rollout_error",
+        "--rollout-metric",
+        "nrmse",
+        "--out",
+        tmp_path / "e.png",
+        "--dpi",
+        "50",
+    )
     assert result.exit_code == 0 and result.stdout.strip() == f"wrote {tmp_path / 'e.png'}"

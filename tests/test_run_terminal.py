@@ -31,8 +31,9 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 
 def spec() -> sweep.SweepSpec:
     """2 depths x 2 learning rates x 2 seeds, one seed per trial: 4 trials of 2 members."""
-    return tiny_spec(name="term", seeds=2, seeds_per_trial=1,
-                     grid={"model.depth": [1, 2], "optimizer.learning_rate": [3e-3, 1e-3]})
+    return tiny_spec(
+        name="term", seeds=2, seeds_per_trial=1, grid={"model.depth": [1, 2], "optimizer.learning_rate": [3e-3, 1e-3]}
+    )
 
 
 def env(**extra: str) -> dict[str, str]:
@@ -51,8 +52,9 @@ class Terminal:
             os.setsid()
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
-        self.proc = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env(),
-                                     preexec_fn=controlling_terminal)
+        self.proc = subprocess.Popen(
+            args, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env(), preexec_fn=controlling_terminal
+        )
         os.close(slave)
         self.master, self.chunks = master, []
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -119,14 +121,26 @@ def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path):
     assert match.group(2).strip() == f"sweep run {toml} --storage {storage} --resume"
     done = int(match.group(1))
     assert done == 2 == 2 * len(complete_blocks(sweep_dir))  # the first trial only: the others were held
-    for noise in ("Tuner.restore", "Failed to fetch metrics", "Traceback", "Token authentication",
-                  "Configuration for experiment", "tensorboard --logdir"):
+    for noise in (
+        "Tuner.restore",
+        "Failed to fetch metrics",
+        "Traceback",
+        "Token authentication",
+        "Configuration for experiment",
+        "tensorboard --logdir",
+    ):
         assert noise not in screen, noise
     assert len(sweep.load(sweep_dir)) == done  # the complete blocks were aggregated
 
     # --resume without a terminal: plain progress lines, then every member, as if never interrupted
-    out = subprocess.run([sys.executable, "-m", "sweep", "run", str(toml), "--storage", str(storage), "--resume"],
-                         capture_output=True, text=True, env=env(), cwd=tmp_path, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "sweep", "run", str(toml), "--storage", str(storage), "--resume"],
+        capture_output=True,
+        text=True,
+        env=env(),
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     lines = [line for line in out.stdout.splitlines() if line.startswith("[term] ")]
     assert lines and "\x1b" not in out.stdout
@@ -143,8 +157,14 @@ def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path):
 
     # nothing left to train: said at once, and Ray is not started (no session directory)
     ray_tmp = tmp_path / "ray-tmp"
-    out = subprocess.run([sys.executable, "-m", "sweep", "run", str(toml), "--storage", str(storage)],
-                         capture_output=True, text=True, env=env(RAY_TMPDIR=str(ray_tmp)), cwd=tmp_path, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "sweep", "run", str(toml), "--storage", str(storage)],
+        capture_output=True,
+        text=True,
+        env=env(RAY_TMPDIR=str(ray_tmp)),
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.splitlines()[0] == f"nothing to train: 8 members already in {sweep_dir}"
     assert not ray_tmp.exists() or not list(ray_tmp.rglob("session_*"))

@@ -28,9 +28,13 @@ from sweep.store import Store, aggregate, aggregate_blocks
 from sweep.store import _files as files
 from sweep.training import History, SavedBlock, data_shapes, init_block
 
-EVAL = make_plan(tiny_spec(name="eval", grid={"model.depth": [1, 2], "problem.val_fraction": [0.0, 0.1],
-                                              "optimizer.learning_rate": [1e-3, 3e-3]},
-                           training=sweep.Training(epochs=2, batch_size=16, report_every=1, metrics=["nrmse"])))
+EVAL = make_plan(
+    tiny_spec(
+        name="eval",
+        grid={"model.depth": [1, 2], "problem.val_fraction": [0.0, 0.1], "optimizer.learning_rate": [1e-3, 3e-3]},
+        training=sweep.Training(epochs=2, batch_size=16, report_every=1, metrics=["nrmse"]),
+    )
+)
 BIG = make_plan(tiny_spec(name="big", grid={"model.depth": [1, 2, 3, 4]}, seeds=1000, seeds_per_trial=500))
 SHARD_BYTES = 64 * 2**10  # 2 to 12 shards per config
 PIECE_BYTES = 4 * 2**10  # finer than the default, so that the bounds below are tight
@@ -68,9 +72,18 @@ def _big_blocks() -> list[SavedBlock]:
     for t in BIG.trials:
         block, state = init_block(t.spec, t.seeds, t.hparams, data)
         loss = rng.lognormal(-4, 1, (block.num_members, 50)).astype(np.float32)
-        history = History(block.seeds, block.hparams, np.arange(1, 51, dtype=np.int32), loss, {"loss": loss * 2},
-                          {"loss": loss * 3}, np.zeros(block.num_members, bool))
-        out.append(SavedBlock(t.spec, block.seeds, block.hparams, data_shapes(data), state, history, t.trial_key, False))
+        history = History(
+            block.seeds,
+            block.hparams,
+            np.arange(1, 51, dtype=np.int32),
+            loss,
+            {"loss": loss * 2},
+            {"loss": loss * 3},
+            np.zeros(block.num_members, bool),
+        )
+        out.append(
+            SavedBlock(t.spec, block.seeds, block.hparams, data_shapes(data), state, history, t.trial_key, False)
+        )
     return out
 
 
@@ -99,8 +112,11 @@ def _chunk(meta, group: int, name: str) -> tuple[int, int]:
 def test_row_groups_follow_the_shards_and_never_hold_two_configs(big):
     store = Store.open(big)
     meta = pq.ParquetFile(f"{store.root}/members.parquet").metadata
-    shards = [(c.config_id, min(c.members_per_shard, c.num_members - i * c.members_per_shard))
-              for c in sorted(store.configs.values(), key=lambda c: c.first_member) for i in range(len(c.files))]
+    shards = [
+        (c.config_id, min(c.members_per_shard, c.num_members - i * c.members_per_shard))
+        for c in sorted(store.configs.values(), key=lambda c: c.first_member)
+        for i in range(len(c.files))
+    ]
     assert len(shards) > 4 * 2
     groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
     assert [g.num_rows for g in groups] == [n for _, n in shards]
@@ -132,14 +148,17 @@ def test_a_query_reads_one_row_group_and_one_shard(big):
     shard = 777 // config.members_per_shard
     groups = range(first_group, first_group + len(config.files))
     index = [c for c in pq.ParquetFile(members).schema_arrow.names if "history" not in c]
-    bound = _pieces([_chunk(meta, g, "depth") for g in groups]
-                    + [_chunk(meta, first_group + shard, c) for c in index], size)
+    bound = _pieces(
+        [_chunk(meta, g, "depth") for g in groups] + [_chunk(meta, first_group + shard, c) for c in index], size
+    )
     assert read[members][1] <= bound < size / 4, (read[members][1], bound, size)
     leaves = {Path(k).relative_to(root).as_posix(): v for k, v in read.items() if k.endswith(".eqx")}
     assert list(leaves) == [config.files[shard]] and leaves[config.files[shard]][0] == 1  # one shard, opened once
     one = ens._store.read(config.config_id, [777])
-    assert all(np.array_equal(a, b[0]) for a, b in zip(jax.tree_util.tree_leaves(eqx.filter(net, eqx.is_array)),
-                                                      jax.tree_util.tree_leaves(one)))
+    assert all(
+        np.array_equal(a, b[0])
+        for a, b in zip(jax.tree_util.tree_leaves(eqx.filter(net, eqx.is_array)), jax.tree_util.tree_leaves(one))
+    )
 
 
 def test_a_tampered_row_group_is_refused_when_read_and_by_verify(big, tmp_path):

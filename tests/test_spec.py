@@ -35,7 +35,9 @@ def test_parts_are_frozen():
 
 
 def test_expand_splits_structural_from_vmapped():
-    spec = tiny_spec(grid={"model.depth": [1, 2], "optimizer.learning_rate": [1e-3, 3e-4], "training.batch_size": [8, 16]})
+    spec = tiny_spec(
+        grid={"model.depth": [1, 2], "optimizer.learning_rate": [1e-3, 3e-4], "training.batch_size": [8, 16]}
+    )
     assert spec.vmap == ("optimizer.learning_rate",)
     configs = spec.expand()
     assert [(c.model.depth, c.training.batch_size) for c, _ in configs] == [(1, 8), (1, 16), (2, 8), (2, 16)]
@@ -94,10 +96,16 @@ def test_seeds_int_and_iterable():
         (lambda: tiny_spec(grid={"model.name": ["ConvNet", "Transformer"]}), ["`model.name`", "'Transformer'"]),
         (lambda: tiny_spec(seeds_per_trial=0), ["`seeds_per_trial`", "0", ">= 1"]),
         (lambda: tiny_spec(seeds_per_trial="many"), ["`seeds_per_trial`", "'many'", "auto"]),
-        (lambda: tiny_spec(resources={"gpu": 0}, seeds=2) and tiny_spec(resources={"gpu": -0.5}), ["`resources.gpu`", "-0.5"]),
+        (
+            lambda: tiny_spec(resources={"gpu": 0}, seeds=2) and tiny_spec(resources={"gpu": -0.5}),
+            ["`resources.gpu`", "-0.5"],
+        ),
         (lambda: tiny_spec(resources={"gpu": 1.5}), ["`resources.gpu`", "1.5", "whole number"]),
         (lambda: tiny_spec(resources={"tpu": 1}), ["`resources`", "tpu"]),
-        (lambda: tiny_spec(vmap=["model.depth"], grid={"model.depth": [1, 2]}), ["`vmap`", "'model.depth'", "cannot be vmapped"]),
+        (
+            lambda: tiny_spec(vmap=["model.depth"], grid={"model.depth": [1, 2]}),
+            ["`vmap`", "'model.depth'", "cannot be vmapped"],
+        ),
         (lambda: tiny_spec(vmap=["optimizer.b1"]), ["`vmap`", "'optimizer.b1'", "not a grid key"]),
     ],
 )
@@ -111,7 +119,9 @@ def test_bad_input_names_field_value_and_allowed(make, fragments):
 
 def test_unknown_field_in_toml(tmp_path):
     path = tmp_path / "bad.toml"
-    path.write_text('name = "x"\nseedz = 3\n[problem]\nname = "heat1d"\n[model]\nname = "ConvNet"\n[optimizer]\nname = "adam"\nlearning_rate = 0.001\n')
+    path.write_text(
+        'name = "x"\nseedz = 3\n[problem]\nname = "heat1d"\n[model]\nname = "ConvNet"\n[optimizer]\nname = "adam"\nlearning_rate = 0.001\n'
+    )
     with pytest.raises(SpecError, match="seedz"):
         SweepSpec.from_toml(path)
 

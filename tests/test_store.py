@@ -16,12 +16,9 @@ import pytest
 from _blocks import datasets_of, trained_blocks
 from conftest import tiny_spec, tree_allclose
 
-from sweep import StoreError
-from sweep.store import aggregate_blocks
-from sweep import load
-from sweep.store import FORMAT, Store
-from sweep import load_data
+from sweep import StoreError, load, load_data
 from sweep.planning import make_plan
+from sweep.store import FORMAT, Store, aggregate_blocks
 
 PLAN = make_plan(tiny_spec(grid={"model.depth": [1, 2], "optimizer.learning_rate": [1e-3, 3e-3]}))
 
@@ -68,10 +65,14 @@ def test_not_a_store(tmp_path):
 
 def test_newer_and_older_formats_are_refused(store):
     _edit_manifest(store, format=99)
-    with pytest.raises(StoreError, match=rf"manifest.json'?: store format 99 is newer than this seed-sweep reads \(format {FORMAT}\)"):
+    with pytest.raises(
+        StoreError, match=rf"manifest.json'?: store format 99 is newer than this seed-sweep reads \(format {FORMAT}\)"
+    ):
         load(store)
     _edit_manifest(store, format=1)  # before validation splits: its members were chosen on nothing honest
-    with pytest.raises(StoreError, match=r"store format 1 was written by an older seed-sweep \(members trained without a validation"):
+    with pytest.raises(
+        StoreError, match=r"store format 1 was written by an older seed-sweep \(members trained without a validation"
+    ):
         load(store)
 
 
@@ -79,7 +80,9 @@ def test_truncated_leaves_file(store):
     path = _leaves_file(store)
     path.write_bytes(path.read_bytes()[:-7])
     ens = load(store)  # tables are fine; the leaves are read (and checked) when needed
-    with pytest.raises(StoreError, match=rf"{path.name}'?: \d+ bytes, but the manifest records \d+; the file is truncated"):
+    with pytest.raises(
+        StoreError, match=rf"{path.name}'?: \d+ bytes, but the manifest records \d+; the file is truncated"
+    ):
         ens.member(seed=0, config_id=PLAN.config_ids[0], learning_rate=1e-3)
 
 
@@ -100,7 +103,9 @@ def test_leaves_file_that_does_not_match_its_config(store):
     shutil.copy(other, path)
     files = json.loads((store / "manifest.json").read_text())["files"]
     _edit_manifest(store, files=files | {path.name: files[other.name]})
-    with pytest.raises(StoreError, match=rf"{path.name}'?: leaf \d+ is float32.*needs float32.*does not match its config"):
+    with pytest.raises(
+        StoreError, match=rf"{path.name}'?: leaf \d+ is float32.*needs float32.*does not match its config"
+    ):
         load(store).where(config_id=PLAN.config_ids[0]).stacked()
 
 

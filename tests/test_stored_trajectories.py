@@ -16,8 +16,13 @@ from sweep import QueryError, StoreError
 from sweep.planning import make_plan
 from sweep.store import Store, aggregate_blocks, write_samples
 
-TRAJ = make_plan(tiny_spec(problem=sweep.Problem("heat1d", num_points=16, num_samples=60, trajectory_steps=5),
-                           seeds=2, grid={"model.depth": [1, 2]}))
+TRAJ = make_plan(
+    tiny_spec(
+        problem=sweep.Problem("heat1d", num_points=16, num_samples=60, trajectory_steps=5),
+        seeds=2,
+        grid={"model.depth": [1, 2]},
+    )
+)
 PAIRS = make_plan(tiny_spec(seeds=2))  # a problem without trajectories
 
 
@@ -44,8 +49,9 @@ def test_the_first_test_trajectories_are_stored_verified_and_read_back(tmp_path)
 def test_in_memory_aggregation_keeps_trajectories_too(tmp_path):
     datasets = datasets_of(TRAJ)
     aggregate_blocks(tmp_path / "s", trained_blocks(TRAJ), plan=TRAJ, datasets=datasets)
-    np.testing.assert_array_equal(sweep.load(tmp_path / "s").where(depth=1).trajectories(),
-                                  next(iter(datasets.values())).test_traj[:4])
+    np.testing.assert_array_equal(
+        sweep.load(tmp_path / "s").where(depth=1).trajectories(), next(iter(datasets.values())).test_traj[:4]
+    )
 
 
 def test_a_store_without_trajectories_loads_and_says_why_there_are_none(tmp_path):
@@ -58,8 +64,11 @@ def test_a_store_without_trajectories_loads_and_says_why_there_are_none(tmp_path
     store.verify()
     ens = sweep.load(root)
     assert ens.samples()[0].shape == (12, 1, 16)  # every test sample of 60 (test_fraction 0.2)
-    with pytest.raises(QueryError, match=r"trajectories\(\): the store holds no test trajectories for config .*"
-                                         r"heat1d without trajectory_steps"):
+    with pytest.raises(
+        QueryError,
+        match=r"trajectories\(\): the store holds no test trajectories for config .*"
+        r"heat1d without trajectory_steps",
+    ):
         ens.trajectories()
 
 

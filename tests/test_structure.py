@@ -29,10 +29,35 @@ LAYERS = [
 LAYER = {part: i for i, parts in enumerate(LAYERS) for part in parts}
 
 DOCUMENTED = [
-    "Configuration", "Dataset", "Ensemble", "History", "Model", "Optimizer", "Plan", "Problem", "QueryError",
-    "SpecError", "StoreError", "SweepError", "SweepSpec", "TrainState", "Training", "TrialPlan", "aggregate",
-    "clear_caches", "configure", "fit", "init_block", "load", "load_data", "plan", "plot", "run", "run_chunk",
-    "train", "train_block",
+    "Configuration",
+    "Dataset",
+    "Ensemble",
+    "History",
+    "Model",
+    "Optimizer",
+    "Plan",
+    "Problem",
+    "QueryError",
+    "SpecError",
+    "StoreError",
+    "SweepError",
+    "SweepSpec",
+    "TrainState",
+    "Training",
+    "TrialPlan",
+    "aggregate",
+    "clear_caches",
+    "configure",
+    "fit",
+    "init_block",
+    "load",
+    "load_data",
+    "plan",
+    "plot",
+    "run",
+    "run_chunk",
+    "train",
+    "train_block",
 ]
 
 
@@ -90,29 +115,42 @@ def _fresh(code: str) -> str:
 
 
 def test_core_modules_import_neither_ray_nor_the_tune_layer():
-    names = sorted({".".join(("sweep", *p.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
-                    for p in _modules() if _part(p) not in ("tune", "cli", "__main__")})
-    code = (f"import importlib, json, sys\nfor n in {names!r}: importlib.import_module(n)\n"
-            "print(json.dumps(sorted(m for m in sys.modules if m == 'ray' or m.startswith(('ray.', 'sweep.tune')))))")
+    names = sorted(
+        {
+            ".".join(("sweep", *p.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
+            for p in _modules()
+            if _part(p) not in ("tune", "cli", "__main__")
+        }
+    )
+    code = (
+        f"import importlib, json, sys\nfor n in {names!r}: importlib.import_module(n)\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m == 'ray' or m.startswith(('ray.', 'sweep.tune')))))"
+    )
     assert json.loads(_fresh(code)) == []
 
 
 def test_import_sweep_changes_nothing_in_the_process():
-    code = ("import json, os, jax\n"
-            "before = (jax.config.jax_num_cpu_devices, jax.config.jax_compilation_cache_dir, dict(os.environ))\n"
-            "import sweep, sweep.store, sweep.ensemble, sweep.training\n"
-            "after = (jax.config.jax_num_cpu_devices, jax.config.jax_compilation_cache_dir, dict(os.environ))\n"
-            "print(json.dumps([before == after, len(jax.devices())]))")
+    code = (
+        "import json, os, jax\n"
+        "before = (jax.config.jax_num_cpu_devices, jax.config.jax_compilation_cache_dir, dict(os.environ))\n"
+        "import sweep, sweep.store, sweep.ensemble, sweep.training\n"
+        "after = (jax.config.jax_num_cpu_devices, jax.config.jax_compilation_cache_dir, dict(os.environ))\n"
+        "print(json.dumps([before == after, len(jax.devices())]))"
+    )
     assert json.loads(_fresh(code)) == [True, 1]
 
 
 def test_configure_splits_the_cpu_and_turns_on_the_cache(tmp_path):
-    code = ("import json, jax, sweep\n"
-            f"c = sweep.configure(cpu_devices=2, compile_cache={str(tmp_path)!r})\n"
-            "print(json.dumps([c.cpu_devices, c.compile_cache, c.applied, len(jax.devices())]))")
+    code = (
+        "import json, jax, sweep\n"
+        f"c = sweep.configure(cpu_devices=2, compile_cache={str(tmp_path)!r})\n"
+        "print(json.dumps([c.cpu_devices, c.compile_cache, c.applied, len(jax.devices())]))"
+    )
     assert json.loads(_fresh(code)) == [2, str(tmp_path), True, 2]
-    late = ("import json, jax, sweep\njax.numpy.zeros(1)\nc = sweep.configure(cpu_devices=2, compile_cache=None)\n"
-            "print(json.dumps([c.cpu_devices, c.applied, jax.config.jax_compilation_cache_dir]))")
+    late = (
+        "import json, jax, sweep\njax.numpy.zeros(1)\nc = sweep.configure(cpu_devices=2, compile_cache=None)\n"
+        "print(json.dumps([c.cpu_devices, c.applied, jax.config.jax_compilation_cache_dir]))"
+    )
     assert json.loads(_fresh(late)) == [1, False, None]  # too late for the device count: said, not raised
 
 
@@ -122,9 +160,11 @@ def test_production_code_reads_no_test_hooks_from_the_environment():
 
 
 def test_configure_can_stop_gpu_preallocation_before_jax_starts():
-    code = ("import json, os\nos.environ.pop('XLA_PYTHON_CLIENT_PREALLOCATE', None)\nimport sweep\n"
-            "sweep.configure(cpu_devices=None, compile_cache=None, gpu_preallocate=False)\n"
-            "print(json.dumps(os.environ.get('XLA_PYTHON_CLIENT_PREALLOCATE')))")
+    code = (
+        "import json, os\nos.environ.pop('XLA_PYTHON_CLIENT_PREALLOCATE', None)\nimport sweep\n"
+        "sweep.configure(cpu_devices=None, compile_cache=None, gpu_preallocate=False)\n"
+        "print(json.dumps(os.environ.get('XLA_PYTHON_CLIENT_PREALLOCATE')))"
+    )
     assert json.loads(_fresh(code)) == "false"
 
 

@@ -42,9 +42,12 @@ def test_block_invariance_with_other_learning_rates_beside(spec, data, alone):
 
 def test_learning_rate_from_grid_equals_fixed_in_spec(spec, data, alone):
     lr = spec.optimizer.learning_rate
-    gridded = tiny_spec(training=spec.training, optimizer=sweep.Optimizer("adam", learning_rate=0.5),
-                        grid={"optimizer.learning_rate": [1e-1, lr]})
-    (config, hsets), = gridded.expand()
+    gridded = tiny_spec(
+        training=spec.training,
+        optimizer=sweep.Optimizer("adam", learning_rate=0.5),
+        grid={"optimizer.learning_rate": [1e-1, lr]},
+    )
+    ((config, hsets),) = gridded.expand()
     model, history = sweep.train_block(config, [5], hsets, data=data)
     assert_same_member(model, history, 1, *alone)
 
@@ -121,7 +124,9 @@ def test_checkpoint_carries_validation_and_test_curves_and_refuses_an_older_form
     meta = json.loads((path / "block.json").read_text())
     assert set(meta["history"]["val"]) == set(meta["history"]["test"]) == {"loss"}
     (path / "block.json").write_text(json.dumps(meta | {"format": 1}))
-    with pytest.raises(sweep.StoreError, match=r"format 1 was written by an older seed-sweep \(trained without a validation"):
+    with pytest.raises(
+        sweep.StoreError, match=r"format 1 was written by an older seed-sweep \(trained without a validation"
+    ):
         load_block(path)
 
 

@@ -49,17 +49,34 @@ def test_pairs_are_derived_from_trajectories_and_validation_is_carved_by_traject
         np.testing.assert_array_equal(split.x, traj[:, :-1].reshape(-1, 1, 8))
         np.testing.assert_array_equal(split.y, traj[:, 1:].reshape(-1, 1, 8))
     none = as_dataset(None, "test", val_fraction=0, trajectories={"train": train, "test": test})
-    assert none.val_traj is None and none.val.size == 0 and none.train_traj.tobytes() == train.astype(np.float32).tobytes()
+    assert (
+        none.val_traj is None and none.val.size == 0 and none.train_traj.tobytes() == train.astype(np.float32).tobytes()
+    )
 
 
-@pytest.mark.parametrize("trajectories, pairs, message", [
-    ({"train": np.zeros((3, 4))}, True, r"`train_traj` has shape \(3, 4\); need \(samples, steps \+ 1, channels, \*spatial\)"),
-    ({"train": np.zeros((3, 1, 1, 8))}, True, r"`train_traj` has shape \(3, 1, 1, 8\): 1 state\(s\) per trajectory; need at least 2"),
-    ({"test": np.zeros((3, 4, 2, 8))}, True, r"`test_traj` holds states of shape \(2, 8\); they must have the inputs' shape \(1, 8\)"),
-    ({"test": np.full((3, 4, 1, 8), np.nan)}, True, r"`test_traj` holds 96 NaN or infinite value\(s\)"),
-    ({"validation": np.zeros((3, 4, 1, 8))}, True, r"trajectories of unknown split\(s\) \['validation'\]"),
-    ({"train": np.zeros((3, 4, 1, 8))}, False, r"without \(x, y\) pairs, give training and test trajectories"),
-])
+@pytest.mark.parametrize(
+    "trajectories, pairs, message",
+    [
+        (
+            {"train": np.zeros((3, 4))},
+            True,
+            r"`train_traj` has shape \(3, 4\); need \(samples, steps \+ 1, channels, \*spatial\)",
+        ),
+        (
+            {"train": np.zeros((3, 1, 1, 8))},
+            True,
+            r"`train_traj` has shape \(3, 1, 1, 8\): 1 state\(s\) per trajectory; need at least 2",
+        ),
+        (
+            {"test": np.zeros((3, 4, 2, 8))},
+            True,
+            r"`test_traj` holds states of shape \(2, 8\); they must have the inputs' shape \(1, 8\)",
+        ),
+        ({"test": np.full((3, 4, 1, 8), np.nan)}, True, r"`test_traj` holds 96 NaN or infinite value\(s\)"),
+        ({"validation": np.zeros((3, 4, 1, 8))}, True, r"trajectories of unknown split\(s\) \['validation'\]"),
+        ({"train": np.zeros((3, 4, 1, 8))}, False, r"without \(x, y\) pairs, give training and test trajectories"),
+    ],
+)
 def test_bad_trajectories_are_named(trajectories, pairs, message):
     arrays = (np.zeros((6, 1, 8)), np.zeros((6, 1, 8)), np.zeros((2, 1, 8)), np.zeros((2, 1, 8))) if pairs else None
     with pytest.raises(sweep.SpecError, match=message):
@@ -68,7 +85,9 @@ def test_bad_trajectories_are_named(trajectories, pairs, message):
 
 def test_trajectories_need_targets_shaped_like_inputs():
     arrays = (np.zeros((6, 1, 8)), np.zeros((6, 2, 8)), np.zeros((2, 1, 8)), np.zeros((2, 2, 8)))
-    with pytest.raises(sweep.SpecError, match=r"must map a state to the next state: inputs \(1, 8\) and targets \(2, 8\)"):
+    with pytest.raises(
+        sweep.SpecError, match=r"must map a state to the next state: inputs \(1, 8\) and targets \(2, 8\)"
+    ):
         as_dataset(arrays, "test", trajectories={"test": _traj(2, 3, 0)})
 
 
@@ -90,8 +109,12 @@ def test_npz_trajectories_beside_pairs_or_alone(tmp_path):
     assert (only.train.size, only.val.size, only.test.size) == (12, 14, 14)  # derived: samples x steps
     np.testing.assert_array_equal(only.val_traj, _traj(2, 7, 3).astype(np.float32))
     np.savez(tmp_path / "half.npz", train_traj=_traj(4, 3, 2))
-    with pytest.raises(sweep.SpecError, match=r"lacks array\(s\) \['train_x', .*or only trajectories: train_traj and test_traj"):
+    with pytest.raises(
+        sweep.SpecError, match=r"lacks array\(s\) \['train_x', .*or only trajectories: train_traj and test_traj"
+    ):
         load_problem("arrays", {"path": str(tmp_path / "half.npz")})
     np.savez(tmp_path / "obj.npz", **pairs, test_traj=np.array([{"a": 1}], dtype=object))
-    with pytest.raises(sweep.SpecError, match=r"array 'test_traj' of .* holds Python objects; seed-sweep never unpickles"):
+    with pytest.raises(
+        sweep.SpecError, match=r"array 'test_traj' of .* holds Python objects; seed-sweep never unpickles"
+    ):
         load_problem("arrays", {"path": str(tmp_path / "obj.npz")})

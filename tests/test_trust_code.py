@@ -30,11 +30,15 @@ def hostile_sweep(root: Path, marker: Path, factory: str | None = None) -> Path:
     relabel = {}
     for t in PLAN.trials:
         model = {"name": factory, "marker": str(marker), "depth": t.spec.model.depth} if factory else {}
-        spec = t.spec.__class__.from_dict(t.spec.to_dict() | {"problem": problem.to_dict()}
-                                          | ({"model": model} if model else {}))
+        spec = t.spec.__class__.from_dict(
+            t.spec.to_dict() | {"problem": problem.to_dict()} | ({"model": model} if model else {})
+        )
         relabel[t.trial_key] = TrialPlan(t.trial_key, spec.config_id, spec, t.seeds, t.hparams)
-    plan = Plan(PLAN.spec.__class__.from_dict(PLAN.spec.to_dict() | {"problem": problem.to_dict()}),
-                tuple(relabel.values()), PLAN.seeds_per_trial)
+    plan = Plan(
+        PLAN.spec.__class__.from_dict(PLAN.spec.to_dict() | {"problem": problem.to_dict()}),
+        tuple(relabel.values()),
+        PLAN.seeds_per_trial,
+    )
     blocks = [b._replace(spec=relabel[b.trial_id].spec) for b in trained_blocks(PLAN)]
     write_sweep(root, plan, blocks, samples=False)
     datasets = {plan.trials[0].spec.problem_id: next(iter(datasets_of(PLAN).values()))}
@@ -84,8 +88,11 @@ def test_a_factory_that_came_with_the_store_is_refused(tmp_path, marker, monkeyp
     (root / "shipped_factory.py").write_text(f"open({str(marker)!r}, 'w').close()\ndef net(**kw): pass\n")
     monkeypatch.syspath_prepend(str(root))  # as `python -m sweep` run inside the sweep directory would
     ens = sweep.load(root).where(depth=2)
-    with pytest.raises(StoreError, match=r"'shipped_factory:net' would be imported from .*shipped_factory.py', inside "
-                                         r"the store's directory"):
+    with pytest.raises(
+        StoreError,
+        match=r"'shipped_factory:net' would be imported from .*shipped_factory.py', inside "
+        r"the store's directory",
+    ):
         ens.member(seed=0, learning_rate=1e-3)
     assert not marker.exists() and "shipped_factory" not in sys.modules
 

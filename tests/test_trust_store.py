@@ -117,12 +117,25 @@ def test_a_missing_file_and_a_newer_format_are_named(store):
 
 
 # -- confined to the store -----------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["../outside.eqx", "/etc/passwd", f"{CID}/../../outside.eqx", "a/./b.eqx",
-                                  "members.parquet\x00", "sub/members.parquet", "..", "notes.txt"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "../outside.eqx",
+        "/etc/passwd",
+        f"{CID}/../../outside.eqx",
+        "a/./b.eqx",
+        "members.parquet\x00",
+        "sub/members.parquet",
+        "..",
+        "notes.txt",
+    ],
+)
 def test_a_manifest_naming_a_file_outside_the_store_is_refused(store, name):
     files = _manifest(store)["files"]
     _edit_manifest(store, files=files | {name: files["members.parquet"]})
-    with pytest.raises(StoreError, match=r"manifest.json'? `files`: names .*, which is not a plain name inside the store"):
+    with pytest.raises(
+        StoreError, match=r"manifest.json'? `files`: names .*, which is not a plain name inside the store"
+    ):
         load(store)
 
 
@@ -162,7 +175,9 @@ def test_the_ensembles_link_is_followed_only_inside_its_sweep(sweeps):
     (a / "ensembles").unlink()
     (a / "ensembles").symlink_to(b / ".ensembles" / "000001")
     for path in (a, a / "ensembles"):
-        with pytest.raises(StoreError, match=r"ensembles'? is a symbolic link to .*b/.ensembles/000001.*does not follow"):
+        with pytest.raises(
+            StoreError, match=r"ensembles'? is a symbolic link to .*b/.ensembles/000001.*does not follow"
+        ):
             load(path)
     status = invoke("status", a)  # progress is still shown, and the store line says what is wrong
     assert status.exit_code == 0 and "ensembles: cannot be read (" in status.stdout and "symbolic link" in status.stdout

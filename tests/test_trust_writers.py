@@ -22,8 +22,7 @@ from conftest import tiny_spec
 import sweep
 from sweep import StoreError
 from sweep.planning import make_plan
-from sweep.store import Store
-from sweep.store import _generations
+from sweep.store import Store, _generations
 
 PLAN = make_plan(tiny_spec(grid={"model.depth": [1, 2], "optimizer.learning_rate": [1e-3, 3e-3]}))
 
@@ -60,8 +59,12 @@ _AGGREGATE = textwrap.dedent("""
 
 def test_two_aggregations_at_once_both_succeed(sweep_dir):
     def start(role):
-        return subprocess.Popen([sys.executable, "-c", _AGGREGATE, str(sweep_dir), role], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            [sys.executable, "-c", _AGGREGATE, str(sweep_dir), role],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     first = start("first")
     deadline = time.monotonic() + 120
@@ -125,8 +128,15 @@ class _FailingWrites(LocalHandler):
 
 
 ERRORS = (errno.ENOSPC, errno.EACCES)
-PATTERNS = ("*.eqx", "members.parquet", "configs.parquet", "samples.parquet", "manifest.json", ".CURRENT.tmp-*",
-            "00000[2-9]")
+PATTERNS = (
+    "*.eqx",
+    "members.parquet",
+    "configs.parquet",
+    "samples.parquet",
+    "manifest.json",
+    ".CURRENT.tmp-*",
+    "00000[2-9]",
+)
 
 
 def failing_write(sweep_dir: Path, pattern: str, error: int) -> dict:
@@ -144,12 +154,20 @@ def failing_write(sweep_dir: Path, pattern: str, error: int) -> dict:
         message = str(e)
     store = Store.open(str(sweep_dir), filesystem=fs)
     store.verify()
-    left = {"root": store.root, "members": len(sweep.load(str(sweep_dir), storage_filesystem=fs)),
-            "generations": _generation_dirs(sweep_dir)}
+    left = {
+        "root": store.root,
+        "members": len(sweep.load(str(sweep_dir), storage_filesystem=fs)),
+        "generations": _generation_dirs(sweep_dir),
+    }
     handler.armed = False  # space freed: the next aggregation goes through
     sweep.aggregate(str(sweep_dir), filesystem=fs, progress=False)
-    return {"pattern": pattern, "error": error, "message": message, **left,
-            "members_after": len(sweep.load(str(sweep_dir), storage_filesystem=fs))}
+    return {
+        "pattern": pattern,
+        "error": error,
+        "message": message,
+        **left,
+        "members_after": len(sweep.load(str(sweep_dir), storage_filesystem=fs)),
+    }
 
 
 @pytest.mark.parametrize("error", ERRORS, ids=errno.errorcode.get)
@@ -171,10 +189,14 @@ def tiny_disk(tmp_path):
     """A 1 MiB tmpfs (skipped where this process may not mount one: mounting needs root)."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip() or done.returncode}); the filesystem wrapper "
-                    f"tests cover full disks")
+        pytest.skip(
+            f"cannot mount a tmpfs here ({done.stderr.strip() or done.returncode}); the filesystem wrapper "
+            f"tests cover full disks"
+        )
     try:
         yield mount
     finally:
@@ -192,7 +214,9 @@ def test_a_full_tmpfs_during_aggregation(tiny_disk):
         except OSError as e:
             assert e.errno == errno.ENOSPC
     os.truncate(filler, filler.stat().st_size - 8192)
-    with pytest.raises(StoreError, match=r"/000002/[^']+': cannot write \(.*No space left on device\); the previous store is unchanged"):
+    with pytest.raises(
+        StoreError, match=r"/000002/[^']+': cannot write \(.*No space left on device\); the previous store is unchanged"
+    ):
         sweep.aggregate(root, progress=False)
     Store.open(root).verify()
     assert len(sweep.load(root)) == 16

@@ -26,7 +26,6 @@ from sweep.training import find_blocks, load_block
 from sweep.tune import TrialHooks
 
 
-
 def final_blocks(sweep_dir) -> dict:
     """The newest checkpoint of every trial, loaded, by trial key."""
     return {k: load_block(ref.path) for k, ref in find_blocks(str(sweep_dir), pafs.LocalFileSystem()).items()}
@@ -42,8 +41,11 @@ def assert_same_members(blocks: dict, reference: dict) -> None:
 
 
 def tree_hashes(directory: Path) -> dict[str, str]:
-    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(directory.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
 
 
 WORKER_FREE = ("matplotlib", "scipy", "sweep.figures", "sweep.cli")  # what a trial process must not import
@@ -71,7 +73,8 @@ def test_run_layout_metrics_and_block_invariance(baseline):
     plan = sweep.plan(spec)
     assert path.name == "tiny" and (path / "plan.json").exists()
     assert {t["trial_key"] for t in json.loads((path / "plan.json").read_text())["trials"]} == {
-        t.trial_key for t in plan.trials}
+        t.trial_key for t in plan.trials
+    }
     assert [p.name for p in path.glob("tune-*")] == ["tune-0001"]
     assert set(blocks) == {t.trial_key for t in plan.trials}
     for t in plan.trials:  # trained in a 1-CPU trial == trained in-process with 2 devices, bit for bit
@@ -92,7 +95,9 @@ def test_run_layout_metrics_and_block_invariance(baseline):
         assert last["test_loss_std"] == pytest.approx(tl.std())
         vl = np.asarray(last["member_val_loss"])  # the block's validation loss: Tune's default metric
         assert vl.tolist() == pytest.approx(blocks[key].history.val_loss[:, -1].tolist())
-        assert (last["val_loss_mean"], last["val_loss_min"], last["val_loss_max"]) == pytest.approx((vl.mean(), vl.min(), vl.max()))
+        assert (last["val_loss_mean"], last["val_loss_min"], last["val_loss_max"]) == pytest.approx(
+            (vl.mean(), vl.min(), vl.max())
+        )
         assert len(last["member_train_loss"]) == 2 and last["train_loss_mean"] > 0
         assert last["member_seeds"] == list(blocks[key].seeds)
         # CPU-only trial: its JAX settings were in place before JAX started a backend
@@ -149,8 +154,12 @@ def test_extending_seeds_trains_only_new_members(baseline, tmp_path):
 def test_killed_trial_is_retried_from_its_checkpoint(baseline, tmp_path):
     _, reference = baseline
     marker = tmp_path / "killed"
-    path = sweep.run(tiny_spec(), storage=str(tmp_path / "store"), failure_config=sweep_failure_config(max_failures=2),
-                     trial_hooks=TrialHooks(after_report=KillOnce(marker)))
+    path = sweep.run(
+        tiny_spec(),
+        storage=str(tmp_path / "store"),
+        failure_config=sweep_failure_config(max_failures=2),
+        trial_hooks=TrialHooks(after_report=KillOnce(marker)),
+    )
     assert marker.exists()  # one trial process was SIGKILLed after its first checkpoint
     results = trial_results(path)
     resumed = [k for k, rs in results.items() if rs[-1]["resumed_from_epoch"] == 2]
@@ -178,8 +187,9 @@ def test_driver_killed_mid_sweep_then_resumed(baseline, ray_session, tmp_path):
     _, reference = baseline
     storage, pids = tmp_path / "store", tmp_path / "pids"
     script = DRIVER.format(pids=str(pids), storage=str(storage), address=ray_session)
-    driver = subprocess.Popen([sys.executable, "-c", script], env=trial_path_env(), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    driver = subprocess.Popen(
+        [sys.executable, "-c", script], env=trial_path_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.monotonic() + 180
         while not list(storage.glob("tiny/tune-0001/*/checkpoint_*/block.json")):
@@ -214,8 +224,9 @@ def test_scheduler_and_stop_pass_through_keep_last_checkpoints(ray_session, tmp_
     from ray.tune.schedulers import ASHAScheduler
 
     spec = tiny_spec()
-    path = sweep.run(spec, storage=str(tmp_path), scheduler=ASHAScheduler(max_t=4, grace_period=1),
-                          stop={"training_iteration": 1})
+    path = sweep.run(
+        spec, storage=str(tmp_path), scheduler=ASHAScheduler(max_t=4, grace_period=1), stop={"training_iteration": 1}
+    )
     blocks = final_blocks(path)
     assert len(blocks) == 2 and all(int(b.history.epoch[-1]) == 2 for b in blocks.values())
     plan = json.loads((Path(path) / "plan.json").read_text())
@@ -226,8 +237,9 @@ def test_scheduler_and_stop_pass_through_keep_last_checkpoints(ray_session, tmp_
 
 def test_fractional_gpu_trials_share_the_device(ray_session, tmp_path):
     spec = tiny_spec(seeds=4, seeds_per_trial=1, resources={"cpu": 0.5, "gpu": 0.25})
-    path = sweep.run(spec, storage=str(tmp_path / "store"),
-                     trial_hooks=TrialHooks(on_start=Barrier(tmp_path / "started", 4, 120)))
+    path = sweep.run(
+        spec, storage=str(tmp_path / "store"), trial_hooks=TrialHooks(on_start=Barrier(tmp_path / "started", 4, 120))
+    )
     results = trial_results(path)
     assert len(results) == 4
     last = [rs[-1] for rs in results.values()]
@@ -244,8 +256,10 @@ def test_fractional_gpu_trials_share_the_device(ray_session, tmp_path):
     [
         (dict(spec=tiny_spec(resources={"cpu": 1, "gpu": 2})), r"resources\.gpu.*got 2.*1 GPU"),
         (dict(spec=tiny_spec(resources={"cpu": 3, "gpu": 0})), r"resources\.cpu.*got 3"),
-        (dict(spec=tiny_spec(training=sweep.Training(epochs=2, batch_size=64, report_every=1))),
-         r"training\.batch_size.*64"),
+        (
+            dict(spec=tiny_spec(training=sweep.Training(epochs=2, batch_size=64, report_every=1))),
+            r"training\.batch_size.*64",
+        ),
         (dict(spec=tiny_spec(), max_concurent_trials=2), r"max_concurent_trials.*not an option"),
     ],
 )
@@ -259,8 +273,11 @@ def test_a_scheduler_without_its_metric_needs_a_validation_set(ray_session, tmp_
     from ray.tune.schedulers import ASHAScheduler
 
     spec = tiny_spec(problem=sweep.Problem("heat1d", num_points=16, num_samples=60, val_fraction=0))
-    with pytest.raises(sweep.SpecError, match=r"`scheduler`: AsyncHyperBandScheduler has no metric, and the sweep has no "
-                                              r"validation set \(problem.val_fraction=0\) for the default 'val_loss_mean'"):
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"`scheduler`: AsyncHyperBandScheduler has no metric, and the sweep has no "
+        r"validation set \(problem.val_fraction=0\) for the default 'val_loss_mean'",
+    ):
         sweep.run(spec, storage=str(tmp_path), scheduler=ASHAScheduler(max_t=4, grace_period=1))
     assert not list(tmp_path.glob("*/tune-*"))
 
@@ -288,8 +305,12 @@ def test_failed_trial_raises_then_resume_continues_it(baseline, tmp_path):
     _, reference = baseline
     storage = str(tmp_path / "store")
     with pytest.raises(sweep.SweepError, match=r"1 trial\(s\) of sweep 'tiny' failed.*resume=True"):
-        sweep.run(tiny_spec(), storage=storage, failure_config=sweep_failure_config(max_failures=0),
-                  trial_hooks=TrialHooks(after_report=KillOnce(tmp_path / "killed")))
+        sweep.run(
+            tiny_spec(),
+            storage=storage,
+            failure_config=sweep_failure_config(max_failures=0),
+            trial_hooks=TrialHooks(after_report=KillOnce(tmp_path / "killed")),
+        )
     path = sweep.run(tiny_spec(), storage=storage, resume=True)
     assert sorted(p.name for p in Path(path).glob("tune-*")) == ["tune-0001"]
     resumed = [k for k, rs in trial_results(path).items() if rs[-1]["resumed_from_epoch"] == 2]

@@ -42,11 +42,12 @@ SCRIPT = textwrap.dedent("""
 
 def test_trials_spread_over_nodes(tmp_path):
     script = SCRIPT.format(started=str(tmp_path / "started"), storage=str(tmp_path / "store"))
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=400,
-                         env=trial_path_env())
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=400, env=trial_path_env()
+    )
     lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT")]
     assert out.returncode == 0 and lines, out.stderr[-3000:]
-    report = json.loads(lines[0][len("RESULT"):])
+    report = json.loads(lines[0][len("RESULT") :])
     results = report["results"]
     assert all(r["barrier_met"] for r in results.values())
     nodes = {r["node_id"] for r in results.values()}

@@ -24,8 +24,9 @@ def test_seeds_split_into_blocks():
 
 
 def test_structural_keys_make_trials_vmapped_keys_share_blocks():
-    spec = tiny_spec(seeds=4, seeds_per_trial=4,
-                     grid={"model.depth": [1, 2], "optimizer.learning_rate": [1e-3, 3e-3, 1e-2]})
+    spec = tiny_spec(
+        seeds=4, seeds_per_trial=4, grid={"model.depth": [1, 2], "optimizer.learning_rate": [1e-3, 3e-3, 1e-2]}
+    )
     plan = make_plan(spec)
     assert len(plan.trials) == 2  # one per depth
     assert {t.spec.model.depth for t in plan.trials} == {1, 2}
@@ -34,7 +35,9 @@ def test_structural_keys_make_trials_vmapped_keys_share_blocks():
         assert [h["learning_rate"] for h in t.hparams] == [1e-3, 3e-3, 1e-2]
         assert t.num_members == 12
         assert t.members()[:2] == [({"learning_rate": 1e-3}, 0), ({"learning_rate": 1e-3}, 1)]
-    unvmapped = make_plan(tiny_spec(seeds=4, seeds_per_trial=4, grid={"optimizer.learning_rate": [1e-3, 3e-3]}, vmap=[]))
+    unvmapped = make_plan(
+        tiny_spec(seeds=4, seeds_per_trial=4, grid={"optimizer.learning_rate": [1e-3, 3e-3]}, vmap=[])
+    )
     assert len(unvmapped.trials) == 2 and all(len(t.hparams) == 1 for t in unvmapped.trials)
 
 
@@ -53,7 +56,9 @@ def test_done_members_are_left_out():
     plan = make_plan(spec, done=[(cid, 0), (cid, 1), (cid, 2)])
     assert [t.seeds for t in plan.trials] == [(3, 4), (5,)]
     # one hyperparameter set done for seed 3: that set's remaining seeds become their own trials
-    triples = [(cid, s, {"learning_rate": 1e-3}) for s in (0, 1, 2, 3)] + [(cid, s, hparams_key({"learning_rate": 3e-3})) for s in (0, 1, 2)]
+    triples = [(cid, s, {"learning_rate": 1e-3}) for s in (0, 1, 2, 3)] + [
+        (cid, s, hparams_key({"learning_rate": 3e-3})) for s in (0, 1, 2)
+    ]
     plan = make_plan(spec, done=triples)
     got = sorted((t.seeds, tuple(h["learning_rate"] for h in t.hparams)) for t in plan.trials)
     assert got == [((3, 4), (0.003,)), ((4, 5), (0.001,)), ((5,), (0.003,))]
@@ -102,7 +107,10 @@ def test_trial_env():
     assert cpu == {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
     assert cpu_devices({"cpu": 2, "gpu": 0}) == 2 and cpu_devices({"cpu": 0.5}) == 1 and cpu_devices({"cpu": 3.7}) == 3
     assert "XLA_PYTHON_CLIENT_MEM_FRACTION" not in cpu
-    assert trial_env({"cpu": 0.5, "gpu": 0}, environ={"XLA_FLAGS": "--foo"})["XLA_FLAGS"] == "--foo --xla_cpu_multi_thread_eigen=false"
+    assert (
+        trial_env({"cpu": 0.5, "gpu": 0}, environ={"XLA_FLAGS": "--foo"})["XLA_FLAGS"]
+        == "--foo --xla_cpu_multi_thread_eigen=false"
+    )
     frac = trial_env({"cpu": 1, "gpu": 0.25}, environ={})
     assert float(frac["XLA_PYTHON_CLIENT_MEM_FRACTION"]) == pytest.approx(0.2375)
     assert frac["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
@@ -195,12 +203,30 @@ def test_a_completed_trial_is_trimmed_to_what_tune_needs():
 
     register_trainable("sweep-noop", lambda config: None)
     trial = Trial("sweep-noop", config={"trial_key": "k"}, stub=True)
-    trial.update_last_result({"member_test_loss": [0.1] * 1000, "member_seeds": list(range(1000)), "epoch": 4,
-                              "test_loss_mean": 0.1, "cpu_devices": 1, "start_time": 1.0, "training_iteration": 2,
-                              "trial_key": "k", "time_total_s": 0.5, "done": True})
+    trial.update_last_result(
+        {
+            "member_test_loss": [0.1] * 1000,
+            "member_seeds": list(range(1000)),
+            "epoch": 4,
+            "test_loss_mean": 0.1,
+            "cpu_devices": 1,
+            "start_time": 1.0,
+            "training_iteration": 2,
+            "trial_key": "k",
+            "time_total_s": 0.5,
+            "done": True,
+        }
+    )
     trim(trial)
-    assert set(trial.last_result) == {"epoch", "test_loss_mean", "training_iteration", "trial_key", "time_total_s",
-                                      "done", "trial_id"}  # Tune's own keys, the statistics, what sweep.run reads
+    assert set(trial.last_result) == {
+        "epoch",
+        "test_loss_mean",
+        "training_iteration",
+        "trial_key",
+        "time_total_s",
+        "done",
+        "trial_id",
+    }  # Tune's own keys, the statistics, what sweep.run reads
     assert set(trial.run_metadata.metric_analysis) == {"epoch", "test_loss_mean", "training_iteration", "time_total_s"}
     assert trial.run_metadata.metric_n_steps == {}
     assert "member_seeds" not in trial.get_json_state()[1] and "cpu_devices" not in trial.get_json_state()[1]

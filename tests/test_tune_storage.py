@@ -12,8 +12,7 @@ from conftest_ray import ray_session  # noqa: F401
 import sweep
 import sweep.tune
 from sweep._fs import local_copy
-from sweep.training import find_blocks
-from sweep.training import load_block
+from sweep.training import find_blocks, load_block
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +48,11 @@ def test_sweep_on_object_storage(s3_sweep):
 
     # a second run on the same bucket finds every member done and starts no experiment
     sweep.run(spec, storage=f"s3://{bucket}/runs", storage_filesystem=fs)
-    tunes = [i.base_name for i in fs.get_file_info(pafs.FileSelector(f"{bucket}/runs/tiny"))
-             if i.base_name.startswith("tune-")]
+    tunes = [
+        i.base_name
+        for i in fs.get_file_info(pafs.FileSelector(f"{bucket}/runs/tiny"))
+        if i.base_name.startswith("tune-")
+    ]
     assert tunes == ["tune-0001"]
 
 

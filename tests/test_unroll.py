@@ -18,8 +18,14 @@ MODEL = sweep.Model("ConvNet", hidden_channels=4, depth=1, activation="relu", bo
 
 
 def unrolled(**changes):
-    base = {"epochs": 3, "batch_size": 8, "report_every": 2, "unroll": 3, "rollout_steps": 4,
-            "rollout_metrics": ("nrmse", "mse")}
+    base = {
+        "epochs": 3,
+        "batch_size": 8,
+        "report_every": 2,
+        "unroll": 3,
+        "rollout_steps": 4,
+        "rollout_metrics": ("nrmse", "mse"),
+    }
     return tiny_spec(problem=PROBLEM, model=MODEL, training=sweep.Training(**base | changes))
 
 
@@ -54,8 +60,8 @@ def test_unrolled_training_is_the_hand_rolled_loop(data):
 
     batch_losses = []
     for b in range(len(order) // 8):
-        index = order[b * 8:(b + 1) * 8]
-        window = jnp.stack([traj[i // starts, i % starts:i % starts + 4] for i in index])
+        index = order[b * 8 : (b + 1) * 8]
+        window = jnp.stack([traj[i // starts, i % starts : i % starts + 4] for i in index])
         value, grads = jax.value_and_grad(loss)(params, window)
         updates, opt_state = opt.update(grads, opt_state, params)
         params = eqx.apply_updates(params, updates)
@@ -92,8 +98,11 @@ def test_unrolled_resume_equals_uninterrupted(tmp_path, spec, data):
 
 
 def test_unroll_1_trains_as_before_with_trajectories_and_rollouts_beside(data):
-    plain = tiny_spec(problem=PROBLEM.replace(trajectory_steps=0), model=MODEL,
-                      training=sweep.Training(epochs=2, batch_size=8, report_every=1))
+    plain = tiny_spec(
+        problem=PROBLEM.replace(trajectory_steps=0),
+        model=MODEL,
+        training=sweep.Training(epochs=2, batch_size=8, report_every=1),
+    )
     beside = unrolled(epochs=2, report_every=1, unroll=1)  # same pairs; trajectories and rollouts added
     model, history = sweep.train_block(plain, [0, 4])
     with_rollouts, rolled = sweep.train_block(beside, [0, 4], data=data)
@@ -114,33 +123,69 @@ def test_unrolled_program_takes_no_pairs_and_no_recompile_per_learning_rate(spec
     assert block.program._cache_size() - before <= 1  # one more trace: the number of epochs, not the rate
 
 
-@pytest.mark.parametrize("changes, problem, message", [
-    ({"unroll": 2}, {"trajectory_steps": 0}, (r"`training.unroll`: got 2; unrolled training needs training trajectories "
-                                              r"and problem 'heat1d' has none \(heat1d: trajectory_steps=")),
-    ({"unroll": 7}, {}, r"`training.unroll`: got 7; the training trajectories of problem 'heat1d' have 6 steps"),
-    ({"batch_size": 200}, {}, r"`training.batch_size`: got 200; with unroll=3 the problem has only 112 training windows"),
-    ({"unroll": 1, "rollout_steps": 2}, {"trajectory_steps": 0}, (r"`training.rollout_steps`: got 2; rollouts need test "
-                                                                  r"trajectories and problem 'heat1d' has none")),
-    ({"rollout_steps": 9}, {}, r"`training.rollout_steps`: got 9; the val trajectories of problem 'heat1d' have 6 steps"),
-])
+@pytest.mark.parametrize(
+    "changes, problem, message",
+    [
+        (
+            {"unroll": 2},
+            {"trajectory_steps": 0},
+            (
+                r"`training.unroll`: got 2; unrolled training needs training trajectories "
+                r"and problem 'heat1d' has none \(heat1d: trajectory_steps="
+            ),
+        ),
+        ({"unroll": 7}, {}, r"`training.unroll`: got 7; the training trajectories of problem 'heat1d' have 6 steps"),
+        (
+            {"batch_size": 200},
+            {},
+            r"`training.batch_size`: got 200; with unroll=3 the problem has only 112 training windows",
+        ),
+        (
+            {"unroll": 1, "rollout_steps": 2},
+            {"trajectory_steps": 0},
+            (
+                r"`training.rollout_steps`: got 2; rollouts need test "
+                r"trajectories and problem 'heat1d' has none"
+            ),
+        ),
+        (
+            {"rollout_steps": 9},
+            {},
+            r"`training.rollout_steps`: got 9; the val trajectories of problem 'heat1d' have 6 steps",
+        ),
+    ],
+)
 def test_data_that_cannot_carry_the_training_is_named(changes, problem, message):
-    spec = tiny_spec(problem=PROBLEM.replace(**problem), model=MODEL,
-                     training=unrolled().training.replace(**changes))
+    spec = tiny_spec(problem=PROBLEM.replace(**problem), model=MODEL, training=unrolled().training.replace(**changes))
     with pytest.raises(sweep.SpecError, match=message):
         training.load_data(spec)
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"unroll": 0}, r"`training.unroll`: got 0; must be an integer >= 1"),
-    ({"rollout_steps": -1}, r"`training.rollout_steps`: got -1; must be an integer >= 0"),
-    ({"rollout_steps": 2.5}, r"`training.rollout_steps`: got 2.5"),
-    ({"rollout_metrics": "nrmse"}, r"`training.rollout_metrics`: got 'nrmse'; give a list of names"),
-    ({"rollout_metrics": ["rmse"]}, r"`training.rollout_metrics\[0\]`: unknown rollout metric 'rmse'; choose one of mse"),
-    ({"rollout_metrics": ["cross_entropy"]}, (r"`training.rollout_metrics\[0\]`: 'cross_entropy' compares predictions "
-                                              r"with class indices; .*choose one of mse, mae, nrmse")),
-    ({"rollout_metrics": ["nrmse", "a.b:nrmse"]}, r"`training.rollout_metrics\[1\]`: 'a.b:nrmse' and 'nrmse' would both"),
-    ({"rollout_steps": 3, "rollout_metrics": []}, r"`training.rollout_metrics`: empty with rollout_steps=3"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"unroll": 0}, r"`training.unroll`: got 0; must be an integer >= 1"),
+        ({"rollout_steps": -1}, r"`training.rollout_steps`: got -1; must be an integer >= 0"),
+        ({"rollout_steps": 2.5}, r"`training.rollout_steps`: got 2.5"),
+        ({"rollout_metrics": "nrmse"}, r"`training.rollout_metrics`: got 'nrmse'; give a list of names"),
+        (
+            {"rollout_metrics": ["rmse"]},
+            r"`training.rollout_metrics\[0\]`: unknown rollout metric 'rmse'; choose one of mse",
+        ),
+        (
+            {"rollout_metrics": ["cross_entropy"]},
+            (
+                r"`training.rollout_metrics\[0\]`: 'cross_entropy' compares predictions "
+                r"with class indices; .*choose one of mse, mae, nrmse"
+            ),
+        ),
+        (
+            {"rollout_metrics": ["nrmse", "a.b:nrmse"]},
+            r"`training.rollout_metrics\[1\]`: 'a.b:nrmse' and 'nrmse' would both",
+        ),
+        ({"rollout_steps": 3, "rollout_metrics": []}, r"`training.rollout_metrics`: empty with rollout_steps=3"),
+    ],
+)
 def test_bad_training_fields_are_named(changes, message):
     with pytest.raises(sweep.SpecError, match=message):
         sweep.Training(**changes)

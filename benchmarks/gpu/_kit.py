@@ -78,8 +78,15 @@ def workload(*, epochs: int, report_every: int, quick: bool) -> argparse.Namespa
     return args
 
 
-def heat_spec(args: argparse.Namespace, *, name: str, seeds: int, seeds_per_trial: int | str = 16,
-              cpus: float = 1, gpus: float = 0):
+def heat_spec(
+    args: argparse.Namespace,
+    *,
+    name: str,
+    seeds: int,
+    seeds_per_trial: int | str = 16,
+    cpus: float = 1,
+    gpus: float = 0,
+):
     return _workload.heat_spec(args, name=name, seeds=seeds, seeds_per_trial=seeds_per_trial, cpus=cpus, gpus=gpus)
 
 
@@ -102,8 +109,13 @@ def device_memory() -> dict[str, Any]:
 
     device = jax.local_devices()[0]
     stats = device.memory_stats() or {}
-    return {"platform": device.platform, "device": str(device), "peak_bytes": stats.get("peak_bytes_in_use"),
-            "bytes_in_use": stats.get("bytes_in_use"), "bytes_limit": stats.get("bytes_limit")}
+    return {
+        "platform": device.platform,
+        "device": str(device),
+        "peak_bytes": stats.get("peak_bytes_in_use"),
+        "bytes_in_use": stats.get("bytes_in_use"),
+        "bytes_limit": stats.get("bytes_limit"),
+    }
 
 
 def per(value: float | None, count: float) -> float | None:
@@ -123,8 +135,9 @@ def run_worker(script: str, args: Sequence[str], timeout: float) -> dict[str, An
     """Run ``script --worker ...`` in a fresh Python process; its last stdout line is a JSON object.
     The worker's stderr goes to this process's stderr (the kit's log)."""
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, script, *args], stdout=subprocess.PIPE, text=True, timeout=timeout,
-                         check=False)
+    out = subprocess.run(
+        [sys.executable, script, *args], stdout=subprocess.PIPE, text=True, timeout=timeout, check=False
+    )
     if out.returncode != 0:
         raise RuntimeError(f"{Path(script).name} {' '.join(args)} exited with {out.returncode}")
     result = json.loads(out.stdout.strip().splitlines()[-1])

@@ -33,9 +33,13 @@ def start_ray(dry: bool) -> dict[str, float]:
     import ray
 
     cpus = os.cpu_count() or 1
-    ray.init(num_cpus=max(cpus, 4) if dry else cpus, num_gpus=1, include_dashboard=False,
-             object_store_memory=(1 if dry else 4) * 2**30,
-             configure_logging=False)
+    ray.init(
+        num_cpus=max(cpus, 4) if dry else cpus,
+        num_gpus=1,
+        include_dashboard=False,
+        object_store_memory=(1 if dry else 4) * 2**30,
+        configure_logging=False,
+    )
     # The driver generates the datasets with JAX: without this its backend would take 75% of the
     # GPU before any trial starts. Set after ray.init, so that the trials' processes do not inherit it.
     os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
@@ -45,8 +49,13 @@ def start_ray(dry: bool) -> dict[str, float]:
 def gpu_total_bytes() -> int | None:
     if shutil.which(_SMI) is None:
         return None
-    out = subprocess.run([_SMI, "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True, timeout=30, check=False)
+    out = subprocess.run(
+        [_SMI, "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     return int(out.stdout.split()[0]) * 2**20 if out.returncode == 0 and out.stdout.strip() else None
 
 
@@ -54,8 +63,13 @@ def process_gpu_mib() -> dict[int, int]:
     """GPU memory (MiB) of every process ``nvidia-smi`` lists now (empty without ``nvidia-smi``)."""
     if shutil.which(_SMI) is None:
         return {}
-    out = subprocess.run([_SMI, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True, timeout=30, check=False).stdout
+    out = subprocess.run(
+        [_SMI, "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    ).stdout
     found = {}
     for line in out.splitlines():
         pid, _, mib = line.partition(",")
@@ -107,8 +121,19 @@ def _largest(rows: list[dict], key: str) -> Any:
 
 def trial_summary(rows: list[dict], share_bytes: float | None, smi_peaks: dict[int, int]) -> dict[str, Any]:
     last = rows[-1]
-    out = {k: last.get(k) for k in ("trial_key", "members", "members_done", "epoch", "pid", "env_before_jax",
-                                    "xla_mem_fraction", "start_time")}
+    out = {
+        k: last.get(k)
+        for k in (
+            "trial_key",
+            "members",
+            "members_done",
+            "epoch",
+            "pid",
+            "env_before_jax",
+            "xla_mem_fraction",
+            "start_time",
+        )
+    }
     out["end_time"] = last.get("report_time")
     out.update({k: _largest(rows, k) for k in MEMORY_KEYS})
     out["share_bytes"] = share_bytes
@@ -131,15 +156,21 @@ def run_sweep(spec, total_bytes: int | None) -> dict[str, Any]:
         start = time.perf_counter()
         sweep_dir = sweep.run(spec, storage=storage)
         wall_s = time.perf_counter() - start
-    trials = [trial_summary(rows, gpu * total_bytes if total_bytes else None, poller.peaks_mib)
-              for rows in trial_rows(sweep_dir).values()]
+    trials = [
+        trial_summary(rows, gpu * total_bytes if total_bytes else None, poller.peaks_mib)
+        for rows in trial_rows(sweep_dir).values()
+    ]
     starts = [t["start_time"] for t in trials if t["start_time"] is not None]
     ends = [t["end_time"] for t in trials if t["end_time"] is not None]
     plan = json.loads(Path(sweep_dir, "plan.json").read_text())
     driver_smi = poller.peaks_mib.get(os.getpid())
     return {
-        "gpu_per_trial": gpu, "seeds": len(spec.seed_list), "seeds_per_trial": plan["seeds_per_trial"],
-        "planned_trials": len(plan["trials"]), "run_s": wall_s, "trials": trials,
+        "gpu_per_trial": gpu,
+        "seeds": len(spec.seed_list),
+        "seeds_per_trial": plan["seeds_per_trial"],
+        "planned_trials": len(plan["trials"]),
+        "run_s": wall_s,
+        "trials": trials,
         "all_completed": len(trials) == len(plan["trials"]) and all(t["members_done"] == t["members"] for t in trials),
         "concurrent": max(starts) < min(ends) if len(starts) > 1 and ends else None,
         "overlap_s": min(ends) - max(starts) if starts and ends else None,

@@ -35,8 +35,11 @@ def main() -> None:
         known = [(p, b) for p, b in peaks if p is not None and b]
         res["fits"] = all(p <= b for p, b in known) if known else None
         res["trains"] = run["all_completed"]
-        print(f"check auto: picked {run['seeds_per_trial']} seeds per trial (fill cap {res.data['fill_cap']}), "
-              f"{run['planned_trials']} trials, completed {run['all_completed']}, fits {res.data['fits']}", flush=True)
+        print(
+            f"check auto: picked {run['seeds_per_trial']} seeds per trial (fill cap {res.data['fill_cap']}), "
+            f"{run['planned_trials']} trials, completed {run['all_completed']}, fits {res.data['fits']}",
+            flush=True,
+        )
 
     _kit.report(res, body)
 

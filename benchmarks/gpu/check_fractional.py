@@ -53,8 +53,9 @@ def main() -> None:
     res = _kit.Result(args.out, check="fractional", sizes=sizes)
 
     def body() -> None:
-        res["driver_default"] = _kit.run_worker(__file__, ["--worker"] + (["--dry"] if args.dry else []),
-                                                _kit.remaining(deadline))
+        res["driver_default"] = _kit.run_worker(
+            __file__, ["--worker"] + (["--dry"] if args.dry else []), _kit.remaining(deadline)
+        )
         res["ray_resources"] = _tune.start_ray(args.dry)
         _kit.setup_jax()
         total = _tune.gpu_total_bytes()
@@ -63,8 +64,11 @@ def main() -> None:
         for name, block, gpu in (("fractional", sizes["seeds"] // n, 1 / n), ("whole", sizes["seeds"], 1.0)):
             res[name] = _tune.run_sweep(_spec(sizes, args.dry, name, block, gpu), total)
             r = res.data[name]
-            print(f"check fractional: {name}: {len(r['trials'])} trial(s) x gpu {gpu:g}, sweep.run {r['run_s']:.1f} s, "
-                  f"concurrent {r['concurrent']}, peaks {[t['device_peak_bytes'] for t in r['trials']]}", flush=True)
+            print(
+                f"check fractional: {name}: {len(r['trials'])} trial(s) x gpu {gpu:g}, sweep.run {r['run_s']:.1f} s, "
+                f"concurrent {r['concurrent']}, peaks {[t['device_peak_bytes'] for t in r['trials']]}",
+                flush=True,
+            )
         frac, whole = res.data["fractional"], res.data["whole"]
         res["run_s_fractional_over_whole"] = frac["run_s"] / whole["run_s"]
         if frac["trials_span_s"] and whole["trials_span_s"]:

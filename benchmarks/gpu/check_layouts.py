@@ -23,8 +23,13 @@ def throughput(spec, data, seeds: int, epochs: int, layout: str) -> dict:
     block, state = sweep.init_block(spec, range(seeds), data=data, layout=layout)
     cold_s, (state, _) = _kit.timed(lambda: sweep.run_chunk(block, state, epochs))
     warm_s, _ = _kit.timed(lambda: sweep.run_chunk(block, state, epochs))
-    return {"platform": block.devices[0].platform, "devices": len(block.devices), "cold_s": cold_s,
-            "warm_s": warm_s, "seed_epochs_per_s": seeds * epochs / warm_s}
+    return {
+        "platform": block.devices[0].platform,
+        "devices": len(block.devices),
+        "cold_s": cold_s,
+        "warm_s": warm_s,
+        "seed_epochs_per_s": seeds * epochs / warm_s,
+    }
 
 
 def _trained(spec, data, seeds, layout: str):
@@ -50,8 +55,12 @@ def invariance(spec, data, probe: int, blocks: list[int], layout: str) -> dict:
         leaves, test = _trained(spec, data, range(size), layout)
         params = max(float(np.abs(a[0] - b[s]).max()) for s, (one, _) in enumerate(alone) for a, b in zip(one, leaves))
         losses = max(abs(float(loss[0]) - float(test[s])) for s, (_, loss) in enumerate(alone))
-        out[str(size)] = {"params_max_abs": params, "params_max_rel": params / scale, "test_loss_max_abs": losses,
-                          "bitwise_equal": params == 0 and losses == 0}
+        out[str(size)] = {
+            "params_max_abs": params,
+            "params_max_rel": params / scale,
+            "test_loss_max_abs": losses,
+            "bitwise_equal": params == 0 and losses == 0,
+        }
     return out
 
 
@@ -73,8 +82,11 @@ def main() -> None:
             res.flush()
         vmap, map_ = res.data["throughput"]["vmap"], res.data["throughput"]["map"]
         res["vmap_over_map"] = vmap["seed_epochs_per_s"] / map_["seed_epochs_per_s"]
-        print(f"check layouts: vmap {vmap['seed_epochs_per_s']:.1f} ({vmap['platform']}), map "
-              f"{map_['seed_epochs_per_s']:.1f} ({map_['platform']}) seed-epochs/s", flush=True)
+        print(
+            f"check layouts: vmap {vmap['seed_epochs_per_s']:.1f} ({vmap['platform']}), map "
+            f"{map_['seed_epochs_per_s']:.1f} ({map_['platform']}) seed-epochs/s",
+            flush=True,
+        )
         work.epochs = work.report_every = sizes["invariance_epochs"]
         short = _kit.heat_spec(work, name="check-invariance", seeds=sizes["seeds"])
         for layout in LAYOUTS:

@@ -52,13 +52,18 @@ def measure(members: int, inputs: int, chunks: list[int], repeats: int) -> dict:
         def one(params, i, x):  # member i of the stacked parameters on the device, on every input
             return jax.vmap(eqx.combine(jax.tree_util.tree_map(lambda a: a[i], params), static))(x)
 
-        np.testing.assert_allclose(y[:4], np.stack([one(params, i, x_device) for i in indices[:4]]), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(
+            y[:4], np.stack([one(params, i, x_device) for i in indices[:4]]), rtol=1e-4, atol=1e-5
+        )
         fns["jitted_loop"] = lambda: [one(params, i, x_device) for i in indices]
         times = _best(fns, repeats)
     loop = times["jitted_loop"]
     for name, seconds in times.items():
-        out["methods"][name] = {"seconds": seconds, "member_inputs_per_s": members * inputs / seconds,
-                                "speedup_over_loop": loop / seconds}
+        out["methods"][name] = {
+            "seconds": seconds,
+            "member_inputs_per_s": members * inputs / seconds,
+            "speedup_over_loop": loop / seconds,
+        }
     out["memory_end"] = _kit.device_memory()
     return out
 

@@ -35,36 +35,56 @@ def sweep_side(seeds: int, epochs: int) -> dict:
 
     import sweep
 
-    spec = _kit.heat_spec(_kit.workload(epochs=epochs, report_every=epochs, quick=False), name="check-trainer",
-                          seeds=seeds)
+    spec = _kit.heat_spec(
+        _kit.workload(epochs=epochs, report_every=epochs, quick=False), name="check-trainer", seeds=seeds
+    )
     data = sweep.load_data(spec)
     init_s, (block, state) = _kit.timed(lambda: sweep.init_block(spec, range(seeds), data=data))
     cold_s, (state, _) = _kit.timed(lambda: sweep.run_chunk(block, state, epochs))
     warm_s, (_, evaluation) = _kit.timed(lambda: sweep.run_chunk(block, state, epochs))
     test = evaluation["test"]["loss"]
-    return {"init_s": init_s, "cold_s": cold_s, "warm_s": warm_s, "layout": block.layout,
-            "test_loss_mean": float(np.mean(test)), "test_loss_after_epochs": 2 * epochs, **_kit.device_memory()}
+    return {
+        "init_s": init_s,
+        "cold_s": cold_s,
+        "warm_s": warm_s,
+        "layout": block.layout,
+        "test_loss_mean": float(np.mean(test)),
+        "test_loss_after_epochs": 2 * epochs,
+        **_kit.device_memory(),
+    }
 
 
 def reference_side(seeds: int, epochs: int) -> dict:
     from trainer_vs_reference import reference
 
     cold, warm, long = (reference(e, seeds) for e in (epochs, epochs, 3 * epochs))
-    return {"cold_s": cold["train_s"], "warm_s": warm["train_s"], "long_s": long["train_s"],
-            "test_loss_mean": sum(long["test_loss"]) / seeds, "test_loss_after_epochs": 3 * epochs,
-            **_kit.device_memory()}
+    return {
+        "cold_s": cold["train_s"],
+        "warm_s": warm["train_s"],
+        "long_s": long["train_s"],
+        "test_loss_mean": sum(long["test_loss"]) / seeds,
+        "test_loss_after_epochs": 3 * epochs,
+        **_kit.device_memory(),
+    }
 
 
 def summarise(seeds: int, epochs: int, own: dict, ref: dict) -> dict:
     """Rates, compile times, memory per member and the ratios of one seed count."""
     steady_ref = ref["long_s"] - ref["warm_s"]
-    rates = {"sweep": seeds * epochs / own["warm_s"],
-             "reference": seeds * 2 * epochs / steady_ref if steady_ref > 0 else None}
+    rates = {
+        "sweep": seeds * epochs / own["warm_s"],
+        "reference": seeds * 2 * epochs / steady_ref if steady_ref > 0 else None,
+    }
     per_s = {"sweep": seeds / (own["init_s"] + own["cold_s"]), "reference": seeds / ref["cold_s"]}
-    out = {side: {"seed_epochs_per_s": rates[side], "seeds_per_s": per_s[side],
-                  "compile_s": run["cold_s"] - run["warm_s"],
-                  "peak_bytes_per_member": _kit.per(run["peak_bytes"], seeds)}
-           for side, run in (("sweep", own), ("reference", ref))}
+    out = {
+        side: {
+            "seed_epochs_per_s": rates[side],
+            "seeds_per_s": per_s[side],
+            "compile_s": run["cold_s"] - run["warm_s"],
+            "peak_bytes_per_member": _kit.per(run["peak_bytes"], seeds),
+        }
+        for side, run in (("sweep", own), ("reference", ref))
+    }
     out["ratio_seeds_per_s"] = per_s["sweep"] / per_s["reference"]
     out["ratio_seed_epochs_per_s"] = rates["sweep"] / rates["reference"] if rates["reference"] else None
     out["meets_goal"] = out["ratio_seeds_per_s"] >= GOAL
@@ -90,15 +110,23 @@ def main() -> None:
 
     def body() -> None:
         for seeds in sizes["seeds"]:
-            run = {side: _kit.run_worker(__file__, ["--worker", side, "--seeds", str(seeds), "--epochs",
-                                                    str(sizes["epochs"])], _kit.remaining(deadline))
-                   for side in ("sweep", "reference")}
+            run = {
+                side: _kit.run_worker(
+                    __file__,
+                    ["--worker", side, "--seeds", str(seeds), "--epochs", str(sizes["epochs"])],
+                    _kit.remaining(deadline),
+                )
+                for side in ("sweep", "reference")
+            }
             run["summary"] = summarise(seeds, sizes["epochs"], run["sweep"], run["reference"])
             res.data["runs"][str(seeds)] = run
             res.flush()
             s = run["summary"]
-            print(f"check trainer: {seeds} seeds: seeds/s {s['sweep']['seeds_per_s']:.2f} vs {s['reference']['seeds_per_s']:.2f} "
-                  f"({s['ratio_seeds_per_s']:.2f}x), seed-epochs/s ratio {s['ratio_seed_epochs_per_s']}", flush=True)
+            print(
+                f"check trainer: {seeds} seeds: seeds/s {s['sweep']['seeds_per_s']:.2f} vs {s['reference']['seeds_per_s']:.2f} "
+                f"({s['ratio_seeds_per_s']:.2f}x), seed-epochs/s ratio {s['ratio_seed_epochs_per_s']}",
+                flush=True,
+            )
         res["one_block_of"] = max(sizes["seeds"])
 
     _kit.report(res, body)

@@ -31,8 +31,11 @@ def strip_wheel(src: str, dst: str, prefixes: list[str]) -> tuple[int, int]:
                 dropped_bytes += info.compress_size
                 continue
             zout.writestr(info, zin.read(info), compress_type=info.compress_type)
-        rows = [row for row in csv.reader(io.StringIO(zin.read(record).decode()))
-                if row and not any(row[0].startswith(p) for p in prefixes)]
+        rows = [
+            row
+            for row in csv.reader(io.StringIO(zin.read(record).decode()))
+            if row and not any(row[0].startswith(p) for p in prefixes)
+        ]
         text = io.StringIO()
         csv.writer(text, lineterminator="\n").writerows(rows)
         zout.writestr(zin.getinfo(record), text.getvalue(), compress_type=zipfile.ZIP_DEFLATED)

@@ -21,8 +21,19 @@ from pathlib import Path
 import _kit
 
 CHECKS = ("trainer", "layouts", "fractional", "auto", "predict")
-PACKAGES = ("jax", "jaxlib", "jax-cuda13-plugin", "jax-cuda13-pjrt", "equinox", "optax", "pdequinox", "ray",
-            "pydantic", "numpy", "pyarrow")
+PACKAGES = (
+    "jax",
+    "jaxlib",
+    "jax-cuda13-plugin",
+    "jax-cuda13-pjrt",
+    "equinox",
+    "optax",
+    "pdequinox",
+    "ray",
+    "pydantic",
+    "numpy",
+    "pyarrow",
+)
 STATUS = {0: "ok", 124: "timed out", 137: "killed (timeout)"}
 
 
@@ -35,12 +46,23 @@ def environment() -> dict:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             versions[name] = None
-    env = {"python": sys.version.split()[0], "platform": platform.platform(), "packages": versions,
-           "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
-           "device_kind": jax.devices()[0].device_kind, "memory": _kit.device_memory()}
+    env = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": versions,
+        "backend": jax.default_backend(),
+        "devices": [str(d) for d in jax.devices()],
+        "device_kind": jax.devices()[0].device_kind,
+        "memory": _kit.device_memory(),
+    }
     if shutil.which("nvidia-smi"):
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30, check=False)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
         env["nvidia_smi"] = out.stdout.strip()
     print("jax.devices():", jax.devices())
     print("environment:", json.dumps(env))
@@ -58,8 +80,13 @@ def collect(work: Path) -> dict:
         code, limit, seconds = int(fields[0]), int(fields[1]), int(fields[2])
         result = work / f"{name}.json"
         results = json.loads(result.read_text()) if result.exists() else None
-        checks[name] = {"status": "skipped (time budget)" if code == -1 else STATUS.get(code, "failed"),
-                        "exit_code": code, "limit_s": limit, "seconds": seconds, "results": results}
+        checks[name] = {
+            "status": "skipped (time budget)" if code == -1 else STATUS.get(code, "failed"),
+            "exit_code": code,
+            "limit_s": limit,
+            "seconds": seconds,
+            "results": results,
+        }
     env = work / "env.json"
     return {"environment": json.loads(env.read_text()) if env.exists() else None, "checks": checks}
 

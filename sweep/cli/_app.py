@@ -18,8 +18,18 @@ from typing import Annotated
 import typer
 
 from .._errors import SweepError
-from ._args import (CLIError, Format, Kind, Logger, LogPer, apply_overrides, cli_phrasing, load_npy, parse_where,
-                    save_npy)
+from ._args import (
+    CLIError,
+    Format,
+    Kind,
+    Logger,
+    LogPer,
+    apply_overrides,
+    cli_phrasing,
+    load_npy,
+    parse_where,
+    save_npy,
+)
 
 app = typer.Typer(
     name="sweep",
@@ -78,22 +88,32 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _main(debug: Annotated[bool, typer.Option("--debug", help="Show the full traceback on errors.")] = False,
-          version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                                help="Print the version and exit.")] = False) -> None:
+def _main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show the full traceback on errors.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
     """seed-sweep: hybrid seed ensembles (vmapped blocks of seeds, Ray Tune trials)."""
     _state["debug"] = debug or bool(os.environ.get("SWEEP_DEBUG"))
 
 
 # -- arguments shared by several commands ---------------------------------------------------------
 SpecArg = Annotated[Path, typer.Argument(help="Sweep specification (TOML).", show_default=False)]
-DirArg = Annotated[str, typer.Argument(help="Sweep directory (local path or URI such as s3://bucket/runs/heat).",
-                                       show_default=False)]
+DirArg = Annotated[
+    str, typer.Argument(help="Sweep directory (local path or URI such as s3://bucket/runs/heat).", show_default=False)
+]
 
 
-SetOpt = Annotated[list[str] | None, typer.Option(
-    "--set", help="Override a spec field, e.g. --set training.epochs=50 --set seeds=8 (repeatable; "
-                  "values in TOML syntax, validated as in the file).", show_default=False)]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="Override a spec field, e.g. --set training.epochs=50 --set seeds=8 (repeatable; "
+        "values in TOML syntax, validated as in the file).",
+        show_default=False,
+    ),
+]
 
 
 def _spec(path: Path, overrides: list[str] | None = None):
@@ -122,19 +142,26 @@ def _existing(sweep_dir: str) -> str:
 @_guard
 def run(
     spec: SpecArg,
-    storage: Annotated[str, typer.Option(
-        help="Where sweeps are stored (path or URI); the sweep goes to STORAGE/<name>.")] = "./runs",
-    address: Annotated[str | None, typer.Option(
-        help="Ray cluster to join: 'auto', 'HOST:6379' or 'ray://HOST:10001'; default: a local Ray.")] = None,
-    resume: Annotated[bool, typer.Option(
-        "--resume", help="Continue an interrupted sweep from its checkpoints.")] = False,
+    storage: Annotated[
+        str, typer.Option(help="Where sweeps are stored (path or URI); the sweep goes to STORAGE/<name>.")
+    ] = "./runs",
+    address: Annotated[
+        str | None,
+        typer.Option(help="Ray cluster to join: 'auto', 'HOST:6379' or 'ray://HOST:10001'; default: a local Ray."),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue an interrupted sweep from its checkpoints.")
+    ] = False,
     overrides: SetOpt = None,
-    logger: Annotated[list[Logger] | None, typer.Option(
-        "--logger", help="Log every member's curves to a tracker (repeatable).", show_default=False)] = None,
+    logger: Annotated[
+        list[Logger] | None,
+        typer.Option("--logger", help="Log every member's curves to a tracker (repeatable).", show_default=False),
+    ] = None,
     log_per: Annotated[LogPer, typer.Option(help="One tracker run per member or per configuration.")] = "member",
     verbose: Annotated[bool, typer.Option("--verbose", help="Show Ray's and Tune's own output.")] = False,
-    checkpoint_every: Annotated[str, typer.Option(
-        help="A block checkpoint every N reports, or 'auto': paced by the storage's write rate.")] = "auto",
+    checkpoint_every: Annotated[
+        str, typer.Option(help="A block checkpoint every N reports, or 'auto': paced by the storage's write rate.")
+    ] = "auto",
 ) -> None:
     """Run a sweep on Ray Tune, then aggregate it.
 
@@ -148,13 +175,27 @@ def run(
     from ..tune._loggers import LOGGERS
 
     parsed = _spec(spec, overrides)
-    command = ["sweep", "run", str(spec), *(["--storage", storage] if storage != "./runs" else []),
-               *(["--address", address] if address else []), *(a for o in overrides or () for a in ("--set", o)),
-               *(["--checkpoint-every", checkpoint_every] if checkpoint_every != "auto" else []), "--resume"]
+    command = [
+        "sweep",
+        "run",
+        str(spec),
+        *(["--storage", storage] if storage != "./runs" else []),
+        *(["--address", address] if address else []),
+        *(a for o in overrides or () for a in ("--set", o)),
+        *(["--checkpoint-every", checkpoint_every] if checkpoint_every != "auto" else []),
+        "--resume",
+    ]
     every = int(checkpoint_every) if checkpoint_every.isdigit() else checkpoint_every  # "auto" or bad: run says
-    sweep_dir = run_sweep(parsed, storage=storage, address=address, resume=resume, checkpoint_every=every,
-                          loggers=[LOGGERS[n.value](per=LogPer(log_per).value) for n in logger or ()],
-                          resume_command=shlex.join(command), **({"verbose": 1} if verbose else {}))
+    sweep_dir = run_sweep(
+        parsed,
+        storage=storage,
+        address=address,
+        resume=resume,
+        checkpoint_every=every,
+        loggers=[LOGGERS[n.value](per=LogPer(log_per).value) for n in logger or ()],
+        resume_command=shlex.join(command),
+        **({"verbose": 1} if verbose else {}),
+    )
     typer.echo(f"sweep directory: {sweep_dir}")
     typer.echo(f"next: sweep show {sweep_dir}")
 
@@ -193,10 +234,16 @@ def status(sweep_dir: DirArg) -> None:
 @_guard
 def aggregate(
     sweep_dir: DirArg,
-    parallel: Annotated[bool, typer.Option(
-        "--parallel", help="One Ray task per leaves file, in parallel (a new local Ray, or --address).")] = False,
-    address: Annotated[str | None, typer.Option(
-        help="With --parallel: the Ray cluster to run the tasks on ('auto', 'HOST:6379', 'ray://HOST:10001').")] = None,
+    parallel: Annotated[
+        bool,
+        typer.Option("--parallel", help="One Ray task per leaves file, in parallel (a new local Ray, or --address)."),
+    ] = False,
+    address: Annotated[
+        str | None,
+        typer.Option(
+            help="With --parallel: the Ray cluster to run the tasks on ('auto', 'HOST:6379', 'ray://HOST:10001')."
+        ),
+    ] = None,
 ) -> None:
     """Rebuild ensembles/ from the trial checkpoints (the same store, byte for byte, either way)."""
     from ._status import stored_line
@@ -215,8 +262,12 @@ def aggregate(
     typer.echo(stored_line(sweep_dir))
 
 
-MetricOpt = Annotated[str, typer.Option(help="Member column that ranks (a validation column: the test columns "
-                                               "are reported, never used to choose).")]
+MetricOpt = Annotated[
+    str,
+    typer.Option(
+        help="Member column that ranks (a validation column: the test columns are reported, never used to choose)."
+    ),
+]
 ModeOpt = Annotated[str, typer.Option(help="'min' if lower --metric is better, 'max' if higher (e.g. accuracy).")]
 
 
@@ -241,8 +292,10 @@ def verify(sweep_dir: DirArg) -> None:
             typer.echo(f"error: {' '.join(problem.split())}", err=True)
         raise typer.Exit(1) from None
     manifest = store.manifest
-    typer.echo(f"ok: {len(manifest['files']) + 1} files verified ({manifest.get('num_members', 0)} members, "
-               f"{len(store.configs)} structural configs) in {store.root}")
+    typer.echo(
+        f"ok: {len(manifest['files']) + 1} files verified ({manifest.get('num_members', 0)} members, "
+        f"{len(store.configs)} structural configs) in {store.root}"
+    )
     typer.echo(f"manifest sha256: {store.manifest_sha256}")
 
 
@@ -252,13 +305,16 @@ def show(
     sweep_dir: DirArg,
     metric: MetricOpt = "val_loss",
     mode: ModeOpt = "min",
-    members: Annotated[bool, typer.Option(
-        "--members", help="List members (best first) instead of configurations.")] = False,
+    members: Annotated[
+        bool, typer.Option("--members", help="List members (best first) instead of configurations.")
+    ] = False,
     where: Annotated[list[str] | None, typer.Option(help="Keep members with column=value (repeatable).")] = None,
     limit: Annotated[int, typer.Option(min=1, help="Print at most this many rows.")] = 50,
     wide: Annotated[bool, typer.Option("--wide", help="Every statistic (median, min, max, IQM too).")] = False,
-    format: Annotated[Format, typer.Option(
-        "--format", help="table (for reading), csv or json (for other tools; every row up to --limit).")] = "table",
+    format: Annotated[
+        Format,
+        typer.Option("--format", help="table (for reading), csv or json (for other tools; every row up to --limit)."),
+    ] = "table",
 ) -> None:
     """Statistics over seeds per configuration, best first.
 
@@ -288,15 +344,18 @@ def show(
         return
     table = ens.summary(metric, mode)
     if not wide:
-        hidden = {"iqm", "iqm_ci_low", "iqm_ci_high", "n", "median", "min", "max"} | ({"stopped_early"} if not any(
-            table.column("stopped_early").to_pylist()) else set())
+        hidden = {"iqm", "iqm_ci_low", "iqm_ci_high", "n", "median", "min", "max"} | (
+            {"stopped_early"} if not any(table.column("stopped_early").to_pylist()) else set()
+        )
         table = table.drop_columns([c for c in table.column_names if c in hidden])
     if fmt != "table":
         typer.echo(write_table(table.slice(0, limit), fmt), nl=False)
         return
     beside = [c.removesuffix("_mean") for c in table.column_names if c.startswith("test_") and c.endswith("_mean")]
-    typer.echo(f"{metric} over seeds per configuration ({len(ens)} members), best mean first; 95% bootstrap "
-               f"intervals" + (f"; {', '.join(beside)} reported beside, not used to rank:" if beside else ":"))
+    typer.echo(
+        f"{metric} over seeds per configuration ({len(ens)} members), best mean first; 95% bootstrap "
+        f"intervals" + (f"; {', '.join(beside)} reported beside, not used to rank:" if beside else ":")
+    )
     typer.echo(format_table(table, limit))
 
 
@@ -304,21 +363,37 @@ def show(
 @_guard
 def plot(
     sweep_dir: DirArg,
-    out: Annotated[str | None, typer.Option(help="Figure file: .png, .pdf or .svg. Several figures (--kind all) go "
-                                            "to <stem>-<kind><suffix> next to it. Default: <SWEEP_DIR>/sweep.png "
-                                            "(./sweep.png for remote sweeps).")] = None,
-    kind: Annotated[Kind, typer.Option(help="overview (every panel in one figure), curves, spread, predictions, "
-                                       "rollout_error, rollout, or all (one file per figure the store has the "
-                                       "data for).")] = "overview",
+    out: Annotated[
+        str | None,
+        typer.Option(
+            help="Figure file: .png, .pdf or .svg. Several figures (--kind all) go "
+            "to <stem>-<kind><suffix> next to it. Default: <SWEEP_DIR>/sweep.png "
+            "(./sweep.png for remote sweeps)."
+        ),
+    ] = None,
+    kind: Annotated[
+        Kind,
+        typer.Option(
+            help="overview (every panel in one figure), curves, spread, predictions, "
+            "rollout_error, rollout, or all (one file per figure the store has the "
+            "data for)."
+        ),
+    ] = "overview",
     dpi: Annotated[int, typer.Option(min=10, max=2400, help="Resolution of PNG files.")] = 200,
     metric: MetricOpt = "val_loss",
     mode: ModeOpt = "min",
-    samples: Annotated[int, typer.Option(min=1, help="Test samples shown with the ensemble's predictions "
-                                         "(at most those the store keeps).")] = 3,
+    samples: Annotated[
+        int,
+        typer.Option(min=1, help="Test samples shown with the ensemble's predictions (at most those the store keeps)."),
+    ] = 3,
     max_curves: Annotated[int, typer.Option(min=1, help="Learning curves drawn per configuration (at most).")] = 200,
-    rollout_metric: Annotated[str | None, typer.Option(
-        help="Rollout metric whose error over steps is drawn (default: the first stored, e.g. nrmse).",
-        show_default=False)] = None,
+    rollout_metric: Annotated[
+        str | None,
+        typer.Option(
+            help="Rollout metric whose error over steps is drawn (default: the first stored, e.g. nrmse).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Learning curves, spread over seeds, predictions ±std.
 
@@ -339,8 +414,17 @@ def plot(
         out = str(Path(sweep_dir) / "sweep.png") if "://" not in sweep_dir else "sweep.png"
     chosen = Kind(kind).value
     figure_paths(out, chosen)  # a bad --out fails before the store is read
-    figures = plot_sweep(_existing(sweep_dir), chosen, out=out, dpi=dpi, metric=metric, mode=mode,
-                         num_samples=samples, max_curves=max_curves, rollout_metric=rollout_metric)
+    figures = plot_sweep(
+        _existing(sweep_dir),
+        chosen,
+        out=out,
+        dpi=dpi,
+        metric=metric,
+        mode=mode,
+        num_samples=samples,
+        max_curves=max_curves,
+        rollout_metric=rollout_metric,
+    )
     for path in figure_paths(out, list(figures)) if isinstance(figures, dict) else [out]:
         typer.echo(f"wrote {path}")
 
@@ -349,22 +433,44 @@ def plot(
 @_guard
 def predict(
     sweep_dir: DirArg,
-    input: Annotated[Path, typer.Option("--input", "-i", show_default=False, help=(
-        "Inputs (.npy): \\[samples, channels, *spatial] (the initial states with --rollout)."))],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Where to write the predictions (.npy).",
-                                         show_default=False)],
-    where: Annotated[list[str] | None, typer.Option(help="Keep members with column=value (repeatable), "
-                                                    "e.g. --where depth=6 --where learning_rate=3e-4.")] = None,
+    input: Annotated[
+        Path,
+        typer.Option(
+            "--input",
+            "-i",
+            show_default=False,
+            help=("Inputs (.npy): \\[samples, channels, *spatial] (the initial states with --rollout)."),
+        ),
+    ],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Where to write the predictions (.npy).", show_default=False)
+    ],
+    where: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Keep members with column=value (repeatable), e.g. --where depth=6 --where learning_rate=3e-4."
+        ),
+    ] = None,
     best: Annotated[int | None, typer.Option(help="Keep the K best members by --metric (validation loss).")] = None,
     metric: MetricOpt = "val_loss",
     mode: ModeOpt = "min",
     mean: Annotated[bool, typer.Option("--mean", help="Write the mean over members instead of every member.")] = False,
-    std: Annotated[bool, typer.Option("--std", help="Write the mean to OUTPUT and the std over members "
-                                      "(ddof=0) to OUTPUT's name + '_std.npy'.")] = False,
-    rollout: Annotated[int | None, typer.Option(
-        "--rollout", metavar="STEPS", help="Roll every member out autoregressively for STEPS steps from the "
-                                           "inputs (each output fed back in) instead of one prediction.",
-        show_default=False)] = None,
+    std: Annotated[
+        bool,
+        typer.Option(
+            "--std", help="Write the mean to OUTPUT and the std over members (ddof=0) to OUTPUT's name + '_std.npy'."
+        ),
+    ] = False,
+    rollout: Annotated[
+        int | None,
+        typer.Option(
+            "--rollout",
+            metavar="STEPS",
+            help="Roll every member out autoregressively for STEPS steps from the "
+            "inputs (each output fed back in) instead of one prediction.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Predict with selected members; write .npy.
 

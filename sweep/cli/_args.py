@@ -20,9 +20,14 @@ class CLIError(SweepError):
 
 # Library messages name Python calls; on the command line the same thing is an option.
 _CLI_PHRASES = [
-    (re.compile(r"\.?\bwhere\(([^()]*)\)"),
-     lambda m: " ".join(f"--where {kv.replace(chr(39), '')}" for kv in re.split(r", (?=\w+=)", m.group(1)))
-     if m.group(1) else "--where"),
+    (
+        re.compile(r"\.?\bwhere\(([^()]*)\)"),
+        lambda m: (
+            " ".join(f"--where {kv.replace(chr(39), '')}" for kv in re.split(r", (?=\w+=)", m.group(1)))
+            if m.group(1)
+            else "--where"
+        ),
+    ),
     (re.compile(r"\bbest\(k=([^()]*)\)"), lambda m: f"--best {m.group(1)}"),
     (re.compile(r"\b\w+\(metric='([^']*)'\)"), lambda m: f"--metric {m.group(1)}"),
     (re.compile(r"\bplot\(kind='([^']*)'\)"), lambda m: f"--kind {m.group(1)}"),

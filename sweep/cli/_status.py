@@ -36,8 +36,11 @@ def _read_json(fs: pafs.FileSystem, path: str) -> dict[str, Any] | None:
 def _failed_trials(fs: pafs.FileSystem, path: str) -> dict[str, str]:
     """Trial directory name (= trial key) -> its Tune error file, for trials that failed."""
     infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
-    return {i.path.rsplit("/", 2)[-2]: i.path for i in sorted(infos, key=lambda i: i.base_name != "error.txt")
-            if i.base_name in ERROR_FILES and "/ensembles/" not in i.path and "/." not in i.path}
+    return {
+        i.path.rsplit("/", 2)[-2]: i.path
+        for i in sorted(infos, key=lambda i: i.base_name != "error.txt")
+        if i.base_name in ERROR_FILES and "/ensembles/" not in i.path and "/." not in i.path
+    }
 
 
 def _last_line(fs: pafs.FileSystem, path: str, width: int = 80) -> str:
@@ -74,8 +77,17 @@ def trial_states(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> d
             state = "running"
         else:
             state = "pending"
-        trials.append({"trial_key": key, "config_id": t.config_id, "state": state, "members": t.num_members,
-                       "epoch": reached, "epochs": epochs, "error": failed.get(key) if state == "failed" else None})
+        trials.append(
+            {
+                "trial_key": key,
+                "config_id": t.config_id,
+                "state": state,
+                "members": t.num_members,
+                "epoch": reached,
+                "epochs": epochs,
+                "error": failed.get(key) if state == "failed" else None,
+            }
+        )
     return {"name": plan.spec.name, "trials": trials, "fs": fs, "path": path}
 
 
@@ -100,8 +112,10 @@ def stored_line(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> st
         return f"ensembles: cannot be read ({e})"
     if manifest is None:
         return "ensembles: not aggregated yet (run `sweep aggregate DIR`)"
-    return (f"ensembles: {manifest.get('num_members', 0)} members stored ({manifest.get('num_configs', 0)} "
-            f"structural configs), {manifest.get('num_missing', 0)} planned members missing")
+    return (
+        f"ensembles: {manifest.get('num_members', 0)} members stored ({manifest.get('num_configs', 0)} "
+        f"structural configs), {manifest.get('num_missing', 0)} planned members missing"
+    )
 
 
 def sweep_status(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> str:
@@ -123,8 +137,10 @@ def sweep_status(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> s
         lines.append(f"{'trial':<22} {'state':<14} {'members':>7} {'epoch':>11}")
         for t in unfinished[:20]:
             error = _last_line(info["fs"], t["error"]) if t["error"] else ""
-            lines.append(f"{t['trial_key']:<22} {t['state']:<14} {t['members']:>7} {t['epoch']:>5}/{t['epochs']:<5}"
-                         + (f"  {error}" if error else ""))
+            lines.append(
+                f"{t['trial_key']:<22} {t['state']:<14} {t['members']:>7} {t['epoch']:>5}/{t['epochs']:<5}"
+                + (f"  {error}" if error else "")
+            )
         if len(unfinished) > 20:
             lines.append(f"... and {len(unfinished) - 20} more")
     return "\n".join(lines)

@@ -42,6 +42,8 @@ def write_table(table: pa.Table, fmt: str) -> str:
         sink = io.BytesIO()
         pyarrow.csv.write_csv(table, sink)
         return sink.getvalue().decode()
-    rows = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
-            for row in table.to_pylist()]
+    rows = [
+        {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
+        for row in table.to_pylist()
+    ]
     return json.dumps(rows, indent=1, default=str) + "\n"

@@ -127,8 +127,9 @@ class Ensemble:
             raise QueryError(f"best_configuration(metric={metric!r}): every member diverged or has no finite {metric}")
         return {k: rows[0][k] for k in self.grid_columns} or {"config_id": rows[0]["config_id"]}
 
-    def compare(self, a: dict[str, Any], b: dict[str, Any], metric: str = DEFAULT_METRIC, mode: str = "min",
-                pool: bool = False) -> Comparison:
+    def compare(
+        self, a: dict[str, Any], b: dict[str, Any], metric: str = DEFAULT_METRIC, mode: str = "min", pool: bool = False
+    ) -> Comparison:
         """``where(**a)`` against ``where(**b)`` on ``metric``: P(a member of a beats one of b) with its
         95% bootstrap interval (diverged members lose), the difference of their means (a - b) with its
         interval, and the counts (see :class:`Comparison`).
@@ -216,7 +217,9 @@ class Ensemble:
         else:
             rows = selection._rows.filter(pc.equal(selection._rows["seed"], int(seed)))
         if rows.num_rows == 0:
-            raise QueryError(f"member(seed={seed!r}): no member with this seed here; seeds: {selection._distinct('seed')}")
+            raise QueryError(
+                f"member(seed={seed!r}): no member with this seed here; seeds: {selection._distinct('seed')}"
+            )
         if rows.num_rows > 1:
             keys = ["config_id", *self._store.grid_columns]
             varying = [c for c in keys if c in rows.column_names and len(pc.unique(rows[c])) > 1]
@@ -247,8 +250,10 @@ class Ensemble:
         config = self._config("samples")
         found = self._store.samples(config.config_id)
         if found is None:
-            raise QueryError(f"samples(): the store holds no test samples for config {config.config_id} (its sweep "
-                             f"directory had no samples.parquet when it was aggregated; sweep.run writes it)")
+            raise QueryError(
+                f"samples(): the store holds no test samples for config {config.config_id} (its sweep "
+                f"directory had no samples.parquet when it was aggregated; sweep.run writes it)"
+            )
         return found
 
     def trajectories(self) -> np.ndarray:
@@ -259,13 +264,17 @@ class Ensemble:
         config = self._config("trajectories")
         found = self._store.trajectories(config.config_id)
         if found is None:
-            raise QueryError(f"trajectories(): the store holds no test trajectories for config {config.config_id} "
-                             f"(its problem has none, e.g. heat1d without trajectory_steps, or its sweep was run "
-                             f"by a seed-sweep that did not keep them)")
+            raise QueryError(
+                f"trajectories(): the store holds no test trajectories for config {config.config_id} "
+                f"(its problem has none, e.g. heat1d without trajectory_steps, or its sweep was run "
+                f"by a seed-sweep that did not keep them)"
+            )
         return found
 
     # -- inference ------------------------------------------------------------------------------
-    def predict(self, x: Float[Any, "batch ..."], chunk_size: int = DEFAULT_CHUNK) -> Float[np.ndarray, "members batch ..."]:
+    def predict(
+        self, x: Float[Any, "batch ..."], chunk_size: int = DEFAULT_CHUNK
+    ) -> Float[np.ndarray, "members batch ..."]:
         """Every member's output on ``x`` (``[batch, *sample_shape]``), as ``[members, batch, *out]``,
         computed ``chunk_size`` members at a time so memory stays bounded."""
         config, x = self._inputs(x, chunk_size, "predict")
@@ -284,8 +293,9 @@ class Ensemble:
             moments.add(y)
         return moments.result(np.result_type(x.dtype, np.float32))
 
-    def rollout(self, x0: Float[Any, "batch ..."], steps: int,
-                chunk_size: int = DEFAULT_CHUNK) -> Float[np.ndarray, "members t batch ..."]:
+    def rollout(
+        self, x0: Float[Any, "batch ..."], steps: int, chunk_size: int = DEFAULT_CHUNK
+    ) -> Float[np.ndarray, "members t batch ..."]:
         """Every member's autoregressive rollout from the same initial states ``x0``
         (``[batch, *sample_shape]``): ``[members, steps + 1, batch, *sample_shape]``, index 0 = ``x0``,
         index ``t`` = the member applied ``t`` times. Streamed ``chunk_size`` members at a time; one
@@ -299,11 +309,12 @@ class Ensemble:
         out = np.empty((len(self), steps + 1, *x0.shape), x0.dtype)
         out[:, 0] = x0
         for rows, t, states in self._rollouts(config, x0, steps, chunk_size):
-            out[rows, t:t + states.shape[1]] = states
+            out[rows, t : t + states.shape[1]] = states
         return out
 
-    def rollout_mean_std(self, x0: Float[Any, "batch ..."], steps: int,
-                         chunk_size: int = DEFAULT_CHUNK) -> tuple[np.ndarray, np.ndarray]:
+    def rollout_mean_std(
+        self, x0: Float[Any, "batch ..."], steps: int, chunk_size: int = DEFAULT_CHUNK
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Mean and population std (ddof=0) over members of :meth:`rollout` at every step,
         ``[steps + 1, batch, *sample_shape]`` each (step 0: ``x0`` and zeros), streamed: no array
         over members is held, only one chunk's states for one run of steps."""
@@ -315,7 +326,7 @@ class Ensemble:
         mean, std = np.empty((2, steps + 1, *x0.shape), dtype)
         mean[0], std[0] = x0, 0
         for t, m in moments.items():
-            mean[t:t + len(m.mean)], std[t:t + len(m.mean)] = m.result(dtype)
+            mean[t : t + len(m.mean)], std[t : t + len(m.mean)] = m.result(dtype)
         return mean, std
 
     # -- internals ------------------------------------------------------------------------------
@@ -331,7 +342,7 @@ class Ensemble:
         if metric not in numeric:
             raise QueryError(f"{what}(metric={metric!r}): not a numeric column; choose one of {', '.join(numeric)}")
         if mode not in MODES:
-            raise QueryError(f"{what}(mode={mode!r}): choose \"min\" (lower {metric} is better) or \"max\"")
+            raise QueryError(f'{what}(mode={mode!r}): choose "min" (lower {metric} is better) or "max"')
 
     def _no_values(self, metric: str, what: str) -> str:
         """Why ``metric`` cannot rank this selection: some members have no value (null)."""
@@ -341,9 +352,11 @@ class Ensemble:
         if not metric.startswith("val_"):
             return f"{what}(metric={metric!r}): {where}; select members that have one, or choose another metric="
         test = "test_" + metric.removeprefix("val_")
-        return (f"{what}(metric={metric!r}): {where}: they were trained without a validation set "
-                f"(problem.val_fraction=0), and ranking needs one. Pass an explicit metric=, e.g. metric={test!r} "
-                f"(but a choice made on the test set makes its test numbers optimistic), or train with a validation set")
+        return (
+            f"{what}(metric={metric!r}): {where}: they were trained without a validation set "
+            f"(problem.val_fraction=0), and ranking needs one. Pass an explicit metric=, e.g. metric={test!r} "
+            f"(but a choice made on the test set makes its test numbers optimistic), or train with a validation set"
+        )
 
     def _values(self, metric: str, what: str, mode: str = "min") -> np.ndarray:
         """``metric`` as float64 for ranking; every member must have a value."""
@@ -383,8 +396,12 @@ class Ensemble:
             raise QueryError(f"{what}(chunk_size={chunk_size!r}): must be an integer >= 1")
         x = np.asarray(x)
         shape = tuple(config.sample_shape)
-        if (x.ndim != len(shape) + 1 or tuple(x.shape[1:]) != shape or not x.shape[0]
-                or not np.issubdtype(x.dtype, np.number)):
+        if (
+            x.ndim != len(shape) + 1
+            or tuple(x.shape[1:]) != shape
+            or not x.shape[0]
+            or not np.issubdtype(x.dtype, np.number)
+        ):
             raise QueryError(
                 f"{what}: {name} has shape {tuple(x.shape)} ({x.dtype}); config {config.config_id} takes a batch of "
                 f"samples of shape {shape}, i.e. a numeric array of shape (batch >= 1, {', '.join(map(str, shape))})"
@@ -395,7 +412,9 @@ class Ensemble:
     def _rollout_inputs(self, x0: Any, steps: Any, chunk_size: int, what: str) -> tuple[ConfigInfo, np.ndarray, int]:
         steps = _rollout.check_steps(steps, what)
         config, x0 = self._inputs(x0, chunk_size, what, "x0")
-        _rollout.check_fed_back(self._store.template(config.config_id), x0, f"{what}: the model of config {config.config_id}")
+        _rollout.check_fed_back(
+            self._store.template(config.config_id), x0, f"{what}: the model of config {config.config_id}"
+        )
         return config, x0, steps
 
     def _chunks(self, config: ConfigInfo, chunk_size: int) -> tuple[list[np.ndarray], Iterator[PyTree]]:
@@ -403,7 +422,7 @@ class Ensemble:
         parameters read chunk by chunk (leaves files in store order)."""
         positions = self._positions(config)
         order = np.argsort(positions, kind="stable")
-        slices = [order[i:i + chunk_size] for i in range(0, len(order), chunk_size)]
+        slices = [order[i : i + chunk_size] for i in range(0, len(order), chunk_size)]
         return slices, (self._store.read(config.config_id, positions[rows]) for rows in slices)
 
     def _outputs(self, config: ConfigInfo, x: np.ndarray, chunk_size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -411,8 +430,9 @@ class Ensemble:
         slices, chunks = self._chunks(config, chunk_size)
         yield from zip(slices, _inference.forward(chunks, self._store.template(config.config_id)[1], x))
 
-    def _rollouts(self, config: ConfigInfo, x0: np.ndarray, steps: int,
-                  chunk_size: int) -> Iterator[tuple[np.ndarray, int, np.ndarray]]:
+    def _rollouts(
+        self, config: ConfigInfo, x0: np.ndarray, steps: int, chunk_size: int
+    ) -> Iterator[tuple[np.ndarray, int, np.ndarray]]:
         """``(rows of this selection, t, their states after t.. steps)`` chunk by chunk (see
         :func:`._rollout.rollout`)."""
         slices, chunks = self._chunks(config, chunk_size)

@@ -19,7 +19,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, PartitionSpec as P
+from jax.sharding import Mesh
+from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, Float, PyTree
 
 from .._caches import cached
@@ -42,8 +43,9 @@ def _program(num_devices: int, group: int, tile_points: int):
     return eqx.filter_jit(lambda params, static, x: _forward_chunk(params, static, x, num_devices, group, tile_points))
 
 
-def _forward_chunk(params: PyTree, static: PyTree, x: Float[Array, "batch ..."], num_devices: int,
-                   group: int, tile_points: int) -> Array:
+def _forward_chunk(
+    params: PyTree, static: PyTree, x: Float[Array, "batch ..."], num_devices: int, group: int, tile_points: int
+) -> Array:
     """``[chunk]`` members' outputs on ``x``; ``chunk`` is a multiple of ``num_devices * group``."""
     template = eqx.combine(jax.tree_util.tree_map(lambda a: a[0], params), static)
     if num_devices == 0:  # vmap layout
@@ -62,8 +64,9 @@ def _forward_chunk(params: PyTree, static: PyTree, x: Float[Array, "batch ..."],
         y = jax.lax.map(lambda g: run_group(g, xs), grouped)
         return y.reshape(-1, *y.shape[2:])
 
-    return jax.shard_map(device, mesh=members_mesh(num_devices), in_specs=(P("m"), P()), out_specs=P("m"),
-                         check_vma=False)(params, xs)
+    return jax.shard_map(
+        device, mesh=members_mesh(num_devices), in_specs=(P("m"), P()), out_specs=P("m"), check_vma=False
+    )(params, xs)
 
 
 def members_mesh(num_devices: int) -> Mesh:
@@ -86,8 +89,9 @@ def padded(params: PyTree, num_devices: int, group: int) -> tuple[PyTree, int]:
     return params, n
 
 
-def forward(chunks: Iterator[PyTree], static: PyTree, x: np.ndarray, group: int = GROUP,
-            tile_points: int = TILE_POINTS) -> Iterator[np.ndarray]:
+def forward(
+    chunks: Iterator[PyTree], static: PyTree, x: np.ndarray, group: int = GROUP, tile_points: int = TILE_POINTS
+) -> Iterator[np.ndarray]:
     """Outputs ``[n, batch, ...]`` of each chunk of stacked parameters (NumPy leaves) on ``x``."""
     num_devices = layout_devices()
     x = jnp.asarray(x)

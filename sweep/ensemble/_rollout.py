@@ -22,7 +22,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, Float, Int, PyTree
 
 from .._caches import cached
@@ -52,26 +53,31 @@ def check_fed_back(template: tuple[PyTree, PyTree], x0: np.ndarray, model: str) 
     ``x0`` to the same shape, so that its outputs can be fed back in (traced abstractly, nothing runs)."""
     shapes, static = template
     sample = tuple(x0.shape[1:])
-    out = tuple(jax.eval_shape(lambda p, x: eqx.combine(p, static)(x), shapes,
-                               jax.ShapeDtypeStruct(sample, x0.dtype)).shape)
+    out = tuple(
+        jax.eval_shape(lambda p, x: eqx.combine(p, static)(x), shapes, jax.ShapeDtypeStruct(sample, x0.dtype)).shape
+    )
     if out != sample:
         channels = f" ({out[0]} output channels for {sample[0]} input channels)" if out[1:] == sample[1:] else ""
-        raise QueryError(f"{model} maps a sample of shape {sample} to {out}{channels}; a rollout feeds each output "
-                         f"back in as the next input, so only a model whose outputs have the shape of its inputs can "
-                         f"be rolled out (predict gives one step)")
+        raise QueryError(
+            f"{model} maps a sample of shape {sample} to {out}{channels}; a rollout feeds each output "
+            f"back in as the next input, so only a model whose outputs have the shape of its inputs can "
+            f"be rolled out (predict gives one step)"
+        )
 
 
 @cached()
 def _program(num_devices: int, group: int, tile_points: int, length: int):
     """The compiled ``(params, static, states, n) -> (last states, n states)`` of one layout and
     ``length`` (cleared by ``sweep.clear_caches``)."""
-    return eqx.filter_jit(lambda params, static, x, n: _advance(params, static, x, n, num_devices, group,
-                                                                  tile_points, length))
+    return eqx.filter_jit(
+        lambda params, static, x, n: _advance(params, static, x, n, num_devices, group, tile_points, length)
+    )
 
 
 def _steps(step, x: Array, n: Int[Array, ""], length: int) -> tuple[Array, Array]:
     """``step`` applied ``n`` (<= ``length``) times from ``x``: ``(the last state, [length, *x.shape]
     the states after 1..n steps, zeros past n)``."""
+
     def body(i, carry):
         state, states = carry
         state = step(state)
@@ -80,8 +86,16 @@ def _steps(step, x: Array, n: Int[Array, ""], length: int) -> tuple[Array, Array
     return jax.lax.fori_loop(0, n, body, (x, jnp.zeros((length, *x.shape), x.dtype)))
 
 
-def _advance(params: PyTree, static: PyTree, x: Float[Array, "chunk batch ..."], n: Int[Array, ""],
-             num_devices: int, group: int, tile_points: int, length: int) -> tuple[Array, Array]:
+def _advance(
+    params: PyTree,
+    static: PyTree,
+    x: Float[Array, "chunk batch ..."],
+    n: Int[Array, ""],
+    num_devices: int,
+    group: int,
+    tile_points: int,
+    length: int,
+) -> tuple[Array, Array]:
     """Each member's states ``x`` advanced ``n`` steps: ``(last states [chunk, batch, ...], states
     [chunk, length, batch, ...])``; ``chunk`` is a multiple of ``num_devices * group``."""
     template = eqx.combine(jax.tree_util.tree_map(lambda a: a[0], params), static)
@@ -109,12 +123,19 @@ def _advance(params: PyTree, static: PyTree, x: Float[Array, "chunk batch ..."],
         return last.reshape(-1, *last.shape[2:]), states.reshape(-1, *states.shape[2:])
 
     specs = (P("m"), P("m"))
-    return jax.shard_map(device, mesh=members_mesh(num_devices), in_specs=specs, out_specs=specs,
-                         check_vma=False)(params, x)
+    return jax.shard_map(device, mesh=members_mesh(num_devices), in_specs=specs, out_specs=specs, check_vma=False)(
+        params, x
+    )
 
 
-def rollout(chunks: Iterator[PyTree], static: PyTree, x0: np.ndarray, steps: int, group: int = GROUP,
-            tile_points: int = TILE_POINTS) -> Iterator[tuple[int, int, np.ndarray]]:
+def rollout(
+    chunks: Iterator[PyTree],
+    static: PyTree,
+    x0: np.ndarray,
+    steps: int,
+    group: int = GROUP,
+    tile_points: int = TILE_POINTS,
+) -> Iterator[tuple[int, int, np.ndarray]]:
     """``(chunk number, t, states)`` for each chunk of stacked parameters (NumPy leaves) in turn,
     and within it each run of steps in order: ``states`` ``[n, k, *x0.shape]`` are the chunk's ``n``
     members' states after ``t``, ..., ``t + k - 1`` steps from ``x0`` (``t`` from 1 to ``steps``)."""

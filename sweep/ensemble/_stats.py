@@ -18,7 +18,18 @@ from jaxtyping import Float
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
-SUMMARY_STATS = ("mean", "std", "median", "min", "max", "mean_ci_low", "mean_ci_high", "iqm", "iqm_ci_low", "iqm_ci_high")
+SUMMARY_STATS = (
+    "mean",
+    "std",
+    "median",
+    "min",
+    "max",
+    "mean_ci_low",
+    "mean_ci_high",
+    "iqm",
+    "iqm_ci_low",
+    "iqm_ci_high",
+)
 BESIDE_STATS = {"mean": "mean", "ci_low": "mean_ci_low", "ci_high": "mean_ci_high"}  # of a column beside
 MODES = ("min", "max")  # whether lower or higher values of the metric are better
 
@@ -64,8 +75,15 @@ def _mean_and_iqm(x: np.ndarray, axis: int = -1) -> np.ndarray:
 
 def _bootstrap(samples: tuple[np.ndarray, ...], statistic) -> tuple[np.ndarray, np.ndarray]:
     """The percentile bootstrap interval of ``statistic(*samples, axis)`` (each sample resampled)."""
-    result = _scipy_stats().bootstrap(samples, statistic, n_resamples=RESAMPLES, confidence_level=CONFIDENCE,
-                                      method="percentile", vectorized=True, rng=np.random.default_rng(0))
+    result = _scipy_stats().bootstrap(
+        samples,
+        statistic,
+        n_resamples=RESAMPLES,
+        confidence_level=CONFIDENCE,
+        method="percentile",
+        vectorized=True,
+        rng=np.random.default_rng(0),
+    )
     return result.confidence_interval
 
 
@@ -113,8 +131,14 @@ def _interval(samples: tuple[np.ndarray, ...], statistic) -> tuple[float, float]
     return float(low), float(high)
 
 
-def compare(a: Float[np.ndarray, " n"], b: Float[np.ndarray, " m"], diverged_a: np.ndarray, diverged_b: np.ndarray,
-            metric: str = "", mode: str = "min") -> Comparison:
+def compare(
+    a: Float[np.ndarray, " n"],
+    b: Float[np.ndarray, " m"],
+    diverged_a: np.ndarray,
+    diverged_b: np.ndarray,
+    metric: str = "",
+    mode: str = "min",
+) -> Comparison:
     """:class:`Comparison` of the values ``a`` and ``b`` of ``metric`` (``mode="min"``: lower is better)."""
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     sign = 1.0 if mode == "min" else -1.0
@@ -145,16 +169,24 @@ def summary(index: pa.Table, keys: list[str], metric: str, beside: list[str], mo
             return values[ok & np.isfinite(values)]
 
         values = used(metric)
-        out = {**{k: row[k] for k in keys}, "count": len(status), "diverged": int((~ok).sum()),
-               "stopped_early": int((status == "stopped_early").sum()), "n": len(values), **describe(values)}
+        out = {
+            **{k: row[k] for k in keys},
+            "count": len(status),
+            "diverged": int((~ok).sum()),
+            "stopped_early": int((status == "stopped_early").sum()),
+            "n": len(values),
+            **describe(values),
+        }
         for column in beside:
             stats = describe(used(column))
             out |= {f"{column}_{s}": stats[key] for s, key in BESIDE_STATS.items()}
         rows.append(out)
     sign = 1.0 if mode == "min" else -1.0
     rows.sort(key=lambda r: (not np.isfinite(r["mean"]), sign * r["mean"] if np.isfinite(r["mean"]) else 0.0))
-    schema = pa.schema([index.schema.field(k) for k in keys]
-                       + [(c, pa.int64()) for c in ("count", "diverged", "stopped_early", "n")]
-                       + [(s, pa.float64()) for s in SUMMARY_STATS]
-                       + [(f"{c}_{s}", pa.float64()) for c in beside for s in BESIDE_STATS])
+    schema = pa.schema(
+        [index.schema.field(k) for k in keys]
+        + [(c, pa.int64()) for c in ("count", "diverged", "stopped_early", "n")]
+        + [(s, pa.float64()) for s in SUMMARY_STATS]
+        + [(f"{c}_{s}", pa.float64()) for c in beside for s in BESIDE_STATS]
+    )
     return pa.Table.from_pylist(rows, schema=schema)

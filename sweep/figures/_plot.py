@@ -38,8 +38,10 @@ def figure_paths(out: str | os.PathLike, kind: str | list[str] | tuple[str, ...]
     kinds = _kinds(kind)
     out = Path(out)
     if out.suffix.lower() not in FORMATS:
-        raise QueryError(f"`out`: got {str(out)!r}; give a file name ending in {', '.join(FORMATS)} "
-                         f"(several figures are written as <name>-<kind><suffix>)")
+        raise QueryError(
+            f"`out`: got {str(out)!r}; give a file name ending in {', '.join(FORMATS)} "
+            f"(several figures are written as <name>-<kind><suffix>)"
+        )
     if len(kinds) == 1:
         return [out]
     return [out.with_name(f"{out.stem}-{k}{out.suffix}") for k in kinds]
@@ -71,9 +73,11 @@ def _factory(chosen: Ensemble, spec) -> str | None:
     """Why figures cannot run ``chosen``'s model (built by a factory, code the store names), or None."""
     if not is_import_path(spec.model.name):
         return None
-    return (f"the model of config {chosen.index['config_id'][0].as_py()} is built by {spec.model.name!r}, code the "
-            f"store names, and figures never import it; compute them with Ensemble.mean_std / rollout_mean_std "
-            f"where that factory is installed")
+    return (
+        f"the model of config {chosen.index['config_id'][0].as_py()} is built by {spec.model.name!r}, code the "
+        f"store names, and figures never import it; compute them with Ensemble.mean_std / rollout_mean_std "
+        f"where that factory is installed"
+    )
 
 
 def _samples(ens: Ensemble, config: dict[str, Any], num_samples: int):
@@ -124,11 +128,19 @@ def _rollout_metric(curves, asked: str | None, explicit: bool) -> str | None:
     and no rollout figure was asked for by name."""
     held = rollout_metrics(curves)
     if asked is not None and asked not in held or asked is None and not held and explicit:
-        have = f"it holds rollout curves of {', '.join(held)}" if held else (
-            "it holds none (columns val_/test_rollout_<metric>, stored for Training(rollout_steps=T, "
-            "rollout_metrics=(...)))")
-        raise QueryError(f"plot(rollout_metric={asked!r}): the store has no rollout curves of that metric; {have}"
-                         if asked is not None else f"plot(kind='rollout_error'): the store has no rollout curves; {have}")
+        have = (
+            f"it holds rollout curves of {', '.join(held)}"
+            if held
+            else (
+                "it holds none (columns val_/test_rollout_<metric>, stored for Training(rollout_steps=T, "
+                "rollout_metrics=(...)))"
+            )
+        )
+        raise QueryError(
+            f"plot(rollout_metric={asked!r}): the store has no rollout curves of that metric; {have}"
+            if asked is not None
+            else f"plot(kind='rollout_error'): the store has no rollout curves; {have}"
+        )
     return asked or (held[0] if held else None)
 
 
@@ -146,9 +158,18 @@ class _Data(NamedTuple):
     rolled: tuple | str | None  # an ensemble rollout, why there is none, or None: no trajectories
 
 
-def plot(source: Ensemble | str | os.PathLike, kind: str | list[str] | tuple[str, ...] = "overview", *,
-         out: str | os.PathLike | None = None, dpi: int = 200, metric: str | None = None, mode: str = "min",
-         num_samples: int = 3, max_curves: int = 200, rollout_metric: str | None = None) -> Figure | dict[str, Figure]:
+def plot(
+    source: Ensemble | str | os.PathLike,
+    kind: str | list[str] | tuple[str, ...] = "overview",
+    *,
+    out: str | os.PathLike | None = None,
+    dpi: int = 200,
+    metric: str | None = None,
+    mode: str = "min",
+    num_samples: int = 3,
+    max_curves: int = 200,
+    rollout_metric: str | None = None,
+) -> Figure | dict[str, Figure]:
     """The figures of an ensemble (or of the store of a sweep directory).
 
     ``kind``: ``"curves"`` (every member's learning curves with each configuration's median and
@@ -190,14 +211,18 @@ def plot(source: Ensemble | str | os.PathLike, kind: str | list[str] | tuple[str
     keys = _order(ens, metric, mode)
     named = set() if kind == "all" else set(kinds)  # kinds asked for by name: their data must be there
     wanted = set(kinds) | (set(ROLLOUT_KINDS) if "overview" in kinds else set())
-    curves, totals = (_curve_sample(ens, keys, max_curves) if {"curves", "overview", "rollout_error"} & wanted
-                      else (None, None))
+    curves, totals = (
+        _curve_sample(ens, keys, max_curves) if {"curves", "overview", "rollout_error"} & wanted else (None, None)
+    )
     r_metric = _rollout_metric(curves, rollout_metric, "rollout_error" in named) if curves is not None else None
     rolled = _rolled(ens, keys[0], "rollout" in named) if "rollout" in wanted else None
     if kind == "all":  # every kind whose data the store holds
         kinds = [k for k in kinds if (k != "rollout_error" or r_metric) and (k != "rollout" or rolled is not None)]
-    spec, samples = _samples(ens, keys[0], num_samples) if {"predictions", "overview"} & set(kinds) else (
-        ens.where(**keys[0]).spec, None)
+    spec, samples = (
+        _samples(ens, keys[0], num_samples)
+        if {"predictions", "overview"} & set(kinds)
+        else (ens.where(**keys[0]).spec, None)
+    )
     data = _Data(ens, keys, metric, curves, totals, spec, samples, r_metric, rolled)
     figures = {k: _figure(k, data) for k in kinds}
     if out is not None:
@@ -246,10 +271,17 @@ def _figure(kind: str, d: _Data) -> Figure:
     draw_spread(fig.add_subplot(cells[0, n_splits:]), d.ens.index, Configs(d.keys, d.ens.index), d.metric)
     predictions_figure(fig, d.samples, best, grid, [cells[1, i] for i in range(n)] if n else [cells[1, :]])
     if n_errors:
-        rollout_error_figure(fig, d.curves, Configs(d.keys, d.curves, d.totals), d.rollout_metric,
-                             [cells[2, i] for i in range(n_errors)])
+        rollout_error_figure(
+            fig, d.curves, Configs(d.keys, d.curves, d.totals), d.rollout_metric, [cells[2, i] for i in range(n_errors)]
+        )
     if n_slices:  # the time slices fill the rest of the row
-        slice_panels(fig, d.rolled, "best — rollout, ", grid, [cells[2, n_errors:]] if isinstance(d.rolled, str) else
-                     [cells[2, i] for i in range(n_errors, cols)], cols - n_errors)
+        slice_panels(
+            fig,
+            d.rolled,
+            "best — rollout, ",
+            grid,
+            [cells[2, n_errors:]] if isinstance(d.rolled, str) else [cells[2, i] for i in range(n_errors, cols)],
+            cols - n_errors,
+        )
     fig.suptitle(f"{len(d.ens)} members in {len(d.keys)} configurations")
     return fig

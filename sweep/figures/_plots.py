@@ -45,8 +45,9 @@ class Configs:
             rows.setdefault(key, []).append(i)
         n = len(keys)
         colors = list(OKABE_ITO[:n]) if n <= len(OKABE_ITO) else [_viridis(i / (n - 1)) for i in range(n)]
-        self.items = [(k, np.asarray(rows[tuple(k.values())]), colors[i]) for i, k in enumerate(keys)
-                      if tuple(k.values()) in rows]
+        self.items = [
+            (k, np.asarray(rows[tuple(k.values())]), colors[i]) for i, k in enumerate(keys) if tuple(k.values()) in rows
+        ]
         self.totals = totals or {tuple(k.values()): len(r) for k, r, _ in self.items}
 
     def __iter__(self):
@@ -106,8 +107,9 @@ def draw_bands(ax: Axes, xs: list, ys: list, configs: Configs) -> None:
 
 def draw_curves(ax: Axes, table: pa.Table, configs: Configs, which: str, loss: str) -> None:
     """Every member's ``which`` loss history (thin) plus each configuration's median and 10-90% band."""
-    draw_bands(ax, table.column("history_epochs").to_pylist(), table.column(f"{which}_loss_history").to_pylist(),
-               configs)
+    draw_bands(
+        ax, table.column("history_epochs").to_pylist(), table.column(f"{which}_loss_history").to_pylist(), configs
+    )
     ax.set_xlabel("epoch")
     ax.set_ylabel(f"{which} loss ({loss})")
     ax.set_title(f"{which} loss")
@@ -125,13 +127,23 @@ def draw_spread(ax: Axes, table: pa.Table, configs: Configs, metric: str, seed: 
         bad = losses.size - finite.size
         data.append(finite)
         colors.append(color)
-        names.append("\n".join(f"{v:g}" if isinstance(v, float) else str(v) for v in config.values())
-                     + (f"\n({bad} diverged)" if bad else ""))
+        names.append(
+            "\n".join(f"{v:g}" if isinstance(v, float) else str(v) for v in config.values())
+            + (f"\n({bad} diverged)" if bad else "")
+        )
         points = finite if finite.size <= max_points else rng.choice(finite, max_points, replace=False)
-        ax.scatter(i + 1 + rng.uniform(-0.15, 0.15, points.size), points, s=10, color=color, alpha=0.8, zorder=3,
-                   linewidths=0)
-    ax.boxplot(data, showfliers=False, widths=0.5, medianprops={"color": "black", "lw": 1.5},
-               boxprops={"color": "0.3"}, whiskerprops={"color": "0.3"}, capprops={"color": "0.3"})
+        ax.scatter(
+            i + 1 + rng.uniform(-0.15, 0.15, points.size), points, s=10, color=color, alpha=0.8, zorder=3, linewidths=0
+        )
+    ax.boxplot(
+        data,
+        showfliers=False,
+        widths=0.5,
+        medianprops={"color": "black", "lw": 1.5},
+        boxprops={"color": "0.3"},
+        whiskerprops={"color": "0.3"},
+        capprops={"color": "0.3"},
+    )
     ax.set_xticks(range(1, len(names) + 1), names, fontsize="small")
     for tick, color in zip(ax.get_xticklabels(), colors):
         tick.set_color(color)
@@ -153,8 +165,15 @@ def _final(table: pa.Table, rows: np.ndarray, metric: str) -> np.ndarray:
     return losses
 
 
-def draw_prediction(ax: Axes, x: np.ndarray, y: np.ndarray, mean: np.ndarray, std: np.ndarray, title: str,
-                    grid: np.ndarray | None = None) -> None:
+def draw_prediction(
+    ax: Axes,
+    x: np.ndarray,
+    y: np.ndarray,
+    mean: np.ndarray,
+    std: np.ndarray,
+    title: str,
+    grid: np.ndarray | None = None,
+) -> None:
     """One test sample: input, ground truth and the ensemble mean ±std (channel 0, flattened),
     over ``grid`` (physical positions) where known, else over the point index."""
     xi, yi, mi, si = (np.asarray(a, np.float64)[0].ravel() for a in (x, y, mean, std))
@@ -181,15 +200,21 @@ def loss_name(spec) -> str:
 
 def splits(table: pa.Table) -> list[str]:
     """The splits whose loss curves the table holds for some member (no validation set: null)."""
-    return [s for s in SPLITS if f"{s}_loss_history" in table.column_names
-            and table.column(f"{s}_loss_history").null_count < table.num_rows]
+    return [
+        s
+        for s in SPLITS
+        if f"{s}_loss_history" in table.column_names and table.column(f"{s}_loss_history").null_count < table.num_rows
+    ]
 
 
-def curves_figure(fig: Figure, table: pa.Table, configs: Configs, loss: str, cells: Sequence | None = None) -> list[Axes]:
+def curves_figure(
+    fig: Figure, table: pa.Table, configs: Configs, loss: str, cells: Sequence | None = None
+) -> list[Axes]:
     """One learning-curve panel per split on a shared y axis; the legend in the first one (see
     :func:`split_panels`)."""
-    return split_panels(fig, splits(table), configs, lambda ax, which, shown: draw_curves(ax, table, shown, which, loss),
-                        cells)
+    return split_panels(
+        fig, splits(table), configs, lambda ax, which, shown: draw_curves(ax, table, shown, which, loss), cells
+    )
 
 
 def split_panels(fig: Figure, names: list[str], configs: Configs, draw, cells: Sequence | None = None) -> list[Axes]:
@@ -219,11 +244,20 @@ def split_panels(fig: Figure, names: list[str], configs: Configs, draw, cells: S
 def draw_missing(ax: Axes, reason: str, what: str = "No predictions") -> None:
     """An empty panel saying why there is nothing to draw (``what``: what is missing)."""
     ax.axis("off")
-    ax.text(0.5, 0.5, textwrap.fill(f"{what}: {reason}", 90), ha="center", va="center", fontsize="medium",
-            transform=ax.transAxes)
+    ax.text(
+        0.5,
+        0.5,
+        textwrap.fill(f"{what}: {reason}", 90),
+        ha="center",
+        va="center",
+        fontsize="medium",
+        transform=ax.transAxes,
+    )
 
 
-def predictions_figure(fig: Figure, samples: tuple | str, title: str, grid, cells: Sequence | None = None) -> list[Axes]:
+def predictions_figure(
+    fig: Figure, samples: tuple | str, title: str, grid, cells: Sequence | None = None
+) -> list[Axes]:
     """One panel per test sample; ``samples`` is ``(x, y, mean, std)``, or the reason there are none
     (one panel saying so, in the first cell)."""
     if isinstance(samples, str):

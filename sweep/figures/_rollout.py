@@ -38,8 +38,12 @@ def rollout_column(split: str, metric: str) -> str:
 
 def rollout_splits(table: pa.Table, metric: str) -> list[str]:
     """The splits whose rollout curves of ``metric`` the table holds for some member."""
-    return [s for s in EVALUATED if rollout_column(s, metric) in table.column_names
-            and table.column(rollout_column(s, metric)).null_count < table.num_rows]
+    return [
+        s
+        for s in EVALUATED
+        if rollout_column(s, metric) in table.column_names
+        and table.column(rollout_column(s, metric)).null_count < table.num_rows
+    ]
 
 
 def rollout_metrics(table: pa.Table) -> list[str]:
@@ -59,11 +63,17 @@ def draw_rollout_error(ax: Axes, table: pa.Table, configs: Configs, which: str, 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def rollout_error_figure(fig: Figure, table: pa.Table, configs: Configs, metric: str,
-                         cells: Sequence | None = None) -> list[Axes]:
+def rollout_error_figure(
+    fig: Figure, table: pa.Table, configs: Configs, metric: str, cells: Sequence | None = None
+) -> list[Axes]:
     """One rollout-error panel per split (validation: every configuration; test: the best one)."""
-    return split_panels(fig, rollout_splits(table, metric), configs,
-                        lambda ax, which, shown: draw_rollout_error(ax, table, shown, which, metric), cells)
+    return split_panels(
+        fig,
+        rollout_splits(table, metric),
+        configs,
+        lambda ax, which, shown: draw_rollout_error(ax, table, shown, which, metric),
+        cells,
+    )
 
 
 def slice_steps(steps: int, count: int) -> list[int]:
@@ -76,8 +86,15 @@ def _points(grid: np.ndarray | None, n: int) -> tuple[np.ndarray, str]:
     return (np.asarray(grid, np.float64), "x") if physical else (np.arange(n, dtype=np.float64), "grid point")
 
 
-def draw_slice(ax: Axes, reference: np.ndarray, mean: np.ndarray, std: np.ndarray, step: int, title: str,
-               grid: np.ndarray | None = None) -> None:
+def draw_slice(
+    ax: Axes,
+    reference: np.ndarray,
+    mean: np.ndarray,
+    std: np.ndarray,
+    step: int,
+    title: str,
+    grid: np.ndarray | None = None,
+) -> None:
     """The state after ``step`` steps (channel 0, flattened): reference and ensemble mean ±1 std."""
     ref, m, s = (np.asarray(a[step], np.float64)[0].ravel() for a in (reference, mean, std))
     points, xlabel = _points(grid, ref.size)
@@ -118,12 +135,24 @@ def space_time_panels(fig: Figure, rolled: tuple, grid, cells: Sequence) -> list
     extent = (points[0] - half, points[-1] + half, -0.5, reference.shape[0] - 0.5)
     low, high = min(reference.min(), mean.min()), max(reference.max(), mean.max())
     axes = []
-    for cell, field, name, cmap, limits in zip(cells, (reference, mean, std),
-                                               ("reference", "ensemble mean", "ensemble std"),
-                                               ("viridis", "viridis", "magma"), ((low, high), (low, high), (0, None))):
+    for cell, field, name, cmap, limits in zip(
+        cells,
+        (reference, mean, std),
+        ("reference", "ensemble mean", "ensemble std"),
+        ("viridis", "viridis", "magma"),
+        ((low, high), (low, high), (0, None)),
+    ):
         ax = fig.add_subplot(cell)
-        image = ax.imshow(field, aspect="auto", origin="lower", extent=extent, cmap=cmap, vmin=limits[0],
-                          vmax=limits[1], interpolation="nearest")
+        image = ax.imshow(
+            field,
+            aspect="auto",
+            origin="lower",
+            extent=extent,
+            cmap=cmap,
+            vmin=limits[0],
+            vmax=limits[1],
+            interpolation="nearest",
+        )
         fig.colorbar(image, ax=ax, fraction=0.06, pad=0.02)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("autoregressive step")
@@ -139,9 +168,18 @@ def rollout_figure(fig: Figure, rolled: tuple | str, title: str, grid, slices: i
     one_d = not isinstance(rolled, str) and rolled[0].ndim == 3
     rows = fig.add_gridspec(2 if one_d else 1, 12)
     if not one_d:
-        return slice_panels(fig, rolled, f"{title} — ", grid, [rows[0, :]] if isinstance(rolled, str) else
-                            [rows[0, i * 12 // slices:(i + 1) * 12 // slices] for i in range(slices)], slices)
-    pictures = space_time_panels(fig, rolled, grid, [rows[0, 4 * i:4 * (i + 1)] for i in range(3)])
+        return slice_panels(
+            fig,
+            rolled,
+            f"{title} — ",
+            grid,
+            [rows[0, :]]
+            if isinstance(rolled, str)
+            else [rows[0, i * 12 // slices : (i + 1) * 12 // slices] for i in range(slices)],
+            slices,
+        )
+    pictures = space_time_panels(fig, rolled, grid, [rows[0, 4 * i : 4 * (i + 1)] for i in range(3)])
     fig.suptitle(f"{title}: ensemble rollout from a stored test trajectory's first state")
-    return pictures + slice_panels(fig, rolled, "", grid,
-                                   [rows[1, i * 12 // slices:(i + 1) * 12 // slices] for i in range(slices)], slices)
+    return pictures + slice_panels(
+        fig, rolled, "", grid, [rows[1, i * 12 // slices : (i + 1) * 12 // slices] for i in range(slices)], slices
+    )

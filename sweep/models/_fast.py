@@ -43,10 +43,28 @@ _PAD_MODES = {
 
 def _elementwise_fns() -> tuple[Callable, ...]:
     names = (
-        "relu", "relu6", "gelu", "silu", "swish", "sigmoid", "tanh", "elu", "selu",
-        "celu", "leaky_relu", "softplus", "soft_sign", "hard_tanh", "mish",
-        "log_sigmoid", "hard_sigmoid", "hard_silu", "hard_swish", "squareplus",
-        "sparse_plus", "identity",
+        "relu",
+        "relu6",
+        "gelu",
+        "silu",
+        "swish",
+        "sigmoid",
+        "tanh",
+        "elu",
+        "selu",
+        "celu",
+        "leaky_relu",
+        "softplus",
+        "soft_sign",
+        "hard_tanh",
+        "mish",
+        "log_sigmoid",
+        "hard_sigmoid",
+        "hard_silu",
+        "hard_swish",
+        "squareplus",
+        "sparse_plus",
+        "identity",
     )
     fns = [getattr(jax.nn, n) for n in names if hasattr(jax.nn, n)]
     fns += [jnp.tanh, jnp.sin, jnp.cos, jnp.abs, jnp.exp, jnp.square, lax.tanh]

@@ -17,13 +17,27 @@ from .._errors import SpecError
 from .._import_path import import_object, is_import_path
 
 ARCHITECTURES = (
-    "ConvNet", "ClassicResNet", "ModernResNet", "DilatedResNet",
-    "ClassicUNet", "ModernUNet", "ClassicFNO", "MLP",
+    "ConvNet",
+    "ClassicResNet",
+    "ModernResNet",
+    "DilatedResNet",
+    "ClassicUNet",
+    "ModernUNet",
+    "ClassicFNO",
+    "MLP",
 )
 ACTIVATIONS = {
-    "relu": jax.nn.relu, "gelu": jax.nn.gelu, "tanh": jax.nn.tanh, "silu": jax.nn.silu,
-    "swish": jax.nn.swish, "elu": jax.nn.elu, "selu": jax.nn.selu, "sigmoid": jax.nn.sigmoid,
-    "softplus": jax.nn.softplus, "leaky_relu": jax.nn.leaky_relu, "mish": jax.nn.mish,
+    "relu": jax.nn.relu,
+    "gelu": jax.nn.gelu,
+    "tanh": jax.nn.tanh,
+    "silu": jax.nn.silu,
+    "swish": jax.nn.swish,
+    "elu": jax.nn.elu,
+    "selu": jax.nn.selu,
+    "sigmoid": jax.nn.sigmoid,
+    "softplus": jax.nn.softplus,
+    "leaky_relu": jax.nn.leaky_relu,
+    "mish": jax.nn.mish,
     "identity": lambda x: x,
 }
 _INFERRED = ("num_spatial_dims", "in_channels", "key")
@@ -44,7 +58,7 @@ def check_model(name: str, options: Mapping[str, Any]) -> None:
     if name not in ARCHITECTURES:
         raise SpecError(
             f"`model.name`: unknown architecture {name!r}; choose one of {', '.join(ARCHITECTURES)} "
-            f"or give a factory as \"package.module:function\""
+            f'or give a factory as "package.module:function"'
         )
     params = _arch_parameters(name)
     for key, value in options.items():
@@ -64,8 +78,9 @@ def check_model(name: str, options: Mapping[str, Any]) -> None:
     multipliers = options.get("channel_multipliers")
     levels = options.get("num_levels", params["num_levels"].default if "num_levels" in params else None)
     if multipliers is not None and len(multipliers) != levels:
-        raise SpecError(f"`model.channel_multipliers`: got {multipliers!r}; {name} needs one per level "
-                        f"(num_levels = {levels})")
+        raise SpecError(
+            f"`model.channel_multipliers`: got {multipliers!r}; {name} needs one per level (num_levels = {levels})"
+        )
 
 
 def _allowed(key: str, annotation: Any, value: Any) -> str:
@@ -90,7 +105,9 @@ def _allowed(key: str, annotation: Any, value: Any) -> str:
     return ""
 
 
-def build_model(name: str, options: Mapping[str, Any], sample_shape: tuple[int, ...], out_channels: int, *, key) -> eqx.Module:
+def build_model(
+    name: str, options: Mapping[str, Any], sample_shape: tuple[int, ...], out_channels: int, *, key
+) -> eqx.Module:
     """Build one model for inputs of ``sample_shape = (channels, *spatial)`` with ``out_channels``
     outputs, unless the options give ``out_channels`` (a classifier's number of classes).
 
@@ -113,7 +130,9 @@ def build_model(name: str, options: Mapping[str, Any], sample_shape: tuple[int, 
     return arch(num_spatial_dims, sample_shape[0], out_channels, **kwargs, key=key)
 
 
-def model_template(name: str, options: Mapping[str, Any], sample_shape: tuple[int, ...], out_channels: int) -> eqx.Module:
+def model_template(
+    name: str, options: Mapping[str, Any], sample_shape: tuple[int, ...], out_channels: int
+) -> eqx.Module:
     """The model with ``jax.ShapeDtypeStruct`` leaves in place of arrays (``eqx.filter_eval_shape``:
     nothing is computed), checked to fit the data: it builds, is an ``eqx.Module``, and maps one
     input of ``sample_shape`` to one target, ``(out_channels, *spatial)`` (``out_channels`` of the
@@ -127,28 +146,40 @@ def model_template(name: str, options: Mapping[str, Any], sample_shape: tuple[in
     _check_grid(name, options, tuple(sample_shape))
     what = f"{name}({', '.join(f'{k}={v!r}' for k, v in options.items())})"
     try:
-        model = eqx.filter_eval_shape(build_model, name, options, tuple(sample_shape), out_channels, key=jax.random.key(0))
+        model = eqx.filter_eval_shape(
+            build_model, name, options, tuple(sample_shape), out_channels, key=jax.random.key(0)
+        )
     except SpecError:
         raise
     except Exception as e:  # a model or factory that cannot be built raises anything
-        raise SpecError(f"`model`: {what} cannot be built for inputs of shape {tuple(sample_shape)} with "
-                        f"{out_channels} output channel(s): {_first_line(e)}") from None
+        raise SpecError(
+            f"`model`: {what} cannot be built for inputs of shape {tuple(sample_shape)} with "
+            f"{out_channels} output channel(s): {_first_line(e)}"
+        ) from None
     if not isinstance(model, eqx.Module):
-        raise SpecError(f"`model.name`: {name!r} returned {type(model).__name__}, not an equinox.Module; a model "
-                        f"factory must return an eqx.Module that maps one sample to one target")
+        raise SpecError(
+            f"`model.name`: {name!r} returned {type(model).__name__}, not an equinox.Module; a model "
+            f"factory must return an eqx.Module that maps one sample to one target"
+        )
     try:
         out = eqx.filter_eval_shape(lambda m, x: m(x), model, jax.ShapeDtypeStruct(tuple(sample_shape), jnp.float32))
     except Exception as e:
-        raise SpecError(f"`model`: {what} cannot be applied to one input of shape {tuple(sample_shape)}: "
-                        f"{_first_line(e)}") from None
+        raise SpecError(
+            f"`model`: {what} cannot be applied to one input of shape {tuple(sample_shape)}: {_first_line(e)}"
+        ) from None
     channels = options.get("out_channels", out_channels)  # given: a classifier's classes
     want = (channels, *sample_shape[1:])
     if getattr(out, "shape", None) != want:
         hint = " (a factory must build its model for the problem's channels)" if is_import_path(name) else ""
-        target = (f"model.out_channels is {channels}, so it must give {want}" if "out_channels" in options
-                  else f"the problem's targets have shape {want}{hint}")
-        raise SpecError(f"`model`: {what} maps one input of shape {tuple(sample_shape)} to "
-                        f"{getattr(out, 'shape', type(out).__name__)}; {target}")
+        target = (
+            f"model.out_channels is {channels}, so it must give {want}"
+            if "out_channels" in options
+            else f"the problem's targets have shape {want}{hint}"
+        )
+        raise SpecError(
+            f"`model`: {what} maps one input of shape {tuple(sample_shape)} to "
+            f"{getattr(out, 'shape', type(out).__name__)}; {target}"
+        )
     return model
 
 
@@ -160,15 +191,19 @@ def _check_grid(name: str, options: Mapping[str, Any], sample_shape: tuple[int, 
         levels = options.get("num_levels", _arch_parameters(name)["num_levels"].default)
         if any(s % 2**levels for s in spatial):
             fits = min((s & -s).bit_length() - 1 for s in spatial)  # times every size halves evenly
-            raise SpecError(f"`model.num_levels`: got {levels}; {name} halves the grid {levels} time(s), so every "
-                            f"spatial size of the inputs ({grid} points) must be divisible by 2**{levels} = {2**levels}; "
-                            f"use num_levels <= {fits}")
+            raise SpecError(
+                f"`model.num_levels`: got {levels}; {name} halves the grid {levels} time(s), so every "
+                f"spatial size of the inputs ({grid} points) must be divisible by 2**{levels} = {2**levels}; "
+                f"use num_levels <= {fits}"
+            )
     if name == "ClassicFNO" and spatial:
         modes = options.get("num_modes", _arch_parameters(name)["num_modes"].default)
         most = min([*spatial[:-1], spatial[-1] // 2 + 1])
         if modes > most:
-            raise SpecError(f"`model.num_modes`: got {modes}; on a grid of {grid} points ClassicFNO keeps at most "
-                            f"{most} Fourier modes (the last axis has points // 2 + 1, the others as many as points)")
+            raise SpecError(
+                f"`model.num_modes`: got {modes}; on a grid of {grid} points ClassicFNO keeps at most "
+                f"{most} Fourier modes (the last axis has points // 2 + 1, the others as many as points)"
+            )
 
 
 def _first_line(error: BaseException) -> str:

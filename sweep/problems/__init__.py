@@ -45,14 +45,14 @@ def check_problem(name: str, options: Mapping[str, Any]) -> None:
         unknown = set(options) - {"path", "shape", *SPLIT_OPTIONS}
         if "path" not in options or unknown:
             raise SpecError(
-                f"`problem`: \"arrays\" takes path= (and shape= for Parquet, val_fraction=, data_seed=); "
+                f'`problem`: "arrays" takes path= (and shape= for Parquet, val_fraction=, data_seed=); '
                 f"got {sorted(options)}"
             )
         return
     if name not in GENERATORS:
         raise SpecError(
             f"`problem.name`: unknown problem {name!r}; choose one of {', '.join(PROBLEMS)} "
-            f"or give a function as \"package.module:function\""
+            f'or give a function as "package.module:function"'
         )
     params = inspect.signature(GENERATORS[name]).parameters
     for key, value in options.items():
@@ -63,14 +63,18 @@ def check_problem(name: str, options: Mapping[str, Any]) -> None:
         default = params[key].default
         if isinstance(default, int) and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
             raise SpecError(f"`problem.{key}`: got {value!r}; must be a non-negative integer")
-        if isinstance(default, float) and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+        if isinstance(default, float) and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
+        ):
             raise SpecError(f"`problem.{key}`: got {value!r}; must be a positive number")
     if "test_fraction" in options and not 0 < options["test_fraction"] < 1:
         raise SpecError(f"`problem.test_fraction`: got {options['test_fraction']!r}; must be in (0, 1)")
     fractions = {k: options.get(k, params[k].default) for k in ("test_fraction", "val_fraction") if k in params}
     if len(fractions) == 2 and sum(fractions.values()) >= 1:
-        raise SpecError(f"`problem.val_fraction`: got {fractions['val_fraction']!r} with test_fraction "
-                        f"{fractions['test_fraction']!r}; together they must leave training samples (sum < 1)")
+        raise SpecError(
+            f"`problem.val_fraction`: got {fractions['val_fraction']!r} with test_fraction "
+            f"{fractions['test_fraction']!r}; together they must leave training samples (sum < 1)"
+        )
     for key in ("num_points", "num_samples"):
         if key in options and options[key] < 2:
             raise SpecError(f"`problem.{key}`: got {options[key]!r}; must be >= 2")

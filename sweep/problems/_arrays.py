@@ -23,8 +23,9 @@ TRAJ_KEYS = tuple(f"{split}_traj" for split in SPLITS)  # [samples, steps + 1, c
 SPLIT_OPTIONS = ("val_fraction", "data_seed")  # how a validation split is carved (every problem kind)
 
 
-def load_arrays(path: str, shape: tuple[int, ...] | None = None, *, val_fraction: float | None = None,
-                data_seed: int = 0) -> Dataset:
+def load_arrays(
+    path: str, shape: tuple[int, ...] | None = None, *, val_fraction: float | None = None, data_seed: int = 0
+) -> Dataset:
     """Load ``.npz`` (keys train_x, train_y, test_x, test_y, optionally val_x, val_y) or a Parquet file.
 
     An ``.npz`` may also hold trajectories ``train_traj``, ``val_traj``, ``test_traj``
@@ -48,8 +49,9 @@ def load_arrays(path: str, shape: tuple[int, ...] | None = None, *, val_fraction
         splits = _read_parquet(p, shape)
     else:
         raise SpecError(f"`problem.path`: {path!r} has suffix {p.suffix!r}; use a .npz or .parquet file")
-    return as_dataset(splits, f"`problem.path` {str(p)!r}", val_fraction=val_fraction, data_seed=data_seed,
-                      trajectories=trajectories)
+    return as_dataset(
+        splits, f"`problem.path` {str(p)!r}", val_fraction=val_fraction, data_seed=data_seed, trajectories=trajectories
+    )
 
 
 def _read_npz(p: Path) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]] | None, dict[str, np.ndarray]]:
@@ -57,8 +59,10 @@ def _read_npz(p: Path) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]] | None,
     try:
         f = np.load(p, allow_pickle=False)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
-        raise SpecError(f"`problem.path`: {str(p)!r} is not a NumPy .npz archive ({type(e).__name__}: {e}); "
-                        f"write it with numpy.savez") from None
+        raise SpecError(
+            f"`problem.path`: {str(p)!r} is not a NumPy .npz archive ({type(e).__name__}: {e}); "
+            f"write it with numpy.savez"
+        ) from None
     if not isinstance(f, np.lib.npyio.NpzFile):
         raise SpecError(f"`problem.path`: {str(p)!r} holds one array, not an .npz archive of {', '.join(KEYS)}")
     with f:
@@ -66,21 +70,29 @@ def _read_npz(p: Path) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]] | None,
         only_trajectories = not set(KEYS + VAL_KEYS) & set(f.files) and {"train_traj", "test_traj"} <= set(trajectories)
         missing = [k for k in KEYS if k not in f.files]
         if missing and not only_trajectories:
-            raise SpecError(f"`problem.path`: {str(p)!r} lacks array(s) {missing}; need {list(KEYS)} (or only "
-                            f"trajectories: train_traj and test_traj, optionally val_traj)")
+            raise SpecError(
+                f"`problem.path`: {str(p)!r} lacks array(s) {missing}; need {list(KEYS)} (or only "
+                f"trajectories: train_traj and test_traj, optionally val_traj)"
+            )
         given = [k for k in VAL_KEYS if k in f.files]
         if len(given) == 1:
-            raise SpecError(f"`problem.path`: {str(p)!r} has {given[0]} but not {set(VAL_KEYS) - set(given)}; "
-                            f"give both val_x and val_y, or neither")
+            raise SpecError(
+                f"`problem.path`: {str(p)!r} has {given[0]} but not {set(VAL_KEYS) - set(given)}; "
+                f"give both val_x and val_y, or neither"
+            )
         arrays = {}
         for key in (*(() if only_trajectories else KEYS), *given, *trajectories):
             try:
                 arrays[key] = f[key]
             except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
                 kind = "holds Python objects" if "pickle" in str(e) else f"cannot be read ({type(e).__name__}: {e})"
-                raise SpecError(f"`problem.path`: array {key!r} of {str(p)!r} {kind}; seed-sweep never unpickles "
-                                f"data, save numeric arrays (numpy.savez of float or integer arrays)") from None
-    pairs = None if only_trajectories else {s: (arrays[f"{s}_x"], arrays[f"{s}_y"]) for s in SPLITS if f"{s}_x" in arrays}
+                raise SpecError(
+                    f"`problem.path`: array {key!r} of {str(p)!r} {kind}; seed-sweep never unpickles "
+                    f"data, save numeric arrays (numpy.savez of float or integer arrays)"
+                ) from None
+    pairs = (
+        None if only_trajectories else {s: (arrays[f"{s}_x"], arrays[f"{s}_y"]) for s in SPLITS if f"{s}_x" in arrays}
+    )
     return pairs, {key.removesuffix("_traj"): arrays[key] for key in trajectories}
 
 
@@ -96,9 +108,13 @@ def _read_parquet(p: Path, shape: tuple[int, ...] | None) -> dict[str, tuple[np.
     if missing:
         raise SpecError(f"`problem.path`: {str(p)!r} lacks column(s) {sorted(missing)}; need x, y, split")
     if shape is None:
-        raise SpecError("`problem.shape`: required for Parquet data; give the per-sample (channels, *spatial) shape of x")
+        raise SpecError(
+            "`problem.shape`: required for Parquet data; give the per-sample (channels, *spatial) shape of x"
+        )
     if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in shape) or len(shape) < 2:
-        raise SpecError(f"`problem.shape`: got {list(shape)}; give the per-sample [channels, *spatial] as integers >= 1")
+        raise SpecError(
+            f"`problem.shape`: got {list(shape)}; give the per-sample [channels, *spatial] as integers >= 1"
+        )
     split = np.asarray(table.column("split").to_pylist())
     unknown = sorted(set(split.tolist()) - set(SPLITS), key=str)
     if unknown:
@@ -107,12 +123,16 @@ def _read_parquet(p: Path, shape: tuple[int, ...] | None) -> dict[str, tuple[np.
         x = np.asarray(table.column("x").to_pylist(), dtype=np.float32)
         y = np.asarray(table.column("y").to_pylist(), dtype=np.float32)
     except (ValueError, TypeError) as e:
-        raise SpecError(f"`problem.path`: columns x and y of {str(p)!r} must hold lists of numbers of one length "
-                        f"per column ({type(e).__name__}: {e})") from None
+        raise SpecError(
+            f"`problem.path`: columns x and y of {str(p)!r} must hold lists of numbers of one length "
+            f"per column ({type(e).__name__}: {e})"
+        ) from None
     spatial = tuple(shape[1:])
     size = int(np.prod(spatial))
     if x.ndim != 2 or y.ndim != 2 or x.shape[1] != int(np.prod(shape)) or y.shape[1] % size:
-        raise SpecError(f"`problem.shape`: {list(shape)} does not fit rows of {x.shape[1:]} inputs and {y.shape[1:]} targets")
+        raise SpecError(
+            f"`problem.shape`: {list(shape)} does not fit rows of {x.shape[1:]} inputs and {y.shape[1:]} targets"
+        )
     x = x.reshape(len(x), *shape)
     y = y.reshape(len(y), y.shape[1] // size, *spatial)
     return {s: (x[split == s], y[split == s]) for s in SPLITS if s != "val" or (split == s).any()}

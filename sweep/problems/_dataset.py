@@ -106,8 +106,10 @@ def _pairs(arrays: Any, source: str) -> dict[str, tuple[Any, Any]]:
         unknown = set(arrays) - set(SPLITS)
         missing = {"train", "test"} - set(arrays)
         if unknown or missing:
-            raise SpecError(f"{source}: got splits {sorted(arrays)}; give \"train\" and \"test\" (and optionally "
-                            f"\"val\"), each an (x, y) pair")
+            raise SpecError(
+                f'{source}: got splits {sorted(arrays)}; give "train" and "test" (and optionally '
+                f'"val"), each an (x, y) pair'
+            )
         pairs = {}
         for split, pair in arrays.items():
             try:
@@ -117,10 +119,17 @@ def _pairs(arrays: Any, source: str) -> dict[str, tuple[Any, Any]]:
             pairs[split] = (x, y)
         return pairs
     if not isinstance(arrays, (tuple, list)) or len(arrays) != 4:
-        got = (f"an array of shape {np.shape(arrays)}" if hasattr(arrays, "shape")
-               else f"{len(arrays)} values" if isinstance(arrays, (tuple, list)) else type(arrays).__name__)
-        raise SpecError(f"{source}: expected four arrays (train_x, train_y, test_x, test_y) as a tuple, or a mapping "
-                        f"{{\"train\": (x, y), \"val\": (x, y), \"test\": (x, y)}}; got {got}")
+        got = (
+            f"an array of shape {np.shape(arrays)}"
+            if hasattr(arrays, "shape")
+            else f"{len(arrays)} values"
+            if isinstance(arrays, (tuple, list))
+            else type(arrays).__name__
+        )
+        raise SpecError(
+            f"{source}: expected four arrays (train_x, train_y, test_x, test_y) as a tuple, or a mapping "
+            f'{{"train": (x, y), "val": (x, y), "test": (x, y)}}; got {got}'
+        )
     train_x, train_y, test_x, test_y = arrays
     return {"train": (train_x, train_y), "test": (test_x, test_y)}
 
@@ -143,16 +152,20 @@ def checked_array(a: Any, field: str, source: str, layout: str = PAIR_LAYOUT) ->
     if not np.isfinite(a.sum(dtype=np.float64)):  # a float64 sum of finite float32 values is finite
         bad = ~np.isfinite(a)
         at = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise SpecError(f"{source}: `{field}` holds {int(bad.sum())} NaN or infinite value(s) as float32 (first at "
-                        f"index {at}: {a[at]}); every input and target must be a finite number")
+        raise SpecError(
+            f"{source}: `{field}` holds {int(bad.sum())} NaN or infinite value(s) as float32 (first at "
+            f"index {at}: {a[at]}); every input and target must be a finite number"
+        )
     return a
 
 
 def _split(pair: tuple[Any, Any], split: str, source: str) -> Split:
     out = [checked_array(a, f"{split}_{part}", source) for part, a in zip("xy", pair)]
     if out[0].shape[0] != out[1].shape[0]:
-        raise SpecError(f"{source}: inputs and targets have different sample counts ({split} {out[0].shape[0]} vs "
-                        f"{out[1].shape[0]})")
+        raise SpecError(
+            f"{source}: inputs and targets have different sample counts ({split} {out[0].shape[0]} vs "
+            f"{out[1].shape[0]})"
+        )
     return Split(*out)
 
 
@@ -169,8 +182,10 @@ def _traj_splits(trajectories: Mapping[str, Any] | None, source: str) -> dict[st
             continue
         a = checked_array(trajectories[split], f"{split}_traj", source, TRAJ_LAYOUT)
         if a.shape[1] < 2:
-            raise SpecError(f"{source}: `{split}_traj` has shape {a.shape}: {a.shape[1]} state(s) per trajectory; "
-                            f"need at least 2 (steps + 1 along axis 1 of {TRAJ_LAYOUT})")
+            raise SpecError(
+                f"{source}: `{split}_traj` has shape {a.shape}: {a.shape[1]} state(s) per trajectory; "
+                f"need at least 2 (steps + 1 along axis 1 of {TRAJ_LAYOUT})"
+            )
         out[split] = a
     return out
 
@@ -200,13 +215,21 @@ def _val_count(fraction: float, train: int, test: int, what: str, source: str) -
     """How many of ``train`` training samples (or trajectories) ``fraction`` of all holds out."""
     count = max(1, round(fraction * (train + test))) if fraction > 0 else 0
     if count >= train:
-        raise SpecError(f"`problem.val_fraction`: got {fraction!r}: {count} validation {what} would leave none of "
-                        f"the {train} training {what} of {source} to train on; lower it")
+        raise SpecError(
+            f"`problem.val_fraction`: got {fraction!r}: {count} validation {what} would leave none of "
+            f"the {train} training {what} of {source} to train on; lower it"
+        )
     return count
 
 
-def as_dataset(arrays: Any, source: str, *, val_fraction: float | None = None, data_seed: int = 0,
-               trajectories: Mapping[str, Any] | None = None) -> Dataset:
+def as_dataset(
+    arrays: Any,
+    source: str,
+    *,
+    val_fraction: float | None = None,
+    data_seed: int = 0,
+    trajectories: Mapping[str, Any] | None = None,
+) -> Dataset:
     """Validate a problem's arrays and complete its splits; errors name ``source``.
 
     ``arrays``: ``(train_x, train_y, test_x, test_y)``, or ``{"train": (x, y), "test": (x, y)}``
@@ -229,8 +252,10 @@ def as_dataset(arrays: Any, source: str, *, val_fraction: float | None = None, d
     pairs = _pairs(arrays, source)
     splits = {name: _split(pair, name, source) for name, pair in pairs.items()}
     if "val" in splits and val_fraction is not None:
-        raise SpecError(f"`problem.val_fraction`: got {val_fraction!r}, but {source} has its own validation split; "
-                        f"remove val_fraction or the validation arrays")
+        raise SpecError(
+            f"`problem.val_fraction`: got {val_fraction!r}, but {source} has its own validation split; "
+            f"remove val_fraction or the validation arrays"
+        )
     if "val" not in splits:
         fraction = DEFAULT_VAL_FRACTION if val_fraction is None else val_fraction
         check_val_fraction(fraction)
@@ -253,18 +278,23 @@ def _check_shapes(data: Dataset, source: str) -> None:
     sample, target = data.train.x.shape[1:], data.train.y.shape[1:]
     for name, split in zip(SPLITS, data.splits):
         if split.x.shape[1:] != sample or split.y.shape[1:] != target:
-            raise SpecError(f"{source}: {name} and train shapes differ (x {split.x.shape[1:]} vs {sample}, "
-                            f"y {split.y.shape[1:]} vs {target})")
+            raise SpecError(
+                f"{source}: {name} and train shapes differ (x {split.x.shape[1:]} vs {sample}, "
+                f"y {split.y.shape[1:]} vs {target})"
+            )
     if sample[1:] != target[1:]:
         raise SpecError(f"{source}: inputs {sample} and targets {target} differ in spatial shape")
     if data.train.size == 0 or data.test.size == 0:
         raise SpecError(f"{source}: needs at least one training and one test sample")
     given = [s for s in SPLITS if data.trajectories(s) is not None]
     if given and sample != target:
-        raise SpecError(f"{source}: has trajectories, so it must map a state to the next state: inputs {sample} and "
-                        f"targets {target} must have the same shape")
+        raise SpecError(
+            f"{source}: has trajectories, so it must map a state to the next state: inputs {sample} and "
+            f"targets {target} must have the same shape"
+        )
     for split in given:
         if data.trajectories(split).shape[2:] != sample:
-            raise SpecError(f"{source}: `{split}_traj` holds states of shape {data.trajectories(split).shape[2:]}; "
-                            f"they must have the inputs' shape {sample} (channels, *spatial)")
-
+            raise SpecError(
+                f"{source}: `{split}_traj` holds states of shape {data.trajectories(split).shape[2:]}; "
+                f"they must have the inputs' shape {sample} (channels, *spatial)"
+            )

@@ -35,9 +35,18 @@ from ._dataset import DEFAULT_VAL_FRACTION, Dataset, as_dataset, check_val_fract
 EXPONAX = "exponax:"  # the problem-name prefix: "exponax:<Stepper>"
 _SPLITS = ("train", "val", "test")
 _COMMON = {
-    "num_points": 160, "domain_extent": 1.0, "dt": 0.1,
-    "num_train": 50, "num_val": 0, "num_test": 30, "train_steps": 50, "test_steps": 200,
-    "ic": "fourier", "ic_options": {}, "warmup_steps": 0, "data_seed": 0,
+    "num_points": 160,
+    "domain_extent": 1.0,
+    "dt": 0.1,
+    "num_train": 50,
+    "num_val": 0,
+    "num_test": 30,
+    "train_steps": 50,
+    "test_steps": 200,
+    "ic": "fourier",
+    "ic_options": {},
+    "warmup_steps": 0,
+    "data_seed": 0,
 }
 # Per stepper: APEBench's physical-scenario values where they differ from ``_COMMON`` and
 # from exponax's own class defaults (exponax's Burgers has diffusivity 0.1, APEBench 0.0003).
@@ -57,8 +66,16 @@ IC_GENERATORS = {
     "discontinuities": ("RandomDiscontinuities", {}),
     "gaussian_blobs": ("RandomGaussianBlobs", {}),
 }
-_COUNTS = {"num_train": 1, "num_val": 0, "num_test": 1, "train_steps": 1, "test_steps": 1,
-           "warmup_steps": 0, "data_seed": 0, "num_points": 2}
+_COUNTS = {
+    "num_train": 1,
+    "num_val": 0,
+    "num_test": 1,
+    "train_steps": 1,
+    "test_steps": 1,
+    "warmup_steps": 0,
+    "data_seed": 0,
+    "num_points": 2,
+}
 _POSITIVE = ("domain_extent", "dt")
 _SHAPE_ARGS = ("self", "num_spatial_dims", "domain_extent", "num_points", "dt")
 
@@ -68,7 +85,7 @@ def _exponax(stepper: str):
         import exponax
     except ImportError:
         raise SpecError(
-            f"`problem.name`: \"exponax:{stepper}\" needs the optional package exponax; "
+            f'`problem.name`: "exponax:{stepper}" needs the optional package exponax; '
             f"install it with `pip install seed-sweep[pde]`"
         ) from None
     return exponax
@@ -101,7 +118,8 @@ def _check_like(field: str, value: Any, default: Any) -> None:
         if not _is_number(value):
             raise SpecError(f"`{field}`: got {value!r}; must be a finite number")
     elif isinstance(default, tuple) and (
-            not isinstance(value, (list, tuple)) or len(value) != len(default) or not all(map(_is_number, value))):
+        not isinstance(value, (list, tuple)) or len(value) != len(default) or not all(map(_is_number, value))
+    ):
         raise SpecError(f"`{field}`: got {value!r}; must be a list of {len(default)} finite numbers")
 
 
@@ -113,12 +131,17 @@ def _ic_generator(ex, name: str, options: Mapping[str, Any], domain_extent: floa
         raise SpecError(f"`problem.ic_options`: got {options!r}; give a table of options of the {name!r} generator")
     cls_name, defaults = IC_GENERATORS[name]
     cls = getattr(ex.ic, cls_name)
-    params = {k: p for k, p in inspect.signature(cls.__init__).parameters.items()
-              if k not in ("self", "num_spatial_dims", "domain_extent")}
+    params = {
+        k: p
+        for k, p in inspect.signature(cls.__init__).parameters.items()
+        if k not in ("self", "num_spatial_dims", "domain_extent")
+    }
     for key, value in options.items():
         if key not in params:
-            raise SpecError(f"`problem.ic_options.{key}`: not an option of {name!r} (exponax.ic.{cls_name}); "
-                            f"allowed: {', '.join(params)}")
+            raise SpecError(
+                f"`problem.ic_options.{key}`: not an option of {name!r} (exponax.ic.{cls_name}); "
+                f"allowed: {', '.join(params)}"
+            )
         _check_like(f"problem.ic_options.{key}", value, params[key].default)
     kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in (defaults | dict(options)).items()}
     if "domain_extent" in inspect.signature(cls.__init__).parameters:
@@ -141,8 +164,10 @@ def check_exponax(stepper: str, options: Mapping[str, Any]) -> None:
     """
     ex = _exponax(stepper)
     if stepper not in STEPPERS:
-        raise SpecError(f"`problem.name`: unknown exponax stepper {stepper!r}; choose one of "
-                        f"{', '.join('exponax:' + s for s in STEPPERS)}")
+        raise SpecError(
+            f"`problem.name`: unknown exponax stepper {stepper!r}; choose one of "
+            f"{', '.join('exponax:' + s for s in STEPPERS)}"
+        )
     defaults = _defaults(ex, stepper)
     for key, value in options.items():
         if key not in defaults:
@@ -182,14 +207,22 @@ def exponax_trajectories(stepper: str, **options: Any) -> dict[str, np.ndarray]:
     coefs = {k: tuple(v) if isinstance(v, list) else v for k, v in o.items() if k in _coefficients(ex, stepper)}
     solver = getattr(ex.stepper, stepper)(1, float(o["domain_extent"]), o["num_points"], float(o["dt"]), **coefs)
     ic = ex.ic.RandomMultiChannelICGenerator(
-        [_ic_generator(ex, o["ic"], o["ic_options"], float(o["domain_extent"]))] * solver.num_channels)
+        [_ic_generator(ex, o["ic"], o["ic_options"], float(o["domain_extent"]))] * solver.num_channels
+    )
     counts = {"train": o["num_train"], "val": o["num_val"], "test": o["num_test"]}
     steps = {"train": o["train_steps"], "val": o["test_steps"], "test": o["test_steps"]}
     out = {}
     for length in dict.fromkeys(steps.values()):  # one compiled program per trajectory length
         group = [s for s in _SPLITS if steps[s] == length]
-        trajectories = _rollouts(ex, solver, ic, o["num_points"], o["warmup_steps"], length,
-                                 _keys(o["data_seed"], [(_SPLITS.index(s), counts[s]) for s in group]))
+        trajectories = _rollouts(
+            ex,
+            solver,
+            ic,
+            o["num_points"],
+            o["warmup_steps"],
+            length,
+            _keys(o["data_seed"], [(_SPLITS.index(s), counts[s]) for s in group]),
+        )
         for split, part in zip(group, np.split(trajectories, np.cumsum([counts[s] for s in group])[:-1])):
             out[split] = part
     return {split: out[split] for split in _SPLITS}
@@ -201,10 +234,14 @@ def _keys(data_seed: int, splits: list[tuple[int, int]]):
     import jax.numpy as jnp
 
     base = jax.random.key(data_seed)
-    return jnp.concatenate([
-        jax.vmap(lambda i, s=split: jax.random.fold_in(jax.random.fold_in(base, s), i))(jnp.arange(count, dtype=jnp.uint32))
-        for split, count in splits
-    ])
+    return jnp.concatenate(
+        [
+            jax.vmap(lambda i, s=split: jax.random.fold_in(jax.random.fold_in(base, s), i))(
+                jnp.arange(count, dtype=jnp.uint32)
+            )
+            for split, count in splits
+        ]
+    )
 
 
 def _rollouts(ex, solver, ic, num_points: int, warmup: int, steps: int, keys) -> np.ndarray:
@@ -233,8 +270,10 @@ def _generated(options: Mapping[str, Any]) -> dict[str, Any]:
     rest = dict(options)
     fraction = rest.pop("val_fraction", None)
     if fraction is not None and "num_val" in rest:
-        raise SpecError(f"`problem.val_fraction`: got {fraction!r}, but num_val={rest['num_val']!r} says how many "
-                        f"validation trajectories to generate; give one or the other")
+        raise SpecError(
+            f"`problem.val_fraction`: got {fraction!r}, but num_val={rest['num_val']!r} says how many "
+            f"validation trajectories to generate; give one or the other"
+        )
     if "num_val" not in rest:
         fraction = DEFAULT_VAL_FRACTION if fraction is None else fraction
         check_val_fraction(fraction)
@@ -260,8 +299,12 @@ def exponax_problem(stepper: str, **options: Any) -> Dataset:
     ``val_fraction=0``: none.
     """
     generated = _generated(options)
-    return as_dataset(None, f"`problem` 'exponax:{stepper}'", data_seed=generated.get("data_seed", 0),
-                      trajectories=exponax_trajectories(stepper, **generated))
+    return as_dataset(
+        None,
+        f"`problem` 'exponax:{stepper}'",
+        data_seed=generated.get("data_seed", 0),
+        trajectories=exponax_trajectories(stepper, **generated),
+    )
 
 
 def exponax_coordinates(stepper: str, **options: Any) -> np.ndarray:

@@ -11,10 +11,17 @@ import numpy as np
 from .._caches import register
 from ._dataset import DEFAULT_VAL_FRACTION, Dataset, as_dataset
 
+
 def heat1d(
-    num_points: int = 48, num_samples: int = 1000, dt: float = 0.1, diffusivity: float = 0.1,
-    domain_extent: float = 3.0, test_fraction: float = 0.2, val_fraction: float = DEFAULT_VAL_FRACTION,
-    data_seed: int = 0, trajectory_steps: int = 0,
+    num_points: int = 48,
+    num_samples: int = 1000,
+    dt: float = 0.1,
+    diffusivity: float = 0.1,
+    domain_extent: float = 3.0,
+    test_fraction: float = 0.2,
+    val_fraction: float = DEFAULT_VAL_FRACTION,
+    data_seed: int = 0,
+    trajectory_steps: int = 0,
 ) -> Dataset:
     """Initial box functions and their state one implicit (BTCS) step later, Dirichlet points excluded.
 
@@ -32,15 +39,23 @@ def heat1d(
     assert data.test_traj.shape == (2, 5, 1, 16)
     ```
     """
-    traj = _generate(num_points, num_samples, float(dt), float(diffusivity), float(domain_extent), data_seed,
-                     max(trajectory_steps, 1))
+    traj = _generate(
+        num_points,
+        num_samples,
+        float(dt),
+        float(diffusivity),
+        float(domain_extent),
+        data_seed,
+        max(trajectory_steps, 1),
+    )
     traj = np.asarray(traj[:, :, None, :], dtype=np.float32)
     train_size = num_samples - int(round(num_samples * test_fraction))
     x, y = traj[:, 0], traj[:, 1]
     splits = {"train": (x[:train_size], y[:train_size]), "test": (x[train_size:], y[train_size:])}
     trajectories = {"train": traj[:train_size], "test": traj[train_size:]} if trajectory_steps else None
-    return as_dataset(splits, "`problem` 'heat1d'", val_fraction=val_fraction, data_seed=data_seed,
-                      trajectories=trajectories)
+    return as_dataset(
+        splits, "`problem` 'heat1d'", val_fraction=val_fraction, data_seed=data_seed, trajectories=trajectories
+    )
 
 
 def _grid(num_points, domain_extent):

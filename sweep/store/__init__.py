@@ -20,9 +20,9 @@ from ._reader import ConfigInfo as ConfigInfo
 from ._reader import Store as Store
 from ._samples import write_samples as write_samples
 from ._schema import FORMAT as FORMAT
+from ._schema import STORE_NAME as STORE_NAME
 from ._schema import curves_by_column as curves_by_column
 from ._schema import history_column as history_column
 from ._schema import rollout_column as rollout_column
 from ._schema import rollout_curves_by_column as rollout_curves_by_column
-from ._schema import STORE_NAME as STORE_NAME
 from ._writer import StoreWriter as StoreWriter

@@ -47,8 +47,16 @@ from ..training import BlockRef, find_blocks
 from . import _members
 from ._members import Column, Source
 from ._samples import read_samples, sample_tables, write_store_samples
-from ._schema import (CONFIGS, CONFIGS_SCHEMA, MEMBERS, SAMPLES, STORE_NAME, leaves_files,
-                      members_schema, statistics_columns)
+from ._schema import (
+    CONFIGS,
+    CONFIGS_SCHEMA,
+    MEMBERS,
+    SAMPLES,
+    STORE_NAME,
+    leaves_files,
+    members_schema,
+    statistics_columns,
+)
 from ._shards import ShardResult, ShardTask, build_shard
 from ._writer import StoreWriter
 
@@ -60,8 +68,15 @@ _SWEEP_ONLY = ("seeds", "seeds_per_trial", "resources", "grid", "vmap")  # not p
 MapTasks = Callable[[Callable[[ShardTask], ShardResult], Iterable[ShardTask]], Iterable[ShardResult]]
 
 
-def aggregate(sweep_dir: str | os.PathLike, filesystem: pafs.FileSystem | None = None, progress: bool = True,
-              *, shard_bytes: int = DEFAULT_SHARD_BYTES, only_complete: bool = False, map_tasks: MapTasks = map) -> str:
+def aggregate(
+    sweep_dir: str | os.PathLike,
+    filesystem: pafs.FileSystem | None = None,
+    progress: bool = True,
+    *,
+    shard_bytes: int = DEFAULT_SHARD_BYTES,
+    only_complete: bool = False,
+    map_tasks: MapTasks = map,
+) -> str:
     """Aggregate the newest checkpoint of every trial under ``sweep_dir`` into ``<sweep_dir>/ensembles``.
 
     Planned members (``plan.json``) without a checkpoint are listed under ``missing`` in the
@@ -74,8 +89,9 @@ def aggregate(sweep_dir: str | os.PathLike, filesystem: pafs.FileSystem | None =
     fs, root = filesystem_path(sweep_dir, filesystem)
     plan = read_plan(fs, root)
     if plan is None:
-        warnings.warn(f"{root + '/' + PLAN_FILE!r} not found: planned members without a checkpoint cannot be listed",
-                      stacklevel=2)
+        warnings.warn(
+            f"{root + '/' + PLAN_FILE!r} not found: planned members without a checkpoint cannot be listed", stacklevel=2
+        )
     refs = sorted(find_blocks(root, fs).values(), key=lambda r: r.trial_key)
     if only_complete:
         stopped = plan.stopped_trials if plan else frozenset()
@@ -85,23 +101,35 @@ def aggregate(sweep_dir: str | os.PathLike, filesystem: pafs.FileSystem | None =
         raise StoreError(f"{str(sweep_dir)!r}: no block checkpoints (block.json) found; nothing to aggregate")
     samples = read_samples(fs, root)
     if SAMPLES not in samples:
-        warnings.warn(f"{root + '/' + SAMPLES!r} not found: the store holds no test samples, so `sweep plot` draws no "
-                      f"predictions (sweep.run writes the file; run the sweep again to add it)", stacklevel=2)
+        warnings.warn(
+            f"{root + '/' + SAMPLES!r} not found: the store holds no test samples, so `sweep plot` draws no "
+            f"predictions (sweep.run writes the file; run the sweep again to add it)",
+            stacklevel=2,
+        )
     _aggregate(fs, f"{root}/{STORE_NAME}", sources, plan, progress, shard_bytes, samples, map_tasks)
     return f"{str(sweep_dir).rstrip('/')}/{STORE_NAME}"
 
 
-def aggregate_blocks(store_dir: str | os.PathLike, blocks: Iterable[Any], plan: Plan | None = None,
-                     filesystem: pafs.FileSystem | None = None, progress: bool = False,
-                     *, shard_bytes: int = DEFAULT_SHARD_BYTES, datasets: dict[str, Dataset] | None = None) -> str:
+def aggregate_blocks(
+    store_dir: str | os.PathLike,
+    blocks: Iterable[Any],
+    plan: Plan | None = None,
+    filesystem: pafs.FileSystem | None = None,
+    progress: bool = False,
+    *,
+    shard_bytes: int = DEFAULT_SHARD_BYTES,
+    datasets: dict[str, Dataset] | None = None,
+) -> str:
     """Aggregate in-memory blocks (``SavedBlock``-like: spec, seeds, hparams, shapes, state,
     history, trial_id) into a store at ``store_dir``; ``plan`` names the grid columns and the
     planned members (without it, columns are the keys whose values differ between blocks);
     ``datasets`` (by ``spec.problem_id``) gives the test samples the store keeps for figures.
     """
     fs, path = filesystem_path(store_dir, filesystem)
-    sources = [Source(b.trial_id, b.spec, tuple(b.seeds), tuple(map(dict, b.hparams)), tuple(b.shapes),
-                      partial(_in_memory, b)) for b in blocks]
+    sources = [
+        Source(b.trial_id, b.spec, tuple(b.seeds), tuple(map(dict, b.hparams)), tuple(b.shapes), partial(_in_memory, b))
+        for b in blocks
+    ]
     if not sources:
         raise StoreError("`blocks`: empty; give at least one block to aggregate")
     samples = {} if datasets is None else sample_tables(datasets)
@@ -118,8 +146,16 @@ def _in_memory(block: Any) -> tuple[Any, Any]:
 
 
 # -- the store ------------------------------------------------------------------------------------
-def _aggregate(fs: pafs.FileSystem, store_path: str, sources: list[Source], plan: Plan | None,
-               progress: bool, shard_bytes: int, samples: dict[str, pa.Table], map_tasks: MapTasks) -> None:
+def _aggregate(
+    fs: pafs.FileSystem,
+    store_path: str,
+    sources: list[Source],
+    plan: Plan | None,
+    progress: bool,
+    shard_bytes: int,
+    samples: dict[str, pa.Table],
+    map_tasks: MapTasks,
+) -> None:
     if shard_bytes < 1:
         raise StoreError(f"`shard_bytes`: got {shard_bytes}; must be >= 1")
     metrics = _members.metric_names(sources)
@@ -136,10 +172,16 @@ def _aggregate(fs: pafs.FileSystem, store_path: str, sources: list[Source], plan
     configs: list[dict] = []
     missing: dict[str, dict] = {}
     with StoreWriter(fs, store_path) as writer:
-        tasks = _tasks(writer.root, fs, by_config, names, columns, types, schema, metrics, shard_bytes, configs, trials,
-                       missing)
-        writer.write_table(MEMBERS, schema, _collect(writer, map_tasks(build_shard, tasks), bar),
-                           sorting=("config_id", "member_id"), statistics=statistics_columns(columns))
+        tasks = _tasks(
+            writer.root, fs, by_config, names, columns, types, schema, metrics, shard_bytes, configs, trials, missing
+        )
+        writer.write_table(
+            MEMBERS,
+            schema,
+            _collect(writer, map_tasks(build_shard, tasks), bar),
+            sorting=("config_id", "member_id"),
+            statistics=statistics_columns(columns),
+        )
         bar.close()
         writer.write_table(CONFIGS, CONFIGS_SCHEMA, [pa.Table.from_pylist(configs, CONFIGS_SCHEMA)])
         write_store_samples(writer, samples, {s.spec.config_id: s.spec.problem_id for s in sources})
@@ -147,16 +189,23 @@ def _aggregate(fs: pafs.FileSystem, store_path: str, sources: list[Source], plan
             missing |= {m["trial_id"]: m for m in _members.missing(trials[cid], set(), names.get(cid, ()), columns)}
         missing_list = [missing[t.trial_key] for t in plan.trials if t.trial_key in missing] if plan else []
         num_members, num_missing = sum(c["num_members"] for c in configs), sum(len(m["members"]) for m in missing_list)
-        writer.commit({
-            "num_members": num_members, "num_configs": len(configs), "num_trials": len(sources),
-            "num_missing": num_missing, "missing": missing_list, "columns": [c._asdict() for c in columns],
-            "metrics": metrics,
-        })
+        writer.commit(
+            {
+                "num_members": num_members,
+                "num_configs": len(configs),
+                "num_trials": len(sources),
+                "num_missing": num_missing,
+                "missing": missing_list,
+                "columns": [c._asdict() for c in columns],
+                "metrics": metrics,
+            }
+        )
     if missing_list:
         warnings.warn(
             f"{num_missing} planned member(s) of {len(missing_list)} trial(s) have no checkpoint (first: trial "
             f"{missing_list[0]['trial_id']!r}); the store has {num_members} members and lists the missing "
-            f"ones under 'missing' in its manifest.json", stacklevel=3,
+            f"ones under 'missing' in its manifest.json",
+            stacklevel=3,
         )
 
 
@@ -177,10 +226,20 @@ def _member_like(src: Source) -> tuple[tuple[tuple[int, ...], str], ...]:
     return tuple((tuple(x.shape[1:]), str(x.dtype)) for x in jax.tree_util.tree_leaves(params))
 
 
-def _tasks(root: str, fs: pafs.FileSystem, by_config: dict[str, list[tuple[int, Source]]],
-           names: dict[str, tuple[str, ...]], columns: list[Column], types: dict, schema: pa.Schema,
-           metrics: list[str], shard_bytes: int, configs: list[dict], trials: dict[str, list[TrialPlan]],
-           missing: dict[str, dict]) -> Iterator[ShardTask]:
+def _tasks(
+    root: str,
+    fs: pafs.FileSystem,
+    by_config: dict[str, list[tuple[int, Source]]],
+    names: dict[str, tuple[str, ...]],
+    columns: list[Column],
+    types: dict,
+    schema: pa.Schema,
+    metrics: list[str],
+    shard_bytes: int,
+    configs: list[dict],
+    trials: dict[str, list[TrialPlan]],
+    missing: dict[str, dict],
+) -> Iterator[ShardTask]:
     """Every leaves file's task, configs in id order, planned from the block.json files alone;
     fills ``configs`` (rows of configs.parquet) and ``missing`` (planned members without a
     checkpoint) config by config. Only one config's member list is held at a time."""
@@ -195,18 +254,37 @@ def _tasks(root: str, fs: pafs.FileSystem, by_config: dict[str, list[tuple[int, 
         per_shard = n if n * per_member <= shard_bytes else max(1, shard_bytes // per_member)
         files = leaves_files(cid, n, per_shard)
         for start, file in zip(range(0, n, per_shard), files):
-            chunk = members[start:start + per_shard]
+            chunk = members[start : start + per_shard]
             used = {i: by_index[i] for i in dict.fromkeys(m.source for m in chunk)}
-            yield ShardTask(fs, root, file, cid, first_member + start, chunk, used, like, tuple(columns), types, schema,
-                            tuple(metrics))
+            yield ShardTask(
+                fs,
+                root,
+                file,
+                cid,
+                first_member + start,
+                chunk,
+                used,
+                like,
+                tuple(columns),
+                types,
+                schema,
+                tuple(metrics),
+            )
         spec_dict = {k: v for k, v in first.spec.to_dict().items() if k not in _SWEEP_ONLY}
         sample_shape, out_channels, num_train = first.shapes
-        configs.append({
-            "config_id": cid, "spec": canonical_json(spec_dict), "num_members": n,
-            "first_member": first_member, "members_per_shard": per_shard, "files": files,
-            "sample_shape": list(sample_shape), "out_channels": out_channels, "num_train": num_train,
-        })
+        configs.append(
+            {
+                "config_id": cid,
+                "spec": canonical_json(spec_dict),
+                "num_members": n,
+                "first_member": first_member,
+                "members_per_shard": per_shard,
+                "files": files,
+                "sample_shape": list(sample_shape),
+                "out_channels": out_channels,
+                "num_train": num_train,
+            }
+        )
         first_member += n
         found = {m.key for m in members}
         missing |= {m["trial_id"]: m for m in _members.missing(trials.get(cid, []), found, names.get(cid, ()), columns)}
-

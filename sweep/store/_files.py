@@ -56,7 +56,7 @@ class _HashingWriter:
         offset = 0
         while self._piece_bytes and offset < view.nbytes:
             take = min(view.nbytes - offset, self._piece_bytes - self._in_piece)
-            self._piece.update(view[offset:offset + take])
+            self._piece.update(view[offset : offset + take])
             self._in_piece, offset = self._in_piece + take, offset + take
             if self._in_piece == self._piece_bytes:
                 self._pieces.append(self._piece.hexdigest())
@@ -143,7 +143,7 @@ class PieceReader:
             i = pos // self._piece_bytes
             data = self._piece(i)
             low = pos - i * self._piece_bytes
-            part = data[low:low + end - pos]
+            part = data[low : low + end - pos]
             parts.append(part)
             pos += len(part)
         self._pos = max(self._pos, pos)
@@ -187,7 +187,9 @@ def open_checked(fs: pafs.FileSystem, path: str, record: Record) -> pa.NativeFil
     try:
         raw = fs.open_input_file(path)
     except (FileNotFoundError, OSError) as e:
-        raise StoreError(f"{path!r}: cannot be opened ({e}); if a newer aggregation replaced the store, load it again") from None
+        raise StoreError(
+            f"{path!r}: cannot be opened ({e}); if a newer aggregation replaced the store, load it again"
+        ) from None
     if raw.size() != record["bytes"]:
         size = raw.size()
         raw.close()
@@ -248,16 +250,27 @@ def read_leaves(fs: pafs.FileSystem, path: str, like: PyTree, record: Record, wh
     return jax.tree_util.tree_unflatten(treedef, out)
 
 
-def write_parquet(fs: pafs.FileSystem, path: str, schema: pa.Schema, tables: Iterable[pa.Table],
-                  sorting: tuple[str, ...] = (), statistics: Sequence[str] | None = None) -> Record:
+def write_parquet(
+    fs: pafs.FileSystem,
+    path: str,
+    schema: pa.Schema,
+    tables: Iterable[pa.Table],
+    sorting: tuple[str, ...] = (),
+    statistics: Sequence[str] | None = None,
+) -> Record:
     """Stream ``tables`` into one Parquet file: each table its own row group(s) of <= 65536 rows
     (a query's unit: the aggregator gives one table per leaves shard), page checksums, min/max
     statistics on the ``statistics`` columns (default all), hashed whole and in pieces."""
     columns = [pq.SortingColumn(schema.get_field_index(c)) for c in sorting]
     with fs.open_output_stream(path) as raw:
         sink = _HashingWriter(raw, PIECE_BYTES)
-        with pq.ParquetWriter(sink, schema, write_page_checksum=True, sorting_columns=columns or None,
-                              write_statistics=True if statistics is None else list(statistics)) as writer:
+        with pq.ParquetWriter(
+            sink,
+            schema,
+            write_page_checksum=True,
+            sorting_columns=columns or None,
+            write_statistics=True if statistics is None else list(statistics),
+        ) as writer:
             for table in tables:
                 if table.num_rows:
                     writer.write_table(table.combine_chunks(), row_group_size=ROW_GROUP_ROWS)
@@ -270,6 +283,6 @@ def read_parquet(fs: pafs.FileSystem, path: str, **kwargs) -> pa.Table:
     try:
         return pq.read_table(path, filesystem=fs, page_checksum_verification=True, **kwargs)
     except (pa.ArrowException, OSError) as e:
-        raise StoreError(f"{path!r}: cannot be read as Parquet ({e}); the file is corrupt. Re-run `sweep aggregate`") from None
-
-
+        raise StoreError(
+            f"{path!r}: cannot be read as Parquet ({e}); the file is corrupt. Re-run `sweep aggregate`"
+        ) from None

@@ -178,7 +178,12 @@ def _collect(fs: pafs.FileSystem, root: str, below: str, keep: set) -> None:
     """Delete generations older than ``below`` except ``keep``, and temporary files (never the lock)."""
     for info in fs.get_file_info(pafs.FileSelector(root)):
         name = info.base_name
-        if info.type == pafs.FileType.Directory and GENERATION.fullmatch(name) and int(name) < int(below) and name not in keep:
+        if (
+            info.type == pafs.FileType.Directory
+            and GENERATION.fullmatch(name)
+            and int(name) < int(below)
+            and name not in keep
+        ):
             fs.delete_dir(info.path)
         elif info.type == pafs.FileType.File and name.startswith(".") and name != LOCK:
             fs.delete_file(info.path)

@@ -83,9 +83,14 @@ def metric_names(sources: list[Source]) -> list[str]:
     geometric mean of every rollout metric (``rollout_gmean_<m>``: columns ``test_rollout_gmean_<m>``,
     beside the curves ``test_rollout_<m>``)."""
     trainings = [s.spec.training for s in sources]
-    return list(dict.fromkeys([*(metric_name(m) for t in trainings for m in t.metrics),
-                               *(ROLLOUT_GMEAN + metric_name(m) for t in trainings if t.rollout_steps
-                                 for m in t.rollout_metrics)]))
+    return list(
+        dict.fromkeys(
+            [
+                *(metric_name(m) for t in trainings for m in t.metrics),
+                *(ROLLOUT_GMEAN + metric_name(m) for t in trainings if t.rollout_steps for m in t.rollout_metrics),
+            ]
+        )
+    )
 
 
 def grid_value_columns(sources: list[Source], plan: Plan | None, metrics: list[str]) -> list[Column]:
@@ -119,8 +124,9 @@ def value(column: Column, spec_dict: dict, hparams: dict[str, float]) -> Any:
     return spec_dict.get(part, {}).get(leaf) if leaf else spec_dict.get(part)
 
 
-def column_types(columns: list[Column], sources: list[Source], specs: list[dict],
-                 names: dict[str, tuple[str, ...]]) -> dict[str, tuple[pa.DataType, Callable[[Any], Any]]]:
+def column_types(
+    columns: list[Column], sources: list[Source], specs: list[dict], names: dict[str, tuple[str, ...]]
+) -> dict[str, tuple[pa.DataType, Callable[[Any], Any]]]:
     """Per column, its Arrow type and how to encode a value (JSON text unless plain scalars)."""
     hsets = [[_normalised(h, names.get(s.spec.config_id, ()), s.spec, s.trial_id) for h in s.hparams] for s in sources]
     out = {}

@@ -35,8 +35,21 @@ from ..spec import SweepSpec
 from ._files import check_digest, open_checked, open_table, read_leaves
 from ._generations import committed_root
 from ._samples import samples_of, trajectories_of
-from ._schema import (CONFIG_ID, CONFIGS, CONFIGS_SCHEMA, FORMAT, MANIFEST, MEMBERS, SAMPLE_FILES, SAMPLES, STORE_FILE,
-                      STORE_FILES, TRAJECTORIES, index_columns, leaves_files)
+from ._schema import (
+    CONFIG_ID,
+    CONFIGS,
+    CONFIGS_SCHEMA,
+    FORMAT,
+    MANIFEST,
+    MEMBERS,
+    SAMPLE_FILES,
+    SAMPLES,
+    STORE_FILE,
+    STORE_FILES,
+    TRAJECTORIES,
+    index_columns,
+    leaves_files,
+)
 
 
 class ConfigInfo(NamedTuple):
@@ -100,10 +113,15 @@ class Store:
         total = sum(c.num_members for c in self.configs.values())
         configs = sorted(self.configs.values(), key=lambda c: c.first_member)
         owner = np.repeat(np.asarray([c.config_id for c in configs], object), [c.num_members for c in configs])
-        if len(ids) != total or not np.array_equal(ids, np.arange(total)) or not np.array_equal(
-                table["config_id"].to_numpy(zero_copy_only=False), owner):
-            raise StoreError(f"{self.root + '/' + MEMBERS!r}: its member ids and config ids do not match "
-                             f"{CONFIGS} ({total} members in {len(configs)} configs); the tables were altered")
+        if (
+            len(ids) != total
+            or not np.array_equal(ids, np.arange(total))
+            or not np.array_equal(table["config_id"].to_numpy(zero_copy_only=False), owner)
+        ):
+            raise StoreError(
+                f"{self.root + '/' + MEMBERS!r}: its member ids and config ids do not match "
+                f"{CONFIGS} ({total} members in {len(configs)} configs); the tables were altered"
+            )
         return table
 
     @property
@@ -129,8 +147,11 @@ class Store:
         meta = table.metadata
         chunk_of = {meta.schema.column(j).path: j for j in range(meta.num_columns)}
         wanted = {c: values.to_pylist() for c, values in filters.items()}
-        groups = [i for i in range(table.num_row_groups)
-                  if all(_may_hold(meta.row_group(i), chunk_of.get(c), v) for c, v in wanted.items())]
+        groups = [
+            i
+            for i in range(table.num_row_groups)
+            if all(_may_hold(meta.row_group(i), chunk_of.get(c), v) for c, v in wanted.items())
+        ]
         rows = self._read(MEMBERS, table.read_row_groups, groups, columns=columns)
         mask = None
         for column, values in filters.items():
@@ -143,12 +164,19 @@ class Store:
         ids = rows["member_id"].to_numpy()
         owners = rows["config_id"].to_numpy(zero_copy_only=False)
         ok = bool(np.all(np.diff(ids) > 0))
-        for cid in (np.unique(owners) if ok else ()):
+        for cid in np.unique(owners) if ok else ():
             info, mine = self.configs.get(cid), ids[owners == cid]
-            ok = ok and info is not None and info.first_member <= mine[0] and mine[-1] < info.first_member + info.num_members
+            ok = (
+                ok
+                and info is not None
+                and info.first_member <= mine[0]
+                and mine[-1] < info.first_member + info.num_members
+            )
         if not ok:
-            raise StoreError(f"{self.root + '/' + MEMBERS!r}: its member ids and config ids do not match "
-                             f"{CONFIGS} ({len(self.configs)} configs); the tables were altered")
+            raise StoreError(
+                f"{self.root + '/' + MEMBERS!r}: its member ids and config ids do not match "
+                f"{CONFIGS} ({len(self.configs)} configs); the tables were altered"
+            )
 
     def members(self, columns: list[str] | None = None, member_ids: np.ndarray | None = None) -> pa.Table:
         """Rows of ``members.parquet`` (all, or those of ``member_ids`` in that order).
@@ -178,16 +206,22 @@ class Store:
         """The stored test inputs and targets of a config's problem (``[samples, channels, *spatial]``),
         or None if the store holds none for it."""
         table = self._sample_file(SAMPLES)
-        return None if table is None else samples_of(table, self.configs[config_id].spec.problem_id,
-                                                     f"{self.root}/{SAMPLES}")
+        return (
+            None
+            if table is None
+            else samples_of(table, self.configs[config_id].spec.problem_id, f"{self.root}/{SAMPLES}")
+        )
 
     def trajectories(self, config_id: str) -> np.ndarray | None:
         """The stored test trajectories of a config's problem (``[trajectories, steps + 1, channels,
         *spatial]``), or None if the store holds none for it (its problem has none, or an older
         seed-sweep made the store)."""
         table = self._sample_file(TRAJECTORIES)
-        return None if table is None else trajectories_of(table, self.configs[config_id].spec.problem_id,
-                                                          f"{self.root}/{TRAJECTORIES}")
+        return (
+            None
+            if table is None
+            else trajectories_of(table, self.configs[config_id].spec.problem_id, f"{self.root}/{TRAJECTORIES}")
+        )
 
     def _sample_file(self, relpath: str) -> pa.Table | None:
         """A stored sample file (:data:`~._schema.SAMPLE_FILES`), checked against its schema; None if
@@ -196,8 +230,10 @@ class Store:
             return None
         table = self._read(relpath, self._table(relpath).read)
         if not table.schema.equals(SAMPLE_FILES[relpath]):
-            raise StoreError(f"{self.root + '/' + relpath!r}: columns {table.column_names} are not those of a "
-                             f"seed-sweep {relpath.removesuffix('.parquet')} table")
+            raise StoreError(
+                f"{self.root + '/' + relpath!r}: columns {table.column_names} are not those of a "
+                f"seed-sweep {relpath.removesuffix('.parquet')} table"
+            )
         return table
 
     def template(self, config_id: str) -> tuple[PyTree, PyTree]:
@@ -227,8 +263,10 @@ class Store:
         info = self.configs[config_id]
         positions = np.asarray(positions, np.int64)
         if positions.size and (positions.min() < 0 or positions.max() >= info.num_members):
-            raise StoreError(f"config {config_id}: member positions {positions.min()}..{positions.max()} lie outside "
-                             f"its {info.num_members} members")
+            raise StoreError(
+                f"config {config_id}: member positions {positions.min()}..{positions.max()} lie outside "
+                f"its {info.num_members} members"
+            )
         like = self.template(config_id)[0]
         leaves, treedef = jax.tree_util.tree_flatten(like)
         out = [np.empty((len(positions), *s.shape), s.dtype) for s in leaves]
@@ -260,8 +298,12 @@ class Store:
         so its leaves are checked by checksum alone), no file or link the manifest does not list,
         and the tables against each other. Raises one :class:`StoreError` whose ``problems`` lists
         every problem found (its message is the first)."""
-        leaves = {f: (info, i) for info in self.configs.values() if not is_import_path(info.spec.model.name)
-                  for i, f in enumerate(info.files)}
+        leaves = {
+            f: (info, i)
+            for info in self.configs.values()
+            if not is_import_path(info.spec.model.name)
+            for i, f in enumerate(info.files)
+        }
         problems = []
         for relpath in self.manifest["files"]:
             try:
@@ -301,7 +343,7 @@ class Store:
                         found.append(f"{path!r} is not listed in the manifest; the store was altered")
             return found
         for info in self.fs.get_file_info(pafs.FileSelector(self.root, recursive=True)):
-            if info.type == pafs.FileType.File and info.path[len(self.root) + 1:] not in listed:
+            if info.type == pafs.FileType.File and info.path[len(self.root) + 1 :] not in listed:
                 found.append(f"{info.path!r} is not listed in the manifest; the store was altered")
         return found
 
@@ -313,7 +355,9 @@ class Store:
         try:
             record = self.manifest["files"][relpath]
         except KeyError:
-            raise StoreError(f"{self.root + '/' + MANIFEST!r}: lists no file {relpath!r}; the store is incomplete") from None
+            raise StoreError(
+                f"{self.root + '/' + MANIFEST!r}: lists no file {relpath!r}; the store is incomplete"
+            ) from None
         return f"{self.root}/{relpath}", record
 
     def _table(self, relpath: str) -> pq.ParquetFile:
@@ -327,8 +371,10 @@ class Store:
         try:
             return read(*args, **kwargs)
         except (pa.ArrowException, OSError, KeyError) as e:
-            raise StoreError(f"{self.root + '/' + relpath!r}: cannot be read as Parquet ({e}); it is corrupt. "
-                             f"Re-run `sweep aggregate`") from None
+            raise StoreError(
+                f"{self.root + '/' + relpath!r}: cannot be read as Parquet ({e}); it is corrupt. "
+                f"Re-run `sweep aggregate`"
+            ) from None
 
     def _read_configs(self) -> dict[str, ConfigInfo]:
         where = f"{self.root + '/' + CONFIGS!r}"
@@ -343,15 +389,27 @@ class Store:
             except (ValueError, TypeError) as e:  # SpecError and JSONDecodeError are ValueErrors
                 raise StoreError(f"{where}: the spec of config {cid} is not valid ({e})") from None
             if spec.config_id != cid:
-                raise StoreError(f"{where}: config {cid} holds a spec whose id is {spec.config_id}; the table was altered")
+                raise StoreError(
+                    f"{where}: config {cid} holds a spec whose id is {spec.config_id}; the table was altered"
+                )
             files = [confined(f, f"{where} `files` of config {cid}", STORE_FILE, STORE_FILES) for f in row["files"]]
             n, per_shard = row["num_members"], row["members_per_shard"]
             if row["first_member"] != first or n < 1 or per_shard < 1 or files != leaves_files(cid, n, per_shard):
-                raise StoreError(f"{where}: config {cid} ({n} members from member {row['first_member']}, "
-                                 f"{per_shard} per file, files {files}) does not fit the store's layout; the table was altered")
+                raise StoreError(
+                    f"{where}: config {cid} ({n} members from member {row['first_member']}, "
+                    f"{per_shard} per file, files {files}) does not fit the store's layout; the table was altered"
+                )
             first += n
-            configs[cid] = ConfigInfo(cid, spec, n, row["first_member"], per_shard, tuple(files),
-                                      tuple(row["sample_shape"]), row["out_channels"])
+            configs[cid] = ConfigInfo(
+                cid,
+                spec,
+                n,
+                row["first_member"],
+                per_shard,
+                tuple(files),
+                tuple(row["sample_shape"]),
+                row["out_channels"],
+            )
         return configs
 
 
@@ -370,8 +428,13 @@ def _pieces_ok(record: dict[str, Any]) -> bool:
     if "pieces" not in record:
         return True
     size, pieces = record.get("piece_bytes"), record["pieces"]
-    return (isinstance(size, int) and size > 0 and isinstance(pieces, list) and len(pieces) == -(-record["bytes"] // size)
-            and all(isinstance(d, str) and len(d) == 64 for d in pieces))
+    return (
+        isinstance(size, int)
+        and size > 0
+        and isinstance(pieces, list)
+        and len(pieces) == -(-record["bytes"] // size)
+        and all(isinstance(d, str) and len(d) == 64 for d in pieces)
+    )
 
 
 def _check_whole(fs: pafs.FileSystem, path: str, record: dict[str, Any]) -> None:
@@ -409,10 +472,18 @@ def _read_manifest(fs: pafs.FileSystem, path: str) -> tuple[dict[str, Any], str]
         )
     for name, record in manifest["files"].items():
         confined(name, f"{path!r} `files`", STORE_FILE, STORE_FILES)
-        if not (isinstance(record, dict) and isinstance(record.get("sha256"), str) and len(record["sha256"]) == 64
-                and isinstance(record.get("bytes"), int) and record["bytes"] >= 0 and _pieces_ok(record)):
-            raise StoreError(f"{path!r}: the record of {name!r} is {str(record)[:200]}; expected a sha256 and a size in "
-                             f"bytes (and, for a table, one sha256 per piece)")
+        if not (
+            isinstance(record, dict)
+            and isinstance(record.get("sha256"), str)
+            and len(record["sha256"]) == 64
+            and isinstance(record.get("bytes"), int)
+            and record["bytes"] >= 0
+            and _pieces_ok(record)
+        ):
+            raise StoreError(
+                f"{path!r}: the record of {name!r} is {str(record)[:200]}; expected a sha256 and a size in "
+                f"bytes (and, for a table, one sha256 per piece)"
+            )
     for name in (MEMBERS, CONFIGS):
         if name not in manifest["files"]:
             raise StoreError(f"{path!r}: lists no {name}; the store is incomplete")

@@ -32,7 +32,15 @@ from .._errors import StoreError
 from .._fs import exists, write_atomic
 from ..problems import Dataset
 from ._files import read_parquet
-from ._schema import SAMPLE_COUNT, SAMPLE_FILES, SAMPLES, SAMPLES_SCHEMA, TRAJECTORIES, TRAJECTORY_COUNT, TRAJECTORIES_SCHEMA
+from ._schema import (
+    SAMPLE_COUNT,
+    SAMPLE_FILES,
+    SAMPLES,
+    SAMPLES_SCHEMA,
+    TRAJECTORIES,
+    TRAJECTORIES_SCHEMA,
+    TRAJECTORY_COUNT,
+)
 
 
 def sample_table(datasets: Mapping[str, Dataset], count: int = SAMPLE_COUNT) -> pa.Table:
@@ -40,8 +48,17 @@ def sample_table(datasets: Mapping[str, Dataset], count: int = SAMPLE_COUNT) -> 
     rows = []
     for problem_id, data in sorted(datasets.items()):
         x, y = np.asarray(data.test_x[:count], np.float32), np.asarray(data.test_y[:count], np.float32)
-        rows += [{"problem_id": problem_id, "sample": i, "x": xi.ravel(), "y": yi.ravel(),
-                  "x_shape": list(xi.shape), "y_shape": list(yi.shape)} for i, (xi, yi) in enumerate(zip(x, y))]
+        rows += [
+            {
+                "problem_id": problem_id,
+                "sample": i,
+                "x": xi.ravel(),
+                "y": yi.ravel(),
+                "x_shape": list(xi.shape),
+                "y_shape": list(yi.shape),
+            }
+            for i, (xi, yi) in enumerate(zip(x, y))
+        ]
     return pa.Table.from_pylist(rows, SAMPLES_SCHEMA)
 
 
@@ -51,8 +68,10 @@ def trajectory_table(datasets: Mapping[str, Dataset], count: int = TRAJECTORY_CO
     for problem_id, data in sorted(datasets.items()):
         traj = getattr(data, "test_traj", None)
         if traj is not None:
-            rows += [{"problem_id": problem_id, "trajectory": i, "states": t.ravel(), "states_shape": list(t.shape)}
-                     for i, t in enumerate(np.asarray(traj[:count], np.float32))]
+            rows += [
+                {"problem_id": problem_id, "trajectory": i, "states": t.ravel(), "states_shape": list(t.shape)}
+                for i, t in enumerate(np.asarray(traj[:count], np.float32))
+            ]
     return pa.Table.from_pylist(rows, TRAJECTORIES_SCHEMA)
 
 
@@ -94,9 +113,11 @@ def read_sample_file(fs: pafs.FileSystem, path: str, name: str) -> pa.Table | No
         return None
     table = read_parquet(fs, path)
     if not table.schema.equals(SAMPLE_FILES[name]):
-        raise StoreError(f"{path!r}: not a seed-sweep {name.removesuffix('.parquet')} table (columns "
-                         f"{table.column_names}, expected {SAMPLE_FILES[name].names} with their types); delete it "
-                         f"and run the sweep again")
+        raise StoreError(
+            f"{path!r}: not a seed-sweep {name.removesuffix('.parquet')} table (columns "
+            f"{table.column_names}, expected {SAMPLE_FILES[name].names} with their types); delete it "
+            f"and run the sweep again"
+        )
     return table
 
 
@@ -110,8 +131,11 @@ def write_store_samples(writer, tables: Mapping[str, pa.Table], problems: dict[s
         if name == SAMPLES:
             lacking = sorted(cid for cid, pid in problems.items() if pid not in set(rows["problem_id"].to_pylist()))
             if lacking:
-                warnings.warn(f"{len(lacking)} structural config(s) have no test samples (first: {lacking[0]}); "
-                              f"`sweep plot` draws no predictions for them", stacklevel=4)
+                warnings.warn(
+                    f"{len(lacking)} structural config(s) have no test samples (first: {lacking[0]}); "
+                    f"`sweep plot` draws no predictions for them",
+                    stacklevel=4,
+                )
         if rows.num_rows:
             writer.write_table(name, SAMPLE_FILES[name], [_sorted(rows)])
 

@@ -49,7 +49,8 @@ TRAJECTORY_COUNT = 4  # test trajectories kept per problem (every step of each)
 CONFIG_ID = re.compile(r"[0-9a-f]{12}")
 GENERATION = re.compile(r"\d{6,}")
 STORE_FILE = re.compile(
-    "|".join(map(re.escape, (MEMBERS, CONFIGS, SAMPLES, TRAJECTORIES))) + rf"|{CONFIG_ID.pattern}(?:/shard-\d{{5}})?\.eqx"
+    "|".join(map(re.escape, (MEMBERS, CONFIGS, SAMPLES, TRAJECTORIES)))
+    + rf"|{CONFIG_ID.pattern}(?:/shard-\d{{5}})?\.eqx"
 )
 STORE_FILES = f"{MEMBERS}, {CONFIGS}, {SAMPLES}, {TRAJECTORIES}, <config_id>.eqx, <config_id>/shard-NNNNN.eqx"
 
@@ -75,7 +76,12 @@ class Column(NamedTuple):
 
 
 _F32, _I32 = pa.float32(), pa.int32()
-IDENTITY_COLUMNS = (("member_id", pa.int64()), ("config_id", pa.string()), ("seed", pa.int64()), ("trial_id", pa.string()))
+IDENTITY_COLUMNS = (
+    ("member_id", pa.int64()),
+    ("config_id", pa.string()),
+    ("seed", pa.int64()),
+    ("trial_id", pa.string()),
+)
 RESULT_COLUMNS = (("status", pa.string()), ("epochs", _I32), ("train_loss", _F32))
 HISTORY_EPOCHS = "history_epochs"
 STATUSES = ("ok", "diverged", "stopped_early")
@@ -121,7 +127,9 @@ def rollout_columns(metrics: Sequence[str]) -> list[str]:
 
 def rollout_curves_by_column(history) -> dict[str, Any]:
     """A :class:`sweep.History`'s latest ``[members, T]`` rollout curves by column (``test_rollout_nrmse``, ...)."""
-    return {f"{split}_rollout_{name}": c for split in EVALUATED for name, c in getattr(history, f"{split}_rollout").items()}
+    return {
+        f"{split}_rollout_{name}": c for split in EVALUATED for name, c in getattr(history, f"{split}_rollout").items()
+    }
 
 
 def _value_type(column: str) -> pa.DataType:
@@ -145,11 +153,17 @@ def members_schema(columns: list[Column], types: dict[str, pa.DataType], metrics
     at the last report (list<float64> of T values; null without that split's trajectories), the
     report epochs."""
     values = value_columns(metrics)
-    return pa.schema([*IDENTITY_COLUMNS, *((c.name, types[c.name]) for c in columns), *RESULT_COLUMNS,
-                      *((c, _value_type(c)) for c in values[1:]),
-                      *((history_column(c), pa.list_(_value_type(c))) for c in values),
-                      *((c, pa.list_(pa.float64())) for c in rollout_columns(metrics)),
-                      (HISTORY_EPOCHS, pa.list_(_I32))])
+    return pa.schema(
+        [
+            *IDENTITY_COLUMNS,
+            *((c.name, types[c.name]) for c in columns),
+            *RESULT_COLUMNS,
+            *((c, _value_type(c)) for c in values[1:]),
+            *((history_column(c), pa.list_(_value_type(c))) for c in values),
+            *((c, pa.list_(pa.float64())) for c in rollout_columns(metrics)),
+            (HISTORY_EPOCHS, pa.list_(_I32)),
+        ]
+    )
 
 
 FIXED_COLUMNS = fixed_columns(())  # the columns of every store, whatever its metrics
@@ -163,22 +177,44 @@ def statistics_columns(columns: list[Column]) -> list[str]:
 
 def index_columns(grid_columns: list[str], metrics: Sequence[str]) -> list[str]:
     """The ``members.parquet`` columns queries filter and rank on (no histories)."""
-    return ([name for name, _ in IDENTITY_COLUMNS] + list(grid_columns) + [name for name, _ in RESULT_COLUMNS]
-            + evaluated_columns(metrics))
+    return (
+        [name for name, _ in IDENTITY_COLUMNS]
+        + list(grid_columns)
+        + [name for name, _ in RESULT_COLUMNS]
+        + evaluated_columns(metrics)
+    )
 
 
-CONFIGS_SCHEMA = pa.schema([
-    ("config_id", pa.string()), ("spec", pa.string()), ("num_members", pa.int64()),
-    ("first_member", pa.int64()), ("members_per_shard", pa.int64()), ("files", pa.list_(pa.string())),
-    ("sample_shape", pa.list_(pa.int64())), ("out_channels", pa.int64()), ("num_train", pa.int64()),
-])
+CONFIGS_SCHEMA = pa.schema(
+    [
+        ("config_id", pa.string()),
+        ("spec", pa.string()),
+        ("num_members", pa.int64()),
+        ("first_member", pa.int64()),
+        ("members_per_shard", pa.int64()),
+        ("files", pa.list_(pa.string())),
+        ("sample_shape", pa.list_(pa.int64())),
+        ("out_channels", pa.int64()),
+        ("num_train", pa.int64()),
+    ]
+)
 
-SAMPLES_SCHEMA = pa.schema([
-    ("problem_id", pa.string()), ("sample", pa.int32()), ("x", pa.list_(_F32)), ("y", pa.list_(_F32)),
-    ("x_shape", pa.list_(_I32)), ("y_shape", pa.list_(_I32)),
-])
-TRAJECTORIES_SCHEMA = pa.schema([  # states: [steps + 1, channels, *spatial] flattened, their shape in states_shape
-    ("problem_id", pa.string()), ("trajectory", pa.int32()), ("states", pa.list_(_F32)),
-    ("states_shape", pa.list_(_I32)),
-])
+SAMPLES_SCHEMA = pa.schema(
+    [
+        ("problem_id", pa.string()),
+        ("sample", pa.int32()),
+        ("x", pa.list_(_F32)),
+        ("y", pa.list_(_F32)),
+        ("x_shape", pa.list_(_I32)),
+        ("y_shape", pa.list_(_I32)),
+    ]
+)
+TRAJECTORIES_SCHEMA = pa.schema(
+    [  # states: [steps + 1, channels, *spatial] flattened, their shape in states_shape
+        ("problem_id", pa.string()),
+        ("trajectory", pa.int32()),
+        ("states", pa.list_(_F32)),
+        ("states_shape", pa.list_(_I32)),
+    ]
+)
 SAMPLE_FILES = {SAMPLES: SAMPLES_SCHEMA, TRAJECTORIES: TRAJECTORIES_SCHEMA}  # what figures draw from, by file

@@ -24,8 +24,15 @@ from .._errors import StoreError
 from . import _members, _writer
 from ._files import Record
 from ._members import Column, Member, Source
-from ._schema import (HISTORY_EPOCHS, STATUSES, curves_by_column, history_column, rollout_columns,
-                      rollout_curves_by_column, value_columns)
+from ._schema import (
+    HISTORY_EPOCHS,
+    STATUSES,
+    curves_by_column,
+    history_column,
+    rollout_columns,
+    rollout_curves_by_column,
+    value_columns,
+)
 
 
 class ShardTask(NamedTuple):
@@ -65,18 +72,27 @@ def _gather(task: ShardTask) -> tuple[Any, dict]:
     chunk, sources, n = task.members, task.sources, len(task.members)
     out = [np.empty((n, *shape), dtype) for shape, dtype in task.like]
     treedef = None
-    rows = {"epochs": np.zeros(n, np.int32), "diverged": np.zeros(n, bool), "stopped": np.zeros(n, bool),
-            HISTORY_EPOCHS: [None] * n, "curves": {c: [None] * n for c in value_columns(task.metrics)},
-            "rollouts": {c: [None] * n for c in rollout_columns(task.metrics)}}
+    rows = {
+        "epochs": np.zeros(n, np.int32),
+        "diverged": np.zeros(n, bool),
+        "stopped": np.zeros(n, bool),
+        HISTORY_EPOCHS: [None] * n,
+        "curves": {c: [None] * n for c in value_columns(task.metrics)},
+        "rollouts": {c: [None] * n for c in rollout_columns(task.metrics)},
+    }
     by_source: dict[int, list[int]] = {}
     for p, m in enumerate(chunk):
         by_source.setdefault(m.source, []).append(p)
     for i, positions in by_source.items():
         params, h = sources[i].load()
         leaves, structure = jax.tree_util.tree_flatten(params)
-        if (treedef is not None and treedef != structure) or [(leaf.shape[1:], str(leaf.dtype)) for leaf in leaves] != list(task.like):
-            raise StoreError(f"trial {sources[i].trial_id!r}: its parameters differ in structure from the other trials "
-                             f"of config {task.config_id}")
+        if (treedef is not None and treedef != structure) or [
+            (leaf.shape[1:], str(leaf.dtype)) for leaf in leaves
+        ] != list(task.like):
+            raise StoreError(
+                f"trial {sources[i].trial_id!r}: its parameters differ in structure from the other trials "
+                f"of config {task.config_id}"
+            )
         treedef = structure
         pos = np.asarray(positions)
         idx = np.asarray([chunk[p].index for p in positions])
@@ -125,4 +141,6 @@ def _lists(arrays: list[np.ndarray | None], dtype: pa.DataType) -> pa.Array:
     lengths = [0 if a is None else len(a) for a in arrays]
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
     values = np.concatenate([np.zeros(0, dtype.to_pandas_dtype())] + [a for a in arrays if a is not None])
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, dtype), mask=pa.array(null) if null.any() else None)
+    return pa.ListArray.from_arrays(
+        pa.array(offsets), pa.array(values, dtype), mask=pa.array(null) if null.any() else None
+    )

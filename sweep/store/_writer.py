@@ -38,7 +38,9 @@ def io_errors(path: str, consequence: str = _UNCHANGED) -> Iterator[None]:
         cause = os_error(e)
         if cause is None:
             raise
-        raise StoreError(f"{cause.filename or path!r}: cannot write ({cause.strerror or cause}); {consequence}") from None
+        raise StoreError(
+            f"{cause.filename or path!r}: cannot write ({cause.strerror or cause}); {consequence}"
+        ) from None
 
 
 def write_leaves_file(fs: pafs.FileSystem, root: str, relpath: str, tree: PyTree) -> Record:
@@ -96,8 +98,14 @@ class StoreWriter:
         """Record a file that someone else wrote into :attr:`root` (an aggregation task)."""
         self.files[relpath] = record
 
-    def write_table(self, relpath: str, schema: pa.Schema, tables: Iterable[pa.Table], sorting: tuple[str, ...] = (),
-                    statistics: list[str] | None = None) -> None:
+    def write_table(
+        self,
+        relpath: str,
+        schema: pa.Schema,
+        tables: Iterable[pa.Table],
+        sorting: tuple[str, ...] = (),
+        statistics: list[str] | None = None,
+    ) -> None:
         path = f"{self.root}/{relpath}"
         with io_errors(path):
             self.files[relpath] = write_parquet(self.fs, path, schema, tables, sorting, statistics)
@@ -119,10 +127,15 @@ class StoreWriter:
             pointer = f"{generations_dir(self.store_path)}/{POINTER}"  # the one write before the commit takes effect
             where = cause.filename or (self.store_path if self.committed else pointer)
             if not self.committed:
-                raise StoreError(f"{where!r}: cannot write ({cause.strerror or cause}), so generation {self.name} is "
-                                 f"not committed; {_UNCHANGED}") from None
-            warnings.warn(f"{where!r}: generation {self.name} is committed, but tidying up after it failed "
-                          f"({cause.strerror or cause}); the next aggregation retries", stacklevel=2)
+                raise StoreError(
+                    f"{where!r}: cannot write ({cause.strerror or cause}), so generation {self.name} is "
+                    f"not committed; {_UNCHANGED}"
+                ) from None
+            warnings.warn(
+                f"{where!r}: generation {self.name} is committed, but tidying up after it failed "
+                f"({cause.strerror or cause}); the next aggregation retries",
+                stacklevel=2,
+            )
         self.committed = True
         return self.root
 

@@ -16,7 +16,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, PyTree, UInt32
 
 from .._caches import cached
@@ -25,8 +26,19 @@ from ..metrics import check_targets
 from ..optim import hyperparameter_names
 from ..problems import SPLITS, Dataset, load_problem
 from ..spec import SweepSpec, hparam_name
-from ._program import (LAYOUTS, TrainState, checked_objective, chunk_program, data_shapes, initialiser, mesh,
-                       prediction, program_data, program_key, static_part)
+from ._program import (
+    LAYOUTS,
+    TrainState,
+    checked_objective,
+    chunk_program,
+    data_shapes,
+    initialiser,
+    mesh,
+    prediction,
+    program_data,
+    program_key,
+    static_part,
+)
 
 
 class Block(NamedTuple):
@@ -98,24 +110,34 @@ def _check_trajectories(spec: SweepSpec, data: Dataset) -> None:
     if t.unroll > 1:
         traj = data.train_traj
         if traj is None:
-            raise SpecError(f"`training.unroll`: got {t.unroll}; unrolled training needs training trajectories and "
-                            f"{problem} has none {how}; or set unroll=1")
+            raise SpecError(
+                f"`training.unroll`: got {t.unroll}; unrolled training needs training trajectories and "
+                f"{problem} has none {how}; or set unroll=1"
+            )
         if traj.shape[1] - 1 < t.unroll:
-            raise SpecError(f"`training.unroll`: got {t.unroll}; the training trajectories of {problem} have "
-                            f"{traj.shape[1] - 1} steps; unroll must be <= that")
+            raise SpecError(
+                f"`training.unroll`: got {t.unroll}; the training trajectories of {problem} have "
+                f"{traj.shape[1] - 1} steps; unroll must be <= that"
+            )
         windows = traj.shape[0] * (traj.shape[1] - t.unroll)
         if t.batch_size > windows:
-            raise SpecError(f"`training.batch_size`: got {t.batch_size}; with unroll={t.unroll} the problem has only "
-                            f"{windows} training windows of {t.unroll + 1} states (batch size must be <= that)")
+            raise SpecError(
+                f"`training.batch_size`: got {t.batch_size}; with unroll={t.unroll} the problem has only "
+                f"{windows} training windows of {t.unroll + 1} states (batch size must be <= that)"
+            )
     if t.rollout_steps:
         if data.test_traj is None:
-            raise SpecError(f"`training.rollout_steps`: got {t.rollout_steps}; rollouts need test trajectories and "
-                            f"{problem} has none {how}; or set rollout_steps=0")
+            raise SpecError(
+                f"`training.rollout_steps`: got {t.rollout_steps}; rollouts need test trajectories and "
+                f"{problem} has none {how}; or set rollout_steps=0"
+            )
         for split in ("val", "test"):
             traj = data.trajectories(split)
             if traj is not None and traj.shape[1] - 1 < t.rollout_steps:
-                raise SpecError(f"`training.rollout_steps`: got {t.rollout_steps}; the {split} trajectories of "
-                                f"{problem} have {traj.shape[1] - 1} steps; rollout_steps must be <= that")
+                raise SpecError(
+                    f"`training.rollout_steps`: got {t.rollout_steps}; the {split} trajectories of "
+                    f"{problem} have {traj.shape[1] - 1} steps; rollout_steps must be <= that"
+                )
 
 
 def _hparam_sets(spec: SweepSpec, hparams) -> tuple[dict[str, float], ...]:
@@ -155,11 +177,14 @@ def _skeleton(structure: str, num_members: int, names: tuple[str, ...], shapes: 
     hp = {n: jax.ShapeDtypeStruct((num_members,), jnp.float32) for n in names}
     params, opt_state = jax.eval_shape(initialiser(structure, shapes), keys, hp)
     m = (num_members,)
-    return TrainState(params, opt_state, jax.ShapeDtypeStruct(m, jnp.int32), jax.ShapeDtypeStruct(m, jnp.bool_), keys, hp)
+    return TrainState(
+        params, opt_state, jax.ShapeDtypeStruct(m, jnp.int32), jax.ShapeDtypeStruct(m, jnp.bool_), keys, hp
+    )
 
 
-def init_block(spec: SweepSpec, seeds: Sequence[int], hparams=None, data: Dataset | None = None,
-               layout: str | None = None) -> tuple[Block, TrainState]:
+def init_block(
+    spec: SweepSpec, seeds: Sequence[int], hparams=None, data: Dataset | None = None, layout: str | None = None
+) -> tuple[Block, TrainState]:
     """Build a block's program and its initial state (epoch 0) without training.
 
     ``hparams``: a dict or a list of dicts of optimizer hyperparameters (``"learning_rate"`` or
@@ -258,7 +283,11 @@ def compiled_bytes(spec: SweepSpec, data: Dataset, hparams: Sequence[Mapping[str
     shapes = data_shapes(data)
     program = chunk_program(program_key(spec, names), shapes, "vmap", 1)
     state = state_skeleton(spec, num_members, names, shapes)
-    arrays = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), program_data(data, spec.training.unroll > 1, spec.training.rollout_steps))
+    arrays = jax.tree_util.tree_map(
+        lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
+        program_data(data, spec.training.unroll > 1, spec.training.rollout_steps),
+    )
     stats = program.lower(state, arrays, 1).compile().memory_analysis()
-    return int(stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes
-               - stats.alias_size_in_bytes)
+    return int(
+        stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes - stats.alias_size_in_bytes
+    )

@@ -64,13 +64,23 @@ def _history_json(history: History) -> dict[str, Any]:
         "train_loss": _floats(history.train_loss),
         **{split: {name: _floats(c) for name, c in getattr(history, split).items()} for split in EVALUATED},
         "diverged": np.asarray(history.diverged).tolist(),
-        **{f"{split}_rollout": {name: _floats(c) for name, c in getattr(history, f"{split}_rollout").items()}
-           for split in EVALUATED},
+        **{
+            f"{split}_rollout": {name: _floats(c) for name, c in getattr(history, f"{split}_rollout").items()}
+            for split in EVALUATED
+        },
     }
 
 
-def save_block(directory: str | os.PathLike, *, spec: SweepSpec, state: TrainState, history: History,
-               shapes: tuple, trial_id: str = "", stopped_early: bool = False) -> Path:
+def save_block(
+    directory: str | os.PathLike,
+    *,
+    spec: SweepSpec,
+    state: TrainState,
+    history: History,
+    shapes: tuple,
+    trial_id: str = "",
+    stopped_early: bool = False,
+) -> Path:
     """Write a block directory atomically (a sibling temp dir renamed over ``directory``)."""
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
@@ -105,6 +115,7 @@ class BlockRef:
 
     def __init__(self, path: str, meta: dict[str, Any]):
         self.path, self.meta = path, meta
+
         def name(field: str) -> str:  # an id that may name a directory: one path component, or none
             value = meta.get(field, "")
             return value and confined(value, f"{path}/{META_FILE} `{field}`", ONE_COMPONENT, "one path component")
@@ -137,12 +148,16 @@ class BlockRef:
             return np.asarray(values, np.float64 if name.startswith(ROLLOUT_GMEAN) else np.float32).reshape(m, -1)
 
         return History(
-            seeds=self.seeds, hparams=self.hparams, epoch=np.asarray(h["epoch"], np.int32),
+            seeds=self.seeds,
+            hparams=self.hparams,
+            epoch=np.asarray(h["epoch"], np.int32),
             train_loss=curve(h["train_loss"]),
             **{split: {name: curve(c, name) for name, c in h[split].items()} for split in EVALUATED},
             diverged=np.asarray(h["diverged"], bool),
-            **{f"{split}_rollout": {name: curve(c) for name, c in h.get(f"{split}_rollout", {}).items()}
-               for split in EVALUATED},
+            **{
+                f"{split}_rollout": {name: curve(c) for name, c in h.get(f"{split}_rollout", {}).items()}
+                for split in EVALUATED
+            },
         )
 
     def skeleton(self) -> TrainState:
@@ -157,11 +172,21 @@ class BlockRef:
             with open(path, "rb") as f:
                 arrays = read_arrays(f, leaves, str(path), f"the state of trial {self.trial_key!r}")
                 if f.read(1):
-                    raise StoreError(f"{str(path)!r}: data past the block's {len(leaves)} state leaves; it is not this block's state")
+                    raise StoreError(
+                        f"{str(path)!r}: data past the block's {len(leaves)} state leaves; it is not this block's state"
+                    )
         except OSError as e:
             raise StoreError(f"{str(path)!r}: cannot be read ({e})") from None
-        return SavedBlock(self.spec, self.seeds, self.hparams, self.shapes, jax.tree_util.tree_unflatten(treedef, arrays),
-                          self.history, self.trial_key, bool(self.meta["stopped_early"]))
+        return SavedBlock(
+            self.spec,
+            self.seeds,
+            self.hparams,
+            self.shapes,
+            jax.tree_util.tree_unflatten(treedef, arrays),
+            self.history,
+            self.trial_key,
+            bool(self.meta["stopped_early"]),
+        )
 
     def read_params(self, filesystem: pafs.FileSystem) -> PyTree:
         """The block's parameters (NumPy leaves with a leading member axis), streamed from its
@@ -173,8 +198,9 @@ class BlockRef:
             with filesystem.open_input_stream(path) as f:
                 arrays = read_arrays(f, leaves, path, f"the parameters of trial {self.trial_key!r}")
         except OSError as e:
-            raise StoreError(f"{path!r}: cannot be read ({e}); if a newer checkpoint replaced it meanwhile, "
-                             f"aggregate again") from None
+            raise StoreError(
+                f"{path!r}: cannot be read ({e}); if a newer checkpoint replaced it meanwhile, aggregate again"
+            ) from None
         return jax.tree_util.tree_unflatten(treedef, arrays)
 
 
@@ -184,10 +210,14 @@ def _read_meta(text: str, where: str) -> dict[str, Any]:
     except json.JSONDecodeError as e:
         raise StoreError(f"{where!r}: not valid JSON ({e})") from None
     if meta.get("format", 0) > FORMAT:
-        raise StoreError(f"{where!r}: format {meta['format']} is newer than this seed-sweep reads ({FORMAT}); upgrade seed-sweep")
+        raise StoreError(
+            f"{where!r}: format {meta['format']} is newer than this seed-sweep reads ({FORMAT}); upgrade seed-sweep"
+        )
     if meta.get("format", 0) < FORMAT:
-        raise StoreError(f"{where!r}: format {meta.get('format')} was written by an older seed-sweep (trained without a "
-                         f"validation split; this one reads format {FORMAT}); train the block again")
+        raise StoreError(
+            f"{where!r}: format {meta.get('format')} was written by an older seed-sweep (trained without a "
+            f"validation split; this one reads format {FORMAT}); train the block again"
+        )
     return meta
 
 
@@ -213,7 +243,7 @@ def find_blocks(sweep_dir: str, filesystem: pafs.FileSystem) -> dict[str, BlockR
         raise StoreError(f"{sweep_dir!r}: cannot list ({e})") from None
     found: dict[str, BlockRef] = {}
     for info in infos:
-        relative = info.path[len(sweep_dir.rstrip("/")):]
+        relative = info.path[len(sweep_dir.rstrip("/")) :]
         if info.base_name != META_FILE or "/." in relative:
             continue
         try:

@@ -58,8 +58,9 @@ class History(NamedTuple):
     def empty(cls, block: Block) -> History:
         """The history of a block before its first report."""
         m = block.num_members
-        return cls(block.seeds, block.hparams, np.zeros(0, np.int32), np.zeros((m, 0), np.float32), {}, {},
-                   np.zeros(m, bool))
+        return cls(
+            block.seeds, block.hparams, np.zeros(0, np.int32), np.zeros((m, 0), np.float32), {}, {}, np.zeros(m, bool)
+        )
 
     def reported(self, state: TrainState, evaluation: Mapping) -> History:
         """This history with the report of a chunk that ended in ``state`` appended
@@ -71,18 +72,28 @@ class History(NamedTuple):
             value = value if value.dtype == np.float64 else value.astype(np.float32)
             return np.concatenate([curve, value[:, None]], axis=1)
 
-        latest = {f"{split}_rollout": {name: np.asarray(c, np.float32) for name, c in evaluation[f"{split}_rollout"].items()}
-                  for split in EVALUATED if f"{split}_rollout" in evaluation}
-        values = {split: {**evaluation.get(split, {}),
-                          **{ROLLOUT_GMEAN + name: rollout_gmean(c) for name, c in latest.get(f"{split}_rollout", {}).items()}}
-                  for split in EVALUATED}
-        curves = {split: {name: grown(getattr(self, split).get(name, none), value) for name, value in values[split].items()}
-                  for split in EVALUATED}
+        latest = {
+            f"{split}_rollout": {name: np.asarray(c, np.float32) for name, c in evaluation[f"{split}_rollout"].items()}
+            for split in EVALUATED
+            if f"{split}_rollout" in evaluation
+        }
+        values = {
+            split: {
+                **evaluation.get(split, {}),
+                **{ROLLOUT_GMEAN + name: rollout_gmean(c) for name, c in latest.get(f"{split}_rollout", {}).items()},
+            }
+            for split in EVALUATED
+        }
+        curves = {
+            split: {name: grown(getattr(self, split).get(name, none), value) for name, value in values[split].items()}
+            for split in EVALUATED
+        }
         return self._replace(
             epoch=np.append(self.epoch, np.int32(state.epoch[0])),
             train_loss=grown(self.train_loss, evaluation["train_loss"]),
             diverged=np.asarray(state.diverged),
-            **curves, **latest,
+            **curves,
+            **latest,
         )
 
 
@@ -114,8 +125,9 @@ def fit(block: Block, state: TrainState, history: History | None = None) -> Iter
         yield state, history
 
 
-def train_block(spec: SweepSpec, seeds: Sequence[int], hparams=None, *, data: Dataset | None = None,
-                layout: str | None = None) -> tuple[eqx.Module, History]:
+def train_block(
+    spec: SweepSpec, seeds: Sequence[int], hparams=None, *, data: Dataset | None = None, layout: str | None = None
+) -> tuple[eqx.Module, History]:
     """Train one block in-process (no Ray) and return ``(stacked_model, history)``.
 
     Members are ordered hyperparameter-set-major, then seed, as in ``history.seeds`` /
@@ -133,13 +145,17 @@ def train_block(spec: SweepSpec, seeds: Sequence[int], hparams=None, *, data: Da
     return model_of(block, state), history
 
 
-def train(spec: SweepSpec, seed: int, hparams: Mapping[str, float] | None = None, **kwargs) -> tuple[eqx.Module, History]:
+def train(
+    spec: SweepSpec, seed: int, hparams: Mapping[str, float] | None = None, **kwargs
+) -> tuple[eqx.Module, History]:
     """Train one member; the model has no member axis and the history arrays one row.
 
     ``hparams`` picks one set of optimizer hyperparameters (needed when the spec vmaps several).
     """
     if hparams is None and len(_hparam_sets(spec, None)) > 1:
-        raise SpecError(f"`hparams`: the spec vmaps {list(spec.vmap)}; pass one set, e.g. hparams={{'learning_rate': 1e-3}}")
+        raise SpecError(
+            f"`hparams`: the spec vmaps {list(spec.vmap)}; pass one set, e.g. hparams={{'learning_rate': 1e-3}}"
+        )
     model, history = train_block(spec, [seed], None if hparams is None else [hparams], **kwargs)
     params, static = eqx.partition(model, eqx.is_array)
     return eqx.combine(jax.tree_util.tree_map(lambda a: a[0], params), static), history

@@ -30,7 +30,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, Bool, Float, Int, PyTree, UInt32
 
 from .._caches import cached
@@ -66,9 +67,18 @@ def program_key(spec: SweepSpec, hparam_names: Sequence[str]) -> str:
     """Canonical text of what one compiled program depends on (besides the data shapes)."""
     optimizer = {k: v for k, v in spec.optimizer.to_dict().items() if k not in hparam_names}
     t = spec.training
-    return canonical_json({"model": spec.model.to_dict(), "optimizer": optimizer, "batch_size": t.batch_size,
-                           "loss": t.loss, "metrics": list(t.metrics), "unroll": t.unroll,
-                           "rollout_steps": t.rollout_steps, "rollout_metrics": list(t.rollout_metrics)})
+    return canonical_json(
+        {
+            "model": spec.model.to_dict(),
+            "optimizer": optimizer,
+            "batch_size": t.batch_size,
+            "loss": t.loss,
+            "metrics": list(t.metrics),
+            "unroll": t.unroll,
+            "rollout_steps": t.rollout_steps,
+            "rollout_metrics": list(t.rollout_metrics),
+        }
+    )
 
 
 def program_data(data: Dataset, unrolled: bool, rollout_steps: int) -> Dataset:
@@ -80,8 +90,12 @@ def program_data(data: Dataset, unrolled: bool, rollout_steps: int) -> Dataset:
         return None if traj is None or not rollout_steps else traj[:, : rollout_steps + 1]
 
     train = type(data.train)(data.train.x[:0], data.train.y[:0]) if unrolled else data.train
-    return data._replace(train=train, train_traj=data.train_traj if unrolled else None,
-                         val_traj=states(data.val_traj), test_traj=states(data.test_traj))
+    return data._replace(
+        train=train,
+        train_traj=data.train_traj if unrolled else None,
+        val_traj=states(data.val_traj),
+        test_traj=states(data.test_traj),
+    )
 
 
 def _options(part: Mapping[str, Any]) -> dict[str, Any]:
@@ -130,8 +144,9 @@ def initialiser(structure: str, shapes: tuple):
     sample_shape, out_channels, _ = shapes
 
     def one(key, hp):
-        model = build_model(model_spec["name"], _options(model_spec), sample_shape, out_channels,
-                            key=jax.random.wrap_key_data(key))
+        model = build_model(
+            model_spec["name"], _options(model_spec), sample_shape, out_channels, key=jax.random.wrap_key_data(key)
+        )
         params = eqx.filter(model, eqx.is_array)
         return params, make_optimizer(opt_spec["name"], _options(opt_spec), hp).init(params)
 
@@ -169,7 +184,9 @@ def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
     unroll, rollout_steps = struct["unroll"], struct["rollout_steps"]
     sample_shape, out_channels, num_train = shapes
     opt_name, opt_options = opt_spec["name"], _options(opt_spec)
-    forward = batched_forward(template(model_spec["name"], canonical_json(_options(model_spec)), sample_shape, out_channels))
+    forward = batched_forward(
+        template(model_spec["name"], canonical_json(_options(model_spec)), sample_shape, out_channels)
+    )
     num_batches = num_train // batch_size
     static = static_part(model_spec, shapes)
 
@@ -225,8 +242,9 @@ def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
 
             def one_step(state, target):
                 pred = forward(model, state)
-                return pred, jnp.stack([jax.vmap(m.per_sample)(pred, target).astype(jnp.float32)
-                                        for _, _, m in rollout_metrics])
+                return pred, jnp.stack(
+                    [jax.vmap(m.per_sample)(pred, target).astype(jnp.float32) for _, _, m in rollout_metrics]
+                )
 
             _, values = jax.lax.scan(one_step, states[:, 0], jnp.swapaxes(states[:, 1:], 0, 1))  # [T, metrics, per]
             return sums + jnp.sum(jnp.where(keep, values, 0.0), axis=-1), None
@@ -259,7 +277,9 @@ def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
             train_x, train_y = data.train
             order = order_of(epoch, num_train, num_batches)
             (params, opt_state, diverged), losses = jax.lax.scan(
-                functools.partial(step, objective=loss_fn), (params, opt_state, diverged), (train_x[order], train_y[order])
+                functools.partial(step, objective=loss_fn),
+                (params, opt_state, diverged),
+                (train_x[order], train_y[order]),
             )
             return (params, opt_state, epoch + 1, diverged), jnp.mean(losses)
 
@@ -276,7 +296,8 @@ def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
                 return step(c, (window,), unrolled_loss_fn)
 
             (params, opt_state, diverged), losses = jax.lax.scan(
-                window_step, (params, opt_state, diverged), order_of(epoch, count, count // batch_size))
+                window_step, (params, opt_state, diverged), order_of(epoch, count, count // batch_size)
+            )
             return (params, opt_state, epoch + 1, diverged), jnp.mean(losses)
 
         (params, opt_state, epoch, diverged), train_losses = jax.lax.scan(
@@ -284,8 +305,11 @@ def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
         )
         evaluation = {split: evaluate(params, getattr(data, split)) for split in EVALUATED if getattr(data, split).size}
         if rollout_steps:
-            evaluation |= {f"{split}_rollout": rollout(params, data.trajectories(split)) for split in EVALUATED
-                           if data.trajectories(split) is not None}
+            evaluation |= {
+                f"{split}_rollout": rollout(params, data.trajectories(split))
+                for split in EVALUATED
+                if data.trajectories(split) is not None
+            }
         return (params, opt_state, epoch, diverged, skey), {"train_loss": train_losses[-1], **evaluation}
 
     def chunk(state: TrainState, data, num_epochs: int):
@@ -296,7 +320,10 @@ def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
             return TrainState(*new, state.hparams), evaluation
         per_device = jax.shard_map(
             lambda c, h, d: jax.lax.map(lambda a: run(*a, d), (c, h)),
-            mesh=mesh(num_devices), in_specs=(P("m"), P("m"), P()), out_specs=P("m"), check_vma=False,
+            mesh=mesh(num_devices),
+            in_specs=(P("m"), P("m"), P()),
+            out_specs=P("m"),
+            check_vma=False,
         )
         new, evaluation = per_device(carry, state.hparams, data)
         return TrainState(*new, state.hparams), evaluation

@@ -21,9 +21,9 @@ sweep.tune.aggregate("s3://bucket/heat", address="auto")
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import resource
-import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -38,9 +38,16 @@ from ._cluster import ensure_ray
 MIN_BLOCKS = 256  # blocks read by all tasks together below which the driver runs them itself
 
 
-def aggregate(sweep_dir: str | os.PathLike, filesystem: pafs.FileSystem | None = None, progress: bool = True, *,
-              address: str | None = None, shard_bytes: int = DEFAULT_SHARD_BYTES, only_complete: bool = False,
-              min_blocks: int = MIN_BLOCKS) -> str:
+def aggregate(
+    sweep_dir: str | os.PathLike,
+    filesystem: pafs.FileSystem | None = None,
+    progress: bool = True,
+    *,
+    address: str | None = None,
+    shard_bytes: int = DEFAULT_SHARD_BYTES,
+    only_complete: bool = False,
+    min_blocks: int = MIN_BLOCKS,
+) -> str:
     """:func:`sweep.aggregate` with one Ray task per leaves file, in parallel (unless the work is
     small: see :class:`RayTasks`).
 
@@ -49,8 +56,14 @@ def aggregate(sweep_dir: str | os.PathLike, filesystem: pafs.FileSystem | None =
     shared filesystem; ``s3://`` from anywhere). Returns the store path.
     """
     ensure_ray(address)
-    return aggregate_serially(sweep_dir, filesystem, progress, shard_bytes=shard_bytes, only_complete=only_complete,
-                              map_tasks=RayTasks(min_blocks=min_blocks))
+    return aggregate_serially(
+        sweep_dir,
+        filesystem,
+        progress,
+        shard_bytes=shard_bytes,
+        only_complete=only_complete,
+        map_tasks=RayTasks(min_blocks=min_blocks),
+    )
 
 
 class RayTasks:

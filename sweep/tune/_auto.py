@@ -52,8 +52,16 @@ class Probe(NamedTuple):
     backend: str
 
 
-def choose_seeds_per_trial(probe: Probe, *, num_seeds: int, num_configs: int, num_hparam_sets: int,
-                           epochs: int, slots: int, target_trial_s: float = TARGET_TRIAL_S) -> int:
+def choose_seeds_per_trial(
+    probe: Probe,
+    *,
+    num_seeds: int,
+    num_configs: int,
+    num_hparam_sets: int,
+    epochs: int,
+    slots: int,
+    target_trial_s: float = TARGET_TRIAL_S,
+) -> int:
     """Seeds per trial by the rule in this module's docstring (deterministic given ``probe``)."""
     h = max(1, num_hparam_sets)
     caps = [num_seeds]
@@ -76,8 +84,9 @@ def _memory_share(resources: Mapping[str, float]) -> int:
     return int(total * min(1.0, float(resources.get("cpu", 1)) / available_cpus()))
 
 
-def measure(spec: SweepSpec, hparams: tuple[dict[str, float], ...], data: Dataset,
-            resources: Mapping[str, float]) -> Probe:
+def measure(
+    spec: SweepSpec, hparams: tuple[dict[str, float], ...], data: Dataset, resources: Mapping[str, float]
+) -> Probe:
     """Measure one structural config (``spec`` without a grid) in this process."""
     backend = jax.default_backend()
     if backend != "cpu":
@@ -92,7 +101,9 @@ def measure(spec: SweepSpec, hparams: tuple[dict[str, float], ...], data: Datase
     jax.block_until_ready(run_chunk(block, state, 1)[1])
     member_epoch_s = (time.perf_counter() - start) / devices
     fixed = sum(a.nbytes for a in jax.tree_util.tree_leaves(data))
-    return Probe(2 * state_bytes(spec, data_shapes(data), hparams), fixed, _memory_share(resources), member_epoch_s, backend)
+    return Probe(
+        2 * state_bytes(spec, data_shapes(data), hparams), fixed, _memory_share(resources), member_epoch_s, backend
+    )
 
 
 def largest_config(spec: SweepSpec, datasets: Mapping[str, Dataset]) -> tuple[SweepSpec, tuple[dict, ...]]:

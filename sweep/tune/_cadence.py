@@ -53,16 +53,19 @@ def check_checkpoint_every(value) -> int | None:
     if value == "auto":
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SpecError(f"`checkpoint_every`: got {value!r}; give an integer >= 1 (a checkpoint every that many "
-                        f"reports) or \"auto\" (paced by the storage's write rate)")
+        raise SpecError(
+            f"`checkpoint_every`: got {value!r}; give an integer >= 1 (a checkpoint every that many "
+            f'reports) or "auto" (paced by the storage\'s write rate)'
+        )
     return value
 
 
 def cadence(checkpoint_every, slots: int, filesystem: pafs.FileSystem) -> Cadence:
     """The cadence of a sweep whose trials run ``slots`` at a time and store on ``filesystem``."""
     rate = LOCAL_BYTES_PER_S if is_local(filesystem) else REMOTE_BYTES_PER_S
-    return Cadence(slots / MAX_RESULTS_PER_S, check_checkpoint_every(checkpoint_every),
-                   STORAGE_SHARE * rate / max(1, slots))
+    return Cadence(
+        slots / MAX_RESULTS_PER_S, check_checkpoint_every(checkpoint_every), STORAGE_SHARE * rate / max(1, slots)
+    )
 
 
 class Pacer:

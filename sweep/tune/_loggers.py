@@ -89,11 +89,17 @@ class MemberLogger:
         if plan is None or "epoch" not in result:
             return
         epoch = int(result["epoch"])
-        vectors = {k.removeprefix("member_"): v for k, v in result.items()
-                   if k.startswith("member_") and k != "member_seeds" and isinstance(v, (list, tuple))}
+        vectors = {
+            k.removeprefix("member_"): v
+            for k, v in result.items()
+            if k.startswith("member_") and k != "member_seeds" and isinstance(v, (list, tuple))
+        }
         for i, (h, seed) in enumerate(plan.members()):
-            metrics = {k: float(v[i]) for k, v in vectors.items()
-                       if i < len(v) and v[i] is not None and math.isfinite(float(v[i]))}
+            metrics = {
+                k: float(v[i])
+                for k, v in vectors.items()
+                if i < len(v) and v[i] is not None and math.isfinite(float(v[i]))
+            }
             if self.per == "member":
                 self._write(self._member_run(plan, h, seed), metrics, epoch)
             else:
@@ -117,19 +123,26 @@ class MemberLogger:
         key = digest([plan.config_id, hparams_key(hparams), seed])
         if key not in self._runs:
             label = self._label(plan, hparams)
-            self._runs[key] = self._open(key, f"{label} seed={seed}", {**self._params(plan, hparams), "seed": seed},
-                                         label)
+            self._runs[key] = self._open(
+                key, f"{label} seed={seed}", {**self._params(plan, hparams), "seed": seed}, label
+            )
         return self._runs[key]
 
     def _write_config(self, label: str, epoch: int, metrics: dict[str, list[float]]) -> None:
         if label not in self._runs:
             plan, h = next((t, h) for t in self._trials.values() for h in t.hparams if self._label(t, h) == label)
-            self._runs[label] = self._open(digest([plan.config_id, hparams_key(h)]), label, self._params(plan, h), label)
+            self._runs[label] = self._open(
+                digest([plan.config_id, hparams_key(h)]), label, self._params(plan, h), label
+            )
         out = {"members": float(len(metrics.pop("_count", ())))}
         for k, values in metrics.items():
             a = np.asarray(values, np.float64)
-            out |= {f"{k}_mean": float(a.mean()), f"{k}_std": float(a.std()), f"{k}_min": float(a.min()),
-                    f"{k}_max": float(a.max())}
+            out |= {
+                f"{k}_mean": float(a.mean()),
+                f"{k}_std": float(a.std()),
+                f"{k}_min": float(a.min()),
+                f"{k}_max": float(a.max()),
+            }
         self._write(self._runs[label], out, epoch)
 
     def _open(self, key: str, name: str, params: dict[str, Any], group: str):
@@ -148,8 +161,9 @@ def _require(package: str, extra: str) -> None:
     try:
         importlib.import_module(package)
     except ImportError:
-        raise SpecError(f"`loggers`: the {extra} logger needs the {package!r} package; "
-                        f"pip install \"seed-sweep[{extra}]\"") from None
+        raise SpecError(
+            f'`loggers`: the {extra} logger needs the {package!r} package; pip install "seed-sweep[{extra}]"'
+        ) from None
 
 
 def _safe(name: str) -> str:
@@ -173,8 +187,11 @@ class TensorBoardLogger(MemberLogger):
     def bind(self, spec: SweepSpec, sweep_dir: str) -> TensorBoardLogger:
         super().bind(spec, sweep_dir)
         if self.logdir is None:
-            self.logdir = (os.path.join(sweep_dir, "tensorboard") if "://" not in sweep_dir
-                           else os.path.join("tensorboard", spec.name))
+            self.logdir = (
+                os.path.join(sweep_dir, "tensorboard")
+                if "://" not in sweep_dir
+                else os.path.join("tensorboard", spec.name)
+            )
         self.logdir = str(self.logdir)
         return self
 
@@ -183,8 +200,11 @@ class TensorBoardLogger(MemberLogger):
 
     def _open(self, key: str, name: str, params: dict[str, Any], group: str):
         seed = params.get("seed")
-        folder = os.path.join(self.logdir, _safe(group), f"seed={seed}") if seed is not None else \
-            os.path.join(self.logdir, _safe(group))
+        folder = (
+            os.path.join(self.logdir, _safe(group), f"seed={seed}")
+            if seed is not None
+            else os.path.join(self.logdir, _safe(group))
+        )
         handle = {"dir": folder, "params": params}
         from tensorboardX.summary import hparams
 
@@ -239,8 +259,9 @@ class MLflowLogger(MemberLogger):
             found = self._client.get_experiment_by_name(name)
             self._experiment_id = found.experiment_id if found else self._client.create_experiment(name)
         except Exception as e:  # MlflowException, OSError, ...
-            raise SpecError(f"`loggers`: mlflow at {self.tracking_uri or 'its default tracking URI'}: "
-                            f"{' '.join(str(e).split())}") from None
+            raise SpecError(
+                f"`loggers`: mlflow at {self.tracking_uri or 'its default tracking URI'}: {' '.join(str(e).split())}"
+            ) from None
         return self
 
     def hint(self) -> str:
@@ -275,16 +296,26 @@ class WandbLogger(MemberLogger):
 
     package, extra = "wandb", "wandb"
 
-    def __init__(self, project: str | None = None, mode: str | None = None, dir: str | None = None,
-                 per: str = "member"):
+    def __init__(
+        self, project: str | None = None, mode: str | None = None, dir: str | None = None, per: str = "member"
+    ):
         super().__init__(per)
         self.project, self.mode, self.dir = project, mode, dir
 
     def _open(self, key: str, name: str, params: dict[str, Any], group: str):
         import wandb
 
-        return wandb.init(project=self.project or self.spec.name, name=name, id=key, resume="allow", group=group,
-                          config=params, mode=self.mode, dir=self.dir, reinit="create_new")
+        return wandb.init(
+            project=self.project or self.spec.name,
+            name=name,
+            id=key,
+            resume="allow",
+            group=group,
+            config=params,
+            mode=self.mode,
+            dir=self.dir,
+            reinit="create_new",
+        )
 
     def _write(self, handle, metrics: dict[str, float], step: int) -> None:
         handle.log({**metrics, "epoch": step})
@@ -296,8 +327,9 @@ class WandbLogger(MemberLogger):
 LOGGERS = {"tensorboard": TensorBoardLogger, "mlflow": MLflowLogger, "wandb": WandbLogger}
 
 
-def make_loggers(loggers: Sequence[str | MemberLogger] | str | None, spec: SweepSpec, sweep_dir: str
-                 ) -> list[MemberLogger]:
+def make_loggers(
+    loggers: Sequence[str | MemberLogger] | str | None, spec: SweepSpec, sweep_dir: str
+) -> list[MemberLogger]:
     """Bound logger objects for ``sweep.run(loggers=...)``: a name gets that logger's defaults."""
     if isinstance(loggers, (str, MemberLogger)):
         loggers = [loggers]
@@ -305,11 +337,15 @@ def make_loggers(loggers: Sequence[str | MemberLogger] | str | None, spec: Sweep
     for item in loggers or ():
         if isinstance(item, str):
             if item not in LOGGERS:
-                raise SpecError(f"`loggers`: unknown logger {item!r}; choose from {', '.join(LOGGERS)} "
-                                f"or pass a sweep.tune logger object")
+                raise SpecError(
+                    f"`loggers`: unknown logger {item!r}; choose from {', '.join(LOGGERS)} "
+                    f"or pass a sweep.tune logger object"
+                )
             item = LOGGERS[item]()
         elif not isinstance(item, MemberLogger):
-            raise SpecError(f"`loggers`: got {item!r}; give a name ({', '.join(LOGGERS)}) or a sweep.tune logger "
-                            f"(pass Tune callbacks as callbacks=[...])")
+            raise SpecError(
+                f"`loggers`: got {item!r}; give a name ({', '.join(LOGGERS)}) or a sweep.tune logger "
+                f"(pass Tune callbacks as callbacks=[...])"
+            )
         out.append(item.bind(spec, sweep_dir))
     return out

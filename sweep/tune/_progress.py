@@ -56,8 +56,7 @@ NO_GRID = "(one configuration)"  # the label of a spec without a grid
 class ProgressState:
     """What the display shows: every member of ``spec``, those in ``done`` already trained."""
 
-    def __init__(self, spec: SweepSpec, trials: Iterable[TrialPlan], done: Iterable[tuple] = (),
-                 clock=time.monotonic):
+    def __init__(self, spec: SweepSpec, trials: Iterable[TrialPlan], done: Iterable[tuple] = (), clock=time.monotonic):
         self.name, self.clock, self.started = spec.name, clock, clock()
         self.names = grid_names(spec.grid, reserved=FIXED_COLUMNS)
         self.configs: dict[str, list[int]] = {}  # label -> [members done, members]
@@ -86,7 +85,9 @@ class ProgressState:
         with self.lock:
             for t in trials:
                 if t.trial_key not in self.trials:
-                    self.trials[t.trial_key] = _Trial(t, [self._label[(t.config_id, hparams_key(h))] for h in t.hparams])
+                    self.trials[t.trial_key] = _Trial(
+                        t, [self._label[(t.config_id, hparams_key(h))] for h in t.hparams]
+                    )
 
     # -- updates from Tune ---------------------------------------------------------------------
     def statuses(self, tune_trials: Iterable[Any]) -> None:
@@ -143,10 +144,19 @@ class ProgressState:
             running_for = now - self.first_start if self.first_start is not None else 0.0
             rate = trained / running_for if trained and running_for > 0 else None
             eta = (total - work) / rate if rate else None
-            return {"trials": by, "num_trials": len(self.trials), "members_done": members_done,
-                    "members": sum(n for _, n in self.configs.values()), "epochs_done": work, "epochs": total,
-                    "rate": rate, "eta": eta, "elapsed": now - self.started, "per_config": per_config,
-                    "best": dict(self.best)}
+            return {
+                "trials": by,
+                "num_trials": len(self.trials),
+                "members_done": members_done,
+                "members": sum(n for _, n in self.configs.values()),
+                "epochs_done": work,
+                "epochs": total,
+                "rate": rate,
+                "eta": eta,
+                "elapsed": now - self.started,
+                "per_config": per_config,
+                "best": dict(self.best),
+            }
 
     def summary(self, c: Mapping[str, Any] | None = None) -> str:
         """``[name] 0:42 | trials ... | ETA 0:23`` (no configurations)."""
@@ -155,10 +165,12 @@ class ProgressState:
 
     def _counts_parts(self, c: Mapping[str, Any]) -> list[str]:
         t = c["trials"]
-        return [f"[{self.name}] {duration(c['elapsed'])}",
-                f"trials {t['done']}/{c['num_trials']} done, {t['running']} running, {t['pending']} pending"
-                + (f", {t['failed']} failed" if t["failed"] else ""),
-                f"members {c['members_done']}/{c['members']}"]
+        return [
+            f"[{self.name}] {duration(c['elapsed'])}",
+            f"trials {t['done']}/{c['num_trials']} done, {t['running']} running, {t['pending']} pending"
+            + (f", {t['failed']} failed" if t["failed"] else ""),
+            f"members {c['members_done']}/{c['members']}",
+        ]
 
     @staticmethod
     def _speed_parts(c: Mapping[str, Any]) -> list[str]:
@@ -195,13 +207,18 @@ class ProgressState:
         for label, (_, n) in list(self.configs.items())[:max_rows]:
             loss = c["best"].get(label)
             text = "-" if loss is None else f"{loss:.4g}"
-            table.add_row(label, f"{c['per_config'][label]}/{n}",
-                          f"[bold green]{text}[/]" if loss is not None and loss == best else text)
+            table.add_row(
+                label,
+                f"{c['per_config'][label]}/{n}",
+                f"[bold green]{text}[/]" if loss is not None and loss == best else text,
+            )
         if len(self.configs) > max_rows:
             table.add_row(f"... {len(self.configs) - max_rows} more configurations", "", "")
         bar = Table.grid(padding=(0, 1))
-        bar.add_row(ProgressBar(total=max(c["epochs"], 1), completed=c["epochs_done"], width=40),
-                    Text(f"{100 * c['epochs_done'] / max(c['epochs'], 1):3.0f}% | " + " | ".join(self._speed_parts(c))))
+        bar.add_row(
+            ProgressBar(total=max(c["epochs"], 1), completed=c["epochs_done"], width=40),
+            Text(f"{100 * c['epochs_done'] / max(c['epochs'], 1):3.0f}% | " + " | ".join(self._speed_parts(c))),
+        )
         return Group(Text(" | ".join(self._counts_parts(c))), bar, table)
 
 
@@ -230,8 +247,14 @@ class SweepProgress(Callback):
             from rich.live import Live
 
             console = Console(file=self.stream, force_terminal=True)
-            self._live = Live(console=console, get_renderable=self.state.renderable, refresh_per_second=2,
-                              transient=False, redirect_stdout=False, redirect_stderr=False)
+            self._live = Live(
+                console=console,
+                get_renderable=self.state.renderable,
+                refresh_per_second=2,
+                transient=False,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
             self._live.start()
         return self
 

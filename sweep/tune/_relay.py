@@ -49,8 +49,12 @@ def _forward(hook: str):
                     getattr(listener, hook)(**info)
                 except Exception as e:  # a tracker that fails must not fail the sweep
                     _LISTENERS.remove(listener)
-                    warnings.warn(f"{type(listener).__name__} failed ({type(e).__name__}: {' '.join(str(e).split())[:300]}); "
-                                  f"it is off for the rest of this run", RuntimeWarning, stacklevel=2)
+                    warnings.warn(
+                        f"{type(listener).__name__} failed ({type(e).__name__}: {' '.join(str(e).split())[:300]}); "
+                        f"it is off for the rest of this run",
+                        RuntimeWarning,
+                        stacklevel=2,
+                    )
 
     method.__name__ = hook
     return method
@@ -64,8 +68,20 @@ def _kept_keys() -> frozenset[str]:
     """The result keys Tune itself writes (and reads back): iteration, times, ids, done, config."""
     from ray.tune import result
 
-    return frozenset({*result.AUTO_RESULT_KEYS, *result.DEBUG_METRICS, result.DONE, result.SHOULD_CHECKPOINT,
-                      "checkpoint_dir_name", "experiment_tag", "iterations_since_restore"}) | _OWN
+    return (
+        frozenset(
+            {
+                *result.AUTO_RESULT_KEYS,
+                *result.DEBUG_METRICS,
+                result.DONE,
+                result.SHOULD_CHECKPOINT,
+                "checkpoint_dir_name",
+                "experiment_tag",
+                "iterations_since_restore",
+            }
+        )
+        | _OWN
+    )
 
 
 def trim(trial: Any) -> None:

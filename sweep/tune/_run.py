@@ -19,21 +19,30 @@ from .._errors import SpecError, StoreError, SweepError
 from ..planning import Plan, TrialPlan, hparams_key, make_plan, merge_plans, read_plan, write_plan
 from ..spec import SweepSpec
 from ..store import aggregate, write_samples
-from ._aggregate import aggregate as aggregate_in_tasks
 from . import _env
+from ._aggregate import aggregate as aggregate_in_tasks
 from ._auto import Probe, choose_seeds_per_trial, largest_config, measure
 from ._cadence import Cadence, cadence, check_checkpoint_every
-from ._cluster import alive_nodes, ensure_ray, trial_slots
 from ._checks import check_resources, check_writable, load_datasets
-from ._sweepdir import done_members, experiments, next_experiment, sweep_location
+from ._cluster import alive_nodes, ensure_ray, trial_slots
 from ._quiet import quiet_tune, scoped_environ
 from ._relay import Relay, relaying
+from ._sweepdir import done_members, experiments, next_experiment, sweep_location
 from ._trainable import TrialHooks, TrialInputs
 
 METRIC, MODE = "val_loss_mean", "min"  # Tune's default: the block's mean validation loss
 PENDING_ENV = "TUNE_MAX_PENDING_TRIALS_PG"
-_OURS = {"name", "storage_path", "storage_filesystem", "failure_config", "local_dir",
-         "scheduler", "num_samples", "trial_dirname_creator", "trial_name_creator"}
+_OURS = {
+    "name",
+    "storage_path",
+    "storage_filesystem",
+    "failure_config",
+    "local_dir",
+    "scheduler",
+    "num_samples",
+    "trial_dirname_creator",
+    "trial_name_creator",
+}
 
 
 def _stored_block_size(spec: SweepSpec, stored: Plan | None) -> int | None:
@@ -43,8 +52,9 @@ def _stored_block_size(spec: SweepSpec, stored: Plan | None) -> int | None:
     return None
 
 
-def plan(spec: SweepSpec, storage: str | os.PathLike | None = None,
-         storage_filesystem: pafs.FileSystem | None = None) -> Plan:
+def plan(
+    spec: SweepSpec, storage: str | os.PathLike | None = None, storage_filesystem: pafs.FileSystem | None = None
+) -> Plan:
     """The trials a sweep would run (structural configs x blocks of seeds), before anything runs.
 
     Checks what ``run`` checks without Ray: the data is loaded (its arrays checked) and every
@@ -75,8 +85,14 @@ def plan(spec: SweepSpec, storage: str | os.PathLike | None = None,
 def _choose(spec: SweepSpec, measured: SweepSpec, probe: Probe, slots: int) -> int:
     """The block size for ``spec`` from the ``probe`` of its config ``measured``."""
     configs = spec.expand()
-    return choose_seeds_per_trial(probe, num_seeds=len(spec.seed_list), num_configs=len(configs),
-                                  num_hparam_sets=len(configs[0][1]), epochs=measured.training.epochs, slots=slots)
+    return choose_seeds_per_trial(
+        probe,
+        num_seeds=len(spec.seed_list),
+        num_configs=len(configs),
+        num_hparam_sets=len(configs[0][1]),
+        epochs=measured.training.epochs,
+        slots=slots,
+    )
 
 
 def _check_spec(spec: Any) -> None:
@@ -125,8 +141,9 @@ def _trial_dirname(trial) -> str:
     return trial.config["trial_key"]
 
 
-def _trainable(spec: SweepSpec, plan: Plan, data_refs, resume_from: Mapping[str, str], fs, hooks: TrialHooks,
-               pace: Cadence):
+def _trainable(
+    spec: SweepSpec, plan: Plan, data_refs, resume_from: Mapping[str, str], fs, hooks: TrialHooks, pace: Cadence
+):
     """The trial function with its inputs in the object store: each trial's plan (and partial
     checkpoint to resume from) as its own object, so that a trial fetches only its own."""
     import ray
@@ -134,8 +151,9 @@ def _trainable(spec: SweepSpec, plan: Plan, data_refs, resume_from: Mapping[str,
 
     from ._trainable import train_trial
 
-    trials = ray.put({t.trial_key: ray.put({"plan": t.to_dict(), "resume_from": resume_from.get(t.trial_key)})
-                      for t in plan.trials})
+    trials = ray.put(
+        {t.trial_key: ray.put({"plan": t.to_dict(), "resume_from": resume_from.get(t.trial_key)}) for t in plan.trials}
+    )
     fn = tune.with_parameters(train_trial, inputs=TrialInputs(trials, data_refs, fs, hooks, pace))
     return tune.with_resources(fn, {"cpu": spec.resources["cpu"], "gpu": spec.resources["gpu"]})
 
@@ -174,8 +192,9 @@ def _fit(make_tuner, plan_trials, listeners: list, quiet: bool, slots: int) -> t
     return (set() if interrupted else stopped), failures, interrupted
 
 
-def _prepare(tune_options: Mapping[str, Any], fs: pafs.FileSystem, path: str,
-             shown: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _prepare(
+    tune_options: Mapping[str, Any], fs: pafs.FileSystem, path: str, shown: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The driver's checks that do not need Ray: (TuneConfig kwargs, RunConfig kwargs)."""
     tune_kw, run_kw = _split_options(tune_options)
     check_writable(fs, path, shown)
@@ -191,8 +210,9 @@ def _resume_hint(done: int, total: int, command: str | None, storage: str) -> st
     return f"interrupted: {done} of {total} members done; resume with: {command}"
 
 
-def _aggregate_complete(spec: SweepSpec, fs, path: str, shown: str, storage_filesystem, stored: Plan | None,
-                        in_tasks: bool) -> int:
+def _aggregate_complete(
+    spec: SweepSpec, fs, path: str, shown: str, storage_filesystem, stored: Plan | None, in_tasks: bool
+) -> int:
     """Aggregate the members whose blocks are complete (as Ray tasks if ``in_tasks``), if the store
     does not hold them yet; returns how many there are."""
     done, blocks = done_members(spec, fs, path, stored)
@@ -209,10 +229,21 @@ def _aggregate_complete(spec: SweepSpec, fs, path: str, shown: str, storage_file
     return len(done)
 
 
-def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileSystem | None = None,
-        address: str | None = None, resume: bool = False, scheduler=None, failure_config=None,
-        trial_hooks: TrialHooks | None = None, loggers: Sequence[str | Any] = (), progress: str = "auto",
-        resume_command: str | None = None, checkpoint_every: int | str = "auto", **tune_options: Any) -> str:
+def run(
+    spec: SweepSpec,
+    storage: str = "./runs",
+    storage_filesystem: pafs.FileSystem | None = None,
+    address: str | None = None,
+    resume: bool = False,
+    scheduler=None,
+    failure_config=None,
+    trial_hooks: TrialHooks | None = None,
+    loggers: Sequence[str | Any] = (),
+    progress: str = "auto",
+    resume_command: str | None = None,
+    checkpoint_every: int | str = "auto",
+    **tune_options: Any,
+) -> str:
     """Train every member of ``spec`` with Ray Tune; returns the sweep directory.
 
     ``<storage>/<spec.name>`` holds ``plan.json``, one Tune experiment ``tune-NNNN`` per call
@@ -271,9 +302,23 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
         display.message(f"nothing to train: {len(done)} members already in {shown}")
         return shown
     try:
-        interrupted, failures = _run(spec, fs, path, shown, storage_filesystem, address, resume, scheduler,
-                                     failure_config, trial_hooks or TrialHooks(), trackers, display, verbose,
-                                     checkpoint_every, tune_options)
+        interrupted, failures = _run(
+            spec,
+            fs,
+            path,
+            shown,
+            storage_filesystem,
+            address,
+            resume,
+            scheduler,
+            failure_config,
+            trial_hooks or TrialHooks(),
+            trackers,
+            display,
+            verbose,
+            checkpoint_every,
+            tune_options,
+        )
     except KeyboardInterrupt:  # a second Ctrl-C, or one before Tune took over: stop now
         display.close()
         c = state.counts()
@@ -286,7 +331,9 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
     if interrupted:  # what is done is what the checkpoints say (a trial may finish as Tune stops)
         with warnings.catch_warnings():  # the hint says how many members are missing
             warnings.simplefilter("ignore", UserWarning)
-            done_now = _aggregate_complete(spec, fs, path, shown, storage_filesystem, read_plan(fs, path), in_tasks=True)
+            done_now = _aggregate_complete(
+                spec, fs, path, shown, storage_filesystem, read_plan(fs, path), in_tasks=True
+            )
         display.message(hint := _resume_hint(done_now, state.counts()["members"], resume_command, str(storage)))
         raise Interrupted(hint)
     try:
@@ -304,9 +351,23 @@ def run(spec: SweepSpec, storage: str = "./runs", storage_filesystem: pafs.FileS
     return shown
 
 
-def _run(spec: SweepSpec, fs, path: str, shown: str, storage_filesystem, address, resume: bool, scheduler,
-         failure_config, hooks: TrialHooks, trackers: list, display, verbose: int, checkpoint_every,
-         tune_options: Mapping[str, Any]) -> tuple[bool, list[str]]:
+def _run(
+    spec: SweepSpec,
+    fs,
+    path: str,
+    shown: str,
+    storage_filesystem,
+    address,
+    resume: bool,
+    scheduler,
+    failure_config,
+    hooks: TrialHooks,
+    trackers: list,
+    display,
+    verbose: int,
+    checkpoint_every,
+    tune_options: Mapping[str, Any],
+) -> tuple[bool, list[str]]:
     """Start Ray, then fit the restored experiment (``resume``) and a new one for what is left:
     (interrupted, failure messages)."""
     import ray  # here: not in both threads at once
@@ -341,16 +402,29 @@ def _run(spec: SweepSpec, fs, path: str, shown: str, storage_filesystem, address
         exp_path = f"{path}/{names[-1]}"
         if tune.Tuner.can_restore(exp_path, storage_filesystem=ray_fs):
             done, _ = done_members(spec, fs, path, stored)
-            left = [t for t in stored.trials if t.trial_key not in stored.stopped_trials
-                    and any((t.config_id, s, hparams_key(h)) not in done for h, s in t.members())]
+            left = [
+                t
+                for t in stored.trials
+                if t.trial_key not in stored.stopped_trials
+                and any((t.config_id, s, hparams_key(h)) not in done for h, s in t.members())
+            ]
             for tracker in trackers:
                 tracker.add(stored.trials)
 
             # the restored experiment keeps its callbacks, among them the relay to this call's display
             stopped, failures, interrupted = _fit(
-                lambda: tune.Tuner.restore(exp_path, trainable=_trainable(spec, stored, data_refs, {}, ray_fs, hooks, pace),
-                                           resume_errored=True, restart_errored=False, storage_filesystem=ray_fs),
-                left, [display, *trackers], quiet=not verbose, slots=slots)
+                lambda: tune.Tuner.restore(
+                    exp_path,
+                    trainable=_trainable(spec, stored, data_refs, {}, ray_fs, hooks, pace),
+                    resume_errored=True,
+                    restart_errored=False,
+                    storage_filesystem=ray_fs,
+                ),
+                left,
+                [display, *trackers],
+                quiet=not verbose,
+                slots=slots,
+            )
             if interrupted:
                 return True, failures
             stored = stored.with_stopped(stopped)
@@ -370,9 +444,24 @@ def _run(spec: SweepSpec, fs, path: str, shown: str, storage_filesystem, address
             tracker.add(new.trials)
         run_kw = {**run_kw, "callbacks": [*run_kw.get("callbacks", []), Relay()]}
         stopped, failures, interrupted = _fit(
-            lambda: _tuner(spec, new, _trainable(spec, new, data_refs, resume_from, ray_fs, hooks, pace), fs, path,
-                           ray_fs, scheduler, failure_config, tune_kw, run_kw, validated),
-            new.trials, [display, *trackers], quiet=not verbose, slots=slots)
+            lambda: _tuner(
+                spec,
+                new,
+                _trainable(spec, new, data_refs, resume_from, ray_fs, hooks, pace),
+                fs,
+                path,
+                ray_fs,
+                scheduler,
+                failure_config,
+                tune_kw,
+                run_kw,
+                validated,
+            ),
+            new.trials,
+            [display, *trackers],
+            quiet=not verbose,
+            slots=slots,
+        )
         if interrupted:
             return True, failures
         if stopped:
@@ -396,22 +485,38 @@ def _check_scheduler_metric(scheduler, tune_kw: Mapping[str, Any], validated: bo
         )
 
 
-def _tuner(spec: SweepSpec, plan: Plan, trainable, fs, path: str, ray_fs, scheduler, failure_config,
-           tune_kw: dict[str, Any], run_kw: dict[str, Any], validated: bool):
+def _tuner(
+    spec: SweepSpec,
+    plan: Plan,
+    trainable,
+    fs,
+    path: str,
+    ray_fs,
+    scheduler,
+    failure_config,
+    tune_kw: dict[str, Any],
+    run_kw: dict[str, Any],
+    validated: bool,
+):
     """A new Tune experiment ``<sweep>/tune-NNNN`` with one trial per planned block."""
     from ray import tune
 
     tune_config = {"reuse_actors": True, **tune_kw}
     if _default_metric(scheduler, tune_kw) and validated:
         tune_config.update(metric=METRIC, mode=MODE)
-    run_config = {"verbose": 0, "failure_config": failure_config or tune.FailureConfig(max_failures=2),
-                  "checkpoint_config": tune.CheckpointConfig(num_to_keep=2), **run_kw}
+    run_config = {
+        "verbose": 0,
+        "failure_config": failure_config or tune.FailureConfig(max_failures=2),
+        "checkpoint_config": tune.CheckpointConfig(num_to_keep=2),
+        **run_kw,
+    }
     return tune.Tuner(
         trainable,
         param_space={"trial_key": tune.grid_search([t.trial_key for t in plan.trials])},
-        tune_config=tune.TuneConfig(scheduler=scheduler, trial_dirname_creator=_trial_dirname,
-                                    trial_name_creator=_trial_dirname, **tune_config),
-        run_config=tune.RunConfig(name=next_experiment(fs, path), storage_path=path,
-                                  storage_filesystem=ray_fs, **run_config),
+        tune_config=tune.TuneConfig(
+            scheduler=scheduler, trial_dirname_creator=_trial_dirname, trial_name_creator=_trial_dirname, **tune_config
+        ),
+        run_config=tune.RunConfig(
+            name=next_experiment(fs, path), storage_path=path, storage_filesystem=ray_fs, **run_config
+        ),
     )
-

@@ -28,8 +28,9 @@ _EXPERIMENT = re.compile(rf"^{EXPERIMENT_PREFIX}(\d+)$")
 Member = tuple[str, int, str]  # (config_id, seed, hparams_key)
 
 
-def sweep_location(spec: SweepSpec, storage: str | os.PathLike, filesystem: pafs.FileSystem | None
-                   ) -> tuple[pafs.FileSystem, str, str]:
+def sweep_location(
+    spec: SweepSpec, storage: str | os.PathLike, filesystem: pafs.FileSystem | None
+) -> tuple[pafs.FileSystem, str, str]:
     """``(filesystem, sweep path inside it, sweep dir as the user will see it)``.
 
     The shown form keeps the user's spelling for remote storage (``s3://bucket/x/name`` or the
@@ -45,8 +46,11 @@ def sweep_location(spec: SweepSpec, storage: str | os.PathLike, filesystem: pafs
 def experiments(fs: pafs.FileSystem, path: str) -> list[str]:
     """Names of the Tune experiments of this sweep, oldest first."""
     infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-    found = [(int(m.group(1)), i.base_name) for i in infos
-             if i.type == pafs.FileType.Directory and (m := _EXPERIMENT.match(i.base_name))]
+    found = [
+        (int(m.group(1)), i.base_name)
+        for i in infos
+        if i.type == pafs.FileType.Directory and (m := _EXPERIMENT.match(i.base_name))
+    ]
     return [name for _, name in sorted(found)]
 
 
@@ -56,8 +60,9 @@ def next_experiment(fs: pafs.FileSystem, path: str) -> str:
     return f"{EXPERIMENT_PREFIX}{last + 1:04d}"
 
 
-def done_members(spec: SweepSpec, fs: pafs.FileSystem, path: str, stored: Plan | None
-                 ) -> tuple[set[Member], dict[str, BlockRef]]:
+def done_members(
+    spec: SweepSpec, fs: pafs.FileSystem, path: str, stored: Plan | None
+) -> tuple[set[Member], dict[str, BlockRef]]:
     """Members not to train again and every trial's newest checkpoint.
 
     A member is done when a complete checkpoint (its config's planned epochs) covers it, or when

@@ -98,7 +98,9 @@ def block_metrics(history, planned_epochs: int) -> dict[str, Any]:
     epoch = int(history.epoch[-1]) if len(history.epoch) else 0
     members = int(ok.size)
     out.update(
-        diverged=int((~ok).sum()), members=members, epoch=epoch,
+        diverged=int((~ok).sum()),
+        members=members,
+        epoch=epoch,
         members_done=members if epoch >= planned_epochs else 0,
         member_seeds=[s for _ in history.hparams for s in history.seeds],
     )
@@ -110,8 +112,10 @@ def device_memory() -> dict[str, int]:
     import jax
 
     stats = jax.local_devices()[0].memory_stats() or {}
-    return {"device_peak_bytes": int(stats.get("peak_bytes_in_use", -1)),
-            "device_bytes_limit": int(stats.get("bytes_limit", -1))}
+    return {
+        "device_peak_bytes": int(stats.get("peak_bytes_in_use", -1)),
+        "device_bytes_limit": int(stats.get("bytes_limit", -1)),
+    }
 
 
 def _saved_block(trial: TrialPlan, resume_from: str | None, filesystem) -> SavedBlock | None:
@@ -128,8 +132,10 @@ def _saved_block(trial: TrialPlan, resume_from: str | None, filesystem) -> Saved
         with local_copy(filesystem, resume_from) as d:
             saved = load_block(d)
     if saved is not None and (saved.seeds != trial.seeds or saved.trial_id != trial.trial_key):
-        raise StoreError(f"checkpoint of trial {saved.trial_id!r} (seeds {saved.seeds}) does not belong to "
-                         f"trial {trial.trial_key!r} (seeds {trial.seeds}); it cannot be resumed")
+        raise StoreError(
+            f"checkpoint of trial {saved.trial_id!r} (seeds {saved.seeds}) does not belong to "
+            f"trial {trial.trial_key!r} (seeds {trial.seeds}); it cannot be resumed"
+        )
     return saved
 
 
@@ -157,9 +163,14 @@ def train_trial(config: Mapping[str, Any], *, inputs: TrialInputs) -> None:
     if saved is not None:
         state, history = saved.state, saved.history
     info = {
-        "trial_key": trial.trial_key, "config_id": trial.config_id,
-        "node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
-        "start_time": start_time, "resumed_from_epoch": int(state.epoch[0]), **env_info, **extra,
+        "trial_key": trial.trial_key,
+        "config_id": trial.config_id,
+        "node_id": ray.get_runtime_context().get_node_id(),
+        "pid": os.getpid(),
+        "start_time": start_time,
+        "resumed_from_epoch": int(state.epoch[0]),
+        **env_info,
+        **extra,
     }
     planned_epochs, shapes = trial.spec.training.epochs, data_shapes(dataset)
 
@@ -178,8 +189,14 @@ def train_trial(config: Mapping[str, Any], *, inputs: TrialInputs) -> None:
             tune.report(metrics(history))
         else:
             with tempfile.TemporaryDirectory(prefix="sweep-ckpt-") as tmp:
-                path = save_block(Path(tmp) / "block", spec=trial.spec, state=state, history=history,
-                                  shapes=shapes, trial_id=trial.trial_key)
+                path = save_block(
+                    Path(tmp) / "block",
+                    spec=trial.spec,
+                    state=state,
+                    history=history,
+                    shapes=shapes,
+                    trial_id=trial.trial_key,
+                )
                 tune.report(metrics(history), checkpoint=tune.Checkpoint.from_directory(str(path)))
         if hooks.after_report:
             hooks.after_report(trial.trial_key, int(history.epoch[-1]))
