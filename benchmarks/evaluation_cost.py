@@ -71,7 +71,7 @@ def measure(args, report_every: int, path: Path) -> dict:
         state, _ = sweep.run_chunk(block, state, report_every)  # compile
         blocks[name] = [block, state, {"wall": [], "cpu": []}, data]
     for _ in range(args.repeats):  # alternate, so that both sides see the same machine
-        for name, entry in blocks.items():
+        for entry in blocks.values():
             block, state, times, _ = entry
             wall, cpu = time.perf_counter(), time.process_time()
             entry[1], _ = sweep.run_chunk(block, state, report_every)

@@ -76,7 +76,7 @@ def train_in_process(spec: sweep.SweepSpec):
         params, static = eqx.partition(model, eqx.is_array)
         for j, h in enumerate(history.hparams):  # members are hparam-major, then seed
             rows = slice(j * len(seeds), (j + 1) * len(seeds))
-            members = eqx.combine(jax.tree_util.tree_map(lambda a: a[rows], params), static)
+            members = eqx.combine(jax.tree_util.tree_map(lambda a, rows=rows: a[rows], params), static)
             results.append(
                 (
                     config.model.hidden,

@@ -190,7 +190,7 @@ def check_on_sample(
     metric, applied to one sample (the model's prediction ``pred``, a target ``target``; shapes
     only, nothing computed), return a real scalar, and the loss a float one."""
     entries = [loss, *metrics, *rollout_metrics]
-    for (name, field, metric), entry in zip(objective(loss, metrics) + rollout_objective(rollout_metrics), entries):
+    for (_name, field, metric), entry in zip(objective(loss, metrics) + rollout_objective(rollout_metrics), entries):
         try:
             out = jax.eval_shape(metric.per_sample, pred, target)
         except Exception as e:  # the user's function may raise anything on these shapes

@@ -58,7 +58,7 @@ def check_optimizer(name: str, options: Mapping[str, Any]) -> None:
         raise SpecError(f"`optimizer.name`: unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
     params = inspect.signature(getattr(optax, name)).parameters
     allowed = set(params) | {"schedule"}
-    for key, value in options.items():
+    for key in options:
         if key not in allowed:
             raise SpecError(
                 f"`optimizer.{key}`: not an argument of optax.{name}; allowed: {', '.join(sorted(allowed))}"

@@ -1,14 +1,14 @@
-"""Shared fixtures: keys, tree comparison, tiny specs."""
+"""Shared fixtures: keys, a tiny spec, one local Ray for the whole session."""
 
 from __future__ import annotations
 
 import itertools
+import os
+import warnings
 
-import equinox as eqx
 import jax
-import jax.numpy as jnp
-import numpy as np
 import pytest
+from helpers import tiny_spec, trial_path_env
 
 import sweep
 
@@ -23,60 +23,29 @@ def getkey():
     return lambda: jax.random.key(next(counter))
 
 
-def tree_allclose(a, b, *, rtol=1e-5, atol=1e-6, exact=False) -> bool:
-    """Same structure and leaves equal (``exact``: bit for bit)."""
-    la, ta = jax.tree_util.tree_flatten(eqx.filter(a, eqx.is_array))
-    lb, tb = jax.tree_util.tree_flatten(eqx.filter(b, eqx.is_array))
-    if ta != tb or len(la) != len(lb):
-        return False
-    for x, y in zip(la, lb):
-        x, y = np.asarray(x), np.asarray(y)
-        if x.shape != y.shape or x.dtype != y.dtype:
-            return False
-        if exact and not np.array_equal(x, y, equal_nan=True):
-            return False
-        if not exact and not np.allclose(x, y, rtol=rtol, atol=atol, equal_nan=True):
-            return False
-    return True
-
-
-def member(model, i):
-    """Member ``i`` of a stacked model (pdequinox's helper)."""
-    import pdequinox as pdeqx
-
-    return pdeqx.extract_from_ensemble(model, i)
-
-
-def assert_same_member(block_model, block_history, i, model, history) -> None:
-    """Member ``i`` of a trained block is, bit for bit, the member trained alone: weights and every
-    curve of its history (train loss, loss and metrics on validation and test, rollout curves)."""
-    assert tree_allclose(member(block_model, i), model, exact=True)
-    np.testing.assert_array_equal(block_history.train_loss[i], history.train_loss[0])
-    for split in ("val", "test", "val_rollout", "test_rollout"):
-        curves, alone = getattr(block_history, split), getattr(history, split)
-        assert curves.keys() == alone.keys()
-        for name in curves:
-            np.testing.assert_array_equal(curves[name][i], alone[name][0])
-
-
-def tiny_spec(**changes) -> sweep.SweepSpec:
-    """A spec that trains in well under a second per block on CPU."""
-    base = dict(
-        name="tiny",
-        problem=sweep.Problem("heat1d", num_points=16, num_samples=60, data_seed=0),
-        model=sweep.Model("ConvNet", hidden_channels=4, depth=2, activation="relu", boundary_mode="dirichlet"),
-        optimizer=sweep.Optimizer("adam", learning_rate=3e-3),
-        training=sweep.Training(epochs=4, batch_size=16, report_every=2),
-        seeds=4,
-        seeds_per_trial=2,
-    )
-    base.update(changes)
-    return sweep.SweepSpec(**base)
-
-
 @pytest.fixture
 def spec():
     return tiny_spec()
 
 
-__all__ = ["tree_allclose", "member", "assert_same_member", "tiny_spec", "jnp"]
+@pytest.fixture(scope="session")
+def ray_session():
+    """A local Ray with 2 CPUs and 1 (fake) GPU whose workers import ``tests/``; yields its GCS address."""
+    import ray
+
+    os.environ["PYTHONPATH"] = trial_path_env()["PYTHONPATH"]  # inherited by Ray's processes
+    if not ray.is_initialized():
+        with warnings.catch_warnings():  # Ray forks and execs its daemons at once
+            warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+            # address="local": a new instance even when another Ray runs on this machine (a bare
+            # ray.init() would join the latest one started there)
+            ray.init(
+                address="local",
+                num_cpus=2,
+                num_gpus=1,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+            )
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()

@@ -19,7 +19,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 from _blocks import train_trial, trained_blocks, write_sweep
-from conftest import member, tiny_spec, tree_allclose
+from helpers import member, tiny_spec, tree_allclose
 
 from sweep import StoreError, load
 from sweep.planning import Plan, make_plan

@@ -13,8 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import tiny_spec
-from conftest_ray import ray_session  # noqa: F401
+from helpers import tiny_spec
 
 import sweep
 from sweep import Model, Optimizer, Problem, SpecError, Training

@@ -13,8 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _blocks import train_trial, write_sweep
-from conftest import tiny_spec
-from conftest_ray import ray_session  # noqa: F401
+from helpers import tiny_spec
 from typer.testing import CliRunner
 
 import sweep

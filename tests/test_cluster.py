@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from conftest import tiny_spec
+from helpers import tiny_spec
 
 from sweep.planning import make_plan
 
@@ -95,9 +95,9 @@ def _free_port() -> int:
 
 def _nodes(address: str, env: dict) -> list[dict]:
     script = (
-        "import json, logging, ray; ray.init(address=%r, logging_level=logging.ERROR); "
+        f"import json, logging, ray; ray.init(address={address!r}, logging_level=logging.ERROR); "
         "print('NODES' + json.dumps([{'id': n['NodeID'], 'alive': n['Alive'], 'res': n['Resources']} "
-        "for n in ray.nodes()]))" % address
+        "for n in ray.nodes()]))"
     )
     out = subprocess.run(["python", "-c", script], capture_output=True, text=True, env=env, timeout=120)
     line = next((x for x in out.stdout.splitlines() if x.startswith("NODES")), None)

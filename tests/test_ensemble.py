@@ -11,7 +11,7 @@ import pdequinox as pdeqx
 import pyarrow.compute as pc
 import pytest
 from _blocks import trained_blocks
-from conftest import tiny_spec, tree_allclose
+from helpers import tiny_spec, tree_allclose
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats

@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 from _blocks import trained_blocks
-from conftest import tiny_spec
+from helpers import tiny_spec
 
 import sweep
 from sweep import QueryError

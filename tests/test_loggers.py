@@ -10,8 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import tiny_spec
-from conftest_ray import ray_session  # noqa: F401
+from helpers import tiny_spec
 
 import sweep
 from sweep.planning import make_plan

@@ -8,7 +8,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import assert_same_member, tiny_spec
+from helpers import assert_same_member, tiny_spec
 
 import sweep
 from sweep import metrics, training
@@ -152,8 +152,7 @@ def test_classifier_trains_with_cross_entropy_and_reports_accuracy(tmp_path):
     data = sweep.load_data(spec)
     assert (data.train.size, data.val.size, data.test.size) == (210, 30, 60)
     block, state = sweep.init_block(spec, [0, 1])
-    for state, history in sweep.fit(block, state):
-        pass
+    *_, (_, history) = sweep.fit(block, state)
     accuracy = history.val["accuracy"]
     assert accuracy.shape == (2, 4) and ((0 <= accuracy) & (accuracy <= 1)).all()
     assert (history.test["accuracy"][:, -1] > 0.7).all()  # guessing the commonest level gets 0.38

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import pdequinox as pdeqx
 import pytest
-from conftest import tiny_spec
+from helpers import tiny_spec
 
 import sweep
 from sweep.models import ARCHITECTURES, build_model

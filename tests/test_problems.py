@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import scipy.linalg
-from conftest import tiny_spec
+from helpers import tiny_spec
 
 import sweep
 from sweep.problems import heat1d, load_problem

@@ -7,7 +7,7 @@ import io
 from types import SimpleNamespace
 
 import pytest
-from conftest import tiny_spec
+from helpers import tiny_spec
 
 import sweep
 from sweep.planning import hparams_key, make_plan

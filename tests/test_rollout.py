@@ -8,8 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from _blocks import trained_blocks
-from conftest import member, tiny_spec
-from conftest_ray import ray_session, trial_results  # noqa: F401 (a fixture)
+from helpers import member, tiny_spec, trial_results
 
 import sweep
 from sweep import training

@@ -19,8 +19,7 @@ import equinox as eqx
 import numpy as np
 import pyarrow.fs as pafs
 import pytest
-from conftest import tiny_spec, tree_allclose
-from conftest_ray import trial_path_env
+from helpers import tiny_spec, tree_allclose, trial_path_env
 
 import sweep
 from sweep.planning import make_plan

@@ -16,8 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from _blocks import trained_blocks, write_sweep
 from _local_fs import counting_filesystem
-from conftest import tiny_spec
-from conftest_ray import ray_session  # noqa: F401
+from helpers import tiny_spec
 from test_aggregate import _files
 
 import sweep
@@ -174,6 +173,6 @@ def test_a_tampered_row_group_is_refused_when_read_and_by_verify(big, tmp_path):
     first, last = depth[configs[0].config_id], depth[configs[-1].config_id]
     assert len(ens.where(depth=last).table) == 1000  # the last config's row groups lie in other pieces
     with pytest.raises(StoreError, match=r"members.parquet'?: checksum mismatch in bytes \d+\.\.\d+"):
-        ens.where(depth=first).table
+        _ = ens.where(depth=first).table
     with pytest.raises(StoreError, match=r"members.parquet'?: checksum mismatch"):
         Store.open(copy).verify()

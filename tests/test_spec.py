@@ -1,7 +1,9 @@
 """SweepSpec: validation (SPEC §8), grid expansion, config ids, dict / TOML round trip."""
 
+import dataclasses
+
 import pytest
-from conftest import tiny_spec
+from helpers import tiny_spec
 
 from sweep import Model, Optimizer, Problem, SpecError, SweepSpec, Training
 
@@ -26,11 +28,11 @@ def test_toml_round_trip(tmp_path):
 
 def test_parts_are_frozen():
     spec = tiny_spec()
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         spec.seeds = 3
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         spec.model.name = "MLP"
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         spec.training.epochs = 3
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from _blocks import datasets_of, trained_blocks
-from conftest import tiny_spec, tree_allclose
+from helpers import tiny_spec, tree_allclose
 
 from sweep import StoreError, load, load_data
 from sweep.planning import make_plan

@@ -9,7 +9,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 from _blocks import datasets_of, trained_blocks, write_sweep
-from conftest import tiny_spec
+from helpers import tiny_spec
 
 import sweep
 from sweep import QueryError, StoreError

@@ -4,7 +4,7 @@ import equinox as eqx
 import jax
 import numpy as np
 import pytest
-from conftest import assert_same_member, member, tiny_spec, tree_allclose
+from helpers import assert_same_member, member, tiny_spec, tree_allclose
 
 import sweep
 from sweep import training

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow.fs as pafs
 import pytest
 from _blocks import datasets_of, trained_blocks, write_sweep
-from conftest import tiny_spec
+from helpers import tiny_spec
 from test_cli import invoke
 
 import sweep

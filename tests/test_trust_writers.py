@@ -17,7 +17,7 @@ import pyarrow.fs as pafs
 import pytest
 from _blocks import trained_blocks, write_sweep
 from _local_fs import LocalHandler
-from conftest import tiny_spec
+from helpers import tiny_spec
 
 import sweep
 from sweep import StoreError
@@ -177,7 +177,7 @@ def test_a_failing_write_names_the_file_and_leaves_the_previous_store(sweep_dir,
     message = case["message"]
     assert message is not None, "the failing aggregation did not raise StoreError"
     assert os.strerror(error) in message and "previous store is unchanged and readable" in message, message
-    name = pattern.replace("*", "").replace(".tmp-", "").lstrip(".").rstrip("-[2-9]")
+    name = pattern.replace("*", "").replace(".tmp-", "").lstrip(".").removesuffix("[2-9]")
     assert name in message.split(":")[0], message  # the file it could not write comes first
     assert case["root"].endswith("/000001") and case["members"] == 16  # the previous store, verified
     assert [g for g in case["generations"] if g != "000001"] in ([], ["000002"])  # removed if it could be

@@ -18,8 +18,7 @@ import numpy as np
 import pyarrow.fs as pafs
 import pytest
 from _faults import Barrier, KillOnce, RecordModules
-from conftest import tiny_spec, tree_allclose
-from conftest_ray import ray_session, trial_path_env, trial_results  # noqa: F401
+from helpers import tiny_spec, tree_allclose, trial_path_env, trial_results
 
 import sweep
 from sweep.training import find_blocks, load_block
@@ -175,7 +174,7 @@ def sweep_failure_config(**kwargs):
 
 DRIVER = textwrap.dedent("""
     from _faults import Barrier, SleepAfterReport
-    from conftest import tiny_spec
+    from helpers import tiny_spec
     import sweep
     from sweep.tune import TrialHooks
     hooks = TrialHooks(on_start=Barrier({pids!r}, 1, 1), after_report=SleepAfterReport(4))

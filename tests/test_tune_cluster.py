@@ -9,8 +9,7 @@ import sys
 import textwrap
 
 import pyarrow.fs as pafs
-from conftest import tiny_spec
-from conftest_ray import trial_path_env
+from helpers import tiny_spec, trial_path_env
 
 import sweep
 from sweep.training import find_blocks
@@ -20,8 +19,8 @@ SCRIPT = textwrap.dedent("""
     import ray
     from ray.cluster_utils import Cluster
     from _faults import Barrier
-    from conftest import tiny_spec
-    from conftest_ray import trial_results
+    from helpers import tiny_spec
+    from helpers import trial_results
     import sweep
     from sweep.tune import TrialHooks
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import tiny_spec
+from helpers import tiny_spec
 
 import sweep
 from sweep.planning import Plan, hparams_key, make_plan, merge_plans

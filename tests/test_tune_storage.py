@@ -6,8 +6,7 @@ import equinox as eqx
 import pyarrow.fs as pafs
 import pytest
 from _moto import moto_server, s3_filesystem
-from conftest import tiny_spec, tree_allclose
-from conftest_ray import ray_session  # noqa: F401
+from helpers import tiny_spec, tree_allclose
 
 import sweep
 import sweep.tune

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from conftest import assert_same_member, member, tiny_spec, tree_allclose
+from helpers import assert_same_member, member, tiny_spec, tree_allclose
 
 import sweep
 from sweep import training

@@ -44,7 +44,7 @@ def load(path: str | os.PathLike, storage_filesystem: pafs.FileSystem | None = N
     are read when a query needs them, and :meth:`Ensemble.where` on the whole store reads only
     the row groups that can hold its members."""
     store = Store.open(path, storage_filesystem)
-    store.index_schema  # opens members.parquet: its size and footer are checked now
+    _ = store.index_schema  # opens members.parquet: its size and footer are checked now
     return Ensemble(store)
 
 

@@ -164,7 +164,7 @@ def summary(index: pa.Table, keys: list[str], metric: str, beside: list[str], mo
         status = np.asarray(row["status_list"])
         ok = status != "diverged"
 
-        def used(column: str) -> np.ndarray:
+        def used(column: str, row: dict = row, ok: np.ndarray = ok) -> np.ndarray:
             values = np.asarray([np.nan if v is None else v for v in row[f"{column}_list"]], np.float64)
             return values[ok & np.isfinite(values)]
 

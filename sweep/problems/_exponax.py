@@ -169,7 +169,7 @@ def check_exponax(stepper: str, options: Mapping[str, Any]) -> None:
             f"{', '.join('exponax:' + s for s in STEPPERS)}"
         )
     defaults = _defaults(ex, stepper)
-    for key, value in options.items():
+    for key in options:
         if key not in defaults:
             raise SpecError(f"`problem.{key}`: not an option of exponax:{stepper}; allowed: {', '.join(defaults)}")
     merged = defaults | dict(options)

@@ -7,6 +7,7 @@ saved state and history.
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import NamedTuple
@@ -139,9 +140,7 @@ def train_block(
     ```
     """
     block, state = init_block(spec, seeds, hparams, data, layout)
-    history = None
-    for state, history in fit(block, state):
-        pass
+    state, history = collections.deque(fit(block, state), maxlen=1).pop()  # a new block trains >= 1 chunk
     return model_of(block, state), history
 
 

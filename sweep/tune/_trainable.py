@@ -181,7 +181,8 @@ def train_trial(config: Mapping[str, Any], *, inputs: TrialInputs) -> None:
         tune.report(metrics(history))
         return
     pacer = Pacer(inputs.cadence, _state_bytes(state), time.time())
-    for state, history in fit(block, state, history):
+    trained = fit(block, state, history)
+    for state, history in trained:
         now, last = time.time(), int(history.epoch[-1]) >= planned_epochs
         if not pacer.report(now, last):
             continue

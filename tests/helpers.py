@@ -1,0 +1,86 @@
+"""Helpers the tests share: tree comparison, member extraction, tiny specs, Tune results.
+
+Test modules import these (``from helpers import tiny_spec``); fixtures live in ``conftest.py``.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import numpy as np
+
+import sweep
+
+TESTS = str(Path(__file__).parent)
+
+
+def tree_allclose(a, b, *, rtol=1e-5, atol=1e-6, exact=False) -> bool:
+    """Same structure and leaves equal (``exact``: bit for bit)."""
+    la, ta = jax.tree_util.tree_flatten(eqx.filter(a, eqx.is_array))
+    lb, tb = jax.tree_util.tree_flatten(eqx.filter(b, eqx.is_array))
+    if ta != tb or len(la) != len(lb):
+        return False
+    for x, y in zip(la, lb):
+        x, y = np.asarray(x), np.asarray(y)
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if exact and not np.array_equal(x, y, equal_nan=True):
+            return False
+        if not exact and not np.allclose(x, y, rtol=rtol, atol=atol, equal_nan=True):
+            return False
+    return True
+
+
+def member(model, i):
+    """Member ``i`` of a stacked model (pdequinox's helper)."""
+    import pdequinox as pdeqx
+
+    return pdeqx.extract_from_ensemble(model, i)
+
+
+def assert_same_member(block_model, block_history, i, model, history) -> None:
+    """Member ``i`` of a trained block is, bit for bit, the member trained alone: weights and every
+    curve of its history (train loss, loss and metrics on validation and test, rollout curves)."""
+    assert tree_allclose(member(block_model, i), model, exact=True)
+    np.testing.assert_array_equal(block_history.train_loss[i], history.train_loss[0])
+    for split in ("val", "test", "val_rollout", "test_rollout"):
+        curves, alone = getattr(block_history, split), getattr(history, split)
+        assert curves.keys() == alone.keys()
+        for name in curves:
+            np.testing.assert_array_equal(curves[name][i], alone[name][0])
+
+
+def tiny_spec(**changes) -> sweep.SweepSpec:
+    """A spec that trains in well under a second per block on CPU."""
+    base = dict(
+        name="tiny",
+        problem=sweep.Problem("heat1d", num_points=16, num_samples=60, data_seed=0),
+        model=sweep.Model("ConvNet", hidden_channels=4, depth=2, activation="relu", boundary_mode="dirichlet"),
+        optimizer=sweep.Optimizer("adam", learning_rate=3e-3),
+        training=sweep.Training(epochs=4, batch_size=16, report_every=2),
+        seeds=4,
+        seeds_per_trial=2,
+    )
+    base.update(changes)
+    return sweep.SweepSpec(**base)
+
+
+def trial_path_env() -> dict[str, str]:
+    """The environment with ``tests/`` on PYTHONPATH, so that Ray workers import the test hooks (``_faults``)."""
+    paths = [TESTS, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
+
+
+def trial_results(sweep_dir: str | os.PathLike) -> dict[str, list[dict]]:
+    """Every result each trial reported (Tune's result.json files), by trial key."""
+    out: dict[str, list[dict]] = {}
+    for path in sorted(glob.glob(f"{sweep_dir}/tune-*/*/result.json")):
+        lines = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+        for r in lines:
+            out.setdefault(r["trial_key"], []).append(r)
+    return out
