@@ -38,3 +38,19 @@ def heat_spec(
         seeds_per_trial=seeds_per_trial,
         resources={"cpu": cpus, "gpu": gpus},
     )
+
+
+def tune_configs(options: dict, callbacks: list) -> dict:
+    """``--tune-option`` values as ``sweep.run``'s ``tune_config`` / ``run_config`` (each field goes
+    to the Tune config that has it), with ``callbacks`` in the run config."""
+    import dataclasses
+
+    from ray import tune
+
+    tune_fields = {f.name for f in dataclasses.fields(tune.TuneConfig)}
+    tune_kw = {k: v for k, v in options.items() if k in tune_fields}
+    run_kw = {k: v for k, v in options.items() if k not in tune_fields}
+    return {
+        "tune_config": tune.TuneConfig(**{"reuse_actors": True, **tune_kw}) if tune_kw else None,
+        "run_config": tune.RunConfig(callbacks=callbacks, **run_kw),
+    }

@@ -29,6 +29,7 @@ import tracemalloc
 from pathlib import Path
 
 from _machine import OtherLoad
+from _workload import tune_configs
 
 PROCESS_START = time.time()
 
@@ -120,7 +121,7 @@ def main() -> None:
     storage = args.storage or tempfile.mkdtemp(prefix="sweep-thousand-")
     try:
         with OtherLoad() as load:
-            path = sweep.run(spec, storage=storage, callbacks=[memory], **options)
+            path = sweep.run(spec, storage=storage, **tune_configs(options, [memory]))
         ran = time.time() - start
         after = rss_mib()
         members = len(sweep.load(path))

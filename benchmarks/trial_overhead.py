@@ -40,6 +40,7 @@ from _workload import add_options, heat_spec
 
 CHILD = r"""
 import json, sys, time
+sys.path.insert(0, @BENCHMARKS@)  # _workload
 import sweep
 sweep.configure()  # what sweep.run and every trial do
 mode, spec_json, storage, options_json, events_path = sys.argv[1:6]
@@ -79,13 +80,15 @@ else:
             events.append(("end", "", time.time(), {}))
 
     options = json.loads(options_json)
-    sweep.run(spec, storage=storage, callbacks=[Timeline()], **options)
+    from _workload import tune_configs
+
+    sweep.run(spec, storage=storage, **tune_configs(options, [Timeline()]))
     events.append(("returned", "", time.time(), {}))
     if events_path:
         with open(events_path, "w") as f:
             json.dump(events, f)
 print("RETURNED", time.time())
-"""
+""".replace("@BENCHMARKS@", repr(str(Path(__file__).resolve().parent)))
 
 TRIAL_ENV = {"SWEEP_CPU_DEVICES": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow.fs as pafs
 
@@ -21,6 +21,7 @@ from .spec import SweepSpec, hparam_name
 
 __all__ = [
     "PLAN_FILE",
+    "MemberId",
     "Plan",
     "TrialPlan",
     "config_label",
@@ -34,6 +35,20 @@ __all__ = [
 
 PLAN_FILE = "plan.json"
 PLAN_FORMAT = 1
+
+
+class MemberId(NamedTuple):
+    """What names a member across runs: its structural config, seed and hyperparameter set
+    (as :func:`hparams_key` text, so that it can be hashed and compared)."""
+
+    config_id: str
+    seed: int
+    hparams: str
+
+    @classmethod
+    def of(cls, config_id: str, seed: int, hparams: Mapping[str, float]) -> MemberId:
+        """The id of the member of ``config_id`` with ``seed`` and the hyperparameter set ``hparams``."""
+        return cls(config_id, int(seed), hparams_key(hparams))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +68,10 @@ class TrialPlan:
     def members(self) -> list[tuple[dict[str, float], int]]:
         """(hyperparameter set, seed) of every member, in block order (hparams-major)."""
         return [(h, s) for h in self.hparams for s in self.seeds]
+
+    def member_ids(self) -> list[MemberId]:
+        """The :class:`MemberId` of every member, in block order."""
+        return [MemberId.of(self.config_id, s, h) for h, s in self.members()]
 
     def grid_values(self, grid_keys: Iterable[str], hparams: Mapping[str, float]) -> dict[str, Any]:
         """``{grid key: value}`` of this trial's members with hyperparameter set ``hparams``

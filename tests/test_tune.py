@@ -56,7 +56,10 @@ def baseline(ray_session, tmp_path_factory):
     process (no actor reuse); trials record what they imported."""
     storage = tmp_path_factory.mktemp("baseline")
     hooks = TrialHooks(after_report=RecordModules(storage / "modules", WORKER_FREE))
-    path = sweep.run(tiny_spec(), storage=str(storage), trial_hooks=hooks, reuse_actors=False)
+    from ray import tune
+
+    no_reuse = tune.TuneConfig(reuse_actors=False)
+    path = sweep.run(tiny_spec(), storage=str(storage), trial_hooks=hooks, tune_config=no_reuse)
     return Path(path), final_blocks(path)
 
 
@@ -111,7 +114,10 @@ def test_a_reused_worker_trains_the_same_members_as_fresh_ones(baseline, tmp_pat
     and end bit-identical to the baseline's two fresh workers. With ``checkpoint_every=2`` the
     first of the two reports has no checkpoint: each trial wrote one, at its last report."""
     _, reference = baseline
-    path = sweep.run(tiny_spec(), storage=str(tmp_path), max_concurrent_trials=1, checkpoint_every=2)
+    from ray import tune
+
+    one_at_a_time = tune.TuneConfig(max_concurrent_trials=1, reuse_actors=True)
+    path = sweep.run(tiny_spec(), storage=str(tmp_path), tune_config=one_at_a_time, checkpoint_every=2)
     blocks = final_blocks(path)
     assert_same_members(blocks, reference)
     for key, block in blocks.items():

@@ -171,8 +171,8 @@ def run(
     output is not a terminal). Ctrl-C stops the trials, keeps what is done and prints how to
     resume (exit status 130); a second Ctrl-C stops at once.
     """
+    from ..tune import LOGGERS
     from ..tune import run as run_sweep
-    from ..tune._loggers import LOGGERS
 
     parsed = _spec(spec, overrides)
     command = [

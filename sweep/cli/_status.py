@@ -15,10 +15,8 @@ import pyarrow.fs as pafs
 
 from .._errors import StoreError
 from .._fs import filesystem_path, read_text
-from ..planning import PLAN_FILE, read_plan
-from ..store._generations import committed_root, generations_dir
-from ..store._schema import MANIFEST, STORE_NAME
-from ..training import find_blocks
+from ..planning import PLAN_FILE
+from ..store import MANIFEST, STORE_NAME, SweepDir, committed_root, generations_dir
 
 ERROR_FILES = ("error.txt", "error.pkl")
 STATES = ("done", "stopped early", "running", "failed", "pending")
@@ -55,11 +53,12 @@ def _last_line(fs: pafs.FileSystem, path: str, width: int = 80) -> str:
 
 def trial_states(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> dict[str, Any]:
     """Per planned trial: state (one of :data:`STATES`), members, epochs reached / planned."""
-    fs, path = filesystem_path(sweep_dir, filesystem)
-    plan = read_plan(fs, path)
+    where = SweepDir.at(sweep_dir, filesystem)
+    fs, path = where.filesystem, where.path
+    plan = where.plan()
     if plan is None:
         raise StoreError(f"{sweep_dir!r}: no {PLAN_FILE}; not a sweep directory (made by `sweep run`)")
-    blocks = find_blocks(path, fs)
+    blocks = where.blocks()
     failed = _failed_trials(fs, path)
     trials = []
     for t in plan.trials:

@@ -41,12 +41,12 @@ from tqdm.auto import tqdm
 from .._canonical import canonical_json
 from .._errors import StoreError
 from .._fs import filesystem_path
-from ..planning import PLAN_FILE, Plan, TrialPlan, read_plan
+from ..planning import PLAN_FILE, Plan, TrialPlan
 from ..problems import Dataset
-from ..training import BlockRef, find_blocks
+from ..training import BlockRef
 from . import _members
 from ._members import Column, Source
-from ._samples import read_samples, sample_tables, write_store_samples
+from ._samples import sample_tables, write_store_samples
 from ._schema import (
     CONFIGS,
     CONFIGS_SCHEMA,
@@ -58,6 +58,7 @@ from ._schema import (
     statistics_columns,
 )
 from ._shards import ShardResult, ShardTask, build_shard
+from ._sweepdir import SweepDir
 from ._writer import StoreWriter
 
 # 16 MiB of parameters per leaves file: ~39,000 members of a 100-parameter net, ~870 of the
@@ -69,7 +70,7 @@ MapTasks = Callable[[Callable[[ShardTask], ShardResult], Iterable[ShardTask]], I
 
 
 def aggregate(
-    sweep_dir: str | os.PathLike,
+    sweep_dir: str | os.PathLike | SweepDir,
     filesystem: pafs.FileSystem | None = None,
     progress: bool = True,
     *,
@@ -85,21 +86,24 @@ def aggregate(
     out blocks that have not reached their planned epochs (unless a scheduler stopped them), as
     after an interrupted run. ``map_tasks(build_shard, tasks)`` runs the leaves files' tasks and
     yields their results in order (default: ``map``, in this process). Returns the store path.
+    A :class:`SweepDir` as ``sweep_dir`` gives what it has read already (``sweep.run`` passes its
+    own, so that the plan and the checkpoints' ``block.json`` files are not read again).
     """
-    fs, root = filesystem_path(sweep_dir, filesystem)
-    plan = read_plan(fs, root)
+    where = sweep_dir if isinstance(sweep_dir, SweepDir) else SweepDir.at(sweep_dir, filesystem)
+    fs, root = where.filesystem, where.path
+    plan = where.plan()
     if plan is None:
         warnings.warn(
             f"{root + '/' + PLAN_FILE!r} not found: planned members without a checkpoint cannot be listed", stacklevel=2
         )
-    refs = sorted(find_blocks(root, fs).values(), key=lambda r: r.trial_key)
+    refs = sorted(where.blocks().values(), key=lambda r: r.trial_key)
     if only_complete:
         stopped = plan.stopped_trials if plan else frozenset()
         refs = [r for r in refs if r.epoch >= r.spec.training.epochs or r.trial_key in stopped]
     sources = [Source(r.trial_key, r.spec, r.seeds, r.hparams, r.shapes, partial(_read_block, fs, r)) for r in refs]
     if not sources:
-        raise StoreError(f"{str(sweep_dir)!r}: no block checkpoints (block.json) found; nothing to aggregate")
-    samples = read_samples(fs, root)
+        raise StoreError(f"{where.shown!r}: no block checkpoints (block.json) found; nothing to aggregate")
+    samples = where.samples()
     if SAMPLES not in samples:
         warnings.warn(
             f"{root + '/' + SAMPLES!r} not found: the store holds no test samples, so `sweep plot` draws no "
@@ -107,7 +111,7 @@ def aggregate(
             stacklevel=2,
         )
     _aggregate(fs, f"{root}/{STORE_NAME}", sources, plan, progress, shard_bytes, samples, map_tasks)
-    return f"{str(sweep_dir).rstrip('/')}/{STORE_NAME}"
+    return f"{where.shown if isinstance(sweep_dir, SweepDir) else str(sweep_dir).rstrip('/')}/{STORE_NAME}"
 
 
 def aggregate_blocks(

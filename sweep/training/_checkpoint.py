@@ -231,12 +231,17 @@ def load_block(directory: str | os.PathLike) -> SavedBlock:
     return BlockRef(str(directory), _read_meta(text, str(meta_path))).load()
 
 
-def find_blocks(sweep_dir: str, filesystem: pafs.FileSystem) -> dict[str, BlockRef]:
+def find_blocks(
+    sweep_dir: str, filesystem: pafs.FileSystem, known: dict[str, BlockRef] | None = None
+) -> dict[str, BlockRef]:
     """The newest block checkpoint of every trial under ``sweep_dir``, by trial key.
 
     Hidden directories are skipped, and so is a ``block.json`` that cannot be read (being
-    written, a torn upload): an older checkpoint of that trial stands.
+    written, a torn upload): an older checkpoint of that trial stands. ``known`` (``block.json``
+    path -> its checkpoint, updated here) holds files read before: a checkpoint directory is
+    never rewritten, so those are not read again.
     """
+    known = {} if known is None else known
     try:
         infos = filesystem.get_file_info(pafs.FileSelector(sweep_dir, recursive=True, allow_not_found=True))
     except OSError as e:
@@ -246,10 +251,13 @@ def find_blocks(sweep_dir: str, filesystem: pafs.FileSystem) -> dict[str, BlockR
         relative = info.path[len(sweep_dir.rstrip("/")) :]
         if info.base_name != META_FILE or "/." in relative:
             continue
-        try:
-            ref = BlockRef(info.path.rsplit("/", 1)[0], _read_meta(read_text(filesystem, info.path), info.path))
-        except (OSError, StoreError, KeyError):
-            continue
+        ref = known.get(info.path)
+        if ref is None:
+            try:
+                ref = BlockRef(info.path.rsplit("/", 1)[0], _read_meta(read_text(filesystem, info.path), info.path))
+            except (OSError, StoreError, KeyError):
+                continue
+            known[info.path] = ref
         if ref.trial_key not in found or ref.epoch > found[ref.trial_key].epoch:
             found[ref.trial_key] = ref
     return found

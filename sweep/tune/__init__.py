@@ -8,6 +8,7 @@ first use.
 
 from ._aggregate import RayTasks as RayTasks
 from ._aggregate import aggregate as aggregate
+from ._loggers import LOGGERS as LOGGERS
 from ._loggers import MemberLogger as MemberLogger
 from ._loggers import MLflowLogger as MLflowLogger
 from ._loggers import TensorBoardLogger as TensorBoardLogger

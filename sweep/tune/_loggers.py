@@ -28,7 +28,7 @@ from .._canonical import digest
 from .._errors import SpecError
 from ..planning import TrialPlan, config_label, grid_names, hparams_key
 from ..spec import SweepSpec
-from ..store._schema import FIXED_COLUMNS
+from ..store import FIXED_COLUMNS
 
 PER = ("member", "config")
 

@@ -28,7 +28,7 @@ from ray.tune import Callback
 
 from ..planning import TrialPlan, config_label, grid_names, hparams_key
 from ..spec import SweepSpec
-from ..store._schema import FIXED_COLUMNS
+from ..store import FIXED_COLUMNS
 
 MODES = ("auto", "live", "plain", "off")
 _STATUS = {"TERMINATED": "done", "ERROR": "failed", "RUNNING": "running"}  # anything else: pending

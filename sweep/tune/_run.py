@@ -1,6 +1,10 @@
 """``sweep.plan`` and ``sweep.run``: plan, check, then train every block as a Ray Tune trial.
 
-Ray is imported here only, when ``run`` is called.
+``run`` goes through named phases: check (the spec and the options, before anything starts),
+start (Ray, the datasets, the cluster's slots), restore (``resume``: the latest Tune
+experiment), train the new trials, aggregate. The sweep directory is read and written through
+one :class:`~sweep.store.SweepDir`, which reads each of its files once. Ray is imported here
+only, when ``run`` is called.
 """
 
 from __future__ import annotations
@@ -16,33 +20,23 @@ import pyarrow.fs as pafs
 
 from .._configure import available_cpus, configure
 from .._errors import SpecError, StoreError, SweepError
-from ..planning import Plan, TrialPlan, hparams_key, make_plan, merge_plans, read_plan, write_plan
+from ..planning import Plan, TrialPlan, make_plan, merge_plans
 from ..spec import SweepSpec
-from ..store import aggregate, write_samples
+from ..store import SweepDir
 from . import _env
 from ._aggregate import aggregate as aggregate_in_tasks
 from ._auto import Probe, choose_seeds_per_trial, largest_config, measure
-from ._cadence import Cadence, cadence, check_checkpoint_every
+from ._cadence import Cadence, cadence
 from ._checks import check_resources, check_writable, load_datasets
 from ._cluster import alive_nodes, ensure_ray, trial_slots
+from ._options import METRIC, RunOptions, unknown_options
 from ._quiet import quiet_tune, scoped_environ
 from ._relay import Relay, relaying
-from ._sweepdir import done_members, experiments, next_experiment, sweep_location
 from ._trainable import TrialHooks, TrialInputs
 
-METRIC, MODE = "val_loss_mean", "min"  # Tune's default: the block's mean validation loss
+__all__ = ["METRIC", "Interrupted", "plan", "run"]
+
 PENDING_ENV = "TUNE_MAX_PENDING_TRIALS_PG"
-_OURS = {
-    "name",
-    "storage_path",
-    "storage_filesystem",
-    "failure_config",
-    "local_dir",
-    "scheduler",
-    "num_samples",
-    "trial_dirname_creator",
-    "trial_name_creator",
-}
 
 
 def _stored_block_size(spec: SweepSpec, stored: Plan | None) -> int | None:
@@ -71,9 +65,9 @@ def plan(
     datasets = load_datasets(spec)
     done, stored = set(), None
     if storage is not None:
-        fs, path, _ = sweep_location(spec, storage, storage_filesystem)
-        stored = read_plan(fs, path)
-        done, _ = done_members(spec, fs, path, stored)
+        sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
+        stored = sweep_dir.plan()
+        done, _ = sweep_dir.done(spec)
     seeds_per_trial = _stored_block_size(spec, stored)
     if spec.seeds_per_trial == "auto" and seeds_per_trial is None:
         config, hparams = largest_config(spec, datasets)
@@ -100,25 +94,26 @@ def _check_spec(spec: Any) -> None:
         raise SpecError(f"`spec`: got {type(spec).__name__}; expected a sweep.SweepSpec")
 
 
-def _split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Extra keyword arguments of ``run`` -> (TuneConfig kwargs, RunConfig kwargs)."""
-    from ray import tune
+@dataclasses.dataclass
+class _Session:
+    """What the phases of one run share once Ray has started."""
 
-    tune_fields = {f.name for f in dataclasses.fields(tune.TuneConfig)} - _OURS - {"chdir_to_trial_dir"}
-    run_fields = {f.name for f in dataclasses.fields(tune.RunConfig)} - _OURS
-    tune_kw, run_kw = {}, {}
-    for key, value in options.items():
-        if key in tune_fields:
-            tune_kw[key] = value
-        elif key in run_fields:
-            run_kw[key] = value
-        else:
-            raise SpecError(
-                f"`{key}`: not an option of sweep.run; pass run(spec, storage, storage_filesystem, address, "
-                f"resume, scheduler, failure_config, trial_hooks) or a Tune option: "
-                f"{', '.join(sorted(tune_fields | run_fields))}"
-            )
-    return tune_kw, run_kw
+    spec: SweepSpec
+    sweep_dir: SweepDir
+    options: RunOptions
+    listeners: list  # the display first, then the trackers
+    datasets: dict = dataclasses.field(default_factory=dict)
+    data_refs: dict = dataclasses.field(default_factory=dict)
+    nodes: list = dataclasses.field(default_factory=list)
+    slots: int = 1
+    pace: Cadence | None = None
+    validated: bool = True  # every config has a validation set
+
+    @property
+    def ray_fs(self) -> pafs.FileSystem | None:
+        """The filesystem Tune gets (None: the local disk)."""
+        fs = self.sweep_dir.filesystem
+        return None if isinstance(fs, pafs.LocalFileSystem) else fs
 
 
 def _probe_task(config: dict, hparams: tuple, dataset, resources: dict) -> tuple:
@@ -126,24 +121,20 @@ def _probe_task(config: dict, hparams: tuple, dataset, resources: dict) -> tuple
     return tuple(measure(SweepSpec.from_dict(config), tuple(hparams), dataset, resources))
 
 
-def _measured_block_size(spec: SweepSpec, datasets: Mapping, data_refs: Mapping, nodes) -> int:
+def _measured_block_size(session: _Session) -> int:
     """Measure the largest config where trials run (a one-shot Ray task with a trial's resources)."""
     import ray
 
-    config, hparams = largest_config(spec, datasets)
+    spec = session.spec
+    config, hparams = largest_config(spec, session.datasets)
     res = spec.resources
     task = ray.remote(num_cpus=res["cpu"], num_gpus=res["gpu"], max_calls=1)(_probe_task)
-    probe = Probe(*ray.get(task.remote(config.to_dict(), hparams, data_refs[config.problem_id], dict(res))))
-    return _choose(spec, config, probe, trial_slots(res, nodes))
+    data = session.data_refs[config.problem_id]
+    probe = Probe(*ray.get(task.remote(config.to_dict(), hparams, data, dict(res))))
+    return _choose(spec, config, probe, trial_slots(res, session.nodes))
 
 
-def _trial_dirname(trial) -> str:
-    return trial.config["trial_key"]
-
-
-def _trainable(
-    spec: SweepSpec, plan: Plan, data_refs, resume_from: Mapping[str, str], fs, hooks: TrialHooks, pace: Cadence
-):
+def _trainable(session: _Session, plan: Plan, resume_from: Mapping[str, str]):
     """The trial function with its inputs in the object store: each trial's plan (and partial
     checkpoint to resume from) as its own object, so that a trial fetches only its own."""
     import ray
@@ -154,8 +145,11 @@ def _trainable(
     trials = ray.put(
         {t.trial_key: ray.put({"plan": t.to_dict(), "resume_from": resume_from.get(t.trial_key)}) for t in plan.trials}
     )
-    fn = tune.with_parameters(train_trial, inputs=TrialInputs(trials, data_refs, fs, hooks, pace))
-    return tune.with_resources(fn, {"cpu": spec.resources["cpu"], "gpu": spec.resources["gpu"]})
+    inputs = TrialInputs(trials, session.data_refs, session.ray_fs, session.options.hooks, session.pace)
+    resources = session.spec.resources
+    return tune.with_resources(
+        tune.with_parameters(train_trial, inputs=inputs), {"cpu": resources["cpu"], "gpu": resources["gpu"]}
+    )
 
 
 def _outcome(results, trials: Sequence[TrialPlan]) -> tuple[set[str], list[str]]:
@@ -192,15 +186,6 @@ def _fit(make_tuner, plan_trials, listeners: list, quiet: bool, slots: int) -> t
     return (set() if interrupted else stopped), failures, interrupted
 
 
-def _prepare(
-    tune_options: Mapping[str, Any], fs: pafs.FileSystem, path: str, shown: str
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The driver's checks that do not need Ray: (TuneConfig kwargs, RunConfig kwargs)."""
-    tune_kw, run_kw = _split_options(tune_options)
-    check_writable(fs, path, shown)
-    return tune_kw, run_kw
-
-
 class Interrupted(KeyboardInterrupt):
     """``sweep.run`` was interrupted (Ctrl-C); the message (already printed) says how to resume."""
 
@@ -210,23 +195,27 @@ def _resume_hint(done: int, total: int, command: str | None, storage: str) -> st
     return f"interrupted: {done} of {total} members done; resume with: {command}"
 
 
-def _aggregate_complete(
-    spec: SweepSpec, fs, path: str, shown: str, storage_filesystem, stored: Plan | None, in_tasks: bool
-) -> int:
+def _aggregate_complete(spec: SweepSpec, sweep_dir: SweepDir, in_tasks: bool) -> int:
     """Aggregate the members whose blocks are complete (as Ray tasks if ``in_tasks``), if the store
     does not hold them yet; returns how many there are."""
-    done, blocks = done_members(spec, fs, path, stored)
+    done, blocks = sweep_dir.done(spec)
     if not blocks or not done:
         return len(done)
     try:
         from ..store import Store
 
-        if Store.open(shown, filesystem=storage_filesystem).manifest.get("num_members") == len(done):
+        if Store.open(sweep_dir.path, filesystem=sweep_dir.filesystem).manifest.get("num_members") == len(done):
             return len(done)
     except SweepError:
         pass  # no store yet, or not a readable one: build it
-    (aggregate_in_tasks if in_tasks else aggregate)(shown, filesystem=storage_filesystem, only_complete=True)
+    (aggregate_in_tasks if in_tasks else _aggregate_here)(sweep_dir, only_complete=True)
     return len(done)
+
+
+def _aggregate_here(sweep_dir: SweepDir, only_complete: bool) -> str:
+    from ..store import aggregate
+
+    return aggregate(sweep_dir, only_complete=only_complete)
 
 
 def run(
@@ -242,7 +231,10 @@ def run(
     progress: str = "auto",
     resume_command: str | None = None,
     checkpoint_every: int | str = "auto",
-    **tune_options: Any,
+    tune_config=None,
+    run_config=None,
+    verbose: int = 0,
+    **unknown: Any,
 ) -> str:
     """Train every member of ``spec`` with Ray Tune; returns the sweep directory.
 
@@ -266,12 +258,16 @@ def run(
     ``loggers``: trackers that get one run per member (or per configuration), by name
     (``"tensorboard"``, ``"mlflow"``, ``"wandb"``) or as :mod:`sweep.tune` logger objects.
     ``progress``: ``"auto"`` (a live display on a terminal, plain lines otherwise), ``"live"``,
-    ``"plain"`` or ``"off"``. Other keyword arguments go to ``tune.TuneConfig`` or
-    ``tune.RunConfig`` (e.g. ``max_concurrent_trials``, ``stop``, ``callbacks``,
-    ``checkpoint_config``); ``verbose=1`` or more shows Ray's and Tune's own output, which is
-    hidden by default. Tune reuses trial worker processes across trials with the same resources
-    (``reuse_actors=True`` unless given), so JAX, the compiled programs and the dataset are set
-    up once per worker. ``checkpoint_every``: a block checkpoint every that many reports, or
+    ``"plain"`` or ``"off"``. ``tune_config`` (a ``tune.TuneConfig``: ``max_concurrent_trials``,
+    ``time_budget_s``, ``reuse_actors``, ``metric``/``mode``, a ``scheduler``) and ``run_config`` (a
+    ``tune.RunConfig``: ``stop``, ``callbacks``, ``checkpoint_config``, ``failure_config``, ...)
+    pass Tune's own settings through; the fields a sweep sets itself (its trials' names and
+    storage, ``num_samples``, ``search_alg``) are refused, naming what to use instead.
+    ``verbose=1`` or more shows Ray's and Tune's own output, which is hidden by default. Without
+    ``tune_config``, Tune reuses trial worker processes across trials with the same resources
+    (``reuse_actors=True``), so JAX, the compiled programs and the dataset are set up once per
+    worker; a ``tune_config`` given is used as it is (Tune's own default is
+    ``reuse_actors=False``). ``checkpoint_every``: a block checkpoint every that many reports, or
     ``"auto"`` (default) as often as keeps the checkpoint traffic within a tenth of what the
     storage takes; the last report always checkpoints (:mod:`sweep.tune._cadence`). No address
     starts (or reuses) a local Ray instance of this process, never a cluster found on the
@@ -287,38 +283,29 @@ def run(
     from ._loggers import make_loggers
     from ._progress import ProgressState, SweepProgress
 
+    # check: nothing starts before the spec and every option are known to be good
     _check_spec(spec)
-    check_checkpoint_every(checkpoint_every)
+    unknown_options(unknown)
+    options = RunOptions(
+        address, resume, scheduler, failure_config, trial_hooks or TrialHooks(), progress, resume_command,
+        checkpoint_every, tune_config, run_config, int(verbose or 0),
+    )  # fmt: skip
     configure(gpu_preallocate=False)  # the driver's JAX (data generation) must not take the trials' GPU memory
-    fs, path, shown = sweep_location(spec, storage, storage_filesystem)
-    verbose = int(tune_options.get("verbose", 0) or 0)
-    stored = read_plan(fs, path)
-    done, blocks = done_members(spec, fs, path, stored)
+    sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
+    done, _ = sweep_dir.done(spec)
     state = ProgressState(spec, (), done)
-    display = SweepProgress(state, "plain" if verbose and progress == "auto" else progress)
-    trackers = make_loggers(loggers, spec, shown)  # unknown names fail here, before Ray starts
-    if not make_plan(spec, _stored_block_size(spec, stored) or 10**9, done=done).trials:
-        _aggregate_complete(spec, fs, path, shown, storage_filesystem, stored, in_tasks=False)
-        display.message(f"nothing to train: {len(done)} members already in {shown}")
-        return shown
+    display = SweepProgress(state, "plain" if options.verbose and progress == "auto" else progress)
+    trackers = make_loggers(loggers, spec, sweep_dir.shown)  # unknown names fail here, before Ray starts
+    if not make_plan(spec, _stored_block_size(spec, sweep_dir.plan()) or 10**9, done=done).trials:
+        _aggregate_complete(spec, sweep_dir, in_tasks=False)
+        display.message(f"nothing to train: {len(done)} members already in {sweep_dir.shown}")
+        return sweep_dir.shown
+    session = _Session(spec, sweep_dir, options, [display, *trackers])
     try:
-        interrupted, failures = _run(
-            spec,
-            fs,
-            path,
-            shown,
-            storage_filesystem,
-            address,
-            resume,
-            scheduler,
-            failure_config,
-            trial_hooks or TrialHooks(),
-            trackers,
-            display,
-            verbose,
-            checkpoint_every,
-            tune_options,
-        )
+        _start(session)
+        interrupted, failures = _restore(session) if resume else (False, [])
+        if not interrupted:
+            interrupted, failures = _train_new(session, failures)
     except KeyboardInterrupt:  # a second Ctrl-C, or one before Tune took over: stop now
         display.close()
         c = state.counts()
@@ -328,195 +315,129 @@ def run(
         display.close()
         for tracker in trackers:
             tracker.close()
+    sweep_dir.refresh()  # the trials wrote checkpoints: list them (each block.json read once)
     if interrupted:  # what is done is what the checkpoints say (a trial may finish as Tune stops)
         with warnings.catch_warnings():  # the hint says how many members are missing
             warnings.simplefilter("ignore", UserWarning)
-            done_now = _aggregate_complete(
-                spec, fs, path, shown, storage_filesystem, read_plan(fs, path), in_tasks=True
-            )
+            done_now = _aggregate_complete(spec, sweep_dir, in_tasks=True)
         display.message(hint := _resume_hint(done_now, state.counts()["members"], resume_command, str(storage)))
         raise Interrupted(hint)
+    _aggregate(session, failures)
+    for hint in (h for t in trackers if (h := t.hint())):
+        display.message(hint)
+    return sweep_dir.shown
+
+
+def _start(session: _Session) -> None:
+    """Start Ray, check the storage and the cluster, load the datasets into the object store."""
+    import ray  # here: not in both threads at once
+
+    sweep_dir, options = session.sweep_dir, session.options
+    # Ray must start on this thread (its daemons die with the thread that started them); while
+    # ``ray.init`` waits for them (~2.5 s on a laptop), a helper thread imports Tune and checks
+    # the storage. The datasets are loaded after: ``ray.init`` forks its daemons, and a fork
+    # during a multithreaded OpenBLAS call (heat1d's solve, through JAX's LAPACK) on another
+    # thread leaves that call waiting forever for BLAS threads the fork handler stopped.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-prepare") as pool:
+        prepared = pool.submit(check_writable, sweep_dir.filesystem, sweep_dir.path, sweep_dir.shown)
+        ensure_ray(options.address, quiet=options.quiet)
+        prepared.result()
+    session.datasets = load_datasets(session.spec)
+    session.validated = all(d.val.size for d in session.datasets.values())
+    options.check_scheduler_metric(session.validated)
+    session.nodes = alive_nodes()
+    check_resources(session.spec.resources, session.nodes)
+    session.slots = trial_slots(session.spec.resources, session.nodes)
+    if options.max_concurrent_trials:
+        session.slots = min(session.slots, int(options.max_concurrent_trials))
+    session.pace = cadence(options.checkpoint_every, session.slots, sweep_dir.filesystem)
+    session.data_refs = {key: ray.put(d) for key, d in session.datasets.items()}
+    session.listeners[0].start()
+
+
+def _restore(session: _Session) -> tuple[bool, list[str]]:
+    """Fit the latest Tune experiment again (errored trials resumed from their checkpoints):
+    (interrupted, failure messages). Trials a scheduler stopped are recorded in the plan."""
+    from ray import tune
+
+    sweep_dir, stored = session.sweep_dir, session.sweep_dir.plan()
+    names = sweep_dir.experiments() if stored is not None else []
+    if stored is None or not names:
+        return False, []
+    exp_path = f"{sweep_dir.path}/{names[-1]}"
+    if not tune.Tuner.can_restore(exp_path, storage_filesystem=session.ray_fs):
+        return False, []
+    done, _ = sweep_dir.done(session.spec)
+    left = [
+        t
+        for t in stored.trials
+        if t.trial_key not in stored.stopped_trials and any(m not in done for m in t.member_ids())
+    ]
+    for tracker in session.listeners[1:]:
+        tracker.add(stored.trials)
+    # the restored experiment keeps its callbacks, among them the relay to this call's display
+    stopped, failures, interrupted = _fit(
+        lambda: tune.Tuner.restore(
+            exp_path,
+            trainable=_trainable(session, stored, {}),
+            resume_errored=True,
+            restart_errored=False,
+            storage_filesystem=session.ray_fs,
+        ),
+        left,
+        session.listeners,
+        quiet=session.options.quiet,
+        slots=session.slots,
+    )
+    if not interrupted and stopped:
+        sweep_dir.write_plan(stored.with_stopped(stopped))
+    sweep_dir.refresh()  # the restored trials wrote checkpoints
+    return interrupted, failures
+
+
+def _train_new(session: _Session, failures: list[str]) -> tuple[bool, list[str]]:
+    """Plan what is not trained yet, write the plan and the samples, and fit a new experiment
+    for it (unless restored trials failed): (interrupted, failure messages)."""
+    spec, sweep_dir = session.spec, session.sweep_dir
+    stored = sweep_dir.plan()
+    done, blocks = sweep_dir.done(spec)
+    seeds_per_trial = _stored_block_size(spec, stored)
+    if spec.seeds_per_trial == "auto" and seeds_per_trial is None:
+        seeds_per_trial = _measured_block_size(session)
+    new = make_plan(spec, seeds_per_trial, done=done)
+    merged = merge_plans(stored, new)
+    sweep_dir.write_plan(merged)
+    sweep_dir.write_samples(session.datasets)  # what figures draw from: the aggregator never loads data
+    if not new.trials or failures:
+        return False, failures
+    resume_from = {t.trial_key: blocks[t.trial_key].path for t in new.trials if t.trial_key in blocks}
+    for tracker in session.listeners[1:]:
+        tracker.add(new.trials)
+    trainable = _trainable(session, new, resume_from)
+    keys = [t.trial_key for t in new.trials]
+    stopped, failures, interrupted = _fit(
+        lambda: session.options.tuner(trainable, keys, sweep_dir, session.validated, [Relay()]),
+        new.trials,
+        session.listeners,
+        quiet=session.options.quiet,
+        slots=session.slots,
+    )
+    if not interrupted and stopped:
+        sweep_dir.write_plan(merged.with_stopped(stopped))
+    return interrupted, failures
+
+
+def _aggregate(session: _Session, failures: list[str]) -> None:
+    """Aggregate the store by Ray tasks; then say which trials failed, if any did."""
+    spec, sweep_dir = session.spec, session.sweep_dir
     try:
-        aggregate_in_tasks(shown, filesystem=storage_filesystem)
+        aggregate_in_tasks(sweep_dir)
     except StoreError:
         if not failures:  # every trial failed before its first checkpoint: say that, below
             raise
     if failures:
         raise SweepError(
             f"{len(failures)} trial(s) of sweep {spec.name!r} failed (first: {failures[0]}); finished blocks "
-            f"are in {shown!r}; run `sweep run SPEC --resume` (Python: sweep.run(..., resume=True)) to retry them"
+            f"are in {sweep_dir.shown!r}; run `sweep run SPEC --resume` (Python: sweep.run(..., resume=True)) to "
+            f"retry them"
         )
-    for hint in (h for t in trackers if (h := t.hint())):
-        display.message(hint)
-    return shown
-
-
-def _run(
-    spec: SweepSpec,
-    fs,
-    path: str,
-    shown: str,
-    storage_filesystem,
-    address,
-    resume: bool,
-    scheduler,
-    failure_config,
-    hooks: TrialHooks,
-    trackers: list,
-    display,
-    verbose: int,
-    checkpoint_every,
-    tune_options: Mapping[str, Any],
-) -> tuple[bool, list[str]]:
-    """Start Ray, then fit the restored experiment (``resume``) and a new one for what is left:
-    (interrupted, failure messages)."""
-    import ray  # here: not in both threads at once
-
-    # Ray must start on this thread (its daemons die with the thread that started them); while
-    # ``ray.init`` waits for them (~2.5 s on a laptop), a helper thread imports Tune and checks the
-    # options and the storage. The datasets are loaded after: ``ray.init`` forks its daemons, and a
-    # fork during a multithreaded OpenBLAS call (heat1d's solve, through JAX's LAPACK) on another
-    # thread leaves that call waiting forever for BLAS threads the fork handler stopped.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-prepare") as pool:
-        prepared = pool.submit(_prepare, tune_options, fs, path, shown)
-        ensure_ray(address, quiet=not verbose)
-        tune_kw, run_kw = prepared.result()
-    datasets = load_datasets(spec)
-    from ray import tune
-
-    validated = all(d.val.size for d in datasets.values())  # every config has a validation set
-    _check_scheduler_metric(scheduler, tune_kw, validated)
-    nodes = alive_nodes()
-    check_resources(spec.resources, nodes)
-    slots = trial_slots(spec.resources, nodes)
-    if tune_kw.get("max_concurrent_trials"):
-        slots = min(slots, int(tune_kw["max_concurrent_trials"]))
-    pace = cadence(checkpoint_every, slots, fs)
-    data_refs = {key: ray.put(d) for key, d in datasets.items()}
-    ray_fs = None if isinstance(fs, pafs.LocalFileSystem) else fs
-    stored = read_plan(fs, path)
-    failures: list[str] = []
-    display.start()
-
-    if resume and stored is not None and (names := experiments(fs, path)):
-        exp_path = f"{path}/{names[-1]}"
-        if tune.Tuner.can_restore(exp_path, storage_filesystem=ray_fs):
-            done, _ = done_members(spec, fs, path, stored)
-            left = [
-                t
-                for t in stored.trials
-                if t.trial_key not in stored.stopped_trials
-                and any((t.config_id, s, hparams_key(h)) not in done for h, s in t.members())
-            ]
-            for tracker in trackers:
-                tracker.add(stored.trials)
-
-            # the restored experiment keeps its callbacks, among them the relay to this call's display
-            stopped, failures, interrupted = _fit(
-                lambda: tune.Tuner.restore(
-                    exp_path,
-                    trainable=_trainable(spec, stored, data_refs, {}, ray_fs, hooks, pace),
-                    resume_errored=True,
-                    restart_errored=False,
-                    storage_filesystem=ray_fs,
-                ),
-                left,
-                [display, *trackers],
-                quiet=not verbose,
-                slots=slots,
-            )
-            if interrupted:
-                return True, failures
-            stored = stored.with_stopped(stopped)
-
-    done, blocks = done_members(spec, fs, path, stored)
-    seeds_per_trial = _stored_block_size(spec, stored)
-    if spec.seeds_per_trial == "auto" and seeds_per_trial is None:
-        seeds_per_trial = _measured_block_size(spec, datasets, data_refs, nodes)
-    new = make_plan(spec, seeds_per_trial, done=done)
-    merged = merge_plans(stored, new)
-    write_plan(fs, path, merged)
-    write_samples(fs, path, datasets)  # what figures draw from: the aggregator never loads data
-
-    if new.trials and not failures:
-        resume_from = {t.trial_key: blocks[t.trial_key].path for t in new.trials if t.trial_key in blocks}
-        for tracker in trackers:
-            tracker.add(new.trials)
-        run_kw = {**run_kw, "callbacks": [*run_kw.get("callbacks", []), Relay()]}
-        stopped, failures, interrupted = _fit(
-            lambda: _tuner(
-                spec,
-                new,
-                _trainable(spec, new, data_refs, resume_from, ray_fs, hooks, pace),
-                fs,
-                path,
-                ray_fs,
-                scheduler,
-                failure_config,
-                tune_kw,
-                run_kw,
-                validated,
-            ),
-            new.trials,
-            [display, *trackers],
-            quiet=not verbose,
-            slots=slots,
-        )
-        if interrupted:
-            return True, failures
-        if stopped:
-            write_plan(fs, path, merged.with_stopped(stopped))
-    return False, failures
-
-
-def _default_metric(scheduler, tune_kw: Mapping[str, Any]) -> bool:
-    """Whether Tune gets :data:`METRIC` (nobody named a metric)."""
-    return "metric" not in tune_kw and (scheduler is None or getattr(scheduler, "_metric", None) is None)
-
-
-def _check_scheduler_metric(scheduler, tune_kw: Mapping[str, Any], validated: bool) -> None:
-    """Without a validation set there is no default to rank trials by: a scheduler needs its own metric."""
-    if scheduler is not None and _default_metric(scheduler, tune_kw) and not validated:
-        raise SpecError(
-            f"`scheduler`: {type(scheduler).__name__} has no metric, and the sweep has no validation set "
-            f"(problem.val_fraction=0) for the default {METRIC!r}; give it one explicitly, e.g. "
-            f"{type(scheduler).__name__}(metric='test_loss_mean', mode='min') (a choice made on the test set makes "
-            f"its test numbers optimistic), or train with a validation set"
-        )
-
-
-def _tuner(
-    spec: SweepSpec,
-    plan: Plan,
-    trainable,
-    fs,
-    path: str,
-    ray_fs,
-    scheduler,
-    failure_config,
-    tune_kw: dict[str, Any],
-    run_kw: dict[str, Any],
-    validated: bool,
-):
-    """A new Tune experiment ``<sweep>/tune-NNNN`` with one trial per planned block."""
-    from ray import tune
-
-    tune_config = {"reuse_actors": True, **tune_kw}
-    if _default_metric(scheduler, tune_kw) and validated:
-        tune_config.update(metric=METRIC, mode=MODE)
-    run_config = {
-        "verbose": 0,
-        "failure_config": failure_config or tune.FailureConfig(max_failures=2),
-        "checkpoint_config": tune.CheckpointConfig(num_to_keep=2),
-        **run_kw,
-    }
-    return tune.Tuner(
-        trainable,
-        param_space={"trial_key": tune.grid_search([t.trial_key for t in plan.trials])},
-        tune_config=tune.TuneConfig(
-            scheduler=scheduler, trial_dirname_creator=_trial_dirname, trial_name_creator=_trial_dirname, **tune_config
-        ),
-        run_config=tune.RunConfig(
-            name=next_experiment(fs, path), storage_path=path, storage_filesystem=ray_fs, **run_config
-        ),
-    )

@@ -1,0 +1,141 @@
+"""The sweep directory: the one reader and writer of its plan, checkpoints, samples and experiments.
+
+Layout (``<storage>/<spec.name>/``)::
+
+    plan.json                    every trial ever planned (union over runs) + scheduler-stopped ones
+    samples.parquet              the first test samples of each problem (what figures draw from)
+    tune-0001/                   one Ray Tune experiment per ``sweep.run`` call
+        <trial_key>/checkpoint_000001/{block.json,state.eqx}
+        experiment_state-*.json, tuner.pkl, ...   (Tune's own files)
+    tune-0002/ ...               a later run (more seeds: only the new members)
+    ensembles/                   the store (``sweep.aggregate``)
+
+A :class:`SweepDir` reads each file once: ``plan.json`` until it writes a new one (which it
+keeps), each checkpoint's ``block.json`` once (a checkpoint directory is never rewritten; Tune
+writes the next one beside it). :meth:`SweepDir.refresh` lists the tree again after others
+(the trials) wrote to it, and reads only the ``block.json`` files it has not read yet. On
+object storage every read is a request, so this is what keeps a resumed sweep cheap.
+
+```python
+sweep_dir = SweepDir.at("runs/heat")
+sweep_dir.plan().trials[0].trial_key     # plan.json, read once
+done, blocks = sweep_dir.done(spec)      # members to leave out, newest checkpoint per trial
+```
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from .._fs import filesystem_path, is_local
+from ..planning import MemberId, Plan, read_plan, write_plan
+from ..problems import Dataset
+from ..spec import SweepSpec
+from ..training import BlockRef, find_blocks
+from ._samples import read_samples, write_samples
+
+EXPERIMENT_PREFIX = "tune-"
+_EXPERIMENT = re.compile(rf"^{EXPERIMENT_PREFIX}(\d+)$")
+_UNREAD = object()
+
+
+class SweepDir:
+    """A sweep directory on any pyarrow filesystem: ``filesystem``, ``path`` inside it, and
+    ``shown``, the form users see (their ``s3://`` spelling, or the absolute local path)."""
+
+    def __init__(self, filesystem: pafs.FileSystem, path: str, shown: str):
+        self.filesystem, self.path, self.shown = filesystem, path.rstrip("/"), shown
+        self._plan: Plan | None | object = _UNREAD
+        self._metas: dict[str, BlockRef] = {}  # block.json path -> what it says (read once)
+        self._blocks: dict[str, BlockRef] | None = None
+        self._samples: dict[str, pa.Table] | None = None
+
+    @classmethod
+    def at(cls, location: str | os.PathLike, filesystem: pafs.FileSystem | None = None) -> SweepDir:
+        """The sweep directory ``location`` (local, ``s3://...``, or a path inside ``filesystem``)."""
+        fs, path = filesystem_path(location, filesystem)
+        return cls(fs, path, path if is_local(fs) else str(location).rstrip("/"))
+
+    @classmethod
+    def of(cls, spec: SweepSpec, storage: str | os.PathLike, filesystem: pafs.FileSystem | None = None) -> SweepDir:
+        """The directory of sweep ``spec`` under ``storage`` (``<storage>/<spec.name>``)."""
+        return cls.at(f"{str(storage).rstrip('/')}/{spec.name}", filesystem)
+
+    def __repr__(self) -> str:
+        return f"SweepDir({self.shown!r})"
+
+    # plan.json
+    def plan(self) -> Plan | None:
+        """The stored plan (None before the first run), read once."""
+        if self._plan is _UNREAD:
+            self._plan = read_plan(self.filesystem, self.path)
+        return self._plan  # type: ignore[return-value]
+
+    def write_plan(self, plan: Plan) -> None:
+        """Write ``plan.json`` atomically and keep ``plan`` as what it holds."""
+        write_plan(self.filesystem, self.path, plan)
+        self._plan = plan
+
+    # block checkpoints
+    def blocks(self) -> dict[str, BlockRef]:
+        """The newest checkpoint of every trial, by trial key (as of the last listing)."""
+        if self._blocks is None:
+            self._blocks = find_blocks(self.path, self.filesystem, self._metas)
+        return self._blocks
+
+    def refresh(self) -> None:
+        """Forget the listing, so that the next query sees checkpoints written since (by the
+        trials); ``block.json`` files read before are not read again."""
+        self._blocks = None
+
+    def done(self, spec: SweepSpec) -> tuple[set[MemberId], dict[str, BlockRef]]:
+        """Members not to train again, and every trial's newest checkpoint.
+
+        A member is done when a complete checkpoint (its config's planned epochs) covers it, or
+        when its trial was stopped early by a scheduler (``stopped_trials`` in ``plan.json``).
+        """
+        planned_epochs = {config.config_id: config.training.epochs for config, _ in spec.expand()}
+        blocks, stored = self.blocks(), self.plan()
+        done: set[MemberId] = set()
+        for ref in blocks.values():
+            epochs = planned_epochs.get(ref.config_id)
+            if epochs is not None and ref.epoch >= epochs:
+                done.update(MemberId.of(ref.config_id, s, h) for h in ref.hparams for s in ref.seeds)
+        for t in stored.trials if stored else ():
+            if t.trial_key in stored.stopped_trials:
+                done.update(t.member_ids())
+        return done, blocks
+
+    # Tune experiments
+    def experiments(self) -> list[str]:
+        """Names of the Tune experiments of this sweep, oldest first."""
+        infos = self.filesystem.get_file_info(pafs.FileSelector(self.path, allow_not_found=True))
+        found = [
+            (int(m.group(1)), i.base_name)
+            for i in infos
+            if i.type == pafs.FileType.Directory and (m := _EXPERIMENT.match(i.base_name))
+        ]
+        return [name for _, name in sorted(found)]
+
+    def next_experiment(self) -> str:
+        """The name of the experiment a new run starts (``tune-NNNN``, one more than the last)."""
+        names = self.experiments()
+        match = _EXPERIMENT.match(names[-1]) if names else None
+        return f"{EXPERIMENT_PREFIX}{int(match.group(1)) + 1 if match else 1:04d}"
+
+    # samples.parquet, trajectories.parquet
+    def samples(self) -> dict[str, pa.Table]:
+        """The sample files (test data the store keeps for figures), by file name, read once."""
+        if self._samples is None:
+            self._samples = read_samples(self.filesystem, self.path)
+        return self._samples
+
+    def write_samples(self, datasets: Mapping[str, Dataset]) -> None:
+        """Add the test data of ``datasets`` to the sample files; the next :meth:`samples` reads them."""
+        write_samples(self.filesystem, self.path, datasets)
+        self._samples = None
