@@ -8,6 +8,7 @@ blocks in-process may call it too, before its first JAX computation.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -17,6 +18,7 @@ from ._errors import SpecError
 
 _DEVICE_COUNT_FLAG = "xla_force_host_platform_device_count"
 _MIN_COMPILE_S = 0.5  # programs that compile faster are not worth a disk round trip
+_said = {"configured": False, "warned": False}  # what this process did (see warn_unconfigured)
 
 
 class Configuration(NamedTuple):
@@ -81,6 +83,7 @@ def configure(
     model, history = sweep.train_block(spec, seeds=range(8))
     ```
     """
+    _said["configured"] = True
     if (
         cpu_devices is not None
         and cpu_devices != "auto"
@@ -102,6 +105,23 @@ def configure(
         jax.config.update("jax_compilation_cache_dir", directory)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", _MIN_COMPILE_S)
     return Configuration(_cpu_device_count(), jax.config.jax_compilation_cache_dir, applied)
+
+
+def warn_unconfigured() -> None:
+    """Warn once per process when a block is about to train on one of several CPU cores because
+    :func:`configure` was never called (JAX's default is one CPU device; the CPU layout runs a
+    block's members on every device at once)."""
+    if _said["configured"] or _said["warned"] or jax.default_backend() != "cpu":
+        return
+    cores = available_cpus()
+    if len(jax.devices("cpu")) == 1 and cores > 1:
+        _said["warned"] = True
+        warnings.warn(
+            f"JAX has 1 CPU device on this {cores}-core machine, so this block trains on one core; call "
+            f"sweep.configure() before the first JAX computation (sweep.run and the CLI do) to train on all "
+            f"{cores}",
+            stacklevel=3,
+        )
 
 
 def _cpu_device_count() -> int:

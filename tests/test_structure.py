@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import sweep
+from sweep._configure import available_cpus
+
+TESTS = str(Path(__file__).parent)
 
 PACKAGE = Path(sweep.__file__).parent
 
@@ -201,3 +205,42 @@ def test_examples_use_public_api_only():
                 assert not any(a.name.startswith("_") for a in node.names), f"{path.name}: {node.module}"
             if isinstance(node, ast.Import):
                 assert all(a.name in ("sweep", "sweep.tune") for a in node.names if a.name.startswith("sweep")), path
+
+
+def test_training_without_configure_warns_once_naming_configure():
+    """A script that never called sweep.configure() trains a block on one of several cores: it is told so once."""
+    script = (
+        "import warnings, jax, sweep\n"
+        "from helpers import tiny_spec\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    for _ in range(2):\n"
+        "        sweep.init_block(tiny_spec(), [0, 1])\n"
+        "said = [str(w.message) for w in caught if 'sweep.configure()' in str(w.message)]\n"
+        "print(len(said), said[0] if said else '')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([TESTS, *sys.path])}
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env, timeout=300
+    ).stdout.strip()
+    count, _, message = out.partition(" ")
+    if available_cpus() == 1:  # nothing to gain from configure() on one core: nothing said
+        assert count == "0", out
+        return
+    assert count == "1", out
+    assert "1 CPU device" in message and "trains on one core" in message
+
+
+def test_configured_training_does_not_warn():
+    script = (
+        "import warnings, sweep\n"
+        "sweep.configure(cpu_devices=1)\n"
+        "from helpers import tiny_spec\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    sweep.init_block(tiny_spec(), [0])\n"
+        "print(sum('sweep.configure()' in str(w.message) for w in caught))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([TESTS, *sys.path])}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.strip() == "0"

@@ -21,6 +21,7 @@ from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, PyTree, UInt32
 
 from .._caches import cached
+from .._configure import warn_unconfigured
 from .._errors import SpecError
 from ..metrics import check_targets
 from ..optim import hyperparameter_names
@@ -199,6 +200,8 @@ def init_block(
     else:
         check_data(spec, data)
     layout = layout or default_layout()
+    if layout == "map":
+        warn_unconfigured()
     names = hyperparameter_names(spec.optimizer.options, hsets)
     member_seeds = [s for _ in hsets for s in seeds]
     member_h = [h for h in hsets for _ in seeds]
