@@ -32,10 +32,10 @@ def rolling(steps=5, **problem):
 @pytest.fixture
 def small_parts(monkeypatch):
     """Evaluation in parts of 3 samples or trajectories (programs compiled meanwhile dropped after)."""
-    from sweep.training import _program
+    from sweep.training import _member
 
     sweep.clear_caches()
-    monkeypatch.setattr(_program, "EVAL_CHUNK", 3)
+    monkeypatch.setattr(_member, "EVAL_CHUNK", 3)
     yield
     sweep.clear_caches()
 

@@ -1,0 +1,207 @@
+"""What one member's chunk of training computes, as small pure functions of one :class:`Program`.
+
+Every member runs the same code, whatever the layout (``vmap`` or ``shard_map``) that
+:func:`~._program.chunk_program` wraps around :func:`member_chunk`: ``num_epochs`` epochs
+(:func:`pairs_epoch` over shuffled minibatches of one-step pairs, or :func:`windows_epoch` over
+windows of ``unroll + 1`` states of the training trajectories), each minibatch one
+:func:`train_step`; then :func:`evaluate` on the validation and test sets and, with
+``rollout_steps``, :func:`rollout_metrics` from their trajectories. The shuffle of epoch ``e`` is
+drawn from ``fold_in(shuffle_key, e)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+from jaxtyping import Array, Bool, Float, PyTree
+
+from ..metrics import Metric, batch_mean
+from ..optim import make_optimizer
+from ..problems import EVALUATED, Dataset
+
+EVAL_CHUNK = 128  # samples (or trajectories) per forward pass when evaluating a validation or test set
+
+
+class Program(NamedTuple):
+    """Everything a member's chunk depends on besides its state and data: built once per program
+    structure (:func:`~._program.describe`)."""
+
+    forward: Callable  # (model, batch of samples) -> batch of predictions
+    static: PyTree  # the non-array part of the model, shared by every member
+    loss: Metric
+    evaluated: tuple  # (name, field, Metric) of the loss and every metric, on val and test
+    rollout_metrics: tuple  # (name, field, Metric) evaluated along rollouts
+    optimizer: tuple[str, dict[str, Any]]  # (optax name, options without the array hyperparameters)
+    batch_size: int
+    num_train: int
+    unroll: int
+    rollout_steps: int
+
+
+def _all_finite(tree) -> Bool[Array, ""]:
+    leaves = jax.tree_util.tree_leaves(tree)
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
+
+
+def _select(pred, on_true, on_false):
+    return jax.tree_util.tree_map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
+
+
+def pairs_loss(program: Program, params, x, y) -> Float[Array, ""]:
+    """The loss of a minibatch of one-step pairs."""
+    return batch_mean(program.loss, program.forward(eqx.combine(params, program.static), x), y)
+
+
+def windows_loss(program: Program, params, window) -> Float[Array, ""]:
+    """Mean over the ``unroll`` steps of the loss of the autoregressive prediction of ``window[:, k]``."""
+    model = eqx.combine(params, program.static)
+
+    def one_step(state, target):
+        pred = program.forward(model, state)
+        return pred, batch_mean(program.loss, pred, target)
+
+    # unrolled (K copies of the step in the program): XLA then fuses across steps, which a
+    # rolled loop of a few iterations keeps it from (1.2-1.4x the cost of K one-step passes)
+    _, losses = jax.lax.scan(one_step, window[:, 0], jnp.swapaxes(window[:, 1:], 0, 1), unroll=True)
+    return jnp.mean(losses)
+
+
+def train_step(opt: optax.GradientTransformation, objective: Callable, carry, batch: tuple):
+    """One optimizer step on ``objective(params, *batch)``; a member whose loss or new parameters
+    are not finite keeps its parameters and is marked diverged from then on."""
+    params, opt_state, diverged = carry
+    loss, grads = jax.value_and_grad(objective)(params, *batch)
+    updates, new_opt_state = opt.update(grads, opt_state, params)
+    new_params = eqx.apply_updates(params, updates)
+    finite = jnp.isfinite(loss) & _all_finite(new_params)
+    keep = diverged | ~finite
+    params = _select(keep, params, new_params)
+    opt_state = _select(keep, opt_state, new_opt_state)
+    return (params, opt_state, keep), loss
+
+
+def epoch_order(program: Program, shuffle_key, epoch, count: int, batches: int):
+    """``[batches, batch_size]`` indices of epoch ``epoch``'s minibatches out of ``count`` items."""
+    key = jax.random.fold_in(jax.random.wrap_key_data(shuffle_key), epoch)
+    return jax.random.permutation(key, count)[: batches * program.batch_size].reshape(batches, program.batch_size)
+
+
+def pairs_epoch(program: Program, opt, shuffle_key, data: Dataset, carry):
+    """One pass over shuffled minibatches of the training pairs: (carry, mean loss)."""
+    params, opt_state, epoch, diverged = carry
+    train_x, train_y = data.train
+    order = epoch_order(program, shuffle_key, epoch, program.num_train, program.num_train // program.batch_size)
+
+    def step(c, batch):
+        return train_step(opt, lambda p, x, y: pairs_loss(program, p, x, y), c, batch)
+
+    (params, opt_state, diverged), losses = jax.lax.scan(
+        step, (params, opt_state, diverged), (train_x[order], train_y[order])
+    )
+    return (params, opt_state, epoch + 1, diverged), jnp.mean(losses)
+
+
+def windows_epoch(program: Program, opt, shuffle_key, data: Dataset, carry):
+    """One pass over every window of ``unroll + 1`` states of every training trajectory."""
+    params, opt_state, epoch, diverged = carry
+    traj, unroll = data.train_traj, program.unroll
+    assert traj is not None  # an unrolled program's data has training trajectories (program_data)
+    starts = traj.shape[1] - unroll  # windows per trajectory
+    count = traj.shape[0] * starts
+    offsets = jnp.arange(unroll + 1)
+
+    def window_step(c, index):
+        window = traj[(index // starts)[:, None], (index % starts)[:, None] + offsets]
+        return train_step(opt, lambda p, w: windows_loss(program, p, w), c, (window,))
+
+    (params, opt_state, diverged), losses = jax.lax.scan(
+        window_step,
+        (params, opt_state, diverged),
+        epoch_order(program, shuffle_key, epoch, count, count // program.batch_size),
+    )
+    return (params, opt_state, epoch + 1, diverged), jnp.mean(losses)
+
+
+def predict(program: Program, params, x):
+    """The model on every sample of ``x``, ``EVAL_CHUNK`` samples at a time (``lax.map``; the last
+    part padded): the activations of a whole test set at once are slower (memory-bound) and can
+    exceed memory."""
+    model, n = eqx.combine(params, program.static), x.shape[0]
+    if n <= EVAL_CHUNK:
+        return program.forward(model, x)
+    parts = -(-n // EVAL_CHUNK)
+    padded = jnp.concatenate([x, jnp.zeros((parts * EVAL_CHUNK - n, *x.shape[1:]), x.dtype)])
+    pred = jax.lax.map(lambda part: program.forward(model, part), padded.reshape(parts, EVAL_CHUNK, *x.shape[1:]))
+    return pred.reshape(parts * EVAL_CHUNK, *pred.shape[2:])[:n]
+
+
+def evaluate(program: Program, params, split) -> dict[str, Float[Array, ""]]:
+    """The loss and every metric of ``params`` on one split's pairs."""
+    # Barriers keep the evaluation one fused unit whatever surrounds it: with one member per
+    # device XLA inlines the member loop, and without them would fuse (and round) exp/log of
+    # e.g. cross_entropy differently than in a block of several members per device.
+    pred, y = jax.lax.optimization_barrier((predict(program, params, split.x), split.y))
+    return jax.lax.optimization_barrier({name: batch_mean(metric, pred, y) for name, _, metric in program.evaluated})
+
+
+def rollout_metrics(program: Program, params, traj) -> dict[str, Float[Array, " T"]]:
+    """``{metric: [T]}``: every trajectory's first state rolled out ``T`` steps, at most
+    ``EVAL_CHUNK`` trajectories at a time (in equal parts, the last padded and masked), the
+    metrics averaged over the trajectories."""
+    model, metrics = eqx.combine(params, program.static), program.rollout_metrics
+    n = traj.shape[0]
+    parts = -(-n // EVAL_CHUNK)
+    per = -(-n // parts)  # 300 trajectories: three parts of 100, none padded
+    padded = jnp.concatenate([traj, jnp.zeros((parts * per - n, *traj.shape[1:]), traj.dtype)])
+    padded = padded.reshape(parts, per, *traj.shape[1:])
+    real = (jnp.arange(parts * per) < n).reshape(parts, per)
+
+    def part(sums, inputs):
+        states, keep = inputs
+
+        def one_step(state, target):
+            pred = program.forward(model, state)
+            return pred, jnp.stack([jax.vmap(m.per_sample)(pred, target).astype(jnp.float32) for _, _, m in metrics])
+
+        _, values = jax.lax.scan(one_step, states[:, 0], jnp.swapaxes(states[:, 1:], 0, 1))  # [T, metrics, per]
+        return sums + jnp.sum(jnp.where(keep, values, 0.0), axis=-1), None
+
+    params, padded = jax.lax.optimization_barrier((params, padded))
+    sums, _ = jax.lax.scan(part, jnp.zeros((program.rollout_steps, len(metrics)), jnp.float32), (padded, real))
+    return jax.lax.optimization_barrier({name: sums[:, i] / n for i, (name, _, _) in enumerate(metrics)})
+
+
+def member_chunk(program: Program, carry, hp, data: Dataset, num_epochs: int):
+    """``num_epochs`` epochs of one member, then its evaluation: ``(carry, evaluation)``.
+
+    ``carry``: ``(params, opt_state, epoch, diverged, shuffle_key)``; ``hp``: its array
+    hyperparameters. ``evaluation``: ``{"train_loss": mean loss of the last epoch, "val": {...},
+    "test": {...}}`` (a split without samples left out), with rollouts also ``"val_rollout"`` /
+    ``"test_rollout"``: ``{<metric>: [T] curve}``.
+    """
+    params, opt_state, epoch, diverged, skey = carry
+    name, options = program.optimizer
+    opt = make_optimizer(name, options, hp)
+    epoch_fn = pairs_epoch if program.unroll == 1 else windows_epoch
+
+    def one_epoch(c, _):
+        return epoch_fn(program, opt, skey, data, c)
+
+    (params, opt_state, epoch, diverged), train_losses = jax.lax.scan(
+        one_epoch, (params, opt_state, epoch, diverged), None, length=num_epochs
+    )
+    evaluation = {
+        split: evaluate(program, params, getattr(data, split)) for split in EVALUATED if getattr(data, split).size
+    }
+    if program.rollout_steps:
+        evaluation |= {
+            f"{split}_rollout": rollout_metrics(program, params, data.trajectories(split))
+            for split in EVALUATED
+            if data.trajectories(split) is not None
+        }
+    return (params, opt_state, epoch, diverged, skey), {"train_loss": train_losses[-1], **evaluation}
