@@ -226,12 +226,12 @@ def _alive(pid: int) -> bool:
 
 
 def test_scheduler_and_stop_pass_through_keep_last_checkpoints(ray_session, tmp_path):
+    from ray import tune
     from ray.tune.schedulers import ASHAScheduler
 
     spec = tiny_spec()
-    path = sweep.run(
-        spec, storage=str(tmp_path), scheduler=ASHAScheduler(max_t=4, grace_period=1), stop={"training_iteration": 1}
-    )
+    stop = tune.RunConfig(stop={"training_iteration": 1})
+    path = sweep.run(spec, storage=str(tmp_path), scheduler=ASHAScheduler(max_t=4, grace_period=1), run_config=stop)
     blocks = final_blocks(path)
     assert len(blocks) == 2 and all(int(b.history.epoch[-1]) == 2 for b in blocks.values())
     plan = json.loads((Path(path) / "plan.json").read_text())
@@ -265,7 +265,7 @@ def test_fractional_gpu_trials_share_the_device(ray_session, tmp_path):
             dict(spec=tiny_spec(training=sweep.Training(epochs=2, batch_size=64, report_every=1))),
             r"training\.batch_size.*64",
         ),
-        (dict(spec=tiny_spec(), max_concurent_trials=2), r"max_concurent_trials.*not an option"),
+        (dict(spec=tiny_spec(), max_concurent_trials=2), r"max_concurent_trials.*not an argument of sweep\.run"),
     ],
 )
 def test_bad_input_fails_before_any_trial(ray_session, tmp_path, kwargs, match):

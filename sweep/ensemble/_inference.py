@@ -19,13 +19,12 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, Float, PyTree
 
 from .._caches import cached
 from ..models import batched_forward
-from ..training import default_layout
+from ..training import layout_devices, members_mesh, pad_members
 
 GROUP = 2  # members vmapped together on one CPU device (2-4 measured alike; 1 is slower)
 TILE_POINTS = 1024  # batch tile (samples x spatial points) per group on CPU
@@ -69,24 +68,9 @@ def _forward_chunk(
     )(params, xs)
 
 
-def members_mesh(num_devices: int) -> Mesh:
-    """The CPU layout's mesh: members split over ``num_devices`` host devices (axis ``"m"``)."""
-    return Mesh(np.asarray(jax.devices("cpu")[:num_devices]), ("m",))
-
-
-def layout_devices() -> int:
-    """Host devices the CPU layout splits a chunk over; 0 for the ``vmap`` layout (accelerators)."""
-    return len(jax.devices("cpu")) if default_layout() == "map" else 0
-
-
-def padded(params: PyTree, num_devices: int, group: int) -> tuple[PyTree, int]:
-    """``(params, n)``: a chunk of ``n`` stacked members padded to a multiple of what the layout runs
-    together, repeating member 0, so that every chunk size compiles to the same few programs."""
-    n = jax.tree_util.tree_leaves(params)[0].shape[0]
-    pad = -n % (max(1, num_devices) * (group if num_devices else 1))
-    if pad:
-        params = jax.tree_util.tree_map(lambda a: np.concatenate([a, np.repeat(a[:1], pad, axis=0)]), params)
-    return params, n
+def run_together(num_devices: int, group: int) -> int:
+    """Members one call of the layout runs together: ``group`` per host device, or 1 with ``vmap``."""
+    return max(1, num_devices) * (group if num_devices else 1)
 
 
 def forward(
@@ -97,7 +81,7 @@ def forward(
     x = jnp.asarray(x)
     program = _program(num_devices, group, tile_points)
     for params in chunks:
-        params, n = padded(params, num_devices, group)
+        params, n = pad_members(params, run_together(num_devices, group))
         yield np.asarray(program(params, static, x))[:n]
 
 

@@ -29,7 +29,8 @@ from jaxtyping import Array, Float, Int, PyTree
 from .._caches import cached
 from .._errors import QueryError
 from ..models import batched_forward
-from ._inference import GROUP, TILE_POINTS, _tiles, layout_devices, members_mesh, padded
+from ..training import layout_devices, members_mesh, pad_members
+from ._inference import GROUP, TILE_POINTS, _tiles, run_together
 
 STATES_BYTES = 256 * 2**20  # states one call returns for a chunk of members (at least one step)
 MAX_LENGTH = 64  # steps per call, at most
@@ -142,7 +143,7 @@ def rollout(
     num_devices = layout_devices()
     sharding = NamedSharding(members_mesh(num_devices), P("m")) if num_devices else None
     for i, params in enumerate(chunks):
-        params, n = padded(params, num_devices, group)
+        params, n = pad_members(params, run_together(num_devices, group))
         members = jax.tree_util.tree_leaves(params)[0].shape[0]
         length = steps_per_call(members, x0.nbytes)
         program = _program(num_devices, group, tile_points, length)

@@ -8,7 +8,6 @@ of the compiled program, shared by the block.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -27,14 +26,13 @@ from ..metrics import check_targets
 from ..optim import hyperparameter_names
 from ..problems import SPLITS, Dataset, load_problem
 from ..spec import SweepSpec, hparam_name
+from ._layout import default_layout, members_mesh, pad_members
 from ._program import (
-    LAYOUTS,
     TrainState,
     checked_objective,
     chunk_program,
     data_shapes,
     initialiser,
-    mesh,
     prediction,
     program_data,
     program_key,
@@ -57,14 +55,6 @@ class Block(NamedTuple):
     @property
     def num_members(self) -> int:
         return len(self.seeds) * len(self.hparams)
-
-
-def default_layout() -> str:
-    """``SWEEP_LAYOUT`` if set, else ``"map"`` on CPU and ``"vmap"`` on accelerators."""
-    layout = os.environ.get("SWEEP_LAYOUT") or ("map" if jax.default_backend() == "cpu" else "vmap")
-    if layout not in LAYOUTS:
-        raise SpecError(f"SWEEP_LAYOUT: got {layout!r}; choose one of {', '.join(LAYOUTS)}")
-    return layout
 
 
 def member_keys(sweep_seed: int, seeds: Sequence[int]) -> tuple[UInt32[Array, "m 2"], UInt32[Array, "m 2"]]:
@@ -215,7 +205,7 @@ def init_block(
     params, opt_state = initialiser(key, shapes)(init_keys, hp)
     m = len(member_seeds)
     state = TrainState(params, opt_state, jnp.zeros(m, jnp.int32), jnp.zeros(m, bool), shuffle_keys, hp)
-    place = NamedSharding(mesh(len(devices)), P()) if layout == "map" else devices[0]
+    place = NamedSharding(members_mesh(len(devices)), P()) if layout == "map" else devices[0]
     # the dataset once per device, and once for consecutive blocks reading the same parts of it
     arrays = _placed(_Same(data), place, spec.training.unroll > 1, spec.training.rollout_steps)
     static = static_part(spec.model.to_dict(), shapes)
@@ -243,11 +233,6 @@ def _placed(data: _Same, place: Any, unrolled: bool, rollout_steps: int) -> Data
     return jax.device_put(program_data(data.value, unrolled, rollout_steps), place)
 
 
-def _padded(tree, size: int):
-    """Pad the member axis of NumPy leaves to ``size`` by repeating member 0."""
-    return jax.tree_util.tree_map(lambda a: np.concatenate([a, np.repeat(a[:1], size - a.shape[0], axis=0)]), tree)
-
-
 def run_chunk(block: Block, state: TrainState, num_epochs: int) -> tuple[TrainState, dict[str, Any]]:
     """Train every member ``num_epochs`` more epochs (one compiled call).
 
@@ -259,10 +244,8 @@ def run_chunk(block: Block, state: TrainState, num_epochs: int) -> tuple[TrainSt
     """
     if block.layout == "vmap":
         return block.program(jax.device_put(state, block.devices[0]), block.data, num_epochs)
-    m = state.epoch.shape[0]
-    size = -(-m // len(block.devices)) * len(block.devices)
-    padded = _padded(jax.tree_util.tree_map(np.asarray, state), size)
-    split = NamedSharding(mesh(len(block.devices)), P("m"))  # the same placement every call
+    padded, m = pad_members(jax.tree_util.tree_map(np.asarray, state), len(block.devices))
+    split = NamedSharding(members_mesh(len(block.devices)), P("m"))  # the same placement every call
     out = block.program(jax.device_put(padded, split), block.data, num_epochs)
     return jax.tree_util.tree_map(lambda a: np.asarray(a)[:m], out)
 

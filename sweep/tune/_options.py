@@ -52,8 +52,8 @@ class RunOptions:
 
     def __post_init__(self) -> None:
         check_checkpoint_every(self.checkpoint_every)
-        _check_owned("tune_config", self.tune_config, _OWNED_TUNE, {"num_samples": 1})
-        _check_owned("run_config", self.run_config, _OWNED_RUN, {})
+        _check_owned("tune_config", self.tune_config, _OWNED_TUNE)
+        _check_owned("run_config", self.run_config, _OWNED_RUN)
         if self.tune_config is not None and self.tune_config.scheduler is not None and self.scheduler is not None:
             raise SpecError("`tune_config.scheduler`: a scheduler is given twice; pass it once, as scheduler=")
 
@@ -136,13 +136,15 @@ def _trial_dirname(trial) -> str:
     return trial.config["trial_key"]
 
 
-def _check_owned(argument: str, config: Any, owned: dict[str, str], allowed: dict[str, Any]) -> None:
-    """Refuse a Tune config that sets a field the sweep owns, naming what to use instead."""
+def _check_owned(argument: str, config: Any, owned: dict[str, str]) -> None:
+    """Refuse a Tune config that sets a field the sweep owns (to other than Tune's default),
+    naming what to use instead."""
     if config is None:
         return
+    default = type(config)()
     for field, instead in owned.items():
         value = getattr(config, field, None)
-        if value is not None and value != allowed.get(field):
+        if value != getattr(default, field, None):
             raise SpecError(f"`{argument}.{field}`: got {value!r}; a sweep sets it itself; use {instead}")
 
 
