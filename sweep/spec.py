@@ -1,4 +1,4 @@
-"""Frozen, validated sweep configuration (SPEC §3) with dict / TOML round trip.
+"""Frozen, validated sweep configuration with dict / TOML round trip (docs: Reference > Spec fields).
 
 Every part validates itself on construction and raises :class:`SpecError` naming the
 field, the bad value and what is allowed, so that nothing runs on a bad spec.
@@ -24,7 +24,7 @@ from .models import check_model
 from .optim import check_optimizer
 from .problems import check_problem
 
-SEED_LIMIT = 2**32  # seeds and sweep_seed are folded into member keys as uint32 (SPEC §2)
+SEED_LIMIT = 2**32  # seeds and sweep_seed are folded into member keys as uint32 (docs: Concepts)
 MAX_SEEDS = 2**24  # seeds of one sweep: its plan holds every one of them
 _INT64_LIMIT = 2**63  # integers stored in Parquet columns
 
@@ -207,12 +207,51 @@ def _check_resources(resources: Mapping[str, Any]) -> dict[str, float]:
 class SweepSpec:
     """A whole sweep: one base configuration, a grid over it, the seeds and the resources.
 
-    ```python
-    spec = SweepSpec(name="heat", problem=Problem("heat1d", num_samples=100),
-                     model=Model("ConvNet", hidden_channels=8, depth=2),
-                     optimizer=Optimizer("adam", learning_rate=1e-3),
-                     training=Training(epochs=4, batch_size=16, report_every=2), seeds=4)
-    ```
+    Frozen and validated on construction. ``to_dict`` / ``from_dict`` and ``to_toml`` /
+    ``from_toml`` round-trip exactly.
+
+    Attributes:
+        name: The sweep's name; its directory is ``<storage>/<name>``, so it must be one path
+            component (no separators, not ``.`` or ``..``).
+        problem: The data (:class:`Problem`).
+        model: The network of every member (:class:`Model`).
+        optimizer: The optax optimizer (:class:`Optimizer`).
+        training: Epochs, batch size, reports, loss and metrics (:class:`Training`).
+        seeds: An int ``N`` (seeds ``0..N-1``, ``1 <= N <= 2**24``) or a list of distinct
+            integers in ``0..2**32-1``.
+        sweep_seed: Base key of every member: a member's key is
+            ``fold_in(key(sweep_seed), seed)``. An integer in ``0..2**32-1``.
+        seeds_per_trial: Block size: seeds one trial trains together in one compiled program, an
+            integer ``>= 1``, or ``"auto"`` (chosen from memory and speed where trials run).
+        grid: Dotted spec paths (``"model.depth"``, ``"optimizer.learning_rate"``,
+            ``"training.unroll"``, ``"sweep_seed"``) to non-empty lists of values; each value
+            must make a valid spec.
+        vmap: Grid keys trained side by side inside a block. Default (``None``): every numeric
+            optimizer hyperparameter of the grid. Only numeric optimizer keys may be vmapped;
+            every other key makes separate trials.
+        resources: Per trial: ``{"cpu": c, "gpu": g}``, ``c > 0``; ``g`` is 0 (CPU only), a
+            fraction in ``(0, 1]`` or a whole number of GPUs.
+
+    Raises:
+        SpecError: A field is invalid; the message names it, the value and what is allowed.
+
+    Example:
+        >>> import sweep
+        >>> spec = sweep.SweepSpec(
+        ...     name="heat",
+        ...     problem=sweep.Problem("heat1d", num_samples=100),
+        ...     model=sweep.Model("ConvNet", hidden_channels=8, depth=2),
+        ...     optimizer=sweep.Optimizer("adam", learning_rate=1e-3),
+        ...     training=sweep.Training(epochs=4, batch_size=16, report_every=2),
+        ...     seeds=4,
+        ...     grid={"optimizer.learning_rate": [1e-3, 3e-3]},
+        ... )
+        >>> spec.seed_list
+        (0, 1, 2, 3)
+        >>> spec.vmap
+        ('optimizer.learning_rate',)
+        >>> sweep.SweepSpec.from_dict(spec.to_dict()) == spec
+        True
     """
 
     name: str
