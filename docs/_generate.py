@@ -331,7 +331,7 @@ store names.
 The schema module's own account of the files (`sweep/store/_schema.py`):
 
 ```text
-{_md(textwrap.dedent(inspect.getdoc(s).split("Files of a committed store")[1].split("::", 1)[1]).strip())}
+{_md(textwrap.dedent(inspect.getdoc(s).split("::", 1)[1].strip(chr(10)).split(chr(10) * 2)[0]))}
 ```
 
 No other file name may appear in a store (pattern `{s.STORE_FILE.pattern}`), and no symbolic
