@@ -307,7 +307,9 @@ def _members_table() -> str:
     for f in schema:
         if f.name.endswith("_history") and f.name != "history_epochs":
             value = f.name.removesuffix("_history")
-            rows.append(f"| `{f.name}` | `{f.type}` | `{value}` at every report (one entry per `history_epochs` entry) |")
+            rows.append(
+                f"| `{f.name}` | `{f.type}` | `{value}` at every report (one entry per `history_epochs` entry) |"
+            )
             continue
         if f.name not in MEMBER_COLUMNS:
             raise SystemExit(f"members.parquet: column {f.name!r} has no description in docs/_generate.py")
@@ -317,7 +319,8 @@ def _members_table() -> str:
 
 
 def store_page() -> str:
-    from sweep.store import _aggregate, _schema as s
+    from sweep.store import _aggregate
+    from sweep.store import _schema as s
 
     return f"""{HEADER}# Store format
 
@@ -415,8 +418,10 @@ def command_names() -> list[str]:
 
 
 def cli_page() -> str:
-    parts = [f"{HEADER}# Command line\n\nThe `sweep` command, installed with the package (also `python -m sweep`). "
-             "Every screen below is the command's own `--help`.\n\n```text\n" + _help([]) + "\n```\n"]
+    parts = [
+        f"{HEADER}# Command line\n\nThe `sweep` command, installed with the package (also `python -m sweep`). "
+        "Every screen below is the command's own `--help`.\n\n```text\n" + _help([]) + "\n```\n"
+    ]
     for name in command_names():
         parts.append(f"\n## `sweep {name}`\n\n```text\n{_help([name])}\n```\n")
     return "".join(parts)
