@@ -121,8 +121,27 @@ class _Named:
 
 
 class Problem(_Named):
-    """The data: ``"heat1d"``, ``"exponax:<Stepper>"`` (trajectories of a 1D PDE; the ``[pde]``
-    extra), ``"arrays"`` (with ``path=``) or ``"package.module:function"``."""
+    """The data of a sweep: a kind by name with its options.
+
+    Kinds: ``"heat1d"`` (the heat-equation data of the pdequinox example), ``"exponax:<Stepper>"``
+    (trajectories of a 1D PDE; the ``[pde]`` extra), ``"arrays"`` (with ``path=`` to an ``.npz`` or
+    Parquet file) or ``"package.module:function"`` returning the arrays. Every kind takes
+    ``val_fraction`` and ``data_seed``. Options and defaults: docs, Reference > Spec fields.
+
+    Args:
+        name: The kind.
+        **options: Its options, checked against the kind's signature.
+
+    Raises:
+        SpecError: An unknown kind or option, or a value of the wrong type.
+
+    Example:
+        >>> import sweep
+        >>> sweep.Problem("heat1d", num_points=48, num_samples=1000)
+        Problem('heat1d', num_points=48, num_samples=1000)
+        >>> sweep.Problem("heat1d", num_points=48).num_points
+        48
+    """
 
     _field = "problem"
 
@@ -131,7 +150,25 @@ class Problem(_Named):
 
 
 class Model(_Named):
-    """A pdequinox architecture by name with its keyword arguments, or a factory import path."""
+    """The network of every member: a pdequinox architecture by name with its keyword arguments, or
+    a factory ``"package.module:factory"`` called with the options and ``key=``.
+
+    Spatial dimensions and channels are inferred from the data; the model is built for the data's
+    shapes before any trial starts.
+
+    Args:
+        name: ``ConvNet``, ``ClassicResNet``, ``ModernResNet``, ``DilatedResNet``, ``ClassicUNet``,
+            ``ModernUNet``, ``ClassicFNO``, ``MLP``, or an import path.
+        **options: The architecture's keyword arguments (activations by name).
+
+    Raises:
+        SpecError: An unknown architecture or option, or a value of the wrong type.
+
+    Example:
+        >>> import sweep
+        >>> sweep.Model("ConvNet", hidden_channels=16, depth=6, activation="relu")
+        Model('ConvNet', hidden_channels=16, depth=6, activation='relu')
+    """
 
     _field = "model"
 
@@ -144,6 +181,23 @@ class Optimizer(_Named):
 
     ``schedule={"name": "cosine_decay_schedule", "decay_steps": 1000}`` multiplies the learning
     rate by an optax schedule (built with ``init_value=1.0``) of the step count.
+
+    Args:
+        name: An optax optimizer (``"adam"``, ``"adamw"``, ``"sgd"``, ...).
+        **options: Its keyword arguments, each checked against the optax signature.
+
+    Raises:
+        SpecError: An unknown optimizer or option, or a value of the wrong type.
+
+    Example:
+        >>> import sweep
+        >>> sweep.Optimizer("adam", learning_rate=3e-4, b1=0.9).learning_rate
+        0.0003
+        >>> try:
+        ...     sweep.Optimizer("adam", learning_rate=3e-4, b1="0.9")
+        ... except sweep.SpecError as e:
+        ...     print(e)
+        `optimizer.b1`: got '0.9' (str); optax.adam takes a number here (default 0.9)
     """
 
     _field = "optimizer"

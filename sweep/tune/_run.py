@@ -57,14 +57,30 @@ def plan(
 ) -> Plan:
     """The trials a sweep would run (structural configs x blocks of seeds), before anything runs.
 
-    Checks what ``run`` checks without Ray: the data is loaded (its arrays checked) and every
+    Checks what :func:`run` checks without Ray: the data is loaded (its arrays checked) and every
     config's model is built for the data's shapes (``eqx.filter_eval_shape``, nothing computed),
     so a bad problem or model fails here with the field named. Only the checks against the
     cluster (resources) and the storage (a write probe) are ``run``'s alone. The process is
     :func:`sweep.configure`-d as by ``run``.
-    With ``storage``, members already trained there are left out, as ``run`` would.
-    ``seeds_per_trial="auto"`` reuses the size stored in the sweep's plan.json, or measures it
-    in this process (see :mod:`sweep.tune._auto`), taking this machine as the cluster.
+
+    Args:
+        spec: The sweep specification.
+        storage: Where the sweep is stored; members already trained there are left out, as
+            ``run`` would.
+        storage_filesystem: A ``pyarrow.fs.FileSystem`` for ``storage``.
+
+    Returns:
+        The :class:`Plan`; printing it shows one row per trial. ``seeds_per_trial="auto"`` reuses
+        the size stored in the sweep's ``plan.json``, or measures it in this process, taking this
+        machine as the cluster.
+
+    Raises:
+        SpecError: The data or a model do not fit the spec.
+
+    Example:
+        ```python
+        print(sweep.plan(spec))  # trials by grid values, blocks of seeds, resources
+        ```
     """
     _check_spec(spec)
     configure(gpu_preallocate=False)  # as run: loading the data must not take the trials' GPU memory
@@ -244,45 +260,65 @@ def run(
     checkpoint_every: int | str = "auto",
     **tune_options: Any,
 ) -> str:
-    """Train every member of ``spec`` with Ray Tune; returns the sweep directory.
+    """Train every member of ``spec`` with Ray Tune, then aggregate the store.
 
     ``<storage>/<spec.name>`` holds ``plan.json``, one Tune experiment ``tune-NNNN`` per call
-    (trial directories named by trial key, one block checkpoint per report) and the
-    aggregated store. Before any trial starts: resources are checked against the cluster, the
-    storage is probed for writing, every dataset is loaded once (its arrays and the batch size
-    checked) and put in the object store, every config's model is built for its data's shapes
+    (trial directories named by trial key, one block checkpoint per report) and the aggregated
+    store. Before any trial starts: resources are checked against the cluster, the storage is
+    probed for writing, every dataset is loaded once (its arrays and the batch size checked) and
+    put in the object store, every config's model is built for its data's shapes
     (``eqx.filter_eval_shape``), and the plan and the first test samples of each problem
-    (``samples.parquet``, what ``sweep plot`` draws from) are written. Members already trained to completion (or
-    stopped by a scheduler) are not trained again, so a larger ``seeds`` trains only the new
-    ones; a trial with a partial checkpoint of the same key continues from it. When every
-    member is trained already, ``run`` says so and returns without starting Ray.
-
-    ``resume=True`` first restores the latest Tune experiment (``Tuner.restore``, errored trials
-    resumed from their checkpoints), then trains whatever is still missing. ``scheduler``: any
-    Tune scheduler; without its own metric it gets ``val_loss_mean`` / ``min`` (the block's mean
-    validation loss; without a validation set, a scheduler must be given its metric).
-    ``failure_config``: ``tune.FailureConfig`` (default: retry a trial twice). ``trial_hooks``:
-    a :class:`sweep.tune.TrialHooks` run inside every trial (fault injection in tests).
-    ``loggers``: trackers that get one run per member (or per configuration), by name
-    (``"tensorboard"``, ``"mlflow"``, ``"wandb"``) or as :mod:`sweep.tune` logger objects.
-    ``progress``: ``"auto"`` (a live display on a terminal, plain lines otherwise), ``"live"``,
-    ``"plain"`` or ``"off"``. Other keyword arguments go to ``tune.TuneConfig`` or
-    ``tune.RunConfig`` (e.g. ``max_concurrent_trials``, ``stop``, ``callbacks``,
-    ``checkpoint_config``); ``verbose=1`` or more shows Ray's and Tune's own output, which is
-    hidden by default. Tune reuses trial worker processes across trials with the same resources
-    (``reuse_actors=True`` unless given), so JAX, the compiled programs and the dataset are set
-    up once per worker. ``checkpoint_every``: a block checkpoint every that many reports, or
-    ``"auto"`` (default) as often as keeps the checkpoint traffic within a tenth of what the
-    storage takes; the last report always checkpoints (:mod:`sweep.tune._cadence`). No address
-    starts (or reuses) a local Ray instance of this process, never a cluster found on the
-    machine; ``address="auto"`` or ``"ray://host:10001"`` joins a cluster. The driver process is
+    (``samples.parquet``, what ``sweep plot`` draws from) are written. Members already trained to
+    completion (or stopped by a scheduler) are not trained again, so a larger ``seeds`` trains only
+    the new ones; a trial with a partial checkpoint of the same key continues from it. When every
+    member is trained already, ``run`` says so and returns without starting Ray. Tune reuses trial
+    worker processes across trials with the same resources (``reuse_actors=True`` unless given), so
+    JAX, the compiled programs and the dataset are set up once per worker. The driver process is
     :func:`sweep.configure`-d (with ``gpu_preallocate=False``). After the trials, the store is
     aggregated by Ray tasks in parallel (:func:`sweep.tune.aggregate`).
 
     Ctrl-C (SIGINT) stops the trials, keeps every checkpoint, aggregates the complete blocks,
-    prints how many members are done and how to resume (``resume_command``, default the
-    Python call), and raises :class:`sweep.tune.Interrupted` (a ``KeyboardInterrupt``); a second
-    Ctrl-C stops at once.
+    prints how many members are done and how to resume, and raises :class:`sweep.tune.Interrupted`
+    (a ``KeyboardInterrupt``); a second Ctrl-C stops at once.
+
+    Args:
+        spec: The sweep specification.
+        storage: Where sweeps are stored: any path pyarrow understands (local, NFS, ``s3://...``).
+        storage_filesystem: A ``pyarrow.fs.FileSystem`` for ``storage`` (as in Tune's ``RunConfig``).
+        address: ``None`` starts (or reuses) a local Ray instance of this process, never a cluster
+            found on the machine; ``"auto"``, ``"HOST:6379"`` or ``"ray://host:10001"`` joins a cluster.
+        resume: First restore the latest Tune experiment (``Tuner.restore``, errored trials resumed
+            from their checkpoints), then train whatever is still missing.
+        scheduler: Any Tune scheduler; without its own metric it gets ``val_loss_mean`` / ``min``
+            (without a validation set, a scheduler must be given its metric).
+        failure_config: A ``tune.FailureConfig`` (default: retry a trial twice).
+        trial_hooks: A :class:`sweep.tune.TrialHooks` run inside every trial (fault injection).
+        loggers: Trackers that get one run per member (or per configuration), by name
+            (``"tensorboard"``, ``"mlflow"``, ``"wandb"``) or as :mod:`sweep.tune` logger objects.
+        progress: ``"auto"`` (a live display on a terminal, plain lines otherwise), ``"live"``,
+            ``"plain"`` or ``"off"``.
+        resume_command: What the Ctrl-C message says to run to resume (default: the Python call).
+        checkpoint_every: A block checkpoint every that many reports, or ``"auto"`` (as often as
+            keeps the checkpoint traffic within a tenth of what the storage takes); the last report
+            always checkpoints.
+        **tune_options: Passed to ``tune.TuneConfig`` or ``tune.RunConfig`` (e.g.
+            ``max_concurrent_trials``, ``stop``, ``callbacks``); ``verbose=1`` or more shows Ray's
+            and Tune's own output, hidden by default.
+
+    Returns:
+        The sweep directory, ``<storage>/<spec.name>``.
+
+    Raises:
+        SpecError: The spec, its data, its models, its resources or the storage are unusable
+            (before any trial starts).
+        sweep.tune.Interrupted: Ctrl-C.
+
+    Example:
+        ```python
+        path = sweep.run(spec, storage="./runs")
+        path = sweep.run(spec, storage="s3://bucket/runs", address="auto")
+        path = sweep.run(spec, storage="./runs", resume=True)
+        ```
     """
     from ._loggers import make_loggers
     from ._progress import ProgressState, SweepProgress
