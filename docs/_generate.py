@@ -38,6 +38,19 @@ def _md(text: str) -> str:
     return re.sub(r"``(.+?)``", r"`\1`", text)
 
 
+def _plain(text: str) -> str:
+    """Docstring text for a plain-text block: reStructuredText roles and literals unwrapped."""
+    return re.sub(r"``(.+?)``", r"\1", re.sub(r":\w+:`~?([^`]+)`", r"\1", text))
+
+
+def _type(arrow_type) -> str:
+    """An Arrow type as NumPy names it: ``float32``, ``list<float64>``."""
+    names = {"float": "float32", "double": "float64"}
+    if pa_list := re.fullmatch(r"list<item: (\w+)>", str(arrow_type)):
+        return f"list<{names.get(pa_list.group(1), pa_list.group(1))}>"
+    return names.get(str(arrow_type), str(arrow_type))
+
+
 def _cell(text: str) -> str:
     return _md(" ".join(text.split())).replace("|", "\\|")
 
@@ -291,7 +304,7 @@ def _schema_table(schema, described: dict[str, str], what: str) -> str:
     if undocumented:
         raise SystemExit(f"{what}: columns without a description in docs/_generate.py: {undocumented}")
     for f in schema:
-        rows.append(f"| `{f.name}` | `{f.type}` | {_cell(described[f.name])} |")
+        rows.append(f"| `{f.name}` | `{_type(f.type)}` | {_cell(described[f.name])} |")
     return "\n".join(rows) + "\n"
 
 
@@ -308,12 +321,12 @@ def _members_table() -> str:
         if f.name.endswith("_history") and f.name != "history_epochs":
             value = f.name.removesuffix("_history")
             rows.append(
-                f"| `{f.name}` | `{f.type}` | `{value}` at every report (one entry per `history_epochs` entry) |"
+                f"| `{f.name}` | `{_type(f.type)}` | `{value}` at every report (one entry per `history_epochs` entry) |"
             )
             continue
         if f.name not in MEMBER_COLUMNS:
             raise SystemExit(f"members.parquet: column {f.name!r} has no description in docs/_generate.py")
-        kind = "the type of the grid values" if f.name == grid.name else f"`{f.type}`"
+        kind = "the type of the grid values" if f.name == grid.name else f"`{_type(f.type)}`"
         rows.append(f"| `{f.name}` | {kind} | {_cell(MEMBER_COLUMNS[f.name])} |")
     return "\n".join(rows) + "\n"
 
@@ -334,7 +347,7 @@ store names.
 The schema module's own account of the files (`sweep/store/_schema.py`):
 
 ```text
-{_md(textwrap.dedent(inspect.getdoc(s).split("::", 1)[1].strip(chr(10)).split(chr(10) * 2)[0]))}
+{_plain(textwrap.dedent(inspect.getdoc(s).split("::", 1)[1].strip(chr(10)).split(chr(10) * 2)[0]))}
 ```
 
 No other file name may appear in a store (pattern `{s.STORE_FILE.pattern}`), and no symbolic

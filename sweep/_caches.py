@@ -38,7 +38,7 @@ def clear_caches() -> None:
     The next block, inference call or data generation compiles again (or reads JAX's persistent
     compilation cache, if :func:`sweep.configure` switched it on).
 
-    Example:
+    Examples:
         >>> import sweep
         >>> sweep.clear_caches()
     """

@@ -80,7 +80,7 @@ def configure(
     Returns:
         The :class:`Configuration` in effect.
 
-    Example:
+    Examples:
         ```python
         sweep.configure()  # before the first JAX computation
         model, history = sweep.train_block(spec, seeds=range(8))

@@ -66,7 +66,7 @@ class Training:
     Raises:
         SpecError: A field is invalid; the message names it, the value and what is allowed.
 
-    Example:
+    Examples:
         >>> import sweep
         >>> sweep.Training(epochs=50, unroll=4, rollout_steps=100, rollout_metrics=("nrmse", "mse")).unroll
         4

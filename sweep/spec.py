@@ -135,7 +135,7 @@ class Problem(_Named):
     Raises:
         SpecError: An unknown kind or option, or a value of the wrong type.
 
-    Example:
+    Examples:
         >>> import sweep
         >>> sweep.Problem("heat1d", num_points=48, num_samples=1000)
         Problem('heat1d', num_points=48, num_samples=1000)
@@ -164,7 +164,7 @@ class Model(_Named):
     Raises:
         SpecError: An unknown architecture or option, or a value of the wrong type.
 
-    Example:
+    Examples:
         >>> import sweep
         >>> sweep.Model("ConvNet", hidden_channels=16, depth=6, activation="relu")
         Model('ConvNet', hidden_channels=16, depth=6, activation='relu')
@@ -189,7 +189,7 @@ class Optimizer(_Named):
     Raises:
         SpecError: An unknown optimizer or option, or a value of the wrong type.
 
-    Example:
+    Examples:
         >>> import sweep
         >>> sweep.Optimizer("adam", learning_rate=3e-4, b1=0.9).learning_rate
         0.0003
@@ -289,7 +289,7 @@ class SweepSpec:
     Raises:
         SpecError: A field is invalid; the message names it, the value and what is allowed.
 
-    Example:
+    Examples:
         >>> import sweep
         >>> spec = sweep.SweepSpec(
         ...     name="heat",

@@ -56,7 +56,7 @@ def load(path: str | os.PathLike, storage_filesystem: pafs.FileSystem | None = N
         StoreError: ``path`` is not a store, or is of another format, or a file it reads is
             missing, truncated or altered.
 
-    Example:
+    Examples:
         ```python
         ens = sweep.load("runs/heat")
         ens.summary()
@@ -140,7 +140,7 @@ class Ensemble:
         Raises:
             QueryError: An unknown column, or one some members have no value of.
 
-        Example:
+        Examples:
             ```python
             ens.summary().to_pylist()[0]  # the best configuration's row
             ```
@@ -165,7 +165,7 @@ class Ensemble:
         Returns:
             E.g. ``{"depth": 6, "learning_rate": 0.0003}``; ``{"config_id": ...}`` without grid columns.
 
-        Example:
+        Examples:
             ```python
             best = ens.best_configuration()
             top = ens.where(**best).best(8)
@@ -201,7 +201,7 @@ class Ensemble:
             QueryError: A free grid column (named, with its values) without ``pool=True``, or an
                 empty side.
 
-        Example:
+        Examples:
             ```python
             ens.compare({"depth": 4, "learning_rate": 1e-3}, {"depth": 6, "learning_rate": 1e-3}).probability
             ```
@@ -237,7 +237,7 @@ class Ensemble:
         Raises:
             QueryError: An unknown column (the message lists the columns there are).
 
-        Example:
+        Examples:
             ```python
             ens.where(depth=6, learning_rate=[1e-3, 3e-4], status="ok")
             ```
@@ -287,7 +287,7 @@ class Ensemble:
         Raises:
             QueryError: ``k < 1``, an unknown column, or a column some members have no value of.
 
-        Example:
+        Examples:
             ```python
             top = ens.where(depth=6).best(8)
             ```
@@ -312,7 +312,7 @@ class Ensemble:
         Raises:
             QueryError: No member, or several, match.
 
-        Example:
+        Examples:
             ```python
             net = ens.where(depth=4, learning_rate=1e-3).member(seed=4)
             y = net(x[0])
@@ -350,7 +350,7 @@ class Ensemble:
         Raises:
             QueryError: The selection spans several structural configs.
 
-        Example:
+        Examples:
             ```python
             stacked = ens.where(depth=4).best(8).stacked()
             ```
@@ -407,7 +407,7 @@ class Ensemble:
         Raises:
             QueryError: ``x`` of the wrong shape, or a selection spanning several structural configs.
 
-        Example:
+        Examples:
             ```python
             y = ens.where(depth=4).best(8).predict(x)  # [8, batch, channels, *spatial]
             ```
@@ -433,7 +433,7 @@ class Ensemble:
         Raises:
             QueryError: As :meth:`predict`.
 
-        Example:
+        Examples:
             ```python
             mean, std = ens.where(depth=4).best(8).mean_std(x)
             ```
@@ -464,7 +464,7 @@ class Ensemble:
             QueryError: ``steps < 1``, ``x0`` of the wrong shape, a selection spanning several
                 structural configs, or a model whose output cannot be fed back in.
 
-        Example:
+        Examples:
             ```python
             states = sub.rollout(x0, steps=100)  # [members, 101, batch, channels, *spatial]
             ```
@@ -493,7 +493,7 @@ class Ensemble:
         Raises:
             QueryError: As :meth:`rollout`.
 
-        Example:
+        Examples:
             ```python
             mean, std = sub.rollout_mean_std(traj[:, 0], 100)
             ```

@@ -205,7 +205,7 @@ def plot(
         QueryError: A kind asked for by name whose data the store does not hold (saying what is
             missing), or a ``metric`` / ``rollout_metric`` it does not hold.
 
-    Example:
+    Examples:
         ```python
         fig = sweep.plot("runs/heat")  # the overview
         figs = sweep.plot(ens, "all", out="figs/heat.pdf")  # figs/heat-curves.pdf, ...

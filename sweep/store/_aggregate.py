@@ -103,7 +103,7 @@ def aggregate(
         StoreError: A checkpoint is unreadable or inconsistent, or writing fails (the previous
             store stays committed).
 
-    Example:
+    Examples:
         ```python
         sweep.aggregate("runs/heat")  # -> "runs/heat/ensembles"
         ```

@@ -89,7 +89,7 @@ def load_data(spec: SweepSpec) -> Dataset:
             larger than the training samples, a metric fails on a sample, or a model does not fit
             the data's shapes; the message names the field.
 
-    Example:
+    Examples:
         ```python
         data = sweep.load_data(spec)
         data.train_x.shape  # [samples, channels, *spatial]
@@ -220,7 +220,7 @@ def init_block(
     Raises:
         SpecError: The data or the model do not fit the spec.
 
-    Example:
+    Examples:
         ```python
         block, state = sweep.init_block(spec, seeds=[0, 1, 2])
         state, metrics = sweep.run_chunk(block, state, spec.training.report_every)
@@ -297,7 +297,7 @@ def run_chunk(block: Block, state: TrainState, num_epochs: int) -> tuple[TrainSt
         and the loss and metrics on the validation and test sets (``{"train_loss": [m], "val":
         {"loss": [m], ...}, "test": {...}}``; no ``"val"`` without a validation set).
 
-    Example:
+    Examples:
         ```python
         block, state = sweep.init_block(spec, seeds=[0, 1])
         state, metrics = sweep.run_chunk(block, state, 5)

@@ -117,7 +117,7 @@ def fit(block: Block, state: TrainState, history: History | None = None) -> Iter
         An iterator of ``(state, history)`` after every chunk of ``report_every`` epochs. A block
         that already reached its epochs yields nothing.
 
-    Example:
+    Examples:
         ```python
         block, state = sweep.init_block(spec, seeds=[0, 1])
         for state, history in sweep.fit(block, state):
@@ -156,7 +156,7 @@ def train_block(
     Raises:
         SpecError: The data or the model do not fit the spec (named before training).
 
-    Example:
+    Examples:
         ```python
         model, history = sweep.train_block(spec, seeds=[0, 1, 2], hparams=[{"learning_rate": 1e-3}])
         history.test_loss.shape  # (3, number of reports)
@@ -187,7 +187,7 @@ def train(
     Raises:
         SpecError: The data or the model do not fit the spec (named before training).
 
-    Example:
+    Examples:
         ```python
         net, history = sweep.train(spec, seed=4)  # the same network as seed 4 in any block
         ```

@@ -77,7 +77,7 @@ def plan(
     Raises:
         SpecError: The data or a model do not fit the spec.
 
-    Example:
+    Examples:
         ```python
         print(sweep.plan(spec))  # trials by grid values, blocks of seeds, resources
         ```
@@ -313,7 +313,7 @@ def run(
             (before any trial starts).
         sweep.tune.Interrupted: Ctrl-C.
 
-    Example:
+    Examples:
         ```python
         path = sweep.run(spec, storage="./runs")
         path = sweep.run(spec, storage="s3://bucket/runs", address="auto")
