@@ -20,7 +20,13 @@ _MIN_COMPILE_S = 0.5  # programs that compile faster are not worth a disk round 
 
 
 class Configuration(NamedTuple):
-    """What is in effect after :func:`configure`."""
+    """What is in effect after :func:`configure`.
+
+    Attributes:
+        cpu_devices: JAX CPU devices of this process.
+        compile_cache: JAX's persistent compilation cache directory, if any.
+        applied: ``False`` when JAX had started before the device count could be set.
+    """
 
     cpu_devices: int  # JAX CPU devices of this process
     compile_cache: str | None  # JAX's persistent compilation cache directory, if any

@@ -27,12 +27,27 @@ from ._program import TrainState
 class History(NamedTuple):
     """Per-member values at each report (end of every chunk), in block member order.
 
-    ``val`` and ``test`` map ``"loss"`` and every metric name to its ``[members, reports]``
-    curve on that split; ``val`` is empty without a validation set. With rollouts
-    (``Training(rollout_steps=T)``) they also hold ``"rollout_gmean_<m>"``, the geometric mean
-    over steps ``1..min(T, 100)`` of each rollout metric's curve at every report (float64), and
-    ``val_rollout`` / ``test_rollout`` map each rollout metric to its ``[members, T]`` curve at
-    the latest report (entry ``t - 1``: after ``t`` steps, averaged over the split's trajectories).
+    Attributes:
+        seeds: The block's seeds.
+        hparams: Its hyperparameter sets; member ``i`` is ``(hparams[i // len(seeds)],
+            seeds[i % len(seeds)])``.
+        epoch: The epoch of every report.
+        train_loss: ``[members, reports]`` mean training loss of each report's last epoch.
+        val: ``"loss"`` and every metric name -> its ``[members, reports]`` curve on the validation
+            set; empty without a validation set. With rollouts (``Training(rollout_steps=T)``) also
+            ``"rollout_gmean_<m>"``, the geometric mean over steps ``1..min(T, 100)`` of each
+            rollout metric's curve at every report (float64).
+        test: The same on the test set.
+        diverged: ``[members]``: the member's loss or weights became NaN/inf (it stopped updating).
+        val_rollout: Each rollout metric -> its ``[members, T]`` curve at the latest report (entry
+            ``t - 1``: after ``t`` steps, averaged over the split's trajectories).
+        test_rollout: The same on the test trajectories.
+
+    Examples:
+        ```python
+        model, history = sweep.train_block(spec, seeds=[0, 1, 2])
+        history.val_loss[:, -1]  # each member's latest validation loss
+        ```
     """
 
     seeds: tuple[int, ...]
