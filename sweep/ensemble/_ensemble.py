@@ -163,7 +163,8 @@ class Ensemble:
             mode: ``"min"`` or ``"max"``.
 
         Returns:
-            E.g. ``{"depth": 6, "learning_rate": 0.0003}``; ``{"config_id": ...}`` without grid columns.
+            The configuration's grid values by column (its ``config_id`` without grid columns),
+            e.g. ``{"depth": 6, "learning_rate": 0.0003}``.
 
         Examples:
             ```python
@@ -193,7 +194,7 @@ class Ensemble:
             pool: Allow pooling over a free grid column.
 
         Returns:
-            A :class:`Comparison`: P(a member of ``a`` beats one of ``b``) with its 95% bootstrap
+            A :class:`Comparison`, with P(a member of ``a`` beats one of ``b``), its 95% bootstrap
             interval (diverged members lose), the difference of their means (a - b) with its interval,
             and the counts.
 
@@ -457,7 +458,7 @@ class Ensemble:
             chunk_size: Members per compiled call.
 
         Returns:
-            ``[members, steps + 1, batch, *sample_shape]``: index 0 is ``x0``, index ``t`` the member
+            ``[members, steps + 1, batch, *sample_shape]``, index 0 being ``x0`` and index ``t`` the member
             applied ``t`` times.
 
         Raises:
@@ -488,7 +489,7 @@ class Ensemble:
             chunk_size: Members per compiled call.
 
         Returns:
-            ``(mean, std)``, each ``[steps + 1, batch, *sample_shape]`` (step 0: ``x0`` and zeros).
+            ``(mean, std)``, each ``[steps + 1, batch, *sample_shape]`` (step 0 holds ``x0`` and zeros).
 
         Raises:
             QueryError: As :meth:`rollout`.

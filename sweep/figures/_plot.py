@@ -199,7 +199,7 @@ def plot(
         rollout_metric: The rollout metric of ``"rollout_error"`` (default: the first stored).
 
     Returns:
-        One ``Figure`` for one kind; ``{kind: Figure}`` for ``"all"`` or a list.
+        One ``Figure`` for one kind, or a dict of figures by kind for ``"all"`` or a list.
 
     Raises:
         QueryError: A kind asked for by name whose data the store does not hold (saying what is

@@ -81,7 +81,7 @@ def load_data(spec: SweepSpec) -> Dataset:
         spec: The sweep specification.
 
     Returns:
-        The :class:`Dataset`: ``train``, ``val`` and ``test`` ``(x, y)`` pairs (and trajectories
+        The :class:`Dataset`, with ``train``, ``val`` and ``test`` ``(x, y)`` pairs (and trajectories
         where the problem has them).
 
     Raises:
@@ -215,7 +215,7 @@ def init_block(
         layout: ``"map"`` or ``"vmap"``; ``None`` picks the backend's default.
 
     Returns:
-        ``(block, state)``: the compiled program with its data, and a :class:`TrainState`.
+        ``(block, state)``, the compiled program with its data and a :class:`TrainState`.
 
     Raises:
         SpecError: The data or the model do not fit the spec.
@@ -293,7 +293,7 @@ def run_chunk(block: Block, state: TrainState, num_epochs: int) -> tuple[TrainSt
         num_epochs: Epochs to train.
 
     Returns:
-        ``(state, metrics)``: the new state and, per member, the mean train loss of the last epoch
+        ``(state, metrics)``, the new state and, per member, the mean train loss of the last epoch
         and the loss and metrics on the validation and test sets (``{"train_loss": [m], "val":
         {"loss": [m], ...}, "test": {...}}``; no ``"val"`` without a validation set).
 

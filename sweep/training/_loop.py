@@ -165,7 +165,7 @@ def train_block(
             bit-identical whatever the block; GPU ``"vmap"``).
 
     Returns:
-        ``(stacked_model, history)``: one ``eqx.Module`` whose array leaves have a leading member
+        ``(stacked_model, history)``, one ``eqx.Module`` whose array leaves have a leading member
         axis, and the :class:`History` with ``[members, reports]`` curves.
 
     Raises:
@@ -197,7 +197,7 @@ def train(
         **kwargs: Passed to :func:`train_block` (``data=``, ``layout=``).
 
     Returns:
-        ``(model, history)``: a plain ``eqx.Module`` for one sample and its :class:`History`.
+        ``(model, history)``, a plain ``eqx.Module`` for one sample and its :class:`History`.
 
     Raises:
         SpecError: The data or the model do not fit the spec (named before training).
