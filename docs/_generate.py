@@ -98,7 +98,8 @@ def field_table(cls: type, prefix: str = "") -> str:
         raise SystemExit(f"{cls.__name__}: fields without an Attributes: entry in its docstring: {missing}")
     rows = ["| field | type | default | meaning and limits |", "| --- | --- | --- | --- |"]
     for f in fields:
-        rows.append(f"| `{prefix}{f.name}` | `{_cell(str(f.type))}` | {_default(f)} | {_cell(described[f.name])} |")
+        kinds = " or ".join(f"`{t}`" for t in str(f.type).split(" | "))  # no pipe inside a table cell
+        rows.append(f"| `{prefix}{f.name}` | {kinds} | {_default(f)} | {_cell(described[f.name])} |")
     return "\n".join(rows) + "\n"
 
 
@@ -138,7 +139,7 @@ by `sweep.plan` and `sweep.run` before any trial starts.
 | seeds and `sweep_seed` | `0 <= seed < {spec.SEED_LIMIT}` (2**32) | folded into member keys as uint32 |
 | seeds of one sweep | at most {spec.MAX_SEEDS} (2**24) | the plan holds every one of them |
 | training counters (`epochs`, `batch_size`, ...) | below {_training_spec.INT32_LIMIT} (2**31) | int32 inside the compiled program |
-| integers anywhere in a spec | -2**63 .. 2**63-1 | stored in Parquet int64 columns |
+| integers anywhere in a spec | `-2**63 .. 2**63-1` | stored in Parquet int64 columns |
 | numbers anywhere in a spec | finite | no NaN or infinity reaches a trial or a table |
 | `name` | one path component | the sweep's directory is named after it |
 
@@ -484,7 +485,10 @@ def errors_page() -> str:
         f"{_cell((inspect.getdoc(c) or '').splitlines()[0])} |"
         for c in classes
     )
-    examples = "\n\n".join(f"{what}:\n\n```text\n{message}\n```" for what, message in _error_examples())
+    examples = "\n\n".join(
+        f"{what}:\n\n```text\n{textwrap.fill(message, WIDTH, subsequent_indent='    ')}\n```"
+        for what, message in _error_examples()
+    )
     return f"""{HEADER}# Errors
 
 ## The rules
