@@ -32,6 +32,10 @@ def _code(value: object) -> str:
     return f"`{value}`"
 
 
+class Undocumented(Exception):
+    """The code has something the generator cannot document yet (a field, column or example)."""
+
+
 def _md(text: str) -> str:
     """reStructuredText inline markup of docstrings as Markdown: ``x`` and :class:`x` -> `x`."""
     text = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", text)
@@ -95,7 +99,7 @@ def field_table(cls: type, prefix: str = "") -> str:
     fields = dataclasses.fields(cls)
     missing = [f.name for f in fields if f.name not in described]
     if missing:
-        raise SystemExit(f"{cls.__name__}: fields without an Attributes: entry in its docstring: {missing}")
+        raise Undocumented(f"{cls.__name__}: fields without an Attributes: entry in its docstring: {missing}")
     rows = ["| field | type | default | meaning and limits |", "| --- | --- | --- | --- |"]
     for f in fields:
         kinds = " or ".join(f"`{t}`" for t in str(f.type).split(" | "))  # no pipe inside a table cell
@@ -303,7 +307,7 @@ def _schema_table(schema, described: dict[str, str], what: str) -> str:
     rows = ["| column | type | holds |", "| --- | --- | --- |"]
     undocumented = [f.name for f in schema if f.name not in described]
     if undocumented:
-        raise SystemExit(f"{what}: columns without a description in docs/_generate.py: {undocumented}")
+        raise Undocumented(f"{what}: columns without a description in docs/_generate.py: {undocumented}")
     for f in schema:
         rows.append(f"| `{f.name}` | `{_type(f.type)}` | {_cell(described[f.name])} |")
     return "\n".join(rows) + "\n"
@@ -326,7 +330,7 @@ def _members_table() -> str:
             )
             continue
         if f.name not in MEMBER_COLUMNS:
-            raise SystemExit(f"members.parquet: column {f.name!r} has no description in docs/_generate.py")
+            raise Undocumented(f"members.parquet: column {f.name!r} has no description in docs/_generate.py")
         kind = "the type of the grid values" if f.name == grid.name else f"`{_type(f.type)}`"
         rows.append(f"| `{f.name}` | {kind} | {_cell(MEMBER_COLUMNS[f.name])} |")
     return "\n".join(rows) + "\n"
@@ -421,7 +425,7 @@ def _help(args: list[str]) -> str:
     env = {"COLUMNS": str(WIDTH), "TERMINAL_WIDTH": str(WIDTH), "NO_COLOR": "1"}
     result = CliRunner().invoke(app, [*args, "--help"], env=env, prog_name="sweep")
     if result.exit_code != 0:
-        raise SystemExit(f"sweep {' '.join(args)} --help failed: {result.output}")
+        raise Undocumented(f"sweep {' '.join(args)} --help failed: {result.output}")
     return "\n".join(line.rstrip() for line in result.output.strip("\n").splitlines())
 
 
@@ -472,7 +476,7 @@ def _error_examples() -> list[tuple[str, str]]:
         except sweep.SweepError as e:
             out.append((what, f"{type(e).__name__}: {e}"))
         else:
-            raise SystemExit(f"error example {what!r} raised nothing")
+            raise Undocumented(f"error example {what!r} raised nothing")
     return out
 
 
@@ -539,7 +543,12 @@ def pages() -> dict[str, str]:
 def main(argv: list[str]) -> int:
     docs = ROOT / "docs"
     stale = []
-    for path, text in pages().items():
+    try:
+        generated = pages()
+    except Undocumented as e:
+        print(f"cannot generate the reference: {e}")
+        return 1
+    for path, text in generated.items():
         target = docs / path
         if "--check" in argv:
             if not target.is_file() or target.read_text() != text:

@@ -147,3 +147,27 @@ DOCTESTED = ["sweep.spec", "sweep._training_spec", "sweep._caches", "sweep.probl
 def test_docstring_examples_run(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_a_field_or_column_without_a_description_stops_the_generator():
+    """A new spec field or store column is documented before the pages can be generated."""
+    import dataclasses
+
+    import pyarrow as pa
+
+    @dataclasses.dataclass(frozen=True)
+    class Part:
+        """A part.
+
+        Attributes:
+            epochs: How long.
+        """
+
+        epochs: int = 1
+        patience: int = 3
+
+    with pytest.raises(GENERATE.Undocumented, match=r"Part: fields without an Attributes: entry.*'patience'"):
+        GENERATE.field_table(Part)
+    schema = pa.schema([("config_id", pa.string()), ("new_column", pa.int64())])
+    with pytest.raises(GENERATE.Undocumented, match=r"configs.parquet: columns without a description.*new_column"):
+        GENERATE._schema_table(schema, GENERATE.CONFIG_COLUMNS, "configs.parquet")
