@@ -512,6 +512,22 @@ def errors_page() -> str:
   that is not there, input of the wrong shape, a selection spanning several structural configs,
   `compare` over a grid column left free) raises `QueryError` with what is allowed.
 
+## What is checked
+
+Before any trial starts: an unknown architecture, optimizer, problem, loss or metric; an option
+of the wrong type; NaN or infinity anywhere in a spec; negative, duplicate or too many seeds; an
+empty grid list; a grid key that is not a spec field; `seeds_per_trial < 1`; a GPU fraction
+`<= 0`, or above 1 and not whole; more GPUs or CPUs than any node of the cluster has; a batch
+larger than the training samples; data that are not finite numbers or not readable without
+pickle; a model that cannot be built for the data's shapes; storage that is not writable.
+
+When a store is read: a directory that is not a store; a store of a newer or older format; a
+file that is truncated, altered or does not match its config; a name that leaves the store.
+
+When a store is queried: `where()` on an unknown column; `best(k)` with `k < 1`;
+`member(seed=...)` for a seed that is not there; input of the wrong shape to `predict`; a
+rollout of a model whose output cannot be fed back in.
+
 ## Classes
 
 | class | bases | raised when |
