@@ -39,8 +39,9 @@ def clear_caches() -> None:
     compilation cache, if :func:`sweep.configure` switched it on).
 
     Examples:
-        >>> import sweep
-        >>> sweep.clear_caches()
+        ```python
+        sweep.clear_caches()  # e.g. between benchmarks, to time compilation again
+        ```
     """
     for clear in _CLEARERS:
         clear()
