@@ -14,7 +14,7 @@ rollouts and tests, which are not training. Writes into ``--out``:
 Timing: the vmapped training runs once, timed until its result is ready, with the part JAX
 spent compiling measured alongside (``_compile_clock``, the same clock as the seed-sweep side).
 
-    /work/venvs/ape/bin/python benchmarks/_apebench_side.py --scenario phy_burgers \
+    <apebench-venv>/bin/python benchmarks/_apebench_side.py --scenario phy_burgers \
         --out /tmp/ape --num-seeds 8 --optim-config "adam;2000;warmup_cosine;0.0;1e-3;400"
 """
 

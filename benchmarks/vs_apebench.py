@@ -19,7 +19,7 @@ states (the same PDE); :func:`rollout_nrmse` against APEBench's own ``perform_te
 networks, and against the product's in-program ``test_rollout_nrmse`` on seed-sweep's
 networks and test trajectories.
 
-    flock /tmp/bench.lock python benchmarks/vs_apebench.py --ape-python /work/venvs/ape/bin/python [--smoke] [--unroll K]
+    flock /tmp/bench.lock python benchmarks/vs_apebench.py --ape-python <apebench-venv>/bin/python [--smoke] [--unroll K]
 
 Time per seed-step = training wall time / (seeds x update steps), each side timed in its own
 process until the trained networks are ready (data generated before the clock starts, on both

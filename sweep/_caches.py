@@ -35,8 +35,13 @@ def register(jitted: F) -> F:
 def clear_caches() -> None:
     """Drop every compiled program and model template seed-sweep has cached in this process.
 
-    The next block, inference call or data generation compiles again (or reads JAX's
-    persistent compilation cache, if :func:`sweep.configure` switched it on).
+    The next block, inference call or data generation compiles again (or reads JAX's persistent
+    compilation cache, if :func:`sweep.configure` switched it on).
+
+    Examples:
+        ```python
+        sweep.clear_caches()  # e.g. between benchmarks, to time compilation again
+        ```
     """
     for clear in _CLEARERS:
         clear()

@@ -22,7 +22,13 @@ _said = {"configured": False, "warned": False}  # what this process did (see war
 
 
 class Configuration(NamedTuple):
-    """What is in effect after :func:`configure`."""
+    """What is in effect after :func:`configure`.
+
+    Attributes:
+        cpu_devices: JAX CPU devices of this process.
+        compile_cache: JAX's persistent compilation cache directory, if any.
+        applied: ``False`` when JAX had started before the device count could be set.
+    """
 
     cpu_devices: int  # JAX CPU devices of this process
     compile_cache: str | None  # JAX's persistent compilation cache directory, if any
@@ -59,29 +65,34 @@ def configure(
 ) -> Configuration:
     """Split the CPU into JAX devices and switch on JAX's persistent compilation cache.
 
-    - ``cpu_devices``: JAX CPU devices (``jax_num_cpu_devices``). ``"auto"`` gives one per core
-      this process may use; ``None`` leaves JAX's setting alone. The CPU block layout runs a
-      block's members on every device at once, so a 2-core machine trains about twice as
-      fast with 2 devices as with JAX's default of 1. It takes effect only before JAX's first
-      computation in the process, and never overrides ``--xla_force_host_platform_device_count``
-      in ``XLA_FLAGS``.
-    - ``compile_cache``: a directory for JAX's persistent compilation cache (``"default"``:
-      ``~/.cache/seed-sweep/jax``; ``None``: leave JAX's setting alone). Ray starts every
-      trial in a fresh worker process; with the cache, a worker reads the compiled program of
-      its structural config from disk instead of compiling it again (seconds per trial). A
-      cache directory the user already configured is kept.
-    - ``gpu_preallocate``: ``False`` sets ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` (if JAX has not
-      started and the variable is unset), so that this process takes GPU memory as it needs it
-      instead of 75% of the device at start; ``sweep.run`` does this in the driver so that trials
-      on the driver's machine get their shares. ``None`` leaves it alone.
+    ``import sweep`` changes nothing in the process; this applies what makes seed-sweep fast.
+    ``sweep.run``, ``sweep.plan``, every trial and the ``sweep`` command call it. Calling it again
+    is harmless.
 
-    Returns what is in effect. Calling it again is harmless.
+    Args:
+        cpu_devices: JAX CPU devices (``jax_num_cpu_devices``). ``"auto"`` gives one per core this
+            process may use; ``None`` leaves JAX's setting alone. The CPU block layout runs a
+            block's members on every device at once, so a 2-core machine trains about twice as fast
+            with 2 devices as with JAX's default of 1. It takes effect only before JAX's first
+            computation in the process, and never overrides
+            ``--xla_force_host_platform_device_count`` in ``XLA_FLAGS``.
+        compile_cache: A directory for JAX's persistent compilation cache (``"default"``:
+            ``~/.cache/seed-sweep/jax``; ``None``: leave JAX's setting alone). Ray starts every
+            trial in a fresh worker process; with the cache, a worker reads the compiled program of
+            its structural config from disk instead of compiling it again. A cache directory the
+            user already configured is kept.
+        gpu_preallocate: ``False`` sets ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` (if JAX has not
+            started and the variable is unset), so that this process takes GPU memory as it needs
+            it instead of 75% of the device at start. ``None`` leaves it alone.
 
-    ```python
-    import sweep
-    sweep.configure()          # before the first JAX computation
-    model, history = sweep.train_block(spec, seeds=range(8))
-    ```
+    Returns:
+        The :class:`Configuration` in effect.
+
+    Examples:
+        ```python
+        sweep.configure()  # before the first JAX computation
+        model, history = sweep.train_block(spec, seeds=range(8))
+        ```
     """
     _said["configured"] = True
     if (

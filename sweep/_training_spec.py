@@ -1,4 +1,4 @@
-"""``Training``: how every member of a sweep is trained and evaluated (SPEC §3, §5, §10, §11).
+"""``Training``: how every member of a sweep is trained and evaluated (docs: Reference > Spec fields).
 
 Frozen and validated on construction: every bad field is a :class:`SpecError` naming it, the
 value and what is allowed. What can only be checked against the data (trajectories long
@@ -37,24 +37,44 @@ class Training:
     sample (see :mod:`sweep.metrics`). Both are part of the structural config: changing them is
     a new config (and new trials).
 
-    Autoregressive emulators (SPEC §11; the problem must give trajectories):
+    Autoregressive emulators (the problem must give trajectories; docs: How-to guides >
+    Autoregressive emulators): ``unroll`` trains on windows of consecutive states,
+    ``rollout_steps`` measures every member's rollout at every report.
 
-    - ``unroll=K``: ``1`` trains on the problem's one-step pairs. ``K > 1`` trains on windows of
-      ``K + 1`` consecutive states of the training trajectories (every window of every
-      trajectory, shuffled per epoch with the member's shuffle key): the member predicts ``K``
-      steps autoregressively from the window's first state, and the loss is the mean of the
-      ``K`` per-step losses. An epoch is one pass over the windows.
-    - ``rollout_steps=T`` (0: none): at every report, each member is rolled out ``T`` steps from
-      the first state of every validation and test trajectory, and each of ``rollout_metrics``
-      is evaluated at every step against the trajectory, averaged over the trajectories:
-      columns ``val_rollout_<m>`` / ``test_rollout_<m>`` (``T`` values; entry ``t - 1`` after
-      ``t`` steps) and their geometric mean over steps ``1..min(T, 100)``,
-      ``val_rollout_gmean_<m>`` / ``test_rollout_gmean_<m>`` (a scalar ``best()``,
-      ``summary()`` and ``compare()`` rank by).
+    Attributes:
+        epochs: Passes over the training samples (or windows), an integer ``>= 1``.
+        batch_size: Samples per update, an integer ``>= 1``; at most the training samples
+            (checked against the data).
+        report_every: Epochs per compiled chunk: a trial reports, evaluates and may checkpoint
+            after each. An integer ``>= 1``.
+        loss: What training minimises: a built-in name or ``"package.module:fn"`` of one sample.
+        metrics: Evaluated with the loss on the validation and test sets at every report; stored
+            as ``val_<name>`` / ``test_<name>`` (an import path's function name).
+        unroll: ``1`` trains on the one-step pairs. ``K > 1`` trains on windows of ``K + 1``
+            consecutive states of the training trajectories: the member predicts ``K`` steps
+            autoregressively from the window's first state, and the loss is the mean of the
+            ``K`` per-step losses. An integer ``>= 1``.
+        rollout_steps: ``T > 0`` rolls each member out ``T`` steps from the first state of every
+            validation and test trajectory at every report and evaluates ``rollout_metrics``
+            after each step: columns ``val_rollout_<m>`` / ``test_rollout_<m>`` (``T`` values)
+            and their geometric mean over steps ``1..min(T, 100)``, ``val_rollout_gmean_<m>`` /
+            ``test_rollout_gmean_<m>``. ``0``: no rollouts.
+        rollout_metrics: The metrics of the rollouts (not empty when ``rollout_steps > 0``).
 
-    ```python
-    Training(epochs=50, batch_size=32, unroll=4, rollout_steps=100, rollout_metrics=("nrmse", "mse"))
-    ```
+    Every integer lies below ``2**31`` (training counters are int32 in the compiled program).
+
+    Raises:
+        SpecError: A field is invalid; the message names it, the value and what is allowed.
+
+    Examples:
+        >>> import sweep
+        >>> sweep.Training(epochs=50, unroll=4, rollout_steps=100, rollout_metrics=("nrmse", "mse")).unroll
+        4
+        >>> try:
+        ...     sweep.Training(epochs=0)
+        ... except sweep.SpecError as e:
+        ...     print(e)
+        `training.epochs`: got 0; must be an integer >= 1 (and below 2**31)
     """
 
     epochs: int = 100

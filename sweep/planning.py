@@ -53,7 +53,16 @@ class MemberId(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class TrialPlan:
-    """One Ray Tune trial: one structural config, one block of seeds x every hyperparameter set."""
+    """One Ray Tune trial: one structural config, one block of seeds x every hyperparameter set.
+
+    Attributes:
+        trial_key: Stable key of the trial (config id and a digest of its seeds and hyperparameter
+            sets), its directory name.
+        config_id: The structural config's id.
+        spec: The structural config's spec (grid applied, no grid left).
+        seeds: The block's seeds.
+        hparams: Its vmapped hyperparameter sets.
+    """
 
     trial_key: str
     config_id: str
@@ -110,7 +119,21 @@ class TrialPlan:
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """Every trial of a sweep, with the resources each one asks for."""
+    """Every trial of a sweep, with the resources each one asks for; saved as ``plan.json``.
+
+    Attributes:
+        spec: The sweep specification.
+        trials: One :class:`TrialPlan` per trial: structural configs x blocks of seeds.
+        seeds_per_trial: The block size (``"auto"`` resolved).
+        stopped_trials: Trial keys a scheduler stopped early.
+
+    Examples:
+        ```python
+        plan = sweep.plan(spec)
+        print(plan)  # one row per trial: grid values, config id, seeds, vmapped values
+        plan.num_members
+        ```
+    """
 
     spec: SweepSpec
     trials: tuple[TrialPlan, ...]

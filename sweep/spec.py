@@ -1,4 +1,4 @@
-"""Frozen, validated sweep configuration (SPEC §3) with dict / TOML round trip.
+"""Frozen, validated sweep configuration with dict / TOML round trip (docs: Reference > Spec fields).
 
 Every part validates itself on construction and raises :class:`SpecError` naming the
 field, the bad value and what is allowed, so that nothing runs on a bad spec.
@@ -24,7 +24,7 @@ from .models import check_model
 from .optim import check_optimizer
 from .problems import check_problem
 
-SEED_LIMIT = 2**32  # seeds and sweep_seed are folded into member keys as uint32 (SPEC §2)
+SEED_LIMIT = 2**32  # seeds and sweep_seed are folded into member keys as uint32 (docs: Concepts)
 MAX_SEEDS = 2**24  # seeds of one sweep: its plan holds every one of them
 _INT64_LIMIT = 2**63  # integers stored in Parquet columns
 
@@ -121,8 +121,27 @@ class _Named:
 
 
 class Problem(_Named):
-    """The data: ``"heat1d"``, ``"exponax:<Stepper>"`` (trajectories of a 1D PDE; the ``[pde]``
-    extra), ``"arrays"`` (with ``path=``) or ``"package.module:function"``."""
+    """The data of a sweep: a kind by name with its options.
+
+    Kinds: ``"heat1d"`` (the heat-equation data of the pdequinox example), ``"exponax:<Stepper>"``
+    (trajectories of a 1D PDE; the ``[pde]`` extra), ``"arrays"`` (with ``path=`` to an ``.npz`` or
+    Parquet file) or ``"package.module:function"`` returning the arrays. Every kind takes
+    ``val_fraction`` and ``data_seed``. Options and defaults: docs, Reference > Spec fields.
+
+    Args:
+        name: The kind.
+        **options: Its options, checked against the kind's signature.
+
+    Raises:
+        SpecError: An unknown kind or option, or a value of the wrong type.
+
+    Examples:
+        >>> import sweep
+        >>> sweep.Problem("heat1d", num_points=48, num_samples=1000)
+        Problem('heat1d', num_points=48, num_samples=1000)
+        >>> sweep.Problem("heat1d", num_points=48).num_points
+        48
+    """
 
     _field = "problem"
 
@@ -131,7 +150,25 @@ class Problem(_Named):
 
 
 class Model(_Named):
-    """A pdequinox architecture by name with its keyword arguments, or a factory import path."""
+    """The network of every member: a pdequinox architecture by name with its keyword arguments, or
+    a factory ``"package.module:factory"`` called with the options and ``key=``.
+
+    Spatial dimensions and channels are inferred from the data; the model is built for the data's
+    shapes before any trial starts.
+
+    Args:
+        name: ``ConvNet``, ``ClassicResNet``, ``ModernResNet``, ``DilatedResNet``, ``ClassicUNet``,
+            ``ModernUNet``, ``ClassicFNO``, ``MLP``, or an import path.
+        **options: The architecture's keyword arguments (activations by name).
+
+    Raises:
+        SpecError: An unknown architecture or option, or a value of the wrong type.
+
+    Examples:
+        >>> import sweep
+        >>> sweep.Model("ConvNet", hidden_channels=16, depth=6, activation="relu")
+        Model('ConvNet', hidden_channels=16, depth=6, activation='relu')
+    """
 
     _field = "model"
 
@@ -144,6 +181,23 @@ class Optimizer(_Named):
 
     ``schedule={"name": "cosine_decay_schedule", "decay_steps": 1000}`` multiplies the learning
     rate by an optax schedule (built with ``init_value=1.0``) of the step count.
+
+    Args:
+        name: An optax optimizer (``"adam"``, ``"adamw"``, ``"sgd"``, ...).
+        **options: Its keyword arguments, each checked against the optax signature.
+
+    Raises:
+        SpecError: An unknown optimizer or option, or a value of the wrong type.
+
+    Examples:
+        >>> import sweep
+        >>> sweep.Optimizer("adam", learning_rate=3e-4, b1=0.9).learning_rate
+        0.0003
+        >>> try:
+        ...     sweep.Optimizer("adam", learning_rate=3e-4, b1="0.9")
+        ... except sweep.SpecError as e:
+        ...     print(e)
+        `optimizer.b1`: got '0.9' (str); optax.adam takes a number here (default 0.9)
     """
 
     _field = "optimizer"
@@ -207,12 +261,51 @@ def _check_resources(resources: Mapping[str, Any]) -> dict[str, float]:
 class SweepSpec:
     """A whole sweep: one base configuration, a grid over it, the seeds and the resources.
 
-    ```python
-    spec = SweepSpec(name="heat", problem=Problem("heat1d", num_samples=100),
-                     model=Model("ConvNet", hidden_channels=8, depth=2),
-                     optimizer=Optimizer("adam", learning_rate=1e-3),
-                     training=Training(epochs=4, batch_size=16, report_every=2), seeds=4)
-    ```
+    Frozen and validated on construction. ``to_dict`` / ``from_dict`` and ``to_toml`` /
+    ``from_toml`` round-trip exactly.
+
+    Attributes:
+        name: The sweep's name; its directory is ``<storage>/<name>``, so it must be one path
+            component (no separators, not ``.`` or ``..``).
+        problem: The data (:class:`Problem`).
+        model: The network of every member (:class:`Model`).
+        optimizer: The optax optimizer (:class:`Optimizer`).
+        training: Epochs, batch size, reports, loss and metrics (:class:`Training`).
+        seeds: An int ``N`` (seeds ``0..N-1``, ``1 <= N <= 2**24``) or a list of distinct
+            integers in ``0..2**32-1``.
+        sweep_seed: Base key of every member: a member's key is
+            ``fold_in(key(sweep_seed), seed)``. An integer in ``0..2**32-1``.
+        seeds_per_trial: Block size: seeds one trial trains together in one compiled program, an
+            integer ``>= 1``, or ``"auto"`` (chosen from memory and speed where trials run).
+        grid: Dotted spec paths (``"model.depth"``, ``"optimizer.learning_rate"``,
+            ``"training.unroll"``, ``"sweep_seed"``) to non-empty lists of values; each value
+            must make a valid spec.
+        vmap: Grid keys trained side by side inside a block. Default (``None``): every numeric
+            optimizer hyperparameter of the grid. Only numeric optimizer keys may be vmapped;
+            every other key makes separate trials.
+        resources: Per trial: ``{"cpu": c, "gpu": g}``, ``c > 0``; ``g`` is 0 (CPU only), a
+            fraction in ``(0, 1]`` or a whole number of GPUs.
+
+    Raises:
+        SpecError: A field is invalid; the message names it, the value and what is allowed.
+
+    Examples:
+        >>> import sweep
+        >>> spec = sweep.SweepSpec(
+        ...     name="heat",
+        ...     problem=sweep.Problem("heat1d", num_samples=100),
+        ...     model=sweep.Model("ConvNet", hidden_channels=8, depth=2),
+        ...     optimizer=sweep.Optimizer("adam", learning_rate=1e-3),
+        ...     training=sweep.Training(epochs=4, batch_size=16, report_every=2),
+        ...     seeds=4,
+        ...     grid={"optimizer.learning_rate": [1e-3, 3e-3]},
+        ... )
+        >>> spec.seed_list
+        (0, 1, 2, 3)
+        >>> spec.vmap
+        ('optimizer.learning_rate',)
+        >>> sweep.SweepSpec.from_dict(spec.to_dict()) == spec
+        True
     """
 
     name: str

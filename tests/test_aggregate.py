@@ -1,4 +1,4 @@
-"""The aggregator (SPEC §7): restacking, member order, missing / duplicate members, idempotence,
+"""The aggregator: restacking, member order, missing / duplicate members, idempotence,
 incremental adds, sharding, atomicity under SIGKILL, non-local filesystems."""
 
 from __future__ import annotations

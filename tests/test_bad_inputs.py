@@ -1,4 +1,4 @@
-"""Every bad input is named before work (SPEC §8): a table of bad specs, data and models, each
+"""Every bad input is named before work: a table of bad specs, data and models, each
 raising a SpecError that names the field and the value, from ``sweep.plan`` (Ray never started)
 and from ``sweep.run`` (no trial started: no Tune experiment, no plan written)."""
 

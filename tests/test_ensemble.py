@@ -1,4 +1,4 @@
-"""Ensemble queries (SPEC §3, §8, §10): predict / mean_std against members one by one, best by
+"""Ensemble queries: predict / mean_std against members one by one, best by
 validation, summary and compare against statistics computed from the table, intervals that stay
 in a metric's range, interop, and every query error."""
 

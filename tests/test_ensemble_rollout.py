@@ -1,4 +1,4 @@
-"""Ensemble rollouts (SPEC §11): every member's rollout equals the member rolled alone in a
+"""Ensemble rollouts: every member's rollout equals the member rolled alone in a
 Python loop, in any chunk of members and any run of steps per call; mean/std equal NumPy over
 the rollout; one compiled program whatever the number of steps; errors before any work."""
 

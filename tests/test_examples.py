@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -84,3 +85,28 @@ def test_custom_model_and_data_in_process_and_on_ray_workers(tmp_path):
     on_ray = run_example("custom_model_and_data.py", "--ray", "--out", str(tmp_path / "b"), cwd=tmp_path)
     assert _table(on_ray, header) == _table(in_process, header)
     assert _is_png(tmp_path / "b" / "sweep.png") and _is_png(tmp_path / "b" / "predictions.png")
+
+
+GALLERY = ROOT / "docs" / "guides" / "examples.md"
+
+
+def _scripts() -> list[Path]:
+    """The runnable examples: every script with a ``__main__`` block (``my_models.py`` is a module)."""
+    return sorted(p for p in EXAMPLES.glob("*.py") if 'if __name__ == "__main__":' in p.read_text())
+
+
+def test_every_example_says_what_it_shows_has_a_smoke_run_and_a_gallery_entry():
+    import ast
+
+    scripts = _scripts()
+    assert {p.name for p in scripts} == {"heat_seed_parallel.py", "sweep_depth_lr.py", "custom_model_and_data.py"}
+    gallery = GALLERY.read_text()
+    tested = Path(__file__).read_text()
+    for script in scripts:
+        doc = ast.get_docstring(ast.parse(script.read_text()))
+        assert doc and len(doc.splitlines()[0]) > 20, f"{script.name}: no summary line at the top"
+        assert '"--smoke"' in script.read_text(), f"{script.name}: no --smoke option"
+        assert f'run_example("{script.name}"' in tested, f"{script.name}: not run by a test"
+        assert f"## `{script.name}`" in gallery, f"{script.name}: not on the Examples page"
+    for figure in re.findall(r"!\[[^\]]*\]\(\.\./([^)]+\.png)\)", gallery):
+        assert _is_png(ROOT / "docs" / figure), figure

@@ -1,4 +1,4 @@
-"""Losses and metrics (SPEC §10): the built-ins against NumPy, names and import paths checked before
+"""Losses and metrics: the built-ins against NumPy, names and import paths checked before
 work, block invariance for every built-in loss with a validation set, a classifier trained with
 cross_entropy reporting accuracy by import path, and metric columns that round-trip into the store."""
 

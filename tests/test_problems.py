@@ -1,5 +1,5 @@
-"""Problems: heat1d against an independent BTCS step, user arrays, import paths (SPEC §3), and
-their train / validation / test splits: sizes, disjointness, given or carved (SPEC §10)."""
+"""Problems: heat1d against an independent BTCS step, user arrays, import paths, and
+their train / validation / test splits: sizes, disjointness, given or carved."""
 
 import jax
 import numpy as np

@@ -1,4 +1,4 @@
-"""Rollout metrics (``Training(rollout_steps=T)``, SPEC §11): the curves against a hand-rolled
+"""Rollout metrics (``Training(rollout_steps=T)``): the curves against a hand-rolled
 NumPy loop, their geometric mean, the store columns and what ranks by them, and a sweep of an
 exponax problem through Ray Tune; and large evaluation sets evaluated in parts."""
 

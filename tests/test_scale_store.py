@@ -1,4 +1,4 @@
-"""The store at scale (SPEC §7, §9): aggregation as Ray tasks equal to the serial one byte for
+"""The store at scale: aggregation as Ray tasks equal to the serial one byte for
 byte, row groups that follow the shards, and queries that read only the row groups and the shard
 they need, every byte of them verified against the manifest."""
 

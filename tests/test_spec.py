@@ -1,4 +1,4 @@
-"""SweepSpec: validation (SPEC §8), grid expansion, config ids, dict / TOML round trip."""
+"""SweepSpec: validation, grid expansion, config ids, dict / TOML round trip."""
 
 import dataclasses
 

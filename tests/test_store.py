@@ -1,4 +1,4 @@
-"""The store format (SPEC §7, §8): checksums, corrupt / truncated / mismatched files, formats,
+"""The store format: checksums, corrupt / truncated / mismatched files, formats,
 no pickle, and Parquet that other tools (DuckDB) read directly."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Trajectories of a problem (issue 12, SPEC §11): heat1d by repeated BTCS steps, pairs derived
+"""Trajectories of a problem: heat1d by repeated BTCS steps, pairs derived
 from trajectories, validation carved by trajectory, and named errors for bad trajectories."""
 
 import numpy as np

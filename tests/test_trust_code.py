@@ -1,4 +1,4 @@
-"""Reading a store runs no code it names (SPEC §12): a store whose problem is ``os:system`` with a
+"""Reading a store runs no code it names: a store whose problem is ``os:system`` with a
 shell command, or whose model factory is a trap, is loaded, queried, shown, verified, plotted
 and aggregated without the command ever running (its marker file never appears)."""
 

@@ -1,4 +1,4 @@
-"""A store handed over by someone else (SPEC §7, §12): every file verified, every name inside the
+"""A store handed over by someone else: every file verified, every name inside the
 store, no link followed out of it, and `Store.verify` / `sweep verify` reporting every problem."""
 
 from __future__ import annotations

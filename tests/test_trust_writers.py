@@ -1,4 +1,4 @@
-"""Concurrent and failing writers (SPEC §7): two aggregations at once both succeed; a full disk or
+"""Concurrent and failing writers: two aggregations at once both succeed; a full disk or
 a refused permission mid-aggregation is a StoreError naming the file and the cause, and the
 previous store stays readable."""
 

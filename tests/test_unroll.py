@@ -1,4 +1,4 @@
-"""Unrolled training (``Training(unroll=K)``, SPEC §11): what it computes against a hand-rolled
+"""Unrolled training (``Training(unroll=K)``): what it computes against a hand-rolled
 loop, block invariance (bitwise on CPU), resume equals uninterrupted, unroll=1 as before, and
 the checks against the data."""
 

@@ -5,7 +5,7 @@
 - Invariance: seeds 0..3 trained alone (blocks of one) against the same seeds inside blocks of
   16 and 1024, a few epochs, per layout: the largest absolute difference over every parameter
   (and relative to the largest parameter) and over the test losses. On CPU the ``"map"`` layout is
-  bit-identical (SPEC §2); the ``"vmap"`` numbers on a GPU are the tolerance the README states.
+  bit-identical; the ``"vmap"`` numbers on a GPU are the tolerance the docs state (docs/guides/gpus.md).
 """
 
 from __future__ import annotations

@@ -38,11 +38,30 @@ DEFAULT_METRIC = "val_loss"  # what every choice ranks by
 
 
 def load(path: str | os.PathLike, storage_filesystem: pafs.FileSystem | None = None) -> Ensemble:
-    """Open the store of a sweep (its directory or its ``ensembles/`` directory; local or ``s3://``).
+    """Open the store of a sweep for queries.
 
     Reads the manifest, ``configs.parquet`` and the footer of ``members.parquet``; member rows
     are read when a query needs them, and :meth:`Ensemble.where` on the whole store reads only
-    the row groups that can hold its members."""
+    the row groups that can hold its members. Every file is verified against the manifest when
+    first read; nothing is unpickled and no code the store names is imported.
+
+    Args:
+        path: The sweep directory or its ``ensembles/`` directory; local, NFS or ``s3://...``.
+        storage_filesystem: A ``pyarrow.fs.FileSystem`` to read ``path`` with (as in ``sweep.run``).
+
+    Returns:
+        An :class:`Ensemble` of every member of the store.
+
+    Raises:
+        StoreError: ``path`` is not a store, or is of another format, or a file it reads is
+            missing, truncated or altered.
+
+    Examples:
+        ```python
+        ens = sweep.load("runs/heat")
+        ens.summary()
+        ```
+    """
     store = Store.open(path, storage_filesystem)
     _ = store.index_schema  # opens members.parquet: its size and footer are checked now
     return Ensemble(store)
@@ -100,14 +119,32 @@ class Ensemble:
         return [c for c in self._store.grid_columns if c in self.columns]
 
     def summary(self, metric: str = DEFAULT_METRIC, mode: str = "min") -> pa.Table:
-        """One row per configuration (structural config x vmapped hyperparameters), best first (by
-        the mean of ``metric``; ``mode="max"`` when higher is better): member counts (``count``,
-        ``diverged``, ``stopped_early``, and ``n``, the members the statistics use: those that did not
-        diverge) and mean / std (ddof=1) / median / min / max of ``metric``, the 95% percentile bootstrap
-        interval of the mean (``mean_ci_low``, ``mean_ci_high``: within the values' range, so never
-        below 0 for a loss), and the interquartile mean with its bootstrap interval. For a validation
-        metric (``val_<name>``) the test column ``test_<name>`` is reported beside it
-        (``test_<name>_mean``, ``test_<name>_ci_low``, ``test_<name>_ci_high``), not used to rank."""
+        """Statistics over seeds, one row per configuration (structural config x vmapped
+        hyperparameters), best first by the mean of ``metric``.
+
+        Columns: member counts (``count``, ``diverged``, ``stopped_early``, and ``n``, the members the
+        statistics use: those that did not diverge) and mean / std (ddof=1) / median / min / max of
+        ``metric``, the 95% percentile bootstrap interval of the mean (``mean_ci_low``,
+        ``mean_ci_high``: within the values' range, so never below 0 for a loss), and the
+        interquartile mean with its bootstrap interval. For a validation metric (``val_<name>``) the
+        test column is reported beside it (``test_<name>_mean``, ``test_<name>_ci_low``,
+        ``test_<name>_ci_high``), not used to rank.
+
+        Args:
+            metric: The column summarised (default the validation loss).
+            mode: ``"min"`` if lower is better, ``"max"`` if higher.
+
+        Returns:
+            A ``pyarrow.Table``.
+
+        Raises:
+            QueryError: An unknown column, or one some members have no value of.
+
+        Examples:
+            ```python
+            ens.summary().to_pylist()[0]  # the best configuration's row
+            ```
+        """
         self._check_metric(metric, "summary", mode)
         if self._index[metric].null_count == len(self):
             raise QueryError(self._no_values(metric, "summary"))
@@ -118,9 +155,23 @@ class Ensemble:
         return self.summary(metric, mode).to_pandas()
 
     def best_configuration(self, metric: str = DEFAULT_METRIC, mode: str = "min") -> dict[str, Any]:
-        """The grid values of the configuration with the best mean ``metric`` (lowest; highest with
-        ``mode="max"``) over its members that did not diverge (the first row of :meth:`summary`),
-        e.g. ``{"depth": 6, "learning_rate": 0.0003}``; ``{"config_id": ...}`` without grid columns."""
+        """The grid values of the configuration with the best mean ``metric`` over its members that did
+        not diverge (the first row of :meth:`summary`).
+
+        Args:
+            metric: The column to rank by (default the validation loss).
+            mode: ``"min"`` or ``"max"``.
+
+        Returns:
+            The configuration's grid values by column (its ``config_id`` without grid columns),
+            e.g. ``{"depth": 6, "learning_rate": 0.0003}``.
+
+        Examples:
+            ```python
+            best = ens.best_configuration()
+            top = ens.where(**best).best(8)
+            ```
+        """
         self._values(metric, "best_configuration", mode)
         rows = [r for r in self.summary(metric, mode).to_pylist() if np.isfinite(r["mean"])]
         if not rows:
@@ -130,17 +181,31 @@ class Ensemble:
     def compare(
         self, a: dict[str, Any], b: dict[str, Any], metric: str = DEFAULT_METRIC, mode: str = "min", pool: bool = False
     ) -> Comparison:
-        """``where(**a)`` against ``where(**b)`` on ``metric``: P(a member of a beats one of b) with its
-        95% bootstrap interval (diverged members lose), the difference of their means (a - b) with its
-        interval, and the counts (see :class:`Comparison`).
+        """``where(**a)`` against ``where(**b)`` on ``metric``, over seeds.
 
         A grid column that ``a`` or ``b`` leaves free while it takes several values there would pool
-        members trained with different settings into one side: that is refused (a
-        :class:`QueryError` names the columns) unless ``pool=True``.
+        members trained with different settings into one side: that is refused unless ``pool=True``.
 
-        ```python
-        ens.compare({"depth": 4, "learning_rate": 1e-3}, {"depth": 6, "learning_rate": 1e-3}).probability
-        ```
+        Args:
+            a: Column values of one side.
+            b: Column values of the other side.
+            metric: The column compared (default the validation loss).
+            mode: ``"min"`` if lower is better, ``"max"`` if higher.
+            pool: Allow pooling over a free grid column.
+
+        Returns:
+            A :class:`Comparison`, with P(a member of ``a`` beats one of ``b``), its 95% bootstrap
+            interval (diverged members lose), the difference of their means (a - b) with its interval,
+            and the counts.
+
+        Raises:
+            QueryError: A free grid column (named, with its values) without ``pool=True``, or an
+                empty side.
+
+        Examples:
+            ```python
+            ens.compare({"depth": 4, "learning_rate": 1e-3}, {"depth": 6, "learning_rate": 1e-3}).probability
+            ```
         """
         sides = {"a": (a, self.where(**a)), "b": (b, self.where(**b))}
         if not pool:
@@ -162,11 +227,21 @@ class Ensemble:
 
     # -- selection ------------------------------------------------------------------------------
     def where(self, **column_values: Any) -> Ensemble:
-        """Members whose columns equal the values given (a list / tuple / set means any of them).
+        """Members whose columns equal the values given.
 
-        ```python
-        ens.where(depth=6, learning_rate=[1e-3, 3e-4], status="ok")
-        ```
+        Args:
+            **column_values: Column -> value; a list, tuple or set means any of them.
+
+        Returns:
+            The selection, in store order.
+
+        Raises:
+            QueryError: An unknown column (the message lists the columns there are).
+
+        Examples:
+            ```python
+            ens.where(depth=6, learning_rate=[1e-3, 3e-4], status="ok")
+            ```
         """
         schema = self._store.index_schema if self._rows is None else self._rows.schema
         filters = {}
@@ -197,9 +272,27 @@ class Ensemble:
         raise QueryError(f"where({_kwargs(column_values)}): no member matches; in this selection {present}")
 
     def best(self, k: int, metric: str = DEFAULT_METRIC, mode: str = "min") -> Ensemble:
-        """The ``k`` members (all, if fewer) with the lowest ``metric`` (highest with ``mode="max"``),
-        best first; diverged members rank last and ties go by member_id. Ranks by the validation loss
-        unless told otherwise; without a validation set ``metric=`` must be given."""
+        """The ``k`` members (all, if fewer) with the best ``metric``, best first.
+
+        Diverged members rank last and ties go by ``member_id``.
+
+        Args:
+            k: How many members, ``>= 1``.
+            metric: The column to rank by: the validation loss unless told otherwise; without a
+                validation set ``metric=`` must be given.
+            mode: ``"min"`` (lowest first) or ``"max"`` (highest first, e.g. ``val_accuracy``).
+
+        Returns:
+            The selection, best first.
+
+        Raises:
+            QueryError: ``k < 1``, an unknown column, or a column some members have no value of.
+
+        Examples:
+            ```python
+            top = ens.where(depth=6).best(8)
+            ```
+        """
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise QueryError(f"best(k={k!r}): k must be an integer >= 1")
         values = self._values(metric, "best", mode)
@@ -208,7 +301,24 @@ class Ensemble:
         return Ensemble(self._store, self._index.take(order))
 
     def member(self, seed: int, **where: Any) -> eqx.Module:
-        """The one member with this seed (and ``where`` values) as a plain module for one sample."""
+        """The one member with this seed (and ``where`` values) as a plain module for one sample.
+
+        Args:
+            seed: The member's seed.
+            **where: Further column values, when the seed alone does not pick one member.
+
+        Returns:
+            An ``eqx.Module``.
+
+        Raises:
+            QueryError: No member, or several, match.
+
+        Examples:
+            ```python
+            net = ens.where(depth=4, learning_rate=1e-3).member(seed=4)
+            y = net(x[0])
+            ```
+        """
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise QueryError(f"member(seed={seed!r}): the seed must be an integer")
         selection = self.where(**where)
@@ -234,6 +344,17 @@ class Ensemble:
         """All members as one module whose array leaves have a leading member axis (this order).
 
         Works with ``pdequinox.extract_from_ensemble`` / ``combine_to_ensemble`` and ``eqx.filter_vmap``.
+
+        Returns:
+            An ``eqx.Module``.
+
+        Raises:
+            QueryError: The selection spans several structural configs.
+
+        Examples:
+            ```python
+            stacked = ens.where(depth=4).best(8).stacked()
+            ```
         """
         params, static = self._params("stacked")
         return eqx.combine(params, static)
@@ -275,8 +396,23 @@ class Ensemble:
     def predict(
         self, x: Float[Any, "batch ..."], chunk_size: int = DEFAULT_CHUNK
     ) -> Float[np.ndarray, "members batch ..."]:
-        """Every member's output on ``x`` (``[batch, *sample_shape]``), as ``[members, batch, *out]``,
-        computed ``chunk_size`` members at a time so memory stays bounded."""
+        """Every member's output on ``x``, computed ``chunk_size`` members at a time so memory stays bounded.
+
+        Args:
+            x: Inputs ``[batch, *sample_shape]``.
+            chunk_size: Members per compiled call.
+
+        Returns:
+            ``[members, batch, *out]``.
+
+        Raises:
+            QueryError: ``x`` of the wrong shape, or a selection spanning several structural configs.
+
+        Examples:
+            ```python
+            y = ens.where(depth=4).best(8).predict(x)  # [8, batch, channels, *spatial]
+            ```
+        """
         config, x = self._inputs(x, chunk_size, "predict")
         out = None
         for rows, y in self._outputs(config, x, chunk_size):
@@ -286,7 +422,23 @@ class Ensemble:
         return out
 
     def mean_std(self, x: Float[Any, "batch ..."], chunk_size: int = DEFAULT_CHUNK) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and population std (ddof=0) over members of :meth:`predict`, streamed (float64 sums)."""
+        """Mean and population std (ddof=0) over members of :meth:`predict`, streamed (float64 sums).
+
+        Args:
+            x: Inputs ``[batch, *sample_shape]``.
+            chunk_size: Members per compiled call.
+
+        Returns:
+            ``(mean, std)``, each ``[batch, *out]``.
+
+        Raises:
+            QueryError: As :meth:`predict`.
+
+        Examples:
+            ```python
+            mean, std = ens.where(depth=4).best(8).mean_std(x)
+            ```
+        """
         config, x = self._inputs(x, chunk_size, "mean_std")
         moments = Moments()
         for _, y in self._outputs(config, x, chunk_size):
@@ -296,14 +448,27 @@ class Ensemble:
     def rollout(
         self, x0: Float[Any, "batch ..."], steps: int, chunk_size: int = DEFAULT_CHUNK
     ) -> Float[np.ndarray, "members t batch ..."]:
-        """Every member's autoregressive rollout from the same initial states ``x0``
-        (``[batch, *sample_shape]``): ``[members, steps + 1, batch, *sample_shape]``, index 0 = ``x0``,
-        index ``t`` = the member applied ``t`` times. Streamed ``chunk_size`` members at a time; one
-        compiled program per shapes, whatever ``steps`` (see :mod:`sweep.ensemble._rollout`).
+        """Every member's autoregressive rollout from the same initial states ``x0``.
 
-        ```python
-        states = sub.rollout(x0, steps=100)      # [members, 101, batch, channels, *spatial]
-        ```
+        Streamed ``chunk_size`` members at a time; one compiled program per shapes, whatever ``steps``.
+
+        Args:
+            x0: Initial states ``[batch, *sample_shape]``.
+            steps: Autoregressive steps, ``>= 1``.
+            chunk_size: Members per compiled call.
+
+        Returns:
+            ``[members, steps + 1, batch, *sample_shape]``, index 0 being ``x0`` and index ``t`` the member
+            applied ``t`` times.
+
+        Raises:
+            QueryError: ``steps < 1``, ``x0`` of the wrong shape, a selection spanning several
+                structural configs, or a model whose output cannot be fed back in.
+
+        Examples:
+            ```python
+            states = sub.rollout(x0, steps=100)  # [members, 101, batch, channels, *spatial]
+            ```
         """
         config, x0, steps = self._rollout_inputs(x0, steps, chunk_size, "rollout")
         out = np.empty((len(self), steps + 1, *x0.shape), x0.dtype)
@@ -315,9 +480,25 @@ class Ensemble:
     def rollout_mean_std(
         self, x0: Float[Any, "batch ..."], steps: int, chunk_size: int = DEFAULT_CHUNK
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and population std (ddof=0) over members of :meth:`rollout` at every step,
-        ``[steps + 1, batch, *sample_shape]`` each (step 0: ``x0`` and zeros), streamed: no array
-        over members is held, only one chunk's states for one run of steps."""
+        """Mean and population std (ddof=0) over members of :meth:`rollout` at every step, streamed: no
+        array over members is held, only one chunk's states for one run of steps.
+
+        Args:
+            x0: Initial states ``[batch, *sample_shape]``.
+            steps: Autoregressive steps, ``>= 1``.
+            chunk_size: Members per compiled call.
+
+        Returns:
+            ``(mean, std)``, each ``[steps + 1, batch, *sample_shape]`` (step 0 holds ``x0`` and zeros).
+
+        Raises:
+            QueryError: As :meth:`rollout`.
+
+        Examples:
+            ```python
+            mean, std = sub.rollout_mean_std(traj[:, 0], 100)
+            ```
+        """
         config, x0, steps = self._rollout_inputs(x0, steps, chunk_size, "rollout_mean_std")
         moments: dict[int, Moments] = {}
         for _, t, states in self._rollouts(config, x0, steps, chunk_size):

@@ -170,36 +170,47 @@ def plot(
     max_curves: int = 200,
     rollout_metric: str | None = None,
 ) -> Figure | dict[str, Figure]:
-    """The figures of an ensemble (or of the store of a sweep directory).
+    """The figures of an ensemble (or of the store of a sweep directory), as matplotlib Figures.
 
-    ``kind``: ``"curves"`` (every member's learning curves with each configuration's median and
-    10-90% band, one panel per split on a shared y axis), ``"spread"`` (the final ``metric``
-    over seeds per configuration), ``"predictions"`` (the best configuration's ensemble mean
-    ±std against the ground truth on ``num_samples`` of the test samples the store holds, over the
-    physical coordinate where the problem knows it; never regenerated, and left out, with a
-    warning saying why, for a model a factory builds), ``"rollout_error"`` (each member's rollout
-    curve of ``rollout_metric``, default the first stored, over autoregressive steps with each
-    configuration's median and 10-90% band over seeds, log scale, a panel per split),
+    Kinds: ``"curves"`` (every member's learning curves with each configuration's median and
+    10-90% band, one panel per split on a shared y axis), ``"spread"`` (the final ``metric`` over
+    seeds per configuration), ``"predictions"`` (the best configuration's ensemble mean ±std
+    against the ground truth on the test samples the store holds, over the physical coordinate
+    where the problem knows it; never regenerated, and left out, with a warning saying why, for a
+    model a factory builds), ``"rollout_error"`` (each member's rollout curve of
+    ``rollout_metric`` over autoregressive steps with each configuration's median and 10-90% band),
     ``"rollout"`` (the best configuration's ensemble rolled out from the first stored test
-    trajectory's first state: space-time pictures of the reference, the ensemble mean and std
-    for 1D problems, and time slices of the mean ±1 std against the reference) or
-    ``"overview"`` (all of it in one figure; the rollout row where the store has rollout curves
-    or test trajectories). One kind returns one ``Figure``; ``"all"`` (every kind whose data the
-    store holds) or a list returns ``{kind: Figure}``. Configurations are ordered best first by
-    their mean ``metric`` (default: the summary's, the validation loss; ``mode="max"`` where
-    higher is better), as ``sweep show`` lists them; the best one is the chosen configuration
-    whose test curves, predictions and rollouts are shown (test numbers report the choice,
-    never make it). A rollout kind asked for by name that the store has no data for raises
-    :class:`QueryError` saying what is missing.
+    trajectory: space-time pictures for 1D problems and time slices of the mean ±1 std against the
+    reference) or ``"overview"`` (all of it in one figure; the rollout row where the store has the
+    data). Configurations are ordered best first by their mean ``metric``, as ``sweep show`` lists
+    them; the best one is the chosen configuration whose test curves, predictions and rollouts are
+    shown (test numbers report the choice, never make it).
 
-    ``out``: also write the figures (``.png``, ``.pdf`` or ``.svg``, at ``dpi`` for PNG): one
-    figure to ``out``, several to ``<stem>-<kind><suffix>`` (see :func:`figure_paths`).
+    Args:
+        source: An :class:`Ensemble`, or a sweep directory (or its store) to load.
+        kind: A kind above, ``"all"`` (every kind whose data the store holds) or a list of kinds.
+        out: Also write the figures (``.png``, ``.pdf`` or ``.svg``): one figure to ``out``,
+            several to ``<stem>-<kind><suffix>`` next to it.
+        dpi: Resolution of PNG files.
+        metric: The member column that ranks (default: the summary's, the validation loss).
+        mode: ``"min"`` if lower ``metric`` is better, ``"max"`` if higher.
+        num_samples: Test samples shown with the predictions (at most those the store keeps).
+        max_curves: Learning curves drawn per configuration (at most, evenly spaced).
+        rollout_metric: The rollout metric of ``"rollout_error"`` (default: the first stored).
 
-    ```python
-    fig = sweep.plot("runs/heat")                               # the overview
-    figs = sweep.plot(ens, "all", out="figs/heat.pdf")         # figs/heat-curves.pdf, ...
-    figs["curves"].axes[0].get_ylabel()                         # 'train loss (mse)'
-    ```
+    Returns:
+        One ``Figure`` for one kind, or a dict of figures by kind for ``"all"`` or a list.
+
+    Raises:
+        QueryError: A kind asked for by name whose data the store does not hold (saying what is
+            missing), or a ``metric`` / ``rollout_metric`` it does not hold.
+
+    Examples:
+        ```python
+        fig = sweep.plot("runs/heat")  # the overview
+        figs = sweep.plot(ens, "all", out="figs/heat.pdf")  # figs/heat-curves.pdf, ...
+        figs["curves"].axes[0].get_ylabel()  # 'train loss (mse)'
+        ```
     """
     kinds = _kinds(kind)
     if out is not None:

@@ -46,15 +46,23 @@ class Split(NamedTuple):
 class Dataset(NamedTuple):
     """The train, validation (possibly empty) and test splits of a problem, and its trajectories.
 
-    ``train_traj``, ``val_traj``, ``test_traj``: float32 ``[samples, steps + 1, channels,
-    *spatial]`` or ``None`` (no trajectories of that split). Their channels and spatial shape are
-    the inputs' (``sample_shape``), which equal the targets'.
+    Attributes:
+        train: The training split, ``(x, y)`` with ``x`` ``[samples, channels, *spatial]``.
+        val: The validation split (empty with ``val_fraction=0``).
+        test: The test split.
+        train_traj: float32 ``[samples, steps + 1, channels, *spatial]`` or ``None`` (no
+            trajectories of that split). Channels and spatial shape are the inputs'
+            (``sample_shape``), which equal the targets'.
+        val_traj: The same for the validation split.
+        test_traj: The same for the test split.
 
-    ```python
-    data = sweep.problems.heat1d(num_points=16, num_samples=10, trajectory_steps=5)
-    data.train.x.shape, data.val.size, data.test.y.shape   # (7, 1, 16), 1, (2, 1, 16)
-    data.test_traj.shape                                   # (2, 6, 1, 16)
-    ```
+    Examples:
+        >>> import sweep
+        >>> data = sweep.problems.heat1d(num_points=16, num_samples=10, trajectory_steps=5)
+        >>> data.train.x.shape, data.val.size, data.test.y.shape
+        ((7, 1, 16), 1, (2, 1, 16))
+        >>> data.test_traj.shape
+        (2, 6, 1, 16)
     """
 
     train: Split

@@ -80,14 +80,36 @@ def aggregate(
 ) -> str:
     """Aggregate the newest checkpoint of every trial under ``sweep_dir`` into ``<sweep_dir>/ensembles``.
 
-    Planned members (``plan.json``) without a checkpoint are listed under ``missing`` in the
-    manifest and reported in a warning; so is a sweep without test samples (``samples.parquet``,
-    written by ``sweep.run``), whose figures then show no predictions. ``only_complete``: leave
-    out blocks that have not reached their planned epochs (unless a scheduler stopped them), as
-    after an interrupted run. ``map_tasks(build_shard, tasks)`` runs the leaves files' tasks and
-    yields their results in order (default: ``map``, in this process). Returns the store path.
-    A :class:`SweepDir` as ``sweep_dir`` gives what it has read already (``sweep.run`` passes its
-    own, so that the plan and the checkpoints' ``block.json`` files are not read again).
+    Members of each structural config are restacked into one global ensemble, config by config and
+    shard by shard, and committed as a new generation of the store (a crash leaves the previous one
+    readable). Planned members (``plan.json``) without a checkpoint are listed under ``missing`` in
+    the manifest and reported in a warning; so is a sweep without test samples (``samples.parquet``,
+    written by ``sweep.run``), whose figures then show no predictions.
+
+    Args:
+        sweep_dir: The sweep directory (local path or URI), or a :class:`SweepDir`, whose plan and
+            checkpoints already read are used as they are (``sweep.run`` passes its own, so that
+            ``plan.json`` and the checkpoints' ``block.json`` files are not read again).
+        filesystem: A ``pyarrow.fs.FileSystem`` for ``sweep_dir``.
+        progress: Show a progress bar for large aggregations.
+        shard_bytes: Parameter bytes past which a config's leaves are split into shards.
+        only_complete: Leave out blocks that have not reached their planned epochs (unless a
+            scheduler stopped them), as after an interrupted run.
+        map_tasks: ``map_tasks(build_shard, tasks)`` runs the leaves files' tasks and yields their
+            results in order (default: ``map``, in this process; :func:`sweep.tune.aggregate` runs
+            them as Ray tasks).
+
+    Returns:
+        The store's path.
+
+    Raises:
+        StoreError: A checkpoint is unreadable or inconsistent, or writing fails (the previous
+            store stays committed).
+
+    Examples:
+        ```python
+        sweep.aggregate("runs/heat")  # -> "runs/heat/ensembles"
+        ```
     """
     where = sweep_dir if isinstance(sweep_dir, SweepDir) else SweepDir.at(sweep_dir, filesystem)
     fs, root = where.filesystem, where.path

@@ -66,7 +66,26 @@ def member_keys(sweep_seed: int, seeds: Sequence[int]) -> tuple[UInt32[Array, "m
 
 
 def load_data(spec: SweepSpec) -> Dataset:
-    """The spec's dataset, checked against its training settings and model (:func:`check_data`)."""
+    """Load (or generate) the spec's dataset and check it against the training settings and model.
+
+    Args:
+        spec: The sweep specification.
+
+    Returns:
+        The :class:`Dataset`, with ``train``, ``val`` and ``test`` ``(x, y)`` pairs (and trajectories
+        where the problem has them).
+
+    Raises:
+        SpecError: The arrays are not numbers or not finite, a file is unreadable, the batch is
+            larger than the training samples, a metric fails on a sample, or a model does not fit
+            the data's shapes; the message names the field.
+
+    Examples:
+        ```python
+        data = sweep.load_data(spec)
+        data.train_x.shape  # [samples, channels, *spatial]
+        ```
+    """
     data = load_problem(spec.problem.name, dict(spec.problem.options))
     check_data(spec, data)
     return data
@@ -178,8 +197,25 @@ def init_block(
 ) -> tuple[Block, TrainState]:
     """Build a block's program and its initial state (epoch 0) without training.
 
-    ``hparams``: a dict or a list of dicts of optimizer hyperparameters (``"learning_rate"`` or
-    ``"optimizer.learning_rate"``); ``None`` takes the spec's vmapped grid (or nothing).
+    Args:
+        spec: The sweep specification.
+        seeds: The block's seeds.
+        hparams: A dict or a list of dicts of optimizer hyperparameters (``"learning_rate"`` or
+            ``"optimizer.learning_rate"``); ``None`` takes the spec's vmapped grid (or nothing).
+        data: The spec's dataset, if already loaded (:func:`load_data`).
+        layout: ``"map"`` or ``"vmap"``; ``None`` picks the backend's default.
+
+    Returns:
+        ``(block, state)``, the compiled program with its data and a :class:`TrainState`.
+
+    Raises:
+        SpecError: The data or the model do not fit the spec.
+
+    Examples:
+        ```python
+        block, state = sweep.init_block(spec, seeds=[0, 1, 2])
+        state, metrics = sweep.run_chunk(block, state, spec.training.report_every)
+        ```
     """
     seeds = tuple(int(s) for s in seeds)
     if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
@@ -234,13 +270,27 @@ def _placed(data: _Same, place: Any, unrolled: bool, rollout_steps: int) -> Data
 
 
 def run_chunk(block: Block, state: TrainState, num_epochs: int) -> tuple[TrainState, dict[str, Any]]:
-    """Train every member ``num_epochs`` more epochs (one compiled call).
+    """Train every member of a block ``num_epochs`` more epochs in one compiled call.
 
-    Returns the new state and, per member, the mean train loss of the last epoch and the loss and
-    metrics on the validation and test sets (``{"train_loss": [m], "val": {"loss": [m], ...},
-    "test": {...}}``; no ``"val"`` without a validation set).
     In the CPU ``"map"`` layout the members are split into equal contiguous parts over the host
     devices (padded by repeating member 0) and the state comes back as host (NumPy) arrays.
+
+    Args:
+        block: The block's program (:func:`init_block`).
+        state: Its current state.
+        num_epochs: Epochs to train.
+
+    Returns:
+        ``(state, metrics)``, the new state and, per member, the mean train loss of the last epoch
+        and the loss and metrics on the validation and test sets (``{"train_loss": [m], "val":
+        {"loss": [m], ...}, "test": {...}}``; no ``"val"`` without a validation set).
+
+    Examples:
+        ```python
+        block, state = sweep.init_block(spec, seeds=[0, 1])
+        state, metrics = sweep.run_chunk(block, state, 5)
+        metrics["val"]["loss"]  # one value per member
+        ```
     """
     if block.layout == "vmap":
         return block.program(jax.device_put(state, block.devices[0]), block.data, num_epochs)

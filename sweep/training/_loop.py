@@ -28,12 +28,27 @@ from ._program import TrainState
 class History(NamedTuple):
     """Per-member values at each report (end of every chunk), in block member order.
 
-    ``val`` and ``test`` map ``"loss"`` and every metric name to its ``[members, reports]``
-    curve on that split; ``val`` is empty without a validation set. With rollouts
-    (``Training(rollout_steps=T)``) they also hold ``"rollout_gmean_<m>"``, the geometric mean
-    over steps ``1..min(T, 100)`` of each rollout metric's curve at every report (float64), and
-    ``val_rollout`` / ``test_rollout`` map each rollout metric to its ``[members, T]`` curve at
-    the latest report (entry ``t - 1``: after ``t`` steps, averaged over the split's trajectories).
+    Attributes:
+        seeds: The block's seeds.
+        hparams: Its hyperparameter sets; member ``i`` is ``(hparams[i // len(seeds)],
+            seeds[i % len(seeds)])``.
+        epoch: The epoch of every report.
+        train_loss: ``[members, reports]`` mean training loss of each report's last epoch.
+        val: ``"loss"`` and every metric name -> its ``[members, reports]`` curve on the validation
+            set; empty without a validation set. With rollouts (``Training(rollout_steps=T)``) also
+            ``"rollout_gmean_<m>"``, the geometric mean over steps ``1..min(T, 100)`` of each
+            rollout metric's curve at every report (float64).
+        test: The same on the test set.
+        diverged: ``[members]``: the member's loss or weights became NaN/inf (it stopped updating).
+        val_rollout: Each rollout metric -> its ``[members, T]`` curve at the latest report (entry
+            ``t - 1``: after ``t`` steps, averaged over the split's trajectories).
+        test_rollout: The same on the test trajectories.
+
+    Examples:
+        ```python
+        model, history = sweep.train_block(spec, seeds=[0, 1, 2])
+        history.val_loss[:, -1]  # each member's latest validation loss
+        ```
     """
 
     seeds: tuple[int, ...]
@@ -107,17 +122,23 @@ def chunks(training: Training, done_epochs: int = 0) -> list[int]:
 
 
 def fit(block: Block, state: TrainState, history: History | None = None) -> Iterator[tuple[TrainState, History]]:
-    """Train ``block`` from ``state`` to its spec's epochs; yield ``(state, history)`` after every
-    compiled chunk of ``report_every`` epochs.
+    """Train ``block`` from ``state`` to its spec's epochs, one compiled chunk at a time.
 
-    ``history`` is the history so far of a resumed block (``None``: a new one). A block that
-    already reached its epochs yields nothing.
+    Args:
+        block: The block's program (:func:`init_block`).
+        state: Its state: the initial one, or one saved by a checkpoint.
+        history: The history so far of a resumed block; ``None`` for a new one.
 
-    ```python
-    block, state = sweep.init_block(spec, seeds=[0, 1])
-    for state, history in sweep.fit(block, state):
-        print(history.epoch[-1], history.val_loss[:, -1])
-    ```
+    Returns:
+        An iterator of ``(state, history)`` after every chunk of ``report_every`` epochs. A block
+        that already reached its epochs yields nothing.
+
+    Examples:
+        ```python
+        block, state = sweep.init_block(spec, seeds=[0, 1])
+        for state, history in sweep.fit(block, state):
+            print(history.epoch[-1], history.val_loss[:, -1])
+        ```
     """
     history = History.empty(block) if history is None else history
     for num_epochs in chunks(block.spec.training, int(state.epoch[0])):
@@ -129,15 +150,33 @@ def fit(block: Block, state: TrainState, history: History | None = None) -> Iter
 def train_block(
     spec: SweepSpec, seeds: Sequence[int], hparams=None, *, data: Dataset | None = None, layout: str | None = None
 ) -> tuple[eqx.Module, History]:
-    """Train one block in-process (no Ray) and return ``(stacked_model, history)``.
+    """Train one block of seeds in-process (no Ray): the pure function every trial calls.
 
-    Members are ordered hyperparameter-set-major, then seed, as in ``history.seeds`` /
-    ``history.hparams`` repeated: member ``i`` is ``(hparams[i // len(seeds)], seeds[i % len(seeds)])``.
+    Members are ordered hyperparameter-set-major, then seed: member ``i`` is
+    ``(hparams[i // len(seeds)], seeds[i % len(seeds)])``, as in ``history.seeds`` /
+    ``history.hparams`` repeated.
 
-    ```python
-    model, history = sweep.train_block(spec, seeds=[0, 1, 2], hparams=[{"learning_rate": 1e-3}])
-    history.test_loss.shape  # (3, number of reports)
-    ```
+    Args:
+        spec: The sweep specification.
+        seeds: The block's seeds.
+        hparams: A dict or a list of dicts of optimizer hyperparameters (``"learning_rate"`` or
+            ``"optimizer.learning_rate"``); ``None`` takes the spec's vmapped grid (or nothing).
+        data: The spec's dataset, if already loaded (:func:`load_data`).
+        layout: ``"map"`` or ``"vmap"``; ``None`` picks the backend's default (CPU ``"map"``,
+            bit-identical whatever the block; GPU ``"vmap"``).
+
+    Returns:
+        ``(stacked_model, history)``, one ``eqx.Module`` whose array leaves have a leading member
+        axis, and the :class:`History` with ``[members, reports]`` curves.
+
+    Raises:
+        SpecError: The data or the model do not fit the spec (named before training).
+
+    Examples:
+        ```python
+        model, history = sweep.train_block(spec, seeds=[0, 1, 2], hparams=[{"learning_rate": 1e-3}])
+        history.test_loss.shape  # (3, number of reports)
+        ```
     """
     block, state = init_block(spec, seeds, hparams, data, layout)
     state, history = collections.deque(fit(block, state), maxlen=1).pop()  # a new block trains >= 1 chunk
@@ -147,9 +186,25 @@ def train_block(
 def train(
     spec: SweepSpec, seed: int, hparams: Mapping[str, float] | None = None, **kwargs
 ) -> tuple[eqx.Module, History]:
-    """Train one member; the model has no member axis and the history arrays one row.
+    """Train one member in-process; the model has no member axis and the history arrays one row.
 
-    ``hparams`` picks one set of optimizer hyperparameters (needed when the spec vmaps several).
+    Args:
+        spec: The sweep specification.
+        seed: The member's seed (its key is ``fold_in(key(spec.sweep_seed), seed)``).
+        hparams: One set of optimizer hyperparameters (``{"learning_rate": 1e-3}``), needed when
+            the spec vmaps several; ``None`` takes the spec's.
+        **kwargs: Passed to :func:`train_block` (``data=``, ``layout=``).
+
+    Returns:
+        ``(model, history)``, a plain ``eqx.Module`` for one sample and its :class:`History`.
+
+    Raises:
+        SpecError: The data or the model do not fit the spec (named before training).
+
+    Examples:
+        ```python
+        net, history = sweep.train(spec, seed=4)  # the same network as seed 4 in any block
+        ```
     """
     if hparams is None and len(_hparam_sets(spec, None)) > 1:
         raise SpecError(

@@ -47,7 +47,16 @@ PROGRAMS = 8  # compiled programs (and initialisers) kept per process: a reused 
 
 
 class TrainState(NamedTuple):
-    """Everything a block needs to continue training; every leaf has a leading member axis."""
+    """Everything a block needs to continue training; every leaf has a leading member axis.
+
+    Attributes:
+        params: The members' parameters.
+        opt_state: Their optimizer states.
+        epoch: Epochs trained, per member.
+        diverged: Whether each member diverged (it then stops updating).
+        shuffle_key: Each member's shuffle key; epoch ``e`` shuffles with ``fold_in(key, e)``.
+        hparams: Each member's optimizer hyperparameters (program inputs).
+    """
 
     params: PyTree
     opt_state: PyTree

@@ -51,14 +51,30 @@ def plan(
 ) -> Plan:
     """The trials a sweep would run (structural configs x blocks of seeds), before anything runs.
 
-    Checks what ``run`` checks without Ray: the data is loaded (its arrays checked) and every
+    Checks what :func:`run` checks without Ray: the data is loaded (its arrays checked) and every
     config's model is built for the data's shapes (``eqx.filter_eval_shape``, nothing computed),
     so a bad problem or model fails here with the field named. Only the checks against the
     cluster (resources) and the storage (a write probe) are ``run``'s alone. The process is
     :func:`sweep.configure`-d as by ``run``.
-    With ``storage``, members already trained there are left out, as ``run`` would.
-    ``seeds_per_trial="auto"`` reuses the size stored in the sweep's plan.json, or measures it
-    in this process (see :mod:`sweep.tune._auto`), taking this machine as the cluster.
+
+    Args:
+        spec: The sweep specification.
+        storage: Where the sweep is stored; members already trained there are left out, as
+            ``run`` would.
+        storage_filesystem: A ``pyarrow.fs.FileSystem`` for ``storage``.
+
+    Returns:
+        The :class:`Plan`; printing it shows one row per trial. ``seeds_per_trial="auto"`` reuses
+        the size stored in the sweep's ``plan.json``, or measures it in this process, taking this
+        machine as the cluster.
+
+    Raises:
+        SpecError: The data or a model do not fit the spec.
+
+    Examples:
+        ```python
+        print(sweep.plan(spec))  # trials by grid values, blocks of seeds, resources
+        ```
     """
     _check_spec(spec)
     configure(gpu_preallocate=False)  # as run: loading the data must not take the trials' GPU memory
@@ -236,49 +252,74 @@ def run(
     verbose: int = 0,
     **unknown: Any,
 ) -> str:
-    """Train every member of ``spec`` with Ray Tune; returns the sweep directory.
+    """Train every member of ``spec`` with Ray Tune, then aggregate the store.
 
     ``<storage>/<spec.name>`` holds ``plan.json``, one Tune experiment ``tune-NNNN`` per call
-    (trial directories named by trial key, one block checkpoint per report) and the
-    aggregated store. Before any trial starts: resources are checked against the cluster, the
-    storage is probed for writing, every dataset is loaded once (its arrays and the batch size
-    checked) and put in the object store, every config's model is built for its data's shapes
+    (trial directories named by trial key, one block checkpoint per report) and the aggregated
+    store. Before any trial starts: resources are checked against the cluster, the storage is
+    probed for writing, every dataset is loaded once (its arrays and the batch size checked) and
+    put in the object store, every config's model is built for its data's shapes
     (``eqx.filter_eval_shape``), and the plan and the first test samples of each problem
-    (``samples.parquet``, what ``sweep plot`` draws from) are written. Members already trained to completion (or
-    stopped by a scheduler) are not trained again, so a larger ``seeds`` trains only the new
-    ones; a trial with a partial checkpoint of the same key continues from it. When every
-    member is trained already, ``run`` says so and returns without starting Ray.
-
-    ``resume=True`` first restores the latest Tune experiment (``Tuner.restore``, errored trials
-    resumed from their checkpoints), then trains whatever is still missing. ``scheduler``: any
-    Tune scheduler; without its own metric it gets ``val_loss_mean`` / ``min`` (the block's mean
-    validation loss; without a validation set, a scheduler must be given its metric).
-    ``failure_config``: ``tune.FailureConfig`` (default: retry a trial twice). ``trial_hooks``:
-    a :class:`sweep.tune.TrialHooks` run inside every trial (fault injection in tests).
-    ``loggers``: trackers that get one run per member (or per configuration), by name
-    (``"tensorboard"``, ``"mlflow"``, ``"wandb"``) or as :mod:`sweep.tune` logger objects.
-    ``progress``: ``"auto"`` (a live display on a terminal, plain lines otherwise), ``"live"``,
-    ``"plain"`` or ``"off"``. ``tune_config`` (a ``tune.TuneConfig``: ``max_concurrent_trials``,
-    ``time_budget_s``, ``reuse_actors``, ``metric``/``mode``, a ``scheduler``) and ``run_config`` (a
-    ``tune.RunConfig``: ``stop``, ``callbacks``, ``checkpoint_config``, ``failure_config``, ...)
-    pass Tune's own settings through; the fields a sweep sets itself (its trials' names and
-    storage, ``num_samples``, ``search_alg``) are refused, naming what to use instead.
-    ``verbose=1`` or more shows Ray's and Tune's own output, which is hidden by default. Without
+    (``samples.parquet``, what ``sweep plot`` draws from) are written. Members already trained to
+    completion (or stopped by a scheduler) are not trained again, so a larger ``seeds`` trains only
+    the new ones; a trial with a partial checkpoint of the same key continues from it. When every
+    member is trained already, ``run`` says so and returns without starting Ray. Without a
     ``tune_config``, Tune reuses trial worker processes across trials with the same resources
     (``reuse_actors=True``), so JAX, the compiled programs and the dataset are set up once per
-    worker; a ``tune_config`` given is used as it is (Tune's own default is
-    ``reuse_actors=False``). ``checkpoint_every``: a block checkpoint every that many reports, or
-    ``"auto"`` (default) as often as keeps the checkpoint traffic within a tenth of what the
-    storage takes; the last report always checkpoints (:mod:`sweep.tune._cadence`). No address
-    starts (or reuses) a local Ray instance of this process, never a cluster found on the
-    machine; ``address="auto"`` or ``"ray://host:10001"`` joins a cluster. The driver process is
+    worker. The run goes through named phases: check (the spec and every option, before anything
+    starts), start (Ray, the datasets, the cluster), restore (``resume``), train the new trials,
+    aggregate; the sweep directory is read through one :class:`sweep.store.SweepDir`, which reads
+    each of its files once. The driver process is
     :func:`sweep.configure`-d (with ``gpu_preallocate=False``). After the trials, the store is
     aggregated by Ray tasks in parallel (:func:`sweep.tune.aggregate`).
 
     Ctrl-C (SIGINT) stops the trials, keeps every checkpoint, aggregates the complete blocks,
-    prints how many members are done and how to resume (``resume_command``, default the
-    Python call), and raises :class:`sweep.tune.Interrupted` (a ``KeyboardInterrupt``); a second
-    Ctrl-C stops at once.
+    prints how many members are done and how to resume, and raises :class:`sweep.tune.Interrupted`
+    (a ``KeyboardInterrupt``); a second Ctrl-C stops at once.
+
+    Args:
+        spec: The sweep specification.
+        storage: Where sweeps are stored: any path pyarrow understands (local, NFS, ``s3://...``).
+        storage_filesystem: A ``pyarrow.fs.FileSystem`` for ``storage`` (as in Tune's ``RunConfig``).
+        address: ``None`` starts (or reuses) a local Ray instance of this process, never a cluster
+            found on the machine; ``"auto"``, ``"HOST:6379"`` or ``"ray://host:10001"`` joins a cluster.
+        resume: First restore the latest Tune experiment (``Tuner.restore``, errored trials resumed
+            from their checkpoints), then train whatever is still missing.
+        scheduler: Any Tune scheduler; without its own metric it gets ``val_loss_mean`` / ``min``
+            (without a validation set, a scheduler must be given its metric).
+        failure_config: A ``tune.FailureConfig`` (default: retry a trial twice).
+        trial_hooks: A :class:`sweep.tune.TrialHooks` run inside every trial (fault injection).
+        loggers: Trackers that get one run per member (or per configuration), by name
+            (``"tensorboard"``, ``"mlflow"``, ``"wandb"``) or as :mod:`sweep.tune` logger objects.
+        progress: ``"auto"`` (a live display on a terminal, plain lines otherwise), ``"live"``,
+            ``"plain"`` or ``"off"``.
+        resume_command: What the Ctrl-C message says to run to resume (default: the Python call).
+        checkpoint_every: A block checkpoint every that many reports, or ``"auto"`` (as often as
+            keeps the checkpoint traffic within a tenth of what the storage takes); the last report
+            always checkpoints.
+        tune_config: A ``tune.TuneConfig`` passed through (``max_concurrent_trials``,
+            ``time_budget_s``, ``reuse_actors``, ``metric``/``mode``, a ``scheduler``), used as it is
+            (Tune's own default is ``reuse_actors=False``; without one, trial workers are reused).
+            The fields a sweep sets itself (``num_samples``, ``search_alg``, trial names) are refused.
+        run_config: A ``tune.RunConfig`` passed through (``stop``, ``callbacks``,
+            ``checkpoint_config``, ``failure_config``, ...); its name and storage are the sweep's.
+        verbose: 1 or more shows Ray's and Tune's own output, hidden by default.
+
+    Returns:
+        The sweep directory, ``<storage>/<spec.name>``.
+
+    Raises:
+        SpecError: The spec, its data, its models, its resources, the storage or an option are
+            unusable (before any trial starts); a keyword argument ``run`` does not take is named
+            with the Tune config that holds it.
+        sweep.tune.Interrupted: Ctrl-C.
+
+    Examples:
+        ```python
+        path = sweep.run(spec, storage="./runs")
+        path = sweep.run(spec, storage="s3://bucket/runs", address="auto")
+        path = sweep.run(spec, storage="./runs", resume=True)
+        ```
     """
     from ._loggers import make_loggers
     from ._progress import ProgressState, SweepProgress
