@@ -93,7 +93,7 @@ def create_dir_exclusive(filesystem: pafs.FileSystem, path: str) -> bool:
     return True
 
 
-def os_error(error: BaseException) -> OSError | None:
+def os_error(error: BaseException | None) -> OSError | None:
     """The ``OSError`` (a full disk, a permission) behind ``error``, following causes and contexts
     (Equinox and pyarrow wrap the errors of the files they write)."""
     seen = set()

@@ -12,9 +12,9 @@ import itertools
 import math
 import numbers
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sized
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ._canonical import canonical_json, digest
 from ._errors import SpecError
@@ -156,7 +156,7 @@ _PARTS = {"problem": Problem, "model": Model, "optimizer": Optimizer, "training"
 _TOP_GRID_KEYS = ("sweep_seed",)
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:  # Python or NumPy integers
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
@@ -169,7 +169,7 @@ def _seed_tuple(seeds: int | Iterable[int]) -> tuple[int, ...]:
         return tuple(range(int(seeds)))
     if isinstance(seeds, (str, bytes, bool)) or not isinstance(seeds, Iterable):
         raise SpecError(f"`seeds`: got {seeds!r}; give an int N (seeds 0..N-1) or a list of ints")
-    if hasattr(seeds, "__len__") and len(seeds) > MAX_SEEDS:
+    if isinstance(seeds, Sized) and len(seeds) > MAX_SEEDS:
         raise SpecError(f"`seeds`: got {len(seeds)} seeds; at most {MAX_SEEDS} (2**24) per sweep")
     values = []
     for s in seeds:
@@ -226,6 +226,8 @@ class SweepSpec:
     grid: Mapping[str, tuple[Any, ...]] = dataclasses.field(default_factory=dict)
     vmap: tuple[str, ...] | None = None
     resources: Mapping[str, float] = dataclasses.field(default_factory=lambda: {"cpu": 1, "gpu": 0})
+    if TYPE_CHECKING:  # not a field: __post_init__ sets it
+        _seed_list: tuple[int, ...] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         problem = name_problem(self.name)
@@ -311,6 +313,7 @@ class SweepSpec:
     @property
     def vmapped_names(self) -> tuple[str, ...]:
         """The optimizer arguments vmapped inside a block (``("learning_rate",)``)."""
+        assert self.vmap is not None  # __post_init__ resolves None to the vmappable grid keys
         return tuple(hparam_name(k) for k in self.vmap)
 
     def expand(self) -> tuple[tuple[SweepSpec, tuple[dict[str, float], ...]], ...]:
@@ -324,6 +327,7 @@ class SweepSpec:
 
     @functools.cached_property
     def _expanded(self) -> tuple[tuple[SweepSpec, tuple[dict[str, float], ...]], ...]:
+        assert self.vmap is not None  # __post_init__ resolves None to the vmappable grid keys
         structural = [k for k in self.grid if k not in self.vmap]
         names = self.vmapped_names
         hparam_sets = tuple(
@@ -363,6 +367,7 @@ class SweepSpec:
         out["sweep_seed"] = self.sweep_seed
         out["seeds_per_trial"] = self.seeds_per_trial
         out["grid"] = {k: list(v) for k, v in self.grid.items()}
+        assert self.vmap is not None  # __post_init__ resolves None to the vmappable grid keys
         out["vmap"] = list(self.vmap)
         out["resources"] = dict(self.resources)
         return out

@@ -293,8 +293,10 @@ def _check_shapes(data: Dataset, source: str) -> None:
             f"targets {target} must have the same shape"
         )
     for split in given:
-        if data.trajectories(split).shape[2:] != sample:
+        trajectories = data.trajectories(split)
+        assert trajectories is not None  # `given` holds the splits that have trajectories
+        if trajectories.shape[2:] != sample:
             raise SpecError(
-                f"{source}: `{split}_traj` holds states of shape {data.trajectories(split).shape[2:]}; "
+                f"{source}: `{split}_traj` holds states of shape {trajectories.shape[2:]}; "
                 f"they must have the inputs' shape {sample} (channels, *spatial)"
             )
