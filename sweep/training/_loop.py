@@ -152,6 +152,7 @@ def train(
     ``hparams`` picks one set of optimizer hyperparameters (needed when the spec vmaps several).
     """
     if hparams is None and len(_hparam_sets(spec, None)) > 1:
+        assert spec.vmap is not None  # __post_init__ resolves None to the vmappable grid keys
         raise SpecError(
             f"`hparams`: the spec vmaps {list(spec.vmap)}; pass one set, e.g. hparams={{'learning_rate': 1e-3}}"
         )

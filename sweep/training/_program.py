@@ -287,6 +287,7 @@ def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
             """One pass over every window of ``unroll + 1`` states of every training trajectory."""
             params, opt_state, epoch, diverged = c
             traj = data.train_traj
+            assert traj is not None  # check_data requires training trajectories when unroll > 1
             starts = traj.shape[1] - unroll  # windows per trajectory
             count = traj.shape[0] * starts
             offsets = jnp.arange(unroll + 1)
@@ -319,14 +320,14 @@ def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
             new, evaluation = jax.vmap(run, in_axes=(0, 0, None))(carry, state.hparams, data)
             return TrainState(*new, state.hparams), evaluation
         per_device = jax.shard_map(
-            lambda c, h, d: jax.lax.map(lambda a: run(*a, d), (c, h)),
+            lambda c, h, d: jax.lax.map(lambda a: run(*a, data=d), (c, h)),
             mesh=mesh(num_devices),
             in_specs=(P("m"), P("m"), P()),
             out_specs=P("m"),
             check_vma=False,
         )
         new, evaluation = per_device(carry, state.hparams, data)
-        return TrainState(*new, state.hparams), evaluation
+        return TrainState(*new, hparams=state.hparams), evaluation
 
     if layout == "vmap":
         return jax.jit(chunk, static_argnums=2)
