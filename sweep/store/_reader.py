@@ -155,8 +155,8 @@ class Store:
         rows = self._read(MEMBERS, table.read_row_groups, groups, columns=columns)
         mask = None
         for column, values in filters.items():
-            hit = pc.is_in(rows[column], value_set=values)
-            mask = hit if mask is None else pc.and_(mask, hit)
+            hit = pc.is_in(rows[column], value_set=values)  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+            mask = hit if mask is None else pc.and_(mask, hit)  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
         return rows if mask is None else rows.filter(mask)
 
     def _check_rows(self, rows: pa.Table) -> None:
@@ -199,7 +199,7 @@ class Store:
                 groups.append(i)
         read = None if columns is None else list(dict.fromkeys(["member_id", *columns]))
         rows = self._read(MEMBERS, table.read_row_groups, groups, columns=read)
-        rows = rows.take(pc.index_in(pa.array(ids), value_set=rows["member_id"].combine_chunks()))
+        rows = rows.take(pc.index_in(pa.array(ids), value_set=rows["member_id"].combine_chunks()))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
         return rows if columns is None else rows.select(columns)
 
     def samples(self, config_id: str) -> tuple[np.ndarray, np.ndarray] | None:
