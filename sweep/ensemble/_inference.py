@@ -90,7 +90,7 @@ def padded(params: PyTree, num_devices: int, group: int) -> tuple[PyTree, int]:
 
 
 def forward(
-    chunks: Iterator[PyTree], static: PyTree, x: np.ndarray, group: int = GROUP, tile_points: int = TILE_POINTS
+    chunks: Iterator[PyTree], static: PyTree, x: np.ndarray | Array, group: int = GROUP, tile_points: int = TILE_POINTS
 ) -> Iterator[np.ndarray]:
     """Outputs ``[n, batch, ...]`` of each chunk of stacked parameters (NumPy leaves) on ``x``."""
     num_devices = layout_devices()
