@@ -52,7 +52,7 @@ def backend_started() -> bool:
 
 def configure(
     cpu_devices: int | Literal["auto"] | None = "auto",
-    compile_cache: str | os.PathLike | Literal["default"] | None = "default",
+    compile_cache: str | os.PathLike[str] | Literal["default"] | None = "default",
     gpu_preallocate: bool | None = None,
 ) -> Configuration:
     """Split the CPU into JAX devices and switch on JAX's persistent compilation cache.

@@ -17,6 +17,8 @@ class StoreError(SweepError):
     ``problems`` lists every problem found (one, unless :meth:`sweep.store.Store.verify` found several).
     """
 
+    problems: tuple[str, ...]
+
     def __init__(self, message: str, problems: Iterable[str] = ()):
         super().__init__(message)
         self.problems = tuple(problems) or (message,)

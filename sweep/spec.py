@@ -14,7 +14,7 @@ import numbers
 import tomllib
 from collections.abc import Iterable, Mapping, Sized
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any, Self, TypeGuard
 
 from ._canonical import canonical_json, digest
 from ._errors import SpecError
@@ -70,6 +70,8 @@ class _Named:
     """A frozen ``name`` + keyword options record: ``Part("name", key=value, ...)``."""
 
     _field = ""
+    name: str
+    options: dict[str, Any]
 
     def __init__(self, name: str, /, *positional: Any, **options: Any):
         if positional:
@@ -83,16 +85,16 @@ class _Named:
         object.__setattr__(self, "options", {k: _plain(v, f"{self._field}.{k}") for k, v in options.items()})
         self._check()
 
-    def __setattr__(self, key, value):
+    def __setattr__(self, key: str, value: Any) -> None:
         raise dataclasses.FrozenInstanceError(f"cannot assign to field {key!r}")
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         return type(self) is type(other) and self.to_dict() == other.to_dict()
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(canonical_json(self.to_dict()))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         kw = "".join(f", {k}={v!r}" for k, v in self.options.items())
         return f"{type(self).__name__}({self.name!r}{kw})"
 
@@ -106,13 +108,13 @@ class _Named:
         return {"name": self.name, **self.options}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]):
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
         data = dict(data)
         if "name" not in data:
             raise SpecError(f"`{cls._field}.name`: missing; give the {cls._field} a name")
         return cls(data.pop("name"), **data)
 
-    def replace(self, **changes: Any):
+    def replace(self, **changes: Any) -> Self:
         data = self.to_dict() | changes
         return type(self).from_dict(data)
 
@@ -229,7 +231,7 @@ class SweepSpec:
     if TYPE_CHECKING:  # not a field: __post_init__ sets it
         _seed_list: tuple[int, ...] = dataclasses.field(init=False, repr=False, compare=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         problem = name_problem(self.name)
         if problem is not None:
             raise SpecError(
