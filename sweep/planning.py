@@ -180,7 +180,11 @@ def hparams_key(hparams: Mapping[str, float]) -> str:
     return canonical_json({k: float(v) for k, v in hparams.items()})
 
 
-def make_plan(spec: SweepSpec, seeds_per_trial: int | None = None, done: Iterable[tuple] = ()) -> Plan:
+def make_plan(
+    spec: SweepSpec,
+    seeds_per_trial: int | None = None,
+    done: Iterable[tuple[str, int] | tuple[str, int, str | Mapping[str, float]]] = (),
+) -> Plan:
     """Split every structural config's seeds into blocks of ``seeds_per_trial``.
 
     ``done``: members already trained, left out so that extending ``seeds`` plans only the new

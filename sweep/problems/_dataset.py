@@ -86,12 +86,29 @@ class Dataset(NamedTuple):
         return self.train.size
 
     # shorthands: data.test_x is data.test.x
-    train_x = property(lambda self: self.train.x)
-    train_y = property(lambda self: self.train.y)
-    val_x = property(lambda self: self.val.x)
-    val_y = property(lambda self: self.val.y)
-    test_x = property(lambda self: self.test.x)
-    test_y = property(lambda self: self.test.y)
+    @property
+    def train_x(self) -> Float[np.ndarray, "n c *s"]:
+        return self.train.x
+
+    @property
+    def train_y(self) -> Float[np.ndarray, "n o *s"]:
+        return self.train.y
+
+    @property
+    def val_x(self) -> Float[np.ndarray, "n c *s"]:
+        return self.val.x
+
+    @property
+    def val_y(self) -> Float[np.ndarray, "n o *s"]:
+        return self.val.y
+
+    @property
+    def test_x(self) -> Float[np.ndarray, "n c *s"]:
+        return self.test.x
+
+    @property
+    def test_y(self) -> Float[np.ndarray, "n o *s"]:
+        return self.test.y
 
 
 def check_val_fraction(value: Any) -> None:
