@@ -68,6 +68,10 @@ class ConfigInfo(NamedTuple):
 class Store:
     """A committed store (see :mod:`sweep.store`); open it with :meth:`Store.open`."""
 
+    fs: pafs.FileSystem
+    root: str
+    manifest: dict[str, Any]
+
     def __init__(self, fs: pafs.FileSystem, root: str, manifest: dict[str, Any], manifest_sha256: str = ""):
         self.fs, self.root, self.manifest = fs, root, manifest
         self.manifest_sha256 = manifest_sha256  # the root of every checksum: compare it with the sender's
@@ -77,7 +81,7 @@ class Store:
         self._cached: tuple[str, PyTree] | None = None  # the last leaves file read
 
     @classmethod
-    def open(cls, path: str | os.PathLike, filesystem: pafs.FileSystem | None = None) -> Store:
+    def open(cls, path: str | os.PathLike[str], filesystem: pafs.FileSystem | None = None) -> Store:
         """Open the store of a sweep directory (or a store directory) on any pyarrow filesystem."""
         fs, path = filesystem_path(path, filesystem)
         root = committed_root(fs, path)
