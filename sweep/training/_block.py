@@ -28,6 +28,7 @@ from ..problems import SPLITS, Dataset, load_problem
 from ..spec import SweepSpec, hparam_name
 from ._program import (
     LAYOUTS,
+    DataShapes,
     TrainState,
     checked_objective,
     chunk_program,
@@ -162,7 +163,7 @@ def _hparam_sets(spec: SweepSpec, hparams) -> tuple[dict[str, float], ...]:
     return tuple(out) or ({},)
 
 
-def state_skeleton(spec: SweepSpec, num_members: int, hparam_names: Sequence[str], shapes: tuple) -> TrainState:
+def state_skeleton(spec: SweepSpec, num_members: int, hparam_names: Sequence[str], shapes: DataShapes) -> TrainState:
     """Shapes and dtypes of a block's :class:`TrainState` (for deserialisation; computes nothing).
 
     ``shapes = (sample_shape, out_channels, num_train)`` of the block's dataset.
@@ -184,7 +185,11 @@ def _skeleton(structure: str, num_members: int, names: tuple[str, ...], shapes: 
 
 
 def init_block(
-    spec: SweepSpec, seeds: Sequence[int], hparams=None, data: Dataset | None = None, layout: str | None = None
+    spec: SweepSpec,
+    seeds: Sequence[int],
+    hparams: Mapping[str, float] | Sequence[Mapping[str, float]] | None = None,
+    data: Dataset | None = None,
+    layout: str | None = None,
 ) -> tuple[Block, TrainState]:
     """Build a block's program and its initial state (epoch 0) without training.
 
@@ -272,7 +277,7 @@ def model_of(block: Block, state: TrainState) -> eqx.Module:
     return eqx.combine(state.params, block.static)
 
 
-def state_bytes(spec: SweepSpec, shapes: tuple, hparams: Sequence[Mapping[str, float]] = ()) -> int:
+def state_bytes(spec: SweepSpec, shapes: DataShapes, hparams: Sequence[Mapping[str, float]] = ()) -> int:
     """Bytes of one member's :class:`TrainState` (parameters, optimizer state, counters)."""
     names = hyperparameter_names(spec.optimizer.options, hparams)
     skeleton = state_skeleton(spec, 1, names, shapes)

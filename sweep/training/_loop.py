@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -127,7 +127,12 @@ def fit(block: Block, state: TrainState, history: History | None = None) -> Iter
 
 
 def train_block(
-    spec: SweepSpec, seeds: Sequence[int], hparams=None, *, data: Dataset | None = None, layout: str | None = None
+    spec: SweepSpec,
+    seeds: Sequence[int],
+    hparams: Mapping[str, float] | Sequence[Mapping[str, float]] | None = None,
+    *,
+    data: Dataset | None = None,
+    layout: str | None = None,
 ) -> tuple[eqx.Module, History]:
     """Train one block in-process (no Ray) and return ``(stacked_model, history)``.
 
@@ -145,7 +150,7 @@ def train_block(
 
 
 def train(
-    spec: SweepSpec, seed: int, hparams: Mapping[str, float] | None = None, **kwargs
+    spec: SweepSpec, seed: int, hparams: Mapping[str, float] | None = None, **kwargs: Any
 ) -> tuple[eqx.Module, History]:
     """Train one member; the model has no member axis and the history arrays one row.
 

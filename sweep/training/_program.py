@@ -58,7 +58,10 @@ class TrainState(NamedTuple):
     hparams: dict[str, Float[Array, " m"]]
 
 
-def data_shapes(data: Dataset) -> tuple:
+DataShapes = tuple[tuple[int, ...], int, int]  # (sample_shape, out_channels, num_train)
+
+
+def data_shapes(data: Dataset) -> DataShapes:
     """``(sample_shape, out_channels, num_train)``: all a program needs to know of the data."""
     return (tuple(data.sample_shape), data.out_channels, data.num_train)
 
