@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import equinox as eqx
 import jax
@@ -33,11 +33,14 @@ from . import _inference, _rollout, _stats
 from ._inference import Moments
 from ._stats import MODES, Comparison
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 DEFAULT_CHUNK = 64  # members per compiled inference call
 DEFAULT_METRIC = "val_loss"  # what every choice ranks by
 
 
-def load(path: str | os.PathLike, storage_filesystem: pafs.FileSystem | None = None) -> Ensemble:
+def load(path: str | os.PathLike[str], storage_filesystem: pafs.FileSystem | None = None) -> Ensemble:
     """Open the store of a sweep (its directory or its ``ensembles/`` directory; local or ``s3://``).
 
     Reads the manifest, ``configs.parquet`` and the footer of ``members.parquet``; member rows
@@ -113,7 +116,7 @@ class Ensemble:
             raise QueryError(self._no_values(metric, "summary"))
         return _stats.summary(self._index, ["config_id", *self.grid_columns], metric, self._beside(metric), mode)
 
-    def summary_frame(self, metric: str = DEFAULT_METRIC, mode: str = "min"):
+    def summary_frame(self, metric: str = DEFAULT_METRIC, mode: str = "min") -> pd.DataFrame:
         """:meth:`summary` as a pandas DataFrame (for notebooks)."""
         return self.summary(metric, mode).to_pandas()
 

@@ -31,7 +31,7 @@ def _kinds(kind: str | tuple | list) -> list[str]:
     return kinds
 
 
-def figure_paths(out: str | os.PathLike, kind: str | list[str] | tuple[str, ...]) -> list[Path]:
+def figure_paths(out: str | os.PathLike[str], kind: str | list[str] | tuple[str, ...]) -> list[Path]:
     """Where :func:`plot` writes the figures of ``kind``: one figure to ``out`` itself; several to
     ``<stem>-<kind><suffix>`` next to it (``figs/heat.pdf`` -> ``figs/heat-curves.pdf``,
     ``figs/heat-spread.pdf``, ``figs/heat-predictions.pdf``)."""
@@ -159,10 +159,10 @@ class _Data(NamedTuple):
 
 
 def plot(
-    source: Ensemble | str | os.PathLike,
+    source: Ensemble | str | os.PathLike[str],
     kind: str | list[str] | tuple[str, ...] = "overview",
     *,
-    out: str | os.PathLike | None = None,
+    out: str | os.PathLike[str] | None = None,
     dpi: int = 200,
     metric: str | None = None,
     mode: str = "min",
