@@ -23,7 +23,9 @@ COMPONENT_RULE = (
 )
 
 
-def filesystem_path(path: str | os.PathLike[str], filesystem: pafs.FileSystem | None = None) -> tuple[pafs.FileSystem, str]:
+def filesystem_path(
+    path: str | os.PathLike[str], filesystem: pafs.FileSystem | None = None
+) -> tuple[pafs.FileSystem, str]:
     """``(filesystem, path inside it)`` of a user's path or URI; local paths become absolute.
 
     Symbolic links in a local path are not resolved here: the store decides which links it follows.
