@@ -10,7 +10,7 @@ import os
 import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
@@ -29,6 +29,10 @@ from ._quiet import quiet_tune, scoped_environ
 from ._relay import Relay, relaying
 from ._sweepdir import done_members, experiments, next_experiment, sweep_location
 from ._trainable import TrialHooks, TrialInputs
+
+if TYPE_CHECKING:
+    from ray.tune import FailureConfig
+    from ray.tune.schedulers import TrialScheduler
 
 METRIC, MODE = "val_loss_mean", "min"  # Tune's default: the block's mean validation loss
 PENDING_ENV = "TUNE_MAX_PENDING_TRIALS_PG"
@@ -53,7 +57,7 @@ def _stored_block_size(spec: SweepSpec, stored: Plan | None) -> int | None:
 
 
 def plan(
-    spec: SweepSpec, storage: str | os.PathLike | None = None, storage_filesystem: pafs.FileSystem | None = None
+    spec: SweepSpec, storage: str | os.PathLike[str] | None = None, storage_filesystem: pafs.FileSystem | None = None
 ) -> Plan:
     """The trials a sweep would run (structural configs x blocks of seeds), before anything runs.
 
@@ -235,8 +239,8 @@ def run(
     storage_filesystem: pafs.FileSystem | None = None,
     address: str | None = None,
     resume: bool = False,
-    scheduler=None,
-    failure_config=None,
+    scheduler: TrialScheduler | None = None,
+    failure_config: FailureConfig | None = None,
     trial_hooks: TrialHooks | None = None,
     loggers: Sequence[str | Any] = (),
     progress: str = "auto",
@@ -411,11 +415,12 @@ def _run(
             for tracker in trackers:
                 tracker.add(stored.trials)
 
+            restored_plan = stored  # a Plan here (`stored` is replaced after the fit)
             # the restored experiment keeps its callbacks, among them the relay to this call's display
             stopped, failures, interrupted = _fit(
                 lambda: tune.Tuner.restore(
                     exp_path,
-                    trainable=_trainable(spec, stored, data_refs, {}, ray_fs, hooks, pace),
+                    trainable=_trainable(spec, restored_plan, data_refs, {}, ray_fs, hooks, pace),
                     resume_errored=True,
                     restart_errored=False,
                     storage_filesystem=ray_fs,

@@ -29,7 +29,7 @@ Member = tuple[str, int, str]  # (config_id, seed, hparams_key)
 
 
 def sweep_location(
-    spec: SweepSpec, storage: str | os.PathLike, filesystem: pafs.FileSystem | None
+    spec: SweepSpec, storage: str | os.PathLike[str], filesystem: pafs.FileSystem | None
 ) -> tuple[pafs.FileSystem, str, str]:
     """``(filesystem, sweep path inside it, sweep dir as the user will see it)``.
 
@@ -56,7 +56,7 @@ def experiments(fs: pafs.FileSystem, path: str) -> list[str]:
 
 def next_experiment(fs: pafs.FileSystem, path: str) -> str:
     names = experiments(fs, path)
-    last = int(_EXPERIMENT.match(names[-1]).group(1)) if names else 0
+    last = int(names[-1].removeprefix(EXPERIMENT_PREFIX)) if names else 0  # names match _EXPERIMENT
     return f"{EXPERIMENT_PREFIX}{last + 1:04d}"
 
 
@@ -75,7 +75,8 @@ def done_members(
         epochs = planned_epochs.get(ref.config_id)
         if epochs is not None and ref.epoch >= epochs:
             done.update((ref.config_id, s, hparams_key(h)) for h in ref.hparams for s in ref.seeds)
-    for t in stored.trials if stored else ():
-        if t.trial_key in stored.stopped_trials:
-            done.update((t.config_id, s, hparams_key(h)) for h in t.hparams for s in t.seeds)
+    if stored is not None:
+        for t in stored.trials:
+            if t.trial_key in stored.stopped_trials:
+                done.update((t.config_id, s, hparams_key(h)) for h in t.hparams for s in t.seeds)
     return done, blocks
