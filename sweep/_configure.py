@@ -60,7 +60,7 @@ def backend_started() -> bool:
 
 def configure(
     cpu_devices: int | Literal["auto"] | None = "auto",
-    compile_cache: str | os.PathLike | Literal["default"] | None = "default",
+    compile_cache: str | os.PathLike[str] | Literal["default"] | None = "default",
     gpu_preallocate: bool | None = None,
 ) -> Configuration:
     """Split the CPU into JAX devices and switch on JAX's persistent compilation cache.
@@ -106,16 +106,16 @@ def configure(
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "true" if gpu_preallocate else "false")
     if cpu_devices is not None and _DEVICE_COUNT_FLAG not in os.environ.get("XLA_FLAGS", ""):
         wanted = available_cpus() if cpu_devices == "auto" else cpu_devices
-        if jax.config.jax_num_cpu_devices != wanted:
+        if jax.config.jax_num_cpu_devices != wanted:  # pyright: ignore[reportAttributeAccessIssue]  (jax.config options are dynamic attributes its stubs omit)
             if backend_started():
                 applied = False
             else:
                 jax.config.update("jax_num_cpu_devices", wanted)
-    if compile_cache is not None and jax.config.jax_compilation_cache_dir is None:
+    if compile_cache is not None and jax.config.jax_compilation_cache_dir is None:  # pyright: ignore[reportAttributeAccessIssue]  (jax.config options are dynamic attributes its stubs omit)
         directory = default_compile_cache() if compile_cache == "default" else str(compile_cache)
         jax.config.update("jax_compilation_cache_dir", directory)
         jax.config.update("jax_persistent_cache_min_compile_time_secs", _MIN_COMPILE_S)
-    return Configuration(_cpu_device_count(), jax.config.jax_compilation_cache_dir, applied)
+    return Configuration(_cpu_device_count(), jax.config.jax_compilation_cache_dir, applied)  # pyright: ignore[reportAttributeAccessIssue]  (jax.config options are dynamic attributes its stubs omit)
 
 
 def warn_unconfigured() -> None:
@@ -142,4 +142,4 @@ def _cpu_device_count() -> int:
     flags = os.environ.get("XLA_FLAGS", "")
     if _DEVICE_COUNT_FLAG in flags:
         return int(flags.split(f"{_DEVICE_COUNT_FLAG}=")[1].split()[0])
-    return max(1, jax.config.jax_num_cpu_devices)
+    return max(1, jax.config.jax_num_cpu_devices)  # pyright: ignore[reportAttributeAccessIssue]  (jax.config options are dynamic attributes its stubs omit)

@@ -1,5 +1,7 @@
 """The exceptions users see. Each message names the field or file, the value and what is allowed."""
 
+from collections.abc import Iterable
+
 
 class SweepError(Exception):
     """Base class of every error seed-sweep raises on bad input or a bad store."""
@@ -15,7 +17,9 @@ class StoreError(SweepError):
     ``problems`` lists every problem found (one, unless :meth:`sweep.store.Store.verify` found several).
     """
 
-    def __init__(self, message: str, problems: tuple[str, ...] = ()):
+    problems: tuple[str, ...]
+
+    def __init__(self, message: str, problems: Iterable[str] = ()):
         super().__init__(message)
         self.problems = tuple(problems) or (message,)
 

@@ -23,7 +23,9 @@ COMPONENT_RULE = (
 )
 
 
-def filesystem_path(path: str | os.PathLike, filesystem: pafs.FileSystem | None = None) -> tuple[pafs.FileSystem, str]:
+def filesystem_path(
+    path: str | os.PathLike[str], filesystem: pafs.FileSystem | None = None
+) -> tuple[pafs.FileSystem, str]:
     """``(filesystem, path inside it)`` of a user's path or URI; local paths become absolute.
 
     Symbolic links in a local path are not resolved here: the store decides which links it follows.
@@ -93,7 +95,7 @@ def create_dir_exclusive(filesystem: pafs.FileSystem, path: str) -> bool:
     return True
 
 
-def os_error(error: BaseException) -> OSError | None:
+def os_error(error: BaseException | None) -> OSError | None:
     """The ``OSError`` (a full disk, a permission) behind ``error``, following causes and contexts
     (Equinox and pyarrow wrap the errors of the files they write)."""
     seen = set()

@@ -86,7 +86,7 @@ class Training:
     rollout_steps: int = 0
     rollout_metrics: tuple[str, ...] = ("nrmse",)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for field, low in (("epochs", 1), ("batch_size", 1), ("report_every", 1), ("unroll", 1), ("rollout_steps", 0)):
             value = getattr(self, field)
             if not isinstance(value, int) or isinstance(value, bool) or not low <= value < INT32_LIMIT:

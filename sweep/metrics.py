@@ -208,6 +208,7 @@ def check_on_sample(
                 f"target {target.shape}); it must return one real number per sample (the trainer "
                 f"averages it over the batch)"
             )
+        assert dtype is not None  # `real` is False without a dtype
         if field == "training.loss" and not jnp.issubdtype(dtype, jnp.floating):
             raise SpecError(
                 f"`{field}`: {entry!r} returned {dtype} values; a loss must return a float to be differentiated"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 import optax
 
@@ -48,7 +48,7 @@ OPTIMIZERS = (
 SCHEDULES = tuple(n for n in dir(optax) if n.endswith("_schedule") and n != "scale_by_schedule")
 
 
-def _is_float(value: Any) -> bool:
+def _is_float(value: Any) -> TypeGuard[float]:
     return isinstance(value, float) or (isinstance(value, int) and not isinstance(value, bool))
 
 

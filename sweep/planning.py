@@ -175,11 +175,13 @@ class Plan:
         res = self.spec.resources
         gpu = f", {res['gpu']:g} GPU" if res["gpu"] else ""
         names = grid_names(self.spec.grid)
+        assert self.spec.vmap is not None  # __post_init__ resolves None to the vmappable grid keys
         structural = [k for k in self.spec.grid if k not in self.spec.vmap]
         vmapped = [k for k in self.spec.grid if k in self.spec.vmap]
         rows = []
         for t in self.trials[:50]:
-            seeds = f"{t.seeds[0]}..{t.seeds[-1]} ({len(t.seeds)})" if len(t.seeds) > 1 else str(t.seeds[0])
+            first, last = t.seeds[0], t.seeds[-1]
+            seeds = f"{first}..{last} ({len(t.seeds)})" if len(t.seeds) > 1 else str(first)
             config = config_label(t.grid_values(structural, {}), names) or "-"
             values = [t.grid_values(vmapped, h) for h in t.hparams]
             sets = " ".join(f"{names[k]}=" + ",".join(dict.fromkeys(f"{v[k]:g}" for v in values)) for k in vmapped)
@@ -220,7 +222,11 @@ def hparams_key(hparams: Mapping[str, float]) -> str:
     return canonical_json({k: float(v) for k, v in hparams.items()})
 
 
-def make_plan(spec: SweepSpec, seeds_per_trial: int | None = None, done: Iterable[tuple] = ()) -> Plan:
+def make_plan(
+    spec: SweepSpec,
+    seeds_per_trial: int | None = None,
+    done: Iterable[tuple[str, int] | tuple[str, int, str | Mapping[str, float]]] = (),
+) -> Plan:
     """Split every structural config's seeds into blocks of ``seeds_per_trial``.
 
     ``done``: members already trained, left out so that extending ``seeds`` plans only the new

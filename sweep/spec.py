@@ -12,9 +12,9 @@ import itertools
 import math
 import numbers
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sized
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self, TypeGuard
 
 from ._canonical import canonical_json, digest
 from ._errors import SpecError
@@ -70,6 +70,8 @@ class _Named:
     """A frozen ``name`` + keyword options record: ``Part("name", key=value, ...)``."""
 
     _field = ""
+    name: str
+    options: dict[str, Any]
 
     def __init__(self, name: str, /, *positional: Any, **options: Any):
         if positional:
@@ -83,16 +85,16 @@ class _Named:
         object.__setattr__(self, "options", {k: _plain(v, f"{self._field}.{k}") for k, v in options.items()})
         self._check()
 
-    def __setattr__(self, key, value):
+    def __setattr__(self, key: str, value: Any) -> None:
         raise dataclasses.FrozenInstanceError(f"cannot assign to field {key!r}")
 
-    def __eq__(self, other):
+    def __eq__(self, other: Any) -> bool:
         return type(self) is type(other) and self.to_dict() == other.to_dict()
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(canonical_json(self.to_dict()))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         kw = "".join(f", {k}={v!r}" for k, v in self.options.items())
         return f"{type(self).__name__}({self.name!r}{kw})"
 
@@ -106,13 +108,13 @@ class _Named:
         return {"name": self.name, **self.options}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]):
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
         data = dict(data)
         if "name" not in data:
             raise SpecError(f"`{cls._field}.name`: missing; give the {cls._field} a name")
         return cls(data.pop("name"), **data)
 
-    def replace(self, **changes: Any):
+    def replace(self, **changes: Any) -> Self:
         data = self.to_dict() | changes
         return type(self).from_dict(data)
 
@@ -210,7 +212,7 @@ _PARTS = {"problem": Problem, "model": Model, "optimizer": Optimizer, "training"
 _TOP_GRID_KEYS = ("sweep_seed",)
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:  # Python or NumPy integers
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
@@ -223,7 +225,7 @@ def _seed_tuple(seeds: int | Iterable[int]) -> tuple[int, ...]:
         return tuple(range(int(seeds)))
     if isinstance(seeds, (str, bytes, bool)) or not isinstance(seeds, Iterable):
         raise SpecError(f"`seeds`: got {seeds!r}; give an int N (seeds 0..N-1) or a list of ints")
-    if hasattr(seeds, "__len__") and len(seeds) > MAX_SEEDS:
+    if isinstance(seeds, Sized) and len(seeds) > MAX_SEEDS:
         raise SpecError(f"`seeds`: got {len(seeds)} seeds; at most {MAX_SEEDS} (2**24) per sweep")
     values = []
     for s in seeds:
@@ -319,8 +321,10 @@ class SweepSpec:
     grid: Mapping[str, tuple[Any, ...]] = dataclasses.field(default_factory=dict)
     vmap: tuple[str, ...] | None = None
     resources: Mapping[str, float] = dataclasses.field(default_factory=lambda: {"cpu": 1, "gpu": 0})
+    if TYPE_CHECKING:  # not a field: __post_init__ sets it
+        _seed_list: tuple[int, ...] = dataclasses.field(init=False, repr=False, compare=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         problem = name_problem(self.name)
         if problem is not None:
             raise SpecError(
@@ -404,6 +408,7 @@ class SweepSpec:
     @property
     def vmapped_names(self) -> tuple[str, ...]:
         """The optimizer arguments vmapped inside a block (``("learning_rate",)``)."""
+        assert self.vmap is not None  # __post_init__ resolves None to the vmappable grid keys
         return tuple(hparam_name(k) for k in self.vmap)
 
     def expand(self) -> tuple[tuple[SweepSpec, tuple[dict[str, float], ...]], ...]:
@@ -417,6 +422,7 @@ class SweepSpec:
 
     @functools.cached_property
     def _expanded(self) -> tuple[tuple[SweepSpec, tuple[dict[str, float], ...]], ...]:
+        assert self.vmap is not None  # __post_init__ resolves None to the vmappable grid keys
         structural = [k for k in self.grid if k not in self.vmap]
         names = self.vmapped_names
         hparam_sets = tuple(
@@ -456,6 +462,7 @@ class SweepSpec:
         out["sweep_seed"] = self.sweep_seed
         out["seeds_per_trial"] = self.seeds_per_trial
         out["grid"] = {k: list(v) for k, v in self.grid.items()}
+        assert self.vmap is not None  # __post_init__ resolves None to the vmappable grid keys
         out["vmap"] = list(self.vmap)
         out["resources"] = dict(self.resources)
         return out

@@ -13,7 +13,7 @@ import functools
 import os
 import shlex
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, cast
 
 import typer
 
@@ -31,7 +31,7 @@ from ._args import (
     save_npy,
 )
 
-app = typer.Typer(
+app: typer.Typer = typer.Typer(
     name="sweep",
     help="Train ensembles of independently seeded JAX/Equinox networks with Ray Tune, and query them.",
     no_args_is_help=True,
@@ -157,7 +157,7 @@ def run(
         list[Logger] | None,
         typer.Option("--logger", help="Log every member's curves to a tracker (repeatable).", show_default=False),
     ] = None,
-    log_per: Annotated[LogPer, typer.Option(help="One tracker run per member or per configuration.")] = "member",
+    log_per: Annotated[LogPer, typer.Option(help="One tracker run per member or per configuration.")] = LogPer.member,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show Ray's and Tune's own output.")] = False,
     checkpoint_every: Annotated[
         str, typer.Option(help="A block checkpoint every N reports, or 'auto': paced by the storage's write rate.")
@@ -194,7 +194,7 @@ def run(
         checkpoint_every=every,
         loggers=[LOGGERS[n.value](per=LogPer(log_per).value) for n in logger or ()],
         resume_command=shlex.join(command),
-        **({"verbose": 1} if verbose else {}),
+        **cast(dict[str, Any], {"verbose": 1} if verbose else {}),  # a Tune option, passed through
     )
     typer.echo(f"sweep directory: {sweep_dir}")
     typer.echo(f"next: sweep show {sweep_dir}")
@@ -314,7 +314,7 @@ def show(
     format: Annotated[
         Format,
         typer.Option("--format", help="table (for reading), csv or json (for other tools; every row up to --limit)."),
-    ] = "table",
+    ] = Format.table,
 ) -> None:
     """Statistics over seeds per configuration, best first.
 
@@ -378,7 +378,7 @@ def plot(
             "rollout_error, rollout, or all (one file per figure the store has the "
             "data for)."
         ),
-    ] = "overview",
+    ] = Kind.overview,
     dpi: Annotated[int, typer.Option(min=10, max=2400, help="Resolution of PNG files.")] = 200,
     metric: MetricOpt = "val_loss",
     mode: ModeOpt = "min",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import equinox as eqx
 import jax
@@ -33,11 +33,14 @@ from . import _inference, _rollout, _stats
 from ._inference import Moments
 from ._stats import MODES, Comparison
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 DEFAULT_CHUNK = 64  # members per compiled inference call
 DEFAULT_METRIC = "val_loss"  # what every choice ranks by
 
 
-def load(path: str | os.PathLike, storage_filesystem: pafs.FileSystem | None = None) -> Ensemble:
+def load(path: str | os.PathLike[str], storage_filesystem: pafs.FileSystem | None = None) -> Ensemble:
     """Open the store of a sweep for queries.
 
     Reads the manifest, ``configs.parquet`` and the footer of ``members.parquet``; member rows
@@ -92,7 +95,7 @@ class Ensemble:
         return self._index.num_rows
 
     def __repr__(self) -> str:
-        configs = len(pc.unique(self._index["config_id"]))
+        configs = len(pc.unique(self._index["config_id"]))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
         return f"Ensemble({len(self)} members of {configs} config(s) from {self._store.root!r})"
 
     # -- tables ---------------------------------------------------------------------------------
@@ -150,7 +153,7 @@ class Ensemble:
             raise QueryError(self._no_values(metric, "summary"))
         return _stats.summary(self._index, ["config_id", *self.grid_columns], metric, self._beside(metric), mode)
 
-    def summary_frame(self, metric: str = DEFAULT_METRIC, mode: str = "min"):
+    def summary_frame(self, metric: str = DEFAULT_METRIC, mode: str = "min") -> pd.DataFrame:
         """:meth:`summary` as a pandas DataFrame (for notebooks)."""
         return self.summary(metric, mode).to_pandas()
 
@@ -212,7 +215,7 @@ class Ensemble:
             free: dict[str, list[str]] = {}
             for name, (fixed, side) in sides.items():
                 for c in self.grid_columns:
-                    if c not in fixed and len(pc.unique(side._index[c])) > 1:
+                    if c not in fixed and len(pc.unique(side._index[c])) > 1:  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
                         free.setdefault(c, []).append(f"{side._distinct(c)} in {name}")
             if free:
                 listed = "; ".join(f"{c} takes {' and '.join(where)}" for c, where in free.items())
@@ -263,8 +266,8 @@ class Ensemble:
         else:
             mask = None
             for column, value_set in filters.items():
-                hit = pc.is_in(self._rows[column], value_set=value_set)
-                mask = hit if mask is None else pc.and_(mask, hit)
+                hit = pc.is_in(self._rows[column], value_set=value_set)  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+                mask = hit if mask is None else pc.and_(mask, hit)  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
             selected = self._rows.filter(mask)
             if selected.num_rows:
                 return Ensemble(self._store, selected)
@@ -325,14 +328,14 @@ class Ensemble:
         if selection._rows is None:  # read only the row groups that can hold the seed
             rows = selection._store.select(_both(selection._filters, {"seed": pa.array([int(seed)], pa.int64())}))
         else:
-            rows = selection._rows.filter(pc.equal(selection._rows["seed"], int(seed)))
+            rows = selection._rows.filter(pc.equal(selection._rows["seed"], int(seed)))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
         if rows.num_rows == 0:
             raise QueryError(
                 f"member(seed={seed!r}): no member with this seed here; seeds: {selection._distinct('seed')}"
             )
         if rows.num_rows > 1:
             keys = ["config_id", *self._store.grid_columns]
-            varying = [c for c in keys if c in rows.column_names and len(pc.unique(rows[c])) > 1]
+            varying = [c for c in keys if c in rows.column_names and len(pc.unique(rows[c])) > 1]  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
             raise QueryError(
                 f"member(seed={seed!r}): {rows.num_rows} members have this seed (they differ in "
                 f"{', '.join(varying)}); narrow it down, e.g. member(seed={seed!r}, {varying[0]}={rows[varying[0]][0].as_py()!r})"
@@ -419,6 +422,7 @@ class Ensemble:
             if out is None:
                 out = np.empty((len(self), *y.shape[1:]), y.dtype)
             out[rows] = y
+        assert out is not None  # _inputs found the selection's config, so it has members
         return out
 
     def mean_std(self, x: Float[Any, "batch ..."], chunk_size: int = DEFAULT_CHUNK) -> tuple[np.ndarray, np.ndarray]:
@@ -507,7 +511,8 @@ class Ensemble:
         mean, std = np.empty((2, steps + 1, *x0.shape), dtype)
         mean[0], std[0] = x0, 0
         for t, m in moments.items():
-            mean[t : t + len(m.mean)], std[t : t + len(m.mean)] = m.result(dtype)
+            m_mean, m_std = m.result(dtype)
+            mean[t : t + len(m_mean)], std[t : t + len(m_mean)] = m_mean, m_std
         return mean, std
 
     # -- internals ------------------------------------------------------------------------------
@@ -515,7 +520,7 @@ class Ensemble:
         return self._index["member_id"].to_numpy()
 
     def _distinct(self, column: str, limit: int = 20) -> str:
-        values = sorted(v for v in pc.unique(self._index[column]).to_pylist() if v is not None)
+        values = sorted(v for v in pc.unique(self._index[column]).to_pylist() if v is not None)  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
         return f"{values[:limit]}" + (f" and {len(values) - limit} more" if len(values) > limit else "")
 
     def _check_metric(self, metric: str, what: str, mode: str = "min") -> None:
@@ -528,7 +533,7 @@ class Ensemble:
     def _no_values(self, metric: str, what: str) -> str:
         """Why ``metric`` cannot rank this selection: some members have no value (null)."""
         nulls = self._index[metric].is_null()
-        configs = pc.unique(self._index.filter(nulls)["config_id"]).to_pylist()
+        configs = pc.unique(self._index.filter(nulls)["config_id"]).to_pylist()  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
         where = f"{self._index[metric].null_count} of {len(self)} members (config(s) {', '.join(configs[:5])}) have no {metric}"
         if not metric.startswith("val_"):
             return f"{what}(metric={metric!r}): {where}; select members that have one, or choose another metric="
@@ -547,7 +552,7 @@ class Ensemble:
         return self._index[metric].to_numpy(zero_copy_only=False).astype(np.float64)
 
     def _diverged(self) -> np.ndarray:
-        return pc.equal(self._index["status"], "diverged").to_numpy(zero_copy_only=False)
+        return pc.equal(self._index["status"], "diverged").to_numpy(zero_copy_only=False)  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
 
     def _beside(self, metric: str) -> list[str]:
         """The test column reported beside a validation metric (``val_loss`` -> ``test_loss``)."""
@@ -555,7 +560,7 @@ class Ensemble:
         return [test] if metric.startswith("val_") and test in self.columns else []
 
     def _config(self, what: str) -> ConfigInfo:
-        configs = pc.unique(self._index["config_id"]).to_pylist()
+        configs = pc.unique(self._index["config_id"]).to_pylist()  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
         if len(configs) > 1:
             raise QueryError(
                 f"{what}: the selection spans {len(configs)} structural configs ({', '.join(configs[:5])}); "
@@ -625,7 +630,7 @@ def _both(filters: dict[str, pa.Array], more: dict[str, pa.Array]) -> dict[str, 
     """Filters that hold where both hold (a column in both: the values in both)."""
     out = dict(filters)
     for column, values in more.items():
-        out[column] = values if column not in out else pc.filter(values, pc.is_in(values, value_set=out[column]))
+        out[column] = values if column not in out else pc.filter(values, pc.is_in(values, value_set=out[column]))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
     return out
 
 

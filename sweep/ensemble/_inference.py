@@ -74,7 +74,7 @@ def run_together(num_devices: int, group: int) -> int:
 
 
 def forward(
-    chunks: Iterator[PyTree], static: PyTree, x: np.ndarray, group: int = GROUP, tile_points: int = TILE_POINTS
+    chunks: Iterator[PyTree], static: PyTree, x: np.ndarray | Array, group: int = GROUP, tile_points: int = TILE_POINTS
 ) -> Iterator[np.ndarray]:
     """Outputs ``[n, batch, ...]`` of each chunk of stacked parameters (NumPy leaves) on ``x``."""
     num_devices = layout_devices()

@@ -23,7 +23,7 @@ FORMATS = (".png", ".pdf", ".svg")
 
 
 def _kinds(kind: str | tuple | list) -> list[str]:
-    kinds = list(KINDS[1:]) if kind == "all" else [kind] if isinstance(kind, str) else list(kind)
+    kinds: list[str] = list(KINDS[1:]) if kind == "all" else [kind] if isinstance(kind, str) else list(kind)
     for k in kinds:
         if k not in KINDS:
             hint = "; write files with out=" if isinstance(k, (str, os.PathLike)) and Path(k).suffix else ""
@@ -31,7 +31,7 @@ def _kinds(kind: str | tuple | list) -> list[str]:
     return kinds
 
 
-def figure_paths(out: str | os.PathLike, kind: str | list[str] | tuple[str, ...]) -> list[Path]:
+def figure_paths(out: str | os.PathLike[str], kind: str | list[str] | tuple[str, ...]) -> list[Path]:
     """Where :func:`plot` writes the figures of ``kind``: one figure to ``out`` itself; several to
     ``<stem>-<kind><suffix>`` next to it (``figs/heat.pdf`` -> ``figs/heat-curves.pdf``,
     ``figs/heat-spread.pdf``, ``figs/heat-predictions.pdf``)."""
@@ -159,10 +159,10 @@ class _Data(NamedTuple):
 
 
 def plot(
-    source: Ensemble | str | os.PathLike,
+    source: Ensemble | str | os.PathLike[str],
     kind: str | list[str] | tuple[str, ...] = "overview",
     *,
-    out: str | os.PathLike | None = None,
+    out: str | os.PathLike[str] | None = None,
     dpi: int = 200,
     metric: str | None = None,
     mode: str = "min",
@@ -258,14 +258,17 @@ def _figure(kind: str, d: _Data) -> Figure:
         draw_spread(fig.add_subplot(), d.ens.index, Configs(d.keys, d.ens.index), d.metric)
         return fig
     if kind == "rollout_error":
+        assert d.rollout_metric is not None  # plot() drops or refuses the kind without one
         fig = Figure(figsize=(4.6 * len(rollout_splits(d.curves, d.rollout_metric)), 4.2), layout="constrained")
         rollout_error_figure(fig, d.curves, Configs(d.keys, d.curves, d.totals), d.rollout_metric)
         return fig
     if kind == "rollout":
+        assert d.rolled is not None  # plot() drops or refuses the kind without trajectories
         one_d = not isinstance(d.rolled, str) and d.rolled[0].ndim == 3
         fig = Figure(figsize=(16, 8.4 if one_d else 4.2), layout="constrained")
         rollout_figure(fig, d.rolled, best, grid)
         return fig
+    assert d.samples is not None  # plot() reads samples for "predictions" and "overview"
     n = 0 if isinstance(d.samples, str) else d.samples[0].shape[0]  # a string says why there are none
     if kind == "predictions":
         fig = Figure(figsize=(4.6 * max(n, 2), 3.8), layout="constrained")
@@ -282,10 +285,12 @@ def _figure(kind: str, d: _Data) -> Figure:
     draw_spread(fig.add_subplot(cells[0, n_splits:]), d.ens.index, Configs(d.keys, d.ens.index), d.metric)
     predictions_figure(fig, d.samples, best, grid, [cells[1, i] for i in range(n)] if n else [cells[1, :]])
     if n_errors:
+        assert d.rollout_metric is not None  # n_errors is 0 without one
         rollout_error_figure(
             fig, d.curves, Configs(d.keys, d.curves, d.totals), d.rollout_metric, [cells[2, i] for i in range(n_errors)]
         )
     if n_slices:  # the time slices fill the rest of the row
+        assert d.rolled is not None  # n_slices is 0 without a rollout
         slice_panels(
             fig,
             d.rolled,

@@ -106,7 +106,9 @@ def draw_slice(
     ax.set_title(title, fontsize="medium")
 
 
-def slice_panels(fig: Figure, rolled: tuple | str, title: str, grid, cells: Sequence, count: int) -> list[Axes]:
+def slice_panels(
+    fig: Figure, rolled: tuple[np.ndarray, np.ndarray, np.ndarray] | str, title: str, grid, cells: Sequence, count: int
+) -> list[Axes]:
     """``count`` time slices in ``cells`` (shared y axis, legend in the first), titled ``title`` +
     the step; ``rolled`` is ``(reference, mean, std)`` ``[steps + 1, c, *s]`` each, or why there are
     none (one panel)."""
@@ -178,6 +180,7 @@ def rollout_figure(fig: Figure, rolled: tuple | str, title: str, grid, slices: i
             else [rows[0, i * 12 // slices : (i + 1) * 12 // slices] for i in range(slices)],
             slices,
         )
+    assert not isinstance(rolled, str)  # one_d is False for a reason string
     pictures = space_time_panels(fig, rolled, grid, [rows[0, 4 * i : 4 * (i + 1)] for i in range(3)])
     fig.suptitle(f"{title}: ensemble rollout from a stored test trajectory's first state")
     return pictures + slice_panels(

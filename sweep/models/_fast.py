@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools as ft
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import equinox as eqx
 import jax
@@ -205,6 +205,7 @@ def _conv_shifted(m: Any, x: Array) -> Array:
             padded = jnp.pad(z[i], ((0, 0), (0, 0), (lo, hi)), mode=mode) if lo or hi else z[i]
             tap = padded[:, :, i * d : i * d + (n_out - 1) * s + 1 : s]
         y = tap if y is None else y + tap
+    assert y is not None  # a kernel has at least one tap
     if m.use_bias:
         y = y + m.bias.reshape(out_ch, 1, 1)
     return y
@@ -226,6 +227,7 @@ def _group_norm(m: eqx.nn.GroupNorm, x: Array, channels_first: bool) -> Array:
     var = jnp.maximum(0.0, jnp.var(y, axis=(1, 3), keepdims=True))
     out = ((y - mean) * lax.rsqrt(var + m.eps)).reshape(x.shape)
     if m.channelwise_affine:
+        assert m.weight is not None and m.bias is not None  # GroupNorm keeps both when channelwise_affine
         out = m.weight.astype(dtype).reshape(affine) * out + m.bias.astype(dtype).reshape(affine)
     return out.astype(orig_dtype)
 
@@ -264,12 +266,12 @@ def _apply(m: Any, x: Array, channels_first: bool) -> Array:
 
 
 def _vmap_forward(m: eqx.Module, xb: Array) -> Array:
-    return jax.vmap(m)(xb)
+    return jax.vmap(cast(Callable[[Array], Array], m))(xb)  # the models are callable modules
 
 
 def _fast_forward(m: eqx.Module, xb: Array, conv: str = "im2col") -> Array:
     if xb.ndim != 3:  # not (batch, channels, N): let the model raise/handle it
-        return jax.vmap(m)(xb)
+        return jax.vmap(cast(Callable[[Array], Array], m))(xb)
     if conv == "shifted":
         return jnp.swapaxes(_apply(m, jnp.swapaxes(xb, 0, 1), channels_first=True), 0, 1)
     return jnp.swapaxes(_apply(m, jnp.swapaxes(xb, 1, 2), channels_first=False), 1, 2)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import inspect
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import pdequinox as pdeqx
+from jaxtyping import PRNGKeyArray
 
 from .._errors import SpecError
 from .._import_path import import_object, is_import_path
@@ -26,7 +27,7 @@ ARCHITECTURES = (
     "ClassicFNO",
     "MLP",
 )
-ACTIVATIONS = {
+ACTIVATIONS: dict[str, Callable[[Any], Any]] = {
     "relu": jax.nn.relu,
     "gelu": jax.nn.gelu,
     "tanh": jax.nn.tanh,
@@ -106,7 +107,7 @@ def _allowed(key: str, annotation: Any, value: Any) -> str:
 
 
 def build_model(
-    name: str, options: Mapping[str, Any], sample_shape: tuple[int, ...], out_channels: int, *, key
+    name: str, options: Mapping[str, Any], sample_shape: tuple[int, ...], out_channels: int, *, key: PRNGKeyArray
 ) -> eqx.Module:
     """Build one model for inputs of ``sample_shape = (channels, *spatial)`` with ``out_channels``
     outputs, unless the options give ``out_channels`` (a classifier's number of classes).
@@ -115,7 +116,7 @@ def build_model(
     net = build_model("ConvNet", {"depth": 2}, (1, 48), 1, key=jax.random.key(0))
     ```
     """
-    kwargs = {k: ACTIVATIONS[v] if k in _ACTIVATION_ARGS else v for k, v in options.items()}
+    kwargs: dict[str, Any] = {k: ACTIVATIONS[v] if k in _ACTIVATION_ARGS else v for k, v in options.items()}
     if is_import_path(name):
         factory = import_object(name, "model.name")
         return factory(**kwargs, key=key)

@@ -6,6 +6,8 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from .._errors import SpecError
 from .._import_path import is_import_path
 from ._arrays import SPLIT_OPTIONS, load_arrays, load_function
@@ -94,7 +96,7 @@ def load_problem(name: str, options: Mapping[str, Any]) -> Dataset:
     return load_function(name, dict(options))
 
 
-def coordinates(name: str, options: Mapping[str, Any]):
+def coordinates(name: str, options: Mapping[str, Any]) -> np.ndarray | None:
     """The physical positions of a sample's points (a 1-D array), or None where the problem does not know them."""
     if name.startswith(EXPONAX):
         return exponax_coordinates(name.removeprefix(EXPONAX), **options)

@@ -94,12 +94,29 @@ class Dataset(NamedTuple):
         return self.train.size
 
     # shorthands: data.test_x is data.test.x
-    train_x = property(lambda self: self.train.x)
-    train_y = property(lambda self: self.train.y)
-    val_x = property(lambda self: self.val.x)
-    val_y = property(lambda self: self.val.y)
-    test_x = property(lambda self: self.test.x)
-    test_y = property(lambda self: self.test.y)
+    @property
+    def train_x(self) -> Float[np.ndarray, "n c *s"]:
+        return self.train.x
+
+    @property
+    def train_y(self) -> Float[np.ndarray, "n o *s"]:
+        return self.train.y
+
+    @property
+    def val_x(self) -> Float[np.ndarray, "n c *s"]:
+        return self.val.x
+
+    @property
+    def val_y(self) -> Float[np.ndarray, "n o *s"]:
+        return self.val.y
+
+    @property
+    def test_x(self) -> Float[np.ndarray, "n c *s"]:
+        return self.test.x
+
+    @property
+    def test_y(self) -> Float[np.ndarray, "n o *s"]:
+        return self.test.y
 
 
 def check_val_fraction(value: Any) -> None:
@@ -301,8 +318,10 @@ def _check_shapes(data: Dataset, source: str) -> None:
             f"targets {target} must have the same shape"
         )
     for split in given:
-        if data.trajectories(split).shape[2:] != sample:
+        trajectories = data.trajectories(split)
+        assert trajectories is not None  # `given` holds the splits that have trajectories
+        if trajectories.shape[2:] != sample:
             raise SpecError(
-                f"{source}: `{split}_traj` holds states of shape {data.trajectories(split).shape[2:]}; "
+                f"{source}: `{split}_traj` holds states of shape {trajectories.shape[2:]}; "
                 f"they must have the inputs' shape {sample} (channels, *spatial)"
             )

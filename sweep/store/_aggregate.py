@@ -70,7 +70,7 @@ MapTasks = Callable[[Callable[[ShardTask], ShardResult], Iterable[ShardTask]], I
 
 
 def aggregate(
-    sweep_dir: str | os.PathLike | SweepDir,
+    sweep_dir: str | os.PathLike[str] | SweepDir,
     filesystem: pafs.FileSystem | None = None,
     progress: bool = True,
     *,
@@ -137,7 +137,7 @@ def aggregate(
 
 
 def aggregate_blocks(
-    store_dir: str | os.PathLike,
+    store_dir: str | os.PathLike[str],
     blocks: Iterable[Any],
     plan: Plan | None = None,
     filesystem: pafs.FileSystem | None = None,

@@ -269,7 +269,7 @@ def write_parquet(
             schema,
             write_page_checksum=True,
             sorting_columns=columns or None,
-            write_statistics=True if statistics is None else list(statistics),
+            write_statistics=True if statistics is None else list(statistics),  # pyright: ignore[reportArgumentType]  (pyarrow also takes columns)
         ) as writer:
             for table in tables:
                 if table.num_rows:

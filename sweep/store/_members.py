@@ -96,6 +96,7 @@ def metric_names(sources: list[Source]) -> list[str]:
 def grid_value_columns(sources: list[Source], plan: Plan | None, metrics: list[str]) -> list[Column]:
     """The plan's grid keys, else the keys whose values differ between blocks plus vmapped ones."""
     if plan is not None:
+        assert plan.spec.vmap is not None  # __post_init__ resolves None to the vmappable grid keys
         keys = [(k, k in plan.spec.vmap) for k in plan.spec.grid]
     else:
         names = sorted({k for s in sources for h in s.hparams for k in h})

@@ -68,6 +68,10 @@ class ConfigInfo(NamedTuple):
 class Store:
     """A committed store (see :mod:`sweep.store`); open it with :meth:`Store.open`."""
 
+    fs: pafs.FileSystem
+    root: str
+    manifest: dict[str, Any]
+
     def __init__(self, fs: pafs.FileSystem, root: str, manifest: dict[str, Any], manifest_sha256: str = ""):
         self.fs, self.root, self.manifest = fs, root, manifest
         self.manifest_sha256 = manifest_sha256  # the root of every checksum: compare it with the sender's
@@ -77,7 +81,7 @@ class Store:
         self._cached: tuple[str, PyTree] | None = None  # the last leaves file read
 
     @classmethod
-    def open(cls, path: str | os.PathLike, filesystem: pafs.FileSystem | None = None) -> Store:
+    def open(cls, path: str | os.PathLike[str], filesystem: pafs.FileSystem | None = None) -> Store:
         """Open the store of a sweep directory (or a store directory) on any pyarrow filesystem."""
         fs, path = filesystem_path(path, filesystem)
         root = committed_root(fs, path)
@@ -155,8 +159,8 @@ class Store:
         rows = self._read(MEMBERS, table.read_row_groups, groups, columns=columns)
         mask = None
         for column, values in filters.items():
-            hit = pc.is_in(rows[column], value_set=values)
-            mask = hit if mask is None else pc.and_(mask, hit)
+            hit = pc.is_in(rows[column], value_set=values)  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+            mask = hit if mask is None else pc.and_(mask, hit)  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
         return rows if mask is None else rows.filter(mask)
 
     def _check_rows(self, rows: pa.Table) -> None:
@@ -199,7 +203,7 @@ class Store:
                 groups.append(i)
         read = None if columns is None else list(dict.fromkeys(["member_id", *columns]))
         rows = self._read(MEMBERS, table.read_row_groups, groups, columns=read)
-        rows = rows.take(pc.index_in(pa.array(ids), value_set=rows["member_id"].combine_chunks()))
+        rows = rows.take(pc.index_in(pa.array(ids), value_set=rows["member_id"].combine_chunks()))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
         return rows if columns is None else rows.select(columns)
 
     def samples(self, config_id: str) -> tuple[np.ndarray, np.ndarray] | None:

@@ -92,7 +92,7 @@ def write_samples(fs: pafs.FileSystem, sweep_path: str, datasets: Mapping[str, D
         path = f"{sweep_path}/{name}"
         table, old = tables.get(name), read_sample_file(fs, path, name)
         if old is not None:  # other problems' rows stay; those of ``datasets`` are replaced
-            kept = old.filter(pc.invert(pc.is_in(old["problem_id"], value_set=given)))
+            kept = old.filter(pc.invert(pc.is_in(old["problem_id"], value_set=given)))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
             table = kept if table is None else pa.concat_tables([kept, table])
         if table is not None:
             sink = pa.BufferOutputStream()
@@ -127,7 +127,7 @@ def write_store_samples(writer, tables: Mapping[str, pa.Table], problems: dict[s
     left without test samples when some were given."""
     wanted = pa.array(sorted(set(problems.values())), pa.string())
     for name, table in tables.items():
-        rows = table.filter(pc.is_in(table["problem_id"], value_set=wanted))
+        rows = table.filter(pc.is_in(table["problem_id"], value_set=wanted))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
         if name == SAMPLES:
             lacking = sorted(cid for cid, pid in problems.items() if pid not in set(rows["problem_id"].to_pylist()))
             if lacking:
@@ -158,7 +158,7 @@ def _arrays(rows: pa.Table, column: str, where: str, what: str) -> np.ndarray:
 def samples_of(table: pa.Table, problem_id: str, where: str) -> tuple[np.ndarray, np.ndarray] | None:
     """``(x, y)`` of one problem's rows of a samples table, ``[samples, channels, *spatial]``; None if
     it has none. Rows that do not fit their shapes raise :class:`StoreError` naming ``where``."""
-    rows = table.filter(pc.equal(table["problem_id"], problem_id)).sort_by("sample")
+    rows = table.filter(pc.equal(table["problem_id"], problem_id)).sort_by("sample")  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
     if rows.num_rows == 0:
         return None
     x, y = (_arrays(rows, c, where, f"{c} samples of problem {problem_id}") for c in ("x", "y"))
@@ -168,7 +168,7 @@ def samples_of(table: pa.Table, problem_id: str, where: str) -> tuple[np.ndarray
 def trajectories_of(table: pa.Table, problem_id: str, where: str) -> np.ndarray | None:
     """One problem's trajectories of a trajectories table, ``[trajectories, steps + 1, channels,
     *spatial]``; None if it has none."""
-    rows = table.filter(pc.equal(table["problem_id"], problem_id)).sort_by("trajectory")
+    rows = table.filter(pc.equal(table["problem_id"], problem_id)).sort_by("trajectory")  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
     if rows.num_rows == 0:
         return None
     return _arrays(rows, "states", where, f"trajectories of problem {problem_id}")

@@ -26,12 +26,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pyarrow as pa
 
 from ..metrics import LOSS, ROLLOUT_GMEAN
 from ..problems import EVALUATED
+
+if TYPE_CHECKING:
+    from ..training import History
 
 FORMAT = 2  # 2: train/val/test splits; val_/test_ columns of the loss and every metric
 STORE_NAME = "ensembles"  # the store's name inside a sweep directory
@@ -104,7 +107,7 @@ def evaluated_columns(metrics: Sequence[str]) -> list[str]:
     return [evaluated_column(split, name) for name in (LOSS, *metrics) for split in EVALUATED]
 
 
-def curves_by_column(history) -> dict[str, Any]:
+def curves_by_column(history: History) -> dict[str, Any]:
     """A :class:`sweep.History`'s ``[members, reports]`` curves by column: ``train_loss``, then
     ``val_loss``, ``test_loss``, ``val_<m>``, ... (those it has)."""
     curves = {"train_loss": history.train_loss}
@@ -125,7 +128,7 @@ def rollout_columns(metrics: Sequence[str]) -> list[str]:
     return [rollout_column(split, name) for name in metrics if name.startswith(ROLLOUT_GMEAN) for split in EVALUATED]
 
 
-def rollout_curves_by_column(history) -> dict[str, Any]:
+def rollout_curves_by_column(history: History) -> dict[str, Any]:
     """A :class:`sweep.History`'s latest ``[members, T]`` rollout curves by column (``test_rollout_nrmse``, ...)."""
     return {
         f"{split}_rollout_{name}": c for split in EVALUATED for name, c in getattr(history, f"{split}_rollout").items()

@@ -106,8 +106,9 @@ class SweepDir:
             epochs = planned_epochs.get(ref.config_id)
             if epochs is not None and ref.epoch >= epochs:
                 done.update(MemberId.of(ref.config_id, s, h) for h in ref.hparams for s in ref.seeds)
+        stopped = stored.stopped_trials if stored else frozenset()
         for t in stored.trials if stored else ():
-            if t.trial_key in stored.stopped_trials:
+            if t.trial_key in stopped:
                 done.update(t.member_ids())
         return done, blocks
 

@@ -11,6 +11,7 @@ import json
 import warnings
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
+from types import TracebackType
 from typing import Any
 
 import pyarrow as pa
@@ -67,6 +68,12 @@ class StoreWriter:
     without a commit (an error) removes the unfinished generation.
     """
 
+    fs: pafs.FileSystem
+    store_path: str
+    name: str  # the generation's, once the ``with`` block is entered
+    root: str
+    committed: bool
+
     def __init__(self, fs: pafs.FileSystem, store_path: str):
         check_target(fs, store_path)
         self.fs, self.store_path = fs, store_path
@@ -81,7 +88,9 @@ class StoreWriter:
             self.name, self.root = new_generation(self.fs, self.store_path)
         return self
 
-    def __exit__(self, kind, error, traceback) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         try:
             if not self.committed and self.root:
                 try:

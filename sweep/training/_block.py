@@ -28,6 +28,7 @@ from ..problems import SPLITS, Dataset, load_problem
 from ..spec import SweepSpec, hparam_name
 from ._layout import default_layout, members_mesh, pad_members
 from ._program import (
+    DataShapes,
     TrainState,
     checked_objective,
     chunk_program,
@@ -153,6 +154,7 @@ def _check_trajectories(spec: SweepSpec, data: Dataset) -> None:
 def _hparam_sets(spec: SweepSpec, hparams) -> tuple[dict[str, float], ...]:
     """Hyperparameter sets as dicts keyed by optimizer argument name."""
     if hparams is None:
+        assert spec.vmap is not None  # __post_init__ resolves None to the vmappable grid keys
         structural = [k for k in spec.grid if k not in spec.vmap]
         if structural:
             raise SpecError(
@@ -171,7 +173,7 @@ def _hparam_sets(spec: SweepSpec, hparams) -> tuple[dict[str, float], ...]:
     return tuple(out) or ({},)
 
 
-def state_skeleton(spec: SweepSpec, num_members: int, hparam_names: Sequence[str], shapes: tuple) -> TrainState:
+def state_skeleton(spec: SweepSpec, num_members: int, hparam_names: Sequence[str], shapes: DataShapes) -> TrainState:
     """Shapes and dtypes of a block's :class:`TrainState` (for deserialisation; computes nothing).
 
     ``shapes = (sample_shape, out_channels, num_train)`` of the block's dataset.
@@ -187,13 +189,17 @@ def _skeleton(structure: str, num_members: int, names: tuple[str, ...], shapes: 
     hp = {n: jax.ShapeDtypeStruct((num_members,), jnp.float32) for n in names}
     params, opt_state = jax.eval_shape(initialiser(structure, shapes), keys, hp)
     m = (num_members,)
-    return TrainState(
-        params, opt_state, jax.ShapeDtypeStruct(m, jnp.int32), jax.ShapeDtypeStruct(m, jnp.bool_), keys, hp
+    return TrainState._make(  # abstract leaves (ShapeDtypeStruct) in place of the arrays
+        (params, opt_state, jax.ShapeDtypeStruct(m, jnp.int32), jax.ShapeDtypeStruct(m, jnp.bool_), keys, hp)
     )
 
 
 def init_block(
-    spec: SweepSpec, seeds: Sequence[int], hparams=None, data: Dataset | None = None, layout: str | None = None
+    spec: SweepSpec,
+    seeds: Sequence[int],
+    hparams: Mapping[str, float] | Sequence[Mapping[str, float]] | None = None,
+    data: Dataset | None = None,
+    layout: str | None = None,
 ) -> tuple[Block, TrainState]:
     """Build a block's program and its initial state (epoch 0) without training.
 
@@ -237,7 +243,9 @@ def init_block(
     program = chunk_program(key, shapes, layout, len(devices))
 
     init_keys, shuffle_keys = member_keys(spec.sweep_seed, member_seeds)
-    hp = {n: np.asarray([h.get(n, spec.optimizer.options.get(n)) for h in member_h], np.float32) for n in names}
+    hp: dict[str, Any] = {  # NumPy arrays, which the jitted program takes like device arrays
+        n: np.asarray([h.get(n, spec.optimizer.options.get(n)) for h in member_h], np.float32) for n in names
+    }
     params, opt_state = initialiser(key, shapes)(init_keys, hp)
     m = len(member_seeds)
     state = TrainState(params, opt_state, jnp.zeros(m, jnp.int32), jnp.zeros(m, bool), shuffle_keys, hp)
@@ -305,7 +313,7 @@ def model_of(block: Block, state: TrainState) -> eqx.Module:
     return eqx.combine(state.params, block.static)
 
 
-def state_bytes(spec: SweepSpec, shapes: tuple, hparams: Sequence[Mapping[str, float]] = ()) -> int:
+def state_bytes(spec: SweepSpec, shapes: DataShapes, hparams: Sequence[Mapping[str, float]] = ()) -> int:
     """Bytes of one member's :class:`TrainState` (parameters, optimizer state, counters)."""
     names = hyperparameter_names(spec.optimizer.options, hparams)
     skeleton = state_skeleton(spec, 1, names, shapes)
@@ -324,6 +332,8 @@ def compiled_bytes(spec: SweepSpec, data: Dataset, hparams: Sequence[Mapping[str
         program_data(data, spec.training.unroll > 1, spec.training.rollout_steps),
     )
     stats = program.lower(state, arrays, 1).compile().memory_analysis()
+    if stats is None:
+        raise RuntimeError(f"XLA's memory analysis is unavailable on the {jax.default_backend()!r} backend")
     return int(
         stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes - stats.alias_size_in_bytes
     )

@@ -36,7 +36,7 @@ from ..problems import EVALUATED
 from ..spec import SweepSpec
 from ._block import state_skeleton
 from ._loop import History
-from ._program import TrainState
+from ._program import DataShapes, TrainState
 
 FORMAT = 2  # 2: validation and test curves of the loss and every metric (format 1: test loss only)
 STATE_FILE = "state.eqx"
@@ -47,7 +47,7 @@ class SavedBlock(NamedTuple):
     spec: SweepSpec
     seeds: tuple[int, ...]
     hparams: tuple[dict[str, float], ...]
-    shapes: tuple
+    shapes: DataShapes
     state: TrainState
     history: History
     trial_id: str
@@ -72,12 +72,12 @@ def _history_json(history: History) -> dict[str, Any]:
 
 
 def save_block(
-    directory: str | os.PathLike,
+    directory: str | os.PathLike[str],
     *,
     spec: SweepSpec,
     state: TrainState,
     history: History,
-    shapes: tuple,
+    shapes: DataShapes,
     trial_id: str = "",
     stopped_early: bool = False,
 ) -> Path:
@@ -113,6 +113,9 @@ def save_block(
 class BlockRef:
     """A block checkpoint's ``block.json``, read once: where it lies and what it holds."""
 
+    path: str  # the block's directory
+    meta: dict[str, Any]  # its block.json
+
     def __init__(self, path: str, meta: dict[str, Any]):
         self.path, self.meta = path, meta
 
@@ -136,7 +139,7 @@ class BlockRef:
         return SweepSpec.from_dict(self.meta["spec"])
 
     @property
-    def shapes(self) -> tuple:
+    def shapes(self) -> DataShapes:
         sample_shape, out_channels, num_train = self.meta["shapes"]
         return (tuple(sample_shape), out_channels, num_train)
 
@@ -164,7 +167,7 @@ class BlockRef:
         """Shapes and dtypes of the block's state (nothing read or computed)."""
         return state_skeleton(self.spec, len(self.seeds) * len(self.hparams), self.meta["hparam_names"], self.shapes)
 
-    def load(self, directory: str | os.PathLike | None = None) -> SavedBlock:
+    def load(self, directory: str | os.PathLike[str] | None = None) -> SavedBlock:
         """The whole block, its state (NumPy leaves) read from ``directory`` (default: :attr:`path`, local)."""
         path = Path(self.path if directory is None else directory) / STATE_FILE
         leaves, treedef = jax.tree_util.tree_flatten(self.skeleton())
@@ -221,7 +224,7 @@ def _read_meta(text: str, where: str) -> dict[str, Any]:
     return meta
 
 
-def load_block(directory: str | os.PathLike) -> SavedBlock:
+def load_block(directory: str | os.PathLike[str]) -> SavedBlock:
     """Read a local block directory written by :func:`save_block` (no pickle)."""
     meta_path = Path(directory) / META_FILE
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -148,7 +148,12 @@ def fit(block: Block, state: TrainState, history: History | None = None) -> Iter
 
 
 def train_block(
-    spec: SweepSpec, seeds: Sequence[int], hparams=None, *, data: Dataset | None = None, layout: str | None = None
+    spec: SweepSpec,
+    seeds: Sequence[int],
+    hparams: Mapping[str, float] | Sequence[Mapping[str, float]] | None = None,
+    *,
+    data: Dataset | None = None,
+    layout: str | None = None,
 ) -> tuple[eqx.Module, History]:
     """Train one block of seeds in-process (no Ray): the pure function every trial calls.
 
@@ -184,7 +189,7 @@ def train_block(
 
 
 def train(
-    spec: SweepSpec, seed: int, hparams: Mapping[str, float] | None = None, **kwargs
+    spec: SweepSpec, seed: int, hparams: Mapping[str, float] | None = None, **kwargs: Any
 ) -> tuple[eqx.Module, History]:
     """Train one member in-process; the model has no member axis and the history arrays one row.
 
@@ -207,6 +212,7 @@ def train(
         ```
     """
     if hparams is None and len(_hparam_sets(spec, None)) > 1:
+        assert spec.vmap is not None  # __post_init__ resolves None to the vmappable grid keys
         raise SpecError(
             f"`hparams`: the spec vmaps {list(spec.vmap)}; pass one set, e.g. hparams={{'learning_rate': 1e-3}}"
         )

@@ -66,7 +66,10 @@ class TrainState(NamedTuple):
     hparams: dict[str, Float[Array, " m"]]
 
 
-def data_shapes(data: Dataset) -> tuple:
+DataShapes = tuple[tuple[int, ...], int, int]  # (sample_shape, out_channels, num_train)
+
+
+def data_shapes(data: Dataset) -> DataShapes:
     """``(sample_shape, out_channels, num_train)``: all a program needs to know of the data."""
     return (tuple(data.sample_shape), data.out_channels, data.num_train)
 
@@ -206,14 +209,14 @@ def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
             new, evaluation = jax.vmap(run, in_axes=(0, 0, None))(carry, state.hparams, data)
             return TrainState(*new, state.hparams), evaluation
         per_device = jax.shard_map(
-            lambda c, h, d: jax.lax.map(lambda a: run(*a, d), (c, h)),
+            lambda c, h, d: jax.lax.map(lambda a: run(a[0], a[1], d), (c, h)),
             mesh=members_mesh(num_devices),
             in_specs=(P("m"), P("m"), P()),
             out_specs=P("m"),
             check_vma=False,
         )
         new, evaluation = per_device(carry, state.hparams, data)
-        return TrainState(*new, state.hparams), evaluation
+        return TrainState(*new, hparams=state.hparams), evaluation
 
     if layout == "vmap":
         return jax.jit(chunk, static_argnums=2)

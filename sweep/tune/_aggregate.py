@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from .._errors import SweepError
-from ..store import DEFAULT_SHARD_BYTES
+from ..store import DEFAULT_SHARD_BYTES, SweepDir
 from ..store import aggregate as aggregate_serially
 from ._cluster import ensure_ray
 
@@ -39,7 +39,7 @@ MIN_BLOCKS = 256  # blocks read by all tasks together below which the driver run
 
 
 def aggregate(
-    sweep_dir: str | os.PathLike,
+    sweep_dir: str | os.PathLike[str] | SweepDir,
     filesystem: pafs.FileSystem | None = None,
     progress: bool = True,
     *,
@@ -73,6 +73,9 @@ class RayTasks:
     When there is one task, or the tasks read fewer than ``min_blocks`` blocks in all (their
     ``sources``), they run in this process instead. ``peak_rss_mib`` collects the peak resident
     memory of the worker process of each task run by Ray."""
+
+    window: int | None
+    min_blocks: int
 
     def __init__(self, window: int | None = None, min_blocks: int = MIN_BLOCKS):
         self.window, self.min_blocks = window, min_blocks
@@ -131,10 +134,11 @@ def _run_task(fn: Callable[[Any], Any], item: Any) -> tuple[Any, float]:
 def _get(ref) -> Any:
     """``ray.get``, re-raising a task's seed-sweep error as itself (it names the file and what to do)."""
     import ray
+    from ray.exceptions import RayTaskError
 
     try:
         return ray.get(ref)
-    except ray.exceptions.RayTaskError as e:
+    except RayTaskError as e:
         if isinstance(e.cause, SweepError):
             raise e.cause from None
         raise

@@ -114,4 +114,5 @@ def largest_config(spec: SweepSpec, datasets: Mapping[str, Dataset]) -> tuple[Sw
         size = state_bytes(config, data_shapes(datasets[config.problem_id]), hparams)
         if size > best_bytes:
             best, best_bytes = (config, hparams), size
+    assert best is not None  # a spec expands to at least one config
     return best

@@ -20,7 +20,7 @@ import os
 import re
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -30,7 +30,11 @@ from ..planning import TrialPlan, config_label, grid_names, hparams_key
 from ..spec import SweepSpec
 from ..store import FIXED_COLUMNS
 
+if TYPE_CHECKING:
+    from ray.tune.experiment import Trial
+
 PER = ("member", "config")
+_WandbMode = Literal["online", "offline", "disabled", "shared"]  # wandb.init(mode=...)
 
 
 class MemberLogger:
@@ -40,8 +44,11 @@ class MemberLogger:
     metrics, step)`` and ``_finish(handle)``.
     """
 
-    package = ""  # what the tracker needs installed
-    extra = ""  # the seed-sweep extra that installs it
+    package: str = ""  # what the tracker needs installed
+    extra: str = ""  # the seed-sweep extra that installs it
+    per: str
+    sweep_dir: str
+    names: dict[str, str]  # grid key -> column name
 
     def __init__(self, per: str = "member"):
         if per not in PER:
@@ -84,8 +91,8 @@ class MemberLogger:
         self._runs.clear()
 
     # -- Tune events ----------------------------------------------------------------------------
-    def on_trial_result(self, trial, result: Mapping[str, Any], **info: Any) -> None:
-        plan = self._trials.get((trial.config or {}).get("trial_key"))
+    def on_trial_result(self, trial: Trial, result: Mapping[str, Any], **info: Any) -> None:
+        plan = self._trials.get((trial.config or {}).get("trial_key", ""))  # "" is no trial's key
         if plan is None or "epoch" not in result:
             return
         epoch = int(result["epoch"])
@@ -113,9 +120,11 @@ class MemberLogger:
 
     # -- runs -----------------------------------------------------------------------------------
     def _label(self, plan: TrialPlan, hparams: Mapping[str, float]) -> str:
+        assert self.spec is not None  # bind() sets it before Tune reports anything
         return config_label(plan.grid_values(self.spec.grid, hparams), self.names) or plan.config_id
 
     def _params(self, plan: TrialPlan, hparams: Mapping[str, float]) -> dict[str, Any]:
+        assert self.spec is not None  # bind() sets it before Tune reports anything
         values = plan.grid_values(self.spec.grid, hparams)
         return {"sweep": self.spec.name, "config_id": plan.config_id, **{self.names[k]: v for k, v in values.items()}}
 
@@ -177,9 +186,12 @@ class TensorBoardLogger(MemberLogger):
     member in it (``depth=2,learning_rate=0.003/seed=3``), the grid values and seed in the
     HPARAMS tab. ``max_open``: event writers kept open at once (the oldest is closed first)."""
 
-    package, extra = "tensorboardX", "tensorboard"
+    package: str = "tensorboardX"
+    extra: str = "tensorboard"
+    logdir: str | os.PathLike[str] | None  # a str once bound
+    max_open: int
 
-    def __init__(self, logdir: str | os.PathLike | None = None, per: str = "member", max_open: int = 128):
+    def __init__(self, logdir: str | os.PathLike[str] | None = None, per: str = "member", max_open: int = 128):
         super().__init__(per)
         self.logdir, self.max_open = logdir, max_open
         self._writers: OrderedDict[str, Any] = OrderedDict()
@@ -199,6 +211,7 @@ class TensorBoardLogger(MemberLogger):
         return f"tensorboard: tensorboard --logdir {self.logdir}"
 
     def _open(self, key: str, name: str, params: dict[str, Any], group: str):
+        assert self.logdir is not None  # bind() sets it before Tune reports anything
         seed = params.get("seed")
         folder = (
             os.path.join(self.logdir, _safe(group), f"seed={seed}")
@@ -241,7 +254,10 @@ class MLflowLogger(MemberLogger):
     ``tracking_uri`` (default: MLflow's own, e.g. ``$MLFLOW_TRACKING_URI``). A member's run is
     tagged ``sweep.member`` so that a resumed sweep continues the same run."""
 
-    package, extra = "mlflow", "mlflow"
+    package: str = "mlflow"
+    extra: str = "mlflow"
+    tracking_uri: str | None
+    experiment: str | None
 
     def __init__(self, tracking_uri: str | None = None, experiment: str | None = None, per: str = "member"):
         super().__init__(per)
@@ -265,12 +281,14 @@ class MLflowLogger(MemberLogger):
         return self
 
     def hint(self) -> str:
+        assert self.spec is not None and self._client is not None  # bind() sets them
         return f"mlflow: experiment {self.experiment or self.spec.name!r} at {self._client.tracking_uri}"
 
     def _open(self, key: str, name: str, params: dict[str, Any], group: str):
         from mlflow.entities import Param
 
         client, experiment_id = self._client, self._experiment_id
+        assert client is not None  # bind() sets it before Tune reports anything
         found = client.search_runs([experiment_id], filter_string=f"tags.`sweep.member` = '{key}'", max_results=1)
         if found:
             return found[0].info.run_id
@@ -284,9 +302,11 @@ class MLflowLogger(MemberLogger):
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
+        assert self._client is not None  # bind() sets it before Tune reports anything
         self._client.log_batch(handle, metrics=[Metric(k, v, now, step) for k, v in metrics.items()])
 
     def _finish(self, handle) -> None:
+        assert self._client is not None  # bind() sets it before Tune reports anything
         self._client.set_terminated(handle)
 
 
@@ -294,17 +314,26 @@ class WandbLogger(MemberLogger):
     """Weights & Biases runs in ``project`` (default: the sweep's name), grouped by
     configuration; ``mode="offline"`` (or ``WANDB_MODE=offline``) writes them locally."""
 
-    package, extra = "wandb", "wandb"
+    package: str = "wandb"
+    extra: str = "wandb"
+    project: str | None
+    dir: str | None
 
     def __init__(
-        self, project: str | None = None, mode: str | None = None, dir: str | None = None, per: str = "member"
+        self,
+        project: str | None = None,
+        mode: _WandbMode | None = None,
+        dir: str | None = None,
+        per: str = "member",
     ):
         super().__init__(per)
-        self.project, self.mode, self.dir = project, mode, dir
+        self.project, self.dir = project, dir
+        self.mode: _WandbMode | None = mode
 
     def _open(self, key: str, name: str, params: dict[str, Any], group: str):
         import wandb
 
+        assert self.spec is not None  # bind() sets it before Tune reports anything
         return wandb.init(
             project=self.project or self.spec.name,
             name=name,

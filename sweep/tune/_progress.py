@@ -47,7 +47,8 @@ class _Trial:
     def __init__(self, plan: TrialPlan, labels: list[str]):
         self.members, self.epochs, self.block = plan.num_members, plan.spec.training.epochs, len(plan.seeds)
         self.labels = labels  # per hyperparameter set
-        self.status, self.epoch, self.start_epoch = "pending", 0, None
+        self.status, self.epoch = "pending", 0
+        self.start_epoch: int | None = None  # set by the trial's first report
 
 
 NO_GRID = "(one configuration)"  # the label of a spec without a grid
@@ -93,7 +94,7 @@ class ProgressState:
     def statuses(self, tune_trials: Iterable[Any]) -> None:
         with self.lock:
             for trial in tune_trials:
-                ours = self.trials.get((trial.config or {}).get("trial_key"))
+                ours = self.trials.get((trial.config or {}).get("trial_key", ""))  # "" is no trial's key
                 if ours is not None:
                     ours.status = _STATUS.get(trial.status, "pending")
                     if ours.status == "running" and self.first_start is None:
@@ -292,7 +293,7 @@ class SweepProgress(Callback):
     # Statuses are taken after every step, never at the experiment's end: an interrupted
     # experiment's clean-up marks its unfinished trials terminated, and they must stay unfinished.
     def on_trial_result(self, iteration: int, trials: list, trial, result: dict, **info) -> None:
-        self.state.report((trial.config or {}).get("trial_key"), result)
+        self.state.report((trial.config or {}).get("trial_key", ""), result)  # "" is no trial's key
 
     def on_step_end(self, iteration: int, trials: list, **info) -> None:
         self.state.statuses(trials)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import re
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from ray.tune import Callback
@@ -41,7 +42,7 @@ def relaying(listeners: list[Any]):
         _LISTENERS.clear()
 
 
-def _forward(hook: str):
+def _forward(hook: str) -> Callable[..., None]:  # Tune passes a hook's arguments by keyword
     def method(self, **info: Any) -> None:
         for listener in list(_LISTENERS):
             if hasattr(listener, hook):

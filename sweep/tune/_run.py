@@ -14,7 +14,7 @@ import os
 import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
@@ -34,6 +34,10 @@ from ._quiet import quiet_tune, scoped_environ
 from ._relay import Relay, relaying
 from ._trainable import TrialHooks, TrialInputs
 
+if TYPE_CHECKING:
+    from ray.tune import FailureConfig
+    from ray.tune.schedulers import TrialScheduler
+
 __all__ = ["METRIC", "Interrupted", "plan", "run"]
 
 PENDING_ENV = "TUNE_MAX_PENDING_TRIALS_PG"
@@ -47,7 +51,7 @@ def _stored_block_size(spec: SweepSpec, stored: Plan | None) -> int | None:
 
 
 def plan(
-    spec: SweepSpec, storage: str | os.PathLike | None = None, storage_filesystem: pafs.FileSystem | None = None
+    spec: SweepSpec, storage: str | os.PathLike[str] | None = None, storage_filesystem: pafs.FileSystem | None = None
 ) -> Plan:
     """The trials a sweep would run (structural configs x blocks of seeds), before anything runs.
 
@@ -161,6 +165,7 @@ def _trainable(session: _Session, plan: Plan, resume_from: Mapping[str, str]):
     trials = ray.put(
         {t.trial_key: ray.put({"plan": t.to_dict(), "resume_from": resume_from.get(t.trial_key)}) for t in plan.trials}
     )
+    assert session.pace is not None  # set when the session started
     inputs = TrialInputs(trials, session.data_refs, session.ray_fs, session.options.hooks, session.pace)
     resources = session.spec.resources
     return tune.with_resources(
@@ -240,8 +245,8 @@ def run(
     storage_filesystem: pafs.FileSystem | None = None,
     address: str | None = None,
     resume: bool = False,
-    scheduler=None,
-    failure_config=None,
+    scheduler: TrialScheduler | None = None,
+    failure_config: FailureConfig | None = None,
     trial_hooks: TrialHooks | None = None,
     loggers: Sequence[str | Any] = (),
     progress: str = "auto",

@@ -20,7 +20,7 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -151,7 +151,7 @@ def train_trial(config: Mapping[str, Any], *, inputs: TrialInputs) -> None:
     import ray
     from ray import tune
 
-    task = ray.get(_fetch("trials", inputs.trials)[config["trial_key"]])
+    task = cast(dict[str, Any], ray.get(_fetch("trials", inputs.trials)[config["trial_key"]]))  # one trial's task
     env_info = _env.apply(task["plan"]["spec"]["resources"])  # before anything can start JAX
 
     trial, hooks = TrialPlan.from_dict(task["plan"]), inputs.hooks
