@@ -36,7 +36,7 @@ from ..problems import EVALUATED
 from ..spec import SweepSpec
 from ._block import state_skeleton
 from ._loop import History
-from ._program import TrainState
+from ._program import Shapes, TrainState
 
 FORMAT = 2  # 2: validation and test curves of the loss and every metric (format 1: test loss only)
 STATE_FILE = "state.eqx"
@@ -92,7 +92,7 @@ def save_block(
         "seeds": list(history.seeds),
         "hparams": [dict(h) for h in history.hparams],
         "hparam_names": sorted(state.hparams),
-        "shapes": [list(shapes[0]), shapes[1], shapes[2]],
+        "shapes": Shapes.of(shapes).stored(),
         "history": _history_json(history),
         "trial_id": trial_id,
         "stopped_early": stopped_early,
@@ -137,8 +137,7 @@ class BlockRef:
 
     @property
     def shapes(self) -> tuple:
-        sample_shape, out_channels, num_train = self.meta["shapes"]
-        return (tuple(sample_shape), out_channels, num_train)
+        return Shapes.of(self.meta["shapes"])
 
     @property
     def history(self) -> History:
