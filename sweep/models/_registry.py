@@ -28,8 +28,8 @@ ARCHITECTURES = (
     "ModernUNet",
     "ClassicFNO",
     "MLP",
-    *ENCODERS,
 )
+MODELS = (*ARCHITECTURES, *ENCODERS)  # every built-in model a spec may name
 ACTIVATIONS = {
     "relu": jax.nn.relu,
     "gelu": jax.nn.gelu,
@@ -91,9 +91,9 @@ def check_model(name: str, options: Mapping[str, Any]) -> None:
     """Raise :class:`SpecError` unless ``name(**options)`` names a buildable model."""
     if is_import_path(name):
         return
-    if name not in ARCHITECTURES:
+    if name not in MODELS:
         raise SpecError(
-            f"`model.name`: unknown architecture {name!r}; choose one of {', '.join(ARCHITECTURES)} "
+            f"`model.name`: unknown architecture {name!r}; choose one of {', '.join(MODELS)} "
             f'or give a factory as "package.module:function"'
         )
     params = _arch_parameters(name)
@@ -156,15 +156,23 @@ def _out_shape(name: str, options: Mapping[str, Any], target_shape: tuple[int, .
     return (options.get("out_channels", target_shape[0] if target_shape else 1),)
 
 
+def _target(sample_shape: tuple[int, ...], target_shape: tuple[int, ...] | int) -> tuple[int, ...]:
+    """``target_shape``, or for a number of output channels those channels on the inputs' grid."""
+    if isinstance(target_shape, int):
+        return (target_shape, *sample_shape[1:])
+    return tuple(target_shape)
+
+
 def build_model(
-    name: str, options: Mapping[str, Any], sample_shape: tuple[int, ...], target_shape: tuple[int, ...], *, key
+    name: str, options: Mapping[str, Any], sample_shape: tuple[int, ...], target_shape: tuple[int, ...] | int, *, key
 ) -> eqx.Module:
     """Build one model for inputs of ``sample_shape = (channels, *spatial)`` and targets of
     ``target_shape``: a pdequinox architecture with the targets' channels (``target_shape[0]``)
     unless the options give ``out_channels`` (a classifier's number of classes); a
     ``ConvEncoder`` with ``out_shape`` the targets' shape unless the options give ``out_shape``
     or ``num_classes``; a factory by import path with its options only (it builds its model for
-    the problem itself).
+    the problem itself). An integer ``target_shape`` is a number of output channels on the inputs'
+    grid.
 
     ```python
     net = build_model("ConvNet", {"depth": 2}, (1, 48), (1, 48), key=jax.random.key(0))
@@ -175,6 +183,7 @@ def build_model(
     if is_import_path(name):
         factory = import_object(name, "model.name")
         return factory(**kwargs, key=key)
+    target_shape = _target(sample_shape, target_shape)
     num_spatial_dims = len(sample_shape) - 1
     if name in ENCODERS:
         out_shape = _out_shape(name, options, target_shape)
@@ -197,7 +206,7 @@ def describe_model(name: str, options: Mapping[str, Any]) -> str:
 
 
 def model_template(
-    name: str, options: Mapping[str, Any], sample_shape: tuple[int, ...], target_shape: tuple[int, ...]
+    name: str, options: Mapping[str, Any], sample_shape: tuple[int, ...], target_shape: tuple[int, ...] | int
 ) -> eqx.Module:
     """The model with ``jax.ShapeDtypeStruct`` leaves in place of arrays (``eqx.filter_eval_shape``:
     nothing is computed), checked to build, to be an ``eqx.Module`` and to apply to one input of
@@ -209,6 +218,7 @@ def model_template(
     ```
     """
     _check_grid(name, options, tuple(sample_shape))
+    target_shape = _target(tuple(sample_shape), target_shape)
     what = describe_model(name, options)
     try:
         model = eqx.filter_eval_shape(
