@@ -12,7 +12,8 @@ def heat_diffusivity(num_points: int = 16, per_level: int = 30, vector: bool = F
     """Each sample a heat1d box function and its state one BTCS step later (two input channels,
     ``[n, 2, points]``), for one of :data:`DIFFUSIVITIES`; the target is that diffusivity
     (``[n]``), or with ``vector`` the diffusivity and the box's mean (``[n, 2]``). The train and
-    test samples of each diffusivity are those heat1d draws for it (its own data seed)."""
+    test samples of each diffusivity are those heat1d draws for it (its own data seed), each split
+    shuffled (so that its first samples, those a store keeps, cover every diffusivity)."""
     splits = {"train": ([], []), "test": ([], [])}
     for level, diffusivity in enumerate(DIFFUSIVITIES):
         data = sweep.problems.heat1d(
@@ -28,7 +29,10 @@ def heat_diffusivity(num_points: int = 16, per_level: int = 30, vector: bool = F
             y = np.stack([d, split.x.mean(axis=(1, 2))], axis=1) if vector else d
             splits[name][0].append(x)
             splits[name][1].append(y)
-    return {name: (np.concatenate(xs), np.concatenate(ys)) for name, (xs, ys) in splits.items()}
+    order = {name: np.random.default_rng(data_seed).permutation(sum(map(len, xs))) for name, (xs, _) in splits.items()}
+    return {
+        name: (np.concatenate(xs)[order[name]], np.concatenate(ys)[order[name]]) for name, (xs, ys) in splits.items()
+    }
 
 
 def returns_none(**_):

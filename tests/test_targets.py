@@ -181,6 +181,8 @@ def test_encoder_options_are_checked_when_the_spec_is_built():
         ENCODER.replace(out_shape=[3], num_classes=3)
     with pytest.raises(sweep.SpecError, match=r"`model.width`: not an argument of sweep.models.ConvEncoder"):
         ENCODER.replace(width=3)
+    with pytest.raises(sweep.SpecError, match=r"`model.pool`: got 'max'; sweep.models.ConvEncoder takes one of 'mean'"):
+        ENCODER.replace(pool="max")
 
 
 @pytest.mark.parametrize(
@@ -256,7 +258,7 @@ def test_figures_fit_the_target(inverse, classes, tmp_path_factory):
     (matrix,) = [ax for ax in fig.axes if ax.images]
     counts = matrix.images[0].get_array()
     assert counts.shape == (3, 3) and counts.sum() == 16 and matrix.get_ylabel() == "true class"
-    grid_spec = spec_of(FINER, sweep.Model("ConvEncoder", hidden_channels=8, depth=1), epochs=6, seeds=2)
+    grid_spec = spec_of(FINER, sweep.Model("ConvEncoder", hidden_channels=8, depth=1, pool="flatten"), epochs=6)
     finer = store_of(grid_spec, tmp_path_factory)  # a built-in model to a finer grid (its dense head)
     fig = plot(finer, "predictions", num_samples=2)
     assert len(fig.axes) == 2 and fig.axes[0].get_xlabel() == "relative position in the domain"

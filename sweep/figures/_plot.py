@@ -263,7 +263,8 @@ def _figure(kind: str, d: _Data) -> Figure:
     targets = "same_grid" if isinstance(d.samples, str) else target_kind(*d.samples[:2], d.samples[2])
     n = 0 if isinstance(d.samples, str) else panel_count(d.samples, targets)  # a string says why there are none
     if kind == "predictions":
-        fig = Figure(figsize=(4.6 * max(n, 2), 3.8 if targets in ("same_grid", "grid") else 4.6), layout="constrained")
+        curves = targets in ("same_grid", "grid")
+        fig = Figure(figsize=(4.6 * max(n, 2), 3.8) if curves else (4.8 * max(n, 1), 4.8), layout="constrained")
         _predictions(fig, d.samples, targets, best, grid)
         return fig
     n_splits = len(splits(d.curves))
@@ -296,7 +297,7 @@ def _figure(kind: str, d: _Data) -> Figure:
 def _predictions(fig: Figure, samples: tuple | str, targets: str, title: str, grid, cells=None) -> None:
     """The predictions panels that fit the targets: the same-grid panels, or those of
     :mod:`._targets` (value scatters, a confusion matrix, curves over another grid)."""
-    if targets == "same_grid":
+    if isinstance(samples, str) or targets == "same_grid":
         predictions_figure(fig, samples, title, grid, cells)
     else:
         targets_figure(fig, samples, targets, title, cells=cells)

@@ -141,11 +141,11 @@ def targets_figure(
         return [ax]
     if kind == "values":
         n = panel_count(samples, kind)
-        flat = [a.reshape(len(a), -1) for a in (y, mean, std)]
+        true, predicted, spread = (a.reshape(len(a), -1) for a in (y, mean, std))
         axes = _axes(fig, cells, n)
         for i, ax in enumerate(axes):
             name = "target" if y.ndim == 1 else f"target[{i}]"
-            draw_values(ax, *(a[:, i] for a in flat), name)
+            draw_values(ax, true[:, i], predicted[:, i], spread[:, i], name)
         axes[0].set_title(f"{title}\n{axes[0].get_title()}", fontsize="medium")
         axes[0].legend(fontsize="x-small", loc="upper left")
         return axes

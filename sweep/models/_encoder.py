@@ -3,8 +3,9 @@
 For inverse problems (a PDE's state in, its coefficients out) and per-sample classification:
 a lifting convolution, ``depth`` strided convolutions that halve the grid (pdequinox's
 ``PhysicsConv`` and ``LinearConvDownBlock``, with the problem's boundary mode), the mean over
-every remaining point, and a dense head (``equinox.nn.MLP``) to ``prod(out_shape)`` numbers,
-reshaped to ``out_shape``.
+every remaining point (``pool="mean"``; or, ``pool="flatten"``, every remaining point's features,
+which keeps where things are: for targets on another small grid), and a dense head
+(``equinox.nn.MLP``) to ``prod(out_shape)`` numbers, reshaped to ``out_shape``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ class ConvEncoder(eqx.Module):
         kernel_size: of every convolution.
         head_width: width of the dense head's hidden layers.
         head_depth: hidden layers of the dense head.
+        pool: ``"mean"`` (the mean over the remaining points: any grid) or ``"flatten"`` (every
+            remaining point's features: the grid ``grid``).
+        grid: the inputs' spatial shape (needed by ``pool="flatten"``; seed-sweep passes it).
         activation: after every convolution and hidden layer.
         boundary_mode: how convolutions pad the grid (``"periodic"``, ``"dirichlet"``, ``"neumann"``).
         key: initialisation key.
@@ -48,6 +52,7 @@ class ConvEncoder(eqx.Module):
     head: eqx.nn.MLP
     out_shape: tuple[int, ...] = eqx.field(static=True)
     activation: Callable = eqx.field(static=True)
+    pool: str = eqx.field(static=True)
 
     def __init__(
         self,
@@ -60,6 +65,8 @@ class ConvEncoder(eqx.Module):
         kernel_size: int = 3,
         head_width: int = 32,
         head_depth: int = 1,
+        pool: Literal["mean", "flatten"] = "mean",
+        grid: tuple[int, ...] | None = None,
         activation: Callable = jax.nn.relu,
         boundary_mode: Literal["periodic", "dirichlet", "neumann"] = "periodic",
         key: PRNGKeyArray,
@@ -79,15 +86,27 @@ class ConvEncoder(eqx.Module):
             )
             for k in k_down
         )
-        self.out_shape = tuple(out_shape)
+        self.out_shape, self.activation, self.pool = tuple(out_shape), activation, pool
+        features = hidden_channels
+        if pool == "flatten":
+            if grid is None:
+                raise ValueError('ConvEncoder(pool="flatten") needs the inputs\' grid (grid=...)')
+            sample = jax.ShapeDtypeStruct((in_channels, *grid), jnp.float32)
+            lifting, down = self.lifting, self.down
+            features = math.prod(jax.eval_shape(lambda x: _encode(lifting, down, activation, x), sample).shape)
         self.head = eqx.nn.MLP(
-            hidden_channels, math.prod(self.out_shape), head_width, head_depth, activation=activation, key=k_head
+            features, math.prod(self.out_shape), head_width, head_depth, activation=activation, key=k_head
         )
-        self.activation = activation
 
     def __call__(self, x: Float[Array, "c ..."]) -> Float[Array, "..."]:
-        h = self.activation(self.lifting(x))
-        for block in self.down:
-            h = self.activation(block(h))
-        pooled = jnp.mean(h.reshape(h.shape[0], -1), axis=1)
+        h = _encode(self.lifting, self.down, self.activation, x)
+        pooled = h.ravel() if self.pool == "flatten" else jnp.mean(h.reshape(h.shape[0], -1), axis=1)
         return self.head(pooled).reshape(self.out_shape)
+
+
+def _encode(lifting: eqx.Module, down: tuple, activation: Callable, x: Float[Array, "c ..."]) -> Float[Array, "h ..."]:
+    """The convolutional features of one input: lifted, then halved ``len(down)`` times."""
+    h = activation(lifting(x))
+    for block in down:
+        h = activation(block(h))
+    return h

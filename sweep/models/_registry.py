@@ -51,11 +51,12 @@ _UNETS = ("ClassicUNet", "ModernUNet")
 
 
 def _arch_parameters(name: str) -> dict[str, inspect.Parameter]:
-    params = inspect.signature(_arch(name).__init__).parameters
+    params = inspect.signature(_arch(name).__init__, eval_str=name in ENCODERS).parameters
     extra = (
         {"num_classes": inspect.Parameter("num_classes", inspect.Parameter.KEYWORD_ONLY)} if name in ENCODERS else {}
     )
-    return {k: p for k, p in params.items() if k != "self" and k not in _INFERRED} | extra
+    inferred = (*_INFERRED, "grid") if name in ENCODERS else _INFERRED
+    return {k: p for k, p in params.items() if k != "self" and k not in inferred} | extra
 
 
 def _arch(name: str) -> type:
@@ -188,7 +189,8 @@ def build_model(
     if name in ENCODERS:
         out_shape = _out_shape(name, options, target_shape)
         kwargs = {k: v for k, v in kwargs.items() if k not in ("out_shape", "num_classes")}
-        return ENCODERS[name](num_spatial_dims, sample_shape[0], out_shape, **kwargs, key=key)
+        grid = tuple(sample_shape[1:])
+        return ENCODERS[name](num_spatial_dims, sample_shape[0], out_shape, **kwargs, grid=grid, key=key)
     out_channels = _out_shape(name, options, target_shape)[0]
     kwargs.pop("out_channels", None)
     if name == "MLP":
@@ -290,7 +292,7 @@ def check_output(
         )
     if fits_target(out_shape, target_shape, classes):
         return
-    logits = " (or class logits (classes, ...) for class-index targets)" if classes else ""
+    class_note = " (or class logits (classes, ...) for class-index targets)" if classes else ""
     if is_import_path(name):
         hint = "a factory must build its model for the problem's targets"
     elif name in ENCODERS:
@@ -312,7 +314,7 @@ def check_output(
         hint = "the model's output channels must be the targets'"
     raise SpecError(
         f"`model`: {what} maps one input of shape {sample_shape} to {out_shape}; the targets of problem "
-        f"{problem!r} have shape {target_shape}{logits}: {hint}"
+        f"{problem!r} have shape {target_shape}{class_note}: {hint}"
     )
 
 

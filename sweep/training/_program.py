@@ -132,23 +132,23 @@ def template(name: str, options: str, sample_shape: tuple, target_shape: tuple) 
     return model_template(name, json.loads(options), sample_shape, target_shape)
 
 
-def _template(model_spec: Mapping[str, Any], shapes: Shapes) -> eqx.Module:
+def _template(model_spec: Mapping[str, Any], shapes: tuple) -> eqx.Module:
     return template(model_spec["name"], canonical_json(_options(model_spec)), shapes[0], shapes[1])
 
 
-def static_part(model_spec: Mapping[str, Any], shapes: Shapes) -> PyTree:
+def static_part(model_spec: Mapping[str, Any], shapes: tuple) -> PyTree:
     """The non-array part of a model (shared by every member)."""
     return eqx.partition(_template(model_spec, shapes), eqx.is_array)[1]
 
 
-def prediction(model_spec: Mapping[str, Any], shapes: Shapes) -> jax.ShapeDtypeStruct:
+def prediction(model_spec: Mapping[str, Any], shapes: tuple) -> jax.ShapeDtypeStruct:
     """Shape and dtype of the model's output on one sample (nothing computed)."""
     model = _template(model_spec, shapes)
     return eqx.filter_eval_shape(lambda m, x: m(x), model, jax.ShapeDtypeStruct(shapes[0], jnp.float32))
 
 
 @cached(PROGRAMS)
-def checked_objective(structure: str, shapes: Shapes):
+def checked_objective(structure: str, shapes: tuple):
     """``(loss and metrics, rollout metrics)`` of a program structure (each ``(name, field, Metric)``,
     see :func:`sweep.metrics.objective`), imported and checked to give a scalar on one sample."""
     struct = json.loads(structure)
