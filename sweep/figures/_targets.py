@@ -137,7 +137,7 @@ def targets_figure(
     if kind == "classes":
         (ax,) = _axes(fig, cells, 1)
         draw_confusion(ax, y, mean)
-        ax.set_title(f"{title} — {ax.get_title()}", fontsize="medium")
+        ax.set_title(f"{title}\n{ax.get_title()}", fontsize="medium")
         return [ax]
     if kind == "values":
         n = panel_count(samples, kind)
@@ -156,5 +156,5 @@ def targets_figure(
             ax.sharey(axes[0])
         draw_grids(ax, x[i], y[i], mean[i], std[i], f"{title} — test sample {i}")
     if axes:
-        axes[0].legend(fontsize="x-small", loc="upper left")
+        axes[0].legend(fontsize="x-small", loc="best")
     return axes
