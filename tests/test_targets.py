@@ -19,6 +19,7 @@ from sweep.planning import make_plan
 from sweep.store import aggregate_blocks
 from sweep.store._samples import read_sample_file, sample_table, samples_of
 from sweep.store._schema import SAMPLES, SAMPLES_SCHEMA_FLOAT32
+from sweep.training import Shapes
 
 ADAM = sweep.Optimizer("adam", learning_rate=3e-3)
 INVERSE = sweep.Problem("inverse:heat_diffusivity", num_points=16, per_level=30)
@@ -264,3 +265,11 @@ def test_figures_fit_the_target(inverse, classes, tmp_path_factory):
     assert len(fig.axes) == 2 and fig.axes[0].get_xlabel() == "relative position in the domain"
     lengths = sorted(len(line.get_xdata()) for line in fig.axes[0].lines)
     assert lengths == [8, 16, 16]  # input on its 8 points; truth and ensemble mean on the target's 16
+
+
+def test_blocks_saved_before_targets_of_any_shape_read_their_shapes():
+    """A block checkpoint of an earlier seed-sweep stored (sample_shape, out_channels, num_train)."""
+    old = Shapes.of([[1, 16], 1, 40])
+    assert old == ((1, 16), (1, 16), 40, "float32") and old.target_shape == (1, 16)
+    new = Shapes.of([[2, 16], [], 40, "int32"])
+    assert Shapes.of(new.stored()) == new and new.target_shape == ()
