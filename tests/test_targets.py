@@ -5,13 +5,15 @@ predictions and figures of each."""
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 from _blocks import datasets_of, trained_blocks
-from conftest import assert_same_member
+from conftest import assert_same_member, member
+from conftest_ray import ray_session  # noqa: F401, F811 (a fixture)
 
 import sweep
 from sweep.figures import plot
@@ -273,3 +275,19 @@ def test_blocks_saved_before_targets_of_any_shape_read_their_shapes():
     assert old == ((1, 16), (1, 16), 40, "float32") and old.target_shape == (1, 16)
     new = Shapes.of([[2, 16], [], 40, "int32"])
     assert Shapes.of(new.stored()) == new and new.target_shape == ()
+
+
+def test_sweep_run_stores_per_sample_classes_end_to_end(ray_session, tmp_path):  # noqa: F811
+    """Through Ray Tune: trials train on (samples,) integer labels; the store keeps the labels as
+    integers, the members' accuracy, and members equal to those trained in-process."""
+    spec = spec_of(CLASSES, ENCODER.replace(num_classes=3), epochs=4, loss="cross_entropy", metrics=("accuracy",))
+    ens = sweep.load(sweep.run(spec, storage=str(tmp_path)))
+    data = sweep.load_data(spec)
+    x, labels = ens.samples()
+    assert labels.dtype == np.int32 and labels.shape == (16,)
+    np.testing.assert_array_equal(labels, data.test.y[:16])
+    model, history = sweep.train_block(spec, spec.seed_list, data=data)
+    rows = ens.table.to_pylist()
+    np.testing.assert_array_equal([r["val_accuracy"] for r in rows], history.val["accuracy"][:, -1])
+    alone = np.stack([np.asarray(jax.vmap(member(model, i))(x)) for i in range(2)])
+    np.testing.assert_allclose(ens.predict(x), alone, rtol=1e-5, atol=1e-6)  # the store's inference path
