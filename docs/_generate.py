@@ -272,14 +272,15 @@ CONFIG_COLUMNS = {
     "members_per_shard": "members per leaves file",
     "files": "its leaves files, in member order",
     "sample_shape": "one input sample's shape `[channels, *spatial]`",
-    "out_channels": "output channels of its models",
+    "target_shape": "one target's shape (any shape; `[]` for one number or class label)",
     "num_train": "training samples (or windows) it was trained on",
 }
 SAMPLE_COLUMNS = {
     "problem_id": "12 hex digits: digest of the problem (configs with equal problems share it)",
     "sample": "index of the test sample",
     "x": "the input, flattened",
-    "y": "the target, flattened",
+    "y": "the target, flattened (float64: class labels exactly too)",
+    "y_dtype": "the target's dtype: `float32`, or `int32` for class labels",
     "x_shape": "the input's shape",
     "y_shape": "the target's shape",
 }

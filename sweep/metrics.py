@@ -8,11 +8,16 @@ and test sets at every report.
 ```python
 import jax.numpy as jnp
 
-def accuracy(pred, target):                 # pred: logits (classes, *spatial); target: (1, *spatial)
-    return jnp.mean(jnp.argmax(pred, axis=0) == target[0])
+def top_class_share(pred, target):          # pred: logits (classes, *spatial); target: (1, *spatial)
+    return jnp.mean(jnp.argmax(pred, axis=0) == 0)
 
-Training(loss="cross_entropy", metrics=("my_metrics:accuracy",))
+Training(loss="cross_entropy", metrics=("accuracy", "my_metrics:top_class_share"))
 ```
+
+A target has any shape: the inputs' (an emulator), a vector or a number per sample (an inverse
+problem), another grid; ``mse``, ``mae`` and ``nrmse`` compare a prediction with a target of the
+same shape. ``cross_entropy`` and ``accuracy`` take class indices: a target ``(*t)`` (``()``: one
+label per sample) or ``(1, *t)`` against logits ``(classes, *t)``.
 
 Names are checked when the spec is built (no code is imported then: a stored spec names import
 paths that reading a store must not run); :func:`check_on_sample` imports the paths and checks
@@ -70,17 +75,32 @@ def nrmse(pred: Float[Array, "c *s"], target: Float[Array, "c *s"]) -> Float[Arr
     return jnp.sqrt(jnp.sum(jnp.square(pred - target)) / jnp.sum(jnp.square(target)))
 
 
-def cross_entropy(pred: Float[Array, "k *s"], target: Float[Array, "1 *s"]) -> Float[Array, ""]:
-    """Softmax cross-entropy of logits ``pred`` (classes on axis 0) against integer class indices
-    ``target`` of shape ``(1, *spatial)``, averaged over the points."""
-    if target.shape != (1, *pred.shape[1:]):
+def _class_indices(name: str, pred: Array, target: Array) -> Array:
+    """``target`` as int32 class indices of the shape of ``pred[1:]`` (a target ``(1, *t)`` loses
+    its label channel), or a ValueError saying what fits logits ``pred`` (classes first)."""
+    if pred.ndim == 0 or target.shape not in (pred.shape[1:], (1, *pred.shape[1:])):
         raise ValueError(
-            f"cross_entropy needs targets of shape (1, *spatial) = {(1, *pred.shape[1:])} holding class indices "
-            f"for logits of shape {pred.shape} (classes first); got targets of shape {target.shape}"
+            f"{name} needs class indices of shape {pred.shape[1:]} (or {(1, *pred.shape[1:])}) for logits of "
+            f"shape {pred.shape} (classes first); got targets of shape {target.shape}"
         )
+    return target.reshape(pred.shape[1:]).astype(jnp.int32)
+
+
+def cross_entropy(pred: Float[Array, "k ..."], target: Float[Array, "..."]) -> Float[Array, ""]:
+    """Softmax cross-entropy of logits ``pred`` (classes on axis 0, ``(classes, *t)``) against
+    integer class indices ``target`` of shape ``t`` or ``(1, *t)`` (``()``: one label per sample),
+    averaged over the positions."""
+    labels = _class_indices("cross_entropy", pred, target)
     logp = jax.nn.log_softmax(pred, axis=0)
-    picked = jnp.take_along_axis(logp, target.astype(jnp.int32), axis=0)
+    picked = jnp.take_along_axis(logp, labels[None], axis=0)
     return -jnp.mean(picked)
+
+
+def accuracy(pred: Float[Array, "k ..."], target: Float[Array, "..."]) -> Float[Array, ""]:
+    """Fraction of positions whose largest logit is the target class (targets as for
+    :func:`cross_entropy`; one label per sample: 1.0 or 0.0). Higher is better."""
+    labels = _class_indices("accuracy", pred, target)
+    return jnp.mean((jnp.argmax(pred, axis=0) == labels).astype(jnp.float32))
 
 
 def _elementwise_mean(fn: Callable[[Array], Array]) -> Callable[[Array, Array], Array]:
@@ -94,7 +114,13 @@ BUILTINS: dict[str, Metric] = {
     "mae": Metric(mae, _elementwise_mean(jnp.abs)),
     "nrmse": Metric(nrmse),
     "cross_entropy": Metric(cross_entropy, integer_targets=True),
+    "accuracy": Metric(accuracy, integer_targets=True),
 }
+
+
+def takes_class_indices(loss: str, metrics: Sequence[str]) -> bool:
+    """Whether the loss or a metric is a built-in on class indices (``cross_entropy``, ``accuracy``)."""
+    return any(entry in BUILTINS and BUILTINS[entry].integer_targets for entry in (loss, *metrics))
 
 
 def metric_name(entry: str) -> str:
@@ -231,9 +257,9 @@ def check_targets(loss: str, metrics: Sequence[str], targets: dict[str, np.ndarr
             bad = (y != np.round(y)) | (y < 0) | (y >= num_classes)
             if bad.any():
                 raise SpecError(
-                    f"`{field}`: {entry!r} needs class indices 0..{num_classes - 1} as targets (the model has "
-                    f"{num_classes} output channels; set model.out_channels to the number of classes); the "
-                    f"{split} targets hold {float(y[bad].flat[0])!r}"
+                    f"`{field}`: {entry!r} needs class indices 0..{num_classes - 1} as targets (the model outputs "
+                    f"{num_classes} logits; set model.out_channels, or model.num_classes of ConvEncoder, to the "
+                    f"number of classes); the {split} targets hold {float(y[bad].flat[0])!r}"
                 )
 
 

@@ -26,3 +26,13 @@ def per_point_error(pred, target):
 
 def needs_three_args(pred, target, weight):
     return jnp.mean(pred - target) * weight
+
+
+def sample_levels(num_samples: int = 240, num_points: int = 8, data_seed: int = 0):
+    """One label per sample, ``[n]`` integers 0, 1 or 2: the level of a random signal's mean
+    (below -0.3, between, above 0.3); inputs [n, 1, points] (the signal plus noise)."""
+    rng = np.random.default_rng(data_seed)
+    level = rng.integers(0, 3, num_samples)
+    x = ((level[:, None, None] - 1) * 0.6 + rng.normal(scale=0.5, size=(num_samples, 1, num_points))).astype(np.float32)
+    cut = num_samples * 4 // 5
+    return {"train": (x[:cut], level[:cut]), "test": (x[cut:], level[cut:])}

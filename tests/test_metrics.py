@@ -63,7 +63,7 @@ def test_builtins_match_numpy_per_sample_then_averaged():
     [
         (
             dict(loss="msee"),
-            r"`training.loss`: unknown loss 'msee'; choose one of mse, mae, nrmse, cross_entropy or give a function",
+            r"`training.loss`: unknown loss 'msee'; choose one of mse, mae, nrmse, cross_entropy, accuracy or give a function",
         ),
         (dict(metrics=["mse", "rmse"]), r"`training.metrics\[1\]`: unknown metric 'rmse'"),
         (dict(metrics="mse"), r"`training.metrics`: got 'mse'; give a list of names"),
@@ -111,8 +111,8 @@ def test_a_prediction_that_does_not_fit_the_loss_is_a_spec_error():
     spec = tiny_spec(problem=HEAT, model=sweep.Model("MLP", width_size=8, depth=1, out_channels=3), training=FAST)
     with pytest.raises(
         sweep.SpecError,
-        match=r"`training.loss`: 'mse' fails on one sample of the problem \(prediction "
-        r"\(3, 16\), target \(1, 16\)\): ValueError: mse needs a prediction and a target of the same shape",
+        match=r"`model`: MLP\(width_size=8, depth=1, out_channels=3\) maps one input of shape \(1, 16\) to "
+        r"\(3, 16\); the targets of problem 'heat1d' have shape \(1, 16\): model.out_channels is 3",
     ):
         sweep.load_data(spec)
 

@@ -474,7 +474,8 @@ def predict(
 ) -> None:
     """Predict with selected members; write .npy.
 
-    OUTPUT holds \\[members, samples, channels, *spatial] (or the mean with --mean / --std). With
+    OUTPUT holds \\[members, samples, *output] (the model's output on one sample: channels and grid for an
+    emulator, a vector or class logits otherwise), or the mean with --mean / --std. With
     --rollout STEPS the inputs are initial states and OUTPUT holds every member's rollout,
     \\[members, STEPS + 1, samples, channels, *spatial] (index 0: the inputs), or its mean (and std)
     over members at every step with --mean / --std. The selection must lie in one structural

@@ -369,8 +369,9 @@ class Ensemble:
 
     def samples(self) -> tuple[np.ndarray, np.ndarray]:
         """Test inputs and targets of these members' structural config, as the store keeps them
-        (the first 16 test samples of its problem, ``[samples, channels, *spatial]`` each): read
-        from the store, never regenerated, so no code the store names runs."""
+        (the first 16 test samples of its problem: inputs ``[samples, channels, *spatial]``,
+        targets ``[samples, *target_shape]``, float32 or int32 class labels as the data gave them):
+        read from the store, never regenerated, so no code the store names runs."""
         config = self._config("samples")
         found = self._store.samples(config.config_id)
         if found is None:

@@ -16,6 +16,7 @@ from .._import_path import is_import_path
 from ..ensemble import Ensemble, load
 from ._plots import Configs, curves_figure, draw_spread, loss_name, prediction_grid, predictions_figure, splits
 from ._rollout import rollout_error_figure, rollout_figure, rollout_metrics, rollout_splits, slice_panels
+from ._targets import panel_count, target_kind, targets_figure
 
 KINDS = ("overview", "curves", "spread", "predictions", "rollout_error", "rollout")
 ROLLOUT_KINDS = ("rollout_error", "rollout")  # in "all" and the overview only where the store has their data
@@ -81,20 +82,24 @@ def _factory(chosen: Ensemble, spec) -> str | None:
 
 
 def _samples(ens: Ensemble, config: dict[str, Any], num_samples: int):
-    """``(spec, (test_x, test_y, mean, std))`` of the first test samples the store holds, under
-    ``config``'s ensemble; or ``(spec, why not)`` (with a warning) where the store holds none or
-    the model is built by a factory, code the store names that figures never import."""
+    """``(spec, (test_x, test_y, mean, std))`` of the first ``num_samples`` test samples the store
+    holds (every one where the targets are values or classes: a scatter or a confusion matrix
+    draws them all), under ``config``'s ensemble; or ``(spec, why not)`` (with a warning) where
+    the store holds none or the model is built by a factory, code the store names that figures
+    never import."""
     chosen = ens.where(**config)
     spec = chosen.spec
     reason = _factory(chosen, spec)
     if reason is None:
         try:
-            x, y = (a[:num_samples] for a in chosen.samples())
+            x, y = chosen.samples()
         except QueryError as e:
             reason = str(e).removeprefix("samples(): ")
         else:
-            mean, std = chosen.mean_std(x)
-            return spec, (x, y, np.asarray(mean), np.asarray(std))
+            mean, std = (np.asarray(a) for a in chosen.mean_std(x))
+            if target_kind(x, y, mean) in ("same_grid", "grid"):
+                x, y, mean, std = (a[:num_samples] for a in (x, y, mean, std))
+            return spec, (x, y, mean, std)
     warnings.warn(f"predictions left out: {reason}", stacklevel=3)
     return spec, reason
 
@@ -269,10 +274,12 @@ def _figure(kind: str, d: _Data) -> Figure:
         rollout_figure(fig, d.rolled, best, grid)
         return fig
     assert d.samples is not None  # plot() reads samples for "predictions" and "overview"
-    n = 0 if isinstance(d.samples, str) else d.samples[0].shape[0]  # a string says why there are none
+    targets = "same_grid" if isinstance(d.samples, str) else target_kind(d.samples[0], d.samples[1], d.samples[2])
+    n = 0 if isinstance(d.samples, str) else panel_count(d.samples, targets)  # a string says why there are none
     if kind == "predictions":
-        fig = Figure(figsize=(4.6 * max(n, 2), 3.8), layout="constrained")
-        predictions_figure(fig, d.samples, best, grid)
+        curves = targets in ("same_grid", "grid")
+        fig = Figure(figsize=(4.6 * max(n, 2), 3.8) if curves else (4.8 * max(n, 1), 4.8), layout="constrained")
+        _predictions(fig, d.samples, targets, best, grid)
         return fig
     n_splits = len(splits(d.curves))
     n_errors = len(rollout_splits(d.curves, d.rollout_metric)) if d.rollout_metric else 0
@@ -283,7 +290,7 @@ def _figure(kind: str, d: _Data) -> Figure:
     cells = fig.add_gridspec(rows, cols)
     curves_figure(fig, d.curves, Configs(d.keys, d.curves, d.totals), loss, [cells[0, i] for i in range(n_splits)])
     draw_spread(fig.add_subplot(cells[0, n_splits:]), d.ens.index, Configs(d.keys, d.ens.index), d.metric)
-    predictions_figure(fig, d.samples, best, grid, [cells[1, i] for i in range(n)] if n else [cells[1, :]])
+    _predictions(fig, d.samples, targets, best, grid, [cells[1, i] for i in range(n)] if n else [cells[1, :]])
     if n_errors:
         assert d.rollout_metric is not None  # n_errors is 0 without one
         rollout_error_figure(
@@ -301,3 +308,12 @@ def _figure(kind: str, d: _Data) -> Figure:
         )
     fig.suptitle(f"{len(d.ens)} members in {len(d.keys)} configurations")
     return fig
+
+
+def _predictions(fig: Figure, samples: tuple | str, targets: str, title: str, grid, cells=None) -> None:
+    """The predictions panels that fit the targets: the same-grid panels, or those of
+    :mod:`._targets` (value scatters, a confusion matrix, curves over another grid)."""
+    if isinstance(samples, str) or targets == "same_grid":
+        predictions_figure(fig, samples, title, grid, cells)
+    else:
+        targets_figure(fig, samples, targets, title, cells=cells)

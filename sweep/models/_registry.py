@@ -1,4 +1,5 @@
-"""pdequinox architectures by name, activations by name, and user factories by import path."""
+"""pdequinox architectures by name, ``ConvEncoder`` (a field to a vector), activations by name,
+and user factories by import path."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from jaxtyping import PRNGKeyArray
 
 from .._errors import SpecError
 from .._import_path import import_object, is_import_path
+from ._encoder import ConvEncoder
 
+ENCODERS = {"ConvEncoder": ConvEncoder}  # built-in models whose outputs need not keep the inputs' grid
 ARCHITECTURES = (
     "ConvNet",
     "ClassicResNet",
@@ -27,6 +30,7 @@ ARCHITECTURES = (
     "ClassicFNO",
     "MLP",
 )
+MODELS = (*ARCHITECTURES, *ENCODERS)  # every built-in model a spec may name
 ACTIVATIONS: dict[str, Callable[[Any], Any]] = {
     "relu": jax.nn.relu,
     "gelu": jax.nn.gelu,
@@ -48,17 +52,50 @@ _UNETS = ("ClassicUNet", "ModernUNet")
 
 
 def _arch_parameters(name: str) -> dict[str, inspect.Parameter]:
-    params = inspect.signature(getattr(pdeqx.arch, name).__init__).parameters
-    return {k: p for k, p in params.items() if k != "self" and k not in _INFERRED}
+    params = inspect.signature(_arch(name).__init__, eval_str=name in ENCODERS).parameters
+    extra = (
+        {"num_classes": inspect.Parameter("num_classes", inspect.Parameter.KEYWORD_ONLY)} if name in ENCODERS else {}
+    )
+    inferred = (*_INFERRED, "grid") if name in ENCODERS else _INFERRED
+    return {k: p for k, p in params.items() if k != "self" and k not in inferred} | extra
+
+
+def _arch(name: str) -> type:
+    return ENCODERS[name] if name in ENCODERS else getattr(pdeqx.arch, name)
+
+
+def _arch_name(name: str) -> str:
+    return f"sweep.models.{name}" if name in ENCODERS else f"pdequinox.arch.{name}"
+
+
+def _check_encoder(options: Mapping[str, Any]) -> None:
+    """``out_shape`` (a list of integers >= 1, ``[]`` for one number) and ``num_classes`` (an integer
+    >= 2: the output is that many logits), not both."""
+    shape, classes = options.get("out_shape"), options.get("num_classes")
+    if shape is not None and not (
+        isinstance(shape, (list, tuple))
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in shape)
+    ):
+        raise SpecError(
+            f"`model.out_shape`: got {shape!r}; give the shape of one output as a list of integers >= 1 "
+            f"([] for one number), or leave it out to use the targets' shape"
+        )
+    if classes is not None and (not isinstance(classes, int) or isinstance(classes, bool) or classes < 2):
+        raise SpecError(f"`model.num_classes`: got {classes!r}; must be an integer >= 2 (the number of classes)")
+    if shape is not None and classes is not None:
+        raise SpecError(
+            f"`model.num_classes`: got {classes!r} with out_shape {shape!r}; give one: num_classes for class "
+            f"logits (out_shape [num_classes]), out_shape for anything else"
+        )
 
 
 def check_model(name: str, options: Mapping[str, Any]) -> None:
     """Raise :class:`SpecError` unless ``name(**options)`` names a buildable model."""
     if is_import_path(name):
         return
-    if name not in ARCHITECTURES:
+    if name not in MODELS:
         raise SpecError(
-            f"`model.name`: unknown architecture {name!r}; choose one of {', '.join(ARCHITECTURES)} "
+            f"`model.name`: unknown architecture {name!r}; choose one of {', '.join(MODELS)} "
             f'or give a factory as "package.module:function"'
         )
     params = _arch_parameters(name)
@@ -66,14 +103,18 @@ def check_model(name: str, options: Mapping[str, Any]) -> None:
         if key not in params:
             if key in _INFERRED:
                 raise SpecError(f"`model.{key}`: inferred from the problem's arrays; remove it from the spec")
-            raise SpecError(f"`model.{key}`: not an argument of pdequinox.arch.{name}; allowed: {', '.join(params)}")
+            raise SpecError(f"`model.{key}`: not an argument of {_arch_name(name)}; allowed: {', '.join(params)}")
+        if key in ("out_shape", "num_classes") and name in ENCODERS:
+            continue  # checked below
         if key in _ACTIVATION_ARGS:
             if value not in ACTIVATIONS:
                 raise SpecError(f"`model.{key}`: unknown activation {value!r}; choose one of {', '.join(ACTIVATIONS)}")
             continue
         allowed = _allowed(key, params[key].annotation, value)
         if allowed:
-            raise SpecError(f"`model.{key}`: got {value!r}; pdequinox.arch.{name} takes {allowed}")
+            raise SpecError(f"`model.{key}`: got {value!r}; {_arch_name(name)} takes {allowed}")
+    if name in ENCODERS:
+        _check_encoder(options)
     if name == "MLP" and "num_points" in options:
         raise SpecError("`model.num_points`: inferred from the problem's arrays; remove it from the spec")
     multipliers = options.get("channel_multipliers")
@@ -106,22 +147,58 @@ def _allowed(key: str, annotation: Any, value: Any) -> str:
     return ""
 
 
+def _out_shape(name: str, options: Mapping[str, Any], target_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """What a built-in model outputs for one sample: an encoder's ``out_shape`` (``num_classes``
+    logits, or the targets' shape); a pdequinox architecture's ``(out_channels, *inputs' grid)``,
+    its channels those of the options (a classifier's classes) or of the targets."""
+    if name in ENCODERS:
+        if options.get("num_classes") is not None:
+            return (options["num_classes"],)
+        return tuple(options["out_shape"]) if options.get("out_shape") is not None else tuple(target_shape)
+    return (options.get("out_channels", target_shape[0] if target_shape else 1),)
+
+
+def _target(sample_shape: tuple[int, ...], target_shape: tuple[int, ...] | int) -> tuple[int, ...]:
+    """``target_shape``, or for a number of output channels those channels on the inputs' grid."""
+    if isinstance(target_shape, int):
+        return (target_shape, *sample_shape[1:])
+    return tuple(target_shape)
+
+
 def build_model(
-    name: str, options: Mapping[str, Any], sample_shape: tuple[int, ...], out_channels: int, *, key: PRNGKeyArray
+    name: str,
+    options: Mapping[str, Any],
+    sample_shape: tuple[int, ...],
+    target_shape: tuple[int, ...] | int,
+    *,
+    key: PRNGKeyArray,
 ) -> eqx.Module:
-    """Build one model for inputs of ``sample_shape = (channels, *spatial)`` with ``out_channels``
-    outputs, unless the options give ``out_channels`` (a classifier's number of classes).
+    """Build one model for inputs of ``sample_shape = (channels, *spatial)`` and targets of
+    ``target_shape``: a pdequinox architecture with the targets' channels (``target_shape[0]``)
+    unless the options give ``out_channels`` (a classifier's number of classes); a
+    ``ConvEncoder`` with ``out_shape`` the targets' shape unless the options give ``out_shape``
+    or ``num_classes``; a factory by import path with its options only (it builds its model for
+    the problem itself). An integer ``target_shape`` is a number of output channels on the inputs'
+    grid.
 
     ```python
-    net = build_model("ConvNet", {"depth": 2}, (1, 48), 1, key=jax.random.key(0))
+    net = build_model("ConvNet", {"depth": 2}, (1, 48), (1, 48), key=jax.random.key(0))
+    enc = build_model("ConvEncoder", {}, (1, 48), (2,), key=jax.random.key(0))   # (1, 48) -> (2,)
     ```
     """
     kwargs: dict[str, Any] = {k: ACTIVATIONS[v] if k in _ACTIVATION_ARGS else v for k, v in options.items()}
     if is_import_path(name):
         factory = import_object(name, "model.name")
         return factory(**kwargs, key=key)
-    out_channels = kwargs.pop("out_channels", out_channels)
+    target_shape = _target(sample_shape, target_shape)
     num_spatial_dims = len(sample_shape) - 1
+    if name in ENCODERS:
+        out_shape = _out_shape(name, options, target_shape)
+        kwargs = {k: v for k, v in kwargs.items() if k not in ("out_shape", "num_classes")}
+        grid = tuple(sample_shape[1:])
+        return ENCODERS[name](num_spatial_dims, sample_shape[0], out_shape, **kwargs, grid=grid, key=key)
+    out_channels = _out_shape(name, options, target_shape)[0]
+    kwargs.pop("out_channels", None)
     if name == "MLP":
         kwargs["num_points"] = sample_shape[1]
     for tup in ("dilation_rates", "channel_multipliers"):
@@ -131,31 +208,36 @@ def build_model(
     return arch(num_spatial_dims, sample_shape[0], out_channels, **kwargs, key=key)
 
 
+def describe_model(name: str, options: Mapping[str, Any]) -> str:
+    """``ConvNet(depth=2, ...)``: a model as errors name it."""
+    return f"{name}({', '.join(f'{k}={v!r}' for k, v in options.items())})"
+
+
 def model_template(
-    name: str, options: Mapping[str, Any], sample_shape: tuple[int, ...], out_channels: int
+    name: str, options: Mapping[str, Any], sample_shape: tuple[int, ...], target_shape: tuple[int, ...] | int
 ) -> eqx.Module:
     """The model with ``jax.ShapeDtypeStruct`` leaves in place of arrays (``eqx.filter_eval_shape``:
-    nothing is computed), checked to fit the data: it builds, is an ``eqx.Module``, and maps one
-    input of ``sample_shape`` to one target, ``(out_channels, *spatial)`` (``out_channels`` of the
-    options where they give it: a classifier's number of classes). Every failure is a
-    :class:`SpecError` naming the model field.
+    nothing is computed), checked to build, to be an ``eqx.Module`` and to apply to one input of
+    ``sample_shape`` (whether its output fits the targets is :func:`check_output`'s). Every
+    failure is a :class:`SpecError` naming the model field.
 
     ```python
-    model_template("ConvNet", {"depth": 2}, (1, 48), 1).lifting   # shapes only
+    model_template("ConvNet", {"depth": 2}, (1, 48), (1, 48)).lifting   # shapes only
     ```
     """
     _check_grid(name, options, tuple(sample_shape))
-    what = f"{name}({', '.join(f'{k}={v!r}' for k, v in options.items())})"
+    target_shape = _target(tuple(sample_shape), target_shape)
+    what = describe_model(name, options)
     try:
         model = eqx.filter_eval_shape(
-            build_model, name, options, tuple(sample_shape), out_channels, key=jax.random.key(0)
+            build_model, name, options, tuple(sample_shape), tuple(target_shape), key=jax.random.key(0)
         )
     except SpecError:
         raise
     except Exception as e:  # a model or factory that cannot be built raises anything
         raise SpecError(
-            f"`model`: {what} cannot be built for inputs of shape {tuple(sample_shape)} with "
-            f"{out_channels} output channel(s): {_first_line(e)}"
+            f"`model`: {what} cannot be built for inputs of shape {tuple(sample_shape)} and targets of "
+            f"shape {tuple(target_shape)}: {_first_line(e)}"
         ) from None
     if not isinstance(model, eqx.Module):
         raise SpecError(
@@ -163,25 +245,83 @@ def model_template(
             f"factory must return an eqx.Module that maps one sample to one target"
         )
     try:
-        out = eqx.filter_eval_shape(lambda m, x: m(x), model, jax.ShapeDtypeStruct(tuple(sample_shape), jnp.float32))
+        eqx.filter_eval_shape(lambda m, x: m(x), model, jax.ShapeDtypeStruct(tuple(sample_shape), jnp.float32))
     except Exception as e:
         raise SpecError(
             f"`model`: {what} cannot be applied to one input of shape {tuple(sample_shape)}: {_first_line(e)}"
         ) from None
-    channels = options.get("out_channels", out_channels)  # given: a classifier's classes
-    want = (channels, *sample_shape[1:])
-    if getattr(out, "shape", None) != want:
-        hint = " (a factory must build its model for the problem's channels)" if is_import_path(name) else ""
-        target = (
-            f"model.out_channels is {channels}, so it must give {want}"
-            if "out_channels" in options
-            else f"the problem's targets have shape {want}{hint}"
-        )
-        raise SpecError(
-            f"`model`: {what} maps one input of shape {tuple(sample_shape)} to "
-            f"{getattr(out, 'shape', type(out).__name__)}; {target}"
-        )
     return model
+
+
+def fits_target(out_shape: tuple[int, ...], target_shape: tuple[int, ...], classes: bool) -> bool:
+    """Whether a model's output of ``out_shape`` fits a target of ``target_shape``: the same shape,
+    or with ``classes`` (targets are class indices) logits with the classes first: ``(k, *target)``,
+    or ``(k, *target[1:])`` for a target ``(1, *spatial)`` of one label channel."""
+    if tuple(out_shape) == tuple(target_shape):
+        return True
+    logits = tuple(out_shape[1:])
+    return (
+        classes
+        and len(out_shape) >= 1
+        and (logits == target_shape or target_shape[:1] == (1,) and logits == target_shape[1:])
+    )
+
+
+def check_output(
+    name: str,
+    options: Mapping[str, Any],
+    problem: str,
+    sample_shape: tuple[int, ...],
+    target_shape: tuple[int, ...],
+    out_shape: tuple[int, ...],
+    classes: bool,
+    logits: bool = False,
+) -> None:
+    """Raise :class:`SpecError` naming the problem, both shapes and the model unless the model's
+    output on one sample (``out_shape``) fits the problem's targets (:func:`fits_target`; ``classes``:
+    the loss or a metric takes class indices, or the targets are integers). ``logits``: the loss or
+    a metric takes class indices, so an output without a class axis (one number per label) is
+    refused too, saying how to ask for logits.
+
+    ```python
+    check_output("ConvNet", {}, "heat1d", (1, 16), (1, 16), (1, 16), False)   # fits: returns None
+    ```
+    """
+    sample_shape, target_shape, out_shape = tuple(sample_shape), tuple(target_shape), tuple(out_shape)
+    what = describe_model(name, options)
+    if logits and out_shape == target_shape and (not target_shape or name in ENCODERS):
+        how = "set model.num_classes" if name in ENCODERS else "build it to output (classes, *target_shape)"
+        raise SpecError(
+            f"`model`: {what} maps one input of shape {sample_shape} to {out_shape}, one number per class label "
+            f"of problem {problem!r} (targets of shape {target_shape}); the class-index loss and metrics take "
+            f"logits (classes, *target_shape): {how}"
+        )
+    if fits_target(out_shape, target_shape, classes):
+        return
+    class_note = " (or class logits (classes, ...) for class-index targets)" if classes else ""
+    if is_import_path(name):
+        hint = "a factory must build its model for the problem's targets"
+    elif name in ENCODERS:
+        hint = (
+            f"model.num_classes is {options['num_classes']}, so it outputs {out_shape}"
+            if options.get("num_classes") is not None
+            else f"model.out_shape is {list(options['out_shape'])}; remove it to output the targets' shape"
+            if options.get("out_shape") is not None
+            else "set model.out_shape or model.num_classes"
+        )
+    elif len(target_shape) != len(sample_shape) or target_shape[1:] != sample_shape[1:]:
+        hint = (
+            f"{_arch_name(name)} keeps the inputs' grid; for a vector, a number or a class per sample use "
+            f'"ConvEncoder", for another grid a model factory by import path'
+        )
+    elif "out_channels" in options:
+        hint = f"model.out_channels is {options['out_channels']}"
+    else:
+        hint = "the model's output channels must be the targets'"
+    raise SpecError(
+        f"`model`: {what} maps one input of shape {sample_shape} to {out_shape}; the targets of problem "
+        f"{problem!r} have shape {target_shape}{class_note}: {hint}"
+    )
 
 
 def _check_grid(name: str, options: Mapping[str, Any], sample_shape: tuple[int, ...]) -> None:

@@ -44,11 +44,11 @@ def check_problem(name: str, options: Mapping[str, Any]) -> None:
     if is_import_path(name):
         return
     if name == "arrays":
-        unknown = set(options) - {"path", "shape", *SPLIT_OPTIONS}
+        unknown = set(options) - {"path", "shape", "target_shape", *SPLIT_OPTIONS}
         if "path" not in options or unknown:
             raise SpecError(
-                f'`problem`: "arrays" takes path= (and shape= for Parquet, val_fraction=, data_seed=); '
-                f"got {sorted(options)}"
+                f'`problem`: "arrays" takes path= (and shape= and target_shape= for Parquet, val_fraction=, '
+                f"data_seed=); got {sorted(options)}"
             )
         return
     if name not in GENERATORS:
@@ -90,9 +90,10 @@ def load_problem(name: str, options: Mapping[str, Any]) -> Dataset:
     if name.startswith(EXPONAX):
         return exponax_problem(name.removeprefix(EXPONAX), **options)
     if name == "arrays":
-        shape = options.get("shape")
+        shape, target_shape = options.get("shape"), options.get("target_shape")
         split = {k: options[k] for k in SPLIT_OPTIONS if k in options}
-        return load_arrays(options["path"], tuple(shape) if shape else None, **split)
+        target = None if target_shape is None else tuple(target_shape)
+        return load_arrays(options["path"], tuple(shape) if shape else None, target_shape=target, **split)
     return load_function(name, dict(options))
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import inspect
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
 from .._errors import SpecError
 from .._import_path import import_object
-from ._dataset import SPLITS, Dataset, as_dataset
+from ._dataset import EXPECTED, SPLITS, Dataset, as_dataset, described
 
 KEYS = ("train_x", "train_y", "test_x", "test_y")
 VAL_KEYS = ("val_x", "val_y")
@@ -24,7 +25,12 @@ SPLIT_OPTIONS = ("val_fraction", "data_seed")  # how a validation split is carve
 
 
 def load_arrays(
-    path: str, shape: tuple[int, ...] | None = None, *, val_fraction: float | None = None, data_seed: int = 0
+    path: str,
+    shape: tuple[int, ...] | None = None,
+    *,
+    target_shape: tuple[int, ...] | None = None,
+    val_fraction: float | None = None,
+    data_seed: int = 0,
 ) -> Dataset:
     """Load ``.npz`` (keys train_x, train_y, test_x, test_y, optionally val_x, val_y) or a Parquet file.
 
@@ -35,8 +41,9 @@ def load_arrays(
 
     A Parquet file has list columns ``x`` and ``y`` (one row per sample, flattened) and a
     string column ``split`` (``"train"`` / ``"val"`` / ``"test"``; no ``"val"`` rows: none
-    given); ``shape`` is the per-sample ``(channels, *spatial)`` shape of x, and y shares its
-    spatial shape. Without a validation split one is carved from the training rows
+    given); ``shape`` is the per-sample ``(channels, *spatial)`` shape of x, and ``target_shape``
+    the per-sample shape of y (any shape, ``[]`` for one number per sample; default: y's channels
+    on x's spatial grid). Integer lists in y are class labels (int32). Without a validation split one is carved from the training rows
     (``val_fraction`` of all samples, drawn with ``data_seed``).
     """
     p = Path(path)
@@ -46,7 +53,7 @@ def load_arrays(
     if p.suffix == ".npz":
         splits, trajectories = _read_npz(p)
     elif p.suffix in (".parquet", ".pq"):
-        splits = _read_parquet(p, shape)
+        splits = _read_parquet(p, shape, target_shape)
     else:
         raise SpecError(f"`problem.path`: {path!r} has suffix {p.suffix!r}; use a .npz or .parquet file")
     return as_dataset(
@@ -96,7 +103,9 @@ def _read_npz(p: Path) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]] | None,
     return pairs, {key.removesuffix("_traj"): arrays[key] for key in trajectories}
 
 
-def _read_parquet(p: Path, shape: tuple[int, ...] | None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def _read_parquet(
+    p: Path, shape: tuple[int, ...] | None, target_shape: tuple[int, ...] | None
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -119,9 +128,17 @@ def _read_parquet(p: Path, shape: tuple[int, ...] | None) -> dict[str, tuple[np.
     unknown = sorted(set(split.tolist()) - set(SPLITS), key=str)
     if unknown:
         raise SpecError(f"`problem.path`: {str(p)!r} has split value(s) {unknown[:5]}; allowed: {', '.join(SPLITS)}")
+    if target_shape is not None and not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in target_shape
+    ):
+        raise SpecError(
+            f"`problem.target_shape`: got {list(target_shape)}; give the per-sample shape of y as integers >= 1"
+        )
+    y_type = table.schema.field("y").type
+    labels = pa.types.is_list(y_type) and pa.types.is_integer(y_type.value_type)
     try:
         x = np.asarray(table.column("x").to_pylist(), dtype=np.float32)
-        y = np.asarray(table.column("y").to_pylist(), dtype=np.float32)
+        y = np.asarray(table.column("y").to_pylist(), dtype=np.int64 if labels else np.float32)
     except (ValueError, TypeError) as e:
         raise SpecError(
             f"`problem.path`: columns x and y of {str(p)!r} must hold lists of numbers of one length "
@@ -129,18 +146,28 @@ def _read_parquet(p: Path, shape: tuple[int, ...] | None) -> dict[str, tuple[np.
         ) from None
     spatial = tuple(shape[1:])
     size = int(np.prod(spatial))
-    if x.ndim != 2 or y.ndim != 2 or x.shape[1] != int(np.prod(shape)) or y.shape[1] % size:
+    if x.ndim != 2 or y.ndim != 2 or x.shape[1] != int(np.prod(shape)):
         raise SpecError(
             f"`problem.shape`: {list(shape)} does not fit rows of {x.shape[1:]} inputs and {y.shape[1:]} targets"
         )
+    if target_shape is not None and y.shape[1] != int(np.prod(target_shape)):
+        raise SpecError(f"`problem.target_shape`: {list(target_shape)} does not fit rows of {y.shape[1]} target values")
+    if target_shape is None and y.shape[1] % size:
+        raise SpecError(
+            f"`problem.shape`: {list(shape)} does not fit rows of {y.shape[1]} target values (without "
+            f"target_shape, y holds channels on the inputs' grid of {size} points); give target_shape"
+        )
     x = x.reshape(len(x), *shape)
-    y = y.reshape(len(y), y.shape[1] // size, *spatial)
+    y = y.reshape(len(y), *(target_shape if target_shape is not None else (y.shape[1] // size, *spatial)))
     return {s: (x[split == s], y[split == s]) for s in SPLITS if s != "val" or (split == s).any()}
 
 
 def load_function(path: str, kwargs: dict) -> Dataset:
     """Call the user's ``package.module:function(**kwargs)`` -> ``(train_x, train_y, test_x, test_y)``
-    or ``{"train": (x, y), "val": (x, y), "test": (x, y)}`` ("val" optional).
+    or ``{"train": (x, y), "val": (x, y), "test": (x, y)}`` ("val" optional); inputs ``(samples,
+    channels, *spatial)``, targets ``(samples, *target_shape)`` of any shape (integers: class labels).
+    Anything else it returns (None, one array, a mapping of other splits) is a :class:`SpecError`
+    saying what it returned and what is expected.
 
     ``val_fraction`` is seed-sweep's own option (never passed on); ``data_seed`` carves the
     validation split and is passed on too if the function takes it.
@@ -158,4 +185,8 @@ def load_function(path: str, kwargs: dict) -> Dataset:
         arrays = fn(**kwargs)
     except Exception as e:  # the user's code may raise anything
         raise SpecError(f"`problem.name`: {path!r} raised {type(e).__name__} when called with {kwargs}: {e}") from None
+    if not isinstance(arrays, (tuple, list, Mapping)):
+        raise SpecError(
+            f"`problem.name`: {path!r} returned {described(arrays)}; a data function must return {EXPECTED}"
+        )
     return as_dataset(arrays, f"`problem.name` {path!r}", val_fraction=val_fraction, data_seed=data_seed)

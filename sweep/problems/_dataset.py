@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
-from jaxtyping import Float
+from jaxtyping import Float, Int
 
 from .._errors import SpecError
 
@@ -32,10 +32,13 @@ DEFAULT_VAL_FRACTION = 0.1
 
 
 class Split(NamedTuple):
-    """Inputs and targets of one split, ``(samples, channels, *spatial)`` each, float32."""
+    """Inputs ``(samples, channels, *spatial)`` (float32) and targets ``(samples, *target_shape)`` of
+    one split: float32, or int32 where the data give integers (class labels). A target has any
+    shape: the inputs' (an emulator), a vector or nothing per sample (an inverse problem's
+    coefficients, a class label), or another grid (super-resolution, coarse-graining)."""
 
     x: Float[np.ndarray, "n c *s"]
-    y: Float[np.ndarray, "n o *s"]
+    y: Float[np.ndarray, "n ..."] | Int[np.ndarray, "n ..."]
 
     @property
     def size(self) -> int:
@@ -47,12 +50,13 @@ class Dataset(NamedTuple):
     """The train, validation (possibly empty) and test splits of a problem, and its trajectories.
 
     Attributes:
-        train: The training split, ``(x, y)`` with ``x`` ``[samples, channels, *spatial]``.
+        train: The training split, ``(x, y)`` with ``x`` ``[samples, channels, *spatial]`` and ``y``
+            ``[samples, *target_shape]``.
         val: The validation split (empty with ``val_fraction=0``).
         test: The test split.
         train_traj: float32 ``[samples, steps + 1, channels, *spatial]`` or ``None`` (no
             trajectories of that split). Channels and spatial shape are the inputs'
-            (``sample_shape``), which equal the targets'.
+            (``sample_shape``), which then equal the targets' (``target_shape``).
         val_traj: The same for the validation split.
         test_traj: The same for the test split.
 
@@ -86,8 +90,10 @@ class Dataset(NamedTuple):
         return tuple(self.train.x.shape[1:])
 
     @property
-    def out_channels(self) -> int:
-        return int(self.train.y.shape[1])
+    def target_shape(self) -> tuple[int, ...]:
+        """The shape of one target: ``(channels, *spatial)`` for an emulator, ``(k,)`` for a vector,
+        ``()`` for one number or class label per sample."""
+        return tuple(self.train.y.shape[1:])
 
     @property
     def num_train(self) -> int:
@@ -125,53 +131,75 @@ def check_val_fraction(value: Any) -> None:
         raise SpecError(f"`problem.val_fraction`: got {value!r}; must be a number in [0, 1) (0: no validation set)")
 
 
+PAIR_LAYOUT = "(samples, channels, *spatial)"
+TARGET_LAYOUT = "(samples, *target_shape)"
+TRAJ_LAYOUT = "(samples, steps + 1, channels, *spatial)"
+EXPECTED = (
+    'four arrays (train_x, train_y, test_x, test_y) as a tuple, or a mapping {"train": (x, y), "test": '
+    f'(x, y)}} with an optional "val": (x, y); inputs x {PAIR_LAYOUT}, targets y {TARGET_LAYOUT}'
+)
+
+
+def described(value: Any) -> str:
+    """What a data source gave, in words: ``None``, ``an array of shape (3, 4)``, ``a tuple of 3
+    values``, ``a dict with keys ['train']``."""
+    if value is None:
+        return "None"
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return f"an array of shape {tuple(np.shape(value))} ({value.dtype})"
+    if isinstance(value, Mapping):
+        return f"a {type(value).__name__} with keys {sorted(map(str, value))}"
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)} value(s)"
+    return f"a {type(value).__name__}"
+
+
 def _pairs(arrays: Any, source: str) -> dict[str, tuple[Any, Any]]:
     """``{"train": (x, y), "test": (x, y)[, "val": (x, y)]}`` from four arrays or a mapping."""
     if isinstance(arrays, Mapping):
         unknown = set(arrays) - set(SPLITS)
         missing = {"train", "test"} - set(arrays)
         if unknown or missing:
-            raise SpecError(
-                f'{source}: got splits {sorted(arrays)}; give "train" and "test" (and optionally '
-                f'"val"), each an (x, y) pair'
-            )
+            raise SpecError(f"{source}: got {described(arrays)}; expected {EXPECTED}")
         pairs = {}
         for split, pair in arrays.items():
             try:
                 x, y = pair
             except (TypeError, ValueError):
-                raise SpecError(f"{source}: split {split!r} must be an (x, y) pair of arrays") from None
+                raise SpecError(
+                    f"{source}: split {split!r} holds {described(pair)}; it must be an (x, y) pair of arrays, "
+                    f"x {PAIR_LAYOUT} and y {TARGET_LAYOUT}"
+                ) from None
             pairs[split] = (x, y)
         return pairs
     if not isinstance(arrays, (tuple, list)) or len(arrays) != 4:
-        got = (
-            f"an array of shape {np.shape(arrays)}"
-            if hasattr(arrays, "shape")
-            else f"{len(arrays)} values"
-            if isinstance(arrays, (tuple, list))
-            else type(arrays).__name__
-        )
-        raise SpecError(
-            f"{source}: expected four arrays (train_x, train_y, test_x, test_y) as a tuple, or a mapping "
-            f'{{"train": (x, y), "val": (x, y), "test": (x, y)}}; got {got}'
-        )
+        raise SpecError(f"{source}: got {described(arrays)}; expected {EXPECTED}")
     train_x, train_y, test_x, test_y = arrays
     return {"train": (train_x, train_y), "test": (test_x, test_y)}
 
 
-PAIR_LAYOUT = "(samples, channels, *spatial)"
-TRAJ_LAYOUT = "(samples, steps + 1, channels, *spatial)"
+INT32 = np.iinfo(np.int32)
 
 
-def checked_array(a: Any, field: str, source: str, layout: str = PAIR_LAYOUT) -> np.ndarray:
-    """``a`` as float32 NumPy: real numbers of shape ``layout`` (:data:`PAIR_LAYOUT` or
-    :data:`TRAJ_LAYOUT`, as many dimensions at least as it names before ``*spatial``), no NaN or
-    infinity. Errors name ``source`` and ``field`` (``train_x``, ``test_traj``, ...)."""
+def checked_array(
+    a: Any, field: str, source: str, layout: str = PAIR_LAYOUT, *, keep_integers: bool = False
+) -> np.ndarray:
+    """``a`` as float32 NumPy (``keep_integers``: integers and booleans as int32, e.g. class
+    labels): real numbers of shape ``layout`` (:data:`PAIR_LAYOUT`, :data:`TARGET_LAYOUT` or
+    :data:`TRAJ_LAYOUT`: at least the dimensions it names before the starred part), no NaN or infinity.
+    Errors name ``source`` and ``field`` (``train_x``, ``test_traj``, ...)."""
     a = np.asarray(a)
     if a.ndim < layout.count(",") or a.ndim == 0:
         raise SpecError(f"{source}: `{field}` has shape {a.shape}; need {layout}")
     if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.floating) or a.dtype == bool):
         raise SpecError(f"{source}: `{field}` has dtype {a.dtype}; need real numbers (integers or floats)")
+    if keep_integers and (np.issubdtype(a.dtype, np.integer) or a.dtype == bool):
+        if a.size and (a.min() < INT32.min or a.max() > INT32.max):
+            raise SpecError(
+                f"{source}: `{field}` holds integers from {a.min()} to {a.max()}; integer targets must fit "
+                f"int32 ({INT32.min}..{INT32.max}); give floats instead"
+            )
+        return a.astype(np.int32)
     with np.errstate(over="ignore", invalid="ignore"):
         a = a.astype(np.float32)
     if not np.isfinite(a.sum(dtype=np.float64)):  # a float64 sum of finite float32 values is finite
@@ -185,13 +213,13 @@ def checked_array(a: Any, field: str, source: str, layout: str = PAIR_LAYOUT) ->
 
 
 def _split(pair: tuple[Any, Any], split: str, source: str) -> Split:
-    out = [checked_array(a, f"{split}_{part}", source) for part, a in zip("xy", pair)]
-    if out[0].shape[0] != out[1].shape[0]:
+    x = checked_array(pair[0], f"{split}_x", source)
+    y = checked_array(pair[1], f"{split}_y", source, TARGET_LAYOUT, keep_integers=True)
+    if x.shape[0] != y.shape[0]:
         raise SpecError(
-            f"{source}: inputs and targets have different sample counts ({split} {out[0].shape[0]} vs "
-            f"{out[1].shape[0]})"
+            f"{source}: inputs and targets have different sample counts ({split} {x.shape[0]} vs {y.shape[0]})"
         )
-    return Split(*out)
+    return Split(x, y)
 
 
 def _traj_splits(trajectories: Mapping[str, Any] | None, source: str) -> dict[str, np.ndarray]:
@@ -271,8 +299,13 @@ def as_dataset(
     traj = _traj_splits(trajectories, source)
     derived = arrays is None
     if derived:
+        if not traj:
+            raise SpecError(f"{source}: got None; expected {EXPECTED}")
         if not {"train", "test"} <= set(traj):
-            raise SpecError(f"{source}: without (x, y) pairs, give training and test trajectories to derive them from")
+            raise SpecError(
+                f"{source}: without (x, y) pairs, give training and test trajectories to derive them from "
+                f"(got trajectories of {', '.join(sorted(traj))} only)"
+            )
         arrays = {split: pairs_of(t) for split, t in traj.items()}
     pairs = _pairs(arrays, source)
     splits = {name: _split(pair, name, source) for name, pair in pairs.items()}
@@ -307,8 +340,12 @@ def _check_shapes(data: Dataset, source: str) -> None:
                 f"{source}: {name} and train shapes differ (x {split.x.shape[1:]} vs {sample}, "
                 f"y {split.y.shape[1:]} vs {target})"
             )
-    if sample[1:] != target[1:]:
-        raise SpecError(f"{source}: inputs {sample} and targets {target} differ in spatial shape")
+    kinds = {name: "integers" if split.y.dtype.kind == "i" else "floats" for name, split in zip(SPLITS, data.splits)}
+    if len(set(kinds.values())) > 1:
+        raise SpecError(
+            f"{source}: the targets of some splits are integers and of others floats ({kinds}); give every "
+            f"split's targets one kind (integers for class labels)"
+        )
     if data.train.size == 0 or data.test.size == 0:
         raise SpecError(f"{source}: needs at least one training and one test sample")
     given = [s for s in SPLITS if data.trajectories(s) is not None]

@@ -297,7 +297,7 @@ def _tasks(
                 tuple(metrics),
             )
         spec_dict = {k: v for k, v in first.spec.to_dict().items() if k not in _SWEEP_ONLY}
-        sample_shape, out_channels, num_train = first.shapes
+        sample_shape, target_shape, num_train = first.shapes[:3]
         configs.append(
             {
                 "config_id": cid,
@@ -307,7 +307,7 @@ def _tasks(
                 "members_per_shard": per_shard,
                 "files": files,
                 "sample_shape": list(sample_shape),
-                "out_channels": out_channels,
+                "target_shape": list(target_shape),
                 "num_train": num_train,
             }
         )

@@ -27,7 +27,7 @@ class Source(NamedTuple):
     spec: SweepSpec
     seeds: tuple[int, ...]
     hparams: tuple[dict[str, float], ...]
-    shapes: tuple  # (sample_shape, out_channels, num_train) of its data
+    shapes: tuple  # sweep.training.Shapes (sample_shape, target_shape, num_train, target_dtype) of its data
     load: Callable[[], tuple[Any, Any]]  # -> (stacked parameters as NumPy leaves, History); picklable for Ray
 
 

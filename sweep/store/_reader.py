@@ -39,6 +39,7 @@ from ._schema import (
     CONFIG_ID,
     CONFIGS,
     CONFIGS_SCHEMA,
+    CONFIGS_SCHEMA_SAME_GRID,
     FORMAT,
     MANIFEST,
     MEMBERS,
@@ -61,8 +62,8 @@ class ConfigInfo(NamedTuple):
     first_member: int  # member_id of its first member; its members are contiguous
     members_per_shard: int
     files: tuple[str, ...]
-    sample_shape: tuple[int, ...]
-    out_channels: int
+    sample_shape: tuple[int, ...]  # one input: (channels, *spatial)
+    target_shape: tuple[int, ...]  # one target: any shape, () for one number or class label
 
 
 class Store:
@@ -253,7 +254,7 @@ class Store:
             if is_import_path(name) and directory is not None:
                 refuse_inside(name, directory, f"`model.name` of config {config_id}")
             try:
-                model = model_template(name, dict(info.spec.model.options), info.sample_shape, info.out_channels)
+                model = model_template(name, dict(info.spec.model.options), info.sample_shape, info.target_shape)
             except SpecError as e:
                 raise StoreError(f"config {config_id}: its model cannot be rebuilt ({e})") from None
             self._templates[config_id] = eqx.partition(model, lambda x: isinstance(x, jax.ShapeDtypeStruct))
@@ -383,7 +384,8 @@ class Store:
     def _read_configs(self) -> dict[str, ConfigInfo]:
         where = f"{self.root + '/' + CONFIGS!r}"
         table = self._read(CONFIGS, self._table(CONFIGS).read)
-        if not table.schema.equals(CONFIGS_SCHEMA):
+        same_grid = table.schema.equals(CONFIGS_SCHEMA_SAME_GRID)  # written while targets had the inputs' grid
+        if not table.schema.equals(CONFIGS_SCHEMA) and not same_grid:
             raise StoreError(f"{where}: columns {table.column_names} are not those of a seed-sweep configs table")
         configs, first = {}, 0
         for row in sorted(table.to_pylist(), key=lambda r: r["first_member"]):
@@ -412,7 +414,7 @@ class Store:
                 per_shard,
                 tuple(files),
                 tuple(row["sample_shape"]),
-                row["out_channels"],
+                (row["out_channels"], *row["sample_shape"][1:]) if same_grid else tuple(row["target_shape"]),
             )
         return configs
 

@@ -37,27 +37,33 @@ from ._schema import (
     SAMPLE_FILES,
     SAMPLES,
     SAMPLES_SCHEMA,
+    SAMPLES_SCHEMA_FLOAT32,
     TRAJECTORIES,
     TRAJECTORIES_SCHEMA,
     TRAJECTORY_COUNT,
 )
 
+TARGET_DTYPES = ("float32", "int32")
+
 
 def sample_table(datasets: Mapping[str, Dataset], count: int = SAMPLE_COUNT) -> pa.Table:
-    """The first ``count`` test samples of each dataset (by problem id), one row per sample."""
+    """The first ``count`` test samples of each dataset (by problem id), one row per sample; targets
+    of any shape, float32 or int32 (class labels), kept exactly (as float64) with their dtype."""
     rows = []
     for problem_id, data in sorted(datasets.items()):
-        x, y = np.asarray(data.test_x[:count], np.float32), np.asarray(data.test_y[:count], np.float32)
+        x, y = np.asarray(data.test_x[:count], np.float32), np.asarray(data.test_y[:count])
+        dtype = "int32" if y.dtype.kind == "i" else "float32"
         rows += [
             {
                 "problem_id": problem_id,
                 "sample": i,
                 "x": xi.ravel(),
-                "y": yi.ravel(),
+                "y": yi.astype(np.float64).ravel(),
                 "x_shape": list(xi.shape),
                 "y_shape": list(yi.shape),
+                "y_dtype": dtype,
             }
-            for i, (xi, yi) in enumerate(zip(x, y))
+            for i, (xi, yi) in enumerate(zip(x, y.astype(dtype)))
         ]
     return pa.Table.from_pylist(rows, SAMPLES_SCHEMA)
 
@@ -112,6 +118,10 @@ def read_sample_file(fs: pafs.FileSystem, path: str, name: str) -> pa.Table | No
     if not exists(fs, path):
         return None
     table = read_parquet(fs, path)
+    if name == SAMPLES and table.schema.equals(SAMPLES_SCHEMA_FLOAT32):  # kept before targets of any dtype
+        y = table["y"].cast(SAMPLES_SCHEMA.field("y").type)
+        table = table.set_column(table.schema.get_field_index("y"), "y", y)
+        table = table.append_column("y_dtype", pa.array(["float32"] * table.num_rows, pa.string()))
     if not table.schema.equals(SAMPLE_FILES[name]):
         raise StoreError(
             f"{path!r}: not a seed-sweep {name.removesuffix('.parquet')} table (columns "
@@ -144,24 +154,32 @@ def _sorted(table: pa.Table) -> pa.Table:
     return table.sort_by([("problem_id", "ascending"), (table.schema.names[1], "ascending")])
 
 
-def _arrays(rows: pa.Table, column: str, where: str, what: str) -> np.ndarray:
-    """``[rows, *shape]`` from a flattened list column and its ``<column>_shape``; rows that do not
-    fit one shape raise :class:`StoreError` naming ``where``."""
+def _arrays(rows: pa.Table, column: str, where: str, what: str, dtype: str = "float32") -> np.ndarray:
+    """``[rows, *shape]`` (of ``dtype``) from a flattened list column and its ``<column>_shape``;
+    rows that do not fit one shape raise :class:`StoreError` naming ``where``."""
     shapes = {json.dumps(s) for s in rows[f"{column}_shape"].to_pylist()}
     values = rows[column].to_pylist()
     shape = json.loads(shapes.pop()) if len(shapes) == 1 else None
     if shape is None or any(len(v) != int(np.prod(shape)) for v in values):
         raise StoreError(f"{where}: the {what} do not fit one shape; the file was altered. Re-run `sweep aggregate`")
-    return np.asarray(values, np.float32).reshape(len(values), *shape)
+    return np.asarray(values, np.float64).astype(dtype).reshape(len(values), *shape)
 
 
 def samples_of(table: pa.Table, problem_id: str, where: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(x, y)`` of one problem's rows of a samples table, ``[samples, channels, *spatial]``; None if
-    it has none. Rows that do not fit their shapes raise :class:`StoreError` naming ``where``."""
+    """``(x, y)`` of one problem's rows of a samples table: inputs ``[samples, channels, *spatial]``
+    (float32) and targets ``[samples, *target_shape]`` (float32, or int32 for class labels); None
+    if it has none. Rows that do not fit their shapes or dtype raise :class:`StoreError` naming ``where``."""
     rows = table.filter(pc.equal(table["problem_id"], problem_id)).sort_by("sample")  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
     if rows.num_rows == 0:
         return None
-    x, y = (_arrays(rows, c, where, f"{c} samples of problem {problem_id}") for c in ("x", "y"))
+    dtypes = set(rows["y_dtype"].to_pylist())
+    if len(dtypes) != 1 or not dtypes <= set(TARGET_DTYPES):
+        raise StoreError(
+            f"{where}: the targets of problem {problem_id} have dtype(s) {sorted(map(str, dtypes))}, not one of "
+            f"{', '.join(TARGET_DTYPES)}; the file was altered. Re-run `sweep aggregate`"
+        )
+    x = _arrays(rows, "x", where, f"x samples of problem {problem_id}")
+    y = _arrays(rows, "y", where, f"y samples of problem {problem_id}", dtypes.pop())
     return x, y
 
 

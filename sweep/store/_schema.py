@@ -197,21 +197,29 @@ CONFIGS_SCHEMA = pa.schema(
         ("members_per_shard", pa.int64()),
         ("files", pa.list_(pa.string())),
         ("sample_shape", pa.list_(pa.int64())),
-        ("out_channels", pa.int64()),
+        ("target_shape", pa.list_(pa.int64())),  # one target's shape: any shape, [] for one number
         ("num_train", pa.int64()),
     ]
 )
+# configs.parquet as seed-sweep wrote it while targets had the inputs' grid: out_channels (int64) in
+# place of target_shape, which is (out_channels, *sample_shape[1:]); read as such
+CONFIGS_SCHEMA_SAME_GRID = pa.schema(
+    [("out_channels", pa.int64()) if f.name == "target_shape" else f for f in CONFIGS_SCHEMA]
+)
 
 SAMPLES_SCHEMA = pa.schema(
-    [
+    [  # x: [channels, *spatial] flattened; y: a target of any shape (y_shape, [] for one number)
         ("problem_id", pa.string()),
         ("sample", pa.int32()),
         ("x", pa.list_(_F32)),
-        ("y", pa.list_(_F32)),
+        ("y", pa.list_(pa.float64())),  # float32 and int32 targets, both exactly
         ("x_shape", pa.list_(_I32)),
         ("y_shape", pa.list_(_I32)),
+        ("y_dtype", pa.string()),  # "float32" or "int32" (class labels)
     ]
 )
+# samples.parquet as seed-sweep wrote it before targets of any dtype: y float32, no y_dtype
+SAMPLES_SCHEMA_FLOAT32 = pa.schema([("y", pa.list_(_F32)) if f.name == "y" else f for f in SAMPLES_SCHEMA][:-1])
 TRAJECTORIES_SCHEMA = pa.schema(
     [  # states: [steps + 1, channels, *spatial] flattened, their shape in states_shape
         ("problem_id", pa.string()),

@@ -33,5 +33,6 @@ from ._loop import chunks as chunks
 from ._loop import fit as fit
 from ._loop import train as train
 from ._loop import train_block as train_block
+from ._program import Shapes as Shapes
 from ._program import TrainState as TrainState
 from ._program import data_shapes as data_shapes

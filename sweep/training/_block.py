@@ -22,13 +22,14 @@ from jaxtyping import Array, PyTree, UInt32
 from .._caches import cached
 from .._configure import warn_unconfigured
 from .._errors import SpecError
-from ..metrics import check_targets
+from ..metrics import check_targets, takes_class_indices
+from ..models import check_output
 from ..optim import hyperparameter_names
 from ..problems import SPLITS, Dataset, load_problem
 from ..spec import SweepSpec, hparam_name
 from ._layout import default_layout, members_mesh, pad_members
 from ._program import (
-    DataShapes,
+    Shapes,
     TrainState,
     checked_objective,
     chunk_program,
@@ -95,8 +96,10 @@ def load_data(spec: SweepSpec) -> Dataset:
 def check_data(spec: SweepSpec, data: Dataset) -> None:
     """Raise :class:`SpecError` unless ``spec`` can train on ``data``: batch size <= training samples
     (or windows, with ``unroll > 1``); trajectories long enough for ``unroll`` and ``rollout_steps``;
-    the model builds and maps one input to one output; the loss and metrics import and give a
-    scalar on one sample; targets of class-index losses fit the model's output channels (checked
+    the model builds and maps one input to an output that fits the targets (their shape, or class
+    logits for class-index targets; errors name the problem, both shapes and the model); the loss
+    and metrics import and give a scalar on one sample; targets of class-index losses fit the
+    model's number of classes (checked
     with ``eqx.filter_eval_shape``, nothing computed; the checked structure is cached for the trainer)."""
     t = spec.training
     _check_trajectories(spec, data)
@@ -107,9 +110,14 @@ def check_data(spec: SweepSpec, data: Dataset) -> None:
         )
     shapes = data_shapes(data)
     static_part(spec.model.to_dict(), shapes)  # builds the checked template
+    out = prediction(spec.model.to_dict(), shapes).shape
+    logits = takes_class_indices(t.loss, t.metrics)
+    classes = logits or shapes.target_dtype == "int32"
+    model = spec.model.to_dict()
+    name, target = model.pop("name"), shapes.target_shape
+    check_output(name, model, spec.problem.name, shapes.sample_shape, target, out, classes, logits)
     checked_objective(program_key(spec, ()), shapes)
-    classes = prediction(spec.model.to_dict(), shapes).shape[0]
-    check_targets(t.loss, t.metrics, {name: split.y for name, split in zip(SPLITS, data.splits)}, classes)
+    check_targets(t.loss, t.metrics, {name: split.y for name, split in zip(SPLITS, data.splits)}, out[0] if out else 1)
 
 
 def _check_trajectories(spec: SweepSpec, data: Dataset) -> None:
@@ -173,10 +181,10 @@ def _hparam_sets(spec: SweepSpec, hparams) -> tuple[dict[str, float], ...]:
     return tuple(out) or ({},)
 
 
-def state_skeleton(spec: SweepSpec, num_members: int, hparam_names: Sequence[str], shapes: DataShapes) -> TrainState:
+def state_skeleton(spec: SweepSpec, num_members: int, hparam_names: Sequence[str], shapes: Shapes) -> TrainState:
     """Shapes and dtypes of a block's :class:`TrainState` (for deserialisation; computes nothing).
 
-    ``shapes = (sample_shape, out_channels, num_train)`` of the block's dataset.
+    ``shapes``: the :class:`~._program.Shapes` of the block's dataset.
     """
     names = tuple(hparam_names)
     return _skeleton(program_key(spec, names), num_members, names, tuple(shapes))
@@ -313,7 +321,7 @@ def model_of(block: Block, state: TrainState) -> eqx.Module:
     return eqx.combine(state.params, block.static)
 
 
-def state_bytes(spec: SweepSpec, shapes: DataShapes, hparams: Sequence[Mapping[str, float]] = ()) -> int:
+def state_bytes(spec: SweepSpec, shapes: Shapes, hparams: Sequence[Mapping[str, float]] = ()) -> int:
     """Bytes of one member's :class:`TrainState` (parameters, optimizer state, counters)."""
     names = hyperparameter_names(spec.optimizer.options, hparams)
     skeleton = state_skeleton(spec, 1, names, shapes)

@@ -36,7 +36,7 @@ from ..problems import EVALUATED
 from ..spec import SweepSpec
 from ._block import state_skeleton
 from ._loop import History
-from ._program import DataShapes, TrainState
+from ._program import Shapes, TrainState
 
 FORMAT = 2  # 2: validation and test curves of the loss and every metric (format 1: test loss only)
 STATE_FILE = "state.eqx"
@@ -47,7 +47,7 @@ class SavedBlock(NamedTuple):
     spec: SweepSpec
     seeds: tuple[int, ...]
     hparams: tuple[dict[str, float], ...]
-    shapes: DataShapes
+    shapes: Shapes
     state: TrainState
     history: History
     trial_id: str
@@ -77,7 +77,7 @@ def save_block(
     spec: SweepSpec,
     state: TrainState,
     history: History,
-    shapes: DataShapes,
+    shapes: Shapes,
     trial_id: str = "",
     stopped_early: bool = False,
 ) -> Path:
@@ -92,7 +92,7 @@ def save_block(
         "seeds": list(history.seeds),
         "hparams": [dict(h) for h in history.hparams],
         "hparam_names": sorted(state.hparams),
-        "shapes": [list(shapes[0]), shapes[1], shapes[2]],
+        "shapes": Shapes.of(shapes).stored(),
         "history": _history_json(history),
         "trial_id": trial_id,
         "stopped_early": stopped_early,
@@ -139,9 +139,8 @@ class BlockRef:
         return SweepSpec.from_dict(self.meta["spec"])
 
     @property
-    def shapes(self) -> DataShapes:
-        sample_shape, out_channels, num_train = self.meta["shapes"]
-        return (tuple(sample_shape), out_channels, num_train)
+    def shapes(self) -> Shapes:
+        return Shapes.of(self.meta["shapes"])
 
     @property
     def history(self) -> History:

@@ -66,12 +66,31 @@ class TrainState(NamedTuple):
     hparams: dict[str, Float[Array, " m"]]
 
 
-DataShapes = tuple[tuple[int, ...], int, int]  # (sample_shape, out_channels, num_train)
+class Shapes(NamedTuple):
+    """All a program needs to know of the data (hashable: programs are cached by it)."""
+
+    sample_shape: tuple[int, ...]  # one input: (channels, *spatial)
+    target_shape: tuple[int, ...]  # one target: any shape, () for one number or class label
+    num_train: int
+    target_dtype: str = "float32"  # "int32": integer targets (class labels)
+
+    @classmethod
+    def of(cls, value: Sequence[Any]) -> Shapes:
+        """Shapes from their stored form (lists), including a block of an earlier seed-sweep, which
+        stored ``(sample_shape, out_channels, num_train)``: targets ``(out_channels, *spatial)``."""
+        sample, target, num_train, *dtype = value
+        target = (target, *sample[1:]) if isinstance(target, int) else target
+        return cls(tuple(sample), tuple(target), int(num_train), *dtype)
+
+    def stored(self) -> list:
+        """The JSON form :meth:`of` reads back."""
+        return [list(self.sample_shape), list(self.target_shape), self.num_train, self.target_dtype]
 
 
-def data_shapes(data: Dataset) -> DataShapes:
-    """``(sample_shape, out_channels, num_train)``: all a program needs to know of the data."""
-    return (tuple(data.sample_shape), data.out_channels, data.num_train)
+def data_shapes(data: Dataset) -> Shapes:
+    """:class:`Shapes` of ``data``: all a program needs to know of it."""
+    dtype = "int32" if data.train.y.dtype.kind == "i" else "float32"
+    return Shapes(tuple(data.sample_shape), tuple(data.target_shape), data.num_train, dtype)
 
 
 def program_key(spec: SweepSpec, hparam_names: Sequence[str]) -> str:
@@ -114,25 +133,26 @@ def _options(part: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @cached()
-def template(name: str, options: str, sample_shape: tuple, out_channels: int) -> eqx.Module:
+def template(name: str, options: str, sample_shape: tuple, target_shape: tuple) -> eqx.Module:
     """A model with shapes in place of arrays (its structure, built without computing: building
     real weights eagerly compiles every little initialiser op, ~0.5 s for a ConvNet), checked to
-    fit the data (:func:`sweep.models.model_template`)."""
-    return model_template(name, json.loads(options), sample_shape, out_channels)
+    build and apply to one input (:func:`sweep.models.model_template`)."""
+    return model_template(name, json.loads(options), sample_shape, target_shape)
+
+
+def _template(model_spec: Mapping[str, Any], shapes: tuple) -> eqx.Module:
+    return template(model_spec["name"], canonical_json(_options(model_spec)), shapes[0], shapes[1])
 
 
 def static_part(model_spec: Mapping[str, Any], shapes: tuple) -> PyTree:
     """The non-array part of a model (shared by every member)."""
-    sample_shape, out_channels, _ = shapes
-    model = template(model_spec["name"], canonical_json(_options(model_spec)), sample_shape, out_channels)
-    return eqx.partition(model, eqx.is_array)[1]
+    return eqx.partition(_template(model_spec, shapes), eqx.is_array)[1]
 
 
 def prediction(model_spec: Mapping[str, Any], shapes: tuple) -> jax.ShapeDtypeStruct:
     """Shape and dtype of the model's output on one sample (nothing computed)."""
-    sample_shape, out_channels, _ = shapes
-    model = template(model_spec["name"], canonical_json(_options(model_spec)), sample_shape, out_channels)
-    return eqx.filter_eval_shape(lambda m, x: m(x), model, jax.ShapeDtypeStruct(sample_shape, jnp.float32))
+    model = _template(model_spec, shapes)
+    return eqx.filter_eval_shape(lambda m, x: m(x), model, jax.ShapeDtypeStruct(shapes[0], jnp.float32))
 
 
 @cached(PROGRAMS)
@@ -140,8 +160,8 @@ def checked_objective(structure: str, shapes: tuple):
     """``(loss and metrics, rollout metrics)`` of a program structure (each ``(name, field, Metric)``,
     see :func:`sweep.metrics.objective`), imported and checked to give a scalar on one sample."""
     struct = json.loads(structure)
-    sample_shape, out_channels, _ = shapes
-    target = jax.ShapeDtypeStruct((out_channels, *sample_shape[1:]), jnp.float32)
+    shapes = Shapes.of(shapes)
+    target = jax.ShapeDtypeStruct(shapes.target_shape, jnp.dtype(shapes.target_dtype))
     rollout = struct["rollout_metrics"] if struct["rollout_steps"] else ()
     check_on_sample(struct["loss"], struct["metrics"], prediction(struct["model"], shapes), target, rollout)
     return objective(struct["loss"], struct["metrics"]), rollout_objective(rollout)
@@ -152,11 +172,11 @@ def initialiser(structure: str, shapes: tuple):
     """Jitted ``(init keys, hyperparameters) -> (params, optimizer state)`` over members."""
     struct = json.loads(structure)
     model_spec, opt_spec = struct["model"], struct["optimizer"]
-    sample_shape, out_channels, _ = shapes
+    sample_shape, target_shape = shapes[0], shapes[1]
 
     def one(key, hp):
         model = build_model(
-            model_spec["name"], _options(model_spec), sample_shape, out_channels, key=jax.random.wrap_key_data(key)
+            model_spec["name"], _options(model_spec), sample_shape, target_shape, key=jax.random.wrap_key_data(key)
         )
         params = eqx.filter(model, eqx.is_array)
         return params, make_optimizer(opt_spec["name"], _options(opt_spec), hp).init(params)
@@ -171,17 +191,15 @@ def describe(structure: str, shapes: tuple) -> Program:
     evaluated, rollout = checked_objective(structure, shapes)
     struct = json.loads(structure)
     model_spec, opt_spec = struct["model"], struct["optimizer"]
-    sample_shape, out_channels, num_train = shapes
-    model = template(model_spec["name"], canonical_json(_options(model_spec)), sample_shape, out_channels)
     return Program(
-        forward=batched_forward(model),
+        forward=batched_forward(_template(model_spec, shapes)),
         static=static_part(model_spec, shapes),
         loss=evaluated[0][2],
         evaluated=tuple(evaluated),
         rollout_metrics=tuple(rollout),
         optimizer=(opt_spec["name"], _options(opt_spec)),
         batch_size=struct["batch_size"],
-        num_train=num_train,
+        num_train=shapes[2],
         unroll=struct["unroll"],
         rollout_steps=struct["rollout_steps"],
     )
