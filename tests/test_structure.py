@@ -201,3 +201,10 @@ def test_examples_use_public_api_only():
                 assert not any(a.name.startswith("_") for a in node.names), f"{path.name}: {node.module}"
             if isinstance(node, ast.Import):
                 assert all(a.name in ("sweep", "sweep.tune") for a in node.names if a.name.startswith("sweep")), path
+
+
+def test_dir_lists_only_public_names():
+    names = dir(sweep)
+    assert set(sweep.__all__) <= set(names)
+    assert not {"Any", "TYPE_CHECKING", "annotations", "importlib"} & set(names)
+    assert not [n for n in names if n.startswith("_") and n != "__version__"], names
