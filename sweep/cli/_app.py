@@ -324,6 +324,7 @@ def show(
     the test mean and its interval beside (reported, not used to rank).
     """
     from ..ensemble import load
+    from ..ensemble._rows import compact
     from ._tables import format_table, write_table
 
     ens = load(_existing(sweep_dir))
@@ -342,12 +343,9 @@ def show(
         if len(ens) > limit:
             typer.echo(f"... {len(ens) - limit} more members (--limit)")
         return
-    table = ens.summary(metric, mode)
+    table = ens.summary(metric, mode).table
     if not wide:
-        hidden = {"iqm", "iqm_ci_low", "iqm_ci_high", "n", "median", "min", "max"} | (
-            {"stopped_early"} if not any(table.column("stopped_early").to_pylist()) else set()
-        )
-        table = table.drop_columns([c for c in table.column_names if c in hidden])
+        table = compact(table)
     if fmt != "table":
         typer.echo(write_table(table.slice(0, limit), fmt), nl=False)
         return

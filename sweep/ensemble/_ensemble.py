@@ -31,6 +31,7 @@ from ..spec import SweepSpec
 from ..store import ConfigInfo, Store
 from . import _inference, _rollout, _stats
 from ._inference import Moments
+from ._rows import REPR_ROWS, SummaryTable, format_table, html_table, seed_text
 from ._stats import MODES, Comparison
 
 DEFAULT_CHUNK = 64  # members per compiled inference call
@@ -73,8 +74,29 @@ class Ensemble:
         return self._index.num_rows
 
     def __repr__(self) -> str:
-        configs = len(pc.unique(self._index["config_id"]))
-        return f"Ensemble({len(self)} members of {configs} config(s) from {self._store.root!r})"
+        title, rows = self._overview()
+        return f"{title}\n{format_table(rows, REPR_ROWS, hint='')}"
+
+    def _repr_html_(self) -> str:
+        """The same table as ``repr()``, in HTML (what a notebook shows)."""
+        title, rows = self._overview()
+        return html_table(rows, REPR_ROWS, title, hint="")
+
+    def _overview(self) -> tuple[str, pa.Table]:
+        """A title naming the sweep and the counts, and one row per configuration: its grid
+        values, its number of members and their seeds."""
+        keys = ["config_id", *self.grid_columns]
+        groups = self._index.group_by(keys, use_threads=False).aggregate([("seed", "list")])
+        seeds = groups["seed_list"].to_pylist()
+        rows = groups.select(keys).append_column("members", pa.array([len(s) for s in seeds], pa.int64()))
+        rows = rows.append_column("seeds", pa.array([seed_text(s) for s in seeds], pa.string()))
+        name = next((c.spec.name for c in self._store.configs.values()), self._store.directory.rpartition("/")[2])
+        structural = len(pc.unique(self._index["config_id"]))
+        title = (
+            f"Ensemble of {len(self)} members of sweep {name!r}: {rows.num_rows} configuration(s) in "
+            f"{structural} structural config(s)"
+        )
+        return title, rows
 
     # -- tables ---------------------------------------------------------------------------------
     @property
@@ -99,7 +121,7 @@ class Ensemble:
         """The columns holding grid values (``depth``, ``learning_rate``, ...), in grid order."""
         return [c for c in self._store.grid_columns if c in self.columns]
 
-    def summary(self, metric: str = DEFAULT_METRIC, mode: str = "min") -> pa.Table:
+    def summary(self, metric: str = DEFAULT_METRIC, mode: str = "min") -> SummaryTable:
         """One row per configuration (structural config x vmapped hyperparameters), best first (by
         the mean of ``metric``; ``mode="max"`` when higher is better): member counts (``count``,
         ``diverged``, ``stopped_early``, and ``n``, the members the statistics use: those that did not
@@ -107,11 +129,19 @@ class Ensemble:
         interval of the mean (``mean_ci_low``, ``mean_ci_high``: within the values' range, so never
         below 0 for a loss), and the interquartile mean with its bootstrap interval. For a validation
         metric (``val_<name>``) the test column ``test_<name>`` is reported beside it
-        (``test_<name>_mean``, ``test_<name>_ci_low``, ``test_<name>_ci_high``), not used to rank."""
+        (``test_<name>_mean``, ``test_<name>_ci_low``, ``test_<name>_ci_high``), not used to rank.
+
+        Returns a :class:`~sweep.ensemble.SummaryTable`: the pyarrow table's methods
+        (``to_pylist()``, ``to_pandas()``, ``column()``, ...), ``.table`` for the
+        :class:`pyarrow.Table` itself, and a ``repr`` / notebook view made of the best rows."""
         self._check_metric(metric, "summary", mode)
         if self._index[metric].null_count == len(self):
             raise QueryError(self._no_values(metric, "summary"))
-        return _stats.summary(self._index, ["config_id", *self.grid_columns], metric, self._beside(metric), mode)
+        table = _stats.summary(self._index, ["config_id", *self.grid_columns], metric, self._beside(metric), mode)
+        order = "lowest" if mode == "min" else "highest"
+        return SummaryTable(
+            table, f"{metric} over seeds per configuration ({len(self)} members), {order} mean first; 95% intervals"
+        )
 
     def summary_frame(self, metric: str = DEFAULT_METRIC, mode: str = "min"):
         """:meth:`summary` as a pandas DataFrame (for notebooks)."""

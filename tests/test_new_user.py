@@ -1,0 +1,72 @@
+"""What a new user sees first: readable results in terminals and notebooks (Ensemble, summary,
+compare), and the axis orders of stored trajectories and rollouts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from _blocks import trained_blocks
+from conftest import tiny_spec
+
+import sweep
+from sweep.planning import make_plan
+from sweep.store import aggregate_blocks
+
+PLAN = make_plan(tiny_spec(grid={"model.depth": [1, 2], "optimizer.learning_rate": [1e-3, 3e-3]}))
+
+
+@pytest.fixture(scope="module")
+def ens(tmp_path_factory):
+    path = tmp_path_factory.mktemp("sweep") / "ensembles"
+    aggregate_blocks(path, trained_blocks(PLAN), plan=PLAN)
+    return sweep.load(path)
+
+
+def test_ensemble_repr_names_the_sweep_and_its_members_not_the_store_folder(ens):
+    text = repr(ens)
+    assert f"sweep {PLAN.spec.name!r}" in text and f"{len(ens)} members" in text
+    assert ".gen" not in text and "ensembles" not in text and str(ens._store.root) not in text
+    lines = text.splitlines()
+    assert lines[1].split() == ["config_id", "depth", "learning_rate", "members", "seeds"]
+    rows = [line.split() for line in lines[2:]]
+    assert len(rows) == 4  # one row per configuration (depth x learning rate)
+    assert sum(int(r[3]) for r in rows) == len(ens)
+    seeds = sorted(set(ens.index["seed"].to_pylist()))
+    assert all(r[4] == f"{seeds[0]}..{seeds[-1]}" for r in rows)
+    sub = ens.where(depth=2, learning_rate=1e-3)
+    assert "1 configuration(s)" in repr(sub) and len(repr(sub).splitlines()) == 3
+
+
+def test_ensemble_html_is_a_table_of_its_configurations(ens):
+    page = ens._repr_html_()
+    assert page.count("<tr>") == 1 + 4 and "<th>learning_rate</th>" in page
+    assert f"sweep &#x27;{PLAN.spec.name}&#x27;" in page or f"sweep '{PLAN.spec.name}'" in page
+
+
+def test_summary_reads_as_rows_and_stays_a_pyarrow_table(ens):
+    summary = ens.summary()
+    assert isinstance(summary.table, pa.Table) and pa.table(summary).equals(summary.table)
+    assert summary.num_rows == len(summary) == 4 and summary.to_pylist() == summary.table.to_pylist()
+    assert summary.to_pandas().shape == (4, len(summary.table.column_names))
+    text = repr(summary)
+    assert "schema" not in text and "pyarrow" not in text and "chunked" not in text
+    lines = text.splitlines()
+    assert lines[0].startswith("val_loss over seeds per configuration")
+    header = lines[1].split()
+    assert header[:3] == ["config_id", "depth", "learning_rate"] and "mean" in header and "iqm" not in header
+    means = [float(line.split()[header.index("mean")]) for line in lines[2:6]]
+    assert means == pytest.approx([r["mean"] for r in summary.to_pylist()], rel=1e-3)  # best first
+    assert "iqm" in lines[-1] and ".table" in lines[-1]  # the columns left out are named
+    page = summary._repr_html_()
+    assert page.count("<tr>") == 1 + 4 and "<th>mean</th>" in page and "schema" not in page
+
+
+def test_comparison_reads_as_a_sentence_and_a_table(ens):
+    c = ens.compare({"depth": 1, "learning_rate": 1e-3}, {"depth": 2, "learning_rate": 1e-3})
+    text = repr(c)
+    assert f"{c.probability:.2f}" in text and "val_loss" in text and "lower is better" in text
+    assert f"{c.n_a} vs {c.n_b}" in text and "Comparison(probability=" not in text
+    page = c._repr_html_()
+    assert page.count("<tr>") == len(c._fields) + 1 and "<td>probability</td>" in page
+    assert c.probability == c[0]  # still the named tuple
