@@ -289,8 +289,18 @@ class Ensemble:
     def trajectories(self) -> np.ndarray:
         """Reference test trajectories of these members' structural config, as the store keeps them
         (the first 4 test trajectories of its problem, every step: ``[trajectories, steps + 1,
-        channels, *spatial]``): read from the store, never regenerated. Roll the ensemble out from
-        their first states to compare: ``self.rollout(traj[:, 0], traj.shape[1] - 1)``."""
+        channels, *spatial]``): read from the store, never regenerated.
+
+        Axis order: trajectory before time, as the data's ``*_traj`` arrays hold them (each
+        trajectory one contiguous run of states). :meth:`rollout` puts time before the batch for
+        one reason: its step ``t`` is then a batch shaped like its input ``x0``, what
+        :meth:`predict` takes. Compare them after one ``swapaxes``:
+
+        ```python
+        traj = sub.trajectories()                                # [trajectories, T + 1, ...]
+        states = sub.rollout(traj[:, 0], traj.shape[1] - 1)      # [members, T + 1, trajectories, ...]
+        error = states - traj.swapaxes(0, 1)                     # [members, T + 1, trajectories, ...]
+        ```"""
         config = self._config("trajectories")
         found = self._store.trajectories(config.config_id)
         if found is None:
@@ -330,6 +340,10 @@ class Ensemble:
         (``[batch, *sample_shape]``): ``[members, steps + 1, batch, *sample_shape]``, index 0 = ``x0``,
         index ``t`` = the member applied ``t`` times. Streamed ``chunk_size`` members at a time; one
         compiled program per shapes, whatever ``steps`` (see :mod:`sweep.ensemble._rollout`).
+
+        Axis order: time before the batch, so that ``states[:, t]`` is a batch shaped like ``x0``
+        (what :meth:`predict` takes); :meth:`trajectories` keeps the data's order, trajectory
+        before time: compare with ``traj.swapaxes(0, 1)``.
 
         ```python
         states = sub.rollout(x0, steps=100)      # [members, 101, batch, channels, *spatial]
