@@ -310,13 +310,43 @@ def test_predict_writes_the_selected_members_predictions(store, tmp_path, x):
 def test_predict_std_writes_mean_and_std(store, tmp_path, x):
     np.save(tmp_path / "x.npy", x)
     result = invoke(
-        "predict", store, "-i", tmp_path / "x.npy", "-o", tmp_path / "out" / "m.npy", "--where", "depth=1", "--std"
+        "predict",
+        store,
+        "-i",
+        tmp_path / "x.npy",
+        "-o",
+        tmp_path / "out" / "m.npy",
+        "--where",
+        "depth=1",
+        "--std",
+        "--pool",
     )
     assert result.exit_code == 0, result.stderr
-    mean, std = sweep.load(store).where(depth=1).mean_std(x)
+    mean, std = sweep.load(store).where(depth=1).mean_std(x)  # both learning rates, pooled
     np.testing.assert_allclose(np.load(tmp_path / "out" / "m.npy"), mean, rtol=1e-6)
     np.testing.assert_allclose(np.load(tmp_path / "out" / "m_std.npy"), std, rtol=1e-6)
     assert float(std.mean()) > 0
+
+
+def test_predict_refuses_to_pool_a_free_grid_column_unless_asked(store, tmp_path, x):
+    np.save(tmp_path / "x.npy", x)
+    args = ["predict", store, "-i", tmp_path / "x.npy", "-o", tmp_path / "y.npy", "--where", "depth=2"]
+    assert_one_line_error(
+        invoke(*args),
+        "--where depth=2 selects members trained with different settings",
+        "learning_rate takes [0.001, 0.003]",
+        "--where learning_rate=VALUE",
+        "--pool",
+    )
+    assert not (tmp_path / "y.npy").exists()
+    for k in (1, 4):  # the selection after --best is checked: one member has one setting
+        spread = len(set(sweep.load(store).where(depth=2).best(k).index["learning_rate"].to_pylist()))
+        assert invoke(*args, "--best", str(k)).exit_code == (0 if spread == 1 else 1), k
+    result = invoke(*args, "--pool")
+    assert result.exit_code == 0, result.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), sweep.load(store).where(depth=2).predict(x))
+    result = invoke(*args, "--where", "learning_rate=0.001", "--where", "learning_rate=0.003")
+    assert result.exit_code == 0, result.stderr  # both values named: nothing left free
 
 
 def test_predict_rollout_writes_every_members_rollout_or_its_mean_and_std(store, tmp_path, x):
@@ -334,6 +364,7 @@ def test_predict_rollout_writes_every_members_rollout_or_its_mean_and_std(store,
         "3",
         "--rollout",
         "4",
+        "--pool",
     )
     assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() == f"wrote {tmp_path / 'r.npy'}: 3 members, rollout of 4 steps, shape (3, 5, 3, 1, 16)"
@@ -350,6 +381,7 @@ def test_predict_rollout_writes_every_members_rollout_or_its_mean_and_std(store,
         "--rollout",
         "4",
         "--std",
+        "--pool",
     )
     assert result.exit_code == 0, result.stderr
     mean, std = sweep.load(store).where(depth=1).rollout_mean_std(x, 4)
@@ -499,8 +531,18 @@ ERRORS = [
         ["--where depth=7: no member matches"],
     ),
     (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--best", "0"], ["--best 0: k must be"]),
-    (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy"], ["spans 2 structural configs", "--where config_id="]),
-    (["predict", "{s}", "-i", "{d}/wrong.npy", "-o", "{d}/y.npy", "--where", "depth=1"], ["shape (3, 1, 8)"]),
+    (
+        ["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy"],
+        ["no --where selects", "depth takes [1, 2]", "learning_rate takes [0.001, 0.003]", "--pool"],
+    ),
+    (
+        ["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--pool"],
+        ["spans 2 structural configs", "--where config_id="],
+    ),
+    (
+        ["predict", "{s}", "-i", "{d}/wrong.npy", "-o", "{d}/y.npy", "--where", "depth=1", "--pool"],
+        ["shape (3, 1, 8)"],
+    ),
     (["predict", "{s}", "-i", "{d}/nothing.npy", "-o", "{d}/y.npy"], ["--input", "does not exist"]),
     (["predict", "{s}", "-i", "{d}/text.npy", "-o", "{d}/y.npy"], ["--input", "not a readable .npy"]),
     (["predict", "{s}", "-i", "{d}/objects.npy", "-o", "{d}/y.npy"], ["--input", "not a readable .npy"]),
@@ -511,7 +553,7 @@ ERRORS = [
         ["--rollout: got 0", "integer >= 1"],
     ),
     (
-        ["predict", "{s}", "-i", "{d}/wrong.npy", "-o", "{d}/y.npy", "--where", "depth=1", "--rollout", "3"],
+        ["predict", "{s}", "-i", "{d}/wrong.npy", "-o", "{d}/y.npy", "--where", "depth=1", "--rollout", "3", "--pool"],
         ["rollout: x0 has shape (3, 1, 8)", "(batch >= 1, 1, 16)"],
     ),
 ]

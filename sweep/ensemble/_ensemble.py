@@ -176,9 +176,8 @@ class Ensemble:
         if not pool:
             free: dict[str, list[str]] = {}
             for name, (fixed, side) in sides.items():
-                for c in self.grid_columns:
-                    if c not in fixed and len(pc.unique(side._index[c])) > 1:
-                        free.setdefault(c, []).append(f"{side._distinct(c)} in {name}")
+                for c, values in side._free_columns(fixed).items():
+                    free.setdefault(c, []).append(f"{values} in {name}")
             if free:
                 listed = "; ".join(f"{c} takes {' and '.join(where)}" for c, where in free.items())
                 raise QueryError(
@@ -380,6 +379,13 @@ class Ensemble:
     def _distinct(self, column: str, limit: int = 20) -> str:
         values = sorted(v for v in pc.unique(self._index[column]).to_pylist() if v is not None)
         return f"{values[:limit]}" + (f" and {len(values) - limit} more" if len(values) > limit else "")
+
+    def _free_columns(self, fixed: Any) -> dict[str, str]:
+        """The grid columns not named in ``fixed`` that take several values in this selection
+        (column -> its values, as text): what would pool members trained with different settings."""
+        return {
+            c: self._distinct(c) for c in self.grid_columns if c not in fixed and len(pc.unique(self._index[c])) > 1
+        }
 
     def _check_metric(self, metric: str, what: str, mode: str = "min") -> None:
         numeric = [f.name for f in self._index.schema if pa.types.is_floating(f.type) or pa.types.is_integer(f.type)]
