@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ._canonical import canonical_json, digest
-from ._errors import SpecError
+from ._errors import SpecError, did_you_mean
 from ._fs import COMPONENT_RULE, name_problem
 from ._training_spec import Training
 from .models import check_model
@@ -373,7 +373,8 @@ class SweepSpec:
         allowed = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - allowed
         if unknown:
-            raise SpecError(f"spec: unknown field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+            hint = "".join(did_you_mean(u, allowed) for u in sorted(unknown))
+            raise SpecError(f"spec: unknown field(s) {sorted(unknown)}{hint}; allowed: {sorted(allowed)}")
         for field in ("name", "problem", "model", "optimizer"):
             if field not in data:
                 raise SpecError(f"`{field}`: missing; a sweep spec needs name, problem, model and optimizer")

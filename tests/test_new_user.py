@@ -3,7 +3,6 @@ compare), and the axis orders of stored trajectories and rollouts."""
 
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 import pytest
 from _blocks import trained_blocks
@@ -70,3 +69,35 @@ def test_comparison_reads_as_a_sentence_and_a_table(ens):
     page = c._repr_html_()
     assert page.count("<tr>") == len(c._fields) + 1 and "<td>probability</td>" in page
     assert c.probability == c[0]  # still the named tuple
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"trainig": {}}, "spec: unknown field(s) ['trainig'] (did you mean 'training'?)"),
+        ({"training": {"epochs": 1, "batch_size": 4, "epoch": 3}}, "(did you mean 'epochs'?)"),
+        (
+            {"problem": {"name": "heat1d", "num_point": 16}},
+            "`problem.num_point`: not an option of heat1d (did you mean",
+        ),
+        ({"model": {"name": "ConvNett"}}, "unknown architecture 'ConvNett' (did you mean 'ConvNet'?)"),
+        ({"model": {"name": "ConvNet", "hiden_channels": 4}}, "(did you mean 'hidden_channels'?)"),
+        ({"optimizer": {"name": "adamm", "learning_rate": 1e-3}}, "unknown optimizer 'adamm' (did you mean 'adam'?)"),
+        ({"optimizer": {"name": "adam", "learning_rat": 1e-3}}, "(did you mean 'learning_rate'?)"),
+    ],
+)
+def test_an_unknown_spec_field_gets_a_did_you_mean(change, message):
+    data = tiny_spec().to_dict() | change
+    with pytest.raises(sweep.SpecError) as e:
+        sweep.SweepSpec.from_dict(data)
+    assert message in str(e.value)
+
+
+def test_no_suggestion_for_a_name_close_to_nothing_and_for_columns(ens):
+    with pytest.raises(sweep.SpecError) as e:
+        sweep.SweepSpec.from_dict(tiny_spec().to_dict() | {"zzzzqq": 1})
+    assert "did you mean" not in str(e.value)
+    with pytest.raises(sweep.QueryError, match=r"unknown column 'dept' \(did you mean 'depth'\?\)"):
+        ens.where(dept=1)
+    with pytest.raises(sweep.QueryError, match=r"no column named 'val_los' \(did you mean 'val_loss'\?\)"):
+        ens.summary("val_los")

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from jaxtyping import Float, PyTree
 
-from .._errors import QueryError
+from .._errors import QueryError, did_you_mean
 from ..spec import SweepSpec
 from ..store import ConfigInfo, Store
 from . import _inference, _rollout, _stats
@@ -201,7 +201,10 @@ class Ensemble:
         filters = {}
         for column, value in column_values.items():
             if column not in schema.names:
-                raise QueryError(f"where(): unknown column {column!r}; columns: {', '.join(schema.names)}")
+                raise QueryError(
+                    f"where(): unknown column {column!r}{did_you_mean(column, schema.names)}; "
+                    f"columns: {', '.join(schema.names)}"
+                )
             values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
             kind = schema.field(column).type
             try:
@@ -389,6 +392,11 @@ class Ensemble:
 
     def _check_metric(self, metric: str, what: str, mode: str = "min") -> None:
         numeric = [f.name for f in self._index.schema if pa.types.is_floating(f.type) or pa.types.is_integer(f.type)]
+        if metric not in self._index.schema.names:
+            raise QueryError(
+                f"{what}(metric={metric!r}): no column named {metric!r}{did_you_mean(metric, numeric)}; "
+                f"choose one of {', '.join(numeric)}"
+            )
         if metric not in numeric:
             raise QueryError(f"{what}(metric={metric!r}): not a numeric column; choose one of {', '.join(numeric)}")
         if mode not in MODES:

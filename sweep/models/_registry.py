@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import pdequinox as pdeqx
 
-from .._errors import SpecError
+from .._errors import SpecError, did_you_mean
 from .._import_path import import_object, is_import_path
 
 ARCHITECTURES = (
@@ -57,7 +57,8 @@ def check_model(name: str, options: Mapping[str, Any]) -> None:
         return
     if name not in ARCHITECTURES:
         raise SpecError(
-            f"`model.name`: unknown architecture {name!r}; choose one of {', '.join(ARCHITECTURES)} "
+            f"`model.name`: unknown architecture {name!r}{did_you_mean(name, ARCHITECTURES)}; "
+            f"choose one of {', '.join(ARCHITECTURES)} "
             f'or give a factory as "package.module:function"'
         )
     params = _arch_parameters(name)
@@ -65,7 +66,10 @@ def check_model(name: str, options: Mapping[str, Any]) -> None:
         if key not in params:
             if key in _INFERRED:
                 raise SpecError(f"`model.{key}`: inferred from the problem's arrays; remove it from the spec")
-            raise SpecError(f"`model.{key}`: not an argument of pdequinox.arch.{name}; allowed: {', '.join(params)}")
+            raise SpecError(
+                f"`model.{key}`: not an argument of pdequinox.arch.{name}{did_you_mean(key, params)}; "
+                f"allowed: {', '.join(params)}"
+            )
         if key in _ACTIVATION_ARGS:
             if value not in ACTIVATIONS:
                 raise SpecError(f"`model.{key}`: unknown activation {value!r}; choose one of {', '.join(ACTIVATIONS)}")
