@@ -184,7 +184,8 @@ def test_status_counts_done_running_failed_pending(tmp_path):
     out = result.output
     assert "4 planned: 1 done, 1 running, 1 failed, 1 pending" in out, out
     assert "members: 16 planned, 4 trained" in out
-    assert "not aggregated yet" in out
+    assert "not aggregated yet" in out and "sweep aggregate" not in out
+    assert f"next: resume it with `sweep run SPEC --storage {tmp_path} --resume`" in out
     lines = {line.split()[0]: line.split()[1] for line in out.splitlines() if line.startswith(plan.config_ids)}
     assert lines == {t_running.trial_key: "running", t_failed.trial_key: "failed", t_pending.trial_key: "pending"}
     assert "RuntimeError: boom" in next(x for x in out.splitlines() if x.startswith(t_failed.trial_key))
@@ -195,7 +196,27 @@ def test_status_counts_done_running_failed_pending(tmp_path):
     out = invoke("status", root).output
     assert f"{manifest['num_members']} members stored" in out
     assert f"{manifest['num_missing']} planned members missing" in out
-    assert manifest["num_missing"] > 0
+    assert manifest["num_missing"] > 0 and "--resume" in out  # still unfinished
+
+
+def test_status_of_a_finished_sweep_says_nothing_about_resuming(store):
+    out = invoke("status", store).output
+    assert "4 planned: 4 done" in out and "--resume" not in out and "16 members stored" in out
+
+
+def test_show_of_a_storage_folder_lists_the_sweeps_inside(store, tmp_path):
+    storage = tmp_path / "runs"
+    shutil.copytree(store, storage / "heat")
+    shutil.copytree(store, storage / "burgers", ignore=shutil.ignore_patterns("ensembles", ".ensembles"))
+    (storage / "notes").mkdir()  # not a sweep
+    result = invoke("show", storage)
+    assert result.exit_code == 0, result.stderr
+    lines = result.output.splitlines()
+    assert lines[0] == f"{storage} is a storage folder holding 2 sweep(s):"
+    assert lines[1].split()[0] == f"{storage}/burgers" and "not aggregated yet" in lines[1]
+    assert lines[2].split()[0] == f"{storage}/heat" and "16 members stored" in lines[2]
+    assert lines[3] == f"show one: sweep show {storage}/burgers"
+    assert_one_line_error(invoke("show", storage / "notes"), "not a seed-sweep store")  # nothing inside
 
 
 def test_aggregate_command_builds_the_store(store, tmp_path):
@@ -629,3 +650,22 @@ def test_without_a_validation_split_every_configuration_has_test_curves_and_choo
         train, test, spread, *_ = sweep.plot(tmp_path / "s", metric="test_loss", num_samples=1).axes
     assert len(test.lines) == 8 + 2 and spread.get_ylabel() == "final test loss"
     assert_one_line_error(invoke("show", tmp_path / "s"), "--metric val_loss", "without a validation set")
+
+
+@pytest.mark.parametrize("choice, mode", [("live", "live"), ("plain", "plain"), ("none", "off"), (None, "auto")])
+def test_run_progress_option_reaches_sweep_run(tmp_path, monkeypatch, choice, mode):
+    import sweep.tune
+
+    seen = {}
+
+    def fake_run(spec, **kwargs):
+        seen.update(kwargs)
+        return str(tmp_path / "runs" / spec.name)
+
+    monkeypatch.setattr(sweep.tune, "run", fake_run)
+    grid_spec().to_toml(tmp_path / "spec.toml")
+    result = invoke("run", tmp_path / "spec.toml", *(["--progress", choice] if choice else []))
+    assert result.exit_code == 0, result.stderr
+    assert seen["progress"] == mode
+    assert ("--progress" in seen["resume_command"]) == (choice is not None)
+    assert invoke("run", tmp_path / "spec.toml", "--progress", "loud").exit_code == 2  # click lists the choices

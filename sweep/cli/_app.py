@@ -24,6 +24,7 @@ from ._args import (
     Kind,
     Logger,
     LogPer,
+    Progress,
     apply_overrides,
     cli_phrasing,
     load_npy,
@@ -159,6 +160,13 @@ def run(
     ] = None,
     log_per: Annotated[LogPer, typer.Option(help="One tracker run per member or per configuration.")] = "member",
     verbose: Annotated[bool, typer.Option("--verbose", help="Show Ray's and Tune's own output.")] = False,
+    progress: Annotated[
+        Progress,
+        typer.Option(
+            help="live: one display updated in place; plain: a line every 10 s; none: nothing; "
+            "auto: live on a terminal, plain otherwise."
+        ),
+    ] = "auto",
     checkpoint_every: Annotated[
         str, typer.Option(help="A block checkpoint every N reports, or 'auto': paced by the storage's write rate.")
     ] = "auto",
@@ -183,6 +191,7 @@ def run(
         *(["--address", address] if address else []),
         *(a for o in overrides or () for a in ("--set", o)),
         *(["--checkpoint-every", checkpoint_every] if checkpoint_every != "auto" else []),
+        *(["--progress", Progress(progress).value] if Progress(progress) is not Progress.auto else []),
         "--resume",
     ]
     every = int(checkpoint_every) if checkpoint_every.isdigit() else checkpoint_every  # "auto" or bad: run says
@@ -194,6 +203,7 @@ def run(
         checkpoint_every=every,
         loggers=[LOGGERS[n.value](per=LogPer(log_per).value) for n in logger or ()],
         resume_command=shlex.join(command),
+        progress="off" if Progress(progress) is Progress.none else Progress(progress).value,
         **({"verbose": 1} if verbose else {}),
     )
     typer.echo(f"sweep directory: {sweep_dir}")
@@ -323,11 +333,23 @@ def show(
     mean, std and the 95% bootstrap interval of the mean (--wide: median, min, max, IQM too), with
     the test mean and its interval beside (reported, not used to rank).
     """
+    from .._errors import StoreError
     from ..ensemble import load
     from ..ensemble._rows import compact
+    from ._status import sweeps_in
     from ._tables import format_table, write_table
 
-    ens = load(_existing(sweep_dir))
+    try:
+        ens = load(_existing(sweep_dir))
+    except StoreError:
+        inside = sweeps_in(sweep_dir)
+        if not inside:
+            raise
+        typer.echo(f"{sweep_dir} is a storage folder holding {len(inside)} sweep(s):")
+        for path, stored in inside:
+            typer.echo(f"  {path}  ({stored})")
+        typer.echo(f"show one: sweep show {inside[0][0]}")
+        return
     kw = parse_where(where)
     if kw:
         ens = ens.where(**kw)

@@ -82,6 +82,13 @@ class LogPer(str, enum.Enum):
     config = "config"
 
 
+class Progress(str, enum.Enum):
+    auto = "auto"
+    live = "live"
+    plain = "plain"
+    none = "none"
+
+
 class Format(str, enum.Enum):
     table = "table"
     csv = "csv"
