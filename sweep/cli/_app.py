@@ -27,9 +27,7 @@ from ._args import (
     Progress,
     apply_overrides,
     cli_phrasing,
-    load_npy,
     parse_where,
-    save_npy,
 )
 
 app = typer.Typer(
