@@ -669,3 +669,28 @@ def test_run_progress_option_reaches_sweep_run(tmp_path, monkeypatch, choice, mo
     assert seen["progress"] == mode
     assert ("--progress" in seen["resume_command"]) == (choice is not None)
     assert invoke("run", tmp_path / "spec.toml", "--progress", "loud").exit_code == 2  # click lists the choices
+
+
+def test_plan_imports_a_model_module_next_to_the_spec_and_hints_when_it_cannot(tmp_path):
+    import os
+    import sys
+
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "nu_next_to_spec.py").write_text((Path(__file__).parents[1] / "examples" / "my_models.py").read_text())
+    spec = tiny_spec(name="own", model=sweep.Model("nu_next_to_spec:shift_net", hidden=4))
+    spec.to_toml(folder / "spec.toml")
+    env_before = os.environ.get("PYTHONPATH")
+    result = invoke("plan", folder / "spec.toml")
+    assert result.exit_code == 0, result.stderr
+    assert "1 trials" in result.output or "2 trials" in result.output, result.output
+    assert str(folder) not in sys.path and os.environ.get("PYTHONPATH") == env_before  # only for the command
+    sys.modules.pop("nu_next_to_spec", None)
+
+    tiny_spec(name="lost", model=sweep.Model("nu_nowhere_module:net")).to_toml(folder / "lost.toml")
+    assert_one_line_error(
+        invoke("plan", folder / "lost.toml"),
+        "cannot import module 'nu_nowhere_module'",
+        f"searched the spec's folder {str(folder)!r} and PYTHONPATH",
+        "PYTHONPATH=<its folder>",
+    )

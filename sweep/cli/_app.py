@@ -9,6 +9,7 @@ commands that use them.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shlex
@@ -115,6 +116,39 @@ SetOpt = Annotated[
 ]
 
 
+@contextlib.contextmanager
+def _spec_folder_importable(path: Path):
+    """Put the spec file's folder first on the import path while a command runs, as running a
+    script from that folder does: on ``sys.path``, and on ``PYTHONPATH`` for the processes it
+    starts (a local Ray and its workers; a cluster joined with --address has its own). An error
+    about a module that still cannot be imported gets a hint naming that folder and PYTHONPATH."""
+    import sys
+
+    folder = str(path.resolve().parent)
+    before = os.environ.get("PYTHONPATH")
+    added = folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
+    os.environ["PYTHONPATH"] = os.pathsep.join([folder, *([before] if before else [])])
+    try:
+        yield
+    except SweepError as e:
+        if "cannot import module" not in str(e):
+            raise
+        searched = before or "unset"
+        raise type(e)(
+            f"{e}; searched the spec's folder {folder!r} and PYTHONPATH ({searched}) besides the installed "
+            f"packages: put the module next to the spec, or run with PYTHONPATH=<its folder>"
+        ) from None
+    finally:
+        if added and folder in sys.path:
+            sys.path.remove(folder)
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before
+
+
 def _spec(path: Path, overrides: list[str] | None = None):
     from ..spec import SweepSpec
 
@@ -175,8 +209,14 @@ def run(
     trial per block of seeds, and builds the ensembles. A live display shows trials, members,
     epochs, throughput, ETA and the best loss of every configuration (plain lines when the
     output is not a terminal). Ctrl-C stops the trials, keeps what is done and prints how to
-    resume (exit status 130); a second Ctrl-C stops at once.
+    resume (exit status 130); a second Ctrl-C stops at once. Modules named in SPEC are imported
+    from its folder too (and from PYTHONPATH and the installed packages).
     """
+    with _spec_folder_importable(spec):
+        _run_command(spec, storage, address, resume, overrides, logger, log_per, verbose, progress, checkpoint_every)
+
+
+def _run_command(spec, storage, address, resume, overrides, logger, log_per, verbose, progress, checkpoint_every):
     from ..tune import run as run_sweep
     from ..tune._loggers import LOGGERS
 
@@ -218,11 +258,13 @@ def plan(
     """Show trials, blocks and resources; run nothing.
 
     One trial per structural configuration and block of seeds; vmapped hyperparameters share a
-    block. Configurations are shown by their grid values next to their config ids.
+    block. Configurations are shown by their grid values next to their config ids. Modules
+    named in SPEC are imported from its folder too (and from PYTHONPATH and the installed packages).
     """
     from ..tune import plan as plan_sweep
 
-    typer.echo(str(plan_sweep(_spec(spec, overrides), storage=storage)))
+    with _spec_folder_importable(spec):
+        typer.echo(str(plan_sweep(_spec(spec, overrides), storage=storage)))
 
 
 @app.command()
