@@ -101,3 +101,21 @@ def test_no_suggestion_for_a_name_close_to_nothing_and_for_columns(ens):
         ens.where(dept=1)
     with pytest.raises(sweep.QueryError, match=r"no column named 'val_los' \(did you mean 'val_loss'\?\)"):
         ens.summary("val_los")
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"training": sweep.Training(epochs=2, batch_size=500, report_every=1)}, "batch_size"),
+        ({"problem": sweep.Problem("arrays", path="nowhere/missing.npz")}, "missing.npz"),
+    ],
+)
+def test_sweep_run_checks_the_data_before_ray_starts(tmp_path, monkeypatch, change, message):
+    import sweep.tune._run as run_module
+
+    def no_ray(*args, **kwargs):
+        raise AssertionError("Ray was started before the data was checked")
+
+    monkeypatch.setattr(run_module, "ensure_ray", no_ray)
+    with pytest.raises(sweep.SweepError, match=message):
+        sweep.run(tiny_spec(**change), storage=tmp_path / "runs", progress="off")

@@ -372,19 +372,22 @@ def _run(
     (interrupted, failure messages)."""
     import ray  # here: not in both threads at once
 
-    # Ray must start on this thread (its daemons die with the thread that started them); while
-    # ``ray.init`` waits for them (~2.5 s on a laptop), a helper thread imports Tune and checks the
-    # options and the storage. The datasets are loaded after: ``ray.init`` forks its daemons, and a
-    # fork during a multithreaded OpenBLAS call (heat1d's solve, through JAX's LAPACK) on another
-    # thread leaves that call waiting forever for BLAS threads the fork handler stopped.
+    # The datasets are loaded and checked first (a missing file, shapes, batch size against the
+    # samples, every model built for them), so that bad data fails before Ray starts, and on this
+    # thread alone: ``ray.init`` forks its daemons, and a fork during a multithreaded OpenBLAS
+    # call (heat1d's solve, through JAX's LAPACK) on another thread leaves that call waiting
+    # forever for BLAS threads the fork handler stopped. Ray must start on this thread (its
+    # daemons die with the thread that started them); while ``ray.init`` waits for them (~2.5 s
+    # on a laptop), a helper thread imports Tune and checks the options and the storage.
+    datasets = load_datasets(spec)
+    validated = all(d.val.size for d in datasets.values())  # every config has a validation set
+    display.state.rank_on_validation(validated)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-prepare") as pool:
         prepared = pool.submit(_prepare, tune_options, fs, path, shown)
         ensure_ray(address, quiet=not verbose)
         tune_kw, run_kw = prepared.result()
-    datasets = load_datasets(spec)
     from ray import tune
 
-    validated = all(d.val.size for d in datasets.values())  # every config has a validation set
     _check_scheduler_metric(scheduler, tune_kw, validated)
     nodes = alive_nodes()
     check_resources(spec.resources, nodes)
