@@ -156,6 +156,10 @@ def test_live_display_starts_with_the_first_trial_and_says_compiling():
     display = SweepProgress(state, mode="live", stream=stream)
     display.start()
     assert display._live is None  # nothing shown yet
+    state.statuses([tune_trial(plan.trials[0].trial_key, "PENDING")])
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    console.print(state.renderable())
+    assert "starting (4 trials waiting for worker processes) | epochs 0/64" in console.file.getvalue()
     display.on_step_end(iteration=1, trials=[tune_trial(plan.trials[0].trial_key, "RUNNING")])
     assert display._live is not None
     display.close()

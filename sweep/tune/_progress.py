@@ -250,17 +250,15 @@ class ProgressState:
         if len(self.configs) > max_rows:
             table.add_row(f"... {len(self.configs) - max_rows} more configurations", "", "", "")
         bar = Table.grid(padding=(0, 1))
-        compiling = c["trials"]["compiling"]
+        compiling, pending = c["trials"]["compiling"], c["trials"]["pending"]
         state = f"{100 * c['epochs_done'] / max(c['epochs'], 1):3.0f}%"
-        if compiling and not c["epochs_done"]:
+        waiting = not c["epochs_done"] and not c["trials"]["running"] and bool(compiling or pending)
+        if waiting and compiling:
             state = f"compiling ({compiling} trial{'s' if compiling > 1 else ''} building programs)"
+        elif waiting:
+            state = f"starting ({pending} trial{'s' if pending > 1 else ''} waiting for worker processes)"
         bar.add_row(
-            ProgressBar(
-                total=max(c["epochs"], 1),
-                completed=c["epochs_done"],
-                width=40,
-                pulse=bool(compiling and not c["epochs_done"]),
-            ),
+            ProgressBar(total=max(c["epochs"], 1), completed=c["epochs_done"], width=40, pulse=waiting),
             Text(f"{state} | " + " | ".join(self._speed_parts(c))),
         )
         return Group(Text(" | ".join(self._counts_parts(c))), bar, table)
