@@ -450,7 +450,8 @@ def test_plot_overview_has_the_documented_panels(store):
     from sweep.figures._plots import OKABE_ITO
 
     fig = sweep.plot(store, num_samples=2)
-    train, val, test, spread, *predictions = fig.axes
+    train, val, test, spread, *predictions, residual = fig.axes
+    assert fig.get_suptitle().startswith("sweep 'cli', problem heat1d: 16 members in 4 configurations")
     summary = sweep.load(store).summary().to_pylist()  # best validation mean first
     best_first = [f"depth={r['depth']} learning_rate={r['learning_rate']:g}" for r in summary]
     assert [r["mean"] for r in summary] == sorted(r["mean"] for r in summary)
@@ -459,7 +460,7 @@ def test_plot_overview_has_the_documented_panels(store):
         # every member plus one median per configuration; test: the configuration chosen on validation only
         assert len(ax.lines) == (16 + 4 if which != "test" else 4 + 1)
         ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
-        assert all(float(t).is_integer() for t in ticks), ticks  # whole epochs only
+        assert ticks and all(float(t) % 2 == 0 for t in ticks), ticks  # on report epochs (report_every=2)
     assert train.get_ylim() == test.get_ylim()  # compared panels share the y axis
     legend = [t.get_text().split(" (")[0] for t in train.get_legend().get_texts()]
     assert legend == best_first  # configurations best first, as in `sweep show`
@@ -484,6 +485,14 @@ def test_plot_overview_has_the_documented_panels(store):
         "ensemble mean",
         "±1 std over members",
     ]
+    # beside them: each sample's ensemble mean minus its ground truth
+    assert residual.get_ylabel() == "ensemble mean − ground truth" and residual.get_xlabel() == "x"
+    for ax, line in zip(predictions, residual.lines, strict=False):
+        truth, mean = (
+            next(x for x in ax.lines if x.get_label() == n).get_ydata() for n in ("ground truth", "ensemble mean")
+        )
+        np.testing.assert_allclose(line.get_ydata(), mean - truth, rtol=1e-6, atol=1e-7)
+    assert [t.get_text() for t in residual.get_legend().get_texts()] == ["test sample 0", "test sample 1"]
 
 
 def test_plot_kinds_return_figures(store):

@@ -454,6 +454,14 @@ def plot(
             show_default=False,
         ),
     ] = None,
+    trust_code: Annotated[
+        bool,
+        typer.Option(
+            "--trust-code",
+            help="Run a model built by a factory the store names (imported from your environment, never "
+            "from the store's files) to draw its predictions and rollouts. Only for stores you trust.",
+        ),
+    ] = False,
 ) -> None:
     """Learning curves, spread over seeds, predictions ±std.
 
@@ -465,7 +473,8 @@ def plot(
     (median and 10-90% band over seeds) and the chosen configuration's ensemble rolled out
     against a stored test trajectory (mean ±std). Configurations are ordered best first by
     METRIC, as in `sweep show`. Draws only from the store: no data is regenerated and no model
-    factory the store names is imported (that panel then says why it is empty).
+    factory the store names is imported (that panel then says why it is empty) unless
+    --trust-code is given.
     """
     from ..figures import figure_paths
     from ..figures import plot as plot_sweep
@@ -484,6 +493,7 @@ def plot(
         num_samples=samples,
         max_curves=max_curves,
         rollout_metric=rollout_metric,
+        trust_code=trust_code,
     )
     for path in figure_paths(out, list(figures)) if isinstance(figures, dict) else [out]:
         typer.echo(f"wrote {path}")
