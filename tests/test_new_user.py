@@ -3,6 +3,7 @@ compare), and the axis orders of stored trajectories and rollouts."""
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from _blocks import trained_blocks
@@ -119,3 +120,72 @@ def test_sweep_run_checks_the_data_before_ray_starts(tmp_path, monkeypatch, chan
     monkeypatch.setattr(run_module, "ensure_ray", no_ray)
     with pytest.raises(sweep.SweepError, match=message):
         sweep.run(tiny_spec(**change), storage=tmp_path / "runs", progress="off")
+
+
+FACTORY = """
+from pathlib import Path
+import equinox as eqx
+import jax
+
+IMPORTED = Path(__file__).with_name("imported-marker")
+IMPORTED.touch()  # importing this module leaves a mark
+
+
+def net(hidden: int = 4, *, key):
+    k1, k2 = jax.random.split(key)
+    return eqx.nn.Sequential([
+        eqx.nn.Conv1d(1, hidden, 3, padding=1, key=k1), eqx.nn.Lambda(jax.nn.relu),
+        eqx.nn.Conv1d(hidden, 1, 3, padding=1, key=k2),
+    ])
+"""
+
+
+@pytest.fixture
+def own_factory_store(tmp_path, monkeypatch):
+    """A store of one's own sweep whose model a factory builds (``nu_own_factory:net``, a module in
+    a folder of the user's, outside the store), trained and aggregated with its samples."""
+    import sys
+
+    from _blocks import datasets_of
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "nu_own_factory.py").write_text(FACTORY)
+    monkeypatch.syspath_prepend(str(code))
+    plan = make_plan(tiny_spec(name="own", model=sweep.Model("nu_own_factory:net", hidden=4), seeds=2))
+    root = tmp_path / "sweep" / "ensembles"
+    aggregate_blocks(root, trained_blocks(plan), plan=plan, datasets=datasets_of(plan))
+    sys.modules.pop("nu_own_factory", None)  # trained blocks are cached: maybe not imported this time
+    (code / "imported-marker").unlink(missing_ok=True)
+    yield root, code / "imported-marker"
+    sys.modules.pop("nu_own_factory", None)
+
+
+def test_plot_runs_a_stored_factory_only_when_trusted(own_factory_store):
+    import sys
+
+    root, marker = own_factory_store
+    with pytest.warns(UserWarning, match="predictions left out: .*built by 'nu_own_factory:net'.*trust_code=True"):
+        fig = sweep.plot(root, "predictions")
+    assert not marker.exists() and "nu_own_factory" not in sys.modules  # the default imports nothing
+    assert any("--trust-code" in t.get_text() for t in fig.axes[0].texts)
+
+    fig = sweep.plot(root, "predictions", num_samples=2, trust_code=True)
+    assert marker.exists() and "nu_own_factory" in sys.modules
+    first, second, residual = fig.axes
+    x, _ = sweep.load(root).samples()
+    mean, _ = sweep.load(root).mean_std(x[:2])
+    drawn = next(line for line in first.lines if line.get_label() == "ensemble mean").get_ydata()
+    np.testing.assert_allclose(drawn, mean[0, 0], rtol=1e-6)
+    assert residual.get_ylabel() == "ensemble mean − ground truth"
+
+
+def test_sweep_plot_trust_code_on_the_command_line(own_factory_store, tmp_path):
+    from test_cli import invoke
+
+    root, marker = own_factory_store
+    result = invoke("plot", root, "--kind", "predictions", "--out", tmp_path / "p.png")
+    assert result.exit_code == 0 and not marker.exists()
+    result = invoke("plot", root, "--kind", "predictions", "--out", tmp_path / "p.png", "--trust-code")
+    assert result.exit_code == 0, result.stderr
+    assert marker.exists() and (tmp_path / "p.png").stat().st_size > 0
