@@ -128,19 +128,22 @@ def slice_panels(fig: Figure, rolled: tuple | str, title: str, grid, cells: Sequ
 
 def space_time_panels(fig: Figure, rolled: tuple, grid, cells: Sequence) -> list[Axes]:
     """Space-time pictures (channel 0 of a 1D problem; x across, step up) of the reference and the
-    ensemble mean on one colour scale, and of the ensemble std, each with its colour bar."""
+    ensemble mean on one colour scale that holds both, and of the ensemble std from 0, each with a
+    labelled colour bar."""
     reference, mean, std = (np.asarray(a, np.float64)[:, 0] for a in rolled)
     points, xlabel = _points(grid, reference.shape[1])
     half = (points[-1] - points[0]) / max(1, len(points) - 1) / 2  # pixels centred on the points and steps
     extent = (points[0] - half, points[-1] + half, -0.5, reference.shape[0] - 0.5)
     low, high = min(reference.min(), mean.min()), max(reference.max(), mean.max())
     axes = []
-    for cell, field, name, cmap, limits in zip(
+    for cell, field, name, cmap, limits, unit in zip(
         cells,
         (reference, mean, std),
         ("reference", "ensemble mean", "ensemble std"),
         ("viridis", "viridis", "magma"),
-        ((low, high), (low, high), (0, None)),
+        ((low, high), (low, high), (0, max(float(std.max()), 1e-12))),
+        ("value (channel 0)", "value (channel 0)", "std over members (channel 0)"),
+        strict=True,
     ):
         ax = fig.add_subplot(cell)
         image = ax.imshow(
@@ -153,7 +156,7 @@ def space_time_panels(fig: Figure, rolled: tuple, grid, cells: Sequence) -> list
             vmax=limits[1],
             interpolation="nearest",
         )
-        fig.colorbar(image, ax=ax, fraction=0.06, pad=0.02)
+        fig.colorbar(image, ax=ax, fraction=0.06, pad=0.02).set_label(unit)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("autoregressive step")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
