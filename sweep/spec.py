@@ -266,7 +266,8 @@ class SweepSpec:
                 pass
             elif part not in _PARTS or not leaf:
                 raise SpecError(
-                    f"`grid`: key {key!r} is not a spec field; use problem.<option>, model.<option>, "
+                    f"`grid`: key {key!r} is not a spec field{did_you_mean(key, [f'{p}.{leaf}' for p in _PARTS])}; "
+                    f"use problem.<option>, model.<option>, "
                     f"optimizer.<option>, training.<field> or sweep_seed"
                 )
             for value in values:  # each value must make a valid spec
