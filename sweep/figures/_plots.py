@@ -33,6 +33,8 @@ from ..problems import coordinates
 
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 SPLITS = ("train", "val", "test")  # learning-curve panels, where the store holds the split's history
+RESIDUAL_SHADES = ("0.0", "0.45", "0.7")  # one per sample in the residual panel (greys)
+RESIDUAL_STYLES = ("-", "--", ":", "-.")
 
 
 class Configs:
@@ -272,15 +274,16 @@ def draw_residuals(
     ax: Axes, y: np.ndarray, mean: np.ndarray, std: np.ndarray, names: Sequence[str], grid: np.ndarray | None = None
 ) -> None:
     """The ensemble mean minus the ground truth of every sample (channel 0, flattened), each with
-    its ±1 std band over members, around a zero line."""
+    its ±1 std band over members, around a zero line; samples told apart by shade and line style
+    (the colours belong to the configurations)."""
     size = np.asarray(y[0])[0].size
     physical = grid is not None and np.size(grid) == size
     points = np.asarray(grid, np.float64) if physical else np.arange(size)
     for i, name in enumerate(names):
         yi, mi, si = (np.asarray(a[i], np.float64)[0].ravel() for a in (y, mean, std))
-        color = OKABE_ITO[(i + 1) % len(OKABE_ITO)]
-        ax.plot(points, mi - yi, color=color, lw=1.2, label=name)
-        ax.fill_between(points, mi - yi - si, mi - yi + si, color=color, alpha=0.2, lw=0)
+        color, style = RESIDUAL_SHADES[i % len(RESIDUAL_SHADES)], RESIDUAL_STYLES[i % len(RESIDUAL_STYLES)]
+        ax.plot(points, mi - yi, color=color, ls=style, lw=1.3, label=name)
+        ax.fill_between(points, mi - yi - si, mi - yi + si, color=color, alpha=0.15, lw=0)
     ax.axhline(0.0, color="black", lw=0.8)
     ax.set_xlabel("x" if physical else ("grid point" if np.ndim(y[0]) == 2 else "grid point (flattened)"))
     ax.set_ylabel("ensemble mean − ground truth")
