@@ -119,20 +119,31 @@ class SummaryTable:
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
         return self.table.__arrow_c_stream__(requested_schema)
 
-    def _hidden(self) -> str:
-        shown = set(compact(self.table).column_names)
-        left = [c for c in self.table.column_names if c not in shown]
+    def _shown(self) -> pa.Table:
+        """The columns a person reads first: :func:`compact`, without the config ids where grid
+        values name the configurations, and without the intervals of the columns beside."""
+        table = compact(self.table)
+        names = table.column_names
+        first_stat = names.index("count") if "count" in names else len(names)
+        drop = {"config_id"} if first_stat > 1 else set()
+        drop |= {c for c in names if c.endswith(("_ci_low", "_ci_high")) and not c.startswith("mean_")}
+        return table.drop_columns([c for c in names if c in drop])
+
+    def _hidden(self, shown: pa.Table) -> str:
+        left = [c for c in self.table.column_names if c not in set(shown.column_names)]
         return f"({len(left)} more columns in .table: {', '.join(left)})" if left else ""
 
     def __repr__(self) -> str:
+        shown = self._shown()
         lines = [self.title] if self.title else []
-        lines.append(format_table(compact(self.table), REPR_ROWS, hint=" (in .table)"))
-        hidden = self._hidden()
+        lines.append(format_table(shown, REPR_ROWS, hint=" (in .table)"))
+        hidden = self._hidden(shown)
         return "\n".join(lines + ([hidden] if hidden else []))
 
     def _repr_html_(self) -> str:
-        hidden = self._hidden()
-        return html_table(compact(self.table), REPR_ROWS, self.title, hint=" (in .table)") + (
+        shown = self._shown()
+        hidden = self._hidden(shown)
+        return html_table(shown, REPR_ROWS, self.title, hint=" (in .table)") + (
             f"<p>{html.escape(hidden)}</p>" if hidden else ""
         )
 
