@@ -51,6 +51,21 @@ def test_the_rollout_figure_draws_the_chosen_ensemble_against_the_stored_traject
     assert images[2].images[0].get_clim() == (0, pytest.approx(std.max()))  # nothing clipped
     bars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
     assert [b.get_ylabel() for b in bars] == ["value (channel 0)"] * 2 + ["std over members (channel 0)"]
+    import warnings
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "constrained_layout not applied": labels would overlap and be cut
+        canvas.draw()
+    page = fig.bbox
+    for bar in bars:  # every colour bar's label inside the figure, clear of the next panel
+        box = bar.yaxis.label.get_window_extent(canvas.get_renderer())
+        assert page.x0 <= box.x0 and box.x1 <= page.x1, (box, page)
+    for bar, right in zip(bars[:2], images[1:], strict=True):
+        box = bar.yaxis.label.get_window_extent(canvas.get_renderer())
+        assert box.x1 < right.yaxis.label.get_window_extent(canvas.get_renderer()).x0
     assert [ax.get_title() for ax in slices] == [f"step {t} of 5" for t in (1, 2, 4, 5)]
     for ax, t in zip(slices, (1, 2, 4, 5)):
         ref_line, mean_line = ax.lines

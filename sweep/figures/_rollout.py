@@ -167,22 +167,15 @@ def space_time_panels(fig: Figure, rolled: tuple, grid, cells: Sequence) -> list
 
 def rollout_figure(fig: Figure, rolled: tuple | str, title: str, grid, slices: int = 4) -> list[Axes]:
     """The ``"rollout"`` kind: for 1D problems a row of space-time pictures above a row of
-    ``slices`` time slices; else the time slices alone (flattened)."""
+    ``slices`` time slices; else the time slices alone (flattened). Each row is its own grid, so
+    that the colour bars and labels of one row take no room from the other."""
     one_d = not isinstance(rolled, str) and rolled[0].ndim == 3
-    rows = fig.add_gridspec(2 if one_d else 1, 12)
+    rows = fig.add_gridspec(2 if one_d else 1, 1)
+    bottom = rows[-1, 0].subgridspec(1, 1 if isinstance(rolled, str) else slices)
+    slice_cells = [bottom[0, i] for i in range(1 if isinstance(rolled, str) else slices)]
     if not one_d:
-        return slice_panels(
-            fig,
-            rolled,
-            f"{title} — ",
-            grid,
-            [rows[0, :]]
-            if isinstance(rolled, str)
-            else [rows[0, i * 12 // slices : (i + 1) * 12 // slices] for i in range(slices)],
-            slices,
-        )
-    pictures = space_time_panels(fig, rolled, grid, [rows[0, 4 * i : 4 * (i + 1)] for i in range(3)])
+        return slice_panels(fig, rolled, f"{title} — ", grid, slice_cells, slices)
+    top = rows[0, 0].subgridspec(1, 3)
+    pictures = space_time_panels(fig, rolled, grid, [top[0, i] for i in range(3)])
     fig.suptitle(f"{title}: ensemble rollout from a stored test trajectory's first state")
-    return pictures + slice_panels(
-        fig, rolled, "", grid, [rows[1, i * 12 // slices : (i + 1) * 12 // slices] for i in range(slices)], slices
-    )
+    return pictures + slice_panels(fig, rolled, "", grid, slice_cells, slices)
