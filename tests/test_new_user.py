@@ -191,3 +191,18 @@ def test_sweep_plot_trust_code_on_the_command_line(own_factory_store, tmp_path):
     result = invoke("plot", root, "--kind", "predictions", "--out", tmp_path / "p.png", "--trust-code")
     assert result.exit_code == 0, result.stderr
     assert marker.exists() and (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_sweep_plot_trust_code_says_where_a_missing_factory_is_looked_for(own_factory_store, tmp_path, monkeypatch):
+    import sys
+
+    from test_cli import assert_one_line_error, invoke
+
+    root, _ = own_factory_store
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if not p.endswith("code")])
+    assert_one_line_error(
+        invoke("plot", root, "--kind", "predictions", "--out", tmp_path / "p.png", "--trust-code"),
+        "cannot import module 'nu_own_factory'",
+        "--trust-code imports the factory from your environment",
+        "PYTHONPATH=",
+    )

@@ -483,18 +483,26 @@ def plot(
         out = str(Path(sweep_dir) / "sweep.png") if "://" not in sweep_dir else "sweep.png"
     chosen = Kind(kind).value
     figure_paths(out, chosen)  # a bad --out fails before the store is read
-    figures = plot_sweep(
-        _existing(sweep_dir),
-        chosen,
-        out=out,
-        dpi=dpi,
-        metric=metric,
-        mode=mode,
-        num_samples=samples,
-        max_curves=max_curves,
-        rollout_metric=rollout_metric,
-        trust_code=trust_code,
-    )
+    try:
+        figures = plot_sweep(
+            _existing(sweep_dir),
+            chosen,
+            out=out,
+            dpi=dpi,
+            metric=metric,
+            mode=mode,
+            num_samples=samples,
+            max_curves=max_curves,
+            rollout_metric=rollout_metric,
+            trust_code=trust_code,
+        )
+    except SweepError as e:
+        if not trust_code or "cannot import module" not in str(e):
+            raise
+        raise type(e)(
+            f"{e}; --trust-code imports the factory from your environment: install its package or run "
+            f"with PYTHONPATH=<the folder of its module>"
+        ) from None
     for path in figure_paths(out, list(figures)) if isinstance(figures, dict) else [out]:
         typer.echo(f"wrote {path}")
 

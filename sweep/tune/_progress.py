@@ -145,7 +145,7 @@ class ProgressState:
 
     def counts(self) -> dict[str, Any]:
         with self.lock:
-            by = dict.fromkeys(STATES, 0)
+            by: dict[str, int] = dict.fromkeys(STATES, 0)
             members_done = self.done_before
             work = total = trained = 0
             per_config = {label: d for label, (d, _) in self.configs.items()}
