@@ -9,7 +9,6 @@ commands that use them.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import shlex
@@ -30,6 +29,7 @@ from ._args import (
     cli_phrasing,
     parse_where,
 )
+from ._imports import spec_folder_importable
 
 app = typer.Typer(
     name="sweep",
@@ -116,39 +116,6 @@ SetOpt = Annotated[
 ]
 
 
-@contextlib.contextmanager
-def _spec_folder_importable(path: Path):
-    """Put the spec file's folder first on the import path while a command runs, as running a
-    script from that folder does: on ``sys.path``, and on ``PYTHONPATH`` for the processes it
-    starts (a local Ray and its workers; a cluster joined with --address has its own). An error
-    about a module that still cannot be imported gets a hint naming that folder and PYTHONPATH."""
-    import sys
-
-    folder = str(path.resolve().parent)
-    before = os.environ.get("PYTHONPATH")
-    added = folder not in sys.path
-    if added:
-        sys.path.insert(0, folder)
-    os.environ["PYTHONPATH"] = os.pathsep.join([folder, *([before] if before else [])])
-    try:
-        yield
-    except SweepError as e:
-        if "cannot import module" not in str(e):
-            raise
-        searched = before or "unset"
-        raise type(e)(
-            f"{e}; searched the spec's folder {folder!r} and PYTHONPATH ({searched}) besides the installed "
-            f"packages: put the module next to the spec, or run with PYTHONPATH=<its folder>"
-        ) from None
-    finally:
-        if added and folder in sys.path:
-            sys.path.remove(folder)
-        if before is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = before
-
-
 def _spec(path: Path, overrides: list[str] | None = None):
     from ..spec import SweepSpec
 
@@ -212,7 +179,7 @@ def run(
     resume (exit status 130); a second Ctrl-C stops at once. Modules named in SPEC are imported
     from its folder too (and from PYTHONPATH and the installed packages).
     """
-    with _spec_folder_importable(spec):
+    with spec_folder_importable(spec):
         _run_command(spec, storage, address, resume, overrides, logger, log_per, verbose, progress, checkpoint_every)
 
 
@@ -263,7 +230,7 @@ def plan(
     """
     from ..tune import plan as plan_sweep
 
-    with _spec_folder_importable(spec):
+    with spec_folder_importable(spec):
         typer.echo(str(plan_sweep(_spec(spec, overrides), storage=storage)))
 
 
