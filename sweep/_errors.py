@@ -1,6 +1,19 @@
 """The exceptions users see. Each message names the field or file, the value and what is allowed."""
 
+from __future__ import annotations
+
+import difflib
 from collections.abc import Iterable
+
+
+def did_you_mean(value: object, choices: Iterable[str]) -> str:
+    """``" (did you mean 'epochs'?)"`` when ``value`` is close to one of ``choices``, else ``""``.
+
+    Example:
+        ``did_you_mean("epoch", ["epochs", "batch_size"])`` -> ``" (did you mean 'epochs'?)"``
+    """
+    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 class SweepError(Exception):

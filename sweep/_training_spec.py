@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._errors import SpecError
+from ._errors import SpecError, did_you_mean
 from .metrics import check_names, check_rollout_names
 
 INT32_LIMIT = 2**31  # training counters are int32 inside the compiled program
@@ -115,7 +115,8 @@ class Training:
         allowed = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - allowed
         if unknown:
-            raise SpecError(f"`training`: unknown field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+            hint = "".join(did_you_mean(u, allowed) for u in sorted(unknown))
+            raise SpecError(f"`training`: unknown field(s) {sorted(unknown)}{hint}; allowed: {sorted(allowed)}")
         return cls(**data)
 
     def replace(self, **changes: Any) -> Training:

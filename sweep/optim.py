@@ -13,7 +13,7 @@ from typing import Any, TypeGuard
 
 import optax
 
-from ._errors import SpecError
+from ._errors import SpecError, did_you_mean
 
 OPTIMIZERS = (
     "adabelief",
@@ -55,13 +55,17 @@ def _is_float(value: Any) -> TypeGuard[float]:
 def check_optimizer(name: str, options: Mapping[str, Any]) -> None:
     """Raise :class:`SpecError` unless ``optax.<name>(**options)`` is a valid optimizer."""
     if name not in OPTIMIZERS:
-        raise SpecError(f"`optimizer.name`: unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
+        raise SpecError(
+            f"`optimizer.name`: unknown optimizer {name!r}{did_you_mean(name, OPTIMIZERS)}; "
+            f"choose one of {', '.join(OPTIMIZERS)}"
+        )
     params = inspect.signature(getattr(optax, name)).parameters
     allowed = set(params) | {"schedule"}
     for key in options:
         if key not in allowed:
             raise SpecError(
-                f"`optimizer.{key}`: not an argument of optax.{name}; allowed: {', '.join(sorted(allowed))}"
+                f"`optimizer.{key}`: not an argument of optax.{name}{did_you_mean(key, allowed)}; "
+                f"allowed: {', '.join(sorted(allowed))}"
             )
     _check_kinds(
         "optimizer", name, params, {k: v for k, v in options.items() if k not in ("schedule", "learning_rate")}

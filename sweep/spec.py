@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypeGuard
 
 from ._canonical import canonical_json, digest
-from ._errors import SpecError
+from ._errors import SpecError, did_you_mean
 from ._fs import COMPONENT_RULE, name_problem
 from ._training_spec import Training
 from .models import check_model
@@ -363,7 +363,8 @@ class SweepSpec:
                 pass
             elif part not in _PARTS or not leaf:
                 raise SpecError(
-                    f"`grid`: key {key!r} is not a spec field; use problem.<option>, model.<option>, "
+                    f"`grid`: key {key!r} is not a spec field{did_you_mean(key, [f'{p}.{leaf}' for p in _PARTS])}; "
+                    f"use problem.<option>, model.<option>, "
                     f"optimizer.<option>, training.<field> or sweep_seed"
                 )
             for value in values:  # each value must make a valid spec
@@ -473,7 +474,8 @@ class SweepSpec:
         allowed = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - allowed
         if unknown:
-            raise SpecError(f"spec: unknown field(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+            hint = "".join(did_you_mean(u, allowed) for u in sorted(unknown))
+            raise SpecError(f"spec: unknown field(s) {sorted(unknown)}{hint}; allowed: {sorted(allowed)}")
         for field in ("name", "problem", "model", "optimizer"):
             if field not in data:
                 raise SpecError(f"`{field}`: missing; a sweep spec needs name, problem, model and optimizer")

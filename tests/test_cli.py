@@ -183,7 +183,8 @@ def test_status_counts_done_running_failed_pending(tmp_path):
     out = result.output
     assert "4 planned: 1 done, 1 running, 1 failed, 1 pending" in out, out
     assert "members: 16 planned, 4 trained" in out
-    assert "not aggregated yet" in out
+    assert "not aggregated yet" in out and "sweep aggregate" not in out
+    assert f"next: resume it with `sweep run SPEC --storage {tmp_path} --resume`" in out
     lines = {line.split()[0]: line.split()[1] for line in out.splitlines() if line.startswith(plan.config_ids)}
     assert lines == {t_running.trial_key: "running", t_failed.trial_key: "failed", t_pending.trial_key: "pending"}
     assert "RuntimeError: boom" in next(x for x in out.splitlines() if x.startswith(t_failed.trial_key))
@@ -194,7 +195,27 @@ def test_status_counts_done_running_failed_pending(tmp_path):
     out = invoke("status", root).output
     assert f"{manifest['num_members']} members stored" in out
     assert f"{manifest['num_missing']} planned members missing" in out
-    assert manifest["num_missing"] > 0
+    assert manifest["num_missing"] > 0 and "--resume" in out  # still unfinished
+
+
+def test_status_of_a_finished_sweep_says_nothing_about_resuming(store):
+    out = invoke("status", store).output
+    assert "4 planned: 4 done" in out and "--resume" not in out and "16 members stored" in out
+
+
+def test_show_of_a_storage_folder_lists_the_sweeps_inside(store, tmp_path):
+    storage = tmp_path / "runs"
+    shutil.copytree(store, storage / "heat")
+    shutil.copytree(store, storage / "burgers", ignore=shutil.ignore_patterns("ensembles", ".ensembles"))
+    (storage / "notes").mkdir()  # not a sweep
+    result = invoke("show", storage)
+    assert result.exit_code == 0, result.stderr
+    lines = result.output.splitlines()
+    assert lines[0] == f"{storage} is a storage folder holding 2 sweep(s):"
+    assert lines[1].split()[0] == f"{storage}/burgers" and "not aggregated yet" in lines[1]
+    assert lines[2].split()[0] == f"{storage}/heat" and "16 members stored" in lines[2]
+    assert lines[3] == f"show one: sweep show {storage}/burgers"
+    assert_one_line_error(invoke("show", storage / "notes"), "not a seed-sweep store")  # nothing inside
 
 
 def test_aggregate_command_builds_the_store(store, tmp_path):
@@ -309,13 +330,43 @@ def test_predict_writes_the_selected_members_predictions(store, tmp_path, x):
 def test_predict_std_writes_mean_and_std(store, tmp_path, x):
     np.save(tmp_path / "x.npy", x)
     result = invoke(
-        "predict", store, "-i", tmp_path / "x.npy", "-o", tmp_path / "out" / "m.npy", "--where", "depth=1", "--std"
+        "predict",
+        store,
+        "-i",
+        tmp_path / "x.npy",
+        "-o",
+        tmp_path / "out" / "m.npy",
+        "--where",
+        "depth=1",
+        "--std",
+        "--pool",
     )
     assert result.exit_code == 0, result.stderr
-    mean, std = sweep.load(store).where(depth=1).mean_std(x)
+    mean, std = sweep.load(store).where(depth=1).mean_std(x)  # both learning rates, pooled
     np.testing.assert_allclose(np.load(tmp_path / "out" / "m.npy"), mean, rtol=1e-6)
     np.testing.assert_allclose(np.load(tmp_path / "out" / "m_std.npy"), std, rtol=1e-6)
     assert float(std.mean()) > 0
+
+
+def test_predict_refuses_to_pool_a_free_grid_column_unless_asked(store, tmp_path, x):
+    np.save(tmp_path / "x.npy", x)
+    args = ["predict", store, "-i", tmp_path / "x.npy", "-o", tmp_path / "y.npy", "--where", "depth=2"]
+    assert_one_line_error(
+        invoke(*args),
+        "--where depth=2 selects members trained with different settings",
+        "learning_rate takes [0.001, 0.003]",
+        "--where learning_rate=VALUE",
+        "--pool",
+    )
+    assert not (tmp_path / "y.npy").exists()
+    for k in (1, 4):  # the selection after --best is checked: one member has one setting
+        spread = len(set(sweep.load(store).where(depth=2).best(k).index["learning_rate"].to_pylist()))
+        assert invoke(*args, "--best", str(k)).exit_code == (0 if spread == 1 else 1), k
+    result = invoke(*args, "--pool")
+    assert result.exit_code == 0, result.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), sweep.load(store).where(depth=2).predict(x))
+    result = invoke(*args, "--where", "learning_rate=0.001", "--where", "learning_rate=0.003")
+    assert result.exit_code == 0, result.stderr  # both values named: nothing left free
 
 
 def test_predict_rollout_writes_every_members_rollout_or_its_mean_and_std(store, tmp_path, x):
@@ -333,6 +384,7 @@ def test_predict_rollout_writes_every_members_rollout_or_its_mean_and_std(store,
         "3",
         "--rollout",
         "4",
+        "--pool",
     )
     assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() == f"wrote {tmp_path / 'r.npy'}: 3 members, rollout of 4 steps, shape (3, 5, 3, 1, 16)"
@@ -349,6 +401,7 @@ def test_predict_rollout_writes_every_members_rollout_or_its_mean_and_std(store,
         "--rollout",
         "4",
         "--std",
+        "--pool",
     )
     assert result.exit_code == 0, result.stderr
     mean, std = sweep.load(store).where(depth=1).rollout_mean_std(x, 4)
@@ -396,7 +449,8 @@ def test_plot_overview_has_the_documented_panels(store):
     from sweep.figures._plots import OKABE_ITO
 
     fig = sweep.plot(store, num_samples=2)
-    train, val, test, spread, *predictions = fig.axes
+    train, val, test, spread, *predictions, residual = fig.axes
+    assert fig.get_suptitle().startswith("sweep 'cli', problem heat1d: 16 members in 4 configurations")
     summary = sweep.load(store).summary().to_pylist()  # best validation mean first
     best_first = [f"depth={r['depth']} learning_rate={r['learning_rate']:g}" for r in summary]
     assert [r["mean"] for r in summary] == sorted(r["mean"] for r in summary)
@@ -405,7 +459,7 @@ def test_plot_overview_has_the_documented_panels(store):
         # every member plus one median per configuration; test: the configuration chosen on validation only
         assert len(ax.lines) == (16 + 4 if which != "test" else 4 + 1)
         ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
-        assert all(float(t).is_integer() for t in ticks), ticks  # whole epochs only
+        assert ticks and all(float(t) % 2 == 0 for t in ticks), ticks  # on report epochs (report_every=2)
     assert train.get_ylim() == test.get_ylim()  # compared panels share the y axis
     legend = [t.get_text().split(" (")[0] for t in train.get_legend().get_texts()]
     assert legend == best_first  # configurations best first, as in `sweep show`
@@ -430,6 +484,14 @@ def test_plot_overview_has_the_documented_panels(store):
         "ensemble mean",
         "±1 std over members",
     ]
+    # beside them: each sample's ensemble mean minus its ground truth
+    assert residual.get_ylabel() == "ensemble mean − ground truth" and residual.get_xlabel() == "x"
+    for ax, line in zip(predictions, residual.lines, strict=False):
+        truth, mean = (
+            next(x for x in ax.lines if x.get_label() == n).get_ydata() for n in ("ground truth", "ensemble mean")
+        )
+        np.testing.assert_allclose(line.get_ydata(), mean - truth, rtol=1e-6, atol=1e-7)
+    assert [t.get_text() for t in residual.get_legend().get_texts()] == ["test sample 0", "test sample 1"]
 
 
 def test_plot_kinds_return_figures(store):
@@ -486,7 +548,9 @@ ERRORS = [
     (["show", "{d}/empty"], ["not a seed-sweep store"]),
     (["aggregate", "{d}/empty"], ["no block checkpoints"]),
     (["show", "{s}", "--where", "width=3"], ["unknown column 'width'"]),
-    (["show", "{s}", "--metric", "nope"], ["--metric nope: not a numeric column"]),
+    (["show", "{s}", "--metric", "nope"], ["--metric nope: no column named 'nope'", "choose one of"]),
+    (["show", "{s}", "--metric", "val_los"], ["no column named 'val_los' (did you mean 'val_loss'?)"]),
+    (["show", "{s}", "--metric", "status"], ["--metric status: not a numeric column"]),
     (["show", "{s}", "--mode", "best"], ["mode='best'", '"min"', '"max"']),
     (["show", "{d}/nowhere"], ["'" + "{d}/nowhere" + "' does not exist"]),
     (["status", "{d}/nowhere"], ["does not exist"]),
@@ -498,8 +562,18 @@ ERRORS = [
         ["--where depth=7: no member matches"],
     ),
     (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--best", "0"], ["--best 0: k must be"]),
-    (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy"], ["spans 2 structural configs", "--where config_id="]),
-    (["predict", "{s}", "-i", "{d}/wrong.npy", "-o", "{d}/y.npy", "--where", "depth=1"], ["shape (3, 1, 8)"]),
+    (
+        ["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy"],
+        ["no --where selects", "depth takes [1, 2]", "learning_rate takes [0.001, 0.003]", "--pool"],
+    ),
+    (
+        ["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--pool"],
+        ["spans 2 structural configs", "--where config_id="],
+    ),
+    (
+        ["predict", "{s}", "-i", "{d}/wrong.npy", "-o", "{d}/y.npy", "--where", "depth=1", "--pool"],
+        ["shape (3, 1, 8)"],
+    ),
     (["predict", "{s}", "-i", "{d}/nothing.npy", "-o", "{d}/y.npy"], ["--input", "does not exist"]),
     (["predict", "{s}", "-i", "{d}/text.npy", "-o", "{d}/y.npy"], ["--input", "not a readable .npy"]),
     (["predict", "{s}", "-i", "{d}/objects.npy", "-o", "{d}/y.npy"], ["--input", "not a readable .npy"]),
@@ -510,7 +584,7 @@ ERRORS = [
         ["--rollout: got 0", "integer >= 1"],
     ),
     (
-        ["predict", "{s}", "-i", "{d}/wrong.npy", "-o", "{d}/y.npy", "--where", "depth=1", "--rollout", "3"],
+        ["predict", "{s}", "-i", "{d}/wrong.npy", "-o", "{d}/y.npy", "--where", "depth=1", "--rollout", "3", "--pool"],
         ["rollout: x0 has shape (3, 1, 8)", "(batch >= 1, 1, 16)"],
     ),
 ]
@@ -584,3 +658,47 @@ def test_without_a_validation_split_every_configuration_has_test_curves_and_choo
         train, test, spread, *_ = sweep.plot(tmp_path / "s", metric="test_loss", num_samples=1).axes
     assert len(test.lines) == 8 + 2 and spread.get_ylabel() == "final test loss"
     assert_one_line_error(invoke("show", tmp_path / "s"), "--metric val_loss", "without a validation set")
+
+
+@pytest.mark.parametrize("choice, mode", [("live", "live"), ("plain", "plain"), ("none", "off"), (None, "auto")])
+def test_run_progress_option_reaches_sweep_run(tmp_path, monkeypatch, choice, mode):
+    import sweep.tune
+
+    seen = {}
+
+    def fake_run(spec, **kwargs):
+        seen.update(kwargs)
+        return str(tmp_path / "runs" / spec.name)
+
+    monkeypatch.setattr(sweep.tune, "run", fake_run)
+    grid_spec().to_toml(tmp_path / "spec.toml")
+    result = invoke("run", tmp_path / "spec.toml", *(["--progress", choice] if choice else []))
+    assert result.exit_code == 0, result.stderr
+    assert seen["progress"] == mode
+    assert ("--progress" in seen["resume_command"]) == (choice is not None)
+    assert invoke("run", tmp_path / "spec.toml", "--progress", "loud").exit_code == 2  # click lists the choices
+
+
+def test_plan_imports_a_model_module_next_to_the_spec_and_hints_when_it_cannot(tmp_path):
+    import os
+    import sys
+
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "nu_next_to_spec.py").write_text((Path(__file__).parents[1] / "examples" / "my_models.py").read_text())
+    spec = tiny_spec(name="own", model=sweep.Model("nu_next_to_spec:shift_net", hidden=4))
+    spec.to_toml(folder / "spec.toml")
+    env_before = os.environ.get("PYTHONPATH")
+    result = invoke("plan", folder / "spec.toml")
+    assert result.exit_code == 0, result.stderr
+    assert "1 trials" in result.output or "2 trials" in result.output, result.output
+    assert str(folder) not in sys.path and os.environ.get("PYTHONPATH") == env_before  # only for the command
+    sys.modules.pop("nu_next_to_spec", None)
+
+    tiny_spec(name="lost", model=sweep.Model("nu_nowhere_module:net")).to_toml(folder / "lost.toml")
+    assert_one_line_error(
+        invoke("plan", folder / "lost.toml"),
+        "cannot import module 'nu_nowhere_module'",
+        f"searched the spec's folder {str(folder)!r} and PYTHONPATH",
+        "PYTHONPATH=<its folder>",
+    )

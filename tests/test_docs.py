@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from _blocks import datasets_of, trained_blocks
-from conftest import tiny_spec
+from helpers import tiny_spec
 
 import sweep
 from sweep.planning import make_plan

@@ -44,7 +44,7 @@ def test_counts_come_from_the_plan_when_tune_knows_only_some_trials():
     # max_concurrent_trials=1: Tune has created one trial so far
     state.statuses([tune_trial(first.trial_key, "RUNNING")])
     c = state.counts()
-    assert c["trials"] == {"done": 0, "running": 1, "pending": 3, "failed": 0}
+    assert c["trials"] == {"done": 0, "compiling": 1, "running": 0, "pending": 3, "failed": 0}  # no report yet
     assert (c["members_done"], c["members"]) == (0, 16)
     assert (c["epochs_done"], c["epochs"]) == (0, 16 * 4)
     assert c["eta"] is None  # nothing trained yet: no rate, no ETA
@@ -53,6 +53,7 @@ def test_counts_come_from_the_plan_when_tune_knows_only_some_trials():
     state.report(first.trial_key, result(2, [0.5, 0.4, 0.3, 0.2]))
     c = state.counts()
     assert c["epochs_done"] == 4 * 2 and c["rate"] == pytest.approx(8 / 10)
+    assert (c["trials"]["compiling"], c["trials"]["running"]) == (0, 1)  # it has reported: compiled
     assert c["eta"] == pytest.approx((64 - 8) / 0.8)
     clock.now += 10
     state.report(first.trial_key, result(4, [0.45, 0.1, 0.3, 0.25]))
@@ -61,6 +62,7 @@ def test_counts_come_from_the_plan_when_tune_knows_only_some_trials():
     assert c["trials"]["done"] == 1 and c["members_done"] == 4 and c["members"] == 16
     # members are hparams-major: the first two ran at lr=0.003, the last two at lr=0.001
     assert c["best"] == {"depth=1 learning_rate=0.003": 0.1, "depth=1 learning_rate=0.001": 0.2}
+    assert c["mean"] == pytest.approx({"depth=1 learning_rate=0.003": 0.275, "depth=1 learning_rate=0.001": 0.275})
     assert c["per_config"]["depth=1 learning_rate=0.003"] == 2
 
 
@@ -92,7 +94,80 @@ def test_validation_loss_is_shown_where_trials_report_it():
     state.report(plan.trials[0].trial_key, {**result(2, [9.0] * 4), "member_val_loss": [0.3, 0.2, 0.5, 0.6]})
     assert state.loss_name == "val loss"
     assert state.counts()["best"]["depth=1 learning_rate=0.003"] == 0.2
-    assert "best val loss: depth=1 learning_rate=0.003 0.2" in state.line()
+    assert "val loss, mean over seeds, best first: depth=1 learning_rate=0.003 0.25" in state.line()
+
+
+def test_with_a_validation_set_the_display_ranks_by_validation_from_the_start():
+    spec = grid_spec()
+    plan = make_plan(spec)
+    state = ProgressState(spec, plan.trials, clock=Clock())
+    state.rank_on_validation(True)
+    assert state.loss_name == "val loss" and state.ranking == "val loss, mean over seeds, best first"
+    state.report(plan.trials[0].trial_key, result(2, [0.1, 0.1, 0.1, 0.1]))  # a test loss only: not ranked on
+    assert state.counts()["mean"] == {} and state.loss_name == "val loss"
+    state.report(plan.trials[0].trial_key, {**result(4, [0.1] * 4), "member_val_loss": [0.3, 0.2, 0.5, 0.6]})
+    assert state.counts()["mean"] == pytest.approx(
+        {"depth=1 learning_rate=0.003": 0.25, "depth=1 learning_rate=0.001": 0.55}
+    )
+    without = ProgressState(spec, plan.trials, clock=Clock())
+    without.rank_on_validation(False)
+    without.report(plan.trials[0].trial_key, {**result(2, [0.4] * 4), "member_val_loss": [0.3] * 4})
+    assert without.loss_name == "test loss" and without.counts()["mean"]["depth=1 learning_rate=0.003"] == 0.4
+
+
+def test_the_ranking_is_the_mean_over_seeds_as_the_summary_ranks_not_the_best_member():
+    spec = grid_spec()
+    plan = make_plan(spec)
+    state = ProgressState(spec, plan.trials, clock=Clock())
+    # lr=0.003 has the best member (0.01) but the worse mean; lr=0.001 ranks first
+    state.report(plan.trials[0].trial_key, result(2, [0.01, 0.99, 0.3, 0.3]))
+    line = state.line()
+    assert line.endswith(
+        "test loss, mean over seeds, best first: depth=1 learning_rate=0.001 0.3, depth=1 learning_rate=0.003 0.5"
+    ), line
+    state.report(plan.trials[0].trial_key, result(4, [0.02, float("nan"), 0.3, 0.3]))  # diverged: left out
+    assert state.counts()["mean"]["depth=1 learning_rate=0.003"] == pytest.approx(0.02)
+
+
+def test_nothing_is_printed_before_tune_has_created_a_trial():
+    spec, clock = grid_spec(), Clock()
+    plan = make_plan(spec)
+    stream = io.StringIO()
+    display = SweepProgress(ProgressState(spec, plan.trials, clock=clock), mode="plain", stream=stream, every_s=0)
+    display.start()
+    display.on_step_end(iteration=1, trials=[])  # Tune's first steps: no trial yet
+    display.on_step_end(iteration=2, trials=[tune_trial("someone-else", "RUNNING")])
+    assert stream.getvalue() == ""
+    display.on_step_end(iteration=3, trials=[tune_trial(plan.trials[0].trial_key, "PENDING")])
+    assert stream.getvalue().startswith("[tiny] 0:00 | trials 0/4 done, 0 running, 4 pending")
+    idle = SweepProgress(ProgressState(spec, plan.trials, clock=clock), mode="plain", stream=io.StringIO())
+    idle.start()
+    idle.close()  # the sweep stopped before any trial existed (bad options, no resources): no line
+    assert idle.stream.getvalue() == ""
+
+
+def test_live_display_starts_with_the_first_trial_and_says_compiling():
+    from rich.console import Console
+
+    spec = grid_spec()
+    plan = make_plan(spec)
+    stream = io.StringIO()
+    state = ProgressState(spec, plan.trials, clock=Clock())
+    display = SweepProgress(state, mode="live", stream=stream)
+    display.start()
+    assert display._live is None  # nothing shown yet
+    state.statuses([tune_trial(plan.trials[0].trial_key, "PENDING")])
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    console.print(state.renderable())
+    assert "starting (4 trials waiting for worker processes) | epochs 0/64" in console.file.getvalue()
+    display.on_step_end(iteration=1, trials=[tune_trial(plan.trials[0].trial_key, "RUNNING")])
+    assert display._live is not None
+    display.close()
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    console.print(state.renderable())
+    text = console.file.getvalue()
+    assert "trials 0/4 done, 1 compiling, 0 running, 3 pending" in text
+    assert "compiling (1 trial building programs) | epochs 0/64" in text and " 0% " not in text
 
 
 def test_plain_lines_name_configurations_and_show_eta():
@@ -112,9 +187,11 @@ def test_plain_lines_name_configurations_and_show_eta():
     display.close()
     lines = stream.getvalue().splitlines()
     assert len(lines) == 3, lines
-    assert lines[0] == "[tiny] 0:00 | trials 0/4 done, 1 running, 3 pending | members 0/16 | epochs 0/64"
+    assert lines[0] == "[tiny] 0:00 | trials 0/4 done, 1 compiling, 0 running, 3 pending | members 0/16 | epochs 0/64"
     assert "| members 0/16 | epochs 8/64 | 1.33 member-epochs/s | ETA 0:42 |" in lines[1]
-    assert lines[1].endswith("best test loss: depth=1 learning_rate=0.001 0.2, depth=1 learning_rate=0.003 0.4")
+    assert lines[1].endswith(
+        "test loss, mean over seeds, best first: depth=1 learning_rate=0.001 0.25, depth=1 learning_rate=0.003 0.45"
+    )
 
 
 def test_live_renderable_has_a_row_per_configuration():
@@ -127,14 +204,22 @@ def test_live_renderable_has_a_row_per_configuration():
     console = Console(file=io.StringIO(), width=120, color_system=None)
     console.print(state.renderable())
     text = console.file.getvalue()
+    assert (
+        "configuration (by mean test loss)" in text and "test loss: mean over seeds" in text and "best member" in text
+    )
     rows = [line.split() for line in text.splitlines() if line.startswith("depth=")]
-    assert [r[:2] for r in rows] == [
-        ["depth=1", "learning_rate=0.003"],
+    assert [r[:2] for r in rows] == [  # best mean first, then the configurations without a loss yet
         ["depth=1", "learning_rate=0.001"],
+        ["depth=1", "learning_rate=0.003"],
         ["depth=2", "learning_rate=0.003"],
         ["depth=2", "learning_rate=0.001"],
     ]
-    assert [r[2:] for r in rows] == [["0/4", "0.4"], ["0/4", "0.2"], ["0/4", "-"], ["0/4", "-"]]
+    assert [r[2:] for r in rows] == [
+        ["0/4", "0.25", "0.2"],
+        ["0/4", "0.45", "0.4"],
+        ["0/4", "-", "-"],
+        ["0/4", "-", "-"],
+    ]
     assert "trials 0/4 done" in text and "12% | epochs 8/64" in text
 
 
@@ -152,5 +237,5 @@ def test_a_spec_without_a_grid_names_its_one_configuration_not_a_hash():
     clock.now += 5
     state.report(plan.trials[0].trial_key, result(2, [0.5, 0.25]))
     line = state.line()
-    assert line.endswith("best test loss: (one configuration) 0.25"), line
+    assert line.endswith("test loss, mean over seeds, best first: (one configuration) 0.375"), line
     assert plan.trials[0].config_id not in line

@@ -46,6 +46,26 @@ def test_the_rollout_figure_draws_the_chosen_ensemble_against_the_stored_traject
     np.testing.assert_allclose(images[1].images[0].get_array(), mean[:, 0, 0], rtol=1e-6)
     np.testing.assert_allclose(images[2].images[0].get_array(), std[:, 0, 0], rtol=1e-6)
     assert images[0].images[0].get_clim() == images[1].images[0].get_clim()  # one colour scale for both
+    low, high = images[0].images[0].get_clim()
+    assert low <= min(reference[:, 0].min(), mean[:, 0, 0].min()) and high >= max(reference.max(), mean.max())
+    assert images[2].images[0].get_clim() == (0, pytest.approx(std.max()))  # nothing clipped
+    bars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert [b.get_ylabel() for b in bars] == ["value (channel 0)"] * 2 + ["std over members (channel 0)"]
+    import warnings
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "constrained_layout not applied": labels would overlap and be cut
+        canvas.draw()
+    page = fig.bbox
+    for bar in bars:  # every colour bar's label inside the figure, clear of the next panel
+        box = bar.yaxis.label.get_window_extent(canvas.get_renderer())
+        assert page.x0 <= box.x0 and box.x1 <= page.x1, (box, page)
+    for bar, right in zip(bars[:2], images[1:], strict=True):
+        box = bar.yaxis.label.get_window_extent(canvas.get_renderer())
+        assert box.x1 < right.yaxis.label.get_window_extent(canvas.get_renderer()).x0
     assert [ax.get_title() for ax in slices] == [f"step {t} of 5" for t in (1, 2, 4, 5)]
     for ax, t in zip(slices, (1, 2, 4, 5)):
         ref_line, mean_line = ax.lines
@@ -166,3 +186,44 @@ def test_the_overview_of_a_rolling_sweep_has_a_rollout_row_and_all_every_kind(ro
         "50",
     )
     assert result.exit_code == 0 and result.stdout.strip() == f"wrote {tmp_path / 'e.png'}"
+
+
+def test_an_emulators_predictions_show_different_trajectories_and_their_residuals(tmp_path_factory):
+    data = sweep.problems.heat1d(num_points=16, num_samples=60, trajectory_steps=5, data_seed=0)
+    path = tmp_path_factory.mktemp("npz") / "traj.npz"
+    np.savez(path, train_traj=data.train_traj, test_traj=data.test_traj)  # pairs derived trajectory by trajectory
+    plan = make_plan(tiny_spec(name="emu", problem=sweep.Problem("arrays", path=str(path)), seeds=2))
+    root = aggregated(tmp_path_factory, plan)
+    ens = sweep.load(root)
+    x, y = ens.samples()
+    assert np.array_equal(x[1], y[0])  # the stored samples: consecutive states of trajectory 0
+    traj = ens.trajectories()
+    fig = sweep.plot(root, "predictions", num_samples=3)
+    *panels, residual = fig.axes
+    assert [ax.get_title().split(" — ")[-1] for ax in panels] == [f"test trajectory {k}, step 0→1" for k in range(3)]
+    mean, _ = ens.mean_std(traj[:3, 0])
+    for k, ax in enumerate(panels):
+        truth, drawn = (
+            next(x for x in ax.lines if x.get_label() == n).get_ydata() for n in ("ground truth", "ensemble mean")
+        )
+        np.testing.assert_array_equal(truth, traj[k, 1, 0])
+        np.testing.assert_allclose(drawn, mean[k, 0], rtol=1e-6)
+        np.testing.assert_allclose(residual.lines[k].get_ydata(), mean[k, 0] - traj[k, 1, 0], rtol=1e-5, atol=1e-7)
+    overview = sweep.plot(root, num_samples=3)
+    assert "sweep 'emu', problem arrays" in overview.get_suptitle()
+    assert all(ax.has_data() or ax.texts for ax in overview.axes)  # no empty panel
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(overview).draw()  # lays the figure out
+    rows: dict[float, list] = {}
+    for ax in overview.axes:
+        box = ax.get_position()
+        rows.setdefault(round(box.y0, 1), []).append(box)
+    assert len(rows) == 3  # curves and spread; predictions and residuals; rollout slices
+    spans = []
+    for boxes in rows.values():  # every row filled from edge to edge: no empty cell in it
+        boxes.sort(key=lambda b: b.x0)
+        widths = min(b.width for b in boxes)
+        assert all(b.x0 - a.x1 < widths / 2 for a, b in zip(boxes, boxes[1:])), boxes
+        spans.append((boxes[0].x0, boxes[-1].x1))
+    assert max(s[1] for s in spans) - min(s[1] for s in spans) < 0.05, spans

@@ -110,7 +110,9 @@ def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path):
             term.proc.kill()
     screen = term.screen
     # the live display: counts from the plan, configurations by grid values, ETA
-    assert re.search(r"\[term\] \d+:\d\d \| trials \d/4 done, \d running, \d pending \| members \d+/8", live), live
+    assert re.search(
+        r"\[term\] \d+:\d\d \| trials \d/4 done, (\d compiling, )?\d running, \d pending \| members \d+/8", live
+    ), live
     assert "depth=1 learning_rate=0.003" in live and "depth=2 learning_rate=0.001" in live
     assert re.search(r"member-epochs/s \| ETA \d+:\d\d", live)
     # Ctrl-C: exit 130, how far it got and how to resume; none of Ray's own hints or warnings
@@ -144,7 +146,7 @@ def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path):
     lines = [line for line in out.stdout.splitlines() if line.startswith("[term] ")]
     assert lines and "\x1b" not in out.stdout
     assert f"members {done}/8" in lines[0] and "members 8/8" in lines[-1], lines
-    assert "best val loss: depth=" in lines[-1]  # the best is chosen on validation
+    assert "val loss, mean over seeds, best first: depth=" in lines[-1]  # ranked on validation
     blocks = {k: load_block(r.path) for k, r in complete_blocks(sweep_dir).items()}
     planned = make_plan(spec()).trials
     assert set(blocks) == {t.trial_key for t in planned}

@@ -100,3 +100,16 @@ def test_an_altered_trajectories_file_is_refused(tmp_path):
         sweep.load(root).where(depth=1).trajectories()
     with pytest.raises(StoreError, match="trajectories.parquet"):
         Store.open(root).verify()
+
+
+def test_rollout_and_trajectories_line_up_after_the_documented_swapaxes(tmp_path):
+    datasets = datasets_of(TRAJ)
+    aggregate_blocks(tmp_path / "s", trained_blocks(TRAJ), plan=TRAJ, datasets=datasets)
+    sub = sweep.load(tmp_path / "s").where(depth=1)
+    traj = sub.trajectories()  # [trajectories, T + 1, ...]
+    states = sub.rollout(traj[:, 0], traj.shape[1] - 1)  # [members, T + 1, trajectories, ...]
+    assert states.shape[1:] == traj.swapaxes(0, 1).shape
+    np.testing.assert_array_equal(states[:, 0], np.broadcast_to(traj.swapaxes(0, 1)[0], states[:, 0].shape))
+    np.testing.assert_allclose(states[:, 1], sub.predict(traj[:, 0]), rtol=1e-5, atol=1e-6)  # step t: a batch
+    for method in (sweep.Ensemble.trajectories, sweep.Ensemble.rollout):
+        assert "swapaxes(0, 1)" in method.__doc__ and "Axis order" in method.__doc__

@@ -244,3 +244,10 @@ def test_configured_training_does_not_warn():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([TESTS, *sys.path])}
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.strip() == "0"
+
+
+def test_dir_lists_only_public_names():
+    names = dir(sweep)
+    assert set(sweep.__all__) <= set(names)
+    assert not {"Any", "TYPE_CHECKING", "annotations", "importlib"} & set(names)
+    assert not [n for n in names if n.startswith("_") and n != "__version__"], names

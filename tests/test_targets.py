@@ -12,8 +12,8 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 from _blocks import datasets_of, trained_blocks
-from conftest import assert_same_member, member
-from conftest_ray import ray_session  # noqa: F401, F811 (a fixture)
+from helpers import assert_same_member, member
+
 
 import sweep
 from sweep.figures import plot

@@ -13,7 +13,7 @@ import functools
 import os
 import shlex
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated
 
 import typer
 
@@ -24,12 +24,12 @@ from ._args import (
     Kind,
     Logger,
     LogPer,
+    Progress,
     apply_overrides,
     cli_phrasing,
-    load_npy,
     parse_where,
-    save_npy,
 )
+from ._imports import spec_folder_importable
 
 app: typer.Typer = typer.Typer(
     name="sweep",
@@ -159,6 +159,13 @@ def run(
     ] = None,
     log_per: Annotated[LogPer, typer.Option(help="One tracker run per member or per configuration.")] = LogPer.member,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show Ray's and Tune's own output.")] = False,
+    progress: Annotated[
+        Progress,
+        typer.Option(
+            help="live: one display updated in place; plain: a line every 10 s; none: nothing; "
+            "auto: live on a terminal, plain otherwise."
+        ),
+    ] = Progress.auto,
     checkpoint_every: Annotated[
         str, typer.Option(help="A block checkpoint every N reports, or 'auto': paced by the storage's write rate.")
     ] = "auto",
@@ -169,8 +176,14 @@ def run(
     trial per block of seeds, and builds the ensembles. A live display shows trials, members,
     epochs, throughput, ETA and the best loss of every configuration (plain lines when the
     output is not a terminal). Ctrl-C stops the trials, keeps what is done and prints how to
-    resume (exit status 130); a second Ctrl-C stops at once.
+    resume (exit status 130); a second Ctrl-C stops at once. Modules named in SPEC are imported
+    from its folder too (and from PYTHONPATH and the installed packages).
     """
+    with spec_folder_importable(spec):
+        _run_command(spec, storage, address, resume, overrides, logger, log_per, verbose, progress, checkpoint_every)
+
+
+def _run_command(spec, storage, address, resume, overrides, logger, log_per, verbose, progress, checkpoint_every):
     from ..tune import LOGGERS
     from ..tune import run as run_sweep
 
@@ -183,6 +196,7 @@ def run(
         *(["--address", address] if address else []),
         *(a for o in overrides or () for a in ("--set", o)),
         *(["--checkpoint-every", checkpoint_every] if checkpoint_every != "auto" else []),
+        *(["--progress", Progress(progress).value] if Progress(progress) is not Progress.auto else []),
         "--resume",
     ]
     every = int(checkpoint_every) if checkpoint_every.isdigit() else checkpoint_every  # "auto" or bad: run says
@@ -194,7 +208,8 @@ def run(
         checkpoint_every=every,
         loggers=[LOGGERS[n.value](per=LogPer(log_per).value) for n in logger or ()],
         resume_command=shlex.join(command),
-        **cast(dict[str, Any], {"verbose": 1} if verbose else {}),  # a Tune option, passed through
+        progress="off" if Progress(progress) is Progress.none else Progress(progress).value,
+        verbose=1 if verbose else 0,
     )
     typer.echo(f"sweep directory: {sweep_dir}")
     typer.echo(f"next: sweep show {sweep_dir}")
@@ -210,11 +225,13 @@ def plan(
     """Show trials, blocks and resources; run nothing.
 
     One trial per structural configuration and block of seeds; vmapped hyperparameters share a
-    block. Configurations are shown by their grid values next to their config ids.
+    block. Configurations are shown by their grid values next to their config ids. Modules
+    named in SPEC are imported from its folder too (and from PYTHONPATH and the installed packages).
     """
     from ..tune import plan as plan_sweep
 
-    typer.echo(str(plan_sweep(_spec(spec, overrides), storage=storage)))
+    with spec_folder_importable(spec):
+        typer.echo(str(plan_sweep(_spec(spec, overrides), storage=storage)))
 
 
 @app.command()
@@ -323,10 +340,23 @@ def show(
     mean, std and the 95% bootstrap interval of the mean (--wide: median, min, max, IQM too), with
     the test mean and its interval beside (reported, not used to rank).
     """
+    from .._errors import StoreError
     from ..ensemble import load
+    from ..ensemble._rows import compact
+    from ._status import sweeps_in
     from ._tables import format_table, write_table
 
-    ens = load(_existing(sweep_dir))
+    try:
+        ens = load(_existing(sweep_dir))
+    except StoreError:
+        inside = sweeps_in(sweep_dir)
+        if not inside:
+            raise
+        typer.echo(f"{sweep_dir} is a storage folder holding {len(inside)} sweep(s):")
+        for path, stored in inside:
+            typer.echo(f"  {path}  ({stored})")
+        typer.echo(f"show one: sweep show {inside[0][0]}")
+        return
     kw = parse_where(where)
     if kw:
         ens = ens.where(**kw)
@@ -342,12 +372,9 @@ def show(
         if len(ens) > limit:
             typer.echo(f"... {len(ens) - limit} more members (--limit)")
         return
-    table = ens.summary(metric, mode)
+    table = ens.summary(metric, mode).table
     if not wide:
-        hidden = {"iqm", "iqm_ci_low", "iqm_ci_high", "n", "median", "min", "max"} | (
-            {"stopped_early"} if not any(table.column("stopped_early").to_pylist()) else set()
-        )
-        table = table.drop_columns([c for c in table.column_names if c in hidden])
+        table = compact(table)
     if fmt != "table":
         typer.echo(write_table(table.slice(0, limit), fmt), nl=False)
         return
@@ -394,6 +421,14 @@ def plot(
             show_default=False,
         ),
     ] = None,
+    trust_code: Annotated[
+        bool,
+        typer.Option(
+            "--trust-code",
+            help="Run a model built by a factory the store names (imported from your environment, never "
+            "from the store's files) to draw its predictions and rollouts. Only for stores you trust.",
+        ),
+    ] = False,
 ) -> None:
     """Learning curves, spread over seeds, predictions ±std.
 
@@ -405,7 +440,8 @@ def plot(
     (median and 10-90% band over seeds) and the chosen configuration's ensemble rolled out
     against a stored test trajectory (mean ±std). Configurations are ordered best first by
     METRIC, as in `sweep show`. Draws only from the store: no data is regenerated and no model
-    factory the store names is imported (that panel then says why it is empty).
+    factory the store names is imported (that panel then says why it is empty) unless
+    --trust-code is given.
     """
     from ..figures import figure_paths
     from ..figures import plot as plot_sweep
@@ -414,102 +450,28 @@ def plot(
         out = str(Path(sweep_dir) / "sweep.png") if "://" not in sweep_dir else "sweep.png"
     chosen = Kind(kind).value
     figure_paths(out, chosen)  # a bad --out fails before the store is read
-    figures = plot_sweep(
-        _existing(sweep_dir),
-        chosen,
-        out=out,
-        dpi=dpi,
-        metric=metric,
-        mode=mode,
-        num_samples=samples,
-        max_curves=max_curves,
-        rollout_metric=rollout_metric,
-    )
+    try:
+        figures = plot_sweep(
+            _existing(sweep_dir),
+            chosen,
+            out=out,
+            dpi=dpi,
+            metric=metric,
+            mode=mode,
+            num_samples=samples,
+            max_curves=max_curves,
+            rollout_metric=rollout_metric,
+            trust_code=trust_code,
+        )
+    except SweepError as e:
+        if not trust_code or "cannot import module" not in str(e):
+            raise
+        raise type(e)(
+            f"{e}; --trust-code imports the factory from your environment: install its package or run "
+            f"with PYTHONPATH=<the folder of its module>"
+        ) from None
     for path in figure_paths(out, list(figures)) if isinstance(figures, dict) else [out]:
         typer.echo(f"wrote {path}")
-
-
-@app.command()
-@_guard
-def predict(
-    sweep_dir: DirArg,
-    input: Annotated[
-        Path,
-        typer.Option(
-            "--input",
-            "-i",
-            show_default=False,
-            help=("Inputs (.npy): \\[samples, channels, *spatial] (the initial states with --rollout)."),
-        ),
-    ],
-    output: Annotated[
-        Path, typer.Option("--output", "-o", help="Where to write the predictions (.npy).", show_default=False)
-    ],
-    where: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="Keep members with column=value (repeatable), e.g. --where depth=6 --where learning_rate=3e-4."
-        ),
-    ] = None,
-    best: Annotated[int | None, typer.Option(help="Keep the K best members by --metric (validation loss).")] = None,
-    metric: MetricOpt = "val_loss",
-    mode: ModeOpt = "min",
-    mean: Annotated[bool, typer.Option("--mean", help="Write the mean over members instead of every member.")] = False,
-    std: Annotated[
-        bool,
-        typer.Option(
-            "--std", help="Write the mean to OUTPUT and the std over members (ddof=0) to OUTPUT's name + '_std.npy'."
-        ),
-    ] = False,
-    rollout: Annotated[
-        int | None,
-        typer.Option(
-            "--rollout",
-            metavar="STEPS",
-            help="Roll every member out autoregressively for STEPS steps from the "
-            "inputs (each output fed back in) instead of one prediction.",
-            show_default=False,
-        ),
-    ] = None,
-) -> None:
-    """Predict with selected members; write .npy.
-
-    OUTPUT holds \\[members, samples, *output] (the model's output on one sample: channels and grid for an
-    emulator, a vector or class logits otherwise), or the mean with --mean / --std. With
-    --rollout STEPS the inputs are initial states and OUTPUT holds every member's rollout,
-    \\[members, STEPS + 1, samples, channels, *spatial] (index 0: the inputs), or its mean (and std)
-    over members at every step with --mean / --std. The selection must lie in one structural
-    configuration.
-    """
-    import numpy as np
-
-    from ..ensemble import load
-
-    if output.suffix != ".npy":
-        raise CLIError(f"--output: got {str(output)!r}; give a file name ending in .npy")
-    if rollout is not None and rollout < 1:
-        raise CLIError(f"--rollout: got {rollout}; the number of steps must be an integer >= 1")
-    x = load_npy(input, "--input")
-    ens = load(_existing(sweep_dir))
-    kw = parse_where(where)
-    if kw:
-        ens = ens.where(**kw)
-    if best is not None:
-        ens = ens.best(best, metric=metric, mode=mode)
-    n = len(ens)
-    what = f"rollout of {rollout} steps" if rollout is not None else "predictions"
-    if std or mean:
-        m, s = ens.mean_std(x) if rollout is None else ens.rollout_mean_std(x, rollout)
-        save_npy(output, np.asarray(m))
-        typer.echo(f"wrote {output}: mean over {n} members, {what}, shape {tuple(np.shape(m))}")
-        if std:
-            std_path = output.with_name(output.name.removesuffix(".npy") + "_std.npy")
-            save_npy(std_path, np.asarray(s))
-            typer.echo(f"wrote {std_path}: std over {n} members, {what}, shape {tuple(np.shape(s))}")
-        return
-    y = np.asarray(ens.predict(x) if rollout is None else ens.rollout(x, rollout))
-    save_npy(output, y)
-    typer.echo(f"wrote {output}: {n} members, {what}, shape {y.shape}")
 
 
 def _format_warning(message, category, filename, lineno, line=None) -> str:
@@ -526,3 +488,6 @@ def main() -> None:
     configure()
     warnings.formatwarning = _format_warning
     app(prog_name="sweep")
+
+
+from . import _predict  # noqa: E402, F401  (registers `sweep predict`; it uses the options above)

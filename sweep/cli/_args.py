@@ -11,7 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from .._errors import SweepError
+from .._errors import SweepError, did_you_mean
 
 
 class CLIError(SweepError):
@@ -82,6 +82,13 @@ class LogPer(str, enum.Enum):
     config = "config"
 
 
+class Progress(str, enum.Enum):
+    auto = "auto"
+    live = "live"
+    plain = "plain"
+    none = "none"
+
+
 class Format(str, enum.Enum):
     table = "table"
     csv = "csv"
@@ -109,7 +116,10 @@ def apply_overrides(spec, items: list[str]):
         if not eq or not key:
             raise CLIError(f"--set: got {item!r}; use field=value, e.g. --set training.epochs=50")
         if field not in fields:
-            raise CLIError(f"--set {key}: {field!r} is not a spec field; fields: {', '.join(sorted(fields))}")
+            raise CLIError(
+                f"--set {key}: {field!r} is not a spec field{did_you_mean(field, fields)}; "
+                f"fields: {', '.join(sorted(fields))}"
+            )
         value = _toml_value(text.strip())
         if rest:
             if not isinstance(data.get(field), dict):

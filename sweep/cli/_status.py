@@ -102,15 +102,16 @@ def _manifest(fs: pafs.FileSystem, path: str) -> dict[str, Any] | None:
     return _read_json(fs, f"{root}/{MANIFEST}")
 
 
-def stored_line(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> str:
-    """``ensembles: N members stored (C configs), M planned members missing``."""
+def stored_line(sweep_dir: str, filesystem: pafs.FileSystem | None = None, unfinished: bool = False) -> str:
+    """``ensembles: N members stored (C configs), M planned members missing``; ``unfinished``: the
+    sweep has trials left to train (then the way on is to resume it, not to aggregate)."""
     fs, path = filesystem_path(sweep_dir, filesystem)
     try:
         manifest = _manifest(fs, path)
     except StoreError as e:
         return f"ensembles: cannot be read ({e})"
     if manifest is None:
-        return "ensembles: not aggregated yet (run `sweep aggregate DIR`)"
+        return "ensembles: not aggregated yet" + ("" if unfinished else " (run `sweep aggregate DIR`)")
     return (
         f"ensembles: {manifest.get('num_members', 0)} members stored ({manifest.get('num_configs', 0)} "
         f"structural configs), {manifest.get('num_missing', 0)} planned members missing"
@@ -130,8 +131,8 @@ def sweep_status(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> s
         + ", ".join(f"{counts[s]} {s}" for s in STATES if counts[s] or s in ("done", "pending")),
         f"members: {planned} planned, {trained} trained",
     ]
-    lines.append(stored_line(sweep_dir, filesystem))
     unfinished = [t for t in trials if t["state"] not in ("done",)]
+    lines.append(stored_line(sweep_dir, filesystem, unfinished=any(t["state"] != "stopped early" for t in unfinished)))
     if unfinished:
         lines.append(f"{'trial':<22} {'state':<14} {'members':>7} {'epoch':>11}")
         for t in unfinished[:20]:
@@ -142,4 +143,26 @@ def sweep_status(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> s
             )
         if len(unfinished) > 20:
             lines.append(f"... and {len(unfinished) - 20} more")
+    if any(t["state"] != "stopped early" for t in unfinished):
+        storage = sweep_dir.rstrip("/").rpartition("/")[0] or "."
+        lines.append(
+            f"next: resume it with `sweep run SPEC --storage {storage} --resume` (SPEC: the spec file it was "
+            f"run with); finished blocks are kept, the rest continue from their checkpoints"
+        )
     return "\n".join(lines)
+
+
+def sweeps_in(storage: str, filesystem: pafs.FileSystem | None = None) -> list[tuple[str, str]]:
+    """The sweep directories directly inside ``storage`` (those holding ``plan.json``), each as
+    ``(path, what its store holds)``, by name; empty if there are none."""
+    fs, path = filesystem_path(storage, filesystem)
+    infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    found = []
+    for info in sorted(infos, key=lambda i: i.base_name):
+        if info.type != pafs.FileType.Directory or info.base_name.startswith("."):
+            continue
+        if fs.get_file_info(f"{info.path}/{PLAN_FILE}").type == pafs.FileType.NotFound:
+            continue
+        shown = f"{storage.rstrip('/')}/{info.base_name}"
+        found.append((shown, stored_line(shown, filesystem).removeprefix("ensembles: ")))
+    return found

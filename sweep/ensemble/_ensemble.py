@@ -26,11 +26,12 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from jaxtyping import Float, PyTree
 
-from .._errors import QueryError
+from .._errors import QueryError, did_you_mean
 from ..spec import SweepSpec
 from ..store import ConfigInfo, Store
 from . import _inference, _rollout, _stats
 from ._inference import Moments
+from ._rows import REPR_ROWS, SummaryTable, format_table, html_table, seed_text
 from ._stats import MODES, Comparison
 
 if TYPE_CHECKING:
@@ -95,8 +96,29 @@ class Ensemble:
         return self._index.num_rows
 
     def __repr__(self) -> str:
-        configs = len(pc.unique(self._index["config_id"]))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
-        return f"Ensemble({len(self)} members of {configs} config(s) from {self._store.root!r})"
+        title, rows = self._overview()
+        return f"{title}\n{format_table(rows, REPR_ROWS, hint='')}"
+
+    def _repr_html_(self) -> str:
+        """The same table as ``repr()``, in HTML (what a notebook shows)."""
+        title, rows = self._overview()
+        return html_table(rows, REPR_ROWS, title, hint="")
+
+    def _overview(self) -> tuple[str, pa.Table]:
+        """A title naming the sweep and the counts, and one row per configuration: its grid
+        values, its number of members and their seeds."""
+        keys = ["config_id", *self.grid_columns]
+        groups = self._index.group_by(keys, use_threads=False).aggregate([("seed", "list")])
+        seeds = groups["seed_list"].to_pylist()
+        rows = groups.select(keys).append_column("members", pa.array([len(s) for s in seeds], pa.int64()))
+        rows = rows.append_column("seeds", pa.array([seed_text(s) for s in seeds], pa.string()))
+        name = next((c.spec.name for c in self._store.configs.values()), self._store.directory.rpartition("/")[2])
+        structural = len(pc.unique(self._index["config_id"]))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+        title = (
+            f"Ensemble of {len(self)} members of sweep {name!r}: {rows.num_rows} configuration(s) in "
+            f"{structural} structural config(s)"
+        )
+        return title, rows
 
     # -- tables ---------------------------------------------------------------------------------
     @property
@@ -121,37 +143,27 @@ class Ensemble:
         """The columns holding grid values (``depth``, ``learning_rate``, ...), in grid order."""
         return [c for c in self._store.grid_columns if c in self.columns]
 
-    def summary(self, metric: str = DEFAULT_METRIC, mode: str = "min") -> pa.Table:
-        """Statistics over seeds, one row per configuration (structural config x vmapped
-        hyperparameters), best first by the mean of ``metric``.
+    def summary(self, metric: str = DEFAULT_METRIC, mode: str = "min") -> SummaryTable:
+        """One row per configuration (structural config x vmapped hyperparameters), best first (by
+        the mean of ``metric``; ``mode="max"`` when higher is better): member counts (``count``,
+        ``diverged``, ``stopped_early``, and ``n``, the members the statistics use: those that did not
+        diverge) and mean / std (ddof=1) / median / min / max of ``metric``, the 95% percentile bootstrap
+        interval of the mean (``mean_ci_low``, ``mean_ci_high``: within the values' range, so never
+        below 0 for a loss), and the interquartile mean with its bootstrap interval. For a validation
+        metric (``val_<name>``) the test column ``test_<name>`` is reported beside it
+        (``test_<name>_mean``, ``test_<name>_ci_low``, ``test_<name>_ci_high``), not used to rank.
 
-        Columns: member counts (``count``, ``diverged``, ``stopped_early``, and ``n``, the members the
-        statistics use: those that did not diverge) and mean / std (ddof=1) / median / min / max of
-        ``metric``, the 95% percentile bootstrap interval of the mean (``mean_ci_low``,
-        ``mean_ci_high``: within the values' range, so never below 0 for a loss), and the
-        interquartile mean with its bootstrap interval. For a validation metric (``val_<name>``) the
-        test column is reported beside it (``test_<name>_mean``, ``test_<name>_ci_low``,
-        ``test_<name>_ci_high``), not used to rank.
-
-        Args:
-            metric: The column summarised (default the validation loss).
-            mode: ``"min"`` if lower is better, ``"max"`` if higher.
-
-        Returns:
-            A ``pyarrow.Table``.
-
-        Raises:
-            QueryError: An unknown column, or one some members have no value of.
-
-        Examples:
-            ```python
-            ens.summary().to_pylist()[0]  # the best configuration's row
-            ```
-        """
+        Returns a :class:`~sweep.ensemble.SummaryTable`: the pyarrow table's methods
+        (``to_pylist()``, ``to_pandas()``, ``column()``, ...), ``.table`` for the
+        :class:`pyarrow.Table` itself, and a ``repr`` / notebook view made of the best rows."""
         self._check_metric(metric, "summary", mode)
         if self._index[metric].null_count == len(self):
             raise QueryError(self._no_values(metric, "summary"))
-        return _stats.summary(self._index, ["config_id", *self.grid_columns], metric, self._beside(metric), mode)
+        table = _stats.summary(self._index, ["config_id", *self.grid_columns], metric, self._beside(metric), mode)
+        order = "lowest" if mode == "min" else "highest"
+        return SummaryTable(
+            table, f"{metric} over seeds per configuration ({len(self)} members), {order} mean first; 95% intervals"
+        )
 
     def summary_frame(self, metric: str = DEFAULT_METRIC, mode: str = "min") -> pd.DataFrame:
         """:meth:`summary` as a pandas DataFrame (for notebooks)."""
@@ -214,9 +226,8 @@ class Ensemble:
         if not pool:
             free: dict[str, list[str]] = {}
             for name, (fixed, side) in sides.items():
-                for c in self.grid_columns:
-                    if c not in fixed and len(pc.unique(side._index[c])) > 1:  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
-                        free.setdefault(c, []).append(f"{side._distinct(c)} in {name}")
+                for c, values in side._free_columns(fixed).items():
+                    free.setdefault(c, []).append(f"{values} in {name}")
             if free:
                 listed = "; ".join(f"{c} takes {' and '.join(where)}" for c, where in free.items())
                 raise QueryError(
@@ -250,7 +261,10 @@ class Ensemble:
         filters = {}
         for column, value in column_values.items():
             if column not in schema.names:
-                raise QueryError(f"where(): unknown column {column!r}; columns: {', '.join(schema.names)}")
+                raise QueryError(
+                    f"where(): unknown column {column!r}{did_you_mean(column, schema.names)}; "
+                    f"columns: {', '.join(schema.names)}"
+                )
             values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
             kind = schema.field(column).type
             try:
@@ -384,8 +398,18 @@ class Ensemble:
     def trajectories(self) -> np.ndarray:
         """Reference test trajectories of these members' structural config, as the store keeps them
         (the first 4 test trajectories of its problem, every step: ``[trajectories, steps + 1,
-        channels, *spatial]``): read from the store, never regenerated. Roll the ensemble out from
-        their first states to compare: ``self.rollout(traj[:, 0], traj.shape[1] - 1)``."""
+        channels, *spatial]``): read from the store, never regenerated.
+
+        Axis order: trajectory before time, as the data's ``*_traj`` arrays hold them (each
+        trajectory one contiguous run of states). :meth:`rollout` puts time before the batch for
+        one reason: its step ``t`` is then a batch shaped like its input ``x0``, what
+        :meth:`predict` takes. Compare them after one ``swapaxes``:
+
+        ```python
+        traj = sub.trajectories()                                # [trajectories, T + 1, ...]
+        states = sub.rollout(traj[:, 0], traj.shape[1] - 1)      # [members, T + 1, trajectories, ...]
+        error = states - traj.swapaxes(0, 1)                     # [members, T + 1, trajectories, ...]
+        ```"""
         config = self._config("trajectories")
         found = self._store.trajectories(config.config_id)
         if found is None:
@@ -455,25 +479,13 @@ class Ensemble:
     ) -> Float[np.ndarray, "members t batch ..."]:
         """Every member's autoregressive rollout from the same initial states ``x0``.
 
-        Streamed ``chunk_size`` members at a time; one compiled program per shapes, whatever ``steps``.
+        Axis order: time before the batch, so that ``states[:, t]`` is a batch shaped like ``x0``
+        (what :meth:`predict` takes); :meth:`trajectories` keeps the data's order, trajectory
+        before time: compare with ``traj.swapaxes(0, 1)``.
 
-        Args:
-            x0: Initial states ``[batch, *sample_shape]``.
-            steps: Autoregressive steps, ``>= 1``.
-            chunk_size: Members per compiled call.
-
-        Returns:
-            ``[members, steps + 1, batch, *sample_shape]``, index 0 being ``x0`` and index ``t`` the member
-            applied ``t`` times.
-
-        Raises:
-            QueryError: ``steps < 1``, ``x0`` of the wrong shape, a selection spanning several
-                structural configs, or a model whose output cannot be fed back in.
-
-        Examples:
-            ```python
-            states = sub.rollout(x0, steps=100)  # [members, 101, batch, channels, *spatial]
-            ```
+        ```python
+        states = sub.rollout(x0, steps=100)      # [members, 101, batch, channels, *spatial]
+        ```
         """
         config, x0, steps = self._rollout_inputs(x0, steps, chunk_size, "rollout")
         out = np.empty((len(self), steps + 1, *x0.shape), x0.dtype)
@@ -524,8 +536,22 @@ class Ensemble:
         values = sorted(v for v in pc.unique(self._index[column]).to_pylist() if v is not None)  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
         return f"{values[:limit]}" + (f" and {len(values) - limit} more" if len(values) > limit else "")
 
+    def _free_columns(self, fixed: Any) -> dict[str, str]:
+        """The grid columns not named in ``fixed`` that take several values in this selection
+        (column -> its values, as text): what would pool members trained with different settings."""
+        return {
+            c: self._distinct(c)
+            for c in self.grid_columns
+            if c not in fixed and len(pc.unique(self._index[c])) > 1  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+        }
+
     def _check_metric(self, metric: str, what: str, mode: str = "min") -> None:
         numeric = [f.name for f in self._index.schema if pa.types.is_floating(f.type) or pa.types.is_integer(f.type)]
+        if metric not in self._index.schema.names:
+            raise QueryError(
+                f"{what}(metric={metric!r}): no column named {metric!r}{did_you_mean(metric, numeric)}; "
+                f"choose one of {', '.join(numeric)}"
+            )
         if metric not in numeric:
             raise QueryError(f"{what}(metric={metric!r}): not a numeric column; choose one of {', '.join(numeric)}")
         if mode not in MODES:

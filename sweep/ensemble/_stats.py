@@ -16,6 +16,8 @@ import numpy as np
 import pyarrow as pa
 from jaxtyping import Float
 
+from ._rows import cell, html_table
+
 CONFIDENCE = 0.95
 RESAMPLES = 2000
 SUMMARY_STATS = (
@@ -56,6 +58,21 @@ class Comparison(NamedTuple):
     used_b: int
     metric: str
     mode: str
+
+    def __repr__(self) -> str:
+        better = "lower" if self.mode == "min" else "higher"
+        return (
+            f"Comparison on {self.metric} ({better} is better): a beats b with probability "
+            f"{self.probability:.2f} (95% interval {self.ci_low:.2f}..{self.ci_high:.2f}; "
+            f"{self.n_a} vs {self.n_b} members)\n"
+            f"  mean difference a - b: {self.difference:.4g} (95% interval {self.difference_ci_low:.4g}.."
+            f"{self.difference_ci_high:.4g}; {self.used_a} vs {self.used_b} members that did not diverge)"
+        )
+
+    def _repr_html_(self) -> str:
+        """The sentence of ``repr()`` above a table of the fields (what a notebook shows)."""
+        rows = pa.table({"field": list(self._fields), "value": [cell(v) for v in self]})
+        return html_table(rows, len(rows), repr(self).splitlines()[0])
 
 
 def _scipy_stats():

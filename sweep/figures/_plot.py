@@ -70,26 +70,44 @@ def _curve_sample(ens: Ensemble, keys: list[dict[str, Any]], max_curves: int):
     return ens.where(member_id=np.concatenate(keep).tolist()).table, groups.totals
 
 
-def _factory(chosen: Ensemble, spec) -> str | None:
-    """Why figures cannot run ``chosen``'s model (built by a factory, code the store names), or None."""
-    if not is_import_path(spec.model.name):
+def _factory(chosen: Ensemble, spec, trust_code: bool = False) -> str | None:
+    """Why figures cannot run ``chosen``'s model (built by a factory, code the store names, and
+    ``trust_code`` not given), or None."""
+    if not is_import_path(spec.model.name) or trust_code:
         return None
     return (
         f"the model of config {chosen.index['config_id'][0].as_py()} is built by {spec.model.name!r}, code the "
-        f"store names, and figures never import it; compute them with Ensemble.mean_std / rollout_mean_std "
+        f"store names, and figures never import it unless told to (trust_code=True, `sweep plot --trust-code`) "
         f"where that factory is installed"
     )
 
 
-def _samples(ens: Ensemble, config: dict[str, Any], num_samples: int):
-    """``(spec, (test_x, test_y, mean, std))`` of the first ``num_samples`` test samples the store
-    holds (every one where the targets are values or classes: a scatter or a confusion matrix
-    draws them all), under ``config``'s ensemble; or ``(spec, why not)`` (with a warning) where
-    the store holds none or the model is built by a factory, code the store names that figures
-    never import."""
+def _test_pairs(chosen: Ensemble, num_samples: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """``num_samples`` test inputs and targets with their names. Where the stored samples are
+    consecutive states of one trajectory (an emulator's pairs, trajectory by trajectory) and the
+    store keeps test trajectories, the first step of different trajectories instead."""
+    x, y = chosen.samples()
+    consecutive = len(x) > 1 and x.shape == y.shape and np.array_equal(x[1], y[0])
+    try:
+        traj = chosen.trajectories() if consecutive else None
+    except QueryError:
+        traj = None
+    if traj is None:
+        return x[:num_samples], y[:num_samples], [f"test sample {i}" for i in range(min(num_samples, len(x)))]
+    picks = [(i % len(traj), i // len(traj)) for i in range(min(num_samples, len(traj) * (traj.shape[1] - 1)))]
+    names = [f"test trajectory {k}, step {t}→{t + 1}" for k, t in picks]
+    return np.stack([traj[k, t] for k, t in picks]), np.stack([traj[k, t + 1] for k, t in picks]), names
+
+
+def _samples(ens: Ensemble, config: dict[str, Any], num_samples: int, trust_code: bool = False):
+    """``(spec, (test_x, test_y, mean, std), names)`` of the first test samples the store holds
+    (:func:`_test_pairs`; every one where the targets are values or classes: a scatter or a
+    confusion matrix draws them all), under ``config``'s ensemble; or ``(spec, why not, [])`` (with a
+    warning) where the store holds none or the model is built by a factory, code the store names
+    that figures import only with ``trust_code``."""
     chosen = ens.where(**config)
     spec = chosen.spec
-    reason = _factory(chosen, spec)
+    reason = _factory(chosen, spec, trust_code)
     if reason is None:
         try:
             x, y = chosen.samples()
@@ -97,14 +115,16 @@ def _samples(ens: Ensemble, config: dict[str, Any], num_samples: int):
             reason = str(e).removeprefix("samples(): ")
         else:
             mean, std = (np.asarray(a) for a in chosen.mean_std(x))
-            if target_kind(x, y, mean) in ("same_grid", "grid"):
-                x, y, mean, std = (a[:num_samples] for a in (x, y, mean, std))
-            return spec, (x, y, mean, std)
+            if target_kind(x, y, mean) not in ("same_grid", "grid"):  # a scatter or a confusion matrix: all
+                return spec, (x, y, mean, std), [f"test sample {i}" for i in range(len(x))]
+            x, y, names = _test_pairs(chosen, num_samples)
+            mean, std = chosen.mean_std(x)
+            return spec, (x, y, np.asarray(mean), np.asarray(std)), names
     warnings.warn(f"predictions left out: {reason}", stacklevel=3)
-    return spec, reason
+    return spec, reason, []
 
 
-def _rolled(ens: Ensemble, config: dict[str, Any], named: bool) -> tuple | str | None:
+def _rolled(ens: Ensemble, config: dict[str, Any], named: bool, trust_code: bool = False) -> tuple | str | None:
     """``(reference, mean, std)`` ``[steps + 1, c, *s]``: ``config``'s ensemble rolled out from the
     first state of the first test trajectory the store holds, against it; why not (with a warning)
     where figures cannot run the model; None where the store holds no trajectories (a
@@ -116,7 +136,7 @@ def _rolled(ens: Ensemble, config: dict[str, Any], named: bool) -> tuple | str |
         if named:
             raise QueryError(f"plot(kind='rollout'): {str(e).removeprefix('trajectories(): ')}") from None
         return None
-    reason = _factory(chosen, chosen.spec)
+    reason = _factory(chosen, chosen.spec, trust_code)
     if reason is None:
         try:
             mean, std = chosen.rollout_mean_std(reference[None, 0], reference.shape[0] - 1)
@@ -159,6 +179,7 @@ class _Data(NamedTuple):
     totals: Any
     spec: Any  # the best configuration's spec
     samples: tuple | str | None  # predictions, or why there are none
+    sample_names: list[str]  # what each predicted sample is
     rollout_metric: str | None
     rolled: tuple | str | None  # an ensemble rollout, why there is none, or None: no trajectories
 
@@ -174,6 +195,7 @@ def plot(
     num_samples: int = 3,
     max_curves: int = 200,
     rollout_metric: str | None = None,
+    trust_code: bool = False,
 ) -> Figure | dict[str, Figure]:
     """The figures of an ensemble (or of the store of a sweep directory), as matplotlib Figures.
 
@@ -231,15 +253,15 @@ def plot(
         _curve_sample(ens, keys, max_curves) if {"curves", "overview", "rollout_error"} & wanted else (None, None)
     )
     r_metric = _rollout_metric(curves, rollout_metric, "rollout_error" in named) if curves is not None else None
-    rolled = _rolled(ens, keys[0], "rollout" in named) if "rollout" in wanted else None
+    rolled = _rolled(ens, keys[0], "rollout" in named, trust_code) if "rollout" in wanted else None
     if kind == "all":  # every kind whose data the store holds
         kinds = [k for k in kinds if (k != "rollout_error" or r_metric) and (k != "rollout" or rolled is not None)]
-    spec, samples = (
-        _samples(ens, keys[0], num_samples)
+    spec, samples, names = (
+        _samples(ens, keys[0], num_samples, trust_code)
         if {"predictions", "overview"} & set(kinds)
-        else (ens.where(**keys[0]).spec, None)
+        else (ens.where(**keys[0]).spec, None, [])
     )
-    data = _Data(ens, keys, metric, curves, totals, spec, samples, r_metric, rolled)
+    data = _Data(ens, keys, metric, curves, totals, spec, samples, names, r_metric, rolled)
     figures = {k: _figure(k, data) for k in kinds}
     if out is not None:
         for fig, path in zip(figures.values(), figure_paths(out, kinds)):
@@ -278,24 +300,35 @@ def _figure(kind: str, d: _Data) -> Figure:
     n = 0 if isinstance(d.samples, str) else panel_count(d.samples, targets)  # a string says why there are none
     if kind == "predictions":
         curves = targets in ("same_grid", "grid")
-        fig = Figure(figsize=(4.6 * max(n, 2), 3.8) if curves else (4.8 * max(n, 1), 4.8), layout="constrained")
-        _predictions(fig, d.samples, targets, best, grid)
+        panels = n + 1 if targets == "same_grid" else n  # same-grid samples get a residual panel
+        fig = Figure(figsize=(4.6 * max(panels, 2), 3.8) if curves else (4.8 * max(n, 1), 4.8), layout="constrained")
+        _predictions(fig, d.samples, targets, best, grid, names=d.sample_names)
         return fig
     n_splits = len(splits(d.curves))
     n_errors = len(rollout_splits(d.curves, d.rollout_metric)) if d.rollout_metric else 0
     n_slices = 0 if d.rolled is None else 1 if isinstance(d.rolled, str) else 2  # at least
     rows = 3 if n_errors or n_slices else 2
-    cols = max(n_splits + 1, n, n_errors + n_slices)
+    cols = max(n_splits + 1, n + 1, n_errors + n_slices)
     fig = Figure(figsize=(4.6 * cols, 4.2 * rows), layout="constrained")
     cells = fig.add_gridspec(rows, cols)
     curves_figure(fig, d.curves, Configs(d.keys, d.curves, d.totals), loss, [cells[0, i] for i in range(n_splits)])
     draw_spread(fig.add_subplot(cells[0, n_splits:]), d.ens.index, Configs(d.keys, d.ens.index), d.metric)
-    _predictions(fig, d.samples, targets, best, grid, [cells[1, i] for i in range(n)] if n else [cells[1, :]])
-    if n_errors:
+    panels = n + 1 if n and targets == "same_grid" else n  # same-grid samples get a residual panel
+    row = cells[1, :].subgridspec(1, panels) if panels else None  # the samples (and residuals) fill the row
+    _predictions(
+        fig,
+        d.samples,
+        targets,
+        best,
+        grid,
+        [row[0, i] for i in range(panels)] if row else [cells[1, :]],
+        d.sample_names,
+    )
+    if n_errors:  # without time slices the error panels fill the row
         assert d.rollout_metric is not None  # n_errors is 0 without one
-        rollout_error_figure(
-            fig, d.curves, Configs(d.keys, d.curves, d.totals), d.rollout_metric, [cells[2, i] for i in range(n_errors)]
-        )
+        row = cells[2, :].subgridspec(1, n_errors) if not n_slices else None
+        places = [row[0, i] if row is not None else cells[2, i] for i in range(n_errors)]
+        rollout_error_figure(fig, d.curves, Configs(d.keys, d.curves, d.totals), d.rollout_metric, places)
     if n_slices:  # the time slices fill the rest of the row
         assert d.rolled is not None  # n_slices is 0 without a rollout
         slice_panels(
@@ -306,14 +339,18 @@ def _figure(kind: str, d: _Data) -> Figure:
             [cells[2, n_errors:]] if isinstance(d.rolled, str) else [cells[2, i] for i in range(n_errors, cols)],
             cols - n_errors,
         )
-    fig.suptitle(f"{len(d.ens)} members in {len(d.keys)} configurations")
+    fig.suptitle(
+        f"sweep {d.spec.name!r}, problem {d.spec.problem.name}: {len(d.ens)} members in "
+        f"{len(d.keys)} configurations (best first by mean {d.metric.replace('_', ' ')})"
+    )
     return fig
 
 
-def _predictions(fig: Figure, samples: tuple | str, targets: str, title: str, grid, cells=None) -> None:
-    """The predictions panels that fit the targets: the same-grid panels, or those of
-    :mod:`._targets` (value scatters, a confusion matrix, curves over another grid)."""
+def _predictions(fig: Figure, samples: tuple | str, targets: str, title: str, grid, cells=None, names=None) -> None:
+    """The predictions panels that fit the targets: the same-grid panels (the samples, then their
+    residuals), or those of :mod:`._targets` (value scatters, a confusion matrix, curves over
+    another grid)."""
     if isinstance(samples, str) or targets == "same_grid":
-        predictions_figure(fig, samples, title, grid, cells)
+        predictions_figure(fig, samples, title, grid, cells, names)
     else:
         targets_figure(fig, samples, targets, title, cells=cells)

@@ -26,13 +26,15 @@ import numpy as np
 import pyarrow as pa
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import MaxNLocator, MultipleLocator
 
 from ..planning import config_label
 from ..problems import coordinates
 
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 SPLITS = ("train", "val", "test")  # learning-curve panels, where the store holds the split's history
+RESIDUAL_SHADES = ("0.0", "0.45", "0.7")  # one per sample in the residual panel (greys)
+RESIDUAL_STYLES = ("-", "--", ":", "-.")
 
 
 class Configs:
@@ -78,6 +80,19 @@ def _integer_epochs(ax: Axes) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
+def report_ticks(ax: Axes, epochs: list, max_ticks: int = 8) -> None:
+    """Epoch ticks on report epochs: multiples of the report interval (the smallest gap between
+    reported epochs), every k-th one so that at most about ``max_ticks`` are drawn."""
+    reported = sorted({int(e) for row in epochs if row is not None for e in row})
+    gaps = np.diff(reported)
+    if len(reported) < 2 or gaps.min() < 1:
+        _integer_epochs(ax)
+        return
+    every = int(gaps.min())
+    stride = max(1, int(np.ceil((reported[-1] / every) / max_ticks)))
+    ax.xaxis.set_major_locator(MultipleLocator(every * stride))
+
+
 def draw_bands(ax: Axes, xs: list, ys: list, configs: Configs) -> None:
     """Every row's curve ``ys[r]`` over ``xs[r]`` (thin; ``None``: the row has none) plus each
     configuration's median and 10-90% band over its rows, at the most common curve length."""
@@ -113,7 +128,7 @@ def draw_curves(ax: Axes, table: pa.Table, configs: Configs, which: str, loss: s
     ax.set_xlabel("epoch")
     ax.set_ylabel(f"{which} loss ({loss})")
     ax.set_title(f"{which} loss")
-    _integer_epochs(ax)
+    report_ticks(ax, table.column("history_epochs").to_pylist())
 
 
 def draw_spread(ax: Axes, table: pa.Table, configs: Configs, metric: str, seed: int = 0, max_points: int = 500) -> None:
@@ -255,25 +270,57 @@ def draw_missing(ax: Axes, reason: str, what: str = "No predictions") -> None:
     )
 
 
+def draw_residuals(
+    ax: Axes, y: np.ndarray, mean: np.ndarray, std: np.ndarray, names: Sequence[str], grid: np.ndarray | None = None
+) -> None:
+    """The ensemble mean minus the ground truth of every sample (channel 0, flattened), each with
+    its ±1 std band over members, around a zero line; samples told apart by shade and line style
+    (the colours belong to the configurations)."""
+    size = np.asarray(y[0])[0].size
+    physical = grid is not None and np.size(grid) == size
+    points = np.asarray(grid, np.float64) if physical else np.arange(size)
+    for i, name in enumerate(names):
+        yi, mi, si = (np.asarray(a[i], np.float64)[0].ravel() for a in (y, mean, std))
+        color, style = RESIDUAL_SHADES[i % len(RESIDUAL_SHADES)], RESIDUAL_STYLES[i % len(RESIDUAL_STYLES)]
+        ax.plot(points, mi - yi, color=color, ls=style, lw=1.3, label=name)
+        ax.fill_between(points, mi - yi - si, mi - yi + si, color=color, alpha=0.15, lw=0)
+    ax.axhline(0.0, color="black", lw=0.8)
+    ax.set_xlabel("x" if physical else ("grid point" if np.ndim(y[0]) == 2 else "grid point (flattened)"))
+    ax.set_ylabel("ensemble mean − ground truth")
+    ax.set_title("residual (±1 std over members)", fontsize="medium")
+    ax.legend(fontsize="x-small", loc="best")
+
+
 def predictions_figure(
-    fig: Figure, samples: tuple | str, title: str, grid, cells: Sequence | None = None
+    fig: Figure,
+    samples: tuple | str,
+    title: str,
+    grid,
+    cells: Sequence | None = None,
+    names: Sequence[str] | None = None,
 ) -> list[Axes]:
-    """One panel per test sample; ``samples`` is ``(x, y, mean, std)``, or the reason there are none
-    (one panel saying so, in the first cell)."""
+    """One panel per test sample, then one panel of their residuals (mean minus truth);
+    ``samples`` is ``(x, y, mean, std)``, or the reason there are none (one panel saying so, in
+    the first cell). ``names``: what each sample is (default ``test sample i``); ``cells``: one
+    per sample plus one for the residuals."""
     if isinstance(samples, str):
         where = cells[0] if cells is not None else (1, 1, 1)
         ax = fig.add_subplot(*where) if isinstance(where, tuple) else fig.add_subplot(where)
         draw_missing(ax, samples)
         return [ax]
     x, y, mean, std = samples
+    n = x.shape[0]
+    names = list(names) if names is not None else [f"test sample {i}" for i in range(n)]
     axes: list[Axes] = []
-    for i in range(x.shape[0]):
-        where = cells[i] if cells is not None else (1, x.shape[0], i + 1)
+    for i in range(n + 1):
+        where = cells[i] if cells is not None else (1, n + 1, i + 1)
         ax = fig.add_subplot(*where) if isinstance(where, tuple) else fig.add_subplot(where)
-        if axes:
-            ax.sharey(axes[0])
-        draw_prediction(ax, x[i], y[i], mean[i], std[i], f"{title} — test sample {i}", grid)
+        if i == n:
+            draw_residuals(ax, y, mean, std, names, grid)
+        else:
+            if axes:
+                ax.sharey(axes[0])
+            draw_prediction(ax, x[i], y[i], mean[i], std[i], f"{title} — {names[i]}", grid)
         axes.append(ax)
-    if axes:
-        axes[0].legend(fontsize="x-small", loc="upper left")
+    axes[0].legend(fontsize="x-small", loc="upper left")
     return axes

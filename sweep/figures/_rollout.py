@@ -130,19 +130,22 @@ def slice_panels(
 
 def space_time_panels(fig: Figure, rolled: tuple, grid, cells: Sequence) -> list[Axes]:
     """Space-time pictures (channel 0 of a 1D problem; x across, step up) of the reference and the
-    ensemble mean on one colour scale, and of the ensemble std, each with its colour bar."""
+    ensemble mean on one colour scale that holds both, and of the ensemble std from 0, each with a
+    labelled colour bar."""
     reference, mean, std = (np.asarray(a, np.float64)[:, 0] for a in rolled)
     points, xlabel = _points(grid, reference.shape[1])
     half = (points[-1] - points[0]) / max(1, len(points) - 1) / 2  # pixels centred on the points and steps
     extent = (points[0] - half, points[-1] + half, -0.5, reference.shape[0] - 0.5)
     low, high = min(reference.min(), mean.min()), max(reference.max(), mean.max())
     axes = []
-    for cell, field, name, cmap, limits in zip(
+    for cell, field, name, cmap, limits, unit in zip(
         cells,
         (reference, mean, std),
         ("reference", "ensemble mean", "ensemble std"),
         ("viridis", "viridis", "magma"),
-        ((low, high), (low, high), (0, None)),
+        ((low, high), (low, high), (0, max(float(std.max()), 1e-12))),
+        ("value (channel 0)", "value (channel 0)", "std over members (channel 0)"),
+        strict=True,
     ):
         ax = fig.add_subplot(cell)
         image = ax.imshow(
@@ -155,7 +158,7 @@ def space_time_panels(fig: Figure, rolled: tuple, grid, cells: Sequence) -> list
             vmax=limits[1],
             interpolation="nearest",
         )
-        fig.colorbar(image, ax=ax, fraction=0.06, pad=0.02)
+        fig.colorbar(image, ax=ax, fraction=0.06, pad=0.02).set_label(unit)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("autoregressive step")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -166,23 +169,16 @@ def space_time_panels(fig: Figure, rolled: tuple, grid, cells: Sequence) -> list
 
 def rollout_figure(fig: Figure, rolled: tuple | str, title: str, grid, slices: int = 4) -> list[Axes]:
     """The ``"rollout"`` kind: for 1D problems a row of space-time pictures above a row of
-    ``slices`` time slices; else the time slices alone (flattened)."""
+    ``slices`` time slices; else the time slices alone (flattened). Each row is its own grid, so
+    that the colour bars and labels of one row take no room from the other."""
     one_d = not isinstance(rolled, str) and rolled[0].ndim == 3
-    rows = fig.add_gridspec(2 if one_d else 1, 12)
+    rows = fig.add_gridspec(2 if one_d else 1, 1)
+    bottom = rows[-1, 0].subgridspec(1, 1 if isinstance(rolled, str) else slices)
+    slice_cells = [bottom[0, i] for i in range(1 if isinstance(rolled, str) else slices)]
     if not one_d:
-        return slice_panels(
-            fig,
-            rolled,
-            f"{title} — ",
-            grid,
-            [rows[0, :]]
-            if isinstance(rolled, str)
-            else [rows[0, i * 12 // slices : (i + 1) * 12 // slices] for i in range(slices)],
-            slices,
-        )
+        return slice_panels(fig, rolled, f"{title} — ", grid, slice_cells, slices)
     assert not isinstance(rolled, str)  # one_d is False for a reason string
-    pictures = space_time_panels(fig, rolled, grid, [rows[0, 4 * i : 4 * (i + 1)] for i in range(3)])
+    top = rows[0, 0].subgridspec(1, 3)
+    pictures = space_time_panels(fig, rolled, grid, [top[0, i] for i in range(3)])
     fig.suptitle(f"{title}: ensemble rollout from a stored test trajectory's first state")
-    return pictures + slice_panels(
-        fig, rolled, "", grid, [rows[1, i * 12 // slices : (i + 1) * 12 // slices] for i in range(slices)], slices
-    )
+    return pictures + slice_panels(fig, rolled, "", grid, slice_cells, slices)

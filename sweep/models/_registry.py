@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import pdequinox as pdeqx
 from jaxtyping import PRNGKeyArray
 
-from .._errors import SpecError
+from .._errors import SpecError, did_you_mean
 from .._import_path import import_object, is_import_path
 from ._encoder import ConvEncoder
 
@@ -95,7 +95,8 @@ def check_model(name: str, options: Mapping[str, Any]) -> None:
         return
     if name not in MODELS:
         raise SpecError(
-            f"`model.name`: unknown architecture {name!r}; choose one of {', '.join(MODELS)} "
+            f"`model.name`: unknown architecture {name!r}{did_you_mean(name, MODELS)}; "
+            f"choose one of {', '.join(MODELS)} "
             f'or give a factory as "package.module:function"'
         )
     params = _arch_parameters(name)
@@ -103,7 +104,10 @@ def check_model(name: str, options: Mapping[str, Any]) -> None:
         if key not in params:
             if key in _INFERRED:
                 raise SpecError(f"`model.{key}`: inferred from the problem's arrays; remove it from the spec")
-            raise SpecError(f"`model.{key}`: not an argument of {_arch_name(name)}; allowed: {', '.join(params)}")
+            raise SpecError(
+                f"`model.{key}`: not an argument of {_arch_name(name)}{did_you_mean(key, params)}; "
+                f"allowed: {', '.join(params)}"
+            )
         if key in ("out_shape", "num_classes") and name in ENCODERS:
             continue  # checked below
         if key in _ACTIVATION_ARGS:

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import SpecError
+from .._errors import SpecError, did_you_mean
 from .._import_path import is_import_path
 from ._arrays import SPLIT_OPTIONS, load_arrays, load_function
 from ._dataset import EVALUATED as EVALUATED
@@ -53,7 +53,8 @@ def check_problem(name: str, options: Mapping[str, Any]) -> None:
         return
     if name not in GENERATORS:
         raise SpecError(
-            f"`problem.name`: unknown problem {name!r}; choose one of {', '.join(PROBLEMS)} "
+            f"`problem.name`: unknown problem {name!r}{did_you_mean(name, PROBLEMS)}; "
+            f"choose one of {', '.join(PROBLEMS)} "
             f'or give a function as "package.module:function"'
         )
     params = inspect.signature(GENERATORS[name]).parameters
@@ -61,7 +62,9 @@ def check_problem(name: str, options: Mapping[str, Any]) -> None:
         if key in SPLIT_OPTIONS:
             continue  # checked above
         if key not in params:
-            raise SpecError(f"`problem.{key}`: not an option of {name}; allowed: {', '.join(params)}")
+            raise SpecError(
+                f"`problem.{key}`: not an option of {name}{did_you_mean(key, params)}; allowed: {', '.join(params)}"
+            )
         default = params[key].default
         if isinstance(default, int) and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
             raise SpecError(f"`problem.{key}`: got {value!r}; must be a non-negative integer")

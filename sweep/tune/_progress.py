@@ -4,15 +4,18 @@ On a terminal, one rich display is updated in place; otherwise (a pipe, a file, 
 ``TERM=dumb``) a plain line is printed every ``every_s`` seconds while something changes, and
 once at the end::
 
-    [heat] 0:42 | trials 2/4 done, 2 running, 0 pending | members 8/16 | epochs 96/192 | 4.1 member-epochs/s | ETA 0:23 | best val loss: depth=2 learning_rate=0.003 2.1e-03, ...
+    [heat] 0:42 | trials 2/4 done, 2 running, 0 pending | members 8/16 | epochs 96/192 | 4.1 member-epochs/s | ETA 0:23 | val loss, mean over seeds, best first: depth=2 learning_rate=0.003 2.1e-03, ...
 
 The counts come from the plan of this call (Tune creates trials lazily under
 ``max_concurrent_trials``), members trained by earlier calls count as done, and the elapsed
 time, throughput and ETA are those of this process only (a resumed trial counts the epochs it
-trains now). A *configuration* is one combination of grid values, named as the store's columns
-(``depth=6 learning_rate=0.0003``); its best loss is the lowest latest loss of any of its
-members so far, on the validation set where trials report one (``member_val_loss``), else on
-the test set.
+trains now). A trial that runs but has not reported yet is *compiling* (building its
+programs, the first chunk of epochs). A *configuration* is one combination of grid values,
+named as the store's columns (``depth=6 learning_rate=0.0003``); configurations are ranked by
+the mean over seeds of their members' latest loss (as the summary after the sweep ranks them:
+best mean first), with the best member's loss beside; on the validation set when the data has
+one (:meth:`ProgressState.rank_on_validation`, else as trials report: ``member_val_loss``, then
+``member_test_loss``). Nothing is shown before Tune has created the first trial.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from ..store import FIXED_COLUMNS
 
 MODES = ("auto", "live", "plain", "off")
 _STATUS = {"TERMINATED": "done", "ERROR": "failed", "RUNNING": "running"}  # anything else: pending
+STATES = ("done", "compiling", "running", "pending", "failed")  # "compiling": running, no report yet
 LOSS_VECTORS = ("member_val_loss", "member_test_loss")  # the first one a trial reports is shown
 
 
@@ -47,7 +51,7 @@ class _Trial:
     def __init__(self, plan: TrialPlan, labels: list[str]):
         self.members, self.epochs, self.block = plan.num_members, plan.spec.training.epochs, len(plan.seeds)
         self.labels = labels  # per hyperparameter set
-        self.status, self.epoch = "pending", 0
+        self.status, self.epoch, self.reported = "pending", 0, False
         self.start_epoch: int | None = None  # set by the trial's first report
 
 
@@ -74,12 +78,22 @@ class ProgressState:
                 entry[0] += done_by.get((config.config_id, hparams_key(h)), 0)
                 entry[1] += len(spec.seed_list)
         self.done_before = sum(d for d, _ in self.configs.values())
-        self.best: dict[str, float] = {}
+        self.best: dict[str, float] = {}  # label -> the lowest loss any member reached
+        self.latest: dict[str, dict[tuple[str, int], float]] = {}  # label -> member -> its latest loss
         self.loss_name = "test loss"
+        self.vectors = LOSS_VECTORS  # the loss vectors shown, the first one a trial reports
         self.trials: dict[str, _Trial] = {}
+        self.seen = False  # Tune has created one of these trials
         self.first_start: float | None = None
         self.lock = threading.Lock()
         self.add(trials)
+
+    def rank_on_validation(self, validated: bool) -> None:
+        """Show and rank by the validation loss from the start (``validated``: the data has a
+        validation set), else by the test loss."""
+        with self.lock:
+            self.vectors = LOSS_VECTORS[:1] if validated else LOSS_VECTORS[1:]
+            self.loss_name = "val loss" if validated else "test loss"
 
     def add(self, trials: Iterable[TrialPlan]) -> None:
         """Trials of a later phase (a new experiment after a restored one)."""
@@ -96,6 +110,7 @@ class ProgressState:
             for trial in tune_trials:
                 ours = self.trials.get((trial.config or {}).get("trial_key", ""))  # "" is no trial's key
                 if ours is not None:
+                    self.seen = True
                     ours.status = _STATUS.get(trial.status, "pending")
                     if ours.status == "running" and self.first_start is None:
                         self.first_start = self.clock()
@@ -107,15 +122,20 @@ class ProgressState:
                 return
             if ours.start_epoch is None:
                 ours.start_epoch = int(result.get("resumed_from_epoch", 0))
+            ours.reported = True
             ours.epoch = max(ours.epoch, int(result.get("epoch", 0)))
-            name = next((n for n in LOSS_VECTORS if n in result), None)
+            name = next((n for n in self.vectors if n in result), None)
             if name is None:
                 return
             self.loss_name = name.removeprefix("member_").replace("_", " ")
             losses = result[name]
             for i, loss in enumerate(losses):
                 label = ours.labels[min(i // max(ours.block, 1), len(ours.labels) - 1)]
-                if loss is not None and loss == loss and loss < self.best.get(label, float("inf")):
+                if loss is None or loss != loss:  # diverged: left out, as the summary leaves it out
+                    self.latest.get(label, {}).pop((trial_key, i), None)
+                    continue
+                self.latest.setdefault(label, {})[(trial_key, i)] = float(loss)
+                if loss < self.best.get(label, float("inf")):
                     self.best[label] = float(loss)
 
     # -- what is shown -------------------------------------------------------------------------
@@ -126,12 +146,12 @@ class ProgressState:
 
     def counts(self) -> dict[str, Any]:
         with self.lock:
-            by = {"done": 0, "running": 0, "pending": 0, "failed": 0}
+            by: dict[str, int] = dict.fromkeys(STATES, 0)
             members_done = self.done_before
             work = total = trained = 0
             per_config = {label: d for label, (d, _) in self.configs.items()}
             for t in self.trials.values():
-                by[t.status] += 1
+                by["compiling" if t.status == "running" and not t.reported else t.status] += 1
                 reached = t.epochs if t.status == "done" else min(t.epoch, t.epochs)
                 if t.status == "done":
                     members_done += t.members
@@ -157,7 +177,17 @@ class ProgressState:
                 "elapsed": now - self.started,
                 "per_config": per_config,
                 "best": dict(self.best),
+                "mean": {label: sum(v.values()) / len(v) for label, v in self.latest.items() if v},
             }
+
+    def ranked(self, c: Mapping[str, Any]) -> list[tuple[str, float]]:
+        """``(label, mean over seeds of the latest loss)``, lowest mean first."""
+        return sorted(c["mean"].items(), key=lambda kv: kv[1])
+
+    @property
+    def ranking(self) -> str:
+        """How the configurations are ranked, in the words of the summary printed after a sweep."""
+        return f"{self.loss_name}, mean over seeds, best first"
 
     def summary(self, c: Mapping[str, Any] | None = None) -> str:
         """``[name] 0:42 | trials ... | ETA 0:23`` (no configurations)."""
@@ -168,7 +198,9 @@ class ProgressState:
         t = c["trials"]
         return [
             f"[{self.name}] {duration(c['elapsed'])}",
-            f"trials {t['done']}/{c['num_trials']} done, {t['running']} running, {t['pending']} pending"
+            f"trials {t['done']}/{c['num_trials']} done, "
+            + (f"{t['compiling']} compiling, " if t["compiling"] else "")
+            + f"{t['running']} running, {t['pending']} pending"
             + (f", {t['failed']} failed" if t["failed"] else ""),
             f"members {c['members_done']}/{c['members']}",
         ]
@@ -183,14 +215,14 @@ class ProgressState:
         return parts
 
     def line(self, top: int = 3) -> str:
-        """:meth:`summary` plus the ``top`` configurations with the lowest loss so far."""
+        """:meth:`summary` plus the ``top`` configurations with the lowest mean loss so far."""
         c = self.counts()
-        ranked = sorted(c["best"].items(), key=lambda kv: kv[1])
+        ranked = self.ranked(c)
         if not ranked:
             return self.summary(c)
         shown = ", ".join(f"{label} {loss:.3g}" for label, loss in ranked[:top])
         more = f" (+{len(ranked) - top} more)" if len(ranked) > top else ""
-        return f"{self.summary(c)} | best {self.loss_name}: {shown}{more}"
+        return f"{self.summary(c)} | {self.ranking}: {shown}{more}"
 
     def renderable(self, max_rows: int = 20):
         """The rich display: the summary, a bar of member-epochs, one row per configuration."""
@@ -201,24 +233,34 @@ class ProgressState:
 
         c = self.counts()
         table = Table(box=None, pad_edge=False, header_style="bold")
-        table.add_column("configuration")
+        table.add_column(f"configuration (by mean {self.loss_name})")
         table.add_column("members", justify="right")
-        table.add_column(f"best {self.loss_name}", justify="right")
-        best = min(c["best"].values(), default=None)
-        for label, (_, n) in list(self.configs.items())[:max_rows]:
-            loss = c["best"].get(label)
-            text = "-" if loss is None else f"{loss:.4g}"
+        table.add_column(f"{self.loss_name}: mean over seeds", justify="right")
+        table.add_column("best member", justify="right")
+        ranked = [label for label, _ in self.ranked(c)]
+        order = ranked + [label for label in self.configs if label not in c["mean"]]  # best mean first
+        for i, label in enumerate(order[:max_rows]):
+            mean, best = c["mean"].get(label), c["best"].get(label)
+            text = "-" if mean is None else f"{mean:.4g}"
             table.add_row(
                 label,
-                f"{c['per_config'][label]}/{n}",
-                f"[bold green]{text}[/]" if loss is not None and loss == best else text,
+                f"{c['per_config'][label]}/{self.configs[label][1]}",
+                f"[bold green]{text}[/]" if mean is not None and i == 0 else text,
+                "-" if best is None else f"{best:.4g}",
             )
         if len(self.configs) > max_rows:
-            table.add_row(f"... {len(self.configs) - max_rows} more configurations", "", "")
+            table.add_row(f"... {len(self.configs) - max_rows} more configurations", "", "", "")
         bar = Table.grid(padding=(0, 1))
+        compiling, pending = c["trials"]["compiling"], c["trials"]["pending"]
+        state = f"{100 * c['epochs_done'] / max(c['epochs'], 1):3.0f}%"
+        waiting = not c["epochs_done"] and not c["trials"]["running"] and bool(compiling or pending)
+        if waiting and compiling:
+            state = f"compiling ({compiling} trial{'s' if compiling > 1 else ''} building programs)"
+        elif waiting:
+            state = f"starting ({pending} trial{'s' if pending > 1 else ''} waiting for worker processes)"
         bar.add_row(
-            ProgressBar(total=max(c["epochs"], 1), completed=c["epochs_done"], width=40),
-            Text(f"{100 * c['epochs_done'] / max(c['epochs'], 1):3.0f}% | " + " | ".join(self._speed_parts(c))),
+            ProgressBar(total=max(c["epochs"], 1), completed=c["epochs_done"], width=40, pulse=waiting),
+            Text(f"{state} | " + " | ".join(self._speed_parts(c))),
         )
         return Group(Text(" | ".join(self._counts_parts(c))), bar, table)
 
@@ -239,11 +281,17 @@ class SweepProgress(Callback):
             tty = getattr(self.stream, "isatty", lambda: False)()
             mode = "live" if tty and not os.environ.get("CI") and os.environ.get("TERM") != "dumb" else "plain"
         self.mode = mode
-        self._live, self._closed = None, False
+        self._live, self._closed, self._started = None, False, False
         self._last_time, self._last_line = float("-inf"), ""
 
     def start(self) -> SweepProgress:
-        if self.mode == "live" and self._live is None:
+        """Show the display from the first step at which Tune has created one of the trials."""
+        self._started = True
+        self._show()
+        return self
+
+    def _show(self) -> None:
+        if self._started and self.state.seen and self.mode == "live" and self._live is None and not self._closed:
             from rich.console import Console
             from rich.live import Live
 
@@ -257,7 +305,6 @@ class SweepProgress(Callback):
                 redirect_stderr=False,
             )
             self._live.start()
-        return self
 
     def message(self, text: str) -> None:
         """A line printed above the display (or among the plain lines)."""
@@ -267,7 +314,7 @@ class SweepProgress(Callback):
             print(text, file=self.stream, flush=True)
 
     def _plain(self, force: bool) -> None:
-        if self.mode != "plain":
+        if self.mode != "plain" or not self.state.seen:
             return
         now = self.state.clock()
         if not force and now - self._last_time < self.every_s:
@@ -297,4 +344,5 @@ class SweepProgress(Callback):
 
     def on_step_end(self, iteration: int, trials: list, **info) -> None:
         self.state.statuses(trials)
+        self._show()
         self._plain(force=False)

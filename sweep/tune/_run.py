@@ -379,18 +379,21 @@ def _start(session: _Session) -> None:
     import ray  # here: not in both threads at once
 
     sweep_dir, options = session.sweep_dir, session.options
-    # Ray must start on this thread (its daemons die with the thread that started them); while
-    # ``ray.init`` waits for them (~2.5 s on a laptop), a helper thread imports Tune and checks
-    # the storage. The datasets are loaded after: ``ray.init`` forks its daemons, and a fork
-    # during a multithreaded OpenBLAS call (heat1d's solve, through JAX's LAPACK) on another
-    # thread leaves that call waiting forever for BLAS threads the fork handler stopped.
+    # The datasets are loaded and checked first (a missing file, shapes, batch size against the
+    # samples, every model built for them), so that bad data fails before Ray starts, and on this
+    # thread alone: ``ray.init`` forks its daemons, and a fork during a multithreaded OpenBLAS
+    # call (heat1d's solve, through JAX's LAPACK) on another thread leaves that call waiting
+    # forever for BLAS threads the fork handler stopped. Ray must start on this thread (its
+    # daemons die with the thread that started them); while ``ray.init`` waits for them (~2.5 s
+    # on a laptop), a helper thread imports Tune and checks the storage.
+    session.datasets = load_datasets(session.spec)
+    session.validated = all(d.val.size for d in session.datasets.values())
+    session.listeners[0].state.rank_on_validation(session.validated)
+    options.check_scheduler_metric(session.validated)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-prepare") as pool:
         prepared = pool.submit(check_writable, sweep_dir.filesystem, sweep_dir.path, sweep_dir.shown)
         ensure_ray(options.address, quiet=options.quiet)
         prepared.result()
-    session.datasets = load_datasets(session.spec)
-    session.validated = all(d.val.size for d in session.datasets.values())
-    options.check_scheduler_metric(session.validated)
     session.nodes = alive_nodes()
     check_resources(session.spec.resources, session.nodes)
     session.slots = trial_slots(session.spec.resources, session.nodes)
