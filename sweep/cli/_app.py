@@ -255,7 +255,7 @@ def aggregate(
 
         store = aggregate_sweep(_existing(sweep_dir), address=address)
     else:
-        from ..store import aggregate as aggregate_sweep
+        from ..ensemble import aggregate as aggregate_sweep
 
         store = aggregate_sweep(_existing(sweep_dir))
     typer.echo(f"store: {store}")

@@ -16,9 +16,10 @@ import pyarrow.fs as pafs
 
 from .._configure import available_cpus, configure
 from .._errors import SpecError, StoreError, SweepError
+from ..ensemble import aggregate
 from ..planning import Plan, TrialPlan, hparams_key, make_plan, merge_plans, read_plan, write_plan
 from ..spec import SweepSpec
-from ..store import aggregate, write_samples
+from ..store import write_samples
 from . import _env
 from ._aggregate import aggregate as aggregate_in_tasks
 from ._auto import Probe, choose_seeds_per_trial, largest_config, measure
