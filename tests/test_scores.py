@@ -4,6 +4,7 @@ the stored table verified like every store file, and clear refusals (no samples,
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 
@@ -280,3 +281,27 @@ def test_seeds_needed_follows_the_bootstrap_interval(path):
     for bad in (0, -1, "wide", math.inf):
         with pytest.raises(QueryError, match=r"seeds_needed\(width="):
             ens.seeds_needed(width=bad)
+
+
+def test_cli_prints_the_stored_scores_and_the_seeds_needed(path):
+    from typer.testing import CliRunner
+
+    from sweep.cli._app import app
+
+    def invoke(*args):
+        return CliRunner().invoke(app, [str(a) for a in args])
+
+    stored = sweep.load(path).stored_scores("test")
+    one = stored.filter(pc.equal(stored["kind"], "one_step")).to_pylist()
+    out = invoke("scores", path, "--split", "test")
+    assert out.exit_code == 0, out.output
+    assert "ensemble scores (one_step, test)" in out.output and "spread_skill" in out.output
+    assert all(f"{r['crps']:.4g}" in out.output for r in one)
+    rows = json.loads(invoke("scores", path, "--kind", "rollout", "--format", "json", "--limit", "200").output)
+    assert {r["kind"] for r in rows} == {"rollout"} and len(rows) == 2 * 2 * 5  # configs x splits x steps
+    shown = invoke("show", path, "--scores")
+    assert shown.exit_code == 0 and "test_crps" in shown.output and "test_loss_gain" in shown.output
+    best = sweep.load(path).seeds_needed().to_pylist()[0]["seeds_needed"]
+    assert f"within 10% of it: {best} (6 trained" in shown.output
+    bad = invoke("scores", path, "--kind", "nope")
+    assert bad.exit_code == 1 and "--kind: got 'nope'; choose one of one_step" in bad.output

@@ -1,4 +1,4 @@
-"""The ``sweep`` command line: run, plan, status, aggregate, verify, show, plot, predict.
+"""The ``sweep`` command line: run, plan, status, aggregate, verify, show, plot, predict, scores.
 
 Every :class:`sweep.SweepError` and every unreadable file ends the command with one line on
 stderr (``error: <message>``, phrased with the command's options, see :func:`cli_phrasing`)
@@ -30,6 +30,7 @@ from ._args import (
     parse_where,
     save_npy,
 )
+from ._scores import scores as scores_command
 
 app = typer.Typer(
     name="sweep",
@@ -315,6 +316,7 @@ def show(
         Format,
         typer.Option("--format", help="table (for reading), csv or json (for other tools; every row up to --limit)."),
     ] = "table",
+    scores: Annotated[bool, typer.Option("--scores", help="The stored ensemble scores beside (sweep scores).")] = False,
 ) -> None:
     """Statistics over seeds per configuration, best first.
 
@@ -324,6 +326,7 @@ def show(
     the test mean and its interval beside (reported, not used to rank).
     """
     from ..ensemble import load
+    from ._scores import seeds_line
     from ._tables import format_table, write_table
 
     ens = load(_existing(sweep_dir))
@@ -342,7 +345,7 @@ def show(
         if len(ens) > limit:
             typer.echo(f"... {len(ens) - limit} more members (--limit)")
         return
-    table = ens.summary(metric, mode)
+    table = ens.summary(metric, mode, scores=scores)
     if not wide:
         hidden = {"iqm", "iqm_ci_low", "iqm_ci_high", "n", "median", "min", "max"} | (
             {"stopped_early"} if not any(table.column("stopped_early").to_pylist()) else set()
@@ -357,6 +360,7 @@ def show(
         f"intervals" + (f"; {', '.join(beside)} reported beside, not used to rank:" if beside else ":")
     )
     typer.echo(format_table(table, limit))
+    typer.echo(seeds_line(ens, metric, mode))
 
 
 @app.command()
@@ -509,6 +513,9 @@ def predict(
     y = np.asarray(ens.predict(x) if rollout is None else ens.rollout(x, rollout))
     save_npy(output, y)
     typer.echo(f"wrote {output}: {n} members, {what}, shape {y.shape}")
+
+
+app.command(name="scores")(_guard(scores_command))
 
 
 def _format_warning(message, category, filename, lineno, line=None) -> str:
