@@ -305,3 +305,31 @@ def test_cli_prints_the_stored_scores_and_the_seeds_needed(path):
     assert f"within 10% of it: {best} (6 trained" in shown.output
     bad = invoke("scores", path, "--kind", "nope")
     assert bad.exit_code == 1 and "--kind: got 'nope'; choose one of one_step" in bad.output
+
+
+def test_score_figures_draw_the_stored_scores_and_say_when_there_are_none(path, tmp_path, blocks):
+    figs = sweep.plot(path, ["calibration", "spread_skill", "ensemble_size"])
+    coverage, ranks = figs["calibration"].axes
+    stored = sweep.load(path).stored_scores("val")  # configurations are compared on validation
+    one = {r["depth"]: r for r in stored.filter(pc.equal(stored["kind"], "one_step")).to_pylist()}
+    best = sweep.load(path).best_configuration()["depth"]
+    drawn = {line.get_label(): line.get_ydata() for line in coverage.get_lines()}
+    for depth, row in one.items():
+        np.testing.assert_allclose(drawn[f"depth={depth}"], [row["coverage_50"], row["coverage_90"]])
+    heights = [p.get_height() for p in ranks.patches]
+    counts = np.asarray(one[best]["rank_histogram"], float)
+    np.testing.assert_allclose(heights, counts / counts.mean())  # 7 ranks: one bar each, flat = 1
+    spread_error, per_step = figs["spread_skill"].axes
+    rollout = stored.filter(pc.equal(stored["kind"], "rollout"))
+    line = next(ln for ln in spread_error.get_lines() if ln.get_label() == f"depth={best}")
+    mine = rollout.filter(pc.equal(rollout["depth"], best))
+    np.testing.assert_allclose(line.get_xdata(), mine["rmse"].to_numpy())
+    np.testing.assert_allclose(line.get_ydata(), mine["spread"].to_numpy())
+    assert per_step.get_xlabel() == "rollout step"
+    crps_axis, _ = figs["ensemble_size"].axes
+    assert [int(t) for t in crps_axis.get_xticks()] == [2, 4, 6]
+    assert len(sweep.plot(path).axes) > 4 and "calibration" in sweep.plot(path, "all")
+    aggregate_blocks(tmp_path / "plain", blocks, plan=PLAN)  # no scores
+    assert "calibration" not in sweep.plot(tmp_path / "plain", "all")
+    with pytest.raises(QueryError, match=r"plot\(kind='calibration'\): the store holds no ensemble scores"):
+        sweep.plot(tmp_path / "plain", "calibration")
