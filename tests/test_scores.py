@@ -245,6 +245,8 @@ def test_sweep_aggregate_writes_the_scores_of_a_sweep_directory(tmp_path, blocks
     record = store.manifest["files"]["ensemble_scores.parquet"]
     assert len(record["sha256"]) == 64
     store.verify()
+    again = Store.open(sweep.aggregate(root, progress=False)).manifest["files"]["ensemble_scores.parquet"]
+    assert again["sha256"] == record["sha256"]  # the same members score to the same bytes
     assert store.ensemble_scores().num_rows == sweep.load(root).stored_scores().num_rows > 0
 
 
