@@ -100,7 +100,7 @@ def main() -> None:
         weights = np.ones(truth.shape[1], np.float32)
         block_sums(values, truth, weights)  # compile
         program = min(_timed(lambda: block_sums(values, truth, weights)) for _ in range(args.repeats))
-        del rolled, values
+        del rolled
         aggregate = {
             "with scores": min(
                 _timed(lambda: aggregate_blocks(scored, [block], datasets=datasets, scores=store_scores))

@@ -140,6 +140,23 @@ def test_points_of_weight_zero_change_nothing():
     np.testing.assert_array_equal(padded["rank_histogram"], whole["rank_histogram"])
 
 
+def test_sorting_inside_the_program_equals_sorting_on_the_host():
+    import jax
+
+    from sweep.ensemble._scores import _programs
+
+    rng = np.random.default_rng(5)
+    members, truth = rng.normal(size=(9, 3, 50)).astype(np.float32), rng.normal(size=(3, 50)).astype(np.float32)
+    weights = np.ones(50, np.float32)
+    program = _programs(())[0]
+    with jax.enable_x64(True):  # the accelerators' path (sort in the program) and the CPU's (NumPy first)
+        inside = program(members, truth, weights, False)
+        host = program(np.sort(members, axis=0), truth, weights, True)
+    for name in inside[0]:
+        np.testing.assert_array_equal(np.asarray(inside[0][name]), np.asarray(host[0][name]), err_msg=name)
+    np.testing.assert_array_equal(np.asarray(inside[1]), np.asarray(host[1]))
+
+
 # -- an ensemble of a store ----------------------------------------------------------------------------
 def test_scores_equal_numpy_over_all_members_at_once(path):
     ens = sweep.load(path).where(depth=2)

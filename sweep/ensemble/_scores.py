@@ -48,9 +48,9 @@ def _quantile(x: Array, q: float) -> Array:
     return x[low] + (h - low) * (x[high] - x[low])
 
 
-def _block_sums(values: Array, truth: Array, weights: Array) -> tuple[dict[str, Array], Array]:
+def _block_sums(values: Array, truth: Array, weights: Array, presorted: bool) -> tuple[dict[str, Array], Array]:
     """Float64 sums over the points of each group and the rank histogram ``[G, M + 1]``."""
-    x = jnp.sort(values.astype(jnp.float64), axis=0)  # [M, G, P]
+    x = (values if presorted else jnp.sort(values, axis=0)).astype(jnp.float64)  # [M, G, P] sorted over members
     y, w = truth.astype(jnp.float64), weights.astype(jnp.float64)
     m = x.shape[0]
     mean = x.mean(0)
@@ -93,7 +93,7 @@ def _metric_sums(values: Array, truth: Array, weights: Array, metrics: tuple[Cal
 @cached()
 def _programs(metrics: tuple[Callable, ...]):
     """The compiled block programs (cleared by ``sweep.clear_caches``)."""
-    return jax.jit(_block_sums), jax.jit(lambda v, t, w: _metric_sums(v, t, w, metrics))
+    return jax.jit(_block_sums, static_argnums=3), jax.jit(lambda v, t, w: _metric_sums(v, t, w, metrics))
 
 
 def block_sums(
@@ -102,14 +102,19 @@ def block_sums(
     weights: Float[np.ndarray, " points"],
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Sums per group of one block of points (:data:`SUMS`, float64 ``[G]`` each) and the rank
-    histogram ``[G, M + 1]``, computed by one compiled program with 64-bit types on.
+    histogram ``[G, M + 1]``, computed by one compiled program with 64-bit types on. On CPU the
+    members are sorted by NumPy first (the same order: XLA:CPU's sort of 512 x 19,200 float32
+    values took 4.4 s where NumPy's took 0.19 s), elsewhere inside the program.
 
     ```python
     sums, ranks = block_sums(members[:, None], truth[None], np.ones(truth.shape[-1]))
     ```
     """
+    presorted = jax.default_backend() == "cpu"
+    if presorted:
+        values = np.sort(values, axis=0)
     with jax.enable_x64(True):
-        sums, histogram = _programs(())[0](values, truth, weights)
+        sums, histogram = _programs(())[0](values, truth, weights, presorted)
         return {k: np.asarray(v) for k, v in sums.items()}, np.asarray(histogram)
 
 
