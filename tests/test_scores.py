@@ -150,8 +150,8 @@ def test_sorting_inside_the_program_equals_sorting_on_the_host():
     weights = np.ones(50, np.float32)
     program = _programs(())[0]
     with jax.enable_x64(True):  # the accelerators' path (sort in the program) and the CPU's (NumPy first)
-        inside = program(members, truth, weights, False)
-        host = program(np.sort(members, axis=0), truth, weights, True)
+        inside = program(np.moveaxis(members, 0, -1), truth, weights, False)
+        host = program(np.sort(np.moveaxis(members, 0, -1), axis=-1), truth, weights, True)
     for name in inside[0]:
         np.testing.assert_array_equal(np.asarray(inside[0][name]), np.asarray(host[0][name]), err_msg=name)
     np.testing.assert_array_equal(np.asarray(inside[1]), np.asarray(host[1]))
