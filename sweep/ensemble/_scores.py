@@ -149,6 +149,8 @@ class Totals:
         self.histogram = histogram if self.histogram is None else self.histogram + histogram
 
     def finish(self) -> dict[str, np.ndarray]:
+        if self.histogram is None:
+            raise ValueError("Totals.finish(): no block was added")
         return finish(self.sums, self.histogram, self.members)
 
 
