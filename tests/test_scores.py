@@ -26,7 +26,7 @@ from sweep.store import Store, aggregate_blocks
 
 PROBLEM = sweep.Problem("heat1d", num_points=16, num_samples=60, trajectory_steps=5)
 PLAN = make_plan(tiny_spec(problem=PROBLEM, seeds=6, seeds_per_trial=6, grid={"model.depth": [1, 2]}))
-FLOATS = ("crps", "mae", "rmse", "spread", "spread_skill", "coverage_50", "coverage_90")
+FLOATS = ("crps", "crps_ensemble", "mae", "rmse", "spread", "spread_skill", "coverage_50", "coverage_90")
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def reference(values: np.ndarray, truth: np.ndarray) -> dict:
     m = len(values)
     x, y = values.reshape(m, -1).astype(np.float64), truth.reshape(-1).astype(np.float64)
     mean = x.mean(0)
-    pairs = np.abs(x[:, None] - x[None]).sum((0, 1)) / (2 * m * (m - 1))
+    pairs = np.abs(x[:, None] - x[None]).sum((0, 1)) / 2
     rmse = np.sqrt(np.mean((mean - y) ** 2))
     spread = np.sqrt((m + 1) / m * x.var(0, ddof=1).mean())
     inside = {
@@ -62,7 +62,8 @@ def reference(values: np.ndarray, truth: np.ndarray) -> dict:
         for low, high in ((0.25, 0.75), (0.05, 0.95))
     }
     return {
-        "crps": np.mean(np.abs(x - y).mean(0) - pairs),
+        "crps": np.mean(np.abs(x - y).mean(0) - pairs / (m * (m - 1))),
+        "crps_ensemble": np.mean(np.abs(x - y).mean(0) - pairs / m**2),
         "mae": np.mean(np.abs(mean - y)),
         "rmse": rmse,
         "spread": spread,
@@ -114,7 +115,7 @@ def test_identical_members_have_no_spread_and_crps_equals_mae():
     truth = rng.normal(size=500).astype(np.float32)
     s = scores_of(np.repeat(one[None], 8, axis=0), truth)
     assert s["spread"] == 0 and s["spread_skill"] == 0
-    assert s["crps"] == pytest.approx(s["mae"], rel=1e-12)
+    assert s["crps"] == pytest.approx(s["mae"], rel=1e-12) and s["crps_ensemble"] == pytest.approx(s["mae"], rel=1e-12)
     assert s["mae"] == pytest.approx(np.mean(np.abs(one.astype(np.float64) - truth)), rel=1e-12)
 
 
@@ -123,8 +124,11 @@ def test_crps_equals_scoringrules_and_the_pairwise_numpy_reference():
     for m in (2, 7, 64):
         members, truth = rng.gamma(2.0, size=(m, 300)).astype(np.float32), rng.gamma(2.0, size=300).astype(np.float32)
         s = scores_of(members, truth)
-        fair = sr.crps_ensemble(truth.astype(np.float64), members.astype(np.float64), m_axis=0, estimator="fair")
-        assert s["crps"] == pytest.approx(np.mean(fair), rel=1e-10), m
+        y, x = truth.astype(np.float64), members.astype(np.float64)
+        assert s["crps"] == pytest.approx(np.mean(sr.crps_ensemble(y, x, m_axis=0, estimator="fair")), rel=1e-10)
+        assert s["crps_ensemble"] == pytest.approx(
+            np.mean(sr.crps_ensemble(y, x, m_axis=0, estimator="nrg")), rel=1e-10
+        )
         assert_scores_match({**s, "rank_histogram": s["rank_histogram"].tolist()}, reference(members, truth))
 
 

@@ -7,6 +7,9 @@ averaged over every point of every sample and channel, i.e. over every non-membe
   the CRPS of the distribution the members are drawn from):
   ``mean_i |x_i - y| - 1 / (2 M (M - 1)) sum_ij |x_i - x_j|``, with the pairwise sum taken from the
   members sorted at that point: ``sum_ij |x_i - x_j| = 2 sum_k (2k - M - 1) x_(k)``;
+- the CRPS of the ensemble itself (of the empirical distribution of its ``M`` members, scoringrules'
+  ``"nrg"`` estimator): ``mean_i |x_i - y| - 1 / (2 M^2) sum_ij |x_i - x_j|``, which improves with
+  more members (by ``E|X - X'| / (2M)`` over the fair CRPS), where the fair CRPS does not;
 - spread-skill ratio (Fortin et al. 2014): ``sqrt((M + 1) / M * mean(s^2)) / RMSE`` where ``s^2`` is
   the unbiased (ddof=1) variance of the members at a point and RMSE that of the ensemble mean:
   1 for members that are draws from the same distribution as the truth, below 1 overconfident;
@@ -36,8 +39,8 @@ from jaxtyping import Array, Float
 from .._caches import cached
 
 INTERVALS = {"coverage_50": (0.25, 0.75), "coverage_90": (0.05, 0.95)}  # central intervals: quantile levels
-SUMS = ("points", "abs_error", "sq_error", "variance", "crps", *INTERVALS)  # what a block sums, per group
-SCORES = ("crps", "mae", "rmse", "spread", "spread_skill", *INTERVALS)  # what finish returns, besides ranks
+SUMS = ("points", "abs_error", "sq_error", "variance", "crps", "crps_ensemble", *INTERVALS)  # a block's sums, per group
+SCORES = ("crps", "crps_ensemble", "mae", "rmse", "spread", "spread_skill", *INTERVALS)  # finish's, besides ranks
 
 
 def _quantile(x: Array, q: float) -> Array:
@@ -57,10 +60,10 @@ def _block_sums(values: Array, truth: Array, weights: Array, presorted: bool) ->
     m = x.shape[-1]
     mean = x.mean(-1)
     absolute = jnp.abs(x - y[..., None]).mean(-1)
+    pairs = x @ (2.0 * jnp.arange(1, m + 1) - m - 1)  # sum_ij |x_i - x_j| / 2
     if m > 1:
         variance = jnp.square(x - mean[..., None]).sum(-1) / (m - 1)
-        coefficients = (2.0 * jnp.arange(1, m + 1) - m - 1) / (m * (m - 1))
-        crps = absolute - x @ coefficients
+        crps = absolute - pairs / (m * (m - 1))
     else:  # one member: no spread, no fair CRPS
         variance = crps = jnp.full_like(mean, jnp.nan)
     per_point = {
@@ -69,6 +72,7 @@ def _block_sums(values: Array, truth: Array, weights: Array, presorted: bool) ->
         "sq_error": jnp.square(mean - y),
         "variance": variance,
         "crps": crps,
+        "crps_ensemble": absolute - pairs / m**2,
     }
     for name, (low, high) in INTERVALS.items():
         per_point[name] = ((_quantile(x, low) <= y) & (y <= _quantile(x, high))).astype(jnp.float64)
@@ -163,6 +167,7 @@ def finish(sums: dict[str, np.ndarray], histogram: np.ndarray, members: int) -> 
         spread = np.sqrt((members + 1) / members * sums["variance"] / n)
         out = {
             "crps": sums["crps"] / n,
+            "crps_ensemble": sums["crps_ensemble"] / n,
             "mae": sums["abs_error"] / n,
             "rmse": rmse,
             "spread": spread,

@@ -28,7 +28,7 @@ from .._errors import QueryError, SweepError
 from .._import_path import is_import_path
 from ..metrics import BUILTINS, LOSS, metric_name, rollout_gmean
 from ..store import Store
-from ..store._schema import GAIN_COLUMNS, SCORE_COLUMNS, SPLIT_FILES, gain_column, scores_schema
+from ..store._schema import SCORE_COLUMNS, SPLIT_FILES, gain_column, scores_schema
 from ._scores import Totals, block_sums, metric_sums
 
 if TYPE_CHECKING:

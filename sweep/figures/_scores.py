@@ -9,7 +9,8 @@ best first in the colours of every other figure:
   (M + 1)``), and the best configuration's rank histogram (flat: calibrated; U: overconfident);
 - ``"spread_skill"``: spread against the RMSE of the ensemble mean at every rollout step (the
   one-step predictions where there are no rollouts), with the 1:1 line, and the ratio per step;
-- ``"ensemble_size"``: CRPS and spread-skill of subsets of 2, 4, 8, ... members, up to all.
+- ``"ensemble_size"``: the CRPS of subsets of 2, 4, 8, ... members, up to all (the subset's own,
+  and the fair CRPS), and their spread-skill.
 """
 
 from __future__ import annotations
@@ -132,18 +133,28 @@ def spread_skill_figure(fig: Figure, scores: pa.Table, keys: list[dict], cells: 
 
 
 def draw_size(ax: Axes, scores: pa.Table, keys: list[dict], column: str) -> None:
+    """``column`` of subsets of members against their size; for ``"crps"`` the ensemble's own CRPS
+    (solid: what an ensemble of that many members scores) above the fair CRPS (dashed: its limit
+    for many members, the same expected value at every size)."""
     rows = _rows(scores, "ensemble_size")
     for config, index, color in Configs(keys, rows):
         picked = rows.take(index)
-        ax.plot(picked["members"].to_numpy(), picked[column].to_numpy(), "-o", color=color, ms=4, label=label(config))
+        members = picked["members"].to_numpy()
+        shown = "crps_ensemble" if column == "crps" else column
+        ax.plot(members, picked[shown].to_numpy(), "-o", color=color, ms=4, label=label(config))
+        if column == "crps":
+            ax.plot(members, picked["crps"].to_numpy(), "--", color=color, lw=1)
     if column == "spread_skill":
         ax.axhline(1.0, color="0.5", ls="--", lw=1)
+    else:
+        ax.plot([], [], "k-o", ms=4, label="CRPS of the ensemble")
+        ax.plot([], [], "k--", lw=1, label="fair CRPS (many members)")
     ax.set_xscale("log", base=2)
     sizes = sorted(set(rows["members"].to_pylist()))
     ax.set_xticks(sizes, [str(k) for k in sizes])
     ax.minorticks_off()
     ax.set_xlabel("members in the ensemble")
-    ax.set_ylabel({"crps": "CRPS (fair)", "spread_skill": "spread-skill ratio"}[column])
+    ax.set_ylabel({"crps": "CRPS", "spread_skill": "spread-skill ratio"}[column])
     ax.set_title(f"{'CRPS' if column == 'crps' else 'spread-skill'} vs ensemble size ({score_split(scores)})")
     ax.grid(True, alpha=0.3)
 

@@ -239,7 +239,7 @@ SPLIT_FILES = {
 }  # by split: samples, trajectories
 
 SCORE_KINDS = ("one_step", "rollout", "rollout_gmean", "ensemble_size")  # rows of ensemble_scores.parquet
-SCORE_COLUMNS = ("crps", "mae", "rmse", "spread", "spread_skill", "coverage_50", "coverage_90")
+SCORE_COLUMNS = ("crps", "crps_ensemble", "mae", "rmse", "spread", "spread_skill", "coverage_50", "coverage_90")
 GAIN_COLUMNS = ("ensemble", "members", "gain")  # <loss or metric>_<...>: of the mean, mean over members, ratio
 
 
