@@ -379,8 +379,8 @@ def plot(
         Kind,
         typer.Option(
             help="overview (every panel in one figure), curves, spread, predictions, "
-            "rollout_error, rollout, or all (one file per figure the store has the "
-            "data for)."
+            "rollout_error, rollout, calibration, spread_skill, ensemble_size, or all "
+            "(one file per figure the store has the data for)."
         ),
     ] = "overview",
     dpi: Annotated[int, typer.Option(min=10, max=2400, help="Resolution of PNG files.")] = 200,

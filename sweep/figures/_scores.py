@@ -60,7 +60,7 @@ def draw_coverage(ax: Axes, scores: pa.Table, keys: list[dict]) -> None:
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="x-small", loc="upper left")
+    ax.legend(fontsize="x-small", loc="best")
 
 
 def draw_ranks(ax: Axes, scores: pa.Table, keys: list[dict]) -> None:
@@ -105,7 +105,7 @@ def draw_spread_error(ax: Axes, scores: pa.Table, keys: list[dict]) -> None:
     ax.set_ylabel("spread (ensemble std)")
     ax.set_title(f"spread vs error, {what} ({score_split(scores)})")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="x-small", loc="upper left")
+    ax.legend(fontsize="x-small", loc="best")
 
 
 def draw_ratio_per_step(ax: Axes, scores: pa.Table, keys: list[dict]) -> None:
