@@ -9,7 +9,19 @@ import typer
 from ._args import CLIError, Format, parse_where
 
 KINDS = ("one_step", "rollout", "rollout_gmean", "ensemble_size", "all")
-SHOWN = ["split", "kind", "step", "members", "crps", "rmse", "spread", "spread_skill", "coverage_50", "coverage_90"]
+SHOWN = [
+    "split",
+    "kind",
+    "step",
+    "members",
+    "crps",
+    "crps_ensemble",
+    "rmse",
+    "spread",
+    "spread_skill",
+    "coverage_50",
+    "coverage_90",
+]
 
 
 def scores(
