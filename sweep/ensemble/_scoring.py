@@ -20,6 +20,8 @@ import math
 import warnings
 from typing import TYPE_CHECKING, Any
 
+import equinox as eqx
+import jax
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -61,7 +63,9 @@ def _real_targets(ens: Ensemble, y: np.ndarray, what: str) -> None:
     training = config.spec.training
     classes = [e for e in (training.loss, *training.metrics) if e in BUILTINS and BUILTINS[e].integer_targets]
     integer = np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.bool_)
-    out = (config.out_channels, *config.sample_shape[1:])
+    shapes, static = ens._store.template(config.config_id)
+    sample = jax.ShapeDtypeStruct(tuple(config.sample_shape), np.float32)
+    out = tuple(jax.eval_shape(lambda p, x: eqx.combine(p, static)(x), shapes, sample).shape)  # traced, not run
     if classes or integer or tuple(y.shape[1:]) != out:
         why = (
             f"it is trained with {classes[0]!r} on class labels"
