@@ -218,6 +218,7 @@ def test_the_aggregation_stores_scores_of_every_configuration_and_split(path):
     assert sorted(set(stored["split"].to_pylist())) == ["test", "val"]
     keys = {(r["config_id"], r["depth"]) for r in stored.to_pylist()}
     assert keys == {(r["config_id"], r["depth"]) for r in ens.summary().to_pylist()}
+    assert set(ens.where(depth=1).stored_scores()["depth"].to_pylist()) == {1}
     fresh = ens.where(depth=1).scores("val")
     again = ens.where(depth=1).stored_scores("val")
     assert fresh.to_pylist() == again.to_pylist()

@@ -139,19 +139,10 @@ class Ensemble:
         return _scoring.scores_table(self, (_scoring.check_split(split, "scores"),), chunk_size)
 
     def stored_scores(self, split: str | None = None) -> pa.Table:
-        """The ensemble scores the aggregation stored (``ensemble_scores.parquet``: all members of each
-        configuration) of this selection's configurations, on ``split`` or both; a
-        :class:`QueryError` for a store made without them."""
-        table = self._store.ensemble_scores()
-        if table is None:
-            raise QueryError(
-                "stored_scores(): the store holds no ensemble scores (ensemble_scores.parquet): it was made by a "
-                "seed-sweep that did not compute them; run `sweep aggregate` again, or compute them with scores()"
-            )
-        if split is not None:
-            table = table.filter(pc.equal(table["split"], _scoring.check_split(split, "stored_scores")))
-        ids = pc.unique(self._index["config_id"])
-        return table.filter(pc.is_in(table["config_id"], value_set=ids))
+        """The ensemble scores the aggregation stored (``ensemble_scores.parquet``: of all members of
+        each configuration) of the configurations this selection has members of, on ``split`` or
+        both (columns as :meth:`scores`); a :class:`QueryError` for a store made without them."""
+        return _scoring.stored_rows(self, split)
 
     def seeds_needed(self, metric: str = DEFAULT_METRIC, width: float = 0.1, mode: str = "min") -> pa.Table:
         """How many seeds bring the 95% bootstrap interval of the mean of ``metric`` to ``width``

@@ -268,3 +268,19 @@ def _joined(left: pa.Table, right: pa.Table, keys: list[str]) -> pa.Table:
         right, keys, join_type="left outer", use_threads=False
     )
     return joined.sort_by(order).drop_columns([order])
+
+
+def stored_rows(ens: Ensemble, split: str | None) -> pa.Table:
+    """The stored scores table's rows of the configurations ``ens`` has members of, on ``split`` or both."""
+    table = ens._store.ensemble_scores()
+    if table is None:
+        raise QueryError(
+            "stored_scores(): the store holds no ensemble scores (ensemble_scores.parquet): it was made by a "
+            "seed-sweep that did not compute them; run `sweep aggregate` again, or compute them with scores()"
+        )
+    if split is not None:
+        table = table.filter(pc.equal(table["split"], check_split(split, "stored_scores")))
+    keys = ["config_id", *ens.grid_columns]
+    wanted = set(zip(*(ens.index[k].to_pylist() for k in keys), strict=True))
+    held = zip(*(table[k].to_pylist() for k in keys), strict=True)
+    return table.filter(pa.array([key in wanted for key in held], pa.bool_()))
