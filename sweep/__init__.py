@@ -19,6 +19,7 @@ from ._errors import SpecError as SpecError
 from ._errors import StoreError as StoreError
 from ._errors import SweepError as SweepError
 from .ensemble import Ensemble as Ensemble
+from .ensemble import aggregate as aggregate
 from .ensemble import load as load
 from .planning import Plan as Plan
 from .planning import TrialPlan as TrialPlan
@@ -28,7 +29,6 @@ from .spec import Optimizer as Optimizer
 from .spec import Problem as Problem
 from .spec import SweepSpec as SweepSpec
 from .spec import Training as Training
-from .store import aggregate as aggregate
 from .training import History as History
 from .training import TrainState as TrainState
 from .training import fit as fit

@@ -128,6 +128,7 @@ def test_aggregating_twice_gives_identical_files(sweep_dir):
         "members.parquet",
         "configs.parquet",
         "samples.parquet",
+        "val_samples.parquet",
         "manifest.json",
         *(f"{c}.eqx" for c in PLAN.config_ids),
     }

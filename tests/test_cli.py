@@ -244,7 +244,8 @@ def _rows(output: str, header_word: str) -> tuple[list[str], list[list[str]]]:
     lines = output.strip().splitlines()
     start = next(i for i, line in enumerate(lines) if line.split()[:1] == [header_word])
     header = lines[start].split()
-    return header, [line.split() for line in lines[start + 1 :] if not line.startswith("...")]
+    rows = lines[start + 1 :]
+    return header, [line.split() for line in rows if not line.startswith(("...", "seeds needed"))]
 
 
 def test_show_prints_the_summary_best_validation_mean_first_with_test_beside(store):
@@ -433,7 +434,8 @@ def test_plot_honours_the_suffix_and_names_several_figures(store, tmp_path):
     assert (tmp_path / "x.pdf").read_bytes()[:5] == b"%PDF-"
     result = invoke("plot", store, "--kind", "all", "--out", tmp_path / "figs" / "heat.svg", "--samples", "2")
     assert result.exit_code == 0, result.stderr
-    names = ["heat-curves.svg", "heat-spread.svg", "heat-predictions.svg"]
+    kinds = ["curves", "spread", "predictions", "calibration", "spread_skill", "ensemble_size"]
+    names = [f"heat-{k}.svg" for k in kinds]
     assert result.stdout.split() == [w for n in names for w in ("wrote", str(tmp_path / "figs" / n))]
     assert all(b"<svg" in (tmp_path / "figs" / n).read_bytes()[:400] for n in names)
     small, large = tmp_path / "s.png", tmp_path / "l.png"
@@ -449,8 +451,10 @@ def test_plot_overview_has_the_documented_panels(store):
     from sweep.figures._plots import OKABE_ITO
 
     fig = sweep.plot(store, num_samples=2)
-    train, val, test, spread, *predictions, residual = fig.axes
+    train, val, test, spread, *predictions, residual = fig.axes[:-4]  # then the row of the ensemble scores
     assert fig.get_suptitle().startswith("sweep 'cli', problem heat1d: 16 members in 4 configurations")
+    scores = [ax.get_title().split(",")[0].split(" (")[0] for ax in fig.axes[-4:]]
+    assert scores == ["coverage", "rank histogram", "spread vs error", "CRPS vs ensemble size"]
     summary = sweep.load(store).summary().to_pylist()  # best validation mean first
     best_first = [f"depth={r['depth']} learning_rate={r['learning_rate']:g}" for r in summary]
     assert [r["mean"] for r in summary] == sorted(r["mean"] for r in summary)

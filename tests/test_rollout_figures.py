@@ -20,6 +20,12 @@ from sweep.figures._plots import OKABE_ITO, Configs
 from sweep.figures._rollout import rollout_metrics, slice_steps
 from sweep.planning import make_plan
 
+SCORES = [
+    "calibration",
+    "spread_skill",
+    "ensemble_size",
+]  # kinds of the stored ensemble scores, which sweep.aggregate writes
+
 
 def aggregated(tmp_path_factory, plan):
     """A complete, aggregated sweep directory of ``plan`` (samples and trajectories kept)."""
@@ -87,15 +93,15 @@ def test_slices_spread_over_the_steps_and_end_at_the_last():
 
 def test_the_overview_and_all_include_the_rollout_where_the_store_has_trajectories(traj_store, store, tmp_path):  # noqa: F811
     figures = sweep.plot(traj_store, "all")
-    assert list(figures) == ["curves", "spread", "predictions", "rollout"]  # no rollout curves stored: no error kind
+    assert list(figures) == ["curves", "spread", "predictions", "rollout", *SCORES]  # no rollout curves: no error kind
     overview = sweep.plot(traj_store, num_samples=2)
     titles = [ax.get_title() for ax in overview.axes]
     assert sum("— rollout, step" in t for t in titles) == 4  # the rollout row fills the 4 columns
-    assert list(sweep.plot(store, "all")) == ["curves", "spread", "predictions"]
+    assert list(sweep.plot(store, "all")) == ["curves", "spread", "predictions", *SCORES]
     assert not any("rollout" in ax.get_title() for ax in sweep.plot(store).axes)
     result = invoke("plot", traj_store, "--kind", "all", "--out", tmp_path / "f.png", "--dpi", "50")
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.split()[-1] == str(tmp_path / "f-rollout.png") and (tmp_path / "f-rollout.png").is_file()
+    assert str(tmp_path / "f-rollout.png") in result.stdout.split() and (tmp_path / "f-rollout.png").is_file()
 
 
 def test_a_rollout_kind_without_its_data_is_a_clear_error(store, tmp_path):  # noqa: F811
@@ -159,9 +165,16 @@ def test_rollout_error_panels_show_the_median_and_band_over_seeds_per_configurat
 
 
 def test_the_overview_of_a_rolling_sweep_has_a_rollout_row_and_all_every_kind(rolling_store, tmp_path):
-    assert list(sweep.plot(rolling_store, "all")) == ["curves", "spread", "predictions", "rollout_error", "rollout"]
+    assert list(sweep.plot(rolling_store, "all")) == [
+        "curves",
+        "spread",
+        "predictions",
+        "rollout_error",
+        "rollout",
+        *SCORES,
+    ]
     titles = [ax.get_title() for ax in sweep.plot(rolling_store, num_samples=1).axes]
-    assert titles[-4:] == [
+    assert titles[-8:-4] == [  # the rollout row, above the ensemble scores' row
         "val rollout nrmse",
         "test rollout nrmse (best configuration on validation)",
         "best — rollout, step 2 of 5",

@@ -14,7 +14,6 @@ import pytest
 from _blocks import datasets_of, trained_blocks
 from helpers import assert_same_member, member
 
-
 import sweep
 from sweep.figures import plot
 from sweep.planning import make_plan

@@ -62,7 +62,7 @@ def test_reading_a_store_whose_problem_is_os_system_runs_nothing(tmp_path, marke
     for command in ("show", "status", "verify"):
         result = invoke(command, root)
         assert result.exit_code == 0, (command, result.stderr)
-    first = sweep.plot(root, num_samples=2).axes[-3]  # the first of the two prediction panels (then residuals)
+    first = next(ax for ax in sweep.plot(root, num_samples=2).axes if ax.get_title().endswith("test sample 0"))
     # the predictions are drawn on the samples the store holds, not on regenerated data
     x, y = ens.where(**ens.best_configuration()).samples()
     truth = next(line for line in first.lines if line.get_label() == "ground truth")

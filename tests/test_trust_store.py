@@ -214,7 +214,7 @@ def test_verify_reports_every_problem_and_the_cli_prints_one_line_each(store, tm
     assert result.exit_code == 0, result.stderr
     digest = hashlib.sha256((store / "manifest.json").read_bytes()).hexdigest()
     assert result.stdout.splitlines()[-1] == f"manifest sha256: {digest}"
-    assert "ok: 6 files verified (16 members, 2 structural configs)" in result.stdout
+    assert "ok: 7 files verified (16 members, 2 structural configs)" in result.stdout  # with ensemble_scores
 
     leaves = store / f"{CID}.eqx"
     data = bytearray(leaves.read_bytes())

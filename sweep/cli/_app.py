@@ -1,4 +1,4 @@
-"""The ``sweep`` command line: run, plan, status, aggregate, verify, show, plot, predict.
+"""The ``sweep`` command line: run, plan, status, aggregate, verify, show, plot, predict, scores.
 
 Every :class:`sweep.SweepError` and every unreadable file ends the command with one line on
 stderr (``error: <message>``, phrased with the command's options, see :func:`cli_phrasing`)
@@ -30,6 +30,7 @@ from ._args import (
     parse_where,
 )
 from ._imports import spec_folder_importable
+from ._scores import scores as scores_command
 
 app: typer.Typer = typer.Typer(
     name="sweep",
@@ -272,7 +273,7 @@ def aggregate(
 
         store = aggregate_sweep(_existing(sweep_dir), address=address)
     else:
-        from ..store import aggregate as aggregate_sweep
+        from ..ensemble import aggregate as aggregate_sweep
 
         store = aggregate_sweep(_existing(sweep_dir))
     typer.echo(f"store: {store}")
@@ -332,6 +333,7 @@ def show(
         Format,
         typer.Option("--format", help="table (for reading), csv or json (for other tools; every row up to --limit)."),
     ] = Format.table,
+    scores: Annotated[bool, typer.Option("--scores", help="The stored ensemble scores beside (sweep scores).")] = False,
 ) -> None:
     """Statistics over seeds per configuration, best first.
 
@@ -343,6 +345,7 @@ def show(
     from .._errors import StoreError
     from ..ensemble import load
     from ..ensemble._rows import compact
+    from ._scores import seeds_line
     from ._status import sweeps_in
     from ._tables import format_table, write_table
 
@@ -372,7 +375,7 @@ def show(
         if len(ens) > limit:
             typer.echo(f"... {len(ens) - limit} more members (--limit)")
         return
-    table = ens.summary(metric, mode).table
+    table = ens.summary(metric, mode, scores=scores).table
     if not wide:
         table = compact(table)
     if fmt != "table":
@@ -384,6 +387,7 @@ def show(
         f"intervals" + (f"; {', '.join(beside)} reported beside, not used to rank:" if beside else ":")
     )
     typer.echo(format_table(table, limit))
+    typer.echo(seeds_line(ens, metric, mode))
 
 
 @app.command()
@@ -402,8 +406,8 @@ def plot(
         Kind,
         typer.Option(
             help="overview (every panel in one figure), curves, spread, predictions, "
-            "rollout_error, rollout, or all (one file per figure the store has the "
-            "data for)."
+            "rollout_error, rollout, calibration, spread_skill, ensemble_size, or all "
+            "(one file per figure the store has the data for)."
         ),
     ] = Kind.overview,
     dpi: Annotated[int, typer.Option(min=10, max=2400, help="Resolution of PNG files.")] = 200,
@@ -472,6 +476,9 @@ def plot(
         ) from None
     for path in figure_paths(out, list(figures)) if isinstance(figures, dict) else [out]:
         typer.echo(f"wrote {path}")
+
+
+app.command(name="scores")(_guard(scores_command))
 
 
 def _format_warning(message, category, filename, lineno, line=None) -> str:

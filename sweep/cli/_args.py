@@ -137,6 +137,9 @@ class Kind(str, enum.Enum):
     predictions = "predictions"
     rollout_error = "rollout_error"
     rollout = "rollout"
+    calibration = "calibration"
+    spread_skill = "spread_skill"
+    ensemble_size = "ensemble_size"
     all = "all"
 
 

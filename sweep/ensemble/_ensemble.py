@@ -13,6 +13,7 @@ reported beside it and never used to choose, so that they stay honest estimates.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -29,7 +30,7 @@ from jaxtyping import Float, PyTree
 from .._errors import QueryError, did_you_mean
 from ..spec import SweepSpec
 from ..store import ConfigInfo, Store
-from . import _inference, _rollout, _stats
+from . import _inference, _rollout, _scoring, _stats
 from ._inference import Moments
 from ._rows import REPR_ROWS, SummaryTable, format_table, html_table, seed_text
 from ._stats import MODES, Comparison
@@ -143,7 +144,7 @@ class Ensemble:
         """The columns holding grid values (``depth``, ``learning_rate``, ...), in grid order."""
         return [c for c in self._store.grid_columns if c in self.columns]
 
-    def summary(self, metric: str = DEFAULT_METRIC, mode: str = "min") -> SummaryTable:
+    def summary(self, metric: str = DEFAULT_METRIC, mode: str = "min", scores: bool = False) -> SummaryTable:
         """One row per configuration (structural config x vmapped hyperparameters), best first (by
         the mean of ``metric``; ``mode="max"`` when higher is better): member counts (``count``,
         ``diverged``, ``stopped_early``, and ``n``, the members the statistics use: those that did not
@@ -153,17 +154,63 @@ class Ensemble:
         metric (``val_<name>``) the test column ``test_<name>`` is reported beside it
         (``test_<name>_mean``, ``test_<name>_ci_low``, ``test_<name>_ci_high``), not used to rank.
 
+        ``scores=True``: each configuration's stored ensemble scores beside (:meth:`stored_scores`,
+        one-step, per split: ``<split>_crps``, ``<split>_spread_skill``, ``<split>_coverage_50``,
+        ``<split>_coverage_90``, ``<split>_loss_gain``).
+
         Returns a :class:`~sweep.ensemble.SummaryTable`: the pyarrow table's methods
         (``to_pylist()``, ``to_pandas()``, ``column()``, ...), ``.table`` for the
         :class:`pyarrow.Table` itself, and a ``repr`` / notebook view made of the best rows."""
         self._check_metric(metric, "summary", mode)
         if self._index[metric].null_count == len(self):
             raise QueryError(self._no_values(metric, "summary"))
-        table = _stats.summary(self._index, ["config_id", *self.grid_columns], metric, self._beside(metric), mode)
+        keys = ["config_id", *self.grid_columns]
+        table = _stats.summary(self._index, keys, metric, self._beside(metric), mode)
+        if scores:
+            table = _scoring.beside_summary(table, self.stored_scores(), keys)
         order = "lowest" if mode == "min" else "highest"
         return SummaryTable(
             table, f"{metric} over seeds per configuration ({len(self)} members), {order} mean first; 95% intervals"
         )
+
+    def scores(self, split: str = "test", chunk_size: int = DEFAULT_CHUNK) -> pa.Table:
+        """Ensemble scores of every configuration of this selection on the samples and trajectories
+        of ``split`` (``"test"`` or ``"val"``) the store holds (never regenerated): one row per
+        configuration and kind (``one_step``; ``rollout`` per step and ``rollout_gmean`` where the
+        store holds trajectories; ``ensemble_size`` for subsets of 2, 4, 8, ... members), with CRPS
+        (fair), MAE and RMSE of the ensemble mean, spread, spread-skill ratio, coverage of the
+        central 50% and 90% intervals, the rank histogram, and the loss and each built-in metric of
+        the ensemble mean beside their mean over members and the ratio (``<name>_gain``, > 1:
+        the mean beats a member). Columns: :func:`sweep.store._schema.scores_schema`; formulas:
+        :mod:`sweep.ensemble._scores`. A :class:`QueryError` says why a configuration cannot be
+        scored (no samples of the split, class labels).
+
+        ```python
+        row = ens.where(depth=4).scores("test").to_pylist()[0]
+        row["crps"], row["spread_skill"], row["coverage_90"], row["loss_gain"]
+        ```
+        """
+        return _scoring.scores_table(self, (_scoring.check_split(split, "scores"),), chunk_size)
+
+    def stored_scores(self, split: str | None = None) -> pa.Table:
+        """The ensemble scores the aggregation stored (``ensemble_scores.parquet``: of all members of
+        each configuration) of the configurations this selection has members of, on ``split`` or
+        both (columns as :meth:`scores`); a :class:`QueryError` for a store made without them."""
+        return _scoring.stored_rows(self, split)
+
+    def seeds_needed(self, metric: str = DEFAULT_METRIC, width: float = 0.1, mode: str = "min") -> pa.Table:
+        """How many seeds bring the 95% bootstrap interval of the mean of ``metric`` to ``width``
+        times the mean, per configuration (best first, as :meth:`summary`): the interval of the
+        seeds trained (``n``, ``mean``, ``relative_width`` = (high - low) / |mean|), narrowing as
+        1 / sqrt(seeds): ``seeds_needed = ceil(n * (relative_width / width)^2)`` (at least 2).
+
+        ```python
+        ens.seeds_needed("val_loss", width=0.1).to_pylist()[0]["seeds_needed"]
+        ```
+        """
+        if isinstance(width, bool) or not isinstance(width, (int, float)) or not 0 < width < math.inf:
+            raise QueryError(f"seeds_needed(width={width!r}): give the interval's width relative to the mean, > 0")
+        return _stats.seeds_needed(self.summary(metric, mode).table, ["config_id", *self.grid_columns], float(width))
 
     def summary_frame(self, metric: str = DEFAULT_METRIC, mode: str = "min") -> pd.DataFrame:
         """:meth:`summary` as a pandas DataFrame (for notebooks)."""

@@ -207,3 +207,23 @@ def summary(index: pa.Table, keys: list[str], metric: str, beside: list[str], mo
         + [(f"{c}_{s}", pa.float64()) for c in beside for s in BESIDE_STATS]
     )
     return pa.Table.from_pylist(rows, schema=schema)
+
+
+def seeds_needed(summary: pa.Table, keys: list[str], width: float) -> pa.Table:
+    """Per row of a :func:`summary`: the relative width of the 95% interval of the mean over the
+    ``n`` seeds used, and the seeds that bring it to ``width`` if it narrows as 1 / sqrt(seeds)
+    (null where the interval is undefined: fewer than two values, or a mean of 0)."""
+    rows = []
+    for row in summary.to_pylist():
+        n, mean = row["n"], row["mean"]
+        spread = row["mean_ci_high"] - row["mean_ci_low"]
+        relative = spread / abs(mean) if n > 1 and mean and np.isfinite(spread) else None
+        needed = None if relative is None else max(2, int(np.ceil(n * (relative / width) ** 2)))
+        rows.append(
+            {**{k: row[k] for k in keys}, "n": n, "mean": mean, "relative_width": relative, "seeds_needed": needed}
+        )
+    schema = pa.schema(
+        [summary.schema.field(k) for k in keys]
+        + [("n", pa.int64()), ("mean", pa.float64()), ("relative_width", pa.float64()), ("seeds_needed", pa.int64())]
+    )
+    return pa.Table.from_pylist(rows, schema=schema)

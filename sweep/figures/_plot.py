@@ -16,10 +16,30 @@ from .._import_path import is_import_path
 from ..ensemble import Ensemble, load
 from ._plots import Configs, curves_figure, draw_spread, loss_name, prediction_grid, predictions_figure, splits
 from ._rollout import rollout_error_figure, rollout_figure, rollout_metrics, rollout_splits, slice_panels
+from ._scores import (
+    calibration_figure,
+    draw_coverage,
+    draw_ranks,
+    draw_size,
+    draw_spread_error,
+    ensemble_size_figure,
+    spread_skill_figure,
+)
 from ._targets import panel_count, target_kind, targets_figure
 
-KINDS = ("overview", "curves", "spread", "predictions", "rollout_error", "rollout")
+KINDS = (
+    "overview",
+    "curves",
+    "spread",
+    "predictions",
+    "rollout_error",
+    "rollout",
+    "calibration",
+    "spread_skill",
+    "ensemble_size",
+)
 ROLLOUT_KINDS = ("rollout_error", "rollout")  # in "all" and the overview only where the store has their data
+SCORE_KINDS = ("calibration", "spread_skill", "ensemble_size")  # likewise: the stored ensemble scores
 FORMATS = (".png", ".pdf", ".svg")
 
 
@@ -182,6 +202,7 @@ class _Data(NamedTuple):
     sample_names: list[str]  # what each predicted sample is
     rollout_metric: str | None
     rolled: tuple | str | None  # an ensemble rollout, why there is none, or None: no trajectories
+    scores: Any  # the stored ensemble scores, or None: the store has none
 
 
 def plot(
@@ -207,11 +228,21 @@ def plot(
     model a factory builds), ``"rollout_error"`` (each member's rollout curve of
     ``rollout_metric`` over autoregressive steps with each configuration's median and 10-90% band),
     ``"rollout"`` (the best configuration's ensemble rolled out from the first stored test
-    trajectory: space-time pictures for 1D problems and time slices of the mean ±1 std against the
-    reference) or ``"overview"`` (all of it in one figure; the rollout row where the store has the
-    data). Configurations are ordered best first by their mean ``metric``, as ``sweep show`` lists
-    them; the best one is the chosen configuration whose test curves, predictions and rollouts are
-    shown (test numbers report the choice, never make it).
+    trajectory's first state: space-time pictures of the reference, the ensemble mean and std
+    for 1D problems, and time slices of the mean ±1 std against the reference),
+    ``"calibration"`` (coverage of the members' central 50% and 90% intervals against nominal, and
+    the best configuration's rank histogram), ``"spread_skill"`` (spread against the RMSE of the
+    ensemble mean per rollout step, with the 1:1 line) and ``"ensemble_size"`` (CRPS and
+    spread-skill against the number of members), all three from the stored ensemble scores, on
+    the validation split where the store holds it (see :mod:`sweep.figures._scores`), or
+    ``"overview"`` (all of it in one figure; the rollout row where the store has rollout curves
+    or test trajectories, the scores row where it has ensemble scores). One kind returns one ``Figure``; ``"all"`` (every kind whose data the
+    store holds) or a list returns ``{kind: Figure}``. Configurations are ordered best first by
+    their mean ``metric`` (default: the summary's, the validation loss; ``mode="max"`` where
+    higher is better), as ``sweep show`` lists them; the best one is the chosen configuration
+    whose test curves, predictions and rollouts are shown (test numbers report the choice,
+    never make it). A rollout kind asked for by name that the store has no data for raises
+    :class:`QueryError` saying what is missing.
 
     Args:
         source: An :class:`Ensemble`, or a sweep directory (or its store) to load.
@@ -254,20 +285,47 @@ def plot(
     )
     r_metric = _rollout_metric(curves, rollout_metric, "rollout_error" in named) if curves is not None else None
     rolled = _rolled(ens, keys[0], "rollout" in named, trust_code) if "rollout" in wanted else None
+    named_scores = [k for k in SCORE_KINDS if k in named]
+    overview = "overview" in kinds
+    scores = _stored_scores(ens, *named_scores[:1]) if overview or set(SCORE_KINDS) & wanted else None
     if kind == "all":  # every kind whose data the store holds
         kinds = [k for k in kinds if (k != "rollout_error" or r_metric) and (k != "rollout" or rolled is not None)]
+        kinds = [k for k in kinds if k not in SCORE_KINDS or scores is not None]
     spec, samples, names = (
         _samples(ens, keys[0], num_samples, trust_code)
         if {"predictions", "overview"} & set(kinds)
         else (ens.where(**keys[0]).spec, None, [])
     )
-    data = _Data(ens, keys, metric, curves, totals, spec, samples, names, r_metric, rolled)
+    data = _Data(ens, keys, metric, curves, totals, spec, samples, names, r_metric, rolled, scores)
     figures = {k: _figure(k, data) for k in kinds}
     if out is not None:
         for fig, path in zip(figures.values(), figure_paths(out, kinds)):
             path.parent.mkdir(parents=True, exist_ok=True)
             fig.savefig(path, dpi=dpi)
     return figures[kinds[0]] if isinstance(kind, str) and kind != "all" else figures
+
+
+def _stored_scores(ens: Ensemble, named: str | None = None):
+    """The stored ensemble scores of ``ens`` (None where the store has none or scored nothing; a
+    :class:`QueryError` saying so if a score figure was ``named``)."""
+    try:
+        table = ens.stored_scores()
+    except QueryError as e:
+        if named:
+            raise QueryError(f"plot(kind={named!r}): {str(e).removeprefix('stored_scores(): ')}") from None
+        return None
+    if not table.num_rows and named:
+        raise QueryError(
+            f"plot(kind={named!r}): the store scored none of these configurations (see the warnings of `sweep aggregate`)"
+        )
+    return table if table.num_rows else None
+
+
+SCORE_FIGURES = {
+    "calibration": calibration_figure,
+    "spread_skill": spread_skill_figure,
+    "ensemble_size": ensemble_size_figure,
+}
 
 
 def _figure(kind: str, d: _Data) -> Figure:
@@ -295,6 +353,11 @@ def _figure(kind: str, d: _Data) -> Figure:
         fig = Figure(figsize=(16, 8.4 if one_d else 4.2), layout="constrained")
         rollout_figure(fig, d.rolled, best, grid)
         return fig
+    if kind in SCORE_FIGURES:
+        panels = 1 if kind == "spread_skill" and "rollout" not in d.scores["kind"].to_pylist() else 2
+        fig = Figure(figsize=(5.2 * panels, 4.4), layout="constrained")
+        SCORE_FIGURES[kind](fig, d.scores, d.keys)
+        return fig
     assert d.samples is not None  # plot() reads samples for "predictions" and "overview"
     targets = "same_grid" if isinstance(d.samples, str) else target_kind(d.samples[0], d.samples[1], d.samples[2])
     n = 0 if isinstance(d.samples, str) else panel_count(d.samples, targets)  # a string says why there are none
@@ -307,8 +370,8 @@ def _figure(kind: str, d: _Data) -> Figure:
     n_splits = len(splits(d.curves))
     n_errors = len(rollout_splits(d.curves, d.rollout_metric)) if d.rollout_metric else 0
     n_slices = 0 if d.rolled is None else 1 if isinstance(d.rolled, str) else 2  # at least
-    rows = 3 if n_errors or n_slices else 2
-    cols = max(n_splits + 1, n + 1, n_errors + n_slices)
+    rows = (3 if n_errors or n_slices else 2) + (d.scores is not None)
+    cols = max(n_splits + 1, n + 1, n_errors + n_slices, 4 if d.scores is not None else 0)
     fig = Figure(figsize=(4.6 * cols, 4.2 * rows), layout="constrained")
     cells = fig.add_gridspec(rows, cols)
     curves_figure(fig, d.curves, Configs(d.keys, d.curves, d.totals), loss, [cells[0, i] for i in range(n_splits)])
@@ -339,6 +402,12 @@ def _figure(kind: str, d: _Data) -> Figure:
             [cells[2, n_errors:]] if isinstance(d.rolled, str) else [cells[2, i] for i in range(n_errors, cols)],
             cols - n_errors,
         )
+    if d.scores is not None:  # is the spread calibrated? coverage, ranks, spread vs error, CRPS vs members
+        last = [fig.add_subplot(cells[rows - 1, i]) for i in range(4)]
+        draw_coverage(last[0], d.scores, d.keys)
+        draw_ranks(last[1], d.scores, d.keys)
+        draw_spread_error(last[2], d.scores, d.keys)
+        draw_size(last[3], d.scores, d.keys, "crps")
     fig.suptitle(
         f"sweep {d.spec.name!r}, problem {d.spec.problem.name}: {len(d.ens)} members in "
         f"{len(d.keys)} configurations (best first by mean {d.metric.replace('_', ' ')})"

@@ -14,6 +14,7 @@ Every file and column is named in :mod:`._schema`.
 """
 
 from ._aggregate import DEFAULT_SHARD_BYTES as DEFAULT_SHARD_BYTES
+from ._aggregate import MapTasks as MapTasks
 from ._aggregate import aggregate as aggregate
 from ._aggregate import aggregate_blocks as aggregate_blocks
 from ._generations import committed_root as committed_root

@@ -46,10 +46,13 @@ from ..problems import Dataset
 from ..training import BlockRef
 from . import _members
 from ._members import Column, Source
+from ._reader import Store
 from ._samples import sample_tables, write_store_samples
 from ._schema import (
     CONFIGS,
     CONFIGS_SCHEMA,
+    ENSEMBLE_SCORES,
+    FORMAT,
     MEMBERS,
     SAMPLES,
     STORE_NAME,
@@ -67,6 +70,7 @@ from ._writer import StoreWriter
 DEFAULT_SHARD_BYTES = 16 * 2**20
 _SWEEP_ONLY = ("seeds", "seeds_per_trial", "resources", "grid", "vmap")  # not part of a config
 MapTasks = Callable[[Callable[[ShardTask], ShardResult], Iterable[ShardTask]], Iterable[ShardResult]]
+Scores = Callable[[Store], "pa.Table | None"]  # the ensemble scores of a written, uncommitted store
 
 
 def aggregate(
@@ -77,6 +81,7 @@ def aggregate(
     shard_bytes: int = DEFAULT_SHARD_BYTES,
     only_complete: bool = False,
     map_tasks: MapTasks = map,
+    scores: Scores | None = None,
 ) -> str:
     """Aggregate the newest checkpoint of every trial under ``sweep_dir`` into ``<sweep_dir>/ensembles``.
 
@@ -98,6 +103,9 @@ def aggregate(
         map_tasks: ``map_tasks(build_shard, tasks)`` runs the leaves files' tasks and yields their
             results in order (default: ``map``, in this process; :func:`sweep.tune.aggregate` runs
             them as Ray tasks).
+        scores: ``scores(store)``: the ``ensemble_scores.parquet`` table of the written generation
+            before it is committed (None: no such file; :func:`sweep.aggregate` passes the
+            ensemble's).
 
     Returns:
         The store's path.
@@ -132,7 +140,7 @@ def aggregate(
             f"predictions (sweep.run writes the file; run the sweep again to add it)",
             stacklevel=2,
         )
-    _aggregate(fs, f"{root}/{STORE_NAME}", sources, plan, progress, shard_bytes, samples, map_tasks)
+    _aggregate(fs, f"{root}/{STORE_NAME}", sources, plan, progress, shard_bytes, samples, map_tasks, scores)
     return f"{where.shown if isinstance(sweep_dir, SweepDir) else str(sweep_dir).rstrip('/')}/{STORE_NAME}"
 
 
@@ -145,11 +153,13 @@ def aggregate_blocks(
     *,
     shard_bytes: int = DEFAULT_SHARD_BYTES,
     datasets: dict[str, Dataset] | None = None,
+    scores: Scores | None = None,
 ) -> str:
     """Aggregate in-memory blocks (``SavedBlock``-like: spec, seeds, hparams, shapes, state,
     history, trial_id) into a store at ``store_dir``; ``plan`` names the grid columns and the
     planned members (without it, columns are the keys whose values differ between blocks);
-    ``datasets`` (by ``spec.problem_id``) gives the test samples the store keeps for figures.
+    ``datasets`` (by ``spec.problem_id``) gives the test samples the store keeps for figures;
+    ``scores`` as in :func:`aggregate`.
     """
     fs, path = filesystem_path(store_dir, filesystem)
     sources = [
@@ -159,7 +169,7 @@ def aggregate_blocks(
     if not sources:
         raise StoreError("`blocks`: empty; give at least one block to aggregate")
     samples = {} if datasets is None else sample_tables(datasets)
-    _aggregate(fs, path, sorted(sources, key=lambda s: s.trial_id), plan, progress, shard_bytes, samples, map)
+    _aggregate(fs, path, sorted(sources, key=lambda s: s.trial_id), plan, progress, shard_bytes, samples, map, scores)
     return str(store_dir)
 
 
@@ -181,6 +191,7 @@ def _aggregate(
     shard_bytes: int,
     samples: dict[str, pa.Table],
     map_tasks: MapTasks,
+    scores: Scores | None = None,
 ) -> None:
     if shard_bytes < 1:
         raise StoreError(f"`shard_bytes`: got {shard_bytes}; must be >= 1")
@@ -215,17 +226,22 @@ def _aggregate(
             missing |= {m["trial_id"]: m for m in _members.missing(trials[cid], set(), names.get(cid, ()), columns)}
         missing_list = [missing[t.trial_key] for t in plan.trials if t.trial_key in missing] if plan else []
         num_members, num_missing = sum(c["num_members"] for c in configs), sum(len(m["members"]) for m in missing_list)
-        writer.commit(
-            {
-                "num_members": num_members,
-                "num_configs": len(configs),
-                "num_trials": len(sources),
-                "num_missing": num_missing,
-                "missing": missing_list,
-                "columns": [c._asdict() for c in columns],
-                "metrics": metrics,
-            }
-        )
+        manifest = {
+            "num_members": num_members,
+            "num_configs": len(configs),
+            "num_trials": len(sources),
+            "num_missing": num_missing,
+            "missing": missing_list,
+            "columns": [c._asdict() for c in columns],
+            "metrics": metrics,
+        }
+        if scores is not None:  # read the generation as it stands, through the store's own checks
+            written = Store(fs, writer.root, {**manifest, "format": FORMAT, "files": dict(writer.files)})
+            written.configs = written._read_configs()
+            table = scores(written)
+            if table is not None:
+                writer.write_table(ENSEMBLE_SCORES, table.schema, [table])
+        writer.commit(manifest)
     if missing_list:
         warnings.warn(
             f"{num_missing} planned member(s) of {len(missing_list)} trial(s) have no checkpoint (first: trial "

@@ -40,16 +40,17 @@ from ._schema import (
     CONFIGS,
     CONFIGS_SCHEMA,
     CONFIGS_SCHEMA_SAME_GRID,
+    ENSEMBLE_SCORES,
     FORMAT,
     MANIFEST,
     MEMBERS,
     SAMPLE_FILES,
-    SAMPLES,
+    SPLIT_FILES,
     STORE_FILE,
     STORE_FILES,
-    TRAJECTORIES,
     index_columns,
     leaves_files,
+    scores_schema,
 )
 
 
@@ -207,26 +208,43 @@ class Store:
         rows = rows.take(pc.index_in(pa.array(ids), value_set=rows["member_id"].combine_chunks()))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
         return rows if columns is None else rows.select(columns)
 
-    def samples(self, config_id: str) -> tuple[np.ndarray, np.ndarray] | None:
-        """The stored test inputs and targets of a config's problem (``[samples, channels, *spatial]``),
-        or None if the store holds none for it."""
-        table = self._sample_file(SAMPLES)
+    def samples(self, config_id: str, split: str = "test") -> tuple[np.ndarray, np.ndarray] | None:
+        """The stored inputs and targets of a split (``"test"``, or ``"val"``) of a config's problem
+        (``[samples, channels, *spatial]``), or None if the store holds none for it."""
+        relpath = SPLIT_FILES[split][0]
+        table = self._sample_file(relpath)
         return (
             None
             if table is None
-            else samples_of(table, self.configs[config_id].spec.problem_id, f"{self.root}/{SAMPLES}")
+            else samples_of(table, self.configs[config_id].spec.problem_id, f"{self.root}/{relpath}")
         )
 
-    def trajectories(self, config_id: str) -> np.ndarray | None:
-        """The stored test trajectories of a config's problem (``[trajectories, steps + 1, channels,
-        *spatial]``), or None if the store holds none for it (its problem has none, or an older
-        seed-sweep made the store)."""
-        table = self._sample_file(TRAJECTORIES)
+    def trajectories(self, config_id: str, split: str = "test") -> np.ndarray | None:
+        """The stored trajectories of a split of a config's problem (``[trajectories, steps + 1,
+        channels, *spatial]``), or None if the store holds none for it (its problem has none, or an
+        older seed-sweep made the store)."""
+        relpath = SPLIT_FILES[split][1]
+        table = self._sample_file(relpath)
         return (
             None
             if table is None
-            else trajectories_of(table, self.configs[config_id].spec.problem_id, f"{self.root}/{TRAJECTORIES}")
+            else trajectories_of(table, self.configs[config_id].spec.problem_id, f"{self.root}/{relpath}")
         )
+
+    def ensemble_scores(self) -> pa.Table | None:
+        """``ensemble_scores.parquet`` (every configuration's scores, written by the aggregation), checked
+        against its schema; None for a store made without it."""
+        if ENSEMBLE_SCORES not in self.manifest["files"]:
+            return None
+        table = self._read(ENSEMBLE_SCORES, self._table(ENSEMBLE_SCORES).read)
+        schema = self.index_schema
+        keys = [schema.field(c) for c in ("config_id", *self.grid_columns)]
+        if not table.schema.equals(scores_schema(keys, self.metrics)):
+            raise StoreError(
+                f"{self.root + '/' + ENSEMBLE_SCORES!r}: columns {table.column_names} are not those of a "
+                f"seed-sweep ensemble scores table of this store"
+            )
+        return table
 
     def _sample_file(self, relpath: str) -> pa.Table | None:
         """A stored sample file (:data:`~._schema.SAMPLE_FILES`), checked against its schema; None if

@@ -38,7 +38,7 @@ from ._schema import (
     SAMPLES,
     SAMPLES_SCHEMA,
     SAMPLES_SCHEMA_FLOAT32,
-    TRAJECTORIES,
+    SPLIT_FILES,
     TRAJECTORIES_SCHEMA,
     TRAJECTORY_COUNT,
 )
@@ -46,12 +46,14 @@ from ._schema import (
 TARGET_DTYPES = ("float32", "int32")
 
 
-def sample_table(datasets: Mapping[str, Dataset], count: int = SAMPLE_COUNT) -> pa.Table:
-    """The first ``count`` test samples of each dataset (by problem id), one row per sample; targets
-    of any shape, float32 or int32 (class labels), kept exactly (as float64) with their dtype."""
+def sample_table(datasets: Mapping[str, Dataset], count: int = SAMPLE_COUNT, split: str = "test") -> pa.Table:
+    """The first ``count`` samples of a split (``"test"`` or ``"val"``) of each dataset (by problem
+    id), one row per sample; targets of any shape, float32 or int32 (class labels), kept exactly
+    (as float64) with their dtype."""
     rows = []
     for problem_id, data in sorted(datasets.items()):
-        x, y = np.asarray(data.test_x[:count], np.float32), np.asarray(data.test_y[:count])
+        x = np.asarray(getattr(data, f"{split}_x")[:count], np.float32)
+        y = np.asarray(getattr(data, f"{split}_y")[:count])
         dtype = "int32" if y.dtype.kind == "i" else "float32"
         rows += [
             {
@@ -68,11 +70,11 @@ def sample_table(datasets: Mapping[str, Dataset], count: int = SAMPLE_COUNT) -> 
     return pa.Table.from_pylist(rows, SAMPLES_SCHEMA)
 
 
-def trajectory_table(datasets: Mapping[str, Dataset], count: int = TRAJECTORY_COUNT) -> pa.Table:
-    """The first ``count`` test trajectories of each dataset that has some, one row per trajectory."""
+def trajectory_table(datasets: Mapping[str, Dataset], count: int = TRAJECTORY_COUNT, split: str = "test") -> pa.Table:
+    """The first ``count`` trajectories of a split of each dataset that has some, one row per trajectory."""
     rows = []
     for problem_id, data in sorted(datasets.items()):
-        traj = getattr(data, "test_traj", None)
+        traj = getattr(data, f"{split}_traj", None)
         if traj is not None:
             rows += [
                 {"problem_id": problem_id, "trajectory": i, "states": t.ravel(), "states_shape": list(t.shape)}
@@ -82,9 +84,12 @@ def trajectory_table(datasets: Mapping[str, Dataset], count: int = TRAJECTORY_CO
 
 
 def sample_tables(datasets: Mapping[str, Dataset]) -> dict[str, pa.Table]:
-    """What a sweep keeps of its datasets for figures, by file: the test samples and the test
-    trajectories (the latter only where some dataset has trajectories)."""
-    tables = {SAMPLES: sample_table(datasets), TRAJECTORIES: trajectory_table(datasets)}
+    """What a sweep keeps of its datasets for figures and scores, by file: the test samples and the
+    test trajectories, and the same of the validation split (each but the test samples only where
+    some dataset has rows for it)."""
+    tables = {}
+    for split, (samples, trajectories) in SPLIT_FILES.items():
+        tables |= {samples: sample_table(datasets, split=split), trajectories: trajectory_table(datasets, split=split)}
     return {name: table for name, table in tables.items() if name == SAMPLES or table.num_rows}
 
 

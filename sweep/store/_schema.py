@@ -14,6 +14,10 @@ atomically is in :mod:`._generations`)::
     samples.parquet     the first test samples of each problem (:data:`SAMPLES_SCHEMA`), for figures
     trajectories.parquet  the first test trajectories of each problem that has some
                         (:data:`TRAJECTORIES_SCHEMA`), for rollout figures; absent otherwise
+    val_samples.parquet, val_trajectories.parquet  the same of the validation split (stores
+                        made before they were kept have none)
+    ensemble_scores.parquet  each configuration's ensemble scores on the stored samples and
+                        trajectories (:func:`scores_schema`); absent in stores made without them
     manifest.json       format, counts, grid columns, sha256 and size of every file, missing members
 
 No other name may appear in a store (:data:`STORE_FILE`), and no symbolic link.
@@ -43,6 +47,9 @@ MEMBERS = "members.parquet"
 CONFIGS = "configs.parquet"
 SAMPLES = "samples.parquet"
 TRAJECTORIES = "trajectories.parquet"
+VAL_SAMPLES = "val_samples.parquet"
+VAL_TRAJECTORIES = "val_trajectories.parquet"
+ENSEMBLE_SCORES = "ensemble_scores.parquet"
 POINTER = "CURRENT"  # names the committed generation
 LOCK = ".lock"  # in the generations directory: held (flock) by the one aggregation writing at a time
 ROW_GROUP_ROWS = 65_536
@@ -52,10 +59,13 @@ TRAJECTORY_COUNT = 4  # test trajectories kept per problem (every step of each)
 CONFIG_ID = re.compile(r"[0-9a-f]{12}")
 GENERATION = re.compile(r"\d{6,}")
 STORE_FILE = re.compile(
-    "|".join(map(re.escape, (MEMBERS, CONFIGS, SAMPLES, TRAJECTORIES)))
+    "|".join(map(re.escape, (MEMBERS, CONFIGS, SAMPLES, TRAJECTORIES, VAL_SAMPLES, VAL_TRAJECTORIES, ENSEMBLE_SCORES)))
     + rf"|{CONFIG_ID.pattern}(?:/shard-\d{{5}})?\.eqx"
 )
-STORE_FILES = f"{MEMBERS}, {CONFIGS}, {SAMPLES}, {TRAJECTORIES}, <config_id>.eqx, <config_id>/shard-NNNNN.eqx"
+STORE_FILES = (
+    f"{MEMBERS}, {CONFIGS}, {SAMPLES}, {TRAJECTORIES}, {VAL_SAMPLES}, {VAL_TRAJECTORIES}, {ENSEMBLE_SCORES}, "
+    "<config_id>.eqx, <config_id>/shard-NNNNN.eqx"
+)
 
 
 def leaves_file(config_id: str, shard: int | None) -> str:
@@ -228,4 +238,47 @@ TRAJECTORIES_SCHEMA = pa.schema(
         ("states_shape", pa.list_(_I32)),
     ]
 )
-SAMPLE_FILES = {SAMPLES: SAMPLES_SCHEMA, TRAJECTORIES: TRAJECTORIES_SCHEMA}  # what figures draw from, by file
+SAMPLE_FILES = {  # what figures and scores draw from, by file
+    SAMPLES: SAMPLES_SCHEMA,
+    TRAJECTORIES: TRAJECTORIES_SCHEMA,
+    VAL_SAMPLES: SAMPLES_SCHEMA,
+    VAL_TRAJECTORIES: TRAJECTORIES_SCHEMA,
+}
+SPLIT_FILES = {
+    "val": (VAL_SAMPLES, VAL_TRAJECTORIES),
+    "test": (SAMPLES, TRAJECTORIES),
+}  # by split: samples, trajectories
+
+SCORE_KINDS = ("one_step", "rollout", "rollout_gmean", "ensemble_size")  # rows of ensemble_scores.parquet
+SCORE_COLUMNS = ("crps", "crps_ensemble", "mae", "rmse", "spread", "spread_skill", "coverage_50", "coverage_90")
+GAIN_COLUMNS = ("ensemble", "members", "gain")  # <loss or metric>_<...>: of the mean, mean over members, ratio
+
+
+def gain_column(name: str, what: str) -> str:
+    """A loss or metric of the ensemble mean (``what="ensemble"``), averaged over members
+    (``"members"``), or their ratio (``"gain"``): ``loss_gain``, ``nrmse_members``."""
+    return f"{name}_{what}"
+
+
+def scores_schema(key_fields: Sequence[pa.Field], metrics: Sequence[str]) -> pa.Schema:
+    """``ensemble_scores.parquet``: one row per configuration (``key_fields``: ``config_id`` and the
+    grid columns, as in ``members.parquet``), split (``"val"``, ``"test"``), kind (:data:`SCORE_KINDS`:
+    the one-step predictions of the stored samples at ``step`` 0, each step of the rollouts of the
+    stored trajectories, their geometric mean over steps 1..100 with ``step`` null, and the one-step
+    scores of subsets of ``members`` members) and step: the number of members and of points scored,
+    :data:`SCORE_COLUMNS`, the rank histogram (``members + 1`` counts; null for subsets and
+    geometric means) and, on one-step rows, the loss and each metric of the ensemble mean, averaged
+    over members, and their ratio (:func:`gain_column`; null where not computed)."""
+    return pa.schema(
+        [
+            *key_fields,
+            ("split", pa.string()),
+            ("kind", pa.string()),
+            ("step", _I32),
+            ("members", pa.int64()),
+            ("points", pa.int64()),
+            *((c, pa.float64()) for c in SCORE_COLUMNS),
+            ("rank_histogram", pa.list_(pa.int64())),
+            *((gain_column(name, what), pa.float64()) for name in (LOSS, *metrics) for what in GAIN_COLUMNS),
+        ]
+    )

@@ -31,8 +31,8 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from .._errors import SweepError
+from ..ensemble import aggregate as aggregate_serially
 from ..store import DEFAULT_SHARD_BYTES, SweepDir
-from ..store import aggregate as aggregate_serially
 from ._cluster import ensure_ray
 
 MIN_BLOCKS = 256  # blocks read by all tasks together below which the driver runs them itself

@@ -20,6 +20,7 @@ import pyarrow.fs as pafs
 
 from .._configure import available_cpus, configure
 from .._errors import SpecError, StoreError, SweepError
+from ..ensemble import aggregate
 from ..planning import Plan, TrialPlan, make_plan, merge_plans
 from ..spec import SweepSpec
 from ..store import SweepDir
@@ -234,8 +235,6 @@ def _aggregate_complete(spec: SweepSpec, sweep_dir: SweepDir, in_tasks: bool) ->
 
 
 def _aggregate_here(sweep_dir: SweepDir, only_complete: bool) -> str:
-    from ..store import aggregate
-
     return aggregate(sweep_dir, only_complete=only_complete)
 
 

@@ -1,0 +1,286 @@
+"""Score a selection's members on the samples and trajectories a store holds, configuration by
+configuration, and build the ``ensemble_scores.parquet`` table (its columns: :func:`sweep.store._schema.scores_schema`).
+
+Members run ``chunk_size`` at a time through the streamed inference and rollout programs
+(:mod:`._inference`, :mod:`._rollout`); their outputs on a block of samples (one-step) or of
+trajectories (every step) are gathered for *all* members, because the scores sort the members at
+every point (:mod:`._scores`), and the block is as many samples or trajectories as keep
+``members x values`` under :data:`BLOCK_BYTES` (at least one). Memory is therefore bounded by the
+block, whatever the number of members (10,000 members of 1,024 values: 41 MB), and the scores are
+exact, not streamed approximations; the price is one pass over the members' parameters per block.
+The blocks are padded to one shape (padded points weigh zero), so each shape compiles once.
+
+Losses and metrics (for the ensemble gain) are evaluated where they are built-ins; one given by
+import path is code the store names, which reading a store never runs: its columns stay null.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import TYPE_CHECKING, Any
+
+import equinox as eqx
+import jax
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .._errors import QueryError, SweepError
+from .._import_path import is_import_path
+from ..metrics import BUILTINS, LOSS, metric_name, rollout_gmean
+from ..store import Store
+from ..store._schema import SCORE_COLUMNS, SPLIT_FILES, gain_column, scores_schema
+from ._scores import Totals, block_sums, metric_sums
+
+if TYPE_CHECKING:
+    from ._ensemble import Ensemble
+
+BLOCK_BYTES = 64 * 2**20  # float32 member values gathered at once (the sort works in float64 beside them)
+SIZE_GROUPS = 8  # disjoint subsets of members averaged per point of an ensemble-size curve
+
+
+def check_split(split: Any, what: str) -> str:
+    if split not in SPLIT_FILES:
+        raise QueryError(f'{what}(split={split!r}): choose "val" or "test"')
+    return split
+
+
+def configurations(ens: Ensemble) -> list[tuple[dict[str, Any], Ensemble]]:
+    """``(key, members)`` of every configuration (config_id and grid values) of a selection, in store order."""
+    keys = ["config_id", *ens.grid_columns]
+    index = ens.index
+    rows: dict[tuple, list[int]] = {}
+    for i, key in enumerate(zip(*(index[k].to_pylist() for k in keys), strict=True)):
+        rows.setdefault(key, []).append(i)
+    out = [(dict(zip(keys, key, strict=True)), type(ens)(ens._store, index.take(r))) for key, r in rows.items()]
+    return out
+
+
+def _real_targets(ens: Ensemble, y: np.ndarray, what: str) -> None:
+    """A :class:`QueryError` unless the members predict real values of the targets' shape."""
+    config = ens._config(what)
+    training = config.spec.training
+    classes = [e for e in (training.loss, *training.metrics) if e in BUILTINS and BUILTINS[e].integer_targets]
+    integer = np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.bool_)
+    shapes, static = ens._store.template(config.config_id)
+    sample = jax.ShapeDtypeStruct(tuple(config.sample_shape), np.float32)
+    out = tuple(jax.eval_shape(lambda p, x: eqx.combine(p, static)(x), shapes, sample).shape)  # traced, not run
+    if classes or integer or tuple(y.shape[1:]) != out:
+        why = (
+            f"it is trained with {classes[0]!r} on class labels"
+            if classes
+            else f"its targets are {y.dtype} class labels"
+            if integer
+            else f"its outputs {out} are not of its targets' shape {tuple(y.shape[1:])}"
+        )
+        raise QueryError(
+            f"{what}: config {config.config_id} cannot be scored: {why}. Ensemble scores (CRPS, spread-skill, "
+            f"coverage) compare real-valued predictions with real-valued targets of the same shape"
+        )
+
+
+def _padded(a: np.ndarray, size: int) -> np.ndarray:
+    return a if len(a) == size else np.concatenate([a, np.zeros((size - len(a), *a.shape[1:]), a.dtype)])
+
+
+def _block(count: int, members: int, values_per_item: int, block_bytes: int) -> int:
+    """Items (samples, trajectories) per block: as many as keep ``members`` x their values in ``block_bytes``."""
+    return int(np.clip(block_bytes // max(1, 4 * members * values_per_item), 1, count))
+
+
+def _sizes(members: int) -> list[int]:
+    """Ensemble sizes of the size curve: 2, 4, 8, ... below ``members``, then ``members``."""
+    return [2**i for i in range(1, max(1, math.ceil(math.log2(members))))] + [members] if members > 1 else []
+
+
+def one_step(
+    ens: Ensemble, x: np.ndarray, y: np.ndarray, chunk_size: int, metrics: list, block_bytes: int = BLOCK_BYTES
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, dict[int, list[dict[str, np.ndarray]]]]:
+    """Scores of the members' predictions of ``x`` against ``y``, the summed metrics of the ensemble
+    mean and of the members (``metrics``: per-sample functions), and the scores of disjoint subsets
+    of each size of :func:`_sizes` (below all members)."""
+    config, x = ens._inputs(x, chunk_size, "scores")
+    m, per_sample = len(ens), math.prod(y.shape[1:])
+    size = _block(len(x), m, per_sample, block_bytes)
+    totals = Totals(m)
+    subsets = {k: [Totals(k) for _ in range(min(SIZE_GROUPS, m // k))] for k in _sizes(m)[:-1]}
+    of_mean, of_members = np.zeros(len(metrics)), np.zeros(len(metrics))
+    for start in range(0, len(x), size):
+        count = min(size, len(x) - start)
+        xb, yb = _padded(x[start : start + count], size), _padded(y[start : start + count], size)
+        values = np.empty((m, *yb.shape), np.float32)
+        for rows, out in ens._outputs(config, xb, chunk_size):
+            values[rows] = out
+        sample_weights = (np.arange(size) < count).astype(np.float32)
+        flat, truth, weights = values.reshape(m, 1, -1), yb.reshape(1, -1), np.repeat(sample_weights, per_sample)
+        totals.add(*block_sums(flat, truth, weights))
+        for k, groups in subsets.items():
+            for g, t in enumerate(groups):
+                t.add(*block_sums(flat[g * k : (g + 1) * k], truth, weights))
+        a, b = metric_sums(values, yb, sample_weights, metrics)
+        of_mean, of_members = of_mean + a, of_members + b
+    sizes = {k: [t.finish() for t in groups] for k, groups in subsets.items()}
+    return totals.finish(), of_mean / len(x), of_members / len(x), sizes
+
+
+def rollout(ens: Ensemble, traj: np.ndarray, chunk_size: int, block_bytes: int = BLOCK_BYTES) -> dict[str, np.ndarray]:
+    """Scores per step ``1..T`` of the members' rollouts from the first states of ``traj``
+    ``[trajectories, T + 1, ...]`` against the trajectories."""
+    steps = traj.shape[1] - 1
+    config, x0, steps = ens._rollout_inputs(traj[:, 0], steps, chunk_size, "scores")
+    m, per_state = len(ens), math.prod(traj.shape[2:])
+    size = _block(len(traj), m, steps * per_state, block_bytes)
+    totals = Totals(m)
+    for start in range(0, len(traj), size):
+        count = min(size, len(traj) - start)
+        x0b, truth = _padded(x0[start : start + count], size), _padded(traj[start : start + count, 1:], size)
+        values = np.empty((m, steps, *x0b.shape), np.float32)
+        for rows, t, states in ens._rollouts(config, x0b, steps, chunk_size):
+            values[rows, t - 1 : t - 1 + states.shape[1]] = states
+        weights = np.repeat((np.arange(size) < count).astype(np.float32), per_state)
+        totals.add(*block_sums(values.reshape(m, steps, -1), np.swapaxes(truth, 0, 1).reshape(steps, -1), weights))
+    return totals.finish()
+
+
+def _gain_metrics(ens: Ensemble, names: list[str]) -> tuple[list[str], list]:
+    """The loss and those of ``names`` (stored metric names) this config evaluates with a built-in:
+    ``(names, per-sample functions)``."""
+    training = ens.spec.training
+    entries = {LOSS: training.loss} | {metric_name(e): e for e in training.metrics}
+    used = [n for n in (LOSS, *names) if entries.get(n) in BUILTINS]
+    return used, [BUILTINS[entries[n]].per_sample for n in used]
+
+
+def configuration_rows(
+    ens: Ensemble, key: dict[str, Any], split: str, chunk_size: int, block_bytes: int = BLOCK_BYTES
+) -> list[dict[str, Any]]:
+    """Every row of the scores table of one configuration (``ens``: its members) on one split."""
+    config = ens._config("scores")
+    store: Store = ens._store
+    found = store.samples(config.config_id, split)
+    if found is None:
+        raise QueryError(
+            f"scores(split={split!r}): the store holds no {split} samples for config {config.config_id} (its "
+            f"sweep directory had no {SPLIT_FILES[split][0]} when it was aggregated: sweep.run writes it"
+            + (", for problems with a validation set" if split == "val" else "")
+            + "); nothing is regenerated"
+        )
+    x, y = found
+    _real_targets(ens, y, "scores")
+    names, fns = _gain_metrics(ens, store.metrics)
+    scores, of_mean, of_members, sizes = one_step(ens, x, y, chunk_size, fns, block_bytes)
+    base = {**key, "split": split, "members": len(ens)}
+    gains = {}
+    for name, e, mm in zip(names, of_mean, of_members, strict=True):
+        gains |= {gain_column(name, "ensemble"): e, gain_column(name, "members"): mm}
+        gains[gain_column(name, "gain")] = mm / e if e else float("nan")
+    rows = [{**base, "kind": "one_step", "step": 0, **_row(scores, 0), **gains}]
+    for k, groups in sizes.items():
+        averaged = {c: float(np.mean([g[c][0] for g in groups])) for c in SCORE_COLUMNS}
+        rows.append({**base, "kind": "ensemble_size", "step": 0, "members": k, "points": int(scores["points"][0])})
+        rows[-1] |= averaged
+    if len(ens) > 1:
+        rows.append({**base, "kind": "ensemble_size", "step": 0, **_row(scores, 0), "rank_histogram": None})
+    traj = store.trajectories(config.config_id, split)
+    if traj is not None:
+        per_step = rollout(ens, traj, chunk_size, block_bytes)
+        rows += [{**base, "kind": "rollout", "step": t + 1, **_row(per_step, t)} for t in range(traj.shape[1] - 1)]
+        means = {c: float(rollout_gmean(per_step[c])) for c in SCORE_COLUMNS}
+        rows.append({**base, "kind": "rollout_gmean", "step": None, "points": int(per_step["points"].sum()), **means})
+    return rows
+
+
+def _row(scores: dict[str, np.ndarray], i: int) -> dict[str, Any]:
+    return {
+        "points": int(scores["points"][i]),
+        **{c: float(scores[c][i]) for c in SCORE_COLUMNS},
+        "rank_histogram": scores["rank_histogram"][i].tolist(),
+    }
+
+
+def schema_of(store: Store) -> pa.Schema:
+    schema = store.index_schema
+    return scores_schema([schema.field(c) for c in ("config_id", *store.grid_columns)], store.metrics)
+
+
+def scores_table(
+    ens: Ensemble, splits: tuple[str, ...], chunk_size: int, block_bytes: int = BLOCK_BYTES, skip: bool = False
+) -> pa.Table:
+    """The scores table of every configuration of ``ens`` on each split. ``skip``: a configuration
+    that cannot be scored on a split (no samples, class labels, a model built by code the store
+    names) is left out with a warning instead of raising."""
+    rows = []
+    for key, members in configurations(ens):
+        for split in splits:
+            try:
+                rows += configuration_rows(members, key, split, chunk_size, block_bytes)
+            except SweepError as e:
+                if not skip:
+                    raise
+                warnings.warn(f"ensemble scores of {key} on {split} left out: {e}", stacklevel=3)
+    return pa.Table.from_pylist(rows, schema_of(ens._store))
+
+
+def store_scores(store: Store) -> pa.Table | None:
+    """The scores table of every configuration of a store on each split whose samples it holds (None
+    if it holds none), as the aggregation writes it. Configurations that cannot be scored are left
+    out with a warning: class labels, or a model built by a factory (code the store names, which
+    the aggregator never runs)."""
+    from ._ensemble import DEFAULT_CHUNK, Ensemble
+
+    splits = tuple(s for s, (samples, _) in SPLIT_FILES.items() if samples in store.manifest["files"])
+    if not splits:
+        return None
+    built_in = [c.config_id for c in store.configs.values() if not is_import_path(c.spec.model.name)]
+    factories = len(store.configs) - len(built_in)
+    if factories:
+        warnings.warn(
+            f"ensemble scores of {factories} config(s) left out: their models are built by factories, code the "
+            f"store names that the aggregator never runs; compute them with Ensemble.scores()",
+            stacklevel=4,
+        )
+    if not built_in:
+        return pa.Table.from_pylist([], schema_of(store))
+    return scores_table(Ensemble(store).where(config_id=built_in), splits, DEFAULT_CHUNK, skip=True)
+
+
+BESIDE_SCORES = ("crps", "spread_skill", "coverage_50", "coverage_90", gain_column(LOSS, "gain"))
+
+
+def beside_summary(summary: pa.Table, stored: pa.Table, keys: list[str]) -> pa.Table:
+    """``summary`` with each configuration's stored one-step scores per split (``<split>_<score>``)."""
+    one_step = stored.filter(pc.equal(stored["kind"], "one_step"))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+    for split in SPLIT_FILES:
+        rows = one_step.filter(pc.equal(one_step["split"], split))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+        if rows.num_rows:
+            scores = rows.select([*keys, *BESIDE_SCORES]).rename_columns(
+                [*keys, *(f"{split}_{c}" for c in BESIDE_SCORES)]
+            )
+            summary = _joined(summary, scores, keys)
+    return summary
+
+
+def _joined(left: pa.Table, right: pa.Table, keys: list[str]) -> pa.Table:
+    """``left`` with the columns of ``right`` matched on ``keys`` (nulls where none), in ``left``'s order."""
+    order = "__row"
+    joined = left.append_column(order, pa.array(np.arange(left.num_rows))).join(
+        right, keys, join_type="left outer", use_threads=False
+    )
+    return joined.sort_by(order).drop_columns([order])
+
+
+def stored_rows(ens: Ensemble, split: str | None) -> pa.Table:
+    """The stored scores table's rows of the configurations ``ens`` has members of, on ``split`` or both."""
+    table = ens._store.ensemble_scores()
+    if table is None:
+        raise QueryError(
+            "stored_scores(): the store holds no ensemble scores (ensemble_scores.parquet): it was made by a "
+            "seed-sweep that did not compute them; run `sweep aggregate` again, or compute them with scores()"
+        )
+    if split is not None:
+        table = table.filter(pc.equal(table["split"], check_split(split, "stored_scores")))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+    keys = ["config_id", *ens.grid_columns]
+    wanted = set(zip(*(ens.index[k].to_pylist() for k in keys), strict=True))
+    held = zip(*(table[k].to_pylist() for k in keys), strict=True)
+    return table.filter(pa.array([key in wanted for key in held], pa.bool_()))

@@ -1,0 +1,359 @@
+"""Ensemble scores: known answers of the formulas (calibrated, overconfident and identical members),
+CRPS against scoringrules and a NumPy reference, blocks and member chunks that change nothing,
+the stored table verified like every store file, and clear refusals (no samples, class labels)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pyarrow.compute as pc
+import pytest
+import scoringrules as sr
+from _blocks import datasets_of, trained_blocks, write_sweep
+from helpers import tiny_spec
+from scipy import stats
+
+import sweep
+from sweep import QueryError, StoreError
+from sweep.ensemble import _scoring
+from sweep.ensemble._scores import block_sums, finish
+from sweep.ensemble._scoring import store_scores
+from sweep.planning import make_plan
+from sweep.store import Store, aggregate_blocks
+
+PROBLEM = sweep.Problem("heat1d", num_points=16, num_samples=60, trajectory_steps=5)
+PLAN = make_plan(tiny_spec(problem=PROBLEM, seeds=6, seeds_per_trial=6, grid={"model.depth": [1, 2]}))
+FLOATS = ("crps", "crps_ensemble", "mae", "rmse", "spread", "spread_skill", "coverage_50", "coverage_90")
+
+
+@pytest.fixture(scope="module")
+def blocks():
+    return trained_blocks(PLAN)
+
+
+@pytest.fixture(scope="module")
+def path(tmp_path_factory, blocks):
+    path = tmp_path_factory.mktemp("scores") / "ensembles"
+    aggregate_blocks(path, blocks, plan=PLAN, datasets=datasets_of(PLAN), scores=store_scores)
+    return path
+
+
+def scores_of(values: np.ndarray, truth: np.ndarray) -> dict:
+    """The scores of ``values`` ``[M, P]`` against ``truth`` ``[P]`` through the compiled block program."""
+    sums, histogram = block_sums(values[:, None], truth[None], np.ones(truth.shape[-1], np.float32))
+    return {k: v[0] for k, v in finish(sums, histogram, len(values)).items()}
+
+
+def reference(values: np.ndarray, truth: np.ndarray) -> dict:
+    """Every score in NumPy from all members at once (float64; CRPS from all pairs)."""
+    m = len(values)
+    x, y = values.reshape(m, -1).astype(np.float64), truth.reshape(-1).astype(np.float64)
+    mean = x.mean(0)
+    pairs = np.abs(x[:, None] - x[None]).sum((0, 1)) / 2
+    rmse = np.sqrt(np.mean((mean - y) ** 2))
+    spread = np.sqrt((m + 1) / m * x.var(0, ddof=1).mean())
+    inside = {
+        f"coverage_{int(round(100 * (high - low)))}": np.mean(
+            (np.quantile(x, low, axis=0) <= y) & (y <= np.quantile(x, high, axis=0))
+        )
+        for low, high in ((0.25, 0.75), (0.05, 0.95))
+    }
+    return {
+        "crps": np.mean(np.abs(x - y).mean(0) - pairs / (m * (m - 1))),
+        "crps_ensemble": np.mean(np.abs(x - y).mean(0) - pairs / m**2),
+        "mae": np.mean(np.abs(mean - y)),
+        "rmse": rmse,
+        "spread": spread,
+        "spread_skill": spread / rmse,
+        **inside,
+        "rank_histogram": np.bincount((x < y).sum(0), minlength=m + 1).tolist(),
+        "points": y.size,
+    }
+
+
+def assert_scores_match(row: dict, want: dict, rtol: float = 1e-9) -> None:
+    for c in FLOATS:
+        assert row[c] == pytest.approx(want[c], rel=rtol, abs=1e-12), c
+    assert row["rank_histogram"] == want["rank_histogram"] and row["points"] == want["points"]
+
+
+# -- the formulas ------------------------------------------------------------------------------------
+def test_members_drawn_from_the_true_distribution_are_calibrated():
+    rng = np.random.default_rng(0)
+    m, p = 39, 40_000
+    centre, scale = rng.normal(size=p), rng.uniform(0.5, 2.0, size=p)
+    members = (centre + scale * rng.normal(size=(m, p))).astype(np.float32)
+    truth = (centre + scale * rng.normal(size=p)).astype(np.float32)
+    s = scores_of(members, truth)
+    assert s["spread_skill"] == pytest.approx(1.0, abs=0.02)
+    for name, nominal in (("coverage_50", 0.5), ("coverage_90", 0.9)):
+        expected = nominal * (m - 1) / (m + 1)  # the truth is one more exchangeable draw among m members
+        assert abs(s[name] - expected) < 4 * math.sqrt(expected * (1 - expected) / p), name
+        assert abs(s[name] - nominal) < 0.05, name
+    assert stats.chisquare(s["rank_histogram"]).pvalue > 1e-3  # flat
+    assert s["rank_histogram"].sum() == p
+
+
+def test_too_narrow_members_are_overconfident():
+    rng = np.random.default_rng(1)
+    m, p = 20, 20_000
+    members = (0.5 * rng.normal(size=(m, p))).astype(np.float32)
+    truth = rng.normal(size=p).astype(np.float32)
+    s = scores_of(members, truth)
+    assert s["spread_skill"] == pytest.approx(0.5, abs=0.03)
+    assert s["coverage_90"] < 0.7 and s["coverage_50"] < 0.35
+    h = s["rank_histogram"]
+    assert h[0] > 3 * h[m // 2] and h[-1] > 3 * h[m // 2]  # U-shaped: the truth falls outside
+
+
+def test_identical_members_have_no_spread_and_crps_equals_mae():
+    rng = np.random.default_rng(2)
+    one = rng.normal(size=500).astype(np.float32)
+    truth = rng.normal(size=500).astype(np.float32)
+    s = scores_of(np.repeat(one[None], 8, axis=0), truth)
+    assert s["spread"] == 0 and s["spread_skill"] == 0
+    assert s["crps"] == pytest.approx(s["mae"], rel=1e-12) and s["crps_ensemble"] == pytest.approx(s["mae"], rel=1e-12)
+    assert s["mae"] == pytest.approx(np.mean(np.abs(one.astype(np.float64) - truth)), rel=1e-12)
+
+
+def test_crps_equals_scoringrules_and_the_pairwise_numpy_reference():
+    rng = np.random.default_rng(3)
+    for m in (2, 7, 64):
+        members, truth = rng.gamma(2.0, size=(m, 300)).astype(np.float32), rng.gamma(2.0, size=300).astype(np.float32)
+        s = scores_of(members, truth)
+        y, x = truth.astype(np.float64), members.astype(np.float64)
+        assert s["crps"] == pytest.approx(np.mean(sr.crps_ensemble(y, x, m_axis=0, estimator="fair")), rel=1e-10)
+        assert s["crps_ensemble"] == pytest.approx(
+            np.mean(sr.crps_ensemble(y, x, m_axis=0, estimator="nrg")), rel=1e-10
+        )
+        assert_scores_match({**s, "rank_histogram": s["rank_histogram"].tolist()}, reference(members, truth))
+
+
+def test_points_of_weight_zero_change_nothing():
+    rng = np.random.default_rng(4)
+    members, truth = rng.normal(size=(5, 40)).astype(np.float32), rng.normal(size=40).astype(np.float32)
+    weights = (np.arange(40) < 25).astype(np.float32)
+    sums, histogram = block_sums(members[:, None], truth[None], weights)
+    padded = {k: v[0] for k, v in finish(sums, histogram, 5).items()}
+    whole = scores_of(members[:, :25], truth[:25])
+    for c in (*FLOATS, "points"):
+        assert padded[c] == pytest.approx(whole[c], rel=1e-12), c
+    np.testing.assert_array_equal(padded["rank_histogram"], whole["rank_histogram"])
+
+
+def test_sorting_inside_the_program_equals_sorting_on_the_host():
+    import jax
+
+    from sweep.ensemble._scores import _programs
+
+    rng = np.random.default_rng(5)
+    members, truth = rng.normal(size=(9, 3, 50)).astype(np.float32), rng.normal(size=(3, 50)).astype(np.float32)
+    weights = np.ones(50, np.float32)
+    program = _programs(())[0]
+    with jax.enable_x64(True):  # the accelerators' path (sort in the program) and the CPU's (NumPy first)
+        inside = program(np.moveaxis(members, 0, -1), truth, weights, False)
+        host = program(np.sort(np.moveaxis(members, 0, -1), axis=-1), truth, weights, True)
+    for name in inside[0]:
+        np.testing.assert_array_equal(np.asarray(inside[0][name]), np.asarray(host[0][name]), err_msg=name)
+    np.testing.assert_array_equal(np.asarray(inside[1]), np.asarray(host[1]))
+
+
+# -- an ensemble of a store ----------------------------------------------------------------------------
+def test_scores_equal_numpy_over_all_members_at_once(path):
+    ens = sweep.load(path).where(depth=2)
+    x, y = ens.samples()
+    table = ens.scores("test")
+    one_step = table.filter(pc.equal(table["kind"], "one_step")).to_pylist()
+    assert len(one_step) == 1 and one_step[0]["members"] == 6
+    assert_scores_match(one_step[0], reference(ens.predict(x), y), rtol=1e-6)
+    members = ens.predict(x).astype(np.float64)
+    mse_of_mean = np.mean((members.mean(0) - y) ** 2)
+    assert one_step[0]["loss_ensemble"] == pytest.approx(mse_of_mean, rel=1e-5)  # the loss is mse
+    assert one_step[0]["loss_members"] == pytest.approx(np.mean((members - y) ** 2), rel=1e-5)
+    assert one_step[0]["loss_gain"] == pytest.approx(one_step[0]["loss_members"] / mse_of_mean)
+    traj = ens.trajectories()
+    rolled = ens.rollout(traj[:, 0], traj.shape[1] - 1)  # [M, T + 1, B, ...]
+    steps = table.filter(pc.equal(table["kind"], "rollout")).to_pylist()
+    assert [r["step"] for r in steps] == list(range(1, traj.shape[1]))
+    for r in steps:
+        assert_scores_match(r, reference(rolled[:, r["step"]], traj[:, r["step"]]), rtol=1e-6)
+    gmean = table.filter(pc.equal(table["kind"], "rollout_gmean")).to_pylist()[0]
+    assert gmean["crps"] == pytest.approx(math.exp(np.mean(np.log([r["crps"] for r in steps]))))
+
+
+def test_member_chunks_and_blocks_of_points_change_no_score(path, monkeypatch):
+    ens = sweep.load(path).where(depth=1)
+    tables = {c: ens.scores("test", chunk_size=c) for c in (1, 3, 64)}
+    monkeypatch.setattr(_scoring, "BLOCK_BYTES", 1)  # one sample, one trajectory per block (padded)
+    tables["blocks of one"] = sweep.load(path).where(depth=1).scores("test", chunk_size=3)
+    first = tables[1].to_pylist()
+    for name, table in tables.items():
+        rows = table.to_pylist()
+        assert len(rows) == len(first), name
+        for a, b in zip(rows, first, strict=True):
+            assert a["rank_histogram"] == b["rank_histogram"] and a["points"] == b["points"], name
+            for c in FLOATS:
+                assert a[c] == pytest.approx(b[c], rel=1e-12), (name, c)
+
+
+def test_ensemble_size_curve_ends_at_every_member(path):
+    table = sweep.load(path).where(depth=2).stored_scores("test")
+    curve = table.filter(pc.equal(table["kind"], "ensemble_size")).to_pylist()
+    assert [r["members"] for r in curve] == [2, 4, 6]
+    whole = table.filter(pc.equal(table["kind"], "one_step")).to_pylist()[0]
+    assert curve[-1]["crps"] == whole["crps"] and curve[-1]["spread_skill"] == whole["spread_skill"]
+    ens = sweep.load(path).where(depth=2)
+    x, y = ens.samples()
+    members = ens.predict(x)
+    pairs = [reference(members[2 * g : 2 * g + 2], y) for g in range(3)]  # three disjoint pairs, averaged
+    assert curve[0]["crps"] == pytest.approx(np.mean([p["crps"] for p in pairs]), rel=1e-6)
+
+
+def test_the_aggregation_stores_scores_of_every_configuration_and_split(path):
+    ens = sweep.load(path)
+    stored = ens.stored_scores()
+    assert sorted(set(stored["split"].to_pylist())) == ["test", "val"]
+    keys = {(r["config_id"], r["depth"]) for r in stored.to_pylist()}
+    assert keys == {(r["config_id"], r["depth"]) for r in ens.summary().to_pylist()}
+    assert set(ens.where(depth=1).stored_scores()["depth"].to_pylist()) == {1}
+    fresh = ens.where(depth=1).scores("val")
+    again = ens.where(depth=1).stored_scores("val")
+    assert fresh.to_pylist() == again.to_pylist()
+    summary = ens.summary(scores=True)
+    one = again.filter(pc.equal(again["kind"], "one_step")).to_pylist()[0]
+    row = next(r for r in summary.to_pylist() if r["depth"] == 1)
+    assert row["val_crps"] == one["crps"] and row["val_loss_gain"] == one["loss_gain"]
+    assert "test_spread_skill" in summary.column_names
+
+
+def test_the_scores_table_is_checksummed_and_tampering_is_caught(path, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(path.parent, copy, symlinks=True)
+    store = Store.open(copy / "ensembles")
+    assert "ensemble_scores.parquet" in store.manifest["files"]
+    store.verify()
+    target = f"{store.root}/ensemble_scores.parquet"
+    data = bytearray(open(target, "rb").read())
+    data[len(data) // 2] ^= 0xFF
+    open(target, "wb").write(bytes(data))
+    with pytest.raises(StoreError, match="ensemble_scores.parquet"):
+        sweep.load(copy / "ensembles").stored_scores()
+    with pytest.raises(StoreError, match="ensemble_scores.parquet"):
+        Store.open(copy / "ensembles").verify()
+
+
+def test_a_store_without_scores_or_samples_says_so(tmp_path, blocks):
+    aggregate_blocks(tmp_path / "plain", blocks, plan=PLAN)  # no datasets, no scores: as older stores
+    ens = sweep.load(tmp_path / "plain")
+    assert ens.summary().num_rows == 2
+    with pytest.raises(QueryError, match=r"holds no ensemble scores .*run `sweep aggregate` again"):
+        ens.stored_scores()
+    with pytest.raises(QueryError, match="holds no ensemble scores"):
+        ens.summary(scores=True)
+    with pytest.raises(QueryError, match=r"holds no test samples .*nothing is regenerated"):
+        ens.where(depth=1).scores("test")
+    aggregate_blocks(tmp_path / "hooked", blocks, plan=PLAN, scores=store_scores)
+    assert "ensemble_scores.parquet" not in Store.open(tmp_path / "hooked").manifest["files"]  # nothing to score
+    with pytest.raises(QueryError, match=r'scores\(split=\'train\'\): choose "val" or "test"'):
+        ens.scores("train")
+
+
+def test_sweep_aggregate_writes_the_scores_of_a_sweep_directory(tmp_path, blocks):
+    root = write_sweep(tmp_path / "sweep", PLAN, blocks)
+    store = Store.open(sweep.aggregate(root, progress=False))
+    record = store.manifest["files"]["ensemble_scores.parquet"]
+    assert len(record["sha256"]) == 64
+    store.verify()
+    again = Store.open(sweep.aggregate(root, progress=False)).manifest["files"]["ensemble_scores.parquet"]
+    assert again["sha256"] == record["sha256"]  # the same members score to the same bytes
+    assert store.ensemble_scores().num_rows == sweep.load(root).stored_scores().num_rows > 0
+
+
+def test_class_labels_are_refused_with_a_clear_error(tmp_path):
+    spec = tiny_spec(
+        problem=sweep.Problem("classify:three_levels", num_samples=60),
+        model=sweep.Model("MLP", width_size=8, depth=1, out_channels=3),
+        training=sweep.Training(epochs=1, batch_size=16, report_every=1, loss="cross_entropy"),
+        seeds=2,
+        seeds_per_trial=2,
+    )
+    plan = make_plan(spec)
+    with pytest.warns(UserWarning, match="ensemble scores of .* left out: .*class labels"):
+        aggregate_blocks(
+            tmp_path / "s", trained_blocks(plan), plan=plan, datasets=datasets_of(plan), scores=store_scores
+        )
+    ens = sweep.load(tmp_path / "s")
+    assert ens.stored_scores().num_rows == 0
+    with pytest.raises(QueryError, match=r"cross_entropy' on class labels.*real-valued"):
+        ens.scores()
+
+
+def test_seeds_needed_follows_the_bootstrap_interval(path):
+    ens = sweep.load(path)
+    summary = {r["depth"]: r for r in ens.summary().to_pylist()}
+    now = {r["depth"]: r for r in ens.seeds_needed(width=0.1).to_pylist()}
+    for depth, row in now.items():
+        relative = (summary[depth]["mean_ci_high"] - summary[depth]["mean_ci_low"]) / summary[depth]["mean"]
+        assert row["relative_width"] == pytest.approx(relative) and row["n"] == 6
+        at = ens.seeds_needed(width=relative * (1 + 1e-9)).to_pylist()
+        assert next(r for r in at if r["depth"] == depth)["seeds_needed"] == 6  # the seeds trained suffice
+        half = ens.seeds_needed(width=relative / 2).to_pylist()
+        assert next(r for r in half if r["depth"] == depth)["seeds_needed"] == 24  # half the width: 4x seeds
+    for bad in (0, -1, "wide", math.inf):
+        with pytest.raises(QueryError, match=r"seeds_needed\(width="):
+            ens.seeds_needed(width=bad)
+
+
+def test_cli_prints_the_stored_scores_and_the_seeds_needed(path):
+    from typer.testing import CliRunner
+
+    from sweep.cli._app import app
+
+    def invoke(*args):
+        return CliRunner().invoke(app, [str(a) for a in args])
+
+    stored = sweep.load(path).stored_scores("test")
+    one = stored.filter(pc.equal(stored["kind"], "one_step")).to_pylist()
+    out = invoke("scores", path, "--split", "test")
+    assert out.exit_code == 0, out.output
+    assert "ensemble scores (one_step, test)" in out.output and "spread_skill" in out.output
+    assert all(f"{r['crps']:.4g}" in out.output for r in one)
+    rows = json.loads(invoke("scores", path, "--kind", "rollout", "--format", "json", "--limit", "200").output)
+    assert {r["kind"] for r in rows} == {"rollout"} and len(rows) == 2 * 2 * 5  # configs x splits x steps
+    shown = invoke("show", path, "--scores")
+    assert shown.exit_code == 0 and "test_crps" in shown.output and "test_loss_gain" in shown.output
+    best = sweep.load(path).seeds_needed().to_pylist()[0]["seeds_needed"]
+    assert f"within 10% of it: {best} (6 trained" in shown.output
+    bad = invoke("scores", path, "--kind", "nope")
+    assert bad.exit_code == 1 and "--kind: got 'nope'; choose one of one_step" in bad.output
+
+
+def test_score_figures_draw_the_stored_scores_and_say_when_there_are_none(path, tmp_path, blocks):
+    figs = sweep.plot(path, ["calibration", "spread_skill", "ensemble_size"])
+    coverage, ranks = figs["calibration"].axes
+    stored = sweep.load(path).stored_scores("val")  # configurations are compared on validation
+    one = {r["depth"]: r for r in stored.filter(pc.equal(stored["kind"], "one_step")).to_pylist()}
+    best = sweep.load(path).best_configuration()["depth"]
+    drawn = {line.get_label(): line.get_ydata() for line in coverage.get_lines()}
+    for depth, row in one.items():
+        np.testing.assert_allclose(drawn[f"depth={depth}"], [row["coverage_50"], row["coverage_90"]])
+    heights = [p.get_height() for p in ranks.patches]
+    counts = np.asarray(one[best]["rank_histogram"], float)
+    np.testing.assert_allclose(heights, counts / counts.mean())  # 7 ranks: one bar each, flat = 1
+    spread_error, per_step = figs["spread_skill"].axes
+    rollout = stored.filter(pc.equal(stored["kind"], "rollout"))
+    line = next(ln for ln in spread_error.get_lines() if ln.get_label() == f"depth={best}")
+    mine = rollout.filter(pc.equal(rollout["depth"], best))
+    np.testing.assert_allclose(line.get_xdata(), mine["rmse"].to_numpy())
+    np.testing.assert_allclose(line.get_ydata(), mine["spread"].to_numpy())
+    assert per_step.get_xlabel() == "rollout step"
+    crps_axis, _ = figs["ensemble_size"].axes
+    assert [int(t) for t in crps_axis.get_xticks()] == [2, 4, 6]
+    assert len(sweep.plot(path).axes) > 4 and "calibration" in sweep.plot(path, "all")
+    aggregate_blocks(tmp_path / "plain", blocks, plan=PLAN)  # no scores
+    assert "calibration" not in sweep.plot(tmp_path / "plain", "all")
+    with pytest.raises(QueryError, match=r"plot\(kind='calibration'\): the store holds no ensemble scores"):
+        sweep.plot(tmp_path / "plain", "calibration")
