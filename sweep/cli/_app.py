@@ -525,3 +525,6 @@ def main() -> None:
     configure()
     warnings.formatwarning = _format_warning
     app(prog_name="sweep")
+
+
+from . import _serve as _serve  # noqa: E402  (registers `sweep serve`)

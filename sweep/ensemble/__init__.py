@@ -3,4 +3,5 @@
 from ._ensemble import DEFAULT_CHUNK as DEFAULT_CHUNK
 from ._ensemble import Ensemble as Ensemble
 from ._ensemble import load as load
+from ._held import HeldEnsemble as HeldEnsemble
 from ._stats import Comparison as Comparison
