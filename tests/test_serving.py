@@ -291,3 +291,21 @@ def test_import_sweep_loads_no_serving_stack_and_no_import_shadows_serve():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [[], "function", "ServeOptions"]
+
+
+def test_held_ensemble_answers_as_the_streamed_one_without_reading_the_store_again(tmp_path):
+    from sweep.ensemble import HeldEnsemble
+
+    ens = sweep.load(tiny_store(tmp_path)).best(3)
+    held = HeldEnsemble(ens, chunk_size=2)  # two chunks: the streamed statistics' merge order matters
+    x = _inputs(5, seed=7)
+    expected = (*ens.mean_std(x, chunk_size=2), ens.predict(x, chunk_size=2))
+    for leaves in (tmp_path / ".ensembles").glob("*/*.eqx"):
+        leaves.unlink()  # the parameters are held: the store's leaves are no longer needed
+    ens._store._cached = None  # the store's own cache of its last leaves file (shared with held)
+    with pytest.raises((StoreError, OSError)):
+        ens.predict(x, chunk_size=2)  # the streamed ensemble reads them
+    mean, std, members = held.predict_mean_std(x, members=True)
+    for got, want in zip((mean, std, members), expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert held.predict_mean_std(x)[2] is None and held.sample_shape == (1, 16) and held.dtype == np.float32

@@ -1,9 +1,10 @@
-"""`sweep serve DIR` in a subprocess (its own local Ray): it answers httpx requests, and SIGINT
-(Ctrl-C) stops it with exit status 130 and nothing it started left running."""
+"""`sweep serve DIR` in a subprocess (its own local Ray): it answers httpx requests, and Ctrl-C
+(SIGINT to its process group) stops it with exit status 130 and nothing it started left running."""
 
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -46,9 +47,16 @@ def test_sweep_serve_answers_and_stops_cleanly_on_sigint(tmp_path):
     sweep_dir = tiny_store(tmp_path / "sweep")
     port = free_port()
     cmd = [sys.executable, "-m", "sweep", "serve", sweep_dir, "--port", str(port), "--max-batch", "2", "--best", "3"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    # its own session, as a terminal's foreground job: Ctrl-C signals the whole process group
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy(), start_new_session=True
+    )
     try:
-        wait_healthy(f"http://127.0.0.1:{port}", deadline_s=240)
+        ready, _, _ = select.select([proc.stdout], [], [], 240)
+        assert ready, "sweep serve printed nothing within 240 s"
+        line = proc.stdout.readline()
+        assert f"serving 3 members (generation 000001) at http://127.0.0.1:{port}" in line, line
+        wait_healthy(f"http://127.0.0.1:{port}", deadline_s=60)
         x = np.random.default_rng(0).standard_normal((2, 1, 16)).astype(np.float32)
         r = httpx.post(f"http://127.0.0.1:{port}/predict", json={"x": x.tolist()}, timeout=60)
         assert r.status_code == 200, r.text
@@ -58,14 +66,13 @@ def test_sweep_serve_answers_and_stops_cleanly_on_sigint(tmp_path):
         assert r.json()["members_served"] == 3
         started = _descendants(proc.pid)
         assert started  # Ray's processes, started for the service
-        proc.send_signal(signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
     assert proc.returncode == 130, err[-3000:]
-    assert f"serving 3 members (generation 000001) at http://127.0.0.1:{port}" in out
     assert "stopped" in err and "Traceback" not in err, err[-3000:]
     assert port_closed(port)
     end = time.monotonic() + 60

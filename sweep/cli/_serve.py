@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 from typing import Annotated
@@ -76,8 +77,9 @@ def serve(
         watch_s=watch,
         address=address,
     )
-    service = start(_existing(sweep_dir), options)
+    service = None
     try:
+        service = start(_existing(sweep_dir), options)
         typer.echo(
             f"serving {service.members} members (generation {service.generation or '-'}) at {service.url} "
             f"(OpenAPI: {service.url}/docs); Ctrl-C stops"
@@ -85,9 +87,12 @@ def serve(
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the shutdown short
         typer.echo("stopping", err=True)
-        service.shutdown()
+        if service is not None:
+            service.shutdown()
         typer.echo("stopped", err=True)
         raise typer.Exit(130) from None
     finally:
-        service.shutdown()
+        if service is not None:
+            service.shutdown()

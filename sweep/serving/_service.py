@@ -128,7 +128,10 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
     )
     try:
         ray_serve.start(http_options={"host": options.host, "port": options.port})
-        ray_serve.run(deployment.bind(config), name=options.name, route_prefix="/")
+        # no access log line per request on the terminal (errors and replica logs still show)
+        ray_serve.run(
+            deployment.bind(config), name=options.name, route_prefix="/", logging_config={"enable_access_log": False}
+        )
     except BaseException:
         service = Service("", "", 0, options, board, started_ray)
         service.shutdown()
