@@ -93,7 +93,7 @@ def test_served_mean_std_and_members_equal_ensemble_predict_bit_for_bit(client, 
     if request_as == "json":
         r = client.post("/predict", json={"x": x.tolist(), "members": True}, headers=headers)
     else:
-        r = client.post("/predict?members=true", content=_npy(x), headers={**headers, "Content-Type": NPY})
+        r = client.post("/predict?members=TRUE", content=_npy(x), headers={**headers, "Content-Type": NPY})
     got = _answer(r)
     mean, std = first.mean_std(x)
     assert got["mean"].dtype == got["std"].dtype == np.float32
@@ -105,7 +105,9 @@ def test_served_mean_std_and_members_equal_ensemble_predict_bit_for_bit(client, 
 
 def test_rows_between_batch_sizes_are_those_of_the_padded_batch(client, first):
     x = _inputs(3, seed=1)  # padded to 4 rows
-    got = _answer(client.post("/predict", json={"x": x.tolist(), "members": [2, 0]}))
+    r = client.post("/predict", json={"x": x.tolist(), "members": [2, 0]})
+    assert r.json()["member_ids"] == [2, 0]
+    got = _answer(r)
     mean, std = first.mean_std(_padded(x, 4))
     np.testing.assert_array_equal(got["mean"], mean[:3])
     np.testing.assert_array_equal(got["std"], std[:3])

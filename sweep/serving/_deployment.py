@@ -60,10 +60,6 @@ class ReplicaConfig:
     board: str
 
 
-def _ids(members: Any) -> list[int]:
-    return [int(m) for m in (members.split(",") if isinstance(members, str) else members)]
-
-
 def _respond(answer: dict[str, np.ndarray], extra: dict[str, Any], request: Request) -> Response:
     body, media, headers = encode(answer, extra, is_npy(request.headers.get("accept")))
     if media == "application/json":
@@ -164,20 +160,19 @@ class EnsembleService:
             await read_body(request), request.headers.get("content-type"), "x", dict(request.query_params)
         )
         x = check_inputs(x, "x", model.held.sample_shape, self.config.max_rows)
-        generation, answer = await self._batch((x, fields.get("members")))
+        served, answer = await self._batch((x, fields.get("members")))
         if isinstance(answer, BadRequest):
             raise answer
-        extra = {"generation": generation, "members_served": len(model.member_ids)}
-        if "members" in answer:
-            members = fields.get("members")
-            extra["member_ids"] = model.member_ids if members in (True, "true", "all", "1", "yes") else _ids(members)
+        extra = {"generation": served.generation, "members_served": len(served.member_ids)}
+        if "member_ids" in answer:
+            extra["member_ids"] = answer.pop("member_ids").tolist()
         return _respond(answer, extra, request)
 
     @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.005)
-    async def _batch(self, items: list[tuple[np.ndarray, Any]]) -> list[tuple[str, Any]]:
+    async def _batch(self, items: list[tuple[np.ndarray, Any]]) -> list[tuple[ServedModel, Any]]:
         model = self.model  # the whole batch on one generation, even if a switch lands meanwhile
         answers = await asyncio.to_thread(model.predict, [x for x, _ in items], [m for _, m in items])
-        return [(model.generation, a) for a in answers]
+        return [(model, a) for a in answers]
 
     @app.post(
         "/rollout",

@@ -86,7 +86,7 @@ class ServedModel:
         """Answers to a batch of requests (``inputs[i]``: rows ``[n_i, *sample_shape]``, already
         checked; ``members[i]``: what each asked for), in as few forward passes as
         :attr:`max_batch` allows: the rows stacked, padded to a compiled batch size and split back.
-        Each answer is ``{"mean", "std"[, "members"]}`` or the :class:`BadRequest` it earned."""
+        Each answer is ``{"mean", "std"[, "members", "member_ids"]}`` or the :class:`BadRequest` it earned."""
         wanted: list[list[int] | BadRequest | None] = []
         for m in members:
             try:
@@ -122,6 +122,7 @@ class ServedModel:
             chosen = wanted[i]
             if isinstance(chosen, list) and out is not None:
                 answer["members"] = out[[position[m] for m in chosen], rows]
+                answer["member_ids"] = np.asarray(chosen)
             answers[i] = answer
         return answers
 

@@ -38,15 +38,23 @@ class Service:
         self.shutdown()
 
     def shutdown(self) -> None:
-        """Stop Serve (its controller, proxies and replicas) and the Ray that :func:`serve` started
-        for it (a Ray it joined keeps running). Calling it again does nothing."""
+        """Stop Serve (its controller, proxies and replicas; only this application where the
+        cluster's Serve runs others too) and the Ray that :func:`serve` started for it (a Ray it
+        joined keeps running). Calling it again does nothing."""
         if not self._running:
             return
         self._running = False
         import ray
         from ray import serve as ray_serve
 
-        ray_serve.shutdown()
+        try:  # on a cluster whose Serve runs other applications too, remove only this one
+            others = [a for a in ray_serve.status().applications if a != self.options.name]
+        except Exception:
+            others = []
+        if others and not self._started_ray:
+            ray_serve.delete(self.options.name)
+        else:
+            ray_serve.shutdown()
         try:
             ray.kill(self._board)
         except Exception:  # already gone with its owner
@@ -66,7 +74,8 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
 
     Returns:
         The running :class:`Service`; it serves until :meth:`Service.shutdown` (or the end of
-        this process).
+        this process). On a cluster where Serve already runs, that Serve's HTTP host and port
+        stay as they are (Serve has one HTTP proxy per node).
 
     Raises:
         SpecError: on bad options.
