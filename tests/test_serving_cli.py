@@ -1,5 +1,6 @@
-"""`sweep serve DIR` in a subprocess (its own local Ray): it answers httpx requests, and Ctrl-C
-(SIGINT to its process group) stops it with exit status 130 and nothing it started left running."""
+"""`sweep serve DIR` in a subprocess (its own local Ray): it answers httpx requests, follows a newer
+generation with --watch, and Ctrl-C (SIGINT to its process group) stops it with exit status 130
+and nothing it started left running."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-from _serving import free_port, port_closed, tiny_store, wait_healthy
+from _serving import MORE, free_port, port_closed, tiny_store, wait_healthy
 
 import sweep
 
@@ -47,6 +48,7 @@ def test_sweep_serve_answers_and_stops_cleanly_on_sigint(tmp_path):
     sweep_dir = tiny_store(tmp_path / "sweep")
     port = free_port()
     cmd = [sys.executable, "-m", "sweep", "serve", sweep_dir, "--port", str(port), "--max-batch", "2", "--best", "3"]
+    cmd += ["--watch", "0.5"]  # follow newer generations on its own
     # its own session, as a terminal's foreground job: Ctrl-C signals the whole process group
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy(), start_new_session=True
@@ -64,6 +66,17 @@ def test_sweep_serve_answers_and_stops_cleanly_on_sigint(tmp_path):
         np.testing.assert_array_equal(np.asarray(r.json()["mean"], np.float32), mean)
         np.testing.assert_array_equal(np.asarray(r.json()["std"], np.float32), std)
         assert r.json()["members_served"] == 3
+        tiny_store(tmp_path / "sweep", MORE)  # a newer generation: the 3 best of 6 members
+        newer = sweep.load(sweep_dir).best(3)
+        end = time.monotonic() + 120
+        while (
+            time.monotonic() < end
+            and httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=30).json()["generation"] != "000002"
+        ):
+            time.sleep(0.5)
+        r = httpx.post(f"http://127.0.0.1:{port}/predict", json={"x": x.tolist()}, timeout=60)
+        assert r.json()["generation"] == "000002", "--watch did not switch to the newer generation within 120 s"
+        np.testing.assert_array_equal(np.asarray(r.json()["mean"], np.float32), newer.mean_std(x)[0])
         started = _descendants(proc.pid)
         assert started  # Ray's processes, started for the service
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C
