@@ -9,7 +9,8 @@ each: requests/s, p50 / p99 latency, and served member-inputs/s (requests/s x me
 ratio of in-process inference at the batch size equal to the number of clients, timed in the
 same process just before: ``Ensemble.predict`` (which reads the members from the store on each
 call) and ``HeldEnsemble.predict_mean_std`` (members held in memory, the computation each
-replica does). The client shares the machine with the server. Targets (2 cores): at 64 clients
+replica does); the replica's own counters (``/info``) give its forward passes, rows per pass
+and milliseconds per pass under each load. The client shares the machine with the server. Targets (2 cores): at 64 clients
 >= 50% of the in-process rate, p99 <= 3x the median.
 
     python benchmarks/serve_load.py [--members 512] [--clients 1 8 64] [--seconds 10]
@@ -102,10 +103,14 @@ def main() -> None:
         service = sweep.serve(path, options)
         start_s = time.perf_counter() - started
         try:
-            results = {
-                c: asyncio.run(_load(service.url, xs[:1].tolist(), c, args.seconds, args.max_requests))
-                for c in args.clients
-            }
+            import httpx
+
+            results, passes = {}, {}
+            for c in args.clients:  # the replica's own counters around each load: passes, rows, seconds
+                before = httpx.get(f"{service.url}/info", timeout=60).json()
+                results[c] = asyncio.run(_load(service.url, xs[:1].tolist(), c, args.seconds, args.max_requests))
+                after = httpx.get(f"{service.url}/info", timeout=60).json()
+                passes[c] = [after[k] - before[k] for k in ("forward_passes", "rows_run", "forward_seconds")]
         finally:
             service.shutdown()
             ray.shutdown()
@@ -118,15 +123,18 @@ def main() -> None:
     print(
         f"{'clients':>7}{'requests':>9}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'p99/p50':>8}"
         f"{'served m-in/s':>15}{'predict m-in/s':>16}{'ratio':>7}{'held m-in/s':>13}{'ratio':>7}"
+        f"{'passes':>8}{'rows/pass':>10}{'ms/pass':>9}"
     )
     for c, (latencies, wall) in results.items():
         lat = np.asarray(latencies) * 1e3
         p50, p99 = np.percentile(lat, 50), np.percentile(lat, 99)
         served = len(lat) / wall * len(ens)
         predict, kept = rates[c]
+        count, rows, seconds = passes[c]
         print(
             f"{c:>7}{len(lat):>9}{len(lat) / wall:>9.1f}{p50:>9.1f}{p99:>9.1f}{p99 / p50:>8.2f}"
             f"{served:>15,.0f}{predict:>16,.0f}{served / predict:>7.2f}{kept:>13,.0f}{served / kept:>7.2f}"
+            f"{count:>8}{rows / count:>10.1f}{seconds / count * 1e3:>9.1f}"
         )
     print(other)
 

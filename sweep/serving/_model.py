@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +70,7 @@ class ServedModel:
         self.root, self.buckets = self.held._store.root, tuple(sorted(buckets))
         self.generation = generation_of(self.root)
         self.member_ids = self.held.index["member_id"].to_pylist()
-        self.forward_passes = 0
+        self.forward_passes, self.forward_seconds, self.rows_run = 0, 0.0, 0
         self._lock = threading.Lock()
         for size in self.buckets:  # compile every batch size now, so that no request waits for it
             self.held.predict_mean_std(np.zeros((size, *self.held.sample_shape), self.held.dtype))
@@ -105,8 +106,11 @@ class ServedModel:
             size = self.bucket(len(piece))
             padded = np.concatenate([piece, np.zeros((size - len(piece), *piece.shape[1:]), piece.dtype)])
             with self._lock:
+                start_s = time.perf_counter()
                 mean, std, out = self.held.predict_mean_std(padded, members=keep_members)
                 self.forward_passes += 1
+                self.forward_seconds += time.perf_counter() - start_s
+                self.rows_run += len(piece)
             means.append(mean[: len(piece)])
             stds.append(std[: len(piece)])
             if out is not None:
@@ -147,6 +151,8 @@ class ServedModel:
             "compiled_batch_sizes": list(self.buckets),
             "chunk_size": self.held.chunk_size,
             "forward_passes": self.forward_passes,
+            "forward_seconds": round(self.forward_seconds, 6),
+            "rows_run": self.rows_run,
         }
 
     def members_rows(self) -> list[dict[str, Any]]:
