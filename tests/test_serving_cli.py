@@ -97,7 +97,9 @@ def test_sweep_serve_answers_and_stops_cleanly_on_sigint(tmp_path):
 def test_sweep_serve_refuses_bad_arguments_before_starting(tmp_path):
     sweep_dir = tiny_store(tmp_path / "sweep")
     for args, message in (
-        (["--port", "70000"], "ServeOptions.port: got 70000"),
+        (["--port", "70000"], "--port: got 70000"),
+        (["--max-batch", "0"], "--max-batch: got 0"),
+        (["--cpu", "-1"], "--cpu: got -1.0"),
         (["--where", "seed=99"], "no member matches"),
         ([], None),
     ):

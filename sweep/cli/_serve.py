@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from pathlib import Path
@@ -9,8 +10,19 @@ from typing import Annotated
 
 import typer
 
+from .._errors import SpecError
 from ._app import DirArg, MetricOpt, ModeOpt, _existing, _guard, app
-from ._args import parse_where
+from ._args import CLIError, parse_where
+
+_FLAGS = {"cpus": "--cpu", "gpus": "--gpu", "batch_wait_s": "--batch-wait", "watch_s": "--watch"}
+
+
+def _flags(error: SpecError) -> CLIError:
+    """A :class:`ServeOptions` error phrased with this command's options (``--max-batch``, not
+    ``ServeOptions.max_batch``)."""
+    return CLIError(
+        re.sub(r"ServeOptions\.(\w+)", lambda m: _FLAGS.get(m[1], "--" + m[1].replace("_", "-")), str(error))
+    )
 
 
 @app.command()
@@ -59,27 +71,33 @@ def serve(
     from ..serving import ServeOptions
     from ..serving import serve as start
 
-    options = ServeOptions(
-        where=parse_where(where),
-        best=best,
-        metric=metric,
-        mode=mode,
-        host=host,
-        port=port,
-        replicas=replicas,
-        cpus=cpu,
-        gpus=gpu,
-        max_batch=max_batch,
-        batch_wait_s=batch_wait,
-        max_rows=max_rows,
-        max_steps=max_steps,
-        token_file=token_file,
-        watch_s=watch,
-        address=address,
-    )
+    try:
+        options = ServeOptions(
+            where=parse_where(where),
+            best=best,
+            metric=metric,
+            mode=mode,
+            host=host,
+            port=port,
+            replicas=replicas,
+            cpus=cpu,
+            gpus=gpu,
+            max_batch=max_batch,
+            batch_wait_s=batch_wait,
+            max_rows=max_rows,
+            max_steps=max_steps,
+            token_file=token_file,
+            watch_s=watch,
+            address=address,
+        )
+    except SpecError as e:
+        raise _flags(e) from None
     service = None
     try:
-        service = start(_existing(sweep_dir), options)
+        try:
+            service = start(_existing(sweep_dir), options)
+        except SpecError as e:
+            raise _flags(e) from None
         typer.echo(
             f"serving {service.members} members (generation {service.generation or '-'}) at {service.url} "
             f"(OpenAPI: {service.url}/docs); Ctrl-C stops"
