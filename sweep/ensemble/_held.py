@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import jax
 import numpy as np
 from jaxtyping import PyTree
 
@@ -52,8 +53,6 @@ class HeldEnsemble(Ensemble):
     @property
     def dtype(self) -> np.dtype:
         """The dtype inputs are cast to (the members' parameter dtype)."""
-        import jax
-
         return np.dtype(jax.tree_util.tree_leaves(self._store.template(self.config.config_id)[0])[0].dtype)
 
     def _chunks(self, config: ConfigInfo, chunk_size: int) -> tuple[list[np.ndarray], Iterator[PyTree]]:
