@@ -2,8 +2,9 @@
 
 ``import sweep`` changes nothing in the process (no JAX settings, no environment, no cache);
 :func:`configure` applies what makes it fast, and :func:`run` does so itself. The Ray layer
-(``sweep.run``, ``sweep.plan``) and the figures (``sweep.plot``) are imported on first use,
-so the core never loads Ray, Tune or matplotlib.
+(``sweep.run``, ``sweep.plan``), the figures (``sweep.plot``) and the service (``sweep.serve``,
+``sweep.ServeOptions``: Ray Serve, FastAPI) are imported on first use, so the core never loads
+Ray, Tune, FastAPI or matplotlib.
 """
 
 from __future__ import annotations
@@ -40,12 +41,20 @@ from .training import train_block as train_block
 
 if TYPE_CHECKING:
     from .figures import plot as plot
+    from .serving import ServeOptions as ServeOptions
+    from .serving import serve as serve
     from .tune import plan as plan
     from .tune import run as run
 
 __version__ = "0.1.0"
 
-_LAZY = {"run": "sweep.tune", "plan": "sweep.tune", "plot": "sweep.figures"}
+_LAZY = {
+    "run": "sweep.tune",
+    "plan": "sweep.tune",
+    "plot": "sweep.figures",
+    "serve": "sweep.serving",
+    "ServeOptions": "sweep.serving",
+}
 
 __all__ = [
     "Configuration",
@@ -60,6 +69,7 @@ __all__ = [
     "SpecError",
     "StoreError",
     "SweepError",
+    "ServeOptions",
     "SweepSpec",
     "TrainState",
     "Training",
@@ -75,13 +85,15 @@ __all__ = [
     "plot",
     "run",
     "run_chunk",
+    "serve",
     "train",
     "train_block",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    """``sweep.run`` / ``sweep.plan`` (Ray Tune layer) and ``sweep.plot`` (matplotlib), loaded on first use."""
+    """``sweep.run`` / ``sweep.plan`` (Ray Tune layer), ``sweep.plot`` (matplotlib) and ``sweep.serve`` /
+    ``sweep.ServeOptions`` (Ray Serve), loaded on first use."""
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value

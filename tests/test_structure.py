@@ -28,6 +28,7 @@ LAYERS = [
     {"ensemble"},
     {"figures"},
     {"tune"},
+    {"serving"},
     {"cli"},
 ]
 LAYER = {part: i for i, parts in enumerate(LAYERS) for part in parts}
@@ -44,6 +45,7 @@ DOCUMENTED = [
     "QueryError",
     "SpecError",
     "StoreError",
+    "ServeOptions",
     "SweepError",
     "SweepSpec",
     "TrainState",
@@ -60,6 +62,7 @@ DOCUMENTED = [
     "plot",
     "run",
     "run_chunk",
+    "serve",
     "train",
     "train_block",
 ]
@@ -99,7 +102,7 @@ def test_public_names_are_the_documented_ones_and_usable():
     for name in DOCUMENTED:
         assert callable(getattr(sweep, name)), name
     # functions, not modules: no submodule can shadow them
-    for name in ("aggregate", "plot", "run", "plan", "load", "train", "configure"):
+    for name in ("aggregate", "plot", "run", "plan", "load", "train", "configure", "serve"):
         assert type(getattr(sweep, name)).__name__ == "function", name
 
 
@@ -123,12 +126,12 @@ def test_core_modules_import_neither_ray_nor_the_tune_layer():
         {
             ".".join(("sweep", *p.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
             for p in _modules()
-            if _part(p) not in ("tune", "cli", "__main__")
+            if _part(p) not in ("tune", "serving", "cli", "__main__")
         }
     )
     code = (
         f"import importlib, json, sys\nfor n in {names!r}: importlib.import_module(n)\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m == 'ray' or m.startswith(('ray.', 'sweep.tune')))))"
+        "print(json.dumps(sorted(m for m in sys.modules if m in ('ray', 'fastapi') or m.startswith(('ray.', 'sweep.tune', 'sweep.serving')))))"
     )
     assert json.loads(_fresh(code)) == []
 

@@ -498,3 +498,4 @@ def main() -> None:
 
 
 from . import _predict  # noqa: E402, F401  (registers `sweep predict`; it uses the options above)
+from . import _serve as _serve  # noqa: E402  (registers `sweep serve`)

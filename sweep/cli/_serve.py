@@ -1,0 +1,116 @@
+"""``sweep serve DIR``: the combined ensemble over HTTP on Ray Serve, until Ctrl-C."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .._errors import SpecError
+from ._app import DirArg, MetricOpt, ModeOpt, _existing, _guard, app
+from ._args import CLIError, parse_where
+
+_FLAGS = {"cpus": "--cpu", "gpus": "--gpu", "batch_wait_s": "--batch-wait", "watch_s": "--watch"}
+
+
+def _flags(error: SpecError) -> CLIError:
+    """A :class:`ServeOptions` error phrased with this command's options (``--max-batch``, not
+    ``ServeOptions.max_batch``)."""
+    return CLIError(
+        re.sub(r"ServeOptions\.(\w+)", lambda m: _FLAGS.get(m[1], "--" + m[1].replace("_", "-")), str(error))
+    )
+
+
+@app.command()
+@_guard
+def serve(
+    sweep_dir: DirArg,
+    where: Annotated[
+        list[str] | None,
+        typer.Option(help="Serve members with column=value (repeatable), e.g. --where depth=6."),
+    ] = None,
+    best: Annotated[int | None, typer.Option(help="Serve the K best members by --metric (validation loss).")] = None,
+    metric: MetricOpt = "val_loss",
+    mode: ModeOpt = "min",
+    host: Annotated[str, typer.Option(help="Address to bind; 127.0.0.1 answers this machine only.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="HTTP port.")] = 8000,
+    replicas: Annotated[int, typer.Option(help="Replicas, each holding every served member.")] = 1,
+    cpu: Annotated[float, typer.Option("--cpu", help="CPUs per replica.")] = 1.0,
+    gpu: Annotated[float, typer.Option("--gpu", help="GPUs per replica.")] = 0.0,
+    max_batch: Annotated[
+        int, typer.Option(help="Most rows per forward pass; the powers of two up to it are compiled at start-up.")
+    ] = 64,
+    batch_wait: Annotated[
+        float, typer.Option(help="Seconds a forward pass waits for more requests to batch with.")
+    ] = 0.005,
+    max_rows: Annotated[int | None, typer.Option(help="Most rows per request (default: --max-batch).")] = None,
+    max_steps: Annotated[int, typer.Option(help="Most steps per /rollout request.")] = 1000,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(help="File holding a bearer token; requests without it get 401 (/healthz stays open)."),
+    ] = None,
+    watch: Annotated[
+        float | None,
+        typer.Option(
+            metavar="SECONDS", help="Switch to a newer generation of the store on its own, checking every SECONDS."
+        ),
+    ] = None,
+    address: Annotated[
+        str | None, typer.Option(help="Ray cluster to run on (default: a local Ray started for the service).")
+    ] = None,
+) -> None:
+    """Serve the ensemble's mean and std (and its members' predictions) over HTTP until Ctrl-C.
+
+    Routes: POST /predict, POST /rollout, GET /members, GET /info, GET /healthz, POST /reload;
+    OpenAPI at /docs. Built on Ray Serve (the seed-sweep\\[serve] extra).
+    """
+    from ..serving import ServeOptions
+    from ..serving import serve as start
+
+    try:
+        options = ServeOptions(
+            where=parse_where(where),
+            best=best,
+            metric=metric,
+            mode=mode,
+            host=host,
+            port=port,
+            replicas=replicas,
+            cpus=cpu,
+            gpus=gpu,
+            max_batch=max_batch,
+            batch_wait_s=batch_wait,
+            max_rows=max_rows,
+            max_steps=max_steps,
+            token_file=token_file,
+            watch_s=watch,
+            address=address,
+        )
+    except SpecError as e:
+        raise _flags(e) from None
+    service = None
+    try:
+        try:
+            service = start(_existing(sweep_dir), options)
+        except SpecError as e:
+            raise _flags(e) from None
+        typer.echo(
+            f"serving {service.members} members (generation {service.generation or '-'}) at {service.url} "
+            f"(OpenAPI: {service.url}/docs); Ctrl-C stops"
+        )
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the shutdown short
+        typer.echo("stopping", err=True)
+        if service is not None:
+            service.shutdown()
+        typer.echo("stopped", err=True)
+        raise typer.Exit(130) from None
+    finally:
+        if service is not None:
+            service.shutdown()

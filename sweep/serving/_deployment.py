@@ -1,0 +1,219 @@
+"""The Ray Serve deployment: each replica holds one generation (:class:`._model.ServedModel`),
+batches concurrent ``/predict`` requests with ``@serve.batch`` and answers the routes of
+:mod:`._app`.
+
+Replicas agree on the generation through a small named actor (:class:`Board`, owned by the
+process that started the service): ``POST /reload`` loads the store's newest generation on the
+replica it reaches, then posts it there; every replica checks the board a few times a second and
+switches too. A replica switches by loading the new generation beside the old one (in a thread,
+while the old one keeps serving) and then swapping them, so requests in flight finish on the
+old weights. A replica Serve restarts loads the board's generation.
+"""
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import ray
+from fastapi import Request, Response
+from ray import serve
+
+from ._app import app, read_body
+from ._codec import decode, encode, is_npy
+from ._limits import BadRequest, check_inputs, check_steps
+from ._model import Selection, ServedModel
+
+BOARD_NAMESPACE = "sweep-serve"
+POLL_S = 0.25  # how often a replica checks the board
+
+
+@ray.remote(num_cpus=0)
+class Board:
+    """The generation every replica should serve (a store root)."""
+
+    def __init__(self, root: str):
+        self.root = root
+
+    def target(self) -> str:
+        return self.root
+
+    def post(self, root: str) -> None:
+        self.root = root
+
+
+@dataclass(frozen=True)
+class ReplicaConfig:
+    """What every replica is built from (the token travels as its sha256 only)."""
+
+    path: str
+    selection: Selection
+    buckets: tuple[int, ...]
+    batch_wait_s: float
+    max_rows: int
+    max_steps: int
+    max_body_bytes: int
+    token_sha256: str | None
+    watch_s: float | None
+    board: str
+
+
+def _respond(answer: dict[str, np.ndarray], extra: dict[str, Any], request: Request) -> Response:
+    body, media, headers = encode(answer, extra, is_npy(request.headers.get("accept")))
+    if media == "application/json":
+        return Response(body, media_type=media)
+    return Response(body, media_type=media, headers=headers)
+
+
+# The class is serialised when it is decorated: every name it uses is defined above it.
+@serve.deployment(graceful_shutdown_timeout_s=5, health_check_period_s=2)
+@serve.ingress(app)
+class EnsembleService:
+    """One replica of ``sweep serve``."""
+
+    def __init__(self, config: ReplicaConfig):
+        from .._configure import configure
+
+        configure()  # one JAX CPU device per core of this replica (before its first computation)
+        self.config = config
+        from . import _app  # the module itself (this class travels serialised)
+
+        _app.SETTINGS.update(token_sha256=config.token_sha256, max_body_bytes=config.max_body_bytes)
+        self.board = ray.get_actor(config.board, namespace=BOARD_NAMESPACE)
+        self.model = ServedModel(str(ray.get(self.board.target.remote())), config.selection, config.buckets)
+        self._batch.set_max_batch_size(config.buckets[-1])  # type: ignore[attr-defined]
+        self._batch.set_batch_wait_timeout_s(config.batch_wait_s)  # type: ignore[attr-defined]
+        context = serve.get_replica_context()
+        self.replica = context.replica_id.unique_id
+        self.actor_name = context.replica_id.to_full_id_str()
+        self._switching = threading.Lock()
+        threading.Thread(target=self._follow, daemon=True, name="sweep-serve-follow").start()
+
+    # -- generations ------------------------------------------------------------------------------
+    def _switch(self, root: str) -> "ServedModel":
+        """Serve ``root`` from now on (loaded and compiled beside the current one first)."""
+        with self._switching:
+            if root != self.model.root:
+                self.model = ServedModel(root, self.config.selection, self.config.buckets)
+            return self.model
+
+    def _newest(self) -> str:
+        from ..store import Store
+
+        return Store.open(self.config.path).root
+
+    def _follow(self) -> None:
+        """Switch to the board's generation when it changes (and, with ``watch_s``, post the store's
+        newest generation there)."""
+        checked = time.monotonic()
+        while True:
+            time.sleep(POLL_S)
+            try:
+                target = str(ray.get(self.board.target.remote()))
+                if self.config.watch_s and time.monotonic() - checked >= self.config.watch_s:
+                    checked = time.monotonic()
+                    newest = self._newest()
+                    if newest != target:
+                        self._switch(newest)
+                        self.board.post.remote(newest)
+                        target = newest
+                if target != self.model.root:
+                    self._switch(target)
+            except Exception:  # a generation that cannot be served: keep the current one, try again
+                time.sleep(1.0)
+
+    # -- routes -----------------------------------------------------------------------------------
+    @app.get("/healthz", summary="Liveness: 200 while this replica serves.")
+    async def healthz(self) -> dict[str, Any]:
+        return {"status": "ok", "generation": self.model.generation}
+
+    @app.get("/info", summary="The store, generation, members, input shape and dtype, compiled batch sizes.")
+    async def info(self) -> dict[str, Any]:
+        return {
+            **self.model.info(),
+            "max_rows": self.config.max_rows,
+            "max_steps": self.config.max_steps,
+            "max_body_bytes": self.config.max_body_bytes,
+            "batch_wait_s": self.config.batch_wait_s,
+            "replica": self.replica,
+            "replica_actor": self.actor_name,
+            "token_required": self.config.token_sha256 is not None,
+        }
+
+    @app.get("/members", summary="The served members' rows: config, grid values, seed, status, metrics.")
+    async def members(self) -> dict[str, Any]:
+        model = self.model
+        return {"generation": model.generation, "members": model.members_rows()}
+
+    @app.post(
+        "/predict",
+        summary="Mean and std over members (and every member's prediction with members=true).",
+        description='JSON `{"x": [[...]], "members": false}` or a .npy body (Content-Type: application/x-npy, '
+        "`?members=true` in the query); `Accept: application/x-npy` answers with one .npy array stacking mean, "
+        "std and the members (header X-Sweep-Layout).",
+    )
+    async def predict(self, request: Request) -> Response:
+        model = self.model
+        x, fields = decode(
+            await read_body(request), request.headers.get("content-type"), "x", dict(request.query_params)
+        )
+        x = check_inputs(x, "x", model.held.sample_shape, self.config.max_rows)
+        served, answer = await self._batch((x, fields.get("members")))
+        if isinstance(answer, BadRequest):
+            raise answer
+        extra = {"generation": served.generation, "members_served": len(served.member_ids)}
+        if "member_ids" in answer:
+            extra["member_ids"] = answer.pop("member_ids").tolist()
+        return _respond(answer, extra, request)
+
+    @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.005)
+    async def _batch(self, items: list[tuple[np.ndarray, Any]]) -> list[tuple[ServedModel, Any]]:
+        model = self.model  # the whole batch on one generation, even if a switch lands meanwhile
+        answers = await asyncio.to_thread(model.predict, [x for x, _ in items], [m for _, m in items])
+        return [(model, a) for a in answers]
+
+    @app.post(
+        "/rollout",
+        summary="Mean and std over members at every step of an autoregressive rollout.",
+        description='JSON `{"x0": [[...]], "steps": 10}` or a .npy body of x0 with `?steps=10`; answers '
+        "`[steps + 1, batch, channels, *spatial]` each (step 0: x0 and zeros).",
+    )
+    async def rollout(self, request: Request) -> Response:
+        model = self.model
+        x0, fields = decode(
+            await read_body(request), request.headers.get("content-type"), "x0", dict(request.query_params)
+        )
+        steps = check_steps(fields.get("steps"), self.config.max_steps)
+        x0 = check_inputs(x0, "x0", model.held.sample_shape, self.config.max_rows)
+        from .._errors import QueryError
+
+        try:
+            answer = await asyncio.to_thread(model.rollout, x0, steps)
+        except QueryError as e:  # a model whose outputs cannot be fed back in
+            raise BadRequest(422, "x0", f"shape {tuple(x0.shape)}", str(e)) from None
+        return _respond(answer, {"generation": model.generation, "steps": steps}, request)
+
+    @app.post("/reload", summary="Switch every replica to the store's newest generation.")
+    async def reload(self) -> dict[str, Any]:
+        if self.config.selection.member_ids is not None:
+            raise BadRequest(
+                409,
+                "reload",
+                "a fixed selection of member ids",
+                "serve a store path with where/best (not an Ensemble) to follow newer generations",
+            )
+        previous = self.model
+        try:
+            model = await asyncio.to_thread(lambda: self._switch(self._newest()))
+        except Exception as e:  # the newest generation cannot be served: keep the current one
+            raise BadRequest(409, "generation", str(e), "the current generation keeps serving") from None
+        await self.board.post.remote(model.root)  # type: ignore[misc]
+        return {
+            "generation": model.generation,
+            "previous": previous.generation,
+            "changed": model is not previous,
+            "members": len(model.member_ids),
+            "replicas_follow_within_s": POLL_S * 2,
+        }

@@ -1,0 +1,174 @@
+"""What a replica serves: one generation of the store, its selection held in memory.
+
+:class:`ServedModel` opens a generation once (verified as every reader does; no code the store
+names is imported), applies the selection, holds the members' parameters
+(:class:`sweep.ensemble.HeldEnsemble`) and compiles the forward pass for every batch size it
+pads batches to. It knows nothing of HTTP or Ray: :mod:`._deployment` wraps it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ..ensemble import Ensemble, HeldEnsemble, load
+from ._limits import BadRequest, check_members
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which members to serve, applied to every generation opened: ``where`` then ``best``, or
+    fixed ``member_ids`` (a selection given as an :class:`~sweep.Ensemble`: it cannot follow a
+    newer generation, whose member ids may differ)."""
+
+    where: dict[str, Any] = field(default_factory=dict)
+    best: int | None = None
+    metric: str = "val_loss"
+    mode: str = "min"
+    member_ids: tuple[int, ...] | None = None
+
+    def apply(self, ens: Ensemble) -> Ensemble:
+        if self.member_ids is not None:
+            return _ordered(ens.where(member_id=list(self.member_ids)), self.member_ids)
+        if self.where:
+            ens = ens.where(**self.where)
+        if self.best is not None:
+            ens = ens.best(self.best, metric=self.metric, mode=self.mode)
+        return ens
+
+
+def generation_of(root: str) -> str:
+    """The generation of a store root (``.../.ensembles/000007`` -> ``"000007"``); ``""`` for a
+    store directory that is no generation (a copied store)."""
+    parent, _, name = root.rstrip("/").rpartition("/")
+    return name if parent.rpartition("/")[2].startswith(".") else ""
+
+
+class ServedModel:
+    """One generation's selection, held and compiled for ``buckets`` batch sizes.
+
+    Args:
+        root: the store (a generation directory, or any path :func:`sweep.load` opens).
+        selection: the members to serve.
+        buckets: batch sizes (rows) to compile; a batch is padded to the smallest that holds it.
+
+    Raises:
+        QueryError: if the selection matches nothing or spans several structural configs.
+        StoreError: if the store cannot be read.
+    """
+
+    def __init__(self, root: str | os.PathLike, selection: Selection, buckets: tuple[int, ...]):
+        ens = selection.apply(load(root))
+        self.held = HeldEnsemble(ens)
+        self.root, self.buckets = self.held._store.root, tuple(sorted(buckets))
+        self.generation = generation_of(self.root)
+        self.member_ids = self.held.index["member_id"].to_pylist()
+        self.forward_passes, self.forward_seconds, self.rows_run = 0, 0.0, 0
+        self._lock = threading.Lock()
+        out: Any = None
+        for size in self.buckets:  # compile every batch size now, so that no request waits for it
+            out = self.held.predict_mean_std(np.zeros((size, *self.held.sample_shape), self.held.dtype))
+        self.output_shape = tuple(np.shape(out[0])[1:])  # one sample's output (targets of any shape)
+
+    @property
+    def max_batch(self) -> int:
+        return self.buckets[-1]
+
+    def bucket(self, rows: int) -> int:
+        """The compiled batch size a batch of ``rows`` (<= :attr:`max_batch`) is padded to."""
+        return next(b for b in self.buckets if b >= rows)
+
+    def predict(self, inputs: list[np.ndarray], members: list[Any]) -> list[dict[str, np.ndarray] | BadRequest]:
+        """Answers to a batch of requests (``inputs[i]``: rows ``[n_i, *sample_shape]``, already
+        checked; ``members[i]``: what each asked for), in as few forward passes as
+        :attr:`max_batch` allows: the rows stacked, padded to a compiled batch size and split back.
+        Each answer is ``{"mean", "std"[, "members", "member_ids"]}`` or the :class:`BadRequest` it earned."""
+        wanted: list[list[int] | BadRequest | None] = []
+        for m in members:
+            try:
+                wanted.append(check_members(m, self.member_ids))
+            except BadRequest as e:
+                wanted.append(e)
+        ok = [i for i, w in enumerate(wanted) if not isinstance(w, BadRequest)]
+        answers: list[Any] = list(wanted)
+        if not ok:
+            return answers
+        x = np.concatenate([inputs[i].astype(self.held.dtype, copy=False) for i in ok])
+        keep_members = any(wanted[i] is not None for i in ok)
+        means, stds, outs = [], [], []
+        for start in range(0, len(x), self.max_batch):
+            piece = x[start : start + self.max_batch]
+            size = self.bucket(len(piece))
+            padded = np.concatenate([piece, np.zeros((size - len(piece), *piece.shape[1:]), piece.dtype)])
+            with self._lock:
+                start_s = time.perf_counter()
+                mean, std, out = self.held.predict_mean_std(padded, members=keep_members)
+                self.forward_passes += 1
+                self.forward_seconds += time.perf_counter() - start_s
+                self.rows_run += len(piece)
+            means.append(mean[: len(piece)])
+            stds.append(std[: len(piece)])
+            if out is not None:
+                outs.append(out[:, : len(piece)])
+        mean, std = np.concatenate(means), np.concatenate(stds)
+        out = np.concatenate(outs, axis=1) if outs else None
+        position = {m: i for i, m in enumerate(self.member_ids)}
+        start = 0
+        for i in ok:
+            rows = slice(start, start + len(inputs[i]))
+            start = rows.stop
+            answer = {"mean": mean[rows], "std": std[rows]}
+            chosen = wanted[i]
+            if isinstance(chosen, list) and out is not None:
+                answer["members"] = out[[position[m] for m in chosen], rows]
+                answer["member_ids"] = np.asarray(chosen)
+            answers[i] = answer
+        return answers
+
+    def rollout(self, x0: np.ndarray, steps: int) -> dict[str, np.ndarray]:
+        """Mean and std over members at every step, ``[steps + 1, batch, *sample_shape]`` each."""
+        with self._lock:
+            mean, std = self.held.rollout_mean_std(x0, steps)
+        return {"mean": mean, "std": std}
+
+    def info(self) -> dict[str, Any]:
+        """What ``GET /info`` reports of this generation."""
+        config = self.held.config
+        return {
+            "directory": self.held._store.directory,
+            "root": self.root,
+            "generation": self.generation,
+            "config_id": config.config_id,
+            "members": len(self.member_ids),
+            "input_shape": ["batch", *self.held.sample_shape],
+            "input_dtype": str(self.held.dtype),
+            "output_shape": ["batch", *self.output_shape],
+            "compiled_batch_sizes": list(self.buckets),
+            "chunk_size": self.held.chunk_size,
+            "forward_passes": self.forward_passes,
+            "forward_seconds": round(self.forward_seconds, 6),
+            "rows_run": self.rows_run,
+        }
+
+    def members_rows(self) -> list[dict[str, Any]]:
+        """The selection's rows (config, grid values, seed, status, validation and test metrics), in
+        serving order; non-finite numbers as None."""
+        return [{k: _finite(v) for k, v in row.items()} for row in self.held.index.to_pylist()]
+
+
+def _finite(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def _ordered(ens: Ensemble, member_ids: tuple[int, ...]) -> Ensemble:
+    """``ens`` with its rows in the order of ``member_ids``."""
+    index = ens.index
+    position = {m: i for i, m in enumerate(index["member_id"].to_pylist())}
+    return Ensemble(ens._store, index.take(pa.array([position[m] for m in member_ids])))

@@ -1,0 +1,161 @@
+"""``sweep.serve``: start a service for a selection of a store on Ray Serve, and stop it."""
+
+from __future__ import annotations
+
+import os
+import uuid
+import warnings
+from typing import Any
+
+from .._errors import SpecError
+from ..ensemble import Ensemble, load
+from ._app import token_digest
+from ._model import Selection, generation_of
+from ._options import ServeOptions
+
+
+class Service:
+    """A running service (what :func:`serve` returns); a context manager that shuts it down.
+
+    Attributes:
+        url: where it answers, e.g. ``http://127.0.0.1:8000``.
+        generation: the generation it started with.
+        members: how many members it serves.
+        options: its settings.
+    """
+
+    def __init__(self, url: str, generation: str, members: int, options: ServeOptions, board: Any, started_ray: bool):
+        self.url, self.generation, self.members, self.options = url, generation, members, options
+        self._board, self._started_ray, self._running = board, started_ray, True
+
+    def __repr__(self) -> str:
+        return f"Service({self.url}, {self.members} members, generation {self.generation or '-'})"
+
+    def __enter__(self) -> Service:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    def shutdown(self) -> None:
+        """Stop Serve (its controller, proxies and replicas; only this application where the
+        cluster's Serve runs others too) and the Ray that :func:`serve` started for it (a Ray it
+        joined keeps running). Calling it again does nothing."""
+        if not self._running:
+            return
+        self._running = False
+        import ray
+        from ray import serve as ray_serve
+
+        try:  # on a cluster whose Serve runs other applications too, remove only this one
+            others = [a for a in ray_serve.status().applications if a != self.options.name]
+        except Exception:
+            others = []
+        if others and not self._started_ray:
+            ray_serve.delete(self.options.name)
+        else:
+            ray_serve.shutdown()
+        try:
+            ray.kill(self._board)
+        except Exception:  # already gone with its owner
+            pass
+        if self._started_ray:
+            ray.shutdown()
+
+
+def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions | None = None) -> Service:
+    """Serve the mean, spread and members' predictions of an ensemble over HTTP, on Ray Serve.
+
+    Args:
+        path_or_ensemble: a sweep or store directory (local or ``s3://``), whose selection
+            (``options.where`` / ``best`` / ``metric``) is applied again to each newer generation,
+            or an :class:`~sweep.Ensemble` whose members are served as they are (no reload).
+        options: the settings (:class:`ServeOptions`; default: 127.0.0.1:8000, one replica).
+
+    Returns:
+        The running :class:`Service`; it serves until :meth:`Service.shutdown` (or the end of
+        this process). On a cluster where Serve already runs, that Serve's HTTP host and port
+        stay as they are (Serve has one HTTP proxy per node).
+
+    Raises:
+        SpecError: on bad options.
+        QueryError: if the selection matches nothing or spans several structural configs.
+        StoreError: if the store cannot be read.
+
+    ```python
+    service = sweep.serve("runs/heat", sweep.ServeOptions(best=64, port=8000))
+    # curl -X POST localhost:8000/predict -d '{"x": [[[0.0, 0.1, ...]]]}'
+    service.shutdown()
+    ```
+    """
+    options = ServeOptions() if options is None else options
+    if not isinstance(options, ServeOptions):
+        raise SpecError(f"options: got {type(options).__name__}; give a sweep.ServeOptions")
+    if isinstance(path_or_ensemble, Ensemble):
+        if options.where or options.best is not None:
+            raise SpecError("options.where / options.best: select on the Ensemble itself, or serve a path with them")
+        ens = path_or_ensemble
+        path = ens._store.root
+        selection = Selection(member_ids=tuple(ens.index["member_id"].to_pylist()))
+    else:
+        path = str(path_or_ensemble)
+        selection = Selection(dict(options.where), options.best, options.metric, options.mode)
+        ens = selection.apply(load(path))
+    ens.spec  # noqa: B018  (one structural config, or a QueryError now, before Ray starts)
+    root = ens._store.root
+    token = _token(options.token_file)
+
+    import ray
+    from ray import serve as ray_serve
+
+    from ._deployment import BOARD_NAMESPACE, Board, EnsembleService, ReplicaConfig
+
+    started_ray = not ray.is_initialized()
+    if started_ray:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+            ray.init(address=options.address or "local", include_dashboard=False, configure_logging=False)
+    board_name = f"{options.name}-{uuid.uuid4().hex[:12]}"
+    board = Board.options(name=board_name, namespace=BOARD_NAMESPACE).remote(root)
+    config = ReplicaConfig(
+        path=path,
+        selection=selection,
+        buckets=options.buckets,
+        batch_wait_s=options.batch_wait_s,
+        max_rows=options.rows_limit,
+        max_steps=options.max_steps,
+        max_body_bytes=options.max_body_bytes,
+        token_sha256=token_digest(token) if token else None,
+        watch_s=options.watch_s,
+        board=board_name,
+    )
+    deployment = EnsembleService.options(
+        name=options.name,
+        num_replicas=options.replicas,
+        ray_actor_options={"num_cpus": options.cpus, "num_gpus": options.gpus},
+        max_ongoing_requests=max(100, 4 * options.max_batch),
+    )
+    try:
+        ray_serve.start(http_options={"host": options.host, "port": options.port})
+        # no access log line per request on the terminal (errors and replica logs still show)
+        ray_serve.run(
+            deployment.bind(config), name=options.name, route_prefix="/", logging_config={"enable_access_log": False}
+        )
+    except BaseException:
+        service = Service("", "", 0, options, board, started_ray)
+        service.shutdown()
+        raise
+    host = f"[{options.host}]" if ":" in options.host else options.host
+    return Service(f"http://{host}:{options.port}", generation_of(root), len(ens), options, board, started_ray)
+
+
+def _token(token_file: str | os.PathLike | None) -> str | None:
+    if token_file is None:
+        return None
+    with open(token_file, encoding="utf-8") as f:
+        token = f.read().strip()
+    if not token or any(c.isspace() for c in token):
+        raise SpecError(
+            f"ServeOptions.token_file: {str(token_file)!r} must hold one token (no spaces), not {'nothing' if not token else 'several words'}"
+        )
+    return token

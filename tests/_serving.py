@@ -1,0 +1,50 @@
+"""Tiny stores and HTTP helpers shared by the serving tests."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+import httpx
+from _blocks import trained_blocks
+from helpers import tiny_spec
+
+from sweep.planning import make_plan
+from sweep.store import aggregate_blocks
+
+PLAN = make_plan(tiny_spec(seeds=4, seeds_per_trial=2))  # 4 members of one config, 16 points
+MORE = make_plan(tiny_spec(seeds=6, seeds_per_trial=2))  # the same 4 members and 2 more
+
+
+def tiny_store(root: Path, plan=PLAN) -> str:
+    """A sweep directory whose store holds the plan's trained members (a new generation each call)."""
+    aggregate_blocks(root / "ensembles", trained_blocks(plan), plan=plan)
+    return str(root)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(url: str, deadline_s: float = 120.0, headers: dict | None = None) -> dict:
+    """Poll ``/healthz`` until it answers 200 (or fail after ``deadline_s``); its JSON."""
+    end, last = time.monotonic() + deadline_s, None
+    while time.monotonic() < end:
+        try:
+            r = httpx.get(f"{url}/healthz", timeout=5, headers=headers)
+            if r.status_code == 200:
+                return r.json()
+            last = r.status_code
+        except httpx.HTTPError as e:
+            last = e
+        time.sleep(0.2)
+    raise AssertionError(f"{url}/healthz did not answer 200 within {deadline_s} s (last: {last!r})")
+
+
+def port_closed(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) != 0

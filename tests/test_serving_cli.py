@@ -1,0 +1,112 @@
+"""`sweep serve DIR` in a subprocess (its own local Ray): it answers httpx requests, follows a newer
+generation with --watch, and Ctrl-C (SIGINT to its process group) stops it with exit status 130
+and nothing it started left running."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+from _serving import MORE, free_port, port_closed, tiny_store, wait_healthy
+
+import sweep
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.add(child)
+            todo.append(child)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_sweep_serve_answers_and_stops_cleanly_on_sigint(tmp_path):
+    sweep_dir = tiny_store(tmp_path / "sweep")
+    port = free_port()
+    cmd = [sys.executable, "-m", "sweep", "serve", sweep_dir, "--port", str(port), "--max-batch", "2", "--best", "3"]
+    cmd += ["--watch", "0.5"]  # follow newer generations on its own
+    # its own session, as a terminal's foreground job: Ctrl-C signals the whole process group
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy(), start_new_session=True
+    )
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 240)
+        assert ready, "sweep serve printed nothing within 240 s"
+        line = proc.stdout.readline()
+        assert f"serving 3 members (generation 000001) at http://127.0.0.1:{port}" in line, line
+        wait_healthy(f"http://127.0.0.1:{port}", deadline_s=60)
+        x = np.random.default_rng(0).standard_normal((2, 1, 16)).astype(np.float32)
+        r = httpx.post(f"http://127.0.0.1:{port}/predict", json={"x": x.tolist()}, timeout=60)
+        assert r.status_code == 200, r.text
+        mean, std = sweep.load(sweep_dir).best(3).mean_std(x)
+        np.testing.assert_array_equal(np.asarray(r.json()["mean"], np.float32), mean)
+        np.testing.assert_array_equal(np.asarray(r.json()["std"], np.float32), std)
+        assert r.json()["members_served"] == 3
+        tiny_store(tmp_path / "sweep", MORE)  # a newer generation: the 3 best of 6 members
+        newer = sweep.load(sweep_dir).best(3)
+        end = time.monotonic() + 120
+        while (
+            time.monotonic() < end
+            and httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=30).json()["generation"] != "000002"
+        ):
+            time.sleep(0.5)
+        r = httpx.post(f"http://127.0.0.1:{port}/predict", json={"x": x.tolist()}, timeout=60)
+        assert r.json()["generation"] == "000002", "--watch did not switch to the newer generation within 120 s"
+        np.testing.assert_array_equal(np.asarray(r.json()["mean"], np.float32), newer.mean_std(x)[0])
+        started = _descendants(proc.pid)
+        assert started  # Ray's processes, started for the service
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err[-3000:]
+    assert "stopped" in err and "Traceback" not in err, err[-3000:]
+    assert port_closed(port)
+    end = time.monotonic() + 60
+    while time.monotonic() < end and any(_alive(p) for p in started):
+        time.sleep(0.5)
+    assert not [p for p in started if _alive(p)], "processes the service started outlived it"
+
+
+def test_sweep_serve_refuses_bad_arguments_before_starting(tmp_path):
+    sweep_dir = tiny_store(tmp_path / "sweep")
+    for args, message in (
+        (["--port", "70000"], "--port: got 70000"),
+        (["--max-batch", "0"], "--max-batch: got 0"),
+        (["--cpu", "-1"], "--cpu: got -1.0"),
+        (["--where", "seed=99"], "no member matches"),
+        ([], None),
+    ):
+        if message is None:
+            args = ["--token-file", str(tmp_path / "missing")]
+            message = "is not a file"
+        out = subprocess.run(
+            [sys.executable, "-m", "sweep", "serve", sweep_dir, *args], capture_output=True, text=True, timeout=300
+        )
+        assert out.returncode == 1 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
