@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from _serving import MORE, free_port, tiny_store, wait_healthy
 
-
 import sweep
 from sweep import QueryError, SpecError, StoreError
 from sweep.serving import ServeOptions

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from _serving import free_port, tiny_store, wait_healthy
 
-
 import sweep
 from sweep.serving import ServeOptions
 
