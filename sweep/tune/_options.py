@@ -31,6 +31,7 @@ _OWNED_RUN = {
     "storage_path": "sweep.run(storage=...)",
     "storage_filesystem": "sweep.run(storage_filesystem=...)",
     "local_dir": "sweep.run(storage=...)",
+    "verbose": "sweep.run(verbose=...)",
 }
 
 
@@ -88,41 +89,61 @@ class RunOptions:
             )
 
     def tuner(self, trainable, trial_keys: list[str], sweep_dir: SweepDir, validated: bool, callbacks: list):
-        """A new Tune experiment ``<sweep>/tune-NNNN`` with one trial per trial key.
+        """A new Tune experiment ``<sweep>/tune-NNNN`` with one trial per trial key
+        (:meth:`the_tune_config`, :meth:`the_run_config`)."""
+        from ray import tune
 
-        Without ``tune_config``, trial workers are reused across trials (``reuse_actors=True``);
-        a ``tune_config`` given is used as it is. Checkpoints: the two newest per trial, unless
-        ``run_config`` says otherwise; failed trials are retried twice unless ``failure_config``
-        (or ``run_config.failure_config``) says otherwise; ``callbacks`` come after the user's.
-        """
+        return tune.Tuner(
+            trainable,
+            param_space={"trial_key": tune.grid_search(trial_keys)},
+            tune_config=self.the_tune_config(validated),
+            run_config=self.the_run_config(sweep_dir, callbacks),
+        )
+
+    def the_tune_config(self, validated: bool):
+        """The ``tune.TuneConfig`` of the experiment: the one given, or ``reuse_actors=True`` (trial
+        workers reused across trials) without one; trials named by their trial key; ranked by
+        :data:`METRIC` where nobody named a metric and every config has a validation set."""
         from ray import tune
 
         given = self.tune_config or tune.TuneConfig(reuse_actors=True)
         metric = {"metric": METRIC, "mode": MODE} if self.default_metric() and validated else {}
-        tune_config = dataclasses.replace(
+        return dataclasses.replace(
             given,
             scheduler=self.the_scheduler,
             trial_dirname_creator=_trial_dirname,
             trial_name_creator=_trial_dirname,
             **metric,
         )
-        run = self.run_config or tune.RunConfig()
-        ray_fs = None if _is_local(sweep_dir) else sweep_dir.filesystem
-        run_config = dataclasses.replace(
-            run,
+
+    def the_run_config(self, sweep_dir: SweepDir, callbacks: list):
+        """The ``tune.RunConfig`` of the experiment: stored in the sweep directory as its next
+        experiment, Ray's and Tune's output at :attr:`verbose`, the two newest checkpoints per
+        trial and a failed trial retried twice unless ``run_config`` (or ``failure_config``) says
+        otherwise, ``callbacks`` after the user's."""
+        from ray import tune
+
+        # A RunConfig fills in defaults as it is made (a FailureConfig without retries, a
+        # CheckpointConfig that keeps every checkpoint, a verbosity read from the environment), so
+        # the user's fields count where they differ from those, and the sweep's own apply otherwise.
+        run, default = self.run_config, tune.RunConfig()
+        given = {} if run is None else {f.name: getattr(run, f.name) for f in dataclasses.fields(run)}
+        ours = {*_OWNED_RUN, "failure_config", "checkpoint_config", "callbacks"}
+        failure = given.get("failure_config", default.failure_config)
+        checkpoint = given.get("checkpoint_config", default.checkpoint_config)
+        if failure == default.failure_config:
+            failure = tune.FailureConfig(max_failures=2)
+        if checkpoint == default.checkpoint_config:
+            checkpoint = tune.CheckpointConfig(num_to_keep=2)
+        return tune.RunConfig(
+            **{k: v for k, v in given.items() if k not in ours},
             name=sweep_dir.next_experiment(),
             storage_path=sweep_dir.path,
-            storage_filesystem=ray_fs,
-            verbose=self.verbose if run.verbose is None else run.verbose,
-            failure_config=self.failure_config or run.failure_config or tune.FailureConfig(max_failures=2),
-            checkpoint_config=run.checkpoint_config or tune.CheckpointConfig(num_to_keep=2),
-            callbacks=[*(run.callbacks or []), *callbacks],
-        )
-        return tune.Tuner(
-            trainable,
-            param_space={"trial_key": tune.grid_search(trial_keys)},
-            tune_config=tune_config,
-            run_config=run_config,
+            storage_filesystem=None if _is_local(sweep_dir) else sweep_dir.filesystem,
+            verbose=self.verbose,
+            failure_config=self.failure_config or failure,
+            checkpoint_config=checkpoint,
+            callbacks=[*(given.get("callbacks") or []), *callbacks],
         )
 
 
