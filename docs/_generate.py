@@ -314,6 +314,16 @@ def _schema_table(schema, described: dict[str, str], what: str) -> str:
     return "\n".join(rows) + "\n"
 
 
+def _scores_text() -> str:
+    """The scores table's description, from the schema function's own docstring."""
+    import inspect
+
+    from sweep.store import _schema as s
+
+    doc = inspect.getdoc(s.scores_schema) or ""
+    return " ".join(doc.split()).replace(":data:", "").replace(":func:", "").replace(":mod:", "")
+
+
 def _members_table() -> str:
     import pyarrow as pa
 
@@ -383,6 +393,17 @@ columns: what queries select row groups by.
 Only where a problem has test trajectories.
 
 {_schema_table(s.TRAJECTORIES_SCHEMA, TRAJECTORY_COLUMNS, s.TRAJECTORIES)}
+## `{s.VAL_SAMPLES}` and `{s.VAL_TRAJECTORIES}`
+
+The same of the validation split, with the schemas of `{s.SAMPLES}` and `{s.TRAJECTORIES}`
+(what ensemble scores on validation draw from); stores made before they were kept have none.
+
+## `{s.ENSEMBLE_SCORES}`
+
+{_scores_text()}
+
+What each score means and how to read it: [ensemble scores](../guides/scores.md).
+
 ## `<config_id>.eqx` and `<config_id>/shard-NNNNN.eqx`
 
 `eqx.tree_serialise_leaves` of the config's stacked parameters (a leading member axis), members

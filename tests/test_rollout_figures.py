@@ -232,7 +232,7 @@ def test_an_emulators_predictions_show_different_trajectories_and_their_residual
     for ax in overview.axes:
         box = ax.get_position()
         rows.setdefault(round(box.y0, 1), []).append(box)
-    assert len(rows) == 3  # curves and spread; predictions and residuals; rollout slices
+    assert len(rows) == 4  # curves and spread; predictions and residuals; rollout slices; ensemble scores
     spans = []
     for boxes in rows.values():  # every row filled from edge to edge: no empty cell in it
         boxes.sort(key=lambda b: b.x0)

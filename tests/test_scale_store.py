@@ -23,7 +23,7 @@ import sweep
 import sweep.tune
 from sweep import StoreError, load
 from sweep.planning import make_plan
-from sweep.store import Store, aggregate, aggregate_blocks
+from sweep.store import Store, aggregate_blocks
 from sweep.store import _files as files
 from sweep.training import History, SavedBlock, data_shapes, init_block
 
@@ -43,9 +43,9 @@ def test_parallel_aggregation_is_byte_identical_to_serial(ray_session, tmp_path)
     one = write_sweep(tmp_path / "serial", EVAL, trained_blocks(EVAL))
     two = Path(shutil.copytree(one, tmp_path / "tasks"))
     shard = 3 * 81 * 4  # 3 members of the depth-2 config per shard: shards cut across blocks and learning rates
-    aggregate(one, progress=False, shard_bytes=shard)
+    sweep.aggregate(one, progress=False, shard_bytes=shard)  # with the ensemble scores, as sweep.run
     tasks = sweep.tune.RayTasks(window=2, min_blocks=0)  # Ray tasks however small the work
-    sweep.store.aggregate(two, progress=False, shard_bytes=shard, map_tasks=tasks)
+    sweep.aggregate(two, progress=False, shard_bytes=shard, map_tasks=tasks)
     assert len(tasks.peak_rss_mib) == sum(f.endswith(".eqx") for f in Store.open(two).manifest["files"])  # one per file
     serial, parallel = _files(one / "ensembles"), _files(two / "ensembles")
     assert any("/shard-" in name for name in serial) and serial.keys() == parallel.keys()

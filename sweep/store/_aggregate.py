@@ -43,7 +43,7 @@ from .._errors import StoreError
 from .._fs import filesystem_path
 from ..planning import PLAN_FILE, Plan, TrialPlan
 from ..problems import Dataset
-from ..training import BlockRef
+from ..training import BlockRef, Shapes
 from . import _members
 from ._members import Column, Source
 from ._reader import Store
@@ -313,7 +313,7 @@ def _tasks(
                 tuple(metrics),
             )
         spec_dict = {k: v for k, v in first.spec.to_dict().items() if k not in _SWEEP_ONLY}
-        sample_shape, target_shape, num_train = first.shapes[:3]
+        sample_shape, target_shape, num_train = Shapes.of(first.shapes)[:3]
         configs.append(
             {
                 "config_id": cid,
