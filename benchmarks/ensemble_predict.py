@@ -30,10 +30,14 @@ from sweep.store import aggregate_blocks
 from sweep.training import History
 
 
-def _store(directory: str, members: int) -> str:
+def bench_block(members: int, trajectory_steps: int = 0) -> SimpleNamespace:
+    """A block of ``members`` randomly initialised reference ConvNets (16 channels, depth 6) on
+    heat1d with 48 points, as the aggregator takes blocks (with ``trajectory_steps``, its problem
+    makes test trajectories of that many steps)."""
+    steps = {"trajectory_steps": trajectory_steps} if trajectory_steps else {}
     spec = sweep.SweepSpec(
         name="bench",
-        problem=sweep.Problem("heat1d", num_points=48, num_samples=250),
+        problem=sweep.Problem("heat1d", num_points=48, num_samples=250, **steps),
         model=sweep.Model("ConvNet", hidden_channels=16, depth=6, activation="relu", boundary_mode="dirichlet"),
         optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
         seeds=members,
@@ -45,7 +49,7 @@ def _store(directory: str, members: int) -> str:
     history = History(
         seeds, ({},), np.array([1], np.int32), zeros, {"loss": zeros}, {"loss": zeros}, np.zeros(members, bool)
     )
-    block = SimpleNamespace(
+    return SimpleNamespace(
         spec=spec,
         seeds=seeds,
         hparams=({},),
@@ -54,7 +58,10 @@ def _store(directory: str, members: int) -> str:
         state=SimpleNamespace(params=eqx.filter(model, eqx.is_array)),
         trial_id="bench",
     )
-    return aggregate_blocks(f"{directory}/ensembles", [block])
+
+
+def _store(directory: str, members: int) -> str:
+    return aggregate_blocks(f"{directory}/ensembles", [bench_block(members)])
 
 
 def _best(fns: dict, repeats: int) -> dict[str, float]:

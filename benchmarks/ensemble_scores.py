@@ -17,46 +17,20 @@ import argparse
 import tempfile
 import time
 import tracemalloc
-from types import SimpleNamespace
 
-import equinox as eqx
 import jax
 import numpy as np
-from ensemble_predict import _best
+from ensemble_predict import _best, bench_block
 
 import sweep
 from sweep.ensemble._scores import block_sums
 from sweep.ensemble._scoring import store_scores
-from sweep.models import build_model
 from sweep.store import aggregate_blocks
-from sweep.training import History
 
 
 def _block(members: int, steps: int):
-    spec = sweep.SweepSpec(
-        name="bench",
-        problem=sweep.Problem("heat1d", num_points=48, num_samples=250, trajectory_steps=steps),
-        model=sweep.Model("ConvNet", hidden_channels=16, depth=6, activation="relu", boundary_mode="dirichlet"),
-        optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
-        seeds=members,
-    )
-    keys = jax.random.split(jax.random.key(0), members)
-    model = eqx.filter_vmap(lambda k: build_model("ConvNet", dict(spec.model.options), (1, 48), 1, key=k))(keys)
-    seeds = tuple(range(members))
-    zeros = np.zeros((members, 1), np.float32)
-    history = History(
-        seeds, ({},), np.array([1], np.int32), zeros, {"loss": zeros}, {"loss": zeros}, np.zeros(members, bool)
-    )
-    block = SimpleNamespace(
-        spec=spec,
-        seeds=seeds,
-        hparams=({},),
-        shapes=((1, 48), 1, 200),
-        history=history,
-        state=SimpleNamespace(params=eqx.filter(model, eqx.is_array)),
-        trial_id="bench",
-    )
-    return block, {spec.problem_id: sweep.load_data(spec)}
+    block = bench_block(members, steps)
+    return block, {block.spec.problem_id: sweep.load_data(block.spec)}
 
 
 def _timed(fn) -> float:
