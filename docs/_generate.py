@@ -117,7 +117,7 @@ def _signature_table(fn: Callable, skip: tuple[str, ...] = ()) -> str:
 
 def spec_page() -> str:
     import sweep
-    from sweep import _training_spec, spec
+    from sweep import spec
     from sweep.metrics import BUILTINS, rollout_builtins
     from sweep.models._registry import _INFERRED, ACTIVATIONS, ARCHITECTURES
     from sweep.optim import OPTIMIZERS
@@ -142,7 +142,7 @@ by `sweep.plan` and `sweep.run` before any trial starts.
 | --- | --- | --- |
 | seeds and `sweep_seed` | `0 <= seed < {spec.SEED_LIMIT}` (2**32) | folded into member keys as uint32 |
 | seeds of one sweep | at most {spec.MAX_SEEDS} (2**24) | the plan holds every one of them |
-| training counters (`epochs`, `batch_size`, ...) | below {_training_spec.INT32_LIMIT} (2**31) | int32 inside the compiled program |
+| training counters (`epochs`, `batch_size`, ...) | below {spec.INT32_LIMIT} (2**31) | int32 inside the compiled program |
 | integers anywhere in a spec | `-2**63 .. 2**63-1` | stored in Parquet int64 columns |
 | numbers anywhere in a spec | finite | no NaN or infinity reaches a trial or a table |
 | `name` | one path component | the sweep's directory is named after it |

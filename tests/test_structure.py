@@ -21,7 +21,7 @@ PACKAGE = Path(sweep.__file__).parent
 # only from its own layer or the layers before it.
 LAYERS = [
     {"_errors", "_canonical", "_caches", "_fs", "_import_path", "_configure", "_leaves"},
-    {"optim", "metrics", "models", "problems", "_training_spec", "spec"},
+    {"optim", "metrics", "models", "problems", "spec"},
     {"planning"},
     {"training"},
     {"store"},

@@ -1,4 +1,5 @@
-"""Frozen, validated sweep configuration with dict / TOML round trip (docs: Reference > Spec fields).
+"""``SweepSpec``: a whole sweep, frozen and validated, with dict / TOML round trip
+(docs: Reference > Spec fields).
 
 Every part validates itself on construction and raises :class:`SpecError` naming the
 field, the bad value and what is allowed, so that nothing runs on a bad spec.
@@ -10,55 +11,18 @@ import dataclasses
 import functools
 import itertools
 import math
-import numbers
 import tomllib
-from collections.abc import Iterable, Mapping, Sized
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self, TypeGuard
+from typing import TYPE_CHECKING, Any
 
-from ._canonical import canonical_json, digest
-from ._errors import SpecError, did_you_mean
-from ._fs import COMPONENT_RULE, name_problem
-from ._training_spec import Training
-from .models import check_model
-from .optim import check_optimizer
-from .problems import check_problem
-
-SEED_LIMIT = 2**32  # seeds and sweep_seed are folded into member keys as uint32 (docs: Concepts)
-MAX_SEEDS = 2**24  # seeds of one sweep: its plan holds every one of them
-_INT64_LIMIT = 2**63  # integers stored in Parquet columns
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _plain(value: Any, field: str) -> Any:
-    """``value`` as plain JSON/TOML data: tuples become lists, NumPy scalars Python numbers.
-
-    The one place every option and grid value of a spec passes: numbers must be finite and
-    integers fit in 64 bits, so that no NaN, infinity or overflow reaches a trial or a table.
-    """
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, numbers.Integral):
-        if not -_INT64_LIMIT <= int(value) < _INT64_LIMIT:
-            raise SpecError(f"`{field}`: got {int(value)}; integers must lie in -2**63..2**63-1")
-        return int(value)
-    if isinstance(value, numbers.Real):
-        if not math.isfinite(value):
-            raise SpecError(f"`{field}`: got {float(value)!r}; numbers must be finite (no NaN or infinity)")
-        return float(value)
-    if isinstance(value, (list, tuple)):
-        return [_plain(v, f"{field}[{i}]") for i, v in enumerate(value)]
-    if isinstance(value, Mapping):
-        if not all(isinstance(k, str) for k in value):
-            raise SpecError(f"`{field}`: got keys {list(value)!r}; keys must be strings")
-        return {k: _plain(v, f"{field}.{k}") for k, v in value.items()}
-    raise SpecError(
-        f"`{field}`: got {value!r} ({type(value).__name__}); give plain data (numbers, strings, booleans, "
-        f"lists or tables of them) so that the spec can be written to TOML and identified"
-    )
+from .._canonical import digest
+from .._errors import SpecError, did_you_mean
+from .._fs import COMPONENT_RULE, name_problem
+from ._parts import Model, Optimizer, Problem
+from ._seeds import SEED_LIMIT, seed_tuple
+from ._training import Training
+from ._values import is_int, is_number, plain
 
 
 def hparam_name(key: str) -> str:
@@ -66,180 +30,8 @@ def hparam_name(key: str) -> str:
     return key.removeprefix("optimizer.")
 
 
-class _Named:
-    """A frozen ``name`` + keyword options record: ``Part("name", key=value, ...)``."""
-
-    _field = ""
-    name: str
-    options: dict[str, Any]
-
-    def __init__(self, name: str, /, *positional: Any, **options: Any):
-        if positional:
-            part = type(self).__name__
-            raise SpecError(
-                f"`{self._field}`: {part}({name!r}, ...) got {len(positional)} positional value(s) after "
-                f"the name; give options as keywords, e.g. {part}({name!r}, **options) or "
-                f"{part}({name!r}, key=value)"
-            )
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "options", {k: _plain(v, f"{self._field}.{k}") for k, v in options.items()})
-        self._check()
-
-    def __setattr__(self, key: str, value: Any) -> None:
-        raise dataclasses.FrozenInstanceError(f"cannot assign to field {key!r}")
-
-    def __eq__(self, other: Any) -> bool:
-        return type(self) is type(other) and self.to_dict() == other.to_dict()
-
-    def __hash__(self) -> int:
-        return hash(canonical_json(self.to_dict()))
-
-    def __repr__(self) -> str:
-        kw = "".join(f", {k}={v!r}" for k, v in self.options.items())
-        return f"{type(self).__name__}({self.name!r}{kw})"
-
-    def __getattr__(self, key: str) -> Any:
-        options = self.__dict__.get("options", {})
-        if key in options:
-            return options[key]
-        raise AttributeError(key)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, **self.options}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        data = dict(data)
-        if "name" not in data:
-            raise SpecError(f"`{cls._field}.name`: missing; give the {cls._field} a name")
-        return cls(data.pop("name"), **data)
-
-    def replace(self, **changes: Any) -> Self:
-        data = self.to_dict() | changes
-        return type(self).from_dict(data)
-
-    def _check(self) -> None:
-        raise NotImplementedError
-
-
-class Problem(_Named):
-    """The data of a sweep: a kind by name with its options.
-
-    Kinds: ``"heat1d"`` (the heat-equation data of the pdequinox example), ``"exponax:<Stepper>"``
-    (trajectories of a 1D PDE; the ``[pde]`` extra), ``"arrays"`` (with ``path=`` to an ``.npz`` or
-    Parquet file) or ``"package.module:function"`` returning the arrays. Every kind takes
-    ``val_fraction`` and ``data_seed``. Options and defaults: docs, Reference > Spec fields.
-
-    Args:
-        name: The kind.
-        **options: Its options, checked against the kind's signature.
-
-    Raises:
-        SpecError: An unknown kind or option, or a value of the wrong type.
-
-    Examples:
-        >>> import sweep
-        >>> sweep.Problem("heat1d", num_points=48, num_samples=1000)
-        Problem('heat1d', num_points=48, num_samples=1000)
-        >>> sweep.Problem("heat1d", num_points=48).num_points
-        48
-    """
-
-    _field = "problem"
-
-    def _check(self):
-        check_problem(self.name, self.options)
-
-
-class Model(_Named):
-    """The network of every member: a pdequinox architecture by name with its keyword arguments, or
-    a factory ``"package.module:factory"`` called with the options and ``key=``.
-
-    Spatial dimensions and channels are inferred from the data; the model is built for the data's
-    shapes before any trial starts.
-
-    Args:
-        name: ``ConvNet``, ``ClassicResNet``, ``ModernResNet``, ``DilatedResNet``, ``ClassicUNet``,
-            ``ModernUNet``, ``ClassicFNO``, ``MLP``, or an import path.
-        **options: The architecture's keyword arguments (activations by name).
-
-    Raises:
-        SpecError: An unknown architecture or option, or a value of the wrong type.
-
-    Examples:
-        >>> import sweep
-        >>> sweep.Model("ConvNet", hidden_channels=16, depth=6, activation="relu")
-        Model('ConvNet', hidden_channels=16, depth=6, activation='relu')
-    """
-
-    _field = "model"
-
-    def _check(self):
-        check_model(self.name, self.options)
-
-
-class Optimizer(_Named):
-    """An optax optimizer by name with its keyword arguments (``learning_rate`` required).
-
-    ``schedule={"name": "cosine_decay_schedule", "decay_steps": 1000}`` multiplies the learning
-    rate by an optax schedule (built with ``init_value=1.0``) of the step count.
-
-    Args:
-        name: An optax optimizer (``"adam"``, ``"adamw"``, ``"sgd"``, ...).
-        **options: Its keyword arguments, each checked against the optax signature.
-
-    Raises:
-        SpecError: An unknown optimizer or option, or a value of the wrong type.
-
-    Examples:
-        >>> import sweep
-        >>> sweep.Optimizer("adam", learning_rate=3e-4, b1=0.9).learning_rate
-        0.0003
-        >>> try:
-        ...     sweep.Optimizer("adam", learning_rate=3e-4, b1="0.9")
-        ... except sweep.SpecError as e:
-        ...     print(e)
-        `optimizer.b1`: got '0.9' (str); optax.adam takes a number here (default 0.9)
-    """
-
-    _field = "optimizer"
-
-    def _check(self):
-        check_optimizer(self.name, self.options)
-
-
 _PARTS = {"problem": Problem, "model": Model, "optimizer": Optimizer, "training": Training}
 _TOP_GRID_KEYS = ("sweep_seed",)
-
-
-def _is_int(value: Any) -> TypeGuard[int]:  # Python or NumPy integers
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _seed_tuple(seeds: int | Iterable[int]) -> tuple[int, ...]:
-    if _is_int(seeds):
-        if not 1 <= seeds <= MAX_SEEDS:
-            raise SpecError(
-                f"`seeds`: got {seeds}; the number of seeds must be >= 1 and at most {MAX_SEEDS} (2**24) per sweep"
-            )
-        return tuple(range(int(seeds)))
-    if isinstance(seeds, (str, bytes, bool)) or not isinstance(seeds, Iterable):
-        raise SpecError(f"`seeds`: got {seeds!r}; give an int N (seeds 0..N-1) or a list of ints")
-    if isinstance(seeds, Sized) and len(seeds) > MAX_SEEDS:
-        raise SpecError(f"`seeds`: got {len(seeds)} seeds; at most {MAX_SEEDS} (2**24) per sweep")
-    values = []
-    for s in seeds:
-        if not _is_int(s) or not 0 <= s < SEED_LIMIT:
-            raise SpecError(f"`seeds`: got {s!r}; seeds must be non-negative integers below 2**32")
-        if len(values) == MAX_SEEDS:
-            raise SpecError(f"`seeds`: more than {MAX_SEEDS} (2**24) seeds; that is the most one sweep holds")
-        values.append(int(s))
-    if not values:
-        raise SpecError("`seeds`: got an empty list; give at least one seed")
-    dupes = sorted({s for s in values if values.count(s) > 1}) if len(set(values)) < len(values) else []
-    if dupes:
-        raise SpecError(f"`seeds`: duplicate seed(s) {dupes[:10]}; each seed may appear once")
-    return tuple(values)
 
 
 def _check_resources(resources: Mapping[str, Any]) -> dict[str, float]:
@@ -248,9 +40,9 @@ def _check_resources(resources: Mapping[str, Any]) -> dict[str, float]:
         raise SpecError(f"`resources`: unknown key(s) {sorted(unknown)}; allowed: cpu, gpu")
     cpu = resources.get("cpu", 1)
     gpu = resources.get("gpu", 0)
-    if not _is_number(cpu) or not math.isfinite(cpu) or cpu <= 0:
+    if not is_number(cpu) or not math.isfinite(cpu) or cpu <= 0:
         raise SpecError(f"`resources.cpu`: got {cpu!r}; must be a finite number > 0")
-    if not _is_number(gpu) or not math.isfinite(gpu) or gpu < 0:
+    if not is_number(gpu) or not math.isfinite(gpu) or gpu < 0:
         raise SpecError(f"`resources.gpu`: got {gpu!r}; must be 0 (CPU only), a fraction in (0, 1] or a whole number")
     if gpu > 1 and gpu != int(gpu):
         raise SpecError(
@@ -334,10 +126,10 @@ class SweepSpec:
         for field, cls in _PARTS.items():
             if not isinstance(getattr(self, field), cls):
                 raise SpecError(f"`{field}`: got {getattr(self, field)!r}; expected a sweep.{cls.__name__}")
-        seed_list = _seed_tuple(self.seeds)
-        object.__setattr__(self, "seeds", int(self.seeds) if _is_int(self.seeds) else seed_list)
+        seed_list = seed_tuple(self.seeds)
+        object.__setattr__(self, "seeds", int(self.seeds) if is_int(self.seeds) else seed_list)
         object.__setattr__(self, "_seed_list", seed_list)
-        if not _is_int(self.sweep_seed) or not 0 <= self.sweep_seed < SEED_LIMIT:
+        if not is_int(self.sweep_seed) or not 0 <= self.sweep_seed < SEED_LIMIT:
             raise SpecError(f"`sweep_seed`: got {self.sweep_seed!r}; must be a non-negative integer below 2**32")
         object.__setattr__(self, "sweep_seed", int(self.sweep_seed))
         spt = self.seeds_per_trial
@@ -355,7 +147,7 @@ class SweepSpec:
         for key, values in self.grid.items():
             if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
                 raise SpecError(f"`grid.{key}`: got {values!r}; give a list of values")
-            values = tuple(_plain(v, f"grid.{key}") for v in values)
+            values = tuple(plain(v, f"grid.{key}") for v in values)
             if not values:
                 raise SpecError(f"`grid.{key}`: empty list; give at least one value")
             part, _, leaf = key.partition(".")
@@ -510,7 +302,7 @@ def _vmappable(key: str, values: tuple[Any, ...]) -> bool:
     return (
         part == "optimizer"
         and leaf not in ("name", "schedule")
-        and all(_is_number(v) and math.isfinite(v) for v in values)
+        and all(is_number(v) and math.isfinite(v) for v in values)
     )
 
 

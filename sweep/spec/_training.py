@@ -12,8 +12,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._errors import SpecError, did_you_mean
-from .metrics import check_names, check_rollout_names
+from .._errors import SpecError, did_you_mean
+from ..metrics import check_names, check_rollout_names
 
 INT32_LIMIT = 2**31  # training counters are int32 inside the compiled program
 # Fields added after stores were first written: left out of identity() at their defaults, so that

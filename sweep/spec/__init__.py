@@ -1,0 +1,28 @@
+"""The sweep specification: its parts, validated on construction (docs: Reference > Spec fields).
+
+One module per part: :class:`Problem`, :class:`Model` and :class:`Optimizer` (a name and its
+options, ``_parts``), :class:`Training` (``_training``), the seeds (``_seeds``) and the whole
+:class:`SweepSpec` (``_sweep``); ``_values`` holds the rule every value passes (plain, finite data).
+"""
+
+from ._parts import Model as Model
+from ._parts import Optimizer as Optimizer
+from ._parts import Problem as Problem
+from ._seeds import MAX_SEEDS as MAX_SEEDS
+from ._seeds import SEED_LIMIT as SEED_LIMIT
+from ._sweep import SweepSpec as SweepSpec
+from ._sweep import hparam_name as hparam_name
+from ._training import INT32_LIMIT as INT32_LIMIT
+from ._training import Training as Training
+
+__all__ = [
+    "INT32_LIMIT",
+    "MAX_SEEDS",
+    "SEED_LIMIT",
+    "Model",
+    "Optimizer",
+    "Problem",
+    "SweepSpec",
+    "Training",
+    "hparam_name",
+]

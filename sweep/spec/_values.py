@@ -1,0 +1,49 @@
+"""The one rule every value of a spec passes: plain, finite data that TOML and Parquet can hold."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from typing import Any, TypeGuard
+
+from .._errors import SpecError
+
+INT64_LIMIT = 2**63  # integers stored in Parquet columns
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def plain(value: Any, field: str) -> Any:
+    """``value`` as plain JSON/TOML data: tuples become lists, NumPy scalars Python numbers.
+
+    The one place every option and grid value of a spec passes: numbers must be finite and
+    integers fit in 64 bits, so that no NaN, infinity or overflow reaches a trial or a table.
+    """
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        if not -INT64_LIMIT <= int(value) < INT64_LIMIT:
+            raise SpecError(f"`{field}`: got {int(value)}; integers must lie in -2**63..2**63-1")
+        return int(value)
+    if isinstance(value, numbers.Real):
+        if not math.isfinite(value):
+            raise SpecError(f"`{field}`: got {float(value)!r}; numbers must be finite (no NaN or infinity)")
+        return float(value)
+    if isinstance(value, (list, tuple)):
+        return [plain(v, f"{field}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, Mapping):
+        if not all(isinstance(k, str) for k in value):
+            raise SpecError(f"`{field}`: got keys {list(value)!r}; keys must be strings")
+        return {k: plain(v, f"{field}.{k}") for k, v in value.items()}
+    raise SpecError(
+        f"`{field}`: got {value!r} ({type(value).__name__}); give plain data (numbers, strings, booleans, "
+        f"lists or tables of them) so that the spec can be written to TOML and identified"
+    )
+
+
+def is_int(value: Any) -> TypeGuard[int]:
+    """Python or NumPy integers (not booleans)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
