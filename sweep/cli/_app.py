@@ -345,6 +345,7 @@ def show(
     from .._errors import StoreError
     from ..ensemble import load
     from ..ensemble._rows import compact
+    from ._race import race_lines
     from ._scores import seeds_line
     from ._status import sweeps_in
     from ._tables import format_table, write_table
@@ -388,6 +389,7 @@ def show(
     )
     typer.echo(format_table(table, limit))
     typer.echo(seeds_line(ens, metric, mode))
+    race_lines(ens, limit)
 
 
 @app.command()
