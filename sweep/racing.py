@@ -187,19 +187,28 @@ def interval_seed(sweep_seed: int, round: int, key: Key) -> int:
     return int(digest([sweep_seed, round, list(key)], 16), 16)
 
 
+def min_seeds(level: float) -> int:
+    """The fewest values a percentile bootstrap interval at ``level`` needs: ``ceil(log2(2 / (1 -
+    level)))``. Such an interval never reaches beyond the values, and the range of ``n`` values
+    misses the median of their distribution with probability ``2**(1 - n)``; from fewer values it
+    would claim more confidence than it can have."""
+    return max(2, math.ceil(math.log2(2.0 / (1.0 - level)) - 1e-9))
+
+
 def mean_interval(values: np.ndarray, level: float, seed: int) -> Interval:
     """The mean of the finite ``values`` and its percentile bootstrap interval at ``level``.
 
     No finite value: mean and interval are NaN (the configuration can be neither best nor kept);
-    one value: the interval is unbounded; all equal: the interval is that value.
+    fewer than :func:`min_seeds` values: the interval is unbounded (nothing can be decided on
+    them); all equal: the interval is that value.
     """
     v = np.asarray(values, np.float64)
     v = v[np.isfinite(v)]
     if v.size == 0:
         return Interval(math.nan, math.nan, math.nan, 0)
     mean = float(v.mean())
-    if v.size == 1:
-        return Interval(mean, -math.inf, math.inf, 1)
+    if v.size < min_seeds(level):
+        return Interval(mean, -math.inf, math.inf, int(v.size))
     if np.ptp(v) == 0:
         return Interval(mean, float(v[0]), float(v[0]), int(v.size))
     from scipy import stats

@@ -36,10 +36,11 @@ class Adaptive:
     race ends when one configuration is left (without ``precision``), none is racing, or every
     racing one has ``max`` seeds. The intervals are simultaneous: each is computed at level
     ``1 - (1 - confidence) / (configurations * rounds)`` (Bonferroni over every interval the race
-    can compute), so that, as far as the bootstrap's levels hold, none of them misses its
-    configuration's mean with probability ``confidence``, and then the best configuration is never
-    eliminated. At a few seeds a percentile interval is the range of the values and the level is
-    nominal (docs: How-to guides > Adaptive seeds).
+    can compute), so that none of them misses its configuration's mean with probability
+    ``confidence`` (as far as the bootstrap's levels hold), and then the best configuration is
+    never eliminated. An interval at that level needs ``ceil(log2(2 / (1 - level)))`` seeds (13 for
+    8 configurations and 16 rounds at 0.95): before, nothing is decided (docs: How-to guides >
+    Adaptive seeds).
 
     Attributes:
         start: Seeds of round 1 per configuration, an integer ``>= 2`` (an interval needs two).

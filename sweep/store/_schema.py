@@ -162,7 +162,7 @@ def fixed_columns(metrics: Sequence[str]) -> tuple[str, ...]:
 
 
 def members_schema(columns: list[Column], types: dict[str, pa.DataType], metrics: Sequence[str]) -> pa.Schema:
-    """``members.parquet``: identity, the race round, one column per grid key, status and epochs, the final values
+    """``members.parquet``: identity, one column per grid key, the race round, status and epochs, the final values
     (train, val and test loss, then each metric on val and test), their curves, the rollout curves
     at the last report (list<float64> of T values; null without that split's trajectories), the
     report epochs."""
@@ -170,8 +170,8 @@ def members_schema(columns: list[Column], types: dict[str, pa.DataType], metrics
     return pa.schema(
         [
             *IDENTITY_COLUMNS,
-            (ROUND, _I32),
             *((c.name, types[c.name]) for c in columns),
+            (ROUND, _I32),
             *RESULT_COLUMNS,
             *((c, _value_type(c)) for c in values[1:]),
             *((history_column(c), pa.list_(_value_type(c))) for c in values),
@@ -195,8 +195,8 @@ def index_columns(grid_columns: list[str], metrics: Sequence[str], race: bool = 
     ``round`` column (stores of a race; stores made before races have none)."""
     return (
         [name for name, _ in IDENTITY_COLUMNS]
-        + ([ROUND] if race else [])
         + list(grid_columns)
+        + ([ROUND] if race else [])
         + [name for name, _ in RESULT_COLUMNS]
         + evaluated_columns(metrics)
     )

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._errors import SpecError
 from ..planning import hparams_key, make_plan
-from ..racing import ENDS, Key, Race, Standing, evaluate, interval_level, next_step
+from ..racing import ENDS, Key, Race, Standing, evaluate, interval_level, min_seeds, next_step
 from ..spec import Adaptive, SweepSpec
 from ..store import SweepDir, curves_by_column
 
@@ -132,12 +132,12 @@ def advance(spec: SweepSpec, sweep_dir: SweepDir, record: bool = True) -> RaceSt
 
 
 # -- what users see ---------------------------------------------------------------------------------
-def _interval(s: Standing) -> str:
+def _interval(s: Standing, needed: int) -> str:
     iv = s.interval
     if not math.isfinite(iv.mean):
         return "diverged"
     if not (math.isfinite(iv.low) and math.isfinite(iv.high)):
-        return f"{iv.mean:.4g} (one value)"
+        return f"{iv.mean:.4g} [needs {needed} seeds]"
     return f"{iv.mean:.4g} [{iv.low:.4g}, {iv.high:.4g}]"
 
 
@@ -152,6 +152,7 @@ def _status(s: Standing, best: bool, ended: str | None) -> str:
 def rows(adaptive: Adaptive, step: RaceStep, keys: list[Key]) -> dict[Key, tuple[int, str, str]]:
     """Per configuration: seeds trained or planned so far, interval text, status text."""
     latest, decisions, best = step.race.latest(), step.race.decisions(), step.race.best
+    needed = min_seeds(interval_level(adaptive, len(keys)))
     out = {}
     for key in keys:
         planned = step.wanted[key][-1] + 1 if key in step.wanted else 0
@@ -159,7 +160,7 @@ def rows(adaptive: Adaptive, step: RaceStep, keys: list[Key]) -> dict[Key, tuple
         if s is None:
             out[key] = (planned, "-", "racing (round 1)")
         else:
-            out[key] = (max(planned, s.seeds), _interval(s), _status(s, key == best, step.ended))
+            out[key] = (max(planned, s.seeds), _interval(s, needed), _status(s, key == best, step.ended))
     return out
 
 
