@@ -168,7 +168,10 @@ def headline(adaptive: Adaptive, step: RaceStep, keys: list[Key]) -> str:
     """One line: the round, how many configurations race, left, were decided; the interval level."""
     latest, ended = step.race.latest(), step.ended
     status = [latest[k].status if k in latest else "racing" for k in keys]
-    counts = ", ".join(f"{status.count(s)} {s}" for s in ("racing", "eliminated", "decided") if status.count(s))
+    if ended is not None:  # still in when the race ended
+        status = ["finished" if s == "racing" else s for s in status]
+    kinds = ("racing", "finished", "eliminated", "decided")
+    counts = ", ".join(f"{status.count(s)} {s}" for s in kinds if status.count(s))
     rounds = len(step.race.evaluations)
     where = f"over after {rounds} round{'s' * (rounds != 1)} ({ENDS[ended]})" if ended else f"round {rounds + 1}"
     level = interval_level(adaptive, len(keys))
