@@ -9,7 +9,7 @@ has ended (``benchmarks/thousand_trials.py --object-counts`` finds one ``FileWri
 ``EventFileWriter``, ``RecordWriter`` and ``BufferedWriter`` more per finished trial).
 :class:`TrialTensorBoard`, given to Tune in its place, writes the same event files and, once a
 trial's writer is closed, leaves the clean-up a closed stand-in to close, so that the rest is
-freed. It writes no HPARAMS table (a trial's only parameter is its key; ``add_hparams`` would
+freed (:func:`close_writer`, which the ``"tensorboard"`` tracker uses too). It writes no HPARAMS table (a trial's only parameter is its key; ``add_hparams`` would
 open one more writer per trial).
 """
 
@@ -20,12 +20,7 @@ from typing import Any
 
 from ray.tune.logger import TBXLoggerCallback
 
-
-class _Closed:
-    """What a closed ``FileWriter`` keeps for its ``atexit`` clean-up to close."""
-
-    def close(self) -> None:
-        pass
+from ._loggers import close_writer
 
 
 class TrialTensorBoard(TBXLoggerCallback):
@@ -35,12 +30,7 @@ class TrialTensorBoard(TBXLoggerCallback):
         pass
 
     def log_trial_end(self, trial: Any, failed: bool = False) -> None:
-        writer = self._trial_writer.get(trial)
-        file_writers = list((getattr(writer, "all_writers", None) or {}).values())
-        super().log_trial_end(trial, failed)
-        for file_writer in file_writers:
-            if hasattr(file_writer, "event_writer"):
-                file_writer.event_writer = _Closed()
+        close_writer(self._trial_writer.get(trial), lambda: super(TrialTensorBoard, self).log_trial_end(trial, failed))
 
 
 def trial_tensorboard(callbacks: list[Any]) -> list[Any]:
