@@ -113,6 +113,16 @@ def test_a_crashed_holders_lease_is_taken_over_and_the_holder_commits_nothing(fs
     assert "took over the writer lease of 's3://store'" in said[1] and "not renewed for 0.5 s" in said[1]
 
 
+def test_a_lock_file_that_holds_no_lease_is_taken_at_once(fs, key):
+    # the empty file flock uses on local disks, copied to object storage with the sweep
+    with fs.open_output_stream(key) as f:
+        f.write(b"")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no waiting, no take-over to report
+        with writer_lease(fs, key, "s3://store", ttl_s=60.0) as lease:
+            lease.check()
+
+
 def test_a_store_that_ignores_conditional_writes_is_named(fs, key, monkeypatch):
     objects = objects_for(fs)[0]
     put = objects.client.put_object

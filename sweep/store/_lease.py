@@ -17,6 +17,9 @@ holder keeps renewing::
   was taken over meanwhile (it stalled for longer than ``ttl_s``), it commits nothing.
 - Releasing: delete the object if it is still the holder's version.
 
+Content that is no lease (the empty file ``flock`` uses on local disks, copied along with a
+sweep) is replaced at once.
+
 The conditional requests (:mod:`._objects`) make taking and taking over atomic on S3. The first
 time a lease is taken, the holder also checks that the store refuses a second create of the
 same key (some S3-compatible stores ignore the headers); where it does not, or where boto3 is
@@ -49,14 +52,15 @@ def _describe(body: dict[str, Any]) -> str:
     return f"{where}, since {body['since']}" if "since" in body else where
 
 
-def _parse(raw: bytes) -> dict[str, Any]:
-    """What a lease object says; any other content counts as a lease of the default length."""
+def _parse(raw: bytes) -> dict[str, Any] | None:
+    """What a lease object says, or None for other content (the empty file that ``flock`` uses on
+    local disks, copied along with a sweep): no lease, to be replaced at once."""
     try:
         body = json.loads(raw)
     except ValueError:
-        return {}
-    if not isinstance(body, dict):
-        return {}
+        return None
+    if not isinstance(body, dict) or "holder" not in body:
+        return None
     ttl = body.get("ttl_s")
     if not isinstance(ttl, (int, float)) or isinstance(ttl, bool) or not 0 < ttl <= 24 * 3600:
         body = {**body, "ttl_s": DEFAULT_TTL_S}
@@ -113,6 +117,11 @@ class Lease:
                 continue
             raw, version = now
             other = _parse(raw)
+            if other is None:  # not a lease: take its place
+                self.version = self.objects.replace(self.key, self._encoded(), version)
+                if self.version is not None:
+                    break
+                continue
             if version != watched:  # a new holder, or a renewal: it is alive
                 watched, seen_at = version, time.monotonic()
                 if not told:
@@ -161,7 +170,8 @@ class Lease:
         version = self.objects.replace(self.key, self._encoded(), self.version)
         if version is None:
             now = self.objects.read(self.key)
-            other = f" by {_describe(_parse(now[0]))}" if now is not None else ""
+            holder = _parse(now[0]) if now is not None else None
+            other = f" by {_describe(holder)}" if holder is not None else ""
             self.lost = (
                 f"the writer lease was taken over{other} after this aggregation did not renew it for {self.ttl_s:g} s"
             )

@@ -187,6 +187,9 @@ class _Closed:
         pass
 
 
+_CLOSED = _Closed()
+
+
 def close_writer(writer: Any, close: Callable[[], None] | None = None) -> None:
     """Close the tensorboardX ``SummaryWriter`` ``writer`` (by ``close()``, or by its own close)
     and leave its file writers' ``atexit`` clean-ups a closed stand-in instead of the rest:
@@ -195,8 +198,9 @@ def close_writer(writer: Any, close: Callable[[], None] | None = None) -> None:
     file_writers = list((getattr(writer, "all_writers", None) or {}).values())
     (close or writer.close)()
     for file_writer in file_writers:
-        if hasattr(file_writer, "event_writer"):
-            file_writer.event_writer = _Closed()
+        if hasattr(file_writer, "event_writer"):  # the clean-up reads nothing else of it
+            vars(file_writer).clear()
+            file_writer.event_writer = _CLOSED
 
 
 class TensorBoardLogger(MemberLogger):
