@@ -136,7 +136,7 @@ def main() -> None:
                 )
                 print(
                     f"  {self.done:>5}/{n} trials finished at {time.time() - start:7.1f} s: driver RSS "
-                    f"{rss_mib():7.1f} MiB (peak so far {peak_mib():7.1f} MiB){traced}",
+                    f"{self.curve[self.done]:7.1f} MiB (peak so far {peak_mib():7.1f} MiB){traced}",
                     flush=True,
                 )
                 if args.tracemalloc:
