@@ -1,7 +1,7 @@
 """Wall time of a block of code, the part of it JAX spent tracing, lowering and compiling, and
 the CPU time of the process meanwhile.
 
-Shared by both sides of ``vs_apebench.py`` (it needs nothing but JAX): the compile part is the
+Shared by both sides of ``trainer/vs_apebench.py`` (it needs nothing but JAX): the compile part is the
 sum of JAX's ``/jax/core/compile/*`` duration events (``jax.monitoring``), so training time
 net of compilation is measured the same way in both processes. CPU time (all threads of the
 process) is the work done, which other processes on a shared machine disturb far less than

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import time
 
-LAYERS = [(1, 16)] + [(16, 16)] * 5 + [(16, 1)]  # (in, out) channels of ConvNet hidden 16, depth 6
+from benchmarks._shared.workload import BATCH, DEPTH, HIDDEN
+
+LAYERS = [(1, HIDDEN)] + [(HIDDEN, HIDDEN)] * (DEPTH - 1) + [(HIDDEN, 1)]  # (in, out) channels of each conv
 KERNEL = 3
 
 
-def step_flops(num_points: int, batch_size: int = 32) -> int:
+def step_flops(num_points: int, batch_size: int = BATCH) -> int:
     """Conv matmul FLOPs of one training step of one member (forward + backward)."""
     return 3 * sum(2 * batch_size * num_points * KERNEL * cin * cout for cin, cout in LAYERS)
 
 
-def seed_epoch_flops(num_points: int, num_train: int, batch_size: int = 32) -> int:
+def seed_epoch_flops(num_points: int, num_train: int, batch_size: int = BATCH) -> int:
     """Conv matmul FLOPs of one member's epoch (``num_train // batch_size`` steps)."""
     return step_flops(num_points, batch_size) * (num_train // batch_size)
 

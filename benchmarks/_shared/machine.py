@@ -1,4 +1,5 @@
-"""How busy the rest of the machine was while a benchmark ran (this is a shared 2-core VM).
+"""How busy the rest of the machine was while a benchmark ran (this is a shared 2-core VM), and
+this process's memory.
 
 ```python
 with OtherLoad() as load:
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import os
+import resource
 import threading
 import time
 from pathlib import Path
@@ -44,6 +46,19 @@ def _processes() -> dict[int, tuple[int, int, str]]:
         rest = stat.rsplit(")", 1)[1].split()
         out[int(entry.name)] = (int(rest[1]), int(rest[11]) + int(rest[12]), cmd)
     return out
+
+
+def rss_mib() -> float:
+    """This process's resident memory now, in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def peak_rss_mib() -> float:
+    """This process's largest resident memory so far, in MiB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 class TreeSampler(threading.Thread):

@@ -1,6 +1,6 @@
 """Benchmark: ``Ensemble.rollout`` of 256 members against a jitted per-member rollout loop.
 
-The store and model of ``ensemble_predict.py`` (ConvNet hidden 16, depth 6 on 48 points,
+The store and model of ``predict.py`` (ConvNet hidden 16, depth 6 on 48 points,
 randomly initialised members); 16 initial states rolled out 100 steps. The baseline is what a
 user would write: per member one jitted ``lax.scan`` over the steps of ``jax.vmap(member)``
 (compiled once, reused for every member). Prints seconds (best of ``--repeats``, the two taking
@@ -8,31 +8,24 @@ turns), the speed-up, the seconds of the first call at another number of steps (
 the trip count is an input), and the host memory of ``rollout`` against ``rollout_mean_std``
 (tracemalloc peaks).
 
-    python benchmarks/ensemble_rollout.py [--members 256] [--steps 100] [--repeats 3]
+    python -m benchmarks.ensemble.rollout [--members 256] [--steps 100] [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import tempfile
-import time
-import tracemalloc
 
 import equinox as eqx
 import jax
 import numpy as np
-from ensemble_predict import _best, _store
 
 import sweep
+from benchmarks._shared.machine import OtherLoad
+from benchmarks._shared.members import member_list, random_store
+from benchmarks._shared.timing import best_of, host_peak, seconds
+from benchmarks._shared.workload import POINTS
 from sweep.ensemble import load
-
-
-def _peak(fn) -> tuple[float, object]:
-    tracemalloc.start()
-    out = fn()
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return peak, out
 
 
 def main() -> None:
@@ -43,13 +36,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     sweep.configure()  # one JAX CPU device per core, as the CLI and every trial
-    with tempfile.TemporaryDirectory() as tmp:
-        ens = load(_store(tmp, args.members))
-        x0 = np.asarray(jax.random.uniform(jax.random.key(1), (args.batch, 1, 48)), np.float32)
-        stacked = ens.stacked()
-        members = [
-            jax.tree_util.tree_map(lambda a, i=i: a[i] if eqx.is_array(a) else a, stacked) for i in range(len(ens))
-        ]
+    with tempfile.TemporaryDirectory() as tmp, OtherLoad() as load_meanwhile:
+        ens = load(random_store(tmp, args.members))
+        x0 = np.asarray(jax.random.uniform(jax.random.key(1), (args.batch, 1, POINTS)), np.float32)
+        members = member_list(ens)
 
         @eqx.filter_jit
         def alone(m, x0):
@@ -62,18 +52,16 @@ def main() -> None:
         y = ens.rollout(x0, args.steps)
         for i in (0, len(ens) - 1):
             np.testing.assert_allclose(y[i, 1:], alone(members[i], x0), rtol=1e-4, atol=1e-5)
-        times = _best(
+        times = best_of(
             {
                 "ensemble rollout": lambda: ens.rollout(x0, args.steps),
                 "jitted loop": lambda: [alone(m, x0) for m in members],
             },
             args.repeats,
         )
-        start = time.perf_counter()
-        ens.rollout(x0, args.steps + 7)
-        other = time.perf_counter() - start
-        host_rollout, _ = _peak(lambda: ens.rollout(x0, args.steps))
-        host_stats, _ = _peak(lambda: ens.rollout_mean_std(x0, args.steps))
+        other = seconds(lambda: ens.rollout(x0, args.steps + 7))
+        host_rollout, _ = host_peak(lambda: ens.rollout(x0, args.steps))
+        host_stats, _ = host_peak(lambda: ens.rollout_mean_std(x0, args.steps))
 
     print(
         f"rollout benchmark: {len(ens)} members x {args.batch} initial states x {args.steps} steps, ConvNet hidden "
@@ -90,6 +78,7 @@ def main() -> None:
         f"host allocations peak: rollout {host_rollout / 2**20:.1f} MiB (output {y.nbytes / 2**20:.1f} MiB), "
         f"rollout_mean_std {host_stats / 2**20:.1f} MiB"
     )
+    print(f"while it ran, {load_meanwhile}")
 
 
 if __name__ == "__main__":

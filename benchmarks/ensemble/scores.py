@@ -1,50 +1,36 @@
 """Benchmark: the ensemble scores of 512 members against the inference they need.
 
-A store of ``--members`` randomly initialised members of the ConvNet of ``ensemble_predict.py``
-(hidden 16, depth 6, 48 points) with heat1d's stored test data: 16 samples and 4 trajectories
+A store of ``--members`` randomly initialised members of the ConvNet of ``predict.py``
+(hidden 16, depth 6, 48 points; ``_shared/members.py``) with heat1d's stored test data: 16 samples and 4 trajectories
 of ``--steps`` steps. ``Ensemble.scores("test")`` (one-step scores, ensemble-size curve, scores at
 every rollout step) runs beside what the same inference costs with no score (``mean_std`` on the
 samples plus ``rollout_mean_std`` on the trajectories' first states), the two taking turns; then
 the compiled score program alone on every member's rollout, and the aggregation with and
 without the scores. Prints seconds (best of ``--repeats``), ratios, and host memory peaks.
 
-    python benchmarks/ensemble_scores.py [--members 512] [--steps 100] [--repeats 3]
+    python -m benchmarks.ensemble.scores [--members 512] [--steps 100] [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import tempfile
-import time
-import tracemalloc
 
 import jax
 import numpy as np
-from ensemble_predict import _best, bench_block
 
 import sweep
+from benchmarks._shared.machine import OtherLoad
+from benchmarks._shared.members import random_block
+from benchmarks._shared.timing import best_of, host_peak, seconds
 from sweep.ensemble._scores import block_sums
 from sweep.ensemble._scoring import store_scores
 from sweep.store import aggregate_blocks
 
 
 def _block(members: int, steps: int):
-    block = bench_block(members, steps)
+    block = random_block(members, steps)
     return block, {block.spec.problem_id: sweep.load_data(block.spec)}
-
-
-def _timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-def _peak(fn) -> int:
-    tracemalloc.start()
-    fn()
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return peak
 
 
 def main() -> None:
@@ -55,7 +41,7 @@ def main() -> None:
     args = parser.parse_args()
     sweep.configure()  # one JAX CPU device per core, as the CLI and every trial
     block, datasets = _block(args.members, args.steps)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, OtherLoad() as load_meanwhile:
         plain = f"{tmp}/plain/ensembles"
         scored = f"{tmp}/scored/ensembles"
         aggregate_blocks(plain, [block], datasets=datasets)
@@ -67,22 +53,22 @@ def main() -> None:
             ens.mean_std(x)
             ens.rollout_mean_std(traj[:, 0], traj.shape[1] - 1)
 
-        times = _best({"scores": lambda: ens.scores("test"), "inference alone": inference}, args.repeats)
+        times = best_of({"scores": lambda: ens.scores("test"), "inference alone": inference}, args.repeats)
         rolled = ens.rollout(traj[:, 0], traj.shape[1] - 1)[:, 1:]  # [M, T, B, 1, 48]
         values = rolled.reshape(len(ens), args.steps, -1)
         truth = np.swapaxes(traj[:, 1:], 0, 1).reshape(args.steps, -1)
         weights = np.ones(truth.shape[1], np.float32)
         block_sums(values, truth, weights)  # compile
-        program = min(_timed(lambda: block_sums(values, truth, weights)) for _ in range(args.repeats))
+        program = min(seconds(lambda: block_sums(values, truth, weights)) for _ in range(args.repeats))
         del rolled
         aggregate = {
             "with scores": min(
-                _timed(lambda: aggregate_blocks(scored, [block], datasets=datasets, scores=store_scores))
+                seconds(lambda: aggregate_blocks(scored, [block], datasets=datasets, scores=store_scores))
                 for _ in range(args.repeats)
             ),
-            "without": min(_timed(lambda: aggregate_blocks(plain, [block], datasets=datasets)) for _ in range(2)),
+            "without": min(seconds(lambda: aggregate_blocks(plain, [block], datasets=datasets)) for _ in range(2)),
         }
-        peaks = {"scores": _peak(lambda: ens.scores("test")), "inference alone": _peak(inference)}
+        peaks = {"scores": host_peak(lambda: ens.scores("test"))[0], "inference alone": host_peak(inference)[0]}
         one = sweep.load(scored).stored_scores("test").to_pylist()
 
     print(
@@ -110,6 +96,7 @@ def main() -> None:
         f"  (random members: one-step CRPS {first['crps']:.4g}, spread-skill {first['spread_skill']:.3g}, "
         f"coverage 90% {first['coverage_90']:.3g}, {len(one)} stored rows)"
     )
+    print(f"  while it ran, {load_meanwhile}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Benchmark: `sweep.serve` under load against in-process inference, measured in the same run.
 
 A 512-member selection of the reference ConvNet (hidden 16, depth 6, relu, dirichlet, 48 points;
-randomly initialised members aggregated into a temporary store, as ``ensemble_predict.py``
-builds them) is served on 127.0.0.1 by a local Ray Serve (one replica holding the whole
+randomly initialised members aggregated into a temporary store, as ``ensemble/predict.py``
+builds them: ``_shared/members.py``) is served on 127.0.0.1 by a local Ray Serve (one replica holding the whole
 machine, batch sizes up to ``--max-batch`` compiled at start-up). An httpx async client keeps
 1, 8 and 64 clients busy, one input per request, for ``--seconds`` (or ``--max-requests``)
 each: requests/s, p50 / p99 latency, and served member-inputs/s (requests/s x members) as a
@@ -13,7 +13,7 @@ replica does); the replica's own counters (``/info``) give its forward passes, r
 and milliseconds per pass under each load. The client shares the machine with the server. Targets (2 cores): at 64 clients
 >= 50% of the in-process rate, p99 <= 3x the median.
 
-    python benchmarks/serve_load.py [--members 512] [--clients 1 8 64] [--seconds 10]
+    python -m benchmarks.serving.load [--members 512] [--clients 1 8 64] [--seconds 10]
 """
 
 from __future__ import annotations
@@ -25,10 +25,12 @@ import tempfile
 import time
 
 import numpy as np
-from _machine import OtherLoad
-from ensemble_predict import _store
 
 import sweep
+from benchmarks._shared.machine import OtherLoad
+from benchmarks._shared.members import random_store
+from benchmarks._shared.ray_local import local_ray
+from benchmarks._shared.workload import POINTS
 from sweep.ensemble import HeldEnsemble, load
 
 
@@ -85,11 +87,11 @@ def main() -> None:
     import ray
 
     with tempfile.TemporaryDirectory() as tmp, OtherLoad() as other:
-        path = _store(tmp, args.members)
+        path = random_store(tmp, args.members)
         ens = load(path)
         held = HeldEnsemble(ens)
         rng = np.random.default_rng(0)
-        xs = rng.standard_normal((max(args.clients), 1, 48)).astype(np.float32)
+        xs = rng.standard_normal((max(args.clients), 1, POINTS)).astype(np.float32)
         rates = {
             c: (
                 _in_process_rate(lambda c=c: ens.predict(xs[:c]), len(ens), c, 3.0),
@@ -97,7 +99,7 @@ def main() -> None:
             )
             for c in args.clients
         }
-        ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False)
+        local_ray(None, configure_logging=False)
         options = sweep.ServeOptions(port=_free_port(), cpus=2, max_batch=args.max_batch, batch_wait_s=args.batch_wait)
         started = time.perf_counter()
         service = sweep.serve(path, options)

@@ -5,7 +5,8 @@ Builds a synthetic sweep directory, no training: a sweep of ``--configs`` struct
 with ``--members`` seeds in ``--blocks`` trials. Its plan.json comes from the product's planner;
 every block's state is the product's own initial state (``sweep.init_block``) with a one-report
 history of made-up losses, written with the product's block-checkpoint writer into a Tune-like
-layout ``tune-0001/<trial_key>/checkpoint_000000/``. Then, each in a fresh process:
+layout ``tune-0001/<trial_key>/checkpoint_000000/`` (``_shared/members.py``). Then, each in a
+fresh process:
 
 1. the aggregation (``sweep.aggregate``): wall time, members/s, peak RSS of the process (next to
    a process that only imports seed-sweep);
@@ -18,9 +19,9 @@ local Ray of ``--cpus`` CPUs (``sweep.store.aggregate(..., map_tasks=sweep.tune.
 what ``sweep.run`` and ``sweep aggregate --parallel`` do), with the driver's peak RSS, every
 task's worker peak RSS, and whether the two stores are byte-identical (sha256 of every file).
 
-    python benchmarks/aggregate_scale.py                       # 100,000 members, 1,000 blocks
-    python benchmarks/aggregate_scale.py --members 4000 --blocks 40   # quick
-    python benchmarks/aggregate_scale.py --dir /tmp/agg100k --keep    # keep the sweep dir (reuse with --reuse)
+    python -m benchmarks.store.aggregate_scale                       # 100,000 members, 1,000 blocks
+    python -m benchmarks.store.aggregate_scale --members 4000 --blocks 40   # quick
+    python -m benchmarks.store.aggregate_scale --dir /tmp/agg100k --keep    # keep the sweep dir (reuse with --reuse)
 """
 
 from __future__ import annotations
@@ -28,20 +29,20 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from _machine import OtherLoad
 
 import sweep
-from sweep.planning import make_plan
-from sweep.training import History, data_shapes, save_block
+from benchmarks._shared.machine import OtherLoad, peak_rss_mib
+from benchmarks._shared.members import untrained_sweep
+from benchmarks._shared.ray_local import local_ray
+from benchmarks._shared.repo import run_json, tests_module
+from benchmarks._shared.workload import model
 
 NAME = "scale"
 
@@ -52,7 +53,7 @@ def make_spec(members: int, blocks: int, configs: int) -> sweep.SweepSpec:
     return sweep.SweepSpec(
         name=NAME,
         problem=sweep.Problem("heat1d", num_points=16, num_samples=40, data_seed=0),
-        model=sweep.Model("ConvNet", hidden_channels=4, depth=1, activation="relu"),
+        model=model(hidden=4, depth=1, boundary_mode=None),
         optimizer=sweep.Optimizer("adam", learning_rate=1e-3),
         training=sweep.Training(epochs=1, batch_size=8, report_every=1),
         seeds=members // configs,
@@ -64,35 +65,14 @@ def make_spec(members: int, blocks: int, configs: int) -> sweep.SweepSpec:
 def build(root: Path, members: int, blocks: int, configs: int) -> float:
     """Write plan.json and one real block checkpoint per planned trial; returns seconds."""
     start = time.perf_counter()
-    plan = make_plan(make_spec(members, blocks, configs))
-    root.mkdir(parents=True)
-    (root / "plan.json").write_text(json.dumps(plan.to_dict()))
-    data = sweep.load_data(plan.trials[0].spec)
-    shapes = data_shapes(data)
-    rng = np.random.default_rng(0)
-    for i, trial in enumerate(plan.trials):
-        block, state = sweep.init_block(trial.spec, trial.seeds, trial.hparams, data)
-        m = len(trial.seeds) * len(block.hparams)
-        train = rng.lognormal(-4, 1, (m, 1)).astype(np.float32)
-        val, test = ((train * rng.lognormal(0, 0.1, (m, 1))).astype(np.float32) for _ in range(2))
-        history = History(
-            block.seeds, block.hparams, np.array([1], np.int32), train, {"loss": val}, {"loss": test}, np.zeros(m, bool)
-        )
-        save_block(
-            root / "tune-0001" / trial.trial_key / "checkpoint_000000",
-            spec=trial.spec,
-            state=state,
-            history=history,
-            shapes=shapes,
-            trial_id=trial.trial_key,
-        )
-        if (i + 1) % max(1, len(plan.trials) // 10) == 0:
-            print(f"  built {i + 1}/{len(plan.trials)} blocks, {time.perf_counter() - start:.0f} s", flush=True)
+
+    def progress(done: int, trials: int) -> None:
+        if done % max(1, trials // 10) == 0:
+            print(f"  built {done}/{trials} blocks, {time.perf_counter() - start:.0f} s", flush=True)
+
+    spec = make_spec(members, blocks, configs)
+    untrained_sweep(root, spec, rng=np.random.default_rng(0), progress=progress)
     return time.perf_counter() - start
-
-
-def _peak_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
 
 
 def child_aggregate(root: str, shard_mib: float | None, cpus: int = 0) -> dict:
@@ -101,19 +81,17 @@ def child_aggregate(root: str, shard_mib: float | None, cpus: int = 0) -> dict:
     kwargs = {"progress": False} | ({"shard_bytes": int(shard_mib * 2**20)} if shard_mib else {})
     out = {}
     if cpus:
-        import ray
-
         from sweep.tune import RayTasks
 
         start = time.perf_counter()
-        ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        local_ray(cpus, logging_level="ERROR")
         out["ray_init_s"] = time.perf_counter() - start
         kwargs["map_tasks"] = tasks = RayTasks()
-    before = _peak_mib()
+    before = peak_rss_mib()
     start = time.perf_counter()
     if root:
         sweep.store.aggregate(root, **kwargs)
-    out |= {"seconds": time.perf_counter() - start, "peak_rss_mib": _peak_mib(), "peak_before_mib": before}
+    out |= {"seconds": time.perf_counter() - start, "peak_rss_mib": peak_rss_mib(), "peak_before_mib": before}
     if cpus:
         out["task_peak_rss_mib"] = tasks.peak_rss_mib
     if root:
@@ -127,12 +105,10 @@ def child_aggregate(root: str, shard_mib: float | None, cpus: int = 0) -> dict:
 
 
 def child_query(root: str, seed: int, depth: int) -> dict:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     import pyarrow.parquet as pq
-    from _local_fs import counting_filesystem
 
     sweep.configure()
-    fs, counter = counting_filesystem()
+    fs, counter = tests_module("_local_fs").counting_filesystem()
     out = {}
     start = time.perf_counter()
     ens = sweep.load(root, storage_filesystem=fs)
@@ -177,17 +153,12 @@ def child_query(root: str, seed: int, depth: int) -> dict:
     out["store_files"] = {
         k: v["bytes"] for k, v in json.loads(Path(root_dir, "manifest.json").read_text())["files"].items()
     }
-    out["peak_rss_mib"] = _peak_mib()
+    out["peak_rss_mib"] = peak_rss_mib()
     return out
 
 
 def _child(kind: str, *args: str) -> dict:
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", kind, *args], capture_output=True, text=True, check=False
-    )
-    if out.returncode:
-        sys.exit(f"{kind} failed:\n{out.stderr[-4000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_json(__spec__.name, "--child", kind, *args)
 
 
 def _mib(n: float) -> str:

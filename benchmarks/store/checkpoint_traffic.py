@@ -16,7 +16,7 @@ Storage ``local``: a directory on this machine's disk (page cache; ``sync`` time
 ``--repeats`` is kept. These numbers set the default "checkpoint every k reports": checkpoint bytes
 per second written by all trials must stay well below the storage's MB/s.
 
-    python benchmarks/checkpoint_traffic.py [--nets tiny reference] [--members 16384] [--repeats 3]
+    python -m benchmarks.store.checkpoint_traffic [--nets tiny reference] [--members 16384] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -35,17 +35,15 @@ import numpy as np
 import pyarrow.fs as pafs
 
 import sweep
+from benchmarks._shared.repo import ROOT, tests_module
+from benchmarks._shared.workload import DEPTH, HIDDEN, POINTS, heat_spec
 from sweep.training import History, data_shapes, load_block, save_block
 
-TESTS = Path(__file__).resolve().parents[1] / "tests"
-sys.path.insert(0, str(TESTS))
-from _moto import s3_filesystem  # noqa: E402  (the tests' moto helper: one place for its fix)
-
 NETS = {
-    "reference": {"points": 48, "hidden": 16, "depth": 6, "boundary_mode": "dirichlet"},
+    "reference": {"points": POINTS, "hidden": HIDDEN, "depth": DEPTH, "boundary_mode": "dirichlet"},
     "tiny": {"points": 16, "hidden": 4, "depth": 2, "boundary_mode": "periodic"},
 }
-MOTO = str(TESTS / "_moto.py")  # serves S3 on 127.0.0.1 in its own process
+MOTO = str(ROOT / "tests" / "_moto.py")  # the tests' moto server (one place for its fix), in its own process
 
 
 def _copy_files(source, destination, source_filesystem=None, destination_filesystem=None):
@@ -70,18 +68,16 @@ def _copy_files(source, destination, source_filesystem=None, destination_filesys
 
 def make_block(net: str, members: int):
     o = NETS[net]
-    spec = sweep.SweepSpec(
+    spec = heat_spec(
         name="traffic",
-        problem=sweep.Problem("heat1d", num_points=o["points"], num_samples=40),
-        model=sweep.Model(
-            "ConvNet",
-            hidden_channels=o["hidden"],
-            depth=o["depth"],
-            activation="relu",
-            boundary_mode=o["boundary_mode"],
-        ),
-        optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
-        training=sweep.Training(epochs=10, batch_size=8, report_every=1),
+        epochs=10,
+        report_every=1,
+        points=o["points"],
+        samples=40,
+        hidden=o["hidden"],
+        depth=o["depth"],
+        boundary_mode=o["boundary_mode"],
+        batch_size=8,
         seeds=members,
         seeds_per_trial=members,
     )
@@ -123,7 +119,7 @@ def _start_moto() -> tuple[subprocess.Popen, int]:
 
 
 def _s3(port: int) -> pafs.S3FileSystem:
-    fs = s3_filesystem("127.0.0.1", port)
+    fs = tests_module("_moto").s3_filesystem("127.0.0.1", port)
     fs.create_dir("traffic")
     return fs
 

@@ -1,4 +1,5 @@
-"""APEBench side of ``vs_apebench.py``: run in the APEBench venv, never imports ``sweep``.
+"""APEBench side of ``vs_apebench.py``: run in the APEBench venv (from the repository root, as a
+module of this package), never imports ``sweep``.
 
 Trains ``--num-seeds`` seeds of one APEBench scenario the way ``BaseScenario.run_raw`` does
 (``eqx.filter_vmap`` over seeds; per seed ``key = PRNGKey(seed)``, ``init_key, shuffle_key =
@@ -14,7 +15,7 @@ rollouts and tests, which are not training. Writes into ``--out``:
 Timing: the vmapped training runs once, timed until its result is ready, with the part JAX
 spent compiling measured alongside (``_compile_clock``, the same clock as the seed-sweep side).
 
-    <apebench-venv>/bin/python benchmarks/_apebench_side.py --scenario phy_burgers \
+    <apebench-venv>/bin/python -m benchmarks.trainer._apebench_side --scenario phy_burgers \
         --out /tmp/ape --num-seeds 8 --optim-config "adam;2000;warmup_cosine;0.0;1e-3;400"
 """
 
@@ -31,7 +32,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _compile_clock import clock
+
+from benchmarks._shared.compile_clock import clock
 
 
 def _config(scenario) -> dict:

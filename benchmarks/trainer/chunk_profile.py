@@ -1,14 +1,15 @@
 """Where one compiled training chunk of the reference workload spends its time (``jax.profiler``).
 
-Workload of ``trainer_vs_reference.py`` (heat1d 48 points, 1000 samples; ConvNet hidden 16,
-depth 6, relu, dirichlet; adam 3e-4; batch 32; 10 seeds), the CPU default layout. After a
+Workload of ``vs_reference.py`` (heat1d 48 points, 1000 samples with ``val_fraction=0``: 800 to
+train on; ConvNet hidden 16, depth 6, relu, dirichlet; adam 3e-4; batch 32; 10 seeds), the CPU
+default layout. After a
 warm-up chunk: the steady chunk time (fastest of ``--repeats``), seed-epochs/s, XLA's FLOP count of
 the chunk program (``cost_analysis``) against a 2048x2048 float32 matmul measured in the same run,
 then one chunk under ``jax.profiler.trace`` with the trace summarised per XLA operation (summed
 over the host devices' threads, share of the busy time), grouped into kinds (dot/matmul, convolution,
 copy/concatenate/pad/slice data movement, elementwise fusions, reductions, gather/scatter, rng, other).
 
-    python benchmarks/trainer_chunk_profile.py [--epochs 5] [--seeds 10] [--repeats 3] [--top 25] [--hlo-dump DIR]
+    python -m benchmarks.trainer.chunk_profile [--epochs 5] [--seeds 10] [--repeats 3] [--top 25] [--hlo-dump DIR]
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from _flops import matmul_peak, seed_epoch_flops
+from benchmarks._shared.flops import matmul_peak, seed_epoch_flops
+from benchmarks._shared.workload import BATCH, heat_spec
 
 KINDS = [  # (kind, regex on an HLO op name), first match wins
     ("dot", r"dot|matmul|gemm"),
@@ -136,13 +138,7 @@ def main() -> None:
     sweep.configure()
     import jax
 
-    spec = sweep.SweepSpec(
-        name="chunk",
-        problem=sweep.Problem("heat1d"),
-        model=sweep.Model("ConvNet", hidden_channels=16, depth=6, activation="relu", boundary_mode="dirichlet"),
-        optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
-        training=sweep.Training(epochs=args.epochs, batch_size=32, report_every=args.epochs),
-    )
+    spec = heat_spec(name="chunk", epochs=args.epochs, val_fraction=0)
     data = sweep.load_data(spec)
     block, state = sweep.init_block(spec, range(args.seeds), data=data)
     start = time.perf_counter()
@@ -158,12 +154,12 @@ def main() -> None:
     rate = args.seeds * args.epochs / chunk
 
     num_train = data.num_train
-    batches = num_train // 32
+    batches = num_train // BATCH
     analytic = seed_epoch_flops(data.sample_shape[-1], num_train) * args.epochs * args.seeds
     peak = matmul_peak()
 
     print(
-        f"chunk: {args.seeds} seeds x {args.epochs} epochs ({batches} steps of batch 32 per epoch), layout "
+        f"chunk: {args.seeds} seeds x {args.epochs} epochs ({batches} steps of batch {BATCH} per epoch), layout "
         f"{block.layout}, {len(block.devices)} host devices; first call (compile) {first:.2f} s; steady "
         f"{chunk:.3f} s (fastest of {args.repeats}: {', '.join(f'{t:.3f}' for t in times)}) = {rate:.1f} seed-epochs/s"
     )

@@ -1,6 +1,6 @@
 """What the validation evaluation costs per report: a chunk with and without it, side by side.
 
-Workload of ``trainer_vs_reference.py`` (heat1d 48 points, ConvNet hidden 16 depth 6, adam 3e-4,
+Workload of ``vs_reference.py`` (heat1d 48 points, ConvNet hidden 16 depth 6, adam 3e-4,
 batch 32, 10 seeds in one block), the data saved once as ``.npz`` so that both sides train on
 the very same 800 samples and test on the same 200:
 
@@ -16,7 +16,7 @@ and as a fraction of the median chunk without it, at each ``--report-every``; in
 seconds and in CPU seconds of this process (all its threads: the work done, which other
 processes on a shared machine disturb far less than the wall clock).
 
-    python benchmarks/evaluation_cost.py [--report-every 1 10] [--repeats 21] [--quick]
+    python -m benchmarks.trainer.evaluation_cost [--report-every 1 10] [--repeats 21] [--quick]
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks._shared.workload import BATCH, DEPTH, HIDDEN, LEARNING_RATE, POINTS, model
 
 
 def _data(path: Path, points: int, train: int, val: int, test: int) -> None:
@@ -49,11 +51,9 @@ def _spec(path: Path, args, report_every: int, metrics: tuple[str, ...], val: bo
     return sweep.SweepSpec(
         name="eval-cost",
         problem=sweep.Problem("arrays", **options),
-        model=sweep.Model(
-            "ConvNet", hidden_channels=args.hidden, depth=args.depth, activation="relu", boundary_mode="dirichlet"
-        ),
-        optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
-        training=sweep.Training(epochs=10_000, batch_size=32, report_every=report_every, metrics=metrics),
+        model=model(args.hidden, args.depth),
+        optimizer=sweep.Optimizer("adam", learning_rate=LEARNING_RATE),
+        training=sweep.Training(epochs=10_000, batch_size=BATCH, report_every=report_every, metrics=metrics),
     )
 
 
@@ -94,9 +94,9 @@ def main() -> None:
     parser.add_argument("--report-every", type=int, nargs="+", default=[1, 10])
     parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--seeds", type=int, default=10)
-    parser.add_argument("--points", type=int, default=48)
-    parser.add_argument("--hidden", type=int, default=16)
-    parser.add_argument("--depth", type=int, default=6)
+    parser.add_argument("--points", type=int, default=POINTS)
+    parser.add_argument("--hidden", type=int, default=HIDDEN)
+    parser.add_argument("--depth", type=int, default=DEPTH)
     parser.add_argument("--quick", action="store_true", help="tiny workload: checks the script runs")
     args = parser.parse_args()
     sizes = (800, 100, 200)

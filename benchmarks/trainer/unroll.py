@@ -11,7 +11,7 @@ the median seconds per update step of the block, seed-steps/s (members x update 
 the ratio of an unrolled step to K one-step steps (``time(K) / (K * time(1))``; 1.0 is exactly
 K one-step forward/backward passes).
 
-    flock /tmp/bench.lock python benchmarks/unroll.py [--unrolls 1 2 4 8] [--repeats 5] [--quick]
+    python -m benchmarks.trainer.unroll [--unrolls 1 2 4 8] [--repeats 5] [--quick]
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import argparse
 import time
 
 import numpy as np
+
+from benchmarks._shared.workload import DEPTH, HIDDEN, model
 
 
 def spec_for(args, unroll: int):
@@ -30,9 +32,7 @@ def spec_for(args, unroll: int):
         problem=sweep.Problem(
             "exponax:Burgers", num_train=50, train_steps=50, num_test=2, test_steps=8, val_fraction=0
         ),
-        model=sweep.Model(
-            "ConvNet", hidden_channels=args.hidden, depth=args.depth, activation="relu", boundary_mode="periodic"
-        ),
+        model=model(args.hidden, args.depth, boundary_mode="periodic"),
         optimizer=sweep.Optimizer("adam", learning_rate=1e-3),
         training=sweep.Training(epochs=10_000, batch_size=20, report_every=args.epochs, unroll=unroll),
     )
@@ -42,8 +42,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--unrolls", type=int, nargs="+", default=[1, 2, 4, 8])
     p.add_argument("--seeds", type=int, default=8)
-    p.add_argument("--hidden", type=int, default=16)
-    p.add_argument("--depth", type=int, default=6)
+    p.add_argument("--hidden", type=int, default=HIDDEN)
+    p.add_argument("--depth", type=int, default=DEPTH)
     p.add_argument("--epochs", type=int, default=1, help="epochs per timed chunk")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--quick", action="store_true", help="a tiny network, 2 repeats (a smoke test)")

@@ -1,8 +1,9 @@
 """seed-sweep against APEBench on one 1D scenario: training time per seed-step, rollout nRMSE.
 
 APEBench runs in its own environment (``--ape-python``, a venv with ``pip install apebench``)
-through ``_apebench_side.py``, which trains N seeds of the scenario as APEBench does (``one``,
-or ``sup;K`` with ``--unroll K``) and saves the exact data it used and the trained networks.
+through ``_apebench_side.py`` (run as a module of this repository), which trains N seeds of the
+scenario as APEBench does (``one``, or ``sup;K`` with ``--unroll K``) and saves the exact data it
+used and the trained networks.
 This side is the product as a user runs it: ``Problem("exponax:<Stepper>", ...)`` generates the
 scenario's data (the same PDE, stepper, grid, time step, trajectory counts and lengths and
 initial-state generator; its own random draws), and ``sweep.train_block`` trains the same
@@ -19,7 +20,7 @@ states (the same PDE); :func:`rollout_nrmse` against APEBench's own ``perform_te
 networks, and against the product's in-program ``test_rollout_nrmse`` on seed-sweep's
 networks and test trajectories.
 
-    flock /tmp/bench.lock python benchmarks/vs_apebench.py --ape-python <apebench-venv>/bin/python [--smoke] [--unroll K]
+    python -m benchmarks.trainer.vs_apebench --ape-python <apebench-venv>/bin/python [--smoke] [--unroll K]
 
 Time per seed-step = training wall time / (seeds x update steps), each side timed in its own
 process until the trained networks are ready (data generated before the clock starts, on both
@@ -41,9 +42,10 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _compile_clock import clock
 
-HERE = Path(__file__).resolve().parent
+from benchmarks._shared.compile_clock import clock
+from benchmarks._shared.repo import ROOT
+
 PRESETS = {  # APEBench's default network is Conv;34;10;relu, its default budget 10_000 steps
     "smoke": {"network": "Conv;16;6;relu", "steps": 250, "seeds": 8, "test_samples": 10, "test_steps": 100},
     "full": {"network": "Conv;34;10;relu", "steps": 1000, "seeds": 8, "test_samples": 30, "test_steps": 200},
@@ -89,7 +91,8 @@ def gmean_first(curves: np.ndarray, upto: int = 100) -> np.ndarray:
 def run_apebench(args, preset: dict, out: Path) -> dict:
     cmd = [
         args.ape_python,
-        str(HERE / "_apebench_side.py"),
+        "-m",
+        "benchmarks.trainer._apebench_side",
         "--scenario",
         args.scenario,
         "--scenario-kwargs",
@@ -107,7 +110,7 @@ def run_apebench(args, preset: dict, out: Path) -> dict:
     ]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "XLA_FLAGS")}
     with open(out / "apebench.log", "w") as log:
-        done = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
+        done = subprocess.run(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
     if done.returncode:
         sys.exit(f"APEBench side failed (exit {done.returncode}); see {out / 'apebench.log'}")
     return json.loads((out / "side.json").read_text())

@@ -6,24 +6,21 @@ split, ``val_fraction=0``) and test on the same 200. Each side runs as a whole f
 ``--repeats``, the two sides' processes in turn) at two epoch counts; the difference of the two walls gives the steady-state throughput (start-up and compile
 cancel). A third fresh process measures a 2048x2048 float32 matmul (all cores, as configured by
 ``sweep.configure()``), so the steady state is also given as a share of the matmul rate: the conv
-matmul FLOPs of the workload (``_flops.py``, analytic) per second over that rate. ``--full`` adds
-the reference's 100 epochs, whole-process wall for both sides.
+matmul FLOPs of the workload (``_shared/flops.py``, analytic) per second over that rate. ``--full``
+adds the reference's 100 epochs, whole-process wall for both sides.
 
-    python benchmarks/trainer_vs_reference.py [--epochs 10 100] [--repeats 2] [--full]
+    python -m benchmarks.trainer.vs_reference [--epochs 10 100] [--repeats 2] [--full]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 import time
 
-from _flops import matmul_peak, seed_epoch_flops
-
-POINTS, TRAIN = 48, 800  # the workload's points per sample and training samples
+from benchmarks._shared.flops import matmul_peak, seed_epoch_flops
+from benchmarks._shared.repo import run_json
+from benchmarks._shared.workload import BATCH, DEPTH, HIDDEN, LEARNING_RATE, POINTS, TRAIN, heat_spec
 
 
 def _peak_bytes() -> int | None:
@@ -41,7 +38,6 @@ def reference(epochs: int, seeds: int) -> dict:
     import optax
     import pdequinox as pdeqx
 
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
     from sweep.problems import heat1d  # same data generator (the reference's BTCS code)
 
     d = heat1d(val_fraction=0)  # the reference's 800 training and 200 test samples
@@ -50,9 +46,16 @@ def reference(epochs: int, seeds: int) -> dict:
     def perform_training(key):
         init_key, shuffle_key = jax.random.split(key)
         net = pdeqx.arch.ConvNet(
-            1, 1, 1, hidden_channels=16, depth=6, activation=jax.nn.relu, key=init_key, boundary_mode="dirichlet"
+            1,
+            1,
+            1,
+            hidden_channels=HIDDEN,
+            depth=DEPTH,
+            activation=jax.nn.relu,
+            key=init_key,
+            boundary_mode="dirichlet",
         )
-        optimizer = optax.adam(3e-4)
+        optimizer = optax.adam(LEARNING_RATE)
         opt_state = optimizer.init(eqx.filter(net, eqx.is_array))
 
         def loss_fn(model, x, y):
@@ -66,7 +69,7 @@ def reference(epochs: int, seeds: int) -> dict:
 
         for _ in range(epochs):
             shuffle_key, subkey = jax.random.split(shuffle_key)
-            for batch in pdeqx.dataloader((train_x, train_y), batch_size=32, key=subkey):
+            for batch in pdeqx.dataloader((train_x, train_y), batch_size=BATCH, key=subkey):
                 net, opt_state, _ = update_fn(net, opt_state, *batch)
         return net
 
@@ -83,13 +86,7 @@ def seed_sweep(epochs: int, seeds: int) -> dict:
 
     sweep.configure(compile_cache=None)  # one JAX CPU device per core; no persistent cache: every run compiles
 
-    spec = sweep.SweepSpec(
-        name="bench",
-        problem=sweep.Problem("heat1d", val_fraction=0),  # the reference's 800 training samples
-        model=sweep.Model("ConvNet", hidden_channels=16, depth=6, activation="relu", boundary_mode="dirichlet"),
-        optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
-        training=sweep.Training(epochs=epochs, batch_size=32, report_every=epochs),
-    )
+    spec = heat_spec(epochs=epochs, val_fraction=0)  # the reference's 800 training samples
     data = sweep.load_data(spec)
     start = time.perf_counter()
     _, history = sweep.train_block(spec, range(seeds), data=data)
@@ -112,13 +109,7 @@ def matmul(epochs: int, seeds: int) -> dict:
 def run_side(side: str, epochs: int, seeds: int) -> dict:
     """One fresh process (no persistent compilation cache: every run compiles), its wall time included."""
     start = time.perf_counter()
-    out = subprocess.run(
-        [sys.executable, __file__, "--side", side, "--epochs", str(epochs), "--seeds", str(seeds)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = run_json(__spec__.name, "--side", side, "--epochs", str(epochs), "--seeds", str(seeds))
     result["wall_s"] = time.perf_counter() - start
     return result
 

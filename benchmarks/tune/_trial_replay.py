@@ -1,5 +1,8 @@
 """A fresh process that does what a tiny trial's Ray worker does, step by step, timed (no Ray
-cluster, no Tune): see ``trial_profile.py --replay``. Prints one JSON line of step -> seconds."""
+cluster, no Tune): see ``trial_profile.py --replay``. Prints one JSON line of step -> seconds.
+
+    python -m benchmarks.tune._trial_replay SPEC_JSON
+"""
 
 import json
 import sys

@@ -4,8 +4,8 @@ Each trial reports a time per report; steady-state throughput is taken between a
 and last report (start-up and compilation left out), in member-epochs per second, summed over
 the trials that run at once. Whole-run walls are printed too.
 
-    python benchmarks/concurrency.py            # ~1 minute per layout on 2 cores
-    python benchmarks/concurrency.py --quick    # seconds: checks that it runs
+    python -m benchmarks.tune.concurrency            # ~1 minute per layout on 2 cores
+    python -m benchmarks.tune.concurrency --quick    # seconds: checks that it runs
 """
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from _workload import add_options, heat_spec, make_quick
+from benchmarks._shared.machine import OtherLoad
+from benchmarks._shared.ray_local import local_ray
+from benchmarks._shared.workload import add_options, make_quick, spec_from_options
 
 
 def spec_for(args, cpus: int, seeds_per_trial: int):
-    return heat_spec(
+    return spec_from_options(
         args, name=f"concurrency-{cpus}cpu", seeds=2 * args.seeds_per_trial, seeds_per_trial=seeds_per_trial, cpus=cpus
     )
 
@@ -63,15 +65,13 @@ def main() -> None:
         args.seeds_per_trial = 2
         make_quick(args, epochs=6)
 
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    local_ray(2)
     b = args.seeds_per_trial
     print(
         f"workload: {2 * b} seeds x {args.epochs} epochs (report every {args.report_every}), ConvNet hidden "
         f"{args.hidden} depth {args.depth}, heat1d {args.points} points {args.samples} samples; Ray with 2 CPUs"
     )
-    with tempfile.TemporaryDirectory(prefix="sweep-concurrency-") as storage:
+    with tempfile.TemporaryDirectory(prefix="sweep-concurrency-") as storage, OtherLoad() as load:
         two = measure(spec_for(args, 1, b), storage)
         one = measure(spec_for(args, 2, 2 * b), storage)
     print(
@@ -79,7 +79,7 @@ def main() -> None:
         f"wall {two['wall']:.2f} s, trials overlapped {100 * two['overlap']:.0f}% of their span"
     )
     print(f"1 trial  x 2 CPU ({2 * b} seeds):      {one['rate']:9.2f} member-epochs/s steady, wall {one['wall']:.2f} s")
-    print(f"ratio (2x1 CPU)/(1x2 CPU): {two['rate'] / one['rate']:.3f}")
+    print(f"ratio (2x1 CPU)/(1x2 CPU): {two['rate'] / one['rate']:.3f}; while it ran, {load}")
 
 
 if __name__ == "__main__":

@@ -11,9 +11,9 @@ Each side is timed twice: the whole process, and until the call returned (the sa
 interpreter exit, which for (b) includes stopping the local Ray). ``--repeats N`` alternates
 (a) and (b) N times and prints the median ratios (the machine is noisy).
 
-    python benchmarks/sweep_overhead.py            # ~1 minute per side on 2 cores
-    python benchmarks/sweep_overhead.py --cpus-per-trial 1 --seeds-per-trial 8   # 2 trials at once
-    python benchmarks/sweep_overhead.py --quick    # seconds: checks that it runs
+    python -m benchmarks.tune.sweep_overhead            # ~1 minute per side on 2 cores
+    python -m benchmarks.tune.sweep_overhead --cpus-per-trial 1 --seeds-per-trial 8   # 2 trials at once
+    python -m benchmarks.tune.sweep_overhead --quick    # seconds: checks that it runs
 """
 
 from __future__ import annotations
@@ -22,12 +22,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 
-from _workload import add_options, heat_spec, make_quick
+from benchmarks._shared.repo import run_until_returned
+from benchmarks._shared.workload import add_options, make_quick, spec_from_options
 
 CHILD = """
 import json, sys, time
@@ -44,21 +42,9 @@ print("RETURNED", time.time())
 
 
 def make_spec(args) -> dict:
-    return heat_spec(
+    return spec_from_options(
         args, name="overhead", seeds=args.seeds, seeds_per_trial=args.seeds_per_trial, cpus=args.cpus_per_trial
     ).to_dict()
-
-
-def wall(mode: str, spec: dict, storage: str = "") -> tuple[float, float]:
-    """Seconds of a whole fresh process (interpreter, imports, Ray, compilation included), and
-    seconds from its start until the call returned."""
-    start = time.time()
-    out = subprocess.run([sys.executable, "-c", CHILD, mode, json.dumps(spec), storage], capture_output=True, text=True)
-    end = time.time()
-    if out.returncode != 0:
-        sys.exit(f"{mode} failed:\n{out.stderr[-4000:]}")
-    returned = float(out.stdout.split("RETURNED")[-1].split()[0])
-    return end - start, returned - start
 
 
 def main() -> None:
@@ -82,14 +68,16 @@ def main() -> None:
     )
     ratios, ratios_returned = [], []
     for _ in range(args.repeats):
-        a, a_ret = wall("inprocess", spec)
+        a, a_ret, load = run_until_returned(CHILD, "inprocess", json.dumps(spec), "")
         print(
-            f"(a) in-process train_block: {a:8.2f} s  {member_epochs / a:8.2f} member-epochs/s  (returned at {a_ret:.2f} s)"
+            f"(a) in-process train_block: {a:8.2f} s  {member_epochs / a:8.2f} member-epochs/s  (returned at {a_ret:.2f} s;"
+            f" {load})"
         )
         with tempfile.TemporaryDirectory(prefix="sweep-overhead-") as storage:
-            b, b_ret = wall("tune", spec, storage)
+            b, b_ret, load = run_until_returned(CHILD, "tune", json.dumps(spec), storage)
         print(
-            f"(b) sweep.run:         {b:8.2f} s  {member_epochs / b:8.2f} member-epochs/s  (returned at {b_ret:.2f} s)"
+            f"(b) sweep.run:         {b:8.2f} s  {member_epochs / b:8.2f} member-epochs/s  (returned at {b_ret:.2f} s;"
+            f" {load})"
         )
         ratios.append(b / a)
         ratios_returned.append(b_ret / a_ret)

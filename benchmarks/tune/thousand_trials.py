@@ -7,10 +7,10 @@ finished; at the end: total wall time, seconds per trial, the driver's peak RSS 
 member count (it must be N). Target (issue 14): N = 1,000 in under 10 minutes, driver memory flat
 in the number of finished trials.
 
-    python benchmarks/thousand_trials.py                 # 1,000 trials
-    python benchmarks/thousand_trials.py --trials 100
-    python benchmarks/thousand_trials.py --trials 100 --tune-option reuse_actors=false   # Tune's default
-    python benchmarks/thousand_trials.py --trials 400 --tracemalloc    # where the driver's memory grows
+    python -m benchmarks.tune.thousand_trials                 # 1,000 trials
+    python -m benchmarks.tune.thousand_trials --trials 100
+    python -m benchmarks.tune.thousand_trials --trials 100 --tune-option reuse_actors=false   # Tune's default
+    python -m benchmarks.tune.thousand_trials --trials 400 --tracemalloc    # where the driver's memory grows
 
 ``sweep.run`` reuses trial workers by default (``reuse_actors=True``). ``--tracemalloc`` traces the
 driver's Python allocations and prints the 12 sites that grew most between the first and the
@@ -20,30 +20,17 @@ last mark (tracing slows the driver).
 from __future__ import annotations
 
 import argparse
-import json
-import resource
 import sys
 import tempfile
 import time
 import tracemalloc
 from pathlib import Path
 
-from _machine import OtherLoad
-from _workload import tune_configs
+from benchmarks._shared.machine import OtherLoad, peak_rss_mib, rss_mib
+from benchmarks._shared.ray_local import add_tune_option, local_ray, tune_configs, tune_options
+from benchmarks._shared.workload import TINY_TRIAL, heat_spec
 
 PROCESS_START = time.time()
-
-
-def rss_mib() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def peak_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def main() -> None:
@@ -52,38 +39,21 @@ def main() -> None:
     parser.add_argument("--storage", default=None, help="default: a temporary directory, removed at the end")
     parser.add_argument("--tracemalloc", action="store_true", help="print where the driver's Python memory grew")
     parser.add_argument("--frames", type=int, default=8, help="with --tracemalloc: frames kept per allocation")
-    parser.add_argument(
-        "--tune-option",
-        action="append",
-        default=[],
-        metavar="KEY=JSON",
-        help="a tune.TuneConfig/RunConfig option passed through sweep.run, e.g. reuse_actors=true",
-    )
+    add_tune_option(parser)
     args = parser.parse_args()
-    options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in args.tune_option)}
+    options = tune_options(args)
 
     from ray import tune
 
     import sweep
 
     sweep.configure()
-    import ray
-
-    # a new local Ray of 2 CPUs with sweep.run's settings: a bare ray.init() would join a cluster that
-    # another user started with `ray start` on this machine
     started = time.time()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
+    local_ray(2)
     ray_init_s = time.time() - started
     n = args.trials
-    spec = sweep.SweepSpec(
-        name="thousand",
-        problem=sweep.Problem("heat1d", num_points=48, num_samples=250, data_seed=0),
-        model=sweep.Model("ConvNet", hidden_channels=8, depth=2, activation="relu", boundary_mode="dirichlet"),
-        optimizer=sweep.Optimizer("adam", learning_rate=3e-4),
-        training=sweep.Training(epochs=1, batch_size=32, report_every=1),
-        seeds=n,
-        seeds_per_trial=1,
-        resources={"cpu": 1, "gpu": 0},
+    spec = heat_spec(
+        name="thousand", epochs=1, seeds=n, seeds_per_trial=1, resources={"cpu": 1, "gpu": 0}, data_seed=0, **TINY_TRIAL
     )
     marks = sorted({max(1, round(n * f)) for f in (0.25, 0.5, 0.75, 1.0)})
     start = time.time()
@@ -102,7 +72,7 @@ def main() -> None:
                 )
                 print(
                     f"  {self.done:>5}/{n} trials finished at {time.time() - start:7.1f} s: driver RSS "
-                    f"{rss_mib():7.1f} MiB (peak so far {peak_mib():7.1f} MiB){traced}",
+                    f"{rss_mib():7.1f} MiB (peak so far {peak_rss_mib():7.1f} MiB){traced}",
                     flush=True,
                 )
                 if args.tracemalloc:
@@ -131,7 +101,7 @@ def main() -> None:
             f"process start -> store loaded {total:.1f} s (ray.init {ray_init_s:.1f} s); during sweep.run {load}"
         )
         print(
-            f"driver RSS after sweep.run {after:.1f} MiB, peak {peak_mib():.1f} MiB; store members {members} "
+            f"driver RSS after sweep.run {after:.1f} MiB, peak {peak_rss_mib():.1f} MiB; store members {members} "
             f"(expected {n}){'' if members == n else '  MISMATCH'}"
         )
         if len(memory.snapshots) >= 2:

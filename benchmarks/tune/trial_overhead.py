@@ -16,10 +16,10 @@ trial complete. ``--tune-option KEY=JSON`` passes Tune options through ``sweep.r
 issue 14 ``sweep.run`` reuses trial workers (``reuse_actors=True``), so
 ``--tune-option reuse_actors=false`` measures the old cost (a new process per trial).
 
-    python benchmarks/trial_overhead.py                     # N1=4, N2=16, 2 repeats
-    python benchmarks/trial_overhead.py --n 4 16 --repeats 3 --timeline
-    python benchmarks/trial_overhead.py --tune-option reuse_actors=false
-    python benchmarks/trial_overhead.py --quick              # checks that it runs
+    python -m benchmarks.tune.trial_overhead                     # N1=4, N2=16, 2 repeats
+    python -m benchmarks.tune.trial_overhead --n 4 16 --repeats 3 --timeline
+    python -m benchmarks.tune.trial_overhead --tune-option reuse_actors=false
+    python -m benchmarks.tune.trial_overhead --quick              # checks that it runs
 """
 
 from __future__ import annotations
@@ -29,18 +29,16 @@ import itertools
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-from _machine import OtherLoad
-from _workload import add_options, heat_spec
+from benchmarks._shared.machine import OtherLoad
+from benchmarks._shared.ray_local import add_tune_option, tune_options
+from benchmarks._shared.repo import run_until_returned
+from benchmarks._shared.workload import TINY_TRIAL, add_options, spec_from_options
 
 CHILD = r"""
 import json, sys, time
-sys.path.insert(0, @BENCHMARKS@)  # _workload
 import sweep
 sweep.configure()  # what sweep.run and every trial do
 mode, spec_json, storage, options_json, events_path = sys.argv[1:6]
@@ -53,12 +51,11 @@ elif mode == "loop":
         for seed in spec.seed_list:
             sweep.train_block(config, [seed], hsets)
 else:
-    import ray
     from ray import tune
 
-    # a new local Ray of 2 CPUs with sweep.run's settings: a bare ray.init() would join a cluster that
-    # another user started with `ray start` on this machine
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
+    from benchmarks._shared.ray_local import local_ray, tune_configs
+
+    local_ray(2)
     events = []
 
     class Timeline(tune.Callback):
@@ -80,42 +77,27 @@ else:
             events.append(("end", "", time.time(), {}))
 
     options = json.loads(options_json)
-    from _workload import tune_configs
-
     sweep.run(spec, storage=storage, **tune_configs(options, [Timeline()]))
     events.append(("returned", "", time.time(), {}))
     if events_path:
         with open(events_path, "w") as f:
             json.dump(events, f)
 print("RETURNED", time.time())
-""".replace("@BENCHMARKS@", repr(str(Path(__file__).resolve().parent)))
+"""
 
 TRIAL_ENV = {"SWEEP_CPU_DEVICES": "1", "XLA_FLAGS": "--xla_cpu_multi_thread_eigen=false"}
 
 
 def make_spec(args, seeds: int) -> dict:
-    return heat_spec(args, name="overhead", seeds=seeds, seeds_per_trial=1, cpus=1).to_dict()
+    return spec_from_options(args, name="overhead", seeds=seeds, seeds_per_trial=1, cpus=1).to_dict()
 
 
 def wall(
     mode: str, spec: dict, storage: str = "", options: dict | None = None, events: str = "", env: dict | None = None
 ) -> tuple[float, float, OtherLoad]:
-    """Seconds of a whole fresh process, from its start until the work returned, and the
-    load of other processes meanwhile."""
-    start = time.time()
-    with OtherLoad() as load:
-        out = subprocess.run(
-            [sys.executable, "-c", CHILD, mode, json.dumps(spec), storage, json.dumps(options or {}), events],
-            capture_output=True,
-            text=True,
-            check=False,
-            env={**os.environ, **(env or {})},
-        )
-    end = time.time()
-    if out.returncode != 0:
-        sys.exit(f"{mode} failed:\n{out.stderr[-4000:]}")
-    returned = float(out.stdout.split("RETURNED")[-1].split()[0])
-    return end - start, returned - start, load
+    """Seconds of a whole fresh process of ``mode``, from its start until the work returned, and
+    the load of other processes meanwhile."""
+    return run_until_returned(CHILD, mode, json.dumps(spec), storage, json.dumps(options or {}), events, env=env)
 
 
 def marginal(times: dict[int, float], n1: int, n2: int) -> float:
@@ -185,21 +167,15 @@ def main() -> None:
     parser.add_argument("--n", type=int, nargs=2, default=[4, 16], metavar=("N1", "N2"), help="trials per sweep")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--timeline", action="store_true", help="print where the N2 sweep's trial time went")
-    parser.add_argument(
-        "--tune-option",
-        action="append",
-        default=[],
-        metavar="KEY=JSON",
-        help="a tune.TuneConfig/RunConfig option passed through sweep.run, e.g. reuse_actors=true",
-    )
+    add_tune_option(parser)
     parser.add_argument("--skip-inprocess", action="store_true")
     add_options(parser, epochs=4, report_every=2)
-    parser.set_defaults(points=48, samples=250, hidden=8, depth=2)
+    parser.set_defaults(**TINY_TRIAL)
     args = parser.parse_args()
     if args.quick:
         args.n, args.repeats, args.points, args.samples, args.hidden, args.depth = [2, 4], 1, 16, 60, 4, 2
     n1, n2 = args.n
-    options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in args.tune_option)}
+    options = tune_options(args)
     print(
         f"workload: trials of 1 seed x {args.epochs} epochs (report every {args.report_every}), ConvNet hidden "
         f"{args.hidden} depth {args.depth}, heat1d {args.points} points {args.samples} samples; 1 CPU per trial, "

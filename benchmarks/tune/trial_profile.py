@@ -8,11 +8,11 @@ trial, next to the wall time. With ``--py-spy`` the child runs under
 where the driver and the workers spend their samples (self time, and time inside chosen frames
 such as imports, JAX compilation, checkpoint writing).
 
-    python benchmarks/trial_profile.py --trials 16
-    python benchmarks/trial_profile.py --trials 16 --py-spy /tmp/trials.raw [--idle]
-    python benchmarks/trial_profile.py --summarise /tmp/trials.raw      # summarise a recording again
-    python benchmarks/trial_profile.py --trials 16 --tune-option reuse_actors=true
-    python benchmarks/trial_profile.py --replay 5      # a trial worker's steps in fresh processes, timed
+    python -m benchmarks.tune.trial_profile --trials 16
+    python -m benchmarks.tune.trial_profile --trials 16 --py-spy /tmp/trials.raw [--idle]
+    python -m benchmarks.tune.trial_profile --summarise /tmp/trials.raw      # summarise a recording again
+    python -m benchmarks.tune.trial_profile --trials 16 --tune-option reuse_actors=false
+    python -m benchmarks.tune.trial_profile --replay 5      # a trial worker's steps in fresh processes, timed
 
 ``--replay`` runs :mod:`_trial_replay` (what a trial's fresh Ray worker does: import ray, Tune and
 seed-sweep, set the trial's JAX environment, ``init_block``, then per report ``run_chunk`` and
@@ -36,9 +36,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from _machine import HZ, TreeSampler
-from _workload import add_options
-from trial_overhead import CHILD, TRIAL_ENV, make_spec, timeline
+from benchmarks._shared.machine import HZ, TreeSampler
+from benchmarks._shared.ray_local import add_tune_option, tune_options
+from benchmarks._shared.repo import ROOT, module_command
+from benchmarks._shared.workload import TINY_TRIAL, add_options
+from benchmarks.tune.trial_overhead import CHILD, TRIAL_ENV, make_spec, timeline
 
 DAEMONS = {  # command-line pattern -> kind of Ray process (first match wins; workers are the rest of "ray::")
     "ray::DashboardAgent": "ray dashboard agent",
@@ -131,7 +133,8 @@ def replay(args) -> None:
     for _ in range(args.replay):
         start = time.perf_counter()
         out = subprocess.run(
-            [sys.executable, str(Path(__file__).with_name("_trial_replay.py")), json.dumps(spec)],
+            module_command("benchmarks.tune._trial_replay", json.dumps(spec)),
+            cwd=ROOT,
             capture_output=True,
             text=True,
             env={**os.environ, **TRIAL_ENV},
@@ -160,19 +163,19 @@ def main() -> None:
     parser.add_argument("--idle", action="store_true", help="py-spy: include idle (waiting) samples")
     parser.add_argument("--rate", type=int, default=50, help="py-spy samples per second")
     parser.add_argument("--summarise", default=None, metavar="RAW", help="only summarise a py-spy raw file")
-    parser.add_argument("--tune-option", action="append", default=[], metavar="KEY=JSON")
+    add_tune_option(parser)
     parser.add_argument(
         "--replay", type=int, default=0, metavar="N", help="replay a trial's steps in N fresh processes"
     )
     add_options(parser, epochs=4, report_every=2)
-    parser.set_defaults(points=48, samples=250, hidden=8, depth=2)
+    parser.set_defaults(**TINY_TRIAL)
     args = parser.parse_args()
     if args.summarise:
         print("\n".join(summarise_pyspy(args.summarise)))
         return
     if args.replay:
         return replay(args)
-    options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in args.tune_option)}
+    options = tune_options(args)
     spec = make_spec(args, args.trials)
     storage = tempfile.mkdtemp(prefix="sweep-profile-")
     events = str(Path(storage) / "events.json")
@@ -194,7 +197,7 @@ def main() -> None:
             *cmd,
         ]
     start = time.time()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     sampler = TreeSampler(proc.pid)
     sampler.start()
     _, err = proc.communicate()
