@@ -19,6 +19,7 @@ import json
 import time
 
 from benchmarks._shared.flops import matmul_peak, seed_epoch_flops
+from benchmarks._shared.machine import OtherLoad
 from benchmarks._shared.repo import run_json
 from benchmarks._shared.workload import BATCH, DEPTH, HIDDEN, LEARNING_RATE, POINTS, TRAIN, heat_spec
 
@@ -148,7 +149,8 @@ def main() -> None:
         )
         return
     e1, e2 = args.epochs
-    res = interleaved(["reference", "sweep"], [e1, e2], seeds, args.repeats)
+    with OtherLoad() as load:
+        res = interleaved(["reference", "sweep"], [e1, e2], seeds, args.repeats)
     rate = {}
     print(f"{seeds} seeds, epochs {e1} and {e2}")
     for side, runs in res.items():
@@ -167,6 +169,7 @@ def main() -> None:
         f"steady-state speed-up (seed-epochs/s, sweep / reference): {rate['sweep'] / rate['reference']:.2f}x"
         f"  [layout {res['sweep'][e2]['layout']}, {res['sweep'][e2]['devices']} host devices]"
     )
+    print(f"while the sides ran, {load}")
     peak = run_side("matmul", 1, seeds)["flops_per_s"]
     work = {side: r * seed_epoch_flops(POINTS, TRAIN) for side, r in rate.items()}
     print(
