@@ -20,7 +20,7 @@ what ``sweep.run`` and ``sweep aggregate --parallel`` do), with the driver's pea
 task's worker peak RSS, and whether the two stores are byte-identical (sha256 of every file).
 
     python -m benchmarks.store.aggregate_scale                       # 100,000 members, 1,000 blocks
-    python -m benchmarks.store.aggregate_scale --members 4000 --blocks 40   # quick
+    python -m benchmarks.store.aggregate_scale --members 400 --blocks 8   # quick (too few blocks for Ray tasks)
     python -m benchmarks.store.aggregate_scale --dir /tmp/agg100k --keep    # keep the sweep dir (reuse with --reuse)
 """
 
@@ -214,11 +214,16 @@ def main() -> None:
         with OtherLoad() as load:
             par = _child("aggregate", str(root), shard, str(args.cpus))
         tasks = par["task_peak_rss_mib"]
+        workers = (
+            f"task worker peak RSS {min(tasks):.0f}-{max(tasks):.0f} MiB"
+            if tasks
+            else "no task started: too few blocks for tasks, the driver aggregated them (RayTasks' min_blocks)"
+        )
         print(
             f"aggregate, {len(tasks)} Ray tasks on {args.cpus} CPUs ({label}): {par['seconds']:.1f} s "
             f"(+ ray.init {par['ray_init_s']:.1f} s), {args.members / par['seconds']:.0f} members/s, driver peak RSS "
-            f"{par['peak_rss_mib']:.0f} MiB (after imports and ray.init {par['peak_before_mib']:.0f} MiB); task worker "
-            f"peak RSS {min(tasks):.0f}-{max(tasks):.0f} MiB; {load}"
+            f"{par['peak_rss_mib']:.0f} MiB (after imports and ray.init {par['peak_before_mib']:.0f} MiB); {workers}; "
+            f"{load}"
         )
         same = agg["digests"] == par["digests"]
         print(f"stores byte-identical (sha256 of all {len(agg['digests'])} files): {'yes' if same else 'NO'}")

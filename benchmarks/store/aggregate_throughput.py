@@ -49,6 +49,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.child is not None:
         return _child(args.child, args.shard_mib[0])
+    import sweep
+
+    sweep.configure()  # one JAX CPU device per core, as sweep.run (the blocks are built in this process)
     baseline = _run("", 1.0)
     print(
         f"aggregate benchmark: trials x 16 seeds of one config (ConvNet hidden 16 depth 6, 48 points); "
