@@ -5,7 +5,7 @@ Tune adds a ``TBXLoggerCallback`` to every experiment when tensorboardX is insta
 file per trial with its results. tensorboardX registers an ``atexit`` clean-up for every
 ``FileWriter`` it opens, and that closure keeps the writer, its event queue and its file
 object's 8 KiB buffer until the process exits: ~11 KiB per trial in the driver, after the trial
-has ended (``benchmarks/thousand_trials.py --object-counts`` finds one ``FileWriter``,
+has ended (``benchmarks/tune/thousand_trials.py --object-counts`` finds one ``FileWriter``,
 ``EventFileWriter``, ``RecordWriter`` and ``BufferedWriter`` more per finished trial).
 :class:`TrialTensorBoard`, given to Tune in its place, writes the same event files and, once a
 trial's writer is closed, leaves the clean-up a closed stand-in to close, so that the rest is

@@ -3,7 +3,7 @@ one after another, so that the driver's memory stays flat in the number of trial
 
 Tune keeps every trial of an experiment in the driver until the experiment ends (its ``Trial``
 record, ~0.04 MiB after :func:`sweep.tune._relay.trim`, measured with
-``benchmarks/thousand_trials.py``), and some of its work at every step visits every trial: one
+``benchmarks/tune/thousand_trials.py``), and some of its work at every step visits every trial: one
 experiment of 10,000 trials grows the driver by ~350 MiB and slows down as it fills. A wave's
 records go when the wave ends, so the driver holds at most one wave's.
 
