@@ -127,6 +127,19 @@ def _assert_uninterrupted_members(fs: pafs.FileSystem, path: str, spec: sweep.Sw
             np.testing.assert_allclose(y[seeds.index(seed)], jax.vmap(stored)(x[:3]), rtol=1e-5, atol=1e-6)
 
 
+def test_a_fresh_process_aggregates_and_reads_the_remote_sweep(s3_sweep, tmp_path):
+    # a process with its own new HOME and TMPDIR that knows the sweep by its s3:// URI alone
+    fs, bucket, path = s3_sweep
+    env = _fresh_process_env(fs, tmp_path / "fresh")
+    for command in (["aggregate", f"s3://{bucket}/runs/tiny"], ["show", f"s3://{bucket}/runs/tiny"]):
+        done = subprocess.run(["sweep", *command], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+    assert "4 members" in done.stdout
+    assert fs.open_input_stream(f"{bucket}/runs/tiny/.ensembles/CURRENT").read().strip() == b"000002"
+    _assert_uninterrupted_members(fs, path, tiny_spec())
+
+
+@pytest.mark.slow
 def test_driver_killed_on_object_storage_resumes_from_a_fresh_process(s3, tmp_path):
     fs, bucket = s3
     spec = tiny_spec(name="killed", training=sweep.Training(epochs=12, batch_size=16, report_every=1))
