@@ -97,7 +97,7 @@ def test_the_run_config_keeps_the_sweeps_defaults_unless_the_user_set_them(tmp_p
     plain = RunOptions().the_run_config(where, [marker])
     assert plain.verbose == 0 and plain.name == "tune-0001" and plain.storage_path == where.path
     assert plain.failure_config.max_failures == 2 and plain.checkpoint_config.num_to_keep == 2
-    assert plain.callbacks == [marker]
+    assert plain.callbacks[0] is marker and type(plain.callbacks[1]).__name__ == "TrialTensorBoard"
     user = tune.RunConfig(
         stop={"training_iteration": 1},
         failure_config=tune.FailureConfig(max_failures=5),
@@ -107,7 +107,7 @@ def test_the_run_config_keeps_the_sweeps_defaults_unless_the_user_set_them(tmp_p
     theirs = RunOptions(run_config=user, verbose=1).the_run_config(where, [marker])
     assert theirs.stop == {"training_iteration": 1} and theirs.verbose == 1
     assert theirs.failure_config.max_failures == 5 and theirs.checkpoint_config.num_to_keep == 3
-    assert theirs.callbacks == ["theirs", marker]
+    assert theirs.callbacks[:2] == ["theirs", marker]
     explicit = RunOptions(failure_config=tune.FailureConfig(max_failures=7), run_config=user)
     assert explicit.the_run_config(where, []).failure_config.max_failures == 7
     assert RunOptions().the_tune_config(validated=True).reuse_actors is True

@@ -2,24 +2,32 @@
 
 N trials of one seed and one epoch each (ConvNet hidden 8, depth 2 on heat1d 48 points, 250
 samples; 1 CPU per trial) on a new local Ray of 2 CPUs, this script being the driver. A Tune
-callback on the driver prints the driver's RSS when 25, 50, 75 and 100% of the trials have
-finished; at the end: total wall time, seconds per trial, the driver's peak RSS and the store's
-member count (it must be N). Target (issue 14): N = 1,000 in under 10 minutes, driver memory flat
-in the number of finished trials.
+callback on the driver prints the driver's RSS every ``--mark-every`` finished trials (default:
+at 25, 50, 75 and 100%); at the end: total wall time, seconds per trial, the RSS curve and its
+growth from the first mark to the last, the driver's peak RSS and the store's member count (it
+must be N). Targets: N = 1,000 in under 10 minutes, driver memory flat in the number of finished
+trials; N = 10,000 in under 10 minutes, the driver growing by less than 100 MiB from 1,000 to
+10,000 finished trials (``sweep.run`` trains a plan of more than 1,000 trials in waves of Tune
+experiments; ``--wave-trials 0`` runs it as one experiment, to compare).
 
     python -m benchmarks.tune.thousand_trials                 # 1,000 trials
+    python -m benchmarks.tune.thousand_trials --trials 10000 --mark-every 1000
+    python -m benchmarks.tune.thousand_trials --trials 3000 --mark-every 500 --wave-trials 0   # one experiment
     python -m benchmarks.tune.thousand_trials --trials 100
     python -m benchmarks.tune.thousand_trials --trials 100 --tune-option reuse_actors=false   # Tune's default
     python -m benchmarks.tune.thousand_trials --trials 400 --tracemalloc    # where the driver's memory grows
 
 ``sweep.run`` reuses trial workers by default (``reuse_actors=True``). ``--tracemalloc`` traces the
 driver's Python allocations and prints the 12 sites that grew most between the first and the
-last mark (tracing slows the driver).
+last mark (tracing slows the driver several times); ``--object-counts`` counts the driver's
+objects by type at each mark (cheap) and prints the types that grew most.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import gc
 import sys
 import tempfile
 import time
@@ -37,6 +45,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=1000)
     parser.add_argument("--storage", default=None, help="default: a temporary directory, removed at the end")
+    parser.add_argument(
+        "--mark-every", type=int, default=None, help="print the driver's RSS every N finished trials (default: N/4)"
+    )
+    parser.add_argument(
+        "--wave-trials",
+        type=int,
+        default=None,
+        help="trials per wave of Tune experiments (default: sweep.run's); 0: the whole plan in one experiment",
+    )
+    parser.add_argument(
+        "--object-counts",
+        action="store_true",
+        help="print the object types whose count in the driver grew most from the second mark to the last (cheap)",
+    )
     parser.add_argument("--tracemalloc", action="store_true", help="print where the driver's Python memory grew")
     parser.add_argument("--frames", type=int, default=8, help="with --tracemalloc: frames kept per allocation")
     add_tune_option(parser)
@@ -46,7 +68,10 @@ def main() -> None:
     from ray import tune
 
     import sweep
+    from sweep.tune import _waves
 
+    if args.wave_trials is not None:
+        _waves.WAVE_TRIALS = args.wave_trials or 10**9
     sweep.configure()
     started = time.time()
     local_ray(2)
@@ -55,16 +80,20 @@ def main() -> None:
     spec = heat_spec(
         name="thousand", epochs=1, seeds=n, seeds_per_trial=1, resources={"cpu": 1, "gpu": 0}, data_seed=0, **TINY_TRIAL
     )
-    marks = sorted({max(1, round(n * f)) for f in (0.25, 0.5, 0.75, 1.0)})
+    every = args.mark_every or max(1, round(n / 4))
+    marks = sorted({*range(every, n + 1, every), n})
     start = time.time()
 
     class Memory(tune.Callback):
         def __init__(self):
-            self.done, self.snapshots = 0, []
+            self.done, self.snapshots, self.curve, self.counts = 0, [], {}, []
 
         def on_trial_complete(self, iteration, trials, trial, **info):
             self.done += 1
             if self.done in marks:
+                self.curve[self.done] = rss_mib()
+                if args.object_counts:
+                    self.counts.append(collections.Counter(type(o).__qualname__ for o in gc.get_objects()))
                 traced = (
                     f"; Python heap (traced) {tracemalloc.get_traced_memory()[0] / 2**20:7.1f} MiB"
                     if args.tracemalloc
@@ -72,7 +101,7 @@ def main() -> None:
                 )
                 print(
                     f"  {self.done:>5}/{n} trials finished at {time.time() - start:7.1f} s: driver RSS "
-                    f"{rss_mib():7.1f} MiB (peak so far {peak_rss_mib():7.1f} MiB){traced}",
+                    f"{self.curve[self.done]:7.1f} MiB (peak so far {peak_rss_mib():7.1f} MiB){traced}",
                     flush=True,
                 )
                 if args.tracemalloc:
@@ -84,7 +113,8 @@ def main() -> None:
 
     print(
         f"thousand_trials: {n} trials x 1 seed x 1 epoch (ConvNet hidden 8 depth 2, heat1d 48 points 250 samples), "
-        f"1 CPU per trial, local Ray of 2 CPUs; tune options {options or 'none'}; driver RSS before sweep.run "
+        f"1 CPU per trial, local Ray of 2 CPUs; waves of up to {_waves.wave_size(2)} trials; tune options "
+        f"{options or 'none'}; driver RSS before sweep.run "
         f"{rss_mib():.1f} MiB",
         flush=True,
     )
@@ -104,6 +134,17 @@ def main() -> None:
             f"driver RSS after sweep.run {after:.1f} MiB, peak {peak_rss_mib():.1f} MiB; store members {members} "
             f"(expected {n}){'' if members == n else '  MISMATCH'}"
         )
+        print("driver RSS by finished trials: " + ", ".join(f"{k}: {v:.0f}" for k, v in memory.curve.items()) + " MiB")
+        if len(memory.curve) >= 2:
+            (k0, v0), (k1, v1) = next(iter(memory.curve.items())), list(memory.curve.items())[-1]
+            print(
+                f"driver RSS from {k0} to {k1} finished trials: {v1 - v0:+.1f} MiB "
+                f"({(v1 - v0) / max(k1 - k0, 1):+.4f} MiB per trial)"
+            )
+        if len(memory.counts) >= 3:
+            grown = memory.counts[-1] - memory.counts[1]
+            print(f"objects whose count grew most from trial {marks[1]} to trial {marks[-1]} (gc-tracked, by type):")
+            print("  " + ", ".join(f"{name} +{n}" for name, n in grown.most_common(15)))
         if len(memory.snapshots) >= 2:
             first, last = memory.snapshots[0], memory.snapshots[-1]
             print(f"Python allocations that grew most from trial {marks[0]} to trial {marks[-1]} (tracemalloc):")
