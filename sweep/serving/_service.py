@@ -178,14 +178,19 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
 def direct_ingress_env(port: int) -> dict[str, str]:
     """The settings (environment variables that Ray Serve's controller and replicas read when they
     start) for a replica that answers HTTP on ``port`` itself: direct ingress on, its port range
-    that one port, a restarted replica free to take the port again at once, and no draining period
-    on shutdown (no load balancer in front has to deregister it)."""
+    that one port, a restarted replica free to take the port again at once, no draining period
+    on shutdown (no load balancer in front has to deregister it), and the routes on the replica's
+    main event loop. The forward pass runs in a worker thread, so that loop stays free."""
     return {
         "RAY_SERVE_ENABLE_DIRECT_INGRESS": "1",
         "RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT": str(port),
         "RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT": str(port + 1),  # the end of the range, excluded
         "RAY_SERVE_PORT_QUARANTINE_S": "0",
         "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "0",
+        # the replica runs the routes on the event loop that reads the sockets (no hop to a second
+        # thread's loop per request): requests reach the batch queue sooner, batches fill (measured:
+        # 64 of 64 rows per pass at 64 clients against 40-53)
+        "RAY_SERVE_RUN_USER_CODE_IN_SEPARATE_THREAD": "0",
     }
 
 
