@@ -41,6 +41,13 @@ def serve(
     replicas: Annotated[int, typer.Option(help="Replicas, each holding every served member.")] = 1,
     cpu: Annotated[float, typer.Option("--cpu", help="CPUs per replica.")] = 1.0,
     gpu: Annotated[float, typer.Option("--gpu", help="GPUs per replica.")] = 0.0,
+    ingress: Annotated[
+        str,
+        typer.Option(
+            help="direct: one replica answers HTTP itself (no proxy hop); proxy: through Serve's HTTP proxy "
+            "(always so with several replicas)."
+        ),
+    ] = "direct",
     max_batch: Annotated[
         int, typer.Option(help="Most rows per forward pass; the powers of two up to it are compiled at start-up.")
     ] = 64,
@@ -82,6 +89,7 @@ def serve(
             replicas=replicas,
             cpus=cpu,
             gpus=gpu,
+            ingress=ingress,
             max_batch=max_batch,
             batch_wait_s=batch_wait,
             max_rows=max_rows,
@@ -100,7 +108,7 @@ def serve(
             raise _flags(e) from None
         typer.echo(
             f"serving {service.members} members (generation {service.generation or '-'}) at {service.url} "
-            f"(OpenAPI: {service.url}/docs); Ctrl-C stops"
+            f"(OpenAPI: {service.url}/docs; {service.ingress} ingress); Ctrl-C stops"
         )
         while True:
             time.sleep(3600)
