@@ -36,3 +36,4 @@ from ._memory import state_bytes as state_bytes
 from ._program import Shapes as Shapes
 from ._program import TrainState as TrainState
 from ._program import data_shapes as data_shapes
+from ._rollout import rollout_steps as rollout_steps
