@@ -97,14 +97,8 @@ class Selection:
         (the first 16 test samples of its problem: inputs ``[samples, channels, *spatial]``,
         targets ``[samples, *target_shape]``, float32 or int32 class labels as the data gave them):
         read from the store, never regenerated, so no code the store names runs."""
-        config = self._config("samples")
-        found = self._store.samples(config.config_id)
-        if found is None:
-            raise QueryError(
-                f"samples(): the store holds no test samples for config {config.config_id} (its sweep "
-                f"directory had no samples.parquet when it was aggregated; sweep.run writes it)"
-            )
-        return found
+        why = "its sweep directory had no samples.parquet when it was aggregated; sweep.run writes it"
+        return self._stored("samples", why)
 
     def trajectories(self) -> np.ndarray:
         """Reference test trajectories of these members' structural config, as the store keeps them
@@ -121,14 +115,19 @@ class Selection:
         states = sub.rollout(traj[:, 0], traj.shape[1] - 1)      # [members, T + 1, trajectories, ...]
         error = states - traj.swapaxes(0, 1)                     # [members, T + 1, trajectories, ...]
         ```"""
-        config = self._config("trajectories")
-        found = self._store.trajectories(config.config_id)
+        why = (
+            "its problem has none, e.g. heat1d without trajectory_steps, or its sweep was run by a "
+            "seed-sweep that did not keep them"
+        )
+        return self._stored("trajectories", why)
+
+    def _stored(self, what: str, why: str) -> Any:
+        """The test ``samples`` or ``trajectories`` the store holds for these members' config, or a
+        :class:`QueryError` saying ``why`` there are none."""
+        config = self._config(what)
+        found = getattr(self._store, what)(config.config_id)
         if found is None:
-            raise QueryError(
-                f"trajectories(): the store holds no test trajectories for config {config.config_id} "
-                f"(its problem has none, e.g. heat1d without trajectory_steps, or its sweep was run "
-                f"by a seed-sweep that did not keep them)"
-            )
+            raise QueryError(f"{what}(): the store holds no test {what} for config {config.config_id} ({why})")
         return found
 
     def _ids(self) -> np.ndarray:
