@@ -162,7 +162,7 @@ def train_block(
         hparams: A dict or a list of dicts of optimizer hyperparameters (``"learning_rate"`` or
             ``"optimizer.learning_rate"``); ``None`` takes the spec's vmapped grid (or nothing).
         **options: ``data=``, the spec's dataset if already loaded (:func:`load_data`), and
-            ``layout=`` (:class:`BlockOptions`, as :func:`init_block` takes them).
+            ``layout=``: ``"map"`` or ``"vmap"``, as :func:`init_block` takes them.
 
     Returns:
         ``(stacked_model, history)``, one ``eqx.Module`` whose array leaves have a leading member
