@@ -63,13 +63,13 @@ def windows_loss(program: Program, params, window) -> Float[Array, ""]:
     """Mean over the ``unroll`` steps of the loss of the autoregressive prediction of ``window[:, k]``."""
     model = eqx.combine(params, program.static)
 
-    def one_step(state, target):
-        pred = program.forward(model, state)
-        return pred, batch_mean(program.loss, pred, target)
+    def loss(pred, t):  # of the prediction after t + 1 steps
+        return batch_mean(program.loss, pred, window[:, t + 1])
 
     # unrolled (K copies of the step in the program): XLA then fuses across steps, which a
     # rolled loop of a few iterations keeps it from (1.2-1.4x the cost of K one-step passes)
-    _, losses = jax.lax.scan(one_step, window[:, 0], jnp.swapaxes(window[:, 1:], 0, 1), unroll=True)
+    k = program.unroll
+    _, losses = rollout_steps(lambda s: program.forward(model, s), window[:, 0], k, k, loss, unroll=True)
     return jnp.mean(losses)
 
 
