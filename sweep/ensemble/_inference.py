@@ -1,10 +1,13 @@
 """Streamed inference over many members of one structural config.
 
-Members are evaluated ``chunk_size`` at a time by one compiled program. On CPU (the trainer's
+Members are evaluated ``chunk_size`` at a time by one compiled program, laid out by
+:func:`over_members` (the one member layout of inference, which the rollouts of
+:mod:`._rollout` run in too; :class:`Layout` holds its settings). On CPU (the trainer's
 ``"map"`` layout) the chunk is split over the host devices with ``shard_map``; each device
 runs groups of :data:`GROUP` members (``vmap``) one after another (``lax.map``) over tiles of
-the batch small enough to stay in cache, with the model's fast batched forward
-(:func:`sweep.models.batched_forward` with ``conv="shifted"`` for 1D conv nets: channels-first,
+the batch small enough to stay in cache (:func:`sweep._batches.equal_parts`), with the model's
+fast batched forward (:func:`sweep.models.batched_forward` with ``conv="shifted"`` for 1D conv
+nets: channels-first,
 one matmul per layer over every point of the tile and no im2col copy; measured 1.6x faster than
 the trainer's im2col forward on 2 cores). Elsewhere (GPU) the chunk is simply ``vmap``-ed with
 the trainer's forward.
