@@ -9,6 +9,7 @@ for state, history in fit(block, state):       # one compiled chunk per report
 """
 
 from ._block import Block as Block
+from ._block import BlockOptions as BlockOptions
 from ._block import init_block as init_block
 from ._block import member_keys as member_keys
 from ._block import model_of as model_of
