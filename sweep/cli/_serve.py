@@ -11,8 +11,8 @@ from typing import Annotated
 import typer
 
 from .._errors import SpecError
-from ._app import DirArg, MetricOpt, ModeOpt, _existing, _guard, app
 from ._args import CLIError, parse_where
+from ._options import DirArg, MetricOpt, ModeOpt, existing
 
 _FLAGS = {"cpus": "--cpu", "gpus": "--gpu", "batch_wait_s": "--batch-wait", "watch_s": "--watch"}
 
@@ -25,8 +25,6 @@ def _flags(error: SpecError) -> CLIError:
     )
 
 
-@app.command()
-@_guard
 def serve(
     sweep_dir: DirArg,
     where: Annotated[
@@ -103,7 +101,7 @@ def serve(
     service = None
     try:
         try:
-            service = start(_existing(sweep_dir), options)
+            service = start(existing(sweep_dir), options)
         except SpecError as e:
             raise _flags(e) from None
         typer.echo(
