@@ -443,7 +443,10 @@ so reading needs no pickle.
 Each aggregation writes a new generation aside in `<sweep>/.{s.STORE_NAME}/NNNNNN` (six or more
 digits), then switches the `{s.POINTER}` file and the `{s.STORE_NAME}` link to it atomically: a
 crash at any moment leaves the previous store readable. One aggregation writes at a time: the
-others wait on the `{s.LOCK}` file (flock) in `.{s.STORE_NAME}/`.
+others wait on the `{s.LOCK}` file in `.{s.STORE_NAME}/`: a file locked with `flock` on local
+disks, on object storage a lease object that its holder renews (JSON: `holder`, `host`, `pid`,
+`since`, `ttl_s`, `renewal`), taken with S3 conditional writes and taken over when it has not
+changed for `ttl_s` seconds.
 
 ## The sweep directory around it
 
@@ -453,7 +456,7 @@ others wait on the `{s.LOCK}` file (flock) in `.{s.STORE_NAME}/`.
   samples.parquet                the first test samples of each problem (copied into the store)
   trajectories.parquet           the first test trajectories of each problem that has some (copied too)
   tune-0001/<trial_key>/checkpoint_00000N/{{block.json,state.eqx}}   + Ray Tune's own files
-  tune-0002/...                  a later run (e.g. more seeds)
+  tune-0002/...                  a later run (e.g. more seeds), or the next wave of a large plan
   .ensembles/NNNNNN/             generations of the store
   ensembles                      the committed generation
 ```

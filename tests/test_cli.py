@@ -448,7 +448,7 @@ def test_plot_honours_the_suffix_and_names_several_figures(store, tmp_path):
 def test_plot_overview_has_the_documented_panels(store):
     from matplotlib.colors import to_hex
 
-    from sweep.figures._plots import OKABE_ITO
+    from sweep.figures._panels import OKABE_ITO
 
     fig = sweep.plot(store, num_samples=2)
     train, val, test, spread, *predictions, residual = fig.axes[:-4]  # then the row of the ensemble scores
@@ -624,12 +624,12 @@ def test_console_script_error_has_no_traceback(tmp_path):
 def test_with_a_validation_split_test_curves_show_the_chosen_configuration_only(store):
     from matplotlib.figure import Figure
 
-    from sweep.figures._plot import _order
-    from sweep.figures._plots import Configs, curves_figure
+    from sweep.figures._figure_data import best_first
+    from sweep.figures._panels import Configs, curves_figure
 
     ens = sweep.load(store)
     table = ens.table
-    keys = _order(ens, "val_loss", "min")
+    keys = best_first(ens, "val_loss", "min")
     train, val_ax, test = curves_figure(Figure(), table, Configs(keys, table), "mse")
     assert [ax.get_ylabel() for ax in (train, val_ax, test)] == [
         "train loss (mse)",

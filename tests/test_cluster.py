@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import pytest
 import yaml
 from helpers import tiny_spec
 
@@ -105,6 +106,7 @@ def _nodes(address: str, env: dict) -> list[dict]:
     return json.loads(line[len("NODES") :])
 
 
+@pytest.mark.slow
 def test_local_cluster_runs_a_sweep_on_its_workers(tmp_path):
     state = tempfile.mkdtemp(prefix="sl-", dir="/tmp")  # short: Ray's socket paths live below it
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_ADDRESS": ""}

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -25,7 +26,7 @@ def run_example(name: str, *args: str, cwd: Path = ROOT, timeout: int = 300) -> 
         timeout=timeout,
     )
     assert out.returncode == 0, f"{name} failed:\n{out.stdout[-3000:]}\n{out.stderr[-4000:]}"
-    return out.stdout
+    return out.stdout + out.stderr  # what the user sees
 
 
 def _is_png(path: Path) -> bool:
@@ -64,6 +65,8 @@ def test_sweep_depth_lr_quickstart(tmp_path):
     assert means == sorted(means)  # best validation mean first
     assert "best configuration (on validation): depth=" in stdout and "P(depth " in stdout
     assert _is_png(sweep_dir / "sweep.png")
+    for tune_says in ("Trial name", "Logical resource usage", "Current best trial", "View detailed results"):
+        assert tune_says not in stdout, stdout[-3000:]  # Tune's own output stays off the screen
 
     from sweep import load
 
@@ -71,6 +74,7 @@ def test_sweep_depth_lr_quickstart(tmp_path):
     assert len(ens) == 16 and set(ens.table.column("status").to_pylist()) == {"ok"}
 
 
+@pytest.mark.slow
 def test_custom_model_and_data_in_process_and_on_ray_workers(tmp_path):
     """The user's factory resolves from any working directory in-process, Ray workers import it
     (shipped as the working_dir), and both train exactly the same members (bit-identical on CPU)."""

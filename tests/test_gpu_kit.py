@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
-KIT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu"
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def worker(script: str, *flags: str) -> dict:
+def worker(check: str, *flags: str) -> dict:
+    """A check's worker, run as the kit runs it: a module, from the repository root."""
     out = subprocess.run(
-        [sys.executable, str(KIT / script), *flags],
+        [sys.executable, "-m", f"benchmarks.gpu.{check}", *flags],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=240,
@@ -28,18 +30,18 @@ def worker(script: str, *flags: str) -> dict:
 
 
 @pytest.mark.parametrize(
-    ("script", "flags", "keys"),
+    ("check", "flags", "keys"),
     [
         (
-            "check_trainer.py",
+            "check_trainer",
             ("--worker", "sweep", "--seeds", "2", "--epochs", "1"),
             {"warm_s", "test_loss_mean", "layout"},
         ),
-        ("check_predict.py", ("--worker", "--members", "8", "--dry"), {"members", "methods"}),
+        ("check_predict", ("--worker", "--members", "8", "--dry"), {"members", "methods"}),
     ],
 )
-def test_gpu_kit_worker_runs_on_cpu(script, flags, keys):
-    result = worker(script, *flags)
+def test_gpu_kit_worker_runs_on_cpu(check, flags, keys):
+    result = worker(check, *flags)
     assert keys <= set(result), result
     if "test_loss_mean" in result:  # a trained block's loss, not a placeholder
         assert 0 < result["test_loss_mean"] < 1, result

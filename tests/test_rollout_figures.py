@@ -15,8 +15,8 @@ from test_stored_trajectories import TRAJ
 
 import sweep
 from sweep import QueryError
-from sweep.figures._plot import _order
-from sweep.figures._plots import OKABE_ITO, Configs
+from sweep.figures._figure_data import best_first
+from sweep.figures._panels import OKABE_ITO, Configs
 from sweep.figures._rollout import rollout_metrics, slice_steps
 from sweep.planning import make_plan
 
@@ -145,7 +145,7 @@ def test_rollout_error_panels_show_the_median_and_band_over_seeds_per_configurat
     ens = sweep.load(rolling_store)
     table = ens.table
     assert rollout_metrics(table) == ["nrmse"]
-    keys = _order(ens, "val_loss", "min")
+    keys = best_first(ens, "val_loss", "min")
     configs = Configs(keys, table)
     val, test = sweep.plot(ens, "rollout_error").axes
     assert val.get_yscale() == test.get_yscale() == "log" and val.get_xlabel() == "autoregressive step"

@@ -9,11 +9,12 @@ import asyncio
 import io
 import json
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
 import pytest
-from _serving import MORE, free_port, tiny_store, wait_healthy
+from _serving import MORE, free_port, listener, tiny_store, wait_healthy
 
 import sweep
 from sweep import QueryError, SpecError, StoreError
@@ -208,6 +209,11 @@ def test_a_token_is_needed_everywhere_but_healthz(service):
     }
 
 
+def test_one_replica_answers_http_itself_with_no_proxy_hop(service):
+    assert service.ingress == "direct" and "direct ingress" in repr(service)
+    assert "ServeReplica" in listener(urlsplit(service.url).port), "the replica itself should listen on the port"
+
+
 def test_members_and_info_describe_the_selection(client, first, service):
     rows = client.get("/members").json()["members"]
     expected = first.index.to_pylist()
@@ -266,6 +272,8 @@ def test_bad_options_and_selections_fail_before_ray_starts(tmp_path, sweep_dir):
         ServeOptions(port=-1)
     with pytest.raises(SpecError, match=r"ServeOptions.max_batch: got 0"):
         ServeOptions(max_batch=0)
+    with pytest.raises(SpecError, match=r"ServeOptions.ingress: got 'haproxy'; choose one of 'direct', 'proxy'"):
+        ServeOptions(ingress="haproxy")
     with pytest.raises(SpecError, match=r"ServeOptions.token_file: .* is not a file"):
         ServeOptions(token_file=tmp_path / "missing")
     with pytest.raises(StoreError, match="not a seed-sweep store"):

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
 import pytest
-from _serving import free_port, tiny_store, wait_healthy
+from _serving import free_port, listener, tiny_store, wait_healthy
 
 import sweep
 from sweep.serving import ServeOptions
@@ -53,6 +54,11 @@ def test_an_ensemble_is_served_as_it_is_and_refuses_reload(service, chosen):
     np.testing.assert_array_equal(np.asarray(r.json()["members"], np.float32), chosen.predict(x))
     r = httpx.post(f"{service.url}/reload", timeout=60)
     assert r.status_code == 409 and r.json()["error"]["field"] == "reload", r.text
+
+
+def test_several_replicas_answer_through_serves_proxy(service):
+    assert service.ingress == "proxy"  # one address that spreads requests over the replicas
+    assert "ProxyActor" in listener(urlsplit(service.url).port)
 
 
 def test_a_killed_replica_is_restarted_and_the_endpoint_keeps_answering(service, chosen):

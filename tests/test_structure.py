@@ -20,7 +20,7 @@ PACKAGE = Path(sweep.__file__).parent
 # Each top-level part of the package, in the order data flows through it; a module may import
 # only from its own layer or the layers before it.
 LAYERS = [
-    {"_errors", "_canonical", "_caches", "_fs", "_import_path", "_configure", "_leaves"},
+    {"_errors", "_canonical", "_caches", "_fs", "_import_path", "_configure", "_leaves", "_batches"},
     {"optim", "metrics", "models", "problems", "spec"},
     {"planning", "racing"},
     {"training"},
@@ -114,6 +114,30 @@ def test_every_import_points_to_an_earlier_stage():
         part = _part(path)
         for other in _imported_parts(path):
             assert LAYER[other] <= LAYER[part], f"{path.relative_to(PACKAGE)} ({part}) imports {other}, a later stage"
+
+
+def _imported_modules(path: Path) -> set[tuple[str, ...]]:
+    """The modules of ``sweep`` a module imports, as name parts below ``sweep`` (relative or absolute;
+    ``from . import x`` counts as importing ``x``)."""
+    package = list(path.relative_to(PACKAGE).parts[:-1])
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[: len(package) - node.level + 1]
+            module = base + (node.module.split(".") if node.module else [])
+            found |= {tuple(module)} if node.module else {tuple(module + [a.name]) for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sweep."):
+            found.add(tuple(node.module.split(".")[1:]))
+    return found
+
+
+def test_no_module_imports_another_parts_private_modules():
+    """What one part of the package needs from another, that part exports from its ``__init__``."""
+    for path in _modules():
+        part = _part(path)
+        for module in _imported_modules(path):
+            if module and module[0] != part and any(name.startswith("_") for name in module[1:]):
+                raise AssertionError(f"{path.relative_to(PACKAGE)} imports sweep.{'.'.join(module)}")
 
 
 def _fresh(code: str) -> str:

@@ -1,7 +1,7 @@
 """What the GPU kit's checks share: options, sizes, the result file, JAX set-up, memory, workers.
 
-Every check is a script ``benchmarks/gpu/check_*.py --out FILE [--dry]`` that run.sh starts under
-its own ``timeout``. A check writes its numbers to FILE after every measurement (:class:`Result`),
+Every check is a module ``python -m benchmarks.gpu.check_<name> --out FILE [--dry]`` that run.sh
+starts from the repository root under its own ``timeout``. A check writes its numbers to FILE after every measurement (:class:`Result`),
 so one that runs out of time still leaves what it measured. Measurements whose peak device
 memory matters run in fresh worker processes (:func:`run_worker`): JAX's peak counter cannot be
 reset inside a process.
@@ -13,17 +13,13 @@ import argparse
 import json
 import math
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-BENCHMARKS = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(BENCHMARKS))  # _workload, trainer_vs_reference, ensemble_predict
-
-import _workload
+from benchmarks._shared import workload as _workload
+from benchmarks._shared.repo import run_json
 
 
 def options(description: str, worker: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
@@ -68,7 +64,7 @@ def plain(value: Any) -> Any:
 
 
 def workload(*, epochs: int, report_every: int, quick: bool) -> argparse.Namespace:
-    """The heat ConvNet workload of the benchmarks (``_workload``); ``quick``: its tiny variant."""
+    """The heat ConvNet workload of the benchmarks (``_shared/workload.py``); ``quick``: its tiny variant."""
     parser = argparse.ArgumentParser()
     _workload.add_options(parser, epochs=epochs, report_every=report_every)
     args = parser.parse_args([])
@@ -87,7 +83,9 @@ def heat_spec(
     cpus: float = 1,
     gpus: float = 0,
 ):
-    return _workload.heat_spec(args, name=name, seeds=seeds, seeds_per_trial=seeds_per_trial, cpus=cpus, gpus=gpus)
+    return _workload.spec_from_options(
+        args, name=name, seeds=seeds, seeds_per_trial=seeds_per_trial, cpus=cpus, gpus=gpus
+    )
 
 
 def setup_jax(compile_cache: str | None = None) -> None:
@@ -131,16 +129,11 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, out
 
 
-def run_worker(script: str, args: Sequence[str], timeout: float) -> dict[str, Any]:
-    """Run ``script --worker ...`` in a fresh Python process; its last stdout line is a JSON object.
-    The worker's stderr goes to this process's stderr (the kit's log)."""
+def run_worker(module: str, args: Sequence[str], timeout: float) -> dict[str, Any]:
+    """Run ``python -m module --worker ...`` in a fresh Python process; its last stdout line is a JSON
+    object. The worker's stderr goes to this process's stderr (the kit's log)."""
     start = time.perf_counter()
-    out = subprocess.run(
-        [sys.executable, script, *args], stdout=subprocess.PIPE, text=True, timeout=timeout, check=False
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"{Path(script).name} {' '.join(args)} exited with {out.returncode}")
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = run_json(module, *args, timeout=timeout, stderr=None)
     result["process_s"] = time.perf_counter() - start
     return result
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Self
 
-import _kit
+from benchmarks.gpu import _kit
 
 MEMORY_KEYS = ("device_peak_bytes", "device_bytes_limit")
 _SMI = "nvidia-smi"

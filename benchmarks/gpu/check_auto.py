@@ -7,8 +7,7 @@ the end (each trial's peak device memory against its allocator limit and its sha
 
 from __future__ import annotations
 
-import _kit
-import _tune
+from benchmarks.gpu import _kit, _tune
 
 FULL = {"seeds": 4096, "gpu": 0.25, "epochs": 4, "report_every": 2}
 DRY = {"seeds": 8, "gpu": 0.25, "epochs": 2, "report_every": 1}

@@ -17,8 +17,7 @@ from __future__ import annotations
 import json
 import os
 
-import _kit
-import _tune
+from benchmarks.gpu import _kit, _tune
 
 FULL = {"seeds": 4096, "trials": 4, "epochs": 10, "report_every": 5}
 DRY = {"seeds": 8, "trials": 4, "epochs": 2, "report_every": 1}
@@ -54,7 +53,7 @@ def main() -> None:
 
     def body() -> None:
         res["driver_default"] = _kit.run_worker(
-            __file__, ["--worker"] + (["--dry"] if args.dry else []), _kit.remaining(deadline)
+            __spec__.name, ["--worker"] + (["--dry"] if args.dry else []), _kit.remaining(deadline)
         )
         res["ray_resources"] = _tune.start_ray(args.dry)
         _kit.setup_jax()

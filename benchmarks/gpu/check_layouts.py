@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-import _kit
+from benchmarks.gpu import _kit
 
 FULL = {"seeds": 128, "epochs": 5, "probe_seeds": 4, "blocks": [16, 1024], "invariance_epochs": 3}
 DRY = {"seeds": 4, "epochs": 1, "probe_seeds": 2, "blocks": [4, 8], "invariance_epochs": 1}

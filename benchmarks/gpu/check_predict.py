@@ -1,7 +1,7 @@
 """Check 5: ``Ensemble.predict`` on the device against a loop of ``filter_jit`` member calls.
 
 512 and 8192 randomly initialised members of the reference ConvNet (hidden 16, depth 6, 48
-points; the store of ``benchmarks/ensemble_predict.py``, built on the host) on 200 inputs. Each
+points; the store of ``benchmarks/ensemble/predict.py``, ``_shared/members.py``, built on the host) on 200 inputs. Each
 member count runs in a fresh process: the device's peak memory after ``predict`` (before the
 loop's members are put on the device) is what ``predict`` used. ``predict`` streams members from
 the host, at its default chunk size and a larger one; the loop calls one jitted function per
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import tempfile
 
-import _kit
+from benchmarks.gpu import _kit
 
 FULL = {"members": [512, 8192], "inputs": 200, "chunks": [64, 1024], "repeats": 3}
 DRY = {"members": [8, 16], "inputs": 20, "chunks": [4, 16], "repeats": 1}
@@ -26,13 +26,14 @@ def measure(members: int, inputs: int, chunks: list[int], repeats: int) -> dict:
     import jax
     import jax.numpy as jnp
     import numpy as np
-    from ensemble_predict import _best, _store
 
     import sweep
+    from benchmarks._shared.members import random_store
+    from benchmarks._shared.timing import best_of
 
     with tempfile.TemporaryDirectory() as tmp:
         with jax.default_device(jax.devices("cpu")[0]):  # the members are made on the host
-            path = _store(tmp, members)
+            path = random_store(tmp, members)
         ens = sweep.load(path)
         x = np.asarray(jax.random.normal(jax.random.key(1), (inputs, 1, 48)), np.float32)
         out: dict = {"members": members, "inputs": inputs, "memory_before": _kit.device_memory(), "methods": {}}
@@ -56,7 +57,7 @@ def measure(members: int, inputs: int, chunks: list[int], repeats: int) -> dict:
             y[:4], np.stack([one(params, i, x_device) for i in indices[:4]]), rtol=1e-4, atol=1e-5
         )
         fns["jitted_loop"] = lambda: [one(params, i, x_device) for i in indices]
-        times = _best(fns, repeats)
+        times = best_of(fns, repeats)
     loop = times["jitted_loop"]
     for name, seconds in times.items():
         out["methods"][name] = {
@@ -86,7 +87,7 @@ def main() -> None:
     def body() -> None:
         for members in sizes["members"]:
             flags = ["--worker", "--members", str(members)] + (["--dry"] if args.dry else [])
-            res.data["runs"][str(members)] = run = _kit.run_worker(__file__, flags, _kit.remaining(deadline))
+            res.data["runs"][str(members)] = run = _kit.run_worker(__spec__.name, flags, _kit.remaining(deadline))
             res.flush()
             rates = {k: f"{v['member_inputs_per_s']:.3g}" for k, v in run["methods"].items()}
             print(f"check predict: {members} members: member-inputs/s {rates}", flush=True)

@@ -7,7 +7,7 @@ runs in a fresh process, so that its peak device memory / seeds is the memory pe
 - ``train_block``'s program (``init_block`` + ``run_chunk``, what ``train_block`` runs): one cold
   chunk of E epochs (it compiles), then the same chunk again (warm). Steady seed-epochs/s =
   seeds * E / warm; compile = cold - warm.
-- The reference: ``reference()`` of ``benchmarks/trainer_vs_reference.py`` (its code: a
+- The reference: ``reference()`` of ``benchmarks/trainer/vs_reference.py`` (its code: a
   ``filter_vmap`` over a Python loop that jits a fresh update function at every call) for E epochs
   (cold), E epochs again and 3E epochs, with JAX's persistent compilation cache in a fresh folder so
   that the later calls load the compiled step instead of compiling it again. Steady seed-epochs/s
@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import tempfile
 
-import _kit
+from benchmarks.gpu import _kit
 
 FULL = {"seeds": [10, 128, 1024], "epochs": 10}
 DRY = {"seeds": [2, 4], "epochs": 1}
@@ -55,7 +55,7 @@ def sweep_side(seeds: int, epochs: int) -> dict:
 
 
 def reference_side(seeds: int, epochs: int) -> dict:
-    from trainer_vs_reference import reference
+    from benchmarks.trainer.vs_reference import reference
 
     cold, warm, long = (reference(e, seeds) for e in (epochs, epochs, 3 * epochs))
     return {
@@ -112,7 +112,7 @@ def main() -> None:
         for seeds in sizes["seeds"]:
             run = {
                 side: _kit.run_worker(
-                    __file__,
+                    __spec__.name,
                     ["--worker", side, "--seeds", str(seeds), "--epochs", str(sizes["epochs"])],
                     _kit.remaining(deadline),
                 )

@@ -29,7 +29,6 @@ BUDGET_S="${KIT_BUDGET_S:-465}"  # the whole script, install included: under 8 m
 PY="${PYTHON:-python3}"
 SITE="${KIT_SITE:-/tmp/site}"
 WORK="$(mktemp -d)"
-KIT=benchmarks/gpu
 echo "run.sh: $(date -u +%FT%TZ), dry=$DRY, budget ${BUDGET_S} s, results in $DEST"
 
 shopt -s nullglob
@@ -53,7 +52,7 @@ if (( DRY )); then
 fi
 
 if command -v nvidia-smi >/dev/null; then nvidia-smi; else echo "run.sh: nvidia-smi: not found"; fi
-timeout -k 5 90 "$PY" "$KIT/summary.py" env "$WORK/env.json" || echo "run.sh: environment probe failed (exit $?)"
+timeout -k 5 90 "$PY" -m benchmarks.gpu.summary env "$WORK/env.json" || echo "run.sh: environment probe failed (exit $?)"
 
 # run_check NAME LIMIT_S: the check under `timeout`, given at most what is left of the budget.
 run_check() {
@@ -68,7 +67,7 @@ run_check() {
     fi
     echo "=== check $name (limit ${limit} s, at ${SECONDS} s) ==="
     start=$SECONDS
-    KIT_CHECK_S=$limit timeout -k 10 "$limit" "$PY" "$KIT/check_$name.py" --out "$WORK/$name.json" "${FLAGS[@]}"
+    KIT_CHECK_S=$limit timeout -k 10 "$limit" "$PY" -m "benchmarks.gpu.check_$name" --out "$WORK/$name.json" "${FLAGS[@]}"
     rc=$?
     echo "$rc $limit $(( SECONDS - start ))" > "$WORK/$name.status"
     echo "=== check $name: exit $rc after $(( SECONDS - start )) s ==="
@@ -80,6 +79,6 @@ run_check fractional 95
 run_check auto 75
 run_check predict 70
 
-"$PY" "$KIT/summary.py" collect "$WORK" "$DEST/results.json"
+"$PY" -m benchmarks.gpu.summary collect "$WORK" "$DEST/results.json"
 echo "run.sh: done in ${SECONDS} s"
 rm -rf "$WORK"

@@ -1,7 +1,7 @@
 """The GPU kit's bookends: what the machine is (``env``), and one JSON of every check (``collect``).
 
-    python benchmarks/gpu/summary.py env WORK/env.json        # prints jax.devices() and versions
-    python benchmarks/gpu/summary.py collect WORK OUT/results.json
+    python -m benchmarks.gpu.summary env WORK/env.json        # prints jax.devices() and versions
+    python -m benchmarks.gpu.summary collect WORK OUT/results.json
 
 ``collect`` reads, for each check NAME run by run.sh, ``WORK/NAME.json`` (its numbers, possibly
 partial) and ``WORK/NAME.status`` (``exit-code seconds-given seconds-taken``), and writes
@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import _kit
+from benchmarks.gpu import _kit
 
 CHECKS = ("trainer", "layouts", "fractional", "auto", "predict")
 PACKAGES = (

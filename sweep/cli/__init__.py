@@ -2,4 +2,4 @@
 
 from ._app import app as app
 from ._app import main as main
-from ._app import parse_where as parse_where
+from ._args import parse_where as parse_where

@@ -7,12 +7,10 @@ from typing import Annotated
 
 import typer
 
-from ._app import DirArg, MetricOpt, ModeOpt, _existing, _guard, app
 from ._args import CLIError, load_npy, parse_where, save_npy
+from ._options import DirArg, MetricOpt, ModeOpt, existing
 
 
-@app.command()
-@_guard
 def predict(
     sweep_dir: DirArg,
     input: Annotated[
@@ -81,7 +79,7 @@ def predict(
     if rollout is not None and rollout < 1:
         raise CLIError(f"--rollout: got {rollout}; the number of steps must be an integer >= 1")
     x = load_npy(input, "--input")
-    ens = load(_existing(sweep_dir))
+    ens = load(existing(sweep_dir))
     kw = parse_where(where)
     if kw:
         ens = ens.where(**kw)

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from ._args import CLIError, Format, parse_where
+from ._options import DirArg
 
 KINDS = ("one_step", "rollout", "rollout_gmean", "ensemble_size", "all")
 SHOWN = [
@@ -25,10 +26,7 @@ SHOWN = [
 
 
 def scores(
-    sweep_dir: Annotated[
-        str,
-        typer.Argument(help="Sweep directory (local path or URI such as s3://bucket/runs/heat).", show_default=False),
-    ],
+    sweep_dir: DirArg,
     split: Annotated[str | None, typer.Option(help="'val' or 'test' (default: both).")] = None,
     kind: Annotated[
         str, typer.Option(help="one_step, rollout (per step), rollout_gmean, ensemble_size, or all.")

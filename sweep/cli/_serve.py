@@ -11,8 +11,8 @@ from typing import Annotated
 import typer
 
 from .._errors import SpecError
-from ._app import DirArg, MetricOpt, ModeOpt, _existing, _guard, app
 from ._args import CLIError, parse_where
+from ._options import DirArg, MetricOpt, ModeOpt, existing
 
 _FLAGS = {"cpus": "--cpu", "gpus": "--gpu", "batch_wait_s": "--batch-wait", "watch_s": "--watch"}
 
@@ -25,8 +25,6 @@ def _flags(error: SpecError) -> CLIError:
     )
 
 
-@app.command()
-@_guard
 def serve(
     sweep_dir: DirArg,
     where: Annotated[
@@ -41,6 +39,13 @@ def serve(
     replicas: Annotated[int, typer.Option(help="Replicas, each holding every served member.")] = 1,
     cpu: Annotated[float, typer.Option("--cpu", help="CPUs per replica.")] = 1.0,
     gpu: Annotated[float, typer.Option("--gpu", help="GPUs per replica.")] = 0.0,
+    ingress: Annotated[
+        str,
+        typer.Option(
+            help="direct: one replica answers HTTP itself (no proxy hop); proxy: through Serve's HTTP proxy "
+            "(always so with several replicas)."
+        ),
+    ] = "direct",
     max_batch: Annotated[
         int, typer.Option(help="Most rows per forward pass; the powers of two up to it are compiled at start-up.")
     ] = 64,
@@ -82,6 +87,7 @@ def serve(
             replicas=replicas,
             cpus=cpu,
             gpus=gpu,
+            ingress=ingress,
             max_batch=max_batch,
             batch_wait_s=batch_wait,
             max_rows=max_rows,
@@ -95,12 +101,12 @@ def serve(
     service = None
     try:
         try:
-            service = start(_existing(sweep_dir), options)
+            service = start(existing(sweep_dir), options)
         except SpecError as e:
             raise _flags(e) from None
         typer.echo(
             f"serving {service.members} members (generation {service.generation or '-'}) at {service.url} "
-            f"(OpenAPI: {service.url}/docs); Ctrl-C stops"
+            f"(OpenAPI: {service.url}/docs; {service.ingress} ingress); Ctrl-C stops"
         )
         while True:
             time.sleep(3600)

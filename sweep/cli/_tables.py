@@ -8,7 +8,7 @@ import math
 
 import pyarrow as pa
 
-from ..ensemble._rows import format_table as format_table
+from ..ensemble import format_table as format_table
 
 
 def write_table(table: pa.Table, fmt: str) -> str:

@@ -15,31 +15,26 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
-from jaxtyping import Float, PyTree
 
 from .._errors import QueryError, did_you_mean
-from ..spec import SweepSpec
-from ..store import ConfigInfo, Store
-from . import _inference, _rollout, _scoring, _stats
-from ._inference import Moments
+from ..store import Store
+from . import _scoring, _stats
+from ._predictions import DEFAULT_CHUNK, Predictions
 from ._race import race_table
 from ._rows import REPR_ROWS, SummaryTable, format_table, html_table, seed_text
-from ._stats import MODES, Comparison
+from ._stats import Comparison
 
 if TYPE_CHECKING:
     import pandas as pd
 
-DEFAULT_CHUNK = 64  # members per compiled inference call
 DEFAULT_METRIC = "val_loss"  # what every choice ranks by
 
 
@@ -73,7 +68,7 @@ def load(path: str | os.PathLike[str], storage_filesystem: pafs.FileSystem | Non
     return Ensemble(store)
 
 
-class Ensemble:
+class Ensemble(Predictions):
     """A selection of members of a store, in a fixed order; every query returns a new one.
 
     Rows come in store order (config_id, then vmapped hyperparameters, then seed) unless
@@ -81,21 +76,6 @@ class Ensemble:
     A selection of the store made by :meth:`where` alone (``index=None``: ``filters``, column ->
     values) reads its rows when a query needs them, from the row groups that can hold them.
     """
-
-    def __init__(self, store: Store, index: pa.Table | None = None, filters: dict[str, pa.Array] | None = None):
-        self._store, self._rows, self._filters = store, index, dict(filters or {})
-        self._table: pa.Table | None = None
-
-    @property
-    def _index(self) -> pa.Table:
-        if self._rows is None:  # read on first need
-            self._rows = self._store.select(self._filters) if self._filters else self._store.index()
-        return self._rows
-
-    def __len__(self) -> int:
-        if self._rows is None and not self._filters:
-            return sum(c.num_members for c in self._store.configs.values())
-        return self._index.num_rows
 
     def __repr__(self) -> str:
         title, rows = self._overview()
@@ -121,29 +101,6 @@ class Ensemble:
             f"{structural} structural config(s)"
         )
         return title, rows
-
-    # -- tables ---------------------------------------------------------------------------------
-    @property
-    def table(self) -> pa.Table:
-        """One row per member (histories included), read from the store for this selection."""
-        if self._table is None:
-            self._table = self._store.members(member_ids=self._ids())
-        return self._table
-
-    @property
-    def index(self) -> pa.Table:
-        """One row per member without the history columns (what :meth:`where` filters on)."""
-        return self._index
-
-    @property
-    def columns(self) -> list[str]:
-        """Columns that :meth:`where` can filter on."""
-        return (self._store.index_schema if self._rows is None else self._rows.schema).names
-
-    @property
-    def grid_columns(self) -> list[str]:
-        """The columns holding grid values (``depth``, ``learning_rate``, ...), in grid order."""
-        return [c for c in self._store.grid_columns if c in self.columns]
 
     def summary(self, metric: str = DEFAULT_METRIC, mode: str = "min", scores: bool = False) -> SummaryTable:
         """One row per configuration (structural config x vmapped hyperparameters), best first (by
@@ -296,7 +253,6 @@ class Ensemble:
         va, vb = sa._values(metric, "compare", mode), sb._values(metric, "compare", mode)
         return _stats.compare(va, vb, sa._diverged(), sb._diverged(), metric, mode)
 
-    # -- selection ------------------------------------------------------------------------------
     def where(self, **column_values: Any) -> Ensemble:
         """Members whose columns equal the values given.
 
@@ -413,301 +369,6 @@ class Ensemble:
             )
         params, static = Ensemble(self._store, rows)._params("member")
         return eqx.combine(jax.tree_util.tree_map(lambda a: a[0], params), static)
-
-    def stacked(self) -> eqx.Module:
-        """All members as one module whose array leaves have a leading member axis (this order).
-
-        Works with ``pdequinox.extract_from_ensemble`` / ``combine_to_ensemble`` and ``eqx.filter_vmap``.
-
-        Returns:
-            An ``eqx.Module``.
-
-        Raises:
-            QueryError: The selection spans several structural configs.
-
-        Examples:
-            ```python
-            stacked = ens.where(depth=4).best(8).stacked()
-            ```
-        """
-        params, static = self._params("stacked")
-        return eqx.combine(params, static)
-
-    @property
-    def spec(self) -> SweepSpec:
-        """The structural config of these members (they must share one)."""
-        return self._config("spec").spec
-
-    def samples(self) -> tuple[np.ndarray, np.ndarray]:
-        """Test inputs and targets of these members' structural config, as the store keeps them
-        (the first 16 test samples of its problem: inputs ``[samples, channels, *spatial]``,
-        targets ``[samples, *target_shape]``, float32 or int32 class labels as the data gave them):
-        read from the store, never regenerated, so no code the store names runs."""
-        config = self._config("samples")
-        found = self._store.samples(config.config_id)
-        if found is None:
-            raise QueryError(
-                f"samples(): the store holds no test samples for config {config.config_id} (its sweep "
-                f"directory had no samples.parquet when it was aggregated; sweep.run writes it)"
-            )
-        return found
-
-    def trajectories(self) -> np.ndarray:
-        """Reference test trajectories of these members' structural config, as the store keeps them
-        (the first 4 test trajectories of its problem, every step: ``[trajectories, steps + 1,
-        channels, *spatial]``): read from the store, never regenerated.
-
-        Axis order: trajectory before time, as the data's ``*_traj`` arrays hold them (each
-        trajectory one contiguous run of states). :meth:`rollout` puts time before the batch for
-        one reason: its step ``t`` is then a batch shaped like its input ``x0``, what
-        :meth:`predict` takes. Compare them after one ``swapaxes``:
-
-        ```python
-        traj = sub.trajectories()                                # [trajectories, T + 1, ...]
-        states = sub.rollout(traj[:, 0], traj.shape[1] - 1)      # [members, T + 1, trajectories, ...]
-        error = states - traj.swapaxes(0, 1)                     # [members, T + 1, trajectories, ...]
-        ```"""
-        config = self._config("trajectories")
-        found = self._store.trajectories(config.config_id)
-        if found is None:
-            raise QueryError(
-                f"trajectories(): the store holds no test trajectories for config {config.config_id} "
-                f"(its problem has none, e.g. heat1d without trajectory_steps, or its sweep was run "
-                f"by a seed-sweep that did not keep them)"
-            )
-        return found
-
-    # -- inference ------------------------------------------------------------------------------
-    def predict(
-        self, x: Float[Any, "batch ..."], chunk_size: int = DEFAULT_CHUNK
-    ) -> Float[np.ndarray, "members batch ..."]:
-        """Every member's output on ``x``, computed ``chunk_size`` members at a time so memory stays bounded.
-
-        Args:
-            x: Inputs ``[batch, *sample_shape]``.
-            chunk_size: Members per compiled call.
-
-        Returns:
-            ``[members, batch, *out]``.
-
-        Raises:
-            QueryError: ``x`` of the wrong shape, or a selection spanning several structural configs.
-
-        Examples:
-            ```python
-            y = ens.where(depth=4).best(8).predict(x)  # [8, batch, channels, *spatial]
-            ```
-        """
-        config, x = self._inputs(x, chunk_size, "predict")
-        out = None
-        for rows, y in self._outputs(config, x, chunk_size):
-            if out is None:
-                out = np.empty((len(self), *y.shape[1:]), y.dtype)
-            out[rows] = y
-        assert out is not None  # _inputs found the selection's config, so it has members
-        return out
-
-    def mean_std(self, x: Float[Any, "batch ..."], chunk_size: int = DEFAULT_CHUNK) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and population std (ddof=0) over members of :meth:`predict`, streamed (float64 sums).
-
-        Args:
-            x: Inputs ``[batch, *sample_shape]``.
-            chunk_size: Members per compiled call.
-
-        Returns:
-            ``(mean, std)``, each ``[batch, *out]``.
-
-        Raises:
-            QueryError: As :meth:`predict`.
-
-        Examples:
-            ```python
-            mean, std = ens.where(depth=4).best(8).mean_std(x)
-            ```
-        """
-        config, x = self._inputs(x, chunk_size, "mean_std")
-        moments = Moments()
-        for _, y in self._outputs(config, x, chunk_size):
-            moments.add(y)
-        return moments.result(np.result_type(x.dtype, np.float32))
-
-    def rollout(
-        self, x0: Float[Any, "batch ..."], steps: int, chunk_size: int = DEFAULT_CHUNK
-    ) -> Float[np.ndarray, "members t batch ..."]:
-        """Every member's autoregressive rollout from the same initial states ``x0``.
-
-        Axis order: time before the batch, so that ``states[:, t]`` is a batch shaped like ``x0``
-        (what :meth:`predict` takes); :meth:`trajectories` keeps the data's order, trajectory
-        before time: compare with ``traj.swapaxes(0, 1)``.
-
-        ```python
-        states = sub.rollout(x0, steps=100)      # [members, 101, batch, channels, *spatial]
-        ```
-        """
-        config, x0, steps = self._rollout_inputs(x0, steps, chunk_size, "rollout")
-        out = np.empty((len(self), steps + 1, *x0.shape), x0.dtype)
-        out[:, 0] = x0
-        for rows, t, states in self._rollouts(config, x0, steps, chunk_size):
-            out[rows, t : t + states.shape[1]] = states
-        return out
-
-    def rollout_mean_std(
-        self, x0: Float[Any, "batch ..."], steps: int, chunk_size: int = DEFAULT_CHUNK
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and population std (ddof=0) over members of :meth:`rollout` at every step, streamed: no
-        array over members is held, only one chunk's states for one run of steps.
-
-        Args:
-            x0: Initial states ``[batch, *sample_shape]``.
-            steps: Autoregressive steps, ``>= 1``.
-            chunk_size: Members per compiled call.
-
-        Returns:
-            ``(mean, std)``, each ``[steps + 1, batch, *sample_shape]`` (step 0 holds ``x0`` and zeros).
-
-        Raises:
-            QueryError: As :meth:`rollout`.
-
-        Examples:
-            ```python
-            mean, std = sub.rollout_mean_std(traj[:, 0], 100)
-            ```
-        """
-        config, x0, steps = self._rollout_inputs(x0, steps, chunk_size, "rollout_mean_std")
-        moments: dict[int, Moments] = {}
-        for _, t, states in self._rollouts(config, x0, steps, chunk_size):
-            moments.setdefault(t, Moments()).add(states)
-        dtype = np.result_type(x0.dtype, np.float32)
-        mean, std = np.empty((2, steps + 1, *x0.shape), dtype)
-        mean[0], std[0] = x0, 0
-        for t, m in moments.items():
-            m_mean, m_std = m.result(dtype)
-            mean[t : t + len(m_mean)], std[t : t + len(m_mean)] = m_mean, m_std
-        return mean, std
-
-    # -- internals ------------------------------------------------------------------------------
-    def _ids(self) -> np.ndarray:
-        return self._index["member_id"].to_numpy()
-
-    def _distinct(self, column: str, limit: int = 20) -> str:
-        values = sorted(v for v in pc.unique(self._index[column]).to_pylist() if v is not None)  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
-        return f"{values[:limit]}" + (f" and {len(values) - limit} more" if len(values) > limit else "")
-
-    def _free_columns(self, fixed: Any) -> dict[str, str]:
-        """The grid columns not named in ``fixed`` that take several values in this selection
-        (column -> its values, as text): what would pool members trained with different settings."""
-        return {
-            c: self._distinct(c)
-            for c in self.grid_columns
-            if c not in fixed and len(pc.unique(self._index[c])) > 1  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
-        }
-
-    def _check_metric(self, metric: str, what: str, mode: str = "min") -> None:
-        numeric = [f.name for f in self._index.schema if pa.types.is_floating(f.type) or pa.types.is_integer(f.type)]
-        if metric not in self._index.schema.names:
-            raise QueryError(
-                f"{what}(metric={metric!r}): no column named {metric!r}{did_you_mean(metric, numeric)}; "
-                f"choose one of {', '.join(numeric)}"
-            )
-        if metric not in numeric:
-            raise QueryError(f"{what}(metric={metric!r}): not a numeric column; choose one of {', '.join(numeric)}")
-        if mode not in MODES:
-            raise QueryError(f'{what}(mode={mode!r}): choose "min" (lower {metric} is better) or "max"')
-
-    def _no_values(self, metric: str, what: str) -> str:
-        """Why ``metric`` cannot rank this selection: some members have no value (null)."""
-        nulls = self._index[metric].is_null()
-        configs = pc.unique(self._index.filter(nulls)["config_id"]).to_pylist()  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
-        where = f"{self._index[metric].null_count} of {len(self)} members (config(s) {', '.join(configs[:5])}) have no {metric}"
-        if not metric.startswith("val_"):
-            return f"{what}(metric={metric!r}): {where}; select members that have one, or choose another metric="
-        test = "test_" + metric.removeprefix("val_")
-        return (
-            f"{what}(metric={metric!r}): {where}: they were trained without a validation set "
-            f"(problem.val_fraction=0), and ranking needs one. Pass an explicit metric=, e.g. metric={test!r} "
-            f"(but a choice made on the test set makes its test numbers optimistic), or train with a validation set"
-        )
-
-    def _values(self, metric: str, what: str, mode: str = "min") -> np.ndarray:
-        """``metric`` as float64 for ranking; every member must have a value."""
-        self._check_metric(metric, what, mode)
-        if self._index[metric].null_count:
-            raise QueryError(self._no_values(metric, what))
-        return self._index[metric].to_numpy(zero_copy_only=False).astype(np.float64)
-
-    def _diverged(self) -> np.ndarray:
-        return pc.equal(self._index["status"], "diverged").to_numpy(zero_copy_only=False)  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
-
-    def _beside(self, metric: str) -> list[str]:
-        """The test column reported beside a validation metric (``val_loss`` -> ``test_loss``)."""
-        test = "test_" + metric.removeprefix("val_")
-        return [test] if metric.startswith("val_") and test in self.columns else []
-
-    def _config(self, what: str) -> ConfigInfo:
-        configs = pc.unique(self._index["config_id"]).to_pylist()  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
-        if len(configs) > 1:
-            raise QueryError(
-                f"{what}: the selection spans {len(configs)} structural configs ({', '.join(configs[:5])}); "
-                f"select one first, e.g. .where(config_id={configs[0]!r}) or by a structural grid column"
-            )
-        return self._store.configs[configs[0]]
-
-    def _positions(self, config: ConfigInfo) -> np.ndarray:
-        return self._ids() - config.first_member
-
-    def _params(self, what: str) -> tuple[PyTree, PyTree]:
-        config = self._config(what)
-        params = self._store.read(config.config_id, self._positions(config))
-        return jax.tree_util.tree_map(jnp.asarray, params), self._store.template(config.config_id)[1]
-
-    def _inputs(self, x: Any, chunk_size: int, what: str, name: str = "x") -> tuple[ConfigInfo, np.ndarray]:
-        config = self._config(what)
-        if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
-            raise QueryError(f"{what}(chunk_size={chunk_size!r}): must be an integer >= 1")
-        x = np.asarray(x)
-        shape = tuple(config.sample_shape)
-        if (
-            x.ndim != len(shape) + 1
-            or tuple(x.shape[1:]) != shape
-            or not x.shape[0]
-            or not np.issubdtype(x.dtype, np.number)
-        ):
-            raise QueryError(
-                f"{what}: {name} has shape {tuple(x.shape)} ({x.dtype}); config {config.config_id} takes a batch of "
-                f"samples of shape {shape}, i.e. a numeric array of shape (batch >= 1, {', '.join(map(str, shape))})"
-            )
-        dtype = jax.tree_util.tree_leaves(self._store.template(config.config_id)[0])[0].dtype
-        return config, x.astype(dtype)
-
-    def _rollout_inputs(self, x0: Any, steps: Any, chunk_size: int, what: str) -> tuple[ConfigInfo, np.ndarray, int]:
-        steps = _rollout.check_steps(steps, what)
-        config, x0 = self._inputs(x0, chunk_size, what, "x0")
-        _rollout.check_fed_back(
-            self._store.template(config.config_id), x0, f"{what}: the model of config {config.config_id}"
-        )
-        return config, x0, steps
-
-    def _chunks(self, config: ConfigInfo, chunk_size: int) -> tuple[list[np.ndarray], Iterator[PyTree]]:
-        """Rows of this selection in chunks of ``chunk_size`` in store order, and their stacked
-        parameters read chunk by chunk (leaves files in store order)."""
-        positions = self._positions(config)
-        order = np.argsort(positions, kind="stable")
-        slices = [order[i : i + chunk_size] for i in range(0, len(order), chunk_size)]
-        return slices, (self._store.read(config.config_id, positions[rows]) for rows in slices)
-
-    def _outputs(self, config: ConfigInfo, x: np.ndarray, chunk_size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """``(rows of this selection, outputs)`` chunk by chunk."""
-        slices, chunks = self._chunks(config, chunk_size)
-        yield from zip(slices, _inference.forward(chunks, self._store.template(config.config_id)[1], x))
-
-    def _rollouts(
-        self, config: ConfigInfo, x0: np.ndarray, steps: int, chunk_size: int
-    ) -> Iterator[tuple[np.ndarray, int, np.ndarray]]:
-        """``(rows of this selection, t, their states after t.. steps)`` chunk by chunk (see
-        :func:`._rollout.rollout`)."""
-        slices, chunks = self._chunks(config, chunk_size)
-        for i, t, states in _rollout.rollout(chunks, self._store.template(config.config_id)[1], x0, steps):
-            yield slices[i], t, states
 
 
 def _both(filters: dict[str, pa.Array], more: dict[str, pa.Array]) -> dict[str, pa.Array]:

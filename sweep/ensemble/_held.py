@@ -23,8 +23,9 @@ import numpy as np
 from jaxtyping import PyTree
 
 from ..store import ConfigInfo
-from ._ensemble import DEFAULT_CHUNK, Ensemble
+from ._ensemble import Ensemble
 from ._inference import Moments
+from ._predictions import DEFAULT_CHUNK
 
 
 class HeldEnsemble(Ensemble):

@@ -5,7 +5,8 @@ A rollout of a model ``m`` from ``x0`` ``[batch, c, *s]`` for ``steps`` steps is
 sample. Members go in chunks through the layouts of :mod:`._inference` (on CPU: the chunk split
 over the host devices, groups of members vmapped, the batch in cache-sized tiles, the fast
 batched forward; elsewhere: ``vmap``). One compiled program advances every member of a chunk by
-up to ``length`` steps with a ``lax.fori_loop`` whose trip count is an *input* of the program, so
+up to ``length`` steps with the one rollout engine, :func:`sweep.training.rollout_steps` (the
+trainer's rollout metrics use it too): a ``lax.fori_loop`` whose trip count is an *input* of the program, so
 a rollout of any number of steps calls the same program ``ceil(steps / length)`` times, carrying
 each member's states from call to call on the device, and never compiles again for another
 ``steps``. ``length`` depends on the shapes only (one call's states stay within
@@ -15,22 +16,19 @@ steps before the next tile starts, so its states stay in cache.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
-from jaxtyping import Array, Float, Int, PyTree
+from jaxtyping import PyTree
 
 from .._caches import cached
 from .._errors import QueryError
-from ..models import batched_forward
-from ..training import layout_devices, members_mesh, pad_members
-from ._inference import GROUP, TILE_POINTS, _tiles, run_together
+from ..training import layout_devices, members_mesh, rollout_steps
+from ._inference import GROUP, TILE_POINTS, Layout, over_members, padded_chunks
 
 STATES_BYTES = 256 * 2**20  # states one call returns for a chunk of members (at least one step)
 MAX_LENGTH = 64  # steps per call, at most
@@ -69,64 +67,18 @@ def check_fed_back(template: tuple[PyTree, PyTree], x0: np.ndarray, model: str) 
 @cached()
 def _program(num_devices: int, group: int, tile_points: int, length: int):
     """The compiled ``(params, static, states, n) -> (last states, n states)`` of one layout and
-    ``length`` (cleared by ``sweep.clear_caches``)."""
-    return eqx.filter_jit(
-        lambda params, static, x, n: _advance(params, static, x, n, num_devices, group, tile_points, length)
-    )
+    ``length`` (cleared by ``sweep.clear_caches``): each member's states ``[chunk, batch, ...]``
+    advanced ``n`` (<= ``length``) steps by :func:`sweep.training.rollout_steps`, giving ``(last
+    states [chunk, batch, ...], states [chunk, length, batch, ...])``."""
 
+    def advance(params, static, x, n):
+        def member(forward, model, states):
+            return rollout_steps(lambda s: forward(model, s), states, n, length)
 
-def _steps(step, x: Array, n: Int[Array, ""], length: int) -> tuple[Array, Array]:
-    """``step`` applied ``n`` (<= ``length``) times from ``x``: ``(the last state, [length, *x.shape]
-    the states after 1..n steps, zeros past n)``."""
+        layout = Layout(num_devices, group, tile_points)
+        return over_members(member, params, static, x, layout, per_member=True, batch_axes=(0, 1))
 
-    def body(i, carry):
-        state, states = carry
-        state = step(state)
-        return state, jax.lax.dynamic_update_index_in_dim(states, state, i, 0)
-
-    return jax.lax.fori_loop(0, n, body, (x, jnp.zeros((length, *x.shape), x.dtype)))
-
-
-def _advance(
-    params: PyTree,
-    static: PyTree,
-    x: Float[Array, "chunk batch ..."],
-    n: Int[Array, ""],
-    num_devices: int,
-    group: int,
-    tile_points: int,
-    length: int,
-) -> tuple[Array, Array]:
-    """Each member's states ``x`` advanced ``n`` steps: ``(last states [chunk, batch, ...], states
-    [chunk, length, batch, ...])``; ``chunk`` is a multiple of ``num_devices * group``."""
-    template = eqx.combine(jax.tree_util.tree_map(lambda a: a[0], params), static)
-    if num_devices == 0:  # vmap layout
-        forward = batched_forward(template)
-        return jax.vmap(lambda p, s: _steps(lambda s: forward(eqx.combine(p, static), s), s, n, length))(params, x)
-    forward = batched_forward(template, conv="shifted")
-    batch = x.shape[1]
-    count, tile = _tiles(batch, math.prod(x.shape[3:]), tile_points)
-    x = jnp.concatenate([x, jnp.repeat(x[:, :1], count * tile - batch, axis=1)], axis=1)
-    x = x.reshape(x.shape[0], count, tile, *x.shape[2:])
-
-    def run_group(p, xs):  # ``group`` members [group, count, tile, ...], one batch tile after another
-        def tile_steps(xt):
-            return jax.vmap(lambda q, s: _steps(lambda s: forward(eqx.combine(q, static), s), s, n, length))(p, xt)
-
-        last, states = jax.lax.map(tile_steps, jnp.swapaxes(xs, 0, 1))  # [count, group, (length,) tile, ...]
-        last = jnp.swapaxes(last, 0, 1).reshape(group, count * tile, *last.shape[3:])[:, :batch]
-        states = jnp.moveaxis(states, 0, 2).reshape(group, length, count * tile, *states.shape[4:])[:, :, :batch]
-        return last, states
-
-    def device(p, xs):
-        grouped = jax.tree_util.tree_map(lambda a: a.reshape(-1, group, *a.shape[1:]), (p, xs))
-        last, states = jax.lax.map(lambda g: run_group(*g), grouped)
-        return last.reshape(-1, *last.shape[2:]), states.reshape(-1, *states.shape[2:])
-
-    specs = (P("m"), P("m"))
-    return jax.shard_map(device, mesh=members_mesh(num_devices), in_specs=specs, out_specs=specs, check_vma=False)(
-        params, x
-    )
+    return eqx.filter_jit(advance)
 
 
 def rollout(
@@ -140,13 +92,12 @@ def rollout(
     """``(chunk number, t, states)`` for each chunk of stacked parameters (NumPy leaves) in turn,
     and within it each run of steps in order: ``states`` ``[n, k, *x0.shape]`` are the chunk's ``n``
     members' states after ``t``, ..., ``t + k - 1`` steps from ``x0`` (``t`` from 1 to ``steps``)."""
-    num_devices = layout_devices()
-    sharding = NamedSharding(members_mesh(num_devices), P("m")) if num_devices else None
-    for i, params in enumerate(chunks):
-        params, n = pad_members(params, run_together(num_devices, group))
+    layout = Layout(layout_devices(), group, tile_points)
+    sharding = NamedSharding(members_mesh(layout.num_devices), P("m")) if layout.num_devices else None
+    for i, (params, n) in enumerate(padded_chunks(chunks, layout)):
         members = jax.tree_util.tree_leaves(params)[0].shape[0]
         length = steps_per_call(members, x0.nbytes)
-        program = _program(num_devices, group, tile_points, length)
+        program = _program(*layout, length)
         params, x = jax.device_put((params, np.broadcast_to(x0, (members, *x0.shape))), sharding)
         for t in range(1, steps + 1, length):
             k = min(length, steps + 1 - t)

@@ -26,11 +26,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._batches import padded, pieces
 from .._errors import QueryError, SweepError
 from .._import_path import is_import_path
 from ..metrics import BUILTINS, LOSS, metric_name, rollout_gmean
-from ..store import Store
-from ..store._schema import SCORE_COLUMNS, SPLIT_FILES, gain_column, scores_schema
+from ..store import SCORE_COLUMNS, SPLIT_FILES, Store, gain_column, scores_schema
 from ._scores import Totals, block_sums, metric_sums
 
 if TYPE_CHECKING:
@@ -80,10 +80,6 @@ def _real_targets(ens: Ensemble, y: np.ndarray, what: str) -> None:
         )
 
 
-def _padded(a: np.ndarray, size: int) -> np.ndarray:
-    return a if len(a) == size else np.concatenate([a, np.zeros((size - len(a), *a.shape[1:]), a.dtype)])
-
-
 def _block(count: int, members: int, values_per_item: int, block_bytes: int) -> int:
     """Items (samples, trajectories) per block: as many as keep ``members`` x their values in ``block_bytes``."""
     return int(np.clip(block_bytes // max(1, 4 * members * values_per_item), 1, count))
@@ -106,9 +102,9 @@ def one_step(
     totals = Totals(m)
     subsets = {k: [Totals(k) for _ in range(min(SIZE_GROUPS, m // k))] for k in _sizes(m)[:-1]}
     of_mean, of_members = np.zeros(len(metrics)), np.zeros(len(metrics))
-    for start in range(0, len(x), size):
-        count = min(size, len(x) - start)
-        xb, yb = _padded(x[start : start + count], size), _padded(y[start : start + count], size)
+    for rows in pieces(len(x), size):
+        count = rows.stop - rows.start
+        xb, yb = padded(x[rows], size), padded(y[rows], size)
         values = np.empty((m, *yb.shape), np.float32)
         for rows, out in ens._outputs(config, xb, chunk_size):
             values[rows] = out
@@ -132,9 +128,9 @@ def rollout(ens: Ensemble, traj: np.ndarray, chunk_size: int, block_bytes: int =
     m, per_state = len(ens), math.prod(traj.shape[2:])
     size = _block(len(traj), m, steps * per_state, block_bytes)
     totals = Totals(m)
-    for start in range(0, len(traj), size):
-        count = min(size, len(traj) - start)
-        x0b, truth = _padded(x0[start : start + count], size), _padded(traj[start : start + count, 1:], size)
+    for rows in pieces(len(traj), size):
+        count = rows.stop - rows.start
+        x0b, truth = padded(x0[rows], size), padded(traj[rows, 1:], size)
         values = np.empty((m, steps, *x0b.shape), np.float32)
         for rows, t, states in ens._rollouts(config, x0b, steps, chunk_size):
             values[rows, t - 1 : t - 1 + states.shape[1]] = states

@@ -26,7 +26,7 @@ from matplotlib.ticker import MaxNLocator
 from ..metrics import ROLLOUT_GMEAN
 from ..problems import EVALUATED
 from ..store import rollout_column as _column
-from ._plots import OKABE_ITO, Configs, draw_bands, draw_missing, split_panels
+from ._panels import OKABE_ITO, Configs, draw_bands, draw_missing, split_panels
 
 GMEAN = re.compile(rf"(?:{'|'.join(EVALUATED)})_{ROLLOUT_GMEAN}(\w+)")  # test_rollout_gmean_nrmse -> nrmse
 

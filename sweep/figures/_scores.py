@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ._plots import Configs, draw_missing, label
+from ._panels import Configs, draw_missing, label
 
 MAX_BINS = 20  # rank histogram bars, at most (ranks pooled into equal bins past that)
 

@@ -11,7 +11,7 @@ test samples the store holds, for targets that are not the inputs' grid.
   their relative position in the domain (0 to 1, each on its own points), with the ensemble mean
   ±1 std on the target's points.
 
-Same-grid targets (an emulator's next state) are drawn by :func:`._plots.predictions_figure`.
+Same-grid targets (an emulator's next state) are drawn by :func:`._panels.predictions_figure`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ._plots import OKABE_ITO
+from ._panels import OKABE_ITO
 
 KINDS = ("same_grid", "values", "classes", "grid")
 MAX_COMPONENTS = 4  # value panels drawn at most (the first components of a longer vector)

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from .. import _batches
 from ..ensemble import Ensemble, HeldEnsemble, load
 from ._limits import BadRequest, check_members
 
@@ -106,7 +107,7 @@ class ServedModel:
         for start in range(0, len(x), self.max_batch):
             piece = x[start : start + self.max_batch]
             size = self.bucket(len(piece))
-            padded = np.concatenate([piece, np.zeros((size - len(piece), *piece.shape[1:]), piece.dtype)])
+            padded = _batches.padded(piece, size)
             with self._lock:
                 start_s = time.perf_counter()
                 mean, std, out = self.held.predict_mean_std(padded, members=keep_members)

@@ -10,6 +10,8 @@ from typing import Any
 
 from .._errors import SpecError
 
+INGRESSES = ("direct", "proxy")  # how HTTP reaches a replica (see ServeOptions.ingress)
+
 
 @dataclass(frozen=True)
 class ServeOptions:
@@ -25,6 +27,10 @@ class ServeOptions:
         replicas: replicas of the model, each holding every selected member.
         cpus: CPUs reserved per replica.
         gpus: GPUs reserved per replica.
+        ingress: ``"direct"``: with one replica on a one-node Ray, the replica answers HTTP on
+            ``port`` itself (Ray Serve's direct ingress: no proxy hop per request); several
+            replicas, a multi-node cluster or a Serve that already runs there go through
+            ``"proxy"``: Serve's HTTP proxy, which spreads requests over the replicas.
         max_batch: the most input rows one forward pass takes; batch sizes are the powers of two
             up to it, each compiled at start-up.
         batch_wait_s: how long a forward pass waits for more requests to batch with.
@@ -50,6 +56,7 @@ class ServeOptions:
     replicas: int = 1
     cpus: float = 1.0
     gpus: float = 0.0
+    ingress: str = "direct"
     max_batch: int = 64
     batch_wait_s: float = 0.005
     max_rows: int | None = None
@@ -72,6 +79,10 @@ class ServeOptions:
         _number("gpus", self.gpus, 0)
         _number("batch_wait_s", self.batch_wait_s, 0)
         _number("watch_s", self.watch_s, 0.1, optional=True)
+        if self.ingress not in INGRESSES:
+            raise SpecError(
+                f"ServeOptions.ingress: got {self.ingress!r}; choose one of {', '.join(map(repr, INGRESSES))}"
+            )
         if self.mode not in ("min", "max"):
             raise SpecError(f'ServeOptions.mode: got {self.mode!r}; choose "min" or "max"')
         if not isinstance(self.where, dict):

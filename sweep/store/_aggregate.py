@@ -30,7 +30,7 @@ import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
-from typing import Any
+from typing import Any, TypedDict
 
 import jax
 import numpy as np
@@ -73,6 +73,15 @@ DEFAULT_SHARD_BYTES = 16 * 2**20
 _SWEEP_ONLY = ("seeds", "seeds_per_trial", "resources", "grid", "vmap")  # not part of a config
 MapTasks = Callable[[Callable[[ShardTask], ShardResult], Iterable[ShardTask]], Iterable[ShardResult]]
 Scores = Callable[[Store], "pa.Table | None"]  # the ensemble scores of a written, uncommitted store
+
+
+class AggregateOptions(TypedDict, total=False):
+    """The keyword options of :func:`aggregate` (see its arguments), which :func:`sweep.aggregate`
+    passes on as they are."""
+
+    shard_bytes: int
+    only_complete: bool
+    map_tasks: MapTasks
 
 
 def aggregate(

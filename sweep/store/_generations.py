@@ -14,11 +14,14 @@ swapped the same way, so ``ensembles/members.parquet`` is a plain path for DuckD
 The generation before the current one is kept for readers that still have it open; older
 ones (and generations a crash left unfinished) are deleted on the next commit.
 
-Concurrent aggregations: a generation's directory is created exclusively (an atomic ``mkdir``
-that fails if the number is taken, then the next number), and on local disks (NFS included)
-an aggregation holds ``.lock`` from creating its generation until it has committed and
-collected, so a second one waits for it and then commits after it: both succeed. Object
-storage has neither atomic creation nor locks: there, run one aggregation per store at a time.
+Concurrent aggregations: one writes at a time. On local disks (NFS included) an aggregation holds
+``.lock`` (``flock``) from creating its generation until it has committed and collected; on
+object storage, which has no locks, ``.lock`` is a lease object its holder keeps renewing,
+taken and taken over by S3's conditional writes (:mod:`._lease`). A second aggregation waits,
+saying so, and then commits after the first: both succeed, with distinct generations. The
+holder of a lease checks it is still its own just before it writes ``CURRENT``. A generation's
+directory is also created exclusively on local disks (an atomic ``mkdir`` that fails if the
+number is taken, then the next number), for filesystems without working locks.
 
 Reading follows no link it did not make: ``ensembles`` is followed only to a generation of the
 same directory, and the generations directory and the generation itself must be real directories.
@@ -29,13 +32,14 @@ from __future__ import annotations
 import fcntl
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pyarrow.fs as pafs
 
 from .._errors import StoreError
 from .._fs import create_dir_exclusive, exists, is_local, local_path, read_text, refuse_links, write_text_atomic
+from ._lease import writer_lease
 from ._schema import GENERATION, LOCK, MANIFEST, POINTER, STORE_NAME
 
 
@@ -122,15 +126,19 @@ def check_target(fs: pafs.FileSystem, store_path: str) -> None:
 
 
 @contextmanager
-def writer_lock(fs: pafs.FileSystem, store_path: str) -> Iterator[None]:
-    """Hold the store's writer lock (``.lock`` in its generations directory) on local disks; a
-    second aggregation waits here, saying so, until the first has committed."""
+def writer_lock(fs: pafs.FileSystem, store_path: str) -> Iterator[Callable[[], None]]:
+    """Hold the store's writer lock (``.lock`` in its generations directory): a second aggregation
+    waits here, saying so, until the first has committed. Yields ``check()``, to call just before
+    the commit: it raises :class:`StoreError` if the lock is no longer held (a lease on object
+    storage taken over after its holder stalled for longer than it lasts)."""
     root = generations_dir(store_path)
     fs.create_dir(root, recursive=True)
     refuse_links(fs, root)
     local = local_path(fs, f"{root}/{LOCK}")
     if local is None:
-        yield
+        shown = f"s3://{store_path}" if isinstance(fs, pafs.S3FileSystem) else store_path
+        with writer_lease(fs, f"{root}/{LOCK}", shown) as lease:
+            yield lease.check
         return
     fd = os.open(local, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -141,7 +149,7 @@ def writer_lock(fs: pafs.FileSystem, store_path: str) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX)
         except OSError as e:  # a filesystem without locks (some NFS mounts): creation stays exclusive
             warnings.warn(f"cannot lock {local!r} ({e}); run one aggregation of this store at a time", stacklevel=4)
-        yield
+        yield lambda: None
     finally:
         os.close(fd)  # releases the lock
 

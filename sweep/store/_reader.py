@@ -4,19 +4,18 @@ Every file is opened through :meth:`Store._located`: its name must be one of the
 layout (:data:`~._schema.STORE_FILE`), no link may lie on its path, and its bytes must match
 the size and sha256 the manifest records, checked when they are read: a leaves file whole, in
 one pass; a table piece by piece (:class:`~._files.PieceReader`), so that a query reads only
-the footer and the row groups it needs. Opening a store reads the manifest and
-``configs.parquet`` (config ids checked against their specs); member rows are read when asked
+the footer and the row groups it needs. Opening a store reads the manifest (checked by
+:mod:`._manifest`) and ``configs.parquet`` (config ids checked against their specs by
+:mod:`._configs`); :meth:`Store.verify` checks everything (:mod:`._verify`). Member rows are read when asked
 for, only the row groups whose statistics can match (:meth:`Store.select`), and checked against
 the configs (every member id inside its config's range), so a query never indexes the wrong member.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -28,20 +27,17 @@ import pyarrow.parquet as pq
 from jaxtyping import PyTree
 
 from .._errors import SpecError, StoreError
-from .._fs import confined, filesystem_path, local_path, read_text, refuse_links
+from .._fs import confined, filesystem_path, local_path, refuse_links
 from .._import_path import is_import_path, refuse_inside
 from ..models import model_template
-from ..spec import SweepSpec
-from ._files import check_digest, open_checked, open_table, read_leaves
+from ._configs import ConfigInfo, read_configs
+from ._files import open_table, read_leaves
 from ._generations import committed_root
+from ._manifest import read_manifest
 from ._samples import samples_of, trajectories_of
 from ._schema import (
-    CONFIG_ID,
     CONFIGS,
-    CONFIGS_SCHEMA,
-    CONFIGS_SCHEMA_SAME_GRID,
     ENSEMBLE_SCORES,
-    FORMAT,
     MANIFEST,
     MEMBERS,
     SAMPLE_FILES,
@@ -49,22 +45,9 @@ from ._schema import (
     STORE_FILE,
     STORE_FILES,
     index_columns,
-    leaves_files,
     scores_schema,
 )
-
-
-class ConfigInfo(NamedTuple):
-    """One row of ``configs.parquet``: a structural config and where its members' leaves lie."""
-
-    config_id: str
-    spec: SweepSpec
-    num_members: int
-    first_member: int  # member_id of its first member; its members are contiguous
-    members_per_shard: int
-    files: tuple[str, ...]
-    sample_shape: tuple[int, ...]  # one input: (channels, *spatial)
-    target_shape: tuple[int, ...]  # one target: any shape, () for one number or class label
+from ._verify import verify
 
 
 class Store:
@@ -87,7 +70,7 @@ class Store:
         """Open the store of a sweep directory (or a store directory) on any pyarrow filesystem."""
         fs, path = filesystem_path(path, filesystem)
         root = committed_root(fs, path)
-        store = cls(fs, root, *_read_manifest(fs, f"{root}/{MANIFEST}"))
+        store = cls(fs, root, *read_manifest(fs, f"{root}/{MANIFEST}"))
         store.configs = store._read_configs()
         return store
 
@@ -324,62 +307,6 @@ class Store:
             self._cached = (relpath, read_leaves(self.fs, path, like, record, what))
         return self._cached[1]
 
-    # -- verification -----------------------------------------------------------------------------
-    def verify(self) -> None:
-        """Check everything: every file's size and sha256 against the manifest, every leaves file
-        against its config's model (built-in architectures; a model factory is code the store names,
-        so its leaves are checked by checksum alone), no file or link the manifest does not list,
-        and the tables against each other. Raises one :class:`StoreError` whose ``problems`` lists
-        every problem found (its message is the first)."""
-        leaves = {
-            f: (info, i)
-            for info in self.configs.values()
-            if not is_import_path(info.spec.model.name)
-            for i, f in enumerate(info.files)
-        }
-        problems = []
-        for relpath in self.manifest["files"]:
-            try:
-                if relpath in leaves:
-                    self._cached = None
-                    self._file(*leaves[relpath])  # one streamed pass: checksum and every leaf's shape
-                else:
-                    path, record = self._located(relpath)
-                    _check_whole(self.fs, path, record)
-            except StoreError as e:
-                problems.append(str(e))
-        self._cached = None
-        problems += self._unlisted()
-        if not problems:
-            try:
-                self.index()
-            except StoreError as e:
-                problems.append(str(e))
-        if problems:
-            more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-            raise StoreError(problems[0] + more, problems)
-
-    def _unlisted(self) -> list[str]:
-        """Files in the generation that the manifest does not list, and links not on the way to a
-        listed file (those the file's own check reports), on local disks."""
-        local = local_path(self.fs, self.root)
-        listed = {MANIFEST, *self.manifest["files"]}
-        found = []
-        if local is not None:
-            for directory, dirs, files in os.walk(local):
-                for name in dirs + files:
-                    path = os.path.join(directory, name)
-                    rel = os.path.relpath(path, local).replace(os.sep, "/")
-                    if os.path.islink(path) and not any(f == rel or f.startswith(f"{rel}/") for f in listed):
-                        found.append(f"{path!r} is a symbolic link (to {os.readlink(path)!r}); a store holds no links")
-                    elif name in files and not os.path.islink(path) and rel not in listed:
-                        found.append(f"{path!r} is not listed in the manifest; the store was altered")
-            return found
-        for info in self.fs.get_file_info(pafs.FileSelector(self.root, recursive=True)):
-            if info.type == pafs.FileType.File and info.path[len(self.root) + 1 :] not in listed:
-                found.append(f"{info.path!r} is not listed in the manifest; the store was altered")
-        return found
-
     # -- the one way files are opened -------------------------------------------------------------
     def _located(self, relpath: str) -> tuple[str, dict[str, Any]]:
         """``(path, manifest record)`` of a store file: a layout name, no link on the way, listed."""
@@ -392,6 +319,18 @@ class Store:
                 f"{self.root + '/' + MANIFEST!r}: lists no file {relpath!r}; the store is incomplete"
             ) from None
         return f"{self.root}/{relpath}", record
+
+    def verify(self) -> None:
+        """Check everything: every file's size and sha256 against the manifest, every leaves file
+        against its config's model (built-in architectures; a model factory is code the store names,
+        so its leaves are checked by checksum alone), no file or link the manifest does not list,
+        and the tables against each other. Raises one :class:`StoreError` whose ``problems`` lists
+        every problem found (its message is the first)."""
+        verify(self)
+
+    def _read_configs(self) -> dict[str, ConfigInfo]:
+        """``configs.parquet``, checked (:func:`._configs.read_configs`)."""
+        return read_configs(self._read(CONFIGS, self._table(CONFIGS).read), f"{self.root + '/' + CONFIGS!r}")
 
     def _table(self, relpath: str) -> pq.ParquetFile:
         """A table of the store, kept open; every byte read from it is verified first (:func:`open_table`)."""
@@ -409,43 +348,6 @@ class Store:
                 f"Re-run `sweep aggregate`"
             ) from None
 
-    def _read_configs(self) -> dict[str, ConfigInfo]:
-        where = f"{self.root + '/' + CONFIGS!r}"
-        table = self._read(CONFIGS, self._table(CONFIGS).read)
-        same_grid = table.schema.equals(CONFIGS_SCHEMA_SAME_GRID)  # written while targets had the inputs' grid
-        if not table.schema.equals(CONFIGS_SCHEMA) and not same_grid:
-            raise StoreError(f"{where}: columns {table.column_names} are not those of a seed-sweep configs table")
-        configs, first = {}, 0
-        for row in sorted(table.to_pylist(), key=lambda r: r["first_member"]):
-            cid = confined(row["config_id"], f"{where} `config_id`", CONFIG_ID, "12 hex digits")
-            try:
-                spec = SweepSpec.from_dict(json.loads(row["spec"]))
-            except (ValueError, TypeError) as e:  # SpecError and JSONDecodeError are ValueErrors
-                raise StoreError(f"{where}: the spec of config {cid} is not valid ({e})") from None
-            if spec.config_id != cid:
-                raise StoreError(
-                    f"{where}: config {cid} holds a spec whose id is {spec.config_id}; the table was altered"
-                )
-            files = [confined(f, f"{where} `files` of config {cid}", STORE_FILE, STORE_FILES) for f in row["files"]]
-            n, per_shard = row["num_members"], row["members_per_shard"]
-            if row["first_member"] != first or n < 1 or per_shard < 1 or files != leaves_files(cid, n, per_shard):
-                raise StoreError(
-                    f"{where}: config {cid} ({n} members from member {row['first_member']}, "
-                    f"{per_shard} per file, files {files}) does not fit the store's layout; the table was altered"
-                )
-            first += n
-            configs[cid] = ConfigInfo(
-                cid,
-                spec,
-                n,
-                row["first_member"],
-                per_shard,
-                tuple(files),
-                tuple(row["sample_shape"]),
-                (row["out_channels"], *row["sample_shape"][1:]) if same_grid else tuple(row["target_shape"]),
-            )
-        return configs
-
 
 def _may_hold(row_group, chunk: int | None, values: list) -> bool:
     """Whether a row group's min/max statistics of one column allow any of ``values`` (no
@@ -455,75 +357,3 @@ def _may_hold(row_group, chunk: int | None, values: list) -> bool:
         return True
     low, high = stats.min, stats.max
     return any(v is None or v != v or low <= v <= high for v in values)
-
-
-def _pieces_ok(record: dict[str, Any]) -> bool:
-    """No pieces, or a positive piece size and one 64-hex-digit digest per piece of the file."""
-    if "pieces" not in record:
-        return True
-    size, pieces = record.get("piece_bytes"), record["pieces"]
-    return (
-        isinstance(size, int)
-        and size > 0
-        and isinstance(pieces, list)
-        and len(pieces) == -(-record["bytes"] // size)
-        and all(isinstance(d, str) and len(d) == 64 for d in pieces)
-    )
-
-
-def _check_whole(fs: pafs.FileSystem, path: str, record: dict[str, Any]) -> None:
-    """Stream a file through sha256 against its record (:meth:`Store.verify`)."""
-    with open_checked(fs, path, record) as raw:
-        sha = hashlib.sha256()
-        while data := raw.read(1 << 22):
-            sha.update(data)
-    check_digest(path, record, sha.hexdigest())
-
-
-def _read_manifest(fs: pafs.FileSystem, path: str) -> tuple[dict[str, Any], str]:
-    """The manifest, checked to be one (every file name of the layout, every record a digest and a
-    size), and its own sha256."""
-    refuse_links(fs, path)
-    try:
-        text = read_text(fs, path)
-        manifest = json.loads(text)
-    except (FileNotFoundError, OSError) as e:
-        raise StoreError(f"{path!r}: cannot be read ({e})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise StoreError(f"{path!r}: not valid JSON ({e}); the store is corrupt") from None
-    version = manifest.get("format") if isinstance(manifest, dict) else None
-    if not isinstance(version, int) or not isinstance(manifest.get("files"), dict):
-        raise StoreError(f"{path!r}: not a seed-sweep store manifest (no integer `format` and `files`)")
-    if version > FORMAT:
-        raise StoreError(
-            f"{path!r}: store format {version} is newer than this seed-sweep reads (format {FORMAT}); "
-            f"upgrade seed-sweep"
-        )
-    if version < FORMAT:
-        raise StoreError(
-            f"{path!r}: store format {version} was written by an older seed-sweep (members trained without a "
-            f"validation split; this one reads format {FORMAT}); run the sweep again"
-        )
-    for name, record in manifest["files"].items():
-        confined(name, f"{path!r} `files`", STORE_FILE, STORE_FILES)
-        if not (
-            isinstance(record, dict)
-            and isinstance(record.get("sha256"), str)
-            and len(record["sha256"]) == 64
-            and isinstance(record.get("bytes"), int)
-            and record["bytes"] >= 0
-            and _pieces_ok(record)
-        ):
-            raise StoreError(
-                f"{path!r}: the record of {name!r} is {str(record)[:200]}; expected a sha256 and a size in "
-                f"bytes (and, for a table, one sha256 per piece)"
-            )
-    for name in (MEMBERS, CONFIGS):
-        if name not in manifest["files"]:
-            raise StoreError(f"{path!r}: lists no {name}; the store is incomplete")
-    if not isinstance(manifest.get("columns"), list):
-        raise StoreError(f"{path!r}: no list of grid `columns`; not a seed-sweep store manifest")
-    metrics = manifest.get("metrics")
-    if not isinstance(metrics, list) or not all(isinstance(m, str) and m.isidentifier() for m in metrics):
-        raise StoreError(f"{path!r}: `metrics` is {metrics!r}; expected the list of stored metric names")
-    return manifest, hashlib.sha256(text.encode()).hexdigest()

@@ -4,7 +4,7 @@ Layout (``<storage>/<spec.name>/``)::
 
     plan.json                    every trial ever planned (union over runs) + scheduler-stopped ones
     samples.parquet              the first test samples of each problem (what figures draw from)
-    tune-0001/                   one Ray Tune experiment per ``sweep.run`` call
+    tune-0001/                   one Ray Tune experiment per ``sweep.run`` call (per wave of a large plan)
         <trial_key>/checkpoint_000001/{block.json,state.eqx}
         experiment_state-*.json, tuner.pkl, ...   (Tune's own files)
     tune-0002/ ...               a later run (more seeds: only the new members)

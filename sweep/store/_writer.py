@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from types import TracebackType
 from typing import Any
@@ -64,8 +64,8 @@ class StoreWriter:
         writer.commit({"num_members": 16, ...})   # atomically replaces the previous store
     ```
 
-    Inside the ``with`` block the store's writer lock is held (local disks); leaving it
-    without a commit (an error) removes the unfinished generation.
+    Inside the ``with`` block the store's writer lock is held (a lease on object storage);
+    leaving it without a commit (an error) removes the unfinished generation.
     """
 
     fs: pafs.FileSystem
@@ -81,10 +81,11 @@ class StoreWriter:
         self._stack = ExitStack()
         self.name = self.root = ""
         self.committed = False
+        self._still_locked: Callable[[], None] = lambda: None
 
     def __enter__(self) -> StoreWriter:
         with io_errors(self.store_path):
-            self._stack.enter_context(writer_lock(self.fs, self.store_path))
+            self._still_locked = self._stack.enter_context(writer_lock(self.fs, self.store_path))
             self.name, self.root = new_generation(self.fs, self.store_path)
         return self
 
@@ -126,6 +127,8 @@ class StoreWriter:
         with io_errors(path):
             with self.fs.open_output_stream(path) as f:
                 f.write(json.dumps(manifest, sort_keys=True, indent=1).encode())
+        with io_errors(path):
+            self._still_locked()  # a lease taken over meanwhile: commit nothing
         try:
             commit(self.fs, self.store_path, self.name)
         except Exception as e:

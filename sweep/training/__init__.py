@@ -9,20 +9,19 @@ for state, history in fit(block, state):       # one compiled chunk per report
 """
 
 from ._block import Block as Block
-from ._block import check_data as check_data
-from ._block import compiled_bytes as compiled_bytes
+from ._block import BlockOptions as BlockOptions
 from ._block import init_block as init_block
-from ._block import load_data as load_data
 from ._block import member_keys as member_keys
 from ._block import model_of as model_of
 from ._block import run_chunk as run_chunk
-from ._block import state_bytes as state_bytes
 from ._block import state_skeleton as state_skeleton
 from ._checkpoint import BlockRef as BlockRef
 from ._checkpoint import SavedBlock as SavedBlock
 from ._checkpoint import find_blocks as find_blocks
 from ._checkpoint import load_block as load_block
 from ._checkpoint import save_block as save_block
+from ._data_checks import check_data as check_data
+from ._data_checks import load_data as load_data
 from ._layout import LAYOUTS as LAYOUTS
 from ._layout import default_layout as default_layout
 from ._layout import layout_devices as layout_devices
@@ -33,6 +32,9 @@ from ._loop import chunks as chunks
 from ._loop import fit as fit
 from ._loop import train as train
 from ._loop import train_block as train_block
+from ._memory import compiled_bytes as compiled_bytes
+from ._memory import state_bytes as state_bytes
 from ._program import Shapes as Shapes
 from ._program import TrainState as TrainState
 from ._program import data_shapes as data_shapes
+from ._rollout import rollout_steps as rollout_steps

@@ -9,7 +9,7 @@ of the compiled program, shared by the block.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
 
 import equinox as eqx
 import jax
@@ -22,24 +22,38 @@ from jaxtyping import Array, PyTree, UInt32
 from .._caches import cached
 from .._configure import warn_unconfigured
 from .._errors import SpecError
-from ..metrics import check_targets, takes_class_indices
-from ..models import check_output
 from ..optim import hyperparameter_names
-from ..problems import SPLITS, Dataset, load_problem
+from ..problems import Dataset
 from ..spec import SweepSpec, hparam_name
+from ._data_checks import check_data, load_data
 from ._layout import default_layout, members_mesh, pad_members
 from ._program import (
     Shapes,
     TrainState,
-    checked_objective,
     chunk_program,
     data_shapes,
     initialiser,
-    prediction,
     program_data,
     program_key,
     static_part,
 )
+
+HParams = Mapping[str, float] | Sequence[Mapping[str, float]] | None
+"""A block's optimizer hyperparameters: one set (a dict), a list of sets, or ``None`` for the spec's."""
+
+
+class BlockOptions(TypedDict, total=False):
+    """The optional settings of a block, passed by keyword to :func:`train_block` and :func:`sweep.train`
+    (as to :func:`init_block`).
+
+    Attributes:
+        data: The spec's dataset, if already loaded (:func:`load_data`).
+        layout: ``"map"`` or ``"vmap"``; ``None`` picks the backend's default (CPU ``"map"``,
+            bit-identical whatever the block; GPU ``"vmap"``).
+    """
+
+    data: Dataset | None
+    layout: str | None
 
 
 class Block(NamedTuple):
@@ -67,99 +81,7 @@ def member_keys(sweep_seed: int, seeds: Sequence[int]) -> tuple[UInt32[Array, "m
     return data[:, 0], data[:, 1]
 
 
-def load_data(spec: SweepSpec) -> Dataset:
-    """Load (or generate) the spec's dataset and check it against the training settings and model.
-
-    Args:
-        spec: The sweep specification.
-
-    Returns:
-        The :class:`Dataset`, with ``train``, ``val`` and ``test`` ``(x, y)`` pairs (and trajectories
-        where the problem has them).
-
-    Raises:
-        SpecError: The arrays are not numbers or not finite, a file is unreadable, the batch is
-            larger than the training samples, a metric fails on a sample, or a model does not fit
-            the data's shapes; the message names the field.
-
-    Examples:
-        ```python
-        data = sweep.load_data(spec)
-        data.train_x.shape  # [samples, channels, *spatial]
-        ```
-    """
-    data = load_problem(spec.problem.name, dict(spec.problem.options))
-    check_data(spec, data)
-    return data
-
-
-def check_data(spec: SweepSpec, data: Dataset) -> None:
-    """Raise :class:`SpecError` unless ``spec`` can train on ``data``: batch size <= training samples
-    (or windows, with ``unroll > 1``); trajectories long enough for ``unroll`` and ``rollout_steps``;
-    the model builds and maps one input to an output that fits the targets (their shape, or class
-    logits for class-index targets; errors name the problem, both shapes and the model); the loss
-    and metrics import and give a scalar on one sample; targets of class-index losses fit the
-    model's number of classes (checked
-    with ``eqx.filter_eval_shape``, nothing computed; the checked structure is cached for the trainer)."""
-    t = spec.training
-    _check_trajectories(spec, data)
-    if t.unroll == 1 and t.batch_size > data.num_train:
-        raise SpecError(
-            f"`training.batch_size`: got {t.batch_size}; the problem has only "
-            f"{data.num_train} training samples (batch size must be <= that)"
-        )
-    shapes = data_shapes(data)
-    static_part(spec.model.to_dict(), shapes)  # builds the checked template
-    out = prediction(spec.model.to_dict(), shapes).shape
-    logits = takes_class_indices(t.loss, t.metrics)
-    classes = logits or shapes.target_dtype == "int32"
-    model = spec.model.to_dict()
-    name, target = model.pop("name"), shapes.target_shape
-    check_output(name, model, spec.problem.name, shapes.sample_shape, target, out, classes, logits)
-    checked_objective(program_key(spec, ()), shapes)
-    check_targets(t.loss, t.metrics, {name: split.y for name, split in zip(SPLITS, data.splits)}, out[0] if out else 1)
-
-
-def _check_trajectories(spec: SweepSpec, data: Dataset) -> None:
-    """``unroll > 1`` needs training trajectories of at least ``unroll`` steps and as many windows
-    as a batch; ``rollout_steps=T`` needs test (and, where given, validation) trajectories of at
-    least ``T`` steps."""
-    t, problem = spec.training, f"problem {spec.problem.name!r}"
-    how = "(heat1d: trajectory_steps=; exponax:<Stepper>; arrays: train_traj/val_traj/test_traj in the .npz)"
-    if t.unroll > 1:
-        traj = data.train_traj
-        if traj is None:
-            raise SpecError(
-                f"`training.unroll`: got {t.unroll}; unrolled training needs training trajectories and "
-                f"{problem} has none {how}; or set unroll=1"
-            )
-        if traj.shape[1] - 1 < t.unroll:
-            raise SpecError(
-                f"`training.unroll`: got {t.unroll}; the training trajectories of {problem} have "
-                f"{traj.shape[1] - 1} steps; unroll must be <= that"
-            )
-        windows = traj.shape[0] * (traj.shape[1] - t.unroll)
-        if t.batch_size > windows:
-            raise SpecError(
-                f"`training.batch_size`: got {t.batch_size}; with unroll={t.unroll} the problem has only "
-                f"{windows} training windows of {t.unroll + 1} states (batch size must be <= that)"
-            )
-    if t.rollout_steps:
-        if data.test_traj is None:
-            raise SpecError(
-                f"`training.rollout_steps`: got {t.rollout_steps}; rollouts need test trajectories and "
-                f"{problem} has none {how}; or set rollout_steps=0"
-            )
-        for split in ("val", "test"):
-            traj = data.trajectories(split)
-            if traj is not None and traj.shape[1] - 1 < t.rollout_steps:
-                raise SpecError(
-                    f"`training.rollout_steps`: got {t.rollout_steps}; the {split} trajectories of "
-                    f"{problem} have {traj.shape[1] - 1} steps; rollout_steps must be <= that"
-                )
-
-
-def _hparam_sets(spec: SweepSpec, hparams) -> tuple[dict[str, float], ...]:
+def _hparam_sets(spec: SweepSpec, hparams: HParams) -> tuple[dict[str, float], ...]:
     """Hyperparameter sets as dicts keyed by optimizer argument name."""
     if hparams is None:
         assert spec.vmap is not None  # __post_init__ resolves None to the vmappable grid keys
@@ -205,7 +127,7 @@ def _skeleton(structure: str, num_members: int, names: tuple[str, ...], shapes: 
 def init_block(
     spec: SweepSpec,
     seeds: Sequence[int],
-    hparams: Mapping[str, float] | Sequence[Mapping[str, float]] | None = None,
+    hparams: HParams = None,
     data: Dataset | None = None,
     layout: str | None = None,
 ) -> tuple[Block, TrainState]:
@@ -217,7 +139,8 @@ def init_block(
         hparams: A dict or a list of dicts of optimizer hyperparameters (``"learning_rate"`` or
             ``"optimizer.learning_rate"``); ``None`` takes the spec's vmapped grid (or nothing).
         data: The spec's dataset, if already loaded (:func:`load_data`).
-        layout: ``"map"`` or ``"vmap"``; ``None`` picks the backend's default.
+        layout: ``"map"`` or ``"vmap"``; ``None`` picks the backend's default (CPU ``"map"``,
+            bit-identical whatever the block; GPU ``"vmap"``).
 
     Returns:
         ``(block, state)``, the compiled program with its data and a :class:`TrainState`.
@@ -319,29 +242,3 @@ def run_chunk(block: Block, state: TrainState, num_epochs: int) -> tuple[TrainSt
 def model_of(block: Block, state: TrainState) -> eqx.Module:
     """The block's stacked model (array leaves with a leading member axis)."""
     return eqx.combine(state.params, block.static)
-
-
-def state_bytes(spec: SweepSpec, shapes: Shapes, hparams: Sequence[Mapping[str, float]] = ()) -> int:
-    """Bytes of one member's :class:`TrainState` (parameters, optimizer state, counters)."""
-    names = hyperparameter_names(spec.optimizer.options, hparams)
-    skeleton = state_skeleton(spec, 1, names, shapes)
-    return sum(int(np.prod(a.shape)) * a.dtype.itemsize for a in jax.tree_util.tree_leaves(skeleton))
-
-
-def compiled_bytes(spec: SweepSpec, data: Dataset, hparams: Sequence[Mapping[str, float]], num_members: int) -> int:
-    """Device bytes one chunk call of a ``"vmap"`` block of ``num_members`` needs (compiled, not run):
-    arguments + outputs + temporaries - aliased buffers, from XLA's memory analysis."""
-    names = hyperparameter_names(spec.optimizer.options, hparams)
-    shapes = data_shapes(data)
-    program = chunk_program(program_key(spec, names), shapes, "vmap", 1)
-    state = state_skeleton(spec, num_members, names, shapes)
-    arrays = jax.tree_util.tree_map(
-        lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
-        program_data(data, spec.training.unroll > 1, spec.training.rollout_steps),
-    )
-    stats = program.lower(state, arrays, 1).compile().memory_analysis()
-    if stats is None:
-        raise RuntimeError(f"XLA's memory analysis is unavailable on the {jax.default_backend()!r} backend")
-    return int(
-        stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes - stats.alias_size_in_bytes
-    )

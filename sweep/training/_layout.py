@@ -16,6 +16,7 @@ import numpy as np
 from jax.sharding import Mesh
 from jaxtyping import PyTree
 
+from .._batches import padded
 from .._errors import SpecError
 
 LAYOUTS = ("map", "vmap")
@@ -44,7 +45,5 @@ def pad_members(tree: PyTree, multiple: int) -> tuple[PyTree, int]:
     by repeating member 0 (``n``: the members there were), so that every count of members
     compiles to the same few programs."""
     n = jax.tree_util.tree_leaves(tree)[0].shape[0]
-    pad = -n % max(1, multiple)
-    if pad:
-        tree = jax.tree_util.tree_map(lambda a: np.concatenate([np.asarray(a), np.repeat(a[:1], pad, axis=0)]), tree)
-    return tree, n
+    size = n + -n % max(1, multiple)
+    return jax.tree_util.tree_map(lambda a: padded(np.asarray(a), size, fill="first"), tree), n

@@ -10,7 +10,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import NamedTuple, Unpack
 
 import equinox as eqx
 import jax
@@ -19,9 +19,9 @@ from jaxtyping import Bool, Float, Int
 
 from .._errors import SpecError
 from ..metrics import ROLLOUT_GMEAN, rollout_gmean
-from ..problems import EVALUATED, Dataset
+from ..problems import EVALUATED
 from ..spec import SweepSpec, Training
-from ._block import Block, _hparam_sets, init_block, model_of, run_chunk
+from ._block import Block, BlockOptions, HParams, _hparam_sets, init_block, model_of, run_chunk
 from ._program import TrainState
 
 
@@ -148,12 +148,7 @@ def fit(block: Block, state: TrainState, history: History | None = None) -> Iter
 
 
 def train_block(
-    spec: SweepSpec,
-    seeds: Sequence[int],
-    hparams: Mapping[str, float] | Sequence[Mapping[str, float]] | None = None,
-    *,
-    data: Dataset | None = None,
-    layout: str | None = None,
+    spec: SweepSpec, seeds: Sequence[int], hparams: HParams = None, **options: Unpack[BlockOptions]
 ) -> tuple[eqx.Module, History]:
     """Train one block of seeds in-process (no Ray): the pure function every trial calls.
 
@@ -166,9 +161,8 @@ def train_block(
         seeds: The block's seeds.
         hparams: A dict or a list of dicts of optimizer hyperparameters (``"learning_rate"`` or
             ``"optimizer.learning_rate"``); ``None`` takes the spec's vmapped grid (or nothing).
-        data: The spec's dataset, if already loaded (:func:`load_data`).
-        layout: ``"map"`` or ``"vmap"``; ``None`` picks the backend's default (CPU ``"map"``,
-            bit-identical whatever the block; GPU ``"vmap"``).
+        **options: ``data=``, the spec's dataset if already loaded (:func:`load_data`), and
+            ``layout=``: ``"map"`` or ``"vmap"``, as :func:`init_block` takes them.
 
     Returns:
         ``(stacked_model, history)``, one ``eqx.Module`` whose array leaves have a leading member
@@ -183,13 +177,13 @@ def train_block(
         history.test_loss.shape  # (3, number of reports)
         ```
     """
-    block, state = init_block(spec, seeds, hparams, data, layout)
+    block, state = init_block(spec, seeds, hparams, **options)
     state, history = collections.deque(fit(block, state), maxlen=1).pop()  # a new block trains >= 1 chunk
     return model_of(block, state), history
 
 
 def train(
-    spec: SweepSpec, seed: int, hparams: Mapping[str, float] | None = None, **kwargs: Any
+    spec: SweepSpec, seed: int, hparams: Mapping[str, float] | None = None, **options: Unpack[BlockOptions]
 ) -> tuple[eqx.Module, History]:
     """Train one member in-process; the model has no member axis and the history arrays one row.
 
@@ -198,7 +192,7 @@ def train(
         seed: The member's seed (its key is ``fold_in(key(spec.sweep_seed), seed)``).
         hparams: One set of optimizer hyperparameters (``{"learning_rate": 1e-3}``), needed when
             the spec vmaps several; ``None`` takes the spec's.
-        **kwargs: Passed to :func:`train_block` (``data=``, ``layout=``).
+        **options: ``data=``, ``layout=``, as :func:`train_block` takes them.
 
     Returns:
         ``(model, history)``, a plain ``eqx.Module`` for one sample and its :class:`History`.
@@ -216,6 +210,6 @@ def train(
         raise SpecError(
             f"`hparams`: the spec vmaps {list(spec.vmap)}; pass one set, e.g. hparams={{'learning_rate': 1e-3}}"
         )
-    model, history = train_block(spec, [seed], None if hparams is None else [hparams], **kwargs)
+    model, history = train_block(spec, [seed], None if hparams is None else [hparams], **options)
     params, static = eqx.partition(model, eqx.is_array)
     return eqx.combine(jax.tree_util.tree_map(lambda a: a[0], params), static), history

@@ -20,9 +20,11 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Bool, Float, PyTree
 
+from .._batches import equal_parts, in_parts, joined
 from ..metrics import Metric, batch_mean
 from ..optim import make_optimizer
 from ..problems import EVALUATED, Dataset
+from ._rollout import rollout_steps
 
 EVAL_CHUNK = 128  # samples (or trajectories) per forward pass when evaluating a validation or test set
 
@@ -61,13 +63,13 @@ def windows_loss(program: Program, params, window) -> Float[Array, ""]:
     """Mean over the ``unroll`` steps of the loss of the autoregressive prediction of ``window[:, k]``."""
     model = eqx.combine(params, program.static)
 
-    def one_step(state, target):
-        pred = program.forward(model, state)
-        return pred, batch_mean(program.loss, pred, target)
+    def loss(pred, t):  # of the prediction after t + 1 steps
+        return batch_mean(program.loss, pred, window[:, t + 1])
 
     # unrolled (K copies of the step in the program): XLA then fuses across steps, which a
     # rolled loop of a few iterations keeps it from (1.2-1.4x the cost of K one-step passes)
-    _, losses = jax.lax.scan(one_step, window[:, 0], jnp.swapaxes(window[:, 1:], 0, 1), unroll=True)
+    k = program.unroll
+    _, losses = rollout_steps(lambda s: program.forward(model, s), window[:, 0], k, k, loss, unroll=True)
     return jnp.mean(losses)
 
 
@@ -128,16 +130,14 @@ def windows_epoch(program: Program, opt, shuffle_key, data: Dataset, carry):
 
 
 def predict(program: Program, params, x):
-    """The model on every sample of ``x``, ``EVAL_CHUNK`` samples at a time (``lax.map``; the last
-    part padded): the activations of a whole test set at once are slower (memory-bound) and can
-    exceed memory."""
+    """The model on every sample of ``x``, in :func:`~sweep._batches.equal_parts` of at most
+    ``EVAL_CHUNK`` samples (``lax.map``; the last part padded): the activations of a whole test
+    set at once are slower (memory-bound) and can exceed memory."""
     model, n = eqx.combine(params, program.static), x.shape[0]
-    if n <= EVAL_CHUNK:
+    count, size = equal_parts(n, EVAL_CHUNK)
+    if count == 1:
         return program.forward(model, x)
-    parts = -(-n // EVAL_CHUNK)
-    padded = jnp.concatenate([x, jnp.zeros((parts * EVAL_CHUNK - n, *x.shape[1:]), x.dtype)])
-    pred = jax.lax.map(lambda part: program.forward(model, part), padded.reshape(parts, EVAL_CHUNK, *x.shape[1:]))
-    return pred.reshape(parts * EVAL_CHUNK, *pred.shape[2:])[:n]
+    return joined(jax.lax.map(lambda part: program.forward(model, part), in_parts(x, count, size)), n)
 
 
 def evaluate(program: Program, params, split) -> dict[str, Float[Array, ""]]:
@@ -150,29 +150,27 @@ def evaluate(program: Program, params, split) -> dict[str, Float[Array, ""]]:
 
 
 def rollout_metrics(program: Program, params, traj) -> dict[str, Float[Array, " T"]]:
-    """``{metric: [T]}``: every trajectory's first state rolled out ``T`` steps, at most
-    ``EVAL_CHUNK`` trajectories at a time (in equal parts, the last padded and masked), the
-    metrics averaged over the trajectories."""
-    model, metrics = eqx.combine(params, program.static), program.rollout_metrics
+    """``{metric: [T]}``: every trajectory's first state rolled out ``T`` steps
+    (:func:`~._rollout.rollout_steps`, each state scored against the trajectory), in
+    :func:`~sweep._batches.equal_parts` of at most ``EVAL_CHUNK`` trajectories (the last padded and
+    masked), the metrics averaged over the trajectories."""
+    model, metrics, steps = eqx.combine(params, program.static), program.rollout_metrics, program.rollout_steps
     n = traj.shape[0]
-    parts = -(-n // EVAL_CHUNK)
-    per = -(-n // parts)  # 300 trajectories: three parts of 100, none padded
-    padded = jnp.concatenate([traj, jnp.zeros((parts * per - n, *traj.shape[1:]), traj.dtype)])
-    padded = padded.reshape(parts, per, *traj.shape[1:])
-    real = (jnp.arange(parts * per) < n).reshape(parts, per)
+    count, size = equal_parts(n, EVAL_CHUNK)  # 300 trajectories: three parts of 100, none padded
+    padded, real = in_parts(traj, count, size), in_parts(jnp.ones(n, bool), count, size)
 
     def part(sums, inputs):
         states, keep = inputs
 
-        def one_step(state, target):
-            pred = program.forward(model, state)
-            return pred, jnp.stack([jax.vmap(m.per_sample)(pred, target).astype(jnp.float32) for _, _, m in metrics])
+        def scores(pred, t):  # [metrics, size]: each metric of each trajectory after t + 1 steps
+            target = states[:, t + 1]
+            return jnp.stack([jax.vmap(m.per_sample)(pred, target).astype(jnp.float32) for _, _, m in metrics])
 
-        _, values = jax.lax.scan(one_step, states[:, 0], jnp.swapaxes(states[:, 1:], 0, 1))  # [T, metrics, per]
-        return sums + jnp.sum(jnp.where(keep, values, 0.0), axis=-1), None
+        _, values = rollout_steps(lambda s: program.forward(model, s), states[:, 0], steps, steps, scores)
+        return sums + jnp.sum(jnp.where(keep, values, 0.0), axis=-1), None  # values: [T, metrics, size]
 
     params, padded = jax.lax.optimization_barrier((params, padded))
-    sums, _ = jax.lax.scan(part, jnp.zeros((program.rollout_steps, len(metrics)), jnp.float32), (padded, real))
+    sums, _ = jax.lax.scan(part, jnp.zeros((steps, len(metrics)), jnp.float32), (padded, real))
     return jax.lax.optimization_barrier({name: sums[:, i] / n for i, (name, _, _) in enumerate(metrics)})
 
 

@@ -13,7 +13,7 @@ A trial finishes a compiled chunk every ``report_every`` epochs and appends it t
   ``block bytes / budget`` seconds have passed since the previous one, where the budget per
   trial is :data:`STORAGE_SHARE` of the storage's write rate shared by the ``slots`` trials
   running at once, i.e. the smallest ``k`` whose checkpoint traffic stays within that share.
-  The last report always has a checkpoint. Rates measured with ``benchmarks/checkpoint_traffic.py``
+  The last report always has a checkpoint. Rates measured with ``benchmarks/store/checkpoint_traffic.py``
   (a 16,384-member block: 764 MiB for the reference ConvNet, 23 MiB for a tiny one): local disk
   1.1-1.9 GB/s (``save_block`` into the page cache, then Tune's copy), a moto S3 server 47-81
   MB/s, so :data:`LOCAL_BYTES_PER_S` 1 GB/s and :data:`REMOTE_BYTES_PER_S` 47 MB/s. With two

@@ -120,8 +120,11 @@ class RunOptions:
         """The ``tune.RunConfig`` of the experiment: stored in the sweep directory as its next
         experiment, Ray's and Tune's output at :attr:`verbose`, the two newest checkpoints per
         trial and a failed trial retried twice unless ``run_config`` (or ``failure_config``) says
-        otherwise, ``callbacks`` after the user's."""
+        otherwise, ``callbacks`` after the user's, and Tune's TensorBoard logger as
+        :class:`~._trial_tensorboard.TrialTensorBoard` (which frees each trial's writer)."""
         from ray import tune
+
+        from ._trial_tensorboard import trial_tensorboard
 
         # A RunConfig fills in defaults as it is made (a FailureConfig without retries, a
         # CheckpointConfig that keeps every checkpoint, a verbosity read from the environment), so
@@ -135,6 +138,7 @@ class RunOptions:
             failure = tune.FailureConfig(max_failures=2)
         if checkpoint == default.checkpoint_config:
             checkpoint = tune.CheckpointConfig(num_to_keep=2)
+        user = list(given.get("callbacks") or [])
         return tune.RunConfig(
             **{k: v for k, v in given.items() if k not in ours},
             name=sweep_dir.next_experiment(),
@@ -143,7 +147,7 @@ class RunOptions:
             verbose=self.verbose,
             failure_config=self.failure_config or failure,
             checkpoint_config=checkpoint,
-            callbacks=[*(given.get("callbacks") or []), *callbacks],
+            callbacks=[*user, *callbacks, *trial_tensorboard(user)],
         )
 
 

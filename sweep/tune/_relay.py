@@ -9,7 +9,7 @@ nothing, so the restored copy talks to the live objects of the call that restore
 Tune keeps every trial in the driver to the end: its last result, the results of its kept
 checkpoints, and running statistics of every numeric metric (``metric_analysis``, with two
 deques of the last 5 and 10 values per metric for the running averages: ~25 KB per trial with
-seed-sweep's ~48 numeric metrics, measured with ``benchmarks/thousand_trials.py
+seed-sweep's ~48 numeric metrics, measured with ``benchmarks/tune/thousand_trials.py
 --tracemalloc``), plus the per-member vectors, whose size grows with the block. Once a trial
 has completed (every listener has had its results, and Tune's result files are written),
 :func:`trim` cuts what the driver holds of it to what Tune and ``sweep.run`` read of a finished

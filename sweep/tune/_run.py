@@ -10,6 +10,7 @@ only, when ``run`` is called.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -30,10 +31,12 @@ from ._auto import Probe, choose_seeds_per_trial, largest_config, measure
 from ._cadence import Cadence, cadence
 from ._checks import check_resources, check_writable, load_datasets
 from ._cluster import alive_nodes, ensure_ray, trial_slots
+from ._interrupt import tune_sigint
 from ._options import METRIC, RunOptions, unknown_options
 from ._quiet import quiet_tune, scoped_environ
 from ._relay import Relay, relaying
 from ._trainable import TrialHooks, TrialInputs
+from ._waves import waves
 
 if TYPE_CHECKING:
     from ray.tune import FailureConfig
@@ -203,17 +206,19 @@ def _fit(make_tuner, plan_trials, listeners: list, quiet: bool, slots: int) -> t
     its :class:`Relay`: (scheduler-stopped trial keys, failures, interrupted).
 
     Tune's own SIGINT handling is kept (the first Ctrl-C stops the trials and saves the
-    experiment, a second one raises ``KeyboardInterrupt``); an experiment that returns with
-    trials neither done nor failed was interrupted. Tune keeps placement groups pending for
+    experiment, a second one raises ``KeyboardInterrupt``); an experiment in which Tune caught a
+    Ctrl-C, or that returns with trials neither done nor failed, was interrupted, and Ctrl-C
+    works again after it (:mod:`._interrupt`). Tune keeps placement groups pending for
     ``2 * slots`` trials (``TUNE_MAX_PENDING_TRIALS_PG``, unless set): enough to start the next
     trials as soon as slots free up, instead of its default of 200 pending.
     """
     display = listeners[0]
     display.state.add(plan_trials)
-    with quiet_tune(quiet), relaying(listeners), scoped_environ({PENDING_ENV: str(2 * slots)}):
+    with quiet_tune(quiet), relaying(listeners), scoped_environ({PENDING_ENV: str(2 * slots)}), tune_sigint() as caught:
         results = make_tuner().fit()
-    keys = {t.trial_key for t in plan_trials}
-    interrupted = bool(keys & set(display.state.unfinished()))
+    # of this experiment: a restored one (a wave) holds only some of the trials left
+    keys = {t.trial_key for t in plan_trials} & {(r.config or {}).get("trial_key") for r in results}
+    interrupted = caught() or bool(keys & set(display.state.unfinished()))
     stopped, failures = _outcome(results, plan_trials)
     return (set() if interrupted else stopped), failures, interrupted
 
@@ -269,8 +274,9 @@ def run(
 ) -> str:
     """Train every member of ``spec`` with Ray Tune, then aggregate the store.
 
-    ``<storage>/<spec.name>`` holds ``plan.json``, one Tune experiment ``tune-NNNN`` per call
-    (trial directories named by trial key, one block checkpoint per report) and the aggregated
+    ``<storage>/<spec.name>`` holds ``plan.json``, one Tune experiment ``tune-NNNN`` per call, or
+    per wave of a plan of more than 1,000 trials, so that the driver holds Tune's records of one
+    wave at a time (trial directories named by trial key, one block checkpoint per report) and the aggregated
     store. Before any trial starts: resources are checked against the cluster, the storage is
     probed for writing, every dataset is loaded once (its arrays and the batch size checked) and
     put in the object store, every config's model is built for its data's shapes
@@ -513,15 +519,22 @@ def _train_new(session: _Session, failures: list[str], wanted: dict | None = Non
     resume_from = {t.trial_key: blocks[t.trial_key].path for t in new.trials if t.trial_key in blocks}
     for tracker in session.listeners[1:]:
         tracker.add(new.trials)
-    trainable = _trainable(session, new, resume_from)
-    keys = [t.trial_key for t in new.trials]
-    stopped, failures, interrupted = _fit(
-        lambda: session.options.tuner(trainable, keys, sweep_dir, session.validated, [Relay()]),
-        new.trials,
-        session.listeners,
-        quiet=session.options.quiet,
-        slots=session.slots,
-    )
+    session.listeners[0].state.add(new.trials)  # the display counts every trial, whichever wave it is in
+    trainable = _trainable(session, new, resume_from)  # once for every wave: Tune keeps what it is given
+    stopped, interrupted = set(), False
+    for wave in waves(new.trials, session.options, session.slots):  # one experiment each
+        keys = [t.trial_key for t in wave]
+        wave_stopped, wave_failures, interrupted = _fit(
+            lambda keys=keys: session.options.tuner(trainable, keys, sweep_dir, session.validated, [Relay()]),
+            wave,
+            session.listeners,
+            quiet=session.options.quiet,
+            slots=session.slots,
+        )
+        stopped, failures = stopped | wave_stopped, failures + wave_failures
+        if interrupted:
+            break
+        gc.collect()  # the wave's Tune records (cycles among them) go before the next wave starts
     if not interrupted and stopped:
         sweep_dir.write_plan(merged.with_stopped(stopped))
     return interrupted, failures

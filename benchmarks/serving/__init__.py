@@ -1,0 +1,1 @@
+"""Benchmarks of ``sweep.serve`` under HTTP load (see benchmarks/README.md)."""

@@ -1,0 +1,1 @@
+"""Benchmarks of the store: aggregation, queries, checkpoint traffic (see benchmarks/README.md)."""

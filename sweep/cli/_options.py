@@ -1,0 +1,53 @@
+"""The arguments and options several ``sweep`` commands share, and the checks of what they name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ._args import CLIError, apply_overrides
+
+SpecArg = Annotated[Path, typer.Argument(help="Sweep specification (TOML).", show_default=False)]
+DirArg = Annotated[
+    str, typer.Argument(help="Sweep directory (local path or URI such as s3://bucket/runs/heat).", show_default=False)
+]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="Override a spec field, e.g. --set training.epochs=50 --set seeds=8 (repeatable; "
+        "values in TOML syntax, validated as in the file).",
+        show_default=False,
+    ),
+]
+MetricOpt = Annotated[
+    str,
+    typer.Option(
+        help="Member column that ranks (a validation column: the test columns are reported, never used to choose)."
+    ),
+]
+ModeOpt = Annotated[str, typer.Option(help="'min' if lower --metric is better, 'max' if higher (e.g. accuracy).")]
+
+
+def load_spec(path: Path, overrides: list[str] | None = None):
+    """The spec of the TOML file at ``path`` with the ``--set`` overrides applied."""
+    from ..spec import SweepSpec
+
+    if path.is_dir():
+        raise CLIError(f"SPEC: {str(path)!r} is a directory; give a sweep specification .toml file")
+    spec = SweepSpec.from_toml(path)
+    return apply_overrides(spec, overrides) if overrides else spec
+
+
+def existing(sweep_dir: str) -> str:
+    """``sweep_dir`` if it exists (local path or URI), else a CLI error saying it does not."""
+    import pyarrow.fs as pafs
+
+    from .._fs import filesystem_path
+
+    fs, path = filesystem_path(sweep_dir, None)
+    if fs.get_file_info(path).type == pafs.FileType.NotFound:
+        raise CLIError(f"SWEEP_DIR: {sweep_dir!r} does not exist")
+    return sweep_dir

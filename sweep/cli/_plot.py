@@ -1,0 +1,98 @@
+"""``sweep plot``: the figures of a sweep, written as PNG, PDF or SVG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .._errors import SweepError
+from ._args import Kind
+from ._options import DirArg, MetricOpt, ModeOpt, existing
+
+
+def plot(
+    sweep_dir: DirArg,
+    out: Annotated[
+        str | None,
+        typer.Option(
+            help="Figure file: .png, .pdf or .svg. Several figures (--kind all) go "
+            "to <stem>-<kind><suffix> next to it. Default: <SWEEP_DIR>/sweep.png "
+            "(./sweep.png for remote sweeps)."
+        ),
+    ] = None,
+    kind: Annotated[
+        Kind,
+        typer.Option(
+            help="overview (every panel in one figure), curves, spread, predictions, "
+            "rollout_error, rollout, calibration, spread_skill, ensemble_size, or all "
+            "(one file per figure the store has the data for)."
+        ),
+    ] = Kind.overview,
+    dpi: Annotated[int, typer.Option(min=10, max=2400, help="Resolution of PNG files.")] = 200,
+    metric: MetricOpt = "val_loss",
+    mode: ModeOpt = "min",
+    samples: Annotated[
+        int,
+        typer.Option(min=1, help="Test samples shown with the ensemble's predictions (at most those the store keeps)."),
+    ] = 3,
+    max_curves: Annotated[int, typer.Option(min=1, help="Learning curves drawn per configuration (at most).")] = 200,
+    rollout_metric: Annotated[
+        str | None,
+        typer.Option(
+            help="Rollout metric whose error over steps is drawn (default: the first stored, e.g. nrmse).",
+            show_default=False,
+        ),
+    ] = None,
+    trust_code: Annotated[
+        bool,
+        typer.Option(
+            "--trust-code",
+            help="Run a model built by a factory the store names (imported from your environment, never "
+            "from the store's files) to draw its predictions and rollouts. Only for stores you trust.",
+        ),
+    ] = False,
+) -> None:
+    """Learning curves, spread over seeds, predictions ±std.
+
+    Panels: every member's learning curves with each configuration's median and 10-90% band (log
+    scale, one panel per split on a shared y axis; with a validation set the test panel shows the
+    configuration chosen on METRIC only); the final METRIC over seeds per configuration; the
+    chosen configuration's ensemble mean ±std against the ground truth on the first test samples
+    the store holds; for autoregressive emulators the rollout error over steps per configuration
+    (median and 10-90% band over seeds) and the chosen configuration's ensemble rolled out
+    against a stored test trajectory (mean ±std). Configurations are ordered best first by
+    METRIC, as in `sweep show`. Draws only from the store: no data is regenerated and no model
+    factory the store names is imported (that panel then says why it is empty) unless
+    --trust-code is given.
+    """
+    from ..figures import figure_paths
+    from ..figures import plot as plot_sweep
+
+    if out is None:
+        out = str(Path(sweep_dir) / "sweep.png") if "://" not in sweep_dir else "sweep.png"
+    chosen = Kind(kind).value
+    figure_paths(out, chosen)  # a bad --out fails before the store is read
+    try:
+        figures = plot_sweep(
+            existing(sweep_dir),
+            chosen,
+            out=out,
+            dpi=dpi,
+            metric=metric,
+            mode=mode,
+            num_samples=samples,
+            max_curves=max_curves,
+            rollout_metric=rollout_metric,
+            trust_code=trust_code,
+        )
+    except SweepError as e:
+        if not trust_code or "cannot import module" not in str(e):
+            raise
+        raise type(e)(
+            f"{e}; --trust-code imports the factory from your environment: install its package or run "
+            f"with PYTHONPATH=<the folder of its module>"
+        ) from None
+    for path in figure_paths(out, list(figures)) if isinstance(figures, dict) else [out]:
+        typer.echo(f"wrote {path}")

@@ -1,0 +1,104 @@
+"""``sweep run`` and ``sweep plan``: a spec's trials, planned or run on Ray Tune."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Annotated
+
+import typer
+
+from ._args import Logger, LogPer, Progress
+from ._imports import spec_folder_importable
+from ._options import SetOpt, SpecArg, load_spec
+
+
+def run(
+    spec: SpecArg,
+    storage: Annotated[
+        str, typer.Option(help="Where sweeps are stored (path or URI); the sweep goes to STORAGE/<name>.")
+    ] = "./runs",
+    address: Annotated[
+        str | None,
+        typer.Option(help="Ray cluster to join: 'auto', 'HOST:6379' or 'ray://HOST:10001'; default: a local Ray."),
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue an interrupted sweep from its checkpoints.")
+    ] = False,
+    overrides: SetOpt = None,
+    logger: Annotated[
+        list[Logger] | None,
+        typer.Option("--logger", help="Log every member's curves to a tracker (repeatable).", show_default=False),
+    ] = None,
+    log_per: Annotated[LogPer, typer.Option(help="One tracker run per member or per configuration.")] = LogPer.member,
+    verbose: Annotated[bool, typer.Option("--verbose", help="Show Ray's and Tune's own output.")] = False,
+    progress: Annotated[
+        Progress,
+        typer.Option(
+            help="live: one display updated in place; plain: a line every 10 s; none: nothing; "
+            "auto: live on a terminal, plain otherwise."
+        ),
+    ] = Progress.auto,
+    checkpoint_every: Annotated[
+        str, typer.Option(help="A block checkpoint every N reports, or 'auto': paced by the storage's write rate.")
+    ] = "auto",
+) -> None:
+    """Run a sweep on Ray Tune, then aggregate it.
+
+    Trains every member of SPEC (or only those not trained yet in STORAGE/<name>), one Ray Tune
+    trial per block of seeds, and builds the ensembles. A live display shows trials, members,
+    epochs, throughput, ETA and the best loss of every configuration (plain lines when the
+    output is not a terminal). Ctrl-C stops the trials, keeps what is done and prints how to
+    resume (exit status 130); a second Ctrl-C stops at once. Modules named in SPEC are imported
+    from its folder too (and from PYTHONPATH and the installed packages).
+    """
+    with spec_folder_importable(spec):
+        _run_command(spec, storage, address, resume, overrides, logger, log_per, verbose, progress, checkpoint_every)
+
+
+def _run_command(spec, storage, address, resume, overrides, logger, log_per, verbose, progress, checkpoint_every):
+    from ..tune import LOGGERS
+    from ..tune import run as run_sweep
+
+    parsed = load_spec(spec, overrides)
+    command = [
+        "sweep",
+        "run",
+        str(spec),
+        *(["--storage", storage] if storage != "./runs" else []),
+        *(["--address", address] if address else []),
+        *(a for o in overrides or () for a in ("--set", o)),
+        *(["--checkpoint-every", checkpoint_every] if checkpoint_every != "auto" else []),
+        *(["--progress", Progress(progress).value] if Progress(progress) is not Progress.auto else []),
+        "--resume",
+    ]
+    every = int(checkpoint_every) if checkpoint_every.isdigit() else checkpoint_every  # "auto" or bad: run says
+    sweep_dir = run_sweep(
+        parsed,
+        storage=storage,
+        address=address,
+        resume=resume,
+        checkpoint_every=every,
+        loggers=[LOGGERS[n.value](per=LogPer(log_per).value) for n in logger or ()],
+        resume_command=shlex.join(command),
+        progress="off" if Progress(progress) is Progress.none else Progress(progress).value,
+        verbose=1 if verbose else 0,
+    )
+    typer.echo(f"sweep directory: {sweep_dir}")
+    typer.echo(f"next: sweep show {sweep_dir}")
+
+
+def plan(
+    spec: SpecArg,
+    storage: Annotated[str | None, typer.Option(help="Leave out members already trained in STORAGE/<name>.")] = None,
+    overrides: SetOpt = None,
+) -> None:
+    """Show trials, blocks and resources; run nothing.
+
+    One trial per structural configuration and block of seeds; vmapped hyperparameters share a
+    block. Configurations are shown by their grid values next to their config ids. Modules
+    named in SPEC are imported from its folder too (and from PYTHONPATH and the installed packages).
+    """
+    from ..tune import plan as plan_sweep
+
+    with spec_folder_importable(spec):
+        typer.echo(str(plan_sweep(load_spec(spec, overrides), storage=storage)))

@@ -1,0 +1,82 @@
+"""``sweep show``: statistics over seeds per configuration, or the members, best first."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ._args import Format, parse_where
+from ._options import DirArg, MetricOpt, ModeOpt, existing
+
+
+def show(
+    sweep_dir: DirArg,
+    metric: MetricOpt = "val_loss",
+    mode: ModeOpt = "min",
+    members: Annotated[
+        bool, typer.Option("--members", help="List members (best first) instead of configurations.")
+    ] = False,
+    where: Annotated[list[str] | None, typer.Option(help="Keep members with column=value (repeatable).")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="Print at most this many rows.")] = 50,
+    wide: Annotated[bool, typer.Option("--wide", help="Every statistic (median, min, max, IQM too).")] = False,
+    format: Annotated[
+        Format,
+        typer.Option("--format", help="table (for reading), csv or json (for other tools; every row up to --limit)."),
+    ] = Format.table,
+    scores: Annotated[bool, typer.Option("--scores", help="The stored ensemble scores beside (sweep scores).")] = False,
+) -> None:
+    """Statistics over seeds per configuration, best first.
+
+    One row per configuration (structural config x vmapped hyperparameters), ranked by the mean of
+    METRIC (validation loss by default): member counts and, over members that did not diverge,
+    mean, std and the 95% bootstrap interval of the mean (--wide: median, min, max, IQM too), with
+    the test mean and its interval beside (reported, not used to rank).
+    """
+    from .._errors import StoreError
+    from ..ensemble import compact, load
+    from ._race import race_lines
+    from ._scores import seeds_line
+    from ._status import sweeps_in
+    from ._tables import format_table, write_table
+
+    try:
+        ens = load(existing(sweep_dir))
+    except StoreError:
+        inside = sweeps_in(sweep_dir)
+        if not inside:
+            raise
+        typer.echo(f"{sweep_dir} is a storage folder holding {len(inside)} sweep(s):")
+        for path, stored in inside:
+            typer.echo(f"  {path}  ({stored})")
+        typer.echo(f"show one: sweep show {inside[0][0]}")
+        return
+    kw = parse_where(where)
+    if kw:
+        ens = ens.where(**kw)
+    fmt = Format(format).value
+    if members:
+        table = ens.best(min(limit, len(ens)), metric=metric, mode=mode).table  # reads only the rows shown
+        table = table.drop_columns([c for c in table.column_names if c.endswith("_history") or c == "history_epochs"])
+        if fmt != "table":
+            typer.echo(write_table(table, fmt), nl=False)
+            return
+        typer.echo(f"members ranked by {metric} ({'lowest' if mode == 'min' else 'highest'} first):")
+        typer.echo(format_table(table, limit))
+        if len(ens) > limit:
+            typer.echo(f"... {len(ens) - limit} more members (--limit)")
+        return
+    table = ens.summary(metric, mode, scores=scores).table
+    if not wide:
+        table = compact(table)
+    if fmt != "table":
+        typer.echo(write_table(table.slice(0, limit), fmt), nl=False)
+        return
+    beside = [c.removesuffix("_mean") for c in table.column_names if c.startswith("test_") and c.endswith("_mean")]
+    typer.echo(
+        f"{metric} over seeds per configuration ({len(ens)} members), best mean first; 95% bootstrap "
+        f"intervals" + (f"; {', '.join(beside)} reported beside, not used to rank:" if beside else ":")
+    )
+    typer.echo(format_table(table, limit))
+    typer.echo(seeds_line(ens, metric, mode))
+    race_lines(ens, limit)

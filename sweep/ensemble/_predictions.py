@@ -1,0 +1,182 @@
+"""What the members of a selection compute: every member's outputs, their mean and std, and
+autoregressive rollouts, streamed ``chunk_size`` members at a time through the compiled programs
+of :mod:`._inference` and :mod:`._rollout` (memory stays bounded whatever the members)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+import numpy as np
+from jaxtyping import Float, PyTree
+
+from .._batches import pieces
+from .._errors import QueryError
+from ..store import ConfigInfo
+from . import _inference, _rollout
+from ._inference import Moments
+from ._selection import Selection
+
+DEFAULT_CHUNK = 64  # members per compiled inference call
+
+
+class Predictions(Selection):
+    """:class:`Selection` with the queries that run the members' models (part of
+    :class:`~sweep.ensemble.Ensemble`)."""
+
+    def predict(
+        self, x: Float[Any, "batch ..."], chunk_size: int = DEFAULT_CHUNK
+    ) -> Float[np.ndarray, "members batch ..."]:
+        """Every member's output on ``x``, computed ``chunk_size`` members at a time so memory stays bounded.
+
+        Args:
+            x: Inputs ``[batch, *sample_shape]``.
+            chunk_size: Members per compiled call.
+
+        Returns:
+            ``[members, batch, *out]``.
+
+        Raises:
+            QueryError: ``x`` of the wrong shape, or a selection spanning several structural configs.
+
+        Examples:
+            ```python
+            y = ens.where(depth=4).best(8).predict(x)  # [8, batch, channels, *spatial]
+            ```
+        """
+        config, x = self._inputs(x, chunk_size, "predict")
+        out = None
+        for rows, y in self._outputs(config, x, chunk_size):
+            if out is None:
+                out = np.empty((len(self), *y.shape[1:]), y.dtype)
+            out[rows] = y
+        assert out is not None  # _inputs found the selection's config, so it has members
+        return out
+
+    def mean_std(self, x: Float[Any, "batch ..."], chunk_size: int = DEFAULT_CHUNK) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and population std (ddof=0) over members of :meth:`predict`, streamed (float64 sums).
+
+        Args:
+            x: Inputs ``[batch, *sample_shape]``.
+            chunk_size: Members per compiled call.
+
+        Returns:
+            ``(mean, std)``, each ``[batch, *out]``.
+
+        Raises:
+            QueryError: As :meth:`predict`.
+
+        Examples:
+            ```python
+            mean, std = ens.where(depth=4).best(8).mean_std(x)
+            ```
+        """
+        config, x = self._inputs(x, chunk_size, "mean_std")
+        moments = Moments()
+        for _, y in self._outputs(config, x, chunk_size):
+            moments.add(y)
+        return moments.result(np.result_type(x.dtype, np.float32))
+
+    def rollout(
+        self, x0: Float[Any, "batch ..."], steps: int, chunk_size: int = DEFAULT_CHUNK
+    ) -> Float[np.ndarray, "members t batch ..."]:
+        """Every member's autoregressive rollout from the same initial states ``x0``.
+
+        Axis order: time before the batch, so that ``states[:, t]`` is a batch shaped like ``x0``
+        (what :meth:`predict` takes); :meth:`trajectories` keeps the data's order, trajectory
+        before time: compare with ``traj.swapaxes(0, 1)``.
+
+        ```python
+        states = sub.rollout(x0, steps=100)      # [members, 101, batch, channels, *spatial]
+        ```
+        """
+        config, x0, steps = self._rollout_inputs(x0, steps, chunk_size, "rollout")
+        out = np.empty((len(self), steps + 1, *x0.shape), x0.dtype)
+        out[:, 0] = x0
+        for rows, t, states in self._rollouts(config, x0, steps, chunk_size):
+            out[rows, t : t + states.shape[1]] = states
+        return out
+
+    def rollout_mean_std(
+        self, x0: Float[Any, "batch ..."], steps: int, chunk_size: int = DEFAULT_CHUNK
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and population std (ddof=0) over members of :meth:`rollout` at every step, streamed: no
+        array over members is held, only one chunk's states for one run of steps.
+
+        Args:
+            x0: Initial states ``[batch, *sample_shape]``.
+            steps: Autoregressive steps, ``>= 1``.
+            chunk_size: Members per compiled call.
+
+        Returns:
+            ``(mean, std)``, each ``[steps + 1, batch, *sample_shape]`` (step 0 holds ``x0`` and zeros).
+
+        Raises:
+            QueryError: As :meth:`rollout`.
+
+        Examples:
+            ```python
+            mean, std = sub.rollout_mean_std(traj[:, 0], 100)
+            ```
+        """
+        config, x0, steps = self._rollout_inputs(x0, steps, chunk_size, "rollout_mean_std")
+        moments: dict[int, Moments] = {}
+        for _, t, states in self._rollouts(config, x0, steps, chunk_size):
+            moments.setdefault(t, Moments()).add(states)
+        dtype = np.result_type(x0.dtype, np.float32)
+        mean, std = np.empty((2, steps + 1, *x0.shape), dtype)
+        mean[0], std[0] = x0, 0
+        for t, m in moments.items():
+            m_mean, m_std = m.result(dtype)
+            mean[t : t + len(m_mean)], std[t : t + len(m_mean)] = m_mean, m_std
+        return mean, std
+
+    def _inputs(self, x: Any, chunk_size: int, what: str, name: str = "x") -> tuple[ConfigInfo, np.ndarray]:
+        config = self._config(what)
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
+            raise QueryError(f"{what}(chunk_size={chunk_size!r}): must be an integer >= 1")
+        x = np.asarray(x)
+        shape = tuple(config.sample_shape)
+        if (
+            x.ndim != len(shape) + 1
+            or tuple(x.shape[1:]) != shape
+            or not x.shape[0]
+            or not np.issubdtype(x.dtype, np.number)
+        ):
+            raise QueryError(
+                f"{what}: {name} has shape {tuple(x.shape)} ({x.dtype}); config {config.config_id} takes a batch of "
+                f"samples of shape {shape}, i.e. a numeric array of shape (batch >= 1, {', '.join(map(str, shape))})"
+            )
+        dtype = jax.tree_util.tree_leaves(self._store.template(config.config_id)[0])[0].dtype
+        return config, x.astype(dtype)
+
+    def _rollout_inputs(self, x0: Any, steps: Any, chunk_size: int, what: str) -> tuple[ConfigInfo, np.ndarray, int]:
+        steps = _rollout.check_steps(steps, what)
+        config, x0 = self._inputs(x0, chunk_size, what, "x0")
+        _rollout.check_fed_back(
+            self._store.template(config.config_id), x0, f"{what}: the model of config {config.config_id}"
+        )
+        return config, x0, steps
+
+    def _chunks(self, config: ConfigInfo, chunk_size: int) -> tuple[list[np.ndarray], Iterator[PyTree]]:
+        """Rows of this selection in chunks of ``chunk_size`` in store order, and their stacked
+        parameters read chunk by chunk (leaves files in store order)."""
+        positions = self._positions(config)
+        order = np.argsort(positions, kind="stable")
+        slices = [order[rows] for rows in pieces(len(order), chunk_size)]
+        return slices, (self._store.read(config.config_id, positions[rows]) for rows in slices)
+
+    def _outputs(self, config: ConfigInfo, x: np.ndarray, chunk_size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """``(rows of this selection, outputs)`` chunk by chunk."""
+        slices, chunks = self._chunks(config, chunk_size)
+        yield from zip(slices, _inference.forward(chunks, self._store.template(config.config_id)[1], x))
+
+    def _rollouts(
+        self, config: ConfigInfo, x0: np.ndarray, steps: int, chunk_size: int
+    ) -> Iterator[tuple[np.ndarray, int, np.ndarray]]:
+        """``(rows of this selection, t, their states after t.. steps)`` chunk by chunk (see
+        :func:`._rollout.rollout`)."""
+        slices, chunks = self._chunks(config, chunk_size)
+        for i, t, states in _rollout.rollout(chunks, self._store.template(config.config_id)[1], x0, steps):
+            yield slices[i], t, states

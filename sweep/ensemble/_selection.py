@@ -1,0 +1,205 @@
+"""A selection of members of a store: which rows, their tables and their parameters.
+
+:class:`Selection` holds what every query of :class:`~sweep.ensemble.Ensemble` starts from: the
+store, the selected rows (read when first needed) and the checks of a ranking column; the
+queries themselves are in :mod:`._predictions` (what the members compute) and
+:mod:`._ensemble` (choosing members, statistics over seeds).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from jaxtyping import PyTree
+
+from .._errors import QueryError, did_you_mean
+from ..spec import SweepSpec
+from ..store import ConfigInfo, Store
+from ._stats import MODES
+
+
+class Selection:
+    """Members of a store, in a fixed order (rows in store order, config_id, then vmapped
+    hyperparameters, then seed, unless ranked). Leaves are read from the store only when needed,
+    file by file. A selection of the store made by values alone (``index=None``: ``filters``,
+    column -> values) reads its rows when a query needs them, from the row groups that can hold
+    them."""
+
+    def __init__(self, store: Store, index: pa.Table | None = None, filters: dict[str, pa.Array] | None = None):
+        self._store, self._rows, self._filters = store, index, dict(filters or {})
+        self._table: pa.Table | None = None
+
+    @property
+    def _index(self) -> pa.Table:
+        if self._rows is None:  # read on first need
+            self._rows = self._store.select(self._filters) if self._filters else self._store.index()
+        return self._rows
+
+    def __len__(self) -> int:
+        if self._rows is None and not self._filters:
+            return sum(c.num_members for c in self._store.configs.values())
+        return self._index.num_rows
+
+    @property
+    def table(self) -> pa.Table:
+        """One row per member (histories included), read from the store for this selection."""
+        if self._table is None:
+            self._table = self._store.members(member_ids=self._ids())
+        return self._table
+
+    @property
+    def index(self) -> pa.Table:
+        """One row per member without the history columns (what :meth:`where` filters on)."""
+        return self._index
+
+    @property
+    def columns(self) -> list[str]:
+        """Columns that :meth:`where` can filter on."""
+        return (self._store.index_schema if self._rows is None else self._rows.schema).names
+
+    @property
+    def grid_columns(self) -> list[str]:
+        """The columns holding grid values (``depth``, ``learning_rate``, ...), in grid order."""
+        return [c for c in self._store.grid_columns if c in self.columns]
+
+    def stacked(self) -> eqx.Module:
+        """All members as one module whose array leaves have a leading member axis (this order).
+
+        Works with ``pdequinox.extract_from_ensemble`` / ``combine_to_ensemble`` and ``eqx.filter_vmap``.
+
+        Returns:
+            An ``eqx.Module``.
+
+        Raises:
+            QueryError: The selection spans several structural configs.
+
+        Examples:
+            ```python
+            stacked = ens.where(depth=4).best(8).stacked()
+            ```
+        """
+        params, static = self._params("stacked")
+        return eqx.combine(params, static)
+
+    @property
+    def spec(self) -> SweepSpec:
+        """The structural config of these members (they must share one)."""
+        return self._config("spec").spec
+
+    def samples(self) -> tuple[np.ndarray, np.ndarray]:
+        """Test inputs and targets of these members' structural config, as the store keeps them
+        (the first 16 test samples of its problem: inputs ``[samples, channels, *spatial]``,
+        targets ``[samples, *target_shape]``, float32 or int32 class labels as the data gave them):
+        read from the store, never regenerated, so no code the store names runs."""
+        why = "its sweep directory had no samples.parquet when it was aggregated; sweep.run writes it"
+        return self._stored("samples", why)
+
+    def trajectories(self) -> np.ndarray:
+        """Reference test trajectories of these members' structural config, as the store keeps them
+        (the first 4 test trajectories of its problem, every step: ``[trajectories, steps + 1,
+        channels, *spatial]``): read from the store, never regenerated.
+
+        Axis order: trajectory before time, as the data's ``*_traj`` arrays hold them (each
+        trajectory one contiguous run of states). :meth:`rollout` puts time before the batch for
+        one reason: its step ``t`` is then a batch shaped like its input ``x0``, what
+        :meth:`predict` takes. Compare them after one ``swapaxes``:
+
+        ```python
+        traj = sub.trajectories()                                # [trajectories, T + 1, ...]
+        states = sub.rollout(traj[:, 0], traj.shape[1] - 1)      # [members, T + 1, trajectories, ...]
+        error = states - traj.swapaxes(0, 1)                     # [members, T + 1, trajectories, ...]
+        ```"""
+        why = (
+            "its problem has none, e.g. heat1d without trajectory_steps, or its sweep was run by a "
+            "seed-sweep that did not keep them"
+        )
+        return self._stored("trajectories", why)
+
+    def _stored(self, what: str, why: str) -> Any:
+        """The test ``samples`` or ``trajectories`` the store holds for these members' config, or a
+        :class:`QueryError` saying ``why`` there are none."""
+        config = self._config(what)
+        found = getattr(self._store, what)(config.config_id)
+        if found is None:
+            raise QueryError(f"{what}(): the store holds no test {what} for config {config.config_id} ({why})")
+        return found
+
+    def _ids(self) -> np.ndarray:
+        return self._index["member_id"].to_numpy()
+
+    def _distinct(self, column: str, limit: int = 20) -> str:
+        values = sorted(v for v in pc.unique(self._index[column]).to_pylist() if v is not None)  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+        return f"{values[:limit]}" + (f" and {len(values) - limit} more" if len(values) > limit else "")
+
+    def _free_columns(self, fixed: Any) -> dict[str, str]:
+        """The grid columns not named in ``fixed`` that take several values in this selection
+        (column -> its values, as text): what would pool members trained with different settings."""
+        return {
+            c: self._distinct(c)
+            for c in self.grid_columns
+            if c not in fixed and len(pc.unique(self._index[c])) > 1  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+        }
+
+    def _check_metric(self, metric: str, what: str, mode: str = "min") -> None:
+        numeric = [f.name for f in self._index.schema if pa.types.is_floating(f.type) or pa.types.is_integer(f.type)]
+        if metric not in self._index.schema.names:
+            raise QueryError(
+                f"{what}(metric={metric!r}): no column named {metric!r}{did_you_mean(metric, numeric)}; "
+                f"choose one of {', '.join(numeric)}"
+            )
+        if metric not in numeric:
+            raise QueryError(f"{what}(metric={metric!r}): not a numeric column; choose one of {', '.join(numeric)}")
+        if mode not in MODES:
+            raise QueryError(f'{what}(mode={mode!r}): choose "min" (lower {metric} is better) or "max"')
+
+    def _no_values(self, metric: str, what: str) -> str:
+        """Why ``metric`` cannot rank this selection: some members have no value (null)."""
+        nulls = self._index[metric].is_null()
+        configs = pc.unique(self._index.filter(nulls)["config_id"]).to_pylist()  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+        where = f"{self._index[metric].null_count} of {len(self)} members (config(s) {', '.join(configs[:5])}) have no {metric}"
+        if not metric.startswith("val_"):
+            return f"{what}(metric={metric!r}): {where}; select members that have one, or choose another metric="
+        test = "test_" + metric.removeprefix("val_")
+        return (
+            f"{what}(metric={metric!r}): {where}: they were trained without a validation set "
+            f"(problem.val_fraction=0), and ranking needs one. Pass an explicit metric=, e.g. metric={test!r} "
+            f"(but a choice made on the test set makes its test numbers optimistic), or train with a validation set"
+        )
+
+    def _values(self, metric: str, what: str, mode: str = "min") -> np.ndarray:
+        """``metric`` as float64 for ranking; every member must have a value."""
+        self._check_metric(metric, what, mode)
+        if self._index[metric].null_count:
+            raise QueryError(self._no_values(metric, what))
+        return self._index[metric].to_numpy(zero_copy_only=False).astype(np.float64)
+
+    def _diverged(self) -> np.ndarray:
+        return pc.equal(self._index["status"], "diverged").to_numpy(zero_copy_only=False)  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+
+    def _beside(self, metric: str) -> list[str]:
+        """The test column reported beside a validation metric (``val_loss`` -> ``test_loss``)."""
+        test = "test_" + metric.removeprefix("val_")
+        return [test] if metric.startswith("val_") and test in self.columns else []
+
+    def _config(self, what: str) -> ConfigInfo:
+        configs = pc.unique(self._index["config_id"]).to_pylist()  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+        if len(configs) > 1:
+            raise QueryError(
+                f"{what}: the selection spans {len(configs)} structural configs ({', '.join(configs[:5])}); "
+                f"select one first, e.g. .where(config_id={configs[0]!r}) or by a structural grid column"
+            )
+        return self._store.configs[configs[0]]
+
+    def _positions(self, config: ConfigInfo) -> np.ndarray:
+        return self._ids() - config.first_member
+
+    def _params(self, what: str) -> tuple[PyTree, PyTree]:
+        config = self._config(what)
+        params = self._store.read(config.config_id, self._positions(config))
+        return jax.tree_util.tree_map(jnp.asarray, params), self._store.template(config.config_id)[1]

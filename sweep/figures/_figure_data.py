@@ -1,0 +1,174 @@
+"""What the figures of one :func:`sweep.plot` call draw from, gathered once: the configurations
+best first, a sample of learning curves, the test samples and the ensemble's predictions of
+them, an ensemble rollout, the stored ensemble scores; each either there, or why not (a
+warning), or a :class:`QueryError` where a kind asked for by name has no data."""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .._errors import QueryError
+from .._import_path import is_import_path
+from ..ensemble import Ensemble
+from ._panels import Configs
+from ._rollout import rollout_metrics
+from ._targets import target_kind
+
+
+def summary_metric(ens: Ensemble) -> str:
+    return inspect.signature(ens.summary).parameters["metric"].default
+
+
+def best_first(ens: Ensemble, metric: str, mode: str) -> list[dict[str, Any]]:
+    """Every configuration's grid values, best mean ``metric`` first (as ``sweep show``)."""
+    cols = ens.grid_columns or ["config_id"]
+    return [{c: row[c] for c in cols} for row in ens.summary(metric, mode).to_pylist()]
+
+
+def curve_sample(ens: Ensemble, keys: list[dict[str, Any]], max_curves: int):
+    """Member rows (with histories) of at most ``max_curves`` members per configuration, evenly
+    spaced in store order, and the number of members of each configuration."""
+    index = ens.index
+    groups = Configs(keys, index)
+    if all(len(rows) <= max_curves for _, rows, _ in groups):
+        return ens.table, groups.totals
+    ids = index.column("member_id").to_numpy()
+    keep = [ids[rows[np.linspace(0, len(rows) - 1, min(max_curves, len(rows))).astype(int)]] for _, rows, _ in groups]
+    return ens.where(member_id=np.concatenate(keep).tolist()).table, groups.totals
+
+
+def _factory(chosen: Ensemble, spec, trust_code: bool = False) -> str | None:
+    """Why figures cannot run ``chosen``'s model (built by a factory, code the store names, and
+    ``trust_code`` not given), or None."""
+    if not is_import_path(spec.model.name) or trust_code:
+        return None
+    return (
+        f"the model of config {chosen.index['config_id'][0].as_py()} is built by {spec.model.name!r}, code the "
+        f"store names, and figures never import it unless told to (trust_code=True, `sweep plot --trust-code`) "
+        f"where that factory is installed"
+    )
+
+
+def _test_pairs(chosen: Ensemble, num_samples: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """``num_samples`` test inputs and targets with their names. Where the stored samples are
+    consecutive states of one trajectory (an emulator's pairs, trajectory by trajectory) and the
+    store keeps test trajectories, the first step of different trajectories instead."""
+    x, y = chosen.samples()
+    consecutive = len(x) > 1 and x.shape == y.shape and np.array_equal(x[1], y[0])
+    try:
+        traj = chosen.trajectories() if consecutive else None
+    except QueryError:
+        traj = None
+    if traj is None:
+        return x[:num_samples], y[:num_samples], [f"test sample {i}" for i in range(min(num_samples, len(x)))]
+    picks = [(i % len(traj), i // len(traj)) for i in range(min(num_samples, len(traj) * (traj.shape[1] - 1)))]
+    names = [f"test trajectory {k}, step {t}→{t + 1}" for k, t in picks]
+    return np.stack([traj[k, t] for k, t in picks]), np.stack([traj[k, t + 1] for k, t in picks]), names
+
+
+def predicted_samples(ens: Ensemble, config: dict[str, Any], num_samples: int, trust_code: bool = False):
+    """``(spec, (test_x, test_y, mean, std), names)`` of the first test samples the store holds
+    (:func:`_test_pairs`; every one where the targets are values or classes: a scatter or a
+    confusion matrix draws them all), under ``config``'s ensemble; or ``(spec, why not, [])`` (with a
+    warning) where the store holds none or the model is built by a factory, code the store names
+    that figures import only with ``trust_code``."""
+    chosen = ens.where(**config)
+    spec = chosen.spec
+    reason = _factory(chosen, spec, trust_code)
+    if reason is None:
+        try:
+            x, y = chosen.samples()
+        except QueryError as e:
+            reason = str(e).removeprefix("samples(): ")
+        else:
+            mean, std = (np.asarray(a) for a in chosen.mean_std(x))
+            if target_kind(x, y, mean) not in ("same_grid", "grid"):  # a scatter or a confusion matrix: all
+                return spec, (x, y, mean, std), [f"test sample {i}" for i in range(len(x))]
+            x, y, names = _test_pairs(chosen, num_samples)
+            mean, std = chosen.mean_std(x)
+            return spec, (x, y, np.asarray(mean), np.asarray(std)), names
+    warnings.warn(f"predictions left out: {reason}", stacklevel=3)
+    return spec, reason, []
+
+
+def ensemble_rollout(
+    ens: Ensemble, config: dict[str, Any], named: bool, trust_code: bool = False
+) -> tuple | str | None:
+    """``(reference, mean, std)`` ``[steps + 1, c, *s]``: ``config``'s ensemble rolled out from the
+    first state of the first test trajectory the store holds, against it; why not (with a warning)
+    where figures cannot run the model; None where the store holds no trajectories (a
+    :class:`QueryError` saying so if the ``"rollout"`` kind was ``named``)."""
+    chosen = ens.where(**config)
+    try:
+        reference = chosen.trajectories()[0]
+    except QueryError as e:
+        if named:
+            raise QueryError(f"plot(kind='rollout'): {str(e).removeprefix('trajectories(): ')}") from None
+        return None
+    reason = _factory(chosen, chosen.spec, trust_code)
+    if reason is None:
+        try:
+            mean, std = chosen.rollout_mean_std(reference[None, 0], reference.shape[0] - 1)
+        except QueryError as e:  # a model whose outputs cannot be fed back in
+            reason = str(e).removeprefix("rollout_mean_std: ")
+        else:
+            return reference, mean[:, 0], std[:, 0]
+    warnings.warn(f"ensemble rollout left out: {reason}", stacklevel=3)
+    return reason
+
+
+def drawn_rollout_metric(curves, asked: str | None, explicit: bool) -> str | None:
+    """The rollout metric drawn (``asked``, else the first the store holds); None if there is none
+    and no rollout figure was asked for by name."""
+    held = rollout_metrics(curves)
+    if asked is not None and asked not in held or asked is None and not held and explicit:
+        have = (
+            f"it holds rollout curves of {', '.join(held)}"
+            if held
+            else (
+                "it holds none (columns val_/test_rollout_<metric>, stored for Training(rollout_steps=T, "
+                "rollout_metrics=(...)))"
+            )
+        )
+        raise QueryError(
+            f"plot(rollout_metric={asked!r}): the store has no rollout curves of that metric; {have}"
+            if asked is not None
+            else f"plot(kind='rollout_error'): the store has no rollout curves; {have}"
+        )
+    return asked or (held[0] if held else None)
+
+
+def stored_scores(ens: Ensemble, named: str | None = None):
+    """The stored ensemble scores of ``ens`` (None where the store has none or scored nothing; a
+    :class:`QueryError` saying so if a score figure was ``named``)."""
+    try:
+        table = ens.stored_scores()
+    except QueryError as e:
+        if named:
+            raise QueryError(f"plot(kind={named!r}): {str(e).removeprefix('stored_scores(): ')}") from None
+        return None
+    if not table.num_rows and named:
+        raise QueryError(
+            f"plot(kind={named!r}): the store scored none of these configurations (see the warnings of `sweep aggregate`)"
+        )
+    return table if table.num_rows else None
+
+
+class FigureData(NamedTuple):
+    """What the figures of one call draw from."""
+
+    ens: Ensemble
+    keys: list[dict[str, Any]]  # configurations, best first
+    metric: str
+    curves: Any  # member rows with histories (a sample of at most max_curves per configuration)
+    totals: Any
+    spec: Any  # the best configuration's spec
+    samples: tuple | str | None  # predictions, or why there are none
+    sample_names: list[str]  # what each predicted sample is
+    rollout_metric: str | None
+    rolled: tuple | str | None  # an ensemble rollout, why there is none, or None: no trajectories
+    scores: Any  # the stored ensemble scores, or None: the store has none

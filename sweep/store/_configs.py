@@ -1,0 +1,64 @@
+"""``configs.parquet`` read back: one :class:`ConfigInfo` per structural config, checked against the
+store's layout before any member is read."""
+
+from __future__ import annotations
+
+import json
+from typing import NamedTuple
+
+import pyarrow as pa
+
+from .._errors import StoreError
+from .._fs import confined
+from ..spec import SweepSpec
+from ._schema import CONFIG_ID, CONFIGS_SCHEMA, CONFIGS_SCHEMA_SAME_GRID, STORE_FILE, STORE_FILES, leaves_files
+
+
+class ConfigInfo(NamedTuple):
+    """One row of ``configs.parquet``: a structural config and where its members' leaves lie."""
+
+    config_id: str
+    spec: SweepSpec
+    num_members: int
+    first_member: int  # member_id of its first member; its members are contiguous
+    members_per_shard: int
+    files: tuple[str, ...]
+    sample_shape: tuple[int, ...]  # one input: (channels, *spatial)
+    target_shape: tuple[int, ...]  # one target: any shape, () for one number or class label
+
+
+def read_configs(table: pa.Table, where: str) -> dict[str, ConfigInfo]:
+    """The rows of ``configs.parquet`` (``table``, read from ``where``) by config id, checked: the
+    table's columns, every config id against its spec, the files and member ranges against the
+    store's layout (members contiguous from 0)."""
+    same_grid = table.schema.equals(CONFIGS_SCHEMA_SAME_GRID)  # written while targets had the inputs' grid
+    if not table.schema.equals(CONFIGS_SCHEMA) and not same_grid:
+        raise StoreError(f"{where}: columns {table.column_names} are not those of a seed-sweep configs table")
+    configs, first = {}, 0
+    for row in sorted(table.to_pylist(), key=lambda r: r["first_member"]):
+        cid = confined(row["config_id"], f"{where} `config_id`", CONFIG_ID, "12 hex digits")
+        try:
+            spec = SweepSpec.from_dict(json.loads(row["spec"]))
+        except (ValueError, TypeError) as e:  # SpecError and JSONDecodeError are ValueErrors
+            raise StoreError(f"{where}: the spec of config {cid} is not valid ({e})") from None
+        if spec.config_id != cid:
+            raise StoreError(f"{where}: config {cid} holds a spec whose id is {spec.config_id}; the table was altered")
+        files = [confined(f, f"{where} `files` of config {cid}", STORE_FILE, STORE_FILES) for f in row["files"]]
+        n, per_shard = row["num_members"], row["members_per_shard"]
+        if row["first_member"] != first or n < 1 or per_shard < 1 or files != leaves_files(cid, n, per_shard):
+            raise StoreError(
+                f"{where}: config {cid} ({n} members from member {row['first_member']}, "
+                f"{per_shard} per file, files {files}) does not fit the store's layout; the table was altered"
+            )
+        first += n
+        configs[cid] = ConfigInfo(
+            cid,
+            spec,
+            n,
+            row["first_member"],
+            per_shard,
+            tuple(files),
+            tuple(row["sample_shape"]),
+            (row["out_channels"], *row["sample_shape"][1:]) if same_grid else tuple(row["target_shape"]),
+        )
+    return configs

@@ -1,0 +1,78 @@
+"""The manifest of a store read back and checked to be one: a format this seed-sweep reads, every
+file name one of the layout, every record a sha256 and a size (and, for a table, one sha256 per
+piece). Its own sha256 is the root of every checksum of the store."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from .._errors import StoreError
+from .._fs import confined, read_text, refuse_links
+from ._schema import CONFIGS, FORMAT, MEMBERS, STORE_FILE, STORE_FILES
+
+
+def read_manifest(fs: pafs.FileSystem, path: str) -> tuple[dict[str, Any], str]:
+    """The manifest, checked to be one (every file name of the layout, every record a digest and a
+    size), and its own sha256."""
+    refuse_links(fs, path)
+    try:
+        text = read_text(fs, path)
+        manifest = json.loads(text)
+    except (FileNotFoundError, OSError) as e:
+        raise StoreError(f"{path!r}: cannot be read ({e})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise StoreError(f"{path!r}: not valid JSON ({e}); the store is corrupt") from None
+    version = manifest.get("format") if isinstance(manifest, dict) else None
+    if not isinstance(version, int) or not isinstance(manifest.get("files"), dict):
+        raise StoreError(f"{path!r}: not a seed-sweep store manifest (no integer `format` and `files`)")
+    if version > FORMAT:
+        raise StoreError(
+            f"{path!r}: store format {version} is newer than this seed-sweep reads (format {FORMAT}); "
+            f"upgrade seed-sweep"
+        )
+    if version < FORMAT:
+        raise StoreError(
+            f"{path!r}: store format {version} was written by an older seed-sweep (members trained without a "
+            f"validation split; this one reads format {FORMAT}); run the sweep again"
+        )
+    for name, record in manifest["files"].items():
+        confined(name, f"{path!r} `files`", STORE_FILE, STORE_FILES)
+        if not (
+            isinstance(record, dict)
+            and isinstance(record.get("sha256"), str)
+            and len(record["sha256"]) == 64
+            and isinstance(record.get("bytes"), int)
+            and record["bytes"] >= 0
+            and _pieces_ok(record)
+        ):
+            raise StoreError(
+                f"{path!r}: the record of {name!r} is {str(record)[:200]}; expected a sha256 and a size in "
+                f"bytes (and, for a table, one sha256 per piece)"
+            )
+    for name in (MEMBERS, CONFIGS):
+        if name not in manifest["files"]:
+            raise StoreError(f"{path!r}: lists no {name}; the store is incomplete")
+    if not isinstance(manifest.get("columns"), list):
+        raise StoreError(f"{path!r}: no list of grid `columns`; not a seed-sweep store manifest")
+    metrics = manifest.get("metrics")
+    if not isinstance(metrics, list) or not all(isinstance(m, str) and m.isidentifier() for m in metrics):
+        raise StoreError(f"{path!r}: `metrics` is {metrics!r}; expected the list of stored metric names")
+    return manifest, hashlib.sha256(text.encode()).hexdigest()
+
+
+def _pieces_ok(record: dict[str, Any]) -> bool:
+    """No pieces, or a positive piece size and one 64-hex-digit digest per piece of the file."""
+    if "pieces" not in record:
+        return True
+    size, pieces = record.get("piece_bytes"), record["pieces"]
+    return (
+        isinstance(size, int)
+        and size > 0
+        and isinstance(pieces, list)
+        and len(pieces) == -(-record["bytes"] // size)
+        and all(isinstance(d, str) and len(d) == 64 for d in pieces)
+    )

@@ -1,0 +1,86 @@
+"""Verification of a whole store (:meth:`Store.verify`, ``sweep verify``): every file against the
+manifest, every leaves file against its config's model, no file or link the manifest does not
+list, and the tables against each other; every problem found is listed."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import TYPE_CHECKING, Any
+
+import pyarrow.fs as pafs
+
+from .._errors import StoreError
+from .._fs import local_path
+from .._import_path import is_import_path
+from ._files import check_digest, open_checked
+from ._schema import MANIFEST
+
+if TYPE_CHECKING:
+    from ._reader import Store
+
+
+def verify(store: Store) -> None:
+    """Check everything: every file's size and sha256 against the manifest, every leaves file
+    against its config's model (built-in architectures; a model factory is code the store names,
+    so its leaves are checked by checksum alone), no file or link the manifest does not list,
+    and the tables against each other. Raises one :class:`StoreError` whose ``problems`` lists
+    every problem found (its message is the first)."""
+    leaves = {
+        f: (info, i)
+        for info in store.configs.values()
+        if not is_import_path(info.spec.model.name)
+        for i, f in enumerate(info.files)
+    }
+    problems = []
+    for relpath in store.manifest["files"]:
+        try:
+            if relpath in leaves:
+                store._cached = None
+                store._file(*leaves[relpath])  # one streamed pass: checksum and every leaf's shape
+            else:
+                path, record = store._located(relpath)
+                _check_whole(store.fs, path, record)
+        except StoreError as e:
+            problems.append(str(e))
+    store._cached = None
+    problems += _unlisted(store)
+    if not problems:
+        try:
+            store.index()
+        except StoreError as e:
+            problems.append(str(e))
+    if problems:
+        more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+        raise StoreError(problems[0] + more, problems)
+
+
+def _unlisted(store: Store) -> list[str]:
+    """Files in the generation that the manifest does not list, and links not on the way to a
+    listed file (those the file's own check reports), on local disks."""
+    local = local_path(store.fs, store.root)
+    listed = {MANIFEST, *store.manifest["files"]}
+    found = []
+    if local is not None:
+        for directory, dirs, files in os.walk(local):
+            for name in dirs + files:
+                path = os.path.join(directory, name)
+                rel = os.path.relpath(path, local).replace(os.sep, "/")
+                if os.path.islink(path) and not any(f == rel or f.startswith(f"{rel}/") for f in listed):
+                    found.append(f"{path!r} is a symbolic link (to {os.readlink(path)!r}); a store holds no links")
+                elif name in files and not os.path.islink(path) and rel not in listed:
+                    found.append(f"{path!r} is not listed in the manifest; the store was altered")
+        return found
+    for info in store.fs.get_file_info(pafs.FileSelector(store.root, recursive=True)):
+        if info.type == pafs.FileType.File and info.path[len(store.root) + 1 :] not in listed:
+            found.append(f"{info.path!r} is not listed in the manifest; the store was altered")
+    return found
+
+
+def _check_whole(fs: pafs.FileSystem, path: str, record: dict[str, Any]) -> None:
+    """Stream a file through sha256 against its record (:meth:`Store.verify`)."""
+    with open_checked(fs, path, record) as raw:
+        sha = hashlib.sha256()
+        while data := raw.read(1 << 22):
+            sha.update(data)
+    check_digest(path, record, sha.hexdigest())
