@@ -6,16 +6,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
-import subprocess
-import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import tiny_spec, trial_path_env
+from helpers import kill_driver_when, tiny_spec, wait_trials_ended
 from typer.testing import CliRunner
 
 import sweep
@@ -205,9 +201,10 @@ DRIVER = textwrap.dedent("""
     def slow_second_round(session, failures, wanted=None):
         calls.append(wanted)
         if len(calls) == 2:  # round 2: its trials wait after each report, so the kill lands mid-round
-            from _faults import SleepAfterReport
+            from _faults import Barrier, SleepAfterReport
             import dataclasses
-            session.options = dataclasses.replace(session.options, hooks=TrialHooks(after_report=SleepAfterReport(30)))
+            hooks = TrialHooks(on_start=Barrier({pids!r}, 1, 0), after_report=SleepAfterReport(30))
+            session.options = dataclasses.replace(session.options, hooks=hooks)
         return train_new(session, failures, wanted)
     _run._train_new = slow_second_round
     sweep.run(race_spec(), storage={storage!r}, address={address!r})
@@ -216,22 +213,11 @@ DRIVER = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_driver_killed_mid_round_then_resumed_equals_uninterrupted(raced, ray_session, tmp_path):
-    storage = tmp_path / "store"
-    script = DRIVER.format(tests=str(Path(__file__).parent), storage=str(storage), address=ray_session)
-    driver = subprocess.Popen(
-        [sys.executable, "-c", script], env=trial_path_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        deadline = time.monotonic() + 300
-        while not list(storage.glob("tiny/tune-0002/*/checkpoint_*/block.json")):
-            assert driver.poll() is None, "the driver ended before round 2 checkpointed"
-            assert time.monotonic() < deadline, "no round-2 checkpoint within 300 s"
-            time.sleep(0.2)
-    finally:
-        driver.send_signal(signal.SIGKILL)
-        driver.wait()
+    storage, pids = tmp_path / "store", tmp_path / "pids"
+    script = DRIVER.format(tests=str(Path(__file__).parent), pids=str(pids), storage=str(storage), address=ray_session)
+    kill_driver_when(script, "tiny/tune-0002/*/checkpoint_*/block.json", storage, timeout_s=300)
     assert len(plan_race(storage / "tiny")["evaluations"]) == 1
-    time.sleep(2)  # Ray ends the dead driver's trial processes
+    wait_trials_ended(pids)  # Ray ends the dead driver's trial processes
     path = sweep.run(race_spec(), storage=str(storage), resume=True)
     assert plan_race(path) == plan_race(raced)
     assert store_files(path) == store_files(raced)
