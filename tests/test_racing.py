@@ -230,3 +230,12 @@ def test_the_race_is_recorded_in_plan_json():
     plan = Plan(spec, (), 2, race=race)
     back = Plan.from_dict(json.loads(json.dumps(plan.to_dict(), allow_nan=False)))
     assert back.race == race and back.spec == spec
+
+
+def test_the_command_line_sets_a_field_of_adaptive_seeds():
+    from sweep.cli._args import apply_overrides
+
+    spec = apply_overrides(tiny_spec(seeds=sweep.Adaptive()), ["seeds.adaptive.max=32", "grid.model.depth=[1, 2]"])
+    assert spec.adaptive == sweep.Adaptive(max=32) and spec.grid == {"model.depth": (1, 2)}
+    with pytest.raises(sweep.SpecError, match=r"`seeds.adaptive.start`: got 1"):
+        apply_overrides(spec, ["seeds.adaptive.start=1"])
