@@ -1,10 +1,11 @@
-"""A sweep on a simulated multi-node Ray cluster that loses a node and gets one back
-(tests/test_tune_cluster.py runs :func:`main` in a subprocess of its own, away from the
+"""A sweep on a simulated multi-node Ray cluster that loses a node (or drains one) and gets one
+back (tests/test_tune_cluster.py runs :func:`main` in a subprocess of its own, away from the
 session's Ray, importing this module by name so that Tune pickles the callback by reference).
 
 The cluster (``ray.cluster_utils.Cluster``): a head without CPUs and two worker nodes of one
-CPU each, all on 127.0.0.1. The sweep has three trials, at most two at once. A driver-side Tune
-callback (:class:`Choreography`) and a trial hook (:class:`_faults.HoldWhile`) order the events:
+CPU each, all on 127.0.0.1. A driver-side Tune callback (:class:`Choreography`) and a trial hook
+(:class:`_faults.HoldWhile`) order the events. ``mode="remove"``: three trials, at most two at
+once:
 
 1. the first two trials start together, one per node, and wait after each report;
 2. at the first checkpoint, the node of its trial (the *victim*) is removed;
@@ -12,6 +13,11 @@ callback (:class:`Choreography`) and a trial hook (:class:`_faults.HoldWhile`) o
    surviving node (the only one), the third trial waits for a slot;
 4. once the victim reports from there, a new node is added, and the third trial runs on it;
 5. once it reports from the new node, everything may finish.
+
+``mode="drain"``: two trials of three chunks; at the first checkpoint, Ray drains the victim's
+node for preemption (as ``ray start --block`` does on SIGTERM) and, once the victim's next drain
+check is due, lets it go on: it checkpoints its next chunk and stops; once Tune retries it, the
+other trial may finish, and the victim resumes on the other node.
 """
 
 from __future__ import annotations
@@ -29,8 +35,8 @@ class Choreography(Callback):
     """Removes the victim's node, lets the others go on, adds a node: see the module. Writes what
     happened, with times, to ``<directory>/events.json``."""
 
-    def __init__(self, directory: str):
-        self.directory = directory
+    def __init__(self, directory: str, mode: str):
+        self.directory, self.mode = directory, mode
 
     def _events(self) -> dict:
         path = Path(self.directory) / "events.json"
@@ -49,9 +55,24 @@ class Choreography(Callback):
         cluster, node_id = CLUSTER["cluster"], trial.last_result["node_id"]
         victim = next(n for n in cluster.worker_nodes if n.node_id == node_id)
         events.update(victim=trial.config["trial_key"], victim_node=node_id, removal_start=time.time())
-        cluster.remove_node(victim)
-        events["removal_end"] = time.time()
+        if self.mode == "remove":
+            cluster.remove_node(victim)
+            events["removal_end"] = time.time()
+            self._save(events)
+            return
+        from ray._private.worker import global_worker
+        from ray.core.generated.autoscaler_pb2 import DrainNodeReason
+
+        from sweep.tune._preemption import DRAIN_POLL_S
+
+        deadline_ms = int(1000 * (time.time() + 120))
+        accepted, why = global_worker.gcs_client.drain_node(
+            node_id, DrainNodeReason.DRAIN_NODE_REASON_PREEMPTION, "a test drains it", deadline_ms
+        )
+        assert accepted, why
         self._save(events)
+        time.sleep(DRAIN_POLL_S + 0.5)  # the victim asked Ray at its last chunk's end: its next question is due
+        self._release(events["victim"])
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         events = self._events()
@@ -64,6 +85,8 @@ class Choreography(Callback):
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         events, key = self._events(), trial.config["trial_key"]
+        if self.mode != "remove":
+            return
         if key == events.get("victim") and result.get("resumed_from_epoch", 0) > 0 and "added_node" not in events:
             events["resumed"] = result["report_time"]
             node = CLUSTER["cluster"].add_node(num_cpus=1)
@@ -74,18 +97,29 @@ class Choreography(Callback):
                 self._release(t.config["trial_key"])
 
 
-def main(directory: str) -> None:
+def spec_of(mode: str):
+    """``remove``: three trials of two seeds, two chunks each; ``drain``: two trials of three chunks."""
+    from helpers import tiny_spec
+
+    import sweep
+
+    if mode == "remove":
+        return tiny_spec(seeds=6)
+    return tiny_spec(training=sweep.Training(epochs=6, batch_size=16, report_every=2))
+
+
+def main(directory: str, mode: str = "remove") -> None:
     """Run the sweep (storage and markers under ``directory``); print ``RESULT`` + JSON."""
     import ray
     from _faults import Barrier, HoldWhile
-    from helpers import tiny_spec, trial_results
+    from helpers import trial_results
     from ray import tune
     from ray.cluster_utils import Cluster
 
     import sweep
     from sweep.tune import TrialHooks
 
-    spec = tiny_spec(seeds=6)  # three trials of two seeds
+    spec = spec_of(mode)
     for t in sweep.plan(spec).trials:
         (Path(directory) / "hold").mkdir(parents=True, exist_ok=True)
         (Path(directory) / "hold" / t.trial_key).touch()
@@ -106,13 +140,15 @@ def main(directory: str) -> None:
             trial_hooks=hooks,
             progress="plain",
             tune_config=tune.TuneConfig(max_concurrent_trials=2, reuse_actors=True),
-            run_config=tune.RunConfig(callbacks=[Choreography(directory)]),
+            run_config=tune.RunConfig(callbacks=[Choreography(directory, mode)]),
+            failure_config=tune.FailureConfig(max_failures=0 if mode == "drain" else 2),  # a preemption is free
         )
         report = {
             "path": path,
             "results": trial_results(path),
             "workers": [w.node_id for w in workers],
             "events": json.loads((Path(directory) / "events.json").read_text()),
+            "alive": {n["NodeID"]: n["Alive"] for n in ray.nodes()},
         }
         print("RESULT" + json.dumps(report), flush=True)
     finally:

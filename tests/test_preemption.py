@@ -19,15 +19,17 @@ from sweep.tune._retries import latest_failure, reason_of, retry_reason
 
 
 @pytest.fixture
-def ray_handler():
-    """SIGTERM goes to a recorder standing in for Ray's handler; everything is put back after."""
-    original = signal.getsignal(signal.SIGTERM)
+def ray_handler(monkeypatch):
+    """SIGTERM goes to a recorder standing in for Ray's handler, and no node drains; everything is
+    put back after."""
+    original, state = signal.getsignal(signal.SIGTERM), dict(_preemption._STATE)
     calls: list[int] = []
     signal.signal(signal.SIGTERM, lambda signum, frame: calls.append(signum))
+    monkeypatch.setattr(_preemption, "node_draining", lambda: False)
     yield calls
     signal.signal(signal.SIGTERM, original)
     _preemption._REQUESTED.clear()
-    _preemption._STATE.update(training=0, previous=None, signal_time=None)
+    _preemption._STATE.update(state)
 
 
 def test_a_sigterm_while_a_trial_trains_waits_for_the_chunk_and_a_second_one_goes_to_ray(ray_handler):
@@ -39,9 +41,22 @@ def test_a_sigterm_while_a_trial_trains_waits_for_the_chunk_and_a_second_one_goe
         assert ray_handler == [signal.SIGTERM]  # a second one: Ray's handler, at once
     error = stopped("c-s", 6)
     assert isinstance(error, TrialPreempted) and "trial c-s preempted (SIGTERM): checkpoint at epoch 6" in str(error)
-    with pytest.raises(TrialPreempted, match="previous trial"):  # this process takes no new trial
+    assert _preemption.preempted_metrics()["preempted_by"] == "SIGTERM"
+    with pytest.raises(TrialPreempted, match=r"notice \(SIGTERM\) before the trial"):  # no new trial here
         with training():
             pass
+
+
+def test_a_draining_node_is_a_notice_asked_of_ray_at_most_every_few_seconds(ray_handler, monkeypatch):
+    asked = []
+    monkeypatch.setattr(_preemption, "node_draining", lambda: asked.append(1) or len(asked) > 1)
+    with training():
+        assert not requested() and not requested() and len(asked) == 1  # once per DRAIN_POLL_S
+        _preemption._STATE["next_drain_check"] = 0.0  # DRAIN_POLL_S later
+        assert requested() and len(asked) == 2
+        assert requested() and len(asked) == 2  # told once: not asked again
+    assert "preempted (node draining): checkpoint at epoch 4" in str(stopped("c-s", 4))
+    assert ray_handler == []  # no signal involved
 
 
 def test_a_sigterm_while_no_trial_trains_goes_to_ray_at_once(ray_handler):
@@ -86,6 +101,11 @@ WORKER_DIED = (
         ("...\n\tthe actor's node was preempted: Node was forcibly preempted", "preempted"),
         (WORKER_DIED + " The process receives a SIGTERM.", "terminated (SIGTERM)"),
         (NODE_LOST, "node lost"),
+        (
+            "ray.exceptions.ActorUnavailableError: The actor daa8 is unavailable: The actor is temporarily "
+            "unavailable: RpcError: RPC error: Socket closed rpc_code: 14.",
+            "node unreachable",
+        ),
         (WORKER_DIED, "worker died"),
         ('Traceback ...\n  File "x.py", line 1\nValueError: bad value\n', "error: ValueError: bad value"),
         ("", "error"),

@@ -184,9 +184,9 @@ def test_sigterm_checkpoints_the_chunk_in_progress_and_the_trial_resumes_from_it
     )
     key = marker.read_text()
     results = trial_results(path)[key]
-    stop = [r for r in results if "preempted_signal_time" in r]
+    stop = [r for r in results if "preempted_by" in r]
     assert len(stop) == 1 and stop[0]["epoch"] == 2 and stop[0]["checkpoint_dir_name"]  # the chunk, saved
-    assert stop[0]["report_time"] > stop[0]["preempted_signal_time"]
+    assert stop[0]["preempted_by"] == "SIGTERM" and stop[0]["report_time"] > stop[0]["preempted_notice_time"]
     retry = [r for r in results if r["pid"] != stop[0]["pid"]]
     assert retry and {r["resumed_from_epoch"] for r in retry} == {2}
     deadline = time.monotonic() + 60  # Tune ends the preempted trial's process

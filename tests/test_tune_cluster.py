@@ -1,6 +1,7 @@
 """A sweep on a simulated multi-node Ray cluster (ray.cluster_utils.Cluster, in a subprocess
 so that it does not meet the session's Ray instance): trials spread over the nodes, a lost
-node's trial resumes from its checkpoint on the surviving node, a node added later is used."""
+node's trial resumes from its checkpoint on the surviving node, a node added later is used; a
+draining node's trial checkpoints its chunk and moves (slow)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import sys
 import equinox as eqx
 import jax
 import numpy as np
+import pytest
 from _blocks import trained_blocks
-from helpers import tiny_spec, tree_allclose, trial_path_env
+from _node_loss import spec_of
+from helpers import tree_allclose, trial_path_env
 
 import sweep
 from sweep.store import curves_by_column
@@ -26,9 +29,10 @@ def _leaves(tree) -> list:
     return jax.tree_util.tree_leaves(eqx.filter(tree, eqx.is_array))
 
 
-def test_a_lost_nodes_trial_resumes_on_the_surviving_node_and_a_new_node_is_used(tmp_path):
+def _run(tmp_path, mode: str) -> tuple[dict, str]:
+    """``_node_loss.main`` in a fresh process: (its report, its standard output)."""
     out = subprocess.run(
-        [sys.executable, "-c", f"from _node_loss import main; main({str(tmp_path)!r})"],
+        [sys.executable, "-c", f"from _node_loss import main; main({str(tmp_path)!r}, {mode!r})"],
         capture_output=True,
         text=True,
         timeout=400,
@@ -36,7 +40,27 @@ def test_a_lost_nodes_trial_resumes_on_the_surviving_node_and_a_new_node_is_used
     )
     lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT")]
     assert out.returncode == 0 and lines, out.stdout[-3000:] + out.stderr[-3000:]
-    report = json.loads(lines[0][len("RESULT") :])
+    return json.loads(lines[0][len("RESULT") :]), out.stdout
+
+
+def _assert_members_as_trained_without_faults(path: str, mode: str) -> None:
+    """Every planned member in the store, bit for bit as trained in-process without faults:
+    leaves and every history column."""
+    spec = spec_of(mode)
+    ens = sweep.load(path)
+    assert sorted(ens.table["seed"].to_pylist()) == list(spec.seed_list)
+    for block in trained_blocks(sweep.plan(spec)):
+        for i, seed in enumerate(block.seeds):
+            want = [np.asarray(a)[i] for a in _leaves(block.state.params)]
+            assert tree_allclose(_leaves(ens.member(seed=seed)), want, exact=True), seed
+            row = ens.where(seed=seed).table.to_pylist()[0]
+            assert row["trial_id"] == block.trial_id and row["epochs"] == spec.training.epochs
+            for column, curves in curves_by_column(block.history).items():
+                assert row[f"{column}_history"] == curves[i].tolist(), (seed, column)
+
+
+def test_a_lost_nodes_trial_resumes_on_the_surviving_node_and_a_new_node_is_used(tmp_path):
+    report, stdout = _run(tmp_path, "remove")
     results, events, workers = report["results"], report["events"], report["workers"]
     victim, lost, added = events["victim"], events["victim_node"], events["added_node"]
 
@@ -50,22 +74,29 @@ def test_a_lost_nodes_trial_resumes_on_the_surviving_node_and_a_new_node_is_used
     assert any(r["node_id"] == added for rs in results.values() for r in rs)  # the new node is used
 
     # what the sweep says: a count in the status line, the list at the end
-    assert ", 1 retried" in out.stdout and f"retried 1 trial: {victim} (node lost)" in out.stdout
-
-    # every planned member in the store, bit for bit as trained without faults
-    spec = tiny_spec(seeds=6)
-    ens = sweep.load(report["path"])
-    assert sorted(ens.table["seed"].to_pylist()) == list(spec.seed_list)
-    for block in trained_blocks(sweep.plan(spec)):
-        for i, seed in enumerate(block.seeds):
-            want = [np.asarray(a)[i] for a in _leaves(block.state.params)]
-            assert tree_allclose(_leaves(ens.member(seed=seed)), want, exact=True), seed
-            row = ens.where(seed=seed).table.to_pylist()[0]
-            assert row["trial_id"] == block.trial_id and row["epochs"] == spec.training.epochs
-            for column, curves in curves_by_column(block.history).items():
-                assert row[f"{column}_history"] == curves[i].tolist(), (seed, column)
+    assert ", 1 retried" in stdout and f"retried 1 trial: {victim} (node lost)" in stdout
+    _assert_members_as_trained_without_faults(report["path"], "remove")
     print(
         f"node loss: removal {events['removal_end'] - events['removal_start']:.2f} s, Tune retried the trial "
         f"{events['recovered'] - events['removal_start']:.2f} s after the removal began, its first result "
         f"from the surviving node {events['resumed'] - events['removal_start']:.2f} s after"
+    )
+
+
+@pytest.mark.slow
+def test_a_draining_nodes_trial_checkpoints_its_chunk_and_resumes_elsewhere_uncounted(tmp_path):
+    report, stdout = _run(tmp_path, "drain")  # with max_failures=0: a counted failure would fail the sweep
+    results, events = report["results"], report["events"]
+    victim, drained = events["victim"], events["victim_node"]
+    stop = [r for r in results[victim] if "preempted_by" in r]
+    assert len(stop) == 1 and stop[0]["preempted_by"] == "node draining"
+    assert stop[0]["epoch"] == 4 and stop[0]["node_id"] == drained  # the chunk after the drain, checkpointed
+    retry = [r for r in results[victim] if r["node_id"] != drained]
+    assert retry and retry[0]["resumed_from_epoch"] == 4
+    assert f"retried 1 trial: {victim} (preempted)" in stdout
+    assert report["alive"][drained] is False  # idle once its trial left, the drained node went
+    _assert_members_as_trained_without_faults(report["path"], "drain")
+    print(
+        f"drain: the trial noticed at its chunk's end, checkpointed {stop[0]['report_time'] - stop[0]['preempted_notice_time']:.2f} s "
+        f"later; its first result elsewhere {retry[0]['report_time'] - stop[0]['report_time']:.2f} s after that"
     )

@@ -9,6 +9,8 @@ them (``Trial.error_file``, one ``Failure # N`` entry per failure). The reasons:
 - ``"terminated (SIGTERM)"``: Ray's own SIGTERM handler ended the process (no trial trained
   in it: nothing to save);
 - ``"node lost"``: the trial's node died (its Ray processes ended, the machine went away);
+- ``"node unreachable"``: the call to the trial failed before Ray knew why (a node killed
+  outright is declared dead only after missed health checks);
 - ``"worker died"``: the trial's process died on its own (killed, out of memory);
 - ``"error: <the error's last line>"``: the trial raised.
 """
@@ -25,6 +27,7 @@ _REASONS = (  # (what the error text says, the reason), the first match wins
     ("the actor's node was preempted", PREEMPTED),  # Ray drained the node for preemption
     ("The process receives a SIGTERM", "terminated (SIGTERM)"),  # Ray's own handler ended the process
     ("its node has died", "node lost"),
+    ("is unavailable", "node unreachable"),  # the call to the trial failed before Ray knew why
     ("its worker process has died", "worker died"),
 )
 
