@@ -117,8 +117,10 @@ def main() -> None:
     sweep.configure()
     with tempfile.TemporaryDirectory(prefix="preemption-") as tmp, OtherLoad() as load:
         rows = [measure(mode, args, Path(tmp)) for mode in args.modes]
-    print(f"SIGTERM {args.fraction:g} of a chunk ({args.report_every} epochs) after the report of epoch {args.at}; ")
-    print(f"a checkpoint every {args.checkpoint_every} reports; {args.epochs} epochs; {load}")
+    print(
+        f"SIGTERM {args.fraction:g} of a chunk ({args.report_every} epochs) after the report of epoch {args.at}, "
+        f"a checkpoint every {args.checkpoint_every} reports, {args.epochs} epochs; {load}"
+    )
     for r in rows:
         to_ckpt = "-" if r["signal_to_checkpoint_s"] is None else f"{r['signal_to_checkpoint_s']:.2f} s"
         print(
