@@ -91,3 +91,39 @@ class RecordModules:
         Path(self.directory).mkdir(parents=True, exist_ok=True)
         loaded = {n: n in sys.modules for n in self.names}
         (Path(self.directory) / f"{os.getpid()}.json").write_text(json.dumps(loaded))
+
+
+class TermOnce:
+    """``on_start``: the first trial to start sends its own process SIGTERM (a preemption notice),
+    once per marker file (which gets its trial key), and waits until the trial has taken the
+    notice, so that it arrives while the first chunk is in progress."""
+
+    def __init__(self, marker: str | os.PathLike, timeout_s: float = 30):
+        self.marker, self.timeout_s = str(marker), timeout_s
+
+    def __call__(self, trial_key: str) -> None:
+        from sweep.tune._preemption import requested
+
+        try:
+            fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return
+        os.write(fd, trial_key.encode())
+        os.close(fd)
+        os.kill(os.getpid(), signal.SIGTERM)
+        deadline = time.monotonic() + self.timeout_s
+        while not requested() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
+class HoldWhile:
+    """``after_report``: wait while ``<directory>/<trial key>`` exists (at most ``timeout_s``);
+    whoever runs the test removes the file to let the trial go on."""
+
+    def __init__(self, directory: str | os.PathLike, timeout_s: float):
+        self.directory, self.timeout_s = str(directory), timeout_s
+
+    def __call__(self, trial_key: str, epoch: int) -> None:
+        deadline = time.monotonic() + self.timeout_s
+        while (Path(self.directory) / trial_key).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)

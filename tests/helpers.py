@@ -108,9 +108,8 @@ def kill_driver_when(script: str, pattern: str, root: Path, timeout_s: float = 1
         driver.wait()
 
 
-def wait_trials_ended(pids: Path, timeout_s: float = 60) -> None:
-    """Wait until the trial processes that recorded themselves in ``pids`` (the ``Barrier`` hook's
-    ``<trial_key>-<pid>`` files) have ended, as Ray ends them after their driver died."""
+def wait_processes_ended(pids: list[int], timeout_s: float = 60) -> None:
+    """Wait until the processes ``pids`` have ended (zombies count as ended); fail after ``timeout_s``."""
     import time
 
     def alive(pid: int) -> bool:
@@ -120,8 +119,13 @@ def wait_trials_ended(pids: Path, timeout_s: float = 60) -> None:
             return False
         return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
 
-    trial_pids = [int(p.name.rsplit("-", 1)[1]) for p in pids.iterdir()]
     deadline = time.monotonic() + timeout_s
-    while any(alive(pid) for pid in trial_pids) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not any(alive(pid) for pid in trial_pids)
+    assert not any(alive(pid) for pid in pids)
+
+
+def wait_trials_ended(pids: Path, timeout_s: float = 60) -> None:
+    """Wait until the trial processes that recorded themselves in ``pids`` (the ``Barrier`` hook's
+    ``<trial_key>-<pid>`` files) have ended, as Ray ends them after their driver died."""
+    wait_processes_ended([int(p.name.rsplit("-", 1)[1]) for p in pids.iterdir()], timeout_s)

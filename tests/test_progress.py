@@ -239,3 +239,19 @@ def test_a_spec_without_a_grid_names_its_one_configuration_not_a_hash():
     line = state.line()
     assert line.endswith("test loss, mean over seeds, best first: (one configuration) 0.375"), line
     assert plan.trials[0].config_id not in line
+
+
+def test_retried_trials_are_counted_in_the_status_line_and_listed_with_why_at_the_end():
+    spec = grid_spec()
+    plan = make_plan(spec)
+    stream = io.StringIO()
+    display = SweepProgress(ProgressState(spec, plan.trials), mode="plain", stream=stream)
+    first, second = plan.trials[0].trial_key, plan.trials[1].trial_key
+    display.on_step_end(iteration=1, trials=[tune_trial(first, "RUNNING"), tune_trial(second, "RUNNING")])
+    assert "retried" not in display.state.line()
+    display.on_trial_recover(iteration=2, trials=[], trial=tune_trial(first, "PENDING"), reason="node lost")
+    display.on_trial_recover(iteration=3, trials=[], trial=tune_trial(second, "PENDING"), reason="preempted")
+    display.on_trial_recover(iteration=4, trials=[], trial=tune_trial(second, "PENDING"), reason="preempted")
+    assert "trials 0/4 done, 2 compiling, 0 running, 2 pending, 2 retried | members" in display.state.line()
+    display.close()
+    assert stream.getvalue().splitlines()[-1] == f"retried 2 trials: {first} (node lost), {second} (preempted x2)"

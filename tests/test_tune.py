@@ -12,8 +12,8 @@ import equinox as eqx
 import numpy as np
 import pyarrow.fs as pafs
 import pytest
-from _faults import Barrier, KillOnce, RecordModules
-from helpers import kill_driver_when, tiny_spec, tree_allclose, trial_results, wait_trials_ended
+from _faults import Barrier, KillOnce, RecordModules, TermOnce
+from helpers import kill_driver_when, tiny_spec, tree_allclose, trial_results, wait_processes_ended, wait_trials_ended
 
 import sweep
 from sweep.training import find_blocks, load_block
@@ -165,6 +165,28 @@ def test_killed_trial_is_retried_from_its_checkpoint(baseline, tmp_path):
     resumed = [k for k, rs in results.items() if rs[-1]["resumed_from_epoch"] == 2]
     assert len(resumed) == 1
     assert_same_members(final_blocks(path), reference)
+
+
+def test_sigterm_checkpoints_the_chunk_in_progress_and_the_trial_resumes_from_it(baseline, tmp_path, capsys):
+    _, reference = baseline
+    marker = tmp_path / "terminated"
+    path = sweep.run(
+        tiny_spec(),
+        storage=str(tmp_path / "store"),
+        failure_config=sweep_failure_config(max_failures=0),  # a preemption is not counted as a failure
+        trial_hooks=TrialHooks(on_start=TermOnce(marker)),  # SIGTERM while the first chunk runs
+        progress="plain",
+    )
+    key = marker.read_text()
+    results = trial_results(path)[key]
+    stop = [r for r in results if "preempted_by" in r]
+    assert len(stop) == 1 and stop[0]["epoch"] == 2 and stop[0]["checkpoint_dir_name"]  # the chunk, saved
+    assert stop[0]["preempted_by"] == "SIGTERM" and stop[0]["report_time"] > stop[0]["preempted_notice_time"]
+    retry = [r for r in results if r["pid"] != stop[0]["pid"]]
+    assert retry and {r["resumed_from_epoch"] for r in retry} == {2}
+    wait_processes_ended([stop[0]["pid"]])  # Tune ends the preempted trial's process
+    assert_same_members(final_blocks(path), reference)
+    assert f"retried 1 trial: {key} (preempted)" in capsys.readouterr().out
 
 
 def sweep_failure_config(**kwargs):

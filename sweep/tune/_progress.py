@@ -15,7 +15,9 @@ named as the store's columns (``depth=6 learning_rate=0.0003``); configurations 
 the mean over seeds of their members' latest loss (as the summary after the sweep ranks them:
 best mean first), with the best member's loss beside; on the validation set when the data has
 one (:meth:`ProgressState.rank_on_validation`, else as trials report: ``member_val_loss``, then
-``member_test_loss``). Nothing is shown before Tune has created the first trial.
+``member_test_loss``). Nothing is shown before Tune has created the first trial. Trials
+that Tune retried (a lost node, a preemption, an error) are counted (``1 retried``) and, when
+the display closes, listed with the reasons.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import os
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any, TextIO
 
@@ -83,6 +86,7 @@ class ProgressState:
         self.loss_name = "test loss"
         self.vectors = LOSS_VECTORS  # the loss vectors shown, the first one a trial reports
         self.trials: dict[str, _Trial] = {}
+        self.retries: dict[str, list[str]] = {}  # trial key -> why Tune retried it, each time
         self.seen = False  # Tune has created one of these trials
         self.first_start: float | None = None
         self.race: dict[str, tuple[str, str]] = {}  # adaptive seeds: label -> (interval, status)
@@ -154,6 +158,22 @@ class ProgressState:
                 if loss < self.best.get(label, float("inf")):
                     self.best[label] = float(loss)
 
+    def retried(self, trial_key: str, reason: str) -> None:
+        """Tune retries a trial (from its last checkpoint) for ``reason`` (``"node lost"``, ...)."""
+        with self.lock:
+            self.retries.setdefault(trial_key, []).append(reason)
+
+    def retry_summary(self) -> str | None:
+        """``retried 2 trials: <key> (node lost), <key> (preempted x2)``, or None."""
+        with self.lock:
+            if not self.retries:
+                return None
+            told = [
+                f"{key} ({', '.join(f'{r} x{n}' if n > 1 else r for r, n in Counter(reasons).items())})"
+                for key, reasons in self.retries.items()
+            ]
+        return f"retried {len(told)} trial{'s' if len(told) > 1 else ''}: {', '.join(told)}"
+
     # -- what is shown -------------------------------------------------------------------------
     def unfinished(self) -> list[str]:
         """Trial keys neither done nor failed (after an experiment returned: it was interrupted)."""
@@ -184,6 +204,7 @@ class ProgressState:
             return {
                 "trials": by,
                 "num_trials": len(self.trials),
+                "retried": len(self.retries),
                 "members_done": members_done,
                 "members": sum(n for _, n in self.configs.values()),
                 "epochs_done": work,
@@ -217,7 +238,8 @@ class ProgressState:
             f"trials {t['done']}/{c['num_trials']} done, "
             + (f"{t['compiling']} compiling, " if t["compiling"] else "")
             + f"{t['running']} running, {t['pending']} pending"
-            + (f", {t['failed']} failed" if t["failed"] else ""),
+            + (f", {t['failed']} failed" if t["failed"] else "")
+            + (f", {c['retried']} retried" if c.get("retried") else ""),
             f"members {c['members_done']}/{c['members']}",
         ]
 
@@ -357,12 +379,17 @@ class SweepProgress(Callback):
             self._live = None
         else:
             self._plain(force=True)
+        if retried := self.state.retry_summary():
+            self.message(retried)
 
     # -- Tune callback hooks -------------------------------------------------------------------
     # Statuses are taken after every step, never at the experiment's end: an interrupted
     # experiment's clean-up marks its unfinished trials terminated, and they must stay unfinished.
     def on_trial_result(self, iteration: int, trials: list, trial, result: dict, **info) -> None:
         self.state.report((trial.config or {}).get("trial_key", ""), result)  # "" is no trial's key
+
+    def on_trial_recover(self, iteration: int, trials: list, trial, reason: str = "error", **info) -> None:
+        self.state.retried((trial.config or {}).get("trial_key", ""), reason)
 
     def on_step_end(self, iteration: int, trials: list, **info) -> None:
         self.state.statuses(trials)

@@ -29,6 +29,8 @@ from typing import Any
 
 from ray.tune import Callback
 
+from ._retries import retry_reason
+
 _LISTENERS: list[Any] = []  # of the sweep.run call now in Tuner.fit
 
 
@@ -109,14 +111,19 @@ def trim(trial: Any) -> None:
 
 class Relay(Callback):
     """A stateless Tune callback that forwards these hooks to the current listeners (and trims
-    completed trials)."""
+    completed trials, and says why a trial is retried)."""
 
     on_trial_start = _forward("on_trial_start")
     on_trial_result = _forward("on_trial_result")
     on_trial_error = _forward("on_trial_error")
     on_step_end = _forward("on_step_end")
     _on_trial_complete = _forward("on_trial_complete")
+    _on_trial_recover = _forward("on_trial_recover")
 
     def on_trial_complete(self, **info: Any) -> None:
         self._on_trial_complete(**info)
         trim(info["trial"])
+
+    def on_trial_recover(self, **info: Any) -> None:
+        """Forward with ``reason``: why Tune retries the trial (:func:`._retries.retry_reason`)."""
+        self._on_trial_recover(**info, reason=retry_reason(info["trial"]))

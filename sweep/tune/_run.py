@@ -174,6 +174,7 @@ def _trainable(session: _Session, plan: Plan, resume_from: Mapping[str, str]):
     import ray
     from ray import tune
 
+    from ._preemption import preemptible
     from ._trainable import train_trial
 
     trials = ray.put(
@@ -183,7 +184,8 @@ def _trainable(session: _Session, plan: Plan, resume_from: Mapping[str, str]):
     inputs = TrialInputs(trials, session.data_refs, session.ray_fs, session.options.hooks, session.pace)
     resources = session.spec.resources
     return tune.with_resources(
-        tune.with_parameters(train_trial, inputs=inputs), {"cpu": resources["cpu"], "gpu": resources["gpu"]}
+        preemptible(tune.with_parameters(train_trial, inputs=inputs)),
+        {"cpu": resources["cpu"], "gpu": resources["gpu"]},
     )
 
 

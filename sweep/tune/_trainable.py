@@ -5,7 +5,9 @@ JAX starts (:mod:`._env`), (2) takes its dataset from the object store, (3) resu
 ``tune.get_checkpoint()`` or from a partial checkpoint of the same trial key left by an
 earlier run, then (4) trains with :func:`sweep.fit`, reporting with ``tune.report(metrics,
 checkpoint=...)`` paced by :mod:`._cadence` (the block saved with
-:func:`sweep.training.save_block` when a checkpoint is due).
+:func:`sweep.training.save_block` when a checkpoint is due). A SIGTERM (a preemption notice)
+makes the trial checkpoint the chunk in progress and stop, so that Tune retries it from there
+(:mod:`._preemption`).
 
 Tune reuses a worker process for the next trial with the same resources (``reuse_actors``,
 on by default in ``sweep.run``): its JAX set-up, compiled programs (:mod:`sweep.training`'s
@@ -29,7 +31,7 @@ from .._fs import local_copy
 from ..planning import TrialPlan
 from ..store import curves_by_column, rollout_curves_by_column
 from ..training import SavedBlock, data_shapes, fit, init_block, load_block, save_block
-from . import _env
+from . import _env, _preemption
 from ._cadence import Cadence, Pacer
 
 
@@ -184,9 +186,10 @@ def train_trial(config: Mapping[str, Any], *, inputs: TrialInputs) -> None:
     trained = fit(block, state, history)
     for state, history in trained:
         now, last = time.time(), int(history.epoch[-1]) >= planned_epochs
-        if not pacer.report(now, last):
+        stop = not last and _preemption.requested()  # SIGTERM: checkpoint this chunk, then stop
+        if not pacer.report(now, last or stop):
             continue
-        if not pacer.checkpoint(now, last):
+        if not pacer.checkpoint(now, last or stop):
             tune.report(metrics(history))
         else:
             with tempfile.TemporaryDirectory(prefix="sweep-ckpt-") as tmp:
@@ -198,6 +201,11 @@ def train_trial(config: Mapping[str, Any], *, inputs: TrialInputs) -> None:
                     shapes=shapes,
                     trial_id=trial.trial_key,
                 )
-                tune.report(metrics(history), checkpoint=tune.Checkpoint.from_directory(str(path)))
+                tune.report(
+                    {**metrics(history), **_preemption.preempted_metrics()},
+                    checkpoint=tune.Checkpoint.from_directory(str(path)),
+                )
+        if stop:
+            raise _preemption.stopped(trial.trial_key, int(history.epoch[-1]))
         if hooks.after_report:
             hooks.after_report(trial.trial_key, int(history.epoch[-1]))

@@ -1,0 +1,59 @@
+"""Why Tune retried a trial, in a few words.
+
+Tune tells its callbacks that it retries a trial (``on_trial_recover``) but not why; the why is
+the trial's latest failure in its error file, which Tune writes in the driver before it calls
+them (``Trial.error_file``, one ``Failure # N`` entry per failure). The reasons:
+
+- ``"preempted"``: the trial stopped for a SIGTERM after checkpointing (:mod:`._preemption`),
+  or Ray drained its node for preemption (neither counts against ``max_failures``);
+- ``"terminated (SIGTERM)"``: Ray's own SIGTERM handler ended the process (no trial trained
+  in it: nothing to save);
+- ``"node lost"``: the trial's node died (its Ray processes ended, the machine went away);
+- ``"node unreachable"``: the call to the trial failed before Ray knew why (a node killed
+  outright is declared dead only after missed health checks);
+- ``"worker died"``: the trial's process died on its own (killed, out of memory);
+- ``"error: <the error's last line>"``: the trial raised.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_FAILURE = re.compile(r"^Failure # \d+ \(occurred at [^)]*\)$", re.MULTILINE)
+PREEMPTED = "preempted"
+_REASONS = (  # (what the error text says, the reason), the first match wins
+    ("TrialPreempted", PREEMPTED),  # the trial checkpointed for a SIGTERM (sweep.tune._preemption)
+    ("the actor's node was preempted", PREEMPTED),  # Ray drained the node for preemption
+    ("The process receives a SIGTERM", "terminated (SIGTERM)"),  # Ray's own handler ended the process
+    ("its node has died", "node lost"),
+    ("is unavailable", "node unreachable"),  # the call to the trial failed before Ray knew why
+    ("its worker process has died", "worker died"),
+)
+
+
+def latest_failure(text: str) -> str:
+    """The latest failure of an error file's ``text`` (Tune writes one entry per failure)."""
+    starts = [m.end() for m in _FAILURE.finditer(text)]
+    return text[starts[-1] :].strip() if starts else text.strip()
+
+
+def reason_of(failure: str, width: int = 80) -> str:
+    """The reason (see the module) for a failure's text."""
+    for needle, reason in _REASONS:
+        if needle in failure:
+            return reason
+    lines = [line.strip() for line in failure.splitlines() if line.strip()]
+    return f"error: {lines[-1][:width]}" if lines else "error"
+
+
+def retry_reason(trial: Any) -> str:
+    """Why Tune retries ``trial`` (a Tune ``Trial``), from its error file; ``"error"`` if unreadable."""
+    try:
+        path = trial.error_file
+        if not path:
+            return "error"
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return reason_of(latest_failure(f.read()))
+    except OSError:
+        return "error"
