@@ -182,6 +182,21 @@ cpu = 1
 gpu = 0
 ```
 
+### Adaptive seeds
+
+`seeds = sweep.Adaptive(...)` trains seeds in rounds, only where the comparison of configurations
+is undecided ([Adaptive seeds](../guides/adaptive.md)). In TOML:
+
+```toml
+[seeds.adaptive]
+start = 4
+step = 4
+max = 64
+metric = "val_loss"
+confidence = 0.95
+```
+
+{field_table(sweep.Adaptive, "seeds.adaptive.")}
 ## `Training`
 
 {field_table(sweep.Training, "training.")}
@@ -246,6 +261,8 @@ MEMBER_COLUMNS = {
     "config_id": "12 hex digits: the digest of the member's structural config (`SweepSpec.config_id`)",
     "seed": "the member's seed: its key is `fold_in(key(sweep_seed), seed)`",
     "trial_id": "the Ray Tune trial that trained it",
+    "round": "with adaptive seeds (`sweep.Adaptive`), the round of the race that trains the member's seed (1: the "
+    "first `start` seeds, then `step` more per round); null with fixed seeds",
     "<grid column>": "one column per grid key, named by the key's last part (`depth`, `learning_rate`) or the whole "
     "dotted key when the last part is ambiguous; the type of its values",
     "status": "`ok`, `diverged` (loss or weights became NaN/inf: frozen at the last finite state) or "
@@ -301,6 +318,11 @@ MANIFEST_KEYS = {
     "missing": "those members, per trial (never silently dropped)",
     "columns": "the grid columns: `name`, dotted `key`, `vmapped`",
     "metrics": "the stored metric names (each gives `val_<m>` / `test_<m>` columns)",
+    "race": "only with adaptive seeds: the race's `settings` (the `Adaptive` fields), the `level` of each interval, "
+    "the number of `evaluations` (rounds), why it `ended` (null while it goes on), and per configuration its "
+    "`config_id`, grid `values`, `status` (`racing`, `eliminated`, `decided`, or `finished`: in the race when it "
+    "ended), the `round` of its decision (else its latest round), `seeds`, `used` (not diverged), `mean`, `low`, "
+    "`high` (the interval) and `best`",
 }
 
 
@@ -486,6 +508,7 @@ def _error_examples() -> list[tuple[str, str]]:
         ("an unknown problem", lambda: sweep.Problem("heat2d")),
         ("NaN in a spec", lambda: sweep.Optimizer("adam", learning_rate=float("nan"))),
         ("duplicate seeds", lambda: sweep.SweepSpec(**base, seeds=[1, 2, 2])),
+        ("adaptive seeds racing on a test column", lambda: sweep.Adaptive(metric="test_loss")),
         ("a block size below 1", lambda: sweep.SweepSpec(**base, seeds_per_trial=0)),
         ("a GPU fraction above 1 that is not whole", lambda: sweep.SweepSpec(**base, resources={"gpu": 1.5})),
         ("an empty grid list", lambda: sweep.SweepSpec(**base, grid={"model.depth": []})),

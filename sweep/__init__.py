@@ -25,6 +25,7 @@ from .ensemble import load as load
 from .planning import Plan as Plan
 from .planning import TrialPlan as TrialPlan
 from .problems import Dataset as Dataset
+from .spec import Adaptive as Adaptive
 from .spec import Model as Model
 from .spec import Optimizer as Optimizer
 from .spec import Problem as Problem
@@ -57,6 +58,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "Adaptive",
     "Configuration",
     "Dataset",
     "Ensemble",

@@ -17,6 +17,7 @@ import pyarrow.fs as pafs
 from ._canonical import canonical_json, digest
 from ._errors import StoreError
 from ._fs import ONE_COMPONENT, confined, exists, read_text, write_text_atomic
+from .racing import Key, Race
 from .spec import SweepSpec, hparam_name
 
 __all__ = [
@@ -126,6 +127,8 @@ class Plan:
         trials: One :class:`TrialPlan` per trial: structural configs x blocks of seeds.
         seeds_per_trial: The block size (``"auto"`` resolved).
         stopped_trials: Trial keys a scheduler stopped early.
+        race: With :class:`sweep.Adaptive` seeds, the race's evaluations so far (intervals and
+            decisions, round by round); None otherwise.
 
     Examples:
         ```python
@@ -139,6 +142,7 @@ class Plan:
     trials: tuple[TrialPlan, ...]
     seeds_per_trial: int
     stopped_trials: frozenset[str] = frozenset()  # trial keys a scheduler stopped early
+    race: Race | None = None  # the evaluations of a race (Adaptive seeds)
 
     @property
     def num_members(self) -> int:
@@ -155,6 +159,7 @@ class Plan:
             "seeds_per_trial": self.seeds_per_trial,
             "trials": [t.to_dict() for t in self.trials],
             "stopped_trials": sorted(self.stopped_trials),
+            **({} if self.race is None else {"race": self.race.to_dict()}),
         }
 
     @classmethod
@@ -165,6 +170,7 @@ class Plan:
             trials,
             data["seeds_per_trial"],
             frozenset(data.get("stopped_trials", ())),
+            None if data.get("race") is None else Race.from_dict(data["race"]),
         )
 
     def with_stopped(self, trial_keys: Iterable[str]) -> Plan:
@@ -226,8 +232,12 @@ def make_plan(
     spec: SweepSpec,
     seeds_per_trial: int | None = None,
     done: Iterable[tuple[str, int] | tuple[str, int, str | Mapping[str, float]]] = (),
+    wanted: Mapping[Key, Iterable[int]] | None = None,
 ) -> Plan:
     """Split every structural config's seeds into blocks of ``seeds_per_trial``.
+
+    ``wanted``: the seeds to plan per configuration ``(config_id, hparams_key)`` (a round of a
+    race); configurations it leaves out get none. Default: every seed of ``spec``.
 
     ``done``: members already trained, left out so that extending ``seeds`` plans only the new
     members. Either ``(config_id, seed)`` pairs (every hyperparameter set of that seed) or
@@ -248,7 +258,8 @@ def make_plan(
         groups: dict[tuple[int, ...], list[dict[str, float]]] = {}
         for h in hparams:
             hk = hparams_key(h)
-            todo = tuple(s for s in spec.seed_list if (cid, s) not in pairs and (cid, s, hk) not in triples)
+            seeds = spec.seed_list if wanted is None else tuple(wanted.get((cid, hk), ()))
+            todo = tuple(s for s in seeds if (cid, s) not in pairs and (cid, s, hk) not in triples)
             groups.setdefault(todo, []).append(h)
         for todo, group in groups.items():
             for start in range(0, len(todo), block):
@@ -267,7 +278,8 @@ def merge_plans(old: Plan | None, new: Plan) -> Plan:
     trials = {t.trial_key: t for t in old.trials}
     for t in new.trials:
         trials.setdefault(t.trial_key, t)
-    return Plan(new.spec, tuple(trials.values()), new.seeds_per_trial, old.stopped_trials | new.stopped_trials)
+    stopped = old.stopped_trials | new.stopped_trials
+    return Plan(new.spec, tuple(trials.values()), new.seeds_per_trial, stopped, new.race or old.race)
 
 
 def read_plan(filesystem: pafs.FileSystem, sweep_path: str) -> Plan | None:

@@ -84,3 +84,48 @@ def trial_results(sweep_dir: str | os.PathLike) -> dict[str, list[dict]]:
         for r in lines:
             out.setdefault(r["trial_key"], []).append(r)
     return out
+
+
+def kill_driver_when(script: str, pattern: str, root: Path, timeout_s: float = 180) -> None:
+    """Run ``script`` as a fresh driver process (``tests/`` on its path), SIGKILL it as soon as a
+    file matching the glob ``pattern`` exists under ``root``, and return once it is gone."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    driver = subprocess.Popen(
+        [sys.executable, "-c", script], env=trial_path_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not list(root.glob(pattern)):
+            assert driver.poll() is None, f"the driver ended before {pattern} appeared"
+            assert time.monotonic() < deadline, f"no {pattern} within {timeout_s} s"
+            time.sleep(0.2)
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+
+
+def wait_processes_ended(pids: list[int], timeout_s: float = 60) -> None:
+    """Wait until the processes ``pids`` have ended (zombies count as ended); fail after ``timeout_s``."""
+    import time
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+
+    deadline = time.monotonic() + timeout_s
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(alive(pid) for pid in pids)
+
+
+def wait_trials_ended(pids: Path, timeout_s: float = 60) -> None:
+    """Wait until the trial processes that recorded themselves in ``pids`` (the ``Barrier`` hook's
+    ``<trial_key>-<pid>`` files) have ended, as Ray ends them after their driver died."""
+    wait_processes_ended([int(p.name.rsplit("-", 1)[1]) for p in pids.iterdir()], timeout_s)

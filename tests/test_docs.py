@@ -74,7 +74,7 @@ def test_the_store_format_page_describes_a_real_store(tmp_path):
     aggregate_blocks(store, trained_blocks(plan), plan=plan, datasets=datasets_of(plan))
     page = (DOCS / "reference" / "store-format.md").read_text()
     manifest = json.loads((store / "manifest.json").read_text())
-    assert set(manifest) == set(GENERATE.MANIFEST_KEYS)
+    assert set(manifest) == set(GENERATE.MANIFEST_KEYS) - {"race"}  # a race's store only (tests/test_race_run.py)
     for key in manifest:
         assert f"| `{key}` |" in page
     files = {p.relative_to(store).as_posix() for p in store.rglob("*") if p.is_file()}

@@ -22,7 +22,7 @@ PACKAGE = Path(sweep.__file__).parent
 LAYERS = [
     {"_errors", "_canonical", "_caches", "_fs", "_import_path", "_configure", "_leaves", "_batches"},
     {"optim", "metrics", "models", "problems", "spec"},
-    {"planning"},
+    {"planning", "racing"},
     {"training"},
     {"store"},
     {"ensemble"},
@@ -34,6 +34,7 @@ LAYERS = [
 LAYER = {part: i for i, parts in enumerate(LAYERS) for part in parts}
 
 DOCUMENTED = [
+    "Adaptive",
     "Configuration",
     "Dataset",
     "Ensemble",

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import signal
-import subprocess
-import sys
 import textwrap
-import time
 from pathlib import Path
 
 import equinox as eqx
@@ -18,7 +13,7 @@ import numpy as np
 import pyarrow.fs as pafs
 import pytest
 from _faults import Barrier, KillOnce, RecordModules, TermOnce
-from helpers import tiny_spec, tree_allclose, trial_path_env, trial_results
+from helpers import kill_driver_when, tiny_spec, tree_allclose, trial_results, wait_processes_ended, wait_trials_ended
 
 import sweep
 from sweep.training import find_blocks, load_block
@@ -189,10 +184,7 @@ def test_sigterm_checkpoints_the_chunk_in_progress_and_the_trial_resumes_from_it
     assert stop[0]["preempted_by"] == "SIGTERM" and stop[0]["report_time"] > stop[0]["preempted_notice_time"]
     retry = [r for r in results if r["pid"] != stop[0]["pid"]]
     assert retry and {r["resumed_from_epoch"] for r in retry} == {2}
-    deadline = time.monotonic() + 60  # Tune ends the preempted trial's process
-    while _alive(stop[0]["pid"]) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not _alive(stop[0]["pid"])
+    wait_processes_ended([stop[0]["pid"]])  # Tune ends the preempted trial's process
     assert_same_members(final_blocks(path), reference)
     assert f"retried 1 trial: {key} (preempted)" in capsys.readouterr().out
 
@@ -217,37 +209,13 @@ def test_driver_killed_mid_sweep_then_resumed(baseline, ray_session, tmp_path):
     _, reference = baseline
     storage, pids = tmp_path / "store", tmp_path / "pids"
     script = DRIVER.format(pids=str(pids), storage=str(storage), address=ray_session)
-    driver = subprocess.Popen(
-        [sys.executable, "-c", script], env=trial_path_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    try:
-        deadline = time.monotonic() + 180
-        while not list(storage.glob("tiny/tune-0001/*/checkpoint_*/block.json")):
-            assert driver.poll() is None, "the driver ended before any checkpoint"
-            assert time.monotonic() < deadline, "no checkpoint within 180 s"
-            time.sleep(0.2)
-    finally:
-        driver.send_signal(signal.SIGKILL)
-        driver.wait()
-    # wait until Ray has ended the dead driver's trial processes
-    trial_pids = [int(p.name.rsplit("-", 1)[1]) for p in pids.iterdir()]
-    deadline = time.monotonic() + 60
-    while any(_alive(pid) for pid in trial_pids) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not any(_alive(pid) for pid in trial_pids)
+    kill_driver_when(script, "tiny/tune-0001/*/checkpoint_*/block.json", storage)
+    wait_trials_ended(pids)  # Ray ends the dead driver's trial processes
     assert not all(len(list(storage.glob(f"tiny/tune-0001/{k}/checkpoint_000001"))) for k in reference)
 
     path = sweep.run(tiny_spec(), storage=str(storage), resume=True)
     assert sorted(p.name for p in Path(path).glob("tune-*")) == ["tune-0001"]  # restored in place
     assert_same_members(final_blocks(path), reference)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
 
 
 def test_scheduler_and_stop_pass_through_keep_last_checkpoints(ray_session, tmp_path):

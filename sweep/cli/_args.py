@@ -104,7 +104,8 @@ def _toml_value(text: str) -> Any:
 
 def apply_overrides(spec, items: list[str]):
     """``spec`` with ``["training.epochs=50", "seeds=8", "grid.model.depth=[2, 4]"]`` set and
-    validated like the spec file itself."""
+    validated like the spec file itself; a part of a table inside a field by its path
+    (``"seeds.adaptive.max=32"``)."""
     from ..spec import SweepSpec
 
     data = spec.to_dict()
@@ -122,9 +123,13 @@ def apply_overrides(spec, items: list[str]):
             )
         value = _toml_value(text.strip())
         if rest:
-            if not isinstance(data.get(field), dict):
+            target = data.get(field)
+            if not isinstance(target, dict):
                 raise CLIError(f"--set {key}: {field!r} has no parts; use --set {field}=VALUE")
-            data[field][rest] = value
+            while "." in rest and isinstance(target.get(rest.split(".", 1)[0]), dict):  # seeds.adaptive.max
+                part, rest = rest.split(".", 1)
+                target = target[part]
+            target[rest] = value
         else:
             data[field] = value
     return SweepSpec.from_dict(data)

@@ -28,6 +28,7 @@ from .._errors import QueryError, did_you_mean
 from ..store import Store
 from . import _scoring, _stats
 from ._predictions import DEFAULT_CHUNK, Predictions
+from ._race import race_table
 from ._rows import REPR_ROWS, SummaryTable, format_table, html_table, seed_text
 from ._stats import Comparison
 
@@ -168,6 +169,15 @@ class Ensemble(Predictions):
         if isinstance(width, bool) or not isinstance(width, (int, float)) or not 0 < width < math.inf:
             raise QueryError(f"seeds_needed(width={width!r}): give the interval's width relative to the mean, > 0")
         return _stats.seeds_needed(self.summary(metric, mode).table, ["config_id", *self.grid_columns], float(width))
+
+    def race(self) -> pa.Table | None:
+        """The race of adaptive seeds that trained the store (:class:`sweep.Adaptive`), one row per
+        configuration: grid values, status (``racing``, ``eliminated``, ``decided``, ``finished``), the round of its
+        decision, seeds, the mean and simultaneous interval of the race's metric, and ``best``; None
+        for a sweep with fixed seeds. Its settings and outcome in a sentence:
+        ``table.schema.metadata[b"title"]`` (what ``sweep show`` prints above it)."""
+        race = self._store.race
+        return None if race is None else race_table(race, self.grid_columns)
 
     def summary_frame(self, metric: str = DEFAULT_METRIC, mode: str = "min") -> pd.DataFrame:
         """:meth:`summary` as a pandas DataFrame (for notebooks)."""

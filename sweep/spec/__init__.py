@@ -1,10 +1,12 @@
 """The sweep specification: its parts, validated on construction (docs: Reference > Spec fields).
 
 One module per part: :class:`Problem`, :class:`Model` and :class:`Optimizer` (a name and its
-options, ``_parts``), :class:`Training` (``_training``), the seeds (``_seeds``) and the whole
+options, ``_parts``), :class:`Training` (``_training``), the seeds (``_seeds``; seeds in rounds,
+:class:`Adaptive`, ``_adaptive``) and the whole
 :class:`SweepSpec` (``_sweep``); ``_values`` holds the rule every value passes (plain, finite data).
 """
 
+from ._adaptive import Adaptive as Adaptive
 from ._parts import Model as Model
 from ._parts import Optimizer as Optimizer
 from ._parts import Problem as Problem
@@ -16,6 +18,7 @@ from ._training import INT32_LIMIT as INT32_LIMIT
 from ._training import Training as Training
 
 __all__ = [
+    "Adaptive",
     "INT32_LIMIT",
     "MAX_SEEDS",
     "SEED_LIMIT",

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 from .._canonical import digest
 from .._errors import SpecError, did_you_mean
 from .._fs import COMPONENT_RULE, name_problem
+from ._adaptive import KEY as ADAPTIVE_KEY
+from ._adaptive import Adaptive, adaptive_from
 from ._parts import Model, Optimizer, Problem
 from ._seeds import SEED_LIMIT, seed_tuple
 from ._training import Training
@@ -65,8 +67,10 @@ class SweepSpec:
         model: The network of every member (:class:`Model`).
         optimizer: The optax optimizer (:class:`Optimizer`).
         training: Epochs, batch size, reports, loss and metrics (:class:`Training`).
-        seeds: An int ``N`` (seeds ``0..N-1``, ``1 <= N <= 2**24``) or a list of distinct
-            integers in ``0..2**32-1``.
+        seeds: An int ``N`` (seeds ``0..N-1``, ``1 <= N <= 2**24``), a list of distinct
+            integers in ``0..2**32-1``, or :class:`Adaptive` seeds trained in rounds where the
+            comparison of configurations is still undecided (``{"adaptive": {...}}`` in a dict,
+            ``[seeds.adaptive]`` in TOML).
         sweep_seed: Base key of every member: a member's key is
             ``fold_in(key(sweep_seed), seed)``. An integer in ``0..2**32-1``.
         seeds_per_trial: Block size: seeds one trial trains together in one compiled program, an
@@ -107,7 +111,7 @@ class SweepSpec:
     model: Model
     optimizer: Optimizer
     training: Training = Training()  # noqa: RUF009 (frozen: one shared default is safe)
-    seeds: int | tuple[int, ...] = 1
+    seeds: int | tuple[int, ...] | Adaptive = 1
     sweep_seed: int = 0
     seeds_per_trial: int | str = 16
     grid: Mapping[str, tuple[Any, ...]] = dataclasses.field(default_factory=dict)
@@ -126,9 +130,17 @@ class SweepSpec:
         for field, cls in _PARTS.items():
             if not isinstance(getattr(self, field), cls):
                 raise SpecError(f"`{field}`: got {getattr(self, field)!r}; expected a sweep.{cls.__name__}")
-        seed_list = seed_tuple(self.seeds)
-        object.__setattr__(self, "seeds", int(self.seeds) if is_int(self.seeds) else seed_list)
-        object.__setattr__(self, "_seed_list", seed_list)
+        seeds: Any = self.seeds  # an int, an iterable of ints, an Adaptive or its table
+        adaptive = adaptive_from(seeds)
+        if adaptive is not None:
+            t = self.training
+            adaptive.check_metric(t.loss, t.metrics, t.rollout_metrics if t.rollout_steps else ())
+            object.__setattr__(self, "seeds", adaptive)
+            object.__setattr__(self, "_seed_list", adaptive.seed_list)
+        else:
+            seed_list = seed_tuple(seeds)
+            object.__setattr__(self, "seeds", int(seeds) if is_int(seeds) else seed_list)
+            object.__setattr__(self, "_seed_list", seed_list)
         if not is_int(self.sweep_seed) or not 0 <= self.sweep_seed < SEED_LIMIT:
             raise SpecError(f"`sweep_seed`: got {self.sweep_seed!r}; must be a non-negative integer below 2**32")
         object.__setattr__(self, "sweep_seed", int(self.sweep_seed))
@@ -195,8 +207,14 @@ class SweepSpec:
 
     @property
     def seed_list(self) -> tuple[int, ...]:
-        """The seeds as a tuple (``seeds=4`` -> ``(0, 1, 2, 3)``)."""
+        """The seeds as a tuple (``seeds=4`` -> ``(0, 1, 2, 3)``; :class:`Adaptive` seeds: every seed
+        the race may train, ``0..max-1``)."""
         return self._seed_list
+
+    @property
+    def adaptive(self) -> Adaptive | None:
+        """The :class:`Adaptive` seeds of a race, or None for fixed seeds."""
+        return self.seeds if isinstance(self.seeds, Adaptive) else None
 
     @property
     def vmapped_names(self) -> tuple[str, ...]:
@@ -251,7 +269,10 @@ class SweepSpec:
         out: dict[str, Any] = {"name": self.name}
         for field in _PARTS:
             out[field] = getattr(self, field).to_dict()
-        out["seeds"] = self.seeds if isinstance(self.seeds, int) else list(self.seeds)
+        if isinstance(self.seeds, Adaptive):
+            out["seeds"] = {ADAPTIVE_KEY: self.seeds.to_dict()}
+        else:
+            out["seeds"] = self.seeds if isinstance(self.seeds, int) else list(self.seeds)
         out["sweep_seed"] = self.sweep_seed
         out["seeds_per_trial"] = self.seeds_per_trial
         out["grid"] = {k: list(v) for k, v in self.grid.items()}

@@ -43,9 +43,11 @@ from .._errors import StoreError
 from .._fs import filesystem_path
 from ..planning import PLAN_FILE, Plan, TrialPlan
 from ..problems import Dataset
+from ..spec import Adaptive
 from ..training import BlockRef, Shapes
 from . import _members
 from ._members import Column, Source
+from ._race import race_manifest
 from ._reader import Store
 from ._samples import sample_tables, write_store_samples
 from ._schema import (
@@ -218,9 +220,11 @@ def _aggregate(
     configs: list[dict] = []
     missing: dict[str, dict] = {}
     with StoreWriter(fs, store_path) as writer:
+        adaptive = plan.spec.adaptive if plan else None
         tasks = _tasks(
-            writer.root, fs, by_config, names, columns, types, schema, metrics, shard_bytes, configs, trials, missing
-        )
+            writer.root, fs, by_config, names, columns, types, schema, metrics, shard_bytes, configs, trials, missing,
+            adaptive,
+        )  # fmt: skip
         writer.write_table(
             MEMBERS,
             schema,
@@ -243,6 +247,7 @@ def _aggregate(
             "missing": missing_list,
             "columns": [c._asdict() for c in columns],
             "metrics": metrics,
+            **race_manifest(plan, columns, names),
         }
         if scores is not None:  # read the generation as it stands, through the store's own checks
             written = Store(fs, writer.root, {**manifest, "format": FORMAT, "files": dict(writer.files)})
@@ -290,6 +295,7 @@ def _tasks(
     configs: list[dict],
     trials: dict[str, list[TrialPlan]],
     missing: dict[str, dict],
+    adaptive: Adaptive | None,
 ) -> Iterator[ShardTask]:
     """Every leaves file's task, configs in id order, planned from the block.json files alone;
     fills ``configs`` (rows of configs.parquet) and ``missing`` (planned members without a
@@ -320,6 +326,7 @@ def _tasks(
                 types,
                 schema,
                 tuple(metrics),
+                adaptive,
             )
         spec_dict = {k: v for k, v in first.spec.to_dict().items() if k not in _SWEEP_ONLY}
         sample_shape, target_shape, num_train = Shapes.of(first.shapes)[:3]

@@ -91,13 +91,23 @@ class Store:
         return list(self.manifest["metrics"])
 
     @property
+    def index_names(self) -> list[str]:
+        """The columns of :meth:`index`: every column but the histories (``round`` in a race's store)."""
+        return index_columns(self.grid_columns, self.metrics, race="race" in self.manifest)
+
+    @property
+    def race(self) -> dict[str, Any] | None:
+        """The race of adaptive seeds (the manifest's ``race``: settings, decisions), or None."""
+        return self.manifest.get("race")
+
+    @property
     def vmapped_columns(self) -> list[str]:
         return [c["name"] for c in self.manifest["columns"] if c["vmapped"]]
 
     def index(self) -> pa.Table:
         """Every member's row without the history columns (what queries need), checked against the
         configs: member ids 0..N-1 in order, each in its config's range."""
-        table = self.members(index_columns(self.grid_columns, self.metrics))
+        table = self.members(self.index_names)
         ids = table["member_id"].to_numpy()
         total = sum(c.num_members for c in self.configs.values())
         configs = sorted(self.configs.values(), key=lambda c: c.first_member)
@@ -117,13 +127,13 @@ class Store:
     def index_schema(self) -> pa.Schema:
         """The schema of :meth:`index` (from the footer of ``members.parquet``; no rows read)."""
         schema = self._table(MEMBERS).schema_arrow
-        return pa.schema([schema.field(name) for name in index_columns(self.grid_columns, self.metrics)])
+        return pa.schema([schema.field(name) for name in self.index_names])
 
     def select(self, filters: Mapping[str, pa.Array]) -> pa.Table:
         """The :meth:`index` rows of the members whose columns take one of the given values
         (``{column: values}``, each an Arrow array of the column's type), reading only the row
         groups whose min/max statistics allow a match; checked against the configs."""
-        rows = self._matching(filters, index_columns(self.grid_columns, self.metrics))
+        rows = self._matching(filters, self.index_names)
         self._check_rows(rows)
         return rows
 

@@ -95,6 +95,7 @@ IDENTITY_COLUMNS = (
     ("seed", pa.int64()),
     ("trial_id", pa.string()),
 )
+ROUND = "round"  # the race round that trains the member's seed (Adaptive seeds); null without a race
 RESULT_COLUMNS = (("status", pa.string()), ("epochs", _I32), ("train_loss", _F32))
 HISTORY_EPOCHS = "history_epochs"
 STATUSES = ("ok", "diverged", "stopped_early")
@@ -161,7 +162,7 @@ def fixed_columns(metrics: Sequence[str]) -> tuple[str, ...]:
 
 
 def members_schema(columns: list[Column], types: dict[str, pa.DataType], metrics: Sequence[str]) -> pa.Schema:
-    """``members.parquet``: identity, one column per grid key, status and epochs, the final values
+    """``members.parquet``: identity, one column per grid key, the race round, status and epochs, the final values
     (train, val and test loss, then each metric on val and test), their curves, the rollout curves
     at the last report (list<float64> of T values; null without that split's trajectories), the
     report epochs."""
@@ -170,6 +171,7 @@ def members_schema(columns: list[Column], types: dict[str, pa.DataType], metrics
         [
             *IDENTITY_COLUMNS,
             *((c.name, types[c.name]) for c in columns),
+            (ROUND, _I32),
             *RESULT_COLUMNS,
             *((c, _value_type(c)) for c in values[1:]),
             *((history_column(c), pa.list_(_value_type(c))) for c in values),
@@ -188,11 +190,13 @@ def statistics_columns(columns: list[Column]) -> list[str]:
     return ["member_id", "config_id", "seed", *(c.name for c in columns)]
 
 
-def index_columns(grid_columns: list[str], metrics: Sequence[str]) -> list[str]:
-    """The ``members.parquet`` columns queries filter and rank on (no histories)."""
+def index_columns(grid_columns: list[str], metrics: Sequence[str], race: bool = False) -> list[str]:
+    """The ``members.parquet`` columns queries filter and rank on (no histories); ``race``: with the
+    ``round`` column (stores of a race; stores made before races have none)."""
     return (
         [name for name, _ in IDENTITY_COLUMNS]
         + list(grid_columns)
+        + ([ROUND] if race else [])
         + [name for name, _ in RESULT_COLUMNS]
         + evaluated_columns(metrics)
     )

@@ -26,6 +26,7 @@ from ._files import Record
 from ._members import Column, Member, Source
 from ._schema import (
     HISTORY_EPOCHS,
+    ROUND,
     STATUSES,
     curves_by_column,
     history_column,
@@ -50,6 +51,7 @@ class ShardTask(NamedTuple):
     types: dict[str, tuple[pa.DataType, Callable[[Any], Any]]]
     schema: pa.Schema
     metrics: tuple[str, ...]  # stored metric names (columns val_<m>, test_<m>)
+    adaptive: Any = None  # the sweep's sweep.Adaptive seeds (the round column), or None
 
 
 class ShardResult(NamedTuple):
@@ -120,6 +122,7 @@ def _table(task: ShardTask, rows: dict) -> pa.Table:
         "config_id": [task.config_id] * len(chunk),
         "seed": [m.key[1] for m in chunk],
         "trial_id": [sources[m.source].trial_id for m in chunk],
+        ROUND: [None if task.adaptive is None else task.adaptive.round_of(m.key[1]) for m in chunk],
         "status": np.where(rows["diverged"], STATUSES[1], np.where(rows["stopped"], STATUSES[2], STATUSES[0])).tolist(),
         "epochs": rows["epochs"],
         HISTORY_EPOCHS: _lists(rows[HISTORY_EPOCHS], pa.int32()),

@@ -89,8 +89,24 @@ class ProgressState:
         self.retries: dict[str, list[str]] = {}  # trial key -> why Tune retried it, each time
         self.seen = False  # Tune has created one of these trials
         self.first_start: float | None = None
+        self.race: dict[str, tuple[str, str]] = {}  # adaptive seeds: label -> (interval, status)
+        self.race_line = ""
         self.lock = threading.Lock()
         self.add(trials)
+
+    def label(self, config_id: str, hparams: str) -> str:
+        """The label of a configuration (``hparams``: its :func:`~sweep.planning.hparams_key` text)."""
+        return self._label[(config_id, hparams)]
+
+    def show_race(self, rows: Mapping[tuple[str, str], tuple[int, str, str]], line: str) -> None:
+        """Adaptive seeds: per configuration ``(config_id, hparams_key)``, the seeds planned so far
+        (its member count), its interval and its status in the race; ``line`` sums the race up."""
+        with self.lock:
+            for key, (seeds, interval, status) in rows.items():
+                label = self._label[key]
+                self.configs[label][1] = seeds
+                self.race[label] = (interval, status)
+            self.race_line = line
 
     def rank_on_validation(self, validated: bool) -> None:
         """Show and rank by the validation loss from the start (``validated``: the data has a
@@ -240,11 +256,12 @@ class ProgressState:
         """:meth:`summary` plus the ``top`` configurations with the lowest mean loss so far."""
         c = self.counts()
         ranked = self.ranked(c)
+        race = f" | {self.race_line}" if self.race_line else ""
         if not ranked:
-            return self.summary(c)
+            return self.summary(c) + race
         shown = ", ".join(f"{label} {loss:.3g}" for label, loss in ranked[:top])
         more = f" (+{len(ranked) - top} more)" if len(ranked) > top else ""
-        return f"{self.summary(c)} | {self.ranking}: {shown}{more}"
+        return f"{self.summary(c)} | {self.ranking}: {shown}{more}{race}"
 
     def renderable(self, max_rows: int = 20):
         """The rich display: the summary, a bar of member-epochs, one row per configuration."""
@@ -259,6 +276,8 @@ class ProgressState:
         table.add_column("members", justify="right")
         table.add_column(f"{self.loss_name}: mean over seeds", justify="right")
         table.add_column("best member", justify="right")
+        for name in ("race: mean [interval]", "race") if self.race else ():
+            table.add_column(name, justify="right" if name != "race" else "left")
         ranked = [label for label, _ in self.ranked(c)]
         order = ranked + [label for label in self.configs if label not in c["mean"]]  # best mean first
         for i, label in enumerate(order[:max_rows]):
@@ -269,9 +288,10 @@ class ProgressState:
                 f"{c['per_config'][label]}/{self.configs[label][1]}",
                 f"[bold green]{text}[/]" if mean is not None and i == 0 else text,
                 "-" if best is None else f"{best:.4g}",
+                *(self.race.get(label, ("-", "-")) if self.race else ()),
             )
         if len(self.configs) > max_rows:
-            table.add_row(f"... {len(self.configs) - max_rows} more configurations", "", "", "")
+            table.add_row(f"... {len(self.configs) - max_rows} more configurations", *[""] * (len(table.columns) - 1))
         bar = Table.grid(padding=(0, 1))
         compiling, pending = c["trials"]["compiling"], c["trials"]["pending"]
         state = f"{100 * c['epochs_done'] / max(c['epochs'], 1):3.0f}%"
@@ -284,7 +304,9 @@ class ProgressState:
             ProgressBar(total=max(c["epochs"], 1), completed=c["epochs_done"], width=40, pulse=waiting),
             Text(f"{state} | " + " | ".join(self._speed_parts(c))),
         )
-        return Group(Text(" | ".join(self._counts_parts(c))), bar, table)
+        return Group(
+            Text(" | ".join(self._counts_parts(c))), bar, *([Text(self.race_line)] if self.race_line else []), table
+        )
 
 
 class SweepProgress(Callback):

@@ -25,7 +25,7 @@ from ..ensemble import aggregate
 from ..planning import Plan, TrialPlan, make_plan, merge_plans
 from ..spec import SweepSpec
 from ..store import SweepDir
-from . import _env
+from . import _env, _race
 from ._aggregate import aggregate as aggregate_in_tasks
 from ._auto import Probe, choose_seeds_per_trial, largest_config, measure
 from ._cadence import Cadence, cadence
@@ -97,7 +97,17 @@ def plan(
         config, hparams = largest_config(spec, datasets)
         probe = measure(config, hparams, datasets[config.problem_id], spec.resources)
         seeds_per_trial = _choose(spec, config, probe, max(1, int(available_cpus() // spec.resources["cpu"])))
-    return make_plan(spec, seeds_per_trial, done=done)
+    return make_plan(spec, seeds_per_trial, done=done, wanted=_next_round(spec, datasets, storage, storage_filesystem))
+
+
+def _next_round(spec: SweepSpec, datasets: dict, storage, storage_filesystem) -> dict | None:
+    """Adaptive seeds: the seeds of the race's next round (None: fixed seeds, plan them all)."""
+    if spec.adaptive is None:
+        return None
+    _race.check_validated(spec, all(d.val.size for d in datasets.values()))
+    if storage is None:
+        return {key: spec.adaptive.seeds_in(1) for key in _race.configurations(spec)[0]}
+    return _race.advance(spec, SweepDir.of(spec, storage, storage_filesystem), record=False).wanted
 
 
 def _choose(spec: SweepSpec, measured: SweepSpec, probe: Probe, slots: int) -> int:
@@ -233,7 +243,8 @@ def _aggregate_complete(spec: SweepSpec, sweep_dir: SweepDir, in_tasks: bool) ->
     try:
         from ..store import Store
 
-        if Store.open(sweep_dir.path, filesystem=sweep_dir.filesystem).manifest.get("num_members") == len(done):
+        manifest = Store.open(sweep_dir.path, filesystem=sweep_dir.filesystem).manifest
+        if manifest.get("num_members") == len(done) and _race.stored(manifest, sweep_dir.plan()):
             return len(done)
     except SweepError:
         pass  # no store yet, or not a readable one: build it
@@ -343,22 +354,24 @@ def run(
         address, resume, scheduler, failure_config, trial_hooks or TrialHooks(), progress, resume_command,
         checkpoint_every, tune_config, run_config, int(verbose or 0),
     )  # fmt: skip
+    _race.check_options(spec, options.the_scheduler, options.run_config)
     configure(gpu_preallocate=False)  # the driver's JAX (data generation) must not take the trials' GPU memory
     sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
     done, _ = sweep_dir.done(spec)
     state = ProgressState(spec, (), done)
     display = SweepProgress(state, "plain" if options.verbose and progress == "auto" else progress)
     trackers = make_loggers(loggers, spec, sweep_dir.shown)  # unknown names fail here, before Ray starts
-    if not make_plan(spec, _stored_block_size(spec, sweep_dir.plan()) or 10**9, done=done).trials:
+    if not _anything_to_train(spec, sweep_dir, done, state):
         _aggregate_complete(spec, sweep_dir, in_tasks=False)
         display.message(f"nothing to train: {len(done)} members already in {sweep_dir.shown}")
+        _race_result(spec, sweep_dir, display)
         return sweep_dir.shown
     session = _Session(spec, sweep_dir, options, [display, *trackers])
     try:
         _start(session)
         interrupted, failures = _restore(session) if resume else (False, [])
         if not interrupted:
-            interrupted, failures = _train_new(session, failures)
+            interrupted, failures = (_race_rounds if spec.adaptive else _train_new)(session, failures)
     except KeyboardInterrupt:  # a second Ctrl-C, or one before Tune took over: stop now
         display.close()
         c = state.counts()
@@ -376,9 +389,46 @@ def run(
         display.message(hint := _resume_hint(done_now, state.counts()["members"], resume_command, str(storage)))
         raise Interrupted(hint)
     _aggregate(session, failures)
+    _race_result(spec, sweep_dir, display)
     for hint in (h for t in trackers if (h := t.hint())):
         display.message(hint)
     return sweep_dir.shown
+
+
+def _anything_to_train(spec: SweepSpec, sweep_dir: SweepDir, done: set, state) -> bool:
+    """Whether members are left to train (a race first evaluates the rounds it has, and shows them)."""
+    if spec.adaptive is None:
+        return bool(make_plan(spec, _stored_block_size(spec, sweep_dir.plan()) or 10**9, done=done).trials)
+    step = _race.advance(spec, sweep_dir)
+    _race.show(state, spec, step)
+    return bool(step.wanted)
+
+
+def _race_rounds(session: _Session, failures: list[str]) -> tuple[bool, list[str]]:
+    """Adaptive seeds: evaluate the rounds trained, then train the next (one Tune experiment per
+    round), until the race is over: (interrupted, failure messages)."""
+    spec, sweep_dir, state = session.spec, session.sweep_dir, session.listeners[0].state
+    before = None
+    while not failures:
+        step = _race.advance(spec, sweep_dir)
+        _race.show(state, spec, step)
+        if not step.wanted:
+            break
+        if step.wanted == before:
+            raise SweepError(f"sweep {spec.name!r}: the race's round {step.wanted} was trained but is not complete")
+        interrupted, failures = _train_new(session, failures, step.wanted)
+        if interrupted:
+            return True, failures
+        sweep_dir.refresh()
+        before = step.wanted
+    return False, failures
+
+
+def _race_result(spec: SweepSpec, sweep_dir: SweepDir, display) -> None:
+    """Print what a race decided (nothing for fixed seeds)."""
+    if spec.adaptive is not None:
+        step = _race.advance(spec, sweep_dir, record=False)
+        display.message(_race.result(spec, step, lambda key: display.state.label(*key)))
 
 
 def _start(session: _Session) -> None:
@@ -395,6 +445,7 @@ def _start(session: _Session) -> None:
     # on a laptop), a helper thread imports Tune and checks the storage.
     session.datasets = load_datasets(session.spec)
     session.validated = all(d.val.size for d in session.datasets.values())
+    _race.check_validated(session.spec, session.validated)
     session.listeners[0].state.rank_on_validation(session.validated)
     options.check_scheduler_metric(session.validated)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-prepare") as pool:
@@ -451,16 +502,17 @@ def _restore(session: _Session) -> tuple[bool, list[str]]:
     return interrupted, failures
 
 
-def _train_new(session: _Session, failures: list[str]) -> tuple[bool, list[str]]:
-    """Plan what is not trained yet, write the plan and the samples, and fit a new experiment
-    for it (unless restored trials failed): (interrupted, failure messages)."""
+def _train_new(session: _Session, failures: list[str], wanted: dict | None = None) -> tuple[bool, list[str]]:
+    """Plan what is not trained yet (of ``wanted``, a race's round, if given), write the plan and
+    the samples, and fit a new experiment for it (unless restored trials failed): (interrupted,
+    failure messages)."""
     spec, sweep_dir = session.spec, session.sweep_dir
     stored = sweep_dir.plan()
     done, blocks = sweep_dir.done(spec)
     seeds_per_trial = _stored_block_size(spec, stored)
     if spec.seeds_per_trial == "auto" and seeds_per_trial is None:
         seeds_per_trial = _measured_block_size(session)
-    new = make_plan(spec, seeds_per_trial, done=done)
+    new = make_plan(spec, seeds_per_trial, done=done, wanted=wanted)
     merged = merge_plans(stored, new)
     sweep_dir.write_plan(merged)
     sweep_dir.write_samples(session.datasets)  # what figures draw from: the aggregator never loads data

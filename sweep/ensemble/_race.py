@@ -1,0 +1,53 @@
+"""The race of adaptive seeds a store records (``manifest.json`` ``race``), as a table and a sentence."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+RACE_STATS = ("status", "round", "seeds", "used", "mean", "ci_low", "ci_high", "best")
+
+
+def race_table(race: Mapping[str, Any], grid_columns: list[str]) -> pa.Table:
+    """One row per configuration of the race, in grid order: its grid values and ``config_id``,
+    its status (``racing``, ``eliminated``, ``decided``, or ``finished``: in the race when it
+    ended), the round of its decision (else its
+    latest round), its seeds and how many of them were used (not diverged), the mean of the race's
+    metric and its simultaneous interval, and whether it is the best. The schema's metadata holds
+    :func:`race_title` under ``b"title"``."""
+    rows = []
+    for c in race["configurations"]:
+        values = c.get("values", {})
+        rows.append(
+            {
+                **{name: values.get(name) for name in grid_columns},
+                "config_id": c["config_id"],
+                **{k: c[k] for k in ("status", "round", "seeds", "used", "mean")},
+                "ci_low": c["low"],
+                "ci_high": c["high"],
+                "best": c["best"],
+            }
+        )
+    table = pa.Table.from_pylist(rows)
+    return table.replace_schema_metadata({"title": race_title(race)})
+
+
+def race_title(race: Mapping[str, Any]) -> str:
+    """``race on val_loss (lower is better; start 4, step 4, max 64): over after 9 rounds (one
+    configuration left); intervals simultaneous at 0.95 (each at 0.9996)``."""
+    s = race["settings"]
+    rounds = race["evaluations"]
+    plural = "s" * (rounds != 1)
+    where = (
+        f"over after {rounds} round{plural} ({race['ended']})"
+        if race.get("ended")
+        else f"{rounds} round{plural} so far"
+    )
+    precision = f", precision {s['precision']:g}" if s.get("precision") is not None else ""
+    return (
+        f"race on {s['metric']} ({'lower' if s['mode'] == 'min' else 'higher'} is better; start {s['start']}, "
+        f"step {s['step']}, max {s['max']}{precision}): {where}; intervals simultaneous at {s['confidence']:g} "
+        f"(each at {race['level']:.4g})"
+    )

@@ -1,0 +1,348 @@
+"""The race of adaptive seeds (:class:`sweep.Adaptive`) as pure functions: no Ray, no files.
+
+A *configuration* is one grid point: a structural config and one set of vmapped
+hyperparameters, named by its :data:`Key` ``(config_id, hparams_key)``. The race is a sequence of
+:class:`Evaluation` records, one per round: the interval of every configuration still in it and
+what was decided. Given the records and how many rounds of seeds each configuration has trained,
+:func:`next_step` says what comes next (evaluate, train the next round, or stop), so a resumed
+race takes the same steps as an uninterrupted one::
+
+    race = Race()
+    while (step := next_step(adaptive, race, keys, trained)).over is None:
+        if step.train:      # {key: round}: train these rounds, then count them in `trained`
+            ...
+        else:               # every configuration due has its round: evaluate it
+            race = race.add(evaluate(adaptive, race, keys, step.evaluate, values, sweep_seeds))
+
+:func:`simulate` runs a whole race on values known in advance (tests, the benchmark).
+
+The statistics (docs: How-to guides > Adaptive seeds): each interval is a percentile bootstrap
+interval of the mean over the configuration's seeds so far (``scipy.stats.bootstrap``), at the
+level ``1 - (1 - confidence) / (K * R)`` for ``K`` configurations and at most ``R`` rounds
+(:func:`interval_level`); a configuration has one interval per round, so by the union bound every
+interval the race computes covers its configuration's mean together with probability at least
+``confidence``. Each interval's resampling is seeded from (``sweep_seed``, round, configuration),
+so it is the same number wherever and whenever it is computed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ._canonical import digest
+from .spec import Adaptive
+
+Key = tuple[str, str]  # (config_id, hparams_key text): one configuration
+STATUSES = ("racing", "eliminated", "decided")
+ENDS = {  # why a race ended
+    "one_left": "one configuration left",
+    "none_racing": "every configuration decided or eliminated",
+    "max_reached": "every configuration still racing has max seeds",
+}
+MIN_RESAMPLES = 2000  # as every interval of sweep.ensemble: the level's tails get at least TAIL_RESAMPLES
+TAIL_RESAMPLES = 20
+MAX_RESAMPLES = 200_000
+
+
+class Interval(NamedTuple):
+    """The mean of a configuration's values over ``used`` seeds and its interval, in the metric's units."""
+
+    mean: float
+    low: float
+    high: float
+    used: int
+
+
+def _json_number(x: float) -> float | str | None:
+    """A float as strict JSON holds it: NaN as null, infinities as ``"inf"`` / ``"-inf"``."""
+    return x if math.isfinite(x) else None if math.isnan(x) else str(x)
+
+
+@dataclasses.dataclass(frozen=True)
+class Standing:
+    """One configuration at one evaluation: the round of seeds behind its interval and its status
+    after the evaluation (``racing``, ``eliminated`` or ``decided``)."""
+
+    config_id: str
+    hparams: str  # sweep.planning.hparams_key text
+    round: int
+    seeds: int  # seeds of rounds 1..round
+    interval: Interval
+    status: str
+
+    @property
+    def key(self) -> Key:
+        return (self.config_id, self.hparams)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "config_id": self.config_id,
+            "hparams": self.hparams,
+            "round": self.round,
+            "seeds": self.seeds,
+            **{f: _json_number(getattr(self.interval, f)) for f in ("mean", "low", "high")},
+            "used": self.interval.used,
+            "status": self.status,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Standing:
+        mean, low, high = (math.nan if data[f] is None else float(data[f]) for f in ("mean", "low", "high"))
+        interval = Interval(mean, low, high, int(data["used"]))
+        if data["status"] not in STATUSES:
+            raise ValueError(f"status {data['status']!r} is not one of {', '.join(STATUSES)}")
+        return cls(
+            str(data["config_id"]),
+            str(data["hparams"]),
+            int(data["round"]),
+            int(data["seeds"]),
+            interval,
+            data["status"],
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """One round of the race: the standing of every configuration not eliminated before it, the
+    best one (by mean) and the level of the intervals."""
+
+    number: int  # 1-based
+    level: float
+    standings: tuple[Standing, ...]
+    best: Key | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "number": self.number,
+            "level": self.level,
+            "best": None if self.best is None else list(self.best),
+            "standings": [s.to_dict() for s in self.standings],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Evaluation:
+        best = data.get("best")
+        return cls(
+            int(data["number"]),
+            float(data["level"]),
+            tuple(Standing.from_dict(s) for s in data["standings"]),
+            None if best is None else (str(best[0]), str(best[1])),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class Race:
+    """Every evaluation of a race so far (``plan.json`` keeps it: ``Plan.race``)."""
+
+    evaluations: tuple[Evaluation, ...] = ()
+
+    def add(self, evaluation: Evaluation) -> Race:
+        return Race((*self.evaluations, evaluation))
+
+    def latest(self) -> dict[Key, Standing]:
+        """The last standing of every configuration evaluated so far."""
+        return {s.key: s for e in self.evaluations for s in e.standings}
+
+    def decisions(self) -> dict[Key, Standing]:
+        """The standing at which each eliminated or decided configuration left the race."""
+        out: dict[Key, Standing] = {}
+        for e in self.evaluations:
+            for s in e.standings:
+                if s.status != "racing" and s.key not in out:
+                    out[s.key] = s
+        return out
+
+    @property
+    def best(self) -> Key | None:
+        """The best configuration of the latest evaluation."""
+        return self.evaluations[-1].best if self.evaluations else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"evaluations": [e.to_dict() for e in self.evaluations]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Race:
+        return cls(tuple(Evaluation.from_dict(e) for e in data["evaluations"]))
+
+
+# -- statistics -----------------------------------------------------------------------------------
+def interval_level(adaptive: Adaptive, num_configs: int) -> float:
+    """The level of each interval: ``1 - (1 - confidence) / (num_configs * rounds)``."""
+    return 1.0 - (1.0 - adaptive.confidence) / (max(1, num_configs) * adaptive.rounds)
+
+
+def resamples(level: float) -> int:
+    """Bootstrap resamples for an interval at ``level``: 2000, or enough that each tail holds
+    :data:`TAIL_RESAMPLES` of them (at most :data:`MAX_RESAMPLES`)."""
+    return int(min(MAX_RESAMPLES, max(MIN_RESAMPLES, math.ceil(TAIL_RESAMPLES / ((1.0 - level) / 2)))))
+
+
+def interval_seed(sweep_seed: int, round: int, key: Key) -> int:
+    """The resampling seed of a configuration's interval at ``round``."""
+    return int(digest([sweep_seed, round, list(key)], 16), 16)
+
+
+def min_seeds(level: float) -> int:
+    """The fewest values a percentile bootstrap interval at ``level`` needs: ``ceil(log2(2 / (1 -
+    level)))``. Such an interval never reaches beyond the values, and the range of ``n`` values
+    misses the median of their distribution with probability ``2**(1 - n)``; from fewer values it
+    would claim more confidence than it can have."""
+    return max(2, math.ceil(math.log2(2.0 / (1.0 - level)) - 1e-9))
+
+
+def mean_interval(values: np.ndarray, level: float, seed: int) -> Interval:
+    """The mean of the finite ``values`` and its percentile bootstrap interval at ``level``.
+
+    No finite value: mean and interval are NaN (the configuration can be neither best nor kept);
+    fewer than :func:`min_seeds` values: the interval is unbounded (nothing can be decided on
+    them); all equal: the interval is that value.
+    """
+    v = np.asarray(values, np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return Interval(math.nan, math.nan, math.nan, 0)
+    mean = float(v.mean())
+    if v.size < min_seeds(level):
+        return Interval(mean, -math.inf, math.inf, int(v.size))
+    if np.ptp(v) == 0:
+        return Interval(mean, float(v[0]), float(v[0]), int(v.size))
+    from scipy import stats
+
+    b = resamples(level)
+    result = stats.bootstrap(
+        (v,),
+        np.mean,
+        n_resamples=b,
+        batch=max(1, 2**22 // v.size),
+        confidence_level=level,
+        method="percentile",
+        vectorized=True,
+        rng=np.random.default_rng(seed),
+    )
+    low, high = result.confidence_interval
+    return Interval(mean, float(low), float(high), int(v.size))
+
+
+# -- the race -------------------------------------------------------------------------------------
+class Step(NamedTuple):
+    """What the race does next: train rounds (``{key: round}``), evaluate (``{key: round}`` of
+    every configuration not eliminated), or nothing because it is ``over`` (a key of :data:`ENDS`)."""
+
+    train: dict[Key, int]
+    evaluate: dict[Key, int]
+    over: str | None
+
+
+def over(adaptive: Adaptive, race: Race, keys: Sequence[Key]) -> str | None:
+    """Why the race over ``keys`` has ended (a key of :data:`ENDS`), or None while it goes on.
+
+    A configuration never evaluated (one just added to the grid) is racing at round 0.
+    """
+    latest = race.latest()
+    status = {k: latest[k].status if k in latest else "racing" for k in keys}
+    racing = [k for k in keys if status[k] == "racing"]
+    if not racing:
+        return "none_racing"
+    if any(k not in latest for k in keys):
+        return None
+    alive = [k for k in keys if status[k] != "eliminated"]
+    if len(alive) == 1 and adaptive.precision is None:
+        return "one_left"
+    if all(latest[k].round >= adaptive.rounds for k in racing):
+        return "max_reached"
+    return None
+
+
+def next_step(adaptive: Adaptive, race: Race, keys: Sequence[Key], trained: Mapping[Key, int]) -> Step:
+    """The race's next step, given the rounds of seeds each configuration has trained.
+
+    The configurations *due* are the racing ones furthest behind (fewest rounds evaluated, below
+    ``rounds``): in a race that started together, every racing configuration; configurations added
+    to the grid later catch up from round 1. Those due train their next round; once every one has
+    it, the race evaluates (due ones at their new round, the rest where they are).
+    """
+    ended = over(adaptive, race, keys)
+    if ended is not None:
+        return Step({}, {}, ended)
+    latest = race.latest()
+    evaluated = {k: latest[k].round if k in latest else 0 for k in keys}
+    movable = [k for k in keys if (k not in latest or latest[k].status == "racing") and evaluated[k] < adaptive.rounds]
+    low = min(evaluated[k] for k in movable)
+    due = [k for k in movable if evaluated[k] == low]
+    short = {k: low + 1 for k in due if trained.get(k, 0) < low + 1}
+    if short:
+        return Step(short, {}, None)
+    alive = [k for k in keys if k not in latest or latest[k].status != "eliminated"]
+    return Step({}, {k: low + 1 if k in due else evaluated[k] for k in alive}, None)
+
+
+def evaluate(
+    adaptive: Adaptive,
+    race: Race,
+    keys: Sequence[Key],
+    rounds: Mapping[Key, int],
+    values: Callable[[Key, int], np.ndarray],
+    sweep_seeds: Mapping[Key, int],
+) -> Evaluation:
+    """The next evaluation: the interval of every configuration in ``rounds`` from ``values(key,
+    n)`` (its metric over seeds ``0..n-1``, diverged members as NaN), the best one, and who leaves.
+
+    The best is the configuration with the best mean among those not eliminated (the first in
+    ``keys`` on a tie). A racing configuration whose interval lies wholly on the worse side of the
+    best's is eliminated; with ``precision``, a racing one left whose interval is narrower than
+    ``precision * |mean|`` is decided. Earlier decisions stand.
+    """
+    level = interval_level(adaptive, len(keys))
+    sign = 1.0 if adaptive.mode == "min" else -1.0
+    latest = race.latest()
+    found = {}
+    for k in (k for k in keys if k in rounds):
+        n = adaptive.seeds_through(rounds[k])
+        found[k] = (n, mean_interval(values(k, n), level, interval_seed(sweep_seeds[k], rounds[k], k)))
+    ranked = sorted((sign * iv.mean, i) for i, (k, (_, iv)) in enumerate(found.items()) if math.isfinite(iv.mean))
+    best = list(found)[ranked[0][1]] if ranked else None
+    # the best's interval on the side that eliminates: its upper end (mode "min"), its lower end ("max")
+    bound = math.inf if best is None else sign * (found[best][1].high if sign > 0 else found[best][1].low)
+    standings = []
+    for k, (n, iv) in found.items():
+        status = latest[k].status if k in latest else "racing"
+        if status == "racing" and k != best:
+            worse_end = sign * (iv.low if sign > 0 else iv.high)  # the end nearest the best
+            if not math.isfinite(iv.mean) or worse_end > bound:
+                status = "eliminated"
+        if status == "racing" and adaptive.precision is not None and iv.used > 1 and iv.mean != 0:
+            if (iv.high - iv.low) <= adaptive.precision * abs(iv.mean):
+                status = "decided"
+        standings.append(Standing(k[0], k[1], rounds[k], n, iv, status))
+    return Evaluation(len(race.evaluations) + 1, level, tuple(standings), best)
+
+
+def simulate(
+    adaptive: Adaptive,
+    values: Mapping[Key, np.ndarray],
+    sweep_seeds: Mapping[Key, int] | int = 0,
+    race: Race | None = None,
+) -> Race:
+    """The race over ``values`` (per configuration, its metric at seeds ``0..max-1``), continued
+    from ``race``: as :func:`sweep.run` would run it on members with these values."""
+    keys = list(values)
+    seeds = sweep_seeds if isinstance(sweep_seeds, Mapping) else dict.fromkeys(keys, sweep_seeds)
+    race = race or Race()
+    trained: dict[Key, int] = {}
+    while (step := next_step(adaptive, race, keys, trained)).over is None:
+        if step.train:
+            trained.update(step.train)
+            continue
+        race = race.add(evaluate(adaptive, race, keys, step.evaluate, lambda k, n: np.asarray(values[k])[:n], seeds))
+    return race
+
+
+def members_trained(adaptive: Adaptive, race: Race, keys: Iterable[Key]) -> dict[Key, int]:
+    """Seeds each configuration has had trained, by the race's records (its latest round)."""
+    latest = race.latest()
+    return {k: adaptive.seeds_through(latest[k].round) if k in latest else 0 for k in keys}

@@ -1,0 +1,205 @@
+"""Adaptive seeds in ``sweep.run``: the race's steps between Tune experiments (no Ray here).
+
+After each round, :func:`advance` reads every configuration's ``metric`` from the complete block
+checkpoints (the value the store's column holds), evaluates every round whose seeds are all
+trained (:func:`sweep.racing.evaluate`), records each evaluation in ``plan.json`` before anything
+else happens, and returns the seeds of the next round per configuration still racing. Everything
+it decides is a function of the recorded evaluations and the trained members, so a run killed at
+any point (mid-round, between rounds, after a decision was written) and resumed takes the same
+steps, with the same intervals, as one that was never stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from .._errors import SpecError
+from ..planning import hparams_key, make_plan
+from ..racing import ENDS, Key, Race, Standing, evaluate, interval_level, min_seeds, next_step
+from ..spec import Adaptive, SweepSpec
+from ..store import SweepDir, curves_by_column
+
+
+class RaceStep(NamedTuple):
+    """Where a race stands: the seeds of its next round per configuration (empty when it is
+    over), its evaluations so far, and why it ended (a key of :data:`sweep.racing.ENDS`)."""
+
+    wanted: dict[Key, tuple[int, ...]]
+    race: Race
+    ended: str | None
+
+
+def check_options(spec: SweepSpec, scheduler: Any, run_config: Any) -> None:
+    """A race compares members trained to their last epoch: refuse what stops trials early."""
+    if spec.adaptive is None:
+        return
+    why = (
+        "with adaptive seeds the race decides which configurations train on, and it compares members "
+        "trained for every epoch; a trial stopped early would enter the comparison half-trained"
+    )
+    if scheduler is not None:
+        raise SpecError(
+            f"`scheduler`: got {type(scheduler).__name__}; {why}. Race without a scheduler, or use the "
+            f"scheduler with fixed seeds (seeds=N)"
+        )
+    stop = getattr(run_config, "stop", None)
+    if stop:
+        raise SpecError(f"`run_config.stop`: got {stop!r}; {why}. Leave `stop` out of a race")
+
+
+def check_validated(spec: SweepSpec, validated: bool) -> None:
+    """A race compares validation values: the data must have a validation set."""
+    adaptive = spec.adaptive
+    if adaptive is not None and not validated:
+        raise SpecError(
+            f"`seeds.adaptive.metric`: {adaptive.metric!r} needs a validation set, and the problem has none "
+            f"(problem.val_fraction=0); give it one, e.g. val_fraction=0.1"
+        )
+
+
+def configurations(spec: SweepSpec) -> tuple[list[Key], dict[Key, int]]:
+    """Every configuration of ``spec`` (grid point: config x vmapped hyperparameter set) in grid
+    order, and the ``sweep_seed`` of each."""
+    keys, seeds = [], {}
+    for config, hsets in spec.expand():
+        for h in hsets:
+            key = (config.config_id, hparams_key(h))
+            keys.append(key)
+            seeds[key] = config.sweep_seed
+    return keys, seeds
+
+
+def _trained_values(
+    spec: SweepSpec, adaptive: Adaptive, sweep_dir: SweepDir
+) -> tuple[dict[Key, int], dict[Key, dict[int, float]]]:
+    """Rounds of seeds each configuration has complete, and the ``metric`` of each member trained
+    to its last epoch (NaN for a diverged one), by configuration and seed."""
+    done, blocks = sweep_dir.done(spec)
+    planned = {config.config_id: config.training.epochs for config, _ in spec.expand()}
+    values: dict[Key, dict[int, float]] = {}
+    for ref in blocks.values():
+        if ref.config_id not in planned or ref.epoch < planned[ref.config_id]:
+            continue
+        history = ref.history
+        curves = curves_by_column(history)
+        if adaptive.metric not in curves:
+            raise SpecError(
+                f"`seeds.adaptive.metric`: {adaptive.metric!r} is not among the values trial {ref.trial_key!r} "
+                f"reports ({', '.join(sorted(curves))})"
+            )
+        final = np.asarray(curves[adaptive.metric][:, -1], np.float64)
+        final = np.where(np.asarray(history.diverged, bool), np.nan, final)
+        i = 0
+        for h in ref.hparams:
+            mine = values.setdefault((ref.config_id, hparams_key(h)), {})
+            for seed in ref.seeds:
+                mine[seed] = float(final[i])
+                i += 1
+    trained = {}
+    for key in configurations(spec)[0]:
+        n = 0
+        while n < adaptive.max and (key[0], n, key[1]) in done:
+            n += 1
+        trained[key] = max((r for r in range(adaptive.rounds + 1) if adaptive.seeds_through(r) <= n), default=0)
+    return trained, values
+
+
+def advance(spec: SweepSpec, sweep_dir: SweepDir, record: bool = True) -> RaceStep:
+    """Evaluate every round of the race whose seeds are trained (each evaluation written to
+    ``plan.json`` as it is made, unless ``record`` is false), then say what comes next."""
+    adaptive = spec.adaptive
+    assert adaptive is not None  # only races advance
+    keys, seeds = configurations(spec)
+    stored = sweep_dir.plan()
+    race = stored.race if stored is not None and stored.race is not None else Race()
+    trained, values = _trained_values(spec, adaptive, sweep_dir)
+
+    def metric(key: Key, n: int) -> np.ndarray:
+        mine = values.get(key, {})
+        return np.asarray([mine.get(s, math.nan) for s in range(n)], np.float64)
+
+    while not (step := next_step(adaptive, race, keys, trained)).train and step.over is None:
+        race = race.add(evaluate(adaptive, race, keys, step.evaluate, metric, seeds))
+        if record:
+            base = sweep_dir.plan() or make_plan(spec, wanted={})
+            sweep_dir.write_plan(dataclasses.replace(base, spec=spec, race=race))
+    return RaceStep({k: adaptive.seeds_in(r) for k, r in step.train.items()}, race, step.over)
+
+
+# -- what users see ---------------------------------------------------------------------------------
+def _interval(s: Standing, needed: int) -> str:
+    iv = s.interval
+    if not math.isfinite(iv.mean):
+        return "diverged"
+    if not (math.isfinite(iv.low) and math.isfinite(iv.high)):
+        return f"{iv.mean:.4g} [needs {needed} seeds]"
+    return f"{iv.mean:.4g} [{iv.low:.4g}, {iv.high:.4g}]"
+
+
+def _status(s: Standing, best: bool, ended: str | None) -> str:
+    if s.status != "racing":
+        return f"{s.status} at round {s.round}" + (", best" if best else "")
+    if ended is None:
+        return f"racing (round {s.round})" + (", best so far" if best else "")
+    return "best" if best else f"not separated from the best ({s.seeds} seeds)"
+
+
+def rows(adaptive: Adaptive, step: RaceStep, keys: list[Key]) -> dict[Key, tuple[int, str, str]]:
+    """Per configuration: seeds trained or planned so far, interval text, status text."""
+    latest, decisions, best = step.race.latest(), step.race.decisions(), step.race.best
+    needed = min_seeds(interval_level(adaptive, len(keys)))
+    out = {}
+    for key in keys:
+        planned = step.wanted[key][-1] + 1 if key in step.wanted else 0
+        s = decisions.get(key, latest.get(key))
+        if s is None:
+            out[key] = (planned, "-", "racing (round 1)")
+        else:
+            out[key] = (max(planned, s.seeds), _interval(s, needed), _status(s, key == best, step.ended))
+    return out
+
+
+def headline(adaptive: Adaptive, step: RaceStep, keys: list[Key]) -> str:
+    """One line: the round, how many configurations race, left, were decided; the interval level."""
+    latest, ended = step.race.latest(), step.ended
+    status = [latest[k].status if k in latest else "racing" for k in keys]
+    if ended is not None:  # still in when the race ended
+        status = ["finished" if s == "racing" else s for s in status]
+    kinds = ("racing", "finished", "eliminated", "decided")
+    counts = ", ".join(f"{status.count(s)} {s}" for s in kinds if status.count(s))
+    rounds = len(step.race.evaluations)
+    where = f"over after {rounds} round{'s' * (rounds != 1)} ({ENDS[ended]})" if ended else f"round {rounds + 1}"
+    level = interval_level(adaptive, len(keys))
+    return (
+        f"race on {adaptive.metric} ({'lower' if adaptive.mode == 'min' else 'higher'} is better): {where}; "
+        f"{counts}; intervals simultaneous at {adaptive.confidence:g} (each at {level:.4g})"
+    )
+
+
+def show(state: Any, spec: SweepSpec, step: RaceStep) -> None:
+    """Put the race on the live display (a :class:`~._progress.ProgressState`)."""
+    adaptive = spec.adaptive
+    assert adaptive is not None
+    keys, _ = configurations(spec)
+    state.show_race(rows(adaptive, step, keys), headline(adaptive, step, keys))
+
+
+def stored(manifest: Mapping[str, Any], plan: Any) -> bool:
+    """Whether a store's manifest holds every evaluation of the sweep's race (True without a race)."""
+    race = None if plan is None else plan.race
+    return race is None or (manifest.get("race") or {}).get("evaluations") == len(race.evaluations)
+
+
+def result(spec: SweepSpec, step: RaceStep, label: Callable[[Key], str]) -> str:
+    """What the race decided, in one line (printed when it is over)."""
+    adaptive = spec.adaptive
+    assert adaptive is not None
+    keys, _ = configurations(spec)
+    best = step.race.best
+    chosen = f"; best: {label(best)}" if best is not None else ""
+    return headline(adaptive, step, keys) + chosen

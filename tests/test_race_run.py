@@ -1,0 +1,223 @@
+"""Adaptive seeds through sweep.run on a local Ray: rounds, decisions in the plan and the store,
+resume after a kill at any point, configurations joining a finished race, refusals."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import kill_driver_when, tiny_spec, wait_trials_ended
+from typer.testing import CliRunner
+
+import sweep
+from sweep import racing
+from sweep.cli._app import app
+from sweep.planning import hparams_key
+from sweep.tune import TrialHooks
+
+LEARNING_RATES = [1e-2, 1e-5, 3e-3]
+# 3 configurations x 2 rounds at confidence 0.5: intervals at 1 - 0.5/6, from 5 seeds (round 2) on
+SEEDS = sweep.Adaptive(start=4, step=2, max=6, confidence=0.5)
+
+
+def race_spec(rates=LEARNING_RATES, **changes) -> sweep.SweepSpec:
+    return tiny_spec(seeds=SEEDS, grid={"optimizer.learning_rate": rates}, seeds_per_trial=4, **changes)
+
+
+def plan_race(path) -> dict:
+    return json.loads((Path(path) / "plan.json").read_text())["race"]
+
+
+def store_files(path) -> dict[str, str]:
+    """sha256 of every leaves file and of the members' rows (the same members, bit for bit)."""
+    import pyarrow.parquet as pq
+
+    store = Path(path) / "ensembles"
+    out = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(store.rglob("*.eqx"))}
+    out["members"] = hashlib.sha256(pq.read_table(store / "members.parquet").to_pandas().to_json().encode()).hexdigest()
+    return out
+
+
+@pytest.fixture(scope="module")
+def raced(ray_session, tmp_path_factory):
+    """The race of ``race_spec()`` run uninterrupted."""
+    storage = tmp_path_factory.mktemp("race")
+    path = sweep.run(race_spec(), storage=str(storage))
+    return Path(path)
+
+
+def test_a_race_trains_rounds_and_records_its_decisions(raced):
+    race = racing.Race.from_dict(plan_race(raced))
+    ((config, hsets),) = race_spec().expand()
+    key = {h["learning_rate"]: (config.config_id, hparams_key(h)) for h in hsets}
+    decisions = race.decisions()
+    assert [e.number for e in race.evaluations] == list(range(1, len(race.evaluations) + 1))
+    assert all(s.status == "racing" for s in race.evaluations[0].standings)  # 4 seeds: too few to decide
+    assert decisions[key[1e-5]].status == "eliminated" and decisions[key[1e-5]].round == 2  # barely trains
+    assert race.best == key[1e-2]
+    assert key[1e-2] not in decisions
+    # the store: each member's round, only the seeds the race trained, the decisions in the manifest
+    ens = sweep.load(raced)
+    rows = ens.table.select(["seed", "learning_rate", "round", "val_loss"]).to_pylist()
+    assert all(r["round"] == SEEDS.round_of(r["seed"]) for r in rows)
+    seeds = {lr: sorted(r["seed"] for r in rows if r["learning_rate"] == lr) for lr in LEARNING_RATES}
+    assert seeds[1e-5] == list(range(6)) and seeds[1e-2] == list(range(SEEDS.seeds_through(len(race.evaluations))))
+    table = ens.race()
+    assert table is not None
+    by_rate = {r["learning_rate"]: r for r in table.to_pylist()}
+    assert (by_rate[1e-5]["status"], by_rate[1e-5]["round"], by_rate[1e-5]["seeds"]) == ("eliminated", 2, 6)
+    assert by_rate[1e-2]["best"] and by_rate[1e-2]["status"] in ("finished", "decided")
+    # every interval is the one the race computes from the stored values (the pure function)
+    values = {
+        key[lr]: np.asarray([r["val_loss"] for r in sorted(rows, key=lambda r: r["seed"]) if r["learning_rate"] == lr])
+        for lr in LEARNING_RATES
+    }
+    assert racing.simulate(SEEDS, values) == race
+    assert ens.where(round=1).table.num_rows == 3 * SEEDS.start
+
+
+def test_sweep_show_lists_the_decisions(raced):
+    result = CliRunner().invoke(app, ["show", str(raced)])
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert "race on val_loss (lower is better; start 4, step 2, max 6)" in text
+    assert "intervals simultaneous at 0.5" in text
+    line = next(line for line in text.splitlines() if line.lstrip().startswith("1e-05"))
+    assert "eliminated" in line.split() and "2" in line.split()
+
+
+def test_a_finished_race_has_nothing_to_train(raced, capsys):
+    before = sorted(p.name for p in raced.glob("tune-*"))
+    sweep.run(race_spec(), storage=str(raced.parent), progress="plain")
+    assert sorted(p.name for p in raced.glob("tune-*")) == before
+    assert "race on val_loss (lower is better): over after" in capsys.readouterr().out
+
+
+def test_stopped_after_a_decision_was_written_resumes_to_the_same_race(raced, tmp_path, monkeypatch):
+    """Ctrl-C right after round 1's evaluation is in plan.json, before round 2 is planned."""
+    from sweep.tune import _run
+
+    train_new, calls = _run._train_new, []
+
+    def interrupting(session, failures, wanted=None):
+        calls.append(wanted)
+        if len(calls) == 2:
+            assert len(plan_race(session.sweep_dir.path)["evaluations"]) == 1
+            raise KeyboardInterrupt
+        return train_new(session, failures, wanted)
+
+    monkeypatch.setattr(_run, "_train_new", interrupting)
+    with pytest.raises(sweep.tune.Interrupted):
+        sweep.run(race_spec(), storage=str(tmp_path))
+    monkeypatch.undo()
+    path = sweep.run(race_spec(), storage=str(tmp_path), resume=True)
+    assert plan_race(path) == plan_race(raced)
+    assert store_files(path) == store_files(raced)
+
+
+class FailRound:
+    """``after_report``: a trial of ``keys`` fails after its first report (once per marker file)."""
+
+    def __init__(self, marker: str, keys: list[str]):
+        self.marker, self.keys = marker, set(keys)
+
+    def __call__(self, trial_key: str, epoch: int) -> None:
+        if trial_key in self.keys and not os.path.exists(self.marker):
+            Path(self.marker).touch()
+            raise RuntimeError("injected failure mid-round")
+
+
+@pytest.mark.slow
+def test_a_round_failed_mid_way_resumes_to_the_same_race(raced, tmp_path):
+    from ray import tune
+
+    second = [p.name for p in (raced / "tune-0002").iterdir() if p.is_dir() and (p / "result.json").exists()]
+    assert second
+    hooks = TrialHooks(after_report=FailRound(str(tmp_path / "failed"), second))
+    with pytest.raises(sweep.SweepError, match="failed"):
+        sweep.run(
+            race_spec(), storage=str(tmp_path), trial_hooks=hooks, failure_config=tune.FailureConfig(max_failures=0)
+        )
+    assert len(plan_race(tmp_path / "tiny")["evaluations"]) == 1  # round 2 was not evaluated
+    path = sweep.run(race_spec(), storage=str(tmp_path), resume=True)
+    assert plan_race(path) == plan_race(raced)
+    assert store_files(path) == store_files(raced)
+
+
+@pytest.mark.slow
+def test_configurations_added_to_a_finished_race_start_at_round_1(raced, tmp_path):
+    import shutil
+
+    shutil.copytree(raced, tmp_path / "tiny", symlinks=True)
+    path = sweep.run(race_spec([*LEARNING_RATES, 2e-2]), storage=str(tmp_path))
+    old, new = plan_race(raced), plan_race(path)
+    assert new["evaluations"][: len(old["evaluations"])] == old["evaluations"]  # earlier decisions stand
+    added = hparams_key({"learning_rate": 2e-2})
+    joined = [s for e in new["evaluations"][len(old["evaluations"]) :] for s in e["standings"] if s["hparams"] == added]
+    assert joined[0]["round"] == 1 and joined[0]["seeds"] == SEEDS.start
+    ens = sweep.load(path)
+    assert sorted(ens.where(learning_rate=2e-2).table["seed"].to_pylist())[: SEEDS.start] == list(range(SEEDS.start))
+    kept = ens.where(learning_rate=1e-5).table  # eliminated before: not trained again
+    assert sorted(kept["seed"].to_pylist()) == list(range(6))
+
+
+def test_a_scheduler_or_a_stop_is_refused_before_any_work(tmp_path):
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler
+
+    with pytest.raises(sweep.SpecError, match=r"`scheduler`: got AsyncHyperBandScheduler; with adaptive seeds"):
+        sweep.run(race_spec(), storage=str(tmp_path), scheduler=ASHAScheduler(max_t=4))
+    with pytest.raises(sweep.SpecError, match=r"`run_config.stop`"):
+        sweep.run(race_spec(), storage=str(tmp_path), run_config=tune.RunConfig(stop={"training_iteration": 1}))
+    assert not (tmp_path / "tiny").exists()
+
+
+def test_a_race_needs_a_validation_set(ray_session, tmp_path):
+    spec = race_spec(problem=sweep.Problem("heat1d", num_points=16, num_samples=60, data_seed=0, val_fraction=0))
+    with pytest.raises(sweep.SpecError, match=r"`seeds.adaptive.metric`: 'val_loss' needs a validation set"):
+        sweep.run(spec, storage=str(tmp_path))
+    with pytest.raises(sweep.SpecError, match=r"needs a validation set"):
+        sweep.plan(spec)
+
+
+def test_plan_shows_the_next_round(raced):
+    assert {t.seeds for t in sweep.plan(race_spec()).trials} == {SEEDS.seeds_in(1)}
+    assert sweep.plan(race_spec(), storage=str(raced.parent)).trials == ()  # the race is over
+
+
+DRIVER = textwrap.dedent("""
+    import sys
+    from helpers import tiny_spec
+    import sweep
+    from sweep.tune import TrialHooks, _run
+    sys.path.insert(0, {tests!r})
+    from test_race_run import race_spec
+    train_new, calls = _run._train_new, []
+    def slow_second_round(session, failures, wanted=None):
+        calls.append(wanted)
+        if len(calls) == 2:  # round 2: its trials wait after each report, so the kill lands mid-round
+            from _faults import Barrier, SleepAfterReport
+            import dataclasses
+            hooks = TrialHooks(on_start=Barrier({pids!r}, 1, 0), after_report=SleepAfterReport(30))
+            session.options = dataclasses.replace(session.options, hooks=hooks)
+        return train_new(session, failures, wanted)
+    _run._train_new = slow_second_round
+    sweep.run(race_spec(), storage={storage!r}, address={address!r})
+""")
+
+
+@pytest.mark.slow
+def test_driver_killed_mid_round_then_resumed_equals_uninterrupted(raced, ray_session, tmp_path):
+    storage, pids = tmp_path / "store", tmp_path / "pids"
+    script = DRIVER.format(tests=str(Path(__file__).parent), pids=str(pids), storage=str(storage), address=ray_session)
+    kill_driver_when(script, "tiny/tune-0002/*/checkpoint_*/block.json", storage, timeout_s=300)
+    assert len(plan_race(storage / "tiny")["evaluations"]) == 1
+    wait_trials_ended(pids)  # Ray ends the dead driver's trial processes
+    path = sweep.run(race_spec(), storage=str(storage), resume=True)
+    assert plan_race(path) == plan_race(raced)
+    assert store_files(path) == store_files(raced)

@@ -1,0 +1,241 @@
+"""Adaptive seeds without Ray: the spec, the rounds, and the race as a pure function of values."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from helpers import tiny_spec
+
+import sweep
+from sweep import racing
+from sweep.planning import Plan, hparams_key, make_plan
+
+# -- the spec ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"start": 1}, r"`seeds.adaptive.start`: got 1; must be an integer >= 2"),
+        ({"start": 2.5}, r"`seeds.adaptive.start`: got 2.5"),
+        ({"step": 0}, r"`seeds.adaptive.step`: got 0; must be an integer >= 1"),
+        ({"start": 8, "max": 4}, r"`seeds.adaptive.max`: got 4; must be an integer from start \(8\)"),
+        ({"max": 2**25}, r"`seeds.adaptive.max`: got 33554432"),
+        ({"confidence": 1.0}, r"`seeds.adaptive.confidence`: got 1.0; must be a number in \(0, 1\)"),
+        ({"confidence": 0}, r"`seeds.adaptive.confidence`: got 0"),
+        ({"precision": 0}, r"`seeds.adaptive.precision`: got 0; must be a number > 0"),
+        ({"precision": float("nan")}, r"`seeds.adaptive.precision`: got nan"),
+        ({"metric": "test_loss"}, r"`seeds.adaptive.metric`: got 'test_loss'; give a validation column"),
+        ({"metric": "val_nrmse"}, r"`seeds.adaptive.metric`: got 'val_nrmse'.*add the metric to training.metrics"),
+        ({"mode": "lowest"}, r"`seeds.adaptive.mode`: got 'lowest'; choose one of min, max"),
+        ({"strat": 4}, r"`seeds.adaptive`: unknown field\(s\) \['strat'\] \(did you mean 'start'\?\)"),
+    ],
+)
+def test_bad_adaptive_fields_are_named(fields, match):
+    with pytest.raises(sweep.SpecError, match=match):
+        tiny_spec(seeds={"adaptive": fields})
+
+
+def test_a_table_of_seeds_must_be_adaptive():
+    with pytest.raises(sweep.SpecError, match=r"`seeds`: got a table with \['racing'\]"):
+        tiny_spec(seeds={"racing": {}})
+
+
+def test_the_race_metric_may_be_a_validation_metric_of_every_config():
+    spec = tiny_spec(seeds=sweep.Adaptive(metric="val_nrmse"), training=sweep.Training(epochs=2, metrics=("nrmse",)))
+    assert spec.adaptive is not None and spec.adaptive.metric == "val_nrmse"
+    with pytest.raises(sweep.SpecError, match=r"`seeds.adaptive.metric`: got 'val_nrmse'"):  # a grid value without it
+        tiny_spec(
+            seeds=sweep.Adaptive(metric="val_nrmse"),
+            training=sweep.Training(epochs=2, metrics=("nrmse",)),
+            grid={"training.metrics": [["nrmse"], ["mae"]]},
+        )
+
+
+def test_adaptive_seeds_round_trip_through_dict_and_toml(tmp_path):
+    spec = tiny_spec(seeds=sweep.Adaptive(start=3, step=2, max=9, confidence=0.9, precision=0.2))
+    assert spec.to_dict()["seeds"] == {"adaptive": spec.adaptive.to_dict()}
+    assert sweep.SweepSpec.from_dict(spec.to_dict()) == spec
+    path = tmp_path / "spec.toml"
+    spec.to_toml(path)
+    assert "[seeds.adaptive]" in path.read_text()
+    assert sweep.SweepSpec.from_toml(path) == spec
+    assert spec.seed_list == tuple(range(9))  # every seed the race may train
+    assert spec.config_id == tiny_spec(seeds=9).config_id  # the seeds are no part of a config
+
+
+def test_rounds_split_the_seeds_in_order():
+    a = sweep.Adaptive(start=4, step=3, max=12)
+    assert a.rounds == 4
+    assert [a.seeds_in(r) for r in range(1, 5)] == [(0, 1, 2, 3), (4, 5, 6), (7, 8, 9), (10, 11)]
+    assert [a.round_of(s) for s in range(13)] == [1, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, None]
+    assert [a.seeds_through(r) for r in range(6)] == [0, 4, 7, 10, 12, 12]
+
+
+def test_a_round_plans_only_the_configurations_still_racing():
+    spec = tiny_spec(seeds=sweep.Adaptive(start=2, step=2, max=6), grid={"optimizer.learning_rate": [1e-3, 3e-3, 1e-2]})
+    ((config, hsets),) = spec.expand()
+    keys = [(config.config_id, hparams_key(h)) for h in hsets]
+    plan = make_plan(spec, 4, wanted={keys[0]: (2, 3), keys[2]: (2, 3)})
+    assert [(t.seeds, t.hparams) for t in plan.trials] == [((2, 3), (hsets[0], hsets[2]))]  # one block, two sets
+    assert make_plan(spec, 4, wanted={}).trials == ()
+
+
+# -- the race ---------------------------------------------------------------------------------------
+def _values(means, spread, seed=0, n=64):
+    rng = np.random.default_rng(seed)
+    return {(f"config{i}", "{}"): rng.normal(m, spread, n) for i, m in enumerate(means)}
+
+
+def _first_decisive_round(adaptive: sweep.Adaptive, num_configs: int) -> int:
+    """The first round with enough seeds for an interval at the race's level."""
+    n = racing.min_seeds(racing.interval_level(adaptive, num_configs))
+    return next(r for r in range(1, adaptive.rounds + 1) if adaptive.seeds_through(r) >= n)
+
+
+def test_a_race_eliminates_the_clearly_worse_and_keeps_the_best():
+    values = _values([1.0, 1.001, 1.3, 3.0, 10.0], 0.05)
+    a = sweep.Adaptive(start=4, step=4, max=32)
+    first = _first_decisive_round(a, 5)
+    assert first == 3  # intervals at 1 - 0.05 / (5 * 8) need 11 seeds
+    race = racing.simulate(a, values)
+    assert [s.status for s in race.evaluations[first - 2].standings] == ["racing"] * 5  # nothing decided before
+    decided = race.decisions()
+    assert {k[0]: (s.status, s.round) for k, s in decided.items()} == {
+        "config2": ("eliminated", first),  # 6 standard deviations off
+        "config3": ("eliminated", first),
+        "config4": ("eliminated", first),
+    }
+    latest = race.latest()
+    for best in ("config0", "config1"):  # a fiftieth of a standard deviation apart: not separated in 32 seeds
+        assert latest[(best, "{}")].status == "racing" and latest[(best, "{}")].seeds == 32
+    assert racing.over(a, race, list(values)) == "max_reached"
+    assert race.best in {("config0", "{}"), ("config1", "{}")}
+    trained = racing.members_trained(a, race, values)
+    assert trained[("config3", "{}")] == 12 and trained[("config0", "{}")] == 32
+
+
+def test_no_interval_is_claimed_from_fewer_values_than_its_level_needs():
+    assert [racing.min_seeds(level) for level in (0.5, 0.875, 0.95, 0.99, 1 - 0.05 / 128)] == [2, 4, 6, 8, 13]
+    few = racing.mean_interval(np.array([1.0, 2.0, 3.0, 4.0, 5.0]), 0.95, 0)
+    assert few.mean == 3.0 and (few.low, few.high) == (-np.inf, np.inf)
+    enough = racing.mean_interval(np.arange(1.0, 7.0), 0.95, 0)
+    assert 1.0 <= enough.low < 3.5 < enough.high <= 6.0
+
+
+def test_mode_max_is_the_mirror_of_mode_min():
+    values = _values([1.0, 1.001, 1.3, 3.0, 10.0], 0.05)
+    low = racing.simulate(sweep.Adaptive(start=4, step=4, max=32), values)
+    high = racing.simulate(sweep.Adaptive(start=4, step=4, max=32, mode="max"), {k: -v for k, v in values.items()})
+    assert {k: (s.status, s.round) for k, s in low.latest().items()} == {
+        k: (s.status, s.round) for k, s in high.latest().items()
+    }
+    assert low.best == high.best
+
+
+def test_the_race_ends_when_one_configuration_is_left():
+    values = _values([1.0, 2.0, 3.0], 0.05)
+    a = sweep.Adaptive(start=4, step=4, max=64)
+    race = racing.simulate(a, values)
+    assert len(race.evaluations) == _first_decisive_round(a, 3) and racing.over(a, race, list(values)) == "one_left"
+    assert race.best == ("config0", "{}")
+
+
+def test_precision_decides_and_keeps_the_last_one_training_until_decided():
+    values = _values([1.0, 1.0005, 2.0], 0.05)
+    a = sweep.Adaptive(start=4, step=4, max=64, precision=0.2)
+    race = racing.simulate(a, values)
+    decided = race.decisions()
+    assert decided[("config2", "{}")].status == "eliminated"
+    for k in [("config0", "{}"), ("config1", "{}")]:
+        s = decided[k]
+        assert s.status == "decided" and s.interval.high - s.interval.low <= 0.2 * abs(s.interval.mean)
+        assert s.seeds < 64
+    assert racing.over(a, race, list(values)) == "none_racing"
+    alone = racing.simulate(a, {k: v for k, v in values.items() if k[0] != "config1"})
+    assert alone.decisions()[("config0", "{}")].status == "decided"  # one left, but not yet precise: on until decided
+
+
+def test_a_diverged_configuration_is_eliminated_and_diverged_members_are_left_out():
+    values = _values([1.0, 1.5], 0.05)
+    values[("config2", "{}")] = np.full(64, np.nan)
+    values[("config0", "{}")][1] = np.nan  # one diverged member of the best
+    race = racing.simulate(sweep.Adaptive(start=4, step=4, max=16), values)
+    assert race.decisions()[("config2", "{}")].status == "eliminated"
+    assert race.evaluations[0].standings[0].interval.used == 3
+
+
+def test_intervals_are_reproducible_and_at_the_corrected_level():
+    a = sweep.Adaptive(start=4, step=4, max=64, confidence=0.9)
+    level = racing.interval_level(a, 8)
+    assert level == pytest.approx(1 - 0.1 / (8 * 16))
+    v = np.random.default_rng(3).lognormal(0, 0.5, 16)
+    seed = racing.interval_seed(0, 4, ("abc", "{}"))
+    first, again = racing.mean_interval(v, level, seed), racing.mean_interval(v.copy(), level, seed)
+    assert first == again  # bit for bit
+    assert racing.mean_interval(v, level, racing.interval_seed(1, 4, ("abc", "{}"))) != first  # seeded by sweep_seed
+    ordinary = racing.mean_interval(v, 0.95, seed)
+    assert first.low < ordinary.low and first.high > ordinary.high  # the corrected interval is wider
+    assert first.low >= v.min() and first.high <= v.max()  # a percentile interval stays in the values' range
+
+
+def test_equal_configurations_are_rarely_eliminated():
+    """With every mean equal, any elimination is a mistake: it happens in at most a fraction
+    1 - confidence of races (here far less: the level is conservative once seeds are many)."""
+    a = sweep.Adaptive(start=4, step=4, max=12, confidence=0.8)
+    mistakes = sum(
+        bool(racing.simulate(a, _values([1.0, 1.0, 1.0], 0.1, seed=s, n=12)).decisions()) for s in range(200)
+    )
+    assert mistakes / 200 <= 0.2
+
+
+def test_resuming_anywhere_takes_the_steps_of_an_uninterrupted_race():
+    values = _values([1.0, 1.02, 1.2, 1.6], 0.1)
+    a = sweep.Adaptive(start=4, step=4, max=24)
+    keys = list(values)
+    whole = racing.simulate(a, values)
+    # a kill mid-round: some configurations have their next round, others not yet
+    race = racing.Race(whole.evaluations[:1])
+    step = racing.next_step(a, race, keys, {k: 1 for k in keys})
+    racing_now = [k for k in keys if race.latest()[k].status == "racing"]
+    assert step.train == dict.fromkeys(racing_now, 2)
+    partly = {k: (2 if k == racing_now[0] else 1) for k in keys}
+    assert racing.next_step(a, race, keys, partly).train == dict.fromkeys(racing_now[1:], 2)
+    # after the kill: the records round-trip through JSON, and the race goes on to the same end
+    stored = racing.Race.from_dict(json.loads(json.dumps(race.to_dict())))
+    assert stored == race
+    assert racing.simulate(a, values, race=stored) == whole
+
+
+def test_configurations_added_to_a_finished_race_start_at_round_1():
+    values = _values([1.0, 2.0, 3.0], 0.05)
+    a = sweep.Adaptive(start=4, step=4, max=16)
+    first = racing.simulate(a, values)
+    assert racing.over(a, first, list(values)) == "one_left"
+    more = {**values, ("config3", "{}"): np.random.default_rng(9).normal(1.01, 0.05, 64)}
+    step = racing.next_step(a, first, list(more), {**dict.fromkeys(values, 1), ("config3", "{}"): 0})
+    assert step.train == {("config3", "{}"): 1}  # the newcomer alone trains round 1; the leader waits
+    second = racing.simulate(a, more, race=first)
+    assert second.evaluations[: len(first.evaluations)] == first.evaluations  # earlier decisions stand
+    joined = [e.standings for e in second.evaluations[len(first.evaluations) :]]
+    assert [s.round for s in joined[0] if s.config_id == "config3"] == [1]
+    assert second.latest()[("config3", "{}")].status == "racing"  # as good as the leader: not eliminated
+
+
+def test_the_race_is_recorded_in_plan_json():
+    spec = tiny_spec(seeds=sweep.Adaptive(start=2, step=2, max=4))
+    race = racing.simulate(spec.adaptive, _values([1.0, 2.0], 0.01))
+    plan = Plan(spec, (), 2, race=race)
+    back = Plan.from_dict(json.loads(json.dumps(plan.to_dict(), allow_nan=False)))
+    assert back.race == race and back.spec == spec
+
+
+def test_the_command_line_sets_a_field_of_adaptive_seeds():
+    from sweep.cli._args import apply_overrides
+
+    spec = apply_overrides(tiny_spec(seeds=sweep.Adaptive()), ["seeds.adaptive.max=32", "grid.model.depth=[1, 2]"])
+    assert spec.adaptive == sweep.Adaptive(max=32) and spec.grid == {"model.depth": (1, 2)}
+    with pytest.raises(sweep.SpecError, match=r"`seeds.adaptive.start`: got 1"):
+        apply_overrides(spec, ["seeds.adaptive.start=1"])
