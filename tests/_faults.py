@@ -70,7 +70,7 @@ class HoldAllButFirst:
         except FileExistsError:
             pass
         else:
-            os.write(fd, trial_key.encode())
+            os.write(fd, f"{trial_key} {os.getpid()}".encode())
             os.close(fd)
         while not (holder := first.read_text()):  # created, not yet written
             time.sleep(0.01)
@@ -95,7 +95,7 @@ class RecordModules:
 
 class TermOnce:
     """``on_start``: the first trial to start sends its own process SIGTERM (a preemption notice),
-    once per marker file (which gets its trial key), and waits until the trial has taken the
+    once per marker file (which gets its trial key and process id), and waits until the trial has taken the
     notice, so that it arrives while the first chunk is in progress."""
 
     def __init__(self, marker: str | os.PathLike, timeout_s: float = 30):
@@ -108,7 +108,7 @@ class TermOnce:
             fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
             return
-        os.write(fd, trial_key.encode())
+        os.write(fd, f"{trial_key} {os.getpid()}".encode())
         os.close(fd)
         os.kill(os.getpid(), signal.SIGTERM)
         deadline = time.monotonic() + self.timeout_s

@@ -177,14 +177,16 @@ def test_sigterm_checkpoints_the_chunk_in_progress_and_the_trial_resumes_from_it
         trial_hooks=TrialHooks(on_start=TermOnce(marker)),  # SIGTERM while the first chunk runs
         progress="plain",
     )
-    key = marker.read_text()
+    key, pid = marker.read_text().split()
     results = trial_results(path)[key]
-    stop = [r for r in results if "preempted_by" in r]
-    assert len(stop) == 1 and stop[0]["epoch"] == 2 and stop[0]["checkpoint_dir_name"]  # the chunk, saved
-    assert stop[0]["preempted_by"] == "SIGTERM" and stop[0]["report_time"] > stop[0]["preempted_notice_time"]
-    retry = [r for r in results if r["pid"] != stop[0]["pid"]]
-    assert retry and {r["resumed_from_epoch"] for r in retry} == {2}
-    wait_processes_ended([stop[0]["pid"]])  # Tune ends the preempted trial's process
+    retry = [r for r in results if r["pid"] != int(pid)]
+    assert retry and {r["resumed_from_epoch"] for r in retry} == {2}  # the chunk in progress was saved
+    assert all(r["epoch"] <= 2 for r in results if r["pid"] == int(pid))  # and the trial stopped there
+    # Tune records the stopping report in result.json unless the trial's error overtakes it
+    for stop in (r for r in results if "preempted_by" in r):
+        assert stop["epoch"] == 2 and stop["checkpoint_dir_name"] and stop["preempted_by"] == "SIGTERM"
+        assert stop["report_time"] > stop["preempted_notice_time"]
+    wait_processes_ended([int(pid)])  # Tune ends the preempted trial's process
     assert_same_members(final_blocks(path), reference)
     assert f"retried 1 trial: {key} (preempted)" in capsys.readouterr().out
 
