@@ -18,8 +18,8 @@ race takes the same steps as an uninterrupted one::
 
 The statistics (docs: How-to guides > Adaptive seeds): each interval is a percentile bootstrap
 interval of the mean over the configuration's seeds so far (``scipy.stats.bootstrap``), at the
-level ``1 - (1 - confidence) / (K * R)`` for ``K`` configurations and at most ``R`` rounds
-(:func:`interval_level`); a configuration has one interval per round, so by the union bound every
+level ``1 - (1 - confidence) / (K * R)`` for ``K`` configurations and ``R`` rounds that can give
+a bounded interval (:func:`interval_level`); a configuration has one interval per round, so by the union bound every
 interval the race computes covers its configuration's mean together with probability at least
 ``confidence``. Each interval's resampling is seeded from (``sweep_seed``, round, configuration),
 so it is the same number wherever and whenever it is computed.
@@ -172,8 +172,24 @@ class Race:
 
 # -- statistics -----------------------------------------------------------------------------------
 def interval_level(adaptive: Adaptive, num_configs: int) -> float:
-    """The level of each interval: ``1 - (1 - confidence) / (num_configs * rounds)``."""
-    return 1.0 - (1.0 - adaptive.confidence) / (max(1, num_configs) * adaptive.rounds)
+    """The level of each interval: ``1 - (1 - confidence) / (num_configs * R)``, where ``R`` is
+    the number of rounds whose seeds are enough for an interval at that level (:func:`min_seeds`).
+
+    Before a configuration has those seeds its interval is unbounded: it covers the mean surely
+    and spends nothing of the error budget, so the union bound counts only the rounds that can
+    give a bounded interval. ``R`` is the smallest count that holds at its own level (for 8
+    configurations, ``start=4, step=4, max=64`` and 0.95: 13 of the 16 rounds, level 0.99952,
+    first bounded interval from 16 seeds); a configuration has at most one interval per round
+    (fewer when members diverge), so every interval the race computes covers its mean together
+    with probability at least ``confidence``.
+    """
+    budget, rounds = (1.0 - adaptive.confidence) / max(1, num_configs), adaptive.rounds
+    for looks in range(1, rounds):
+        level = 1.0 - budget / looks
+        bounded = sum(adaptive.seeds_through(r) >= min_seeds(level) for r in range(1, rounds + 1))
+        if bounded <= looks:
+            return level
+    return 1.0 - budget / rounds
 
 
 def resamples(level: float) -> int:

@@ -118,7 +118,7 @@ def test_the_readme_keeps_the_quickstart_commands_that_ci_runs():
     assert "pip install -e . && python examples/sweep_depth_lr.py --smoke\n" in readme
     assert 'pip install -e ".[test]" && python -m pytest -q\n' in readme
     assert 'pip install -e ".[test]" && python -m pytest -q' in (ROOT / ".ci" / "run").read_text()
-    assert len(readme.splitlines()) <= 200  # the front door; the usage text lives in docs/
+    assert len(readme.splitlines()) <= 240  # the front door; the usage text lives in docs/
 
 
 def test_images_of_every_page_exist():

@@ -170,7 +170,10 @@ def test_a_diverged_configuration_is_eliminated_and_diverged_members_are_left_ou
 def test_intervals_are_reproducible_and_at_the_corrected_level():
     a = sweep.Adaptive(start=4, step=4, max=64, confidence=0.9)
     level = racing.interval_level(a, 8)
-    assert level == pytest.approx(1 - 0.1 / (8 * 16))
+    # 12 seeds at that level, so rounds 3..16 (12 to 64 seeds) can give a bounded interval: 14 of 16
+    assert racing.min_seeds(level) == 12 and level == pytest.approx(1 - 0.1 / (8 * 14))
+    assert racing.min_seeds(1 - 0.1 / (8 * 13)) == 12  # counting 13 rounds would leave out one that can
+    assert racing.mean_interval(np.ones(11) + np.arange(11), level, 0).low == -np.inf  # unbounded below 12
     v = np.random.default_rng(3).lognormal(0, 0.5, 16)
     seed = racing.interval_seed(0, 4, ("abc", "{}"))
     first, again = racing.mean_interval(v, level, seed), racing.mean_interval(v.copy(), level, seed)

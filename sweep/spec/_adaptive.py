@@ -35,12 +35,13 @@ class Adaptive:
     interval is narrower than that fraction of its mean is *decided*. Neither trains again. The
     race ends when one configuration is left (without ``precision``), none is racing, or every
     racing one has ``max`` seeds. The intervals are simultaneous: each is computed at level
-    ``1 - (1 - confidence) / (configurations * rounds)`` (Bonferroni over every interval the race
-    can compute), so that none of them misses its configuration's mean with probability
+    ``1 - (1 - confidence) / (configurations * rounds)`` (Bonferroni over every bounded interval
+    the race can compute: the rounds counted are those with seeds enough for an interval at that
+    level), so that none of them misses its configuration's mean with probability
     ``confidence`` (as far as the bootstrap's levels hold), and then the best configuration is
     never eliminated. An interval at that level needs ``ceil(log2(2 / (1 - level)))`` seeds (13 for
-    8 configurations and 16 rounds at 0.95): before, nothing is decided (docs: How-to guides >
-    Adaptive seeds).
+    8 configurations at 0.95 with ``start=4, step=4, max=64``: 13 rounds counted): before, its
+    interval is unbounded and nothing is decided (docs: How-to guides > Adaptive seeds).
 
     Attributes:
         start: Seeds of round 1 per configuration, an integer ``>= 2`` (an interval needs two).
@@ -52,7 +53,8 @@ class Adaptive:
             is a choice, and choices rank on the validation set; test columns are refused.
         mode: ``"min"`` if lower values of ``metric`` are better, ``"max"`` if higher.
         confidence: The whole race's confidence, in ``(0, 1)``: the intervals are simultaneous at
-            this level (each at ``1 - (1 - confidence) / (configurations * rounds)``).
+            this level (each at ``1 - (1 - confidence) / (configurations * rounds)``, rounds
+            counted from the first with seeds enough for a bounded interval).
         precision: ``None``, or a number ``> 0``: a configuration whose interval is narrower than
             ``precision * |mean|`` is decided (it stops training; its mean is known well enough).
 
