@@ -70,7 +70,7 @@ class HoldAllButFirst:
         except FileExistsError:
             pass
         else:
-            os.write(fd, f"{trial_key} {os.getpid()}".encode())
+            os.write(fd, trial_key.encode())
             os.close(fd)
         while not (holder := first.read_text()):  # created, not yet written
             time.sleep(0.01)
