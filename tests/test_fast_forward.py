@@ -12,9 +12,11 @@ from sweep.models._fast import _fast_forward, _vmap_forward, batched_forward
 
 KEY = jax.random.PRNGKey(0)
 RTOL, ATOL = 1e-5, 1e-6
-# float32 rounding: the shifted conv sums its taps one by one, im2col in one dot (both agree
-# with vmap to ~1e-15 in float64)
-TOLERANCE = {"im2col": (RTOL, ATOL), "shifted": (RTOL, 2e-5)}
+# float32 rounding: the shifted conv sums its taps one by one, im2col in one dot, and the vmap
+# reference's convolution sums in an order that depends on the CPU (both agree with vmap to
+# ~1e-15 in float64; in float32 an im2col gradient differed by 3.1e-6 on an AMD EPYC, by less
+# than 1e-6 on the machines before it)
+TOLERANCE = {"im2col": (RTOL, 2e-5), "shifted": (RTOL, 2e-5)}
 
 
 def _make(cls, *args, seed: int = 0, **kwargs):
