@@ -13,8 +13,8 @@ from ._loggers import MemberLogger as MemberLogger
 from ._loggers import MLflowLogger as MLflowLogger
 from ._loggers import TensorBoardLogger as TensorBoardLogger
 from ._loggers import WandbLogger as WandbLogger
+from ._plan import plan as plan
 from ._run import METRIC as METRIC
 from ._run import Interrupted as Interrupted
-from ._run import plan as plan
 from ._run import run as run
 from ._trainable import TrialHooks as TrialHooks

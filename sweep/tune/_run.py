@@ -1,4 +1,4 @@
-"""``sweep.plan`` and ``sweep.run``: plan, check, then train every block as a Ray Tune trial.
+"""``sweep.run``: check, then train every block as a Ray Tune trial (``sweep.plan`` is :mod:`._plan`).
 
 ``run`` goes through named phases: check (the spec and the options, before anything starts),
 start (Ray, the datasets, the cluster's slots), restore (``resume``: the latest Tune
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-import os
 import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -19,22 +18,21 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
-from .._configure import available_cpus, configure
-from .._errors import SpecError, StoreError, SweepError
+from .._configure import configure
+from .._errors import StoreError, SweepError
 from ..ensemble import aggregate
-from ..planning import Plan, TrialPlan, make_plan, merge_plans
+from ..planning import Plan, make_plan, merge_plans
 from ..spec import SweepSpec
 from ..store import SweepDir
-from . import _env, _race
+from . import _race
 from ._aggregate import aggregate as aggregate_in_tasks
-from ._auto import Probe, choose_seeds_per_trial, largest_config, measure
 from ._cadence import Cadence, cadence
 from ._checks import check_resources, check_writable, load_datasets
 from ._cluster import alive_nodes, ensure_ray, trial_slots
-from ._interrupt import tune_sigint
+from ._experiment import fit_experiment
 from ._options import METRIC, RunOptions, unknown_options
-from ._quiet import quiet_tune, scoped_environ
-from ._relay import Relay, relaying
+from ._plan import check_spec, measured_block_size, stored_block_size
+from ._relay import Relay
 from ._trainable import TrialHooks, TrialInputs
 from ._waves import waves
 
@@ -42,90 +40,7 @@ if TYPE_CHECKING:
     from ray.tune import FailureConfig
     from ray.tune.schedulers import TrialScheduler
 
-__all__ = ["METRIC", "Interrupted", "plan", "run"]
-
-PENDING_ENV = "TUNE_MAX_PENDING_TRIALS_PG"
-
-
-def _stored_block_size(spec: SweepSpec, stored: Plan | None) -> int | None:
-    """The block size an earlier run of this ``"auto"`` sweep chose (kept so blocks stay the same)."""
-    if spec.seeds_per_trial == "auto" and stored is not None and stored.spec.seeds_per_trial == "auto":
-        return stored.seeds_per_trial
-    return None
-
-
-def plan(
-    spec: SweepSpec, storage: str | os.PathLike[str] | None = None, storage_filesystem: pafs.FileSystem | None = None
-) -> Plan:
-    """The trials a sweep would run (structural configs x blocks of seeds), before anything runs.
-
-    Checks what :func:`run` checks without Ray: the data is loaded (its arrays checked) and every
-    config's model is built for the data's shapes (``eqx.filter_eval_shape``, nothing computed),
-    so a bad problem or model fails here with the field named. Only the checks against the
-    cluster (resources) and the storage (a write probe) are ``run``'s alone. The process is
-    :func:`sweep.configure`-d as by ``run``.
-
-    Args:
-        spec: The sweep specification.
-        storage: Where the sweep is stored; members already trained there are left out, as
-            ``run`` would.
-        storage_filesystem: A ``pyarrow.fs.FileSystem`` for ``storage``.
-
-    Returns:
-        The :class:`Plan`; printing it shows one row per trial. ``seeds_per_trial="auto"`` reuses
-        the size stored in the sweep's ``plan.json``, or measures it in this process, taking this
-        machine as the cluster.
-
-    Raises:
-        SpecError: The data or a model do not fit the spec.
-
-    Examples:
-        ```python
-        print(sweep.plan(spec))  # trials by grid values, blocks of seeds, resources
-        ```
-    """
-    _check_spec(spec)
-    configure(gpu_preallocate=False)  # as run: loading the data must not take the trials' GPU memory
-    datasets = load_datasets(spec)
-    done, stored = set(), None
-    if storage is not None:
-        sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
-        stored = sweep_dir.plan()
-        done, _ = sweep_dir.done(spec)
-    seeds_per_trial = _stored_block_size(spec, stored)
-    if spec.seeds_per_trial == "auto" and seeds_per_trial is None:
-        config, hparams = largest_config(spec, datasets)
-        probe = measure(config, hparams, datasets[config.problem_id], spec.resources)
-        seeds_per_trial = _choose(spec, config, probe, max(1, int(available_cpus() // spec.resources["cpu"])))
-    return make_plan(spec, seeds_per_trial, done=done, wanted=_next_round(spec, datasets, storage, storage_filesystem))
-
-
-def _next_round(spec: SweepSpec, datasets: dict, storage, storage_filesystem) -> dict | None:
-    """Adaptive seeds: the seeds of the race's next round (None: fixed seeds, plan them all)."""
-    if spec.adaptive is None:
-        return None
-    _race.check_validated(spec, all(d.val.size for d in datasets.values()))
-    if storage is None:
-        return {key: spec.adaptive.seeds_in(1) for key in _race.configurations(spec)[0]}
-    return _race.advance(spec, SweepDir.of(spec, storage, storage_filesystem), record=False).wanted
-
-
-def _choose(spec: SweepSpec, measured: SweepSpec, probe: Probe, slots: int) -> int:
-    """The block size for ``spec`` from the ``probe`` of its config ``measured``."""
-    configs = spec.expand()
-    return choose_seeds_per_trial(
-        probe,
-        num_seeds=len(spec.seed_list),
-        num_configs=len(configs),
-        num_hparam_sets=len(configs[0][1]),
-        epochs=measured.training.epochs,
-        slots=slots,
-    )
-
-
-def _check_spec(spec: Any) -> None:
-    if not isinstance(spec, SweepSpec):
-        raise SpecError(f"`spec`: got {type(spec).__name__}; expected a sweep.SweepSpec")
+__all__ = ["METRIC", "Interrupted", "run"]
 
 
 @dataclasses.dataclass
@@ -150,24 +65,6 @@ class _Session:
         return None if isinstance(fs, pafs.LocalFileSystem) else fs
 
 
-def _probe_task(config: dict, hparams: tuple, dataset, resources: dict) -> tuple:
-    _env.apply(resources)
-    return tuple(measure(SweepSpec.from_dict(config), tuple(hparams), dataset, resources))
-
-
-def _measured_block_size(session: _Session) -> int:
-    """Measure the largest config where trials run (a one-shot Ray task with a trial's resources)."""
-    import ray
-
-    spec = session.spec
-    config, hparams = largest_config(spec, session.datasets)
-    res = spec.resources
-    task = ray.remote(num_cpus=res["cpu"], num_gpus=res["gpu"], max_calls=1)(_probe_task)
-    data = session.data_refs[config.problem_id]
-    probe = Probe(*ray.get(task.remote(config.to_dict(), hparams, data, dict(res))))
-    return _choose(spec, config, probe, trial_slots(res, session.nodes))
-
-
 def _trainable(session: _Session, plan: Plan, resume_from: Mapping[str, str]):
     """The trial function with its inputs in the object store: each trial's plan (and partial
     checkpoint to resume from) as its own object, so that a trial fetches only its own."""
@@ -187,42 +84,6 @@ def _trainable(session: _Session, plan: Plan, resume_from: Mapping[str, str]):
         preemptible(tune.with_parameters(train_trial, inputs=inputs)),
         {"cpu": resources["cpu"], "gpu": resources["gpu"]},
     )
-
-
-def _outcome(results, trials: Sequence[TrialPlan]) -> tuple[set[str], list[str]]:
-    """(trial keys stopped early by a scheduler, failure messages) of a finished experiment."""
-    epochs = {t.trial_key: t.spec.training.epochs for t in trials}
-    stopped, failed = set(), []
-    for result in results:
-        key = (result.config or {}).get("trial_key")
-        if result.error is not None:
-            text = str(result.error).strip()
-            failed.append(f"{key}: {text.splitlines()[-1] if text else type(result.error).__name__}")
-        elif key in epochs and 0 < (result.metrics or {}).get("epoch", 0) < epochs[key]:
-            stopped.add(key)
-    return stopped, failed
-
-
-def _fit(make_tuner, plan_trials, listeners: list, quiet: bool, slots: int) -> tuple[set[str], list[str], bool]:
-    """Build a tuner and fit it with ``listeners`` (the display first, then the trackers) behind
-    its :class:`Relay`: (scheduler-stopped trial keys, failures, interrupted).
-
-    Tune's own SIGINT handling is kept (the first Ctrl-C stops the trials and saves the
-    experiment, a second one raises ``KeyboardInterrupt``); an experiment in which Tune caught a
-    Ctrl-C, or that returns with trials neither done nor failed, was interrupted, and Ctrl-C
-    works again after it (:mod:`._interrupt`). Tune keeps placement groups pending for
-    ``2 * slots`` trials (``TUNE_MAX_PENDING_TRIALS_PG``, unless set): enough to start the next
-    trials as soon as slots free up, instead of its default of 200 pending.
-    """
-    display = listeners[0]
-    display.state.add(plan_trials)
-    with quiet_tune(quiet), relaying(listeners), scoped_environ({PENDING_ENV: str(2 * slots)}), tune_sigint() as caught:
-        results = make_tuner().fit()
-    # of this experiment: a restored one (a wave) holds only some of the trials left
-    keys = {t.trial_key for t in plan_trials} & {(r.config or {}).get("trial_key") for r in results}
-    interrupted = caught() or bool(keys & set(display.state.unfinished()))
-    stopped, failures = _outcome(results, plan_trials)
-    return (set() if interrupted else stopped), failures, interrupted
 
 
 class Interrupted(KeyboardInterrupt):
@@ -348,7 +209,7 @@ def run(
     from ._progress import ProgressState, SweepProgress
 
     # check: nothing starts before the spec and every option are known to be good
-    _check_spec(spec)
+    check_spec(spec)
     unknown_options(unknown)
     options = RunOptions(
         address, resume, scheduler, failure_config, trial_hooks or TrialHooks(), progress, resume_command,
@@ -398,7 +259,7 @@ def run(
 def _anything_to_train(spec: SweepSpec, sweep_dir: SweepDir, done: set, state) -> bool:
     """Whether members are left to train (a race first evaluates the rounds it has, and shows them)."""
     if spec.adaptive is None:
-        return bool(make_plan(spec, _stored_block_size(spec, sweep_dir.plan()) or 10**9, done=done).trials)
+        return bool(make_plan(spec, stored_block_size(spec, sweep_dir.plan()) or 10**9, done=done).trials)
     step = _race.advance(spec, sweep_dir)
     _race.show(state, spec, step)
     return bool(step.wanted)
@@ -483,7 +344,7 @@ def _restore(session: _Session) -> tuple[bool, list[str]]:
     for tracker in session.listeners[1:]:
         tracker.add(stored.trials)
     # the restored experiment keeps its callbacks, among them the relay to this call's display
-    stopped, failures, interrupted = _fit(
+    stopped, failures, interrupted = fit_experiment(
         lambda: tune.Tuner.restore(
             exp_path,
             trainable=_trainable(session, stored, {}),
@@ -509,9 +370,9 @@ def _train_new(session: _Session, failures: list[str], wanted: dict | None = Non
     spec, sweep_dir = session.spec, session.sweep_dir
     stored = sweep_dir.plan()
     done, blocks = sweep_dir.done(spec)
-    seeds_per_trial = _stored_block_size(spec, stored)
+    seeds_per_trial = stored_block_size(spec, stored)
     if spec.seeds_per_trial == "auto" and seeds_per_trial is None:
-        seeds_per_trial = _measured_block_size(session)
+        seeds_per_trial = measured_block_size(spec, session.datasets, session.data_refs, session.nodes)
     new = make_plan(spec, seeds_per_trial, done=done, wanted=wanted)
     merged = merge_plans(stored, new)
     sweep_dir.write_plan(merged)
@@ -526,7 +387,7 @@ def _train_new(session: _Session, failures: list[str], wanted: dict | None = Non
     stopped, interrupted = set(), False
     for wave in waves(new.trials, session.options, session.slots):  # one experiment each
         keys = [t.trial_key for t in wave]
-        wave_stopped, wave_failures, interrupted = _fit(
+        wave_stopped, wave_failures, interrupted = fit_experiment(
             lambda keys=keys: session.options.tuner(trainable, keys, sweep_dir, session.validated, [Relay()]),
             wave,
             session.listeners,

@@ -1,0 +1,52 @@
+"""One Tune experiment of a run: fit it behind the display and the trackers, and read what came of it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..planning import TrialPlan
+from ._interrupt import tune_sigint
+from ._quiet import quiet_tune, scoped_environ
+from ._relay import relaying
+
+__all__ = ["PENDING_ENV", "fit_experiment", "outcome"]
+
+PENDING_ENV = "TUNE_MAX_PENDING_TRIALS_PG"
+
+
+def outcome(results, trials: Sequence[TrialPlan]) -> tuple[set[str], list[str]]:
+    """(trial keys stopped early by a scheduler, failure messages) of a finished experiment."""
+    epochs = {t.trial_key: t.spec.training.epochs for t in trials}
+    stopped, failed = set(), []
+    for result in results:
+        key = (result.config or {}).get("trial_key")
+        if result.error is not None:
+            text = str(result.error).strip()
+            failed.append(f"{key}: {text.splitlines()[-1] if text else type(result.error).__name__}")
+        elif key in epochs and 0 < (result.metrics or {}).get("epoch", 0) < epochs[key]:
+            stopped.add(key)
+    return stopped, failed
+
+
+def fit_experiment(
+    make_tuner, plan_trials, listeners: list, quiet: bool, slots: int
+) -> tuple[set[str], list[str], bool]:
+    """Build a tuner and fit it with ``listeners`` (the display first, then the trackers) behind
+    its :class:`Relay`: (scheduler-stopped trial keys, failures, interrupted).
+
+    Tune's own SIGINT handling is kept (the first Ctrl-C stops the trials and saves the
+    experiment, a second one raises ``KeyboardInterrupt``); an experiment in which Tune caught a
+    Ctrl-C, or that returns with trials neither done nor failed, was interrupted, and Ctrl-C
+    works again after it (:mod:`._interrupt`). Tune keeps placement groups pending for
+    ``2 * slots`` trials (``TUNE_MAX_PENDING_TRIALS_PG``, unless set): enough to start the next
+    trials as soon as slots free up, instead of its default of 200 pending.
+    """
+    display = listeners[0]
+    display.state.add(plan_trials)
+    with quiet_tune(quiet), relaying(listeners), scoped_environ({PENDING_ENV: str(2 * slots)}), tune_sigint() as caught:
+        results = make_tuner().fit()
+    # of this experiment: a restored one (a wave) holds only some of the trials left
+    keys = {t.trial_key for t in plan_trials} & {(r.config or {}).get("trial_key") for r in results}
+    interrupted = caught() or bool(keys & set(display.state.unfinished()))
+    stopped, failures = outcome(results, plan_trials)
+    return (set() if interrupted else stopped), failures, interrupted

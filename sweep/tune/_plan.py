@@ -1,0 +1,127 @@
+"""``sweep.plan``: the trials a sweep would run, and the block size of an ``"auto"`` sweep.
+
+What :func:`plan` shows is what :func:`sweep.run` trains: both check the spec with
+:func:`check_spec`, keep the block size an earlier run chose (:func:`stored_block_size`), plan a
+race's next round only (:func:`next_round`) and choose a new ``"auto"`` block size from one
+measurement of the largest config (:func:`choose_block_size`): ``plan`` measures in this process,
+``run`` in a Ray task with a trial's resources (:func:`measured_block_size`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from .._configure import available_cpus, configure
+from .._errors import SpecError
+from ..planning import Plan, make_plan
+from ..spec import SweepSpec
+from ..store import SweepDir
+from . import _env, _race
+from ._auto import Probe, choose_seeds_per_trial, largest_config, measure
+from ._checks import load_datasets
+from ._cluster import trial_slots
+
+__all__ = ["check_spec", "choose_block_size", "measured_block_size", "next_round", "plan", "stored_block_size"]
+
+
+def plan(
+    spec: SweepSpec, storage: str | os.PathLike[str] | None = None, storage_filesystem: pafs.FileSystem | None = None
+) -> Plan:
+    """The trials a sweep would run (structural configs x blocks of seeds), before anything runs.
+
+    Checks what :func:`run` checks without Ray: the data is loaded (its arrays checked) and every
+    config's model is built for the data's shapes (``eqx.filter_eval_shape``, nothing computed),
+    so a bad problem or model fails here with the field named. Only the checks against the
+    cluster (resources) and the storage (a write probe) are ``run``'s alone. The process is
+    :func:`sweep.configure`-d as by ``run``.
+
+    Args:
+        spec: The sweep specification.
+        storage: Where the sweep is stored; members already trained there are left out, as
+            ``run`` would.
+        storage_filesystem: A ``pyarrow.fs.FileSystem`` for ``storage``.
+
+    Returns:
+        The :class:`Plan`; printing it shows one row per trial. ``seeds_per_trial="auto"`` reuses
+        the size stored in the sweep's ``plan.json``, or measures it in this process, taking this
+        machine as the cluster.
+
+    Raises:
+        SpecError: The data or a model do not fit the spec.
+
+    Examples:
+        ```python
+        print(sweep.plan(spec))  # trials by grid values, blocks of seeds, resources
+        ```
+    """
+    check_spec(spec)
+    configure(gpu_preallocate=False)  # as run: loading the data must not take the trials' GPU memory
+    datasets = load_datasets(spec)
+    done, stored = set(), None
+    if storage is not None:
+        sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
+        stored = sweep_dir.plan()
+        done, _ = sweep_dir.done(spec)
+    seeds_per_trial = stored_block_size(spec, stored)
+    if spec.seeds_per_trial == "auto" and seeds_per_trial is None:
+        config, hparams = largest_config(spec, datasets)
+        probe = measure(config, hparams, datasets[config.problem_id], spec.resources)
+        seeds_per_trial = choose_block_size(spec, config, probe, max(1, int(available_cpus() // spec.resources["cpu"])))
+    return make_plan(spec, seeds_per_trial, done=done, wanted=next_round(spec, datasets, storage, storage_filesystem))
+
+
+def check_spec(spec: Any) -> None:
+    """A :class:`sweep.SweepSpec`, or a :class:`sweep.SpecError` saying what was given."""
+    if not isinstance(spec, SweepSpec):
+        raise SpecError(f"`spec`: got {type(spec).__name__}; expected a sweep.SweepSpec")
+
+
+def stored_block_size(spec: SweepSpec, stored: Plan | None) -> int | None:
+    """The block size an earlier run of this ``"auto"`` sweep chose (kept so blocks stay the same)."""
+    if spec.seeds_per_trial == "auto" and stored is not None and stored.spec.seeds_per_trial == "auto":
+        return stored.seeds_per_trial
+    return None
+
+
+def next_round(spec: SweepSpec, datasets: dict, storage, storage_filesystem) -> dict | None:
+    """Adaptive seeds: the seeds of the race's next round (None: fixed seeds, plan them all)."""
+    if spec.adaptive is None:
+        return None
+    _race.check_validated(spec, all(d.val.size for d in datasets.values()))
+    if storage is None:
+        return {key: spec.adaptive.seeds_in(1) for key in _race.configurations(spec)[0]}
+    return _race.advance(spec, SweepDir.of(spec, storage, storage_filesystem), record=False).wanted
+
+
+def choose_block_size(spec: SweepSpec, measured: SweepSpec, probe: Probe, slots: int) -> int:
+    """The block size for ``spec`` from the ``probe`` of its config ``measured``."""
+    configs = spec.expand()
+    return choose_seeds_per_trial(
+        probe,
+        num_seeds=len(spec.seed_list),
+        num_configs=len(configs),
+        num_hparam_sets=len(configs[0][1]),
+        epochs=measured.training.epochs,
+        slots=slots,
+    )
+
+
+def _probe_task(config: dict, hparams: tuple, dataset, resources: dict) -> tuple:
+    _env.apply(resources)
+    return tuple(measure(SweepSpec.from_dict(config), tuple(hparams), dataset, resources))
+
+
+def measured_block_size(spec: SweepSpec, datasets: dict, data_refs: dict, nodes: list) -> int:
+    """Measure the largest config where trials run (a one-shot Ray task with a trial's resources,
+    on the data already in the object store) and choose the block size for ``nodes``."""
+    import ray
+
+    config, hparams = largest_config(spec, datasets)
+    res = spec.resources
+    task = ray.remote(num_cpus=res["cpu"], num_gpus=res["gpu"], max_calls=1)(_probe_task)
+    data = data_refs[config.problem_id]
+    probe = Probe(*ray.get(task.remote(config.to_dict(), hparams, data, dict(res))))
+    return choose_block_size(spec, config, probe, trial_slots(res, nodes))
