@@ -17,12 +17,16 @@ race takes the same steps as an uninterrupted one::
 :func:`simulate` runs a whole race on values known in advance (tests, the benchmark).
 
 The statistics (docs: How-to guides > Adaptive seeds): each interval is a percentile bootstrap
-interval of the mean over the configuration's seeds so far (``scipy.stats.bootstrap``), at the
-level ``1 - (1 - confidence) / (K * R)`` for ``K`` configurations and ``R`` rounds that can give
-a bounded interval (:func:`interval_level`); a configuration has one interval per round, so by the union bound every
-interval the race computes covers its configuration's mean together with probability at least
-``confidence``. Each interval's resampling is seeded from (``sweep_seed``, round, configuration),
-so it is the same number wherever and whenever it is computed.
+interval of the mean over the configuration's seeds so far (``scipy.stats.bootstrap``), its level
+corrected by the union bound over ``K`` configurations and the ``R`` rounds that can give a
+bounded interval (:func:`interval_level`). Without ``precision``, the race reads one end of each
+interval (a configuration's end towards the best, the best's end towards the others): each end
+misses with probability ``(1 - confidence) / (K * R)``, and with probability at least
+``confidence`` a configuration with the best mean is never eliminated. With ``precision``, a
+decided configuration's whole interval is a claim: each interval is at ``1 - (1 - confidence) /
+(K * R)``, and every interval the race computes covers its configuration's mean together with
+probability at least ``confidence``. Each interval's resampling is seeded from (``sweep_seed``,
+round, configuration), so it is the same number wherever and whenever it is computed.
 """
 
 from __future__ import annotations
@@ -172,24 +176,43 @@ class Race:
 
 # -- statistics -----------------------------------------------------------------------------------
 def interval_level(adaptive: Adaptive, num_configs: int) -> float:
-    """The level of each interval: ``1 - (1 - confidence) / (num_configs * R)``, where ``R`` is
-    the number of rounds whose seeds are enough for an interval at that level (:func:`min_seeds`).
+    """The level of each interval: ``1 - tails * (1 - confidence) / (num_configs * R)``, where
+    ``R`` is the number of rounds whose seeds are enough for an interval at that level
+    (:func:`min_seeds`) and ``tails`` is 2 without ``precision``, 1 with it (:func:`guarantee`).
 
-    Before a configuration has those seeds its interval is unbounded: it covers the mean surely
-    and spends nothing of the error budget, so the union bound counts only the rounds that can
-    give a bounded interval. ``R`` is the smallest count that holds at its own level (for 8
-    configurations, ``start=4, step=4, max=64`` and 0.95: 13 of the 16 rounds, level 0.99952,
-    first bounded interval from 16 seeds); a configuration has at most one interval per round
-    (fewer when members diverge), so every interval the race computes covers its mean together
-    with probability at least ``confidence``.
+    Without ``precision`` the race decides on one end of each interval: it eliminates a
+    configuration when the end of its interval towards the best lies beyond the best's end towards
+    it. A configuration ``b`` with the best mean is eliminated only if its own end misses (lies
+    beyond its mean) or the end of the configuration that beat it misses (lies short of that
+    one's mean, which is no better than ``b``'s): ``K`` ends per round can make that mistake, each
+    missing with probability ``(1 - confidence) / (K * R)`` (one tail of the interval), so by the
+    union bound ``b`` stays with probability at least ``confidence``. With ``precision``, a
+    decided configuration's interval claims its mean on both sides: each interval then misses
+    with probability at most ``(1 - confidence) / (K * R)``, both tails together.
+
+    Before a configuration has the seeds an interval needs, its interval is unbounded: it misses
+    nothing and spends nothing of the error budget, so the union bound counts only the rounds that
+    can give a bounded interval. ``R`` is the smallest count that holds at its own level (for 8
+    configurations, ``start=4, step=4, max=64`` and 0.95: without ``precision`` 14 of the 16
+    rounds, level 0.99911, first bounded interval from 12 seeds; with it 13 rounds, level
+    0.99952, from 16 seeds).
     """
-    budget, rounds = (1.0 - adaptive.confidence) / max(1, num_configs), adaptive.rounds
+    tails = 2 if adaptive.precision is None else 1
+    budget, rounds = tails * (1.0 - adaptive.confidence) / max(1, num_configs), adaptive.rounds
     for looks in range(1, rounds):
         level = 1.0 - budget / looks
         bounded = sum(adaptive.seeds_through(r) >= min_seeds(level) for r in range(1, rounds + 1))
         if bounded <= looks:
             return level
     return 1.0 - budget / rounds
+
+
+def guarantee(confidence: float, precision: float | None) -> str:
+    """What a race's ``confidence`` holds, in words (the live display, ``sweep show``, the store):
+    without ``precision`` the best is kept, with it every interval covers (:func:`interval_level`)."""
+    if precision is None:
+        return f"a best configuration kept at {confidence:g}"
+    return f"intervals simultaneous at {confidence:g}"
 
 
 def resamples(level: float) -> int:

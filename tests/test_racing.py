@@ -99,7 +99,7 @@ def test_a_race_eliminates_the_clearly_worse_and_keeps_the_best():
     values = _values([1.0, 1.001, 1.3, 3.0, 10.0], 0.05)
     a = sweep.Adaptive(start=4, step=4, max=32)
     first = _first_decisive_round(a, 5)
-    assert first == 3  # intervals at 1 - 0.05 / (5 * 8) need 11 seeds
+    assert first == 3  # intervals at 1 - 2 * 0.05 / (5 * 6) need 10 seeds
     race = racing.simulate(a, values)
     assert [s.status for s in race.evaluations[first - 2].standings] == ["racing"] * 5  # nothing decided before
     decided = race.decisions()
@@ -168,10 +168,16 @@ def test_a_diverged_configuration_is_eliminated_and_diverged_members_are_left_ou
 
 
 def test_intervals_are_reproducible_and_at_the_corrected_level():
-    a = sweep.Adaptive(start=4, step=4, max=64, confidence=0.9)
+    a = sweep.Adaptive(start=4, step=4, max=64, confidence=0.95)
     level = racing.interval_level(a, 8)
-    # 12 seeds at that level, so rounds 3..16 (12 to 64 seeds) can give a bounded interval: 14 of 16
-    assert racing.min_seeds(level) == 12 and level == pytest.approx(1 - 0.1 / (8 * 14))
+    # 12 seeds at that level, so rounds 3..16 (12 to 64 seeds) can give a bounded interval: 14 of 16;
+    # the race reads one end of each interval, each at tail 0.05 / (8 * 14)
+    assert racing.min_seeds(level) == 12 and level == pytest.approx(1 - 2 * 0.05 / (8 * 14))
+    # with precision a decided interval claims both ends: 0.05 / (8 * 13) for both tails, from 13 seeds
+    decides = sweep.Adaptive(start=4, step=4, max=64, confidence=0.95, precision=0.1)
+    assert racing.interval_level(decides, 8) == pytest.approx(1 - 0.05 / (8 * 13))
+    assert racing.min_seeds(racing.interval_level(decides, 8)) == 13
+    assert racing.interval_level(sweep.Adaptive(start=4, step=4, max=64, confidence=0.9, precision=0.1), 8) == level
     assert racing.min_seeds(1 - 0.1 / (8 * 13)) == 12  # counting 13 rounds would leave out one that can
     assert racing.mean_interval(np.ones(11) + np.arange(11), level, 0).low == -np.inf  # unbounded below 12
     v = np.random.default_rng(3).lognormal(0, 0.5, 16)

@@ -173,7 +173,7 @@ class Ensemble(Predictions):
     def race(self) -> pa.Table | None:
         """The race of adaptive seeds that trained the store (:class:`sweep.Adaptive`), one row per
         configuration: grid values, status (``racing``, ``eliminated``, ``decided``, ``finished``), the round of its
-        decision, seeds, the mean and simultaneous interval of the race's metric, and ``best``; None
+        decision, seeds, the mean and corrected interval of the race's metric, and ``best``; None
         for a sweep with fixed seeds. Its settings and outcome in a sentence:
         ``table.schema.metadata[b"title"]`` (what ``sweep show`` prints above it)."""
         race = self._store.race

@@ -7,6 +7,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..racing import guarantee
+
 RACE_STATS = ("status", "round", "seeds", "used", "mean", "ci_low", "ci_high", "best")
 
 
@@ -15,7 +17,7 @@ def race_table(race: Mapping[str, Any], grid_columns: list[str]) -> pa.Table:
     its status (``racing``, ``eliminated``, ``decided``, or ``finished``: in the race when it
     ended), the round of its decision (else its
     latest round), its seeds and how many of them were used (not diverged), the mean of the race's
-    metric and its simultaneous interval, and whether it is the best. The schema's metadata holds
+    metric and its corrected interval, and whether it is the best. The schema's metadata holds
     :func:`race_title` under ``b"title"``."""
     rows = []
     for c in race["configurations"]:
@@ -36,7 +38,7 @@ def race_table(race: Mapping[str, Any], grid_columns: list[str]) -> pa.Table:
 
 def race_title(race: Mapping[str, Any]) -> str:
     """``race on val_loss (lower is better; start 4, step 4, max 64): over after 9 rounds (one
-    configuration left); intervals simultaneous at 0.95 (each at 0.9996)``."""
+    configuration left); a best configuration kept at 0.95 (each interval at 0.9991)``."""
     s = race["settings"]
     rounds = race["evaluations"]
     plural = "s" * (rounds != 1)
@@ -48,6 +50,6 @@ def race_title(race: Mapping[str, Any]) -> str:
     precision = f", precision {s['precision']:g}" if s.get("precision") is not None else ""
     return (
         f"race on {s['metric']} ({'lower' if s['mode'] == 'min' else 'higher'} is better; start {s['start']}, "
-        f"step {s['step']}, max {s['max']}{precision}): {where}; intervals simultaneous at {s['confidence']:g} "
-        f"(each at {race['level']:.4g})"
+        f"step {s['step']}, max {s['max']}{precision}): {where}; {guarantee(s['confidence'], s.get('precision'))} "
+        f"(each interval at {race['level']:.4g})"
     )

@@ -34,14 +34,17 @@ class Adaptive:
     side of the best configuration's interval is *eliminated*; with ``precision``, one whose
     interval is narrower than that fraction of its mean is *decided*. Neither trains again. The
     race ends when one configuration is left (without ``precision``), none is racing, or every
-    racing one has ``max`` seeds. The intervals are simultaneous: each is computed at level
-    ``1 - (1 - confidence) / (configurations * rounds)`` (Bonferroni over every bounded interval
-    the race can compute: the rounds counted are those with seeds enough for an interval at that
-    level), so that none of them misses its configuration's mean with probability
-    ``confidence`` (as far as the bootstrap's levels hold), and then the best configuration is
-    never eliminated. An interval at that level needs ``ceil(log2(2 / (1 - level)))`` seeds (13 for
-    8 configurations at 0.95 with ``start=4, step=4, max=64``: 13 rounds counted): before, its
-    interval is unbounded and nothing is decided (docs: How-to guides > Adaptive seeds).
+    racing one has ``max`` seeds. The levels are corrected by the union bound over
+    configurations and rounds (the rounds counted are those with seeds enough for a bounded
+    interval at that level): without ``precision`` the race reads one end of each interval, each
+    end at tail ``(1 - confidence) / (configurations * rounds)``, so that a configuration with the
+    best mean is never eliminated with probability at least ``confidence``; with ``precision``
+    each interval is at ``1 - (1 - confidence) / (configurations * rounds)``, so that every
+    interval covers its configuration's mean together with that probability (as far as the
+    bootstrap's levels hold). An interval at level ``L`` needs ``ceil(log2(2 / (1 - L)))`` seeds
+    (12 for 8 configurations at 0.95 with ``start=4, step=4, max=64``, 14 rounds counted; 13 with
+    ``precision``): before, its interval is unbounded and nothing is decided (docs: How-to guides
+    > Adaptive seeds).
 
     Attributes:
         start: Seeds of round 1 per configuration, an integer ``>= 2`` (an interval needs two).
@@ -52,9 +55,11 @@ class Adaptive:
             ``<m>`` of ``training.metrics`` (``"val_rollout_gmean_<r>"`` with rollouts). A race
             is a choice, and choices rank on the validation set; test columns are refused.
         mode: ``"min"`` if lower values of ``metric`` are better, ``"max"`` if higher.
-        confidence: The whole race's confidence, in ``(0, 1)``: the intervals are simultaneous at
-            this level (each at ``1 - (1 - confidence) / (configurations * rounds)``, rounds
-            counted from the first with seeds enough for a bounded interval).
+        confidence: The whole race's confidence, in ``(0, 1)``: the probability that a
+            configuration with the best mean is never eliminated (each interval at ``1 - 2 * (1 -
+            confidence) / (configurations * rounds)``), with ``precision`` that every interval
+            covers its mean (each at ``1 - (1 - confidence) / (configurations * rounds)``); rounds
+            counted from the first with seeds enough for a bounded interval.
         precision: ``None``, or a number ``> 0``: a configuration whose interval is narrower than
             ``precision * |mean|`` is decided (it stops training; its mean is known well enough).
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._errors import SpecError
 from ..planning import hparams_key, make_plan
-from ..racing import ENDS, Key, Race, Standing, evaluate, interval_level, min_seeds, next_step
+from ..racing import ENDS, Key, Race, Standing, evaluate, guarantee, interval_level, min_seeds, next_step
 from ..spec import Adaptive, SweepSpec
 from ..store import SweepDir, curves_by_column
 
@@ -177,7 +177,7 @@ def headline(adaptive: Adaptive, step: RaceStep, keys: list[Key]) -> str:
     level = interval_level(adaptive, len(keys))
     return (
         f"race on {adaptive.metric} ({'lower' if adaptive.mode == 'min' else 'higher'} is better): {where}; "
-        f"{counts}; intervals simultaneous at {adaptive.confidence:g} (each at {level:.4g})"
+        f"{counts}; {guarantee(adaptive.confidence, adaptive.precision)} (each interval at {level:.4g})"
     )
 
 
