@@ -21,8 +21,9 @@ from sweep.planning import hparams_key
 from sweep.tune import TrialHooks
 
 LEARNING_RATES = [1e-2, 1e-5, 3e-3]
-# 3 configurations x 2 rounds at confidence 0.5: intervals at 1 - 0.5/6, from 5 seeds (round 2) on
-SEEDS = sweep.Adaptive(start=4, step=2, max=6, confidence=0.5)
+# 3 configurations x 2 rounds at confidence 0.75, one tail each: intervals at 1 - 2 * 0.25/6, from 5
+# seeds (round 2) on
+SEEDS = sweep.Adaptive(start=4, step=2, max=6, confidence=0.75)
 
 
 def race_spec(rates=LEARNING_RATES, **changes) -> sweep.SweepSpec:
@@ -86,7 +87,7 @@ def test_sweep_show_lists_the_decisions(raced):
     assert result.exit_code == 0, result.output
     text = result.output
     assert "race on val_loss (lower is better; start 4, step 2, max 6)" in text
-    assert "intervals simultaneous at 0.5" in text
+    assert "a best configuration kept at 0.75 (each interval at 0.9167)" in text
     line = next(line for line in text.splitlines() if line.lstrip().startswith("1e-05"))
     assert "eliminated" in line.split() and "2" in line.split()
 
