@@ -255,3 +255,23 @@ def test_retried_trials_are_counted_in_the_status_line_and_listed_with_why_at_th
     assert "trials 0/4 done, 2 compiling, 0 running, 2 pending, 2 retried | members" in display.state.line()
     display.close()
     assert stream.getvalue().splitlines()[-1] == f"retried 2 trials: {first} (node lost), {second} (preempted x2)"
+
+
+def test_live_race_columns_show_brackets_as_written():
+    """The race's interval text ("0.5 [needs 12 seeds]", "0.4 [0.3, 0.5]") and its header reach the
+    screen as written: rich would read a bracketed word as markup and drop it."""
+    from rich.console import Console
+
+    spec = grid_spec()
+    plan = make_plan(spec)
+    state = ProgressState(spec, plan.trials, clock=Clock())
+    keys = list(dict.fromkeys((t.config_id, hparams_key(h)) for t in plan.trials for h in t.hparams))
+    state.show_race(
+        {keys[0]: (4, "0.5 [needs 12 seeds]", "racing (round 1)"), keys[1]: (4, "0.4 [0.3, 0.5]", "racing (round 1)")},
+        "race on val_loss",
+    )
+    console = Console(file=io.StringIO(), width=160, color_system=None)
+    console.print(state.renderable())
+    text = console.file.getvalue()
+    assert "race: mean [interval]" in text
+    assert "0.5 [needs 12 seeds]" in text and "0.4 [0.3, 0.5]" in text

@@ -276,19 +276,19 @@ class ProgressState:
         table.add_column("members", justify="right")
         table.add_column(f"{self.loss_name}: mean over seeds", justify="right")
         table.add_column("best member", justify="right")
-        for name in ("race: mean [interval]", "race") if self.race else ():
-            table.add_column(name, justify="right" if name != "race" else "left")
+        for name in ("race: mean [interval]", "race") if self.race else ():  # Text: "[...]" is not markup
+            table.add_column(Text(name), justify="right" if name != "race" else "left")
         ranked = [label for label, _ in self.ranked(c)]
         order = ranked + [label for label in self.configs if label not in c["mean"]]  # best mean first
         for i, label in enumerate(order[:max_rows]):
             mean, best = c["mean"].get(label), c["best"].get(label)
             text = "-" if mean is None else f"{mean:.4g}"
             table.add_row(
-                label,
+                Text(label),
                 f"{c['per_config'][label]}/{self.configs[label][1]}",
                 f"[bold green]{text}[/]" if mean is not None and i == 0 else text,
                 "-" if best is None else f"{best:.4g}",
-                *(self.race.get(label, ("-", "-")) if self.race else ()),
+                *(map(Text, self.race.get(label, ("-", "-"))) if self.race else ()),
             )
         if len(self.configs) > max_rows:
             table.add_row(f"... {len(self.configs) - max_rows} more configurations", *[""] * (len(table.columns) - 1))
