@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -706,3 +707,20 @@ def test_plan_imports_a_model_module_next_to_the_spec_and_hints_when_it_cannot(t
         f"searched the spec's folder {str(folder)!r} and PYTHONPATH",
         "PYTHONPATH=<its folder>",
     )
+
+
+@pytest.mark.parametrize("code, status", [(1, 1), (None, 0), (130, 130), ("stopped", 1)])
+def test_the_command_leaves_without_finalising_the_interpreter_when_ray_is_not_running(monkeypatch, code, status):
+    """``leave``: flushed output, then ``os._exit`` (pyarrow's threads cannot abort the exit,
+    apache/arrow#34314); with Ray running, the normal exit that stops it."""
+    import sweep.cli._app as cli_app
+
+    left = []
+    monkeypatch.setattr(cli_app.os, "_exit", lambda s: left.append(s))
+    monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: False))
+    cli_app.leave(code)
+    assert left == [status]
+    monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: True))
+    with pytest.raises(SystemExit) as exit_info:
+        cli_app.leave(code)
+    assert exit_info.value.code == code and left == [status]

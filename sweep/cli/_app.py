@@ -107,7 +107,33 @@ def main() -> None:
 
     configure()
     warnings.formatwarning = _format_warning
-    app(prog_name="sweep")
+    try:
+        app(prog_name="sweep")
+    except SystemExit as e:
+        leave(e.code)
+
+
+def leave(code: int | str | None) -> None:
+    """End the process with ``code`` (as ``sys.exit``) once a command is done.
+
+    Without Ray running in this process the interpreter is not finalised (``os._exit`` after
+    flushing the output): pyarrow's reader threads can still be alive then, and the C++ runtime
+    destroying them aborts the process with SIGABRT after the command's correct output
+    (apache/arrow#34314; seen in ``sweep serve --where`` and ``sweep scores`` runs). Where a
+    command started Ray (``run``, ``serve``, ``aggregate``), the normal exit runs, so that Ray's
+    own exit handler stops what it started.
+    """
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is not None and getattr(ray, "is_initialized", lambda: False)():
+        raise SystemExit(code)
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+    status = 0 if code is None else code if isinstance(code, int) else 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
 
 
 COMMANDS = (run, plan, status, aggregate, verify, show, plot, scores, predict, serve)  # as `sweep --help` lists them
