@@ -176,9 +176,10 @@ class Race:
 
 # -- statistics -----------------------------------------------------------------------------------
 def interval_level(adaptive: Adaptive, num_configs: int) -> float:
-    """The level of each interval: ``1 - tails * (1 - confidence) / (num_configs * R)``, where
-    ``R`` is the number of rounds whose seeds are enough for an interval at that level
-    (:func:`min_seeds`) and ``tails`` is 2 without ``precision``, 1 with it (:func:`guarantee`).
+    """The level of each interval: ``1 - m * (1 - confidence) / (num_configs * R)``, where ``R``
+    is the number of rounds whose seeds are enough for an interval at that level
+    (:func:`min_seeds`) and ``m`` is 2 without ``precision`` (one tail of each interval counts),
+    1 with it (both tails count; :func:`guarantee`).
 
     Without ``precision`` the race decides on one end of each interval: it eliminates a
     configuration when the end of its interval towards the best lies beyond the best's end towards
@@ -197,8 +198,8 @@ def interval_level(adaptive: Adaptive, num_configs: int) -> float:
     rounds, level 0.99911, first bounded interval from 12 seeds; with it 13 rounds, level
     0.99952, from 16 seeds).
     """
-    tails = 2 if adaptive.precision is None else 1
-    budget, rounds = tails * (1.0 - adaptive.confidence) / max(1, num_configs), adaptive.rounds
+    counted_tails = 1 if adaptive.precision is None else 2  # of each interval, against the budget
+    budget, rounds = 2 / counted_tails * (1.0 - adaptive.confidence) / max(1, num_configs), adaptive.rounds
     for looks in range(1, rounds):
         level = 1.0 - budget / looks
         bounded = sum(adaptive.seeds_through(r) >= min_seeds(level) for r in range(1, rounds + 1))
