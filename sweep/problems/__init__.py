@@ -1,4 +1,4 @@
-"""Data for a sweep: built-in generators (``heat1d``, ``exponax:<Stepper>``) and user data loaders."""
+"""Data for a sweep: built-in generators (``heat1d``, ``exponax:<Stepper>``), HDF5 files (``hdf5``) and user data loaders."""
 
 from __future__ import annotations
 
@@ -19,12 +19,15 @@ from ._dataset import as_dataset as as_dataset
 from ._dataset import check_val_fraction
 from ._exponax import EXPONAX, check_exponax_problem, exponax_coordinates
 from ._exponax import exponax_problem as exponax_problem
+from ._hdf5 import HDF5Info as HDF5Info
+from ._hdf5 import check_hdf5_options, hdf5_problem
+from ._hdf5 import hdf5_info as hdf5_info
 from ._heat1d import heat1d as heat1d
 from ._heat1d import heat1d_coordinates
 
 GENERATORS = {"heat1d": heat1d}
 COORDINATES = {"heat1d": heat1d_coordinates}  # generators whose points have known physical positions
-PROBLEMS = (*GENERATORS, "arrays", f"{EXPONAX}<Stepper>")
+PROBLEMS = (*GENERATORS, "arrays", "hdf5", f"{EXPONAX}<Stepper>")
 
 
 def check_problem(name: str, options: Mapping[str, Any]) -> None:
@@ -42,6 +45,9 @@ def check_problem(name: str, options: Mapping[str, Any]) -> None:
         check_exponax_problem(name.removeprefix(EXPONAX), options)
         return
     if is_import_path(name):
+        return
+    if name == "hdf5":
+        check_hdf5_options(options)
         return
     if name == "arrays":
         unknown = set(options) - {"path", "shape", "target_shape", *SPLIT_OPTIONS}
@@ -92,6 +98,8 @@ def load_problem(name: str, options: Mapping[str, Any]) -> Dataset:
         return GENERATORS[name](**options)
     if name.startswith(EXPONAX):
         return exponax_problem(name.removeprefix(EXPONAX), **options)
+    if name == "hdf5":
+        return hdf5_problem(**options)
     if name == "arrays":
         shape, target_shape = options.get("shape"), options.get("target_shape")
         split = {k: options[k] for k in SPLIT_OPTIONS if k in options}

@@ -1,0 +1,277 @@
+"""Trajectories from HDF5 files as PDEBench and The Well write them: ``Problem("hdf5", path=...)``.
+
+``path`` is one file, a folder of files (one split of The Well, or several files of one
+layout), or a The Well dataset directory holding ``train/``, ``valid/`` and ``test/`` (directly
+or under ``data/``). :func:`hdf5_info` reads only metadata and says what the problem will be
+(which layout ``"auto"`` chose, the channels, the trajectories per split);
+:func:`hdf5_problem` reads the arrays. The layouts: :mod:`sweep.problems._hdf5_layouts`; what
+is refused in a file (external links, virtual datasets of other files, external storage, filter
+plugins): :mod:`sweep.problems._hdf5_safety`.
+
+Splits: The Well's folders are its splits (``valid/`` optional: without it a validation split
+is carved from the training trajectories, ``val_fraction`` with ``data_seed``). Data without
+splits (PDEBench) are split as PDEBench's loaders split them: the last ``test_fraction``
+(default 0.1) of the trajectories, in file order, are the test split, and the validation split
+is carved from the rest.
+
+```python
+problem = sweep.Problem("hdf5", path="2D_CFD_Rand_M0.1_Eta0.01_Zeta0.01_periodic_128_Train.hdf5",
+                        fields=["density", "Vx", "Vy"], time_stride=2, space_stride=4)
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._errors import SpecError, did_you_mean
+from ._dataset import Dataset, as_dataset
+from ._hdf5_layouts import LAYOUTS, Channel, FileLayout, describe_file, detect, read_states, strided
+from ._hdf5_safety import open_hdf5
+
+OPTIONS = ("path", "layout", "fields", "time_stride", "space_stride", "test_fraction", "val_fraction", "data_seed")
+SUFFIXES = (".hdf5", ".h5", ".hdf", ".he5")
+WELL_SPLITS = {"train": "train", "val": "valid", "test": "test"}  # split -> The Well's folder
+DEFAULT_TEST_FRACTION = 0.1  # PDEBench's test_ratio
+_log = logging.getLogger("sweep.problems")
+
+
+def _count(options: Mapping[str, Any], key: str) -> None:
+    value = options.get(key, 1)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise SpecError(f"`problem.{key}`: got {value!r}; must be an integer >= 1 (1: every point)")
+
+
+def check_hdf5_options(options: Mapping[str, Any]) -> None:
+    """Raise :class:`SpecError` unless ``options`` are options of ``"hdf5"`` of the right types
+    (cheap: no file is opened; :func:`hdf5_info` checks the files)."""
+    unknown = [k for k in options if k not in OPTIONS]
+    if unknown:
+        raise SpecError(
+            f"`problem.{unknown[0]}`: not an option of hdf5{did_you_mean(unknown[0], OPTIONS)}; "
+            f"allowed: {', '.join(OPTIONS)}"
+        )
+    if not isinstance(options.get("path"), str) or not options["path"]:
+        raise SpecError(f"`problem.path`: got {options.get('path')!r}; give the HDF5 file or dataset directory")
+    if options.get("layout", "auto") not in LAYOUTS:
+        raise SpecError(f"`problem.layout`: got {options['layout']!r}; choose one of {', '.join(LAYOUTS)}")
+    fields = options.get("fields")
+    if fields is not None and (
+        not isinstance(fields, (list, tuple))
+        or not fields
+        or not all(isinstance(f, str) for f in fields)
+        or len(set(fields)) != len(fields)
+    ):
+        raise SpecError(f"`problem.fields`: got {fields!r}; give a list of distinct field names, or leave it out (all)")
+    _count(options, "time_stride")
+    _count(options, "space_stride")
+    fraction = options.get("test_fraction", DEFAULT_TEST_FRACTION)
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
+        raise SpecError(f"`problem.test_fraction`: got {fraction!r}; must be a number in (0, 1)")
+
+
+@dataclasses.dataclass(frozen=True)
+class HDF5Info:
+    """What ``Problem("hdf5", ...)`` will train on, from the files' metadata only.
+
+    Attributes:
+        path: The file or directory given.
+        layout: ``"pdebench"`` or ``"the_well"`` (what ``layout="auto"`` chose).
+        form: PDEBench's ``"tensor"``, ``"variables"`` or ``"samples"``; ``"fields"`` for The Well.
+        files: The files of each split (``"train"``, ``"val"``, ``"test"``), or of ``"all"``
+            where the data have no splits.
+        channels: The selected channels, in order.
+        trajectories: How many trajectories each entry of ``files`` holds.
+        steps: States per trajectory after ``time_stride``.
+        spatial: The grid after ``space_stride``.
+        fixed: Fields constant in time (not selectable).
+    """
+
+    path: str
+    layout: str
+    form: str
+    files: dict[str, tuple[str, ...]]
+    channels: tuple[str, ...]
+    trajectories: dict[str, int]
+    steps: int
+    spatial: tuple[int, ...]
+    fixed: tuple[str, ...]
+
+    def __str__(self) -> str:
+        splits = ", ".join(f"{s} {n}" for s, n in self.trajectories.items())
+        if "all" in self.trajectories:
+            splits = f"{self.trajectories['all']}, no splits (test: the last test_fraction; val: val_fraction of the rest)"
+        return (
+            f"{self.path}: {self.layout} ({self.form}), {sum(map(len, self.files.values()))} file(s)\n"
+            f"  channels   {', '.join(self.channels)}\n"
+            f"  grid       {self.steps} states x {' x '.join(map(str, self.spatial))} points\n"
+            f"  trajectories {splits}" + (f"\n  constant   {', '.join(self.fixed)} (not selectable)" if self.fixed else "")
+        )
+
+
+def _folder(folder: Path) -> tuple[Path, ...]:
+    files = tuple(sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in SUFFIXES))
+    if not files:
+        raise SpecError(
+            f"`problem.path`: the folder {str(folder)!r} holds no HDF5 file ({', '.join(SUFFIXES)}); "
+            f"give a folder of data files"
+        )
+    return files
+
+
+def _files(path: Path) -> dict[str, tuple[Path, ...]]:
+    """``{split: files}`` of a The Well dataset directory, or ``{"all": files}``."""
+    if path.is_file():
+        return {"all": (path,)}
+    if not path.is_dir():
+        raise SpecError(f"`problem.path`: {str(path)!r} does not exist")
+    root = path / "data" if (path / "data" / "train").is_dir() else path
+    if not (root / "train").is_dir():
+        return {"all": _folder(path)}
+    missing = [folder for folder in ("train", "test") if not (root / folder).is_dir()]
+    if missing:
+        raise SpecError(
+            f"`problem.path`: {str(root)!r} has train/ but no {missing[0]}/; a The Well dataset directory holds "
+            f"train/, valid/ (optional) and test/"
+        )
+    return {s: _folder(root / f) for s, f in WELL_SPLITS.items() if (root / f).is_dir()}
+
+
+def _layout(files: dict[str, tuple[Path, ...]], layout: str) -> tuple[dict[Path, FileLayout], str]:
+    """Every file's layout (the first file's, detected, for ``"auto"``), checked to agree."""
+    described: dict[Path, FileLayout] = {}
+    for group in files.values():
+        for p in group:
+            with open_hdf5(p) as f:
+                if layout == "auto":
+                    layout = detect(f)
+                described[p] = describe_file(f, layout)
+    (first, ref), *rest = described.items()
+    for p, other in rest:
+        if (other.form, other.names, other.steps, other.spatial) != (ref.form, ref.names, ref.steps, ref.spatial):
+            raise SpecError(
+                f"`problem.path`: {str(p)!r} holds channels {list(other.names)} of {other.steps} states on "
+                f"{other.spatial}, but {str(first)!r} holds {list(ref.names)} of {ref.steps} on {ref.spatial}; "
+                f"every file must hold the same fields on the same grid"
+            )
+    return described, layout
+
+
+def _selected(ref: FileLayout, fields: Sequence[str] | None) -> list[Channel]:
+    """The channels ``fields`` names (a vector or tensor field by its name: all its components)."""
+    if fields is None:
+        return list(ref.channels)
+    chosen: list[Channel] = []
+    for name in fields:
+        match = [c for c in ref.channels if c.name == name or c.dataset.split("/")[-1] == name and c.component]
+        if not match:
+            fixed = f"; {', '.join(ref.fixed)} are constant in time" if ref.fixed else ""
+            raise SpecError(
+                f"`problem.fields`: {name!r} is not a time-varying field of the file"
+                f"{did_you_mean(name, ref.names)}; it has {', '.join(ref.names)}{fixed}"
+            )
+        chosen += [c for c in match if c not in chosen]
+    return chosen
+
+
+def _strides(ref: FileLayout, time_stride: int, space_stride: int, where: str) -> None:
+    if strided(ref.steps, time_stride) < 2:
+        raise SpecError(
+            f"`problem.time_stride`: got {time_stride}; {where} has {ref.steps} states per trajectory, and a "
+            f"stride must leave at least 2 (use at most {max(1, ref.steps - 1)})"
+        )
+    if space_stride > min(ref.spatial):
+        raise SpecError(
+            f"`problem.space_stride`: got {space_stride}; {where} has a grid of {ref.spatial} points, and "
+            f"the stride must be at most the smallest axis ({min(ref.spatial)})"
+        )
+
+
+def _resolved(options: Mapping[str, Any]) -> tuple[HDF5Info, dict[Path, FileLayout], list[Channel]]:
+    check_hdf5_options(options)
+    path, layout = Path(options["path"]), options.get("layout", "auto")
+    files = _files(path)
+    described, chosen = _layout(files, layout)
+    ref = next(iter(described.values()))
+    time_stride, space_stride = options.get("time_stride", 1), options.get("space_stride", 1)
+    _strides(ref, time_stride, space_stride, repr(str(next(iter(described)))))
+    channels = _selected(ref, options.get("fields"))
+    if "all" not in files and "test_fraction" in options:
+        raise SpecError(
+            f"`problem.test_fraction`: got {options['test_fraction']!r}, but {str(path)!r} has its own test split "
+            f"(test/); remove test_fraction"
+        )
+    info = HDF5Info(
+        str(path),
+        chosen,
+        ref.form,
+        {s: tuple(map(str, group)) for s, group in files.items()},
+        tuple(c.name for c in channels),
+        {s: sum(described[p].trajectories for p in group) for s, group in files.items()},
+        strided(ref.steps, time_stride),
+        tuple(strided(n, space_stride) for n in ref.spatial),
+        ref.fixed,
+    )
+    if layout == "auto":
+        _log.info("problem.layout 'auto': %s is laid out as %r (%s)", path, chosen, ref.form)
+    return info, described, channels
+
+
+def hdf5_info(path: str, **options: Any) -> HDF5Info:
+    """What ``Problem("hdf5", path=path, **options)`` will train on, from metadata only.
+
+    Raises:
+        SpecError: A missing or non-HDF5 file, an empty folder, an unknown layout, a field not in
+            the file, shapes that differ between files or fields, a stride larger than an axis,
+            or a file that reads outside itself; the message names the file and the dataset.
+
+    Examples:
+        ```python
+        print(sweep.problems.hdf5_info("1D_Advection_Sols_beta0.1.hdf5", time_stride=5))
+        # 1D_Advection_Sols_beta0.1.hdf5: pdebench (tensor), 1 file(s)
+        #   channels   tensor
+        #   ...
+        ```
+    """
+    return _resolved({"path": path, **options})[0]
+
+
+def _read(files: Sequence[str], described: dict[Path, FileLayout], channels: list[Channel], ts: int, ss: int):
+    parts = []
+    for name in files:
+        p = Path(name)
+        with open_hdf5(p) as f:
+            parts.append(read_states(f, described[p], channels, range(described[p].trajectories), ts, ss))
+    return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+
+def hdf5_problem(path: str, **options: Any) -> Dataset:
+    """The :class:`Dataset` of ``Problem("hdf5", path=path, **options)``: the files' trajectories,
+    split (module docstring), and the one-step pairs derived from them."""
+    options = {"path": path, **options}
+    info, described, channels = _resolved(options)
+    ts, ss = options.get("time_stride", 1), options.get("space_stride", 1)
+    trajectories = {s: _read(files, described, channels, ts, ss) for s, files in info.files.items()}
+    if "all" in trajectories:
+        states = trajectories.pop("all")
+        fraction = options.get("test_fraction", DEFAULT_TEST_FRACTION)
+        cut = int(len(states) * (1 - fraction))  # PDEBench: the last test_ratio of the samples are the test split
+        if not 0 < cut < len(states):
+            raise SpecError(
+                f"`problem.test_fraction`: got {fraction!r}; with {len(states)} trajectories in {path!r} it leaves "
+                f"{cut} for training and {len(states) - cut} for testing; both need at least one"
+            )
+        trajectories = {"train": states[:cut], "test": states[cut:]}
+    return as_dataset(
+        None,
+        f"`problem.path` {path!r}",
+        val_fraction=options.get("val_fraction"),
+        data_seed=options.get("data_seed", 0),
+        trajectories=trajectories,
+    )
