@@ -106,12 +106,15 @@ class HDF5Info:
     def __str__(self) -> str:
         splits = ", ".join(f"{s} {n}" for s, n in self.trajectories.items())
         if "all" in self.trajectories:
-            splits = f"{self.trajectories['all']}, no splits (test: the last test_fraction; val: val_fraction of the rest)"
+            splits = (
+                f"{self.trajectories['all']}, no splits (test: the last test_fraction; val: val_fraction of the rest)"
+            )
         return (
             f"{self.path}: {self.layout} ({self.form}), {sum(map(len, self.files.values()))} file(s)\n"
             f"  channels   {', '.join(self.channels)}\n"
             f"  grid       {self.steps} states x {' x '.join(map(str, self.spatial))} points\n"
-            f"  trajectories {splits}" + (f"\n  constant   {', '.join(self.fixed)} (not selectable)" if self.fixed else "")
+            f"  trajectories {splits}"
+            + (f"\n  constant   {', '.join(self.fixed)} (not selectable)" if self.fixed else "")
         )
 
 

@@ -49,8 +49,11 @@ def open_hdf5(path: Path) -> Any:
         file = h5py.File(path, "r")
     except OSError as e:
         raise SpecError(f"`problem.path`: {str(path)!r} cannot be opened as HDF5 ({e})") from None
+    names: list[str] = []
+    file.visit_links(names.append)  # lists every link, follows none of them
     try:
-        file.visit_links(lambda name: _no_external_link(file, name))  # lists links, follows none of them
+        for name in names:
+            _no_external_link(file, name)
     except SpecError:
         file.close()
         raise

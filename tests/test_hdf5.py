@@ -1,0 +1,280 @@
+"""``Problem("hdf5")``: PDEBench's three layouts and The Well's, written here with h5py; channels,
+strides, splits, auto-detection; every bad input named with its file and dataset; files that
+read outside themselves (external links, virtual datasets, external storage, filter plugins)
+refused; unrolled training and rollout metrics on file data."""
+
+from __future__ import annotations
+
+import logging
+
+import h5py
+import numpy as np
+import pytest
+from hdf5_files import pdebench_samples, pdebench_tensor, pdebench_variables, well_directory, well_file
+from helpers import tiny_spec
+
+import sweep
+from sweep import training
+from sweep.problems import hdf5_info, load_problem
+
+
+def load(path, **options):
+    return load_problem("hdf5", {"path": str(path), **options})
+
+
+def traj(data, split: str) -> np.ndarray:
+    """The trajectories of ``split`` (which must have some)."""
+    states = data.trajectories(split)
+    assert states is not None
+    return states
+
+
+def counts(data) -> tuple[int, ...]:
+    """Trajectories of train, val, test."""
+    return tuple(len(traj(data, s)) for s in ("train", "val", "test"))
+
+
+def test_pdebench_tensor_1d_splits_as_pdebench(tmp_path):
+    states = pdebench_tensor(tmp_path / "1D_Advection.hdf5", samples=10, time=6, x=16)
+    info = hdf5_info(str(tmp_path / "1D_Advection.hdf5"))
+    assert (info.layout, info.form, info.channels, info.steps, info.spatial) == (
+        "pdebench",
+        "tensor",
+        ("tensor",),
+        6,
+        (16,),
+    )
+    data = load(tmp_path / "1D_Advection.hdf5", val_fraction=0)
+    # PDEBench: the last test_ratio (0.1) of the samples are the test split
+    np.testing.assert_array_equal(data.train_traj, states[:9])
+    np.testing.assert_array_equal(data.test_traj, states[9:])
+    assert data.train.x.shape == (9 * 5, 1, 16)
+    np.testing.assert_array_equal(data.train.x[:5], states[0, :5])
+    np.testing.assert_array_equal(data.train.y[:5], states[0, 1:])
+
+
+def test_pdebench_tensor_validation_carved_from_training_trajectories(tmp_path):
+    states = pdebench_tensor(tmp_path / "a.hdf5", samples=20)
+    data = load(tmp_path / "a.hdf5", test_fraction=0.25, val_fraction=0.1, data_seed=3)
+    assert counts(data) == (13, 2, 5)
+    np.testing.assert_array_equal(data.test_traj, states[15:])
+    train = {t.tobytes() for t in traj(data, "train")}
+    val = {t.tobytes() for t in traj(data, "val")}
+    assert not train & val and train | val == {t.tobytes() for t in states[:15]}
+
+
+@pytest.mark.parametrize("grid", [(12,), (8, 6), (6, 4, 4)])
+def test_pdebench_variables_1d_2d_3d_with_strides(tmp_path, grid):
+    states = pdebench_variables(tmp_path / "cfd.hdf5", samples=10, time=7, grid=grid)
+    info = hdf5_info(str(tmp_path / "cfd.hdf5"), time_stride=3, space_stride=2)
+    assert info.channels == ("density", "pressure", "Vx", "Vy", "Vz")[: 2 + len(grid)]
+    assert info.steps == 3 and info.spatial == tuple((n + 1) // 2 for n in grid)
+    data = load(tmp_path / "cfd.hdf5", time_stride=3, space_stride=2, val_fraction=0)
+    spatial = (slice(None, None, 2),) * len(grid)
+    np.testing.assert_array_equal(data.train_traj, states[:9, ::3][(..., *spatial)])
+    np.testing.assert_array_equal(data.test_traj, states[9:, ::3][(..., *spatial)])
+
+
+def test_pdebench_variables_fields_choose_channels_in_the_order_given(tmp_path):
+    states = pdebench_variables(tmp_path / "cfd.hdf5", grid=(8, 6))
+    data = load(tmp_path / "cfd.hdf5", fields=["Vy", "density"], val_fraction=0)
+    np.testing.assert_array_equal(data.train_traj, states[:5][:, :, [3, 0]])
+
+
+def test_pdebench_per_sample_groups(tmp_path):
+    states = pdebench_samples(tmp_path / "2D_diff-react.h5", samples=5, time=5, grid=(6, 6), channels=2)
+    info = hdf5_info(str(tmp_path / "2D_diff-react.h5"), time_stride=2)
+    assert (info.form, info.channels, info.steps, info.spatial) == ("samples", ("data_0", "data_1"), 3, (6, 6))
+    data = load(tmp_path / "2D_diff-react.h5", time_stride=2, val_fraction=0, fields=["data_1"])
+    np.testing.assert_array_equal(data.train_traj, states[:4, ::2, 1:])
+    np.testing.assert_array_equal(data.test_traj, states[4:, ::2, 1:])
+
+
+def test_the_well_directory_splits_and_vector_components(tmp_path):
+    states = well_directory(tmp_path / "toy", {"train": 2, "valid": 1, "test": 1}, trajectories=3, grid=(6, 4))
+    info = hdf5_info(str(tmp_path / "toy"))
+    assert (info.layout, info.channels) == ("the_well", ("pressure", "velocity_x", "velocity_y"))
+    assert info.trajectories == {"train": 6, "val": 3, "test": 3} and info.fixed == ("mask",)
+    data = load(tmp_path / "toy")  # valid/ is the validation split: nothing carved
+    for split, folder in (("train", "train"), ("val", "valid"), ("test", "test")):
+        np.testing.assert_array_equal(data.trajectories(split), states[folder])
+    velocity = load(tmp_path / "toy", fields=["velocity"], space_stride=2)  # a vector by its name: its components
+    np.testing.assert_array_equal(velocity.train_traj, states["train"][:, :, 1:, ::2, ::2])
+
+
+def test_the_well_without_valid_carves_it_and_a_split_folder_or_file_splits_like_pdebench(tmp_path):
+    well_directory(tmp_path / "toy", {"train": 2, "test": 1}, trajectories=5)
+    data = load(tmp_path / "toy", val_fraction=0.2, data_seed=1)
+    assert counts(data) == (7, 3, 5)
+    folder = load(tmp_path / "toy" / "data" / "train", val_fraction=0)  # one split's folder: 10 trajectories
+    assert (len(traj(folder, "train")), len(traj(folder, "test"))) == (9, 1)
+    states = well_file(tmp_path / "one.hdf5", trajectories=4, grid=(5,))
+    single = load(tmp_path / "one.hdf5", val_fraction=0, test_fraction=0.25)
+    np.testing.assert_array_equal(single.test_traj, states[3:])
+    assert hdf5_info(str(tmp_path / "one.hdf5")).channels == ("pressure", "velocity_x")
+
+
+def test_auto_says_which_layout_it_chose(tmp_path, caplog):
+    pdebench_tensor(tmp_path / "a.hdf5")
+    with caplog.at_level(logging.INFO, logger="sweep.problems"):
+        hdf5_info(str(tmp_path / "a.hdf5"))
+    assert "laid out as 'pdebench' (tensor)" in caplog.text
+    assert hdf5_info(str(tmp_path / "a.hdf5"), layout="pdebench").layout == "pdebench"
+    with pytest.raises(sweep.SpecError, match=r"got 'the_well'.*laid out as 'pdebench'.*\['t-coordinate', 'tensor'"):
+        hdf5_info(str(tmp_path / "a.hdf5"), layout="the_well")
+
+
+def test_problem_in_a_spec_and_toml(tmp_path):
+    problem = sweep.Problem("hdf5", path="x.hdf5", fields=["density"], time_stride=2)
+    assert sweep.Problem.from_dict(problem.to_dict()) == problem
+    tiny_spec(problem=problem).to_toml(tmp_path / "sweep.toml")
+    assert 'name = "hdf5"' in (tmp_path / "sweep.toml").read_text()
+    assert sweep.SweepSpec.from_toml(tmp_path / "sweep.toml").problem == problem
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"layout": "netcdf"}, r"`problem.layout`: got 'netcdf'; choose one of auto, pdebench, the_well"),
+        ({"time_stride": 0}, r"`problem.time_stride`: got 0; must be an integer >= 1"),
+        ({"fields": "density"}, r"`problem.fields`: got 'density'; give a list"),
+        ({"fields": ["a", "a"]}, r"`problem.fields`: got \['a', 'a'\]; give a list of distinct"),
+        ({"test_fraction": 1.0}, r"`problem.test_fraction`: got 1.0; must be a number in \(0, 1\)"),
+        ({"strides": 2}, r"`problem.strides`: not an option of hdf5"),
+    ],
+)
+def test_bad_options_refused_when_the_problem_is_built(options, message):
+    with pytest.raises(sweep.SpecError, match=message):
+        sweep.Problem("hdf5", path="x.hdf5", **options)
+
+
+def test_bad_files_named_with_file_and_dataset(tmp_path):
+    with pytest.raises(sweep.SpecError, match=r"`problem.path`: '.*missing.hdf5' does not exist"):
+        load(tmp_path / "missing.hdf5")
+    (tmp_path / "text.hdf5").write_text("not hdf5")
+    with pytest.raises(sweep.SpecError, match=r"text.hdf5' is not an HDF5 file"):
+        load(tmp_path / "text.hdf5")
+    with h5py.File(tmp_path / "other.hdf5", "w") as f:
+        f["u"] = np.zeros((2, 3))
+    with pytest.raises(sweep.SpecError, match=r"neither a PDEBench nor a The Well file: it holds \['u'\]"):
+        load(tmp_path / "other.hdf5")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(sweep.SpecError, match=r"the folder '.*empty' holds no HDF5 file"):
+        load(tmp_path / "empty")
+    pdebench_variables(tmp_path / "cfd.hdf5", grid=(8, 6))
+    with pytest.raises(sweep.SpecError, match=r"'Vz' is not a time-varying field.*has density, pressure, Vx, Vy"):
+        load(tmp_path / "cfd.hdf5", fields=["Vz"])
+    with pytest.raises(sweep.SpecError, match=r"`problem.time_stride`: got 5; .*cfd.hdf5' has 5 states"):
+        load(tmp_path / "cfd.hdf5", time_stride=5)
+    with pytest.raises(
+        sweep.SpecError, match=r"`problem.space_stride`: got 7; .*\(8, 6\).*at most the smallest axis \(6\)"
+    ):
+        load(tmp_path / "cfd.hdf5", space_stride=7)
+
+
+def test_shapes_that_differ_between_fields_or_files(tmp_path):
+    with h5py.File(tmp_path / "cfd.hdf5", "w") as f:
+        f["density"] = np.zeros((4, 5, 8), np.float32)
+        f["Vx"] = np.zeros((4, 5, 6), np.float32)
+    with pytest.raises(
+        sweep.SpecError, match=r"cfd.hdf5': /density and /Vx have different .* \(4, 5, 8\) and \(4, 5, 6\)"
+    ):
+        load(tmp_path / "cfd.hdf5")
+    well_directory(tmp_path / "toy", {"train": 1, "test": 1}, grid=(6, 4))
+    well_file(tmp_path / "toy" / "data" / "test" / "toy_9.hdf5", grid=(6, 6))
+    with pytest.raises(sweep.SpecError, match=r"toy_9.hdf5' holds channels .* on \(6, 6\), but .* on \(6, 4\)"):
+        load(tmp_path / "toy")
+    with pytest.raises(
+        sweep.SpecError, match=r"`problem.fields`: 'mask' is not a time-varying .*mask are constant in time"
+    ):
+        load(tmp_path / "toy" / "data" / "train", fields=["mask"])
+
+
+def test_the_well_splits_leave_no_test_fraction_and_need_test(tmp_path):
+    well_directory(tmp_path / "toy", {"train": 1, "test": 1})
+    with pytest.raises(sweep.SpecError, match=r"`problem.test_fraction`: got 0.2, but .* has its own test split"):
+        load(tmp_path / "toy", test_fraction=0.2)
+    well_directory(tmp_path / "half", {"train": 1})
+    with pytest.raises(sweep.SpecError, match=r"has train/ but no test/"):
+        load(tmp_path / "half")
+
+
+def test_nan_named_with_trajectory_and_time_index(tmp_path):
+    with h5py.File(tmp_path / "cfd.hdf5", "w") as f:
+        f["density"] = np.ones((4, 6, 8), np.float32)
+        pressure = np.ones((4, 6, 8), np.float32)
+        pressure[2, 4, 3] = np.inf
+        f["pressure"] = pressure
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"cfd.hdf5':/pressure holds NaN or infinity \(channel 'pressure', trajectory 2, time index 4\)",
+    ):
+        load(tmp_path / "cfd.hdf5")
+    strided = load(tmp_path / "cfd.hdf5", time_stride=3, val_fraction=0)
+    assert traj(strided, "train").shape == (3, 2, 2, 8)  # time index 4 is not selected
+
+
+def test_external_link_refused_and_never_followed(tmp_path):
+    outside = tmp_path / "outside.hdf5"
+    with h5py.File(outside, "w") as f:
+        f["secret"] = np.ones((4, 5, 8), np.float32)
+    with h5py.File(tmp_path / "data.hdf5", "w") as f:
+        f["density"] = np.ones((4, 5, 8), np.float32)
+        f["pressure"] = h5py.ExternalLink(str(outside), "/secret")
+    outside.unlink()  # were the link followed, this would be an HDF5 error, not a SpecError
+    with pytest.raises(
+        sweep.SpecError, match=r"data.hdf5':/pressure is an external link to '.*outside.hdf5':'/secret'"
+    ):
+        load(tmp_path / "data.hdf5")
+
+
+def test_virtual_dataset_of_another_file_refused(tmp_path):
+    with h5py.File(tmp_path / "source.hdf5", "w") as f:
+        f["u"] = np.ones((4, 5, 8), np.float32)
+    layout = h5py.VirtualLayout(shape=(4, 5, 8), dtype=np.float32)
+    layout[...] = h5py.VirtualSource(str(tmp_path / "source.hdf5"), "u", shape=(4, 5, 8))
+    with h5py.File(tmp_path / "data.hdf5", "w") as f:
+        f.create_virtual_dataset("tensor", layout)
+    with pytest.raises(sweep.SpecError, match=r"data.hdf5':/tensor is a virtual dataset reading other file\(s\)"):
+        load(tmp_path / "data.hdf5")
+
+
+def test_external_storage_refused(tmp_path):
+    raw = tmp_path / "raw.bin"
+    np.ones((4, 5, 8), np.float32).tofile(raw)
+    with h5py.File(tmp_path / "data.hdf5", "w") as f:
+        f.create_dataset("tensor", shape=(4, 5, 8), dtype=np.float32, external=[(str(raw), 0, h5py.h5f.UNLIMITED)])
+    with pytest.raises(
+        sweep.SpecError, match=r"data.hdf5':/tensor keeps its data in external file\(s\) \['.*raw.bin'\]"
+    ):
+        load(tmp_path / "data.hdf5")
+
+
+def test_filter_plugin_refused_before_any_read(tmp_path, monkeypatch):
+    monkeypatch.setenv("HDF5_PLUGIN_PATH", str(tmp_path))
+    with h5py.File(tmp_path / "data.hdf5", "w") as f:
+        space = h5py.h5s.create_simple((4, 5, 8))
+        plist = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        plist.set_chunk((1, 5, 8))
+        plist.set_filter(32001, h5py.h5z.FLAG_OPTIONAL, (0,))  # Blosc, an HDF5 plugin
+        h5py.h5d.create(f.id, b"tensor", h5py.h5t.NATIVE_FLOAT, space, dcpl=plist)
+        tensor = f["tensor"]
+        assert isinstance(tensor, h5py.Dataset)
+        tensor[...] = np.ones((4, 5, 8), np.float32)
+    with pytest.raises(sweep.SpecError, match=r"data.hdf5':/tensor is compressed with HDF5 filter 32001, a plugin"):
+        load(tmp_path / "data.hdf5")
+
+
+def test_unrolled_training_and_rollout_metrics_on_file_data(tmp_path):
+    pdebench_variables(tmp_path / "cfd.hdf5", samples=8, time=6, grid=(8, 8))
+    spec = tiny_spec(
+        problem=sweep.Problem("hdf5", path=str(tmp_path / "cfd.hdf5"), fields=["density", "Vx"], test_fraction=0.25),
+        model=sweep.Model("ConvNet", hidden_channels=4, depth=1, activation="relu"),
+        training=sweep.Training(epochs=2, batch_size=4, report_every=1, unroll=2, rollout_steps=3),
+        seeds=2,
+    )
+    data = training.load_data(spec)
+    assert data.sample_shape == (2, 8, 8) and traj(data, "test").shape == (2, 6, 2, 8, 8)
+    _, history = training.train_block(spec, [0, 1], data=data)
+    curves = history.test_rollout["nrmse"]
+    assert curves.shape == (2, 3) and np.isfinite(curves).all()
