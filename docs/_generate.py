@@ -124,6 +124,7 @@ def spec_page() -> str:
     from sweep.problems import GENERATORS, PROBLEMS
     from sweep.problems._arrays import SPLIT_OPTIONS
     from sweep.problems._exponax import _COMMON, IC_GENERATORS, STEPPERS
+    from sweep.problems._hdf5 import DEFAULTS as HDF5_DEFAULTS
 
     steppers = "\n".join(
         f"| `exponax:{name}` | {', '.join(f'`{k}={v!r}`' for k, v in d.items())} |" for name, d in STEPPERS.items()
@@ -235,6 +236,20 @@ Initial states (`ic=`): {", ".join(map(_code, IC_GENERATORS))}.
 `Problem("arrays", path=...)`: an `.npz` (keys `train_x, train_y, test_x, test_y`, optionally
 `val_x, val_y`, and `train_traj`, `val_traj`, `test_traj`) or a Parquet file (list columns `x`,
 `y`, a `split` column of `"train"` / `"val"` / `"test"`, and `shape=[channels, *spatial]`).
+
+### `hdf5`
+
+`Problem("hdf5", path=...)`: trajectories from HDF5 files as PDEBench and The Well write them (the
+`[hdf5]` extra): one file, a folder of files, or a The Well dataset directory with `train/`,
+`valid/` (optional), `test/`. `layout`: `"auto"`, `"pdebench"` or `"the_well"`; `fields`: the
+channels by name (default: every time-varying field; a The Well vector or tensor by its name gives
+all its components); `time_stride`, `space_stride`: keep every n-th state and point;
+`test_fraction`: the last fraction of the trajectories is the test split, for data without
+splits (PDEBench). Guide: [Real datasets](../guides/real-datasets.md).
+
+| option | default |
+| --- | --- |
+{chr(10).join(f"| `{k}` | {'required' if k == 'path' else _code(repr(v))} |" for k, v in HDF5_DEFAULTS.items())}
 
 ## `Model`
 

@@ -35,10 +35,19 @@ from ._dataset import Dataset, as_dataset
 from ._hdf5_layouts import LAYOUTS, Channel, FileLayout, describe_file, detect, read_states, strided
 from ._hdf5_safety import open_hdf5
 
-OPTIONS = ("path", "layout", "fields", "time_stride", "space_stride", "test_fraction", "val_fraction", "data_seed")
+DEFAULT_TEST_FRACTION = 0.1  # PDEBench's test_ratio
+# the options of "hdf5" and their defaults (path: required); and val_fraction, data_seed as every kind
+DEFAULTS = {
+    "path": None,
+    "layout": "auto",
+    "fields": None,
+    "time_stride": 1,
+    "space_stride": 1,
+    "test_fraction": DEFAULT_TEST_FRACTION,
+}
+OPTIONS = (*DEFAULTS, "val_fraction", "data_seed")
 SUFFIXES = (".hdf5", ".h5", ".hdf", ".he5")
 WELL_SPLITS = {"train": "train", "val": "valid", "test": "test"}  # split -> The Well's folder
-DEFAULT_TEST_FRACTION = 0.1  # PDEBench's test_ratio
 _log = logging.getLogger("sweep.problems")
 
 
