@@ -172,6 +172,13 @@ def test_bad_files_named_with_file_and_dataset(tmp_path):
         load(tmp_path / "cfd.hdf5", space_stride=7)
 
 
+def test_one_state_per_sample_is_refused(tmp_path):
+    with h5py.File(tmp_path / "2D_DarcyFlow.hdf5", "w") as f:
+        f["tensor"] = np.ones((4, 1, 8, 8), np.float32)  # PDEBench's Darcy flow: a steady solution per sample
+    with pytest.raises(sweep.SpecError, match=r"2D_DarcyFlow.hdf5' holds one state per sample"):
+        load(tmp_path / "2D_DarcyFlow.hdf5")
+
+
 def test_shapes_that_differ_between_fields_or_files(tmp_path):
     with h5py.File(tmp_path / "cfd.hdf5", "w") as f:
         f["density"] = np.zeros((4, 5, 8), np.float32)

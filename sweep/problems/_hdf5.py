@@ -193,6 +193,11 @@ def _selected(ref: FileLayout, fields: Sequence[str] | None) -> list[Channel]:
 
 
 def _strides(ref: FileLayout, time_stride: int, space_stride: int, where: str) -> None:
+    if ref.steps < 2:
+        raise SpecError(
+            f"`problem.path`: {where} holds one state per sample (a steady problem, such as PDEBench's Darcy "
+            f"flow); an hdf5 problem learns a state's next state and needs trajectories of at least 2 states"
+        )
     if strided(ref.steps, time_stride) < 2:
         raise SpecError(
             f"`problem.time_stride`: got {time_stride}; {where} has {ref.steps} states per trajectory, and a "
