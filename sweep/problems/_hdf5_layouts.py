@@ -104,7 +104,8 @@ def describe_file(file: Any, layout: str) -> FileLayout:
 
 def _sample_groups(file: Any) -> list[str]:
     h5py = h5py_module()
-    return [k for k in file if isinstance(file[k], h5py.Group) and isinstance(file[k].get("data"), h5py.Dataset)]
+    groups = {k: file.get(k) for k in file}  # get: a dangling soft link is None, not an error
+    return [k for k, g in groups.items() if isinstance(g, h5py.Group) and isinstance(g.get("data"), h5py.Dataset)]
 
 
 def _grid(shape: tuple[int, ...], where: str, extra: int = 0) -> tuple[int, int, tuple[int, ...]]:
@@ -259,8 +260,9 @@ def _fill(
         if channel is None:
             continue
         values = np.asarray(block[(Ellipsis, *channel.component)], dtype=np.float32)
-        if not np.isfinite(values.sum(dtype=np.float64)):
-            n, t = (int(i) for i in np.argwhere(~np.isfinite(values))[0][:2])
+        bad = None if np.isfinite(values.sum()) else ~np.isfinite(values)  # a float32 sum: inf also on overflow
+        if bad is not None and bad.any():
+            n, t = (int(i) for i in np.argwhere(bad)[0][:2])
             raise SpecError(
                 f"`problem.path`: {file.filename!r}:/{path} holds NaN or infinity (channel {channel.name!r}, "
                 f"trajectory {first + n}, time index {t * time_stride}); every selected value must be finite"
