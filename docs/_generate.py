@@ -521,6 +521,7 @@ def _error_examples() -> list[tuple[str, str]]:
         ("an unknown architecture", lambda: sweep.Model("ConvNett")),
         ("an option of the wrong type", lambda: sweep.Optimizer("adam", learning_rate=1e-3, b1="0.9")),
         ("an unknown problem", lambda: sweep.Problem("heat2d")),
+        ("an HDF5 layout that is not one", lambda: sweep.Problem("hdf5", path="data.hdf5", layout="netcdf")),
         ("NaN in a spec", lambda: sweep.Optimizer("adam", learning_rate=float("nan"))),
         ("duplicate seeds", lambda: sweep.SweepSpec(**base, seeds=[1, 2, 2])),
         ("adaptive seeds racing on a test column", lambda: sweep.Adaptive(metric="test_loss")),
