@@ -285,3 +285,29 @@ def test_unrolled_training_and_rollout_metrics_on_file_data(tmp_path):
     _, history = training.train_block(spec, [0, 1], data=data)
     curves = history.test_rollout["nrmse"]
     assert curves.shape == (2, 3) and np.isfinite(curves).all()
+
+
+def test_files_on_s3_read_as_the_same_files_on_disk(tmp_path, monkeypatch):
+    import pyarrow.fs as pafs
+    from _moto import moto_server, s3_filesystem
+
+    well_directory(tmp_path / "toy", {"train": 2, "valid": 1, "test": 1}, grid=(6, 4))
+    pdebench_samples(tmp_path / "2D_diff-react.h5")
+    with moto_server() as (host, port):
+        for key, value in {
+            "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }.items():
+            monkeypatch.setenv(key, value)
+        fs = s3_filesystem(host, port)
+        fs.create_dir("datasets")
+        pafs.copy_files(str(tmp_path), "datasets", pafs.LocalFileSystem(), fs)
+        assert hdf5_info("s3://datasets/toy").files["test"] == ("s3://datasets/toy/data/test/toy_0.hdf5",)
+        for name in ("toy", "2D_diff-react.h5"):
+            remote, local = load(f"s3://datasets/{name}", space_stride=2), load(tmp_path / name, space_stride=2)
+            for split in ("train", "val", "test"):
+                np.testing.assert_array_equal(traj(remote, split), traj(local, split))
+        with pytest.raises(sweep.SpecError, match=r"`problem.path`: 's3://datasets/nothing' does not exist"):
+            load("s3://datasets/nothing")

@@ -32,6 +32,7 @@ import h5py
 import numpy as np
 
 from benchmarks._shared.machine import OtherLoad
+from sweep.problems._hdf5_files import locate
 from sweep.problems._hdf5_layouts import describe_file, read_states
 from sweep.problems._hdf5_safety import open_hdf5
 
@@ -53,14 +54,19 @@ def write(path: Path, gigabytes: float) -> int:
 
 
 def ours(path: Path, ts: int, ss: int) -> np.ndarray:
-    with open_hdf5(path) as f:
+    with open_hdf5(locate(str(path))) as f:
         layout = describe_file(f, "pdebench")
         return read_states(f, layout, layout.channels, range(layout.trajectories), ts, ss)
 
 
 def direct(path: Path, ts: int, ss: int) -> np.ndarray:
+    parts: list[np.ndarray] = []
     with h5py.File(path, "r") as f:
-        return np.stack([f[name][:, ::ts, ::ss, ::ss] for name in VARIABLES], axis=2)
+        for name in VARIABLES:
+            dataset = f[name]
+            assert isinstance(dataset, h5py.Dataset)
+            parts.append(dataset[:, ::ts, ::ss, ::ss])
+    return np.stack(parts, axis=2)
 
 
 def main() -> None:

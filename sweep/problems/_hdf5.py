@@ -2,7 +2,8 @@
 
 ``path`` is one file, a folder of files (one split of The Well, or several files of one
 layout), or a The Well dataset directory holding ``train/``, ``valid/`` and ``test/`` (directly
-or under ``data/``). :func:`hdf5_info` reads only metadata and says what the problem will be
+or under ``data/``), local or at a URI pyarrow opens (``s3://...``:
+:mod:`sweep.problems._hdf5_files`). :func:`hdf5_info` reads only metadata and says what the problem will be
 (which layout ``"auto"`` chose, the channels, the trajectories per split);
 :func:`hdf5_problem` reads the arrays. The layouts: :mod:`sweep.problems._hdf5_layouts`; what
 is refused in a file (external links, virtual datasets of other files, external storage, filter
@@ -25,13 +26,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .._errors import SpecError, did_you_mean
 from ._dataset import Dataset, as_dataset
+from ._hdf5_files import Location, dataset_files
 from ._hdf5_layouts import LAYOUTS, Channel, FileLayout, describe_file, detect, read_states, strided
 from ._hdf5_safety import open_hdf5
 
@@ -46,8 +47,6 @@ DEFAULTS = {
     "test_fraction": DEFAULT_TEST_FRACTION,
 }
 OPTIONS = (*DEFAULTS, "val_fraction", "data_seed")
-SUFFIXES = (".hdf5", ".h5", ".hdf", ".he5")
-WELL_SPLITS = {"train": "train", "val": "valid", "test": "test"}  # split -> The Well's folder
 _log = logging.getLogger("sweep.problems")
 
 
@@ -127,49 +126,21 @@ class HDF5Info:
         )
 
 
-def _folder(folder: Path) -> tuple[Path, ...]:
-    files = tuple(sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in SUFFIXES))
-    if not files:
-        raise SpecError(
-            f"`problem.path`: the folder {str(folder)!r} holds no HDF5 file ({', '.join(SUFFIXES)}); "
-            f"give a folder of data files"
-        )
-    return files
-
-
-def _files(path: Path) -> dict[str, tuple[Path, ...]]:
-    """``{split: files}`` of a The Well dataset directory, or ``{"all": files}``."""
-    if path.is_file():
-        return {"all": (path,)}
-    if not path.is_dir():
-        raise SpecError(f"`problem.path`: {str(path)!r} does not exist")
-    root = path / "data" if (path / "data" / "train").is_dir() else path
-    if not (root / "train").is_dir():
-        return {"all": _folder(path)}
-    missing = [folder for folder in ("train", "test") if not (root / folder).is_dir()]
-    if missing:
-        raise SpecError(
-            f"`problem.path`: {str(root)!r} has train/ but no {missing[0]}/; a The Well dataset directory holds "
-            f"train/, valid/ (optional) and test/"
-        )
-    return {s: _folder(root / f) for s, f in WELL_SPLITS.items() if (root / f).is_dir()}
-
-
-def _layout(files: dict[str, tuple[Path, ...]], layout: str) -> tuple[dict[Path, FileLayout], str]:
-    """Every file's layout (the first file's, detected, for ``"auto"``), checked to agree."""
-    described: dict[Path, FileLayout] = {}
+def _layout(files: dict[str, tuple[Location, ...]], layout: str) -> tuple[dict[str, FileLayout], str]:
+    """Every file's layout by name (the first file's, detected, for ``"auto"``), checked to agree."""
+    described: dict[str, FileLayout] = {}
     for group in files.values():
-        for p in group:
-            with open_hdf5(p) as f:
+        for location in group:
+            with open_hdf5(location) as f:
                 if layout == "auto":
                     layout = detect(f)
-                described[p] = describe_file(f, layout)
+                described[location.name] = describe_file(f, layout)
     (first, ref), *rest = described.items()
     for p, other in rest:
         if (other.form, other.names, other.steps, other.spatial) != (ref.form, ref.names, ref.steps, ref.spatial):
             raise SpecError(
-                f"`problem.path`: {str(p)!r} holds channels {list(other.names)} of {other.steps} states on "
-                f"{other.spatial}, but {str(first)!r} holds {list(ref.names)} of {ref.steps} on {ref.spatial}; "
+                f"`problem.path`: {p!r} holds channels {list(other.names)} of {other.steps} states on "
+                f"{other.spatial}, but {first!r} holds {list(ref.names)} of {ref.steps} on {ref.spatial}; "
                 f"every file must hold the same fields on the same grid"
             )
     return described, layout
@@ -210,34 +181,36 @@ def _strides(ref: FileLayout, time_stride: int, space_stride: int, where: str) -
         )
 
 
-def _resolved(options: Mapping[str, Any]) -> tuple[HDF5Info, dict[Path, FileLayout], list[Channel]]:
+def _resolved(
+    options: Mapping[str, Any],
+) -> tuple[HDF5Info, dict[str, tuple[Location, ...]], dict[str, FileLayout], list[Channel]]:
     check_hdf5_options(options)
-    path, layout = Path(options["path"]), options.get("layout", "auto")
-    files = _files(path)
+    path, layout = options["path"], options.get("layout", "auto")
+    files = dataset_files(path)
     described, chosen = _layout(files, layout)
     ref = next(iter(described.values()))
     time_stride, space_stride = options.get("time_stride", 1), options.get("space_stride", 1)
-    _strides(ref, time_stride, space_stride, repr(str(next(iter(described)))))
+    _strides(ref, time_stride, space_stride, repr(next(iter(described))))
     channels = _selected(ref, options.get("fields"))
     if "all" not in files and "test_fraction" in options:
         raise SpecError(
-            f"`problem.test_fraction`: got {options['test_fraction']!r}, but {str(path)!r} has its own test split "
+            f"`problem.test_fraction`: got {options['test_fraction']!r}, but {path!r} has its own test split "
             f"(test/); remove test_fraction"
         )
     info = HDF5Info(
-        str(path),
+        path,
         chosen,
         ref.form,
-        {s: tuple(map(str, group)) for s, group in files.items()},
+        {s: tuple(location.name for location in group) for s, group in files.items()},
         tuple(c.name for c in channels),
-        {s: sum(described[p].trajectories for p in group) for s, group in files.items()},
+        {s: sum(described[location.name].trajectories for location in group) for s, group in files.items()},
         strided(ref.steps, time_stride),
         tuple(strided(n, space_stride) for n in ref.spatial),
         ref.fixed,
     )
     if layout == "auto":
         _log.info("problem.layout 'auto': %s is laid out as %r (%s)", path, chosen, ref.form)
-    return info, described, channels
+    return info, files, described, channels
 
 
 def hdf5_info(path: str, **options: Any) -> HDF5Info:
@@ -259,12 +232,14 @@ def hdf5_info(path: str, **options: Any) -> HDF5Info:
     return _resolved({"path": path, **options})[0]
 
 
-def _read(files: Sequence[str], described: dict[Path, FileLayout], channels: list[Channel], ts: int, ss: int):
+def _read(
+    files: Sequence[Location], described: dict[str, FileLayout], channels: list[Channel], ts: int, ss: int
+) -> np.ndarray:
     parts = []
-    for name in files:
-        p = Path(name)
-        with open_hdf5(p) as f:
-            parts.append(read_states(f, described[p], channels, range(described[p].trajectories), ts, ss))
+    for location in files:
+        layout = described[location.name]
+        with open_hdf5(location) as f:
+            parts.append(read_states(f, layout, channels, range(layout.trajectories), ts, ss))
     return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
@@ -272,9 +247,9 @@ def hdf5_problem(path: str, **options: Any) -> Dataset:
     """The :class:`Dataset` of ``Problem("hdf5", path=path, **options)``: the files' trajectories,
     split (module docstring), and the one-step pairs derived from them."""
     options = {"path": path, **options}
-    info, described, channels = _resolved(options)
+    _, files, described, channels = _resolved(options)
     ts, ss = options.get("time_stride", 1), options.get("space_stride", 1)
-    trajectories = {s: _read(files, described, channels, ts, ss) for s, files in info.files.items()}
+    trajectories = {s: _read(group, described, channels, ts, ss) for s, group in files.items()}
     if "all" in trajectories:
         states = trajectories.pop("all")
         fraction = options.get("test_fraction", DEFAULT_TEST_FRACTION)

@@ -17,10 +17,12 @@ Soft links inside the file are followed.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
+import pyarrow.fs as pafs
+
 from .._errors import SpecError
+from ._hdf5_files import Location
 
 # HDF5's built-in filters (H5Zpublic.h) and LZF, which h5py itself registers: none is a plugin
 BUILT_IN_FILTERS = {1: "deflate", 2: "shuffle", 3: "fletcher32", 4: "szip", 5: "nbit", 6: "scaleoffset", 32000: "lzf"}
@@ -37,18 +39,19 @@ def h5py_module():
     return h5py
 
 
-def open_hdf5(path: Path) -> Any:
-    """``h5py.File(path, "r")`` after the link check of the module docstring, or a
+def open_hdf5(location: Location) -> Any:
+    """``h5py.File`` of ``location`` (read-only) after the link check of the module docstring, or a
     :class:`SpecError` naming ``problem.path`` for a missing or non-HDF5 file or an external link."""
     h5py = h5py_module()
-    if not path.is_file():
-        raise SpecError(f"`problem.path`: {str(path)!r} does not exist or is not a file")
-    if not h5py.is_hdf5(path):
-        raise SpecError(f"`problem.path`: {str(path)!r} is not an HDF5 file (no HDF5 signature)")
+    if location.kind != pafs.FileType.File:
+        raise SpecError(f"`problem.path`: {location.name!r} does not exist or is not a file")
+    source = location.opened()
+    if location.local and not h5py.is_hdf5(source):
+        raise SpecError(f"`problem.path`: {location.name!r} is not an HDF5 file (no HDF5 signature)")
     try:
-        file = h5py.File(path, "r")
+        file = h5py.File(source, "r")
     except OSError as e:
-        raise SpecError(f"`problem.path`: {str(path)!r} cannot be opened as HDF5 ({e})") from None
+        raise SpecError(f"`problem.path`: {location.name!r} cannot be opened as HDF5 ({e})") from None
     names: list[str] = []
     file.visit_links(names.append)  # lists every link, follows none of them
     try:

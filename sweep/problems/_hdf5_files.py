@@ -1,0 +1,123 @@
+"""Where an hdf5 problem's files are: :func:`dataset_files` of a local path or of a URI that
+pyarrow opens (``s3://bucket/datasets/the_well/...``, with the usual ``AWS_*`` variables).
+
+``path`` is one file, a folder of files, or a The Well dataset directory holding ``train/``,
+``valid/`` (optional) and ``test/``, directly or under ``data/``. Files are those ending in
+:data:`SUFFIXES`, in name order. A file on object storage is read through pyarrow's
+random-access file, only the byte ranges HDF5 asks for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import os
+from typing import Any
+
+import pyarrow.fs as pafs
+
+from .._errors import SpecError
+
+SUFFIXES = (".hdf5", ".h5", ".hdf", ".he5")
+WELL_SPLITS = {"train": "train", "val": "valid", "test": "test"}  # split -> The Well's folder
+
+
+@dataclasses.dataclass(frozen=True)
+class Location:
+    """A file or folder: ``path`` inside ``filesystem``, shown in messages as ``name``."""
+
+    filesystem: pafs.FileSystem
+    path: str
+    name: str
+
+    def child(self, part: str) -> Location:
+        return Location(self.filesystem, f"{self.path.rstrip('/')}/{part}", f"{self.name.rstrip('/')}/{part}")
+
+    @property
+    def kind(self) -> pafs.FileType:
+        return self.filesystem.get_file_info(self.path).type
+
+    @property
+    def local(self) -> bool:
+        return isinstance(self.filesystem, pafs.LocalFileSystem)
+
+    def opened(self) -> Any:
+        """What ``h5py.File`` opens: the local path, or a random-access file of the remote object."""
+        if self.local:
+            return self.path
+        return _Remote(self.filesystem.open_input_file(self.path), self.name)
+
+
+class _Remote(io.RawIOBase):
+    """A pyarrow random-access file as the file object h5py reads; its repr is the file's name,
+    which h5py reports as ``File.filename``."""
+
+    def __init__(self, native: Any, name: str):
+        self._native, self._name = native, name
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._native.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self._native.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._native.tell()
+
+    def close(self) -> None:
+        self._native.close()
+        super().close()
+
+    def __repr__(self) -> str:
+        return self._name
+
+
+def locate(path: str) -> Location:
+    """The :class:`Location` of a local path (made absolute) or a URI."""
+    if "://" in path:
+        try:
+            filesystem, inner = pafs.FileSystem.from_uri(path)
+        except Exception as e:  # pyarrow raises ArrowInvalid, OSError, ... for unknown or unreachable URIs
+            raise SpecError(f"`problem.path`: {path!r} cannot be opened ({type(e).__name__}: {e})") from None
+        return Location(filesystem, inner, path)
+    return Location(pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(path)), path)
+
+
+def _folder(folder: Location) -> tuple[Location, ...]:
+    infos = folder.filesystem.get_file_info(pafs.FileSelector(folder.path))
+    names = sorted(i.base_name for i in infos if i.type == pafs.FileType.File and i.base_name.endswith(SUFFIXES))
+    if not names:
+        raise SpecError(
+            f"`problem.path`: the folder {folder.name!r} holds no HDF5 file ({', '.join(SUFFIXES)}); "
+            f"give a folder of data files"
+        )
+    return tuple(folder.child(n) for n in names)
+
+
+def dataset_files(path: str) -> dict[str, tuple[Location, ...]]:
+    """``{split: files}`` of a The Well dataset directory, or ``{"all": files}`` of a file or folder."""
+    where = locate(path)
+    kind = where.kind
+    if kind == pafs.FileType.File:
+        return {"all": (where,)}
+    if kind != pafs.FileType.Directory:
+        raise SpecError(f"`problem.path`: {path!r} does not exist")
+    data = where.child("data")
+    root = data if data.child("train").kind == pafs.FileType.Directory else where
+    present = {s: root.child(f) for s, f in WELL_SPLITS.items() if root.child(f).kind == pafs.FileType.Directory}
+    if "train" not in present:
+        return {"all": _folder(where)}
+    if "test" not in present:
+        raise SpecError(
+            f"`problem.path`: {root.name!r} has train/ but no test/; a The Well dataset directory holds "
+            f"train/, valid/ (optional) and test/"
+        )
+    return {s: _folder(folder) for s, folder in present.items()}
