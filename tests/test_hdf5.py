@@ -197,6 +197,14 @@ def test_shapes_that_differ_between_fields_or_files(tmp_path):
         load(tmp_path / "toy" / "data" / "train", fields=["mask"])
 
 
+def test_per_sample_groups_of_different_shapes(tmp_path):
+    with h5py.File(tmp_path / "swe.h5", "w") as f:
+        f["0000/data"] = np.ones((4, 8, 8, 1), np.float32)
+        f["0001/data"] = np.ones((4, 8, 6, 1), np.float32)
+    with pytest.raises(sweep.SpecError, match=r"swe.h5': /0000/data and /0001/data have different .* \(4, 8, 8, 1\)"):
+        load(tmp_path / "swe.h5")
+
+
 def test_the_well_splits_leave_no_test_fraction_and_need_test(tmp_path):
     well_directory(tmp_path / "toy", {"train": 1, "test": 1})
     with pytest.raises(sweep.SpecError, match=r"`problem.test_fraction`: got 0.2, but .* has its own test split"):

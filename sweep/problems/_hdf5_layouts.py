@@ -125,8 +125,8 @@ def _same_grid(shapes: dict[str, tuple[int, ...]], file: Any) -> tuple[int, ...]
     for name, shape in rest:
         if shape != first[1]:
             raise SpecError(
-                f"`problem.path`: {file.filename!r}: /{first[0]} and /{name} have different (samples, time, "
-                f"*spatial) shapes {first[1]} and {shape}; every field must share one grid"
+                f"`problem.path`: {file.filename!r}: /{first[0]} and /{name} have different shapes {first[1]} "
+                f"and {shape}; every field and sample must share one grid and one number of states"
             )
     return first[1]
 
