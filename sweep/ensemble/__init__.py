@@ -3,6 +3,11 @@
 from ._aggregate import aggregate as aggregate
 from ._ensemble import Ensemble as Ensemble
 from ._ensemble import load as load
+from ._field_scores import brier_score as brier_score
+from ._field_scores import crps_terms as crps_terms
+from ._field_scores import energy_score as energy_score
+from ._field_scores import twcrps as twcrps
+from ._field_scores import variogram_score as variogram_score
 from ._held import HeldEnsemble as HeldEnsemble
 from ._predictions import DEFAULT_CHUNK as DEFAULT_CHUNK
 from ._rows import SummaryTable as SummaryTable

@@ -159,7 +159,7 @@ class EnsembleService:
         x, fields = decode(
             await read_body(request), request.headers.get("content-type"), "x", dict(request.query_params)
         )
-        x = check_inputs(x, "x", model.held.sample_shape, self.config.max_rows)
+        x = check_inputs(x, "x", model.held.sample_shape, self.config.max_rows, model.held.dtype)
         served, answer = await self._batch((x, fields.get("members")))
         if isinstance(answer, BadRequest):
             raise answer
@@ -186,7 +186,7 @@ class EnsembleService:
             await read_body(request), request.headers.get("content-type"), "x0", dict(request.query_params)
         )
         steps = check_steps(fields.get("steps"), self.config.max_steps)
-        x0 = check_inputs(x0, "x0", model.held.sample_shape, self.config.max_rows)
+        x0 = check_inputs(x0, "x0", model.held.sample_shape, self.config.max_rows, model.held.dtype)
         from .._errors import QueryError
 
         try:

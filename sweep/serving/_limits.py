@@ -26,11 +26,15 @@ def _short(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def check_inputs(x: np.ndarray, field: str, sample_shape: tuple[int, ...], max_rows: int) -> np.ndarray:
-    """``x`` if it is a finite real array ``(rows, *sample_shape)`` with 1 <= rows <= ``max_rows``.
+def check_inputs(
+    x: np.ndarray, field: str, sample_shape: tuple[int, ...], max_rows: int, dtype: Any = np.float32
+) -> np.ndarray:
+    """``x`` if it is a finite real array ``(rows, *sample_shape)`` with 1 <= rows <= ``max_rows``
+    whose values stay finite in the model's ``dtype`` (``1e39`` overflows float32 to infinity).
 
     Raises:
-        BadRequest: 422 for a wrong shape, dtype or a non-finite value, 413 for too many rows.
+        BadRequest: 422 for a wrong shape, dtype, a non-finite value or one out of ``dtype``'s
+            range, 413 for too many rows.
     """
     expected = f"(batch, {', '.join(map(str, sample_shape))})"
     if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)) or x.dtype == np.bool_:
@@ -44,6 +48,12 @@ def check_inputs(x: np.ndarray, field: str, sample_shape: tuple[int, ...], max_r
         row = int(np.argwhere(~finite)[0][0])
         bad = x[~finite].flat[0]
         raise BadRequest(422, field, f"{bad} in row {row}", "give finite numbers (no NaN or infinity)")
+    if np.issubdtype(x.dtype, np.floating) and np.finfo(x.dtype).max > (largest := np.finfo(dtype).max):
+        over = np.abs(x) > largest
+        if over.any():
+            row, bad = int(np.argwhere(over)[0][0]), x[over].flat[0]
+            allowed = f"give numbers within {np.dtype(dtype).name}'s range (|value| <= {float(largest):.4g})"
+            raise BadRequest(422, field, f"{bad} in row {row}", allowed)
     return x
 
 
