@@ -1,6 +1,8 @@
 """Ensemble queries over a store, streamed inference and statistics over seeds."""
 
 from ._aggregate import aggregate as aggregate
+from ._calibration import Calibration as Calibration
+from ._calibration import load_calibration as load_calibration
 from ._ensemble import Ensemble as Ensemble
 from ._ensemble import load as load
 from ._field_scores import brier_score as brier_score

@@ -27,7 +27,8 @@ import pyarrow.fs as pafs
 from .._errors import QueryError, did_you_mean
 from ..store import Store
 from . import _scoring, _stats
-from ._predictions import DEFAULT_CHUNK, Predictions
+from ._calibrated import Calibrated
+from ._predictions import DEFAULT_CHUNK
 from ._race import race_table
 from ._rows import REPR_ROWS, SummaryTable, format_table, html_table, seed_text
 from ._stats import Comparison
@@ -68,7 +69,7 @@ def load(path: str | os.PathLike[str], storage_filesystem: pafs.FileSystem | Non
     return Ensemble(store)
 
 
-class Ensemble(Predictions):
+class Ensemble(Calibrated):
     """A selection of members of a store, in a fixed order; every query returns a new one.
 
     Rows come in store order (config_id, then vmapped hyperparameters, then seed) unless
