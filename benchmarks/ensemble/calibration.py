@@ -45,7 +45,7 @@ def _line(name: str, rows: list[dict], kind: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("dirs", nargs="+")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
