@@ -14,6 +14,8 @@ sub.calibration.save("heat-best8.calibration.json")  # checksummed; with_calibra
 from __future__ import annotations
 
 import copy
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,6 +24,7 @@ import pyarrow as pa
 from .._errors import QueryError
 from ..store import SPLIT_FILES
 from ._calibration import Calibration, check_levels, conformal_quantiles, fit_scale, on_channels
+from ._export import export_selection
 from ._field_scores import crps_terms
 from ._predictions import DEFAULT_CHUNK, Predictions
 
@@ -212,6 +215,29 @@ class Calibrated(Predictions):
                 scale, quantiles = calibration.rollout_scale[t - 1], calibration.rollout_quantiles[:, t - 1]
                 rows += _scored(states[:, t], traj[:, t], scale, quantiles, calibration.levels, "rollout", t)
         return pa.Table.from_pylist(rows)
+
+    def export(self, path: str | os.PathLike[str], steps: int | None = None) -> Path:
+        """Write this selection's batched mean/std and rollout as serialised StableHLO
+        (``jax.export``), weights and calibration inside, with a ``manifest.json`` of shapes,
+        members and a sha256 per part: loadable with ``jax`` alone
+        (:mod:`sweep.ensemble._export`; ``sweep verify`` checks it).
+
+        Args:
+            path: The directory to write (created).
+            steps: Rollout steps of ``rollout.jaxexport`` (default: the calibration's rollout
+                steps, else 10).
+
+        Returns:
+            The directory.
+
+        Examples:
+            ```python
+            ens.best(8).recalibrate().export("heat-best8")
+            mean_std = jax.export.deserialize(Path("heat-best8/mean_std.jaxexport").read_bytes())
+            mean, std = mean_std.call(x)
+            ```
+        """
+        return export_selection(self, path, steps)
 
     def _split_samples(self, split: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
         """The stored samples of ``split`` of this selection's config, real targets of the outputs' shape."""
