@@ -26,7 +26,8 @@ def _rows(path: str) -> tuple[str, list[dict]]:
     best = ens.best_configuration()
     members = ens.where(**best)
     table = members.recalibrate("val", levels=LEVELS).calibration_scores("test").to_pylist()
-    name = f"{members.spec.problem.name} ({', '.join(f'{k}={v}' for k, v in best.items())}; {len(members)} members)"
+    settings = ", ".join(f"{k}={v}" for k, v in best.items() if k != "config_id")
+    name = f"{members.spec.problem.name} ({settings + '; ' if settings else ''}{len(members)} members)"
     return name, table
 
 
@@ -80,20 +81,20 @@ def _figure(results: list[tuple[str, list[dict]]], out: str) -> None:
         ax.legend(fontsize=8)
         if rollouts:
             ax = axes[1, j]
+            if not any(r["kind"] == "rollout" for r in rows):
+                ax.set_axis_off()
+                continue
             for calibrated, style in ((False, "--"), (True, "-")):
                 picked = [r for r in rows if r["kind"] == "rollout" and r["calibrated"] == calibrated]
-                steps = [r["step"] for r in picked]
+                tag = "after" if calibrated else "before"
                 for level, color in ((50, "C0"), (90, "C1")):
-                    tag = "after" if calibrated else "before"
+                    steps = [r["step"] for r in picked]
                     ax.plot(
                         steps, [r[f"coverage_{level}"] for r in picked], style, color=color, label=f"{level}% {tag}"
                     )
                     ax.axhline(level / 100, color=color, lw=0.5)
-            ax.set(xlabel="rollout step", ylabel="test coverage", ylim=(0, 1))
-            if steps:
-                ax.legend(fontsize=7, ncol=2)
-            else:
-                ax.set_axis_off()
+            ax.set(xlabel="rollout step", ylabel="test coverage (rollout)", ylim=(0, 1.02))
+            ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 

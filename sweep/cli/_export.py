@@ -46,5 +46,5 @@ def export(
         ens = ens.with_calibration(load_calibration(calibration))
     path = ens.export(out, steps)
     calibrated = "calibrated" if ens.calibration is not None else "not calibrated"
-    typer.echo(f"exported {len(ens)} members of config {ens.spec.name!r} ({calibrated}) to {path}")
+    typer.echo(f"exported {len(ens)} members of sweep {ens.spec.name!r} ({calibrated}) to {path}")
     typer.echo(f"check it with: sweep verify {path}")

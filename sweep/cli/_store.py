@@ -61,7 +61,7 @@ def verify(sweep_dir: DirArg) -> None:
     (`sweep export`) is checked likewise: every part's size and sha256 against its manifest.
     """
     from .._errors import StoreError
-    from ..ensemble._export import is_export, verify_export
+    from ..ensemble import is_export, verify_export
     from ..store import Store
 
     if is_export(sweep_dir):
