@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import pyarrow as pa
@@ -42,7 +42,7 @@ class Calibrated(Predictions):
         or :meth:`with_calibration`)."""
         return self._calibration
 
-    def recalibrate(self, split: str = "val", levels: Any = (0.5, 0.9), chunk_size: int = DEFAULT_CHUNK) -> Calibrated:
+    def recalibrate(self, split: str = "val", levels: Any = (0.5, 0.9), chunk_size: int = DEFAULT_CHUNK) -> Self:
         """This selection with a recalibration fitted on the ``split`` samples (and trajectories)
         the store holds: a spread scale per channel (per rollout step too) minimising the fair
         CRPS, and split-conformal intervals at ``levels`` (:mod:`sweep.ensemble._calibration`).
@@ -91,7 +91,7 @@ class Calibrated(Predictions):
         )
         return self._with(calibration)
 
-    def with_calibration(self, calibration: Calibration) -> Calibrated:
+    def with_calibration(self, calibration: Calibration) -> Self:
         """This selection with a calibration fitted before (e.g. read by
         :func:`~sweep.ensemble.load_calibration`); it must be of these members, in this order.
 
@@ -109,7 +109,7 @@ class Calibrated(Predictions):
             )
         return self._with(calibration)
 
-    def _with(self, calibration: Calibration) -> Calibrated:
+    def _with(self, calibration: Calibration) -> Self:
         out = copy.copy(self)  # the same rows (and, held, the same parameters): immutable, shared
         out._calibration = calibration
         return out

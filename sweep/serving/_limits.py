@@ -70,6 +70,38 @@ def check_steps(steps: Any, max_steps: int) -> int:
     return steps
 
 
+def check_calibrated(calibrated: Any, interval: Any, levels: tuple[float, ...] | None) -> tuple[bool, float | None]:
+    """``(calibrated std?, interval level or None)`` of a request, for a service whose calibration
+    has ``levels`` (None: a service started without ``--recalibrate``).
+
+    Raises:
+        BadRequest: 422 for anything but a boolean ``calibrated`` and a level of the calibration,
+            or for either asked of a service without a calibration.
+    """
+    if isinstance(calibrated, str):
+        calibrated = {"true": True, "1": True, "false": False, "0": False, "": False}.get(
+            calibrated.strip().lower(), calibrated
+        )
+    if calibrated is None:
+        calibrated = False
+    if not isinstance(calibrated, bool):
+        raise BadRequest(422, "calibrated", calibrated, "give true or false")
+    if isinstance(interval, str):
+        try:
+            interval = float(interval)
+        except ValueError:
+            pass
+    wanted = calibrated or interval is not None
+    if wanted and levels is None:
+        field = "calibrated" if calibrated else "interval"
+        raise BadRequest(422, field, calibrated if calibrated else interval, "start the service with --recalibrate")
+    if interval is not None and (
+        isinstance(interval, bool) or not isinstance(interval, (int, float)) or float(interval) not in (levels or ())
+    ):
+        raise BadRequest(422, "interval", interval, f"give one of the calibrated levels {list(levels or ())}")
+    return calibrated, None if interval is None else float(interval)
+
+
 def check_members(members: Any, member_ids: list[int]) -> list[int] | None:
     """Which members' own predictions to return: None (none), every one (``true``), or the listed
     member ids (a list, or ``"3,5"`` in a query string).
