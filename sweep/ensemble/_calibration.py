@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import QueryError
+from ._field_scores import pair_sum
 
 FORMAT = 1
 METHOD = "fair-CRPS spread scale per channel; split-conformal |y - mean| / (scale * std) quantiles"
@@ -76,8 +77,7 @@ def fit_scale(values: np.ndarray, truth: np.ndarray) -> np.ndarray:
         raise QueryError(f"recalibrate: needs at least 2 members to scale a spread, got {m}")
     mean = x.mean(1, keepdims=True)
     d, r = x - mean, y - mean[:, 0]
-    ranks = 2.0 * np.arange(1, m + 1) - m - 1
-    spread = (np.sort(d, axis=1) * ranks[:, None]).sum(1) / (m * (m - 1))  # [C, P]: sum_ij |d_i - d_j| / (2M(M-1))
+    spread = pair_sum(np.moveaxis(d, 1, 0)) / (2 * m * (m - 1))  # [C, P]
     return np.array([_minimise(d[c], r[c], spread[c]) for c in range(len(d))])
 
 

@@ -64,6 +64,14 @@ def _estimator(estimator: Any, members: int, what: str) -> float:
     return 2.0 * members * (members if estimator == "nrg" else members - 1)
 
 
+def pair_sum(x: np.ndarray) -> np.ndarray:
+    """``sum_ij |x_i - x_j|`` over the first axis (members), from one sort: ``2 sum_i (2i - M - 1)
+    x_(i)`` for the sorted values ``x_(1) <= ... <= x_(M)``."""
+    m = len(x)
+    ranks = (2.0 * np.arange(1, m + 1) - m - 1).reshape(-1, *([1] * (x.ndim - 1)))
+    return 2.0 * (ranks * np.sort(x, axis=0)).sum(0)
+
+
 def energy_score(values: Any, truth: Any, estimator: str = "nrg") -> np.ndarray:
     """The energy score of each sample's field (lower is better).
 
@@ -148,12 +156,8 @@ def crps_terms(values: Any, truth: Any) -> tuple[np.ndarray, np.ndarray]:
         ```
     """
     x, y = _checked(values, truth, "crps_terms")
-    m = len(x)
-    divisor = _estimator("fair", m, "crps_terms")
-    s = np.sort(x, axis=0)
-    ranks = (2.0 * np.arange(1, m + 1) - m - 1).reshape(-1, *([1] * y.ndim))
-    pairs = 2.0 * (ranks * s).sum(0)  # sum_ij |x_i - x_j|
-    return np.abs(x - y).mean(0), pairs / divisor
+    divisor = _estimator("fair", len(x), "crps_terms")
+    return np.abs(x - y).mean(0), pair_sum(x) / divisor
 
 
 def twcrps(values: Any, truth: Any, threshold: Any, estimator: str = "nrg") -> np.ndarray:
@@ -178,10 +182,8 @@ def twcrps(values: Any, truth: Any, threshold: Any, estimator: str = "nrg") -> n
     x, y = _checked(values, truth, "twcrps")
     t = _threshold(threshold, y, "twcrps")
     divisor = _estimator(estimator, len(x), "twcrps")
-    v = np.sort(np.maximum(x, t), axis=0)
-    m = len(v)
-    ranks = (2.0 * np.arange(1, m + 1) - m - 1).reshape(-1, *([1] * y.ndim))
-    return np.abs(v - np.maximum(y, t)).mean(0) - 2.0 * (ranks * v).sum(0) / divisor
+    v = np.maximum(x, t)
+    return np.abs(v - np.maximum(y, t)).mean(0) - pair_sum(v) / divisor
 
 
 def brier_score(values: Any, truth: Any, threshold: Any) -> np.ndarray:
