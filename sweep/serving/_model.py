@@ -20,7 +20,6 @@ import pyarrow as pa
 
 from .. import _batches
 from ..ensemble import Ensemble, HeldEnsemble, load
-from ..ensemble._calibration import on_channels
 from ._limits import BadRequest, check_members
 from ._options import LEVELS
 
@@ -145,10 +144,11 @@ class ServedModel:
         if calibration is None:
             return answer
         mean, raw = answer["mean"], answer["std"]
-        scaled = (raw * on_channels(calibration.scale, raw)).astype(raw.dtype)
+        shape = (-1, *([1] * (raw.ndim - 2)))  # per channel, against [batch, channels, ...]
+        scaled = (raw * calibration.scale.reshape(shape)).astype(raw.dtype)
         out = {**answer, "std": scaled} if std else dict(answer)
         if level is not None:
-            half = (on_channels(calibration.quantile(level, "interval"), raw) * scaled).astype(raw.dtype)
+            half = (calibration.quantile(level, "interval").reshape(shape) * scaled).astype(raw.dtype)
             out |= {"low": mean - half, "high": mean + half}
         return out
 
