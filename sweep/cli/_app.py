@@ -1,6 +1,6 @@
 """The ``sweep`` command line: the app, its error handling, and every command registered in
-:data:`COMMANDS` order (run, plan, status, aggregate, verify, show, plot, scores, predict, serve;
-one module per command or family, their shared options in :mod:`._options`).
+:data:`COMMANDS` order (run, plan, status, aggregate, verify, show, plot, scores, predict, serve,
+export; one module per command or family, their shared options in :mod:`._options`).
 
 Every :class:`sweep.SweepError` and every unreadable file ends the command with one line on
 stderr (``error: <message>``, phrased with the command's options, see :func:`cli_phrasing`)
@@ -19,6 +19,7 @@ import typer
 
 from .._errors import SweepError
 from ._args import cli_phrasing
+from ._export import export
 from ._plot import plot
 from ._predict import predict
 from ._run import plan, run
@@ -136,6 +137,18 @@ def leave(code: int | str | None) -> None:
     os._exit(status)
 
 
-COMMANDS = (run, plan, status, aggregate, verify, show, plot, scores, predict, serve)  # as `sweep --help` lists them
+COMMANDS = (
+    run,
+    plan,
+    status,
+    aggregate,
+    verify,
+    show,
+    plot,
+    scores,
+    predict,
+    serve,
+    export,
+)  # as `sweep --help` lists them
 for _command in COMMANDS:
     app.command()(guard(_command))

@@ -34,6 +34,14 @@ def serve(
     best: Annotated[int | None, typer.Option(help="Serve the K best members by --metric (validation loss).")] = None,
     metric: MetricOpt = "val_loss",
     mode: ModeOpt = "min",
+    recalibrate: Annotated[
+        bool,
+        typer.Option(
+            "--recalibrate",
+            help='Fit a recalibration on the validation split; /predict then answers "calibrated": true and '
+            '"interval": 0.5 or 0.9.',
+        ),
+    ] = False,
     host: Annotated[str, typer.Option(help="Address to bind; 127.0.0.1 answers this machine only.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="HTTP port.")] = 8000,
     replicas: Annotated[int, typer.Option(help="Replicas, each holding every served member.")] = 1,
@@ -82,6 +90,7 @@ def serve(
             best=best,
             metric=metric,
             mode=mode,
+            recalibrate=recalibrate,
             host=host,
             port=port,
             replicas=replicas,

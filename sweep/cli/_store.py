@@ -57,10 +57,21 @@ def verify(sweep_dir: DirArg) -> None:
     Reads every file of the committed store once and checks its size and sha256 against the
     manifest, looks for files and links the manifest does not list, and checks the tables
     against each other. Runs no code the store names. Exits 1 if anything is wrong; else prints
-    the manifest's own sha256, for whoever sent the store to confirm.
+    the manifest's own sha256, for whoever sent the store to confirm. An export directory
+    (`sweep export`) is checked likewise: every part's size and sha256 against its manifest.
     """
     from .._errors import StoreError
+    from ..ensemble import is_export, verify_export
     from ..store import Store
+
+    if is_export(sweep_dir):
+        problems = verify_export(sweep_dir)
+        for problem in problems:
+            typer.echo(f"error: {problem}", err=True)
+        if problems:
+            raise typer.Exit(1)
+        typer.echo(f"ok: export verified (manifest.json and every part it lists) in {sweep_dir}")
+        return
 
     store = Store.open(sweep_dir)
     try:

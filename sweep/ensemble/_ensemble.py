@@ -27,7 +27,9 @@ import pyarrow.fs as pafs
 from .._errors import QueryError, did_you_mean
 from ..store import Store
 from . import _scoring, _stats
-from ._predictions import DEFAULT_CHUNK, Predictions
+from ._calibrated import Calibrated
+from ._greedy import Blend, select_greedy
+from ._predictions import DEFAULT_CHUNK
 from ._race import race_table
 from ._rows import REPR_ROWS, SummaryTable, format_table, html_table, seed_text
 from ._stats import Comparison
@@ -68,7 +70,7 @@ def load(path: str | os.PathLike[str], storage_filesystem: pafs.FileSystem | Non
     return Ensemble(store)
 
 
-class Ensemble(Predictions):
+class Ensemble(Calibrated):
     """A selection of members of a store, in a fixed order; every query returns a new one.
 
     Rows come in store order (config_id, then vmapped hyperparameters, then seed) unless
@@ -329,6 +331,29 @@ class Ensemble(Predictions):
         scores = np.where(self._diverged() | ~np.isfinite(values), np.inf, values if mode == "min" else -values)
         order = np.lexsort((self._ids(), scores))[:k]
         return Ensemble(self._store, self._index.take(order))
+
+    def select_greedy(self, k: int, metric: str = "crps", split: str = "val", chunk_size: int = DEFAULT_CHUNK) -> Blend:
+        """An ensemble across configurations (architectures included): ``k`` steps of greedy
+        selection with replacement (Caruana et al. 2004) over every member of this selection,
+        each step adding the member that most improves ``metric`` (``"crps"`` or ``"rmse"``) on
+        the ``split`` samples the store holds; a member chosen ``n`` times weighs ``n / k``
+        (:mod:`sweep.ensemble._greedy`).
+
+        Returns:
+            A :class:`~sweep.ensemble.Blend`: ``predict`` and weighted ``mean_std``, members of
+            each structural config run together.
+
+        Raises:
+            QueryError: ``k < 1``, an unknown metric, no samples of ``split``, or configurations
+                holding different samples (other problems).
+
+        Examples:
+            ```python
+            blend = ens.select_greedy(8, metric="crps", split="val")
+            mean, std = blend.mean_std(x)
+            ```
+        """
+        return select_greedy(self, k, metric, split, chunk_size)
 
     def member(self, seed: int, **where: Any) -> eqx.Module:
         """The one member with this seed (and ``where`` values) as a plain module for one sample.

@@ -30,7 +30,7 @@ def decode(body: bytes, content_type: str | None, field: str, query: dict[str, s
 
     Raises:
         BadRequest: 400 for a body that is neither a JSON object holding ``field`` nor a ``.npy``
-            array, 422 for nested lists that are not one numeric array.
+            array (or JSON nested too deep to parse), 422 for nested lists that are not one numeric array.
     """
     if is_npy(content_type):
         try:
@@ -42,6 +42,13 @@ def decode(body: bytes, content_type: str | None, field: str, query: dict[str, s
         return x, dict(query)
     try:
         payload = json.loads(body)
+    except RecursionError:  # nested deeper than the parser's recursion allows: no array has so many axes
+        raise BadRequest(
+            400,
+            "body",
+            f"JSON nested deeper than Python's recursion limit ({len(body)} bytes)",
+            "send nested lists no deeper than the array's axes (a .npy body for large arrays)",
+        ) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise BadRequest(
             400,

@@ -23,7 +23,7 @@ from ray import serve
 
 from ._app import app, read_body
 from ._codec import decode, encode, is_npy
-from ._limits import BadRequest, check_inputs, check_steps
+from ._limits import BadRequest, check_calibrated, check_inputs, check_steps
 from ._model import Selection, ServedModel
 
 BOARD_NAMESPACE = "sweep-serve"
@@ -152,17 +152,23 @@ class EnsembleService:
         summary="Mean and std over members (and every member's prediction with members=true).",
         description='JSON `{"x": [[...]], "members": false}` or a .npy body (Content-Type: application/x-npy, '
         "`?members=true` in the query); `Accept: application/x-npy` answers with one .npy array stacking mean, "
-        "std and the members (header X-Sweep-Layout).",
+        "std and the members (header X-Sweep-Layout). A service started with --recalibrate also takes "
+        '`"calibrated": true` (the std scaled by the calibration) and `"interval": 0.9` (adds `low` and `high`, '
+        "the split-conformal interval).",
     )
     async def predict(self, request: Request) -> Response:
         model = self.model
         x, fields = decode(
             await read_body(request), request.headers.get("content-type"), "x", dict(request.query_params)
         )
-        x = check_inputs(x, "x", model.held.sample_shape, self.config.max_rows)
+        x = check_inputs(x, "x", model.held.sample_shape, self.config.max_rows, model.held.dtype)
+        levels = None if model.held.calibration is None else model.held.calibration.levels
+        calibrated, interval = check_calibrated(fields.get("calibrated"), fields.get("interval"), levels)
         served, answer = await self._batch((x, fields.get("members")))
         if isinstance(answer, BadRequest):
             raise answer
+        if calibrated or interval is not None:
+            answer = served.calibrated(answer, calibrated, interval)
         extra = {"generation": served.generation, "members_served": len(served.member_ids)}
         if "member_ids" in answer:
             extra["member_ids"] = answer.pop("member_ids").tolist()
@@ -186,7 +192,7 @@ class EnsembleService:
             await read_body(request), request.headers.get("content-type"), "x0", dict(request.query_params)
         )
         steps = check_steps(fields.get("steps"), self.config.max_steps)
-        x0 = check_inputs(x0, "x0", model.held.sample_shape, self.config.max_rows)
+        x0 = check_inputs(x0, "x0", model.held.sample_shape, self.config.max_rows, model.held.dtype)
         from .._errors import QueryError
 
         try:

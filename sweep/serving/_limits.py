@@ -26,11 +26,15 @@ def _short(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def check_inputs(x: np.ndarray, field: str, sample_shape: tuple[int, ...], max_rows: int) -> np.ndarray:
-    """``x`` if it is a finite real array ``(rows, *sample_shape)`` with 1 <= rows <= ``max_rows``.
+def check_inputs(
+    x: np.ndarray, field: str, sample_shape: tuple[int, ...], max_rows: int, dtype: Any = np.float32
+) -> np.ndarray:
+    """``x`` if it is a finite real array ``(rows, *sample_shape)`` with 1 <= rows <= ``max_rows``
+    whose values stay finite in the model's ``dtype`` (``1e39`` overflows float32 to infinity).
 
     Raises:
-        BadRequest: 422 for a wrong shape, dtype or a non-finite value, 413 for too many rows.
+        BadRequest: 422 for a wrong shape, dtype, a non-finite value or one out of ``dtype``'s
+            range, 413 for too many rows.
     """
     expected = f"(batch, {', '.join(map(str, sample_shape))})"
     if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)) or x.dtype == np.bool_:
@@ -44,6 +48,12 @@ def check_inputs(x: np.ndarray, field: str, sample_shape: tuple[int, ...], max_r
         row = int(np.argwhere(~finite)[0][0])
         bad = x[~finite].flat[0]
         raise BadRequest(422, field, f"{bad} in row {row}", "give finite numbers (no NaN or infinity)")
+    if np.issubdtype(x.dtype, np.floating) and np.finfo(x.dtype).max > (largest := np.finfo(dtype).max):
+        over = np.abs(x) > largest
+        if over.any():
+            row, bad = int(np.argwhere(over)[0][0]), x[over].flat[0]
+            allowed = f"give numbers within {np.dtype(dtype).name}'s range (|value| <= {float(largest):.4g})"
+            raise BadRequest(422, field, f"{bad} in row {row}", allowed)
     return x
 
 
@@ -58,6 +68,38 @@ def check_steps(steps: Any, max_steps: int) -> int:
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= max_steps:
         raise BadRequest(422, "steps", steps, f"give an integer in 1..{max_steps}")
     return steps
+
+
+def check_calibrated(calibrated: Any, interval: Any, levels: tuple[float, ...] | None) -> tuple[bool, float | None]:
+    """``(calibrated std?, interval level or None)`` of a request, for a service whose calibration
+    has ``levels`` (None: a service started without ``--recalibrate``).
+
+    Raises:
+        BadRequest: 422 for anything but a boolean ``calibrated`` and a level of the calibration,
+            or for either asked of a service without a calibration.
+    """
+    if isinstance(calibrated, str):
+        calibrated = {"true": True, "1": True, "false": False, "0": False, "": False}.get(
+            calibrated.strip().lower(), calibrated
+        )
+    if calibrated is None:
+        calibrated = False
+    if not isinstance(calibrated, bool):
+        raise BadRequest(422, "calibrated", calibrated, "give true or false")
+    if isinstance(interval, str):
+        try:
+            interval = float(interval)
+        except ValueError:
+            pass
+    wanted = calibrated or interval is not None
+    if wanted and levels is None:
+        field = "calibrated" if calibrated else "interval"
+        raise BadRequest(422, field, calibrated if calibrated else interval, "start the service with --recalibrate")
+    if interval is not None and (
+        isinstance(interval, bool) or not isinstance(interval, (int, float)) or float(interval) not in (levels or ())
+    ):
+        raise BadRequest(422, "interval", interval, f"give one of the calibrated levels {list(levels or ())}")
+    return calibrated, None if interval is None else float(interval)
 
 
 def check_members(members: Any, member_ids: list[int]) -> list[int] | None:

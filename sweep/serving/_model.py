@@ -21,6 +21,7 @@ import pyarrow as pa
 from .. import _batches
 from ..ensemble import Ensemble, HeldEnsemble, load
 from ._limits import BadRequest, check_members
+from ._options import LEVELS
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Selection:
     metric: str = "val_loss"
     mode: str = "min"
     member_ids: tuple[int, ...] | None = None
+    recalibrate: bool = False
 
     def apply(self, ens: Ensemble) -> Ensemble:
         if self.member_ids is not None:
@@ -68,6 +70,8 @@ class ServedModel:
     def __init__(self, root: str | os.PathLike, selection: Selection, buckets: tuple[int, ...]):
         ens = selection.apply(load(root))
         self.held = HeldEnsemble(ens)
+        if selection.recalibrate:  # fitted on this generation's validation split, with its parameters held
+            self.held = self.held.recalibrate("val", LEVELS)
         self.root, self.buckets = self.held._store.root, tuple(sorted(buckets))
         self.generation = generation_of(self.root)
         self.member_ids = self.held.index["member_id"].to_pylist()
@@ -133,6 +137,21 @@ class ServedModel:
             answers[i] = answer
         return answers
 
+    def calibrated(self, answer: dict[str, np.ndarray], std: bool, level: float | None) -> dict[str, np.ndarray]:
+        """``answer`` with the calibrated std (``std``) and the conformal interval at ``level``
+        (``low``, ``high``) of this generation's calibration, as ``predict_interval`` computes them."""
+        calibration = self.held.calibration
+        if calibration is None:
+            return answer
+        mean, raw = answer["mean"], answer["std"]
+        shape = (-1, *([1] * (raw.ndim - 2)))  # per channel, against [batch, channels, ...]
+        scaled = (raw * calibration.scale.reshape(shape)).astype(raw.dtype)
+        out = {**answer, "std": scaled} if std else dict(answer)
+        if level is not None:
+            half = (calibration.quantile(level, "interval").reshape(shape) * scaled).astype(raw.dtype)
+            out |= {"low": mean - half, "high": mean + half}
+        return out
+
     def rollout(self, x0: np.ndarray, steps: int) -> dict[str, np.ndarray]:
         """Mean and std over members at every step, ``[steps + 1, batch, *sample_shape]`` each."""
         with self._lock:
@@ -156,12 +175,24 @@ class ServedModel:
             "forward_passes": self.forward_passes,
             "forward_seconds": round(self.forward_seconds, 6),
             "rows_run": self.rows_run,
+            "calibration": None if (c := self.held.calibration) is None else _described(c),
         }
 
     def members_rows(self) -> list[dict[str, Any]]:
         """The selection's rows (config, grid values, seed, status, validation and test metrics), in
         serving order; non-finite numbers as None."""
         return [{k: _finite(v) for k, v in row.items()} for row in self.held.index.to_pylist()]
+
+
+def _described(calibration: Any) -> dict[str, Any]:
+    """What ``/info`` says of a calibration."""
+    return {
+        "split": calibration.split,
+        "method": calibration.method,
+        "levels": list(calibration.levels),
+        "scale": calibration.scale.tolist(),
+        "sha256": calibration.to_dict()["sha256"],
+    }
 
 
 def _finite(value: Any) -> Any:

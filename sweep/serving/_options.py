@@ -10,6 +10,7 @@ from typing import Any
 
 from .._errors import SpecError
 
+LEVELS = (0.5, 0.9)  # the interval levels a recalibrated service answers
 INGRESSES = ("direct", "proxy")  # how HTTP reaches a replica (see ServeOptions.ingress)
 
 
@@ -22,6 +23,9 @@ class ServeOptions:
         best: keep the ``best`` members by ``metric`` (as :meth:`sweep.Ensemble.best`).
         metric: the column ``best`` ranks by (a validation column by default).
         mode: ``"min"`` (lower ``metric`` is better) or ``"max"``.
+        recalibrate: fit a recalibration on the validation split of each generation served
+            (:meth:`sweep.Ensemble.recalibrate`, levels :data:`LEVELS`): ``/predict`` then answers
+            ``"calibrated": true`` (the calibrated std) and ``"interval": 0.9`` (``low`` and ``high``).
         host: the address to bind; ``127.0.0.1`` serves this machine only.
         port: the HTTP port.
         replicas: replicas of the model, each holding every selected member.
@@ -51,6 +55,7 @@ class ServeOptions:
     best: int | None = None
     metric: str = "val_loss"
     mode: str = "min"
+    recalibrate: bool = False
     host: str = "127.0.0.1"
     port: int = 8000
     replicas: int = 1
@@ -83,6 +88,8 @@ class ServeOptions:
             raise SpecError(
                 f"ServeOptions.ingress: got {self.ingress!r}; choose one of {', '.join(map(repr, INGRESSES))}"
             )
+        if not isinstance(self.recalibrate, bool):
+            raise SpecError(f"ServeOptions.recalibrate: got {self.recalibrate!r}; give True or False")
         if self.mode not in ("min", "max"):
             raise SpecError(f'ServeOptions.mode: got {self.mode!r}; choose "min" or "max"')
         if not isinstance(self.where, dict):

@@ -111,12 +111,16 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
             raise SpecError("options.where / options.best: select on the Ensemble itself, or serve a path with them")
         ens = path_or_ensemble
         path = ens._store.root
-        selection = Selection(member_ids=tuple(ens.index["member_id"].to_pylist()))
+        selection = Selection(member_ids=tuple(ens.index["member_id"].to_pylist()), recalibrate=options.recalibrate)
     else:
         path = str(path_or_ensemble)
-        selection = Selection(dict(options.where), options.best, options.metric, options.mode)
+        selection = Selection(
+            dict(options.where), options.best, options.metric, options.mode, recalibrate=options.recalibrate
+        )
         ens = selection.apply(load(path))
     ens.spec  # noqa: B018  (one structural config, or a QueryError now, before Ray starts)
+    if options.recalibrate:
+        ens._split_samples("val", "serve(recalibrate=True)")  # validation samples to fit on, or a QueryError now
     root = ens._store.root
     token = _token(options.token_file)
 

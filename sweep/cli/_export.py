@@ -1,0 +1,50 @@
+"""``sweep export DIR -o OUT_DIR``: a selection's mean/std and rollout as serialised StableHLO."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ._args import CLIError, parse_where
+from ._options import DirArg
+
+
+def export(
+    sweep_dir: DirArg,
+    out: Annotated[str, typer.Option("-o", "--out", help="The directory to write (created).")],
+    where: Annotated[list[str] | None, typer.Option(help="Keep members with column=value (repeatable).")] = None,
+    best: Annotated[int | None, typer.Option(min=1, help="The k best members (by validation loss).")] = None,
+    recalibrate: Annotated[
+        bool, typer.Option("--recalibrate", help="Fit a recalibration on the validation split and include it.")
+    ] = False,
+    calibration: Annotated[
+        str | None, typer.Option(help="Include a calibration written by `sweep scores --save-calibration`.")
+    ] = None,
+    steps: Annotated[int | None, typer.Option(min=1, help="Rollout steps of rollout.jaxexport.")] = None,
+) -> None:
+    """Write the selection's batched mean/std and rollout as serialised StableHLO (jax.export).
+
+    OUT holds mean_std.jaxexport and rollout.jaxexport (weights and calibration inside, the batch
+    size symbolic) and manifest.json (shapes, members, a sha256 per part). Loading needs jax
+    alone: jax.export.deserialize(Path("OUT/mean_std.jaxexport").read_bytes()).call(x) returns
+    (mean, std). `sweep verify OUT` checks it.
+    """
+    from ..ensemble import load, load_calibration
+
+    if recalibrate and calibration is not None:
+        raise CLIError("--recalibrate and --calibration: give one (fit now, or one fitted before)")
+    ens = load(sweep_dir)
+    kw = parse_where(where)
+    if kw:
+        ens = ens.where(**kw)
+    if best is not None:
+        ens = ens.best(best)
+    if recalibrate:
+        ens = ens.recalibrate("val")
+    elif calibration is not None:
+        ens = ens.with_calibration(load_calibration(calibration))
+    path = ens.export(out, steps)
+    calibrated = "calibrated" if ens.calibration is not None else "not calibrated"
+    typer.echo(f"exported {len(ens)} members of sweep {ens.spec.name!r} ({calibrated}) to {path}")
+    typer.echo(f"check it with: sweep verify {path}")

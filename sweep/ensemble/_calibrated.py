@@ -1,0 +1,301 @@
+"""A selection's recalibration: fitted on a split the store holds (validation by default), applied
+to its mean/std and rollouts, turned into intervals, and scored before and after on another split
+(part of :class:`~sweep.ensemble.Ensemble`; the formulas: :mod:`._calibration`).
+
+```python
+sub = sweep.load("runs/heat").best(8).recalibrate("val", levels=(0.5, 0.9))
+mean, std = sub.mean_std(x, calibrated=True)         # std scaled per channel
+low, high = sub.predict_interval(x, level=0.9)       # split-conformal 90% intervals
+sub.calibration_scores("test")                       # CRPS, spread-skill, coverage before / after
+sub.calibration.save("heat-best8.calibration.json")  # checksummed; with_calibration(load_calibration(...))
+```
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any, Self
+
+import numpy as np
+import pyarrow as pa
+
+from .._errors import QueryError
+from ..store import SPLIT_FILES
+from ._calibration import Calibration, check_levels, conformal_quantiles, fit_scale, on_channels
+from ._export import export_selection
+from ._field_scores import crps_terms
+from ._predictions import DEFAULT_CHUNK, Predictions
+
+
+class Calibrated(Predictions):
+    """:class:`~sweep.ensemble._predictions.Predictions` with a recalibration (part of
+    :class:`~sweep.ensemble.Ensemble`): a selection made by ``where`` or ``best`` starts without
+    one, since a calibration belongs to the members it was fitted on."""
+
+    _calibration: Calibration | None = None
+
+    @property
+    def calibration(self) -> Calibration | None:
+        """The :class:`~sweep.ensemble.Calibration` of this selection (None until :meth:`recalibrate`
+        or :meth:`with_calibration`)."""
+        return self._calibration
+
+    def recalibrate(self, split: str = "val", levels: Any = (0.5, 0.9), chunk_size: int = DEFAULT_CHUNK) -> Self:
+        """This selection with a recalibration fitted on the ``split`` samples (and trajectories)
+        the store holds: a spread scale per channel (per rollout step too) minimising the fair
+        CRPS, and split-conformal intervals at ``levels`` (:mod:`sweep.ensemble._calibration`).
+
+        Args:
+            split: ``"val"`` (default; fit on the test split only to study the method, since its
+                scores are then no longer held out).
+            levels: Interval levels in (0, 1) for :meth:`predict_interval`.
+            chunk_size: Members per compiled call.
+
+        Returns:
+            A copy of this selection holding the :class:`~sweep.ensemble.Calibration`.
+
+        Raises:
+            QueryError: No samples of ``split`` in the store, fewer than 2 members, several
+                structural configs, targets not of the outputs' shape, or bad ``levels``.
+
+        Examples:
+            ```python
+            sub = ens.where(depth=4).best(8).recalibrate()
+            sub.calibration.scale  # [channels]: > 1 where the members were overconfident
+            ```
+        """
+        levels = check_levels(levels, "recalibrate")
+        x, y = self._split_samples(split, "recalibrate")
+        values = self.predict(x, chunk_size)
+        scale, quantiles = _fit(values, y, levels)
+        rollout_scale = rollout_quantiles = None
+        traj = self._store.trajectories(self._config("recalibrate").config_id, split)
+        if traj is not None:
+            states = self.rollout(traj[:, 0], traj.shape[1] - 1, chunk_size)
+            fitted = [_fit(states[:, t], traj[:, t], levels) for t in range(1, traj.shape[1])]
+            rollout_scale = np.stack([s for s, _ in fitted])
+            rollout_quantiles = np.stack([q for _, q in fitted], 1)
+        calibration = Calibration(
+            split=split,
+            config_id=self._config("recalibrate").config_id,
+            member_ids=tuple(int(i) for i in self._ids()),
+            levels=levels,
+            scale=scale,
+            quantiles=quantiles,
+            points=int(y.size // y.shape[1]),
+            rollout_scale=rollout_scale,
+            rollout_quantiles=rollout_quantiles,
+            store_sha256=self._store.manifest_sha256,
+        )
+        return self._with(calibration)
+
+    def with_calibration(self, calibration: Calibration) -> Self:
+        """This selection with a calibration fitted before (e.g. read by
+        :func:`~sweep.ensemble.load_calibration`); it must be of these members, in this order.
+
+        Raises:
+            QueryError: The calibration was fitted on other members.
+        """
+        if not isinstance(calibration, Calibration):
+            raise QueryError(f"with_calibration({calibration!r}): give a Calibration (load_calibration(path))")
+        ids = tuple(int(i) for i in self._ids())
+        if calibration.member_ids != ids:
+            raise QueryError(
+                f"with_calibration(): it was fitted on members {list(calibration.member_ids)[:10]} of config "
+                f"{calibration.config_id}, this selection holds {list(ids)[:10]}; select those members (in that "
+                f"order) or recalibrate() this selection"
+            )
+        return self._with(calibration)
+
+    def _with(self, calibration: Calibration) -> Self:
+        out = copy.copy(self)  # the same rows (and, held, the same parameters): immutable, shared
+        out._calibration = calibration
+        return out
+
+    def _calibrated(self, what: str) -> Calibration:
+        if self._calibration is None:
+            raise QueryError(
+                f"{what}: this selection has no calibration; call .recalibrate() (fits on the validation "
+                f"split) or .with_calibration(load_calibration(path)) first"
+            )
+        return self._calibration
+
+    def mean_std(
+        self, x: Any, chunk_size: int = DEFAULT_CHUNK, calibrated: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Mean and population std (ddof=0) over members of :meth:`predict`, streamed (float64 sums);
+        ``calibrated=True``: the std times the calibration's spread scale of each channel.
+
+        Args:
+            x: Inputs ``[batch, *sample_shape]``.
+            chunk_size: Members per compiled call.
+            calibrated: Scale the std by :attr:`calibration` (see :meth:`recalibrate`).
+
+        Returns:
+            ``(mean, std)``, each ``[batch, *out]``.
+
+        Raises:
+            QueryError: As :meth:`predict`; ``calibrated=True`` without a calibration.
+
+        Examples:
+            ```python
+            mean, std = ens.where(depth=4).best(8).mean_std(x)
+            ```
+        """
+        calibration = self._calibrated("mean_std(calibrated=True)") if calibrated else None
+        mean, std = super().mean_std(x, chunk_size)
+        if calibration is not None:
+            std = (std * on_channels(calibration.scale, std)).astype(std.dtype)
+        return mean, std
+
+    def rollout_mean_std(
+        self, x0: Any, steps: int, chunk_size: int = DEFAULT_CHUNK, calibrated: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`~sweep.ensemble._predictions.Predictions.rollout_mean_std`; ``calibrated=True``:
+        the std of step ``t`` times the calibration's scale of step ``t`` per channel (fitted on as
+        many steps as the split's trajectories have: no more can be asked for)."""
+        calibration = self._calibrated("rollout_mean_std(calibrated=True)") if calibrated else None
+        scales = calibration.rollout(steps, "rollout_mean_std") if calibration is not None else None
+        mean, std = super().rollout_mean_std(x0, steps, chunk_size)
+        if scales is not None:
+            std[1:] = std[1:] * scales.reshape(steps, 1, -1, *([1] * (std.ndim - 3)))
+        return mean, std
+
+    def predict_interval(
+        self, x: Any, level: float = 0.9, chunk_size: int = DEFAULT_CHUNK
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The split-conformal central interval at ``level``: ``mean -+ q * std`` with ``std`` the
+        calibrated std and ``q`` the calibration's multiplier of each channel.
+
+        Args:
+            x: Inputs ``[batch, *sample_shape]``.
+            level: One of the calibration's levels.
+            chunk_size: Members per compiled call.
+
+        Returns:
+            ``(low, high)``, each ``[batch, *out]``.
+
+        Raises:
+            QueryError: No calibration, or a level it has no multiplier of.
+
+        Examples:
+            ```python
+            low, high = ens.best(8).recalibrate().predict_interval(x, level=0.9)
+            ```
+        """
+        q = self._calibrated("predict_interval").quantile(level, "predict_interval")
+        mean, std = self.mean_std(x, chunk_size, calibrated=True)
+        half = (on_channels(q, std) * std).astype(std.dtype)
+        return mean - half, mean + half
+
+    def calibration_scores(self, split: str = "test", chunk_size: int = DEFAULT_CHUNK) -> pa.Table:
+        """Scores on ``split`` before and after the calibration (column ``calibrated``): fair CRPS,
+        spread-skill ratio and the coverage of the central interval at each calibration level
+        (``coverage_50``, ``coverage_90``, ...): before, between the members' empirical quantiles
+        (as :meth:`scores`); after, of :meth:`predict_interval`'s conformal intervals, and CRPS and
+        spread of the members stretched by the scale. Rows ``one_step`` (step 0) and, with rollout
+        scales and trajectories of ``split``, ``rollout`` per step.
+
+        Examples:
+            ```python
+            ens.best(8).recalibrate("val").calibration_scores("test").to_pylist()
+            ```
+        """
+        calibration = self._calibrated("calibration_scores")
+        x, y = self._split_samples(split, "calibration_scores")
+        values = self.predict(x, chunk_size)
+        rows = _scored(values, y, calibration.scale, calibration.quantiles, calibration.levels, "one_step", 0)
+        traj = self._store.trajectories(calibration.config_id, split)
+        if traj is not None and calibration.rollout_scale is not None and calibration.rollout_quantiles is not None:
+            steps = min(traj.shape[1] - 1, len(calibration.rollout_scale))
+            states = self.rollout(traj[:, 0], steps, chunk_size)
+            for t in range(1, steps + 1):
+                scale, quantiles = calibration.rollout_scale[t - 1], calibration.rollout_quantiles[:, t - 1]
+                rows += _scored(states[:, t], traj[:, t], scale, quantiles, calibration.levels, "rollout", t)
+        return pa.Table.from_pylist(rows)
+
+    def export(self, path: str | os.PathLike[str], steps: int | None = None) -> Path:
+        """Write this selection's batched mean/std and rollout as serialised StableHLO
+        (``jax.export``), weights and calibration inside, with a ``manifest.json`` of shapes,
+        members and a sha256 per part: loadable with ``jax`` alone
+        (:mod:`sweep.ensemble._export`; ``sweep verify`` checks it).
+
+        Args:
+            path: The directory to write (created).
+            steps: Rollout steps of ``rollout.jaxexport`` (default: the calibration's rollout
+                steps, else 10).
+
+        Returns:
+            The directory.
+
+        Examples:
+            ```python
+            ens.best(8).recalibrate().export("heat-best8")
+            mean_std = jax.export.deserialize(Path("heat-best8/mean_std.jaxexport").read_bytes())
+            mean, std = mean_std.call(x)
+            ```
+        """
+        return export_selection(self, path, steps)
+
+    def _split_samples(self, split: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
+        """The stored samples of ``split`` of this selection's config, real targets of the outputs' shape."""
+        if split not in SPLIT_FILES:
+            raise QueryError(f'{what}(split={split!r}): choose "val" or "test"')
+        config = self._config(what)
+        found = self._store.samples(config.config_id, split)
+        if found is None:
+            raise QueryError(
+                f"{what}(split={split!r}): the store holds no {split} samples for config {config.config_id} "
+                f"(a problem without a validation set, or a store written before they were kept)"
+            )
+        x, y = found
+        if not np.issubdtype(y.dtype, np.floating) or y.ndim < 2:
+            raise QueryError(
+                f"{what}: config {config.config_id} has targets {y.dtype} {y.shape[1:]}; a calibration needs "
+                f"real-valued targets with a channel axis, [samples, channels, ...]"
+            )
+        return x, y
+
+
+def _fit(values: np.ndarray, truth: np.ndarray, levels: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """``(scale [C], conformal multipliers [levels, C])`` of members ``[M, N, C, ...]``."""
+    if values.shape[1:] != truth.shape:
+        raise QueryError(
+            f"recalibrate: the members' outputs {values.shape[2:]} are not of the targets' shape {truth.shape[1:]}"
+        )
+    scale = fit_scale(values, truth)
+    mean, std = values.mean(0, dtype=np.float64), values.std(0, dtype=np.float64)
+    return scale, conformal_quantiles(mean, std * on_channels(scale, std), truth, levels)
+
+
+def _scored(
+    values: np.ndarray,
+    truth: np.ndarray,
+    scale: np.ndarray,
+    quantiles: np.ndarray,
+    levels: tuple[float, ...],
+    kind: str,
+    step: int,
+) -> list[dict[str, Any]]:
+    """The rows before and after calibration of members ``[M, N, C, ...]`` against ``truth``."""
+    x, y = values.astype(np.float64), truth.astype(np.float64)
+    mean, std = x.mean(0), x.std(0)
+    stretched = mean + on_channels(scale, std) * (x - mean)
+    rows = []
+    for calibrated, members in ((False, x), (True, stretched)):
+        skill, spread = crps_terms(members, y)
+        variance = members.var(0, ddof=1).mean()
+        row = {"kind": kind, "step": step, "calibrated": calibrated, "crps": float((skill - spread).mean())}
+        rmse = float(np.sqrt(np.square(mean - y).mean()))
+        row["spread_skill"] = float(np.sqrt((len(x) + 1) / len(x) * variance)) / rmse if rmse else float("nan")
+        for level, q in zip(levels, quantiles, strict=True):
+            if calibrated:
+                half = on_channels(q, std) * on_channels(scale, std) * std
+                low, high = mean - half, mean + half
+            else:
+                low, high = np.quantile(x, [(1 - level) / 2, (1 + level) / 2], axis=0)
+            row[f"coverage_{level * 100:g}"] = float(((low <= y) & (y <= high)).mean())
+        rows.append(row)
+    return rows

@@ -1,0 +1,116 @@
+"""Export (issue 35): a selection's mean/std and rollout as serialised StableHLO run in a fresh
+process where neither seed-sweep nor Equinox can be imported, and give the ensemble's numbers;
+`sweep verify` checks an export and names a tampered file."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from _blocks import datasets_of, trained_blocks
+from helpers import tiny_spec
+from typer.testing import CliRunner
+
+import sweep
+from sweep import QueryError
+from sweep.cli import app
+from sweep.planning import make_plan
+from sweep.store import aggregate_blocks
+
+PROBLEM = sweep.Problem("heat1d", num_points=16, num_samples=60, trajectory_steps=3)
+PLAN = make_plan(tiny_spec(problem=PROBLEM, seeds=4, seeds_per_trial=4))
+
+# Runs in a fresh interpreter: sweep, equinox (and the user's model code) refuse to import.
+LOADER = """
+import importlib.abc, sys
+class Blocked(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("sweep", "equinox", "pdequinox"):
+            raise ImportError(f"{name} is blocked in this test")
+sys.meta_path.insert(0, Blocked())
+import json
+from pathlib import Path
+import jax, numpy as np
+out, x = Path(sys.argv[1]), np.load(sys.argv[2])
+manifest = json.loads((out / "manifest.json").read_text())
+mean, std = jax.export.deserialize((out / "mean_std.jaxexport").read_bytes()).call(x)
+rmean, rstd = jax.export.deserialize((out / "rollout.jaxexport").read_bytes()).call(x)
+np.savez(sys.argv[3], mean=mean, std=std, rmean=rmean, rstd=rstd)
+try:
+    import sweep
+except ImportError:
+    print("sweep blocked; members", manifest["members"])
+"""
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    path = tmp_path_factory.mktemp("export") / "ensembles"
+    aggregate_blocks(path, trained_blocks(PLAN), plan=PLAN, datasets=datasets_of(PLAN))
+    return path
+
+
+def test_an_export_runs_with_jax_alone_and_gives_the_calibrated_numbers(store, tmp_path):
+    sub = sweep.load(store).best(3).recalibrate()
+    out = sub.export(tmp_path / "out")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["members"] == sub.index["member_id"].to_pylist() and manifest["rollout"]["steps"] == 3
+    assert manifest["mean_std"]["calibrated"] and manifest["rollout"]["calibrated"]
+    assert sub.calibration is not None and manifest["calibration"] == sub.calibration.to_dict()
+    x = sub.samples()[0][:5]
+    np.save(tmp_path / "x.npy", x)
+    done = subprocess.run(
+        [sys.executable, "-c", LOADER, str(out), str(tmp_path / "x.npy"), str(tmp_path / "got.npz")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "sweep blocked" in done.stdout
+    got = np.load(tmp_path / "got.npz")
+    mean, std = sub.mean_std(x, calibrated=True)
+    np.testing.assert_allclose(got["mean"], mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got["std"], std, rtol=1e-5, atol=1e-6)
+    rmean, rstd = sub.rollout_mean_std(x, 3, calibrated=True)
+    np.testing.assert_allclose(got["rmean"], rmean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got["rstd"], rstd, rtol=1e-5, atol=1e-6)
+
+
+def test_the_batch_is_symbolic_and_an_uncalibrated_export_says_so(store, tmp_path):
+    import jax
+
+    sub = sweep.load(store).best(2)
+    out = sub.export(tmp_path / "plain", steps=2)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert not manifest["mean_std"]["calibrated"] and manifest["calibration"] is None
+    program = jax.export.deserialize(bytearray((out / "mean_std.jaxexport").read_bytes()))
+    for batch in (1, 7):
+        x = np.random.default_rng(batch).normal(size=(batch, *sub.samples()[0].shape[1:])).astype(np.float32)
+        mean, std = program.call(x)
+        np.testing.assert_allclose(mean, sub.mean_std(x)[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(std, sub.mean_std(x)[1], rtol=1e-5, atol=1e-6)
+    rollout = jax.export.deserialize(bytearray((out / "rollout.jaxexport").read_bytes()))
+    assert rollout.call(x)[0].shape == (3, 7, *x.shape[1:])
+    with pytest.raises(QueryError, match="steps=0"):
+        sub.export(tmp_path / "bad", steps=0)
+
+
+def test_sweep_export_and_verify_name_a_tampered_file(store, tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "cli"
+    done = runner.invoke(app, ["export", str(store), "--best", "2", "--recalibrate", "-o", str(out)])
+    assert done.exit_code == 0, done.output
+    assert "exported 2 members" in done.output and "(calibrated)" in done.output
+    ok = runner.invoke(app, ["verify", str(out)])
+    assert ok.exit_code == 0 and "ok: export verified" in ok.output
+    data = bytearray((out / "rollout.jaxexport").read_bytes())
+    data[len(data) // 2] ^= 1
+    (out / "rollout.jaxexport").write_bytes(bytes(data))
+    bad = runner.invoke(app, ["verify", str(out)])
+    assert bad.exit_code == 1
+    assert "rollout.jaxexport: altered" in bad.stderr and "mean_std" not in bad.stderr
+    (out / "mean_std.jaxexport").unlink()
+    assert "mean_std.jaxexport: listed in the manifest but missing" in runner.invoke(app, ["verify", str(out)]).stderr
