@@ -44,6 +44,7 @@ DOCUMENTED = [
     "Plan",
     "Problem",
     "QueryError",
+    "RunOptions",
     "SpecError",
     "StoreError",
     "ServeOptions",

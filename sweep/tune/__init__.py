@@ -13,6 +13,7 @@ from ._loggers import MemberLogger as MemberLogger
 from ._loggers import MLflowLogger as MLflowLogger
 from ._loggers import TensorBoardLogger as TensorBoardLogger
 from ._loggers import WandbLogger as WandbLogger
+from ._options import RunOptions as RunOptions
 from ._plan import plan as plan
 from ._run import METRIC as METRIC
 from ._run import Interrupted as Interrupted
