@@ -103,7 +103,7 @@ class LocalExecutor:
     # -- one trial ----------------------------------------------------------------------------------
     def _train_trial(self, trial: TrialPlan, resume_from: str | None, status: dict[str, str]) -> None:
         start_time, hooks = time.time(), self.options.trial_hooks
-        assert hooks is not None and self.pace is not None  # RunOptions fills in hooks; start() the pace
+        assert self.pace is not None  # set by start()
         extra = dict(hooks.on_start(trial.trial_key) or {}) if hooks.on_start else {}
         dataset = self.datasets[trial.spec.problem_id]
         block, state = init_block(trial.spec, trial.seeds, trial.hparams, dataset)

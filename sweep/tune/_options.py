@@ -90,7 +90,7 @@ class RunOptions:
     resume: bool = False
     scheduler: Any = None
     failure_config: Any = None
-    trial_hooks: TrialHooks | None = dataclasses.field(default_factory=TrialHooks)
+    trial_hooks: TrialHooks = dataclasses.field(default_factory=TrialHooks)
     loggers: Sequence[Any] = ()
     progress: str = "auto"
     resume_command: str | None = None

@@ -16,6 +16,7 @@ evaluations it records there). Ray is imported when the Tune executor starts.
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from typing import Any
 
@@ -144,9 +145,9 @@ def run(
     display = SweepProgress(state, mode)
     trackers = make_loggers(options.loggers, spec, sweep_dir.shown)  # unknown names fail here, before Ray starts
     policy = policy_for(spec, show=lambda step: _race.show(state, spec, step))
-    rounds = policy.rounds(spec, sweep_dir)
-    wanted = next(rounds, StopIteration)
-    if wanted is StopIteration:
+    rounds = iter(policy.rounds(spec, sweep_dir))
+    first = list(itertools.islice(rounds, 1))  # what the policy wants first, if anything
+    if not first:
         _aggregate_complete(spec, sweep_dir, None)
         display.message(f"nothing to train: {len(done)} members already in {sweep_dir.shown}")
         _say_result(policy, spec, sweep_dir, display)
@@ -161,9 +162,9 @@ def run(
         options.check_scheduler_metric(validated)
         executor = _executor(spec, sweep_dir, options, display, trackers, validated)
         executor.start(datasets)
-        outcome = executor.restore() if options.resume else Outcome()
+        failures = executor.restore().failures if options.resume else ()
         sweep_dir.refresh()  # the restored trials wrote checkpoints
-        while not outcome.failures and wanted is not StopIteration:
+        for wanted in () if failures else itertools.chain(first, rounds):
             plan, round = plan_round(spec, sweep_dir, wanted, lambda: executor.block_size(spec, datasets))
             sweep_dir.write_plan(plan)
             sweep_dir.write_samples(datasets)  # what figures draw from: the aggregator never loads data
@@ -171,7 +172,8 @@ def run(
             if outcome.stopped:  # by a scheduler: done, as far as this sweep goes
                 sweep_dir.write_plan(plan.with_stopped(outcome.stopped))
             sweep_dir.refresh()  # the trials wrote checkpoints: list them (each block.json read once)
-            wanted = StopIteration if outcome.failures else next(rounds, StopIteration)
+            if failures := outcome.failures:
+                break
     except KeyboardInterrupt as e:
         display.close()
         _close(trackers, executor)
@@ -190,7 +192,7 @@ def run(
         raise
     display.close()
     _close(trackers, executor)
-    _aggregate(spec, sweep_dir, executor, outcome.failures)
+    _aggregate(spec, sweep_dir, executor, failures)
     _say_result(policy, spec, sweep_dir, display)
     for text in (h for t in trackers if (h := t.hint())):
         display.message(text)
