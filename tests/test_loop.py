@@ -8,10 +8,12 @@ import json
 import os
 from pathlib import Path
 
+import equinox as eqx
 import pytest
-from helpers import tiny_spec
+from helpers import tiny_spec, tree_allclose
 
 import sweep
+from sweep.training import load_block
 from sweep.tune import TrialHooks
 
 LOCAL = sweep.RunOptions(executor="local")
@@ -60,9 +62,14 @@ def test_more_seeds_train_only_the_new_members(local_run, tmp_path, capsys):
 
     shutil.copytree(local_run, tmp_path / "tiny", symlinks=True)
     before = {p: p.read_bytes() for p in (tmp_path / "tiny" / "local").rglob("state.eqx")}
+    assert len(sweep.plan(tiny_spec(seeds=6), storage=str(tmp_path)).trials) == 1
     path = sweep.run(tiny_spec(seeds=6), storage=str(tmp_path), options=LOCAL)
     assert {p: p.read_bytes() for p in before} == before  # old checkpoints untouched
-    assert len(list(Path(path).glob("local/*/checkpoint_*"))) == 3
+    (new_block,) = [p for p in Path(path).glob("local/*/checkpoint_*/state.eqx") if p not in before]
+    model, _ = sweep.train_block(tiny_spec(seeds=6), [4, 5])
+    saved = load_block(new_block.parent)
+    assert saved.seeds == (4, 5)
+    assert tree_allclose(saved.state.params, eqx.filter(model, eqx.is_array), exact=True)
     old, new = sweep.load(local_run), sweep.load(path)
     assert new.table.num_rows == 6
     assert new.where(seed=1).table["val_loss"].to_pylist() == old.where(seed=1).table["val_loss"].to_pylist()
