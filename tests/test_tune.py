@@ -283,3 +283,20 @@ def test_failed_trial_raises_then_resume_continues_it(baseline, tmp_path):
     resumed = [k for k, rs in trial_results(path).items() if rs[-1]["resumed_from_epoch"] == 2]
     assert len(resumed) == 1  # the errored trial went on from its checkpoint
     assert_same_members(final_blocks(path), reference)
+
+
+def test_a_module_the_clusters_workers_cannot_import_is_named_before_any_trial(ray_session, tmp_path, monkeypatch):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "nu_driver_only.py").write_text(
+        "import equinox as eqx\n\ndef net(hidden=4, *, key):\n    return eqx.nn.Conv1d(1, 1, 3, padding=1, key=key)\n"
+    )
+    monkeypatch.syspath_prepend(str(code))  # this process imports it; the cluster's workers do not
+    spec = tiny_spec(name="probe", model=sweep.Model("nu_driver_only:net", hidden=4), seeds=2)
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"`model.name`: cannot import module 'nu_driver_only' .*No module named 'nu_driver_only'.*"
+        r"on the Ray cluster's workers.*runtime_env",
+    ):
+        sweep.run(spec, storage=str(tmp_path / "runs"), options=sweep.RunOptions(address=ray_session))
+    assert not list((tmp_path / "runs").glob("*/tune-*"))

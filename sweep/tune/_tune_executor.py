@@ -15,7 +15,7 @@ from ..spec import SweepSpec
 from ..store import SweepDir
 from ._aggregate import aggregate as aggregate_in_tasks
 from ._cadence import Cadence, cadence
-from ._checks import check_resources, check_writable
+from ._checks import check_resources, check_worker_imports, check_writable
 from ._cluster import alive_nodes, ensure_ray, trial_slots
 from ._executor import Outcome, Round, Stopped
 from ._experiment import fit_experiment
@@ -67,6 +67,8 @@ class TuneExecutor:
             prepared.result()
         self.nodes = alive_nodes()
         check_resources(self.spec.resources, self.nodes)
+        if options.address is not None:  # a cluster: its workers may not import what this process does
+            check_worker_imports(self.spec)
         self.slots = trial_slots(self.spec.resources, self.nodes)
         if options.max_concurrent_trials:
             self.slots = min(self.slots, int(options.max_concurrent_trials))
