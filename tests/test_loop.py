@@ -95,3 +95,17 @@ def test_run_options_fold_the_old_keywords_and_refuse_unknown_ones(tmp_path):
     with pytest.raises(dataclasses.FrozenInstanceError):
         LOCAL.resume = True  # type: ignore[misc]
     assert sweep.RunOptions(loggers="tensorboard").loggers == ("tensorboard",)
+
+
+def test_the_local_executor_feeds_the_trackers_and_the_display(tmp_path, capsys):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    options = dataclasses.replace(LOCAL, loggers=("tensorboard",), progress="plain")
+    path = Path(sweep.run(tiny_spec(), storage=str(tmp_path), options=options))
+    assert "trials 2/2 done" in capsys.readouterr().out
+    for row in sweep.load(path).table.to_pylist():
+        (run,) = (path / "tensorboard").glob(f"*/seed={row['seed']}")  # one run per member
+        events = EventAccumulator(str(run))
+        events.Reload()
+        assert [s.step for s in events.Scalars("val_loss")] == row["history_epochs"]
+        assert [s.value for s in events.Scalars("val_loss")] == pytest.approx(row["val_loss_history"], rel=1e-6)
