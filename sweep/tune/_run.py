@@ -11,7 +11,7 @@ trains it (``sweep.plan`` is :mod:`._plan`)::
 
 The sweep directory is read and written through one :class:`~sweep.store.SweepDir`, which reads
 each of its files once; the loop alone writes its ``plan.json`` (and a race's policy the
-evaluations it records there). Ray is imported when the Tune executor starts.
+evaluations it records there). Ray is started by the Tune executor only.
 """
 
 from __future__ import annotations
