@@ -13,7 +13,7 @@ sweep directory, where the next round's policy and the aggregator find them
 Both train with the same program, so the store they lead to is the same, bit for bit on CPU.
 An executor's methods, in the order the loop calls them: ``start(datasets)``,
 ``block_size(spec, datasets)`` (for ``seeds_per_trial="auto"``), ``restore()`` (``resume=True``),
-``train(round)`` per round, ``aggregate(only_complete)``, ``close()``. ``train`` and ``restore``
+``train(round)`` per round, ``aggregate(only_complete)``. ``train`` and ``restore``
 return an :class:`Outcome` and raise :class:`Stopped` when a Ctrl-C stopped the trials.
 """
 
@@ -66,8 +66,6 @@ class Executor(Protocol):
     def train(self, round: Round) -> Outcome: ...
 
     def aggregate(self, only_complete: bool) -> None: ...
-
-    def close(self) -> None: ...
 
 
 def plan_round(spec: SweepSpec, sweep_dir: SweepDir, wanted: Wanted, block_size) -> tuple[Plan, Round]:

@@ -97,9 +97,6 @@ class LocalExecutor:
     def aggregate(self, only_complete: bool) -> None:
         aggregate(self.sweep_dir, only_complete=only_complete)
 
-    def close(self) -> None:
-        """Nothing to end."""
-
     # -- one trial ----------------------------------------------------------------------------------
     def _train_trial(self, trial: TrialPlan, resume_from: str | None, status: dict[str, str]) -> None:
         start_time, hooks = time.time(), self.options.trial_hooks

@@ -29,7 +29,7 @@ from ..spec import SweepSpec
 from ..store import SweepDir
 from . import _race
 from ._checks import load_datasets
-from ._executor import Executor, Outcome, plan_round
+from ._executor import Executor, Outcome, Stopped, plan_round
 from ._options import METRIC, RunOptions, fold_options
 from ._plan import check_spec
 from ._policy import RoundPolicy, policy_for
@@ -152,8 +152,8 @@ def run(
         display.message(f"nothing to train: {len(done)} members already in {sweep_dir.shown}")
         _say_result(policy, spec, sweep_dir, display)
         return sweep_dir.shown
-    hint = _Hint(state, options.resume_command, str(storage))
-    executor = None
+    executor: Executor | None = None
+    stop: KeyboardInterrupt | None = None
     try:
         datasets = load_datasets(spec)  # bad data fails here, before Ray starts
         validated = all(d.val.size for d in datasets.values())
@@ -175,39 +175,27 @@ def run(
             if failures := outcome.failures:
                 break
     except KeyboardInterrupt as e:
+        stop = e
+    finally:
         display.close()
-        _close(trackers, executor)
-        if executor is None or type(e) is KeyboardInterrupt:  # a second Ctrl-C, or one before the trials: stop now
-            display.message(text := hint(None))
-            raise Interrupted(text) from None
-        sweep_dir.refresh()  # what is done is what the checkpoints say (a trial may finish as it stops)
-        with warnings.catch_warnings():  # the hint says how many members are missing
-            warnings.simplefilter("ignore", UserWarning)
-            done_now = _aggregate_complete(spec, sweep_dir, executor)
-        display.message(text := hint(done_now))
-        raise Interrupted(text) from None
-    except BaseException:
-        display.close()
-        _close(trackers, executor)
-        raise
-    display.close()
-    _close(trackers, executor)
+        for tracker in trackers:
+            tracker.close()
+    if stop is not None:
+        c = state.counts()
+        done_now = c["members_done"]
+        if isinstance(stop, Stopped):  # the executor stopped the trials and kept their checkpoints
+            sweep_dir.refresh()  # what is done is what the checkpoints say (a trial may finish as it stops)
+            with warnings.catch_warnings():  # the hint says how many members are missing
+                warnings.simplefilter("ignore", UserWarning)
+                done_now = _aggregate_complete(spec, sweep_dir, executor)
+        display.message(hint := _resume_hint(done_now, c["members"], options.resume_command, str(storage)))
+        raise Interrupted(hint) from None  # (a second Ctrl-C, or one before the trials, stops at once)
+    assert executor is not None  # made in the try above, which ended normally
     _aggregate(spec, sweep_dir, executor, failures)
     _say_result(policy, spec, sweep_dir, display)
     for text in (h for t in trackers if (h := t.hint())):
         display.message(text)
     return sweep_dir.shown
-
-
-class _Hint:
-    """The Ctrl-C message: members done (as the display counts them, or as given), and how to resume."""
-
-    def __init__(self, state, command: str | None, storage: str):
-        self.state, self.command, self.storage = state, command, storage
-
-    def __call__(self, done: int | None) -> str:
-        c = self.state.counts()
-        return _resume_hint(c["members_done"] if done is None else done, c["members"], self.command, self.storage)
 
 
 def _executor(spec: SweepSpec, sweep_dir: SweepDir, options: RunOptions, display, trackers, validated) -> Executor:
@@ -219,13 +207,6 @@ def _executor(spec: SweepSpec, sweep_dir: SweepDir, options: RunOptions, display
     from ._tune_executor import TuneExecutor
 
     return TuneExecutor(spec, sweep_dir, options, display, trackers, validated)
-
-
-def _close(trackers: list, executor: Executor | None) -> None:
-    for tracker in trackers:
-        tracker.close()
-    if executor is not None:
-        executor.close()
 
 
 def _say_result(policy: RoundPolicy, spec: SweepSpec, sweep_dir: SweepDir, display) -> None:

@@ -160,6 +160,3 @@ class TuneExecutor:
     def aggregate(self, only_complete: bool) -> None:
         """By Ray tasks, in parallel (:func:`sweep.tune.aggregate`)."""
         aggregate_in_tasks(self.sweep_dir, only_complete=only_complete)
-
-    def close(self) -> None:
-        """Nothing to end: Ray stays up for the process (``sweep.run`` reuses it)."""
