@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
         spec = smoke_spec(spec)
     print(sweep.plan(spec), end="\n\n")
 
-    sweep_dir = sweep.run(spec, storage=args.storage, address=args.address)
+    sweep_dir = sweep.run(spec, storage=args.storage, options=sweep.RunOptions(address=args.address))
     print(f"\nsweep directory: {sweep_dir}")
 
     ens = sweep.load(sweep_dir)

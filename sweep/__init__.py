@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from .figures import plot as plot
     from .serving import ServeOptions as ServeOptions
     from .serving import serve as serve
+    from .tune import RunOptions as RunOptions
     from .tune import plan as plan
     from .tune import run as run
 
@@ -51,6 +52,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "run": "sweep.tune",
+    "RunOptions": "sweep.tune",
     "plan": "sweep.tune",
     "plot": "sweep.figures",
     "serve": "sweep.serving",
@@ -68,6 +70,7 @@ __all__ = [
     "Plan",
     "Problem",
     "QueryError",
+    "RunOptions",
     "SpecError",
     "StoreError",
     "SweepError",

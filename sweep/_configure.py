@@ -35,8 +35,13 @@ class Configuration(NamedTuple):
     applied: bool  # False when JAX had started before the device count could be set
 
 
+COMPILE_CACHE_ENV = "SWEEP_COMPILE_CACHE"
+
+
 def default_compile_cache() -> str:
-    """``$XDG_CACHE_HOME/seed-sweep/jax`` (``~/.cache/seed-sweep/jax``)."""
+    """``$SWEEP_COMPILE_CACHE`` if set, else ``$XDG_CACHE_HOME/seed-sweep/jax`` (``~/.cache/seed-sweep/jax``)."""
+    if chosen := os.environ.get(COMPILE_CACHE_ENV):
+        return chosen
     root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return str(Path(root) / "seed-sweep" / "jax")
 
@@ -77,7 +82,8 @@ def configure(
             computation in the process, and never overrides
             ``--xla_force_host_platform_device_count`` in ``XLA_FLAGS``.
         compile_cache: A directory for JAX's persistent compilation cache (``"default"``:
-            ``~/.cache/seed-sweep/jax``; ``None``: leave JAX's setting alone). Ray starts every
+            ``$SWEEP_COMPILE_CACHE`` if set, which every process started from this one inherits, as
+            Ray's trial workers do, else ``~/.cache/seed-sweep/jax``; ``None``: leave JAX's setting alone). Ray starts every
             trial in a fresh worker process; with the cache, a worker reads the compiled program of
             its structural config from disk instead of compiling it again. A cache directory the
             user already configured is kept.

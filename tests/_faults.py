@@ -127,3 +127,25 @@ class HoldWhile:
         deadline = time.monotonic() + self.timeout_s
         while (Path(self.directory) / trial_key).exists() and time.monotonic() < deadline:
             time.sleep(0.05)
+
+
+class OnlyFor:
+    """Run ``hook`` (``on_start`` or ``after_report``) for the trials of ``keys`` only."""
+
+    def __init__(self, keys, hook):
+        self.keys, self.hook = frozenset(keys), hook
+
+    def __call__(self, trial_key: str, *args):
+        return self.hook(trial_key, *args) if trial_key in self.keys else None
+
+
+class CtrlCAtStart:
+    """``on_start`` (in-process executor): a Ctrl-C as the ``n``-th trial of this process starts."""
+
+    def __init__(self, n: int):
+        self.n, self.started = n, 0
+
+    def __call__(self, trial_key: str) -> None:
+        self.started += 1
+        if self.started == self.n:
+            raise KeyboardInterrupt

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import warnings
+from pathlib import Path
 
 import jax
 import pytest
@@ -12,6 +13,9 @@ from helpers import tiny_spec, trial_path_env
 
 import sweep
 
+# The suite's own compilation cache (under the pytest cache, not the user's ~/.cache), inherited by
+# every process the tests start (Ray's workers, `sweep` subprocesses).
+os.environ["SWEEP_COMPILE_CACHE"] = str(Path(__file__).parent.parent / ".pytest_cache" / "jax")
 # The process settings `sweep run` and every trial use (one JAX CPU device per core, the
 # compilation cache), so that the in-process tests exercise the same block layout.
 sweep.configure()

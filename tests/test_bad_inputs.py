@@ -1,6 +1,6 @@
 """Every bad input is named before work: a table of bad specs, data and models, each
 raising a SpecError that names the field and the value, from ``sweep.plan`` (Ray never started)
-and from ``sweep.run`` (no trial started: no Tune experiment, no plan written)."""
+and from ``sweep.run`` (Ray not started, no trial: no Tune experiment, no plan written)."""
 
 from __future__ import annotations
 
@@ -257,7 +257,7 @@ def no_ray(monkeypatch):
     import ray
 
     def refuse(*args, **kwargs):
-        raise AssertionError("sweep.plan started Ray")
+        raise AssertionError("Ray was started before the bad input was found")
 
     monkeypatch.setattr(ray, "init", refuse)
 
@@ -280,7 +280,7 @@ def test_plan_names_the_bad_input_before_any_work(case, files, no_ray):
 
 
 @pytest.mark.parametrize("case", DATA_CASES.values(), ids=DATA_CASES.keys())
-def test_run_names_the_bad_input_before_any_trial(ray_session, case, files, tmp_path):
+def test_run_names_the_bad_input_before_any_trial(case, files, tmp_path, no_ray):
     spec = case.build(files)
     with pytest.raises(SpecError) as info:
         sweep.run(spec, storage=str(tmp_path / "runs"))

@@ -671,16 +671,19 @@ def test_run_progress_option_reaches_sweep_run(tmp_path, monkeypatch, choice, mo
 
     seen = {}
 
-    def fake_run(spec, **kwargs):
-        seen.update(kwargs)
+    def fake_run(spec, storage, options):
+        seen["options"] = options
         return str(tmp_path / "runs" / spec.name)
 
     monkeypatch.setattr(sweep.tune, "run", fake_run)
     grid_spec().to_toml(tmp_path / "spec.toml")
     result = invoke("run", tmp_path / "spec.toml", *(["--progress", choice] if choice else []))
     assert result.exit_code == 0, result.stderr
-    assert seen["progress"] == mode
-    assert ("--progress" in seen["resume_command"]) == (choice is not None)
+    options = seen["options"]
+    assert isinstance(options, sweep.RunOptions) and options.progress == mode and options.executor == "tune"
+    assert ("--progress" in options.resume_command) == (choice is not None)
+    assert invoke("run", tmp_path / "spec.toml", "--executor", "local").exit_code == 0
+    assert seen["options"].executor == "local" and "--executor local" in seen["options"].resume_command
     assert invoke("run", tmp_path / "spec.toml", "--progress", "loud").exit_code == 2  # click lists the choices
 
 

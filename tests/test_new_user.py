@@ -114,12 +114,13 @@ def test_no_suggestion_for_a_name_close_to_nothing_and_for_columns(ens):
     ],
 )
 def test_sweep_run_checks_the_data_before_ray_starts(tmp_path, monkeypatch, change, message):
-    import sweep.tune._run as run_module
+    import ray
 
     def no_ray(*args, **kwargs):
         raise AssertionError("Ray was started before the data was checked")
 
-    monkeypatch.setattr(run_module, "ensure_ray", no_ray)
+    monkeypatch.setattr(ray, "init", no_ray)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # as in a fresh process
     with pytest.raises(sweep.SweepError, match=message):
         sweep.run(tiny_spec(**change), storage=tmp_path / "runs", progress="off")
 
@@ -206,3 +207,32 @@ def test_sweep_plot_trust_code_says_where_a_missing_factory_is_looked_for(own_fa
         "--trust-code imports the factory from your environment",
         "PYTHONPATH=",
     )
+
+
+SCRIPT = """
+import sys
+sys.path.insert(0, {code!r})  # the model module is on the driver's path only, not PYTHONPATH
+from helpers import tiny_spec
+import sweep
+spec = tiny_spec(name="script", model=sweep.Model("nu_script_model:net", hidden=4), seeds=2)
+print(sweep.run(spec, storage={storage!r}, options=sweep.RunOptions(progress="off")))
+"""
+
+
+def test_a_script_that_puts_its_model_on_sys_path_trains_on_the_local_ray(tmp_path):
+    """The embedded local Ray's trials import what the driver imports (not: every trial failing
+    with "No module named ...")."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "nu_script_model.py").write_text(FACTORY)
+    script = SCRIPT.format(code=str(code), storage=str(tmp_path / "runs"))
+    tests = str(Path(__file__).parent)  # for helpers; the model's folder is not on PYTHONPATH
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH")) if p)}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert sweep.load(out.stdout.strip().splitlines()[-1]).table.num_rows == 2

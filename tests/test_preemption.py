@@ -108,6 +108,17 @@ WORKER_DIED = (
         ),
         (WORKER_DIED, "worker died"),
         ('Traceback ...\n  File "x.py", line 1\nValueError: bad value\n', "error: ValueError: bad value"),
+        (  # JAX's note after the exception is not the reason
+            "Traceback ...\nModuleNotFoundError: No module named 'my_models'\n--------------------\n"
+            "For simplicity, JAX has removed its internal frames from the traceback of the following exception. "
+            "Set JAX_TRACEBACK_FILTERING=off to include these.",
+            "error: ModuleNotFoundError: No module named 'my_models'",
+        ),
+        (
+            "ray.exceptions.RayTaskError(ModuleNotFoundError): ray::train_trial() (pid=1)\n  File ...\n"
+            "ModuleNotFoundError: No module named 'my_models'",
+            "error: ModuleNotFoundError: No module named 'my_models'",
+        ),
         ("", "error"),
     ],
 )

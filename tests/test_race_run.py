@@ -1,8 +1,9 @@
-"""Adaptive seeds through sweep.run on a local Ray: rounds, decisions in the plan and the store,
+"""Adaptive seeds through sweep.run (in-process, and a killed driver on a local Ray): rounds, decisions in the plan and the store,
 resume after a kill at any point, configurations joining a finished race, refusals."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -24,6 +25,7 @@ LEARNING_RATES = [1e-2, 1e-5, 3e-3]
 # 3 configurations x 2 rounds at confidence 0.75, one tail each: intervals at 1 - 2 * 0.25/6, from 5
 # seeds (round 2) on
 SEEDS = sweep.Adaptive(start=4, step=2, max=6, confidence=0.75)
+LOCAL = sweep.RunOptions(executor="local")  # a race's rounds are the policy's: no need for Tune here
 
 
 def race_spec(rates=LEARNING_RATES, **changes) -> sweep.SweepSpec:
@@ -44,11 +46,17 @@ def store_files(path) -> dict[str, str]:
     return out
 
 
+def round_keys(path, n: int) -> list[str]:
+    """The trial keys of the race's round ``n`` (from its plan)."""
+    trials = json.loads((Path(path) / "plan.json").read_text())["trials"]
+    return [t["trial_key"] for t in trials if tuple(t["seeds"]) == SEEDS.seeds_in(n)]
+
+
 @pytest.fixture(scope="module")
-def raced(ray_session, tmp_path_factory):
+def raced(tmp_path_factory):
     """The race of ``race_spec()`` run uninterrupted."""
     storage = tmp_path_factory.mktemp("race")
-    path = sweep.run(race_spec(), storage=str(storage))
+    path = sweep.run(race_spec(), storage=str(storage), options=LOCAL)
     return Path(path)
 
 
@@ -93,30 +101,21 @@ def test_sweep_show_lists_the_decisions(raced):
 
 
 def test_a_finished_race_has_nothing_to_train(raced, capsys):
-    before = sorted(p.name for p in raced.glob("tune-*"))
-    sweep.run(race_spec(), storage=str(raced.parent), progress="plain")
-    assert sorted(p.name for p in raced.glob("tune-*")) == before
+    before = sorted(p.name for p in raced.glob("local/*/*"))
+    sweep.run(race_spec(), storage=str(raced.parent), progress="plain")  # nothing to train: no executor starts
+    assert sorted(p.name for p in raced.glob("local/*/*")) == before
     assert "race on val_loss (lower is better): over after" in capsys.readouterr().out
 
 
-def test_stopped_after_a_decision_was_written_resumes_to_the_same_race(raced, tmp_path, monkeypatch):
-    """Ctrl-C right after round 1's evaluation is in plan.json, before round 2 is planned."""
-    from sweep.tune import _run
+def test_stopped_after_a_decision_was_written_resumes_to_the_same_race(raced, tmp_path):
+    """Ctrl-C right after round 1's evaluation is in plan.json, as round 2's trial starts."""
+    from _faults import CtrlCAtStart
 
-    train_new, calls = _run._train_new, []
-
-    def interrupting(session, failures, wanted=None):
-        calls.append(wanted)
-        if len(calls) == 2:
-            assert len(plan_race(session.sweep_dir.path)["evaluations"]) == 1
-            raise KeyboardInterrupt
-        return train_new(session, failures, wanted)
-
-    monkeypatch.setattr(_run, "_train_new", interrupting)
+    stop = dataclasses.replace(LOCAL, trial_hooks=TrialHooks(on_start=CtrlCAtStart(2)))
     with pytest.raises(sweep.tune.Interrupted):
-        sweep.run(race_spec(), storage=str(tmp_path))
-    monkeypatch.undo()
-    path = sweep.run(race_spec(), storage=str(tmp_path), resume=True)
+        sweep.run(race_spec(), storage=str(tmp_path), options=stop)
+    assert len(plan_race(tmp_path / "tiny")["evaluations"]) == 1
+    path = sweep.run(race_spec(), storage=str(tmp_path), options=LOCAL)
     assert plan_race(path) == plan_race(raced)
     assert store_files(path) == store_files(raced)
 
@@ -133,29 +132,21 @@ class FailRound:
             raise RuntimeError("injected failure mid-round")
 
 
-@pytest.mark.slow
 def test_a_round_failed_mid_way_resumes_to_the_same_race(raced, tmp_path):
-    from ray import tune
-
-    second = [p.name for p in (raced / "tune-0002").iterdir() if p.is_dir() and (p / "result.json").exists()]
-    assert second
-    hooks = TrialHooks(after_report=FailRound(str(tmp_path / "failed"), second))
-    with pytest.raises(sweep.SweepError, match="failed"):
-        sweep.run(
-            race_spec(), storage=str(tmp_path), trial_hooks=hooks, failure_config=tune.FailureConfig(max_failures=0)
-        )
+    hooks = TrialHooks(after_report=FailRound(str(tmp_path / "failed"), round_keys(raced, 2)))
+    with pytest.raises(sweep.SweepError, match="injected failure mid-round"):
+        sweep.run(race_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, trial_hooks=hooks))
     assert len(plan_race(tmp_path / "tiny")["evaluations"]) == 1  # round 2 was not evaluated
-    path = sweep.run(race_spec(), storage=str(tmp_path), resume=True)
+    path = sweep.run(race_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
     assert plan_race(path) == plan_race(raced)
     assert store_files(path) == store_files(raced)
 
 
-@pytest.mark.slow
 def test_configurations_added_to_a_finished_race_start_at_round_1(raced, tmp_path):
     import shutil
 
     shutil.copytree(raced, tmp_path / "tiny", symlinks=True)
-    path = sweep.run(race_spec([*LEARNING_RATES, 2e-2]), storage=str(tmp_path))
+    path = sweep.run(race_spec([*LEARNING_RATES, 2e-2]), storage=str(tmp_path), options=LOCAL)
     old, new = plan_race(raced), plan_race(path)
     assert new["evaluations"][: len(old["evaluations"])] == old["evaluations"]  # earlier decisions stand
     added = hparams_key({"learning_rate": 2e-2})
@@ -178,10 +169,10 @@ def test_a_scheduler_or_a_stop_is_refused_before_any_work(tmp_path):
     assert not (tmp_path / "tiny").exists()
 
 
-def test_a_race_needs_a_validation_set(ray_session, tmp_path):
+def test_a_race_needs_a_validation_set(tmp_path):
     spec = race_spec(problem=sweep.Problem("heat1d", num_points=16, num_samples=60, data_seed=0, val_fraction=0))
     with pytest.raises(sweep.SpecError, match=r"`seeds.adaptive.metric`: 'val_loss' needs a validation set"):
-        sweep.run(spec, storage=str(tmp_path))
+        sweep.run(spec, storage=str(tmp_path), options=LOCAL)
     with pytest.raises(sweep.SpecError, match=r"needs a validation set"):
         sweep.plan(spec)
 
@@ -193,32 +184,30 @@ def test_plan_shows_the_next_round(raced):
 
 DRIVER = textwrap.dedent("""
     import sys
-    from helpers import tiny_spec
+    from _faults import Barrier, OnlyFor, SleepAfterReport
     import sweep
-    from sweep.tune import TrialHooks, _run
+    from sweep.tune import TrialHooks
     sys.path.insert(0, {tests!r})
     from test_race_run import race_spec
-    train_new, calls = _run._train_new, []
-    def slow_second_round(session, failures, wanted=None):
-        calls.append(wanted)
-        if len(calls) == 2:  # round 2: its trials wait after each report, so the kill lands mid-round
-            from _faults import Barrier, SleepAfterReport
-            import dataclasses
-            hooks = TrialHooks(on_start=Barrier({pids!r}, 1, 0), after_report=SleepAfterReport(30))
-            session.options = dataclasses.replace(session.options, hooks=hooks)
-        return train_new(session, failures, wanted)
-    _run._train_new = slow_second_round
-    sweep.run(race_spec(), storage={storage!r}, address={address!r})
+    # round 2's trials wait after each report, so the kill lands mid-round
+    hooks = TrialHooks(on_start=Barrier({pids!r}, 1, 0), after_report=OnlyFor({second!r}, SleepAfterReport(30)))
+    sweep.run(race_spec(), storage={storage!r}, options=sweep.RunOptions(address={address!r}, trial_hooks=hooks))
 """)
 
 
 @pytest.mark.slow
 def test_driver_killed_mid_round_then_resumed_equals_uninterrupted(raced, ray_session, tmp_path):
     storage, pids = tmp_path / "store", tmp_path / "pids"
-    script = DRIVER.format(tests=str(Path(__file__).parent), pids=str(pids), storage=str(storage), address=ray_session)
+    script = DRIVER.format(
+        tests=str(Path(__file__).parent),
+        pids=str(pids),
+        storage=str(storage),
+        address=ray_session,
+        second=round_keys(raced, 2),
+    )
     kill_driver_when(script, "tiny/tune-0002/*/checkpoint_*/block.json", storage, timeout_s=300)
     assert len(plan_race(storage / "tiny")["evaluations"]) == 1
     wait_trials_ended(pids)  # Ray ends the dead driver's trial processes
-    path = sweep.run(race_spec(), storage=str(storage), resume=True)
+    path = sweep.run(race_spec(), storage=str(storage), options=sweep.RunOptions(resume=True))
     assert plan_race(path) == plan_race(raced)
     assert store_files(path) == store_files(raced)

@@ -44,6 +44,7 @@ DOCUMENTED = [
     "Plan",
     "Problem",
     "QueryError",
+    "RunOptions",
     "SpecError",
     "StoreError",
     "ServeOptions",
@@ -279,3 +280,12 @@ def test_dir_lists_only_public_names():
     assert set(sweep.__all__) <= set(names)
     assert not {"Any", "TYPE_CHECKING", "annotations", "importlib"} & set(names)
     assert not [n for n in names if n.startswith("_") and n != "__version__"], names
+
+
+def test_the_suite_compiles_into_its_own_cache():
+    import jax
+
+    cache = jax.config.jax_compilation_cache_dir  # pyright: ignore[reportAttributeAccessIssue]
+    assert cache == str(Path(__file__).parent.parent / ".pytest_cache" / "jax")
+    code = "import json, sweep\nprint(json.dumps(sweep.configure().compile_cache))"
+    assert json.loads(_fresh(code)) == cache  # inherited by the processes the tests start

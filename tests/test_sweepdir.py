@@ -83,18 +83,21 @@ def test_an_unknown_option_names_the_tune_config_that_holds_it():
         sweep.run(tiny_spec(), max_concurrent_trials=1)
     with pytest.raises(sweep.SpecError, match=r"`callbacks`: .*run_config=tune\.RunConfig"):
         sweep.run(tiny_spec(), callbacks=[])
-    with pytest.raises(sweep.SpecError, match=r"`colour`: not an argument of sweep\.run"):
+    with pytest.raises(
+        sweep.SpecError, match=r"`colour`: not an argument of sweep\.run nor a field of sweep\.RunOptions"
+    ):
         sweep.run(tiny_spec(), colour="red")
 
 
 def test_the_run_config_keeps_the_sweeps_defaults_unless_the_user_set_them(tmp_path):
     from ray import tune
 
-    from sweep.tune._options import RunOptions
+    from sweep import RunOptions
+    from sweep.tune._tuner import run_config, tune_config
 
     where = SweepDir.at(str(tmp_path / "s"))
     marker = object()
-    plain = RunOptions().the_run_config(where, [marker])
+    plain = run_config(RunOptions(), where, [marker])
     assert plain.verbose == 0 and plain.name == "tune-0001" and plain.storage_path == where.path
     assert plain.failure_config.max_failures == 2 and plain.checkpoint_config.num_to_keep == 2
     assert plain.callbacks[0] is marker and type(plain.callbacks[1]).__name__ == "TrialTensorBoard"
@@ -104,12 +107,12 @@ def test_the_run_config_keeps_the_sweeps_defaults_unless_the_user_set_them(tmp_p
         checkpoint_config=tune.CheckpointConfig(num_to_keep=3),
         callbacks=["theirs"],
     )
-    theirs = RunOptions(run_config=user, verbose=1).the_run_config(where, [marker])
+    theirs = run_config(RunOptions(run_config=user, verbose=1), where, [marker])
     assert theirs.stop == {"training_iteration": 1} and theirs.verbose == 1
     assert theirs.failure_config.max_failures == 5 and theirs.checkpoint_config.num_to_keep == 3
     assert theirs.callbacks[:2] == ["theirs", marker]
     explicit = RunOptions(failure_config=tune.FailureConfig(max_failures=7), run_config=user)
-    assert explicit.the_run_config(where, []).failure_config.max_failures == 7
-    assert RunOptions().the_tune_config(validated=True).reuse_actors is True
-    assert RunOptions().the_tune_config(validated=True).metric == "val_loss_mean"
-    assert RunOptions(tune_config=tune.TuneConfig()).the_tune_config(validated=False).metric is None
+    assert run_config(explicit, where, []).failure_config.max_failures == 7
+    assert tune_config(RunOptions(), validated=True).reuse_actors is True
+    assert tune_config(RunOptions(), validated=True).metric == "val_loss_mean"
+    assert tune_config(RunOptions(tune_config=tune.TuneConfig()), validated=False).metric is None

@@ -1,10 +1,9 @@
-"""sweep.run on a local Ray: checkpoints, resume, failures, extension, schedulers, errors."""
+"""sweep.run on a local Ray: what only Tune does (placement, fractional GPUs, worker reuse, retries,
+preemption, a killed driver, schedulers) and the Tune experiments a run leaves."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import shutil
 import textwrap
 from pathlib import Path
 
@@ -32,14 +31,6 @@ def assert_same_members(blocks: dict, reference: dict) -> None:
         assert int(block.state.epoch[0]) == int(reference[key].state.epoch[0])
         assert tree_allclose(block.state.params, reference[key].state.params, exact=True), key
         assert tree_allclose(block.state.opt_state, reference[key].state.opt_state, exact=True), key
-
-
-def tree_hashes(directory: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(directory.rglob("*"))
-        if p.is_file()
-    }
 
 
 WORKER_FREE = ("matplotlib", "scipy", "sweep.figures", "sweep.cli")  # what a trial process must not import
@@ -125,30 +116,6 @@ def test_a_reused_worker_trains_the_same_members_as_fresh_ones(baseline, tmp_pat
     assert len(last) == 2 and len({r["pid"] for r in last}) == 1
     assert [r["worker_reused"] for r in last] == [False, True]
     assert all(r["env_before_jax"] is True and r["cpu_devices"] == 1 for r in last)
-
-
-def test_extending_seeds_trains_only_new_members(baseline, tmp_path):
-    path, blocks = baseline
-    storage = tmp_path / "store"
-    shutil.copytree(path, storage / "tiny", symlinks=True)  # the store links ensembles/
-    before = tree_hashes(storage / "tiny" / "tune-0001")
-
-    spec = tiny_spec(seeds=6)
-    assert len(sweep.plan(spec, storage=str(storage)).trials) == 1
-    out = Path(sweep.run(spec, storage=str(storage)))
-
-    assert tree_hashes(out / "tune-0001") == before
-    new_trials = [p.name for p in (out / "tune-0002").iterdir() if p.is_dir()]
-    assert len(new_trials) == 1
-    grown = final_blocks(out)
-    assert grown[new_trials[0]].seeds == (4, 5)
-    model, _ = sweep.train_block(spec, [4, 5])
-    assert tree_allclose(grown[new_trials[0]].state.params, eqx.filter(model, eqx.is_array), exact=True)
-    plan = json.loads((out / "plan.json").read_text())
-    assert {s for t in plan["trials"] for s in t["seeds"]} == set(range(6)) and len(plan["trials"]) == 3
-    # nothing left to do: a third run starts no experiment
-    sweep.run(spec, storage=str(storage))
-    assert sorted(p.name for p in out.glob("tune-*")) == ["tune-0001", "tune-0002"]
 
 
 def test_killed_trial_is_retried_from_its_checkpoint(baseline, tmp_path):
@@ -316,3 +283,20 @@ def test_failed_trial_raises_then_resume_continues_it(baseline, tmp_path):
     resumed = [k for k, rs in trial_results(path).items() if rs[-1]["resumed_from_epoch"] == 2]
     assert len(resumed) == 1  # the errored trial went on from its checkpoint
     assert_same_members(final_blocks(path), reference)
+
+
+def test_a_module_the_clusters_workers_cannot_import_is_named_before_any_trial(ray_session, tmp_path, monkeypatch):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "nu_driver_only.py").write_text(
+        "import equinox as eqx\n\ndef net(hidden=4, *, key):\n    return eqx.nn.Conv1d(1, 1, 3, padding=1, key=key)\n"
+    )
+    monkeypatch.syspath_prepend(str(code))  # this process imports it; the cluster's workers do not
+    spec = tiny_spec(name="probe", model=sweep.Model("nu_driver_only:net", hidden=4), seeds=2)
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"`model.name`: cannot import module 'nu_driver_only' .*No module named 'nu_driver_only'.*"
+        r"on the Ray cluster's workers.*runtime_env",
+    ):
+        sweep.run(spec, storage=str(tmp_path / "runs"), options=sweep.RunOptions(address=ray_session))
+    assert not list((tmp_path / "runs").glob("*/tune-*"))

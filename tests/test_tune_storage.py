@@ -197,3 +197,18 @@ def test_driver_killed_on_object_storage_resumes_from_a_fresh_process(s3, tmp_pa
     tunes = [i.base_name for i in fs.get_file_info(pafs.FileSelector(path)) if i.base_name.startswith("tune-")]
     assert tunes == ["tune-0001"]  # the killed experiment was restored and finished in place
     _assert_uninterrupted_members(fs, path, spec)
+
+
+def test_the_local_executor_on_object_storage_writes_the_same_store(s3_sweep):
+    from sweep.store import Store
+
+    fs, bucket, path = s3_sweep
+    options = sweep.RunOptions(executor="local", progress="off")
+    local = sweep.run(tiny_spec(), storage=f"s3://{bucket}/local-runs", storage_filesystem=fs, options=options)
+    refs = find_blocks(f"{bucket}/local-runs/tiny", fs)
+    assert {r.path.split("/")[-3] for r in refs.values()} == {"local"}  # <sweep>/local/<trial>/checkpoint_*
+
+    def files(where: str) -> dict:
+        return {k: v["sha256"] for k, v in Store.open(where, filesystem=fs).manifest["files"].items()}
+
+    assert files(local) == files(path)

@@ -16,7 +16,7 @@ from helpers import tiny_spec, tree_allclose
 import sweep
 from sweep.planning import make_plan
 from sweep.training import find_blocks, load_block
-from sweep.tune import Interrupted, _run, _waves
+from sweep.tune import Interrupted, _tune_executor, _waves
 
 SPEC = tiny_spec(name="waves", seeds=6, seeds_per_trial=1, training=sweep.Training(epochs=2, batch_size=16))
 
@@ -25,13 +25,13 @@ def test_waves_split_a_large_plan_evenly_unless_a_scheduler_compares_trials():
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
 
-    options = _run.RunOptions()
+    options = sweep.RunOptions()
     trials = list(range(2501))
     assert [len(w) for w in _waves.waves(trials, options, slots=2)] == [834, 834, 833]
     assert [len(w) for w in _waves.waves(trials[:2500], options, slots=100)] == [2500]  # at least 25 trials per slot
     assert [len(w) for w in _waves.waves(trials[:1000], options, slots=2)] == [1000]
-    assert len(_waves.waves(trials, _run.RunOptions(scheduler=ASHAScheduler()), slots=2)) == 1
-    budget = _run.RunOptions(tune_config=tune.TuneConfig(time_budget_s=60))
+    assert len(_waves.waves(trials, sweep.RunOptions(scheduler=ASHAScheduler()), slots=2)) == 1
+    budget = sweep.RunOptions(tune_config=tune.TuneConfig(time_budget_s=60))
     assert len(_waves.waves(trials, budget, slots=2)) == 1
 
 
@@ -49,14 +49,14 @@ def test_a_plan_in_waves_trains_every_member_and_resumes_between_waves(ray_sessi
         os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C between two waves (Tune's first experiment has returned)
         yield from rest
 
-    monkeypatch.setattr(_run, "waves", ctrl_c_after_the_first_wave)
+    monkeypatch.setattr(_tune_executor, "waves", ctrl_c_after_the_first_wave)
     with pytest.raises(Interrupted, match="2 of 6 members done"):
         sweep.run(SPEC, storage=str(tmp_path), progress="plain")
     assert "trials 2/6 done" in _last_line(capsys.readouterr().out)  # every trial counted from the start
     sweep_dir = tmp_path / "waves"
     assert sorted(p.name for p in sweep_dir.glob("tune-*")) == ["tune-0001"]
 
-    monkeypatch.setattr(_run, "waves", planned)
+    monkeypatch.setattr(_tune_executor, "waves", planned)
     path = sweep.run(SPEC, storage=str(tmp_path), resume=True, progress="plain")
     line = _last_line(capsys.readouterr().out)
     assert "trials 4/4 done" in line and "members 6/6" in line

@@ -89,6 +89,11 @@ class Progress(str, enum.Enum):
     none = "none"
 
 
+class Executor(str, enum.Enum):
+    tune = "tune"
+    local = "local"
+
+
 class Format(str, enum.Enum):
     table = "table"
     csv = "csv"

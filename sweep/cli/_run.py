@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ._args import Logger, LogPer, Progress
+from ._args import Executor, Logger, LogPer, Progress
 from ._imports import spec_folder_importable
 from ._options import SetOpt, SpecArg, load_spec
 
@@ -41,8 +41,12 @@ def run(
     checkpoint_every: Annotated[
         str, typer.Option(help="A block checkpoint every N reports, or 'auto': paced by the storage's write rate.")
     ] = "auto",
+    executor: Annotated[
+        Executor,
+        typer.Option(help="tune: every block a Ray Tune trial; local: the blocks one after another here, no Ray."),
+    ] = Executor.tune,
 ) -> None:
-    """Run a sweep on Ray Tune, then aggregate it.
+    """Run a sweep on Ray Tune (or in this process: --executor local), then aggregate it.
 
     Trains every member of SPEC (or only those not trained yet in STORAGE/<name>), one Ray Tune
     trial per block of seeds, and builds the ensembles. A live display shows trials, members,
@@ -52,11 +56,15 @@ def run(
     from its folder too (and from PYTHONPATH and the installed packages).
     """
     with spec_folder_importable(spec):
-        _run_command(spec, storage, address, resume, overrides, logger, log_per, verbose, progress, checkpoint_every)
+        _run_command(
+            spec, storage, address, resume, overrides, logger, log_per, verbose, progress, checkpoint_every, executor
+        )
 
 
-def _run_command(spec, storage, address, resume, overrides, logger, log_per, verbose, progress, checkpoint_every):
-    from ..tune import LOGGERS
+def _run_command(
+    spec, storage, address, resume, overrides, logger, log_per, verbose, progress, checkpoint_every, executor
+):
+    from ..tune import LOGGERS, RunOptions
     from ..tune import run as run_sweep
 
     parsed = load_spec(spec, overrides)
@@ -69,12 +77,12 @@ def _run_command(spec, storage, address, resume, overrides, logger, log_per, ver
         *(a for o in overrides or () for a in ("--set", o)),
         *(["--checkpoint-every", checkpoint_every] if checkpoint_every != "auto" else []),
         *(["--progress", Progress(progress).value] if Progress(progress) is not Progress.auto else []),
+        *(["--executor", Executor(executor).value] if Executor(executor) is not Executor.tune else []),
         "--resume",
     ]
     every = int(checkpoint_every) if checkpoint_every.isdigit() else checkpoint_every  # "auto" or bad: run says
-    sweep_dir = run_sweep(
-        parsed,
-        storage=storage,
+    options = RunOptions(
+        executor=Executor(executor).value,
         address=address,
         resume=resume,
         checkpoint_every=every,
@@ -83,6 +91,7 @@ def _run_command(spec, storage, address, resume, overrides, logger, log_per, ver
         progress="off" if Progress(progress) is Progress.none else Progress(progress).value,
         verbose=1 if verbose else 0,
     )
+    sweep_dir = run_sweep(parsed, storage=storage, options=options)
     typer.echo(f"sweep directory: {sweep_dir}")
     typer.echo(f"next: sweep show {sweep_dir}")
 

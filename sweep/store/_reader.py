@@ -27,12 +27,13 @@ import pyarrow.parquet as pq
 from jaxtyping import PyTree
 
 from .._errors import SpecError, StoreError
-from .._fs import confined, filesystem_path, local_path, refuse_links
+from .._fs import filesystem_path, local_path
 from .._import_path import is_import_path, refuse_inside
 from ..models import model_template
 from ._configs import ConfigInfo, read_configs
-from ._files import open_table, read_leaves
+from ._files import open_table
 from ._generations import committed_root
+from ._listed import locate, read_shard
 from ._manifest import read_manifest
 from ._samples import samples_of, trajectories_of
 from ._schema import (
@@ -42,8 +43,6 @@ from ._schema import (
     MEMBERS,
     SAMPLE_FILES,
     SPLIT_FILES,
-    STORE_FILE,
-    STORE_FILES,
     index_columns,
     scores_schema,
 )
@@ -297,28 +296,15 @@ class Store:
     def _file(self, info: ConfigInfo, index: int) -> PyTree:
         relpath = info.files[index]
         if self._cached is None or self._cached[0] != relpath:
-            count = min(info.members_per_shard, info.num_members - index * info.members_per_shard)
-            like = jax.tree_util.tree_map(
-                lambda s: jax.ShapeDtypeStruct((count, *s.shape), s.dtype), self.template(info.config_id)[0]
-            )
-            what = f"config {info.config_id} ({count} members of {info.spec.model.name})"
             self._cached = None  # never hold two files at once
-            path, record = self._located(relpath)
-            self._cached = (relpath, read_leaves(self.fs, path, like, record, what))
+            shard = read_shard(self.fs, self.root, self.manifest, info, index, self.template(info.config_id)[0])
+            self._cached = (relpath, shard)
         return self._cached[1]
 
     # -- the one way files are opened -------------------------------------------------------------
     def _located(self, relpath: str) -> tuple[str, dict[str, Any]]:
-        """``(path, manifest record)`` of a store file: a layout name, no link on the way, listed."""
-        confined(relpath, f"{self.root + '/' + MANIFEST!r}", STORE_FILE, STORE_FILES)
-        refuse_links(self.fs, self.root, relpath)
-        try:
-            record = self.manifest["files"][relpath]
-        except KeyError:
-            raise StoreError(
-                f"{self.root + '/' + MANIFEST!r}: lists no file {relpath!r}; the store is incomplete"
-            ) from None
-        return f"{self.root}/{relpath}", record
+        """``(path, manifest record)`` of a store file (:func:`._listed.locate`)."""
+        return locate(self.fs, self.root, self.manifest, relpath)
 
     def verify(self) -> None:
         """Check everything: every file's size and sha256 against the manifest, every leaves file

@@ -6,21 +6,35 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pyarrow.fs as pafs
+from jaxtyping import PyTree
 
 from .._errors import StoreError
 from .._fs import local_path
 from .._import_path import is_import_path
+from ._configs import ConfigInfo
 from ._files import check_digest, open_checked
+from ._listed import locate, read_shard
 from ._schema import MANIFEST
 
-if TYPE_CHECKING:
-    from ._reader import Store
+
+class Verifiable(Protocol):
+    """What :func:`verify` reads of a store (a :class:`~._reader.Store`): its files and their
+    manifest, its configurations, a configuration's parameter template, its index."""
+
+    fs: pafs.FileSystem
+    root: str
+    manifest: dict[str, Any]
+    configs: dict[str, ConfigInfo]
+
+    def template(self, config_id: str) -> tuple[PyTree, PyTree]: ...
+
+    def index(self) -> Any: ...
 
 
-def verify(store: Store) -> None:
+def verify(store: Verifiable) -> None:
     """Check everything: every file's size and sha256 against the manifest, every leaves file
     against its config's model (built-in architectures; a model factory is code the store names,
     so its leaves are checked by checksum alone), no file or link the manifest does not list,
@@ -36,14 +50,13 @@ def verify(store: Store) -> None:
     for relpath in store.manifest["files"]:
         try:
             if relpath in leaves:
-                store._cached = None
-                store._file(*leaves[relpath])  # one streamed pass: checksum and every leaf's shape
+                info, index = leaves[relpath]  # one streamed pass: checksum and every leaf's shape
+                read_shard(store.fs, store.root, store.manifest, info, index, store.template(info.config_id)[0])
             else:
-                path, record = store._located(relpath)
+                path, record = locate(store.fs, store.root, store.manifest, relpath)
                 _check_whole(store.fs, path, record)
         except StoreError as e:
             problems.append(str(e))
-    store._cached = None
     problems += _unlisted(store)
     if not problems:
         try:
@@ -55,7 +68,7 @@ def verify(store: Store) -> None:
         raise StoreError(problems[0] + more, problems)
 
 
-def _unlisted(store: Store) -> list[str]:
+def _unlisted(store: Verifiable) -> list[str]:
     """Files in the generation that the manifest does not list, and links not on the way to a
     listed file (those the file's own check reports), on local disks."""
     local = local_path(store.fs, store.root)

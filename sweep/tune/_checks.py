@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 import pyarrow.fs as pafs
 
 from .._errors import SpecError
+from .._import_path import import_object, is_import_path
 from ..problems import Dataset, load_problem
 from ..spec import SweepSpec
 from ..training import check_data
@@ -60,3 +61,53 @@ def load_datasets(spec: SweepSpec) -> dict[str, Dataset]:
             datasets[config.problem_id] = load_problem(config.problem.name, dict(config.problem.options))
         check_data(config, datasets[config.problem_id])
     return datasets
+
+
+def import_paths(spec: SweepSpec) -> dict[str, str]:
+    """Every ``"module:attribute"`` the spec names (models, problems, losses, metrics), by the
+    field that names it (``model.name``, ``training.metrics[1]``, ...)."""
+    found: dict[str, str] = {}
+
+    def walk(value, field: str) -> None:
+        if isinstance(value, str) and is_import_path(value):
+            found.setdefault(field, value)
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                walk(item, f"{field}.{key}" if field else str(key))
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                walk(item, f"{field}[{i}]")
+
+    for config, _ in spec.expand():
+        walk(config.to_dict(), "")
+    return found
+
+
+def _import_all(paths: dict[str, str]) -> list[str]:
+    """On a worker: the error of every import path that does not import there (none: [])."""
+    errors = []
+    for field, path in paths.items():
+        try:
+            import_object(path, field)
+        except SpecError as e:
+            errors.append(str(e))
+    return errors
+
+
+def check_worker_imports(spec: SweepSpec) -> None:
+    """Import every import path of ``spec`` in a Ray task with a trial's resources (where trials
+    run), so that a module the cluster's workers cannot import is named before any trial starts."""
+    import ray
+
+    paths = import_paths(spec)
+    if not paths:
+        return
+    res = spec.resources
+    task = ray.remote(num_cpus=res["cpu"], num_gpus=res["gpu"], max_calls=1)(_import_all)
+    errors = ray.get(task.remote(paths))
+    if errors:
+        raise SpecError(
+            f"{errors[0]}, on the Ray cluster's workers (this process imports it); install it on every node, "
+            f"or send it with Ray's runtime_env, e.g. ray.init(runtime_env={{'py_modules': [...]}}) or "
+            f"{{'working_dir': '.'}} before sweep.run"
+        )

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
+import sys
+import sysconfig
 import warnings
 from collections.abc import Mapping
 
@@ -12,7 +15,10 @@ def ensure_ray(address: str | None, quiet: bool = True) -> None:
 
     Without an address Ray starts its own instance (``address="local"``), never joining a
     cluster someone started on this machine with ``ray start`` (which a bare ``ray.init()``
-    would do, and whose end would take this sweep's trials with it).
+    would do, and whose end would take this sweep's trials with it); its workers get the
+    driver's own import path (:func:`driver_paths`, as ``PYTHONPATH``), so that trials import
+    what the driver imports (a model module a script put on ``sys.path``). On a cluster the
+    workers import what is installed there or sent with Ray's ``runtime_env``.
     ``quiet``: Ray logs errors only (no banner, no token-authentication notice)."""
     import ray
 
@@ -22,11 +28,33 @@ def ensure_ray(address: str | None, quiet: bool = True) -> None:
     with warnings.catch_warnings():  # Ray forks and execs its daemons at once: no JAX state is shared
         warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
         if address is None:
-            ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level=level)
+            paths = os.pathsep.join(driver_paths())
+            ray.init(
+                address="local",
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level=level,
+                runtime_env={"env_vars": {"PYTHONPATH": paths}} if paths else None,
+            )
         elif address.startswith("ray://"):  # Ray Client: the cluster's own settings apply
             ray.init(address=address)
         else:
             ray.init(address=address, log_to_driver=False, logging_level=level)
+
+
+def driver_paths() -> list[str]:
+    """The entries of this process's ``sys.path`` that are its own: existing folders outside the
+    interpreter's standard library and installed packages (``""`` is the working directory)."""
+    installed = {
+        os.path.realpath(p) for k in ("stdlib", "platstdlib", "purelib", "platlib") if (p := sysconfig.get_path(k))
+    }
+    out: list[str] = []
+    for entry in sys.path:
+        path = os.path.realpath(entry or os.getcwd())
+        below = any(path == root or path.startswith(root + os.sep) for root in installed)
+        if os.path.isdir(path) and not below and "site-packages" not in path and path not in out:
+            out.append(path)
+    return out
 
 
 def alive_nodes() -> list[dict[str, float]]:

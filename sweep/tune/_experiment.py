@@ -8,6 +8,7 @@ from ..planning import TrialPlan
 from ._interrupt import tune_sigint
 from ._quiet import quiet_tune, scoped_environ
 from ._relay import relaying
+from ._retries import error_line
 
 __all__ = ["PENDING_ENV", "fit_experiment", "outcome"]
 
@@ -21,8 +22,7 @@ def outcome(results, trials: Sequence[TrialPlan]) -> tuple[set[str], list[str]]:
     for result in results:
         key = (result.config or {}).get("trial_key")
         if result.error is not None:
-            text = str(result.error).strip()
-            failed.append(f"{key}: {text.splitlines()[-1] if text else type(result.error).__name__}")
+            failed.append(f"{key}: {error_line(str(result.error)) or type(result.error).__name__}")
         elif key in epochs and 0 < (result.metrics or {}).get("epoch", 0) < epochs[key]:
             stopped.add(key)
     return stopped, failed

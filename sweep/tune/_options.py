@@ -1,49 +1,97 @@
-"""The settings of one ``sweep.run`` call, checked before anything starts, and the Tune experiment
-they make.
+"""``sweep.RunOptions``: every setting of a ``sweep.run`` call but the spec and its storage, in
+one frozen object (as Ray Tune's ``TuneConfig`` / ``RunConfig`` and :class:`sweep.ServeOptions`
+hold theirs), checked when it is made.
 
 Tune's own settings travel in Tune's own objects: ``tune_config=tune.TuneConfig(...)`` and
 ``run_config=tune.RunConfig(...)`` are passed through, except for the fields a sweep owns (the
 trials are its plan's blocks; their names, storage and scheduler are its own), which are refused
-with the argument to use instead.
+with the argument to use instead. The experiment they make is :mod:`._tuner`'s.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import SpecError
-from ..store import SweepDir
 from ._cadence import check_checkpoint_every
 from ._trainable import TrialHooks
 
 METRIC, MODE = "val_loss_mean", "min"  # Tune's default: the block's mean validation loss
+EXECUTORS = ("tune", "local")  # how rounds are trained (see RunOptions.executor)
+PROGRESS = ("auto", "live", "plain", "off")
 
 # field -> what to use instead
-_OWNED_TUNE = {
+OWNED_TUNE = {
     "search_alg": "the sweep's plan decides the trials (grid= and seeds= in the spec)",
     "num_samples": "seeds= in the spec",
     "trial_name_creator": "nothing: trials are named by their trial key",
     "trial_dirname_creator": "nothing: trial directories are named by their trial key",
 }
-_OWNED_RUN = {
+OWNED_RUN = {
     "name": "nothing: each run is a new experiment tune-NNNN in the sweep directory",
     "storage_path": "sweep.run(storage=...)",
     "storage_filesystem": "sweep.run(storage_filesystem=...)",
     "local_dir": "sweep.run(storage=...)",
-    "verbose": "sweep.run(verbose=...)",
+    "verbose": "sweep.RunOptions(verbose=...)",
 }
 
 
 @dataclasses.dataclass(frozen=True)
 class RunOptions:
-    """Everything of a ``sweep.run`` call but the spec and where it is stored."""
+    """How :func:`sweep.run` trains a sweep: where, with what executor, with which Tune settings.
 
+    Args:
+        executor: ``"tune"`` (default): every block is a Ray Tune trial (placement on a cluster,
+            fractional GPUs, retries, preemption, node loss, waves of a large plan); ``"local"``:
+            the blocks train one after another in this process (:func:`sweep.train_block`'s
+            program, checkpoints under ``<sweep>/local/``), no Ray started. Both write the same
+            store, bit for bit on CPU, and either resumes what the other left.
+        address: ``None`` starts (or reuses) a local Ray instance of this process, never a cluster
+            found on the machine; ``"auto"``, ``"HOST:6379"`` or ``"ray://host:10001"`` joins a cluster.
+        resume: First restore the latest Tune experiment (``Tuner.restore``, errored trials resumed
+            from their checkpoints), then train whatever is still missing. Partial checkpoints are
+            continued either way.
+        scheduler: Any Tune scheduler; without its own metric it gets ``val_loss_mean`` / ``min``
+            (without a validation set, a scheduler must be given its metric).
+        failure_config: A ``tune.FailureConfig`` (default: retry a trial twice).
+        trial_hooks: A :class:`sweep.tune.TrialHooks` run inside every trial (fault injection).
+        loggers: Trackers that get one run per member (or per configuration), by name
+            (``"tensorboard"``, ``"mlflow"``, ``"wandb"``) or as :mod:`sweep.tune` logger objects.
+        progress: ``"auto"`` (a live display on a terminal, plain lines otherwise), ``"live"``,
+            ``"plain"`` or ``"off"``.
+        resume_command: What the Ctrl-C message says to run to resume (default: the Python call).
+        checkpoint_every: A block checkpoint every that many reports, or ``"auto"`` (as often as
+            keeps the checkpoint traffic within a tenth of what the storage takes); the last report
+            always checkpoints.
+        tune_config: A ``tune.TuneConfig`` passed through (``max_concurrent_trials``,
+            ``time_budget_s``, ``reuse_actors``, ``metric``/``mode``, a ``scheduler``), used as it is
+            (Tune's own default is ``reuse_actors=False``; without one, trial workers are reused).
+            The fields a sweep sets itself (``num_samples``, ``search_alg``, trial names) are refused.
+        run_config: A ``tune.RunConfig`` passed through (``stop``, ``callbacks``,
+            ``checkpoint_config``, ``failure_config``, ...); its name and storage are the sweep's.
+        verbose: 1 or more shows Ray's and Tune's own output, hidden by default.
+
+    Raises:
+        SpecError: on a value that cannot work (the message names the field, the value and what
+            is allowed), before anything starts.
+
+    Examples:
+        ```python
+        options = sweep.RunOptions(address="auto", progress="plain", loggers=["tensorboard"])
+        path = sweep.run(spec, storage="s3://bucket/runs", options=options)
+        path = sweep.run(spec, storage="./runs", options=sweep.RunOptions(executor="local"))
+        ```
+    """
+
+    executor: str = "tune"
     address: str | None = None
     resume: bool = False
     scheduler: Any = None
     failure_config: Any = None
-    hooks: TrialHooks = dataclasses.field(default_factory=TrialHooks)
+    trial_hooks: TrialHooks = dataclasses.field(default_factory=TrialHooks)
+    loggers: Sequence[Any] = ()
     progress: str = "auto"
     resume_command: str | None = None
     checkpoint_every: int | str = "auto"
@@ -52,11 +100,42 @@ class RunOptions:
     verbose: int = 0
 
     def __post_init__(self) -> None:
+        _choice("executor", self.executor, EXECUTORS)
+        _choice("progress", self.progress, PROGRESS)
+        if not isinstance(self.resume, bool):
+            raise SpecError(f"`resume`: got {self.resume!r}; give True or False")
+        if isinstance(self.verbose, bool) or not isinstance(self.verbose, int) or self.verbose < 0:
+            raise SpecError(f"`verbose`: got {self.verbose!r}; give an integer >= 0 (0 hides Ray's and Tune's output)")
+        if self.trial_hooks is None:
+            object.__setattr__(self, "trial_hooks", TrialHooks())
+        if not isinstance(self.trial_hooks, TrialHooks):
+            raise SpecError(f"`trial_hooks`: got {type(self.trial_hooks).__name__}; give a sweep.tune.TrialHooks")
+        if isinstance(self.loggers, (str, bytes)) or not isinstance(self.loggers, Sequence):
+            object.__setattr__(self, "loggers", (self.loggers,))  # one tracker given alone
+        object.__setattr__(self, "loggers", tuple(self.loggers))
         check_checkpoint_every(self.checkpoint_every)
-        _check_owned("tune_config", self.tune_config, _OWNED_TUNE)
-        _check_owned("run_config", self.run_config, _OWNED_RUN)
+        _check_owned("tune_config", self.tune_config, OWNED_TUNE)
+        _check_owned("run_config", self.run_config, OWNED_RUN)
         if self.tune_config is not None and self.tune_config.scheduler is not None and self.scheduler is not None:
             raise SpecError("`tune_config.scheduler`: a scheduler is given twice; pass it once, as scheduler=")
+        if self.executor == "local":
+            self._check_local()
+
+    def _check_local(self) -> None:
+        """What only Ray Tune does is refused with the local executor, before anything starts."""
+        tune_only = {
+            "address": self.address,
+            "scheduler": self.the_scheduler,
+            "failure_config": self.failure_config,
+            "tune_config": self.tune_config,
+            "run_config": self.run_config,
+        }
+        for name, value in tune_only.items():
+            if value is not None:
+                raise SpecError(
+                    f"`{name}`: got {value!r}; executor='local' trains in this process without Ray Tune; "
+                    f"use executor='tune' for it, or leave it out"
+                )
 
     @property
     def the_scheduler(self) -> Any:
@@ -88,77 +167,10 @@ class RunOptions:
                 f"validation set"
             )
 
-    def tuner(self, trainable, trial_keys: list[str], sweep_dir: SweepDir, validated: bool, callbacks: list):
-        """A new Tune experiment ``<sweep>/tune-NNNN`` with one trial per trial key
-        (:meth:`the_tune_config`, :meth:`the_run_config`)."""
-        from ray import tune
 
-        return tune.Tuner(
-            trainable,
-            param_space={"trial_key": tune.grid_search(trial_keys)},
-            tune_config=self.the_tune_config(validated),
-            run_config=self.the_run_config(sweep_dir, callbacks),
-        )
-
-    def the_tune_config(self, validated: bool):
-        """The ``tune.TuneConfig`` of the experiment: the one given, or ``reuse_actors=True`` (trial
-        workers reused across trials) without one; trials named by their trial key; ranked by
-        :data:`METRIC` where nobody named a metric and every config has a validation set."""
-        from ray import tune
-
-        given = self.tune_config or tune.TuneConfig(reuse_actors=True)
-        metric = {"metric": METRIC, "mode": MODE} if self.default_metric() and validated else {}
-        return dataclasses.replace(
-            given,
-            scheduler=self.the_scheduler,
-            trial_dirname_creator=_trial_dirname,
-            trial_name_creator=_trial_dirname,
-            **metric,
-        )
-
-    def the_run_config(self, sweep_dir: SweepDir, callbacks: list):
-        """The ``tune.RunConfig`` of the experiment: stored in the sweep directory as its next
-        experiment, Ray's and Tune's output at :attr:`verbose`, the two newest checkpoints per
-        trial and a failed trial retried twice unless ``run_config`` (or ``failure_config``) says
-        otherwise, ``callbacks`` after the user's, and Tune's TensorBoard logger as
-        :class:`~._trial_tensorboard.TrialTensorBoard` (which frees each trial's writer)."""
-        from ray import tune
-
-        from ._trial_tensorboard import trial_tensorboard
-
-        # A RunConfig fills in defaults as it is made (a FailureConfig without retries, a
-        # CheckpointConfig that keeps every checkpoint, a verbosity read from the environment), so
-        # the user's fields count where they differ from those, and the sweep's own apply otherwise.
-        run, default = self.run_config, tune.RunConfig()
-        given = {} if run is None else {f.name: getattr(run, f.name) for f in dataclasses.fields(run)}
-        ours = {*_OWNED_RUN, "failure_config", "checkpoint_config", "callbacks"}
-        failure = given.get("failure_config", default.failure_config)
-        checkpoint = given.get("checkpoint_config", default.checkpoint_config)
-        if failure == default.failure_config:
-            failure = tune.FailureConfig(max_failures=2)
-        if checkpoint == default.checkpoint_config:
-            checkpoint = tune.CheckpointConfig(num_to_keep=2)
-        user = list(given.get("callbacks") or [])
-        return tune.RunConfig(
-            **{k: v for k, v in given.items() if k not in ours},
-            name=sweep_dir.next_experiment(),
-            storage_path=sweep_dir.path,
-            storage_filesystem=None if _is_local(sweep_dir) else sweep_dir.filesystem,
-            verbose=self.verbose,
-            failure_config=self.failure_config or failure,
-            checkpoint_config=checkpoint,
-            callbacks=[*user, *callbacks, *trial_tensorboard(user)],
-        )
-
-
-def _is_local(sweep_dir: SweepDir) -> bool:
-    import pyarrow.fs as pafs
-
-    return isinstance(sweep_dir.filesystem, pafs.LocalFileSystem)
-
-
-def _trial_dirname(trial) -> str:
-    return trial.config["trial_key"]
+def _choice(field: str, value: Any, allowed: Sequence[str]) -> None:
+    if value not in allowed:
+        raise SpecError(f"`{field}`: got {value!r}; choose one of {', '.join(map(repr, allowed))}")
 
 
 def _check_owned(argument: str, config: Any, owned: dict[str, str]) -> None:
@@ -173,19 +185,30 @@ def _check_owned(argument: str, config: Any, owned: dict[str, str]) -> None:
             raise SpecError(f"`{argument}.{field}`: got {value!r}; a sweep sets it itself; use {instead}")
 
 
-def unknown_options(options: dict[str, Any]) -> None:
-    """Refuse keyword arguments ``sweep.run`` does not take, saying which Tune config holds them."""
-    if not options:
-        return
-    import dataclasses as dc
+def fold_options(options: RunOptions | None, keywords: Mapping[str, Any]) -> RunOptions:
+    """``options`` with the keyword arguments of ``sweep.run``'s older signature folded in
+    (``sweep.run(spec, resume=True)`` is ``options=RunOptions(resume=True)``); a keyword that is
+    no :class:`RunOptions` field is refused, naming the Tune config that holds it if one does,
+    and so is one given both ways."""
+    if options is not None and not isinstance(options, RunOptions):
+        raise SpecError(f"`options`: got {type(options).__name__}; give a sweep.RunOptions(...)")
+    options = options or RunOptions()
+    if not keywords:
+        return options
+    fields = {f.name for f in dataclasses.fields(RunOptions)}
+    for key in sorted(keywords):
+        if key not in fields:
+            raise SpecError(f"`{key}`: not an argument of sweep.run nor a field of sweep.RunOptions; {_hint(key)}")
+        if getattr(options, key) != getattr(RunOptions(), key):
+            raise SpecError(f"`{key}`: given both as sweep.run({key}=...) and in options=; give it once, in options")
+    return dataclasses.replace(options, **keywords)
 
+
+def _hint(key: str) -> str:
     from ray import tune
 
-    key = sorted(options)[0]
-    if key in {f.name for f in dc.fields(tune.TuneConfig)}:
-        hint = f"pass tune_config=tune.TuneConfig({key}=...)"
-    elif key in {f.name for f in dc.fields(tune.RunConfig)}:
-        hint = f"pass run_config=tune.RunConfig({key}=...)"
-    else:
-        hint = "see help(sweep.run) for its arguments"
-    raise SpecError(f"`{key}`: not an argument of sweep.run; {hint}")
+    if key in {f.name for f in dataclasses.fields(tune.TuneConfig)}:
+        return f"pass options=sweep.RunOptions(tune_config=tune.TuneConfig({key}=...))"
+    if key in {f.name for f in dataclasses.fields(tune.RunConfig)}:
+        return f"pass options=sweep.RunOptions(run_config=tune.RunConfig({key}=...))"
+    return f"its fields are {', '.join(f.name for f in dataclasses.fields(RunOptions))}"

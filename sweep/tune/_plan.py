@@ -10,6 +10,7 @@ measurement of the largest config (:func:`choose_block_size`): ``plan`` measures
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -17,6 +18,7 @@ import pyarrow.fs as pafs
 from .._configure import available_cpus, configure
 from .._errors import SpecError
 from ..planning import Plan, make_plan
+from ..problems import Dataset
 from ..spec import SweepSpec
 from ..store import SweepDir
 from . import _env, _race
@@ -24,7 +26,15 @@ from ._auto import Probe, choose_seeds_per_trial, largest_config, measure
 from ._checks import load_datasets
 from ._cluster import trial_slots
 
-__all__ = ["check_spec", "choose_block_size", "measured_block_size", "next_round", "plan", "stored_block_size"]
+__all__ = [
+    "block_size_here",
+    "check_spec",
+    "choose_block_size",
+    "measured_block_size",
+    "next_round",
+    "plan",
+    "stored_block_size",
+]
 
 
 def plan(
@@ -67,9 +77,7 @@ def plan(
         done, _ = sweep_dir.done(spec)
     seeds_per_trial = stored_block_size(spec, stored)
     if spec.seeds_per_trial == "auto" and seeds_per_trial is None:
-        config, hparams = largest_config(spec, datasets)
-        probe = measure(config, hparams, datasets[config.problem_id], spec.resources)
-        seeds_per_trial = choose_block_size(spec, config, probe, max(1, int(available_cpus() // spec.resources["cpu"])))
+        seeds_per_trial = block_size_here(spec, datasets, max(1, int(available_cpus() // spec.resources["cpu"])))
     return make_plan(spec, seeds_per_trial, done=done, wanted=next_round(spec, datasets, storage, storage_filesystem))
 
 
@@ -107,6 +115,13 @@ def choose_block_size(spec: SweepSpec, measured: SweepSpec, probe: Probe, slots:
         epochs=measured.training.epochs,
         slots=slots,
     )
+
+
+def block_size_here(spec: SweepSpec, datasets: Mapping[str, Dataset], slots: int) -> int:
+    """Measure the largest config in this process and choose the block size for ``slots``."""
+    config, hparams = largest_config(spec, datasets)
+    probe = measure(config, hparams, datasets[config.problem_id], spec.resources)
+    return choose_block_size(spec, config, probe, slots)
 
 
 def _probe_task(config: dict, hparams: tuple, dataset, resources: dict) -> tuple:

@@ -44,20 +44,26 @@ def relaying(listeners: list[Any]):
         _LISTENERS.clear()
 
 
+def notify(listeners: list[Any], hook: str, **info: Any) -> None:
+    """Call ``hook`` of every listener that has it; one that fails is taken off ``listeners``
+    with a warning (a tracker that fails must not fail the sweep)."""
+    for listener in list(listeners):
+        if hasattr(listener, hook):
+            try:
+                getattr(listener, hook)(**info)
+            except Exception as e:
+                listeners.remove(listener)
+                warnings.warn(
+                    f"{type(listener).__name__} failed ({type(e).__name__}: {' '.join(str(e).split())[:300]}); "
+                    f"it is off for the rest of this run",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+
+
 def _forward(hook: str) -> Callable[..., None]:  # Tune passes a hook's arguments by keyword
     def method(self, **info: Any) -> None:
-        for listener in list(_LISTENERS):
-            if hasattr(listener, hook):
-                try:
-                    getattr(listener, hook)(**info)
-                except Exception as e:  # a tracker that fails must not fail the sweep
-                    _LISTENERS.remove(listener)
-                    warnings.warn(
-                        f"{type(listener).__name__} failed ({type(e).__name__}: {' '.join(str(e).split())[:300]}); "
-                        f"it is off for the rest of this run",
-                        RuntimeWarning,
-                        stacklevel=2,
-                    )
+        notify(_LISTENERS, hook, **info)
 
     method.__name__ = hook
     return method

@@ -12,7 +12,9 @@ them (``Trial.error_file``, one ``Failure # N`` entry per failure). The reasons:
 - ``"node unreachable"``: the call to the trial failed before Ray knew why (a node killed
   outright is declared dead only after missed health checks);
 - ``"worker died"``: the trial's process died on its own (killed, out of memory);
-- ``"error: <the error's last line>"``: the trial raised.
+- ``"error: <the exception's own line>"``: the trial raised (:func:`error_line`: the
+  exception's ``Type: message`` line, not a note printed after it such as JAX's "For
+  simplicity, JAX has removed its internal frames ...").
 """
 
 from __future__ import annotations
@@ -38,13 +40,31 @@ def latest_failure(text: str) -> str:
     return text[starts[-1] :].strip() if starts else text.strip()
 
 
+_EXCEPTION = re.compile(
+    r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit|Preempted)\b(?:\(\w+\))?(?::|$)"
+)
+_NOTES = ("For simplicity, JAX has removed its internal frames", "The above exception was the direct cause")
+
+
+def error_line(text: str) -> str:
+    """The exception's own line of an error's text (``ModuleNotFoundError: No module named 'x'``):
+    the last line that names an exception, notes and separators printed after it left out; else
+    the last line that is not one of those ("" for no text)."""
+    lines = [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not line.strip().startswith(_NOTES) and set(line.strip()) != {"-"}
+    ]
+    return next((line for line in reversed(lines) if _EXCEPTION.match(line)), lines[-1] if lines else "")
+
+
 def reason_of(failure: str, width: int = 80) -> str:
     """The reason (see the module) for a failure's text."""
     for needle, reason in _REASONS:
         if needle in failure:
             return reason
-    lines = [line.strip() for line in failure.splitlines() if line.strip()]
-    return f"error: {lines[-1][:width]}" if lines else "error"
+    line = error_line(failure)
+    return f"error: {line[:width]}" if line else "error"
 
 
 def retry_reason(trial: Any) -> str:

@@ -133,6 +133,11 @@ def _saved_block(trial: TrialPlan, resume_from: str | None, filesystem) -> Saved
     elif resume_from is not None:
         with local_copy(filesystem, resume_from) as d:
             saved = load_block(d)
+    return check_saved(saved, trial)
+
+
+def check_saved(saved: SavedBlock | None, trial: TrialPlan) -> SavedBlock | None:
+    """``saved``, if it is a checkpoint of ``trial`` (its key and seeds); else a :class:`StoreError`."""
     if saved is not None and (saved.seeds != trial.seeds or saved.trial_id != trial.trial_key):
         raise StoreError(
             f"checkpoint of trial {saved.trial_id!r} (seeds {saved.seeds}) does not belong to "
@@ -141,7 +146,8 @@ def _saved_block(trial: TrialPlan, resume_from: str | None, filesystem) -> Saved
     return saved
 
 
-def _state_bytes(state) -> int:
+def state_nbytes(state) -> int:
+    """Bytes of a block's training state (what a checkpoint writes)."""
     import jax
 
     return sum(int(x.nbytes) for x in jax.tree_util.tree_leaves(state))
@@ -182,7 +188,7 @@ def train_trial(config: Mapping[str, Any], *, inputs: TrialInputs) -> None:
     if history is not None and int(state.epoch[0]) >= planned_epochs:  # already complete: say where it stands
         tune.report(metrics(history))
         return
-    pacer = Pacer(inputs.cadence, _state_bytes(state), time.time())
+    pacer = Pacer(inputs.cadence, state_nbytes(state), time.time())
     trained = fit(block, state, history)
     for state, history in trained:
         now, last = time.time(), int(history.epoch[-1]) >= planned_epochs

@@ -1,0 +1,90 @@
+"""Round policies: what a run trains next, apart from how it is trained (:mod:`._executor`).
+
+``sweep.run`` is one loop::
+
+    for wanted in policy.rounds(spec, sweep_dir):
+        outcome = executor.train(plan_round(spec, sweep_dir, wanted, ...))
+
+A policy is an object with two methods:
+
+- ``rounds(spec, sweep_dir)``: an iterator of *wanted* sets, each the seeds to train next per
+  configuration (``{(config_id, hparams_key): (seed, ...)}``), or ``None`` for every member of
+  the spec. The loop trains each round to completion (or stops) and refreshes ``sweep_dir``
+  before it asks for the next one, so a policy reads what the round trained from the sweep
+  directory (:meth:`sweep.store.SweepDir.done`, its checkpoints), never from the executor. The
+  iterator ends when nothing is left to train; it must decide from what the sweep directory
+  holds (and record what it decides there), so that a run killed at any point and resumed takes
+  the same rounds.
+- ``result(spec, sweep_dir, label)``: one line that says what the rounds decided, printed at the
+  end (``None``: nothing to say); ``label`` turns a configuration key into its grid values.
+
+:class:`FixedSeeds` is a policy of one round (``seeds=N``); :class:`RaceRounds` is the adaptive
+race (``seeds=sweep.Adaptive(...)``: :mod:`sweep.racing`'s rules, :mod:`._race`'s steps). A
+search over hyperparameters would be a third: it yields the configurations and seeds to try next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+from .._errors import SweepError
+from ..planning import make_plan
+from ..racing import Key
+from ..spec import SweepSpec
+from ..store import SweepDir
+from . import _race
+from ._plan import stored_block_size
+
+__all__ = ["FixedSeeds", "RaceRounds", "RoundPolicy", "Wanted", "policy_for"]
+
+Wanted = dict[Key, tuple[int, ...]] | None  # seeds per configuration; None: every member of the spec
+
+
+class RoundPolicy(Protocol):
+    """What to train next (see the module's docstring)."""
+
+    def rounds(self, spec: SweepSpec, sweep_dir: SweepDir) -> Iterator[Wanted]: ...
+
+    def result(self, spec: SweepSpec, sweep_dir: SweepDir, label: Callable[[Key], str]) -> str | None: ...
+
+
+class FixedSeeds:
+    """``seeds=N`` (or a list): one round of every member not trained yet, if there is one."""
+
+    def rounds(self, spec: SweepSpec, sweep_dir: SweepDir) -> Iterator[Wanted]:
+        done, _ = sweep_dir.done(spec)
+        if make_plan(spec, stored_block_size(spec, sweep_dir.plan()) or 10**9, done=done).trials:
+            yield None
+
+    def result(self, spec: SweepSpec, sweep_dir: SweepDir, label: Callable[[Key], str]) -> str | None:
+        return None
+
+
+class RaceRounds:
+    """The adaptive race: after each round, evaluate every round trained (each evaluation
+    recorded in ``plan.json``), then train the next round of the configurations still racing,
+    until the race is over. ``show`` gets every step (the live display's race table)."""
+
+    def __init__(self, show: Callable[[_race.RaceStep], Any] = lambda step: None):
+        self.show = show
+
+    def rounds(self, spec: SweepSpec, sweep_dir: SweepDir) -> Iterator[Wanted]:
+        before = None
+        while True:
+            step = _race.advance(spec, sweep_dir)
+            self.show(step)
+            if not step.wanted:
+                return
+            if step.wanted == before:
+                raise SweepError(f"sweep {spec.name!r}: the race's round {step.wanted} was trained but is not complete")
+            yield step.wanted
+            before = step.wanted
+
+    def result(self, spec: SweepSpec, sweep_dir: SweepDir, label: Callable[[Key], str]) -> str | None:
+        return _race.result(spec, _race.advance(spec, sweep_dir, record=False), label)
+
+
+def policy_for(spec: SweepSpec, show: Callable[[_race.RaceStep], Any] = lambda step: None) -> RoundPolicy:
+    """The policy of ``spec``: :class:`RaceRounds` with adaptive seeds, else :class:`FixedSeeds`."""
+    return FixedSeeds() if spec.adaptive is None else RaceRounds(show)

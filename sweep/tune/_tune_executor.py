@@ -1,0 +1,162 @@
+"""The Ray Tune executor (``RunOptions(executor="tune")``, the default): every trial of a round
+is a Tune trial; a round of more than a wave's trials runs as several experiments
+(:mod:`._waves`); ``restore`` fits the latest experiment again (``resume=True``)."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+
+import pyarrow.fs as pafs
+
+from ..problems import Dataset
+from ..spec import SweepSpec
+from ..store import SweepDir
+from ._aggregate import aggregate as aggregate_in_tasks
+from ._cadence import Cadence, cadence
+from ._checks import check_resources, check_worker_imports, check_writable
+from ._cluster import alive_nodes, ensure_ray, trial_slots
+from ._executor import Outcome, Round, Stopped
+from ._experiment import fit_experiment
+from ._options import RunOptions
+from ._plan import measured_block_size
+from ._relay import Relay
+from ._trainable import TrialInputs
+from ._tuner import tuner
+from ._waves import waves
+
+__all__ = ["TuneExecutor"]
+
+
+class TuneExecutor:
+    """Trains rounds as Ray Tune experiments in the sweep directory, with ``listeners`` (the
+    display first, then the trackers) behind every experiment's :class:`~._relay.Relay`."""
+
+    def __init__(
+        self, spec: SweepSpec, sweep_dir: SweepDir, options: RunOptions, display, trackers: list, validated: bool
+    ):
+        self.spec, self.sweep_dir, self.options = spec, sweep_dir, options
+        self.display, self.trackers = display, trackers
+        self.listeners = [display, *trackers]  # the display first
+        self.validated = validated
+        self.data_refs: dict = {}
+        self.nodes: list = []
+        self.slots = 1
+        self.pace: Cadence | None = None
+
+    @property
+    def ray_fs(self) -> pafs.FileSystem | None:
+        """The filesystem Tune gets (None: the local disk)."""
+        fs = self.sweep_dir.filesystem
+        return None if isinstance(fs, pafs.LocalFileSystem) else fs
+
+    def start(self, datasets: Mapping[str, Dataset]) -> None:
+        """Start Ray, check the storage and the cluster, put the datasets into the object store."""
+        import ray  # here: not in both threads at once
+
+        sweep_dir, options = self.sweep_dir, self.options
+        # Ray must start on this thread (its daemons die with the thread that started them); while
+        # ``ray.init`` waits for them (~2.5 s on a laptop), a helper thread checks the storage. The
+        # datasets were loaded before, on this thread alone: ``ray.init`` forks its daemons, and a
+        # fork during a multithreaded OpenBLAS call on another thread leaves that call waiting
+        # forever for BLAS threads the fork handler stopped.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-prepare") as pool:
+            prepared = pool.submit(check_writable, sweep_dir.filesystem, sweep_dir.path, sweep_dir.shown)
+            ensure_ray(options.address, quiet=options.quiet)
+            prepared.result()
+        self.nodes = alive_nodes()
+        check_resources(self.spec.resources, self.nodes)
+        if options.address is not None:  # a cluster: its workers may not import what this process does
+            check_worker_imports(self.spec)
+        self.slots = trial_slots(self.spec.resources, self.nodes)
+        if options.max_concurrent_trials:
+            self.slots = min(self.slots, int(options.max_concurrent_trials))
+        self.pace = cadence(options.checkpoint_every, self.slots, sweep_dir.filesystem)
+        self.data_refs = {key: ray.put(d) for key, d in datasets.items()}
+        self.display.start()
+
+    def block_size(self, spec: SweepSpec, datasets: Mapping[str, Dataset]) -> int:
+        """Measured in a Ray task with a trial's resources, for the cluster's slots."""
+        return measured_block_size(spec, dict(datasets), self.data_refs, self.nodes)
+
+    def _trainable(self, trials, resume_from: Mapping[str, str]):
+        """The trial function with its inputs in the object store: each trial's plan (and partial
+        checkpoint to resume from) as its own object, so that a trial fetches only its own."""
+        import ray
+        from ray import tune
+
+        from ._preemption import preemptible
+        from ._trainable import train_trial
+
+        refs = ray.put(
+            {t.trial_key: ray.put({"plan": t.to_dict(), "resume_from": resume_from.get(t.trial_key)}) for t in trials}
+        )
+        assert self.pace is not None  # set by start()
+        inputs = TrialInputs(refs, self.data_refs, self.ray_fs, self.options.trial_hooks, self.pace)
+        resources = self.spec.resources
+        return tune.with_resources(
+            preemptible(tune.with_parameters(train_trial, inputs=inputs)),
+            {"cpu": resources["cpu"], "gpu": resources["gpu"]},
+        )
+
+    def _fit(self, make_tuner, trials) -> Outcome:
+        stopped, failures, interrupted = fit_experiment(
+            make_tuner, trials, self.listeners, quiet=self.options.quiet, slots=self.slots
+        )
+        if interrupted:
+            raise Stopped
+        return Outcome(frozenset(stopped), tuple(failures))
+
+    def restore(self) -> Outcome:
+        """Fit the latest Tune experiment again (errored trials resumed from their checkpoints)."""
+        from ray import tune
+
+        sweep_dir, stored = self.sweep_dir, self.sweep_dir.plan()
+        names = sweep_dir.experiments() if stored is not None else []
+        if stored is None or not names:
+            return Outcome()
+        exp_path = f"{sweep_dir.path}/{names[-1]}"
+        if not tune.Tuner.can_restore(exp_path, storage_filesystem=self.ray_fs):
+            return Outcome()
+        done, _ = sweep_dir.done(self.spec)
+        left = [
+            t
+            for t in stored.trials
+            if t.trial_key not in stored.stopped_trials and any(m not in done for m in t.member_ids())
+        ]
+        for tracker in self.trackers:
+            tracker.add(stored.trials)
+        # the restored experiment keeps its callbacks, among them the relay to this call's display
+        return self._fit(
+            lambda: tune.Tuner.restore(
+                exp_path,
+                trainable=self._trainable(stored.trials, {}),
+                resume_errored=True,
+                restart_errored=False,
+                storage_filesystem=self.ray_fs,
+            ),
+            left,
+        )
+
+    def train(self, round: Round) -> Outcome:
+        """One experiment per wave of the round's trials."""
+        for tracker in self.trackers:
+            tracker.add(round.trials)
+        self.display.state.add(round.trials)  # the display counts every trial, whichever wave it is in
+        trainable = self._trainable(round.trials, round.resume_from)  # once for every wave: Tune keeps it
+        stopped: frozenset[str] = frozenset()
+        failures: tuple[str, ...] = ()
+        for wave in waves(round.trials, self.options, self.slots):
+            keys = [t.trial_key for t in wave]
+            outcome = self._fit(
+                lambda keys=keys: tuner(self.options, trainable, keys, self.sweep_dir, self.validated, [Relay()]),
+                wave,
+            )
+            stopped, failures = stopped | outcome.stopped, failures + outcome.failures
+            gc.collect()  # the wave's Tune records (cycles among them) go before the next wave starts
+        return Outcome(stopped, failures)
+
+    def aggregate(self, only_complete: bool) -> None:
+        """By Ray tasks, in parallel (:func:`sweep.tune.aggregate`)."""
+        aggregate_in_tasks(self.sweep_dir, only_complete=only_complete)

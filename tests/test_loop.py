@@ -1,0 +1,111 @@
+"""The run loop in-process (``RunOptions(executor="local")``): the same store as Ray Tune's, resume
+after a failed trial, more seeds, bad options; ``sweep.RunOptions`` and the old keywords."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+import equinox as eqx
+import pytest
+from helpers import tiny_spec, tree_allclose
+
+import sweep
+from sweep.training import load_block
+from sweep.tune import TrialHooks
+
+LOCAL = sweep.RunOptions(executor="local")
+
+
+def store_files(path) -> dict:
+    """Every file of the store, by name: its sha256 (as the manifest lists it)."""
+    manifest = json.loads((Path(path) / "ensembles" / "manifest.json").read_text())
+    return {name: entry["sha256"] for name, entry in manifest["files"].items()}
+
+
+class FailOnce:
+    """``after_report``: the first trial to report fails (once per marker file)."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __call__(self, trial_key: str, epoch: int) -> None:
+        if not os.path.exists(self.marker):
+            Path(self.marker).touch()
+            raise RuntimeError(f"injected failure in {trial_key}")
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory):
+    return Path(sweep.run(tiny_spec(), storage=str(tmp_path_factory.mktemp("local")), options=LOCAL))
+
+
+def test_the_local_and_the_tune_executor_write_the_same_store(local_run, ray_session, tmp_path):
+    path = sweep.run(tiny_spec(), storage=str(tmp_path), options=sweep.RunOptions(address=ray_session))
+    assert store_files(path) == store_files(local_run)
+    assert sorted(p.name for p in local_run.iterdir() if p.name.startswith("tune-")) == []  # no Tune experiment
+    assert len(list(local_run.glob("local/*/checkpoint_*/block.json"))) == 2  # the newest checkpoint per trial
+
+
+def test_a_failed_trial_is_named_and_resume_continues_to_the_same_store(local_run, tmp_path):
+    hooks = TrialHooks(after_report=FailOnce(str(tmp_path / "failed")))
+    with pytest.raises(sweep.SweepError, match=r"1 trial\(s\) .* failed \(first: .*RuntimeError: injected failure"):
+        sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, trial_hooks=hooks))
+    path = sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
+    assert store_files(path) == store_files(local_run)
+
+
+def test_more_seeds_train_only_the_new_members(local_run, tmp_path, capsys):
+    import shutil
+
+    shutil.copytree(local_run, tmp_path / "tiny", symlinks=True)
+    before = {p: p.read_bytes() for p in (tmp_path / "tiny" / "local").rglob("state.eqx")}
+    assert len(sweep.plan(tiny_spec(seeds=6), storage=str(tmp_path)).trials) == 1
+    path = sweep.run(tiny_spec(seeds=6), storage=str(tmp_path), options=LOCAL)
+    assert {p: p.read_bytes() for p in before} == before  # old checkpoints untouched
+    (new_block,) = [p for p in Path(path).glob("local/*/checkpoint_*/state.eqx") if p not in before]
+    model, _ = sweep.train_block(tiny_spec(seeds=6), [4, 5])
+    saved = load_block(new_block.parent)
+    assert saved.seeds == (4, 5)
+    assert tree_allclose(saved.state.params, eqx.filter(model, eqx.is_array), exact=True)
+    old, new = sweep.load(local_run), sweep.load(path)
+    assert new.table.num_rows == 6
+    assert new.where(seed=1).table["val_loss"].to_pylist() == old.where(seed=1).table["val_loss"].to_pylist()
+    capsys.readouterr()
+    sweep.run(tiny_spec(seeds=6), storage=str(tmp_path), options=LOCAL)
+    assert "nothing to train: 6 members already in" in capsys.readouterr().out
+
+
+def test_run_options_fold_the_old_keywords_and_refuse_unknown_ones(tmp_path):
+    with pytest.raises(sweep.SpecError, match=r"`executor`: got 'ray'; choose one of 'tune', 'local'"):
+        sweep.RunOptions(executor="ray")
+    with pytest.raises(sweep.SpecError, match=r"`progress`: got 'loud'"):
+        sweep.RunOptions(progress="loud")
+    with pytest.raises(sweep.SpecError, match=r"`address`: got 'auto'; executor='local' trains in this process"):
+        sweep.RunOptions(executor="local", address="auto")
+    with pytest.raises(sweep.SpecError, match=r"`resume`: given both as sweep.run\(resume=...\) and in options="):
+        sweep.run(tiny_spec(), storage=str(tmp_path), options=sweep.RunOptions(resume=True), resume=False)
+    with pytest.raises(sweep.SpecError, match=r"`options`: got dict; give a sweep.RunOptions"):
+        sweep.run(tiny_spec(), storage=str(tmp_path), options={"resume": True})
+    with pytest.raises(sweep.SpecError, match=r"`checkpoint_every`: got 0"):
+        sweep.run(tiny_spec(), storage=str(tmp_path), executor="local", checkpoint_every=0)
+    assert not (tmp_path / "tiny").exists()  # refused before anything was written
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        LOCAL.resume = True  # type: ignore[misc]
+    assert sweep.RunOptions(loggers="tensorboard").loggers == ("tensorboard",)
+
+
+def test_the_local_executor_feeds_the_trackers_and_the_display(tmp_path, capsys):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    options = dataclasses.replace(LOCAL, loggers=("tensorboard",), progress="plain")
+    path = Path(sweep.run(tiny_spec(), storage=str(tmp_path), options=options))
+    assert "trials 2/2 done" in capsys.readouterr().out
+    for row in sweep.load(path).table.to_pylist():
+        (run,) = (path / "tensorboard").glob(f"*/seed={row['seed']}")  # one run per member
+        events = EventAccumulator(str(run))
+        events.Reload()
+        assert [s.step for s in events.Scalars("val_loss")] == row["history_epochs"]
+        assert [s.value for s in events.Scalars("val_loss")] == pytest.approx(row["val_loss_history"], rel=1e-6)
