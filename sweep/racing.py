@@ -282,6 +282,26 @@ def guarantee(confidence: float, precision: float | None) -> str:
     return f"intervals simultaneous at {confidence:g}"
 
 
+def decides(adaptive: Adaptive, race: Race, num_configs: int) -> str:
+    """How the race decides and from when: ``rank tests against the best, first decision after 6
+    seeds``, or what keeps it from deciding anything."""
+    rule = rule_of(adaptive, race)
+    how = (
+        "rank tests against the best"
+        if rule == "rank"
+        else f"each interval at {interval_level(adaptive, num_configs):.4g}"
+    )
+    first = first_decision(adaptive, num_configs, rule)
+    if num_configs < 2:
+        return f"{how}; one configuration: nothing to compare"
+    if first is None:
+        return (
+            f"{how}; no configuration can be eliminated within max={adaptive.max} seeds at confidence "
+            f"{adaptive.confidence:g}: raise max or lower confidence"
+        )
+    return f"{how}, first decision after {first} seeds"
+
+
 def resamples(level: float) -> int:
     """Bootstrap resamples for an interval at ``level``: 2000, or enough that each tail holds
     :data:`TAIL_RESAMPLES` of them (at most :data:`MAX_RESAMPLES`)."""

@@ -21,9 +21,9 @@ from sweep.planning import hparams_key
 from sweep.tune import TrialHooks
 
 LEARNING_RATES = [1e-2, 1e-5, 3e-3]
-# 3 configurations x 2 rounds at confidence 0.75, one tail each: intervals at 1 - 2 * 0.25/6, from 5
-# seeds (round 2) on
-SEEDS = sweep.Adaptive(start=4, step=2, max=6, confidence=0.75)
+# 3 configurations at confidence 0.9: rank tests at 0.1 / 6 (6 ordered pairs), which 4 seeds against 4
+# (at best 1 / 70) cannot reach and 6 against 6 (1 / 924) can: the first decision is at round 2
+SEEDS = sweep.Adaptive(start=4, step=2, max=6, confidence=0.9)
 
 
 def race_spec(rates=LEARNING_RATES, **changes) -> sweep.SweepSpec:
@@ -87,7 +87,7 @@ def test_sweep_show_lists_the_decisions(raced):
     assert result.exit_code == 0, result.output
     text = result.output
     assert "race on val_loss (lower is better; start 4, step 2, max 6)" in text
-    assert "a best configuration kept at 0.75 (each interval at 0.9167)" in text
+    assert "a best configuration kept at 0.9 (rank tests against the best, first decision after 6 seeds)" in text
     line = next(line for line in text.splitlines() if line.lstrip().startswith("1e-05"))
     assert "eliminated" in line.split() and "2" in line.split()
 
@@ -96,7 +96,9 @@ def test_a_finished_race_has_nothing_to_train(raced, capsys):
     before = sorted(p.name for p in raced.glob("tune-*"))
     sweep.run(race_spec(), storage=str(raced.parent), progress="plain")
     assert sorted(p.name for p in raced.glob("tune-*")) == before
-    assert "race on val_loss (lower is better): over after" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "race on val_loss (lower is better): over after" in out
+    assert "(rank tests against the best, first decision after 6 seeds)" in out
 
 
 def test_stopped_after_a_decision_was_written_resumes_to_the_same_race(raced, tmp_path, monkeypatch):
@@ -187,7 +189,12 @@ def test_a_race_needs_a_validation_set(ray_session, tmp_path):
 
 
 def test_plan_shows_the_next_round(raced):
-    assert {t.seeds for t in sweep.plan(race_spec()).trials} == {SEEDS.seeds_in(1)}
+    planned = sweep.plan(race_spec())
+    assert {t.seeds for t in planned.trials} == {SEEDS.seeds_in(1)}
+    assert "race of 3 configurations on val_loss (start 4, step 2, max 6): a best configuration kept at 0.9 " in str(
+        planned
+    )
+    assert "first decision after 6 seeds" in str(planned)  # what `sweep plan` prints
     assert sweep.plan(race_spec(), storage=str(raced.parent)).trials == ()  # the race is over
 
 
