@@ -52,6 +52,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._canonical import digest
+from ._mean_interval import Interval, mean_interval, min_seeds
 from ._rank_test import round_levels, worse_p
 from .spec import Adaptive
 
@@ -63,18 +64,6 @@ ENDS = {  # why a race ended
     "none_racing": "every configuration decided or eliminated",
     "max_reached": "every configuration still racing has max seeds",
 }
-MIN_RESAMPLES = 2000  # as every interval of sweep.ensemble: the level's tails get at least TAIL_RESAMPLES
-TAIL_RESAMPLES = 20
-MAX_RESAMPLES = 200_000
-
-
-class Interval(NamedTuple):
-    """The mean of a configuration's values over ``used`` seeds and its interval, in the metric's units."""
-
-    mean: float
-    low: float
-    high: float
-    used: int
 
 
 def _json_number(x: float) -> float | str | None:
@@ -302,56 +291,9 @@ def decides(adaptive: Adaptive, race: Race, num_configs: int) -> str:
     return f"{how}, first decision after {first} seeds"
 
 
-def resamples(level: float) -> int:
-    """Bootstrap resamples for an interval at ``level``: 2000, or enough that each tail holds
-    :data:`TAIL_RESAMPLES` of them (at most :data:`MAX_RESAMPLES`)."""
-    return int(min(MAX_RESAMPLES, max(MIN_RESAMPLES, math.ceil(TAIL_RESAMPLES / ((1.0 - level) / 2)))))
-
-
 def interval_seed(sweep_seed: int, round: int, key: Key) -> int:
     """The resampling seed of a configuration's interval at ``round``."""
     return int(digest([sweep_seed, round, list(key)], 16), 16)
-
-
-def min_seeds(level: float) -> int:
-    """The fewest values a percentile bootstrap interval at ``level`` needs: ``ceil(log2(2 / (1 -
-    level)))``. Such an interval never reaches beyond the values, and the range of ``n`` values
-    misses the median of their distribution with probability ``2**(1 - n)``; from fewer values it
-    would claim more confidence than it can have."""
-    return max(2, math.ceil(math.log2(2.0 / (1.0 - level)) - 1e-9))
-
-
-def mean_interval(values: np.ndarray, level: float, seed: int) -> Interval:
-    """The mean of the finite ``values`` and its percentile bootstrap interval at ``level``.
-
-    No finite value: mean and interval are NaN (the configuration can be neither best nor kept);
-    fewer than :func:`min_seeds` values: the interval is unbounded (nothing can be decided on
-    them); all equal: the interval is that value.
-    """
-    v = np.asarray(values, np.float64)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return Interval(math.nan, math.nan, math.nan, 0)
-    mean = float(v.mean())
-    if v.size < min_seeds(level):
-        return Interval(mean, -math.inf, math.inf, int(v.size))
-    if np.ptp(v) == 0:
-        return Interval(mean, float(v[0]), float(v[0]), int(v.size))
-    from scipy import stats
-
-    b = resamples(level)
-    result = stats.bootstrap(
-        (v,),
-        np.mean,
-        n_resamples=b,
-        batch=max(1, 2**22 // v.size),
-        confidence_level=level,
-        method="percentile",
-        vectorized=True,
-        rng=np.random.default_rng(seed),
-    )
-    low, high = result.confidence_interval
-    return Interval(mean, float(low), float(high), int(v.size))
 
 
 # -- the race -------------------------------------------------------------------------------------
