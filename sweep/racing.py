@@ -232,17 +232,19 @@ def rule_of(adaptive: Adaptive, race: Race) -> str:
 
 
 def rank_levels(adaptive: Adaptive, num_configs: int) -> tuple[float, ...]:
-    """Rule ``"rank"``: the level of the tests at rounds ``1..rounds`` (``0.0`` where ``min``
-    seeds cannot reach it).
+    """Rule ``"rank"``: the level of the tests at rounds ``1..rounds`` (``0.0`` at a round whose
+    seeds cannot give a p-value that small: ``n`` against ``n`` give at least ``1 / C(2n, n)``).
 
     ``1 - confidence`` is divided among the ``K (K - 1)`` ordered pairs of configurations; of a
     pair's share, the ``k``-th round that can decide spends ``1 / (k (k + 1))``, the last one what
     is left. A configuration ``b`` whose values are stochastically no worse than every other's is
-    eliminated only if its test against the configuration that is best at some round rejects: at
-    most ``K - 1`` pairs per round, each rejecting with probability at most its level whatever the
-    distribution, so by the union bound every such ``b`` stays (together) with probability at
-    least ``confidence``. For 3 configurations, ``start=3, step=3, max=9`` and 0.95: ``(0,
-    0.0042, 0.0042)``, so 6 seeds all worse than the best's 6 (p ``1 / 924``) are eliminated.
+    eliminated only if its test against the configuration that is best at some round rejects; if
+    its seeds are independent draws, each of its ``K - 1`` pairs rejects at a round with
+    probability at most the level, whatever the distribution (worse values of the other only raise
+    the p-value). Over all such ``b`` (at most ``K``) and all rounds, by the union bound, every one
+    of them stays with probability at least ``confidence``: with equal configurations, all of
+    them. For 3 configurations, ``start=3, step=3, max=9`` and 0.95: ``(0, 0.0042, 0.0042)``, so 6
+    seeds all worse than the best's 6 (p ``1 / 924``) are eliminated.
     """
     seeds = [adaptive.seeds_through(r) for r in range(1, adaptive.rounds + 1)]
     return round_levels(seeds, adaptive.confidence, num_configs)

@@ -37,8 +37,9 @@ class Adaptive:
     configuration's seeds are independent draws, every configuration whose values are
     stochastically no worse than any other's (every one, when all are equal) is kept with
     probability at least ``confidence``, whatever their distribution. The first decision comes as
-    soon as seeds all worse than the best's could be eliminated: after 6 seeds for 3
-    configurations, 8 for 8 configurations at 0.95 (``sweep plan`` and the live display say when).
+    soon as seeds all worse than the best's could be eliminated: at 0.95, after 6 seeds for 3
+    configurations with ``start=3, step=3``, after 8 for up to 16 configurations with the defaults
+    (``sweep plan`` and the live display say when).
     With ``precision``, the race decides by percentile bootstrap intervals of the means instead
     (corrected by the union bound over configurations and the rounds with seeds enough for a
     bounded interval): one whose interval lies wholly on the worse side of the best's is
