@@ -195,7 +195,8 @@ def test_plan_shows_the_next_round(raced):
         planned
     )
     assert "first decision after 6 seeds" in str(planned)  # what `sweep plan` prints
-    assert sweep.plan(race_spec(), storage=str(raced.parent)).trials == ()  # the race is over
+    stored = sweep.plan(race_spec(), storage=str(raced.parent))
+    assert stored.trials == () and stored.race == racing.Race.from_dict(plan_race(raced))  # the race is over
 
 
 DRIVER = textwrap.dedent("""

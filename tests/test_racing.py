@@ -366,3 +366,20 @@ def test_the_command_line_sets_a_field_of_adaptive_seeds():
     assert spec.adaptive == sweep.Adaptive(max=32) and spec.grid == {"model.depth": (1, 2)}
     with pytest.raises(sweep.SpecError, match=r"`seeds.adaptive.start`: got 1"):
         apply_overrides(spec, ["seeds.adaptive.start=1"])
+
+
+def test_a_plan_says_how_its_race_decides_and_from_when():
+    spec = tiny_spec(
+        seeds=sweep.Adaptive(start=4, step=4, max=24), grid={"optimizer.learning_rate": [1e-3, 3e-3, 1e-2, 3e-2]}
+    )
+    new = str(Plan(spec, (), 2))
+    assert "race of 4 configurations on val_loss (start 4, step 4, max 24): a best configuration kept at 0.95" in new
+    assert "(rank tests against the best, first decision after 8 seeds)" in new
+    stored = json.loads((Path(__file__).parent / "race_before_rank_rule.json").read_text())
+    old = str(Plan(spec, (), 2, race=racing.Race.from_dict(stored)))  # goes on under its intervals
+    level = racing.interval_level(spec.adaptive, 4)
+    assert f"(each interval at {level:.4g}, first decision after 12 seeds)" in old
+    few = tiny_spec(seeds=sweep.Adaptive(start=2, step=1, max=4), grid={"optimizer.learning_rate": [1e-3, 3e-3, 1e-2]})
+    assert "no configuration can be eliminated within max=4 seeds at confidence 0.95: raise max" in str(
+        Plan(few, (), 2)
+    )

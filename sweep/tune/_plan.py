@@ -9,6 +9,7 @@ measurement of the largest config (:func:`choose_block_size`): ``plan`` measures
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -70,7 +71,11 @@ def plan(
         config, hparams = largest_config(spec, datasets)
         probe = measure(config, hparams, datasets[config.problem_id], spec.resources)
         seeds_per_trial = choose_block_size(spec, config, probe, max(1, int(available_cpus() // spec.resources["cpu"])))
-    return make_plan(spec, seeds_per_trial, done=done, wanted=next_round(spec, datasets, storage, storage_filesystem))
+    planned = make_plan(
+        spec, seeds_per_trial, done=done, wanted=next_round(spec, datasets, storage, storage_filesystem)
+    )
+    race = None if stored is None else stored.race  # its evaluations so far: the rule it goes on under
+    return planned if race is None else dataclasses.replace(planned, race=race)
 
 
 def check_spec(spec: Any) -> None:
