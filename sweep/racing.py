@@ -28,7 +28,8 @@ in every :class:`Evaluation` so that a stored race goes on under the rule it sta
   draws, every configuration whose values are stochastically no worse than any other's (all of
   them, when the configurations are equal) is kept with probability at least ``confidence``, for
   any distribution of the values. A race decides from the first round whose seeds can give a
-  p-value that small (:func:`first_decision`: 6 seeds for 3 configurations at 0.95).
+  p-value that small (:func:`first_decision`: 6 seeds for 3 configurations at 0.95 with ``start=3,
+  step=3``).
 * ``"interval"`` (races with ``precision``, and races stored before the rank rule): each interval
   is a percentile bootstrap interval of the mean over the configuration's seeds so far
   (``scipy.stats.bootstrap``), its level corrected by the union bound over ``K`` configurations
