@@ -17,7 +17,7 @@ import pyarrow.fs as pafs
 from ._canonical import canonical_json, digest
 from ._errors import StoreError
 from ._fs import ONE_COMPONENT, confined, exists, read_text, write_text_atomic
-from .racing import Key, Race
+from .racing import Key, Race, decides, guarantee
 from .spec import SweepSpec, hparam_name
 
 __all__ = [
@@ -198,11 +198,25 @@ class Plan:
             f"sweep {self.spec.name!r}: {len(self.trials)} trials, {self.num_members} members, "
             f"{len(self.config_ids)} structural configs; each trial: {res['cpu']:g} CPU{gpu}, "
             f"up to {self.seeds_per_trial} seeds per block",
+            *self._race_lines(),
             *("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]),
         ]
         if len(self.trials) > 50:
             lines.append(f"... and {len(self.trials) - 50} more trials")
         return "\n".join(lines)
+
+    def _race_lines(self) -> list[str]:
+        """With adaptive seeds: the race's promise and the seeds from which it can decide."""
+        adaptive = self.spec.adaptive
+        if adaptive is None:
+            return []
+        num_configs = sum(len(hsets) for _, hsets in self.spec.expand())
+        race = self.race or Race()
+        return [
+            f"race of {num_configs} configurations on {adaptive.metric} (start {adaptive.start}, step "
+            f"{adaptive.step}, max {adaptive.max}): {guarantee(adaptive.confidence, adaptive.precision)} "
+            f"({decides(adaptive, race, num_configs)})"
+        ]
 
 
 def grid_names(grid_keys: Iterable[str], reserved: Iterable[str] = ()) -> dict[str, str]:

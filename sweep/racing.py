@@ -16,17 +16,31 @@ race takes the same steps as an uninterrupted one::
 
 :func:`simulate` runs a whole race on values known in advance (tests, the benchmark).
 
-The statistics (docs: How-to guides > Adaptive seeds): each interval is a percentile bootstrap
-interval of the mean over the configuration's seeds so far (``scipy.stats.bootstrap``), its level
-corrected by the union bound over ``K`` configurations and the ``R`` rounds that can give a
-bounded interval (:func:`interval_level`). Without ``precision``, the race reads one end of each
-interval (a configuration's end towards the best, the best's end towards the others): each end
-misses with probability ``(1 - confidence) / (K * R)``, and with probability at least
-``confidence`` a configuration with the best mean is never eliminated. With ``precision``, a
-decided configuration's whole interval is a claim: each interval is at ``1 - (1 - confidence) /
-(K * R)``, and every interval the race computes covers its configuration's mean together with
-probability at least ``confidence``. Each interval's resampling is seeded from (``sweep_seed``,
-round, configuration), so it is the same number wherever and whenever it is computed.
+The statistics (docs: How-to guides > Adaptive seeds) follow one of two :data:`RULES`, recorded
+in every :class:`Evaluation` so that a stored race goes on under the rule it started with
+(:func:`rule_of`):
+
+* ``"rank"`` (races without ``precision``): each racing configuration is tested against the best
+  (by mean) with an exact one-sided Wilcoxon-Mann-Whitney rank test (:mod:`sweep._rank_test`) and
+  eliminated when its p-value is at most the round's level (:func:`rank_levels`). The levels split
+  ``1 - confidence`` over the ``K (K - 1)`` ordered pairs of configurations and spend it over the
+  rounds that can decide, most on the first: if the seeds of each configuration are independent
+  draws, every configuration whose values are stochastically no worse than any other's (all of
+  them, when the configurations are equal) is kept with probability at least ``confidence``, for
+  any distribution of the values. A race decides from the first round whose seeds can give a
+  p-value that small (:func:`first_decision`: 6 seeds for 3 configurations at 0.95 with ``start=3,
+  step=3``).
+* ``"interval"`` (races with ``precision``, and races stored before the rank rule): each interval
+  is a percentile bootstrap interval of the mean over the configuration's seeds so far
+  (``scipy.stats.bootstrap``), its level corrected by the union bound over ``K`` configurations
+  and the ``R`` rounds that can give a bounded interval (:func:`interval_level`). Without
+  ``precision``, the race reads one end of each interval: each end misses with probability ``(1 -
+  confidence) / (K * R)``, and with probability at least ``confidence`` a configuration with the
+  best mean is never eliminated. With ``precision``, a decided configuration's whole interval is
+  a claim: each interval is at ``1 - (1 - confidence) / (K * R)``, and every interval the race
+  computes covers its configuration's mean together with probability at least ``confidence``.
+  Each interval's resampling is seeded from (``sweep_seed``, round, configuration), so it is the
+  same number wherever and whenever it is computed.
 """
 
 from __future__ import annotations
@@ -39,27 +53,18 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._canonical import digest
+from ._mean_interval import Interval, mean_interval, min_seeds
+from ._rank_test import round_levels, worse_p
 from .spec import Adaptive
 
 Key = tuple[str, str]  # (config_id, hparams_key text): one configuration
 STATUSES = ("racing", "eliminated", "decided")
+RULES = ("rank", "interval")  # how a race decides: rank tests against the best, or intervals of the means
 ENDS = {  # why a race ended
     "one_left": "one configuration left",
     "none_racing": "every configuration decided or eliminated",
     "max_reached": "every configuration still racing has max seeds",
 }
-MIN_RESAMPLES = 2000  # as every interval of sweep.ensemble: the level's tails get at least TAIL_RESAMPLES
-TAIL_RESAMPLES = 20
-MAX_RESAMPLES = 200_000
-
-
-class Interval(NamedTuple):
-    """The mean of a configuration's values over ``used`` seeds and its interval, in the metric's units."""
-
-    mean: float
-    low: float
-    high: float
-    used: int
 
 
 def _json_number(x: float) -> float | str | None:
@@ -78,6 +83,7 @@ class Standing:
     seeds: int  # seeds of rounds 1..round
     interval: Interval
     status: str
+    p: float | None = None  # rule "rank": the p-value of its test against the best (None: not tested)
 
     @property
     def key(self) -> Key:
@@ -92,6 +98,7 @@ class Standing:
             **{f: _json_number(getattr(self.interval, f)) for f in ("mean", "low", "high")},
             "used": self.interval.used,
             "status": self.status,
+            "p": self.p,
         }
 
     @classmethod
@@ -107,22 +114,26 @@ class Standing:
             int(data["seeds"]),
             interval,
             data["status"],
+            None if data.get("p") is None else float(data["p"]),
         )
 
 
 @dataclasses.dataclass(frozen=True)
 class Evaluation:
     """One round of the race: the standing of every configuration not eliminated before it, the
-    best one (by mean) and the level of the intervals."""
+    best one (by mean), the rule that decided (a key of :data:`RULES`) and its level: of the
+    intervals (rule ``"interval"``), of the tests of the latest round (rule ``"rank"``)."""
 
     number: int  # 1-based
     level: float
     standings: tuple[Standing, ...]
     best: Key | None
+    rule: str = "interval"  # what races recorded before the rank rule decided by
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "number": self.number,
+            "rule": self.rule,
             "level": self.level,
             "best": None if self.best is None else list(self.best),
             "standings": [s.to_dict() for s in self.standings],
@@ -131,11 +142,15 @@ class Evaluation:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Evaluation:
         best = data.get("best")
+        rule = data.get("rule", "interval")
+        if rule not in RULES:
+            raise ValueError(f"rule {rule!r} is not one of {', '.join(RULES)}")
         return cls(
             int(data["number"]),
             float(data["level"]),
             tuple(Standing.from_dict(s) for s in data["standings"]),
             None if best is None else (str(best[0]), str(best[1])),
+            rule,
         )
 
 
@@ -208,6 +223,49 @@ def interval_level(adaptive: Adaptive, num_configs: int) -> float:
     return 1.0 - budget / rounds
 
 
+def rule_of(adaptive: Adaptive, race: Race) -> str:
+    """The rule the race's next evaluation decides by (a key of :data:`RULES`): ``"interval"``
+    with ``precision`` (a decided configuration's interval is a claim) and for a race that began
+    under it (every race stored before the rank rule), else ``"rank"``."""
+    if adaptive.precision is not None or (race.evaluations and race.evaluations[0].rule == "interval"):
+        return "interval"
+    return "rank"
+
+
+def rank_levels(adaptive: Adaptive, num_configs: int) -> tuple[float, ...]:
+    """Rule ``"rank"``: the level of the tests at rounds ``1..rounds`` (``0.0`` at a round whose
+    seeds cannot give a p-value that small: ``n`` against ``n`` give at least ``1 / C(2n, n)``).
+
+    ``1 - confidence`` is divided among the ``K (K - 1)`` ordered pairs of configurations; of a
+    pair's share, the ``k``-th round that can decide spends ``1 / (k (k + 1))``, the last one what
+    is left. A configuration ``b`` whose values are stochastically no worse than every other's is
+    eliminated only if its test against the configuration that is best at some round rejects; if
+    its seeds are independent draws, each of its ``K - 1`` pairs rejects at a round with
+    probability at most the level, whatever the distribution (worse values of the other only raise
+    the p-value). Over all such ``b`` (at most ``K``) and all rounds, by the union bound, every one
+    of them stays with probability at least ``confidence``: with equal configurations, all of
+    them. For 3 configurations, ``start=3, step=3, max=9`` and 0.95: ``(0, 0.0042, 0.0042)``, so 6
+    seeds all worse than the best's 6 (p ``1 / 924``) are eliminated.
+    """
+    seeds = [adaptive.seeds_through(r) for r in range(1, adaptive.rounds + 1)]
+    return round_levels(seeds, adaptive.confidence, num_configs)
+
+
+def first_decision(adaptive: Adaptive, num_configs: int, rule: str = "rank") -> int | None:
+    """The seeds of the first round at which a configuration can be eliminated under ``rule``
+    (None: the budget lets the race decide nothing). Rule ``"rank"``: the first round whose level
+    a p-value from that many seeds can reach (``1 / C(2n, n)``); rule ``"interval"``: the first
+    with :func:`min_seeds` of :func:`interval_level`."""
+    if rule == "rank":
+        levels = rank_levels(adaptive, num_configs)
+        decisive = (r for r, level in enumerate(levels, 1) if level > 0)
+    else:
+        needed = min_seeds(interval_level(adaptive, num_configs))
+        decisive = (r for r in range(1, adaptive.rounds + 1) if adaptive.seeds_through(r) >= needed)
+    first = next(decisive, None)
+    return None if first is None or num_configs < 2 else adaptive.seeds_through(first)
+
+
 def guarantee(confidence: float, precision: float | None) -> str:
     """What a race's ``confidence`` holds, in words (the live display, ``sweep show``, the store):
     without ``precision`` the best is kept, with it every interval covers (:func:`interval_level`)."""
@@ -216,56 +274,29 @@ def guarantee(confidence: float, precision: float | None) -> str:
     return f"intervals simultaneous at {confidence:g}"
 
 
-def resamples(level: float) -> int:
-    """Bootstrap resamples for an interval at ``level``: 2000, or enough that each tail holds
-    :data:`TAIL_RESAMPLES` of them (at most :data:`MAX_RESAMPLES`)."""
-    return int(min(MAX_RESAMPLES, max(MIN_RESAMPLES, math.ceil(TAIL_RESAMPLES / ((1.0 - level) / 2)))))
+def decides(adaptive: Adaptive, race: Race, num_configs: int) -> str:
+    """How the race decides and from when: ``rank tests against the best, first decision after 6
+    seeds``, or what keeps it from deciding anything."""
+    rule = rule_of(adaptive, race)
+    how = (
+        "rank tests against the best"
+        if rule == "rank"
+        else f"each interval at {interval_level(adaptive, num_configs):.4g}"
+    )
+    first = first_decision(adaptive, num_configs, rule)
+    if num_configs < 2:
+        return f"{how}; one configuration: nothing to compare"
+    if first is None:
+        return (
+            f"{how}; no configuration can be eliminated within max={adaptive.max} seeds at confidence "
+            f"{adaptive.confidence:g}: raise max or lower confidence"
+        )
+    return f"{how}, first decision after {first} seeds"
 
 
 def interval_seed(sweep_seed: int, round: int, key: Key) -> int:
     """The resampling seed of a configuration's interval at ``round``."""
     return int(digest([sweep_seed, round, list(key)], 16), 16)
-
-
-def min_seeds(level: float) -> int:
-    """The fewest values a percentile bootstrap interval at ``level`` needs: ``ceil(log2(2 / (1 -
-    level)))``. Such an interval never reaches beyond the values, and the range of ``n`` values
-    misses the median of their distribution with probability ``2**(1 - n)``; from fewer values it
-    would claim more confidence than it can have."""
-    return max(2, math.ceil(math.log2(2.0 / (1.0 - level)) - 1e-9))
-
-
-def mean_interval(values: np.ndarray, level: float, seed: int) -> Interval:
-    """The mean of the finite ``values`` and its percentile bootstrap interval at ``level``.
-
-    No finite value: mean and interval are NaN (the configuration can be neither best nor kept);
-    fewer than :func:`min_seeds` values: the interval is unbounded (nothing can be decided on
-    them); all equal: the interval is that value.
-    """
-    v = np.asarray(values, np.float64)
-    v = v[np.isfinite(v)]
-    if v.size == 0:
-        return Interval(math.nan, math.nan, math.nan, 0)
-    mean = float(v.mean())
-    if v.size < min_seeds(level):
-        return Interval(mean, -math.inf, math.inf, int(v.size))
-    if np.ptp(v) == 0:
-        return Interval(mean, float(v[0]), float(v[0]), int(v.size))
-    from scipy import stats
-
-    b = resamples(level)
-    result = stats.bootstrap(
-        (v,),
-        np.mean,
-        n_resamples=b,
-        batch=max(1, 2**22 // v.size),
-        confidence_level=level,
-        method="percentile",
-        vectorized=True,
-        rng=np.random.default_rng(seed),
-    )
-    low, high = result.confidence_interval
-    return Interval(mean, float(low), float(high), int(v.size))
 
 
 # -- the race -------------------------------------------------------------------------------------
@@ -329,37 +360,52 @@ def evaluate(
     values: Callable[[Key, int], np.ndarray],
     sweep_seeds: Mapping[Key, int],
 ) -> Evaluation:
-    """The next evaluation: the interval of every configuration in ``rounds`` from ``values(key,
-    n)`` (its metric over seeds ``0..n-1``, diverged members as NaN), the best one, and who leaves.
+    """The next evaluation: every configuration in ``rounds`` from ``values(key, n)`` (its metric
+    over seeds ``0..n-1``, diverged members as NaN, left out), the best one, and who leaves.
 
     The best is the configuration with the best mean among those not eliminated (the first in
-    ``keys`` on a tie). A racing configuration whose interval lies wholly on the worse side of the
-    best's is eliminated; with ``precision``, a racing one left whose interval is narrower than
-    ``precision * |mean|`` is decided. Earlier decisions stand.
+    ``keys`` on a tie); one with no finite value is eliminated. Rule ``"rank"``: a racing
+    configuration whose rank test against the best gives a p-value at most its round's level
+    (:func:`rank_levels`) is eliminated. Rule ``"interval"``: one whose interval lies wholly on
+    the worse side of the best's is eliminated; with ``precision``, a racing one left whose
+    interval is narrower than ``precision * |mean|`` is decided. Earlier decisions stand.
     """
-    level = interval_level(adaptive, len(keys))
+    rule = rule_of(adaptive, race)
+    ranks = rule == "rank"
+    levels = rank_levels(adaptive, len(keys)) if ranks else ()
+    level = levels[max(rounds.values()) - 1] if ranks else interval_level(adaptive, len(keys))
     sign = 1.0 if adaptive.mode == "min" else -1.0
     latest = race.latest()
     found = {}
     for k in (k for k in keys if k in rounds):
         n = adaptive.seeds_through(rounds[k])
-        found[k] = (n, mean_interval(values(k, n), level, interval_seed(sweep_seeds[k], rounds[k], k)))
-    ranked = sorted((sign * iv.mean, i) for i, (k, (_, iv)) in enumerate(found.items()) if math.isfinite(iv.mean))
+        v = np.asarray(values(k, n), np.float64)
+        if ranks:
+            finite = sign * v[np.isfinite(v)]
+            mean = float(sign * finite.mean()) if finite.size else math.nan
+            found[k] = (n, Interval(mean, math.nan, math.nan, int(finite.size)), finite)
+        else:
+            found[k] = (n, mean_interval(v, level, interval_seed(sweep_seeds[k], rounds[k], k)), v)
+    ranked = sorted((sign * iv.mean, i) for i, (k, (_, iv, _)) in enumerate(found.items()) if math.isfinite(iv.mean))
     best = list(found)[ranked[0][1]] if ranked else None
-    # the best's interval on the side that eliminates: its upper end (mode "min"), its lower end ("max")
+    # rule "interval": the best's end on the side that eliminates: its upper end (mode "min"), its lower end ("max")
     bound = math.inf if best is None else sign * (found[best][1].high if sign > 0 else found[best][1].low)
     standings = []
-    for k, (n, iv) in found.items():
-        status = latest[k].status if k in latest else "racing"
+    for k, (n, iv, v) in found.items():
+        status, p = latest[k].status if k in latest else "racing", None
         if status == "racing" and k != best:
-            worse_end = sign * (iv.low if sign > 0 else iv.high)  # the end nearest the best
-            if not math.isfinite(iv.mean) or worse_end > bound:
+            if ranks and best is not None and v.size:
+                p = float(worse_p(v, found[best][2]))  # both signed: larger is worse
+                worse = p <= levels[rounds[k] - 1]
+            else:
+                worse = sign * (iv.low if sign > 0 else iv.high) > bound  # its end nearest the best
+            if not math.isfinite(iv.mean) or worse:
                 status = "eliminated"
         if status == "racing" and adaptive.precision is not None and iv.used > 1 and iv.mean != 0:
             if (iv.high - iv.low) <= adaptive.precision * abs(iv.mean):
                 status = "decided"
-        standings.append(Standing(k[0], k[1], rounds[k], n, iv, status))
-    return Evaluation(len(race.evaluations) + 1, level, tuple(standings), best)
+        standings.append(Standing(k[0], k[1], rounds[k], n, iv, status, p))
+    return Evaluation(len(race.evaluations) + 1, level, tuple(standings), best, rule)
 
 
 def simulate(

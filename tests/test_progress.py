@@ -258,7 +258,7 @@ def test_retried_trials_are_counted_in_the_status_line_and_listed_with_why_at_th
 
 
 def test_live_race_columns_show_brackets_as_written():
-    """The race's interval text ("0.5 [needs 12 seeds]", "0.4 [0.3, 0.5]") and its header reach the
+    """The race's interval text ("0.5 [decides from 6 seeds]", "0.4 [p 0.0011]") and its header reach the
     screen as written: rich would read a bracketed word as markup and drop it."""
     from rich.console import Console
 
@@ -267,11 +267,14 @@ def test_live_race_columns_show_brackets_as_written():
     state = ProgressState(spec, plan.trials, clock=Clock())
     keys = list(dict.fromkeys((t.config_id, hparams_key(h)) for t in plan.trials for h in t.hparams))
     state.show_race(
-        {keys[0]: (4, "0.5 [needs 12 seeds]", "racing (round 1)"), keys[1]: (4, "0.4 [0.3, 0.5]", "racing (round 1)")},
+        {
+            keys[0]: (4, "0.5 [decides from 6 seeds]", "racing (round 1)"),
+            keys[1]: (4, "0.4 [p 0.0011]", "racing (round 1)"),
+        },
         "race on val_loss",
     )
     console = Console(file=io.StringIO(), width=160, color_system=None)
     console.print(state.renderable())
     text = console.file.getvalue()
-    assert "race: mean [interval]" in text
-    assert "0.5 [needs 12 seeds]" in text and "0.4 [0.3, 0.5]" in text
+    assert "race: mean [p or interval]" in text
+    assert "0.5 [decides from 6 seeds]" in text and "0.4 [p 0.0011]" in text

@@ -22,9 +22,9 @@ from sweep.planning import hparams_key
 from sweep.tune import TrialHooks
 
 LEARNING_RATES = [1e-2, 1e-5, 3e-3]
-# 3 configurations x 2 rounds at confidence 0.75, one tail each: intervals at 1 - 2 * 0.25/6, from 5
-# seeds (round 2) on
-SEEDS = sweep.Adaptive(start=4, step=2, max=6, confidence=0.75)
+# 3 configurations at confidence 0.9: rank tests at 0.1 / 6 (6 ordered pairs), which 4 seeds against 4
+# (at best 1 / 70) cannot reach and 6 against 6 (1 / 924) can: the first decision is at round 2
+SEEDS = sweep.Adaptive(start=4, step=2, max=6, confidence=0.9)
 LOCAL = sweep.RunOptions(executor="local")  # a race's rounds are the policy's: no need for Tune here
 
 
@@ -95,7 +95,7 @@ def test_sweep_show_lists_the_decisions(raced):
     assert result.exit_code == 0, result.output
     text = result.output
     assert "race on val_loss (lower is better; start 4, step 2, max 6)" in text
-    assert "a best configuration kept at 0.75 (each interval at 0.9167)" in text
+    assert "a best configuration kept at 0.9 (rank tests against the best, first decision after 6 seeds)" in text
     line = next(line for line in text.splitlines() if line.lstrip().startswith("1e-05"))
     assert "eliminated" in line.split() and "2" in line.split()
 
@@ -104,7 +104,9 @@ def test_a_finished_race_has_nothing_to_train(raced, capsys):
     before = sorted(p.name for p in raced.glob("local/*/*"))
     sweep.run(race_spec(), storage=str(raced.parent), progress="plain")  # nothing to train: no executor starts
     assert sorted(p.name for p in raced.glob("local/*/*")) == before
-    assert "race on val_loss (lower is better): over after" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "race on val_loss (lower is better): over after" in out
+    assert "(rank tests against the best, first decision after 6 seeds)" in out
 
 
 def test_stopped_after_a_decision_was_written_resumes_to_the_same_race(raced, tmp_path):
@@ -178,8 +180,14 @@ def test_a_race_needs_a_validation_set(tmp_path):
 
 
 def test_plan_shows_the_next_round(raced):
-    assert {t.seeds for t in sweep.plan(race_spec()).trials} == {SEEDS.seeds_in(1)}
-    assert sweep.plan(race_spec(), storage=str(raced.parent)).trials == ()  # the race is over
+    planned = sweep.plan(race_spec())
+    assert {t.seeds for t in planned.trials} == {SEEDS.seeds_in(1)}
+    assert "race of 3 configurations on val_loss (start 4, step 2, max 6): a best configuration kept at 0.9 " in str(
+        planned
+    )
+    assert "first decision after 6 seeds" in str(planned)  # what `sweep plan` prints
+    stored = sweep.plan(race_spec(), storage=str(raced.parent))
+    assert stored.trials == () and stored.race == racing.Race.from_dict(plan_race(raced))  # the race is over
 
 
 DRIVER = textwrap.dedent("""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -90,17 +91,20 @@ def _values(means, spread, seed=0, n=64):
 
 
 def _first_decisive_round(adaptive: sweep.Adaptive, num_configs: int) -> int:
-    """The first round with enough seeds for an interval at the race's level."""
-    n = racing.min_seeds(racing.interval_level(adaptive, num_configs))
-    return next(r for r in range(1, adaptive.rounds + 1) if adaptive.seeds_through(r) >= n)
+    """The first round at which a configuration can be eliminated."""
+    n = racing.first_decision(adaptive, num_configs)
+    return next(r for r in range(1, adaptive.rounds + 1) if adaptive.seeds_through(r) == n)
 
 
 def test_a_race_eliminates_the_clearly_worse_and_keeps_the_best():
     values = _values([1.0, 1.001, 1.3, 3.0, 10.0], 0.05)
     a = sweep.Adaptive(start=4, step=4, max=32)
     first = _first_decisive_round(a, 5)
-    assert first == 3  # intervals at 1 - 2 * 0.05 / (5 * 6) need 10 seeds
+    # 20 ordered pairs at 0.05: round 2 spends half a pair's share, 0.05 / 40, and 8 seeds all worse
+    # than 8 give 1 / C(16, 8) below it; 4 seeds give at best 1 / C(8, 4) = 1 / 70
+    assert first == 2 and racing.rank_levels(a, 5)[:2] == (0.0, pytest.approx(0.05 / 40))
     race = racing.simulate(a, values)
+    assert {e.rule for e in race.evaluations} == {"rank"}
     assert [s.status for s in race.evaluations[first - 2].standings] == ["racing"] * 5  # nothing decided before
     decided = race.decisions()
     assert {k[0]: (s.status, s.round) for k, s in decided.items()} == {
@@ -114,7 +118,7 @@ def test_a_race_eliminates_the_clearly_worse_and_keeps_the_best():
     assert racing.over(a, race, list(values)) == "max_reached"
     assert race.best in {("config0", "{}"), ("config1", "{}")}
     trained = racing.members_trained(a, race, values)
-    assert trained[("config3", "{}")] == 12 and trained[("config0", "{}")] == 32
+    assert trained[("config3", "{}")] == 8 and trained[("config0", "{}")] == 32
 
 
 def test_no_interval_is_claimed_from_fewer_values_than_its_level_needs():
@@ -190,14 +194,128 @@ def test_intervals_are_reproducible_and_at_the_corrected_level():
     assert first.low >= v.min() and first.high <= v.max()  # a percentile interval stays in the values' range
 
 
-def test_equal_configurations_are_rarely_eliminated():
-    """With every mean equal, any elimination is a mistake: it happens in at most a fraction
-    1 - confidence of races (here far less: the level is conservative once seeds are many)."""
-    a = sweep.Adaptive(start=4, step=4, max=12, confidence=0.8)
-    mistakes = sum(
-        bool(racing.simulate(a, _values([1.0, 1.0, 1.0], 0.1, seed=s, n=12)).decisions()) for s in range(200)
-    )
-    assert mistakes / 200 <= 0.2
+def test_a_configuration_worse_at_every_seed_leaves_after_6_seeds():
+    """The issue's heat1d case: one learning rate never trains (0.24-0.77) while two reach 0.001-0.09."""
+    a = sweep.Adaptive(start=3, step=3, max=9)
+    rng = np.random.default_rng(0)
+    values = {
+        ("lr1e-7", "{}"): rng.uniform(0.24, 0.77, 9),
+        ("lr1e-3", "{}"): rng.uniform(0.001, 0.09, 9),
+        ("lr1e-2", "{}"): rng.uniform(0.001, 0.09, 9),
+    }
+    assert racing.first_decision(a, 3) == 6
+    race = racing.simulate(a, values)
+    left = race.decisions()[("lr1e-7", "{}")]
+    assert (left.status, left.round, left.seeds) == ("eliminated", 2, 6)
+    assert left.p == pytest.approx(1 / 924)  # 6 seeds all worse than the best's 6: 1 / C(12, 6)
+    assert racing.members_trained(a, race, values)[("lr1e-7", "{}")] == 6
+    # round 1 tests too, but 3 against 3 give at best 1 / C(6, 3) = 0.05, above any level
+    assert [s.status for s in race.evaluations[0].standings] == ["racing"] * 3
+    assert race.evaluations[0].standings[0].p == pytest.approx(1 / 20)
+
+
+def test_the_rank_test_is_exact_and_counts_a_tie_as_not_worse():
+    from scipy import stats
+
+    rng = np.random.default_rng(1)
+    for n, m in [(3, 3), (6, 6), (8, 5), (12, 12)]:
+        x, y = rng.normal(0.5, 1, n), rng.normal(0, 1, m)
+        exact = stats.mannwhitneyu(x, y, alternative="greater", method="exact").pvalue
+        assert racing.worse_p(x, y) == pytest.approx(exact, rel=1e-12)
+    assert racing.worse_p(np.ones(5), np.ones(5)) == 1.0  # every pair tied: none worse
+    tied = np.array([1.0, 2.0, 2.0, 3.0])  # midranks would count the ties as half worse
+    assert racing.worse_p(tied, tied) > stats.mannwhitneyu(tied, tied, alternative="greater").pvalue
+    assert racing.worse_p(np.full(6, np.inf), np.zeros(6)) == pytest.approx(1 / 924)
+    # batched: each leading index is its own test
+    x = rng.normal(size=(4, 2, 6))
+    batched = racing.worse_p(x, x[:, :1])
+    assert batched.shape == (4, 2) and batched[2, 1] == racing.worse_p(x[2, 1], x[2, 0])
+    # beyond 64 x 64 values, the normal approximation: never smaller than the exact p-value there
+    a, b = rng.normal(0.6, 1, 64), rng.normal(0, 1, 65)
+    exact = stats.mannwhitneyu(a, b, alternative="greater", method="exact").pvalue
+    assert 1e-6 < exact < 1e-2 and exact <= racing.worse_p(a, b) <= 2 * exact
+
+
+def _kept_all(adaptive: sweep.Adaptive, values: np.ndarray) -> np.ndarray:
+    """Per simulated race (``values``: races x configurations x seeds, all configurations equal):
+    whether the race keeps every configuration. Until a first elimination every configuration is
+    in, so a race is a few array operations per round."""
+    races, k, _ = values.shape
+    levels, out = racing.rank_levels(adaptive, k), np.ones(races, bool)
+    for r, level in enumerate(levels, 1):
+        n = adaptive.seeds_through(r)
+        v = values[:, :, :n]
+        best = v.mean(-1).argmin(-1)
+        p = racing.worse_p(v, v[np.arange(races), best][:, None, :])
+        p[np.arange(races), best] = 1.0
+        out &= ~(p <= level).any(-1)
+    return out
+
+
+def _equal_values(kind: str, shape: tuple[int, int, int], rng: np.random.Generator) -> np.ndarray:
+    if kind == "normal":
+        return rng.normal(size=shape)
+    if kind == "lognormal":
+        return rng.lognormal(0.0, 1.5, size=shape)
+    if kind == "cauchy":  # heavy-tailed: no mean at all
+        return rng.standard_cauchy(size=shape)
+    return 3 * rng.normal(size=(shape[0], 1, shape[2])) + rng.normal(size=shape)  # seeds shared by configurations
+
+
+@pytest.mark.parametrize("adaptive", [sweep.Adaptive(start=3, step=3, max=9), sweep.Adaptive(start=4, step=4, max=16)])
+@pytest.mark.parametrize("kind", ["normal", "lognormal", "cauchy", "shared"])
+def test_races_of_equal_configurations_keep_every_one_at_the_confidence(adaptive, kind):
+    """Equal configurations: any elimination is a mistake. In 1,000 races per number of
+    configurations (2 to 16), every configuration is kept in at least ``confidence`` of them."""
+    rng = np.random.default_rng(sum(map(ord, kind)) + adaptive.max)
+    for k in range(2, 17):
+        values = _equal_values(kind, (1000, k, adaptive.max), rng)
+        kept = _kept_all(adaptive, values)
+        assert kept.mean() >= adaptive.confidence, (k, kept.mean())
+        for i in range(5):  # the array version is the race: simulate agrees on whether it eliminated
+            race = racing.simulate(adaptive, {(f"config{j}", "{}"): values[i, j] for j in range(k)})
+            assert (not race.decisions()) == kept[i]
+
+
+def test_a_stochastically_best_configuration_is_kept_at_the_confidence():
+    """One configuration better than the rest by a shift: its false elimination rate is at most
+    ``1 - confidence`` (here the others are close enough to it that they often stay too)."""
+    a = sweep.Adaptive(start=4, step=4, max=16, confidence=0.8)
+    rng = np.random.default_rng(5)
+    races, k = 1000, 6
+    values = rng.normal(size=(races, k, a.max)) + np.linspace(0.0, 0.5, k)[:, None]
+    lost = 0
+    for i in range(races):
+        race = racing.simulate(a, {(f"config{j}", "{}"): values[i, j] for j in range(k)})
+        lost += race.latest()[("config0", "{}")].status == "eliminated"
+    assert lost / races <= 1 - a.confidence
+
+
+def test_a_race_stored_before_the_rank_rule_goes_on_under_its_intervals():
+    """plan.json of a race recorded by the interval rule (no ``rule`` in its evaluations): resumed
+    anywhere, it ends with the very evaluations the interval rule computed."""
+    stored = json.loads((Path(__file__).parent / "race_before_rank_rule.json").read_text())
+    old = racing.Race.from_dict(stored)
+    assert {e.rule for e in old.evaluations} == {"interval"} and len(old.evaluations) == 6
+    rng = np.random.default_rng(7)  # the values the stored race was run on
+    values = {(f"config{i}", "{}"): rng.normal(m, 0.1, 24) for i, m in enumerate([1.0, 1.02, 1.2, 1.6])}
+    a = sweep.Adaptive(start=4, step=4, max=24)
+    for cut in range(1, 6):
+        resumed = racing.simulate(a, values, race=racing.Race(old.evaluations[:cut]))
+        assert resumed == old
+    assert racing.rule_of(a, racing.Race()) == "rank" and racing.rule_of(a, old) == "interval"
+    new = racing.simulate(a, values)
+    assert {e.rule for e in new.evaluations} == {"rank"}
+    assert racing.Race.from_dict(json.loads(json.dumps(new.to_dict()))) == new
+
+
+def test_precision_races_decide_by_intervals_and_say_when_they_first_can():
+    a = sweep.Adaptive(start=4, step=4, max=64, precision=0.1)
+    assert racing.rule_of(a, racing.Race()) == "interval"
+    assert racing.first_decision(a, 8, "interval") == 16  # 13 seeds at 0.99952: the round of 16
+    assert racing.first_decision(sweep.Adaptive(start=4, step=4, max=64), 8) == 8
+    assert racing.first_decision(sweep.Adaptive(start=2, step=1, max=4), 8) is None  # 4 seeds decide nothing
+    assert racing.first_decision(sweep.Adaptive(start=2, step=1, max=4), 1) is None
 
 
 def test_resuming_anywhere_takes_the_steps_of_an_uninterrupted_race():
@@ -248,3 +366,20 @@ def test_the_command_line_sets_a_field_of_adaptive_seeds():
     assert spec.adaptive == sweep.Adaptive(max=32) and spec.grid == {"model.depth": (1, 2)}
     with pytest.raises(sweep.SpecError, match=r"`seeds.adaptive.start`: got 1"):
         apply_overrides(spec, ["seeds.adaptive.start=1"])
+
+
+def test_a_plan_says_how_its_race_decides_and_from_when():
+    spec = tiny_spec(
+        seeds=sweep.Adaptive(start=4, step=4, max=24), grid={"optimizer.learning_rate": [1e-3, 3e-3, 1e-2, 3e-2]}
+    )
+    new = str(Plan(spec, (), 2))
+    assert "race of 4 configurations on val_loss (start 4, step 4, max 24): a best configuration kept at 0.95" in new
+    assert "(rank tests against the best, first decision after 8 seeds)" in new
+    stored = json.loads((Path(__file__).parent / "race_before_rank_rule.json").read_text())
+    old = str(Plan(spec, (), 2, race=racing.Race.from_dict(stored)))  # goes on under its intervals
+    level = racing.interval_level(spec.adaptive, 4)
+    assert f"(each interval at {level:.4g}, first decision after 12 seeds)" in old
+    few = tiny_spec(seeds=sweep.Adaptive(start=2, step=1, max=4), grid={"optimizer.learning_rate": [1e-3, 3e-3, 1e-2]})
+    assert "no configuration can be eliminated within max=4 seeds at confidence 0.95: raise max" in str(
+        Plan(few, (), 2)
+    )

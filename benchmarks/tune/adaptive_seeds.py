@@ -21,20 +21,28 @@ independent seeds per configuration). The race's decisions are checked against
 ``sweep.racing.simulate`` on the reference's values (the same race, computed from the stored
 members).
 
-Cost: member-epochs of the race over those of the full sweep (8 x 64 x epochs): every member
-trains every epoch. Walls are printed with the load the other processes put on the machine; on
+Cost: member-epochs of the race over those of the full sweep (8 x max x epochs): every member
+trains every epoch.
+
+``--simulated`` runs only the references and computes each race with ``sweep.racing.simulate`` on
+their values (the decisions ``sweep.run``'s race takes, as the full mode checks; no race walls).
+``--reference-seeds 64 --max 16`` compares races of 16 seeds against the full sweep's first 16
+seeds (the same members as a 16-seed sweep: a member is a function of its seed), reusing the
+64-seed references. Walls are printed with the load the other processes put on the machine; on
 this small workload a round's Tune experiment costs more to start (~3.4 s: new trial processes)
 than its training, so the race's wall exceeds the full sweep's.
 
     python -m benchmarks.tune.adaptive_seeds                       # ~6 minutes on 2 cores
     python -m benchmarks.tune.adaptive_seeds --sweep-seeds 0 1     # a part: --dir keeps what is done
     python -m benchmarks.tune.adaptive_seeds --quick               # ~1 minute: checks that it runs
+    python -m benchmarks.tune.adaptive_seeds --simulated --reference-seeds 64 --max 16
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from pathlib import Path
 
@@ -49,12 +57,15 @@ def specs(args, sweep_seed: int):
     """(reference, race) specs of one sweep seed."""
     import sweep
 
-    base = spec_from_options(args, name="heat", seeds=args.max, seeds_per_trial=16, cpus=1).to_dict()
+    seeds = args.reference_seeds or args.max
+    base = spec_from_options(args, name="heat", seeds=seeds, seeds_per_trial=16, cpus=1).to_dict()
     grid = {"model.depth": args.depths, "optimizer.learning_rate": args.lrs}
     base |= {"sweep_seed": sweep_seed, "grid": grid, "vmap": None}  # learning rates vmapped in a block
     reference = sweep.SweepSpec.from_dict({**base, "name": f"full-s{sweep_seed}"})
     adaptive = sweep.Adaptive(start=args.start, step=args.step, max=args.max, confidence=args.confidence)
-    race = sweep.SweepSpec.from_dict({**base, "name": f"race-s{sweep_seed}", "seeds": {"adaptive": adaptive.to_dict()}})
+    race = sweep.SweepSpec.from_dict(
+        {**base, "name": f"race-s{sweep_seed}-max{args.max}", "seeds": {"adaptive": adaptive.to_dict()}}
+    )
     return reference, race
 
 
@@ -122,25 +133,56 @@ def simulated(spec, values: dict[tuple, np.ndarray]):
     return sweep.racing.simulate(spec.adaptive, keyed, spec.sweep_seed)
 
 
+def simulated_outcome(spec, values: dict[tuple, np.ndarray]) -> dict:
+    """What ``race_outcome`` reads from a race's store, from the race ``simulate`` runs on ``values``."""
+    import sweep
+
+    race = simulated(spec, values)
+    label = {}
+    for config, hsets in spec.expand():
+        for h in hsets:
+            label[(config.config_id, sweep.planning.hparams_key(h))] = (
+                config.model.options["depth"],
+                h["learning_rate"],
+            )
+    assert race.best is not None
+    trained = sweep.racing.members_trained(spec.adaptive, race, label)
+    ended = sweep.racing.over(spec.adaptive, race, list(label))
+    return {
+        "best": label[race.best],
+        "members": sum(trained.values()),
+        "rounds": len(race.evaluations),
+        "eliminated": {label[k]: s.round for k, s in race.decisions().items() if s.status == "eliminated"},
+        "race": race,
+        "ended": f"simulated: {sweep.racing.ENDS[ended] if ended else 'not over'}",
+    }
+
+
 def run_seed(args, sweep_seed: int, timings: dict) -> dict:
     import sweep
 
     reference, race = specs(args, sweep_seed)
     out = {}
-    for name, spec in (("reference", reference), ("race", race)):
+    runs = (("reference", reference),) if args.simulated else (("reference", reference), ("race", race))
+    for name, spec in runs:
         with OtherLoad() as load:
             start = time.perf_counter()
             path = sweep.run(spec, storage=args.dir, progress="off")
             wall = time.perf_counter() - start
-        if f"{name}-s{sweep_seed}" not in timings or wall > 5:  # a rerun that trained nothing keeps the first wall
-            timings[f"{name}-s{sweep_seed}"] = {"wall": wall, "load": str(load)}
+        key = f"{name}-s{sweep_seed}" + (f"-max{args.max}" if name == "race" else "")
+        if key not in timings or wall > 5:  # a rerun that trained nothing keeps the first wall
+            timings[key] = {"wall": wall, "load": str(load)}
         out[name] = path
-    ref_values, race_values = values_of(out["reference"]), values_of(out["race"])
+    ref_values = {k: v[: args.max] for k, v in values_of(out["reference"]).items()}
+    best, tied = answer(ref_values)
+    if args.simulated:
+        outcome = simulated_outcome(race, ref_values)
+        return {"sweep_seed": sweep_seed, "reference": best, "tied": tied, "values": ref_values, **outcome}
+    race_values = values_of(out["race"])
     for k, v in race_values.items():  # the race's members are members of the full sweep, bit for bit
         assert np.array_equal(v, ref_values[k][: len(v)]), k
     outcome = race_outcome(out["race"], race)
     assert simulated(race, ref_values) == outcome["race"], "the race differs from simulate() on the reference"
-    best, tied = answer(ref_values)
     return {"sweep_seed": sweep_seed, "reference": best, "tied": tied, "values": ref_values, **outcome}
 
 
@@ -155,6 +197,8 @@ def main() -> None:
     parser.add_argument("--step", type=int, default=4)
     parser.add_argument("--max", type=int, default=64)
     parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--reference-seeds", type=int, default=None, help="seeds of the full sweeps (default: --max)")
+    parser.add_argument("--simulated", action="store_true", help="races by sweep.racing.simulate on the references")
     parser.add_argument("--dir", default="/tmp/sweep-bench-adaptive", help="storage; kept, so a rerun reuses it")
     args = parser.parse_args()
     if args.quick:
@@ -189,7 +233,8 @@ def main() -> None:
     for r in results:
         ok = r["best"] in r["tied"]
         same += ok
-        t_ref, t_race = timings[f"reference-s{r['sweep_seed']}"], timings[f"race-s{r['sweep_seed']}"]
+        t_ref = timings[f"reference-s{r['sweep_seed']}"]
+        t_race = timings.get(f"race-s{r['sweep_seed']}-max{args.max}", {"wall": math.nan})
         print(
             f"{r['sweep_seed']:5d}  {str(r['reference']):22s} ({len(r['tied'])})  {str(r['best']):18s}  "
             f"{'yes' if ok else 'NO ':4s}  {r['rounds']:6d}  {r['members']:7d}  {r['members'] / full:7.1%}  "

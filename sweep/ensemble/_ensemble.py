@@ -175,7 +175,8 @@ class Ensemble(Calibrated):
     def race(self) -> pa.Table | None:
         """The race of adaptive seeds that trained the store (:class:`sweep.Adaptive`), one row per
         configuration: grid values, status (``racing``, ``eliminated``, ``decided``, ``finished``), the round of its
-        decision, seeds, the mean and corrected interval of the race's metric, and ``best``; None
+        decision, seeds, the mean of the race's metric with its corrected interval (races decided by
+        intervals) or the p-value of its rank test against the best (``p``), and ``best``; None
         for a sweep with fixed seeds. Its settings and outcome in a sentence:
         ``table.schema.metadata[b"title"]`` (what ``sweep show`` prints above it)."""
         race = self._store.race

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from ..racing import guarantee
 
-RACE_STATS = ("status", "round", "seeds", "used", "mean", "ci_low", "ci_high", "best")
+RACE_STATS = ("status", "round", "seeds", "used", "mean", "ci_low", "ci_high", "p", "best")
 
 
 def race_table(race: Mapping[str, Any], grid_columns: list[str]) -> pa.Table:
@@ -17,7 +17,9 @@ def race_table(race: Mapping[str, Any], grid_columns: list[str]) -> pa.Table:
     its status (``racing``, ``eliminated``, ``decided``, or ``finished``: in the race when it
     ended), the round of its decision (else its
     latest round), its seeds and how many of them were used (not diverged), the mean of the race's
-    metric and its corrected interval, and whether it is the best. The schema's metadata holds
+    metric and its corrected interval (rule ``interval``), the p-value of its rank test against the
+    best (rule ``rank``; null for the best and for stores made before the rank rule), and whether
+    it is the best. The schema's metadata holds
     :func:`race_title` under ``b"title"``."""
     rows = []
     for c in race["configurations"]:
@@ -29,6 +31,7 @@ def race_table(race: Mapping[str, Any], grid_columns: list[str]) -> pa.Table:
                 **{k: c[k] for k in ("status", "round", "seeds", "used", "mean")},
                 "ci_low": c["low"],
                 "ci_high": c["high"],
+                "p": c.get("p"),
                 "best": c["best"],
             }
         )
@@ -38,7 +41,9 @@ def race_table(race: Mapping[str, Any], grid_columns: list[str]) -> pa.Table:
 
 def race_title(race: Mapping[str, Any]) -> str:
     """``race on val_loss (lower is better; start 4, step 4, max 64): over after 9 rounds (one
-    configuration left); a best configuration kept at 0.95 (each interval at 0.9991)``."""
+    configuration left); a best configuration kept at 0.95 (rank tests against the best, first
+    decision after 8 seeds)``; a race decided by intervals (``precision``, or stored before the
+    rank rule) ends in ``(each interval at 0.9991)``."""
     s = race["settings"]
     rounds = race["evaluations"]
     plural = "s" * (rounds != 1)
@@ -48,8 +53,13 @@ def race_title(race: Mapping[str, Any]) -> str:
         else f"{rounds} round{plural} so far"
     )
     precision = f", precision {s['precision']:g}" if s.get("precision") is not None else ""
+    if race.get("rule") == "rank":
+        first = race.get("first_decision")
+        how = "rank tests against the best" + (f", first decision after {first} seeds" if first else "")
+    else:
+        how = f"each interval at {race['level']:.4g}"
     return (
         f"race on {s['metric']} ({'lower' if s['mode'] == 'min' else 'higher'} is better; start {s['start']}, "
         f"step {s['step']}, max {s['max']}{precision}): {where}; {guarantee(s['confidence'], s.get('precision'))} "
-        f"(each interval at {race['level']:.4g})"
+        f"({how})"
     )

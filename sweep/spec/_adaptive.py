@@ -29,22 +29,25 @@ class Adaptive:
 
     Round 1 trains seeds ``0..start-1`` of every configuration (every grid point, vmapped
     hyperparameters included); each later round trains the next ``step`` seeds of every
-    configuration still racing. After each round every configuration gets a percentile bootstrap
-    interval of the mean of ``metric`` over its seeds; one whose interval lies wholly on the worse
-    side of the best configuration's interval is *eliminated*; with ``precision``, one whose
-    interval is narrower than that fraction of its mean is *decided*. Neither trains again. The
-    race ends when one configuration is left (without ``precision``), none is racing, or every
-    racing one has ``max`` seeds. The levels are corrected by the union bound over
-    configurations and rounds (the rounds counted are those with seeds enough for a bounded
-    interval at that level): without ``precision`` the race reads one end of each interval, each
-    end at tail ``(1 - confidence) / (configurations * rounds)``, so that a configuration with the
-    best mean is never eliminated with probability at least ``confidence``; with ``precision``
-    each interval is at ``1 - (1 - confidence) / (configurations * rounds)``, so that every
-    interval covers its configuration's mean together with that probability (as far as the
-    bootstrap's levels hold). An interval at level ``L`` needs ``ceil(log2(2 / (1 - L)))`` seeds
-    (12 for 8 configurations at 0.95 with ``start=4, step=4, max=64``, 14 rounds counted; 13 with
-    ``precision``): before, its interval is unbounded and nothing is decided (docs: How-to guides
-    > Adaptive seeds).
+    configuration still racing. After each round the configuration with the best mean of
+    ``metric`` is the best; every other one is tested against it with an exact one-sided rank
+    test (Wilcoxon-Mann-Whitney) and *eliminated* when its values are worse than the best's
+    beyond the round's level. The levels split ``1 - confidence`` over the ordered pairs of
+    configurations and spend it over the rounds that can decide, most on the first: if each
+    configuration's seeds are independent draws, every configuration whose values are
+    stochastically no worse than any other's (every one, when all are equal) is kept with
+    probability at least ``confidence``, whatever their distribution. The first decision comes as
+    soon as seeds all worse than the best's could be eliminated: at 0.95, after 6 seeds for 3
+    configurations with ``start=3, step=3``, after 8 for up to 16 configurations with the defaults
+    (``sweep plan`` and the live display say when).
+    With ``precision``, the race decides by percentile bootstrap intervals of the means instead
+    (corrected by the union bound over configurations and the rounds with seeds enough for a
+    bounded interval): one whose interval lies wholly on the worse side of the best's is
+    eliminated, one whose interval is narrower than ``precision`` of its mean is *decided*, and
+    every interval covers its configuration's mean together with probability ``confidence`` (as
+    far as the bootstrap's levels hold). Neither trains again. The race ends when one
+    configuration is left (without ``precision``), none is racing, or every racing one has
+    ``max`` seeds (docs: How-to guides > Adaptive seeds).
 
     Attributes:
         start: Seeds of round 1 per configuration, an integer ``>= 2`` (an interval needs two).
@@ -55,11 +58,11 @@ class Adaptive:
             ``<m>`` of ``training.metrics`` (``"val_rollout_gmean_<r>"`` with rollouts). A race
             is a choice, and choices rank on the validation set; test columns are refused.
         mode: ``"min"`` if lower values of ``metric`` are better, ``"max"`` if higher.
-        confidence: The whole race's confidence, in ``(0, 1)``: the probability that a
-            configuration with the best mean is never eliminated (each interval at ``1 - 2 * (1 -
-            confidence) / (configurations * rounds)``), with ``precision`` that every interval
-            covers its mean (each at ``1 - (1 - confidence) / (configurations * rounds)``); rounds
-            counted from the first with seeds enough for a bounded interval.
+        confidence: The whole race's confidence, in ``(0, 1)``: the probability that every
+            configuration stochastically no worse than the others is kept (each rank test at
+            ``(1 - confidence) / (K (K - 1))`` times the round's share), with ``precision`` that
+            every interval covers its mean (each at ``1 - (1 - confidence) / (configurations *
+            rounds)``, rounds counted from the first with seeds enough for a bounded interval).
         precision: ``None``, or a number ``> 0``: a configuration whose interval is narrower than
             ``precision * |mean|`` is decided (it stops training; its mean is known well enough).
 

@@ -1,7 +1,8 @@
 """The race of adaptive seeds as the store's manifest records it (``manifest.json`` ``race``).
 
 ``plan.json`` holds the race's every evaluation (:class:`sweep.racing.Race`); the store keeps
-what a reader needs without it: the settings, the level of the intervals, whether and why the
+what a reader needs without it: the settings, the rule that decided (``rank`` or ``interval``),
+the seeds of its first possible decision, the level of its latest tests or intervals, whether and why the
 race ended, and one entry per configuration with its grid values, its status (``racing``,
 ``eliminated``, ``decided``, or ``finished``: still in the race when it ended), the round of its
 decision (or its latest round), that round's interval, and whether it is the best.
@@ -14,7 +15,7 @@ import math
 from typing import Any
 
 from ..planning import Plan, hparams_key
-from ..racing import ENDS, over
+from ..racing import ENDS, first_decision, over
 from ._members import Column, value
 
 RACE = "race"  # the manifest's key
@@ -56,12 +57,15 @@ def race_manifest(plan: Plan | None, columns: list[Column], names: dict[str, tup
                 "mean": _finite(s.interval.mean),
                 "low": _finite(s.interval.low),
                 "high": _finite(s.interval.high),
+                "p": s.p,
                 "best": key == race.best,
             }
         )
     return {
         RACE: {
             "settings": adaptive.to_dict(),
+            "rule": race.evaluations[-1].rule,
+            "first_decision": first_decision(adaptive, len(keys), race.evaluations[-1].rule),
             "level": race.evaluations[-1].level,
             "evaluations": len(race.evaluations),
             "ended": None if ended is None else ENDS[ended],

@@ -9,6 +9,7 @@ measurement of the largest config (:func:`choose_block_size`): ``plan`` measures
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -78,7 +79,11 @@ def plan(
     seeds_per_trial = stored_block_size(spec, stored)
     if spec.seeds_per_trial == "auto" and seeds_per_trial is None:
         seeds_per_trial = block_size_here(spec, datasets, max(1, int(available_cpus() // spec.resources["cpu"])))
-    return make_plan(spec, seeds_per_trial, done=done, wanted=next_round(spec, datasets, storage, storage_filesystem))
+    planned = make_plan(
+        spec, seeds_per_trial, done=done, wanted=next_round(spec, datasets, storage, storage_filesystem)
+    )
+    race = None if stored is None else stored.race  # its evaluations so far: the rule it goes on under
+    return planned if race is None else dataclasses.replace(planned, race=race)
 
 
 def check_spec(spec: Any) -> None:

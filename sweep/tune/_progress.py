@@ -276,7 +276,7 @@ class ProgressState:
         table.add_column("members", justify="right")
         table.add_column(f"{self.loss_name}: mean over seeds", justify="right")
         table.add_column("best member", justify="right")
-        for name in ("race: mean [interval]", "race") if self.race else ():  # Text: "[...]" is not markup
+        for name in ("race: mean [p or interval]", "race") if self.race else ():  # Text: "[...]" is not markup
             table.add_column(Text(name), justify="right" if name != "race" else "left")
         ranked = [label for label, _ in self.ranked(c)]
         order = ranked + [label for label in self.configs if label not in c["mean"]]  # best mean first

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._errors import SpecError
 from ..planning import hparams_key, make_plan
-from ..racing import ENDS, Key, Race, Standing, evaluate, guarantee, interval_level, min_seeds, next_step
+from ..racing import ENDS, Key, Race, Standing, decides, evaluate, first_decision, guarantee, next_step, rule_of
 from ..spec import Adaptive, SweepSpec
 from ..store import SweepDir, curves_by_column
 
@@ -132,12 +132,18 @@ def advance(spec: SweepSpec, sweep_dir: SweepDir, record: bool = True) -> RaceSt
 
 
 # -- what users see ---------------------------------------------------------------------------------
-def _interval(s: Standing, needed: int) -> str:
+def _interval(s: Standing, first: int | None, rule: str) -> str:
+    """The mean and, by the rule: the p-value of the test against the best (``"rank"``), or the
+    interval (``"interval"``); before the race can decide, from how many seeds it can."""
     iv = s.interval
     if not math.isfinite(iv.mean):
         return "diverged"
+    if first is not None and s.seeds < first:
+        return f"{iv.mean:.4g} [decides from {first} seeds]"
+    if rule == "rank":
+        return f"{iv.mean:.4g} [p {s.p:.2g}]" if s.p is not None else f"{iv.mean:.4g}"
     if not (math.isfinite(iv.low) and math.isfinite(iv.high)):
-        return f"{iv.mean:.4g} [needs {needed} seeds]"
+        return f"{iv.mean:.4g} [decides from {first} seeds]" if first else f"{iv.mean:.4g} [unbounded]"
     return f"{iv.mean:.4g} [{iv.low:.4g}, {iv.high:.4g}]"
 
 
@@ -152,7 +158,8 @@ def _status(s: Standing, best: bool, ended: str | None) -> str:
 def rows(adaptive: Adaptive, step: RaceStep, keys: list[Key]) -> dict[Key, tuple[int, str, str]]:
     """Per configuration: seeds trained or planned so far, interval text, status text."""
     latest, decisions, best = step.race.latest(), step.race.decisions(), step.race.best
-    needed = min_seeds(interval_level(adaptive, len(keys)))
+    rule = rule_of(adaptive, step.race)
+    first = first_decision(adaptive, len(keys), rule)
     out = {}
     for key in keys:
         planned = step.wanted[key][-1] + 1 if key in step.wanted else 0
@@ -160,12 +167,12 @@ def rows(adaptive: Adaptive, step: RaceStep, keys: list[Key]) -> dict[Key, tuple
         if s is None:
             out[key] = (planned, "-", "racing (round 1)")
         else:
-            out[key] = (max(planned, s.seeds), _interval(s, needed), _status(s, key == best, step.ended))
+            out[key] = (max(planned, s.seeds), _interval(s, first, rule), _status(s, key == best, step.ended))
     return out
 
 
 def headline(adaptive: Adaptive, step: RaceStep, keys: list[Key]) -> str:
-    """One line: the round, how many configurations race, left, were decided; the interval level."""
+    """One line: the round, how many configurations race, left, were decided; how the race decides."""
     latest, ended = step.race.latest(), step.ended
     status = [latest[k].status if k in latest else "racing" for k in keys]
     if ended is not None:  # still in when the race ended
@@ -174,10 +181,9 @@ def headline(adaptive: Adaptive, step: RaceStep, keys: list[Key]) -> str:
     counts = ", ".join(f"{status.count(s)} {s}" for s in kinds if status.count(s))
     rounds = len(step.race.evaluations)
     where = f"over after {rounds} round{'s' * (rounds != 1)} ({ENDS[ended]})" if ended else f"round {rounds + 1}"
-    level = interval_level(adaptive, len(keys))
     return (
         f"race on {adaptive.metric} ({'lower' if adaptive.mode == 'min' else 'higher'} is better): {where}; "
-        f"{counts}; {guarantee(adaptive.confidence, adaptive.precision)} (each interval at {level:.4g})"
+        f"{counts}; {guarantee(adaptive.confidence, adaptive.precision)} ({decides(adaptive, step.race, len(keys))})"
     )
 
 
