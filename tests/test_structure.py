@@ -20,7 +20,7 @@ PACKAGE = Path(sweep.__file__).parent
 # Each top-level part of the package, in the order data flows through it; a module may import
 # only from its own layer or the layers before it.
 LAYERS = [
-    {"_errors", "_canonical", "_caches", "_fs", "_import_path", "_configure", "_leaves", "_batches"},
+    {"_errors", "_canonical", "_caches", "_fs", "_import_path", "_configure", "_leaves", "_batches", "_field_metrics"},
     {"optim", "metrics", "models", "problems", "spec"},
     {"planning", "racing"},
     {"training"},
