@@ -123,11 +123,14 @@ def spec_page() -> str:
     from sweep.optim import OPTIMIZERS
     from sweep.problems import GENERATORS, PROBLEMS
     from sweep.problems._arrays import SPLIT_OPTIONS
-    from sweep.problems._exponax import _COMMON, IC_GENERATORS, STEPPERS
+    from sweep.problems._exponax import IC_GENERATORS
     from sweep.problems._hdf5 import DEFAULTS as HDF5_DEFAULTS
+    from sweep.problems._scenarios import COMMON, RESOLUTION, STEPPERS
 
     steppers = "\n".join(
-        f"| `exponax:{name}` | {', '.join(f'`{k}={v!r}`' for k, v in d.items())} |" for name, d in STEPPERS.items()
+        f"| `exponax:{name}` | {', '.join(map(str, row.dims))} | `apebench:{row.apebench}_<N>d` | "
+        f"{', '.join(f'`{k}={v!r}`' for k, v in row.options.items())} |"
+        for name, row in STEPPERS.items()
     )
     return f"""{HEADER}# Spec fields
 
@@ -216,17 +219,20 @@ import path `"package.module:fn"` with `fn(pred, target) -> scalar` for one samp
 {"".join(f"`{name}`:" + chr(10) + chr(10) + _signature_table(fn) + chr(10) for name, fn in GENERATORS.items())}
 ### `exponax:<Stepper>`
 
-1D PDE trajectories solved by exponax (the `[pde]` extra). Options common to every stepper, with
-their defaults:
+PDE trajectories in 1D, 2D and 3D solved by exponax (the `[pde]` extra), with the defaults of
+APEBench's physical scenarios; `apebench:<scenario>_<N>d` names the same problem in `N`
+dimensions. Options common to every stepper, with their defaults (`num_points` `None`: per
+axis {", ".join(f"{n} in {d}D" for d, n in RESOLUTION.items())}):
 
 | option | default |
 | --- | --- |
-{chr(10).join(f"| `{k}` | `{v!r}` |" for k, v in _COMMON.items())}
+{chr(10).join(f"| `{k}` | `{v!r}` |" for k, v in COMMON.items())}
 
-Steppers and the defaults that differ (besides them, the stepper's own coefficients are options):
+Steppers, their dimensions, APEBench alias and the defaults that differ (besides them, the
+stepper's own coefficients are options):
 
-| stepper | defaults |
-| --- | --- |
+| stepper | dimensions | alias | defaults |
+| --- | --- | --- | --- |
 {steppers}
 
 Initial states (`ic=`): {", ".join(map(_code, IC_GENERATORS))}.

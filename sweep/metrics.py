@@ -16,7 +16,10 @@ Training(loss="cross_entropy", metrics=("accuracy", "my_metrics:top_class_share"
 
 A target has any shape: the inputs' (an emulator), a vector or a number per sample (an inverse
 problem), another grid; ``mse``, ``mae`` and ``nrmse`` compare a prediction with a target of the
-same shape. ``cross_entropy`` and ``accuracy`` take class indices: a target ``(*t)`` (``()``: one
+same shape. The fields of the PDE benchmarks (``(channels, *spatial)``) have their metrics too:
+``vrmse`` (The Well's variance-scaled RMSE), ``correlation`` (Pearson, APEBench's; higher is
+better) and ``spectral_low``, ``spectral_mid``, ``spectral_high`` (PDEBench's Fourier-space
+errors by wavenumber band). ``cross_entropy`` and ``accuracy`` take class indices: a target ``(*t)`` (``()``: one
 label per sample) or ``(1, *t)`` against logits ``(classes, *t)``.
 
 Names are checked when the spec is built (no code is imported then: a stored spec names import
@@ -35,6 +38,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._errors import SpecError
+from ._field_metrics import BANDS, correlation, spectral_error, vrmse
 from ._import_path import import_object, is_import_path
 
 LOSS = "loss"  # the name the training objective is evaluated under (val_loss, test_loss)
@@ -115,6 +119,9 @@ BUILTINS: dict[str, Metric] = {
     "nrmse": Metric(nrmse),
     "cross_entropy": Metric(cross_entropy, integer_targets=True),
     "accuracy": Metric(accuracy, integer_targets=True),
+    "vrmse": Metric(vrmse),
+    "correlation": Metric(correlation),
+    **{f"spectral_{band}": Metric(spectral_error(band)) for band in BANDS},
 }
 
 
@@ -281,3 +288,33 @@ def rollout_gmean(curves: Float[np.ndarray, "... t"]) -> np.ndarray:
     c = np.asarray(curves, np.float64)[..., :ROLLOUT_GMEAN_STEPS]
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.exp(np.mean(np.log(c), axis=-1))
+
+
+def valid_steps(curves: Float[np.ndarray, "... t"], threshold: float = 0.8) -> np.ndarray:
+    """Steps a rollout stays valid: the number of leading steps of a ``correlation`` curve (entry
+    ``t - 1``: after ``t`` steps) at or above ``threshold`` (0.8: the usual "valid rollout time";
+    the step where it first drops below, minus one). A NaN counts as a drop.
+
+    ```python
+    valid_steps(np.array([0.99, 0.9, 0.79, 0.85]))   # 2
+    ```
+    """
+    c = np.asarray(curves, np.float64)
+    below = ~(c >= threshold)
+    return np.where(below.any(axis=-1), np.argmax(below, axis=-1), c.shape[-1])
+
+
+def window_mean(curves: Float[np.ndarray, "... t"], first: int, last: int) -> np.ndarray:
+    """The mean of rollout curves over steps ``first..last`` (1-based, inclusive; The Well reports
+    steps 6-12 and 13-30), in float64; a curve shorter than ``last`` steps raises ValueError.
+
+    ```python
+    window_mean(np.arange(1.0, 31.0), 6, 12)   # 9.0
+    ```
+    """
+    c = np.asarray(curves, np.float64)
+    if not 1 <= first <= last or c.shape[-1] < last:
+        raise ValueError(
+            f"window_mean: steps {first}..{last} of curves of {c.shape[-1]} steps; need 1 <= first <= last <= steps"
+        )
+    return np.mean(c[..., first - 1 : last], axis=-1)

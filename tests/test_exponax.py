@@ -118,7 +118,10 @@ BAD = [
     ({"diffusivity": "a lot"}, r"`problem.diffusivity`: got 'a lot'; must be a finite number"),
     ({"conservative": 1}, r"`problem.conservative`: got 1; must be true or false"),
     ({"order": 2.0}, r"`problem.order`: got 2.0; must be an integer"),
-    ({"velocity": 1.0}, r"`problem.velocity`: not an option of exponax:Burgers; allowed: num_points, .*diffusivity"),
+    (
+        {"velocity": 1.0},
+        r"`problem.velocity`: not an option of exponax:Burgers; allowed: num_spatial_dims, num_points, .*diffusivity",
+    ),
 ]
 
 
@@ -136,7 +139,7 @@ def test_unknown_stepper_names_the_supported_ones(ex):
     with pytest.raises(
         SpecError,
         match=r"`problem.name`: unknown exponax stepper 'Wave'; choose one of exponax:Advection, "
-        r"exponax:Diffusion, .*exponax:Burgers, exponax:KuramotoSivashinsky",
+        r"exponax:Diffusion, .*exponax:Burgers, .*exponax:KuramotoSivashinsky, .*exponax:KolmogorovFlowVorticity",
     ):
         check_exponax("Wave", {})
 

@@ -31,6 +31,7 @@ LAYERS = [
         "_batches",
         "_rank_test",
         "_mean_interval",
+        "_field_metrics",
     },
     {"optim", "metrics", "models", "problems", "spec"},
     {"planning", "racing"},

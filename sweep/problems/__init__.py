@@ -1,4 +1,5 @@
-"""Data for a sweep: built-in generators (``heat1d``, ``exponax:<Stepper>``), HDF5 files (``hdf5``) and user data loaders."""
+"""Data for a sweep: built-in generators (``heat1d``, ``exponax:<Stepper>``, ``apebench:<scenario>_<N>d``),
+HDF5 files (``hdf5``) and user data loaders."""
 
 from __future__ import annotations
 
@@ -17,17 +18,35 @@ from ._dataset import Dataset as Dataset
 from ._dataset import Split as Split
 from ._dataset import as_dataset as as_dataset
 from ._dataset import check_val_fraction
-from ._exponax import EXPONAX, check_exponax_problem, exponax_coordinates
+from ._exponax import check_exponax_problem, exponax_coordinates
 from ._exponax import exponax_problem as exponax_problem
 from ._hdf5 import HDF5Info as HDF5Info
 from ._hdf5 import check_hdf5_options, hdf5_problem
 from ._hdf5 import hdf5_info as hdf5_info
 from ._heat1d import heat1d as heat1d
 from ._heat1d import heat1d_coordinates
+from ._scenarios import APEBENCH, EXPONAX, resolve_alias
+from ._scenarios import STEPPERS as STEPPERS
 
 GENERATORS = {"heat1d": heat1d}
 COORDINATES = {"heat1d": heat1d_coordinates}  # generators whose points have known physical positions
-PROBLEMS = (*GENERATORS, "arrays", "hdf5", f"{EXPONAX}<Stepper>")
+PROBLEMS = (*GENERATORS, "arrays", "hdf5", f"{EXPONAX}<Stepper>", f"{APEBENCH}<scenario>_<N>d")
+
+
+def _pde(name: str, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """``(stepper, options)`` of an ``exponax:<Stepper>`` problem or of an APEBench alias
+    ``apebench:<scenario>_<N>d`` (``num_spatial_dims`` then set by the name); None for any other."""
+    if name.startswith(EXPONAX):
+        return name.removeprefix(EXPONAX), dict(options)
+    if not name.startswith(APEBENCH):
+        return None
+    stepper, dims = resolve_alias(name)
+    if "num_spatial_dims" in options:
+        raise SpecError(
+            f"`problem.num_spatial_dims`: {name!r} says the dimensions ({dims}); remove the option, or name "
+            f"another alias (apebench:<scenario>_<N>d)"
+        )
+    return stepper, {**options, "num_spatial_dims": dims}
 
 
 def check_problem(name: str, options: Mapping[str, Any]) -> None:
@@ -41,8 +60,9 @@ def check_problem(name: str, options: Mapping[str, Any]) -> None:
     seed = options.get("data_seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise SpecError(f"`problem.data_seed`: got {seed!r}; must be a non-negative integer")
-    if isinstance(name, str) and name.startswith(EXPONAX):  # before import paths, which it looks like
-        check_exponax_problem(name.removeprefix(EXPONAX), options)
+    pde = _pde(name, options) if isinstance(name, str) else None
+    if pde is not None:  # before import paths, which it looks like
+        check_exponax_problem(*pde)
         return
     if is_import_path(name):
         return
@@ -96,8 +116,9 @@ def load_problem(name: str, options: Mapping[str, Any]) -> Dataset:
     every generator and loader returns through)."""
     if name in GENERATORS:
         return GENERATORS[name](**options)
-    if name.startswith(EXPONAX):
-        return exponax_problem(name.removeprefix(EXPONAX), **options)
+    pde = _pde(name, options)
+    if pde is not None:
+        return exponax_problem(pde[0], **pde[1])
     if name == "hdf5":
         return hdf5_problem(**options)
     if name == "arrays":
@@ -110,6 +131,7 @@ def load_problem(name: str, options: Mapping[str, Any]) -> Dataset:
 
 def coordinates(name: str, options: Mapping[str, Any]) -> np.ndarray | None:
     """The physical positions of a sample's points (a 1-D array), or None where the problem does not know them."""
-    if name.startswith(EXPONAX):
-        return exponax_coordinates(name.removeprefix(EXPONAX), **options)
+    pde = _pde(name, options)
+    if pde is not None:
+        return exponax_coordinates(pde[0], **pde[1])
     return COORDINATES[name](**options) if name in COORDINATES else None

@@ -1,14 +1,15 @@
-"""Trajectories of 1D PDEs solved by exponax: ``Problem("exponax:<Stepper>", ...)``.
+"""Trajectories of PDEs in 1D, 2D and 3D solved by exponax: ``Problem("exponax:<Stepper>", ...)``.
 
 exponax is an optional extra (``pip install seed-sweep[pde]``) and is imported only inside the
-functions here. Defaults follow APEBench's physical scenarios (``phy_adv``, ``phy_diff``,
-``phy_adv_diff``, ``phy_burgers``, ``phy_ks``: 160 points, ``dt = 0.1``, 50 training trajectories
-of 50 steps, 30 test trajectories of 200 steps, a truncated Fourier series initial state with
-5 modes scaled to max 1, 500 warm-up steps for Kuramoto–Sivashinsky), so that a sweep trains
-on the data APEBench trains on. The stepper with those coefficients is the very stepper of
-the APEBench scenario; the random draws differ, as keys are derived per trajectory here:
-trajectory ``i`` of split ``s`` starts from ``fold_in(fold_in(key(data_seed), s), i)``, so it
-does not depend on how many trajectories are asked for.
+functions here. The steppers, the dimensions each is defined in and their defaults are one
+table, :data:`~._scenarios.STEPPERS`: APEBench's physical scenarios (160 points per axis in 1D
+and 2D, 32 in 3D, ``dt = 0.1`` unless the scenario says otherwise, 50 training trajectories of
+50 steps, 30 test trajectories of 200 steps, a truncated Fourier series initial state with 5
+modes scaled to max 1), so that a sweep trains on the data APEBench trains on; APEBench's names
+are aliases (``Problem("apebench:phy_adv_2d")``). The stepper with those coefficients is the
+very stepper of the APEBench scenario; the random draws differ, as keys are derived per
+trajectory here: trajectory ``i`` of split ``s`` starts from ``fold_in(fold_in(key(data_seed),
+s), i)``, so it does not depend on how many trajectories are asked for.
 
 As a problem (:func:`exponax_problem`) the trajectories become a :class:`Dataset`: the one-step
 pairs are every consecutive pair of states of each split's trajectories, and the validation
@@ -17,6 +18,7 @@ trajectories are generated like the test ones (by default ``val_fraction`` = 0.1
 ```python
 problem = sweep.Problem("exponax:Burgers", num_points=64, num_train=20, train_steps=30,
                         num_test=10, test_steps=100, ic="fourier", ic_options={"cutoff": 3})
+problem_2d = sweep.Problem("exponax:Burgers", num_spatial_dims=2, num_points=32)   # 2 channels, 32 x 32
 ```
 """
 
@@ -31,32 +33,9 @@ import numpy as np
 
 from .._errors import SpecError
 from ._dataset import DEFAULT_VAL_FRACTION, Dataset, as_dataset, check_val_fraction
+from ._scenarios import COMMON, RESOLUTION, STEPPERS, check_dims
 
-EXPONAX = "exponax:"  # the problem-name prefix: "exponax:<Stepper>"
 _SPLITS = ("train", "val", "test")
-_COMMON = {
-    "num_points": 160,
-    "domain_extent": 1.0,
-    "dt": 0.1,
-    "num_train": 50,
-    "num_val": 0,
-    "num_test": 30,
-    "train_steps": 50,
-    "test_steps": 200,
-    "ic": "fourier",
-    "ic_options": {},
-    "warmup_steps": 0,
-    "data_seed": 0,
-}
-# Per stepper: APEBench's physical-scenario values where they differ from ``_COMMON`` and
-# from exponax's own class defaults (exponax's Burgers has diffusivity 0.1, APEBench 0.0003).
-STEPPERS: dict[str, dict[str, Any]] = {
-    "Advection": {"velocity": 0.25},
-    "Diffusion": {"diffusivity": 0.008},
-    "AdvectionDiffusion": {"velocity": 0.25, "diffusivity": 0.008},
-    "Burgers": {"diffusivity": 0.0003, "convection_scale": 0.125, "conservative": True},
-    "KuramotoSivashinsky": {"domain_extent": 60.0, "warmup_steps": 500},
-}
 # Initial-state generators by name (APEBench's ``fourier``/``diffused``/``grf`` and more).
 IC_GENERATORS = {
     "fourier": ("RandomTruncatedFourierSeries", {"cutoff": 5, "max_one": True}),
@@ -75,6 +54,7 @@ _COUNTS = {
     "warmup_steps": 0,
     "data_seed": 0,
     "num_points": 2,
+    "num_substeps": 1,
 }
 _POSITIVE = ("domain_extent", "dt")
 _SHAPE_ARGS = ("self", "num_spatial_dims", "domain_extent", "num_points", "dt")
@@ -93,13 +73,28 @@ def _exponax(stepper: str):
 
 def _coefficients(ex, stepper: str) -> dict[str, inspect.Parameter]:
     """The keyword arguments of ``exponax.stepper.<stepper>`` beyond the grid and time step."""
-    params = inspect.signature(getattr(ex.stepper, stepper).__init__).parameters
+    params = inspect.signature(_stepper_class(ex, stepper).__init__).parameters
     return {k: p for k, p in params.items() if k not in _SHAPE_ARGS}
+
+
+def _stepper_class(ex, stepper: str) -> type:
+    module = ex
+    for part in STEPPERS[stepper].module.split("."):
+        module = getattr(module, part)
+    return getattr(module, stepper)
 
 
 def _defaults(ex, stepper: str) -> dict[str, Any]:
     coefs = {k: p.default for k, p in _coefficients(ex, stepper).items()}
-    return _COMMON | coefs | STEPPERS[stepper]
+    return COMMON | coefs | STEPPERS[stepper].options
+
+
+def _resolved(defaults: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """``defaults`` with ``options``, ``num_points`` by default the resolution of the dimensions."""
+    merged = dict(defaults) | dict(options)
+    if merged["num_points"] is None:
+        merged["num_points"] = RESOLUTION.get(merged["num_spatial_dims"], 0)
+    return merged
 
 
 def _is_number(value: Any) -> bool:
@@ -123,12 +118,14 @@ def _check_like(field: str, value: Any, default: Any) -> None:
         raise SpecError(f"`{field}`: got {value!r}; must be a list of {len(default)} finite numbers")
 
 
-def _ic_generator(ex, name: str, options: Mapping[str, Any], domain_extent: float):
+def _ic_generator(ex, name: str, options: Mapping[str, Any], domain_extent: float, dims: int = 1):
     """Build the named initial-state generator (one channel); errors name ``problem.ic*``."""
     if not isinstance(name, str) or name not in IC_GENERATORS:
         raise SpecError(f"`problem.ic`: got {name!r}; choose one of {', '.join(IC_GENERATORS)}")
     if not isinstance(options, Mapping):
         raise SpecError(f"`problem.ic_options`: got {options!r}; give a table of options of the {name!r} generator")
+    if name == "sine" and dims != 1:
+        raise SpecError(f"`problem.ic`: 'sine' (exponax.ic.RandomSineWaves1d) is 1D only; got {dims} dimensions")
     cls_name, defaults = IC_GENERATORS[name]
     cls = getattr(ex.ic, cls_name)
     params = {
@@ -147,9 +144,32 @@ def _ic_generator(ex, name: str, options: Mapping[str, Any], domain_extent: floa
     if "domain_extent" in inspect.signature(cls.__init__).parameters:
         kwargs["domain_extent"] = domain_extent
     try:
-        return cls(1, **kwargs)
+        return cls(dims, **kwargs)
     except (ValueError, TypeError) as e:
         raise SpecError(f"`problem.ic_options`: {dict(options)!r} rejected by exponax.ic.{cls_name}: {e}") from None
+
+
+def _ic_set(ex, o: Mapping[str, Any], channels: int):
+    """The multi-channel initial-state generator of options ``o``: ``ic`` one name for every
+    channel or a list of one per channel (``ic_options`` then a list too), clamped to
+    ``ic_clamp = [low, high]`` unless it is None."""
+    names, options = o["ic"], o["ic_options"]
+    if isinstance(names, list):
+        if len(names) != channels or not isinstance(options, list) or len(options) != channels:
+            raise SpecError(
+                f"`problem.ic`: got {names!r} with ic_options {options!r}; a list of generators needs one "
+                f"name and one table of options per channel ({channels})"
+            )
+    else:
+        names, options = [names], [options]
+    extent, dims = float(o["domain_extent"]), o["num_spatial_dims"]
+    gens = [_ic_generator(ex, n, opts, extent, dims) for n, opts in zip(names, options)]
+    clamp = o["ic_clamp"]
+    if clamp is not None:
+        if not (isinstance(clamp, list) and len(clamp) == 2 and all(map(_is_number, clamp)) and clamp[0] < clamp[1]):
+            raise SpecError(f"`problem.ic_clamp`: got {clamp!r}; give [low, high] with low < high, or null")
+        gens = [ex.ic.ClampingICGenerator(g, limits=(float(clamp[0]), float(clamp[1]))) for g in gens]
+    return ex.ic.RandomMultiChannelICGenerator(gens if len(gens) == channels else gens * channels)
 
 
 def check_exponax(stepper: str, options: Mapping[str, Any]) -> None:
@@ -172,7 +192,8 @@ def check_exponax(stepper: str, options: Mapping[str, Any]) -> None:
     for key in options:
         if key not in defaults:
             raise SpecError(f"`problem.{key}`: not an option of exponax:{stepper}; allowed: {', '.join(defaults)}")
-    merged = defaults | dict(options)
+    check_dims(stepper, options.get("num_spatial_dims", 1))
+    merged = _resolved(defaults, options)
     for key, low in _COUNTS.items():
         value = merged[key]
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -185,11 +206,21 @@ def check_exponax(stepper: str, options: Mapping[str, Any]) -> None:
     for key, param in _coefficients(ex, stepper).items():
         if key in options:
             _check_like(f"problem.{key}", options[key], param.default)
-    _ic_generator(ex, merged["ic"], merged["ic_options"], float(merged["domain_extent"]))
+    solver = _solver(ex, stepper, merged)
+    _ic_set(ex, merged, solver.num_channels)
+
+
+def _solver(ex, stepper: str, o: Mapping[str, Any]):
+    """The exponax stepper of options ``o``: ``num_substeps`` steps of ``dt / num_substeps`` each."""
+    coefs = {k: tuple(v) if isinstance(v, list) else v for k, v in o.items() if k in _coefficients(ex, stepper)}
+    n = o["num_substeps"]
+    dims, extent, dt = o["num_spatial_dims"], float(o["domain_extent"]), float(o["dt"])
+    solver = _stepper_class(ex, stepper)(dims, extent, o["num_points"], dt / n, **coefs)
+    return solver if n == 1 else ex.RepeatedStepper(solver, n)
 
 
 def exponax_trajectories(stepper: str, **options: Any) -> dict[str, np.ndarray]:
-    """Trajectories ``[samples, steps + 1, channels, num_points]`` (float32) per split.
+    """Trajectories ``[samples, steps + 1, channels, *[num_points] * num_spatial_dims]`` (float32) per split.
 
     Keys ``"train"`` (``num_train`` trajectories of ``train_steps`` steps), ``"val"``
     (``num_val``, may be 0) and ``"test"`` (``num_test``), the latter two of ``test_steps``.
@@ -203,12 +234,9 @@ def exponax_trajectories(stepper: str, **options: Any) -> dict[str, np.ndarray]:
     """
     check_exponax(stepper, options)
     ex = _exponax(stepper)
-    o = _defaults(ex, stepper) | dict(options)
-    coefs = {k: tuple(v) if isinstance(v, list) else v for k, v in o.items() if k in _coefficients(ex, stepper)}
-    solver = getattr(ex.stepper, stepper)(1, float(o["domain_extent"]), o["num_points"], float(o["dt"]), **coefs)
-    ic = ex.ic.RandomMultiChannelICGenerator(
-        [_ic_generator(ex, o["ic"], o["ic_options"], float(o["domain_extent"]))] * solver.num_channels
-    )
+    o = _resolved(_defaults(ex, stepper), options)
+    solver = _solver(ex, stepper, o)
+    ic = _ic_set(ex, o, solver.num_channels)
     counts = {"train": o["num_train"], "val": o["num_val"], "test": o["num_test"]}
     steps = {"train": o["train_steps"], "val": o["test_steps"], "test": o["test_steps"]}
     out = {}
@@ -218,7 +246,7 @@ def exponax_trajectories(stepper: str, **options: Any) -> dict[str, np.ndarray]:
             ex,
             solver,
             ic,
-            o["num_points"],
+            (o["num_points"],) * o["num_spatial_dims"],
             o["warmup_steps"],
             length,
             _keys(o["data_seed"], [(_SPLITS.index(s), counts[s]) for s in group]),
@@ -244,18 +272,18 @@ def _keys(data_seed: int, splits: list[tuple[int, int]]):
     )
 
 
-def _rollouts(ex, solver, ic, num_points: int, warmup: int, steps: int, keys) -> np.ndarray:
+def _rollouts(ex, solver, ic, grid: tuple[int, ...], warmup: int, steps: int, keys) -> np.ndarray:
     """One trajectory per key, all in one jitted, vmapped program."""
     import equinox as eqx
     import jax
 
     if keys.shape[0] == 0:
-        return np.zeros((0, steps + 1, solver.num_channels, num_points), np.float32)
+        return np.zeros((0, steps + 1, solver.num_channels, *grid), np.float32)
 
     @eqx.filter_jit
     def generate(solver, keys):
         def one(key):
-            u0 = ic(num_points, key=key)
+            u0 = ic(grid[0], key=key)
             u0 = ex.repeat(solver, warmup)(u0) if warmup else u0
             return ex.rollout(solver, steps, include_init=True)(u0)
 
@@ -277,7 +305,7 @@ def _generated(options: Mapping[str, Any]) -> dict[str, Any]:
     if "num_val" not in rest:
         fraction = DEFAULT_VAL_FRACTION if fraction is None else fraction
         check_val_fraction(fraction)
-        total = rest.get("num_train", _COMMON["num_train"]) + rest.get("num_test", _COMMON["num_test"])
+        total = rest.get("num_train", COMMON["num_train"]) + rest.get("num_test", COMMON["num_test"])
         if isinstance(total, int):  # else check_exponax names the bad count
             rest["num_val"] = max(1, round(fraction * total)) if fraction > 0 else 0
     return rest
@@ -307,7 +335,10 @@ def exponax_problem(stepper: str, **options: Any) -> Dataset:
     )
 
 
-def exponax_coordinates(stepper: str, **options: Any) -> np.ndarray:
-    """The positions of a state's points: ``num_points`` on the periodic domain ``[0, domain_extent)``."""
-    o = _COMMON | STEPPERS[stepper] | dict(options)
+def exponax_coordinates(stepper: str, **options: Any) -> np.ndarray | None:
+    """The positions of a 1D state's points: ``num_points`` on the periodic domain ``[0,
+    domain_extent)``; None in 2D and 3D (a state's points are a grid, not a line)."""
+    o = _resolved(COMMON | STEPPERS[stepper].options, options)
+    if o["num_spatial_dims"] != 1:
+        return None
     return np.arange(o["num_points"]) * (float(o["domain_extent"]) / o["num_points"])

@@ -78,7 +78,8 @@ class Problem(_Named):
     """The data of a sweep: a kind by name with its options.
 
     Kinds: ``"heat1d"`` (the heat-equation data of the pdequinox example), ``"exponax:<Stepper>"``
-    (trajectories of a 1D PDE; the ``[pde]`` extra), ``"arrays"`` (with ``path=`` to an ``.npz`` or
+    (trajectories of a PDE in 1D, 2D or 3D, ``num_spatial_dims=``; the ``[pde]`` extra; APEBench's
+    scenario names are aliases: ``"apebench:phy_adv_2d"``), ``"arrays"`` (with ``path=`` to an ``.npz`` or
     Parquet file) or ``"package.module:function"`` returning the arrays. Every kind takes
     ``val_fraction`` and ``data_seed``. Options and defaults: docs, Reference > Spec fields.
 

@@ -18,7 +18,7 @@ from ..metrics import check_names, check_rollout_names
 INT32_LIMIT = 2**31  # training counters are int32 inside the compiled program
 # Fields added after stores were first written: left out of identity() at their defaults, so that
 # the config id (and trial keys) of a spec that does not use them stays what it always was.
-_LATER_DEFAULTS = {"unroll": 1, "rollout_steps": 0, "rollout_metrics": ["nrmse"]}
+_LATER_DEFAULTS = {"unroll": 1, "rollout_steps": 0, "rollout_metrics": ["nrmse"], "cut": False, "noise": 0.0}
 
 
 def _names(value: Any, field: str) -> tuple[str, ...]:
@@ -60,6 +60,13 @@ class Training:
             and their geometric mean over steps ``1..min(T, 100)``, ``val_rollout_gmean_<m>`` /
             ``test_rollout_gmean_<m>``. ``0``: no rollouts.
         rollout_metrics: The metrics of the rollouts (not empty when ``rollout_steps > 0``).
+        cut: With ``unroll = K > 1``: stop the gradients between the unrolled steps ("pushforward";
+            APEBench ``sup;K;true``, trainax ``SupervisedTrainer(cut_bptt=True)``): each step's
+            loss differentiates only the step that made it, from the rolled-out state it started
+            from. ``False``: backpropagate through the whole unroll (``sup;K``).
+        noise: The standard deviation of Gaussian noise added to every training input (a pair's
+            input, a window's first state): input noise injection. ``0.0``: none. A finite
+            number ``>= 0``; each member draws its own noise from its shuffle key.
 
     Every integer lies below ``2**31`` (training counters are int32 in the compiled program).
 
@@ -85,6 +92,8 @@ class Training:
     unroll: int = 1
     rollout_steps: int = 0
     rollout_metrics: tuple[str, ...] = ("nrmse",)
+    cut: bool = False
+    noise: float = 0.0
 
     def __post_init__(self) -> None:
         for field, low in (("epochs", 1), ("batch_size", 1), ("report_every", 1), ("unroll", 1), ("rollout_steps", 0)):
@@ -93,6 +102,16 @@ class Training:
                 raise SpecError(f"`training.{field}`: got {value!r}; must be an integer >= {low} (and below 2**31)")
         object.__setattr__(self, "metrics", _names(self.metrics, "metrics"))
         object.__setattr__(self, "rollout_metrics", _names(self.rollout_metrics, "rollout_metrics"))
+        if not isinstance(self.cut, bool):
+            raise SpecError(f"`training.cut`: got {self.cut!r}; must be true or false")
+        if self.cut and self.unroll == 1:
+            raise SpecError(
+                "`training.cut`: true with unroll=1; cutting gradients between unrolled steps needs unroll >= 2"
+            )
+        noise = self.noise
+        if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not 0 <= noise < float("inf"):
+            raise SpecError(f"`training.noise`: got {noise!r}; must be a finite number >= 0 (0: no noise)")
+        object.__setattr__(self, "noise", float(noise))
         check_names(self.loss, self.metrics)
         check_rollout_names(self.rollout_metrics)
         if self.rollout_steps and not self.rollout_metrics:
@@ -107,7 +126,8 @@ class Training:
     def identity(self) -> dict[str, Any]:
         """What identifies the training in a config id: :meth:`to_dict` without the fields added
         since stores were first written where they hold their defaults (``unroll=1``,
-        ``rollout_steps=0``, ``rollout_metrics=["nrmse"]``), so that older ids stay valid."""
+        ``rollout_steps=0``, ``rollout_metrics=["nrmse"]``, ``cut=False``, ``noise=0.0``), so that
+        older ids stay valid."""
         return {k: v for k, v in self.to_dict().items() if k not in _LATER_DEFAULTS or v != _LATER_DEFAULTS[k]}
 
     @classmethod

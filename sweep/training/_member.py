@@ -43,6 +43,8 @@ class Program(NamedTuple):
     num_train: int
     unroll: int
     rollout_steps: int
+    cut: bool = False  # stop gradients between unrolled steps
+    noise: float = 0.0  # std of the Gaussian noise added to every training input
 
 
 def _all_finite(tree) -> Bool[Array, ""]:
@@ -68,8 +70,11 @@ def windows_loss(program: Program, params, window) -> Float[Array, ""]:
 
     # unrolled (K copies of the step in the program): XLA then fuses across steps, which a
     # rolled loop of a few iterations keeps it from (1.2-1.4x the cost of K one-step passes)
+    def step(state):
+        return program.forward(model, jax.lax.stop_gradient(state) if program.cut else state)
+
     k = program.unroll
-    _, losses = rollout_steps(lambda s: program.forward(model, s), window[:, 0], k, k, loss, unroll=True)
+    _, losses = rollout_steps(step, window[:, 0], k, k, loss, unroll=True)
     return jnp.mean(losses)
 
 
@@ -93,38 +98,64 @@ def epoch_order(program: Program, shuffle_key, epoch, count: int, batches: int):
     return jax.random.permutation(key, count)[: batches * program.batch_size].reshape(batches, program.batch_size)
 
 
+NOISE_STREAM = 1  # epoch e's input noise: fold_in(fold_in(shuffle_key, e), NOISE_STREAM), split per minibatch
+
+
+def noise_keys(program: Program, shuffle_key, epoch, batches: int):
+    """One key per minibatch of epoch ``epoch`` for its input noise, ``[batches]``; None without
+    noise (the program is then the one it always was)."""
+    if not program.noise:
+        return None
+    key = jax.random.fold_in(jax.random.fold_in(jax.random.wrap_key_data(shuffle_key), epoch), NOISE_STREAM)
+    return jax.random.split(key, batches)
+
+
+def with_noise(program: Program, x, key):
+    """``x`` plus Gaussian noise of std ``program.noise`` drawn from ``key`` (``x`` if ``key`` is None)."""
+    return x if key is None else x + program.noise * jax.random.normal(key, x.shape, x.dtype)
+
+
 def pairs_epoch(program: Program, opt, shuffle_key, data: Dataset, carry):
     """One pass over shuffled minibatches of the training pairs: (carry, mean loss)."""
     params, opt_state, epoch, diverged = carry
     train_x, train_y = data.train
-    order = epoch_order(program, shuffle_key, epoch, program.num_train, program.num_train // program.batch_size)
+    batches = program.num_train // program.batch_size
+    order = epoch_order(program, shuffle_key, epoch, program.num_train, batches)
 
     def step(c, batch):
-        return train_step(opt, lambda p, x, y: pairs_loss(program, p, x, y), c, batch)
+        x, y, key = batch
+        return train_step(opt, lambda p, x, y: pairs_loss(program, p, x, y), c, (with_noise(program, x, key), y))
 
     (params, opt_state, diverged), losses = jax.lax.scan(
-        step, (params, opt_state, diverged), (train_x[order], train_y[order])
+        step,
+        (params, opt_state, diverged),
+        (train_x[order], train_y[order], noise_keys(program, shuffle_key, epoch, batches)),
     )
     return (params, opt_state, epoch + 1, diverged), jnp.mean(losses)
 
 
 def windows_epoch(program: Program, opt, shuffle_key, data: Dataset, carry):
-    """One pass over every window of ``unroll + 1`` states of every training trajectory."""
+    """One pass over every window of ``unroll + 1`` states of every training trajectory (the
+    first state of each with input noise, if any)."""
     params, opt_state, epoch, diverged = carry
     traj, unroll = data.train_traj, program.unroll
     assert traj is not None  # an unrolled program's data has training trajectories (program_data)
     starts = traj.shape[1] - unroll  # windows per trajectory
     count = traj.shape[0] * starts
     offsets = jnp.arange(unroll + 1)
+    batches = count // program.batch_size
 
-    def window_step(c, index):
+    def window_step(c, batch):
+        index, key = batch
         window = traj[(index // starts)[:, None], (index % starts)[:, None] + offsets]
+        if key is not None:
+            window = jnp.concatenate([with_noise(program, window[:, :1], key), window[:, 1:]], axis=1)
         return train_step(opt, lambda p, w: windows_loss(program, p, w), c, (window,))
 
     (params, opt_state, diverged), losses = jax.lax.scan(
         window_step,
         (params, opt_state, diverged),
-        epoch_order(program, shuffle_key, epoch, count, count // program.batch_size),
+        (epoch_order(program, shuffle_key, epoch, count, batches), noise_keys(program, shuffle_key, epoch, batches)),
     )
     return (params, opt_state, epoch + 1, diverged), jnp.mean(losses)
 

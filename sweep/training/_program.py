@@ -107,6 +107,8 @@ def program_key(spec: SweepSpec, hparam_names: Sequence[str]) -> str:
             "unroll": t.unroll,
             "rollout_steps": t.rollout_steps,
             "rollout_metrics": list(t.rollout_metrics),
+            "cut": t.cut,
+            "noise": t.noise,
         }
     )
 
@@ -202,6 +204,8 @@ def describe(structure: str, shapes: tuple) -> Program:
         num_train=shapes[2],
         unroll=struct["unroll"],
         rollout_steps=struct["rollout_steps"],
+        cut=struct.get("cut", False),
+        noise=struct.get("noise", 0.0),
     )
 
 

@@ -1,0 +1,86 @@
+"""The PDE benchmarks' metrics (issue 31) against NumPy implementations written here, as built-ins
+of training, rollouts and the store."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import sweep
+from sweep.metrics import BUILTINS, valid_steps, window_mean
+
+RNG = np.random.default_rng(0)
+SHAPES = [(1, 16), (2, 8, 6), (3, 4, 4, 5)]
+
+
+def np_vrmse(p, t):
+    axes = tuple(range(1, t.ndim))
+    mse = np.mean((p - t) ** 2, axis=axes)
+    var = np.mean((t - t.mean(axis=axes, keepdims=True)) ** 2, axis=axes)
+    return np.mean(np.sqrt(mse / (var + 1e-7)))
+
+
+def np_correlation(p, t):
+    return np.mean([np.corrcoef(pc.ravel(), tc.ravel())[0, 1] for pc, tc in zip(p, t)])
+
+
+def np_spectral(p, t, low, high):
+    spatial = t.shape[1:]
+    diff = np.fft.fftn(p - t, axes=tuple(range(1, t.ndim))) / np.prod(spatial)
+    k = np.zeros(spatial)
+    for axis, n in enumerate(spatial):
+        shape = [1] * len(spatial)
+        shape[axis] = n
+        k = k + (np.fft.fftfreq(n) * n).reshape(shape) ** 2
+    k = np.floor(np.sqrt(k))
+    inside = (k >= low) & (k <= high)
+    if not inside.any():
+        return 0.0
+    return np.sqrt(np.mean(np.abs(diff[:, inside]) ** 2))
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_field_metrics_equal_numpy(shape):
+    p, t = RNG.normal(size=shape).astype(np.float32), RNG.normal(size=shape).astype(np.float32)
+    t = t + np.arange(shape[-1], dtype=np.float32) * 0.3  # low modes carry most of it
+    expected = {
+        "vrmse": np_vrmse(p, t),
+        "correlation": np_correlation(p, t),
+        "spectral_low": np_spectral(p, t, 0, 4),
+        "spectral_mid": np_spectral(p, t, 5, 12),
+        "spectral_high": np_spectral(p, t, 13, np.inf),
+    }
+    for name, value in expected.items():
+        got = float(BUILTINS[name].per_sample(jnp.asarray(p), jnp.asarray(t)))
+        np.testing.assert_allclose(got, value, rtol=2e-5, atol=1e-7, err_msg=name)
+    assert float(BUILTINS["correlation"].per_sample(jnp.asarray(t), jnp.asarray(2 * t + 1))) == pytest.approx(1.0)
+    assert float(BUILTINS["vrmse"].per_sample(jnp.asarray(t), jnp.asarray(t))) == 0.0
+
+
+def test_a_grid_with_high_modes_has_a_high_band_error():
+    t = np.zeros((1, 40), np.float32)
+    p = np.cos(2 * np.pi * 15 * np.arange(40) / 40)[None].astype(np.float32)  # mode 15 only
+    errors = {b: float(BUILTINS[f"spectral_{b}"].per_sample(jnp.asarray(p), jnp.asarray(t))) for b in ("low", "mid")}
+    assert errors["low"] < 1e-7 and errors["mid"] < 1e-7
+    high = float(BUILTINS["spectral_high"].per_sample(jnp.asarray(p), jnp.asarray(t)))
+    assert high == pytest.approx(np.sqrt((0.5**2 + 0.5**2) / 15), rel=1e-5)  # modes +-15 of the 15 with 13 <= |k| <= 20
+
+
+def test_rollout_summaries_equal_numpy():
+    curves = RNG.uniform(0.5, 1.0, size=(3, 40))
+    curves[0, :5] = 0.95
+    curves[0, 5] = 0.7
+    curves[1] = 0.9  # never drops
+    curves[2, 0] = np.nan
+    assert valid_steps(curves).tolist() == [5, 40, 0]
+    np.testing.assert_allclose(window_mean(curves[:2], 6, 12), curves[:2, 5:12].mean(axis=1))
+    np.testing.assert_allclose(window_mean(curves[:2], 13, 30), curves[:2, 12:30].mean(axis=1))
+    with pytest.raises(ValueError, match="steps 13..30 of curves of 20 steps"):
+        window_mean(curves[:, :20], 13, 30)
+
+
+def test_field_metrics_are_built_ins_of_training_and_rollouts():
+    names = ("vrmse", "correlation", "spectral_low", "spectral_mid", "spectral_high")
+    training = sweep.Training(metrics=names, rollout_steps=3, rollout_metrics=names)
+    assert training.metrics == names and training.rollout_metrics == names

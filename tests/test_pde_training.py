@@ -1,0 +1,168 @@
+"""Emulators of 2D and 3D PDEs (issue 31): every pdequinox architecture in 2D through the block
+trainer, a 3D block trained and rolled out, the training methods (``cut``, ``noise``) and block
+invariance for each in 2D."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import assert_same_member, member, tiny_spec
+
+import sweep
+from sweep import SpecError, training
+
+METRICS = ("nrmse", "vrmse", "correlation")
+
+
+def pde_spec(dims: int, model: sweep.Model | None = None, **fields) -> sweep.SweepSpec:
+    n = 8
+    return tiny_spec(
+        problem=sweep.Problem(
+            "exponax:Diffusion",
+            num_spatial_dims=dims,
+            num_points=n,
+            num_train=3,
+            num_test=2,
+            num_val=1,
+            train_steps=3,
+            test_steps=3,
+        ),
+        model=model or sweep.Model("ConvNet", hidden_channels=4, depth=1, activation="relu"),
+        training=sweep.Training(
+            **{"epochs": 2, "batch_size": 3, "report_every": 1, "rollout_steps": 3, "rollout_metrics": METRICS} | fields
+        ),
+    )
+
+
+@pytest.fixture(scope="module")
+def data_2d():
+    pytest.importorskip("exponax")
+    return sweep.load_data(pde_spec(2))
+
+
+ARCHITECTURES = [
+    sweep.Model("ConvNet", hidden_channels=4, depth=1),
+    sweep.Model("ClassicResNet", hidden_channels=4, num_blocks=1),
+    sweep.Model("ModernResNet", hidden_channels=4, num_blocks=1),
+    sweep.Model("DilatedResNet", hidden_channels=4, num_blocks=1, dilation_rates=[1, 2]),
+    sweep.Model("ClassicUNet", hidden_channels=4, num_levels=1),
+    sweep.Model("ModernUNet", hidden_channels=4, num_levels=1),
+    sweep.Model("ClassicFNO", hidden_channels=4, num_modes=3, num_blocks=1),
+]
+
+
+@pytest.mark.parametrize("model", ARCHITECTURES, ids=lambda m: m.name)
+def test_every_architecture_trains_and_rolls_out_in_2d(data_2d, model):
+    spec = pde_spec(2, model, epochs=1)
+    stacked, history = sweep.train_block(spec, [0, 1], data=data_2d)
+    net = member(stacked, 1)
+    assert net(jnp.zeros((1, 8, 8))).shape == (1, 8, 8)
+    for name in METRICS:
+        assert history.test_rollout[name].shape == (2, 3) and np.isfinite(history.test_rollout[name]).all()
+    assert np.isfinite(history.train_loss).all() and not history.diverged.any()
+
+
+def test_a_3d_block_trains_and_rolls_out():
+    pytest.importorskip("exponax")
+    spec = pde_spec(3)
+    stacked, history = sweep.train_block(spec, [0, 1])
+    assert member(stacked, 0)(jnp.zeros((1, 8, 8, 8))).shape == (1, 8, 8, 8)
+    assert history.test_rollout["vrmse"].shape == (2, 3) and np.isfinite(history.test_rollout["vrmse"]).all()
+    assert history.train_loss[:, -1].tolist() != history.train_loss[:, 0].tolist()  # it learns
+
+
+METHODS = {
+    "one": {},
+    "sup": {"unroll": 2},
+    "cut": {"unroll": 2, "cut": True},
+    "noise": {"noise": 0.05},
+    "sup_noise": {"unroll": 2, "noise": 0.05},
+}
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_member_is_the_same_in_any_2d_block_with_each_method(data_2d, method):
+    spec = pde_spec(2, **METHODS[method])
+    block_model, block_history = sweep.train_block(spec, [0, 1, 2], data=data_2d)
+    alone_model, alone_history = sweep.train(spec, 1, data=data_2d)
+    assert_same_member(block_model, block_history, 1, alone_model, alone_history)
+
+
+def test_noise_changes_training_and_each_seed_draws_its_own(data_2d):
+    clean = sweep.train_block(pde_spec(2, epochs=1), [0], data=data_2d)[1].train_loss
+    noisy = sweep.train_block(pde_spec(2, epochs=1, noise=0.05), [0], data=data_2d)[1].train_loss
+    assert not np.array_equal(clean, noisy)
+
+
+def _grad_step_spec(**fields) -> sweep.SweepSpec:
+    """One update per epoch (every window in one batch) of plain SGD with learning rate 1: the
+    parameters move by minus the gradient of the unrolled loss."""
+    return tiny_spec(
+        problem=sweep.Problem("heat1d", num_points=16, num_samples=6, trajectory_steps=3, val_fraction=0.0),
+        model=sweep.Model("ConvNet", hidden_channels=4, depth=1, activation="tanh", boundary_mode="dirichlet"),
+        optimizer=sweep.Optimizer("sgd", learning_rate=1.0),
+        training=sweep.Training(epochs=1, batch_size=5, report_every=1, unroll=3, **fields),
+    )
+
+
+def test_cut_gradients_are_the_sum_of_one_step_gradients_on_the_rolled_out_states():
+    spec = _grad_step_spec(cut=True)
+    data = sweep.load_data(spec)
+    traj = np.asarray(data.train_traj)  # [5, 4, 1, 16]: one window of 3 steps per trajectory, one batch
+    assert traj.shape[:2] == (spec.training.batch_size, 4)
+    block, state = sweep.init_block(spec, [0], data=data)
+    before = member(training.model_of(block, state), 0)
+    after_state, _ = sweep.run_chunk(block, state, 1)
+    moved = jax.tree_util.tree_map(
+        lambda a, b: np.asarray(a, np.float64) - np.asarray(b, np.float64),
+        eqx.filter(before, eqx.is_array),
+        eqx.filter(member(training.model_of(block, after_state), 0), eqx.is_array),
+    )
+    params, static = eqx.partition(before, eqx.is_array)
+
+    def one_step_loss(p, states, targets):
+        return jnp.mean((jax.vmap(eqx.combine(p, static))(states) - targets) ** 2)
+
+    states, total = jnp.asarray(traj[:, 0]), None
+    for k in range(3):  # the states the member's own rollout reaches, as constants
+        g = jax.grad(one_step_loss)(params, states, jnp.asarray(traj[:, k + 1]))
+        total = g if total is None else jax.tree_util.tree_map(jnp.add, total, g)
+        states = jax.vmap(before)(states)
+    expected = jax.tree_util.tree_map(lambda g: np.asarray(g, np.float64) / 3, total)
+    for got, want in zip(jax.tree_util.tree_leaves(moved), jax.tree_util.tree_leaves(expected)):
+        np.testing.assert_allclose(got, want, rtol=2e-4, atol=1e-6)
+
+    # backpropagating through the unroll is another gradient
+    full = _grad_step_spec(cut=False)
+    block, state = sweep.init_block(full, [0], data=data)
+    through = member(training.model_of(block, sweep.run_chunk(block, state, 1)[0]), 0)
+    assert not all(
+        np.allclose(np.asarray(a) - np.asarray(b), -d, rtol=2e-4, atol=1e-6)
+        for a, b, d in zip(
+            jax.tree_util.tree_leaves(eqx.filter(through, eqx.is_array)),
+            jax.tree_util.tree_leaves(eqx.filter(before, eqx.is_array)),
+            jax.tree_util.tree_leaves(moved),
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"cut": True}, r"`training.cut`: true with unroll=1; .* needs unroll >= 2"),
+        ({"cut": "yes", "unroll": 2}, r"`training.cut`: got 'yes'; must be true or false"),
+        ({"noise": -0.1}, r"`training.noise`: got -0.1; must be a finite number >= 0"),
+        ({"noise": float("inf")}, r"`training.noise`: got inf"),
+    ],
+)
+def test_bad_methods_are_named(fields, match):
+    with pytest.raises(SpecError, match=match):
+        sweep.Training(**fields)
+
+
+def test_default_methods_keep_config_ids():
+    assert "cut" not in sweep.Training().identity() and "noise" not in sweep.Training().identity()
+    assert sweep.Training(unroll=2, cut=True).identity()["cut"] is True

@@ -1,0 +1,119 @@
+"""PDEs in 1D, 2D and 3D (issue 31): every stepper of the table in every dimension, APEBench's
+coefficients checked against the generic exponax steppers APEBench builds, the aliases."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+import sweep
+from sweep import SpecError
+from sweep.problems import STEPPERS, load_problem
+from sweep.problems._exponax import exponax_trajectories
+
+GRID = {1: 16, 2: 8, 3: 8}
+OLD_1D = {"Advection", "Diffusion", "AdvectionDiffusion", "Burgers", "KuramotoSivashinsky"}  # test_exponax.py
+CASES = [(s, d) for s, row in STEPPERS.items() for d in row.dims if not (d == 1 and s in OLD_1D)]
+CHANNELS = {"Burgers": "dims", "GrayScott": 2}
+
+
+@pytest.fixture
+def ex():
+    return pytest.importorskip("exponax")
+
+
+@pytest.mark.parametrize(("stepper", "dims"), CASES)
+def test_every_stepper_gives_trajectories_of_its_shape_in_every_dimension(ex, stepper, dims):
+    n = GRID[dims]
+    data = exponax_trajectories(
+        stepper,
+        num_spatial_dims=dims,
+        num_points=n,
+        num_train=2,
+        num_test=1,
+        train_steps=1,
+        test_steps=1,
+        warmup_steps=0,  # (Kolmogorov flow on 8 x 8 points settles into its forcing's steady state)
+    )
+    channels = CHANNELS.get(stepper, 1)
+    channels = dims if channels == "dims" else channels
+    grid = (n,) * dims
+    assert data["train"].shape == (2, 2, channels, *grid)
+    assert data["test"].shape == (1, 2, channels, *grid) and data["val"].shape == (0, 2, channels, *grid)
+    assert all(a.dtype == np.float32 and np.isfinite(a).all() for a in data.values())
+    assert not np.allclose(data["train"][:, 1], data["train"][:, 0])  # it does move
+
+
+# APEBench's physical scenarios (commit 77c27f8) as APEBench builds them: the generic stepper,
+# its domain, dt and coefficient tuples, written out here from apebench/scenarios/physical.
+def _generic(ex, dims):
+    g = ex.stepper.generic
+    return {
+        "Advection": g.GeneralLinearStepper(dims, 1.0, 16, 0.1, linear_coefficients=(0, -0.25, 0, 0, 0)),
+        "Diffusion": g.GeneralLinearStepper(dims, 1.0, 16, 0.1, linear_coefficients=(0, 0, 0.008, 0, 0)),
+        "AdvectionDiffusion": g.GeneralLinearStepper(dims, 1.0, 16, 0.1, linear_coefficients=(0, -0.25, 0.008, 0, 0)),
+        "Dispersion": g.GeneralLinearStepper(dims, 1.0, 16, 0.001, linear_coefficients=(0, 0, 0, 0.00025, 0)),
+        "HyperDiffusion": g.GeneralLinearStepper(dims, 1.0, 16, 1e-5, linear_coefficients=(0, 0, 0, 0, -0.000075)),
+        "Burgers": g.GeneralConvectionStepper(
+            dims, 1.0, 16, 0.1, linear_coefficients=(0, 0, 0.0003, 0, 0), convection_scale=0.125
+        ),
+        "KortewegDeVries": g.GeneralNonlinearStepper(
+            dims, 50.0, 16, 0.1, linear_coefficients=(0, 0, 0, -1.0, -0.125), nonlinear_coefficients=(0, -6.0, 0)
+        ),
+        "KuramotoSivashinsky": g.GeneralNonlinearStepper(
+            dims, 60.0, 16, 0.1, linear_coefficients=(0, 0, -1.0, 0, -1.0), nonlinear_coefficients=(0, 0, -1.0)
+        ),
+    } | (
+        {  # the generic polynomial stepper applies a_0 once per axis: APEBench's Fisher-KPP only in 1D
+            "FisherKPP": g.GeneralPolynomialStepper(
+                1, 1.0, 16, 0.001, linear_coefficients=(20.0, 0, 0.004, 0, 0), polynomial_coefficients=(0, 0, -20.0)
+            )
+        }
+        if dims == 1
+        else {}
+    )
+
+
+@pytest.mark.parametrize("dims", [1, 2])
+def test_the_table_is_apebench_s_scenarios(ex, dims):
+    from sweep.problems._exponax import _resolved, _solver
+
+    for stepper, reference in _generic(ex, dims).items():
+        o = _resolved(sweep.problems._exponax._defaults(ex, stepper), {"num_spatial_dims": dims, "num_points": 16})
+        ours = _solver(ex, stepper, o)
+        u = ex.ic.RandomTruncatedFourierSeries(dims, cutoff=3, max_one=True)(16, key=jax.random.key(1))
+        u = np.concatenate([u] * ours.num_channels)
+        np.testing.assert_allclose(ours(u), reference(u), atol=1e-6, err_msg=stepper)
+        assert not np.allclose(ours(u), u)
+
+
+def test_apebench_names_are_aliases_of_the_steppers(ex):
+    tiny = {"num_points": 8, "num_train": 2, "num_test": 1, "train_steps": 1, "test_steps": 1, "num_val": 0}
+    alias = load_problem("apebench:phy_adv_2d", tiny)
+    named = load_problem("exponax:Advection", tiny | {"num_spatial_dims": 2})
+    assert alias.sample_shape == (1, 8, 8)
+    np.testing.assert_array_equal(alias.train_traj, named.train_traj)
+    assert sweep.Problem("apebench:phy_kolm_flow_2d", num_points=8).name == "apebench:phy_kolm_flow_2d"
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "match"),
+    [
+        ("apebench:phy_decay_turb_3d", {}, r"`problem.name`: unknown APEBench scenario 'apebench:phy_decay_turb_3d'; "),
+        ("apebench:phy_adv", {}, r"give apebench:<scenario>_<N>d, one of apebench:phy_adv_1d, apebench:phy_adv_2d"),
+        ("apebench:phy_adv_2d", {"num_spatial_dims": 3}, r"`problem.num_spatial_dims`: 'apebench:phy_adv_2d' says"),
+        (
+            "exponax:NavierStokesVorticity",
+            {},
+            r"`problem.num_spatial_dims`: got 1; exponax:NavierStokesVorticity is defined .* in 2 spatial",
+        ),
+        ("exponax:SwiftHohenberg", {"num_spatial_dims": 4}, r"got 4; .*in 2 or 3 spatial dimension"),
+        ("exponax:GrayScott", {"num_spatial_dims": 2, "ic": ["fourier"]}, r"`problem.ic`: .*one name .* per channel"),
+        ("exponax:FisherKPP", {"ic_clamp": [1.0, 0.0]}, r"`problem.ic_clamp`: got \[1.0, 0.0\]; give \[low, high\]"),
+        ("exponax:Diffusion", {"num_spatial_dims": 2, "ic": "sine"}, r"`problem.ic`: 'sine' .* is 1D only"),
+    ],
+)
+def test_bad_dimensions_and_aliases_are_named(ex, name, options, match):
+    with pytest.raises(SpecError, match=match):
+        sweep.Problem(name, **options)
