@@ -140,7 +140,7 @@ def _imported_modules(path: Path) -> set[tuple[str, ...]]:
             module = base + (node.module.split(".") if node.module else [])
             found |= {tuple(module)} if node.module else {tuple(module + [a.name]) for a in node.names}
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sweep."):
-            found.add(tuple(node.module.split(".")[1:]))
+            found.add(tuple((node.module or "").split(".")[1:]))
     return found
 
 
@@ -301,3 +301,60 @@ def test_the_suite_compiles_into_its_own_cache():
     assert cache == str(Path(__file__).parent.parent / ".pytest_cache" / "jax")
     code = "import json, sweep\nprint(json.dumps(sweep.configure().compile_cache))"
     assert json.loads(_fresh(code)) == cache  # inherited by the processes the tests start
+
+
+def _module_name(path: Path) -> tuple[str, ...]:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return parts[:-1] if parts[-1] == "__init__" else parts
+
+
+def test_no_import_circle_inside_a_package():
+    """Modules import one way inside a package too (its ``__init__`` aside, which re-exports)."""
+    graph: dict[tuple[str, ...], set[tuple[str, ...]]] = {}
+    for path in _modules():
+        if path.name in ("__init__.py", "__main__.py"):
+            continue
+        name = _module_name(path)
+        graph[name] = {m for m in _imported_modules(path) if m[:-1] == name[:-1] and m != name}
+    circles = []
+    for module, imported in graph.items():
+        seen, stack = set(), list(imported)
+        while stack:
+            other = stack.pop()
+            if other == module:
+                circles.append(".".join(module))
+                break
+            if other not in seen:
+                seen.add(other)
+                stack.extend(graph.get(other, ()))
+    assert circles == [], f"modules on an import circle: {circles}"
+
+
+def _is_module(parts: tuple[str, ...]) -> bool:
+    return PACKAGE.joinpath(*parts).with_suffix(".py").exists() or PACKAGE.joinpath(*parts, "__init__.py").exists()
+
+
+def test_no_module_reads_another_modules_private_names():
+    """``from ._x import _name``, or ``_x._name`` of a module imported as ``from . import _x``:
+    what a module of ``sweep`` shares with another is public in it."""
+    found = []
+    for path in _modules():
+        tree = ast.parse(path.read_text())
+        package = list(path.relative_to(PACKAGE).parts[:-1])
+        modules = set()
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.ImportFrom) and node.level):
+                continue
+            base = package[: len(package) - node.level + 1] + (node.module.split(".") if node.module else [])
+            for a in node.names:
+                if _is_module((*base, a.name)):
+                    modules.add(a.asname or a.name)
+                elif a.name.startswith("_") and not a.name.startswith("__"):
+                    found.append(
+                        f"{path.relative_to(PACKAGE)}: from {'.' * node.level}{node.module or ''} import {a.name}"
+                    )
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in modules:
+                if node.attr.startswith("_") and not node.attr.startswith("__"):
+                    found.append(f"{path.relative_to(PACKAGE)}: {node.value.id}.{node.attr}")
+    assert found == []

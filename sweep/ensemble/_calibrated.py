@@ -237,7 +237,7 @@ class Calibrated(Predictions):
             mean, std = mean_std.call(x)
             ```
         """
-        return export_selection(self, path, steps)
+        return export_selection(self, self.calibration, path, steps)
 
     def _split_samples(self, split: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
         """The stored samples of ``split`` of this selection's config, real targets of the outputs' shape."""

@@ -333,7 +333,9 @@ class Ensemble(Calibrated):
         order = np.lexsort((self._ids(), scores))[:k]
         return Ensemble(self._store, self._index.take(order))
 
-    def select_greedy(self, k: int, metric: str = "crps", split: str = "val", chunk_size: int = DEFAULT_CHUNK) -> Blend:
+    def select_greedy(
+        self, k: int, metric: str = "crps", split: str = "val", chunk_size: int = DEFAULT_CHUNK
+    ) -> Blend[Ensemble]:
         """An ensemble across configurations (architectures included): ``k`` steps of greedy
         selection with replacement (Caruana et al. 2004) over every member of this selection,
         each step adding the member that most improves ``metric`` (``"crps"`` or ``"rmse"``) on
@@ -354,7 +356,8 @@ class Ensemble(Calibrated):
             mean, std = blend.mean_std(x)
             ```
         """
-        return select_greedy(self, k, metric, split, chunk_size)
+        configs = dict.fromkeys(self.index["config_id"].to_pylist())
+        return select_greedy([self.where(config_id=c) for c in configs], k, metric, split, chunk_size)
 
     def member(self, seed: int, **where: Any) -> eqx.Module:
         """The one member with this seed (and ``where`` values) as a plain module for one sample.

@@ -30,7 +30,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -39,9 +39,7 @@ import numpy as np
 
 from .._errors import QueryError
 from ._calibration import Calibration
-
-if TYPE_CHECKING:
-    from ._calibrated import Calibrated
+from ._predictions import Predictions
 
 KIND = "seed-sweep export"
 FORMAT = 1
@@ -63,15 +61,16 @@ def _channel_scale(scale: np.ndarray, ndim: int) -> jax.Array:
     return jnp.asarray(scale.reshape(-1, *([1] * (ndim - 1))), jnp.float32)
 
 
-def export_selection(ens: Calibrated, path: str | os.PathLike[str], steps: int | None = None) -> Path:
-    """Write ``ens`` into the directory ``path`` (created; an existing export there is replaced):
-    see the module docstring. ``steps``: rollout steps (default: the calibration's rollout steps,
-    else :data:`DEFAULT_STEPS`)."""
+def export_selection(
+    ens: Predictions, cal: Calibration | None, path: str | os.PathLike[str], steps: int | None = None
+) -> Path:
+    """Write ``ens``, calibrated by ``cal`` (None: not calibrated), into the directory ``path``
+    (created; an existing export there is replaced): see the module docstring. ``steps``: rollout
+    steps (default: the calibration's rollout steps, else :data:`DEFAULT_STEPS`)."""
     config = ens._config("export")
     params, static = ens._params("export")
     dtype = jax.tree_util.tree_leaves(params)[0].dtype
     sample = tuple(config.sample_shape)
-    cal: Calibration | None = ens.calibration
     if steps is None:
         steps = len(cal.rollout_scale) if cal is not None and cal.rollout_scale is not None else DEFAULT_STEPS
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:

@@ -21,18 +21,19 @@ mean, std = blend.mean_std(x)      # weighted, members of each structure run tog
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import pyarrow as pa
 
 from .._errors import QueryError
-from ._predictions import DEFAULT_CHUNK
-
-if TYPE_CHECKING:
-    from ._ensemble import Ensemble
+from ._calibrated import Calibrated
+from ._predictions import DEFAULT_CHUNK, Predictions
 
 METRICS = ("crps", "rmse")
+P = TypeVar("P", bound=Predictions)
+C = TypeVar("C", bound=Calibrated)
 
 
 def weighted_score(values: np.ndarray, truth: np.ndarray, weights: np.ndarray, metric: str) -> float:
@@ -62,7 +63,7 @@ def greedy(values: np.ndarray, truth: np.ndarray, k: int, metric: str) -> np.nda
     return counts
 
 
-class Blend:
+class Blend(Generic[P]):
     """Distinct members of one store with weights (summing to 1), possibly of several structural
     configurations: what :meth:`~sweep.ensemble.Ensemble.select_greedy` returns. Queries run the
     members of each structural config together (one :class:`~sweep.ensemble.Ensemble` per
@@ -73,7 +74,7 @@ class Blend:
         weights: ``[members]`` float64, in the order of :attr:`index`.
     """
 
-    def __init__(self, parts: list[Ensemble], weights: np.ndarray):
+    def __init__(self, parts: list[P], weights: np.ndarray):
         self.parts, self.weights = parts, np.asarray(weights, np.float64)
 
     def __len__(self) -> int:
@@ -99,14 +100,14 @@ class Blend:
         return mean.astype(dtype), std.astype(dtype)
 
 
-def select_greedy(ens: Ensemble, k: int, metric: str, split: str, chunk_size: int) -> Blend:
-    """See :meth:`~sweep.ensemble.Ensemble.select_greedy`."""
+def select_greedy(parts: Sequence[C], k: int, metric: str, split: str, chunk_size: int) -> Blend[C]:
+    """See :meth:`~sweep.ensemble.Ensemble.select_greedy`; ``parts``: the pool's members, one
+    selection per structural config, in pool order."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise QueryError(f"select_greedy(k={k!r}): give the number of greedy steps, an integer >= 1")
     if metric not in METRICS:
         raise QueryError(f"select_greedy(metric={metric!r}): choose one of {', '.join(map(repr, METRICS))}")
-    configs = list(dict.fromkeys(ens.index["config_id"].to_pylist()))
-    parts = [ens.where(config_id=c) for c in configs]
+    configs = [p.index["config_id"][0].as_py() for p in parts]
     samples = [p._split_samples(split, "select_greedy") for p in parts]
     x, y = samples[0]
     for c, (xc, yc) in zip(configs[1:], samples[1:], strict=True):
@@ -115,7 +116,8 @@ def select_greedy(ens: Ensemble, k: int, metric: str, split: str, chunk_size: in
                 f"select_greedy(split={split!r}): config {c} holds other {split} samples than config {configs[0]}; "
                 f"members are compared on the same samples: select configurations of one problem"
             )
-    pool = np.concatenate([p.predict(x, chunk_size) for p in parts]).reshape(len(ens), -1).astype(np.float64)
+    pool = np.concatenate([p.predict(x, chunk_size) for p in parts])
+    pool = pool.reshape(sum(map(len, parts)), -1).astype(np.float64)
     counts = greedy(pool, y.reshape(-1).astype(np.float64), int(k), metric)
     chosen, start = [], 0
     for p in parts:

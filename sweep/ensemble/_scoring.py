@@ -10,6 +10,10 @@ block, whatever the number of members (10,000 members of 1,024 values: 41 MB), a
 exact, not streamed approximations; the price is one pass over the members' parameters per block.
 The blocks are padded to one shape (padded points weigh zero), so each shape compiles once.
 
+The functions take the members as a :class:`~._predictions.Predictions` (the selection and
+streamed inference an ``Ensemble`` builds on), never an ``Ensemble``: ``Ensemble.scores``,
+``stored_scores`` and ``summary(scores=True)`` call them, so imports point one way.
+
 Losses and metrics (for the ensemble gain) are evaluated where they are built-ins; one given by
 import path is code the store names, which reading a store never runs: its columns stay null.
 """
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -31,10 +35,8 @@ from .._errors import QueryError, SweepError
 from .._import_path import is_import_path
 from ..metrics import BUILTINS, LOSS, metric_name, rollout_gmean
 from ..store import SCORE_COLUMNS, SPLIT_FILES, Store, gain_column, scores_schema
+from ._predictions import DEFAULT_CHUNK, Predictions
 from ._scores import Totals, block_sums, metric_sums
-
-if TYPE_CHECKING:
-    from ._ensemble import Ensemble
 
 BLOCK_BYTES = 64 * 2**20  # float32 member values gathered at once (the sort works in float64 beside them)
 SIZE_GROUPS = 8  # disjoint subsets of members averaged per point of an ensemble-size curve
@@ -46,7 +48,7 @@ def check_split(split: Any, what: str) -> str:
     return split
 
 
-def configurations(ens: Ensemble) -> list[tuple[dict[str, Any], Ensemble]]:
+def configurations(ens: Predictions) -> list[tuple[dict[str, Any], Predictions]]:
     """``(key, members)`` of every configuration (config_id and grid values) of a selection, in store order."""
     keys = ["config_id", *ens.grid_columns]
     index = ens.index
@@ -57,7 +59,7 @@ def configurations(ens: Ensemble) -> list[tuple[dict[str, Any], Ensemble]]:
     return out
 
 
-def _real_targets(ens: Ensemble, y: np.ndarray, what: str) -> None:
+def _real_targets(ens: Predictions, y: np.ndarray, what: str) -> None:
     """A :class:`QueryError` unless the members predict real values of the targets' shape."""
     config = ens._config(what)
     training = config.spec.training
@@ -91,7 +93,7 @@ def _sizes(members: int) -> list[int]:
 
 
 def one_step(
-    ens: Ensemble, x: np.ndarray, y: np.ndarray, chunk_size: int, metrics: list, block_bytes: int = BLOCK_BYTES
+    ens: Predictions, x: np.ndarray, y: np.ndarray, chunk_size: int, metrics: list, block_bytes: int = BLOCK_BYTES
 ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, dict[int, list[dict[str, np.ndarray]]]]:
     """Scores of the members' predictions of ``x`` against ``y``, the summed metrics of the ensemble
     mean and of the members (``metrics``: per-sample functions), and the scores of disjoint subsets
@@ -120,7 +122,9 @@ def one_step(
     return totals.finish(), of_mean / len(x), of_members / len(x), sizes
 
 
-def rollout(ens: Ensemble, traj: np.ndarray, chunk_size: int, block_bytes: int = BLOCK_BYTES) -> dict[str, np.ndarray]:
+def rollout(
+    ens: Predictions, traj: np.ndarray, chunk_size: int, block_bytes: int = BLOCK_BYTES
+) -> dict[str, np.ndarray]:
     """Scores per step ``1..T`` of the members' rollouts from the first states of ``traj``
     ``[trajectories, T + 1, ...]`` against the trajectories."""
     steps = traj.shape[1] - 1
@@ -139,7 +143,7 @@ def rollout(ens: Ensemble, traj: np.ndarray, chunk_size: int, block_bytes: int =
     return totals.finish()
 
 
-def _gain_metrics(ens: Ensemble, names: list[str]) -> tuple[list[str], list]:
+def _gain_metrics(ens: Predictions, names: list[str]) -> tuple[list[str], list]:
     """The loss and those of ``names`` (stored metric names) this config evaluates with a built-in:
     ``(names, per-sample functions)``."""
     training = ens.spec.training
@@ -149,7 +153,7 @@ def _gain_metrics(ens: Ensemble, names: list[str]) -> tuple[list[str], list]:
 
 
 def configuration_rows(
-    ens: Ensemble, key: dict[str, Any], split: str, chunk_size: int, block_bytes: int = BLOCK_BYTES
+    ens: Predictions, key: dict[str, Any], split: str, chunk_size: int, block_bytes: int = BLOCK_BYTES
 ) -> list[dict[str, Any]]:
     """Every row of the scores table of one configuration (``ens``: its members) on one split."""
     config = ens._config("scores")
@@ -201,7 +205,7 @@ def schema_of(store: Store) -> pa.Schema:
 
 
 def scores_table(
-    ens: Ensemble, splits: tuple[str, ...], chunk_size: int, block_bytes: int = BLOCK_BYTES, skip: bool = False
+    ens: Predictions, splits: tuple[str, ...], chunk_size: int, block_bytes: int = BLOCK_BYTES, skip: bool = False
 ) -> pa.Table:
     """The scores table of every configuration of ``ens`` on each split. ``skip``: a configuration
     that cannot be scored on a split (no samples, class labels, a model built by code the store
@@ -223,8 +227,6 @@ def store_scores(store: Store) -> pa.Table | None:
     if it holds none), as the aggregation writes it. Configurations that cannot be scored are left
     out with a warning: class labels, or a model built by a factory (code the store names, which
     the aggregator never runs)."""
-    from ._ensemble import DEFAULT_CHUNK, Ensemble
-
     splits = tuple(s for s, (samples, _) in SPLIT_FILES.items() if samples in store.manifest["files"])
     if not splits:
         return None
@@ -238,7 +240,8 @@ def store_scores(store: Store) -> pa.Table | None:
         )
     if not built_in:
         return pa.Table.from_pylist([], schema_of(store))
-    return scores_table(Ensemble(store).where(config_id=built_in), splits, DEFAULT_CHUNK, skip=True)
+    wanted = {"config_id": pa.array(built_in, store.index_schema.field("config_id").type)}
+    return scores_table(Predictions(store, None, wanted), splits, DEFAULT_CHUNK, skip=True)
 
 
 BESIDE_SCORES = ("crps", "spread_skill", "coverage_50", "coverage_90", gain_column(LOSS, "gain"))
@@ -266,7 +269,7 @@ def _joined(left: pa.Table, right: pa.Table, keys: list[str]) -> pa.Table:
     return joined.sort_by(order).drop_columns([order])
 
 
-def stored_rows(ens: Ensemble, split: str | None) -> pa.Table:
+def stored_rows(ens: Predictions, split: str | None) -> pa.Table:
     """The stored scores table's rows of the configurations ``ens`` has members of, on ``split`` or both."""
     table = ens._store.ensemble_scores()
     if table is None:

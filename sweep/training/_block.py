@@ -81,7 +81,7 @@ def member_keys(sweep_seed: int, seeds: Sequence[int]) -> tuple[UInt32[Array, "m
     return data[:, 0], data[:, 1]
 
 
-def _hparam_sets(spec: SweepSpec, hparams: HParams) -> tuple[dict[str, float], ...]:
+def hparam_sets(spec: SweepSpec, hparams: HParams) -> tuple[dict[str, float], ...]:
     """Hyperparameter sets as dicts keyed by optimizer argument name."""
     if hparams is None:
         assert spec.vmap is not None  # __post_init__ resolves None to the vmappable grid keys
@@ -157,7 +157,7 @@ def init_block(
     seeds = tuple(int(s) for s in seeds)
     if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
         raise SpecError(f"`seeds`: got {list(seeds)[:10]}; give distinct non-negative integers")
-    hsets = _hparam_sets(spec, hparams)
+    hsets = hparam_sets(spec, hparams)
     if data is None:
         data = load_data(spec)
     else:

@@ -21,7 +21,7 @@ from .._errors import SpecError
 from ..metrics import ROLLOUT_GMEAN, rollout_gmean
 from ..problems import EVALUATED
 from ..spec import SweepSpec, Training
-from ._block import Block, BlockOptions, HParams, _hparam_sets, init_block, model_of, run_chunk
+from ._block import Block, BlockOptions, HParams, hparam_sets, init_block, model_of, run_chunk
 from ._program import TrainState
 
 
@@ -205,7 +205,7 @@ def train(
         net, history = sweep.train(spec, seed=4)  # the same network as seed 4 in any block
         ```
     """
-    if hparams is None and len(_hparam_sets(spec, None)) > 1:
+    if hparams is None and len(hparam_sets(spec, None)) > 1:
         assert spec.vmap is not None  # __post_init__ resolves None to the vmappable grid keys
         raise SpecError(
             f"`hparams`: the spec vmaps {list(spec.vmap)}; pass one set, e.g. hparams={{'learning_rate': 1e-3}}"
