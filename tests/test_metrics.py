@@ -63,7 +63,8 @@ def test_builtins_match_numpy_per_sample_then_averaged():
     [
         (
             dict(loss="msee"),
-            r"`training.loss`: unknown loss 'msee'; choose one of mse, mae, nrmse, cross_entropy, accuracy or give a function",
+            r"`training.loss`: unknown loss 'msee'; choose one of mse, mae, nrmse, cross_entropy, accuracy, vrmse, "
+            r"correlation, spectral_low, spectral_mid, spectral_high or give a function",
         ),
         (dict(metrics=["mse", "rmse"]), r"`training.metrics\[1\]`: unknown metric 'rmse'"),
         (dict(metrics="mse"), r"`training.metrics`: got 'mse'; give a list of names"),
