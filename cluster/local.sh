@@ -70,6 +70,16 @@ wait_for() {  # node name, seconds: until its `ray start` says the node runs (fa
     return 1
 }
 
+wait_for_file() {  # path, seconds: `ray start` writes the address file after it says the node runs
+    local i
+    for ((i = 0; i < $2 * 10; i++)); do
+        [[ -s "$1" ]] && return 0
+        sleep 0.1
+    done
+    echo "error: $1 was not written within $2 s" >&2
+    return 1
+}
+
 ensure_token() {
     [[ "$RAY_AUTH_MODE" != "token" || -n "${RAY_AUTH_TOKEN:-}" || -n "${RAY_AUTH_TOKEN_PATH:-}" ]] && return 0
     [[ -s "$HOME/.ray/auth_token" ]] || "$RAY" get-auth-token --generate >/dev/null
@@ -93,7 +103,7 @@ start() {
     : >"$dir/pids"
     launch head --head --port="$port" --include-dashboard=false \
         --num-cpus="$head_cpus" --num-gpus=0 $(node_ports 0)
-    wait_for head 60 && [[ -s "$dir/head/ray_current_cluster" ]] || { stop; exit 1; }
+    wait_for head 60 && wait_for_file "$dir/head/ray_current_cluster" 30 || { stop; exit 1; }
     cp "$dir/head/ray_current_cluster" "$dir/address"
     local address i
     address="$(cat "$dir/address")"
