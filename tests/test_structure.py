@@ -22,6 +22,7 @@ PACKAGE = Path(sweep.__file__).parent
 LAYERS = [
     {
         "_errors",
+        "_layout",
         "_canonical",
         "_caches",
         "_fs",
@@ -358,3 +359,20 @@ def test_no_module_reads_another_modules_private_names():
                 if node.attr.startswith("_") and not node.attr.startswith("__"):
                     found.append(f"{path.relative_to(PACKAGE)}: {node.value.id}.{node.attr}")
     assert found == []
+
+
+def test_every_file_name_of_a_sweep_directory_and_a_store_is_named_in_one_module():
+    """``sweep._layout`` names the files; no other module spells one of those names out."""
+    from sweep import _layout
+
+    names = {v for k, v in vars(_layout).items() if k.isupper() and isinstance(v, str) and k != "LOCAL_DIR"}
+    names |= {n for k, v in vars(_layout).items() if k.isupper() and isinstance(v, tuple) for n in v}
+    assert {"plan.json", "manifest.json", "members.parquet", "block.json", "CURRENT", "tune-"} <= names
+    found = [
+        f"{path.relative_to(PACKAGE)}:{node.lineno}: {node.value!r}"
+        for path in _modules()
+        if path.name != "_layout.py"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and node.value in names
+    ]
+    assert found == [], "file names spelled outside sweep/_layout.py: " + ", ".join(found)

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from .._errors import QueryError
-from ..store import SPLIT_FILES
+from .._layout import SPLIT_FILES
 from ._calibration import Calibration, check_levels, conformal_quantiles, fit_scale, on_channels
 from ._export import export_selection
 from ._field_scores import crps_terms

@@ -33,8 +33,9 @@ import pyarrow.compute as pc
 from .._batches import padded, pieces
 from .._errors import QueryError, SweepError
 from .._import_path import is_import_path
+from .._layout import SPLIT_FILES
 from ..metrics import BUILTINS, LOSS, metric_name, rollout_gmean
-from ..store import SCORE_COLUMNS, SPLIT_FILES, Store, gain_column, scores_schema
+from ..store import SCORE_COLUMNS, Store, gain_column, scores_schema
 from ._predictions import DEFAULT_CHUNK, Predictions
 from ._scores import Totals, block_sums, metric_sums
 

@@ -25,16 +25,12 @@ from ._reader import Store as Store
 from ._samples import write_samples as write_samples
 from ._schema import FIXED_COLUMNS as FIXED_COLUMNS
 from ._schema import FORMAT as FORMAT
-from ._schema import MANIFEST as MANIFEST
 from ._schema import SCORE_COLUMNS as SCORE_COLUMNS
-from ._schema import SPLIT_FILES as SPLIT_FILES
-from ._schema import STORE_NAME as STORE_NAME
 from ._schema import curves_by_column as curves_by_column
 from ._schema import gain_column as gain_column
 from ._schema import history_column as history_column
 from ._schema import rollout_column as rollout_column
 from ._schema import rollout_curves_by_column as rollout_curves_by_column
 from ._schema import scores_schema as scores_schema
-from ._sweepdir import EXPERIMENT_PREFIX as EXPERIMENT_PREFIX
 from ._sweepdir import SweepDir as SweepDir
 from ._writer import StoreWriter as StoreWriter

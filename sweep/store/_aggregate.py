@@ -41,7 +41,8 @@ from tqdm.auto import tqdm
 from .._canonical import canonical_json
 from .._errors import StoreError
 from .._fs import filesystem_path
-from ..planning import PLAN_FILE, Plan, TrialPlan
+from .._layout import CONFIGS, ENSEMBLE_SCORES, MEMBERS, PLAN, SAMPLES, STORE_NAME
+from ..planning import Plan, TrialPlan
 from ..problems import Dataset
 from ..spec import Adaptive
 from ..training import BlockRef, Shapes
@@ -50,18 +51,7 @@ from ._members import Column, Source
 from ._race import race_manifest
 from ._reader import Store
 from ._samples import sample_tables, write_store_samples
-from ._schema import (
-    CONFIGS,
-    CONFIGS_SCHEMA,
-    ENSEMBLE_SCORES,
-    FORMAT,
-    MEMBERS,
-    SAMPLES,
-    STORE_NAME,
-    leaves_files,
-    members_schema,
-    statistics_columns,
-)
+from ._schema import CONFIGS_SCHEMA, FORMAT, leaves_files, members_schema, statistics_columns
 from ._shards import ShardResult, ShardTask, build_shard
 from ._sweepdir import SweepDir
 from ._writer import StoreWriter
@@ -135,7 +125,7 @@ def aggregate(
     plan = where.plan()
     if plan is None:
         warnings.warn(
-            f"{root + '/' + PLAN_FILE!r} not found: planned members without a checkpoint cannot be listed", stacklevel=2
+            f"{root + '/' + PLAN!r} not found: planned members without a checkpoint cannot be listed", stacklevel=2
         )
     refs = sorted(where.blocks().values(), key=lambda r: r.trial_key)
     if only_complete:
