@@ -66,8 +66,8 @@ def export_selection(
     """Write ``ens``, calibrated by ``cal`` (None: not calibrated), into the directory ``path``
     (created; an existing export there is replaced): see the module docstring. ``steps``: rollout
     steps (default: the calibration's rollout steps, else :data:`DEFAULT_STEPS`)."""
-    config = ens._config("export")
-    params, static = ens._params("export")
+    config = ens.one_config("export")
+    params, static = ens.stacked_params("export")
     dtype = jax.tree_util.tree_leaves(params)[0].dtype
     sample = tuple(config.sample_shape)
     if steps is None:
@@ -133,7 +133,7 @@ def export_selection(
             else None
         ),
         "calibration": None if cal is None else cal.to_dict(),
-        "store_sha256": ens._store.manifest_sha256,
+        "store_sha256": ens.store.manifest_sha256,
         "jax": jax.__version__,
         "parts": parts,
     }

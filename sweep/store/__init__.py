@@ -10,14 +10,14 @@ params = store.read(config_id, [0, 1, 2])  # NumPy leaves with a leading member 
 store.verify()                             # every file's sha256, no unlisted file or link
 ```
 
-Every file and column is named in :mod:`._schema`.
+Every file is named in :mod:`sweep._layout`, every column in :mod:`._schema`.
 """
 
 from ._aggregate import DEFAULT_SHARD_BYTES as DEFAULT_SHARD_BYTES
-from ._aggregate import AggregateOptions as AggregateOptions
 from ._aggregate import MapTasks as MapTasks
-from ._aggregate import aggregate as aggregate
 from ._aggregate import aggregate_blocks as aggregate_blocks
+from ._aggregate import sweep_sources as sweep_sources
+from ._aggregate import write_store as write_store
 from ._generations import committed_root as committed_root
 from ._generations import generations_dir as generations_dir
 from ._reader import ConfigInfo as ConfigInfo

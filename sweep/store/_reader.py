@@ -61,7 +61,14 @@ class Store:
         """Open the store of a sweep directory (or a store directory) on any pyarrow filesystem."""
         fs, path = filesystem_path(path, filesystem)
         root = committed_root(fs, path)
-        store = cls(fs, root, *read_manifest(fs, f"{root}/{MANIFEST}"))
+        return cls.at(fs, root, *read_manifest(fs, f"{root}/{MANIFEST}"))
+
+    @classmethod
+    def at(cls, fs: pafs.FileSystem, root: str, manifest: dict[str, Any], manifest_sha256: str = "") -> Store:
+        """The store in directory ``root`` whose manifest is ``manifest`` (read and checked by
+        :meth:`open`; the aggregator's own for a generation written but not committed yet), its
+        ``configs.parquet`` read and checked."""
+        store = cls(fs, root, manifest, manifest_sha256)
         store.configs = store._read_configs()
         return store
 

@@ -25,7 +25,6 @@ import pyarrow.fs as pafs
 
 from .._fs import local_copy, local_path
 from .._layout import BLOCK_META, BLOCK_STATE, CHECKPOINT_PREFIX, LOCAL_DIR, checkpoint_name
-from ..ensemble import aggregate
 from ..planning import TrialPlan
 from ..problems import Dataset
 from ..spec import SweepSpec
@@ -56,6 +55,7 @@ class LocalExecutor:
         self.spec, self.sweep_dir, self.options = spec, sweep_dir, options
         self.display, self.trackers = display, trackers
         self.listeners = [display, *trackers]  # the display first
+        self.map_tasks = map  # the aggregation's tasks: in this process
         self.datasets: Mapping[str, Dataset] = {}
         self.pace: Cadence | None = None
         self.steps = 0
@@ -92,9 +92,6 @@ class LocalExecutor:
                 failures.append(f"{trial.trial_key}: {type(e).__name__}: {' '.join(str(e).split())}")
             self._event("on_step_end", trials=self._views(status))
         return Outcome(frozenset(), tuple(failures))
-
-    def aggregate(self, only_complete: bool) -> None:
-        aggregate(self.sweep_dir, only_complete=only_complete)
 
     # -- one trial ----------------------------------------------------------------------------------
     def _train_trial(self, trial: TrialPlan, resume_from: str | None, status: dict[str, str]) -> None:
