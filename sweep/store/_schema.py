@@ -20,7 +20,7 @@ atomically is in :mod:`._generations`)::
                         trajectories (:func:`scores_schema`); absent in stores made without them
     manifest.json       format, counts, grid columns, sha256 and size of every file, missing members
 
-No other name may appear in a store (:data:`STORE_FILE`), and no symbolic link.
+No other name may appear in a store (:data:`sweep._layout.STORE_FILE`), and no symbolic link.
 In the sweep directory, ``samples.parquet`` and ``trajectories.parquet`` (same schemas) are
 written by ``sweep.run``, which has the data, and copied into each store by the aggregator,
 which never loads data itself.
