@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import sweep
 from sweep._configure import available_cpus
 
@@ -450,3 +452,14 @@ def test_one_aggregate():
 
     assert not hasattr(sweep.tune, "aggregate") and not hasattr(sweep.store, "aggregate")
     assert sweep.aggregate.__module__ == "sweep.ensemble._aggregate"
+
+
+@pytest.mark.slow  # a whole run under a profiler: ~10 s of CPU
+def test_the_room_walk_of_a_fixed_seed_run_re_enters_at_most_ten_rooms(tmp_path):
+    """Following ``sweep.run``'s spec through the code (``benchmarks/tune/room_walk.py`` defines the
+    walk) goes back to a module it left at most 10 times (docs/design.md, "The room walk")."""
+    from benchmarks.tune.room_walk import reentries, tiny_spec, walk
+
+    rooms = walk(tiny_spec(race=False), str(tmp_path))
+    assert rooms[0] == "tune._run" and {"tune._policy", "tune._local", "tune._executor"} <= set(rooms)
+    assert len(reentries(rooms)) <= 10, rooms
