@@ -36,7 +36,7 @@ def tiny_spec(race: bool) -> sweep.SweepSpec:
         model=sweep.Model("ConvNet", hidden_channels=4, depth=2, activation="relu", boundary_mode="dirichlet"),
         optimizer=sweep.Optimizer("adam", learning_rate=3e-3),
         training=sweep.Training(epochs=2, batch_size=16, report_every=1),
-        grid={"model.depth": [1, 2]} if race else {},
+        grid={"model.depth": (1, 2)} if race else {},
         seeds=seeds,
         seeds_per_trial=2,
     )
@@ -76,7 +76,7 @@ def reentries(rooms: list[str]) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description="the re-entries of the room walk of sweep.run")
     parser.add_argument("--race", action="store_true", help="walk an adaptive race instead of fixed seeds")
     args = parser.parse_args(argv)
     sweep.configure()
