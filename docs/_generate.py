@@ -391,8 +391,12 @@ def _members_table() -> str:
 
 
 def store_page() -> str:
-    from sweep.store import _aggregate
-    from sweep.store import _schema as s
+    import types
+
+    from sweep import _layout
+    from sweep.store import _aggregate, _schema
+
+    s = types.SimpleNamespace(**{**vars(_schema), **vars(_layout)})  # the store's names and its files'
 
     return f"""{HEADER}# Store format
 
@@ -406,7 +410,7 @@ store names.
 The schema module's own account of the files (`sweep/store/_schema.py`):
 
 ```text
-{_plain(textwrap.dedent(inspect.getdoc(s).split("::", 1)[1].strip(chr(10)).split(chr(10) * 2)[0]))}
+{_plain(textwrap.dedent(inspect.getdoc(_schema).split("::", 1)[1].strip(chr(10)).split(chr(10) * 2)[0]))}
 ```
 
 No other file name may appear in a store (pattern `{s.STORE_FILE.pattern}`), and no symbolic

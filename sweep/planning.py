@@ -17,11 +17,11 @@ import pyarrow.fs as pafs
 from ._canonical import canonical_json, digest
 from ._errors import StoreError
 from ._fs import ONE_COMPONENT, confined, exists, read_text, write_text_atomic
+from ._layout import PLAN
 from .racing import Key, Race, decides, guarantee
 from .spec import SweepSpec, hparam_name
 
 __all__ = [
-    "PLAN_FILE",
     "MemberId",
     "Plan",
     "TrialPlan",
@@ -34,7 +34,6 @@ __all__ = [
     "write_plan",
 ]
 
-PLAN_FILE = "plan.json"
 PLAN_FORMAT = 1
 
 
@@ -108,7 +107,7 @@ class TrialPlan:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TrialPlan:
         """A trial read back from ``plan.json``: its key names its directory, so it must be one name."""
-        key = confined(data["trial_key"], f"{PLAN_FILE} `trial_key`", ONE_COMPONENT, "one path component")
+        key = confined(data["trial_key"], f"{PLAN} `trial_key`", ONE_COMPONENT, "one path component")
         return cls(
             key,
             data["config_id"],
@@ -298,7 +297,7 @@ def merge_plans(old: Plan | None, new: Plan) -> Plan:
 
 def read_plan(filesystem: pafs.FileSystem, sweep_path: str) -> Plan | None:
     """``<sweep_path>/plan.json``, or None if the sweep has none yet."""
-    path = f"{sweep_path}/{PLAN_FILE}"
+    path = f"{sweep_path}/{PLAN}"
     if not exists(filesystem, path):
         return None
     try:
@@ -309,4 +308,4 @@ def read_plan(filesystem: pafs.FileSystem, sweep_path: str) -> Plan | None:
 
 def write_plan(filesystem: pafs.FileSystem, sweep_path: str, plan: Plan) -> None:
     """Write ``<sweep_path>/plan.json`` atomically."""
-    write_text_atomic(filesystem, f"{sweep_path}/{PLAN_FILE}", json.dumps(plan.to_dict(), indent=1))
+    write_text_atomic(filesystem, f"{sweep_path}/{PLAN}", json.dumps(plan.to_dict(), indent=1))

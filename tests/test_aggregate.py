@@ -21,9 +21,9 @@ import pytest
 from _blocks import train_trial, trained_blocks, write_sweep
 from helpers import member, tiny_spec, tree_allclose
 
-from sweep import StoreError, load
+from sweep import StoreError, aggregate, load
 from sweep.planning import Plan, make_plan
-from sweep.store import Store, aggregate, aggregate_blocks
+from sweep.store import Store, aggregate_blocks
 
 SPEC = tiny_spec(grid={"model.depth": [1, 2], "optimizer.learning_rate": [1e-3, 3e-3]})
 PLAN = make_plan(SPEC)  # 2 configs x 2 blocks of 2 seeds, each block with both learning rates
@@ -129,6 +129,7 @@ def test_aggregating_twice_gives_identical_files(sweep_dir):
         "configs.parquet",
         "samples.parquet",
         "val_samples.parquet",
+        "ensemble_scores.parquet",
         "manifest.json",
         *(f"{c}.eqx" for c in PLAN.config_ids),
     }

@@ -50,11 +50,11 @@ def test_parallel_aggregation_is_byte_identical_to_serial(ray_session, tmp_path)
     serial, parallel = _files(one / "ensembles"), _files(two / "ensembles")
     assert any("/shard-" in name for name in serial) and serial.keys() == parallel.keys()
     assert all(serial[name] == parallel[name] for name in serial), [n for n in serial if serial[n] != parallel[n]]
-    # sweep.tune.aggregate (what sweep.run and `sweep aggregate --parallel` call) gives the same store again;
+    # RayTasks() as sweep.run and `sweep aggregate --parallel` give it gives the same store again;
     # 4 blocks are less work than starting task workers: it runs them in this process
     small = sweep.tune.RayTasks()
     assert list(small(len, [(1,), (2, 3)])) == [1, 2] and not small.peak_rss_mib
-    sweep.tune.aggregate(two, progress=False, shard_bytes=shard)
+    sweep.aggregate(two, progress=False, shard_bytes=shard, map_tasks=small)
     assert _files(two / "ensembles") == serial
     # the evaluation columns came through the tasks: a metric on validation and test, null without a validation set
     table = load(two).table

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import sweep
 from sweep._configure import available_cpus
 
@@ -22,6 +24,7 @@ PACKAGE = Path(sweep.__file__).parent
 LAYERS = [
     {
         "_errors",
+        "_layout",
         "_canonical",
         "_caches",
         "_fs",
@@ -358,3 +361,105 @@ def test_no_module_reads_another_modules_private_names():
                 if node.attr.startswith("_") and not node.attr.startswith("__"):
                     found.append(f"{path.relative_to(PACKAGE)}: {node.value.id}.{node.attr}")
     assert found == []
+
+
+def test_every_file_name_of_a_sweep_directory_and_a_store_is_named_in_one_module():
+    """``sweep._layout`` names the files; no other module spells one of those names out."""
+    from sweep import _layout
+
+    names = {v for k, v in vars(_layout).items() if k.isupper() and isinstance(v, str) and k != "LOCAL_DIR"}
+    names |= {n for k, v in vars(_layout).items() if k.isupper() and isinstance(v, tuple) for n in v}
+    assert {"plan.json", "manifest.json", "members.parquet", "block.json", "CURRENT", "tune-"} <= names
+    found = [
+        f"{path.relative_to(PACKAGE)}:{node.lineno}: {node.value!r}"
+        for path in _modules()
+        if path.name != "_layout.py"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and node.value in names
+    ]
+    assert found == [], "file names spelled outside sweep/_layout.py: " + ", ".join(found)
+
+
+# Private names that are public API of what they belong to: namedtuple methods, os._exit.
+PUBLIC_UNDERSCORED = {"_replace", "_asdict", "_fields", "_make", "_field_defaults", "_exit"}
+
+
+def _defined_names(path: Path, seen: dict[Path, set[str]]) -> set[str]:
+    """The names ``path`` defines (functions, classes, assigned names and attributes, arguments),
+    and those of the ``sweep`` modules that define its classes' bases: a subclass uses its bases'
+    private members, on any instance of its class."""
+    if path in seen:
+        return seen[path]
+    seen[path] = names = set()
+    tree = ast.parse(path.read_text())
+    package = list(path.relative_to(PACKAGE).parts[:-1])
+    imported: dict[str, Path] = {}  # a name imported from a sibling module -> that module's file
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, ast.ImportFrom) and node.level and node.module:
+            module = package[: len(package) - node.level + 1] + node.module.split(".")
+            file = PACKAGE.joinpath(*module).with_suffix(".py")
+            imported |= {a.asname or a.name: file for a in node.names if file.exists()}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for base in node.bases:
+                if isinstance(base, ast.Name) and base.id in imported:
+                    names |= _defined_names(imported[base.id], seen)
+    return names
+
+
+def test_no_module_reads_another_modules_private_attributes():
+    """``x._name`` is read only where ``_name`` is the module's own: ``x`` is ``self`` or ``cls``,
+    or the module (or a base class it imports from another module of ``sweep``) defines ``_name``.
+
+    The check reads names, not types, so it errs both ways, knowingly: a module that defines a
+    ``_name`` of its own may read another class's ``_name`` unseen, and ``getattr(x, "_name")`` is not
+    seen at all; a private name that is public API where it lives is listed in
+    :data:`PUBLIC_UNDERSCORED`. What modules share is public: ``Selection.store``,
+    ``Predictions.checked_inputs``/``outputs``/``rollout_states``, ``Store.at``, ..."""
+    seen: dict[Path, set[str]] = {}
+    found = []
+    for path in _modules():
+        own = _defined_names(path, seen) | PUBLIC_UNDERSCORED
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")):
+                continue
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                continue
+            if node.attr not in own:
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node.value)}.{node.attr}")
+    assert found == [], "modules reading another module's private attributes: " + ", ".join(found)
+
+
+def test_one_aggregate():
+    """``sweep.aggregate`` is the one aggregation of a sweep directory; Ray tasks are an argument of it."""
+    defined = [  # the command `sweep aggregate` (cli/_store.py) calls it
+        str(path.relative_to(PACKAGE))
+        for path in _modules()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef) and node.name == "aggregate" and _part(path) != "cli"
+    ]
+    assert defined == ["ensemble/_aggregate.py"], defined
+    import sweep.store
+    import sweep.tune
+
+    assert not hasattr(sweep.tune, "aggregate") and not hasattr(sweep.store, "aggregate")
+    assert sweep.aggregate.__module__ == "sweep.ensemble._aggregate"
+
+
+@pytest.mark.slow  # a whole run under a profiler: ~10 s of CPU
+def test_the_room_walk_of_a_fixed_seed_run_re_enters_at_most_ten_rooms(tmp_path):
+    """Following ``sweep.run``'s spec through the code (``benchmarks/tune/room_walk.py`` defines the
+    walk) goes back to a module it left at most 10 times (docs/design.md, "The room walk")."""
+    from benchmarks.tune.room_walk import reentries, tiny_spec, walk
+
+    rooms = walk(tiny_spec(race=False), str(tmp_path))
+    assert rooms[0] == "tune._run" and {"tune._policy", "tune._local", "tune._executor"} <= set(rooms)
+    assert len(reentries(rooms)) <= 10, rooms

@@ -15,11 +15,12 @@ from _blocks import datasets_of, trained_blocks
 from helpers import assert_same_member, member
 
 import sweep
+from sweep._layout import SAMPLES
 from sweep.figures import plot
 from sweep.planning import make_plan
 from sweep.store import aggregate_blocks
 from sweep.store._samples import read_sample_file, sample_table, samples_of
-from sweep.store._schema import SAMPLES, SAMPLES_SCHEMA_FLOAT32
+from sweep.store._schema import SAMPLES_SCHEMA_FLOAT32
 from sweep.training import Shapes
 
 ADAM = sweep.Optimizer("adam", learning_rate=3e-3)

@@ -16,9 +16,9 @@ from _blocks import trained_blocks, write_sweep
 from test_cli import invoke
 from test_store import PLAN, original, store  # noqa: F401  (a private copy of a store, free to damage)
 
-from sweep import StoreError, load
+from sweep import StoreError, aggregate, load
 from sweep.planning import read_plan
-from sweep.store import FORMAT, Store, aggregate, aggregate_blocks
+from sweep.store import FORMAT, Store, aggregate_blocks
 from sweep.store._files import write_parquet
 from sweep.training import find_blocks
 

@@ -15,7 +15,7 @@ fresh process:
    row-group layout of ``members.parquet``.
 
 Step 1 runs twice: serially in one process (``sweep.aggregate``), and as Ray tasks on a new
-local Ray of ``--cpus`` CPUs (``sweep.store.aggregate(..., map_tasks=sweep.tune.RayTasks())``,
+local Ray of ``--cpus`` CPUs (``sweep.store.write_store(..., map_tasks=sweep.tune.RayTasks())``, the aggregation without the ensemble scores,
 what ``sweep.run`` and ``sweep aggregate --parallel`` do), with the driver's peak RSS, every
 task's worker peak RSS, and whether the two stores are byte-identical (sha256 of every file).
 
@@ -90,7 +90,10 @@ def child_aggregate(root: str, shard_mib: float | None, cpus: int = 0) -> dict:
     before = peak_rss_mib()
     start = time.perf_counter()
     if root:
-        sweep.store.aggregate(root, **kwargs)
+        where = sweep.store.SweepDir.at(root)  # sweep.aggregate without the ensemble scores: the aggregation alone
+        sources = sweep.store.sweep_sources(where)
+        write_store_args = (where.filesystem, f"{where.path}/ensembles", sources, where.plan(), where.samples())
+        sweep.store.write_store(*write_store_args, **kwargs)
     out |= {"seconds": time.perf_counter() - start, "peak_rss_mib": peak_rss_mib(), "peak_before_mib": before}
     if cpus:
         out["task_peak_rss_mib"] = tasks.peak_rss_mib

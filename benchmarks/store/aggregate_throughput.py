@@ -27,12 +27,20 @@ SEEDS_PER_TRIAL = 16
 
 def _child(root: str, shard_mib: float) -> None:
     """Run in a fresh process: aggregate ``root`` (or only import, when root is empty)."""
-    from sweep.store import aggregate
+    from sweep.store import SweepDir, sweep_sources, write_store
 
     seconds = 0.0
     if root:
         start = time.perf_counter()
-        aggregate(root, progress=False, shard_bytes=int(shard_mib * 2**20))
+        where = SweepDir.at(root)  # sweep.aggregate without the ensemble scores: the aggregation alone
+        write_store(
+            where.filesystem,
+            f"{where.path}/ensembles",
+            sweep_sources(where),
+            where.plan(),
+            where.samples(),
+            shard_bytes=int(shard_mib * 2**20),
+        )
         seconds = time.perf_counter() - start
     print(json.dumps({"seconds": seconds, "peak_rss_mib": peak_rss_mib()}))
 

@@ -85,7 +85,7 @@ def predict(
         ens = ens.where(**kw)
     if best is not None:
         ens = ens.best(best, metric=metric, mode=mode)
-    free = {} if pool else ens._free_columns(kw)
+    free = {} if pool else ens.free_columns(kw)
     if free:
         listed = "; ".join(f"{c} takes {values}" for c, values in free.items())
         chosen = " ".join(f"--where {item}" for item in where or ()) or "no --where"

@@ -15,10 +15,9 @@ import pyarrow.fs as pafs
 
 from .._errors import StoreError
 from .._fs import filesystem_path, read_text
-from ..planning import PLAN_FILE
-from ..store import MANIFEST, STORE_NAME, SweepDir, committed_root, generations_dir
+from .._layout import MANIFEST, PLAN, STORE_NAME, TUNE_ERROR_FILES
+from ..store import SweepDir, committed_root, generations_dir
 
-ERROR_FILES = ("error.txt", "error.pkl")
 STATES = ("done", "stopped early", "running", "failed", "pending")
 
 
@@ -36,8 +35,8 @@ def _failed_trials(fs: pafs.FileSystem, path: str) -> dict[str, str]:
     infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
     return {
         i.path.rsplit("/", 2)[-2]: i.path
-        for i in sorted(infos, key=lambda i: i.base_name != "error.txt")
-        if i.base_name in ERROR_FILES and "/ensembles/" not in i.path and "/." not in i.path
+        for i in sorted(infos, key=lambda i: i.base_name != TUNE_ERROR_FILES[0])
+        if i.base_name in TUNE_ERROR_FILES and f"/{STORE_NAME}/" not in i.path and "/." not in i.path
     }
 
 
@@ -57,7 +56,7 @@ def trial_states(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> d
     fs, path = where.filesystem, where.path
     plan = where.plan()
     if plan is None:
-        raise StoreError(f"{sweep_dir!r}: no {PLAN_FILE}; not a sweep directory (made by `sweep run`)")
+        raise StoreError(f"{sweep_dir!r}: no {PLAN}; not a sweep directory (made by `sweep run`)")
     blocks = where.blocks()
     failed = _failed_trials(fs, path)
     trials = []
@@ -161,7 +160,7 @@ def sweeps_in(storage: str, filesystem: pafs.FileSystem | None = None) -> list[t
     for info in sorted(infos, key=lambda i: i.base_name):
         if info.type != pafs.FileType.Directory or info.base_name.startswith("."):
             continue
-        if fs.get_file_info(f"{info.path}/{PLAN_FILE}").type == pafs.FileType.NotFound:
+        if fs.get_file_info(f"{info.path}/{PLAN}").type == pafs.FileType.NotFound:
             continue
         shown = f"{storage.rstrip('/')}/{info.base_name}"
         found.append((shown, stored_line(shown, filesystem).removeprefix("ensembles: ")))

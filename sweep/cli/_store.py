@@ -39,14 +39,14 @@ def aggregate(
 
     if address and not parallel:
         raise CLIError("--address: only with --parallel (without it the aggregation runs in this process)")
+    from ..ensemble import aggregate
+
     if parallel:
-        from ..tune import aggregate as aggregate_sweep
+        from ..tune import RayTasks
 
-        store = aggregate_sweep(existing(sweep_dir), address=address)
+        store = aggregate(existing(sweep_dir), map_tasks=RayTasks(address=address))
     else:
-        from ..ensemble import aggregate as aggregate_sweep
-
-        store = aggregate_sweep(existing(sweep_dir))
+        store = aggregate(existing(sweep_dir))
     typer.echo(f"store: {store}")
     typer.echo(stored_line(sweep_dir))
 

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from .._errors import QueryError
-from ..store import SPLIT_FILES
+from .._layout import SPLIT_FILES
 from ._calibration import Calibration, check_levels, conformal_quantiles, fit_scale, on_channels
 from ._export import export_selection
 from ._field_scores import crps_terms
@@ -67,11 +67,11 @@ class Calibrated(Predictions):
             ```
         """
         levels = check_levels(levels, "recalibrate")
-        x, y = self._split_samples(split, "recalibrate")
+        x, y = self.split_samples(split, "recalibrate")
         values = self.predict(x, chunk_size)
         scale, quantiles = _fit(values, y, levels)
         rollout_scale = rollout_quantiles = None
-        traj = self._store.trajectories(self._config("recalibrate").config_id, split)
+        traj = self._store.trajectories(self.one_config("recalibrate").config_id, split)
         if traj is not None:
             states = self.rollout(traj[:, 0], traj.shape[1] - 1, chunk_size)
             fitted = [_fit(states[:, t], traj[:, t], levels) for t in range(1, traj.shape[1])]
@@ -79,7 +79,7 @@ class Calibrated(Predictions):
             rollout_quantiles = np.stack([q for _, q in fitted], 1)
         calibration = Calibration(
             split=split,
-            config_id=self._config("recalibrate").config_id,
+            config_id=self.one_config("recalibrate").config_id,
             member_ids=tuple(int(i) for i in self._ids()),
             levels=levels,
             scale=scale,
@@ -204,7 +204,7 @@ class Calibrated(Predictions):
             ```
         """
         calibration = self._calibrated("calibration_scores")
-        x, y = self._split_samples(split, "calibration_scores")
+        x, y = self.split_samples(split, "calibration_scores")
         values = self.predict(x, chunk_size)
         rows = _scored(values, y, calibration.scale, calibration.quantiles, calibration.levels, "one_step", 0)
         traj = self._store.trajectories(calibration.config_id, split)
@@ -239,11 +239,11 @@ class Calibrated(Predictions):
         """
         return export_selection(self, self.calibration, path, steps)
 
-    def _split_samples(self, split: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
+    def split_samples(self, split: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
         """The stored samples of ``split`` of this selection's config, real targets of the outputs' shape."""
         if split not in SPLIT_FILES:
             raise QueryError(f'{what}(split={split!r}): choose "val" or "test"')
-        config = self._config(what)
+        config = self.one_config(what)
         found = self._store.samples(config.config_id, split)
         if found is None:
             raise QueryError(

@@ -243,7 +243,7 @@ class Ensemble(Calibrated):
         if not pool:
             free: dict[str, list[str]] = {}
             for name, (fixed, side) in sides.items():
-                for c, values in side._free_columns(fixed).items():
+                for c, values in side.free_columns(fixed).items():
                     free.setdefault(c, []).append(f"{values} in {name}")
             if free:
                 listed = "; ".join(f"{c} takes {' and '.join(where)}" for c, where in free.items())
@@ -382,7 +382,7 @@ class Ensemble(Calibrated):
             raise QueryError(f"member(seed={seed!r}): the seed must be an integer")
         selection = self.where(**where)
         if selection._rows is None:  # read only the row groups that can hold the seed
-            rows = selection._store.select(_both(selection._filters, {"seed": pa.array([int(seed)], pa.int64())}))
+            rows = selection.store.select(_both(selection._filters, {"seed": pa.array([int(seed)], pa.int64())}))
         else:
             rows = selection._rows.filter(pc.equal(selection._rows["seed"], int(seed)))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
         if rows.num_rows == 0:
@@ -396,7 +396,7 @@ class Ensemble(Calibrated):
                 f"member(seed={seed!r}): {rows.num_rows} members have this seed (they differ in "
                 f"{', '.join(varying)}); narrow it down, e.g. member(seed={seed!r}, {varying[0]}={rows[varying[0]][0].as_py()!r})"
             )
-        params, static = Ensemble(self._store, rows)._params("member")
+        params, static = Ensemble(self._store, rows).stacked_params("member")
         return eqx.combine(jax.tree_util.tree_map(lambda a: a[0], params), static)
 
 

@@ -38,13 +38,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._errors import QueryError
+from .._layout import EXPORT_MANIFEST, EXPORT_PARTS
 from ._calibration import Calibration
 from ._predictions import Predictions
 
 KIND = "seed-sweep export"
 FORMAT = 1
-MANIFEST = "manifest.json"
-PARTS = ("mean_std.jaxexport", "rollout.jaxexport")
 DEFAULT_STEPS = 10
 
 
@@ -67,8 +66,8 @@ def export_selection(
     """Write ``ens``, calibrated by ``cal`` (None: not calibrated), into the directory ``path``
     (created; an existing export there is replaced): see the module docstring. ``steps``: rollout
     steps (default: the calibration's rollout steps, else :data:`DEFAULT_STEPS`)."""
-    config = ens._config("export")
-    params, static = ens._params("export")
+    config = ens.one_config("export")
+    params, static = ens.stacked_params("export")
     dtype = jax.tree_util.tree_leaves(params)[0].dtype
     sample = tuple(config.sample_shape)
     if steps is None:
@@ -87,7 +86,8 @@ def export_selection(
 
     (batch,) = jax.export.symbolic_shape("batch")
     spec = jax.ShapeDtypeStruct((batch, *sample), dtype)
-    programs = {"mean_std.jaxexport": jax.export.export(jax.jit(mean_std))(spec)}
+    mean_std_part, rollout_part = EXPORT_PARTS
+    programs = {mean_std_part: jax.export.export(jax.jit(mean_std))(spec)}
     fitted = None if cal is None else cal.rollout_scale
     rollout_scale = fitted[:steps] if fitted is not None and len(fitted) >= steps else None
     if out_shape == sample:
@@ -107,10 +107,10 @@ def export_selection(
             std = jnp.concatenate([jnp.zeros((1, *x0.shape), jnp.float32), std])
             return mean.astype(x0.dtype), std.astype(x0.dtype)
 
-        programs["rollout.jaxexport"] = jax.export.export(jax.jit(rollout))(spec)
+        programs[rollout_part] = jax.export.export(jax.jit(rollout))(spec)
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
-    for name in PARTS:
+    for name in EXPORT_PARTS:
         (out / name).unlink(missing_ok=True)
     parts = {}
     for name, exported in programs.items():
@@ -129,22 +129,22 @@ def export_selection(
         "rollout": (
             {"steps": steps, "returns": ["mean", "std"], "shape": ["steps + 1", "batch", *sample]}
             | {"calibrated": rollout_scale is not None}
-            if "rollout.jaxexport" in programs
+            if rollout_part in programs
             else None
         ),
         "calibration": None if cal is None else cal.to_dict(),
-        "store_sha256": ens._store.manifest_sha256,
+        "store_sha256": ens.store.manifest_sha256,
         "jax": jax.__version__,
         "parts": parts,
     }
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    (out / EXPORT_MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return out
 
 
 def is_export(path: str | os.PathLike[str]) -> bool:
     """Whether ``path`` is a directory whose manifest says it is an export."""
     try:
-        return json.loads((Path(path) / MANIFEST).read_text()).get("kind") == KIND
+        return json.loads((Path(path) / EXPORT_MANIFEST).read_text()).get("kind") == KIND
     except (OSError, ValueError, AttributeError):
         return False
 
@@ -154,14 +154,14 @@ def verify_export(path: str | os.PathLike[str]) -> list[str]:
     sha256, and no other part is): one line each, naming the file."""
     root = Path(path)
     try:
-        manifest = json.loads((root / MANIFEST).read_text())
+        manifest = json.loads((root / EXPORT_MANIFEST).read_text())
         parts = manifest["parts"]
     except (OSError, ValueError, KeyError, TypeError) as e:
-        return [f"{root / MANIFEST}: not an export manifest ({e})"]
+        return [f"{root / EXPORT_MANIFEST}: not an export manifest ({e})"]
     problems = []
     for name, record in parts.items():
         file = root / name
-        if name not in PARTS or not file.is_file():
+        if name not in EXPORT_PARTS or not file.is_file():
             problems.append(f"{file}: listed in the manifest but missing")
             continue
         data = file.read_bytes()
@@ -170,7 +170,7 @@ def verify_export(path: str | os.PathLike[str]) -> list[str]:
                 f"{file}: altered ({len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()[:16]}..., the "
                 f"manifest says {record.get('bytes')} bytes, {str(record.get('sha256'))[:16]}...)"
             )
-    for name in PARTS:
+    for name in EXPORT_PARTS:
         if name not in parts and (root / name).exists():
             problems.append(f"{root / name}: not listed in the manifest")
     return problems

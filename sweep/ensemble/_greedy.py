@@ -108,7 +108,7 @@ def select_greedy(parts: Sequence[C], k: int, metric: str, split: str, chunk_siz
     if metric not in METRICS:
         raise QueryError(f"select_greedy(metric={metric!r}): choose one of {', '.join(map(repr, METRICS))}")
     configs = [p.index["config_id"][0].as_py() for p in parts]
-    samples = [p._split_samples(split, "select_greedy") for p in parts]
+    samples = [p.split_samples(split, "select_greedy") for p in parts]
     x, y = samples[0]
     for c, (xc, yc) in zip(configs[1:], samples[1:], strict=True):
         if xc.shape != x.shape or yc.shape != y.shape or not (np.array_equal(xc, x) and np.array_equal(yc, y)):
@@ -123,7 +123,7 @@ def select_greedy(parts: Sequence[C], k: int, metric: str, split: str, chunk_siz
     for p in parts:
         picked = np.flatnonzero(counts[start : start + len(p)])
         if len(picked):
-            chosen.append((type(p)(p._store, p.index.take(pa.array(picked))), counts[start + picked]))
+            chosen.append((type(p)(p.store, p.index.take(pa.array(picked))), counts[start + picked]))
         start += len(p)
     weights = np.concatenate([c for _, c in chosen]) / k
     return Blend([e for e, _ in chosen], weights)

@@ -40,9 +40,9 @@ class HeldEnsemble(Ensemble):
     """
 
     def __init__(self, ensemble: Ensemble, chunk_size: int = DEFAULT_CHUNK):
-        super().__init__(ensemble._store, ensemble._index)
+        super().__init__(ensemble.store, ensemble._index)
         self.chunk_size = chunk_size
-        self.config = self._config("HeldEnsemble")
+        self.config = self.one_config("HeldEnsemble")
         slices, chunks = super()._chunks(self.config, chunk_size)
         self._held: dict[int, tuple[list[np.ndarray], list[PyTree]]] = {chunk_size: (slices, list(chunks))}
 
@@ -82,9 +82,9 @@ class HeldEnsemble(Ensemble):
             QueryError: if ``x`` has the wrong shape or is not numeric.
         """
         chunk_size = self.chunk_size if chunk_size is None else chunk_size
-        config, x = self._inputs(x, chunk_size, "predict_mean_std")
+        config, x = self.checked_inputs(x, chunk_size, "predict_mean_std")
         moments, out = Moments(), None
-        for rows, y in self._outputs(config, x, chunk_size):
+        for rows, y in self.outputs(config, x, chunk_size):
             moments.add(y)
             if members:
                 if out is None:

@@ -45,9 +45,9 @@ class Predictions(Selection):
             y = ens.where(depth=4).best(8).predict(x)  # [8, batch, channels, *spatial]
             ```
         """
-        config, x = self._inputs(x, chunk_size, "predict")
+        config, x = self.checked_inputs(x, chunk_size, "predict")
         out = None
-        for rows, y in self._outputs(config, x, chunk_size):
+        for rows, y in self.outputs(config, x, chunk_size):
             if out is None:
                 out = np.empty((len(self), *y.shape[1:]), y.dtype)
             out[rows] = y
@@ -72,9 +72,9 @@ class Predictions(Selection):
             mean, std = ens.where(depth=4).best(8).mean_std(x)
             ```
         """
-        config, x = self._inputs(x, chunk_size, "mean_std")
+        config, x = self.checked_inputs(x, chunk_size, "mean_std")
         moments = Moments()
-        for _, y in self._outputs(config, x, chunk_size):
+        for _, y in self.outputs(config, x, chunk_size):
             moments.add(y)
         return moments.result(np.result_type(x.dtype, np.float32))
 
@@ -91,10 +91,10 @@ class Predictions(Selection):
         states = sub.rollout(x0, steps=100)      # [members, 101, batch, channels, *spatial]
         ```
         """
-        config, x0, steps = self._rollout_inputs(x0, steps, chunk_size, "rollout")
+        config, x0, steps = self.checked_rollout_inputs(x0, steps, chunk_size, "rollout")
         out = np.empty((len(self), steps + 1, *x0.shape), x0.dtype)
         out[:, 0] = x0
-        for rows, t, states in self._rollouts(config, x0, steps, chunk_size):
+        for rows, t, states in self.rollout_states(config, x0, steps, chunk_size):
             out[rows, t : t + states.shape[1]] = states
         return out
 
@@ -120,9 +120,9 @@ class Predictions(Selection):
             mean, std = sub.rollout_mean_std(traj[:, 0], 100)
             ```
         """
-        config, x0, steps = self._rollout_inputs(x0, steps, chunk_size, "rollout_mean_std")
+        config, x0, steps = self.checked_rollout_inputs(x0, steps, chunk_size, "rollout_mean_std")
         moments: dict[int, Moments] = {}
-        for _, t, states in self._rollouts(config, x0, steps, chunk_size):
+        for _, t, states in self.rollout_states(config, x0, steps, chunk_size):
             moments.setdefault(t, Moments()).add(states)
         dtype = np.result_type(x0.dtype, np.float32)
         mean, std = np.empty((2, steps + 1, *x0.shape), dtype)
@@ -132,8 +132,11 @@ class Predictions(Selection):
             mean[t : t + len(m_mean)], std[t : t + len(m_mean)] = m_mean, m_std
         return mean, std
 
-    def _inputs(self, x: Any, chunk_size: int, what: str, name: str = "x") -> tuple[ConfigInfo, np.ndarray]:
-        config = self._config(what)
+    # -- the streaming surface the scores, the greedy selection and the export build on -----------------
+    def checked_inputs(self, x: Any, chunk_size: int, what: str, name: str = "x") -> tuple[ConfigInfo, np.ndarray]:
+        """The selection's one config and ``x`` (argument ``name`` of query ``what``) as its models'
+        dtype, after checking ``x`` against the config's sample shape and ``chunk_size``."""
+        config = self.one_config(what)
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
             raise QueryError(f"{what}(chunk_size={chunk_size!r}): must be an integer >= 1")
         x = np.asarray(x)
@@ -151,9 +154,13 @@ class Predictions(Selection):
         dtype = jax.tree_util.tree_leaves(self._store.template(config.config_id)[0])[0].dtype
         return config, x.astype(dtype)
 
-    def _rollout_inputs(self, x0: Any, steps: Any, chunk_size: int, what: str) -> tuple[ConfigInfo, np.ndarray, int]:
+    def checked_rollout_inputs(
+        self, x0: Any, steps: Any, chunk_size: int, what: str
+    ) -> tuple[ConfigInfo, np.ndarray, int]:
+        """As :meth:`checked_inputs` for a rollout from ``x0`` of ``steps`` steps (the model must
+        feed its output back)."""
         steps = _rollout.check_steps(steps, what)
-        config, x0 = self._inputs(x0, chunk_size, what, "x0")
+        config, x0 = self.checked_inputs(x0, chunk_size, what, "x0")
         _rollout.check_fed_back(
             self._store.template(config.config_id), x0, f"{what}: the model of config {config.config_id}"
         )
@@ -167,12 +174,12 @@ class Predictions(Selection):
         slices = [order[rows] for rows in pieces(len(order), chunk_size)]
         return slices, (self._store.read(config.config_id, positions[rows]) for rows in slices)
 
-    def _outputs(self, config: ConfigInfo, x: np.ndarray, chunk_size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def outputs(self, config: ConfigInfo, x: np.ndarray, chunk_size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """``(rows of this selection, outputs)`` chunk by chunk."""
         slices, chunks = self._chunks(config, chunk_size)
         yield from zip(slices, _inference.forward(chunks, self._store.template(config.config_id)[1], x))
 
-    def _rollouts(
+    def rollout_states(
         self, config: ConfigInfo, x0: np.ndarray, steps: int, chunk_size: int
     ) -> Iterator[tuple[np.ndarray, int, np.ndarray]]:
         """``(rows of this selection, t, their states after t.. steps)`` chunk by chunk (see

@@ -33,8 +33,9 @@ import pyarrow.compute as pc
 from .._batches import padded, pieces
 from .._errors import QueryError, SweepError
 from .._import_path import is_import_path
+from .._layout import SPLIT_FILES
 from ..metrics import BUILTINS, LOSS, metric_name, rollout_gmean
-from ..store import SCORE_COLUMNS, SPLIT_FILES, Store, gain_column, scores_schema
+from ..store import SCORE_COLUMNS, Store, gain_column, scores_schema
 from ._predictions import DEFAULT_CHUNK, Predictions
 from ._scores import Totals, block_sums, metric_sums
 
@@ -55,17 +56,17 @@ def configurations(ens: Predictions) -> list[tuple[dict[str, Any], Predictions]]
     rows: dict[tuple, list[int]] = {}
     for i, key in enumerate(zip(*(index[k].to_pylist() for k in keys), strict=True)):
         rows.setdefault(key, []).append(i)
-    out = [(dict(zip(keys, key, strict=True)), type(ens)(ens._store, index.take(r))) for key, r in rows.items()]
+    out = [(dict(zip(keys, key, strict=True)), type(ens)(ens.store, index.take(r))) for key, r in rows.items()]
     return out
 
 
 def _real_targets(ens: Predictions, y: np.ndarray, what: str) -> None:
     """A :class:`QueryError` unless the members predict real values of the targets' shape."""
-    config = ens._config(what)
+    config = ens.one_config(what)
     training = config.spec.training
     classes = [e for e in (training.loss, *training.metrics) if e in BUILTINS and BUILTINS[e].integer_targets]
     integer = np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.bool_)
-    shapes, static = ens._store.template(config.config_id)
+    shapes, static = ens.store.template(config.config_id)
     sample = jax.ShapeDtypeStruct(tuple(config.sample_shape), np.float32)
     out = tuple(jax.eval_shape(lambda p, x: eqx.combine(p, static)(x), shapes, sample).shape)  # traced, not run
     if classes or integer or tuple(y.shape[1:]) != out:
@@ -98,7 +99,7 @@ def one_step(
     """Scores of the members' predictions of ``x`` against ``y``, the summed metrics of the ensemble
     mean and of the members (``metrics``: per-sample functions), and the scores of disjoint subsets
     of each size of :func:`_sizes` (below all members)."""
-    config, x = ens._inputs(x, chunk_size, "scores")
+    config, x = ens.checked_inputs(x, chunk_size, "scores")
     m, per_sample = len(ens), math.prod(y.shape[1:])
     size = _block(len(x), m, per_sample, block_bytes)
     totals = Totals(m)
@@ -108,7 +109,7 @@ def one_step(
         count = rows.stop - rows.start
         xb, yb = padded(x[rows], size), padded(y[rows], size)
         values = np.empty((m, *yb.shape), np.float32)
-        for rows, out in ens._outputs(config, xb, chunk_size):
+        for rows, out in ens.outputs(config, xb, chunk_size):
             values[rows] = out
         sample_weights = (np.arange(size) < count).astype(np.float32)
         flat, truth, weights = values.reshape(m, 1, -1), yb.reshape(1, -1), np.repeat(sample_weights, per_sample)
@@ -128,7 +129,7 @@ def rollout(
     """Scores per step ``1..T`` of the members' rollouts from the first states of ``traj``
     ``[trajectories, T + 1, ...]`` against the trajectories."""
     steps = traj.shape[1] - 1
-    config, x0, steps = ens._rollout_inputs(traj[:, 0], steps, chunk_size, "scores")
+    config, x0, steps = ens.checked_rollout_inputs(traj[:, 0], steps, chunk_size, "scores")
     m, per_state = len(ens), math.prod(traj.shape[2:])
     size = _block(len(traj), m, steps * per_state, block_bytes)
     totals = Totals(m)
@@ -136,7 +137,7 @@ def rollout(
         count = rows.stop - rows.start
         x0b, truth = padded(x0[rows], size), padded(traj[rows, 1:], size)
         values = np.empty((m, steps, *x0b.shape), np.float32)
-        for rows, t, states in ens._rollouts(config, x0b, steps, chunk_size):
+        for rows, t, states in ens.rollout_states(config, x0b, steps, chunk_size):
             values[rows, t - 1 : t - 1 + states.shape[1]] = states
         weights = np.repeat((np.arange(size) < count).astype(np.float32), per_state)
         totals.add(*block_sums(values.reshape(m, steps, -1), np.swapaxes(truth, 0, 1).reshape(steps, -1), weights))
@@ -156,8 +157,8 @@ def configuration_rows(
     ens: Predictions, key: dict[str, Any], split: str, chunk_size: int, block_bytes: int = BLOCK_BYTES
 ) -> list[dict[str, Any]]:
     """Every row of the scores table of one configuration (``ens``: its members) on one split."""
-    config = ens._config("scores")
-    store: Store = ens._store
+    config = ens.one_config("scores")
+    store: Store = ens.store
     found = store.samples(config.config_id, split)
     if found is None:
         raise QueryError(
@@ -219,7 +220,7 @@ def scores_table(
                 if not skip:
                     raise
                 warnings.warn(f"ensemble scores of {key} on {split} left out: {e}", stacklevel=3)
-    return pa.Table.from_pylist(rows, schema_of(ens._store))
+    return pa.Table.from_pylist(rows, schema_of(ens.store))
 
 
 def store_scores(store: Store) -> pa.Table | None:
@@ -271,7 +272,7 @@ def _joined(left: pa.Table, right: pa.Table, keys: list[str]) -> pa.Table:
 
 def stored_rows(ens: Predictions, split: str | None) -> pa.Table:
     """The stored scores table's rows of the configurations ``ens`` has members of, on ``split`` or both."""
-    table = ens._store.ensemble_scores()
+    table = ens.store.ensemble_scores()
     if table is None:
         raise QueryError(
             "stored_scores(): the store holds no ensemble scores (ensemble_scores.parquet): it was made by a "

@@ -36,6 +36,11 @@ class Selection:
         self._table: pa.Table | None = None
 
     @property
+    def store(self) -> Store:
+        """The store the members are in."""
+        return self._store
+
+    @property
     def _index(self) -> pa.Table:
         if self._rows is None:  # read on first need
             self._rows = self._store.select(self._filters) if self._filters else self._store.index()
@@ -84,13 +89,13 @@ class Selection:
             stacked = ens.where(depth=4).best(8).stacked()
             ```
         """
-        params, static = self._params("stacked")
+        params, static = self.stacked_params("stacked")
         return eqx.combine(params, static)
 
     @property
     def spec(self) -> SweepSpec:
         """The structural config of these members (they must share one)."""
-        return self._config("spec").spec
+        return self.one_config("spec").spec
 
     def samples(self) -> tuple[np.ndarray, np.ndarray]:
         """Test inputs and targets of these members' structural config, as the store keeps them
@@ -124,7 +129,7 @@ class Selection:
     def _stored(self, what: str, why: str) -> Any:
         """The test ``samples`` or ``trajectories`` the store holds for these members' config, or a
         :class:`QueryError` saying ``why`` there are none."""
-        config = self._config(what)
+        config = self.one_config(what)
         found = getattr(self._store, what)(config.config_id)
         if found is None:
             raise QueryError(f"{what}(): the store holds no test {what} for config {config.config_id} ({why})")
@@ -137,7 +142,7 @@ class Selection:
         values = sorted(v for v in pc.unique(self._index[column]).to_pylist() if v is not None)  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
         return f"{values[:limit]}" + (f" and {len(values) - limit} more" if len(values) > limit else "")
 
-    def _free_columns(self, fixed: Any) -> dict[str, str]:
+    def free_columns(self, fixed: Any) -> dict[str, str]:
         """The grid columns not named in ``fixed`` that take several values in this selection
         (column -> its values, as text): what would pool members trained with different settings."""
         return {
@@ -187,7 +192,9 @@ class Selection:
         test = "test_" + metric.removeprefix("val_")
         return [test] if metric.startswith("val_") and test in self.columns else []
 
-    def _config(self, what: str) -> ConfigInfo:
+    def one_config(self, what: str) -> ConfigInfo:
+        """The one structural config of these members; a :class:`QueryError` naming the query ``what``
+        when they span several."""
         configs = pc.unique(self._index["config_id"]).to_pylist()  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
         if len(configs) > 1:
             raise QueryError(
@@ -199,7 +206,9 @@ class Selection:
     def _positions(self, config: ConfigInfo) -> np.ndarray:
         return self._ids() - config.first_member
 
-    def _params(self, what: str) -> tuple[PyTree, PyTree]:
-        config = self._config(what)
+    def stacked_params(self, what: str) -> tuple[PyTree, PyTree]:
+        """The members' parameters stacked on a leading axis (as JAX arrays) and the model's static
+        part, as ``eqx.partition`` gives them (one config: see :meth:`one_config`)."""
+        config = self.one_config(what)
         params = self._store.read(config.config_id, self._positions(config))
         return jax.tree_util.tree_map(jnp.asarray, params), self._store.template(config.config_id)[1]

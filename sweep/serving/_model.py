@@ -72,7 +72,7 @@ class ServedModel:
         self.held = HeldEnsemble(ens)
         if selection.recalibrate:  # fitted on this generation's validation split, with its parameters held
             self.held = self.held.recalibrate("val", LEVELS)
-        self.root, self.buckets = self.held._store.root, tuple(sorted(buckets))
+        self.root, self.buckets = self.held.store.root, tuple(sorted(buckets))
         self.generation = generation_of(self.root)
         self.member_ids = self.held.index["member_id"].to_pylist()
         self.forward_passes, self.forward_seconds, self.rows_run = 0, 0.0, 0
@@ -162,7 +162,7 @@ class ServedModel:
         """What ``GET /info`` reports of this generation."""
         config = self.held.config
         return {
-            "directory": self.held._store.directory,
+            "directory": self.held.store.directory,
             "root": self.root,
             "generation": self.generation,
             "config_id": config.config_id,
@@ -203,4 +203,4 @@ def _ordered(ens: Ensemble, member_ids: tuple[int, ...]) -> Ensemble:
     """``ens`` with its rows in the order of ``member_ids``."""
     index = ens.index
     position = {m: i for i, m in enumerate(index["member_id"].to_pylist())}
-    return Ensemble(ens._store, index.take(pa.array([position[m] for m in member_ids])))
+    return Ensemble(ens.store, index.take(pa.array([position[m] for m in member_ids])))

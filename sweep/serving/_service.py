@@ -110,7 +110,7 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
         if options.where or options.best is not None:
             raise SpecError("options.where / options.best: select on the Ensemble itself, or serve a path with them")
         ens = path_or_ensemble
-        path = ens._store.root
+        path = ens.store.root
         selection = Selection(member_ids=tuple(ens.index["member_id"].to_pylist()), recalibrate=options.recalibrate)
     else:
         path = str(path_or_ensemble)
@@ -120,8 +120,8 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
         ens = selection.apply(load(path))
     ens.spec  # noqa: B018  (one structural config, or a QueryError now, before Ray starts)
     if options.recalibrate:
-        ens._split_samples("val", "serve(recalibrate=True)")  # validation samples to fit on, or a QueryError now
-    root = ens._store.root
+        ens.split_samples("val", "serve(recalibrate=True)")  # validation samples to fit on, or a QueryError now
+    root = ens.store.root
     token = _token(options.token_file)
 
     import ray

@@ -10,14 +10,14 @@ params = store.read(config_id, [0, 1, 2])  # NumPy leaves with a leading member 
 store.verify()                             # every file's sha256, no unlisted file or link
 ```
 
-Every file and column is named in :mod:`._schema`.
+Every file is named in :mod:`sweep._layout`, every column in :mod:`._schema`.
 """
 
 from ._aggregate import DEFAULT_SHARD_BYTES as DEFAULT_SHARD_BYTES
-from ._aggregate import AggregateOptions as AggregateOptions
 from ._aggregate import MapTasks as MapTasks
-from ._aggregate import aggregate as aggregate
 from ._aggregate import aggregate_blocks as aggregate_blocks
+from ._aggregate import sweep_sources as sweep_sources
+from ._aggregate import write_store as write_store
 from ._generations import committed_root as committed_root
 from ._generations import generations_dir as generations_dir
 from ._reader import ConfigInfo as ConfigInfo
@@ -25,16 +25,12 @@ from ._reader import Store as Store
 from ._samples import write_samples as write_samples
 from ._schema import FIXED_COLUMNS as FIXED_COLUMNS
 from ._schema import FORMAT as FORMAT
-from ._schema import MANIFEST as MANIFEST
 from ._schema import SCORE_COLUMNS as SCORE_COLUMNS
-from ._schema import SPLIT_FILES as SPLIT_FILES
-from ._schema import STORE_NAME as STORE_NAME
 from ._schema import curves_by_column as curves_by_column
 from ._schema import gain_column as gain_column
 from ._schema import history_column as history_column
 from ._schema import rollout_column as rollout_column
 from ._schema import rollout_curves_by_column as rollout_curves_by_column
 from ._schema import scores_schema as scores_schema
-from ._sweepdir import EXPERIMENT_PREFIX as EXPERIMENT_PREFIX
 from ._sweepdir import SweepDir as SweepDir
 from ._writer import StoreWriter as StoreWriter

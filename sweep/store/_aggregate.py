@@ -7,7 +7,7 @@ member order is stable: by the vmapped hyperparameter values (sorted by name), t
 The work is planned from the checkpoints' ``block.json`` files alone: config by config, which
 members (of which blocks) go into which leaves file (one per config, or one per shard of
 ``shard_bytes`` past that size). Each file is a :class:`~._shards.ShardTask`, run by
-``map_tasks`` (the built-in ``map``: one after another here; :func:`sweep.tune.aggregate`
+``map_tasks`` (the built-in ``map``: one after another here; :class:`sweep.tune.RayTasks`
 runs them as Ray tasks in parallel); a task holds one output file and one block at a time and
 returns the file's checksum and its members' rows. This process writes ``members.parquet``
 from those rows in member order (one row group per leaves file, so a row group never holds two
@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
-from typing import Any, TypedDict
+from typing import Any
 
 import jax
 import numpy as np
@@ -41,7 +41,8 @@ from tqdm.auto import tqdm
 from .._canonical import canonical_json
 from .._errors import StoreError
 from .._fs import filesystem_path
-from ..planning import PLAN_FILE, Plan, TrialPlan
+from .._layout import CONFIGS, ENSEMBLE_SCORES, MEMBERS, PLAN, SAMPLES
+from ..planning import Plan, TrialPlan
 from ..problems import Dataset
 from ..spec import Adaptive
 from ..training import BlockRef, Shapes
@@ -50,18 +51,7 @@ from ._members import Column, Source
 from ._race import race_manifest
 from ._reader import Store
 from ._samples import sample_tables, write_store_samples
-from ._schema import (
-    CONFIGS,
-    CONFIGS_SCHEMA,
-    ENSEMBLE_SCORES,
-    FORMAT,
-    MEMBERS,
-    SAMPLES,
-    STORE_NAME,
-    leaves_files,
-    members_schema,
-    statistics_columns,
-)
+from ._schema import CONFIGS_SCHEMA, FORMAT, leaves_files, members_schema, statistics_columns
 from ._shards import ShardResult, ShardTask, build_shard
 from ._sweepdir import SweepDir
 from ._writer import StoreWriter
@@ -75,67 +65,18 @@ MapTasks = Callable[[Callable[[ShardTask], ShardResult], Iterable[ShardTask]], I
 Scores = Callable[[Store], "pa.Table | None"]  # the ensemble scores of a written, uncommitted store
 
 
-class AggregateOptions(TypedDict, total=False):
-    """The keyword options of :func:`aggregate` (see its arguments), which :func:`sweep.aggregate`
-    passes on as they are."""
-
-    shard_bytes: int
-    only_complete: bool
-    map_tasks: MapTasks
-
-
-def aggregate(
-    sweep_dir: str | os.PathLike[str] | SweepDir,
-    filesystem: pafs.FileSystem | None = None,
-    progress: bool = True,
-    *,
-    shard_bytes: int = DEFAULT_SHARD_BYTES,
-    only_complete: bool = False,
-    map_tasks: MapTasks = map,
-    scores: Scores | None = None,
-) -> str:
-    """Aggregate the newest checkpoint of every trial under ``sweep_dir`` into ``<sweep_dir>/ensembles``.
-
-    Members of each structural config are restacked into one global ensemble, config by config and
-    shard by shard, and committed as a new generation of the store (a crash leaves the previous one
-    readable). Planned members (``plan.json``) without a checkpoint are listed under ``missing`` in
-    the manifest and reported in a warning; so is a sweep without test samples (``samples.parquet``,
-    written by ``sweep.run``), whose figures then show no predictions.
-
-    Args:
-        sweep_dir: The sweep directory (local path or URI), or a :class:`SweepDir`, whose plan and
-            checkpoints already read are used as they are (``sweep.run`` passes its own, so that
-            ``plan.json`` and the checkpoints' ``block.json`` files are not read again).
-        filesystem: A ``pyarrow.fs.FileSystem`` for ``sweep_dir``.
-        progress: Show a progress bar for large aggregations.
-        shard_bytes: Parameter bytes past which a config's leaves are split into shards.
-        only_complete: Leave out blocks that have not reached their planned epochs (unless a
-            scheduler stopped them), as after an interrupted run.
-        map_tasks: ``map_tasks(build_shard, tasks)`` runs the leaves files' tasks and yields their
-            results in order (default: ``map``, in this process; :func:`sweep.tune.aggregate` runs
-            them as Ray tasks).
-        scores: ``scores(store)``: the ``ensemble_scores.parquet`` table of the written generation
-            before it is committed (None: no such file; :func:`sweep.aggregate` passes the
-            ensemble's).
-
-    Returns:
-        The store's path.
-
-    Raises:
-        StoreError: A checkpoint is unreadable or inconsistent, or writing fails (the previous
-            store stays committed).
-
-    Examples:
-        ```python
-        sweep.aggregate("runs/heat")  # -> "runs/heat/ensembles"
-        ```
-    """
-    where = sweep_dir if isinstance(sweep_dir, SweepDir) else SweepDir.at(sweep_dir, filesystem)
+def sweep_sources(where: SweepDir, only_complete: bool = False) -> list[Source]:
+    """The newest checkpoint of every trial of the sweep directory ``where``, as the sources of
+    :func:`write_store` (read from each ``block.json`` alone). ``only_complete``: leave out blocks
+    that have not reached their planned epochs (unless a scheduler stopped them). Warns when the
+    sweep has no ``plan.json`` (planned members without a checkpoint cannot be listed) or no
+    ``samples.parquet`` (figures then draw no predictions); raises :class:`StoreError` when it has
+    no checkpoint."""
     fs, root = where.filesystem, where.path
     plan = where.plan()
     if plan is None:
         warnings.warn(
-            f"{root + '/' + PLAN_FILE!r} not found: planned members without a checkpoint cannot be listed", stacklevel=2
+            f"{root + '/' + PLAN!r} not found: planned members without a checkpoint cannot be listed", stacklevel=3
         )
     refs = sorted(where.blocks().values(), key=lambda r: r.trial_key)
     if only_complete:
@@ -144,15 +85,13 @@ def aggregate(
     sources = [Source(r.trial_key, r.spec, r.seeds, r.hparams, r.shapes, partial(_read_block, fs, r)) for r in refs]
     if not sources:
         raise StoreError(f"{where.shown!r}: no block checkpoints (block.json) found; nothing to aggregate")
-    samples = where.samples()
-    if SAMPLES not in samples:
+    if SAMPLES not in where.samples():
         warnings.warn(
             f"{root + '/' + SAMPLES!r} not found: the store holds no test samples, so `sweep plot` draws no "
             f"predictions (sweep.run writes the file; run the sweep again to add it)",
-            stacklevel=2,
+            stacklevel=3,
         )
-    _aggregate(fs, f"{root}/{STORE_NAME}", sources, plan, progress, shard_bytes, samples, map_tasks, scores)
-    return f"{where.shown if isinstance(sweep_dir, SweepDir) else str(sweep_dir).rstrip('/')}/{STORE_NAME}"
+    return sources
 
 
 def aggregate_blocks(
@@ -180,7 +119,8 @@ def aggregate_blocks(
     if not sources:
         raise StoreError("`blocks`: empty; give at least one block to aggregate")
     samples = {} if datasets is None else sample_tables(datasets)
-    _aggregate(fs, path, sorted(sources, key=lambda s: s.trial_id), plan, progress, shard_bytes, samples, map, scores)
+    sources = sorted(sources, key=lambda s: s.trial_id)
+    write_store(fs, path, sources, plan, samples, progress=progress, shard_bytes=shard_bytes, scores=scores)
     return str(store_dir)
 
 
@@ -193,17 +133,26 @@ def _in_memory(block: Any) -> tuple[Any, Any]:
 
 
 # -- the store ------------------------------------------------------------------------------------
-def _aggregate(
+def write_store(
     fs: pafs.FileSystem,
     store_path: str,
     sources: list[Source],
     plan: Plan | None,
-    progress: bool,
-    shard_bytes: int,
-    samples: dict[str, pa.Table],
-    map_tasks: MapTasks,
+    samples: Mapping[str, pa.Table],
+    *,
+    progress: bool = False,
+    shard_bytes: int = DEFAULT_SHARD_BYTES,
+    map_tasks: MapTasks = map,
     scores: Scores | None = None,
 ) -> None:
+    """Write ``sources`` (in trial order) as a new generation of the store at ``store_path`` and
+    commit it. ``plan`` names the grid columns and the planned members (None: columns are the keys
+    whose values differ between blocks); ``samples``: the sample tables to keep, by file name.
+    ``shard_bytes``: parameter bytes past which a config's leaves are split into shards.
+    ``map_tasks(build_shard, tasks)`` runs the leaves files' tasks and yields their results in order
+    (``map``: in this process; :class:`sweep.tune.RayTasks`: as Ray tasks). ``scores(store)``: the
+    ``ensemble_scores.parquet`` table of the written generation before it is committed (None: no
+    such file)."""
     if shard_bytes < 1:
         raise StoreError(f"`shard_bytes`: got {shard_bytes}; must be >= 1")
     metrics = _members.metric_names(sources)
@@ -250,9 +199,7 @@ def _aggregate(
             **race_manifest(plan, columns, names),
         }
         if scores is not None:  # read the generation as it stands, through the store's own checks
-            written = Store(fs, writer.root, {**manifest, "format": FORMAT, "files": dict(writer.files)})
-            written.configs = written._read_configs()
-            table = scores(written)
+            table = scores(Store.at(fs, writer.root, {**manifest, "format": FORMAT, "files": dict(writer.files)}))
             if table is not None:
                 writer.write_table(ENSEMBLE_SCORES, table.schema, [table])
         writer.commit(manifest)

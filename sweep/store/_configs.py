@@ -10,8 +10,9 @@ import pyarrow as pa
 
 from .._errors import StoreError
 from .._fs import confined
+from .._layout import CONFIG_ID, STORE_FILE, STORE_FILES
 from ..spec import SweepSpec
-from ._schema import CONFIG_ID, CONFIGS_SCHEMA, CONFIGS_SCHEMA_SAME_GRID, STORE_FILE, STORE_FILES, leaves_files
+from ._schema import CONFIGS_SCHEMA, CONFIGS_SCHEMA_SAME_GRID, leaves_files
 
 
 class ConfigInfo(NamedTuple):

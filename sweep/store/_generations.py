@@ -39,8 +39,8 @@ import pyarrow.fs as pafs
 
 from .._errors import StoreError
 from .._fs import create_dir_exclusive, exists, is_local, local_path, read_text, refuse_links, write_text_atomic
+from .._layout import GENERATION, LOCK, MANIFEST, POINTER, STORE_NAME
 from ._lease import writer_lease
-from ._schema import GENERATION, LOCK, MANIFEST, POINTER, STORE_NAME
 
 
 def _split(path: str) -> tuple[str, str]:

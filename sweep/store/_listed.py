@@ -16,9 +16,9 @@ from jaxtyping import PyTree
 
 from .._errors import StoreError
 from .._fs import confined, refuse_links
+from .._layout import MANIFEST, STORE_FILE, STORE_FILES
 from ._configs import ConfigInfo
 from ._files import read_leaves
-from ._schema import MANIFEST, STORE_FILE, STORE_FILES
 
 __all__ = ["locate", "read_shard"]
 

@@ -12,7 +12,8 @@ import pyarrow.fs as pafs
 
 from .._errors import StoreError
 from .._fs import confined, read_text, refuse_links
-from ._schema import CONFIGS, FORMAT, MEMBERS, STORE_FILE, STORE_FILES
+from .._layout import CONFIGS, MEMBERS, STORE_FILE, STORE_FILES
+from ._schema import FORMAT
 
 
 def read_manifest(fs: pafs.FileSystem, path: str) -> tuple[dict[str, Any], str]:

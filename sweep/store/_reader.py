@@ -29,6 +29,7 @@ from jaxtyping import PyTree
 from .._errors import SpecError, StoreError
 from .._fs import filesystem_path, local_path
 from .._import_path import is_import_path, refuse_inside
+from .._layout import CONFIGS, ENSEMBLE_SCORES, MANIFEST, MEMBERS, SPLIT_FILES
 from ..models import model_template
 from ._configs import ConfigInfo, read_configs
 from ._files import open_table
@@ -36,16 +37,7 @@ from ._generations import committed_root
 from ._listed import locate, read_shard
 from ._manifest import read_manifest
 from ._samples import samples_of, trajectories_of
-from ._schema import (
-    CONFIGS,
-    ENSEMBLE_SCORES,
-    MANIFEST,
-    MEMBERS,
-    SAMPLE_FILES,
-    SPLIT_FILES,
-    index_columns,
-    scores_schema,
-)
+from ._schema import SAMPLE_FILES, index_columns, scores_schema
 from ._verify import verify
 
 
@@ -69,7 +61,14 @@ class Store:
         """Open the store of a sweep directory (or a store directory) on any pyarrow filesystem."""
         fs, path = filesystem_path(path, filesystem)
         root = committed_root(fs, path)
-        store = cls(fs, root, *read_manifest(fs, f"{root}/{MANIFEST}"))
+        return cls.at(fs, root, *read_manifest(fs, f"{root}/{MANIFEST}"))
+
+    @classmethod
+    def at(cls, fs: pafs.FileSystem, root: str, manifest: dict[str, Any], manifest_sha256: str = "") -> Store:
+        """The store in directory ``root`` whose manifest is ``manifest`` (read and checked by
+        :meth:`open`; the aggregator's own for a generation written but not committed yet), its
+        ``configs.parquet`` read and checked."""
+        store = cls(fs, root, manifest, manifest_sha256)
         store.configs = store._read_configs()
         return store
 

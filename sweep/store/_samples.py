@@ -30,15 +30,14 @@ import pyarrow.parquet as pq
 
 from .._errors import StoreError
 from .._fs import exists, write_atomic
+from .._layout import SAMPLES, SPLIT_FILES
 from ..problems import Dataset
 from ._files import read_parquet
 from ._schema import (
     SAMPLE_COUNT,
     SAMPLE_FILES,
-    SAMPLES,
     SAMPLES_SCHEMA,
     SAMPLES_SCHEMA_FLOAT32,
-    SPLIT_FILES,
     TRAJECTORIES_SCHEMA,
     TRAJECTORY_COUNT,
 )

@@ -1,4 +1,4 @@
-"""Every file and column of a store, named once.
+"""Every column of a store, and what its files hold (their names: :mod:`sweep._layout`).
 
 Files of a committed store (``<sweep>/ensembles/``; how generations replace each other
 atomically is in :mod:`._generations`)::
@@ -20,7 +20,7 @@ atomically is in :mod:`._generations`)::
                         trajectories (:func:`scores_schema`); absent in stores made without them
     manifest.json       format, counts, grid columns, sha256 and size of every file, missing members
 
-No other name may appear in a store (:data:`STORE_FILE`), and no symbolic link.
+No other name may appear in a store (:data:`sweep._layout.STORE_FILE`), and no symbolic link.
 In the sweep directory, ``samples.parquet`` and ``trajectories.parquet`` (same schemas) are
 written by ``sweep.run``, which has the data, and copied into each store by the aggregator,
 which never loads data itself.
@@ -28,12 +28,12 @@ which never loads data itself.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pyarrow as pa
 
+from .._layout import SAMPLES, TRAJECTORIES, VAL_SAMPLES, VAL_TRAJECTORIES, leaves_file
 from ..metrics import LOSS, ROLLOUT_GMEAN
 from ..problems import EVALUATED
 
@@ -41,36 +41,9 @@ if TYPE_CHECKING:
     from ..training import History
 
 FORMAT = 2  # 2: train/val/test splits; val_/test_ columns of the loss and every metric
-STORE_NAME = "ensembles"  # the store's name inside a sweep directory
-MANIFEST = "manifest.json"
-MEMBERS = "members.parquet"
-CONFIGS = "configs.parquet"
-SAMPLES = "samples.parquet"
-TRAJECTORIES = "trajectories.parquet"
-VAL_SAMPLES = "val_samples.parquet"
-VAL_TRAJECTORIES = "val_trajectories.parquet"
-ENSEMBLE_SCORES = "ensemble_scores.parquet"
-POINTER = "CURRENT"  # names the committed generation
-LOCK = ".lock"  # in the generations directory: held by the one aggregation writing (flock; a lease on object storage)
 ROW_GROUP_ROWS = 65_536
 SAMPLE_COUNT = 16  # test samples kept per problem
 TRAJECTORY_COUNT = 4  # test trajectories kept per problem (every step of each)
-
-CONFIG_ID = re.compile(r"[0-9a-f]{12}")
-GENERATION = re.compile(r"\d{6,}")
-STORE_FILE = re.compile(
-    "|".join(map(re.escape, (MEMBERS, CONFIGS, SAMPLES, TRAJECTORIES, VAL_SAMPLES, VAL_TRAJECTORIES, ENSEMBLE_SCORES)))
-    + rf"|{CONFIG_ID.pattern}(?:/shard-\d{{5}})?\.eqx"
-)
-STORE_FILES = (
-    f"{MEMBERS}, {CONFIGS}, {SAMPLES}, {TRAJECTORIES}, {VAL_SAMPLES}, {VAL_TRAJECTORIES}, {ENSEMBLE_SCORES}, "
-    "<config_id>.eqx, <config_id>/shard-NNNNN.eqx"
-)
-
-
-def leaves_file(config_id: str, shard: int | None) -> str:
-    """A config's leaves file: ``<config_id>.eqx``, or shard ``shard`` of it."""
-    return f"{config_id}.eqx" if shard is None else f"{config_id}/shard-{shard:05d}.eqx"
 
 
 def leaves_files(config_id: str, num_members: int, members_per_shard: int) -> list[str]:
@@ -248,11 +221,6 @@ SAMPLE_FILES = {  # what figures and scores draw from, by file
     VAL_SAMPLES: SAMPLES_SCHEMA,
     VAL_TRAJECTORIES: TRAJECTORIES_SCHEMA,
 }
-SPLIT_FILES = {
-    "val": (VAL_SAMPLES, VAL_TRAJECTORIES),
-    "test": (SAMPLES, TRAJECTORIES),
-}  # by split: samples, trajectories
-
 SCORE_KINDS = ("one_step", "rollout", "rollout_gmean", "ensemble_size")  # rows of ensemble_scores.parquet
 SCORE_COLUMNS = ("crps", "crps_ensemble", "mae", "rmse", "spread", "spread_skill", "coverage_50", "coverage_90")
 GAIN_COLUMNS = ("ensemble", "members", "gain")  # <loss or metric>_<...>: of the mean, mean over members, ratio

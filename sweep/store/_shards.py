@@ -7,7 +7,7 @@ parameters of the blocks it needs (NumPy, nothing else of their state), stacks i
 store order, writes the leaves file into the uncommitted generation and returns the file's
 checksum record with its members' rows as a small Arrow table. Tasks are independent, so they
 run one after another in the aggregating process or as Ray tasks in parallel
-(:func:`sweep.tune.aggregate`) with the same result, byte for byte.
+(:class:`sweep.tune.RayTasks`) with the same result, byte for byte.
 """
 
 from __future__ import annotations

@@ -33,13 +33,13 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from .._fs import filesystem_path, is_local
+from .._layout import EXPERIMENT_PREFIX, experiment_name
 from ..planning import MemberId, Plan, read_plan, write_plan
 from ..problems import Dataset
 from ..spec import SweepSpec
 from ..training import BlockRef, find_blocks
 from ._samples import read_samples, write_samples
 
-EXPERIMENT_PREFIX = "tune-"
 _EXPERIMENT = re.compile(rf"^{EXPERIMENT_PREFIX}(\d+)$")
 _UNREAD = object()
 
@@ -127,7 +127,7 @@ class SweepDir:
         """The name of the experiment a new run starts (``tune-NNNN``, one more than the last)."""
         names = self.experiments()
         match = _EXPERIMENT.match(names[-1]) if names else None
-        return f"{EXPERIMENT_PREFIX}{int(match.group(1)) + 1 if match else 1:04d}"
+        return experiment_name(int(match.group(1)) + 1 if match else 1)
 
     # samples.parquet, trajectories.parquet
     def samples(self) -> dict[str, pa.Table]:

@@ -14,10 +14,10 @@ from jaxtyping import PyTree
 from .._errors import StoreError
 from .._fs import local_path
 from .._import_path import is_import_path
+from .._layout import MANIFEST
 from ._configs import ConfigInfo
 from ._files import check_digest, open_checked
 from ._listed import locate, read_shard
-from ._schema import MANIFEST
 
 
 class Verifiable(Protocol):

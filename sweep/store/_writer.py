@@ -20,9 +20,10 @@ from jaxtyping import PyTree
 
 from .._errors import StoreError
 from .._fs import os_error
+from .._layout import MANIFEST, POINTER
 from ._files import Record, write_leaves, write_parquet
 from ._generations import check_target, commit, current, generations_dir, new_generation, writer_lock
-from ._schema import FORMAT, MANIFEST, POINTER
+from ._schema import FORMAT
 
 _UNCHANGED = "the previous store is unchanged and readable; free space or fix permissions, then aggregate again"
 

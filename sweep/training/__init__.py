@@ -15,8 +15,6 @@ from ._block import member_keys as member_keys
 from ._block import model_of as model_of
 from ._block import run_chunk as run_chunk
 from ._block import state_skeleton as state_skeleton
-from ._checkpoint import META_FILE as META_FILE
-from ._checkpoint import STATE_FILE as STATE_FILE
 from ._checkpoint import BlockRef as BlockRef
 from ._checkpoint import SavedBlock as SavedBlock
 from ._checkpoint import find_blocks as find_blocks

@@ -30,6 +30,7 @@ from jaxtyping import PyTree
 
 from .._errors import StoreError
 from .._fs import ONE_COMPONENT, confined, read_text
+from .._layout import BLOCK_META, BLOCK_STATE
 from .._leaves import read_arrays
 from ..metrics import ROLLOUT_GMEAN
 from ..problems import EVALUATED
@@ -39,8 +40,6 @@ from ._loop import History
 from ._program import Shapes, TrainState
 
 FORMAT = 2  # 2: validation and test curves of the loss and every metric (format 1: test loss only)
-STATE_FILE = "state.eqx"
-META_FILE = "block.json"
 
 
 class SavedBlock(NamedTuple):
@@ -97,8 +96,8 @@ def save_block(
         "trial_id": trial_id,
         "stopped_early": stopped_early,
     }
-    eqx.tree_serialise_leaves(tmp / STATE_FILE, state)
-    (tmp / META_FILE).write_text(json.dumps(meta))
+    eqx.tree_serialise_leaves(tmp / BLOCK_STATE, state)
+    (tmp / BLOCK_META).write_text(json.dumps(meta))
     old = None
     if directory.exists():
         old = directory.with_name(f".{directory.name}.old")
@@ -121,7 +120,7 @@ class BlockRef:
 
         def name(field: str) -> str:  # an id that may name a directory: one path component, or none
             value = meta.get(field, "")
-            return value and confined(value, f"{path}/{META_FILE} `{field}`", ONE_COMPONENT, "one path component")
+            return value and confined(value, f"{path}/{BLOCK_META} `{field}`", ONE_COMPONENT, "one path component")
 
         self.trial_key: str = name("trial_id")
         self.config_id: str = name("config_id")
@@ -168,7 +167,7 @@ class BlockRef:
 
     def load(self, directory: str | os.PathLike[str] | None = None) -> SavedBlock:
         """The whole block, its state (NumPy leaves) read from ``directory`` (default: :attr:`path`, local)."""
-        path = Path(self.path if directory is None else directory) / STATE_FILE
+        path = Path(self.path if directory is None else directory) / BLOCK_STATE
         leaves, treedef = jax.tree_util.tree_flatten(self.skeleton())
         try:
             with open(path, "rb") as f:
@@ -194,7 +193,7 @@ class BlockRef:
         """The block's parameters (NumPy leaves with a leading member axis), streamed from its
         ``state.eqx`` on ``filesystem``: only the leading records, the optimizer state after
         them is not read."""
-        path = f"{self.path}/{STATE_FILE}"
+        path = f"{self.path}/{BLOCK_STATE}"
         leaves, treedef = jax.tree_util.tree_flatten(self.skeleton().params)
         try:
             with filesystem.open_input_stream(path) as f:
@@ -225,7 +224,7 @@ def _read_meta(text: str, where: str) -> dict[str, Any]:
 
 def load_block(directory: str | os.PathLike[str]) -> SavedBlock:
     """Read a local block directory written by :func:`save_block` (no pickle)."""
-    meta_path = Path(directory) / META_FILE
+    meta_path = Path(directory) / BLOCK_META
     try:
         text = meta_path.read_text()
     except FileNotFoundError:
@@ -251,7 +250,7 @@ def find_blocks(
     found: dict[str, BlockRef] = {}
     for info in infos:
         relative = info.path[len(sweep_dir.rstrip("/")) :]
-        if info.base_name != META_FILE or "/." in relative:
+        if info.base_name != BLOCK_META or "/." in relative:
             continue
         ref = known.get(info.path)
         if ref is None:

@@ -13,7 +13,8 @@ sweep directory, where the next round's policy and the aggregator find them
 Both train with the same program, so the store they lead to is the same, bit for bit on CPU.
 An executor's methods, in the order the loop calls them: ``start(datasets)``,
 ``block_size(spec, datasets)`` (for ``seeds_per_trial="auto"``), ``restore()`` (``resume=True``),
-``train(round)`` per round, ``aggregate(only_complete)``. ``train`` and ``restore``
+``train(round)`` per round. ``map_tasks`` is how the aggregation after the rounds runs its
+tasks (:func:`sweep.aggregate`): ``map`` here, Ray tasks on Ray. ``train`` and ``restore``
 return an :class:`Outcome` and raise :class:`Stopped` when a Ctrl-C stopped the trials.
 """
 
@@ -26,7 +27,7 @@ from typing import Protocol
 from ..planning import Plan, TrialPlan, make_plan, merge_plans
 from ..problems import Dataset
 from ..spec import SweepSpec
-from ..store import SweepDir
+from ..store import MapTasks, SweepDir
 from ._plan import stored_block_size
 from ._policy import Wanted
 
@@ -57,6 +58,9 @@ class Outcome:
 class Executor(Protocol):
     """How rounds are trained (see the module's docstring)."""
 
+    @property
+    def map_tasks(self) -> MapTasks: ...
+
     def start(self, datasets: Mapping[str, Dataset]) -> None: ...
 
     def block_size(self, spec: SweepSpec, datasets: Mapping[str, Dataset]) -> int: ...
@@ -64,8 +68,6 @@ class Executor(Protocol):
     def restore(self) -> Outcome: ...
 
     def train(self, round: Round) -> Outcome: ...
-
-    def aggregate(self, only_complete: bool) -> None: ...
 
 
 def plan_round(spec: SweepSpec, sweep_dir: SweepDir, wanted: Wanted, block_size) -> tuple[Plan, Round]:

@@ -24,12 +24,12 @@ from typing import Any, NamedTuple
 import pyarrow.fs as pafs
 
 from .._fs import local_copy, local_path
-from ..ensemble import aggregate
+from .._layout import BLOCK_META, BLOCK_STATE, CHECKPOINT_PREFIX, LOCAL_DIR, checkpoint_name
 from ..planning import TrialPlan
 from ..problems import Dataset
 from ..spec import SweepSpec
 from ..store import SweepDir
-from ..training import META_FILE, STATE_FILE, data_shapes, fit, init_block, load_block, save_block
+from ..training import data_shapes, fit, init_block, load_block, save_block
 from ._cadence import Cadence, Pacer, cadence
 from ._checks import check_writable
 from ._executor import Outcome, Round, Stopped
@@ -38,9 +38,7 @@ from ._plan import block_size_here
 from ._relay import notify
 from ._trainable import block_metrics, check_saved, state_nbytes
 
-__all__ = ["LOCAL_DIR", "LocalExecutor"]
-
-LOCAL_DIR = "local"  # <sweep>/local/<trial_key>/checkpoint_<epoch>/
+__all__ = ["LocalExecutor"]
 
 
 class TrialView(NamedTuple):
@@ -57,6 +55,7 @@ class LocalExecutor:
         self.spec, self.sweep_dir, self.options = spec, sweep_dir, options
         self.display, self.trackers = display, trackers
         self.listeners = [display, *trackers]  # the display first
+        self.map_tasks = map  # the aggregation's tasks: in this process
         self.datasets: Mapping[str, Dataset] = {}
         self.pace: Cadence | None = None
         self.steps = 0
@@ -93,9 +92,6 @@ class LocalExecutor:
                 failures.append(f"{trial.trial_key}: {type(e).__name__}: {' '.join(str(e).split())}")
             self._event("on_step_end", trials=self._views(status))
         return Outcome(frozenset(), tuple(failures))
-
-    def aggregate(self, only_complete: bool) -> None:
-        aggregate(self.sweep_dir, only_complete=only_complete)
 
     # -- one trial ----------------------------------------------------------------------------------
     def _train_trial(self, trial: TrialPlan, resume_from: str | None, status: dict[str, str]) -> None:
@@ -139,12 +135,12 @@ class LocalExecutor:
         """``<sweep>/local/<trial_key>/checkpoint_<epoch>``: its state, then its ``block.json``,
         then the trial's older checkpoints go."""
         fs, trial_dir = self.sweep_dir.filesystem, f"{self.sweep_dir.path}/{LOCAL_DIR}/{trial.trial_key}"
-        name = f"checkpoint_{int(history.epoch[-1]):06d}"
+        name = checkpoint_name(int(history.epoch[-1]))
         fields = {"spec": trial.spec, "state": state, "history": history, "shapes": shapes, "trial_id": trial.trial_key}
         older = [
             i.path
             for i in fs.get_file_info(pafs.FileSelector(trial_dir, allow_not_found=True))
-            if i.type == pafs.FileType.Directory and i.base_name.startswith("checkpoint_") and i.base_name != name
+            if i.type == pafs.FileType.Directory and i.base_name.startswith(CHECKPOINT_PREFIX) and i.base_name != name
         ]
         here = local_path(fs, trial_dir)
         if here is not None:
@@ -153,7 +149,7 @@ class LocalExecutor:
             with tempfile.TemporaryDirectory(prefix="sweep-ckpt-") as tmp:
                 saved = save_block(Path(tmp) / name, **fields)
                 fs.create_dir(f"{trial_dir}/{name}", recursive=True)
-                for file in (STATE_FILE, META_FILE):  # block.json last: a checkpoint is complete when it is there
+                for file in (BLOCK_STATE, BLOCK_META):  # block.json last: a checkpoint is complete when it is there
                     pafs.copy_files(str(saved / file), f"{trial_dir}/{name}/{file}", destination_filesystem=fs)
         for path in older:
             fs.delete_dir(path)

@@ -7,7 +7,7 @@ trains it (``sweep.plan`` is :mod:`._plan`)::
     for wanted in policy.rounds(spec, sweep_dir):  # _policy: fixed seeds, the race
         plan, round = plan_round(spec, sweep_dir, wanted, ...)
         outcome = executor.train(round)            # _tune_executor, _local
-    executor.aggregate(...)
+    aggregate(sweep_dir, map_tasks=executor.map_tasks)   # map here, Ray tasks on Ray
 
 The sweep directory is read and written through one :class:`~sweep.store.SweepDir`, which reads
 each of its files once; the loop alone writes its ``plan.json`` (and a race's policy the
@@ -26,7 +26,7 @@ from .._configure import configure
 from .._errors import StoreError, SweepError
 from ..ensemble import aggregate
 from ..spec import SweepSpec
-from ..store import SweepDir
+from ..store import MapTasks, SweepDir
 from . import _race
 from ._checks import load_datasets
 from ._executor import Executor, Outcome, Stopped, plan_round
@@ -46,8 +46,8 @@ def _resume_hint(done: int, total: int, command: str | None, storage: str) -> st
     return f"interrupted: {done} of {total} members done; resume with: {command}"
 
 
-def _aggregate_complete(spec: SweepSpec, sweep_dir: SweepDir, executor: Executor | None) -> int:
-    """Aggregate the members whose blocks are complete (by ``executor``, else here), if the
+def _aggregate_complete(spec: SweepSpec, sweep_dir: SweepDir, map_tasks: MapTasks = map) -> int:
+    """Aggregate the members whose blocks are complete (their tasks run by ``map_tasks``), if the
     store does not hold them yet; returns how many there are."""
     done, blocks = sweep_dir.done(spec)
     if not blocks or not done:
@@ -60,10 +60,7 @@ def _aggregate_complete(spec: SweepSpec, sweep_dir: SweepDir, executor: Executor
             return len(done)
     except SweepError:
         pass  # no store yet, or not a readable one: build it
-    if executor is None:
-        aggregate(sweep_dir, only_complete=True)
-    else:
-        executor.aggregate(only_complete=True)
+    aggregate(sweep_dir, only_complete=True, map_tasks=map_tasks)
     return len(done)
 
 
@@ -96,8 +93,8 @@ def run(
     a ``tune_config``, Tune reuses trial worker processes across trials with the same resources
     (``reuse_actors=True``), so JAX, the compiled programs and the dataset are set up once per
     worker. The driver process is :func:`sweep.configure`-d (with ``gpu_preallocate=False``).
-    After the rounds, the store is aggregated (by Ray tasks in parallel with the Tune executor:
-    :func:`sweep.tune.aggregate`).
+    After the rounds, the store is aggregated (:func:`sweep.aggregate`; by Ray tasks in parallel
+    with the Tune executor: :class:`sweep.tune.RayTasks`).
 
     Ctrl-C (SIGINT) stops the trials, keeps every checkpoint, aggregates the complete blocks,
     prints how many members are done and how to resume, and raises :class:`sweep.tune.Interrupted`
@@ -148,7 +145,7 @@ def run(
     rounds = iter(policy.rounds(spec, sweep_dir))
     first = list(itertools.islice(rounds, 1))  # what the policy wants first, if anything
     if not first:
-        _aggregate_complete(spec, sweep_dir, None)
+        _aggregate_complete(spec, sweep_dir)
         display.message(f"nothing to train: {len(done)} members already in {sweep_dir.shown}")
         _say_result(policy, spec, sweep_dir, display)
         return sweep_dir.shown
@@ -187,7 +184,7 @@ def run(
             sweep_dir.refresh()  # what is done is what the checkpoints say (a trial may finish as it stops)
             with warnings.catch_warnings():  # the hint says how many members are missing
                 warnings.simplefilter("ignore", UserWarning)
-                done_now = _aggregate_complete(spec, sweep_dir, executor)
+                done_now = _aggregate_complete(spec, sweep_dir, executor.map_tasks if executor else map)
         display.message(hint := _resume_hint(done_now, c["members"], options.resume_command, str(storage)))
         raise Interrupted(hint) from None  # (a second Ctrl-C, or one before the trials, stops at once)
     assert executor is not None  # made in the try above, which ended normally
@@ -219,7 +216,7 @@ def _say_result(policy: RoundPolicy, spec: SweepSpec, sweep_dir: SweepDir, displ
 def _aggregate(spec: SweepSpec, sweep_dir: SweepDir, executor: Executor, failures: tuple[str, ...]) -> None:
     """Aggregate the store; then say which trials failed, if any did."""
     try:
-        executor.aggregate(only_complete=False)
+        aggregate(sweep_dir, map_tasks=executor.map_tasks)
     except StoreError:
         if not failures:  # every trial failed before its first checkpoint: say that, below
             raise

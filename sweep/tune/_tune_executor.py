@@ -13,7 +13,6 @@ import pyarrow.fs as pafs
 from ..problems import Dataset
 from ..spec import SweepSpec
 from ..store import SweepDir
-from ._aggregate import aggregate as aggregate_in_tasks
 from ._cadence import Cadence, cadence
 from ._checks import check_resources, check_worker_imports, check_writable
 from ._cluster import alive_nodes, ensure_ray, trial_slots
@@ -21,6 +20,7 @@ from ._executor import Outcome, Round, Stopped
 from ._experiment import fit_experiment
 from ._options import RunOptions
 from ._plan import measured_block_size
+from ._ray_tasks import RayTasks
 from ._relay import Relay
 from ._trainable import TrialInputs
 from ._tuner import tuner
@@ -40,6 +40,7 @@ class TuneExecutor:
         self.display, self.trackers = display, trackers
         self.listeners = [display, *trackers]  # the display first
         self.validated = validated
+        self.map_tasks = RayTasks(address=options.address)  # the aggregation's tasks: Ray tasks, in parallel
         self.data_refs: dict = {}
         self.nodes: list = []
         self.slots = 1
@@ -156,7 +157,3 @@ class TuneExecutor:
             stopped, failures = stopped | outcome.stopped, failures + outcome.failures
             gc.collect()  # the wave's Tune records (cycles among them) go before the next wave starts
         return Outcome(stopped, failures)
-
-    def aggregate(self, only_complete: bool) -> None:
-        """By Ray tasks, in parallel (:func:`sweep.tune.aggregate`)."""
-        aggregate_in_tasks(self.sweep_dir, only_complete=only_complete)

@@ -1,20 +1,21 @@
-"""Aggregation as Ray tasks: one task per leaves file of the store, run in parallel on the cluster.
+"""The tasks of an aggregation as Ray tasks: one task per leaves file of the store, in parallel.
 
 :func:`sweep.aggregate` plans a store from the checkpoints' ``block.json`` files alone and
 describes every leaves file (one per structural config, or one per shard past the shard size)
-as a task; here the tasks run as Ray tasks (one CPU each, at most ``window`` submitted at once),
-each reading only the blocks its members are in and writing its file straight into the
-store's uncommitted generation. The driver gets back only each file's checksum record and its
-members' rows (a small Arrow table), writes ``members.parquet``, ``configs.parquet`` and the
-manifest, and commits: the store is byte-identical to a serial aggregation's.
+as a task; given ``map_tasks=RayTasks()``, the tasks run as Ray tasks (one CPU each, at most
+``window`` submitted at once), each reading only the blocks its members are in and writing its
+file straight into the store's uncommitted generation. The driver gets back only each file's
+checksum record and its members' rows (a small Arrow table), writes ``members.parquet``,
+``configs.parquet`` and the manifest, and commits: the store is byte-identical to a serial
+aggregation's.
 
-Small aggregations stay in the driver: one task, or tasks that read fewer than
-:data:`MIN_BLOCKS` blocks in all (~2.5 s of serial work at the measured ~10 ms per block, about
-what starting Ray's task workers, each importing JAX and seed-sweep, costs on a laptop).
+Small aggregations stay in the driver, which then starts no Ray: one task, or tasks that read
+fewer than :data:`MIN_BLOCKS` blocks in all (~2.5 s of serial work at the measured ~10 ms per
+block, about what starting Ray's task workers, each importing JAX and seed-sweep, costs on a laptop).
 
 ```python
-sweep.tune.aggregate("runs/heat")              # on this process's Ray, else a new local one
-sweep.tune.aggregate("s3://bucket/heat", address="auto")
+sweep.aggregate("runs/heat", map_tasks=sweep.tune.RayTasks())   # this process's Ray, else a new local one
+sweep.aggregate("s3://bucket/heat", map_tasks=sweep.tune.RayTasks(address="auto"))
 ```
 """
 
@@ -22,53 +23,23 @@ from __future__ import annotations
 
 import functools
 import itertools
-import os
 import resource
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-import pyarrow.fs as pafs
-
 from .._errors import SweepError
-from ..ensemble import aggregate as aggregate_serially
-from ..store import DEFAULT_SHARD_BYTES, SweepDir
 from ._cluster import ensure_ray
 
 MIN_BLOCKS = 256  # blocks read by all tasks together below which the driver runs them itself
 
 
-def aggregate(
-    sweep_dir: str | os.PathLike[str] | SweepDir,
-    filesystem: pafs.FileSystem | None = None,
-    progress: bool = True,
-    *,
-    address: str | None = None,
-    shard_bytes: int = DEFAULT_SHARD_BYTES,
-    only_complete: bool = False,
-    min_blocks: int = MIN_BLOCKS,
-) -> str:
-    """:func:`sweep.aggregate` with one Ray task per leaves file, in parallel (unless the work is
-    small: see :class:`RayTasks`).
-
-    Runs on the Ray this process has initialised, else starts a new local one (or joins the
-    cluster at ``address``). Every task must reach ``sweep_dir`` (local paths: on one machine or a
-    shared filesystem; ``s3://`` from anywhere). Returns the store path.
-    """
-    ensure_ray(address)
-    return aggregate_serially(
-        sweep_dir,
-        filesystem,
-        progress,
-        shard_bytes=shard_bytes,
-        only_complete=only_complete,
-        map_tasks=RayTasks(min_blocks=min_blocks),
-    )
-
-
 class RayTasks:
     """``map`` over Ray tasks: results in order, at most ``window`` tasks submitted at a time
-    (default: twice the cluster's CPUs), so the driver holds at most that many results.
+    (default: twice the cluster's CPUs), so the driver holds at most that many results. The tasks
+    run on the Ray this process has initialised, else on a new local one, or on the cluster at
+    ``address`` (``"auto"``, ``"HOST:6379"``, ``"ray://HOST:10001"``), started or joined when the
+    first task is submitted.
 
     When there is one task, or the tasks read fewer than ``min_blocks`` blocks in all (their
     ``sources``), they run in this process instead. ``peak_rss_mib`` collects the peak resident
@@ -76,9 +47,10 @@ class RayTasks:
 
     window: int | None
     min_blocks: int
+    address: str | None
 
-    def __init__(self, window: int | None = None, min_blocks: int = MIN_BLOCKS):
-        self.window, self.min_blocks = window, min_blocks
+    def __init__(self, window: int | None = None, min_blocks: int = MIN_BLOCKS, address: str | None = None):
+        self.window, self.min_blocks, self.address = window, min_blocks, address
         self.peak_rss_mib: list[float] = []
 
     def __call__(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
@@ -96,6 +68,7 @@ class RayTasks:
     def _tasks(self, fn: Callable[[Any], Any], items: Iterator[Any]) -> Iterator[Any]:
         import ray
 
+        ensure_ray(self.address)
         task = _remote()
         window = self.window or max(2, 2 * int(ray.cluster_resources().get("CPU", 1)))
         pending = deque()

@@ -1,0 +1,90 @@
+"""Every file of a sweep directory and of a store, named once: the modules that read or write
+them import their names from here.
+
+A sweep directory (``<storage>/<spec.name>/``)::
+
+    plan.json                    PLAN: every trial ever planned (union over runs), stopped ones, a race
+    samples.parquet              SAMPLES (and the other SPLIT_FILES): test data for figures
+    tune-0001/                   EXPERIMENT_PREFIX: one Ray Tune experiment per run (per wave)
+        <trial_key>/checkpoint_000001/{block.json,state.eqx}     CHECKPOINT_PREFIX, BLOCK_META, BLOCK_STATE
+        <trial_key>/error.txt, error.pkl                         TUNE_ERROR_FILES (Tune's, of a failed trial)
+    local/                       LOCAL_DIR: the in-process executor's trials, laid out as Tune's
+        <trial_key>/checkpoint_000001/{block.json,state.eqx}
+    ensembles -> .ensembles/000007          STORE_NAME: the store, a link to its committed generation
+    .ensembles/CURRENT, .ensembles/.lock    POINTER, LOCK
+
+A store generation (``.ensembles/NNNNNN/``)::
+
+    manifest.json                MANIFEST: format, counts, sha256 and size of every file
+    members.parquet, configs.parquet        MEMBERS, CONFIGS
+    <config_id>.eqx, <config_id>/shard-NNNNN.eqx   leaves_file()
+    samples.parquet, trajectories.parquet, val_samples.parquet, val_trajectories.parquet
+    ensemble_scores.parquet      ENSEMBLE_SCORES
+
+An export of an ensemble (``Ensemble.export(path)``)::
+
+    manifest.json, mean_std.jaxexport, rollout.jaxexport      EXPORT_MANIFEST, EXPORT_PARTS
+
+The names are part of the formats: stores and sweep directories written by earlier versions are
+read by these same names, so none of them may change.
+"""
+
+from __future__ import annotations
+
+import re
+
+# -- the sweep directory --------------------------------------------------------------------------
+PLAN = "plan.json"
+EXPERIMENT_PREFIX = "tune-"  # tune-0001, tune-0002, ...
+LOCAL_DIR = "local"  # <sweep>/local/<trial_key>/checkpoint_<epoch>/ (the in-process executor)
+CHECKPOINT_PREFIX = "checkpoint_"  # checkpoint_000012: the epoch, six digits (Tune's own naming)
+BLOCK_STATE = "state.eqx"
+BLOCK_META = "block.json"  # written last: a checkpoint is complete when it is there
+TUNE_ERROR_FILES = ("error.txt", "error.pkl")  # what Tune leaves in a failed trial's directory
+
+# -- the store ------------------------------------------------------------------------------------
+STORE_NAME = "ensembles"  # the store's name inside a sweep directory
+POINTER = "CURRENT"  # in the generations directory: names the committed generation
+LOCK = ".lock"  # in the generations directory: held by the one aggregation writing
+MANIFEST = "manifest.json"
+MEMBERS = "members.parquet"
+CONFIGS = "configs.parquet"
+SAMPLES = "samples.parquet"
+TRAJECTORIES = "trajectories.parquet"
+VAL_SAMPLES = "val_samples.parquet"
+VAL_TRAJECTORIES = "val_trajectories.parquet"
+ENSEMBLE_SCORES = "ensemble_scores.parquet"
+SPLIT_FILES = {
+    "val": (VAL_SAMPLES, VAL_TRAJECTORIES),
+    "test": (SAMPLES, TRAJECTORIES),
+}  # per split: samples, trajectories
+
+CONFIG_ID = re.compile(r"[0-9a-f]{12}")
+GENERATION = re.compile(r"\d{6,}")
+STORE_FILE = re.compile(
+    "|".join(map(re.escape, (MEMBERS, CONFIGS, SAMPLES, TRAJECTORIES, VAL_SAMPLES, VAL_TRAJECTORIES, ENSEMBLE_SCORES)))
+    + rf"|{CONFIG_ID.pattern}(?:/shard-\d{{5}})?\.eqx"
+)
+STORE_FILES = (
+    f"{MEMBERS}, {CONFIGS}, {SAMPLES}, {TRAJECTORIES}, {VAL_SAMPLES}, {VAL_TRAJECTORIES}, {ENSEMBLE_SCORES}, "
+    "<config_id>.eqx, <config_id>/shard-NNNNN.eqx"
+)
+
+# -- an export ------------------------------------------------------------------------------------
+EXPORT_MANIFEST = "manifest.json"
+EXPORT_PARTS = ("mean_std.jaxexport", "rollout.jaxexport")  # the programs: mean and std, rollout
+
+
+def checkpoint_name(epoch: int) -> str:
+    """The directory of a block checkpoint after ``epoch`` epochs: ``checkpoint_000012``."""
+    return f"{CHECKPOINT_PREFIX}{epoch:06d}"
+
+
+def experiment_name(number: int) -> str:
+    """The directory of a sweep's ``number``-th Tune experiment: ``tune-0003``."""
+    return f"{EXPERIMENT_PREFIX}{number:04d}"
+
+
+def leaves_file(config_id: str, shard: int | None) -> str:
+    """A config's leaves file in a store: ``<config_id>.eqx``, or shard ``shard`` of it."""
+    return f"{config_id}.eqx" if shard is None else f"{config_id}/shard-{shard:05d}.eqx"
