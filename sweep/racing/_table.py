@@ -7,7 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..racing import guarantee
+from ._race import guarantee
 
 RACE_STATS = ("status", "round", "seeds", "used", "mean", "ci_low", "ci_high", "p", "best")
 

@@ -21,7 +21,7 @@ in every :class:`Evaluation` so that a stored race goes on under the rule it sta
 (:func:`rule_of`):
 
 * ``"rank"`` (races without ``precision``): each racing configuration is tested against the best
-  (by mean) with an exact one-sided Wilcoxon-Mann-Whitney rank test (:mod:`sweep._rank_test`) and
+  (by mean) with an exact one-sided Wilcoxon-Mann-Whitney rank test (:mod:`sweep.racing._rank_test`) and
   eliminated when its p-value is at most the round's level (:func:`rank_levels`). The levels split
   ``1 - confidence`` over the ``K (K - 1)`` ordered pairs of configurations and spend it over the
   rounds that can decide, most on the first: if the seeds of each configuration are independent
@@ -52,10 +52,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._canonical import digest
+from .._canonical import digest
+from ..spec import Adaptive
 from ._mean_interval import Interval, mean_interval, min_seeds
 from ._rank_test import round_levels, worse_p
-from .spec import Adaptive
 
 Key = tuple[str, str]  # (config_id, hparams_key text): one configuration
 STATUSES = ("racing", "eliminated", "decided")
