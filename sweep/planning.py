@@ -17,7 +17,7 @@ import pyarrow.fs as pafs
 from ._canonical import canonical_json, digest
 from ._errors import StoreError
 from ._fs import ONE_COMPONENT, confined, exists, read_text, write_text_atomic
-from .racing import Key, Race, decides, guarantee
+from .racing import Key, Race, headline, rule_of
 from .spec import SweepSpec, hparam_name
 
 __all__ = [
@@ -212,11 +212,7 @@ class Plan:
             return []
         num_configs = sum(len(hsets) for _, hsets in self.spec.expand())
         race = self.race or Race()
-        return [
-            f"race of {num_configs} configurations on {adaptive.metric} (start {adaptive.start}, step "
-            f"{adaptive.step}, max {adaptive.max}): {guarantee(adaptive.confidence, adaptive.precision)} "
-            f"({decides(adaptive, race, num_configs)})"
-        ]
+        return [headline(adaptive, num_configs, rule_of(adaptive, race))]
 
 
 def grid_names(grid_keys: Iterable[str], reserved: Iterable[str] = ()) -> dict[str, str]:

@@ -94,7 +94,7 @@ def test_sweep_show_lists_the_decisions(raced):
     result = CliRunner().invoke(app, ["show", str(raced)])
     assert result.exit_code == 0, result.output
     text = result.output
-    assert "race on val_loss (lower is better; start 4, step 2, max 6)" in text
+    assert "race of 3 configurations on val_loss (lower is better; start 4, step 2, max 6)" in text
     assert "a best configuration kept at 0.9 (rank tests against the best, first decision after 6 seeds)" in text
     line = next(line for line in text.splitlines() if line.lstrip().startswith("1e-05"))
     assert "eliminated" in line.split() and "2" in line.split()
@@ -105,7 +105,7 @@ def test_a_finished_race_has_nothing_to_train(raced, capsys):
     sweep.run(race_spec(), storage=str(raced.parent), progress="plain")  # nothing to train: no executor starts
     assert sorted(p.name for p in raced.glob("local/*/*")) == before
     out = capsys.readouterr().out
-    assert "race on val_loss (lower is better): over after" in out
+    assert "race of 3 configurations on val_loss (lower is better; start 4, step 2, max 6): over after" in out
     assert "(rank tests against the best, first decision after 6 seeds)" in out
 
 
@@ -182,8 +182,9 @@ def test_a_race_needs_a_validation_set(tmp_path):
 def test_plan_shows_the_next_round(raced):
     planned = sweep.plan(race_spec())
     assert {t.seeds for t in planned.trials} == {SEEDS.seeds_in(1)}
-    assert "race of 3 configurations on val_loss (start 4, step 2, max 6): a best configuration kept at 0.9 " in str(
-        planned
+    assert (
+        "race of 3 configurations on val_loss (lower is better; start 4, step 2, max 6): a best configuration kept at 0.9 "
+        in str(planned)
     )
     assert "first decision after 6 seeds" in str(planned)  # what `sweep plan` prints
     stored = sweep.plan(race_spec(), storage=str(raced.parent))

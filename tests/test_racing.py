@@ -373,7 +373,10 @@ def test_a_plan_says_how_its_race_decides_and_from_when():
         seeds=sweep.Adaptive(start=4, step=4, max=24), grid={"optimizer.learning_rate": [1e-3, 3e-3, 1e-2, 3e-2]}
     )
     new = str(Plan(spec, (), 2))
-    assert "race of 4 configurations on val_loss (start 4, step 4, max 24): a best configuration kept at 0.95" in new
+    assert (
+        "race of 4 configurations on val_loss (lower is better; start 4, step 4, max 24): a best configuration kept at 0.95"
+        in new
+    )
     assert "(rank tests against the best, first decision after 8 seeds)" in new
     stored = json.loads((Path(__file__).parent / "race_before_rank_rule.json").read_text())
     old = str(Plan(spec, (), 2, race=racing.Race.from_dict(stored)))  # goes on under its intervals

@@ -117,7 +117,7 @@ def race_outcome(path, spec) -> dict:
         "rounds": len(plan["race"]["evaluations"]),
         "eliminated": {(r["depth"], r["learning_rate"]): r["round"] for r in rows if r["status"] == "eliminated"},
         "race": sweep.racing.Race.from_dict(plan["race"]),
-        "ended": ens.race().schema.metadata[b"title"].decode(),
+        "ended": table.schema.metadata[b"title"].decode(),
     }
 
 
