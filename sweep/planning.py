@@ -247,7 +247,9 @@ def make_plan(
     """Split every structural config's seeds into blocks of ``seeds_per_trial``.
 
     ``wanted``: the seeds to plan per configuration ``(config_id, hparams_key)`` (a round of a
-    race); configurations it leaves out get none. Default: every seed of ``spec``.
+    race); configurations it leaves out get none, and each one gets blocks of its own, so a
+    block's shape (and its compiled program) stays the same round after round while the
+    configurations leave. Default: every seed of ``spec``.
 
     ``done``: members already trained, left out so that extending ``seeds`` plans only the new
     members. Either ``(config_id, seed)`` pairs (every hyperparameter set of that seed) or
@@ -265,13 +267,13 @@ def make_plan(
     trials = []
     for config, hparams in spec.expand():
         cid = config.config_id
-        groups: dict[tuple[int, ...], list[dict[str, float]]] = {}
+        groups: dict[tuple[tuple[int, ...], str], list[dict[str, float]]] = {}
         for h in hparams:
             hk = hparams_key(h)
             seeds = spec.seed_list if wanted is None else tuple(wanted.get((cid, hk), ()))
             todo = tuple(s for s in seeds if (cid, s) not in pairs and (cid, s, hk) not in triples)
-            groups.setdefault(todo, []).append(h)
-        for todo, group in groups.items():
+            groups.setdefault((todo, "" if wanted is None else hk), []).append(h)
+        for (todo, _), group in groups.items():
             for start in range(0, len(todo), block):
                 seeds = tuple(todo[start : start + block])
                 key = f"{cid}-{digest([seeds, list(group)], 8)}"

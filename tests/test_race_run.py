@@ -113,7 +113,8 @@ def test_stopped_after_a_decision_was_written_resumes_to_the_same_race(raced, tm
     """Ctrl-C right after round 1's evaluation is in plan.json, as round 2's trial starts."""
     from _faults import CtrlCAtStart
 
-    stop = dataclasses.replace(LOCAL, trial_hooks=TrialHooks(on_start=CtrlCAtStart(2)))
+    first_of_round_2 = len(LEARNING_RATES) + 1  # round 1: a block per configuration
+    stop = dataclasses.replace(LOCAL, trial_hooks=TrialHooks(on_start=CtrlCAtStart(first_of_round_2)))
     with pytest.raises(sweep.tune.Interrupted):
         sweep.run(race_spec(), storage=str(tmp_path), options=stop)
     assert len(plan_race(tmp_path / "tiny")["evaluations"]) == 1

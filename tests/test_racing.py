@@ -80,7 +80,8 @@ def test_a_round_plans_only_the_configurations_still_racing():
     ((config, hsets),) = spec.expand()
     keys = [(config.config_id, hparams_key(h)) for h in hsets]
     plan = make_plan(spec, 4, wanted={keys[0]: (2, 3), keys[2]: (2, 3)})
-    assert [(t.seeds, t.hparams) for t in plan.trials] == [((2, 3), (hsets[0], hsets[2]))]  # one block, two sets
+    # one block per set: a block keeps its shape (and compiled program) however many sets are left
+    assert [(t.seeds, t.hparams) for t in plan.trials] == [((2, 3), (hsets[0],)), ((2, 3), (hsets[2],))]
     assert make_plan(spec, 4, wanted={}).trials == ()
 
 
