@@ -18,7 +18,7 @@ from ._canonical import canonical_json, digest
 from ._errors import StoreError
 from ._fs import ONE_COMPONENT, confined, exists, read_text, write_text_atomic
 from ._layout import PLAN
-from .racing import Key, Race, decides, guarantee
+from .racing import Key, Race, headline, rule_of
 from .spec import SweepSpec, hparam_name
 
 __all__ = [
@@ -211,11 +211,7 @@ class Plan:
             return []
         num_configs = sum(len(hsets) for _, hsets in self.spec.expand())
         race = self.race or Race()
-        return [
-            f"race of {num_configs} configurations on {adaptive.metric} (start {adaptive.start}, step "
-            f"{adaptive.step}, max {adaptive.max}): {guarantee(adaptive.confidence, adaptive.precision)} "
-            f"({decides(adaptive, race, num_configs)})"
-        ]
+        return [headline(adaptive, num_configs, rule_of(adaptive, race))]
 
 
 def grid_names(grid_keys: Iterable[str], reserved: Iterable[str] = ()) -> dict[str, str]:
@@ -250,7 +246,9 @@ def make_plan(
     """Split every structural config's seeds into blocks of ``seeds_per_trial``.
 
     ``wanted``: the seeds to plan per configuration ``(config_id, hparams_key)`` (a round of a
-    race); configurations it leaves out get none. Default: every seed of ``spec``.
+    race); configurations it leaves out get none, and each one gets blocks of its own, so a
+    block's shape (and its compiled program) stays the same round after round while the
+    configurations leave. Default: every seed of ``spec``.
 
     ``done``: members already trained, left out so that extending ``seeds`` plans only the new
     members. Either ``(config_id, seed)`` pairs (every hyperparameter set of that seed) or
@@ -268,13 +266,13 @@ def make_plan(
     trials = []
     for config, hparams in spec.expand():
         cid = config.config_id
-        groups: dict[tuple[int, ...], list[dict[str, float]]] = {}
+        groups: dict[tuple[tuple[int, ...], str], list[dict[str, float]]] = {}
         for h in hparams:
             hk = hparams_key(h)
             seeds = spec.seed_list if wanted is None else tuple(wanted.get((cid, hk), ()))
             todo = tuple(s for s in seeds if (cid, s) not in pairs and (cid, s, hk) not in triples)
-            groups.setdefault(todo, []).append(h)
-        for todo, group in groups.items():
+            groups.setdefault((todo, "" if wanted is None else hk), []).append(h)
+        for (todo, _), group in groups.items():
             for start in range(0, len(todo), block):
                 seeds = tuple(todo[start : start + block])
                 key = f"{cid}-{digest([seeds, list(group)], 8)}"

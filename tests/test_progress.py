@@ -271,7 +271,7 @@ def test_live_race_columns_show_brackets_as_written():
             keys[0]: (4, "0.5 [decides from 6 seeds]", "racing (round 1)"),
             keys[1]: (4, "0.4 [p 0.0011]", "racing (round 1)"),
         },
-        "race on val_loss",
+        "race of 2 configurations on val_loss",
     )
     console = Console(file=io.StringIO(), width=160, color_system=None)
     console.print(state.renderable())

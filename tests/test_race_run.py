@@ -94,7 +94,7 @@ def test_sweep_show_lists_the_decisions(raced):
     result = CliRunner().invoke(app, ["show", str(raced)])
     assert result.exit_code == 0, result.output
     text = result.output
-    assert "race on val_loss (lower is better; start 4, step 2, max 6)" in text
+    assert "race of 3 configurations on val_loss (lower is better; start 4, step 2, max 6)" in text
     assert "a best configuration kept at 0.9 (rank tests against the best, first decision after 6 seeds)" in text
     line = next(line for line in text.splitlines() if line.lstrip().startswith("1e-05"))
     assert "eliminated" in line.split() and "2" in line.split()
@@ -105,7 +105,7 @@ def test_a_finished_race_has_nothing_to_train(raced, capsys):
     sweep.run(race_spec(), storage=str(raced.parent), progress="plain")  # nothing to train: no executor starts
     assert sorted(p.name for p in raced.glob("local/*/*")) == before
     out = capsys.readouterr().out
-    assert "race on val_loss (lower is better): over after" in out
+    assert "race of 3 configurations on val_loss (lower is better; start 4, step 2, max 6): over after" in out
     assert "(rank tests against the best, first decision after 6 seeds)" in out
 
 
@@ -113,7 +113,8 @@ def test_stopped_after_a_decision_was_written_resumes_to_the_same_race(raced, tm
     """Ctrl-C right after round 1's evaluation is in plan.json, as round 2's trial starts."""
     from _faults import CtrlCAtStart
 
-    stop = dataclasses.replace(LOCAL, trial_hooks=TrialHooks(on_start=CtrlCAtStart(2)))
+    first_of_round_2 = len(LEARNING_RATES) + 1  # round 1: a block per configuration
+    stop = dataclasses.replace(LOCAL, trial_hooks=TrialHooks(on_start=CtrlCAtStart(first_of_round_2)))
     with pytest.raises(sweep.tune.Interrupted):
         sweep.run(race_spec(), storage=str(tmp_path), options=stop)
     assert len(plan_race(tmp_path / "tiny")["evaluations"]) == 1
@@ -182,8 +183,9 @@ def test_a_race_needs_a_validation_set(tmp_path):
 def test_plan_shows_the_next_round(raced):
     planned = sweep.plan(race_spec())
     assert {t.seeds for t in planned.trials} == {SEEDS.seeds_in(1)}
-    assert "race of 3 configurations on val_loss (start 4, step 2, max 6): a best configuration kept at 0.9 " in str(
-        planned
+    assert (
+        "race of 3 configurations on val_loss (lower is better; start 4, step 2, max 6): a best configuration kept at 0.9 "
+        in str(planned)
     )
     assert "first decision after 6 seeds" in str(planned)  # what `sweep plan` prints
     stored = sweep.plan(race_spec(), storage=str(raced.parent))

@@ -80,7 +80,8 @@ def test_a_round_plans_only_the_configurations_still_racing():
     ((config, hsets),) = spec.expand()
     keys = [(config.config_id, hparams_key(h)) for h in hsets]
     plan = make_plan(spec, 4, wanted={keys[0]: (2, 3), keys[2]: (2, 3)})
-    assert [(t.seeds, t.hparams) for t in plan.trials] == [((2, 3), (hsets[0], hsets[2]))]  # one block, two sets
+    # one block per set: a block keeps its shape (and compiled program) however many sets are left
+    assert [(t.seeds, t.hparams) for t in plan.trials] == [((2, 3), (hsets[0],)), ((2, 3), (hsets[2],))]
     assert make_plan(spec, 4, wanted={}).trials == ()
 
 
@@ -373,7 +374,10 @@ def test_a_plan_says_how_its_race_decides_and_from_when():
         seeds=sweep.Adaptive(start=4, step=4, max=24), grid={"optimizer.learning_rate": [1e-3, 3e-3, 1e-2, 3e-2]}
     )
     new = str(Plan(spec, (), 2))
-    assert "race of 4 configurations on val_loss (start 4, step 4, max 24): a best configuration kept at 0.95" in new
+    assert (
+        "race of 4 configurations on val_loss (lower is better; start 4, step 4, max 24): a best configuration kept at 0.95"
+        in new
+    )
     assert "(rank tests against the best, first decision after 8 seeds)" in new
     stored = json.loads((Path(__file__).parent / "race_before_rank_rule.json").read_text())
     old = str(Plan(spec, (), 2, race=racing.Race.from_dict(stored)))  # goes on under its intervals

@@ -32,8 +32,6 @@ LAYERS = [
         "_configure",
         "_leaves",
         "_batches",
-        "_rank_test",
-        "_mean_interval",
         "_field_metrics",
     },
     {"optim", "metrics", "models", "problems", "spec"},

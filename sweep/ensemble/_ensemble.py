@@ -25,12 +25,12 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from .._errors import QueryError, did_you_mean
+from ..racing import race_table
 from ..store import Store
 from . import _scoring, _stats
 from ._calibrated import Calibrated
 from ._greedy import Blend, select_greedy
 from ._predictions import DEFAULT_CHUNK
-from ._race import race_table
 from ._rows import REPR_ROWS, SummaryTable, format_table, html_table, seed_text
 from ._stats import Comparison
 

@@ -14,24 +14,15 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from .._errors import SpecError
 from ..planning import hparams_key, make_plan
-from ..racing import ENDS, Key, Race, Standing, decides, evaluate, first_decision, guarantee, next_step, rule_of
+from ..racing import Key, Race, RaceStep, evaluate, next_step, rows, standing_line
 from ..spec import Adaptive, SweepSpec
 from ..store import SweepDir, curves_by_column
-
-
-class RaceStep(NamedTuple):
-    """Where a race stands: the seeds of its next round per configuration (empty when it is
-    over), its evaluations so far, and why it ended (a key of :data:`sweep.racing.ENDS`)."""
-
-    wanted: dict[Key, tuple[int, ...]]
-    race: Race
-    ended: str | None
 
 
 def check_options(spec: SweepSpec, scheduler: Any, run_config: Any) -> None:
@@ -131,68 +122,12 @@ def advance(spec: SweepSpec, sweep_dir: SweepDir, record: bool = True) -> RaceSt
     return RaceStep({k: adaptive.seeds_in(r) for k, r in step.train.items()}, race, step.over)
 
 
-# -- what users see ---------------------------------------------------------------------------------
-def _interval(s: Standing, first: int | None, rule: str) -> str:
-    """The mean and, by the rule: the p-value of the test against the best (``"rank"``), or the
-    interval (``"interval"``); before the race can decide, from how many seeds it can."""
-    iv = s.interval
-    if not math.isfinite(iv.mean):
-        return "diverged"
-    if first is not None and s.seeds < first:
-        return f"{iv.mean:.4g} [decides from {first} seeds]"
-    if rule == "rank":
-        return f"{iv.mean:.4g} [p {s.p:.2g}]" if s.p is not None else f"{iv.mean:.4g}"
-    if not (math.isfinite(iv.low) and math.isfinite(iv.high)):
-        return f"{iv.mean:.4g} [decides from {first} seeds]" if first else f"{iv.mean:.4g} [unbounded]"
-    return f"{iv.mean:.4g} [{iv.low:.4g}, {iv.high:.4g}]"
-
-
-def _status(s: Standing, best: bool, ended: str | None) -> str:
-    if s.status != "racing":
-        return f"{s.status} at round {s.round}" + (", best" if best else "")
-    if ended is None:
-        return f"racing (round {s.round})" + (", best so far" if best else "")
-    return "best" if best else f"not separated from the best ({s.seeds} seeds)"
-
-
-def rows(adaptive: Adaptive, step: RaceStep, keys: list[Key]) -> dict[Key, tuple[int, str, str]]:
-    """Per configuration: seeds trained or planned so far, interval text, status text."""
-    latest, decisions, best = step.race.latest(), step.race.decisions(), step.race.best
-    rule = rule_of(adaptive, step.race)
-    first = first_decision(adaptive, len(keys), rule)
-    out = {}
-    for key in keys:
-        planned = step.wanted[key][-1] + 1 if key in step.wanted else 0
-        s = decisions.get(key, latest.get(key))
-        if s is None:
-            out[key] = (planned, "-", "racing (round 1)")
-        else:
-            out[key] = (max(planned, s.seeds), _interval(s, first, rule), _status(s, key == best, step.ended))
-    return out
-
-
-def headline(adaptive: Adaptive, step: RaceStep, keys: list[Key]) -> str:
-    """One line: the round, how many configurations race, left, were decided; how the race decides."""
-    latest, ended = step.race.latest(), step.ended
-    status = [latest[k].status if k in latest else "racing" for k in keys]
-    if ended is not None:  # still in when the race ended
-        status = ["finished" if s == "racing" else s for s in status]
-    kinds = ("racing", "finished", "eliminated", "decided")
-    counts = ", ".join(f"{status.count(s)} {s}" for s in kinds if status.count(s))
-    rounds = len(step.race.evaluations)
-    where = f"over after {rounds} round{'s' * (rounds != 1)} ({ENDS[ended]})" if ended else f"round {rounds + 1}"
-    return (
-        f"race on {adaptive.metric} ({'lower' if adaptive.mode == 'min' else 'higher'} is better): {where}; "
-        f"{counts}; {guarantee(adaptive.confidence, adaptive.precision)} ({decides(adaptive, step.race, len(keys))})"
-    )
-
-
 def show(state: Any, spec: SweepSpec, step: RaceStep) -> None:
     """Put the race on the live display (a :class:`~._progress.ProgressState`)."""
     adaptive = spec.adaptive
     assert adaptive is not None
     keys, _ = configurations(spec)
-    state.show_race(rows(adaptive, step, keys), headline(adaptive, step, keys))
+    state.show_race(rows(adaptive, step, keys), standing_line(adaptive, step, keys))
 
 
 def stored(manifest: Mapping[str, Any], plan: Any) -> bool:
@@ -208,4 +143,4 @@ def result(spec: SweepSpec, step: RaceStep, label: Callable[[Key], str]) -> str:
     keys, _ = configurations(spec)
     best = step.race.best
     chosen = f"; best: {label(best)}" if best is not None else ""
-    return headline(adaptive, step, keys) + chosen
+    return standing_line(adaptive, step, keys) + chosen

@@ -7,7 +7,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..racing import guarantee
+from ..spec import Adaptive
+from ._headline import headline
 
 RACE_STATS = ("status", "round", "seeds", "used", "mean", "ci_low", "ci_high", "p", "best")
 
@@ -40,11 +41,10 @@ def race_table(race: Mapping[str, Any], grid_columns: list[str]) -> pa.Table:
 
 
 def race_title(race: Mapping[str, Any]) -> str:
-    """``race on val_loss (lower is better; start 4, step 4, max 64): over after 9 rounds (one
-    configuration left); a best configuration kept at 0.95 (rank tests against the best, first
-    decision after 8 seeds)``; a race decided by intervals (``precision``, or stored before the
-    rank rule) ends in ``(each interval at 0.9991)``."""
-    s = race["settings"]
+    """``race of 8 configurations on val_loss (lower is better; start 4, step 4, max 64): over
+    after 9 rounds (one configuration left); a best configuration kept at 0.95 (rank tests against
+    the best, first decision after 8 seeds)``: :func:`~._headline.headline` of the stored settings
+    and rule (a store made before the rank rule names none: intervals)."""
     rounds = race["evaluations"]
     plural = "s" * (rounds != 1)
     where = (
@@ -52,14 +52,5 @@ def race_title(race: Mapping[str, Any]) -> str:
         if race.get("ended")
         else f"{rounds} round{plural} so far"
     )
-    precision = f", precision {s['precision']:g}" if s.get("precision") is not None else ""
-    if race.get("rule") == "rank":
-        first = race.get("first_decision")
-        how = "rank tests against the best" + (f", first decision after {first} seeds" if first else "")
-    else:
-        how = f"each interval at {race['level']:.4g}"
-    return (
-        f"race on {s['metric']} ({'lower' if s['mode'] == 'min' else 'higher'} is better; start {s['start']}, "
-        f"step {s['step']}, max {s['max']}{precision}): {where}; {guarantee(s['confidence'], s.get('precision'))} "
-        f"({how})"
-    )
+    adaptive = Adaptive.from_dict(race["settings"])
+    return headline(adaptive, len(race["configurations"]), race.get("rule", "interval"), where)

@@ -10,7 +10,7 @@ valid (conservative) for any values.
 
 Examples:
     >>> import numpy as np
-    >>> from sweep._rank_test import worse_p
+    >>> from sweep.racing import worse_p
     >>> float(worse_p(np.arange(6.0) + 10, np.arange(6.0)))  # all 6 worse than all 6: 1 / C(12, 6)
     0.0010822510822510823
 """

@@ -3,7 +3,7 @@ of :mod:`sweep.racing`, the one races with ``precision`` decide by).
 
 Examples:
     >>> import numpy as np
-    >>> from sweep._mean_interval import mean_interval, min_seeds
+    >>> from sweep.racing import mean_interval, min_seeds
     >>> min_seeds(0.99)  # the range of 8 values misses the median with probability 2**-7 < 0.01
     8
     >>> mean_interval(np.arange(5.0), 0.99, seed=0)  # too few values: unbounded
