@@ -21,18 +21,6 @@ os.environ["SWEEP_COMPILE_CACHE"] = str(Path(__file__).parent.parent / ".pytest_
 sweep.configure()
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (``-n 2 --dist loadgroup``, pyproject's addopts): each module's tests run
-    on one worker, so that its module fixtures are built once; the serving modules share one
-    (Ray Serve's proxy and the ports their services take)."""
-    if not config.pluginmanager.hasplugin("xdist"):  # -p no:xdist
-        return
-    for item in items:
-        module = item.module.__name__
-        item.add_marker(pytest.mark.xdist_group("serving" if module.startswith("test_serving") else module))
-
-
 @pytest.fixture
 def getkey():
     counter = itertools.count()
