@@ -1,4 +1,4 @@
-"""Shared fixtures: keys, a tiny spec, one local Ray for the whole session."""
+"""Shared fixtures: keys, a tiny spec, one local Ray for the whole session and one Tune run on it."""
 
 from __future__ import annotations
 
@@ -53,3 +53,27 @@ def ray_session():
             )
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
+
+
+WORKER_FREE = ("matplotlib", "scipy", "sweep.figures", "sweep.cli")  # what a trial process must not import
+
+
+@pytest.fixture(scope="session")
+def tune_tiny(ray_session, tmp_path_factory) -> Path:
+    """``tiny_spec()`` (4 seeds, 2 per trial) trained once on the session's Ray by ``sweep.run``,
+    each trial in a fresh worker process (no actor reuse), with a TensorBoard tracker; the trials
+    record which of ``WORKER_FREE`` they imported in ``<storage>/modules``. Returns the sweep
+    directory. Shared by the tests of what Tune does (``test_tune``) and of the executors writing
+    the same store (``test_loop``): one Tune run for both."""
+    from _faults import RecordModules
+    from ray import tune
+
+    from sweep.tune import TrialHooks
+
+    storage = tmp_path_factory.mktemp("tune-tiny")
+    options = sweep.RunOptions(
+        trial_hooks=TrialHooks(after_report=RecordModules(storage / "modules", WORKER_FREE)),
+        tune_config=tune.TuneConfig(reuse_actors=False),
+        loggers=("tensorboard",),
+    )
+    return Path(sweep.run(tiny_spec(), storage=str(storage), options=options))

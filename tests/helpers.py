@@ -1,4 +1,4 @@
-"""Helpers the tests share: tree comparison, member extraction, tiny specs, Tune results.
+"""Helpers the tests share: tree comparison, member extraction, tiny specs, Tune results, the CLI.
 
 Test modules import these (``from helpers import tiny_spec``); fixtures live in ``conftest.py``.
 """
@@ -129,3 +129,28 @@ def wait_trials_ended(pids: Path, timeout_s: float = 60) -> None:
     """Wait until the trial processes that recorded themselves in ``pids`` (the ``Barrier`` hook's
     ``<trial_key>-<pid>`` files) have ended, as Ray ends them after their driver died."""
     wait_processes_ended([int(p.name.rsplit("-", 1)[1]) for p in pids.iterdir()], timeout_s)
+
+
+def file_bytes(folder: str | os.PathLike) -> dict[str, bytes]:
+    """Every file under ``folder`` (links resolved), by its path relative to it: its bytes."""
+    root = Path(folder).resolve()
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def invoke(*args):
+    """The ``sweep`` command run in this process (typer's ``CliRunner``) with ``args``: its result."""
+    from typer.testing import CliRunner
+
+    from sweep.cli import app
+
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def assert_one_line_error(result, *fragments: str) -> None:
+    """The command failed with exit code 1 and one line ``error: ...`` holding every fragment, no traceback."""
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 1, (result.exit_code, result.output, result.stderr)
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import equinox as eqx
 import jax
@@ -19,7 +18,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 from _blocks import train_trial, trained_blocks, write_sweep
-from helpers import member, tiny_spec, tree_allclose
+from helpers import file_bytes, member, tiny_spec, tree_allclose
 
 from sweep import StoreError, aggregate, load
 from sweep.planning import Plan, make_plan
@@ -36,11 +35,6 @@ PLAN_MORE = Plan(MORE.spec, PLAN.trials + MORE.trials, PLAN.seeds_per_trial)
 
 def _leaves(tree) -> list:
     return jax.tree_util.tree_leaves(eqx.filter(tree, eqx.is_array))
-
-
-def _files(store: str | Path) -> dict[str, bytes]:
-    root = Path(store).resolve()
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 @pytest.fixture
@@ -122,8 +116,8 @@ def test_member_order_is_config_then_hyperparameters_then_seed(sweep_dir):
 
 
 def test_aggregating_twice_gives_identical_files(sweep_dir):
-    first = _files(aggregate(sweep_dir, progress=False))
-    second = _files(aggregate(sweep_dir, progress=False))
+    first = file_bytes(aggregate(sweep_dir, progress=False))
+    second = file_bytes(aggregate(sweep_dir, progress=False))
     assert first == second and set(first) == {
         "members.parquet",
         "configs.parquet",

@@ -14,11 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _blocks import train_trial, write_sweep
-from helpers import tiny_spec
-from typer.testing import CliRunner
+from helpers import assert_one_line_error, file_bytes, invoke, tiny_spec
 
 import sweep
-from sweep.cli import app, parse_where
+from sweep.cli import parse_where
 from sweep.planning import make_plan
 
 COMMANDS = ["run", "plan", "status", "aggregate", "verify", "show", "plot", "predict"]
@@ -29,20 +28,6 @@ def grid_spec() -> sweep.SweepSpec:
     return tiny_spec(
         name="cli", seeds=4, seeds_per_trial=2, grid={"model.depth": [1, 2], "optimizer.learning_rate": [3e-3, 1e-3]}
     )
-
-
-def invoke(*args: str):
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    return result
-
-
-def assert_one_line_error(result, *fragments: str) -> None:
-    lines = result.stderr.strip().splitlines()
-    assert result.exit_code == 1, (result.exit_code, result.output, result.stderr)
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert "Traceback" not in result.stdout + result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
 
 
 @pytest.fixture(scope="module")
@@ -229,15 +214,13 @@ def test_aggregate_command_builds_the_store(store, tmp_path):
 
 
 def test_aggregate_parallel_builds_the_same_store(ray_session, store, tmp_path):
-    from test_aggregate import _files
-
     root = tmp_path / "cli"
     shutil.copytree(store, root, ignore=shutil.ignore_patterns("ensembles", ".ensembles"))
     assert_one_line_error(invoke("aggregate", root, "--address", "auto"), "--address: only with --parallel")
     result = invoke("aggregate", root, "--parallel")
     assert result.exit_code == 0, result.stderr
     assert "16 members stored (2 structural configs), 0 planned members missing" in result.output
-    assert _files(root / "ensembles") == _files(store / "ensembles")
+    assert file_bytes(root / "ensembles") == file_bytes(store / "ensembles")
 
 
 # -- show ---------------------------------------------------------------------------------------

@@ -26,7 +26,8 @@ def logged_spec() -> sweep.SweepSpec:
 
 
 @pytest.fixture(scope="module")
-def logged(ray_session, tmp_path_factory):
+def logged(tmp_path_factory):
+    """The trackers fed in-process (the events Tune sends them: test_tune.py checks them on Tune)."""
     root = tmp_path_factory.mktemp("logged")
     uri = f"file://{root / 'mlruns'}"
     with pytest.MonkeyPatch.context() as mp:
@@ -34,8 +35,9 @@ def logged(ray_session, tmp_path_factory):
         path = sweep.run(
             logged_spec(),
             storage=str(root / "runs"),
-            progress="off",
-            loggers=["tensorboard", MLflowLogger(tracking_uri=uri)],
+            options=sweep.RunOptions(
+                executor="local", progress="off", loggers=("tensorboard", MLflowLogger(tracking_uri=uri))
+            ),
         )
     return Path(path), uri, sweep.load(path).table.to_pylist()
 

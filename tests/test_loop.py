@@ -42,9 +42,8 @@ def local_run(tmp_path_factory):
     return Path(sweep.run(tiny_spec(), storage=str(tmp_path_factory.mktemp("local")), options=LOCAL))
 
 
-def test_the_local_and_the_tune_executor_write_the_same_store(local_run, ray_session, tmp_path):
-    path = sweep.run(tiny_spec(), storage=str(tmp_path), options=sweep.RunOptions(address=ray_session))
-    assert store_files(path) == store_files(local_run)
+def test_the_local_and_the_tune_executor_write_the_same_store(local_run, tune_tiny):
+    assert store_files(tune_tiny) == store_files(local_run)  # conftest's tune_tiny: tiny_spec() on Tune
     assert sorted(p.name for p in local_run.iterdir() if p.name.startswith("tune-")) == []  # no Tune experiment
     assert len(list(local_run.glob("local/*/checkpoint_*/block.json"))) == 2  # the newest checkpoint per trial
 

@@ -184,7 +184,7 @@ def test_plot_runs_a_stored_factory_only_when_trusted(own_factory_store):
 
 
 def test_sweep_plot_trust_code_on_the_command_line(own_factory_store, tmp_path):
-    from test_cli import invoke
+    from helpers import invoke
 
     root, marker = own_factory_store
     result = invoke("plot", root, "--kind", "predictions", "--out", tmp_path / "p.png")
@@ -197,7 +197,7 @@ def test_sweep_plot_trust_code_on_the_command_line(own_factory_store, tmp_path):
 def test_sweep_plot_trust_code_says_where_a_missing_factory_is_looked_for(own_factory_store, tmp_path, monkeypatch):
     import sys
 
-    from test_cli import assert_one_line_error, invoke
+    from helpers import assert_one_line_error, invoke
 
     root, _ = own_factory_store
     monkeypatch.setattr(sys, "path", [p for p in sys.path if not p.endswith("code")])

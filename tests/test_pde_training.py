@@ -43,13 +43,18 @@ def data_2d():
     return sweep.load_data(pde_spec(2))
 
 
+# slow (each compiles a 2D training and rollout for 10-40 s): in the default run every architecture
+# builds and runs in test_models.py::test_every_architecture_builds_runs_and_counts_like_pdequinox, and a
+# convolutional and a spectral one train and roll out in 2D here
 ARCHITECTURES = [
     sweep.Model("ConvNet", hidden_channels=4, depth=1),
-    sweep.Model("ClassicResNet", hidden_channels=4, num_blocks=1),
-    sweep.Model("ModernResNet", hidden_channels=4, num_blocks=1),
-    sweep.Model("DilatedResNet", hidden_channels=4, num_blocks=1, dilation_rates=[1, 2]),
-    sweep.Model("ClassicUNet", hidden_channels=4, num_levels=1),
-    sweep.Model("ModernUNet", hidden_channels=4, num_levels=1),
+    pytest.param(sweep.Model("ClassicResNet", hidden_channels=4, num_blocks=1), marks=pytest.mark.slow),
+    pytest.param(sweep.Model("ModernResNet", hidden_channels=4, num_blocks=1), marks=pytest.mark.slow),
+    pytest.param(
+        sweep.Model("DilatedResNet", hidden_channels=4, num_blocks=1, dilation_rates=[1, 2]), marks=pytest.mark.slow
+    ),
+    pytest.param(sweep.Model("ClassicUNet", hidden_channels=4, num_levels=1), marks=pytest.mark.slow),
+    pytest.param(sweep.Model("ModernUNet", hidden_channels=4, num_levels=1), marks=pytest.mark.slow),
     sweep.Model("ClassicFNO", hidden_channels=4, num_modes=3, num_blocks=1),
 ]
 

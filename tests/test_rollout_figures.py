@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _blocks import trained_blocks, write_sweep
-from helpers import tiny_spec
+from helpers import assert_one_line_error, invoke, tiny_spec
 from matplotlib.colors import to_hex
-from test_cli import assert_one_line_error, invoke, store  # noqa: F401  (the CLI's store: no trajectories)
+from test_cli import store  # noqa: F401  (the CLI's store: no trajectories)
 from test_stored_trajectories import TRAJ
 
 import sweep

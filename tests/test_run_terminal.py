@@ -1,5 +1,7 @@
 """``sweep run`` as a person runs it: the live display in a terminal, Ctrl-C, ``--resume`` (plain
-lines, no terminal) and a run with nothing left to train, each a real process on a local Ray."""
+lines, no terminal) and a run with nothing left to train, each a real process: trained in-process
+(``--executor local``), and on a local Ray (slow; the default run's Tune tests cover Ctrl-C and resume
+on Tune: ``test_tune_waves``, ``test_tune.py::test_driver_killed_mid_sweep_then_resumed``)."""
 
 from __future__ import annotations
 
@@ -90,12 +92,14 @@ def complete_blocks(sweep_dir: Path) -> dict:
 
 # the child execs at once after the fork that gives it its terminal: no JAX state is shared
 @pytest.mark.filterwarnings(r"ignore:os\.fork\(\) was called:RuntimeWarning")
-def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path):
+@pytest.mark.parametrize("executor", ["local", pytest.param("tune", marks=pytest.mark.slow)])
+def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path, executor):
     toml = tmp_path / "term.toml"
     spec().to_toml(toml)
     storage, sweep_dir = tmp_path / "runs", tmp_path / "runs" / "term"
+    how = ["--executor", "local"] if executor == "local" else []
     held = [sys.executable, str(Path(__file__).with_name("_held_cli.py")), str(tmp_path / "hold")]
-    term = Terminal([*held, "run", str(toml), "--storage", str(storage)], cwd=tmp_path)
+    term = Terminal([*held, "run", str(toml), "--storage", str(storage), *how], cwd=tmp_path)
     try:
         deadline = time.monotonic() + 240
         while not ("ETA" in term.screen and complete_blocks(sweep_dir)):
@@ -119,7 +123,7 @@ def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path):
     assert rc == 130, screen[-3000:]
     match = re.search(r"interrupted: (\d+) of 8 members done; resume with: (.*)", screen)
     assert match, screen[-3000:]
-    assert match.group(2).strip() == f"sweep run {toml} --storage {storage} --resume"
+    assert match.group(2).strip() == " ".join(["sweep", "run", str(toml), "--storage", str(storage), *how, "--resume"])
     done = int(match.group(1))
     assert done == 2 == 2 * len(complete_blocks(sweep_dir))  # the first trial only: the others were held
     for noise in (
@@ -135,7 +139,7 @@ def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path):
 
     # --resume without a terminal: plain progress lines, then every member, as if never interrupted
     out = subprocess.run(
-        [sys.executable, "-m", "sweep", "run", str(toml), "--storage", str(storage), "--resume"],
+        [sys.executable, "-m", "sweep", "run", str(toml), "--storage", str(storage), *how, "--resume"],
         capture_output=True,
         text=True,
         env=env(),
@@ -159,7 +163,7 @@ def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path):
     # nothing left to train: said at once, and Ray is not started (no session directory)
     ray_tmp = tmp_path / "ray-tmp"
     out = subprocess.run(
-        [sys.executable, "-m", "sweep", "run", str(toml), "--storage", str(storage)],
+        [sys.executable, "-m", "sweep", "run", str(toml), "--storage", str(storage), *how],
         capture_output=True,
         text=True,
         env=env(RAY_TMPDIR=str(ray_tmp)),
@@ -169,4 +173,4 @@ def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.splitlines()[0] == f"nothing to train: 8 members already in {sweep_dir}"
     assert not ray_tmp.exists() or not list(ray_tmp.rglob("session_*"))
-    assert sorted(p.name for p in sweep_dir.glob("tune-*")) == ["tune-0001"]
+    assert sorted(p.name for p in sweep_dir.glob("tune-*")) == ([] if executor == "local" else ["tune-0001"])

@@ -16,8 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from _blocks import trained_blocks, write_sweep
 from _local_fs import counting_filesystem
-from helpers import tiny_spec
-from test_aggregate import _files
+from helpers import file_bytes, tiny_spec
 
 import sweep
 import sweep.tune
@@ -47,7 +46,7 @@ def test_parallel_aggregation_is_byte_identical_to_serial(ray_session, tmp_path)
     tasks = sweep.tune.RayTasks(window=2, min_blocks=0)  # Ray tasks however small the work
     sweep.aggregate(two, progress=False, shard_bytes=shard, map_tasks=tasks)
     assert len(tasks.peak_rss_mib) == sum(f.endswith(".eqx") for f in Store.open(two).manifest["files"])  # one per file
-    serial, parallel = _files(one / "ensembles"), _files(two / "ensembles")
+    serial, parallel = file_bytes(one / "ensembles"), file_bytes(two / "ensembles")
     assert any("/shard-" in name for name in serial) and serial.keys() == parallel.keys()
     assert all(serial[name] == parallel[name] for name in serial), [n for n in serial if serial[n] != parallel[n]]
     # RayTasks() as sweep.run and `sweep aggregate --parallel` give it gives the same store again;
@@ -55,7 +54,7 @@ def test_parallel_aggregation_is_byte_identical_to_serial(ray_session, tmp_path)
     small = sweep.tune.RayTasks()
     assert list(small(len, [(1,), (2, 3)])) == [1, 2] and not small.peak_rss_mib
     sweep.aggregate(two, progress=False, shard_bytes=shard, map_tasks=small)
-    assert _files(two / "ensembles") == serial
+    assert file_bytes(two / "ensembles") == serial
     # the evaluation columns came through the tasks: a metric on validation and test, null without a validation set
     table = load(two).table
     no_val = pc.equal(table["val_fraction"], 0.0)

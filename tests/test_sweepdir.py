@@ -53,14 +53,16 @@ def test_a_member_id_names_the_same_member_however_it_is_spelled():
     assert (config_id, seed) == ("c", 3) and "learning_rate" in hparams
 
 
-def test_a_resumed_run_with_more_seeds_reads_the_plan_and_each_block_json_once(ray_session, tmp_path):
+def test_a_resumed_run_with_more_seeds_reads_the_plan_and_each_block_json_once(tmp_path):
     """What a resumed, extended sweep reads of its directory (the driver, through a counting
-    filesystem): plan.json once, and every block checkpoint's block.json once."""
-    spec = tiny_spec(seeds=4)
-    path = sweep.run(spec, storage=str(tmp_path), progress="off")
+    filesystem): plan.json once, and every block checkpoint's block.json once (the loop's reads,
+    the same for either executor; in-process here)."""
+    spec, options = tiny_spec(seeds=4), sweep.RunOptions(executor="local", progress="off")
+    path = sweep.run(spec, storage=str(tmp_path), options=options)
     fs, counter = counting_filesystem()
     more = dataclasses.replace(spec, seeds=6)
-    again = sweep.run(more, storage=str(tmp_path), storage_filesystem=fs, resume=True, progress="off")
+    resume = dataclasses.replace(options, resume=True)
+    again = sweep.run(more, storage=str(tmp_path), storage_filesystem=fs, options=resume)
     assert again == path
     assert list(_opens(counter, "plan.json").values()) == [1]
     block_reads = _opens(counter, "block.json")

@@ -277,11 +277,12 @@ def test_blocks_saved_before_targets_of_any_shape_read_their_shapes():
     assert Shapes.of(new.stored()) == new and new.target_shape == ()
 
 
-def test_sweep_run_stores_per_sample_classes_end_to_end(ray_session, tmp_path):  # noqa: F811
-    """Through Ray Tune: trials train on (samples,) integer labels; the store keeps the labels as
-    integers, the members' accuracy, and members equal to those trained in-process."""
+def test_sweep_run_stores_per_sample_classes_end_to_end(tmp_path):
+    """Through sweep.run (in-process: the trials' program is the one Tune trials run): trials train on
+    (samples,) integer labels; the store keeps the labels as integers, the members' accuracy, and
+    members equal to those trained by train_block."""
     spec = spec_of(CLASSES, ENCODER.replace(num_classes=3), epochs=4, loss="cross_entropy", metrics=("accuracy",))
-    ens = sweep.load(sweep.run(spec, storage=str(tmp_path)))
+    ens = sweep.load(sweep.run(spec, storage=str(tmp_path), options=sweep.RunOptions(executor="local")))
     data = sweep.load_data(spec)
     x, labels = ens.samples()
     assert labels.dtype == np.int32 and labels.shape == (16,)

@@ -11,8 +11,7 @@ import numpy as np
 import pyarrow.fs as pafs
 import pytest
 from _blocks import datasets_of, trained_blocks, write_sweep
-from helpers import tiny_spec
-from test_cli import invoke
+from helpers import invoke, tiny_spec
 
 import sweep
 from sweep import StoreError

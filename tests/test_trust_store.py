@@ -13,7 +13,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 from _blocks import trained_blocks, write_sweep
-from test_cli import invoke
+from helpers import invoke
 from test_store import PLAN, original, store  # noqa: F401  (a private copy of a store, free to damage)
 
 from sweep import StoreError, aggregate, load

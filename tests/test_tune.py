@@ -11,7 +11,7 @@ import equinox as eqx
 import numpy as np
 import pyarrow.fs as pafs
 import pytest
-from _faults import Barrier, KillOnce, RecordModules, TermOnce
+from _faults import Barrier, KillOnce, TermOnce
 from helpers import kill_driver_when, tiny_spec, tree_allclose, trial_results, wait_processes_ended, wait_trials_ended
 
 import sweep
@@ -33,20 +33,11 @@ def assert_same_members(blocks: dict, reference: dict) -> None:
         assert tree_allclose(block.state.opt_state, reference[key].state.opt_state, exact=True), key
 
 
-WORKER_FREE = ("matplotlib", "scipy", "sweep.figures", "sweep.cli")  # what a trial process must not import
-
-
 @pytest.fixture(scope="module")
-def baseline(ray_session, tmp_path_factory):
+def baseline(tune_tiny):
     """tiny_spec (4 seeds, 2 per trial) trained once by sweep.run, each trial in a fresh worker
-    process (no actor reuse); trials record what they imported."""
-    storage = tmp_path_factory.mktemp("baseline")
-    hooks = TrialHooks(after_report=RecordModules(storage / "modules", WORKER_FREE))
-    from ray import tune
-
-    no_reuse = tune.TuneConfig(reuse_actors=False)
-    path = sweep.run(tiny_spec(), storage=str(storage), trial_hooks=hooks, tune_config=no_reuse)
-    return Path(path), final_blocks(path)
+    process (no actor reuse; conftest's ``tune_tiny``), and its blocks."""
+    return tune_tiny, final_blocks(tune_tiny)
 
 
 def test_trial_processes_do_not_import_plotting_or_statistics(baseline):
@@ -268,6 +259,25 @@ def test_auto_block_size_is_measured_where_trials_run_and_kept(ray_session, tmp_
     assert sweep.plan(tiny_spec(seeds=6, seeds_per_trial="auto"), storage=str(tmp_path)).seeds_per_trial == chosen
 
 
+def test_tune_feeds_the_trackers_one_run_per_member(baseline):
+    """The trackers as Tune callbacks (test_loggers checks their files in depth, in-process)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    path, blocks = baseline
+    runs = {p.parent for p in (path / "tensorboard").rglob("events.out.tfevents.*")}
+    assert len(runs) == 4  # one run per member
+    for row in sweep.load(path).table.to_pylist():
+        (run,) = (path / "tensorboard").glob(f"*/seed={row['seed']}")
+        events = EventAccumulator(str(run))
+        events.Reload()
+        assert [s.step for s in events.Scalars("val_loss")] == row["history_epochs"]
+        assert [s.value for s in events.Scalars("val_loss")] == pytest.approx(row["val_loss_history"], rel=1e-6)
+
+
+# slow: in the default run, test_loop.py::test_a_failed_trial_is_named_and_resume_continues_to_the_same_store
+# covers a failed trial named then resumed, and test_driver_killed_mid_sweep_then_resumed (here) and
+# test_tune_waves.py cover a resume restoring the Tune experiment in place
+@pytest.mark.slow
 def test_failed_trial_raises_then_resume_continues_it(baseline, tmp_path):
     _, reference = baseline
     storage = str(tmp_path / "store")
