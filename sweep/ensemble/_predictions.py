@@ -1,6 +1,11 @@
 """What the members of a selection compute: every member's outputs, their mean and std, and
 autoregressive rollouts, streamed ``chunk_size`` members at a time through the compiled programs
-of :mod:`._inference` and :mod:`._rollout` (memory stays bounded whatever the members)."""
+of :mod:`._inference` and :mod:`._rollout` (memory stays bounded whatever the members).
+
+Where the problem's fields were normalised (``Problem(..., normalize=...)``) the networks map
+normalised fields to normalised fields; every query here takes inputs and returns outputs in
+physical units: inputs are normalised before the members run and their outputs (and rollout
+states) de-normalised after (:attr:`Predictions.normalization` gives the statistics)."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from jaxtyping import Float, PyTree
 
 from .._batches import pieces
 from .._errors import QueryError
+from ..problems import Normalization
 from ..store import ConfigInfo
 from . import _inference, _rollout
 from ._inference import Moments
@@ -132,6 +138,28 @@ class Predictions(Selection):
             mean[t : t + len(m_mean)], std[t : t + len(m_mean)] = m_mean, m_std
         return mean, std
 
+    @property
+    def normalization(self) -> dict[str | int, tuple[float, float]] | None:
+        """The per-channel statistics the members' problem was normalised with, ``{channel: (shift,
+        scale)}`` (channels by name where the data name them, else by index; ``field = normalised *
+        scale + shift``), or None where the fields were not normalised. Queries take and return
+        physical units; :meth:`member` and :meth:`stacked` are the networks themselves, which map
+        normalised fields.
+
+        Raises:
+            QueryError: A selection spanning several structural configs.
+
+        Examples:
+            ```python
+            ens.where(depth=4).normalization  # {"density": (1.02, 0.31), "velocity_x": (0.0, 0.8)}
+            ```
+        """
+        norm = self._normalization(self._config("normalization"))
+        return None if norm is None else norm.as_dict()
+
+    def _normalization(self, config: ConfigInfo) -> Normalization | None:
+        return self._store.normalization(config.config_id)
+
     def _inputs(self, x: Any, chunk_size: int, what: str, name: str = "x") -> tuple[ConfigInfo, np.ndarray]:
         config = self._config(what)
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
@@ -168,15 +196,24 @@ class Predictions(Selection):
         return slices, (self._store.read(config.config_id, positions[rows]) for rows in slices)
 
     def _outputs(self, config: ConfigInfo, x: np.ndarray, chunk_size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """``(rows of this selection, outputs)`` chunk by chunk."""
+        """``(rows of this selection, outputs)`` chunk by chunk, in physical units."""
         slices, chunks = self._chunks(config, chunk_size)
-        yield from zip(slices, _inference.forward(chunks, self._store.template(config.config_id)[1], x))
+        norm, spatial = self._normalization(config), len(config.sample_shape) - 1
+        if norm is None:
+            yield from zip(slices, _inference.forward(chunks, self._store.template(config.config_id)[1], x))
+            return
+        x = norm.apply(x, spatial).astype(x.dtype)
+        for rows, y in zip(slices, _inference.forward(chunks, self._store.template(config.config_id)[1], x)):
+            yield rows, norm.undo(y, spatial)
 
     def _rollouts(
         self, config: ConfigInfo, x0: np.ndarray, steps: int, chunk_size: int
     ) -> Iterator[tuple[np.ndarray, int, np.ndarray]]:
         """``(rows of this selection, t, their states after t.. steps)`` chunk by chunk (see
-        :func:`._rollout.rollout`)."""
+        :func:`._rollout.rollout`), in physical units."""
         slices, chunks = self._chunks(config, chunk_size)
+        norm, spatial = self._normalization(config), len(config.sample_shape) - 1
+        if norm is not None:
+            x0 = norm.apply(x0, spatial).astype(x0.dtype)
         for i, t, states in _rollout.rollout(chunks, self._store.template(config.config_id)[1], x0, steps):
-            yield slices[i], t, states
+            yield slices[i], t, states if norm is None else norm.undo(states, spatial)

@@ -25,6 +25,9 @@ from ._hdf5 import check_hdf5_options, hdf5_problem
 from ._hdf5 import hdf5_info as hdf5_info
 from ._heat1d import heat1d as heat1d
 from ._heat1d import heat1d_coordinates
+from ._normalize import OPTION as NORMALIZE
+from ._normalize import Normalization as Normalization
+from ._normalize import check_method, normalized, statistics
 from ._scenarios import APEBENCH, EXPONAX, resolve_alias
 from ._scenarios import STEPPERS as STEPPERS
 
@@ -53,8 +56,13 @@ def check_problem(name: str, options: Mapping[str, Any]) -> None:
     """Raise :class:`SpecError` unless ``name`` with ``options`` describes loadable data.
 
     Every kind takes ``val_fraction`` (a number in [0, 1)) and ``data_seed`` (an integer >= 0),
-    which say how a validation split is carved from the training samples.
+    which say how a validation split is carved from the training samples, and ``normalize``
+    (``"none"``, ``"zscore"``, ``"rms"``: :mod:`sweep.problems._normalize`).
     """
+    if NORMALIZE in options:
+        check_method(options[NORMALIZE])
+    if name != "hdf5":  # hdf5 takes it among its own options
+        options = {k: v for k, v in options.items() if k != NORMALIZE}
     if "val_fraction" in options:
         check_val_fraction(options["val_fraction"])
     seed = options.get("data_seed", 0)
@@ -113,14 +121,25 @@ def check_problem(name: str, options: Mapping[str, Any]) -> None:
 
 def load_problem(name: str, options: Mapping[str, Any]) -> Dataset:
     """Generate or load the data of a problem, validated and split by :func:`as_dataset` (which
-    every generator and loader returns through)."""
+    every generator and loader returns through), and normalised as ``normalize`` says (statistics
+    of the training split: :mod:`sweep.problems._normalize`; ``"hdf5"`` does it itself, knowing
+    its channels' names)."""
+    if name == "hdf5":
+        return hdf5_problem(**options)
+    method = options.get(NORMALIZE, "none")
+    data = _loaded(name, {k: v for k, v in options.items() if k != NORMALIZE})
+    if method == "none":
+        return data
+    source = f"problem {name!r}"
+    return normalized(data, statistics(data, method, source=source), source)
+
+
+def _loaded(name: str, options: Mapping[str, Any]) -> Dataset:
     if name in GENERATORS:
         return GENERATORS[name](**options)
     pde = _pde(name, options)
     if pde is not None:
         return exponax_problem(pde[0], **pde[1])
-    if name == "hdf5":
-        return hdf5_problem(**options)
     if name == "arrays":
         shape, target_shape = options.get("shape"), options.get("target_shape")
         split = {k: options[k] for k in SPLIT_OPTIONS if k in options}
@@ -131,6 +150,7 @@ def load_problem(name: str, options: Mapping[str, Any]) -> Dataset:
 
 def coordinates(name: str, options: Mapping[str, Any]) -> np.ndarray | None:
     """The physical positions of a sample's points (a 1-D array), or None where the problem does not know them."""
+    options = {k: v for k, v in options.items() if k != NORMALIZE}
     pde = _pde(name, options)
     if pde is not None:
         return exponax_coordinates(pde[0], **pde[1])

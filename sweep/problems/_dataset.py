@@ -25,6 +25,7 @@ import numpy as np
 from jaxtyping import Float, Int
 
 from .._errors import SpecError
+from ._normalize import Normalization
 
 SPLITS = ("train", "val", "test")
 EVALUATED = ("val", "test")  # the splits every report evaluates the loss and metrics on
@@ -59,6 +60,9 @@ class Dataset(NamedTuple):
             (``sample_shape``), which then equal the targets' (``target_shape``).
         val_traj: The same for the validation split.
         test_traj: The same for the test split.
+        normalization: The per-channel statistics the fields were normalised with
+            (:class:`~sweep.problems.Normalization`: ``Problem(..., normalize=...)``), or ``None``
+            (the fields as the problem gave them).
 
     Examples:
         >>> import sweep
@@ -75,6 +79,7 @@ class Dataset(NamedTuple):
     train_traj: Float[np.ndarray, "n t c *s"] | None = None
     val_traj: Float[np.ndarray, "n t c *s"] | None = None
     test_traj: Float[np.ndarray, "n t c *s"] | None = None
+    normalization: Normalization | None = None
 
     @property
     def splits(self) -> tuple[Split, Split, Split]:

@@ -35,6 +35,7 @@ from ._dataset import Dataset, as_dataset
 from ._hdf5_files import Location, dataset_files
 from ._hdf5_layouts import LAYOUTS, Channel, FileLayout, describe_file, detect, read_states, strided
 from ._hdf5_safety import open_hdf5
+from ._normalize import check_method, normalized, statistics
 
 DEFAULT_TEST_FRACTION = 0.1  # PDEBench's test_ratio
 # the options of "hdf5" and their defaults (path: required); and val_fraction, data_seed as every kind
@@ -45,6 +46,7 @@ DEFAULTS = {
     "time_stride": 1,
     "space_stride": 1,
     "test_fraction": DEFAULT_TEST_FRACTION,
+    "normalize": "zscore",  # file data come in physical units of any size (sweep.problems._normalize)
 }
 OPTIONS = (*DEFAULTS, "val_fraction", "data_seed")
 _log = logging.getLogger("sweep.problems")
@@ -79,6 +81,7 @@ def check_hdf5_options(options: Mapping[str, Any]) -> None:
         raise SpecError(f"`problem.fields`: got {fields!r}; give a list of distinct field names, or leave it out (all)")
     _count(options, "time_stride")
     _count(options, "space_stride")
+    check_method(options.get("normalize", DEFAULTS["normalize"]))
     fraction = options.get("test_fraction", DEFAULT_TEST_FRACTION)
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
         raise SpecError(f"`problem.test_fraction`: got {fraction!r}; must be a number in (0, 1)")
@@ -260,10 +263,15 @@ def hdf5_problem(path: str, **options: Any) -> Dataset:
                 f"{cut} for training and {len(states) - cut} for testing; both need at least one"
             )
         trajectories = {"train": states[:cut], "test": states[cut:]}
-    return as_dataset(
+    source = f"`problem.path` {path!r}"
+    data = as_dataset(
         None,
-        f"`problem.path` {path!r}",
+        source,
         val_fraction=options.get("val_fraction"),
         data_seed=options.get("data_seed", 0),
         trajectories=trajectories,
     )
+    method = options.get("normalize", DEFAULTS["normalize"])
+    if method == "none":
+        return data
+    return normalized(data, statistics(data, method, [c.name for c in channels], source), source)

@@ -16,6 +16,8 @@ atomically is in :mod:`._generations`)::
                         (:data:`TRAJECTORIES_SCHEMA`), for rollout figures; absent otherwise
     val_samples.parquet, val_trajectories.parquet  the same of the validation split (stores
                         made before they were kept have none)
+    normalization.parquet  the per-channel statistics of each problem whose fields were
+                        normalised (:data:`NORMALIZATION_SCHEMA`); absent where none was
     ensemble_scores.parquet  each configuration's ensemble scores on the stored samples and
                         trajectories (:func:`scores_schema`); absent in stores made without them
     manifest.json       format, counts, grid columns, sha256 and size of every file, missing members
@@ -50,6 +52,7 @@ TRAJECTORIES = "trajectories.parquet"
 VAL_SAMPLES = "val_samples.parquet"
 VAL_TRAJECTORIES = "val_trajectories.parquet"
 ENSEMBLE_SCORES = "ensemble_scores.parquet"
+NORMALIZATION = "normalization.parquet"
 POINTER = "CURRENT"  # names the committed generation
 LOCK = ".lock"  # in the generations directory: held by the one aggregation writing (flock; a lease on object storage)
 ROW_GROUP_ROWS = 65_536
@@ -59,11 +62,17 @@ TRAJECTORY_COUNT = 4  # test trajectories kept per problem (every step of each)
 CONFIG_ID = re.compile(r"[0-9a-f]{12}")
 GENERATION = re.compile(r"\d{6,}")
 STORE_FILE = re.compile(
-    "|".join(map(re.escape, (MEMBERS, CONFIGS, SAMPLES, TRAJECTORIES, VAL_SAMPLES, VAL_TRAJECTORIES, ENSEMBLE_SCORES)))
+    "|".join(
+        map(
+            re.escape,
+            (MEMBERS, CONFIGS, SAMPLES, TRAJECTORIES, VAL_SAMPLES, VAL_TRAJECTORIES, ENSEMBLE_SCORES, NORMALIZATION),
+        )
+    )
     + rf"|{CONFIG_ID.pattern}(?:/shard-\d{{5}})?\.eqx"
 )
 STORE_FILES = (
     f"{MEMBERS}, {CONFIGS}, {SAMPLES}, {TRAJECTORIES}, {VAL_SAMPLES}, {VAL_TRAJECTORIES}, {ENSEMBLE_SCORES}, "
+    f"{NORMALIZATION}, "
     "<config_id>.eqx, <config_id>/shard-NNNNN.eqx"
 )
 
@@ -242,11 +251,22 @@ TRAJECTORIES_SCHEMA = pa.schema(
         ("states_shape", pa.list_(_I32)),
     ]
 )
-SAMPLE_FILES = {  # what figures and scores draw from, by file
+NORMALIZATION_SCHEMA = pa.schema(
+    [  # one row per channel of each normalised problem: field = normalised * scale + shift
+        ("problem_id", pa.string()),
+        ("channel", pa.int32()),
+        ("name", pa.string()),  # the channel's name (a file's field), null where it has none
+        ("method", pa.string()),  # "zscore" or "rms"
+        ("shift", pa.float64()),
+        ("scale", pa.float64()),
+    ]
+)
+SAMPLE_FILES = {  # what sweep.run keeps of the data for figures, scores and physical units, by file
     SAMPLES: SAMPLES_SCHEMA,
     TRAJECTORIES: TRAJECTORIES_SCHEMA,
     VAL_SAMPLES: SAMPLES_SCHEMA,
     VAL_TRAJECTORIES: TRAJECTORIES_SCHEMA,
+    NORMALIZATION: NORMALIZATION_SCHEMA,
 }
 SPLIT_FILES = {
     "val": (VAL_SAMPLES, VAL_TRAJECTORIES),

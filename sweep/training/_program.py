@@ -127,6 +127,7 @@ def program_data(data: Dataset, unrolled: bool, rollout_steps: int) -> Dataset:
         train_traj=data.train_traj if unrolled else None,
         val_traj=states(data.val_traj),
         test_traj=states(data.test_traj),
+        normalization=None,  # applied already: the program sees the normalised fields
     )
 
 
