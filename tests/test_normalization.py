@@ -92,7 +92,8 @@ def trained(tmp_path_factory):
     """A sweep of a normalised heat1d problem (offset and scaled, so that units matter), run in-process."""
     storage = tmp_path_factory.mktemp("norm")
     problem = sweep.Problem("heat1d", **HEAT, normalize="zscore")
-    spec = tiny_spec(name="norm", problem=problem, seeds=3, seeds_per_trial=3)
+    training = sweep.Training(epochs=4, batch_size=16, report_every=2, metrics=("mse",))
+    spec = tiny_spec(name="norm", problem=problem, seeds=3, seeds_per_trial=3, training=training)
     path = sweep.run(spec, storage=str(storage), options=LOCAL)
     return spec, path, sweep.load(path)
 
@@ -117,6 +118,18 @@ def test_predictions_are_in_physical_units(trained):
     np.testing.assert_allclose(states[:, 1], y, rtol=1e-5, atol=1e-6)
     again = ens.predict(states[0, 1])[0]
     np.testing.assert_allclose(states[0, 2], again, rtol=1e-4, atol=1e-5)
+
+
+def test_metrics_in_physical_units_and_the_loss_in_normalised_units(trained):
+    _, _, ens = trained
+    raw = load_problem("heat1d", HEAT)
+    scale = ens.normalization[0][1]
+    y = ens.predict(raw.test.x)
+    rows = ens.table.select(["seed", "test_mse", "test_loss"]).to_pylist()
+    for i, row in enumerate(rows):
+        mse = float(((y[i].astype(np.float64) - raw.test.y) ** 2).mean())
+        np.testing.assert_allclose(row["test_mse"], mse, rtol=1e-4)
+        np.testing.assert_allclose(row["test_loss"], mse / scale**2, rtol=1e-4)
 
 
 def test_stored_samples_and_statistics_are_physical_and_checksummed(trained):

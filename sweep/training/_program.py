@@ -73,24 +73,30 @@ class Shapes(NamedTuple):
     target_shape: tuple[int, ...]  # one target: any shape, () for one number or class label
     num_train: int
     target_dtype: str = "float32"  # "int32": integer targets (class labels)
+    units: tuple | None = None  # ((shift...), (scale...)) per channel of normalised data: metrics in physical units
 
     @classmethod
     def of(cls, value: Sequence[Any]) -> Shapes:
         """Shapes from their stored form (lists), including a block of an earlier seed-sweep, which
         stored ``(sample_shape, out_channels, num_train)``: targets ``(out_channels, *spatial)``."""
-        sample, target, num_train, *dtype = value
+        sample, target, num_train, *rest = value
         target = (target, *sample[1:]) if isinstance(target, int) else target
-        return cls(tuple(sample), tuple(target), int(num_train), *dtype)
+        units = rest[1] if len(rest) > 1 else None
+        units = None if units is None else tuple(tuple(float(v) for v in part) for part in units)
+        return cls(tuple(sample), tuple(target), int(num_train), *rest[:1], units=units)
 
     def stored(self) -> list:
-        """The JSON form :meth:`of` reads back."""
-        return [list(self.sample_shape), list(self.target_shape), self.num_train, self.target_dtype]
+        """The JSON form :meth:`of` reads back (the units only where the data were normalised)."""
+        stored = [list(self.sample_shape), list(self.target_shape), self.num_train, self.target_dtype]
+        return stored if self.units is None else [*stored, [list(part) for part in self.units]]
 
 
 def data_shapes(data: Dataset) -> Shapes:
     """:class:`Shapes` of ``data``: all a program needs to know of it."""
     dtype = "int32" if data.train.y.dtype.kind == "i" else "float32"
-    return Shapes(tuple(data.sample_shape), tuple(data.target_shape), data.num_train, dtype)
+    norm = data.normalization
+    units = None if norm is None else (tuple(map(float, norm.shift)), tuple(map(float, norm.scale)))
+    return Shapes(tuple(data.sample_shape), tuple(data.target_shape), data.num_train, dtype, units)
 
 
 def program_key(spec: SweepSpec, hparam_names: Sequence[str]) -> str:
@@ -207,6 +213,7 @@ def describe(structure: str, shapes: tuple) -> Program:
         rollout_steps=struct["rollout_steps"],
         cut=struct.get("cut", False),
         noise=struct.get("noise", 0.0),
+        units=Shapes.of(shapes).units,
     )
 
 
