@@ -93,13 +93,18 @@ class Predictions(Selection):
         (what :meth:`predict` takes); :meth:`trajectories` keeps the data's order, trajectory
         before time: compare with ``traj.swapaxes(0, 1)``.
 
+        A model trained with ``Problem(..., history=h)`` (``h > 1``) starts from ``h`` states per
+        sample, ``x0`` ``[batch, h, channels, *spatial]`` (oldest first), and keeps a moving window
+        of the ``h`` latest; index 0 of the result is then the latest of them, ``x0[:, -1]``.
+
         ```python
         states = sub.rollout(x0, steps=100)      # [members, 101, batch, channels, *spatial]
         ```
         """
         config, x0, steps = self._rollout_inputs(x0, steps, chunk_size, "rollout")
-        out = np.empty((len(self), steps + 1, *x0.shape), x0.dtype)
-        out[:, 0] = x0
+        latest = self._latest(config, x0)
+        out = np.empty((len(self), steps + 1, *latest.shape), x0.dtype)
+        out[:, 0] = latest
         for rows, t, states in self._rollouts(config, x0, steps, chunk_size):
             out[rows, t : t + states.shape[1]] = states
         return out
@@ -111,7 +116,8 @@ class Predictions(Selection):
         array over members is held, only one chunk's states for one run of steps.
 
         Args:
-            x0: Initial states ``[batch, *sample_shape]``.
+            x0: Initial states ``[batch, *sample_shape]`` (with ``history=h``: ``[batch, h,
+                channels, *spatial]``, as :meth:`rollout`).
             steps: Autoregressive steps, ``>= 1``.
             chunk_size: Members per compiled call.
 
@@ -131,8 +137,9 @@ class Predictions(Selection):
         for _, t, states in self._rollouts(config, x0, steps, chunk_size):
             moments.setdefault(t, Moments()).add(states)
         dtype = np.result_type(x0.dtype, np.float32)
-        mean, std = np.empty((2, steps + 1, *x0.shape), dtype)
-        mean[0], std[0] = x0, 0
+        latest = self._latest(config, x0)
+        mean, std = np.empty((2, steps + 1, *latest.shape), dtype)
+        mean[0], std[0] = latest, 0
         for t, m in moments.items():
             m_mean, m_std = m.result(dtype)
             mean[t : t + len(m_mean)], std[t : t + len(m_mean)] = m_mean, m_std
@@ -179,11 +186,39 @@ class Predictions(Selection):
         dtype = jax.tree_util.tree_leaves(self._store.template(config.config_id)[0])[0].dtype
         return config, x.astype(dtype)
 
+    def _history(self, config: ConfigInfo) -> int:
+        """The states one input of ``config`` stacks (``Problem(..., history=h)``; 1 without)."""
+        return int(config.spec.problem.options.get("history", 1))
+
+    def _latest(self, config: ConfigInfo, window: np.ndarray) -> np.ndarray:
+        """The latest state ``[batch, channels, *spatial]`` of windows ``[batch, h * channels, *spatial]``."""
+        return window[:, window.shape[1] - window.shape[1] // self._history(config) :]
+
+    def _start(self, config: ConfigInfo, traj: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(x0, reference)`` of a rollout from trajectories ``[n, T + 1, c, *s]``: the first state
+        (with ``history=h``: the first ``h``), and the states from the latest of them on, which
+        ``rollout(x0, reference.shape[1] - 1)`` predicts from index 1."""
+        h = self._history(config)
+        return (traj[:, 0], traj) if h == 1 else (traj[:, :h], traj[:, h - 1 :])
+
     def _rollout_inputs(self, x0: Any, steps: Any, chunk_size: int, what: str) -> tuple[ConfigInfo, np.ndarray, int]:
+        """``(config, x0 as windows [batch, *sample_shape], steps)``, checked."""
         steps = _rollout.check_steps(steps, what)
+        config, h = self._config(what), self._history(self._config(what))
+        if h > 1:
+            x0 = np.asarray(x0)
+            sample = tuple(config.sample_shape)
+            state = (sample[0] // h, *sample[1:])
+            if x0.ndim != len(sample) + 2 or tuple(x0.shape[1:]) != (h, *state) or not x0.shape[0]:
+                raise QueryError(
+                    f"{what}: x0 has shape {tuple(x0.shape)}; config {config.config_id} was trained with history={h} "
+                    f"and rolls out from {h} states per sample: an array of shape (batch >= 1, {h}, "
+                    f"{', '.join(map(str, state))}), oldest state first"
+                )
+            x0 = x0.reshape(x0.shape[0], *sample)
         config, x0 = self._inputs(x0, chunk_size, what, "x0")
         _rollout.check_fed_back(
-            self._store.template(config.config_id), x0, f"{what}: the model of config {config.config_id}"
+            self._store.template(config.config_id), x0, f"{what}: the model of config {config.config_id}", h
         )
         return config, x0, steps
 
@@ -215,5 +250,6 @@ class Predictions(Selection):
         norm, spatial = self._normalization(config), len(config.sample_shape) - 1
         if norm is not None:
             x0 = norm.apply(x0, spatial).astype(x0.dtype)
-        for i, t, states in _rollout.rollout(chunks, self._store.template(config.config_id)[1], x0, steps):
+        template = self._store.template(config.config_id)[1]
+        for i, t, states in _rollout.rollout(chunks, template, x0, steps, self._history(config)):
             yield slices[i], t, states if norm is None else norm.undo(states, spatial)

@@ -63,6 +63,8 @@ class Dataset(NamedTuple):
         normalization: The per-channel statistics the fields were normalised with
             (:class:`~sweep.problems.Normalization`: ``Problem(..., normalize=...)``), or ``None``
             (the fields as the problem gave them).
+        history: The states one input stacks as channels (``Problem(..., history=h)``): inputs
+            ``(h * channels, *spatial)``, trajectories' states ``(channels, *spatial)``.
 
     Examples:
         >>> import sweep
@@ -80,6 +82,7 @@ class Dataset(NamedTuple):
     val_traj: Float[np.ndarray, "n t c *s"] | None = None
     test_traj: Float[np.ndarray, "n t c *s"] | None = None
     normalization: Normalization | None = None
+    history: int = 1
 
     @property
     def splits(self) -> tuple[Split, Split, Split]:
@@ -354,7 +357,8 @@ def _check_shapes(data: Dataset, source: str) -> None:
     if data.train.size == 0 or data.test.size == 0:
         raise SpecError(f"{source}: needs at least one training and one test sample")
     given = [s for s in SPLITS if data.trajectories(s) is not None]
-    if given and sample != target:
+    state = (sample[0] // data.history, *sample[1:])  # the inputs stack `history` states
+    if given and state != target:
         raise SpecError(
             f"{source}: has trajectories, so it must map a state to the next state: inputs {sample} and "
             f"targets {target} must have the same shape"
@@ -362,7 +366,7 @@ def _check_shapes(data: Dataset, source: str) -> None:
     for split in given:
         trajectories = data.trajectories(split)
         assert trajectories is not None  # `given` holds the splits that have trajectories
-        if trajectories.shape[2:] != sample:
+        if trajectories.shape[2:] != state:
             raise SpecError(
                 f"{source}: `{split}_traj` holds states of shape {trajectories.shape[2:]}; "
                 f"they must have the inputs' shape {sample} (channels, *spatial)"

@@ -35,6 +35,7 @@ from ._dataset import Dataset, as_dataset
 from ._hdf5_files import Location, dataset_files
 from ._hdf5_layouts import LAYOUTS, Channel, FileLayout, describe_file, detect, read_states, strided
 from ._hdf5_safety import open_hdf5
+from ._history import check_history, with_history
 from ._normalize import check_method, normalized, statistics
 
 DEFAULT_TEST_FRACTION = 0.1  # PDEBench's test_ratio
@@ -47,6 +48,7 @@ DEFAULTS = {
     "space_stride": 1,
     "test_fraction": DEFAULT_TEST_FRACTION,
     "normalize": "zscore",  # file data come in physical units of any size (sweep.problems._normalize)
+    "history": 1,  # states per input (sweep.problems._history)
 }
 OPTIONS = (*DEFAULTS, "val_fraction", "data_seed")
 _log = logging.getLogger("sweep.problems")
@@ -82,6 +84,7 @@ def check_hdf5_options(options: Mapping[str, Any]) -> None:
     _count(options, "time_stride")
     _count(options, "space_stride")
     check_method(options.get("normalize", DEFAULTS["normalize"]))
+    check_history(options.get("history", 1))
     fraction = options.get("test_fraction", DEFAULT_TEST_FRACTION)
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
         raise SpecError(f"`problem.test_fraction`: got {fraction!r}; must be a number in (0, 1)")
@@ -194,6 +197,12 @@ def _resolved(
     ref = next(iter(described.values()))
     time_stride, space_stride = options.get("time_stride", 1), options.get("space_stride", 1)
     _strides(ref, time_stride, space_stride, repr(next(iter(described))))
+    history, steps = options.get("history", 1), strided(ref.steps, time_stride)
+    if history >= steps:
+        raise SpecError(
+            f"`problem.history`: got {history}; {next(iter(described))!r} has {steps} states per trajectory (after "
+            f"time_stride {time_stride}), and an input of {history} states needs a next state (use at most {steps - 1})"
+        )
     channels = _selected(ref, options.get("fields"))
     if "all" not in files and "test_fraction" in options:
         raise SpecError(
@@ -272,6 +281,6 @@ def hdf5_problem(path: str, **options: Any) -> Dataset:
         trajectories=trajectories,
     )
     method = options.get("normalize", DEFAULTS["normalize"])
-    if method == "none":
-        return data
-    return normalized(data, statistics(data, method, [c.name for c in channels], source), source)
+    if method != "none":
+        data = normalized(data, statistics(data, method, [c.name for c in channels], source), source)
+    return with_history(data, options.get("history", 1), source)

@@ -63,19 +63,22 @@ class Normalization(NamedTuple):
         """``{channel: (shift, scale)}``, what :attr:`sweep.Ensemble.normalization` returns."""
         return {c: (float(a), float(b)) for c, a, b in zip(self.channels, self.shift, self.scale)}
 
-    def _per_channel(self, values: np.ndarray, spatial: int, dtype) -> np.ndarray:
-        return np.asarray(values, dtype).reshape(-1, *([1] * spatial))
+    def _per_channel(self, values: np.ndarray, a: Any, spatial: int, dtype) -> np.ndarray:
+        """``values`` shaped to broadcast over ``a``'s channel axis; repeated where ``a`` stacks
+        several states as channels (``history``)."""
+        repeats = a.shape[a.ndim - spatial - 1] // len(values)
+        return np.tile(np.asarray(values, dtype), repeats).reshape(-1, *([1] * spatial))
 
     def apply(self, a: np.ndarray, spatial: int) -> np.ndarray:
         """``(a - shift) / scale`` of ``a`` ``[..., channels, *spatial]`` (``spatial``: its number
-        of spatial axes), in ``a``'s float dtype."""
+        of spatial axes; inputs that stack ``h`` states: ``h * channels``), in ``a``'s float dtype."""
         dtype = np.result_type(a.dtype, np.float32)
-        return (a - self._per_channel(self.shift, spatial, dtype)) / self._per_channel(self.scale, spatial, dtype)
+        return (a - self._per_channel(self.shift, a, spatial, dtype)) / self._per_channel(self.scale, a, spatial, dtype)
 
     def undo(self, a: Any, spatial: int) -> Any:
         """``a * scale + shift`` (NumPy or JAX arrays ``[..., channels, *spatial]``), in ``a``'s dtype."""
         dtype = a.dtype
-        return a * self._per_channel(self.scale, spatial, dtype) + self._per_channel(self.shift, spatial, dtype)
+        return a * self._per_channel(self.scale, a, spatial, dtype) + self._per_channel(self.shift, a, spatial, dtype)
 
 
 class _Moments:

@@ -24,7 +24,7 @@ from .._batches import equal_parts, in_parts, joined
 from ..metrics import LOSS, Metric, batch_mean
 from ..optim import make_optimizer
 from ..problems import EVALUATED, Dataset
-from ._rollout import rollout_steps
+from ._rollout import rollout_steps, window_step
 
 EVAL_CHUNK = 128  # samples (or trajectories) per forward pass when evaluating a validation or test set
 
@@ -46,6 +46,7 @@ class Program(NamedTuple):
     cut: bool = False  # stop gradients between unrolled steps
     noise: float = 0.0  # std of the Gaussian noise added to every training input
     units: tuple | None = None  # ((shift...), (scale...)) per channel of normalised data, else None
+    history: int = 1  # states one input stacks (rollouts start from that many and keep a window)
 
 
 def physical(program: Program, a):
@@ -212,10 +213,15 @@ def rollout_metrics(program: Program, params, traj) -> dict[str, Float[Array, " 
         states, keep = inputs
 
         def scores(pred, t):  # [metrics, size]: each metric of each trajectory after t + 1 steps
-            pred, target = physical(program, pred), physical(program, states[:, t + 1])
+            pred, target = physical(program, pred), physical(program, states[:, t + program.history])
             return jnp.stack([jax.vmap(m.per_sample)(pred, target).astype(jnp.float32) for _, _, m in metrics])
 
-        _, values = rollout_steps(lambda s: program.forward(model, s), states[:, 0], steps, steps, scores)
+        h = program.history  # the first h states are the initial window; step t predicts state t + h
+        first = states[:, :h].reshape(states.shape[0], -1, *states.shape[3:])
+        step = window_step(lambda s: program.forward(model, s), h)
+        _, values = rollout_steps(
+            step, first, steps, steps, lambda w, t: scores(w[:, w.shape[1] - states.shape[2] :], t)
+        )
         return sums + jnp.sum(jnp.where(keep, values, 0.0), axis=-1), None  # values: [T, metrics, size]
 
     params, padded = jax.lax.optimization_barrier((params, padded))
