@@ -21,6 +21,12 @@ LOCAL = sweep.RunOptions(executor="local")
 HEAT = dict(num_points=16, num_samples=24, trajectory_steps=4, data_seed=0)
 
 
+def some(value):
+    """``value``, which must not be None (a problem's trajectories, its normalisation)."""
+    assert value is not None
+    return value
+
+
 def numpy_stats(states: np.ndarray, method: str) -> tuple[np.ndarray, np.ndarray]:
     """Per-channel (shift, scale) of ``states`` ``[n, t, c, *s]`` as NumPy computes them."""
     per_channel = np.moveaxis(states.astype(np.float64), 2, 0).reshape(states.shape[2], -1)
@@ -35,19 +41,19 @@ def test_statistics_equal_numpys_on_the_training_split_only(tmp_path, method):
     options = {"path": str(tmp_path / "cfd.hdf5"), "test_fraction": 0.2, "val_fraction": 0.2}
     raw = load_problem("hdf5", {**options, "normalize": "none"})
     data = load_problem("hdf5", {**options, "normalize": method})
-    norm = data.normalization
-    assert norm is not None and norm.method == method and norm.channels == ("density", "pressure", "Vx", "Vy")
-    shift, scale = numpy_stats(raw.train_traj, method)  # the training trajectories, not val or test
+    norm = some(data.normalization)
+    assert norm.method == method and norm.channels == ("density", "pressure", "Vx", "Vy")
+    shift, scale = numpy_stats(some(raw.train_traj), method)  # the training trajectories, not val or test
     np.testing.assert_allclose(norm.shift, shift, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(norm.scale, scale, rtol=1e-10)
-    assert not np.allclose(numpy_stats(np.concatenate([raw.train_traj, raw.test_traj]), method)[1], scale)
+    assert not np.allclose(numpy_stats(np.concatenate([some(raw.train_traj), some(raw.test_traj)]), method)[1], scale)
     spatial = (1, 1)
     for split in ("train", "val", "test"):  # every split, inputs, targets and trajectories
-        for a, b in ((raw.trajectories(split), data.trajectories(split)), (raw.test.y, data.test.y)):
+        for a, b in ((some(raw.trajectories(split)), some(data.trajectories(split))), (raw.test.y, data.test.y)):
             expected = (a - shift.reshape(-1, *spatial)) / scale.reshape(-1, *spatial)
             np.testing.assert_allclose(b, expected.astype(np.float32), rtol=1e-5, atol=1e-5)
     if method == "zscore":
-        states = np.moveaxis(data.train_traj, 2, 0).reshape(4, -1)
+        states = np.moveaxis(some(data.train_traj), 2, 0).reshape(4, -1)
         np.testing.assert_allclose(states.mean(1), 0, atol=1e-5)
         np.testing.assert_allclose(states.std(1), 1, rtol=1e-4)
 
@@ -56,15 +62,17 @@ def test_every_kind_takes_normalize_and_none_is_the_default():
     raw = load_problem("heat1d", HEAT)
     assert raw.normalization is None
     assert load_problem("heat1d", {**HEAT, "normalize": "none"}).train.x.tobytes() == raw.train.x.tobytes()
-    data = load_problem("heat1d", {**HEAT, "normalize": "zscore"})
-    assert data.normalization is not None and data.normalization.channels == (0,)
-    shift, scale = numpy_stats(raw.train_traj, "zscore")
-    np.testing.assert_allclose(data.normalization.shift, shift, rtol=1e-10)
-    np.testing.assert_allclose(data.normalization.scale, scale, rtol=1e-10)
+    norm = some(load_problem("heat1d", {**HEAT, "normalize": "zscore"}).normalization)
+    assert norm.channels == (0,)
+    shift, scale = numpy_stats(some(raw.train_traj), "zscore")
+    np.testing.assert_allclose(norm.shift, shift, rtol=1e-10)
+    np.testing.assert_allclose(norm.scale, scale, rtol=1e-10)
     # without trajectories: every training input
     pairs = load_problem("heat1d", {"num_points": 16, "num_samples": 24, "normalize": "rms"})
     plain = load_problem("heat1d", {"num_points": 16, "num_samples": 24})
-    np.testing.assert_allclose(pairs.normalization.scale, [np.sqrt((plain.train.x.astype(np.float64) ** 2).mean())])
+    np.testing.assert_allclose(
+        some(pairs.normalization).scale, [np.sqrt((plain.train.x.astype(np.float64) ** 2).mean())]
+    )
 
 
 def test_bad_normalize_refused_naming_the_field(tmp_path):
@@ -102,7 +110,7 @@ def test_predictions_are_in_physical_units(trained):
     spec, _, ens = trained
     data = load_problem("heat1d", dict(spec.problem.options))
     raw = load_problem("heat1d", HEAT)
-    norm = data.normalization
+    norm = some(data.normalization)
     assert ens.normalization == {0: (float(norm.shift[0]), float(norm.scale[0]))}
     x = raw.test.x[:5]
     y = ens.predict(x)
@@ -123,7 +131,7 @@ def test_predictions_are_in_physical_units(trained):
 def test_metrics_in_physical_units_and_the_loss_in_normalised_units(trained):
     _, _, ens = trained
     raw = load_problem("heat1d", HEAT)
-    scale = ens.normalization[0][1]
+    scale = some(ens.normalization)[0][1]
     y = ens.predict(raw.test.x)
     rows = ens.table.select(["seed", "test_mse", "test_loss"]).to_pylist()
     for i, row in enumerate(rows):
@@ -132,13 +140,20 @@ def test_metrics_in_physical_units_and_the_loss_in_normalised_units(trained):
         np.testing.assert_allclose(row["test_loss"], mse / scale**2, rtol=1e-4)
 
 
+def test_the_summary_says_which_units(trained):
+    _, _, ens = trained
+    note = "units: the loss in the normalised units it is minimised in (zscore per channel"
+    assert note in ens.summary().title and some(ens.units_note()).startswith(note)
+
+
 def test_stored_samples_and_statistics_are_physical_and_checksummed(trained):
     spec, path, ens = trained
     raw = load_problem("heat1d", HEAT)
     x, y = ens.samples()
     np.testing.assert_allclose(x, raw.test.x[: len(x)], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(y, raw.test.y[: len(y)], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(ens.trajectories(), raw.test_traj[: len(ens.trajectories())], rtol=1e-5, atol=1e-6)
+    stored = ens.trajectories()
+    np.testing.assert_allclose(stored, some(raw.test_traj)[: len(stored)], rtol=1e-5, atol=1e-6)
     manifest = json.loads(Path(f"{path}/ensembles/manifest.json").read_text())
     assert "normalization.parquet" in manifest["files"]
     assert Path(f"{path}/normalization.parquet").exists()  # the sweep directory keeps them too
@@ -150,7 +165,7 @@ def test_export_speaks_physical_units(trained, tmp_path):
     raw = load_problem("heat1d", HEAT)
     out = ens.export(tmp_path / "exp", steps=2)
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["normalization"] == {"0": list(ens.normalization[0])}
+    assert manifest["normalization"] == {"0": list(some(ens.normalization)[0])}
     mean_std = jax.export.deserialize((out / "mean_std.jaxexport").read_bytes())
     x = raw.test.x[:4]
     mean, std = mean_std.call(x)

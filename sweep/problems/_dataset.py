@@ -335,7 +335,9 @@ def as_dataset(
             count = _val_count(fraction, splits["train"].size, splits["test"].size, "samples", source)
             splits["train"], splits["val"] = carve(splits["train"], count, data_seed)
     kept = [traj[s] if s in traj and len(traj[s]) else None for s in SPLITS]  # none of a split: None
-    data = Dataset(splits["train"], splits["val"], splits["test"], *kept)
+    data = Dataset(
+        splits["train"], splits["val"], splits["test"], train_traj=kept[0], val_traj=kept[1], test_traj=kept[2]
+    )
     _check_shapes(data, source)
     return data
 
