@@ -11,7 +11,7 @@ import equinox as eqx
 import jax
 import numpy as np
 import pytest
-from hdf5_files import pdebench_variables
+from hdf5_files import pdebench_variables, well_directory
 from helpers import tiny_spec
 
 import sweep
@@ -187,3 +187,23 @@ def test_block_invariance_bitwise_with_normalisation():
         for a, b in zip(jax.tree_util.tree_leaves(one), jax.tree_util.tree_leaves(eqx.filter(alone, eqx.is_array)))
     )
     np.testing.assert_array_equal(history.train_loss[1], alone_history.train_loss[0])
+
+
+@pytest.mark.parametrize("split", [{"test_fraction": 0.2, "val_fraction": 0.2, "data_seed": 3}, {"val_fraction": 0}])
+def test_the_streamed_statistics_of_a_file_equal_those_of_the_loaded_problem(tmp_path, split):
+    pdebench_variables(tmp_path / "cfd.hdf5", samples=10, time=5, grid=(8, 6))
+    options = {"time_stride": 2, "space_stride": 2, **split}
+    norm = some(sweep.problems.hdf5_statistics(str(tmp_path / "cfd.hdf5"), **options))
+    loaded = some(load_problem("hdf5", {"path": str(tmp_path / "cfd.hdf5"), **options}).normalization)
+    assert norm.channels == loaded.channels
+    np.testing.assert_array_equal(norm.shift, loaded.shift)
+    np.testing.assert_array_equal(norm.scale, loaded.scale)
+    assert sweep.problems.hdf5_statistics(str(tmp_path / "cfd.hdf5"), normalize="none") is None
+
+
+def test_the_streamed_statistics_of_the_well_use_train_only(tmp_path):
+    states = well_directory(tmp_path / "well", {"train": 2, "valid": 1, "test": 1})
+    norm = some(sweep.problems.hdf5_statistics(str(tmp_path / "well")))
+    shift, scale = numpy_stats(states["train"], "zscore")
+    np.testing.assert_allclose(norm.shift, shift, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(norm.scale, scale, rtol=1e-10)

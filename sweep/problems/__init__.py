@@ -23,6 +23,7 @@ from ._exponax import exponax_problem as exponax_problem
 from ._hdf5 import HDF5Info as HDF5Info
 from ._hdf5 import check_hdf5_options, hdf5_problem
 from ._hdf5 import hdf5_info as hdf5_info
+from ._hdf5 import hdf5_statistics as hdf5_statistics
 from ._heat1d import heat1d as heat1d
 from ._heat1d import heat1d_coordinates
 from ._history import OPTION as HISTORY
