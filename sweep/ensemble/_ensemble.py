@@ -133,21 +133,6 @@ class Ensemble(Calibrated):
         units = self.units_note()
         return SummaryTable(table, title + (f"\n{units}" if units else ""))
 
-    def units_note(self) -> str | None:
-        """A sentence saying in which units the stored numbers are where some of this selection's
-        configurations trained on normalised fields (``Problem(..., normalize=...)``), else None:
-        the loss in the normalised units it was minimised in, metrics and scores in physical units
-        (what the summary's header and ``sweep show`` print)."""
-        configs = dict.fromkeys(self.index["config_id"].to_pylist())
-        methods = {c: self._store.normalization(c) for c in configs}
-        normalised = sorted({n.method for n in methods.values() if n is not None})
-        if not normalised:
-            return None
-        return (
-            f"units: the loss in the normalised units it is minimised in ({', '.join(normalised)} per channel, "
-            f"statistics of the training split); metrics and scores in physical units"
-        )
-
     def scores(self, split: str = "test", chunk_size: int = DEFAULT_CHUNK) -> pa.Table:
         """Ensemble scores of every configuration of this selection on the samples and trajectories
         of ``split`` (``"test"`` or ``"val"``) the store holds (never regenerated): one row per

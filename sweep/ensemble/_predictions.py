@@ -164,6 +164,21 @@ class Predictions(Selection):
         norm = self._normalization(self._config("normalization"))
         return None if norm is None else norm.as_dict()
 
+    def units_note(self) -> str | None:
+        """A sentence saying in which units the stored numbers are where some of this selection's
+        configurations trained on normalised fields (``Problem(..., normalize=...)``), else None:
+        the loss in the normalised units it was minimised in, metrics and scores in physical units
+        (what the summary's header and ``sweep show`` print)."""
+        configs = dict.fromkeys(self.index["config_id"].to_pylist())
+        methods = {c: self._store.normalization(c) for c in configs}
+        normalised = sorted({n.method for n in methods.values() if n is not None})
+        if not normalised:
+            return None
+        return (
+            f"units: the loss in the normalised units it is minimised in ({', '.join(normalised)} per channel, "
+            f"statistics of the training split); metrics and scores in physical units"
+        )
+
     def _normalization(self, config: ConfigInfo) -> Normalization | None:
         return self._store.normalization(config.config_id)
 
