@@ -258,7 +258,7 @@ def pairs_of(traj: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return traj[:, :-1].reshape(-1, *states), traj[:, 1:].reshape(-1, *states)
 
 
-def _held(size: int, count: int, data_seed: int) -> np.ndarray:
+def held_out(size: int, count: int, data_seed: int) -> np.ndarray:
     """The mask of ``count`` of ``size`` samples drawn with ``data_seed`` (the validation samples)."""
     held = np.zeros(size, bool)
     held[np.random.default_rng(data_seed).permutation(size)[:count]] = True
@@ -268,11 +268,11 @@ def _held(size: int, count: int, data_seed: int) -> np.ndarray:
 def carve(train: Split, count: int, data_seed: int) -> tuple[Split, Split]:
     """``(train, val)``: ``count`` training samples drawn with ``data_seed`` become the validation
     split; both keep the samples' order."""
-    held = _held(train.size, count, data_seed)
+    held = held_out(train.size, count, data_seed)
     return Split(train.x[~held], train.y[~held]), Split(train.x[held], train.y[held])
 
 
-def _val_count(fraction: float, train: int, test: int, what: str, source: str) -> int:
+def val_count(fraction: float, train: int, test: int, what: str, source: str) -> int:
     """How many of ``train`` training samples (or trajectories) ``fraction`` of all holds out."""
     count = max(1, round(fraction * (train + test))) if fraction > 0 else 0
     if count >= train:
@@ -326,13 +326,13 @@ def as_dataset(
         fraction = DEFAULT_VAL_FRACTION if val_fraction is None else val_fraction
         check_val_fraction(fraction)
         if "train" in traj and "val" not in traj:
-            count = _val_count(fraction, len(traj["train"]), len(traj.get("test", ())), "trajectories", source)
-            held = _held(len(traj["train"]), count, data_seed)
+            count = val_count(fraction, len(traj["train"]), len(traj.get("test", ())), "trajectories", source)
+            held = held_out(len(traj["train"]), count, data_seed)
             traj["train"], traj["val"] = traj["train"][~held], traj["train"][held]
         if derived:
             splits |= {split: Split(*pairs_of(traj[split])) for split in ("train", "val")}
         else:
-            count = _val_count(fraction, splits["train"].size, splits["test"].size, "samples", source)
+            count = val_count(fraction, splits["train"].size, splits["test"].size, "samples", source)
             splits["train"], splits["val"] = carve(splits["train"], count, data_seed)
     kept = [traj[s] if s in traj and len(traj[s]) else None for s in SPLITS]  # none of a split: None
     data = Dataset(

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import SpecError, did_you_mean
-from ._dataset import DEFAULT_VAL_FRACTION, Dataset, _held, _val_count, as_dataset
+from ._dataset import DEFAULT_VAL_FRACTION, Dataset, as_dataset, held_out, val_count
 from ._hdf5_files import Location, dataset_files
 from ._hdf5_layouts import LAYOUTS, Channel, FileLayout, describe_file, detect, read_states, strided
 from ._hdf5_safety import open_hdf5
@@ -303,9 +303,9 @@ def _training_trajectories(
     fraction = options.get("val_fraction")
     if "val" not in files and fraction != 0:
         fraction = DEFAULT_VAL_FRACTION if fraction is None else fraction
-        held = _held(
+        held = held_out(
             cut,
-            _val_count(fraction, cut, test, "trajectories", f"`problem.path` {options['path']!r}"),
+            val_count(fraction, cut, test, "trajectories", f"`problem.path` {options['path']!r}"),
             options.get("data_seed", 0),
         )
         kept[:cut] &= ~held
