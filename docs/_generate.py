@@ -212,7 +212,10 @@ import path `"package.module:fn"` with `fn(pred, target) -> scalar` for one samp
 
 `Problem(name, **options)`: one of {", ".join(map(_code, PROBLEMS))}, or an import path
 `"package.module:function"`. Every kind also takes {", ".join(map(_code, SPLIT_OPTIONS))}
-(how a validation split is carved from the training samples).
+(how a validation split is carved from the training samples), `normalize` (`"none"`, the
+default but for `hdf5`; `"zscore"` or `"rms"` per channel, statistics of the training split:
+[Real datasets](../guides/real-datasets.md#normalisation)) and, for problems with trajectories,
+`history` (states stacked as one input, default 1: [History frames](../guides/real-datasets.md#history-frames)).
 
 ### Generators
 
@@ -328,6 +331,14 @@ TRAJECTORY_COLUMNS = {
     "states": "every state, flattened: `[steps + 1, channels, *spatial]`",
     "states_shape": "the states' shape",
 }
+NORMALIZATION_COLUMNS = {
+    "problem_id": "12 hex digits: digest of the problem",
+    "channel": "index of the channel",
+    "name": "the channel's name (a file's field or component), null where the data name none",
+    "method": "`zscore` or `rms` (`Problem(..., normalize=...)`)",
+    "shift": "subtracted from the field: `normalised = (field - shift) / scale`",
+    "scale": "divided by (> 0; 1 for a constant channel)",
+}
 MANIFEST_KEYS = {
     "format": "the store format; a newer or an older one is refused with a message",
     "files": "every file of the store by its relative path: sha256, size, and for tables the digests of their "
@@ -440,6 +451,13 @@ columns: what queries select row groups by.
 Only where a problem has test trajectories.
 
 {_schema_table(s.TRAJECTORIES_SCHEMA, TRAJECTORY_COLUMNS, s.TRAJECTORIES)}
+## `{s.NORMALIZATION}`
+
+Only where a problem's fields were normalised (`Problem(..., normalize="zscore" | "rms")`):
+the statistics of its training split, one row per channel. The samples and trajectories above
+are in physical units.
+
+{_schema_table(s.NORMALIZATION_SCHEMA, NORMALIZATION_COLUMNS, s.NORMALIZATION)}
 ## `{s.VAL_SAMPLES}` and `{s.VAL_TRAJECTORIES}`
 
 The same of the validation split, with the schemas of `{s.SAMPLES}` and `{s.TRAJECTORIES}`
@@ -480,6 +498,7 @@ changed for `ttl_s` seconds.
   plan.json                      every planned trial (union over runs)
   samples.parquet                the first test samples of each problem (copied into the store)
   trajectories.parquet           the first test trajectories of each problem that has some (copied too)
+  normalization.parquet          the statistics of each normalised problem (copied too)
   tune-0001/<trial_key>/checkpoint_00000N/{{block.json,state.eqx}}   + Ray Tune's own files
   tune-0002/...                  a later run (e.g. more seeds), or the next wave of a large plan
   .ensembles/NNNNNN/             generations of the store

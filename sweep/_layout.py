@@ -20,6 +20,7 @@ A store generation (``.ensembles/NNNNNN/``)::
     <config_id>.eqx, <config_id>/shard-NNNNN.eqx   leaves_file()
     samples.parquet, trajectories.parquet, val_samples.parquet, val_trajectories.parquet
     ensemble_scores.parquet      ENSEMBLE_SCORES
+    normalization.parquet        NORMALIZATION (where a problem normalised its fields)
 
 An export of an ensemble (``Ensemble.export(path)``)::
 
@@ -54,6 +55,7 @@ TRAJECTORIES = "trajectories.parquet"
 VAL_SAMPLES = "val_samples.parquet"
 VAL_TRAJECTORIES = "val_trajectories.parquet"
 ENSEMBLE_SCORES = "ensemble_scores.parquet"
+NORMALIZATION = "normalization.parquet"  # the statistics fields were normalised with (Problem(normalize=...))
 SPLIT_FILES = {
     "val": (VAL_SAMPLES, VAL_TRAJECTORIES),
     "test": (SAMPLES, TRAJECTORIES),
@@ -62,12 +64,17 @@ SPLIT_FILES = {
 CONFIG_ID = re.compile(r"[0-9a-f]{12}")
 GENERATION = re.compile(r"\d{6,}")
 STORE_FILE = re.compile(
-    "|".join(map(re.escape, (MEMBERS, CONFIGS, SAMPLES, TRAJECTORIES, VAL_SAMPLES, VAL_TRAJECTORIES, ENSEMBLE_SCORES)))
+    "|".join(
+        map(
+            re.escape,
+            (MEMBERS, CONFIGS, SAMPLES, TRAJECTORIES, VAL_SAMPLES, VAL_TRAJECTORIES, ENSEMBLE_SCORES, NORMALIZATION),
+        )
+    )
     + rf"|{CONFIG_ID.pattern}(?:/shard-\d{{5}})?\.eqx"
 )
 STORE_FILES = (
     f"{MEMBERS}, {CONFIGS}, {SAMPLES}, {TRAJECTORIES}, {VAL_SAMPLES}, {VAL_TRAJECTORIES}, {ENSEMBLE_SCORES}, "
-    "<config_id>.eqx, <config_id>/shard-NNNNN.eqx"
+    f"{NORMALIZATION}, <config_id>.eqx, <config_id>/shard-NNNNN.eqx"
 )
 
 # -- an export ------------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from sweep.problems import hdf5_info, load_problem
 
 
 def load(path, **options):
-    return load_problem("hdf5", {"path": str(path), **options})
+    """The file's data as they are in it (``normalize="none"``, unless ``options`` say otherwise)."""
+    return load_problem("hdf5", {"path": str(path), "normalize": "none", **options})
 
 
 def traj(data, split: str) -> np.ndarray:

@@ -77,6 +77,9 @@ def show(
         f"{metric} over seeds per configuration ({len(ens)} members), best mean first; 95% bootstrap "
         f"intervals" + (f"; {', '.join(beside)} reported beside, not used to rank:" if beside else ":")
     )
+    units = ens.units_note()
+    if units:
+        typer.echo(units)
     typer.echo(format_table(table, limit))
     typer.echo(seeds_line(ens, metric, mode))
     race_lines(ens, limit)

@@ -73,7 +73,10 @@ class Calibrated(Predictions):
         rollout_scale = rollout_quantiles = None
         traj = self._store.trajectories(self.one_config("recalibrate").config_id, split)
         if traj is not None:
-            states = self.rollout(traj[:, 0], traj.shape[1] - 1, chunk_size)
+            start, traj = self.rollout_start(
+                self.one_config("recalibrate"), traj
+            )  # with history: from the first h states
+            states = self.rollout(start, traj.shape[1] - 1, chunk_size)
             fitted = [_fit(states[:, t], traj[:, t], levels) for t in range(1, traj.shape[1])]
             rollout_scale = np.stack([s for s, _ in fitted])
             rollout_quantiles = np.stack([q for _, q in fitted], 1)
@@ -209,8 +212,9 @@ class Calibrated(Predictions):
         rows = _scored(values, y, calibration.scale, calibration.quantiles, calibration.levels, "one_step", 0)
         traj = self._store.trajectories(calibration.config_id, split)
         if traj is not None and calibration.rollout_scale is not None and calibration.rollout_quantiles is not None:
+            start, traj = self.rollout_start(self.one_config("calibration_scores"), traj)
             steps = min(traj.shape[1] - 1, len(calibration.rollout_scale))
-            states = self.rollout(traj[:, 0], steps, chunk_size)
+            states = self.rollout(start, steps, chunk_size)
             for t in range(1, steps + 1):
                 scale, quantiles = calibration.rollout_scale[t - 1], calibration.rollout_quantiles[:, t - 1]
                 rows += _scored(states[:, t], traj[:, t], scale, quantiles, calibration.levels, "rollout", t)

@@ -129,9 +129,9 @@ class Ensemble(Calibrated):
         if scores:
             table = _scoring.beside_summary(table, self.stored_scores(), keys)
         order = "lowest" if mode == "min" else "highest"
-        return SummaryTable(
-            table, f"{metric} over seeds per configuration ({len(self)} members), {order} mean first; 95% intervals"
-        )
+        title = f"{metric} over seeds per configuration ({len(self)} members), {order} mean first; 95% intervals"
+        units = self.units_note()
+        return SummaryTable(table, title + (f"\n{units}" if units else ""))
 
     def scores(self, split: str = "test", chunk_size: int = DEFAULT_CHUNK) -> pa.Table:
         """Ensemble scores of every configuration of this selection on the samples and trajectories

@@ -9,8 +9,9 @@ An export directory holds:
 - ``rollout.jaxexport``: ``(x0 [batch, *sample_shape]) -> (mean, std)`` each
   ``[steps + 1, batch, *sample_shape]`` (step 0: ``x0`` and zeros; calibrated per step where the
   calibration has rollout scales for as many steps), for models whose outputs feed back in;
-- ``manifest.json``: shapes, dtypes, the members (config, member ids, seeds), the calibration
-  (if any) and the sha256 and size of each part: :func:`verify_export` checks them (``sweep
+- ``manifest.json``: shapes, dtypes, the members (config, member ids, seeds), the
+  normalisation (if any: both programs take and return physical units, as the ensemble's
+  queries do), the calibration (if any) and the sha256 and size of each part: :func:`verify_export` checks them (``sweep
   verify OUT_DIR``).
 
 Every member's parameters are constants of the programs (an export of ``M`` members is about
@@ -74,7 +75,14 @@ def export_selection(
         steps = len(cal.rollout_scale) if cal is not None and cal.rollout_scale is not None else DEFAULT_STEPS
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise QueryError(f"export(steps={steps!r}): give the rollout's number of steps, an integer >= 1")
+    norm, spatial = ens.normalization_of(config), len(sample) - 1
     members = _members_program(params, static)
+    if norm is not None:
+        networks = members
+
+        def members(x):  # physical units in and out
+            return norm.undo(networks(norm.apply(x, spatial).astype(x.dtype)), spatial)
+
     out_shape = tuple(jax.eval_shape(members, jax.ShapeDtypeStruct((1, *sample), dtype)).shape[2:])
 
     def mean_std(x):
@@ -97,8 +105,10 @@ def export_selection(
                 nxt = jax.vmap(lambda p, s: jax.vmap(eqx.combine(p, static))(s))(params, states)
                 return nxt, nxt
 
-            start = jnp.broadcast_to(x0, (jax.tree_util.tree_leaves(params)[0].shape[0], *x0.shape))
+            first = x0 if norm is None else norm.apply(x0, spatial).astype(x0.dtype)
+            start = jnp.broadcast_to(first, (jax.tree_util.tree_leaves(params)[0].shape[0], *x0.shape))
             _, states = jax.lax.scan(step, start, jnp.arange(steps))  # [steps, M, batch, ...]
+            states = states if norm is None else norm.undo(states, spatial)
             y = states.astype(jnp.float32)
             mean, std = y.mean(1), y.std(1)
             if rollout_scale is not None:
@@ -132,6 +142,7 @@ def export_selection(
             if rollout_part in programs
             else None
         ),
+        "normalization": None if norm is None else {str(c): v for c, v in norm.as_dict().items()},
         "calibration": None if cal is None else cal.to_dict(),
         "store_sha256": ens.store.manifest_sha256,
         "jax": jax.__version__,

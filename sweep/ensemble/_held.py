@@ -52,6 +52,13 @@ class HeldEnsemble(Ensemble):
         return tuple(self.config.sample_shape)
 
     @property
+    def rollout_shape(self) -> tuple[int, ...]:
+        """The shape of one sample of a rollout's initial states: :attr:`sample_shape`, or with
+        ``Problem(..., history=h)`` ``(h, channels, *spatial)`` (:meth:`~sweep.ensemble.Ensemble.rollout`)."""
+        sample, h = self.sample_shape, self.history_of(self.config)
+        return sample if h == 1 else (h, sample[0] // h, *sample[1:])
+
+    @property
     def dtype(self) -> np.dtype:
         """The dtype inputs are cast to (the members' parameter dtype)."""
         return np.dtype(jax.tree_util.tree_leaves(self._store.template(self.config.config_id)[0])[0].dtype)

@@ -27,7 +27,7 @@ from jaxtyping import PyTree
 
 from .._caches import cached
 from .._errors import QueryError
-from ..training import layout_devices, members_mesh, rollout_steps
+from ..training import layout_devices, members_mesh, rollout_steps, window_step
 from ._inference import GROUP, TILE_POINTS, Layout, over_members, padded_chunks
 
 STATES_BYTES = 256 * 2**20  # states one call returns for a chunk of members (at least one step)
@@ -47,15 +47,16 @@ def check_steps(steps: object, what: str) -> int:
     return int(steps)
 
 
-def check_fed_back(template: tuple[PyTree, PyTree], x0: np.ndarray, model: str) -> None:
+def check_fed_back(template: tuple[PyTree, PyTree], x0: np.ndarray, model: str, history: int = 1) -> None:
     """A :class:`QueryError` unless the model (``template``: leaf shapes, static part) maps a sample of
-    ``x0`` to the same shape, so that its outputs can be fed back in (traced abstractly, nothing runs)."""
+    ``x0`` to the same shape (with ``history=h``: to one of the ``h`` states it stacks), so that its
+    outputs can be fed back in (traced abstractly, nothing runs)."""
     shapes, static = template
     sample = tuple(x0.shape[1:])
     out = tuple(
         jax.eval_shape(lambda p, x: eqx.combine(p, static)(x), shapes, jax.ShapeDtypeStruct(sample, x0.dtype)).shape
     )
-    if out != sample:
+    if out != (sample[0] // history, *sample[1:]):
         channels = f" ({out[0]} output channels for {sample[0]} input channels)" if out[1:] == sample[1:] else ""
         raise QueryError(
             f"{model} maps a sample of shape {sample} to {out}{channels}; a rollout feeds each output "
@@ -65,15 +66,17 @@ def check_fed_back(template: tuple[PyTree, PyTree], x0: np.ndarray, model: str) 
 
 
 @cached()
-def _program(num_devices: int, group: int, tile_points: int, length: int):
+def _program(num_devices: int, group: int, tile_points: int, length: int, history: int = 1):
     """The compiled ``(params, static, states, n) -> (last states, n states)`` of one layout and
     ``length`` (cleared by ``sweep.clear_caches``): each member's states ``[chunk, batch, ...]``
     advanced ``n`` (<= ``length``) steps by :func:`sweep.training.rollout_steps`, giving ``(last
     states [chunk, batch, ...], states [chunk, length, batch, ...])``."""
 
     def advance(params, static, x, n):
-        def member(forward, model, states):
-            return rollout_steps(lambda s: forward(model, s), states, n, length)
+        def member(forward, model, states):  # states: windows of `history` states (one state: 1)
+            channels = states.shape[1] // history
+            step = window_step(lambda s: forward(model, s), history)
+            return rollout_steps(step, states, n, length, lambda s, t: s[:, s.shape[1] - channels :])
 
         layout = Layout(num_devices, group, tile_points)
         return over_members(member, params, static, x, layout, per_member=True, batch_axes=(0, 1))
@@ -86,18 +89,20 @@ def rollout(
     static: PyTree,
     x0: np.ndarray,
     steps: int,
+    history: int = 1,
     group: int = GROUP,
     tile_points: int = TILE_POINTS,
 ) -> Iterator[tuple[int, int, np.ndarray]]:
     """``(chunk number, t, states)`` for each chunk of stacked parameters (NumPy leaves) in turn,
     and within it each run of steps in order: ``states`` ``[n, k, *x0.shape]`` are the chunk's ``n``
-    members' states after ``t``, ..., ``t + k - 1`` steps from ``x0`` (``t`` from 1 to ``steps``)."""
+    members' states after ``t``, ..., ``t + k - 1`` steps from ``x0`` (``t`` from 1 to ``steps``).
+    ``history=h``: ``x0`` are windows of ``h`` states stacked as channels, and the states one of them."""
     layout = Layout(layout_devices(), group, tile_points)
     sharding = NamedSharding(members_mesh(layout.num_devices), P("m")) if layout.num_devices else None
     for i, (params, n) in enumerate(padded_chunks(chunks, layout)):
         members = jax.tree_util.tree_leaves(params)[0].shape[0]
         length = steps_per_call(members, x0.nbytes)
-        program = _program(*layout, length)
+        program = _program(*layout, length, history)
         params, x = jax.device_put((params, np.broadcast_to(x0, (members, *x0.shape))), sharding)
         for t in range(1, steps + 1, length):
             k = min(length, steps + 1 - t)

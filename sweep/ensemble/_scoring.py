@@ -128,15 +128,15 @@ def rollout(
 ) -> dict[str, np.ndarray]:
     """Scores per step ``1..T`` of the members' rollouts from the first states of ``traj``
     ``[trajectories, T + 1, ...]`` against the trajectories."""
-    steps = traj.shape[1] - 1
-    config, x0, steps = ens.checked_rollout_inputs(traj[:, 0], steps, chunk_size, "scores")
+    start, reference = ens.rollout_start(ens.one_config("scores"), traj)  # with history: the first h states
+    config, x0, steps = ens.checked_rollout_inputs(start, reference.shape[1] - 1, chunk_size, "scores")
     m, per_state = len(ens), math.prod(traj.shape[2:])
     size = _block(len(traj), m, steps * per_state, block_bytes)
     totals = Totals(m)
     for rows in pieces(len(traj), size):
         count = rows.stop - rows.start
-        x0b, truth = padded(x0[rows], size), padded(traj[rows, 1:], size)
-        values = np.empty((m, steps, *x0b.shape), np.float32)
+        x0b, truth = padded(x0[rows], size), padded(reference[rows, 1:], size)
+        values = np.empty((m, steps, size, *traj.shape[2:]), np.float32)
         for rows, t, states in ens.rollout_states(config, x0b, steps, chunk_size):
             values[rows, t - 1 : t - 1 + states.shape[1]] = states
         weights = np.repeat((np.arange(size) < count).astype(np.float32), per_state)
@@ -186,7 +186,9 @@ def configuration_rows(
     traj = store.trajectories(config.config_id, split)
     if traj is not None:
         per_step = rollout(ens, traj, chunk_size, block_bytes)
-        rows += [{**base, "kind": "rollout", "step": t + 1, **_row(per_step, t)} for t in range(traj.shape[1] - 1)]
+        rows += [
+            {**base, "kind": "rollout", "step": t + 1, **_row(per_step, t)} for t in range(len(per_step["points"]))
+        ]
         means = {c: float(rollout_gmean(per_step[c])) for c in SCORE_COLUMNS}
         rows.append({**base, "kind": "rollout_gmean", "step": None, "points": int(per_step["points"].sum()), **means})
     return rows

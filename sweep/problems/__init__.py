@@ -23,13 +23,20 @@ from ._exponax import exponax_problem as exponax_problem
 from ._hdf5 import HDF5Info as HDF5Info
 from ._hdf5 import check_hdf5_options, hdf5_problem
 from ._hdf5 import hdf5_info as hdf5_info
+from ._hdf5 import hdf5_statistics as hdf5_statistics
 from ._heat1d import heat1d as heat1d
 from ._heat1d import heat1d_coordinates
+from ._history import OPTION as HISTORY
+from ._history import check_history, with_history
+from ._normalize import OPTION as NORMALIZE
+from ._normalize import Normalization as Normalization
+from ._normalize import check_method, normalized, statistics
 from ._scenarios import APEBENCH, EXPONAX, resolve_alias
 from ._scenarios import STEPPERS as STEPPERS
 
 GENERATORS = {"heat1d": heat1d}
 COORDINATES = {"heat1d": heat1d_coordinates}  # generators whose points have known physical positions
+OWN = (NORMALIZE, HISTORY)  # options of every kind that seed-sweep applies to the data a problem gives
 PROBLEMS = (*GENERATORS, "arrays", "hdf5", f"{EXPONAX}<Stepper>", f"{APEBENCH}<scenario>_<N>d")
 
 
@@ -53,8 +60,16 @@ def check_problem(name: str, options: Mapping[str, Any]) -> None:
     """Raise :class:`SpecError` unless ``name`` with ``options`` describes loadable data.
 
     Every kind takes ``val_fraction`` (a number in [0, 1)) and ``data_seed`` (an integer >= 0),
-    which say how a validation split is carved from the training samples.
+    which say how a validation split is carved from the training samples, ``normalize``
+    (``"none"``, ``"zscore"``, ``"rms"``: :mod:`sweep.problems._normalize`) and ``history`` (an
+    integer >= 1, for problems with trajectories: :mod:`sweep.problems._history`).
     """
+    if NORMALIZE in options:
+        check_method(options[NORMALIZE])
+    if HISTORY in options:
+        check_history(options[HISTORY])
+    if name != "hdf5":  # hdf5 takes them among its own options
+        options = {k: v for k, v in options.items() if k not in OWN}
     if "val_fraction" in options:
         check_val_fraction(options["val_fraction"])
     seed = options.get("data_seed", 0)
@@ -113,14 +128,24 @@ def check_problem(name: str, options: Mapping[str, Any]) -> None:
 
 def load_problem(name: str, options: Mapping[str, Any]) -> Dataset:
     """Generate or load the data of a problem, validated and split by :func:`as_dataset` (which
-    every generator and loader returns through)."""
+    every generator and loader returns through), normalised as ``normalize`` says (statistics
+    of the training split: :mod:`sweep.problems._normalize`), then with ``history`` states per
+    input (:mod:`sweep.problems._history`); ``"hdf5"`` does both itself, knowing its channels' names."""
+    if name == "hdf5":
+        return hdf5_problem(**options)
+    method, source = options.get(NORMALIZE, "none"), f"problem {name!r}"
+    data = _loaded(name, {k: v for k, v in options.items() if k not in OWN})
+    if method != "none":
+        data = normalized(data, statistics(data, method, source=source), source)
+    return with_history(data, options.get(HISTORY, 1), source)
+
+
+def _loaded(name: str, options: Mapping[str, Any]) -> Dataset:
     if name in GENERATORS:
         return GENERATORS[name](**options)
     pde = _pde(name, options)
     if pde is not None:
         return exponax_problem(pde[0], **pde[1])
-    if name == "hdf5":
-        return hdf5_problem(**options)
     if name == "arrays":
         shape, target_shape = options.get("shape"), options.get("target_shape")
         split = {k: options[k] for k in SPLIT_OPTIONS if k in options}
@@ -131,6 +156,7 @@ def load_problem(name: str, options: Mapping[str, Any]) -> Dataset:
 
 def coordinates(name: str, options: Mapping[str, Any]) -> np.ndarray | None:
     """The physical positions of a sample's points (a 1-D array), or None where the problem does not know them."""
+    options = {k: v for k, v in options.items() if k not in OWN}
     pde = _pde(name, options)
     if pde is not None:
         return exponax_coordinates(pde[0], **pde[1])

@@ -25,6 +25,7 @@ import numpy as np
 from jaxtyping import Float, Int
 
 from .._errors import SpecError
+from ._normalize import Normalization
 
 SPLITS = ("train", "val", "test")
 EVALUATED = ("val", "test")  # the splits every report evaluates the loss and metrics on
@@ -59,6 +60,11 @@ class Dataset(NamedTuple):
             (``sample_shape``), which then equal the targets' (``target_shape``).
         val_traj: The same for the validation split.
         test_traj: The same for the test split.
+        normalization: The per-channel statistics the fields were normalised with
+            (:class:`~sweep.problems.Normalization`: ``Problem(..., normalize=...)``), or ``None``
+            (the fields as the problem gave them).
+        history: The states one input stacks as channels (``Problem(..., history=h)``): inputs
+            ``(h * channels, *spatial)``, trajectories' states ``(channels, *spatial)``.
 
     Examples:
         >>> import sweep
@@ -75,6 +81,8 @@ class Dataset(NamedTuple):
     train_traj: Float[np.ndarray, "n t c *s"] | None = None
     val_traj: Float[np.ndarray, "n t c *s"] | None = None
     test_traj: Float[np.ndarray, "n t c *s"] | None = None
+    normalization: Normalization | None = None
+    history: int = 1
 
     @property
     def splits(self) -> tuple[Split, Split, Split]:
@@ -250,7 +258,7 @@ def pairs_of(traj: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return traj[:, :-1].reshape(-1, *states), traj[:, 1:].reshape(-1, *states)
 
 
-def _held(size: int, count: int, data_seed: int) -> np.ndarray:
+def held_out(size: int, count: int, data_seed: int) -> np.ndarray:
     """The mask of ``count`` of ``size`` samples drawn with ``data_seed`` (the validation samples)."""
     held = np.zeros(size, bool)
     held[np.random.default_rng(data_seed).permutation(size)[:count]] = True
@@ -260,11 +268,11 @@ def _held(size: int, count: int, data_seed: int) -> np.ndarray:
 def carve(train: Split, count: int, data_seed: int) -> tuple[Split, Split]:
     """``(train, val)``: ``count`` training samples drawn with ``data_seed`` become the validation
     split; both keep the samples' order."""
-    held = _held(train.size, count, data_seed)
+    held = held_out(train.size, count, data_seed)
     return Split(train.x[~held], train.y[~held]), Split(train.x[held], train.y[held])
 
 
-def _val_count(fraction: float, train: int, test: int, what: str, source: str) -> int:
+def val_count(fraction: float, train: int, test: int, what: str, source: str) -> int:
     """How many of ``train`` training samples (or trajectories) ``fraction`` of all holds out."""
     count = max(1, round(fraction * (train + test))) if fraction > 0 else 0
     if count >= train:
@@ -318,16 +326,18 @@ def as_dataset(
         fraction = DEFAULT_VAL_FRACTION if val_fraction is None else val_fraction
         check_val_fraction(fraction)
         if "train" in traj and "val" not in traj:
-            count = _val_count(fraction, len(traj["train"]), len(traj.get("test", ())), "trajectories", source)
-            held = _held(len(traj["train"]), count, data_seed)
+            count = val_count(fraction, len(traj["train"]), len(traj.get("test", ())), "trajectories", source)
+            held = held_out(len(traj["train"]), count, data_seed)
             traj["train"], traj["val"] = traj["train"][~held], traj["train"][held]
         if derived:
             splits |= {split: Split(*pairs_of(traj[split])) for split in ("train", "val")}
         else:
-            count = _val_count(fraction, splits["train"].size, splits["test"].size, "samples", source)
+            count = val_count(fraction, splits["train"].size, splits["test"].size, "samples", source)
             splits["train"], splits["val"] = carve(splits["train"], count, data_seed)
     kept = [traj[s] if s in traj and len(traj[s]) else None for s in SPLITS]  # none of a split: None
-    data = Dataset(splits["train"], splits["val"], splits["test"], *kept)
+    data = Dataset(
+        splits["train"], splits["val"], splits["test"], train_traj=kept[0], val_traj=kept[1], test_traj=kept[2]
+    )
     _check_shapes(data, source)
     return data
 
@@ -349,7 +359,8 @@ def _check_shapes(data: Dataset, source: str) -> None:
     if data.train.size == 0 or data.test.size == 0:
         raise SpecError(f"{source}: needs at least one training and one test sample")
     given = [s for s in SPLITS if data.trajectories(s) is not None]
-    if given and sample != target:
+    state = (sample[0] // data.history, *sample[1:])  # the inputs stack `history` states
+    if given and state != target:
         raise SpecError(
             f"{source}: has trajectories, so it must map a state to the next state: inputs {sample} and "
             f"targets {target} must have the same shape"
@@ -357,7 +368,7 @@ def _check_shapes(data: Dataset, source: str) -> None:
     for split in given:
         trajectories = data.trajectories(split)
         assert trajectories is not None  # `given` holds the splits that have trajectories
-        if trajectories.shape[2:] != sample:
+        if trajectories.shape[2:] != state:
             raise SpecError(
                 f"{source}: `{split}_traj` holds states of shape {trajectories.shape[2:]}; "
                 f"they must have the inputs' shape {sample} (channels, *spatial)"

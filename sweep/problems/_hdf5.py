@@ -31,10 +31,12 @@ from typing import Any
 import numpy as np
 
 from .._errors import SpecError, did_you_mean
-from ._dataset import Dataset, as_dataset
+from ._dataset import DEFAULT_VAL_FRACTION, Dataset, as_dataset, held_out, val_count
 from ._hdf5_files import Location, dataset_files
 from ._hdf5_layouts import LAYOUTS, Channel, FileLayout, describe_file, detect, read_states, strided
 from ._hdf5_safety import open_hdf5
+from ._history import check_history, with_history
+from ._normalize import Normalization, channel_statistics, check_method, normalized, statistics
 
 DEFAULT_TEST_FRACTION = 0.1  # PDEBench's test_ratio
 # the options of "hdf5" and their defaults (path: required); and val_fraction, data_seed as every kind
@@ -45,6 +47,8 @@ DEFAULTS = {
     "time_stride": 1,
     "space_stride": 1,
     "test_fraction": DEFAULT_TEST_FRACTION,
+    "normalize": "zscore",  # file data come in physical units of any size (sweep.problems._normalize)
+    "history": 1,  # states per input (sweep.problems._history)
 }
 OPTIONS = (*DEFAULTS, "val_fraction", "data_seed")
 _log = logging.getLogger("sweep.problems")
@@ -79,6 +83,8 @@ def check_hdf5_options(options: Mapping[str, Any]) -> None:
         raise SpecError(f"`problem.fields`: got {fields!r}; give a list of distinct field names, or leave it out (all)")
     _count(options, "time_stride")
     _count(options, "space_stride")
+    check_method(options.get("normalize", DEFAULTS["normalize"]))
+    check_history(options.get("history", 1))
     fraction = options.get("test_fraction", DEFAULT_TEST_FRACTION)
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction < 1:
         raise SpecError(f"`problem.test_fraction`: got {fraction!r}; must be a number in (0, 1)")
@@ -191,6 +197,12 @@ def _resolved(
     ref = next(iter(described.values()))
     time_stride, space_stride = options.get("time_stride", 1), options.get("space_stride", 1)
     _strides(ref, time_stride, space_stride, repr(next(iter(described))))
+    history, steps = options.get("history", 1), strided(ref.steps, time_stride)
+    if history >= steps:
+        raise SpecError(
+            f"`problem.history`: got {history}; {next(iter(described))!r} has {steps} states per trajectory (after "
+            f"time_stride {time_stride}), and an input of {history} states needs a next state (use at most {steps - 1})"
+        )
     channels = _selected(ref, options.get("fields"))
     if "all" not in files and "test_fraction" in options:
         raise SpecError(
@@ -260,10 +272,78 @@ def hdf5_problem(path: str, **options: Any) -> Dataset:
                 f"{cut} for training and {len(states) - cut} for testing; both need at least one"
             )
         trajectories = {"train": states[:cut], "test": states[cut:]}
-    return as_dataset(
+    source = f"`problem.path` {path!r}"
+    data = as_dataset(
         None,
-        f"`problem.path` {path!r}",
+        source,
         val_fraction=options.get("val_fraction"),
         data_seed=options.get("data_seed", 0),
         trajectories=trajectories,
     )
+    method = options.get("normalize", DEFAULTS["normalize"])
+    if method != "none":
+        data = normalized(data, statistics(data, method, [c.name for c in channels], source), source)
+    return with_history(data, options.get("history", 1), source)
+
+
+def _training_trajectories(
+    files: dict[str, tuple[Location, ...]], described: dict[str, FileLayout], options: Mapping[str, Any]
+) -> list[tuple[Location, list[int]]]:
+    """Which trajectories of which file are the training split's, in the order :func:`hdf5_problem`
+    holds them (the split and the validation draw as it makes them), from the metadata alone."""
+    group = files["train"] if "train" in files else files["all"]
+    count = sum(described[location.name].trajectories for location in group)
+    kept = np.ones(count, bool)
+    if "all" in files:
+        cut = int(count * (1 - options.get("test_fraction", DEFAULT_TEST_FRACTION)))
+        kept[cut:] = False
+        test = count - cut
+    else:
+        cut, test = count, sum(described[location.name].trajectories for location in files.get("test", ()))
+    fraction = options.get("val_fraction")
+    if "val" not in files and fraction != 0:
+        fraction = DEFAULT_VAL_FRACTION if fraction is None else fraction
+        held = held_out(
+            cut,
+            val_count(fraction, cut, test, "trajectories", f"`problem.path` {options['path']!r}"),
+            options.get("data_seed", 0),
+        )
+        kept[:cut] &= ~held
+    out, start = [], 0
+    for location in group:
+        n = described[location.name].trajectories
+        out.append((location, [int(i) for i in np.flatnonzero(kept[start : start + n])]))
+        start += n
+    return out
+
+
+def hdf5_statistics(path: str, **options: Any) -> Normalization | None:
+    """The normalisation statistics of ``Problem("hdf5", path=path, **options)`` (None for
+    ``normalize="none"``), streamed from the files: one training trajectory in memory at a time,
+    whatever the files' size (equal, bit for bit, to those :func:`hdf5_problem` computes on the
+    trajectories it holds). NaN or infinity is an error naming the file, dataset, trajectory and
+    time index.
+
+    Examples:
+        ```python
+        norm = sweep.problems.hdf5_statistics("2D_CFD_Rand_M0.1_Eta0.01_Zeta0.01_periodic_128_Train.hdf5")
+        norm.as_dict()  # {"density": (shift, scale), "pressure": ..., "Vx": ..., "Vy": ...}
+        ```
+    """
+    options = {"path": path, **options}
+    _, files, described, channels = _resolved(options)
+    method = options.get("normalize", DEFAULTS["normalize"])
+    if method == "none":
+        return None
+    ts, ss = options.get("time_stride", 1), options.get("space_stride", 1)
+
+    def chunks():
+        i = 0
+        for location, indices in _training_trajectories(files, described, options):
+            layout = described[location.name]
+            with open_hdf5(location) as f:
+                for k in indices:
+                    yield f"training trajectory {i}", read_states(f, layout, channels, range(k, k + 1), ts, ss)[0]
+                    i += 1
+
+    return channel_statistics(chunks(), method, [c.name for c in channels], f"`problem.path` {path!r}")

@@ -192,7 +192,7 @@ class EnsembleService:
             await read_body(request), request.headers.get("content-type"), "x0", dict(request.query_params)
         )
         steps = check_steps(fields.get("steps"), self.config.max_steps)
-        x0 = check_inputs(x0, "x0", model.held.sample_shape, self.config.max_rows, model.held.dtype)
+        x0 = check_inputs(x0, "x0", model.held.rollout_shape, self.config.max_rows, model.held.dtype)
         from .._errors import QueryError
 
         try:

@@ -29,14 +29,15 @@ from jaxtyping import PyTree
 from .._errors import SpecError, StoreError
 from .._fs import filesystem_path, local_path
 from .._import_path import is_import_path, refuse_inside
-from .._layout import CONFIGS, ENSEMBLE_SCORES, MANIFEST, MEMBERS, SPLIT_FILES
+from .._layout import CONFIGS, ENSEMBLE_SCORES, MANIFEST, MEMBERS, NORMALIZATION, SPLIT_FILES
 from ..models import model_template
+from ..problems import Normalization
 from ._configs import ConfigInfo, read_configs
 from ._files import open_table
 from ._generations import committed_root
 from ._listed import locate, read_shard
 from ._manifest import read_manifest
-from ._samples import samples_of, trajectories_of
+from ._samples import normalization_of, samples_of, trajectories_of
 from ._schema import SAMPLE_FILES, index_columns, scores_schema
 from ._verify import verify
 
@@ -54,6 +55,7 @@ class Store:
         self.configs: dict[str, ConfigInfo] = {}
         self._tables: dict[str, pq.ParquetFile] = {}  # verified, open
         self._templates: dict[str, tuple[PyTree, PyTree]] = {}
+        self._normalizations: dict[str, Normalization | None] = {}
         self._cached: tuple[str, PyTree] | None = None  # the last leaves file read
 
     @classmethod
@@ -221,6 +223,15 @@ class Store:
             if table is None
             else trajectories_of(table, self.configs[config_id].spec.problem_id, f"{self.root}/{relpath}")
         )
+
+    def normalization(self, config_id: str) -> Normalization | None:
+        """The per-channel statistics a config's problem was normalised with, or None (its fields
+        were not normalised, or an older seed-sweep made the store)."""
+        if config_id not in self._normalizations:
+            table = self._sample_file(NORMALIZATION)
+            problem_id = self.configs[config_id].spec.problem_id
+            self._normalizations[config_id] = None if table is None else normalization_of(table, problem_id)
+        return self._normalizations[config_id]
 
     def ensemble_scores(self) -> pa.Table | None:
         """``ensemble_scores.parquet`` (every configuration's scores, written by the aggregation), checked

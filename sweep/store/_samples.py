@@ -4,7 +4,9 @@ regenerate data (which would run the code a problem names).
 ``sweep.run`` has every dataset on the driver and writes the first :data:`SAMPLE_COUNT` test
 samples of each problem to ``<sweep>/samples.parquet``, and the first :data:`TRAJECTORY_COUNT`
 test trajectories (every step) of each problem that has some (``Dataset.test_traj``) to
-``<sweep>/trajectories.parquet``; the aggregator copies those of the store's configs into the
+``<sweep>/trajectories.parquet``, all in physical units (a normalised problem's fields
+de-normalised), and the statistics of each normalised problem to ``<sweep>/normalization.parquet``
+(:func:`normalization_table`); the aggregator copies those of the store's configs into the
 generation, where the manifest checksums them like every other file. A store without
 trajectories (none of its problems has any, or it was made before they were kept) reads as
 having none.
@@ -30,10 +32,11 @@ import pyarrow.parquet as pq
 
 from .._errors import StoreError
 from .._fs import exists, write_atomic
-from .._layout import SAMPLES, SPLIT_FILES
-from ..problems import Dataset
+from .._layout import NORMALIZATION, SAMPLES, SPLIT_FILES
+from ..problems import Dataset, Normalization
 from ._files import read_parquet
 from ._schema import (
+    NORMALIZATION_SCHEMA,
     SAMPLE_COUNT,
     SAMPLE_FILES,
     SAMPLES_SCHEMA,
@@ -45,14 +48,23 @@ from ._schema import (
 TARGET_DTYPES = ("float32", "int32")
 
 
+def physical(data: Dataset, a: np.ndarray) -> np.ndarray:
+    """States ``[..., channels, *spatial]`` of ``data`` in physical units (de-normalised where ``data``
+    was normalised), float32."""
+    norm = data.normalization
+    a = np.asarray(a, np.float32)
+    return a if norm is None else norm.undo(a, len(data.sample_shape) - 1)
+
+
 def sample_table(datasets: Mapping[str, Dataset], count: int = SAMPLE_COUNT, split: str = "test") -> pa.Table:
     """The first ``count`` samples of a split (``"test"`` or ``"val"``) of each dataset (by problem
     id), one row per sample; targets of any shape, float32 or int32 (class labels), kept exactly
     (as float64) with their dtype."""
     rows = []
     for problem_id, data in sorted(datasets.items()):
-        x = np.asarray(getattr(data, f"{split}_x")[:count], np.float32)
-        y = np.asarray(getattr(data, f"{split}_y")[:count])
+        x = physical(data, getattr(data, f"{split}_x")[:count])
+        y = getattr(data, f"{split}_y")[:count]
+        y = np.asarray(y) if data.normalization is None else physical(data, y)
         dtype = "int32" if y.dtype.kind == "i" else "float32"
         rows += [
             {
@@ -77,9 +89,39 @@ def trajectory_table(datasets: Mapping[str, Dataset], count: int = TRAJECTORY_CO
         if traj is not None:
             rows += [
                 {"problem_id": problem_id, "trajectory": i, "states": t.ravel(), "states_shape": list(t.shape)}
-                for i, t in enumerate(np.asarray(traj[:count], np.float32))
+                for i, t in enumerate(physical(data, traj[:count]))
             ]
     return pa.Table.from_pylist(rows, TRAJECTORIES_SCHEMA)
+
+
+def normalization_table(datasets: Mapping[str, Dataset]) -> pa.Table:
+    """The statistics of each normalised dataset (by problem id), one row per channel."""
+    rows = []
+    for problem_id, data in sorted(datasets.items()):
+        norm = data.normalization
+        if norm is not None:
+            rows += [
+                {
+                    "problem_id": problem_id,
+                    "channel": i,
+                    "name": name if isinstance(name, str) else None,
+                    "method": norm.method,
+                    "shift": float(shift),
+                    "scale": float(scale),
+                }
+                for i, (name, shift, scale) in enumerate(zip(norm.channels, norm.shift, norm.scale))
+            ]
+    return pa.Table.from_pylist(rows, NORMALIZATION_SCHEMA)
+
+
+def normalization_of(table: pa.Table, problem_id: str) -> Normalization | None:
+    """One problem's :class:`~sweep.problems.Normalization` from a normalization table; None if it has none."""
+    rows = table.filter(pc.equal(table["problem_id"], problem_id)).sort_by("channel").to_pylist()  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+    if not rows:
+        return None
+    channels = tuple(r["channel"] if r["name"] is None else r["name"] for r in rows)
+    shift, scale = (np.asarray([r[k] for r in rows], np.float64) for k in ("shift", "scale"))
+    return Normalization(rows[0]["method"], channels, shift, scale)
 
 
 def sample_tables(datasets: Mapping[str, Dataset]) -> dict[str, pa.Table]:
@@ -89,6 +131,7 @@ def sample_tables(datasets: Mapping[str, Dataset]) -> dict[str, pa.Table]:
     tables = {}
     for split, (samples, trajectories) in SPLIT_FILES.items():
         tables |= {samples: sample_table(datasets, split=split), trajectories: trajectory_table(datasets, split=split)}
+    tables[NORMALIZATION] = normalization_table(datasets)
     return {name: table for name, table in tables.items() if name == SAMPLES or table.num_rows}
 
 

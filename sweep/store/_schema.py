@@ -16,6 +16,8 @@ atomically is in :mod:`._generations`)::
                         (:data:`TRAJECTORIES_SCHEMA`), for rollout figures; absent otherwise
     val_samples.parquet, val_trajectories.parquet  the same of the validation split (stores
                         made before they were kept have none)
+    normalization.parquet  the per-channel statistics of each problem whose fields were
+                        normalised (:data:`NORMALIZATION_SCHEMA`); absent where none was
     ensemble_scores.parquet  each configuration's ensemble scores on the stored samples and
                         trajectories (:func:`scores_schema`); absent in stores made without them
     manifest.json       format, counts, grid columns, sha256 and size of every file, missing members
@@ -33,7 +35,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pyarrow as pa
 
-from .._layout import SAMPLES, TRAJECTORIES, VAL_SAMPLES, VAL_TRAJECTORIES, leaves_file
+from .._layout import NORMALIZATION, SAMPLES, TRAJECTORIES, VAL_SAMPLES, VAL_TRAJECTORIES, leaves_file
 from ..metrics import LOSS, ROLLOUT_GMEAN
 from ..problems import EVALUATED
 
@@ -215,11 +217,22 @@ TRAJECTORIES_SCHEMA = pa.schema(
         ("states_shape", pa.list_(_I32)),
     ]
 )
-SAMPLE_FILES = {  # what figures and scores draw from, by file
+NORMALIZATION_SCHEMA = pa.schema(
+    [  # one row per channel of each normalised problem: field = normalised * scale + shift
+        ("problem_id", pa.string()),
+        ("channel", pa.int32()),
+        ("name", pa.string()),  # the channel's name (a file's field), null where it has none
+        ("method", pa.string()),  # "zscore" or "rms"
+        ("shift", pa.float64()),
+        ("scale", pa.float64()),
+    ]
+)
+SAMPLE_FILES = {  # what sweep.run keeps of the data for figures, scores and physical units, by file
     SAMPLES: SAMPLES_SCHEMA,
     TRAJECTORIES: TRAJECTORIES_SCHEMA,
     VAL_SAMPLES: SAMPLES_SCHEMA,
     VAL_TRAJECTORIES: TRAJECTORIES_SCHEMA,
+    NORMALIZATION: NORMALIZATION_SCHEMA,
 }
 SCORE_KINDS = ("one_step", "rollout", "rollout_gmean", "ensemble_size")  # rows of ensemble_scores.parquet
 SCORE_COLUMNS = ("crps", "crps_ensemble", "mae", "rmse", "spread", "spread_skill", "coverage_50", "coverage_90")

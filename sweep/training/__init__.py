@@ -38,3 +38,4 @@ from ._program import Shapes as Shapes
 from ._program import TrainState as TrainState
 from ._program import data_shapes as data_shapes
 from ._rollout import rollout_steps as rollout_steps
+from ._rollout import window_step as window_step

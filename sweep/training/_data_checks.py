@@ -71,6 +71,11 @@ def _check_trajectories(spec: SweepSpec, data: Dataset) -> None:
     least ``T`` steps."""
     t, problem = spec.training, f"problem {spec.problem.name!r}"
     how = "(heat1d: trajectory_steps=; exponax:<Stepper>; arrays: train_traj/val_traj/test_traj in the .npz)"
+    if t.unroll > 1 and data.history > 1:
+        raise SpecError(
+            f"`training.unroll`: got {t.unroll} with `problem.history` {data.history}; unrolled training of "
+            f"inputs that stack several states is not supported yet: set unroll=1 or history=1"
+        )
     if t.unroll > 1:
         traj = data.train_traj
         if traj is None:
@@ -97,8 +102,10 @@ def _check_trajectories(spec: SweepSpec, data: Dataset) -> None:
             )
         for split in ("val", "test"):
             traj = data.trajectories(split)
-            if traj is not None and traj.shape[1] - 1 < t.rollout_steps:
+            steps = None if traj is None else traj.shape[1] - data.history  # after the first window
+            if steps is not None and steps < t.rollout_steps:
+                after = f" after the first {data.history} states (history)" if data.history > 1 else ""
                 raise SpecError(
                     f"`training.rollout_steps`: got {t.rollout_steps}; the {split} trajectories of "
-                    f"{problem} have {traj.shape[1] - 1} steps; rollout_steps must be <= that"
+                    f"{problem} have {steps} steps{after}; rollout_steps must be <= that"
                 )

@@ -21,10 +21,10 @@ import optax
 from jaxtyping import Array, Bool, Float, PyTree
 
 from .._batches import equal_parts, in_parts, joined
-from ..metrics import Metric, batch_mean
+from ..metrics import LOSS, Metric, batch_mean
 from ..optim import make_optimizer
 from ..problems import EVALUATED, Dataset
-from ._rollout import rollout_steps
+from ._rollout import rollout_steps, window_step
 
 EVAL_CHUNK = 128  # samples (or trajectories) per forward pass when evaluating a validation or test set
 
@@ -45,6 +45,17 @@ class Program(NamedTuple):
     rollout_steps: int
     cut: bool = False  # stop gradients between unrolled steps
     noise: float = 0.0  # std of the Gaussian noise added to every training input
+    units: tuple | None = None  # ((shift...), (scale...)) per channel of normalised data, else None
+    history: int = 1  # states one input stacks (rollouts start from that many and keep a window)
+
+
+def physical(program: Program, a):
+    """Fields ``[..., channels, *spatial]`` of normalised data back in physical units (unchanged
+    where the data were not normalised): what the metrics (never the loss) are computed on."""
+    if program.units is None:
+        return a
+    shift, scale = (jnp.asarray(v, a.dtype).reshape(-1, *([1] * (a.ndim - 2))) for v in program.units)
+    return a * scale + shift
 
 
 def _all_finite(tree) -> Bool[Array, ""]:
@@ -172,19 +183,27 @@ def predict(program: Program, params, x):
 
 
 def evaluate(program: Program, params, split) -> dict[str, Float[Array, ""]]:
-    """The loss and every metric of ``params`` on one split's pairs."""
+    """The loss (in the normalised units it is minimised in) and every metric (in physical units)
+    of ``params`` on one split's pairs."""
     # Barriers keep the evaluation one fused unit whatever surrounds it: with one member per
     # device XLA inlines the member loop, and without them would fuse (and round) exp/log of
     # e.g. cross_entropy differently than in a block of several members per device.
     pred, y = jax.lax.optimization_barrier((predict(program, params, split.x), split.y))
-    return jax.lax.optimization_barrier({name: batch_mean(metric, pred, y) for name, _, metric in program.evaluated})
+    if program.units is None:
+        return jax.lax.optimization_barrier(
+            {name: batch_mean(metric, pred, y) for name, _, metric in program.evaluated}
+        )
+    units = (physical(program, pred), physical(program, y))
+    return jax.lax.optimization_barrier(
+        {name: batch_mean(metric, *(units if name != LOSS else (pred, y))) for name, _, metric in program.evaluated}
+    )
 
 
 def rollout_metrics(program: Program, params, traj) -> dict[str, Float[Array, " T"]]:
     """``{metric: [T]}``: every trajectory's first state rolled out ``T`` steps
     (:func:`~._rollout.rollout_steps`, each state scored against the trajectory), in
     :func:`~sweep._batches.equal_parts` of at most ``EVAL_CHUNK`` trajectories (the last padded and
-    masked), the metrics averaged over the trajectories."""
+    masked), the metrics (in physical units) averaged over the trajectories."""
     model, metrics, steps = eqx.combine(params, program.static), program.rollout_metrics, program.rollout_steps
     n = traj.shape[0]
     count, size = equal_parts(n, EVAL_CHUNK)  # 300 trajectories: three parts of 100, none padded
@@ -194,10 +213,15 @@ def rollout_metrics(program: Program, params, traj) -> dict[str, Float[Array, " 
         states, keep = inputs
 
         def scores(pred, t):  # [metrics, size]: each metric of each trajectory after t + 1 steps
-            target = states[:, t + 1]
+            pred, target = physical(program, pred), physical(program, states[:, t + program.history])
             return jnp.stack([jax.vmap(m.per_sample)(pred, target).astype(jnp.float32) for _, _, m in metrics])
 
-        _, values = rollout_steps(lambda s: program.forward(model, s), states[:, 0], steps, steps, scores)
+        h = program.history  # the first h states are the initial window; step t predicts state t + h
+        first = states[:, :h].reshape(states.shape[0], -1, *states.shape[3:])
+        step = window_step(lambda s: program.forward(model, s), h)
+        _, values = rollout_steps(
+            step, first, steps, steps, lambda w, t: scores(w[:, w.shape[1] - states.shape[2] :], t)
+        )
         return sums + jnp.sum(jnp.where(keep, values, 0.0), axis=-1), None  # values: [T, metrics, size]
 
     params, padded = jax.lax.optimization_barrier((params, padded))

@@ -73,24 +73,34 @@ class Shapes(NamedTuple):
     target_shape: tuple[int, ...]  # one target: any shape, () for one number or class label
     num_train: int
     target_dtype: str = "float32"  # "int32": integer targets (class labels)
+    units: tuple | None = None  # ((shift...), (scale...)) per channel of normalised data: metrics in physical units
+    history: int = 1  # states one input stacks as channels (rollouts keep a window of them)
 
     @classmethod
     def of(cls, value: Sequence[Any]) -> Shapes:
         """Shapes from their stored form (lists), including a block of an earlier seed-sweep, which
         stored ``(sample_shape, out_channels, num_train)``: targets ``(out_channels, *spatial)``."""
-        sample, target, num_train, *dtype = value
+        sample, target, num_train, *rest = value
         target = (target, *sample[1:]) if isinstance(target, int) else target
-        return cls(tuple(sample), tuple(target), int(num_train), *dtype)
+        units = rest[1] if len(rest) > 1 else None
+        units = None if units is None else tuple(tuple(float(v) for v in part) for part in units)
+        history = int(rest[2]) if len(rest) > 2 else 1
+        return cls(tuple(sample), tuple(target), int(num_train), *rest[:1], units=units, history=history)
 
     def stored(self) -> list:
-        """The JSON form :meth:`of` reads back."""
-        return [list(self.sample_shape), list(self.target_shape), self.num_train, self.target_dtype]
+        """The JSON form :meth:`of` reads back (units and history only where the data have them,
+        so that other blocks store what they always stored)."""
+        stored = [list(self.sample_shape), list(self.target_shape), self.num_train, self.target_dtype]
+        units = None if self.units is None else [list(part) for part in self.units]
+        return stored + ([units] if units or self.history != 1 else []) + ([self.history] if self.history != 1 else [])
 
 
 def data_shapes(data: Dataset) -> Shapes:
     """:class:`Shapes` of ``data``: all a program needs to know of it."""
     dtype = "int32" if data.train.y.dtype.kind == "i" else "float32"
-    return Shapes(tuple(data.sample_shape), tuple(data.target_shape), data.num_train, dtype)
+    norm = data.normalization
+    units = None if norm is None else (tuple(map(float, norm.shift)), tuple(map(float, norm.scale)))
+    return Shapes(tuple(data.sample_shape), tuple(data.target_shape), data.num_train, dtype, units, data.history)
 
 
 def program_key(spec: SweepSpec, hparam_names: Sequence[str]) -> str:
@@ -116,10 +126,11 @@ def program_key(spec: SweepSpec, hparam_names: Sequence[str]) -> str:
 def program_data(data: Dataset, unrolled: bool, rollout_steps: int) -> Dataset:
     """What of ``data`` a block's program reads: the training pairs (or, ``unrolled`` (``unroll > 1``),
     the training trajectories instead), the validation and test pairs, and with ``rollout_steps=T``
-    the first ``T + 1`` states of the validation and test trajectories; nothing else goes to a device."""
+    the first ``T + h`` states of the validation and test trajectories (``h``: the states an input
+    stacks, ``data.history``); nothing else goes to a device."""
 
     def states(traj):
-        return None if traj is None or not rollout_steps else traj[:, : rollout_steps + 1]
+        return None if traj is None or not rollout_steps else traj[:, : rollout_steps + data.history]
 
     train = type(data.train)(data.train.x[:0], data.train.y[:0]) if unrolled else data.train
     return data._replace(
@@ -127,6 +138,7 @@ def program_data(data: Dataset, unrolled: bool, rollout_steps: int) -> Dataset:
         train_traj=data.train_traj if unrolled else None,
         val_traj=states(data.val_traj),
         test_traj=states(data.test_traj),
+        normalization=None,  # applied already: the program sees the normalised fields
     )
 
 
@@ -206,6 +218,8 @@ def describe(structure: str, shapes: tuple) -> Program:
         rollout_steps=struct["rollout_steps"],
         cut=struct.get("cut", False),
         noise=struct.get("noise", 0.0),
+        units=Shapes.of(shapes).units,
+        history=Shapes.of(shapes).history,
     )
 
 

@@ -19,6 +19,20 @@ import jax.numpy as jnp
 from jaxtyping import Array, Int, PyTree
 
 
+def window_step(step: Callable[[Array], Array], history: int) -> Callable[[Array], Array]:
+    """``step`` (a model's batched forward) as a step of windows ``[batch, history * c, *s]`` (the
+    ``history`` latest states, oldest first: ``Problem(..., history=h)``): the oldest state dropped,
+    the model's output appended. ``history=1``: ``step`` itself."""
+    if history == 1:
+        return step
+
+    def advance(window: Array) -> Array:
+        out = step(window)
+        return jnp.concatenate([window[:, out.shape[1] :], out], axis=1)
+
+    return advance
+
+
 def rollout_steps(
     step: Callable[[Array], Array],
     x: Array,
