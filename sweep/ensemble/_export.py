@@ -9,7 +9,9 @@ An export directory holds:
 - ``rollout.jaxexport``: ``(x0 [batch, *sample_shape]) -> (mean, std)`` each
   ``[steps + 1, batch, *sample_shape]`` (step 0: ``x0`` and zeros; calibrated per step where the
   calibration has rollout scales for as many steps), for models whose outputs feed back in;
-- ``manifest.json``: shapes, dtypes, the members (config, member ids, seeds), the calibration
+- ``manifest.json``: shapes, dtypes, the members (config, member ids, seeds, and the weights of
+  a :class:`~sweep.ensemble.Blend`, whose members of several structural configs are exported
+  together: the mean and std are then weighted), the calibration
   (if any) and the sha256 and size of each part: :func:`verify_export` checks them (``sweep
   verify OUT_DIR``).
 
@@ -48,11 +50,20 @@ PARTS = ("mean_std.jaxexport", "rollout.jaxexport")
 DEFAULT_STEPS = 10
 
 
-def _members_program(params: Any, static: Any):
-    """``x [batch, ...] -> [M, batch, ...]``: every member on every sample."""
+def _part_outputs(params: Any, static: Any, x: jax.Array, per_member: bool = False) -> jax.Array:
+    """Every member of one structural config (``params`` with a leading member axis) on every
+    sample of ``x`` ``[batch, ...]`` (or, ``per_member``, of its own ``x[m]``): ``[M, batch, ...]``."""
+    return jax.vmap(lambda p, xs: jax.vmap(eqx.combine(p, static))(xs), in_axes=(0, 0 if per_member else None))(
+        params, x
+    )
+
+
+def _members_program(parts: list[tuple[Any, Any]]):
+    """``x [batch, ...] -> [M, batch, ...]``: every member of every part (``(params, static)`` of
+    one structural config each) on every sample, the parts' members one after another."""
 
     def outputs(x):
-        return jax.vmap(lambda p: jax.vmap(eqx.combine(p, static))(x))(params)
+        return jnp.concatenate([_part_outputs(p, s, x) for p, s in parts])
 
     return outputs
 
@@ -61,26 +72,41 @@ def _channel_scale(scale: np.ndarray, ndim: int) -> jax.Array:
     return jnp.asarray(scale.reshape(-1, *([1] * (ndim - 1))), jnp.float32)
 
 
+def _moments(y: jax.Array, weights: np.ndarray | None, axis: int) -> tuple[jax.Array, jax.Array]:
+    """Mean and population std over the members' ``axis`` (weighted by ``weights``, summing to 1)."""
+    if weights is None:
+        return y.mean(axis), y.std(axis)
+    w = jnp.asarray(weights, jnp.float32).reshape((1,) * axis + (-1,) + (1,) * (y.ndim - axis - 1))
+    mean = (w * y).sum(axis)
+    return mean, jnp.sqrt((w * jnp.square(y - jnp.expand_dims(mean, axis))).sum(axis))
+
+
 def export_selection(
-    ens: Predictions, cal: Calibration | None, path: str | os.PathLike[str], steps: int | None = None
+    ens: Predictions,
+    selections: list[Predictions],
+    weights: np.ndarray | None,
+    cal: Calibration | None,
+    path: str | os.PathLike[str],
+    steps: int | None = None,
 ) -> Path:
-    """Write ``ens``, calibrated by ``cal`` (None: not calibrated), into the directory ``path``
-    (created; an existing export there is replaced): see the module docstring. ``steps``: rollout
-    steps (default: the calibration's rollout steps, else :data:`DEFAULT_STEPS`)."""
-    config = ens._config("export")
-    params, static = ens._params("export")
-    dtype = jax.tree_util.tree_leaves(params)[0].dtype
+    """Write ``ens`` (its members: those of ``selections``, one per structural config, one after
+    another, weighing ``weights`` or equally), calibrated by ``cal`` (None: not calibrated), into
+    the directory ``path`` (created; an existing export there is replaced): see the module
+    docstring. ``steps``: rollout steps (default: the calibration's rollout steps, else
+    :data:`DEFAULT_STEPS`)."""
+    parts = [s._params("export") for s in selections]
+    config = selections[0]._config("export")
+    dtype = jax.tree_util.tree_leaves(parts[0][0])[0].dtype
     sample = tuple(config.sample_shape)
     if steps is None:
         steps = len(cal.rollout_scale) if cal is not None and cal.rollout_scale is not None else DEFAULT_STEPS
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise QueryError(f"export(steps={steps!r}): give the rollout's number of steps, an integer >= 1")
-    members = _members_program(params, static)
+    members = _members_program(parts)
     out_shape = tuple(jax.eval_shape(members, jax.ShapeDtypeStruct((1, *sample), dtype)).shape[2:])
 
     def mean_std(x):
-        y = members(x).astype(jnp.float32)
-        mean, std = y.mean(0), y.std(0)
+        mean, std = _moments(members(x).astype(jnp.float32), weights, 0)
         if cal is not None:
             std = std * _channel_scale(cal.scale, len(out_shape))
         return mean.astype(x.dtype), std.astype(x.dtype)
@@ -94,13 +120,12 @@ def export_selection(
 
         def rollout(x0):
             def step(states, t):
-                nxt = jax.vmap(lambda p, s: jax.vmap(eqx.combine(p, static))(s))(params, states)
-                return nxt, nxt
+                nxt = [_part_outputs(p, s, x, per_member=True) for (p, s), x in zip(parts, states, strict=True)]
+                return nxt, jnp.concatenate(nxt)
 
-            start = jnp.broadcast_to(x0, (jax.tree_util.tree_leaves(params)[0].shape[0], *x0.shape))
+            start = [jnp.broadcast_to(x0, (jax.tree_util.tree_leaves(p)[0].shape[0], *x0.shape)) for p, _ in parts]
             _, states = jax.lax.scan(step, start, jnp.arange(steps))  # [steps, M, batch, ...]
-            y = states.astype(jnp.float32)
-            mean, std = y.mean(1), y.std(1)
+            mean, std = _moments(states.astype(jnp.float32), weights, 1)
             if rollout_scale is not None:
                 std = std * jnp.asarray(rollout_scale, jnp.float32).reshape(steps, 1, -1, *([1] * (len(sample) - 1)))
             mean = jnp.concatenate([x0[None].astype(jnp.float32), mean])
@@ -120,9 +145,10 @@ def export_selection(
     manifest = {
         "kind": KIND,
         "format": FORMAT,
-        "config_id": config.config_id,
+        "config_id": "+".join(s._config("export").config_id for s in selections),
         "members": ens.index["member_id"].to_pylist(),
         "seeds": ens.index["seed"].to_pylist(),
+        "weights": None if weights is None else weights.tolist(),
         "input": {"shape": ["batch", *sample], "dtype": np.dtype(dtype).name},
         "output": {"shape": ["batch", *out_shape], "dtype": np.dtype(dtype).name, "channels": out_shape[0]},
         "mean_std": {"returns": ["mean", "std"], "std": "population (ddof=0)", "calibrated": cal is not None},
