@@ -34,6 +34,14 @@ def serve(
     best: Annotated[int | None, typer.Option(help="Serve the K best members by --metric (validation loss).")] = None,
     metric: MetricOpt = "val_loss",
     mode: ModeOpt = "min",
+    greedy: Annotated[
+        int | None,
+        typer.Option(
+            metavar="K",
+            help="Serve K steps of greedy selection (validation CRPS) over the selected members, "
+            "configurations and architectures mixed.",
+        ),
+    ] = None,
     recalibrate: Annotated[
         bool,
         typer.Option(
@@ -90,6 +98,7 @@ def serve(
             best=best,
             metric=metric,
             mode=mode,
+            greedy=greedy,
             recalibrate=recalibrate,
             host=host,
             port=port,

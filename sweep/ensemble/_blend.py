@@ -29,6 +29,7 @@ cal = blend.recalibrate("val")                  # then mean_std(x, calibrated=Tr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -103,7 +104,7 @@ class Blend(Calibrated, Blended):
         ```
     """
 
-    def __init__(self, parts: list[Calibrated], counts: Any):
+    def __init__(self, parts: Sequence[Calibrated], counts: Any):
         counts = np.asarray(counts, np.int64)
         if not parts or len(counts) != sum(len(p) for p in parts) or (counts < 1).any():
             raise QueryError(

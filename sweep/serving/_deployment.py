@@ -161,7 +161,7 @@ class EnsembleService:
         x, fields = decode(
             await read_body(request), request.headers.get("content-type"), "x", dict(request.query_params)
         )
-        x = check_inputs(x, "x", model.held.sample_shape, self.config.max_rows, model.held.dtype)
+        x = check_inputs(x, "x", model.sample_shape, self.config.max_rows, model.dtype)
         levels = None if model.held.calibration is None else model.held.calibration.levels
         calibrated, interval = check_calibrated(fields.get("calibrated"), fields.get("interval"), levels)
         served, answer = await self._batch((x, fields.get("members")))
@@ -184,7 +184,10 @@ class EnsembleService:
         "/rollout",
         summary="Mean and std over members at every step of an autoregressive rollout.",
         description='JSON `{"x0": [[...]], "steps": 10}` or a .npy body of x0 with `?steps=10`; answers '
-        "`[steps + 1, batch, channels, *spatial]` each (step 0: x0 and zeros).",
+        "`[steps + 1, batch, channels, *spatial]` each (step 0: x0 and zeros). A service started with "
+        '--recalibrate also takes `"calibrated": true` (the std of each step scaled by its rollout scale) and '
+        '`"interval": 0.9` (adds `low` and `high`, the split-conformal interval of each step), for as many steps '
+        "as the validation trajectories have.",
     )
     async def rollout(self, request: Request) -> Response:
         model = self.model
@@ -192,11 +195,13 @@ class EnsembleService:
             await read_body(request), request.headers.get("content-type"), "x0", dict(request.query_params)
         )
         steps = check_steps(fields.get("steps"), self.config.max_steps)
-        x0 = check_inputs(x0, "x0", model.held.sample_shape, self.config.max_rows, model.held.dtype)
+        x0 = check_inputs(x0, "x0", model.sample_shape, self.config.max_rows, model.dtype)
+        levels = None if model.held.calibration is None else model.held.calibration.levels
+        calibrated, interval = check_calibrated(fields.get("calibrated"), fields.get("interval"), levels)
         from .._errors import QueryError
 
         try:
-            answer = await asyncio.to_thread(model.rollout, x0, steps)
+            answer = await asyncio.to_thread(model.rollout, x0, steps, calibrated, interval)
         except QueryError as e:  # a model whose outputs cannot be fed back in
             raise BadRequest(422, "x0", f"shape {tuple(x0.shape)}", str(e)) from None
         return _respond(answer, {"generation": model.generation, "steps": steps}, request)

@@ -23,9 +23,14 @@ class ServeOptions:
         best: keep the ``best`` members by ``metric`` (as :meth:`sweep.Ensemble.best`).
         metric: the column ``best`` ranks by (a validation column by default).
         mode: ``"min"`` (lower ``metric`` is better) or ``"max"``.
+        greedy: serve the :class:`~sweep.ensemble.Blend` of this many steps of greedy selection
+            (:meth:`sweep.Ensemble.select_greedy`, CRPS on the validation split) over the members
+            ``where`` and ``best`` select, structural configs of one problem mixed.
         recalibrate: fit a recalibration on the validation split of each generation served
             (:meth:`sweep.Ensemble.recalibrate`, levels :data:`LEVELS`): ``/predict`` then answers
-            ``"calibrated": true`` (the calibrated std) and ``"interval": 0.9`` (``low`` and ``high``).
+            ``"calibrated": true`` (the calibrated std) and ``"interval": 0.9`` (``low`` and ``high``),
+            and ``/rollout`` too (per rollout step, for as many steps as the validation
+            trajectories have).
         host: the address to bind; ``127.0.0.1`` serves this machine only.
         port: the HTTP port.
         replicas: replicas of the model, each holding every selected member.
@@ -53,6 +58,7 @@ class ServeOptions:
 
     where: dict[str, Any] = field(default_factory=dict)
     best: int | None = None
+    greedy: int | None = None
     metric: str = "val_loss"
     mode: str = "min"
     recalibrate: bool = False
@@ -74,6 +80,7 @@ class ServeOptions:
 
     def __post_init__(self):
         _integer("best", self.best, 1, optional=True)
+        _integer("greedy", self.greedy, 1, optional=True)
         _integer("port", self.port, 0, 65535)
         _integer("replicas", self.replicas, 1)
         _integer("max_batch", self.max_batch, 1, 4096)
