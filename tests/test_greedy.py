@@ -5,14 +5,18 @@ repeated as often as it was chosen."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import scoringrules as sr
 from _blocks import datasets_of, trained_blocks
 from helpers import tiny_spec
+from typer.testing import CliRunner
 
 import sweep
 from sweep import QueryError
+from sweep.cli import app
 from sweep.ensemble import Blend
 from sweep.ensemble._calibration import fit_scale
 from sweep.ensemble._greedy import greedy, weighted_score
@@ -58,10 +62,15 @@ PLAN = make_plan(tiny_spec(problem=PROBLEM, seeds=3, seeds_per_trial=3, grid={"m
 
 
 @pytest.fixture(scope="module")
-def ens(tmp_path_factory):
+def store(tmp_path_factory):
     path = tmp_path_factory.mktemp("greedy") / "ensembles"
     aggregate_blocks(path, trained_blocks(PLAN), plan=PLAN, datasets=datasets_of(PLAN))
-    return sweep.load(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def ens(store):
+    return sweep.load(store)
 
 
 def test_a_blend_of_two_architectures_predicts_what_its_members_predict_one_by_one(ens):
@@ -160,3 +169,20 @@ def test_a_mixed_blend_recalibrates_and_scores_its_multiset(ens):
     assert table[0]["crps"] == pytest.approx(float(fair), rel=1e-5) and table[0]["members"] == 4
     rows = fitted.calibration_scores("val").to_pylist()
     assert {(r["kind"], r["calibrated"]) for r in rows} >= {("one_step", False), ("one_step", True)}
+
+
+def test_sweep_scores_and_export_take_a_greedy_selection(store, ens, tmp_path):
+    runner = CliRunner()
+    done = runner.invoke(app, ["scores", store, "--greedy", "3", "--format", "json"])
+    assert done.exit_code == 0, done.output
+    rows = json.loads(done.output)
+    expected = ens.select_greedy(3).scores("test").to_pylist()
+    assert [r["kind"] for r in rows] == [r["kind"] for r in expected]
+    assert rows[0]["crps"] == pytest.approx(expected[0]["crps"])
+    done = runner.invoke(app, ["export", store, "--greedy", "3", "-o", str(tmp_path / "out")])
+    assert done.exit_code == 0, done.output
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert (
+        sum(manifest["weights"]) == pytest.approx(1.0) and manifest["weights"] == ens.select_greedy(3).weights.tolist()
+    )
+    assert runner.invoke(app, ["verify", str(tmp_path / "out")]).exit_code == 0
