@@ -66,8 +66,12 @@ def serve(
         int, typer.Option(help="Most rows per forward pass; the powers of two up to it are compiled at start-up.")
     ] = 64,
     batch_wait: Annotated[
-        float, typer.Option(help="Seconds a forward pass waits for more requests to batch with.")
-    ] = 0.005,
+        float,
+        typer.Option(
+            help="Seconds a forward pass waits for more requests when fewer than --max-batch are queued (0: it "
+            "takes what arrived while the previous pass ran)."
+        ),
+    ] = 0.0,
     max_rows: Annotated[int | None, typer.Option(help="Most rows per request (default: --max-batch).")] = None,
     max_steps: Annotated[int, typer.Option(help="Most steps per /rollout request.")] = 1000,
     token_file: Annotated[

@@ -42,7 +42,9 @@ class ServeOptions:
             ``"proxy"``: Serve's HTTP proxy, which spreads requests over the replicas.
         max_batch: the most input rows one forward pass takes; batch sizes are the powers of two
             up to it, each compiled at start-up.
-        batch_wait_s: how long a forward pass waits for more requests to batch with.
+        batch_wait_s: how long a forward pass waits for more requests to batch with when fewer
+            than ``max_batch`` are queued (0: none; a pass takes the requests that arrived while
+            the previous one ran, see :mod:`sweep.serving._batcher`).
         max_rows: the most rows one request may send (default: ``max_batch``).
         max_steps: the most steps one ``/rollout`` request may ask for.
         max_body_bytes: the largest request body accepted.
@@ -69,7 +71,7 @@ class ServeOptions:
     gpus: float = 0.0
     ingress: str = "direct"
     max_batch: int = 64
-    batch_wait_s: float = 0.005
+    batch_wait_s: float = 0.0
     max_rows: int | None = None
     max_steps: int = 1000
     max_body_bytes: int = 64 * 2**20
