@@ -179,6 +179,9 @@ def test_sweep_scores_and_export_take_a_greedy_selection(store, ens, tmp_path):
     expected = ens.select_greedy(3).scores("test").to_pylist()
     assert [r["kind"] for r in rows] == [r["kind"] for r in expected]
     assert rows[0]["crps"] == pytest.approx(expected[0]["crps"])
+    done = runner.invoke(app, ["scores", store, "--greedy", "3", "--recalibrate", "--format", "json"])
+    assert done.exit_code == 0, done.output
+    assert {r["calibrated"] for r in json.loads(done.output)} == {False, True}
     done = runner.invoke(app, ["export", store, "--greedy", "3", "-o", str(tmp_path / "out")])
     assert done.exit_code == 0, done.output
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())

@@ -85,16 +85,17 @@ def scores(
     if kw:
         ens = ens.where(**kw)
     if greedy is not None:
-        ens = (ens if best is None else ens.best(best)).select_greedy(greedy)
-        best = None
-        if not recalibrate:
-            table = ens.scores(split or "test")
-            if Format(format).value != "table":
-                typer.echo(write_table(table.slice(0, limit), Format(format).value), nl=False)
-                return
-            typer.echo(f"ensemble scores of {ens!r}, on {split or 'test'}, computed now:")
-            typer.echo(format_table(table, limit))
+        blend = (ens if best is None else ens.best(best)).select_greedy(greedy)
+        if recalibrate:
+            _recalibrated(blend, None, split or "test", save_calibration, Format(format).value, limit)
             return
+        table = blend.scores(split or "test")
+        if Format(format).value != "table":
+            typer.echo(write_table(table.slice(0, limit), Format(format).value), nl=False)
+            return
+        typer.echo(f"ensemble scores of {blend!r}, on {split or 'test'}, computed now:")
+        typer.echo(format_table(table, limit))
+        return
     if recalibrate:
         _recalibrated(ens, best, split or "test", save_calibration, Format(format).value, limit)
         return
