@@ -62,6 +62,18 @@ def _run_loader(out, x, tmp_path):
     return np.load(tmp_path / "got.npz")
 
 
+def _loads_as(out, ens, x, tmp_path, std_rtol=1e-5):
+    """The export ``out``, run with jax alone on ``x``, gives ``ens``'s calibrated mean/std and
+    3-step rollout mean/std (float32 rounding)."""
+    got = _run_loader(out, x, tmp_path)
+    for name, want in zip(
+        ("mean", "std", "rmean", "rstd"),
+        (*ens.mean_std(x, calibrated=True), *ens.rollout_mean_std(x, 3, calibrated=True)),
+        strict=True,
+    ):
+        np.testing.assert_allclose(got[name], want, rtol=std_rtol if "std" in name else 1e-5, atol=1e-6)
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     path = tmp_path_factory.mktemp("export") / "ensembles"
@@ -76,14 +88,7 @@ def test_an_export_runs_with_jax_alone_and_gives_the_calibrated_numbers(store, t
     assert manifest["members"] == sub.index["member_id"].to_pylist() and manifest["rollout"]["steps"] == 3
     assert manifest["mean_std"]["calibrated"] and manifest["rollout"]["calibrated"]
     assert sub.calibration is not None and manifest["calibration"] == sub.calibration.to_dict()
-    x = sub.samples()[0][:5]
-    got = _run_loader(out, x, tmp_path)
-    mean, std = sub.mean_std(x, calibrated=True)
-    np.testing.assert_allclose(got["mean"], mean, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(got["std"], std, rtol=1e-5, atol=1e-6)
-    rmean, rstd = sub.rollout_mean_std(x, 3, calibrated=True)
-    np.testing.assert_allclose(got["rmean"], rmean, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(got["rstd"], rstd, rtol=1e-5, atol=1e-6)
+    _loads_as(out, sub, sub.samples()[0][:5], tmp_path)
 
 
 def test_the_batch_is_symbolic_and_an_uncalibrated_export_says_so(store, tmp_path):
@@ -136,10 +141,4 @@ def test_a_calibrated_blend_of_two_architectures_exports_with_its_weights(tmp_pa
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["weights"] == blend.weights.tolist() and manifest["config_id"].count("+") == len(blend.parts) - 1
     x = ens.where(config_id=ens.index["config_id"][0].as_py()).samples()[0][:4]
-    got = _run_loader(out, x, tmp_path)
-    mean, std = blend.mean_std(x, calibrated=True)
-    np.testing.assert_allclose(got["mean"], mean, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(got["std"], std, rtol=1e-4, atol=1e-6)
-    rmean, rstd = blend.rollout_mean_std(x, 3, calibrated=True)
-    np.testing.assert_allclose(got["rmean"], rmean, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(got["rstd"], rstd, rtol=1e-4, atol=1e-6)
+    _loads_as(out, blend, x, tmp_path, std_rtol=1e-4)
