@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 import sweep
 from sweep import QueryError
 from sweep.cli import app
+from sweep.ensemble import Blend
 from sweep.planning import make_plan
 from sweep.store import aggregate_blocks
 
@@ -46,6 +47,33 @@ except ImportError:
 """
 
 
+def _run_loader(out, x, tmp_path):
+    """``mean_std`` and ``rollout`` of the export ``out`` on ``x``, run in a fresh interpreter
+    where sweep and equinox cannot be imported."""
+    np.save(tmp_path / "x.npy", x)
+    done = subprocess.run(
+        [sys.executable, "-c", LOADER, str(out), str(tmp_path / "x.npy"), str(tmp_path / "got.npz")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "sweep blocked" in done.stdout
+    return np.load(tmp_path / "got.npz")
+
+
+def _loads_as(out, ens, x, tmp_path, std_rtol=1e-5):
+    """The export ``out``, run with jax alone on ``x``, gives ``ens``'s calibrated mean/std and
+    3-step rollout mean/std (float32 rounding)."""
+    got = _run_loader(out, x, tmp_path)
+    for name, want in zip(
+        ("mean", "std", "rmean", "rstd"),
+        (*ens.mean_std(x, calibrated=True), *ens.rollout_mean_std(x, 3, calibrated=True)),
+        strict=True,
+    ):
+        np.testing.assert_allclose(got[name], want, rtol=std_rtol if "std" in name else 1e-5, atol=1e-6)
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     path = tmp_path_factory.mktemp("export") / "ensembles"
@@ -60,23 +88,7 @@ def test_an_export_runs_with_jax_alone_and_gives_the_calibrated_numbers(store, t
     assert manifest["members"] == sub.index["member_id"].to_pylist() and manifest["rollout"]["steps"] == 3
     assert manifest["mean_std"]["calibrated"] and manifest["rollout"]["calibrated"]
     assert sub.calibration is not None and manifest["calibration"] == sub.calibration.to_dict()
-    x = sub.samples()[0][:5]
-    np.save(tmp_path / "x.npy", x)
-    done = subprocess.run(
-        [sys.executable, "-c", LOADER, str(out), str(tmp_path / "x.npy"), str(tmp_path / "got.npz")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "sweep blocked" in done.stdout
-    got = np.load(tmp_path / "got.npz")
-    mean, std = sub.mean_std(x, calibrated=True)
-    np.testing.assert_allclose(got["mean"], mean, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(got["std"], std, rtol=1e-5, atol=1e-6)
-    rmean, rstd = sub.rollout_mean_std(x, 3, calibrated=True)
-    np.testing.assert_allclose(got["rmean"], rmean, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(got["rstd"], rstd, rtol=1e-5, atol=1e-6)
+    _loads_as(out, sub, sub.samples()[0][:5], tmp_path)
 
 
 def test_the_batch_is_symbolic_and_an_uncalibrated_export_says_so(store, tmp_path):
@@ -114,3 +126,19 @@ def test_sweep_export_and_verify_name_a_tampered_file(store, tmp_path):
     assert "rollout.jaxexport: altered" in bad.stderr and "mean_std" not in bad.stderr
     (out / "mean_std.jaxexport").unlink()
     assert "mean_std.jaxexport: listed in the manifest but missing" in runner.invoke(app, ["verify", str(out)]).stderr
+
+
+MIXED = make_plan(tiny_spec(problem=PROBLEM, seeds=2, seeds_per_trial=2, grid={"model.depth": [1, 2]}))
+
+
+def test_a_calibrated_blend_of_two_architectures_exports_with_its_weights(tmp_path):
+    path = tmp_path / "ensembles"
+    aggregate_blocks(path, trained_blocks(MIXED), plan=MIXED, datasets=datasets_of(MIXED))
+    ens = sweep.load(path)
+    blend = Blend.of(ens, [2, 1, 1, 0]).recalibrate()  # a repeated member: weights 1/2, 1/4, 1/4
+    assert len(blend.parts) == 2  # store order: depth a seeds 0, 1, then depth b seeds 0, 1
+    out = blend.export(tmp_path / "out")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["weights"] == blend.weights.tolist() and manifest["config_id"].count("+") == len(blend.parts) - 1
+    x = ens.where(config_id=ens.index["config_id"][0].as_py()).samples()[0][:4]
+    _loads_as(out, blend, x, tmp_path, std_rtol=1e-4)

@@ -1,18 +1,24 @@
 """Greedy selection across configurations: the greedy steps equal a brute-force search of each
 step on a tiny pool (scores from scoringrules), weights where a member repeats, and a blend of
-two architectures predicts what its members predict one by one."""
+two architectures predicts, rolls out, scores and recalibrates as its members one by one, each
+repeated as often as it was chosen."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
 import scoringrules as sr
 from _blocks import datasets_of, trained_blocks
 from helpers import tiny_spec
+from typer.testing import CliRunner
 
 import sweep
 from sweep import QueryError
+from sweep.cli import app
 from sweep.ensemble import Blend
+from sweep.ensemble._calibration import fit_scale
 from sweep.ensemble._greedy import greedy, weighted_score
 from sweep.planning import make_plan
 from sweep.store import aggregate_blocks
@@ -51,14 +57,20 @@ def test_greedy_steps_equal_a_brute_force_search_of_every_step(metric):
     assert got.sum() == 6 and (got > 1).any()  # with replacement: a member repeats
 
 
-PLAN = make_plan(tiny_spec(seeds=3, seeds_per_trial=3, grid={"model.depth": [1, 2]}))
+PROBLEM = sweep.Problem("heat1d", num_points=16, num_samples=60, data_seed=0, trajectory_steps=3)
+PLAN = make_plan(tiny_spec(problem=PROBLEM, seeds=3, seeds_per_trial=3, grid={"model.depth": [1, 2]}))
 
 
 @pytest.fixture(scope="module")
-def ens(tmp_path_factory):
+def store(tmp_path_factory):
     path = tmp_path_factory.mktemp("greedy") / "ensembles"
     aggregate_blocks(path, trained_blocks(PLAN), plan=PLAN, datasets=datasets_of(PLAN))
-    return sweep.load(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def ens(store):
+    return sweep.load(store)
 
 
 def test_a_blend_of_two_architectures_predicts_what_its_members_predict_one_by_one(ens):
@@ -79,7 +91,8 @@ def test_a_blend_of_two_architectures_predicts_what_its_members_predict_one_by_o
 
 def test_select_greedy_chooses_by_the_greedy_steps_on_the_split_samples(ens):
     x, y = ens.where(depth=1).samples()  # the test samples, shared by both depths (one problem)
-    values = np.concatenate([ens.where(depth=d).predict(x) for d in (1, 2)]).reshape(len(ens), -1)
+    configs = dict.fromkeys(ens.index["config_id"].to_pylist())  # the pool's order: the store's
+    values = np.concatenate([ens.where(config_id=c).predict(x) for c in configs]).reshape(len(ens), -1)
     counts = greedy(values.astype(np.float64), y.reshape(-1).astype(np.float64), 5, "crps")
     blend = ens.select_greedy(5, metric="crps", split="test")
     ids = ens.index["member_id"].to_pylist()
@@ -97,3 +110,82 @@ def test_bad_arguments_are_named(ens, kwargs, named):
     with pytest.raises(QueryError) as e:
         ens.select_greedy(**kwargs)
     assert named in str(e.value)
+
+
+def _mixed(ens):
+    """A blend of both architectures with a repeated member: counts 2, 1 of depth 1, 1 of depth 2."""
+    rows = list(zip(ens.index["depth"].to_pylist(), ens.index["seed"].to_pylist(), strict=True))
+    wanted = {(1, 0): 2, (1, 1): 1, (2, 0): 1}
+    return Blend.of(ens, [wanted.get(r, 0) for r in rows])
+
+
+def _one_by_one(ens, blend, x, steps=0):
+    """Each of the blend's members run alone (``ens.member``), one sample after another, ``steps``
+    steps fed back (``[members, steps + 1, batch, ...]``; without steps ``[members, batch, ...]``)."""
+    out = []
+    for r in blend.index.to_pylist():
+        net = ens.member(r["seed"], depth=r["depth"])
+        states = [np.asarray(x)]
+        for _ in range(steps):
+            states.append(np.stack([np.asarray(net(s)) for s in states[-1]]))
+        out.append(np.stack(states) if steps else np.stack([np.asarray(net(s)) for s in x]))
+    return np.stack(out)
+
+
+def test_a_mixed_blend_rolls_out_and_weighs_as_its_members_one_by_one(ens):
+    blend = _mixed(ens)
+    assert len(blend.parts) == 2 and sorted(blend.counts.tolist()) == [1, 1, 2]
+    x = ens.where(depth=1).samples()[0][:3]
+    states = blend.rollout(x, 3)
+    one_by_one = _one_by_one(ens, blend, x, steps=3)
+    np.testing.assert_allclose(states, one_by_one, rtol=1e-5, atol=1e-6)
+    repeated = np.repeat(one_by_one, blend.counts, axis=0)  # the multiset the weights stand for
+    mean, std = blend.rollout_mean_std(x, 3)
+    np.testing.assert_allclose(mean, repeated.mean(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(std, repeated.std(0), rtol=1e-4, atol=1e-6)
+    mean, std = blend.mean_std(x)
+    np.testing.assert_allclose(mean, repeated[:, 1].mean(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(std, repeated[:, 1].std(0), rtol=1e-4, atol=1e-6)
+
+
+def test_a_mixed_blend_recalibrates_and_scores_its_multiset(ens):
+    blend = _mixed(ens)
+    x, y = ens.where(depth=1).samples()  # the test samples: fitted on them here to check the fit
+    repeated = np.repeat(blend.predict(x), blend.counts, axis=0)
+    fitted = blend.recalibrate("test")
+    cal = fitted.calibration
+    assert cal is not None and len(cal.member_ids) == 4 and cal.rollout_scale is not None
+    np.testing.assert_allclose(cal.scale, fit_scale(repeated, y), rtol=1e-12)
+    mean, std = fitted.mean_std(x, calibrated=True)
+    np.testing.assert_allclose(std, repeated.std(0) * cal.scale[:, None], rtol=1e-4, atol=1e-6)
+    low, high = fitted.predict_interval(x, 0.9)
+    assert (low <= high).all()
+    assert fitted.with_calibration(cal).calibration is cal
+    with pytest.raises(QueryError, match="fitted on members"):
+        Blend(blend.parts, [1, 1, 1]).with_calibration(cal)  # other counts: another multiset
+    table = blend.scores("test").to_pylist()
+    assert [r["kind"] for r in table] == ["one_step", "rollout", "rollout", "rollout"]
+    fair = np.asarray(sr.crps_ensemble(y, repeated, m_axis=0, estimator="fair")).mean()
+    assert table[0]["crps"] == pytest.approx(float(fair), rel=1e-5) and table[0]["members"] == 4
+    rows = fitted.calibration_scores("val").to_pylist()
+    assert {(r["kind"], r["calibrated"]) for r in rows} >= {("one_step", False), ("one_step", True)}
+
+
+def test_sweep_scores_and_export_take_a_greedy_selection(store, ens, tmp_path):
+    runner = CliRunner()
+    done = runner.invoke(app, ["scores", store, "--greedy", "3", "--format", "json"])
+    assert done.exit_code == 0, done.output
+    rows = json.loads(done.output)
+    expected = ens.select_greedy(3).scores("test").to_pylist()
+    assert [r["kind"] for r in rows] == [r["kind"] for r in expected]
+    assert rows[0]["crps"] == pytest.approx(expected[0]["crps"])
+    done = runner.invoke(app, ["scores", store, "--greedy", "3", "--recalibrate", "--format", "json"])
+    assert done.exit_code == 0, done.output
+    assert {r["calibrated"] for r in json.loads(done.output)} == {False, True}
+    done = runner.invoke(app, ["export", store, "--greedy", "3", "-o", str(tmp_path / "out")])
+    assert done.exit_code == 0, done.output
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert (
+        sum(manifest["weights"]) == pytest.approx(1.0) and manifest["weights"] == ens.select_greedy(3).weights.tolist()
+    )
+    assert runner.invoke(app, ["verify", str(tmp_path / "out")]).exit_code == 0

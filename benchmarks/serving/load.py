@@ -183,7 +183,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="load per client count (bounded)")
     parser.add_argument("--max-requests", type=int, default=20000, help="requests per client count, at most")
     parser.add_argument("--max-batch", type=int, default=64)
-    parser.add_argument("--batch-wait", type=float, default=0.005)
+    parser.add_argument("--batch-wait", type=float, default=0.0)
     parser.add_argument("--ingress", choices=("direct", "proxy"), default="direct")
     parser.add_argument("--client", choices=("raw", "httpx"), default="raw")
     parser.add_argument("--encoding", choices=("json", "npy"), default="json")

@@ -15,6 +15,15 @@ def export(
     out: Annotated[str, typer.Option("-o", "--out", help="The directory to write (created).")],
     where: Annotated[list[str] | None, typer.Option(help="Keep members with column=value (repeatable).")] = None,
     best: Annotated[int | None, typer.Option(min=1, help="The k best members (by validation loss).")] = None,
+    greedy: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            metavar="K",
+            help="Export K steps of greedy selection (validation CRPS) over the selected members, "
+            "configurations and architectures mixed (weighted).",
+        ),
+    ] = None,
     recalibrate: Annotated[
         bool, typer.Option("--recalibrate", help="Fit a recalibration on the validation split and include it.")
     ] = False,
@@ -30,7 +39,7 @@ def export(
     alone: jax.export.deserialize(Path("OUT/mean_std.jaxexport").read_bytes()).call(x) returns
     (mean, std). `sweep verify OUT` checks it.
     """
-    from ..ensemble import load, load_calibration
+    from ..ensemble import Blend, load, load_calibration
 
     if recalibrate and calibration is not None:
         raise CLIError("--recalibrate and --calibration: give one (fit now, or one fitted before)")
@@ -40,11 +49,15 @@ def export(
         ens = ens.where(**kw)
     if best is not None:
         ens = ens.best(best)
+    if greedy is not None:
+        ens = ens.select_greedy(greedy)
     if recalibrate:
         ens = ens.recalibrate("val")
     elif calibration is not None:
         ens = ens.with_calibration(load_calibration(calibration))
     path = ens.export(out, steps)
     calibrated = "calibrated" if ens.calibration is not None else "not calibrated"
-    typer.echo(f"exported {len(ens)} members of sweep {ens.spec.name!r} ({calibrated}) to {path}")
+    name = (ens.parts[0] if isinstance(ens, Blend) else ens).spec.name
+    weighted = f", weighted {ens.counts.tolist()}" if isinstance(ens, Blend) else ""
+    typer.echo(f"exported {len(ens)} members of sweep {name!r} ({calibrated}{weighted}) to {path}")
     typer.echo(f"check it with: sweep verify {path}")

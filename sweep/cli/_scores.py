@@ -45,7 +45,17 @@ def scores(
             "--split (default test), computed now (one structural config: narrow it with --where / --best).",
         ),
     ] = False,
-    best: Annotated[int | None, typer.Option(min=1, help="With --recalibrate: the k best members.")] = None,
+    best: Annotated[int | None, typer.Option(min=1, help="With --recalibrate or --greedy: the k best members.")] = None,
+    greedy: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            metavar="K",
+            help="Score (computed now, on --split, default test) K steps of greedy selection on the validation "
+            "CRPS over the selected members, configurations and architectures mixed; with --recalibrate, its "
+            "scores before and after.",
+        ),
+    ] = None,
     save_calibration: Annotated[
         str | None, typer.Option(help="With --recalibrate: write the calibration (JSON, checksummed) here.")
     ] = None,
@@ -74,6 +84,18 @@ def scores(
     kw = parse_where(where)
     if kw:
         ens = ens.where(**kw)
+    if greedy is not None:
+        blend = (ens if best is None else ens.best(best)).select_greedy(greedy)
+        if recalibrate:
+            _recalibrated(blend, None, split or "test", save_calibration, Format(format).value, limit)
+            return
+        table = blend.scores(split or "test")
+        if Format(format).value != "table":
+            typer.echo(write_table(table.slice(0, limit), Format(format).value), nl=False)
+            return
+        typer.echo(f"ensemble scores of {blend!r}, on {split or 'test'}, computed now:")
+        typer.echo(format_table(table, limit))
+        return
     if recalibrate:
         _recalibrated(ens, best, split or "test", save_calibration, Format(format).value, limit)
         return

@@ -34,6 +34,14 @@ def serve(
     best: Annotated[int | None, typer.Option(help="Serve the K best members by --metric (validation loss).")] = None,
     metric: MetricOpt = "val_loss",
     mode: ModeOpt = "min",
+    greedy: Annotated[
+        int | None,
+        typer.Option(
+            metavar="K",
+            help="Serve K steps of greedy selection (validation CRPS) over the selected members, "
+            "configurations and architectures mixed.",
+        ),
+    ] = None,
     recalibrate: Annotated[
         bool,
         typer.Option(
@@ -58,8 +66,12 @@ def serve(
         int, typer.Option(help="Most rows per forward pass; the powers of two up to it are compiled at start-up.")
     ] = 64,
     batch_wait: Annotated[
-        float, typer.Option(help="Seconds a forward pass waits for more requests to batch with.")
-    ] = 0.005,
+        float,
+        typer.Option(
+            help="Seconds a forward pass waits for more requests when fewer than --max-batch are queued (0: it "
+            "takes what arrived while the previous pass ran)."
+        ),
+    ] = 0.0,
     max_rows: Annotated[int | None, typer.Option(help="Most rows per request (default: --max-batch).")] = None,
     max_steps: Annotated[int, typer.Option(help="Most steps per /rollout request.")] = 1000,
     token_file: Annotated[
@@ -90,6 +102,7 @@ def serve(
             best=best,
             metric=metric,
             mode=mode,
+            greedy=greedy,
             recalibrate=recalibrate,
             host=host,
             port=port,

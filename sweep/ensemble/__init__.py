@@ -1,6 +1,7 @@
 """Ensemble queries over a store, streamed inference and statistics over seeds."""
 
 from ._aggregate import aggregate as aggregate
+from ._blend import Blend as Blend
 from ._calibration import Calibration as Calibration
 from ._calibration import load_calibration as load_calibration
 from ._ensemble import Ensemble as Ensemble
@@ -12,7 +13,6 @@ from ._field_scores import crps_terms as crps_terms
 from ._field_scores import energy_score as energy_score
 from ._field_scores import twcrps as twcrps
 from ._field_scores import variogram_score as variogram_score
-from ._greedy import Blend as Blend
 from ._held import HeldEnsemble as HeldEnsemble
 from ._predictions import DEFAULT_CHUNK as DEFAULT_CHUNK
 from ._rows import SummaryTable as SummaryTable

@@ -68,22 +68,20 @@ class Calibrated(Predictions):
         """
         levels = check_levels(levels, "recalibrate")
         x, y = self.split_samples(split, "recalibrate")
-        values = self.predict(x, chunk_size)
+        values = self._multiset(self.predict(x, chunk_size))
         scale, quantiles = _fit(values, y, levels)
         rollout_scale = rollout_quantiles = None
-        traj = self._store.trajectories(self.one_config("recalibrate").config_id, split)
-        if traj is not None:
-            start, traj = self.rollout_start(
-                self.one_config("recalibrate"), traj
-            )  # with history: from the first h states
-            states = self.rollout(start, traj.shape[1] - 1, chunk_size)
+        reference = self._rollout_reference(split, "recalibrate")
+        if reference is not None:
+            start, traj = reference  # with history: from the first h states
+            states = self._multiset(self.rollout(start, traj.shape[1] - 1, chunk_size))
             fitted = [_fit(states[:, t], traj[:, t], levels) for t in range(1, traj.shape[1])]
             rollout_scale = np.stack([s for s, _ in fitted])
             rollout_quantiles = np.stack([q for _, q in fitted], 1)
         calibration = Calibration(
             split=split,
-            config_id=self.one_config("recalibrate").config_id,
-            member_ids=tuple(int(i) for i in self._ids()),
+            config_id=self._config_key("recalibrate"),
+            member_ids=self._member_ids(),
             levels=levels,
             scale=scale,
             quantiles=quantiles,
@@ -103,7 +101,7 @@ class Calibrated(Predictions):
         """
         if not isinstance(calibration, Calibration):
             raise QueryError(f"with_calibration({calibration!r}): give a Calibration (load_calibration(path))")
-        ids = tuple(int(i) for i in self._ids())
+        ids = self._member_ids()
         if calibration.member_ids != ids:
             raise QueryError(
                 f"with_calibration(): it was fitted on members {list(calibration.member_ids)[:10]} of config "
@@ -111,6 +109,32 @@ class Calibrated(Predictions):
                 f"order) or recalibrate() this selection"
             )
         return self._with(calibration)
+
+    def _multiset(self, values: np.ndarray) -> np.ndarray:
+        """``values`` ``[members, ...]`` (in this selection's order) as the members the statistics
+        weigh equally: each member once here (a :class:`~sweep.ensemble.Blend` repeats a member
+        as often as the greedy selection chose it)."""
+        return values
+
+    def _member_ids(self) -> tuple[int, ...]:
+        """The member ids a calibration of this selection names (those of :meth:`_multiset`)."""
+        return tuple(int(i) for i in self._multiset(self._ids()))
+
+    def _config_key(self, what: str) -> str:
+        """The structural config of these members, as a calibration and an export name it."""
+        return self.one_config(what).config_id
+
+    def _rollout_reference(self, split: str, what: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(x0, reference)`` of rollouts from the stored trajectories of ``split`` of these
+        members' config (see :meth:`rollout_start`; None: none stored)."""
+        config = self.one_config(what)
+        traj = self._store.trajectories(config.config_id, split)
+        return None if traj is None else self.rollout_start(config, traj)
+
+    def _weighted_parts(self) -> tuple[list[Predictions], np.ndarray | None]:
+        """One selection per structural config (the members in this order) and the members'
+        weights (None: equal), for an export."""
+        return [self], None
 
     def _with(self, calibration: Calibration) -> Self:
         out = copy.copy(self)  # the same rows (and, held, the same parameters): immutable, shared
@@ -208,13 +232,17 @@ class Calibrated(Predictions):
         """
         calibration = self._calibrated("calibration_scores")
         x, y = self.split_samples(split, "calibration_scores")
-        values = self.predict(x, chunk_size)
+        values = self._multiset(self.predict(x, chunk_size))
         rows = _scored(values, y, calibration.scale, calibration.quantiles, calibration.levels, "one_step", 0)
-        traj = self._store.trajectories(calibration.config_id, split)
-        if traj is not None and calibration.rollout_scale is not None and calibration.rollout_quantiles is not None:
-            start, traj = self.rollout_start(self.one_config("calibration_scores"), traj)
+        reference = self._rollout_reference(split, "calibration_scores")
+        if (
+            reference is not None
+            and calibration.rollout_scale is not None
+            and calibration.rollout_quantiles is not None
+        ):
+            start, traj = reference
             steps = min(traj.shape[1] - 1, len(calibration.rollout_scale))
-            states = self.rollout(start, steps, chunk_size)
+            states = self._multiset(self.rollout(start, steps, chunk_size))
             for t in range(1, steps + 1):
                 scale, quantiles = calibration.rollout_scale[t - 1], calibration.rollout_quantiles[:, t - 1]
                 rows += _scored(states[:, t], traj[:, t], scale, quantiles, calibration.levels, "rollout", t)
@@ -241,7 +269,7 @@ class Calibrated(Predictions):
             mean, std = mean_std.call(x)
             ```
         """
-        return export_selection(self, self.calibration, path, steps)
+        return export_selection(self, *self._weighted_parts(), self.calibration, path, steps)
 
     def split_samples(self, split: Any, what: str) -> tuple[np.ndarray, np.ndarray]:
         """The stored samples of ``split`` of this selection's config, real targets of the outputs' shape."""

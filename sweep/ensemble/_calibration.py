@@ -193,6 +193,12 @@ class Calibration:
             )
         return self.rollout_scale[:steps]
 
+    def rollout_quantile(self, level: Any, steps: int, what: str) -> np.ndarray:
+        """The rollout multipliers ``[steps, C]`` of ``level`` for steps ``1..steps``."""
+        scales = self.rollout(steps, what)
+        assert self.rollout_quantiles is not None  # fitted with the rollout scales
+        return self.rollout_quantiles[self._level(level, what), : len(scales)]
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON values, with ``sha256`` of the rest (canonical JSON, sorted keys; an infinite
         multiplier is written ``Infinity``, as Python's json reads and writes it)."""

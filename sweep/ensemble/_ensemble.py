@@ -28,8 +28,9 @@ from .._errors import QueryError, did_you_mean
 from ..racing import race_table
 from ..store import Store
 from . import _scoring, _stats
+from ._blend import Blend
 from ._calibrated import Calibrated
-from ._greedy import Blend, select_greedy
+from ._greedy import select_greedy
 from ._predictions import DEFAULT_CHUNK
 from ._rows import REPR_ROWS, SummaryTable, format_table, html_table, seed_text
 from ._stats import Comparison
@@ -333,9 +334,7 @@ class Ensemble(Calibrated):
         order = np.lexsort((self._ids(), scores))[:k]
         return Ensemble(self._store, self._index.take(order))
 
-    def select_greedy(
-        self, k: int, metric: str = "crps", split: str = "val", chunk_size: int = DEFAULT_CHUNK
-    ) -> Blend[Ensemble]:
+    def select_greedy(self, k: int, metric: str = "crps", split: str = "val", chunk_size: int = DEFAULT_CHUNK) -> Blend:
         """An ensemble across configurations (architectures included): ``k`` steps of greedy
         selection with replacement (Caruana et al. 2004) over every member of this selection,
         each step adding the member that most improves ``metric`` (``"crps"`` or ``"rmse"``) on
@@ -343,8 +342,9 @@ class Ensemble(Calibrated):
         (:mod:`sweep.ensemble._greedy`).
 
         Returns:
-            A :class:`~sweep.ensemble.Blend`: ``predict`` and weighted ``mean_std``, members of
-            each structural config run together.
+            A :class:`~sweep.ensemble.Blend`: ``predict``, ``rollout``, weighted ``mean_std`` and
+            ``rollout_mean_std``, ``scores``, ``recalibrate``, ``export`` (members of each
+            structural config run together), and ``sweep.serve`` serves it.
 
         Raises:
             QueryError: ``k < 1``, an unknown metric, no samples of ``split``, or configurations

@@ -9,9 +9,11 @@ An export directory holds:
 - ``rollout.jaxexport``: ``(x0 [batch, *sample_shape]) -> (mean, std)`` each
   ``[steps + 1, batch, *sample_shape]`` (step 0: ``x0`` and zeros; calibrated per step where the
   calibration has rollout scales for as many steps), for models whose outputs feed back in;
-- ``manifest.json``: shapes, dtypes, the members (config, member ids, seeds), the
-  normalisation (if any: both programs take and return physical units, as the ensemble's
-  queries do), the calibration (if any) and the sha256 and size of each part: :func:`verify_export` checks them (``sweep
+- ``manifest.json``: shapes, dtypes, the members (config, member ids, seeds, and the weights of
+  a :class:`~sweep.ensemble.Blend`, whose members of several structural configs are exported
+  together: the mean and std are then weighted), the normalisation (if any: both programs take
+  and return physical units, as the ensemble's queries do; a blend's is given per config), the
+  calibration (if any) and the sha256 and size of each part: :func:`verify_export` checks them (``sweep
   verify OUT_DIR``).
 
 Every member's parameters are constants of the programs (an export of ``M`` members is about
@@ -31,7 +33,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -40,6 +42,8 @@ import numpy as np
 
 from .._errors import QueryError
 from .._layout import EXPORT_MANIFEST, EXPORT_PARTS
+from ..problems import Normalization
+from ..store import ConfigInfo
 from ._calibration import Calibration
 from ._predictions import Predictions
 
@@ -48,11 +52,39 @@ FORMAT = 1
 DEFAULT_STEPS = 10
 
 
-def _members_program(params: Any, static: Any):
-    """``x [batch, ...] -> [M, batch, ...]``: every member on every sample."""
+def _part_outputs(params: Any, static: Any, x: jax.Array, per_member: bool = False) -> jax.Array:
+    """Every member of one structural config (``params`` with a leading member axis) on every
+    sample of ``x`` ``[batch, ...]`` (or, ``per_member``, of its own ``x[m]``): ``[M, batch, ...]``."""
+    return jax.vmap(lambda p, xs: jax.vmap(eqx.combine(p, static))(xs), in_axes=(0, 0 if per_member else None))(
+        params, x
+    )
+
+
+class Part(NamedTuple):
+    """The members of one structural config: stacked ``params`` and the ``static`` rest of their
+    model, and the statistics their fields were normalised with (None: not normalised)."""
+
+    params: Any
+    static: Any
+    norm: Normalization | None
+
+    def into(self, x: Any, spatial: int) -> Any:
+        """``x`` in physical units as this part's networks take it."""
+        return x if self.norm is None else self.norm.apply(x, spatial).astype(x.dtype)
+
+    def out_of(self, y: Any, spatial: int) -> Any:
+        """This part's networks' outputs ``y`` in physical units."""
+        return y if self.norm is None else self.norm.undo(y, spatial)
+
+
+def _members_program(parts: list[Part], spatial: int):
+    """``x [batch, ...] -> [M, batch, ...]``: every member of every part on every sample, in
+    physical units, the parts' members one after another."""
 
     def outputs(x):
-        return jax.vmap(lambda p: jax.vmap(eqx.combine(p, static))(x))(params)
+        return jnp.concatenate(
+            [p.out_of(_part_outputs(p.params, p.static, p.into(x, spatial)), spatial) for p in parts]
+        )
 
     return outputs
 
@@ -61,33 +93,43 @@ def _channel_scale(scale: np.ndarray, ndim: int) -> jax.Array:
     return jnp.asarray(scale.reshape(-1, *([1] * (ndim - 1))), jnp.float32)
 
 
+def _moments(y: jax.Array, weights: np.ndarray | None, axis: int) -> tuple[jax.Array, jax.Array]:
+    """Mean and population std over the members' ``axis`` (weighted by ``weights``, summing to 1)."""
+    if weights is None:
+        return y.mean(axis), y.std(axis)
+    w = jnp.asarray(weights, jnp.float32).reshape((1,) * axis + (-1,) + (1,) * (y.ndim - axis - 1))
+    mean = (w * y).sum(axis)
+    return mean, jnp.sqrt((w * jnp.square(y - jnp.expand_dims(mean, axis))).sum(axis))
+
+
 def export_selection(
-    ens: Predictions, cal: Calibration | None, path: str | os.PathLike[str], steps: int | None = None
+    ens: Predictions,
+    selections: list[Predictions],
+    weights: np.ndarray | None,
+    cal: Calibration | None,
+    path: str | os.PathLike[str],
+    steps: int | None = None,
 ) -> Path:
-    """Write ``ens``, calibrated by ``cal`` (None: not calibrated), into the directory ``path``
-    (created; an existing export there is replaced): see the module docstring. ``steps``: rollout
-    steps (default: the calibration's rollout steps, else :data:`DEFAULT_STEPS`)."""
-    config = ens.one_config("export")
-    params, static = ens.stacked_params("export")
-    dtype = jax.tree_util.tree_leaves(params)[0].dtype
+    """Write ``ens`` (its members: those of ``selections``, one per structural config, one after
+    another, weighing ``weights`` or equally), calibrated by ``cal`` (None: not calibrated), into
+    the directory ``path`` (created; an existing export there is replaced): see the module
+    docstring. ``steps``: rollout steps (default: the calibration's rollout steps, else
+    :data:`DEFAULT_STEPS`)."""
+    configs = [s.one_config("export") for s in selections]
+    parts = [Part(*s.stacked_params("export"), s.normalization_of(c)) for s, c in zip(selections, configs, strict=True)]
+    config = configs[0]
+    dtype = jax.tree_util.tree_leaves(parts[0].params)[0].dtype
     sample = tuple(config.sample_shape)
     if steps is None:
         steps = len(cal.rollout_scale) if cal is not None and cal.rollout_scale is not None else DEFAULT_STEPS
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise QueryError(f"export(steps={steps!r}): give the rollout's number of steps, an integer >= 1")
-    norm, spatial = ens.normalization_of(config), len(sample) - 1
-    members = _members_program(params, static)
-    if norm is not None:
-        networks = members
-
-        def members(x):  # physical units in and out
-            return norm.undo(networks(norm.apply(x, spatial).astype(x.dtype)), spatial)
-
+    spatial = len(sample) - 1
+    members = _members_program(parts, spatial)
     out_shape = tuple(jax.eval_shape(members, jax.ShapeDtypeStruct((1, *sample), dtype)).shape[2:])
 
     def mean_std(x):
-        y = members(x).astype(jnp.float32)
-        mean, std = y.mean(0), y.std(0)
+        mean, std = _moments(members(x).astype(jnp.float32), weights, 0)
         if cal is not None:
             std = std * _channel_scale(cal.scale, len(out_shape))
         return mean.astype(x.dtype), std.astype(x.dtype)
@@ -101,16 +143,21 @@ def export_selection(
     if out_shape == sample:
 
         def rollout(x0):
-            def step(states, t):
-                nxt = jax.vmap(lambda p, s: jax.vmap(eqx.combine(p, static))(s))(params, states)
-                return nxt, nxt
+            def step(states, t):  # each part's states in its own (normalised) units
+                nxt = [
+                    _part_outputs(part.params, part.static, x, per_member=True)
+                    for part, x in zip(parts, states, strict=True)
+                ]
+                return nxt, jnp.concatenate([part.out_of(y, spatial) for part, y in zip(parts, nxt, strict=True)])
 
-            first = x0 if norm is None else norm.apply(x0, spatial).astype(x0.dtype)
-            start = jnp.broadcast_to(first, (jax.tree_util.tree_leaves(params)[0].shape[0], *x0.shape))
+            start = [
+                jnp.broadcast_to(
+                    part.into(x0, spatial), (jax.tree_util.tree_leaves(part.params)[0].shape[0], *x0.shape)
+                )
+                for part in parts
+            ]
             _, states = jax.lax.scan(step, start, jnp.arange(steps))  # [steps, M, batch, ...]
-            states = states if norm is None else norm.undo(states, spatial)
-            y = states.astype(jnp.float32)
-            mean, std = y.mean(1), y.std(1)
+            mean, std = _moments(states.astype(jnp.float32), weights, 1)
             if rollout_scale is not None:
                 std = std * jnp.asarray(rollout_scale, jnp.float32).reshape(steps, 1, -1, *([1] * (len(sample) - 1)))
             mean = jnp.concatenate([x0[None].astype(jnp.float32), mean])
@@ -122,17 +169,18 @@ def export_selection(
     out.mkdir(parents=True, exist_ok=True)
     for name in EXPORT_PARTS:
         (out / name).unlink(missing_ok=True)
-    parts = {}
+    written = {}
     for name, exported in programs.items():
         data = bytes(exported.serialize())
         (out / name).write_bytes(data)
-        parts[name] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+        written[name] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
     manifest = {
         "kind": KIND,
         "format": FORMAT,
-        "config_id": config.config_id,
+        "config_id": "+".join(c.config_id for c in configs),
         "members": ens.index["member_id"].to_pylist(),
         "seeds": ens.index["seed"].to_pylist(),
+        "weights": None if weights is None else weights.tolist(),
         "input": {"shape": ["batch", *sample], "dtype": np.dtype(dtype).name},
         "output": {"shape": ["batch", *out_shape], "dtype": np.dtype(dtype).name, "channels": out_shape[0]},
         "mean_std": {"returns": ["mean", "std"], "std": "population (ddof=0)", "calibrated": cal is not None},
@@ -142,14 +190,23 @@ def export_selection(
             if rollout_part in programs
             else None
         ),
-        "normalization": None if norm is None else {str(c): v for c, v in norm.as_dict().items()},
+        "normalization": _normalization_record(parts, configs),
         "calibration": None if cal is None else cal.to_dict(),
         "store_sha256": ens.store.manifest_sha256,
         "jax": jax.__version__,
-        "parts": parts,
+        "parts": written,
     }
     (out / EXPORT_MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return out
+
+
+def _normalization_record(parts: list[Part], configs: list[ConfigInfo]) -> Any:
+    """The manifest's ``normalization``: ``{channel: [shift, scale]}`` of one config, one such
+    (or null) per config id for a blend of several, null where nothing was normalised."""
+    records = [None if p.norm is None else {str(c): v for c, v in p.norm.as_dict().items()} for p in parts]
+    if all(r is None for r in records):
+        return None
+    return records[0] if len(records) == 1 else {c.config_id: r for c, r in zip(configs, records, strict=True)}
 
 
 def is_export(path: str | os.PathLike[str]) -> bool:

@@ -1,6 +1,6 @@
 """Ensembles across configurations: Caruana et al.'s (2004) greedy selection with replacement on a
-validation score, and the weighted :class:`Blend` it gives, whose members may be of different
-structures (architectures).
+validation score, giving the weighted :class:`~sweep.ensemble.Blend` of :mod:`._blend`, whose
+members may be of different structures (architectures).
 
 Greedy selection: start from no member; ``k`` times, add the member (any member of the pool,
 again if it was chosen before) whose addition gives the best validation score of the members
@@ -22,18 +22,15 @@ mean, std = blend.mean_std(x)      # weighted, members of each structure run tog
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Generic, TypeVar
 
 import numpy as np
 import pyarrow as pa
 
 from .._errors import QueryError
+from ._blend import Blend
 from ._calibrated import Calibrated
-from ._predictions import DEFAULT_CHUNK, Predictions
 
 METRICS = ("crps", "rmse")
-P = TypeVar("P", bound=Predictions)
-C = TypeVar("C", bound=Calibrated)
 
 
 def weighted_score(values: np.ndarray, truth: np.ndarray, weights: np.ndarray, metric: str) -> float:
@@ -63,44 +60,7 @@ def greedy(values: np.ndarray, truth: np.ndarray, k: int, metric: str) -> np.nda
     return counts
 
 
-class Blend(Generic[P]):
-    """Distinct members of one store with weights (summing to 1), possibly of several structural
-    configurations: what :meth:`~sweep.ensemble.Ensemble.select_greedy` returns. Queries run the
-    members of each structural config together (one :class:`~sweep.ensemble.Ensemble` per
-    config) and put their outputs back in the blend's order.
-
-    Attributes:
-        parts: One ``Ensemble`` per structural config, in the order of their first member.
-        weights: ``[members]`` float64, in the order of :attr:`index`.
-    """
-
-    def __init__(self, parts: list[P], weights: np.ndarray):
-        self.parts, self.weights = parts, np.asarray(weights, np.float64)
-
-    def __len__(self) -> int:
-        return len(self.weights)
-
-    @property
-    def index(self) -> pa.Table:
-        """The members' rows (config, grid values, seed, metrics), in the blend's order."""
-        return pa.concat_tables([p.index for p in self.parts], promote_options="default")
-
-    def predict(self, x: Any, chunk_size: int = DEFAULT_CHUNK) -> np.ndarray:
-        """Every member's output on ``x``, ``[members, batch, ...]`` in the blend's order (each
-        structural config's members computed together)."""
-        return np.concatenate([p.predict(x, chunk_size) for p in self.parts])
-
-    def mean_std(self, x: Any, chunk_size: int = DEFAULT_CHUNK) -> tuple[np.ndarray, np.ndarray]:
-        """The weighted mean and weighted population std over members of :meth:`predict`."""
-        y = self.predict(x, chunk_size).astype(np.float64)
-        w = self.weights.reshape(-1, *([1] * (y.ndim - 1)))
-        mean = (w * y).sum(0)
-        std = np.sqrt((w * np.square(y - mean)).sum(0))
-        dtype = np.result_type(np.asarray(x).dtype, np.float32)
-        return mean.astype(dtype), std.astype(dtype)
-
-
-def select_greedy(parts: Sequence[C], k: int, metric: str, split: str, chunk_size: int) -> Blend[C]:
+def select_greedy(parts: Sequence[Calibrated], k: int, metric: str, split: str, chunk_size: int) -> Blend:
     """See :meth:`~sweep.ensemble.Ensemble.select_greedy`; ``parts``: the pool's members, one
     selection per structural config, in pool order."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
@@ -125,5 +85,4 @@ def select_greedy(parts: Sequence[C], k: int, metric: str, split: str, chunk_siz
         if len(picked):
             chosen.append((type(p)(p.store, p.index.take(pa.array(picked))), counts[start + picked]))
         start += len(p)
-    weights = np.concatenate([c for _, c in chosen]) / k
-    return Blend([e for e, _ in chosen], weights)
+    return Blend([e for e, _ in chosen], np.concatenate([c for _, c in chosen]))

@@ -286,3 +286,15 @@ def stored_rows(ens: Predictions, split: str | None) -> pa.Table:
     wanted = set(zip(*(ens.index[k].to_pylist() for k in keys), strict=True))
     held = zip(*(table[k].to_pylist() for k in keys), strict=True)
     return table.filter(pa.array([key in wanted for key in held], pa.bool_()))
+
+
+def multiset_rows(values: np.ndarray, truth: np.ndarray, kind: str, first_step: int) -> list[dict[str, Any]]:
+    """Rows of the scores of members' values ``[M, G, ...]`` against ``truth`` ``[G, ...]``, one
+    per group ``g`` (``step`` ``first_step + g``): the score columns of the scores table, every
+    point held at once."""
+    m, groups = len(values), truth.shape[0]
+    totals = Totals(m)
+    flat = values.reshape(m, groups, -1)
+    totals.add(*block_sums(flat, truth.reshape(groups, -1), np.ones(flat.shape[-1], np.float32)))
+    scores = totals.finish()
+    return [{"kind": kind, "step": first_step + g, "members": m, **_row(scores, g)} for g in range(groups)]

@@ -1,6 +1,6 @@
 """The Ray Serve deployment: each replica holds one generation (:class:`._model.ServedModel`),
-batches concurrent ``/predict`` requests with ``@serve.batch`` and answers the routes of
-:mod:`._app`.
+batches concurrent ``/predict`` requests (:class:`._batcher.Batcher`: a pass takes what queued
+while the previous one ran) and answers the routes of :mod:`._app`.
 
 Replicas agree on the generation through a small named actor (:class:`Board`, owned by the
 process that started the service): ``POST /reload`` loads the store's newest generation on the
@@ -22,6 +22,7 @@ from fastapi import Request, Response
 from ray import serve
 
 from ._app import app, read_body
+from ._batcher import Batcher
 from ._codec import decode, encode, is_npy
 from ._limits import BadRequest, check_calibrated, check_inputs, check_steps
 from ._model import Selection, ServedModel
@@ -83,8 +84,7 @@ class EnsembleService:
         _app.SETTINGS.update(token_sha256=config.token_sha256, max_body_bytes=config.max_body_bytes)
         self.board = ray.get_actor(config.board, namespace=BOARD_NAMESPACE)
         self.model = ServedModel(str(ray.get(self.board.target.remote())), config.selection, config.buckets)
-        self._batch.set_max_batch_size(config.buckets[-1])  # type: ignore[attr-defined]
-        self._batch.set_batch_wait_timeout_s(config.batch_wait_s)  # type: ignore[attr-defined]
+        self._batcher = Batcher(self._run_batch, config.buckets[-1], config.batch_wait_s)
         context = serve.get_replica_context()
         self.replica = context.replica_id.unique_id
         self.actor_name = context.replica_id.to_full_id_str()
@@ -161,10 +161,10 @@ class EnsembleService:
         x, fields = decode(
             await read_body(request), request.headers.get("content-type"), "x", dict(request.query_params)
         )
-        x = check_inputs(x, "x", model.held.sample_shape, self.config.max_rows, model.held.dtype)
+        x = check_inputs(x, "x", model.sample_shape, self.config.max_rows, model.dtype)
         levels = None if model.held.calibration is None else model.held.calibration.levels
         calibrated, interval = check_calibrated(fields.get("calibrated"), fields.get("interval"), levels)
-        served, answer = await self._batch((x, fields.get("members")))
+        served, answer = await self._batcher.submit((x, fields.get("members")))
         if isinstance(answer, BadRequest):
             raise answer
         if calibrated or interval is not None:
@@ -174,17 +174,19 @@ class EnsembleService:
             extra["member_ids"] = answer.pop("member_ids").tolist()
         return _respond(answer, extra, request)
 
-    @serve.batch(max_batch_size=64, batch_wait_timeout_s=0.005)
-    async def _batch(self, items: list[tuple[np.ndarray, Any]]) -> list[tuple[ServedModel, Any]]:
+    def _run_batch(self, items: list[tuple[np.ndarray, Any]]) -> list[tuple[ServedModel, Any]]:
         model = self.model  # the whole batch on one generation, even if a switch lands meanwhile
-        answers = await asyncio.to_thread(model.predict, [x for x, _ in items], [m for _, m in items])
+        answers = model.predict([x for x, _ in items], [m for _, m in items])
         return [(model, a) for a in answers]
 
     @app.post(
         "/rollout",
         summary="Mean and std over members at every step of an autoregressive rollout.",
         description='JSON `{"x0": [[...]], "steps": 10}` or a .npy body of x0 with `?steps=10`; answers '
-        "`[steps + 1, batch, channels, *spatial]` each (step 0: x0 and zeros).",
+        "`[steps + 1, batch, channels, *spatial]` each (step 0: x0 and zeros). A service started with "
+        '--recalibrate also takes `"calibrated": true` (the std of each step scaled by its rollout scale) and '
+        '`"interval": 0.9` (adds `low` and `high`, the split-conformal interval of each step), for as many steps '
+        "as the validation trajectories have.",
     )
     async def rollout(self, request: Request) -> Response:
         model = self.model
@@ -192,11 +194,13 @@ class EnsembleService:
             await read_body(request), request.headers.get("content-type"), "x0", dict(request.query_params)
         )
         steps = check_steps(fields.get("steps"), self.config.max_steps)
-        x0 = check_inputs(x0, "x0", model.held.rollout_shape, self.config.max_rows, model.held.dtype)
+        x0 = check_inputs(x0, "x0", model.rollout_shape, self.config.max_rows, model.dtype)
+        levels = None if model.held.calibration is None else model.held.calibration.levels
+        calibrated, interval = check_calibrated(fields.get("calibrated"), fields.get("interval"), levels)
         from .._errors import QueryError
 
         try:
-            answer = await asyncio.to_thread(model.rollout, x0, steps)
+            answer = await asyncio.to_thread(model.rollout, x0, steps, calibrated, interval)
         except QueryError as e:  # a model whose outputs cannot be fed back in
             raise BadRequest(422, "x0", f"shape {tuple(x0.shape)}", str(e)) from None
         return _respond(answer, {"generation": model.generation, "steps": steps}, request)

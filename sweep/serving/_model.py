@@ -19,16 +19,18 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _batches
-from ..ensemble import Ensemble, HeldEnsemble, load
+from ..ensemble import Blend, Ensemble, HeldEnsemble, load
 from ._limits import BadRequest, check_members
 from ._options import LEVELS
 
 
 @dataclass(frozen=True)
 class Selection:
-    """Which members to serve, applied to every generation opened: ``where`` then ``best``, or
-    fixed ``member_ids`` (a selection given as an :class:`~sweep.Ensemble`: it cannot follow a
-    newer generation, whose member ids may differ)."""
+    """Which members to serve, applied to every generation opened: ``where``, then ``best``, then
+    ``greedy`` steps of :meth:`~sweep.Ensemble.select_greedy` (a :class:`~sweep.ensemble.Blend`,
+    of several structural configs maybe), or fixed ``member_ids`` with their ``counts`` (a
+    selection given as an :class:`~sweep.Ensemble` or a ``Blend``: it cannot follow a newer
+    generation, whose member ids may differ)."""
 
     where: dict[str, Any] = field(default_factory=dict)
     best: int | None = None
@@ -36,15 +38,25 @@ class Selection:
     mode: str = "min"
     member_ids: tuple[int, ...] | None = None
     recalibrate: bool = False
+    greedy: int | None = None
+    counts: tuple[int, ...] | None = None
 
-    def apply(self, ens: Ensemble) -> Ensemble:
+    def apply(self, ens: Ensemble) -> Ensemble | Blend:
         if self.member_ids is not None:
-            return _ordered(ens.where(member_id=list(self.member_ids)), self.member_ids)
+            ens = _ordered(ens.where(member_id=list(self.member_ids)), self.member_ids)
+            return ens if self.counts is None else Blend.of(ens, self.counts)
         if self.where:
             ens = ens.where(**self.where)
         if self.best is not None:
             ens = ens.best(self.best, metric=self.metric, mode=self.mode)
-        return ens
+        return ens if self.greedy is None else ens.select_greedy(self.greedy, metric="crps", split="val")
+
+
+def hold(selected: Ensemble | Blend) -> HeldEnsemble | Blend:
+    """The selection with its parameters held in memory (a blend: each structural config's part)."""
+    if isinstance(selected, Blend):
+        return Blend([HeldEnsemble(Ensemble(p._store, p.index)) for p in selected.parts], selected.counts)
+    return HeldEnsemble(selected)
 
 
 def generation_of(root: str) -> str:
@@ -68,10 +80,13 @@ class ServedModel:
     """
 
     def __init__(self, root: str | os.PathLike, selection: Selection, buckets: tuple[int, ...]):
-        ens = selection.apply(load(root))
-        self.held = HeldEnsemble(ens)
+        self.held = hold(selection.apply(load(root)))
         if selection.recalibrate:  # fitted on this generation's validation split, with its parameters held
             self.held = self.held.recalibrate("val", LEVELS)
+        first = self.held.parts[0] if isinstance(self.held, Blend) else self.held
+        assert isinstance(first, HeldEnsemble)
+        self.first, self.sample_shape, self.dtype = first, first.sample_shape, first.dtype
+        self.rollout_shape = first.rollout_shape
         self.root, self.buckets = self.held.store.root, tuple(sorted(buckets))
         self.generation = generation_of(self.root)
         self.member_ids = self.held.index["member_id"].to_pylist()
@@ -79,7 +94,7 @@ class ServedModel:
         self._lock = threading.Lock()
         out: Any = None
         for size in self.buckets:  # compile every batch size now, so that no request waits for it
-            out = self.held.predict_mean_std(np.zeros((size, *self.held.sample_shape), self.held.dtype))
+            out = self.held.predict_mean_std(np.zeros((size, *self.sample_shape), self.dtype))
         self.output_shape = tuple(np.shape(out[0])[1:])  # one sample's output (targets of any shape)
 
     @property
@@ -105,7 +120,7 @@ class ServedModel:
         answers: list[Any] = list(wanted)
         if not ok:
             return answers
-        x = np.concatenate([inputs[i].astype(self.held.dtype, copy=False) for i in ok])
+        x = np.concatenate([inputs[i].astype(self.dtype, copy=False) for i in ok])
         keep_members = any(wanted[i] is not None for i in ok)
         means, stds, outs = [], [], []
         for start in range(0, len(x), self.max_batch):
@@ -152,26 +167,62 @@ class ServedModel:
             out |= {"low": mean - half, "high": mean + half}
         return out
 
-    def rollout(self, x0: np.ndarray, steps: int) -> dict[str, np.ndarray]:
-        """Mean and std over members at every step, ``[steps + 1, batch, *sample_shape]`` each."""
+    def rollout(
+        self, x0: np.ndarray, steps: int, calibrated: bool = False, level: float | None = None
+    ) -> dict[str, np.ndarray]:
+        """Mean and std over members at every step, ``[steps + 1, batch, *sample_shape]`` each;
+        ``calibrated``: the std of step ``t`` scaled by the calibration's scale of step ``t``
+        (:meth:`~sweep.Ensemble.rollout_mean_std`); ``level``: also ``low`` and ``high``, the
+        split-conformal interval of each step (step 0: ``x0`` itself).
+
+        Raises:
+            BadRequest: 422 for a calibrated rollout of more steps than the calibration has
+                scales of, or of a calibration without rollout scales.
+        """
+        calibration = self.held.calibration if calibrated or level is not None else None
+        if calibration is not None:
+            fitted = 0 if calibration.rollout_scale is None else len(calibration.rollout_scale)
+            if steps > fitted:
+                field, value = ("steps", steps) if fitted else ("calibrated", True)
+                raise BadRequest(
+                    422,
+                    field,
+                    value,
+                    f"calibrated rollouts of at most {fitted} steps (the {calibration.split} trajectories' steps)"
+                    if fitted
+                    else f"no calibrated rollouts: the store holds no {calibration.split} trajectories; ask without "
+                    "calibrated and interval",
+                )
         with self._lock:
             mean, std = self.held.rollout_mean_std(x0, steps)
-        return {"mean": mean, "std": std}
+        answer = {"mean": mean, "std": std}
+        if calibration is None:
+            return answer
+        per_step = (steps, 1, -1, *([1] * (std.ndim - 3)))  # [steps, C] against [steps, batch, C, ...]
+        scaled = std.copy()  # as rollout_mean_std(calibrated=True) scales it
+        scaled[1:] = std[1:] * calibration.rollout(steps, "calibrated").reshape(per_step)
+        if calibrated:
+            answer["std"] = scaled
+        if level is not None:
+            half = np.zeros_like(std)
+            half[1:] = calibration.rollout_quantile(level, steps, "interval").reshape(per_step) * scaled[1:]
+            answer |= {"low": mean - half, "high": mean + half}
+        return answer
 
     def info(self) -> dict[str, Any]:
         """What ``GET /info`` reports of this generation."""
-        config = self.held.config
         return {
             "directory": self.held.store.directory,
             "root": self.root,
             "generation": self.generation,
-            "config_id": config.config_id,
+            "config_id": "+".join(dict.fromkeys(self.held.index["config_id"].to_pylist())),
             "members": len(self.member_ids),
-            "input_shape": ["batch", *self.held.sample_shape],
-            "input_dtype": str(self.held.dtype),
+            "weights": self.held.weights.tolist() if isinstance(self.held, Blend) else None,
+            "input_shape": ["batch", *self.sample_shape],
+            "input_dtype": str(self.dtype),
             "output_shape": ["batch", *self.output_shape],
             "compiled_batch_sizes": list(self.buckets),
-            "chunk_size": self.held.chunk_size,
+            "chunk_size": self.first.chunk_size,
             "forward_passes": self.forward_passes,
             "forward_seconds": round(self.forward_seconds, 6),
             "rows_run": self.rows_run,

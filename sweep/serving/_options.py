@@ -23,9 +23,14 @@ class ServeOptions:
         best: keep the ``best`` members by ``metric`` (as :meth:`sweep.Ensemble.best`).
         metric: the column ``best`` ranks by (a validation column by default).
         mode: ``"min"`` (lower ``metric`` is better) or ``"max"``.
+        greedy: serve the :class:`~sweep.ensemble.Blend` of this many steps of greedy selection
+            (:meth:`sweep.Ensemble.select_greedy`, CRPS on the validation split) over the members
+            ``where`` and ``best`` select, structural configs of one problem mixed.
         recalibrate: fit a recalibration on the validation split of each generation served
             (:meth:`sweep.Ensemble.recalibrate`, levels :data:`LEVELS`): ``/predict`` then answers
-            ``"calibrated": true`` (the calibrated std) and ``"interval": 0.9`` (``low`` and ``high``).
+            ``"calibrated": true`` (the calibrated std) and ``"interval": 0.9`` (``low`` and ``high``),
+            and ``/rollout`` too (per rollout step, for as many steps as the validation
+            trajectories have).
         host: the address to bind; ``127.0.0.1`` serves this machine only.
         port: the HTTP port.
         replicas: replicas of the model, each holding every selected member.
@@ -37,7 +42,9 @@ class ServeOptions:
             ``"proxy"``: Serve's HTTP proxy, which spreads requests over the replicas.
         max_batch: the most input rows one forward pass takes; batch sizes are the powers of two
             up to it, each compiled at start-up.
-        batch_wait_s: how long a forward pass waits for more requests to batch with.
+        batch_wait_s: how long a forward pass waits for more requests to batch with when fewer
+            than ``max_batch`` are queued (0: none; a pass takes the requests that arrived while
+            the previous one ran, see :mod:`sweep.serving._batcher`).
         max_rows: the most rows one request may send (default: ``max_batch``).
         max_steps: the most steps one ``/rollout`` request may ask for.
         max_body_bytes: the largest request body accepted.
@@ -53,6 +60,7 @@ class ServeOptions:
 
     where: dict[str, Any] = field(default_factory=dict)
     best: int | None = None
+    greedy: int | None = None
     metric: str = "val_loss"
     mode: str = "min"
     recalibrate: bool = False
@@ -63,7 +71,7 @@ class ServeOptions:
     gpus: float = 0.0
     ingress: str = "direct"
     max_batch: int = 64
-    batch_wait_s: float = 0.005
+    batch_wait_s: float = 0.0
     max_rows: int | None = None
     max_steps: int = 1000
     max_body_bytes: int = 64 * 2**20
@@ -74,6 +82,7 @@ class ServeOptions:
 
     def __post_init__(self):
         _integer("best", self.best, 1, optional=True)
+        _integer("greedy", self.greedy, 1, optional=True)
         _integer("port", self.port, 0, 65535)
         _integer("replicas", self.replicas, 1)
         _integer("max_batch", self.max_batch, 1, 4096)

@@ -9,7 +9,7 @@ import warnings
 from typing import Any
 
 from .._errors import SpecError
-from ..ensemble import Ensemble, load
+from ..ensemble import Blend, Ensemble, load
 from ._app import token_digest
 from ._model import Selection, generation_of
 from ._options import ServeOptions
@@ -83,8 +83,10 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
 
     Args:
         path_or_ensemble: a sweep or store directory (local or ``s3://``), whose selection
-            (``options.where`` / ``best`` / ``metric``) is applied again to each newer generation,
-            or an :class:`~sweep.Ensemble` whose members are served as they are (no reload).
+            (``options.where`` / ``best`` / ``metric`` / ``greedy``) is applied again to each newer
+            generation, or an :class:`~sweep.Ensemble` or a :class:`~sweep.ensemble.Blend` (a
+            greedy selection, of several structural configs maybe) whose members are served as
+            they are (no reload).
         options: the settings (:class:`ServeOptions`; default: 127.0.0.1:8000, one replica).
 
     Returns:
@@ -94,7 +96,7 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
 
     Raises:
         SpecError: on bad options.
-        QueryError: if the selection matches nothing or spans several structural configs.
+        QueryError: if the selection matches nothing or (not a blend) spans several structural configs.
         StoreError: if the store cannot be read.
 
     ```python
@@ -106,19 +108,29 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
     options = ServeOptions() if options is None else options
     if not isinstance(options, ServeOptions):
         raise SpecError(f"options: got {type(options).__name__}; give a sweep.ServeOptions")
-    if isinstance(path_or_ensemble, Ensemble):
-        if options.where or options.best is not None:
-            raise SpecError("options.where / options.best: select on the Ensemble itself, or serve a path with them")
+    if isinstance(path_or_ensemble, (Ensemble, Blend)):
+        if options.where or options.best is not None or options.greedy is not None:
+            raise SpecError(
+                "options.where / options.best / options.greedy: select on the Ensemble itself, or serve a path with them"
+            )
         ens = path_or_ensemble
         path = ens.store.root
-        selection = Selection(member_ids=tuple(ens.index["member_id"].to_pylist()), recalibrate=options.recalibrate)
+        counts = tuple(ens.counts.tolist()) if isinstance(ens, Blend) else None
+        ids = tuple(ens.index["member_id"].to_pylist())
+        selection = Selection(member_ids=ids, recalibrate=options.recalibrate, counts=counts)
     else:
         path = str(path_or_ensemble)
         selection = Selection(
-            dict(options.where), options.best, options.metric, options.mode, recalibrate=options.recalibrate
+            dict(options.where),
+            options.best,
+            options.metric,
+            options.mode,
+            recalibrate=options.recalibrate,
+            greedy=options.greedy,
         )
         ens = selection.apply(load(path))
-    ens.spec  # noqa: B018  (one structural config, or a QueryError now, before Ray starts)
+    if not isinstance(ens, Blend):  # a blend may span structural configs, run config by config
+        ens.spec  # noqa: B018  (one structural config, or a QueryError now, before Ray starts)
     if options.recalibrate:
         ens.split_samples("val", "serve(recalibrate=True)")  # validation samples to fit on, or a QueryError now
     root = ens.store.root
