@@ -55,7 +55,7 @@ class Selection:
 def hold(selected: Ensemble | Blend) -> HeldEnsemble | Blend:
     """The selection with its parameters held in memory (a blend: each structural config's part)."""
     if isinstance(selected, Blend):
-        return Blend([HeldEnsemble(Ensemble(p._store, p.index)) for p in selected.parts], selected.counts)
+        return Blend([HeldEnsemble(Ensemble(p.store, p.index)) for p in selected.parts], selected.counts)
     return HeldEnsemble(selected)
 
 
