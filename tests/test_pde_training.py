@@ -256,3 +256,14 @@ def test_a_corrected_member_predicts_around_the_coarse_stepper(mode):
         "sequential_with_bypass": c + jax.vmap(net)(c),
     }[mode]
     np.testing.assert_allclose(float(evaluation["test"]["loss"][0]), float(jnp.mean((pred - y) ** 2)), rtol=1e-5)
+
+
+@pytest.mark.slow  # a whole sweep run and aggregation (~20 s alone on 2 cores)
+def test_a_corrected_sweep_stores_its_rollouts_and_refuses_predictions_outside_the_trainer(tmp_path):
+    pytest.importorskip("exponax")
+    spec = dataclasses.replace(pde_spec(2, epochs=1, correct="parallel"), seeds=2, seeds_per_trial=2)
+    ens = sweep.load(sweep.run(spec, storage=str(tmp_path), options=sweep.RunOptions(executor="local")))
+    curves = ens.table.column("test_rollout_nrmse").to_pylist()
+    assert [len(c) for c in curves] == [3, 3] and np.isfinite(np.asarray(curves)).all()
+    with pytest.raises(sweep.StoreError, match=r"trained with training.correct='parallel'.*not supported yet"):
+        ens.predict(np.zeros((1, 1, 8, 8), np.float32))

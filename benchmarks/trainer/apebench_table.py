@@ -8,7 +8,7 @@ scenario's defaults. Here, for each: the stepper ``Problem("apebench:<scenario>_
 difference to APEBench's next state relative to its largest value, and the defaults compared
 field by field (time step, domain, warm-up, trajectory counts and lengths, resolution).
 
-    python -m benchmarks.trainer.apebench_table --ape-python /work/venv-apebench/bin/python
+    python -m benchmarks.trainer.apebench_table --ape-python <apebench-venv>/bin/python
 """
 
 from __future__ import annotations
