@@ -4,6 +4,8 @@ invariance for each in 2D."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -85,6 +87,11 @@ METHODS = {
     "cut": {"unroll": 2, "cut": True},
     "noise": {"noise": 0.05},
     "sup_noise": {"unroll": 2, "noise": 0.05},
+    "div": {"unroll": 2, "diverted": True},
+    "div_cut": {"unroll": 2, "diverted": True, "cut": True},
+    "correct_sequential": {"correct": "sequential"},
+    "correct_parallel": {"unroll": 2, "correct": "parallel"},
+    "correct_bypass": {"correct": "sequential_with_bypass", "coarse_proportion": 0.25},
 }
 
 
@@ -161,6 +168,10 @@ def test_cut_gradients_are_the_sum_of_one_step_gradients_on_the_rolled_out_state
         ({"cut": "yes", "unroll": 2}, r"`training.cut`: got 'yes'; must be true or false"),
         ({"noise": -0.1}, r"`training.noise`: got -0.1; must be a finite number >= 0"),
         ({"noise": float("inf")}, r"`training.noise`: got inf"),
+        ({"diverted": True}, r"`training.diverted`: true with unroll=1; .* unroll >= 2"),
+        ({"diverted": 1, "unroll": 2}, r"`training.diverted`: got 1; must be true or false"),
+        ({"correct": "serial"}, r"`training.correct`: got 'serial'; choose one of 'sequential', 'parallel'"),
+        ({"correct": "parallel", "coarse_proportion": 0}, r"`training.coarse_proportion`: got 0; .* \(0, 1\]"),
     ],
 )
 def test_bad_methods_are_named(fields, match):
@@ -169,5 +180,104 @@ def test_bad_methods_are_named(fields, match):
 
 
 def test_default_methods_keep_config_ids():
-    assert "cut" not in sweep.Training().identity() and "noise" not in sweep.Training().identity()
+    identity = sweep.Training().identity()
+    assert not {"cut", "noise", "diverted", "correct", "coarse_proportion"} & set(identity)
+    assert sweep.Training(unroll=2, diverted=True).identity()["diverted"] is True
     assert sweep.Training(unroll=2, cut=True).identity()["cut"] is True
+
+
+@pytest.mark.parametrize("fields", [{"unroll": 2, "diverted": True}, {"correct": "parallel"}])
+def test_a_stepper_method_needs_a_pde_problem(fields):
+    with pytest.raises(
+        SpecError, match=r"`training.(diverted|correct)`: needs the problem's exponax stepper.*'heat1d'"
+    ):
+        tiny_spec(training=sweep.Training(**fields))
+
+
+@pytest.mark.parametrize("option", [{"normalize": "zscore"}, {"history": 2}])
+def test_a_stepper_method_refuses_normalised_or_stacked_states(option):
+    spec = pde_spec(1)
+    with pytest.raises(SpecError, match=r"`training.correct`: the problem's stepper advances one state in physical"):
+        dataclasses.replace(
+            spec, problem=spec.problem.replace(**option), training=sweep.Training(correct="parallel", epochs=1)
+        )
+
+
+def _one_update(spec, data):
+    """``(member before, member after)`` one chunk of one member of ``spec``."""
+    block, state = sweep.init_block(spec, [0], data=data)
+    before = member(training.model_of(block, state), 0)
+    return before, member(training.model_of(block, sweep.run_chunk(block, state, 1)[0]), 0)
+
+
+def _sgd_2d(**fields) -> sweep.SweepSpec:
+    """One update of plain SGD (learning rate 1) on every window (or pair) of one trajectory of
+    3 steps, all in one batch of 2."""
+    spec = pde_spec(2, epochs=1, batch_size=2, rollout_steps=0, rollout_metrics=["nrmse"], **fields)
+    return dataclasses.replace(
+        spec, optimizer=sweep.Optimizer("sgd", learning_rate=1.0), problem=spec.problem.replace(num_train=1)
+    )
+
+
+def _moved(before, after):
+    return [
+        np.asarray(b, np.float64) - np.asarray(a, np.float64)
+        for a, b in zip(
+            jax.tree_util.tree_leaves(eqx.filter(after, eqx.is_array)),
+            jax.tree_util.tree_leaves(eqx.filter(before, eqx.is_array)),
+        )
+    ]
+
+
+def test_the_diverted_chain_fits_the_exponax_step_from_the_members_own_states():
+    pytest.importorskip("exponax")
+    spec = _sgd_2d(unroll=2, diverted=True)
+    data = sweep.load_data(spec)
+    before, after = _one_update(spec, data)
+    params, static = eqx.partition(before, eqx.is_array)
+    reference = sweep.problems.pde_stepper("exponax:Diffusion", {**spec.problem.options, "num_spatial_dims": 2})
+    traj = jnp.asarray(data.train_traj)  # [1, 4, 1, 8, 8]: windows start at states 0 and 1
+
+    def diverted_loss(p):
+        model, losses = eqx.combine(p, static), []
+        for start in (traj[0, 0], traj[0, 1]):
+            states = start[None]
+            for _ in range(2):
+                pred = jax.vmap(model)(states)
+                losses.append(jnp.mean((pred - jax.vmap(reference)(states)) ** 2))
+                states = pred
+        return sum(losses) / 4
+
+    expected = jax.tree_util.tree_leaves(jax.grad(diverted_loss)(params))
+    for got, want in zip(_moved(before, after), expected):
+        np.testing.assert_allclose(got, np.asarray(want, np.float64), rtol=2e-4, atol=1e-7)
+
+
+@pytest.mark.parametrize("mode", ["sequential", "parallel", "sequential_with_bypass"])
+def test_a_corrected_member_predicts_around_the_coarse_stepper(mode):
+    pytest.importorskip("exponax")
+    spec = _sgd_2d(correct=mode, coarse_proportion=0.5)
+    data = sweep.load_data(spec)
+    block, state = sweep.init_block(spec, [0], data=data)
+    state, evaluation = sweep.run_chunk(block, state, 1)
+    net = member(training.model_of(block, state), 0)
+    coarse = sweep.problems.pde_stepper("exponax:Diffusion", {**spec.problem.options, "num_spatial_dims": 2}, 0.5)
+    x, y = jnp.asarray(data.test.x), jnp.asarray(data.test.y)
+    c = jax.vmap(coarse)(x)
+    pred = {
+        "sequential": jax.vmap(net)(c),
+        "parallel": c + jax.vmap(net)(x),
+        "sequential_with_bypass": c + jax.vmap(net)(c),
+    }[mode]
+    np.testing.assert_allclose(float(evaluation["test"]["loss"][0]), float(jnp.mean((pred - y) ** 2)), rtol=1e-5)
+
+
+@pytest.mark.slow  # a whole sweep run and aggregation (~20 s alone on 2 cores)
+def test_a_corrected_sweep_stores_its_rollouts_and_refuses_predictions_outside_the_trainer(tmp_path):
+    pytest.importorskip("exponax")
+    spec = dataclasses.replace(pde_spec(2, epochs=1, correct="parallel"), seeds=2, seeds_per_trial=2)
+    ens = sweep.load(sweep.run(spec, storage=str(tmp_path), options=sweep.RunOptions(executor="local")))
+    curves = ens.table.column("test_rollout_nrmse").to_pylist()
+    assert [len(c) for c in curves] == [3, 3] and np.isfinite(np.asarray(curves)).all()
+    with pytest.raises(sweep.StoreError, match=r"trained with training.correct='parallel'.*not supported yet"):
+        ens.predict(np.zeros((1, 1, 8, 8), np.float32))

@@ -9,8 +9,15 @@ after a warm-up chunk (compile), fastest of ``--repeats``; seed-epochs/s and the
 
     python -m benchmarks.trainer.layouts_2d [--sizes 32 64] [--epochs 2] [--repeats 2]
 
-Not measured here: an im2col/matmul form of 2D convolutions (the 1D trainer's fast path,
-``sweep/models/_fast.py``, is 1D only).
+``--forms``: the convolution forms themselves, outside the trainer: one gradient of the MSE of a
+ConvNet-shaped stack (``--depth`` periodic 3 x 3 convolutions of ``--hidden`` channels, ReLU)
+for ``MEMBERS`` members on a batch of 20 ``N x N`` states, members laid out as ``map``
+(``lax.map``, each a ``lax.conv`` over the batch) or ``vmap`` (one grouped ``lax.conv``), each
+convolution either ``lax.conv`` or im2col/matmul (the 9 shifted copies of the input stacked,
+then one contraction with the weights, as the 1D fast path ``sweep/models/_fast.py`` does with
+its taps); seconds per gradient (fastest of ``--repeats``) and each form's ratio to ``map``:
+
+    python -m benchmarks.trainer.layouts_2d --forms --sizes 32 64 128
 """
 
 from __future__ import annotations
@@ -57,13 +64,78 @@ def _chunk_seconds(spec, data, layout: str, epochs: int, repeats: int) -> float:
     return best
 
 
+def _conv_lax(w, x):
+    """Periodic 3 x 3 convolution: ``x [batch, in, N, N]``, ``w [out, in, 3, 3]``."""
+    import jax
+    import jax.numpy as jnp
+
+    padded = jnp.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), mode="wrap")
+    return jax.lax.conv_general_dilated(padded, w, (1, 1), "VALID")
+
+
+def _conv_im2col(w, x):
+    """The same convolution as one matmul over the 9 shifted copies of ``x``."""
+    import jax.numpy as jnp
+
+    taps = jnp.stack([jnp.roll(x, (1 - i, 1 - j), axis=(2, 3)) for i in range(3) for j in range(3)], axis=2)
+    return jnp.einsum("bctxy,oct->boxy", taps, w.reshape(*w.shape[:2], 9))
+
+
+def _form_seconds(form: str, size: int, hidden: int, depth: int, repeats: int) -> float:
+    import jax
+    import jax.numpy as jnp
+
+    layout, conv_name = form.split("/")
+    conv = _conv_im2col if conv_name == "im2col" else _conv_lax
+    keys = jax.random.split(jax.random.key(0), depth + 2)
+    widths = [1, *[hidden] * depth, 1]
+    weights = [0.1 * jax.random.normal(k, (MEMBERS, o, i, 3, 3)) for k, i, o in zip(keys, widths[:-1], widths[1:])]
+    x = jax.random.normal(keys[-1], (20, 1, size, size))
+
+    def loss(ws):
+        h = x
+        for n, w in enumerate(ws):
+            h = conv(w, h)
+            h = jax.nn.relu(h) if n < len(ws) - 1 else h
+        return jnp.mean((h - x) ** 2)
+
+    grad = jax.grad(loss)
+    run = jax.jit(jax.vmap(grad) if layout == "vmap" else lambda ws: jax.lax.map(grad, ws))
+    jax.block_until_ready(run(weights))  # compile
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(run(weights))
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+FORMS = ("map/lax", "vmap/lax", "map/im2col", "vmap/im2col")
+
+
+def forms(sizes: list[int], hidden: int, depth: int, repeats: int) -> None:
+    print("grid      form          s/gradient  map/lax / form")
+    for size in sizes:
+        base = None
+        for form in FORMS:
+            seconds = _form_seconds(form, size, hidden, depth, repeats)
+            base = base or seconds
+            print(f"{f'{size}x{size}':<9} {form:<13} {seconds:10.4f}  {base / seconds:6.2f}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[32, 64])
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--arch", nargs="+", default=list(ARCHITECTURES))
+    parser.add_argument("--forms", action="store_true", help="time the convolution forms (lax.conv, im2col)")
+    parser.add_argument("--hidden", type=int, default=16)
+    parser.add_argument("--depth", type=int, default=4)
     args = parser.parse_args(argv)
+    if args.forms:
+        forms(args.sizes, args.hidden, args.depth, args.repeats)
+        return
 
     import sweep
 

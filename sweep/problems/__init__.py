@@ -18,7 +18,7 @@ from ._dataset import Dataset as Dataset
 from ._dataset import Split as Split
 from ._dataset import as_dataset as as_dataset
 from ._dataset import check_val_fraction
-from ._exponax import check_exponax_problem, exponax_coordinates
+from ._exponax import check_exponax_problem, exponax_coordinates, exponax_stepper
 from ._exponax import exponax_problem as exponax_problem
 from ._hdf5 import HDF5Info as HDF5Info
 from ._hdf5 import check_hdf5_options, hdf5_problem
@@ -37,6 +37,7 @@ from ._scenarios import STEPPERS as STEPPERS
 GENERATORS = {"heat1d": heat1d}
 COORDINATES = {"heat1d": heat1d_coordinates}  # generators whose points have known physical positions
 OWN = (NORMALIZE, HISTORY)  # options of every kind that seed-sweep applies to the data a problem gives
+PDE_PREFIXES = (EXPONAX, APEBENCH)  # the problems with an exponax stepper (pde_stepper)
 PROBLEMS = (*GENERATORS, "arrays", "hdf5", f"{EXPONAX}<Stepper>", f"{APEBENCH}<scenario>_<N>d")
 
 
@@ -152,6 +153,19 @@ def _loaded(name: str, options: Mapping[str, Any]) -> Dataset:
         target = None if target_shape is None else tuple(target_shape)
         return load_arrays(options["path"], tuple(shape) if shape else None, target_shape=target, **split)
     return load_function(name, dict(options))
+
+
+def pde_stepper(name: str, options: Mapping[str, Any], time_scale: float = 1.0):
+    """The exponax stepper of an ``exponax:<Stepper>`` or ``apebench:<scenario>_<N>d`` problem
+    (:func:`~._exponax.exponax_stepper`; ``time_scale``: a fraction of its ``dt``), or a
+    :class:`SpecError` for any other problem."""
+    pde = _pde(name, options)
+    if pde is None:
+        raise SpecError(
+            f"`problem.name`: got {name!r}; a reference or coarse stepper needs a PDE problem, "
+            f'"exponax:<Stepper>" or "apebench:<scenario>_<N>d"'
+        )
+    return exponax_stepper(pde[0], time_scale, **pde[1])
 
 
 def coordinates(name: str, options: Mapping[str, Any]) -> np.ndarray | None:

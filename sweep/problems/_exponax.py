@@ -219,6 +219,24 @@ def _solver(ex, stepper: str, o: Mapping[str, Any]):
     return solver if n == 1 else ex.RepeatedStepper(solver, n)
 
 
+def exponax_stepper(stepper: str, time_scale: float = 1.0, **options: Any):
+    """The exponax stepper of ``Problem("exponax:<stepper>", **options)``: a differentiable
+    function of one state ``[channels, *grid]`` to the next. ``time_scale < 1``: a coarse
+    stepper, the same PDE advanced ``time_scale * dt`` (APEBench's coarse stepper with its
+    ``coarse_proportion``).
+
+    ```python
+    step = exponax_stepper("Diffusion", num_points=16)
+    assert step(np.zeros((1, 16), np.float32)).shape == (1, 16)
+    ```
+    """
+    options = _generated(options)
+    check_exponax(stepper, options)
+    ex = _exponax(stepper)
+    o = _resolved(_defaults(ex, stepper), options)
+    return _solver(ex, stepper, {**o, "dt": float(o["dt"]) * time_scale})
+
+
 def exponax_trajectories(stepper: str, **options: Any) -> dict[str, np.ndarray]:
     """Trajectories ``[samples, steps + 1, channels, *[num_points] * num_spatial_dims]`` (float32) per split.
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .._canonical import digest
 from .._errors import SpecError, did_you_mean
 from .._fs import COMPONENT_RULE, name_problem
+from ..problems import PDE_PREFIXES
 from ._adaptive import KEY as ADAPTIVE_KEY
 from ._adaptive import Adaptive, adaptive_from
 from ._parts import Model, Optimizer, Problem
@@ -147,6 +148,21 @@ class SweepSpec:
         spt = self.seeds_per_trial
         if spt != "auto" and (not isinstance(spt, int) or isinstance(spt, bool) or spt < 1):
             raise SpecError(f'`seeds_per_trial`: got {spt!r}; must be an integer >= 1 or "auto"')
+        if self.training.uses_stepper and not self.problem.name.startswith(PDE_PREFIXES):
+            field = "diverted" if self.training.diverted else "correct"
+            raise SpecError(
+                f"`training.{field}`: needs the problem's exponax stepper, but the problem is "
+                f'{self.problem.name!r}; use an "exponax:<Stepper>" or "apebench:<scenario>_<N>d" problem'
+            )
+        if self.training.uses_stepper:
+            field = "diverted" if self.training.diverted else "correct"
+            options = self.problem.options
+            if options.get("normalize", "none") != "none" or options.get("history", 1) != 1:
+                raise SpecError(
+                    f"`training.{field}`: the problem's stepper advances one state in physical units, but the problem "
+                    f"has normalize={options.get('normalize', 'none')!r}, history={options.get('history', 1)!r}; "
+                    f'set normalize="none" and history=1, or train without `{field}`'
+                )
         object.__setattr__(self, "resources", _check_resources(self.resources))
         object.__setattr__(self, "grid", self._checked_grid())
         object.__setattr__(self, "vmap", self._checked_vmap())

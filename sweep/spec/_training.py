@@ -18,7 +18,17 @@ from ..metrics import check_names, check_rollout_names
 INT32_LIMIT = 2**31  # training counters are int32 inside the compiled program
 # Fields added after stores were first written: left out of identity() at their defaults, so that
 # the config id (and trial keys) of a spec that does not use them stays what it always was.
-_LATER_DEFAULTS = {"unroll": 1, "rollout_steps": 0, "rollout_metrics": ["nrmse"], "cut": False, "noise": 0.0}
+_LATER_DEFAULTS = {
+    "unroll": 1,
+    "rollout_steps": 0,
+    "rollout_metrics": ["nrmse"],
+    "cut": False,
+    "noise": 0.0,
+    "diverted": False,
+    "correct": None,
+    "coarse_proportion": 0.5,
+}
+CORRECTIONS = ("sequential", "parallel", "sequential_with_bypass")  # APEBench's CorrectedStepper modes
 
 
 def _names(value: Any, field: str) -> tuple[str, ...]:
@@ -67,6 +77,21 @@ class Training:
         noise: The standard deviation of Gaussian noise added to every training input (a pair's
             input, a window's first state): input noise injection. ``0.0``: none. A finite
             number ``>= 0``; each member draws its own noise from its shuffle key.
+        diverted: With ``unroll = K > 1``: the diverted chain (APEBench ``div;K``, with ``cut``
+            ``div;K;true``; trainax ``DivertedChainBranchOneTrainer``): the member rolls out ``K``
+            steps from the window's first state and each step's target is the problem's exponax
+            stepper applied to the state the member started that step from (a differentiable
+            reference inside the unroll); the window's later states are not used. The problem
+            must be ``exponax:<Stepper>`` or ``apebench:<scenario>_<N>d``.
+        correct: Correction learning (APEBench ``correct;<mode>``, its ``CorrectedStepper``): the
+            member corrects a coarse stepper, the problem's exponax stepper advanced
+            ``coarse_proportion * dt``. ``"sequential"``: the network of the coarse step;
+            ``"parallel"``: the coarse step plus the network of the state;
+            ``"sequential_with_bypass"``: the coarse step plus the network of it. It is used in
+            training, evaluation and the trainer's rollouts; ``None``: the network alone
+            predicts (APEBench ``predict``). Needs a PDE problem, as ``diverted`` does.
+        coarse_proportion: The coarse stepper's fraction of ``dt`` with ``correct``, in
+            ``(0, 1]`` (APEBench's ``coarse_proportion``, default 0.5).
 
     Every integer lies below ``2**31`` (training counters are int32 in the compiled program).
 
@@ -94,6 +119,9 @@ class Training:
     rollout_metrics: tuple[str, ...] = ("nrmse",)
     cut: bool = False
     noise: float = 0.0
+    diverted: bool = False
+    correct: str | None = None
+    coarse_proportion: float = 0.5
 
     def __post_init__(self) -> None:
         for field, low in (("epochs", 1), ("batch_size", 1), ("report_every", 1), ("unroll", 1), ("rollout_steps", 0)):
@@ -112,6 +140,25 @@ class Training:
         if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not 0 <= noise < float("inf"):
             raise SpecError(f"`training.noise`: got {noise!r}; must be a finite number >= 0 (0: no noise)")
         object.__setattr__(self, "noise", float(noise))
+        if not isinstance(self.diverted, bool):
+            raise SpecError(f"`training.diverted`: got {self.diverted!r}; must be true or false")
+        if self.diverted and self.unroll == 1:
+            raise SpecError(
+                "`training.diverted`: true with unroll=1; the diverted chain rolls out unroll >= 2 steps "
+                "(with unroll=1 it is one-step training on the data)"
+            )
+        if self.correct is not None and self.correct not in CORRECTIONS:
+            raise SpecError(
+                f"`training.correct`: got {self.correct!r}; choose one of {', '.join(map(repr, CORRECTIONS))} "
+                f"(APEBench's correct;<mode>), or None (the network alone)"
+            )
+        proportion = self.coarse_proportion
+        if isinstance(proportion, bool) or not isinstance(proportion, (int, float)) or not 0 < proportion <= 1:
+            raise SpecError(
+                f"`training.coarse_proportion`: got {proportion!r}; must be a number in (0, 1] (the coarse "
+                f"stepper's fraction of dt)"
+            )
+        object.__setattr__(self, "coarse_proportion", float(proportion))
         check_names(self.loss, self.metrics)
         check_rollout_names(self.rollout_metrics)
         if self.rollout_steps and not self.rollout_metrics:
@@ -120,13 +167,19 @@ class Training:
                 f'least one metric, e.g. ["nrmse"] (or set rollout_steps=0: no rollouts)'
             )
 
+    @property
+    def uses_stepper(self) -> bool:
+        """Whether training needs the problem's exponax stepper (``diverted`` or ``correct``)."""
+        return self.diverted or self.correct is not None
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self) | {"metrics": list(self.metrics), "rollout_metrics": list(self.rollout_metrics)}
 
     def identity(self) -> dict[str, Any]:
         """What identifies the training in a config id: :meth:`to_dict` without the fields added
         since stores were first written where they hold their defaults (``unroll=1``,
-        ``rollout_steps=0``, ``rollout_metrics=["nrmse"]``, ``cut=False``, ``noise=0.0``), so that
+        ``rollout_steps=0``, ``rollout_metrics=["nrmse"]``, ``cut=False``, ``noise=0.0``, ``diverted=False``,
+        ``correct=None``, ``coarse_proportion=0.5``), so that
         older ids stay valid."""
         return {k: v for k, v in self.to_dict().items() if k not in _LATER_DEFAULTS or v != _LATER_DEFAULTS[k]}
 

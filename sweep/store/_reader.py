@@ -270,6 +270,12 @@ class Store:
         if config_id not in self._templates:
             info = self.configs[config_id]
             name = info.spec.model.name
+            if info.spec.training.correct is not None:
+                raise StoreError(
+                    f"config {config_id}: trained with training.correct={info.spec.training.correct!r} (a "
+                    f"network correcting a coarse exponax stepper); predictions of such members outside the "
+                    f"trainer are not supported yet: use its stored val/test metrics and rollout columns"
+                )
             directory = local_path(self.fs, self.directory)
             if is_import_path(name) and directory is not None:
                 refuse_inside(name, directory, f"`model.name` of config {config_id}")

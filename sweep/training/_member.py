@@ -47,6 +47,7 @@ class Program(NamedTuple):
     noise: float = 0.0  # std of the Gaussian noise added to every training input
     units: tuple | None = None  # ((shift...), (scale...)) per channel of normalised data, else None
     history: int = 1  # states one input stacks (rollouts start from that many and keep a window)
+    reference: Callable | None = None  # the diverted chain's batched exponax stepper, or None
 
 
 def physical(program: Program, a):
@@ -73,8 +74,11 @@ def pairs_loss(program: Program, params, x, y) -> Float[Array, ""]:
 
 
 def windows_loss(program: Program, params, window) -> Float[Array, ""]:
-    """Mean over the ``unroll`` steps of the loss of the autoregressive prediction of ``window[:, k]``."""
+    """Mean over the ``unroll`` steps of the loss of the autoregressive prediction of ``window[:, k]``
+    (with a ``reference`` stepper, the diverted chain: of the prediction of the reference's step
+    from the same state)."""
     model = eqx.combine(params, program.static)
+    k = program.unroll
 
     def loss(pred, t):  # of the prediction after t + 1 steps
         return batch_mean(program.loss, pred, window[:, t + 1])
@@ -84,8 +88,21 @@ def windows_loss(program: Program, params, window) -> Float[Array, ""]:
     def step(state):
         return program.forward(model, jax.lax.stop_gradient(state) if program.cut else state)
 
-    k = program.unroll
-    _, losses = rollout_steps(step, window[:, 0], k, k, loss, unroll=True)
+    reference = program.reference
+    if reference is None:
+        _, losses = rollout_steps(step, window[:, 0], k, k, loss, unroll=True)
+        return jnp.mean(losses)
+
+    # the diverted chain: the rollout's state carries the reference's step from it alongside
+    def diverted(carry):
+        state = jax.lax.stop_gradient(carry[0]) if program.cut else carry[0]
+        return program.forward(model, state), reference(state)
+
+    def diverted_loss(carry, t):
+        return batch_mean(program.loss, *carry)
+
+    start = (window[:, 0], window[:, 0])
+    _, losses = rollout_steps(diverted, start, k, k, diverted_loss, unroll=True)
     return jnp.mean(losses)
 
 

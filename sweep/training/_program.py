@@ -38,8 +38,9 @@ from .._canonical import canonical_json
 from ..metrics import check_on_sample, objective, rollout_objective
 from ..models import batched_forward, build_model, model_template
 from ..optim import make_optimizer
-from ..problems import Dataset
+from ..problems import Dataset, pde_stepper
 from ..spec import SweepSpec
+from ._correction import corrected
 from ._layout import members_mesh
 from ._member import Program, member_chunk
 
@@ -120,7 +121,18 @@ def program_key(spec: SweepSpec, hparam_names: Sequence[str]) -> str:
             "cut": t.cut,
             "noise": t.noise,
         }
+        | _stepper_key(spec)
     )
+
+
+def _stepper_key(spec: SweepSpec) -> dict[str, Any]:
+    """What of the problem a program depends on: with ``diverted`` or ``correct`` its exponax
+    stepper (the problem itself); nothing otherwise, so that other programs stay shared."""
+    t = spec.training
+    if not t.uses_stepper:
+        return {}
+    key: dict[str, Any] = {"problem": spec.problem.to_dict(), "diverted": t.diverted}
+    return key | ({"correct": t.correct, "coarse_proportion": t.coarse_proportion} if t.correct else {})
 
 
 def program_data(data: Dataset, unrolled: bool, rollout_steps: int) -> Dataset:
@@ -205,8 +217,16 @@ def describe(structure: str, shapes: tuple) -> Program:
     evaluated, rollout = checked_objective(structure, shapes)
     struct = json.loads(structure)
     model_spec, opt_spec = struct["model"], struct["optimizer"]
+    forward, reference = batched_forward(_template(model_spec, shapes)), None
+    if "problem" in struct:
+        problem = dict(struct["problem"])
+        name = problem.pop("name")
+        if struct["diverted"]:
+            reference = jax.vmap(pde_stepper(name, problem))
+        if struct.get("correct"):
+            forward = corrected(forward, pde_stepper(name, problem, struct["coarse_proportion"]), struct["correct"])
     return Program(
-        forward=batched_forward(_template(model_spec, shapes)),
+        forward=forward,
         static=static_part(model_spec, shapes),
         loss=evaluated[0][2],
         evaluated=tuple(evaluated),
@@ -220,6 +240,7 @@ def describe(structure: str, shapes: tuple) -> Program:
         noise=struct.get("noise", 0.0),
         units=Shapes.of(shapes).units,
         history=Shapes.of(shapes).history,
+        reference=reference,
     )
 
 

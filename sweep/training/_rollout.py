@@ -34,11 +34,11 @@ def window_step(step: Callable[[Array], Array], history: int) -> Callable[[Array
 
 
 def rollout_steps(
-    step: Callable[[Array], Array],
-    x: Array,
+    step: Callable[[PyTree], PyTree],
+    x: PyTree,
     n: int | Int[Array, ""],
     length: int,
-    record: Callable[[Array, Any], PyTree] | None = None,
+    record: Callable[[PyTree, Any], PyTree] | None = None,
     unroll: bool = False,
 ) -> tuple[Array, PyTree]:
     """``step`` applied ``n`` (<= ``length``) times from ``x``: ``(the last state, the records)``.
