@@ -14,11 +14,19 @@ from typing import Any
 
 from .._errors import SpecError, did_you_mean
 from ..metrics import check_names, check_rollout_names
+from ._bytes import as_bytes
 
 INT32_LIMIT = 2**31  # training counters are int32 inside the compiled program
 # Fields added after stores were first written: left out of identity() at their defaults, so that
 # the config id (and trial keys) of a spec that does not use them stays what it always was.
-_LATER_DEFAULTS = {"unroll": 1, "rollout_steps": 0, "rollout_metrics": ["nrmse"], "cut": False, "noise": 0.0}
+_LATER_DEFAULTS = {
+    "unroll": 1,
+    "rollout_steps": 0,
+    "rollout_metrics": ["nrmse"],
+    "cut": False,
+    "noise": 0.0,
+    "data_memory": None,
+}
 
 
 def _names(value: Any, field: str) -> tuple[str, ...]:
@@ -67,6 +75,13 @@ class Training:
         noise: The standard deviation of Gaussian noise added to every training input (a pair's
             input, a window's first state): input noise injection. ``0.0``: none. A finite
             number ``>= 0``; each member draws its own noise from its shuffle key.
+        data_memory: The data budget of a trial, in bytes (an integer or text such as
+            ``"4GiB"``): the most its data may take where it trains, shared by its whole block.
+            Data that fit train as always; a larger training split is streamed in windows of
+            shards, in an order drawn from the problem's ``data_seed`` and the epoch (docs:
+            How-to guides > Real datasets > Larger than memory). ``None``: a quarter of the
+            device's memory on a GPU, a quarter of the host's memory on CPU (so that whether a
+            trial streams depends on the machine: set it to train the same everywhere).
 
     Every integer lies below ``2**31`` (training counters are int32 in the compiled program).
 
@@ -94,6 +109,7 @@ class Training:
     rollout_metrics: tuple[str, ...] = ("nrmse",)
     cut: bool = False
     noise: float = 0.0
+    data_memory: int | str | None = None
 
     def __post_init__(self) -> None:
         for field, low in (("epochs", 1), ("batch_size", 1), ("report_every", 1), ("unroll", 1), ("rollout_steps", 0)):
@@ -112,6 +128,8 @@ class Training:
         if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not 0 <= noise < float("inf"):
             raise SpecError(f"`training.noise`: got {noise!r}; must be a finite number >= 0 (0: no noise)")
         object.__setattr__(self, "noise", float(noise))
+        if self.data_memory is not None:
+            object.__setattr__(self, "data_memory", as_bytes(self.data_memory, "training.data_memory"))
         check_names(self.loss, self.metrics)
         check_rollout_names(self.rollout_metrics)
         if self.rollout_steps and not self.rollout_metrics:
@@ -126,7 +144,8 @@ class Training:
     def identity(self) -> dict[str, Any]:
         """What identifies the training in a config id: :meth:`to_dict` without the fields added
         since stores were first written where they hold their defaults (``unroll=1``,
-        ``rollout_steps=0``, ``rollout_metrics=["nrmse"]``, ``cut=False``, ``noise=0.0``), so that
+        ``rollout_steps=0``, ``rollout_metrics=["nrmse"]``, ``cut=False``, ``noise=0.0``,
+        ``data_memory=None``), so that
         older ids stay valid."""
         return {k: v for k, v in self.to_dict().items() if k not in _LATER_DEFAULTS or v != _LATER_DEFAULTS[k]}
 
