@@ -154,3 +154,21 @@ def _stacked(trained):
 
     model, history = trained
     return jax.tree_util.tree_map(lambda a: a[None] if hasattr(a, "shape") else a, model), history
+
+
+def test_the_plan_says_which_problem_streams_with_its_size_budget_and_windows(spec):
+    shown = str(sweep.plan(spec))
+    assert (
+        "data of 'heat1d': 7.5 KiB, budget 5.86 KiB: streamed: 3 windows of <= 1.75 KiB per epoch "
+        "(42 shards of 1 items, 128 B)"
+    ) in shown
+    assert "data of" not in str(sweep.plan(tiny_spec()))  # data that fit: the plan as it always was
+
+
+def test_an_auto_block_size_counts_two_windows_not_the_whole_split(spec, data):
+    from sweep.training import device_data_bytes
+
+    streamed, plan = device_data_bytes(spec, data)
+    whole, none = device_data_bytes(spec, data, budget=10**9)
+    assert plan is not None and none is None
+    assert streamed == plan.eval_bytes + 2 * plan.window_bytes == 2304 + 2 * 1792 < whole == 7680

@@ -15,6 +15,7 @@ from ._block import member_keys as member_keys
 from ._block import model_of as model_of
 from ._block import run_chunk as run_chunk
 from ._block import state_skeleton as state_skeleton
+from ._budget import data_budget as data_budget
 from ._checkpoint import META_FILE as META_FILE
 from ._checkpoint import STATE_FILE as STATE_FILE
 from ._checkpoint import BlockRef as BlockRef
@@ -40,3 +41,6 @@ from ._program import Shapes as Shapes
 from ._program import TrainState as TrainState
 from ._program import data_shapes as data_shapes
 from ._rollout import rollout_steps as rollout_steps
+from ._stream import data_line as data_line
+from ._stream import device_data_bytes as device_data_bytes
+from ._windows import WindowPlan as WindowPlan

@@ -26,7 +26,7 @@ import numpy as np
 
 from .._caches import cached
 from ..problems import Dataset, Split
-from ..spec import SweepSpec
+from ..spec import SweepSpec, size_text
 from ._budget import data_budget, nbytes, streams
 from ._member import member_evaluation, window_pass
 from ._program import PROGRAMS, TrainState, describe, members_program, program_data
@@ -76,6 +76,29 @@ def window_plan(spec: SweepSpec, data: Dataset, budget: int | None = None) -> Wi
     return plan_windows(
         source.items, source.item_bytes, nbytes(held_part(needed)), budget, t.batch_size, source.per_item
     )
+
+
+def device_data_bytes(spec: SweepSpec, data: Dataset, budget: int | None = None) -> tuple[int, WindowPlan | None]:
+    """``(bytes, plan)``: what a block's data take on its device(s) (its program data where they
+    fit ``budget``, else the validation and test data and two windows) and its
+    :class:`~._windows.WindowPlan` (``None`` where the data fit)."""
+    t = spec.training
+    needed = program_data(data, t.unroll > 1, t.rollout_steps)
+    plan = window_plan(spec, data, budget)
+    return (nbytes(needed) if plan is None else plan.eval_bytes + 2 * plan.window_bytes), plan
+
+
+def data_line(spec: SweepSpec, data: Dataset) -> str | None:
+    """One line on how ``spec`` streams ``data``: the size of what its program reads, the
+    budget, the windows and shards (``sweep plan`` prints it); ``None`` where the data fit."""
+    t = spec.training
+    budget = data_budget(t)
+    total = nbytes(program_data(data, t.unroll > 1, t.rollout_steps))
+    _, plan = device_data_bytes(spec, data, budget)
+    if plan is None:
+        return None
+    default = "" if t.data_memory is not None else " (default: a quarter of this machine's memory)"
+    return f"data of {spec.problem.name!r}: {size_text(total)}, budget {size_text(budget)}{default}: {plan}"
 
 
 @cached(PROGRAMS)
