@@ -172,3 +172,19 @@ def test_an_auto_block_size_counts_two_windows_not_the_whole_split(spec, data):
     whole, none = device_data_bytes(spec, data, budget=10**9)
     assert plan is not None and none is None
     assert streamed == plan.eval_bytes + 2 * plan.window_bytes == 2304 + 2 * 1792 < whole == 7680
+
+
+@pytest.mark.slow  # three compilations of unrolled windows and rollouts (~1-2 min on a shared CPU)
+def test_streamed_trajectories_with_unroll_noise_and_rollouts_are_bit_identical_whatever_the_block():
+    # 42 training trajectories of 7 states (448 bytes each) streamed in 5 windows of 8-9
+    unrolled = tiny_spec(
+        problem=sweep.Problem("heat1d", num_points=16, num_samples=60, data_seed=0, trajectory_steps=6),
+        training=dataclasses.replace(STREAMED, unroll=2, rollout_steps=3, noise=0.01, data_memory=15072),
+    )
+    data = training.load_data(unrolled)
+    block, _ = training.init_block(unrolled, [5], data=data)
+    assert block.stream is not None and (block.stream.plan.num_windows, block.stream.plan.item_bytes) == (5, 448)
+    alone = sweep.train(unrolled, 5, data=data)
+    model, history = sweep.train_block(unrolled, [0, 5, 7], data=data)
+    assert set(history.test_rollout) == {"nrmse"}
+    assert_same_member(model, history, 1, *alone)
