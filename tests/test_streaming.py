@@ -5,11 +5,10 @@ budgets too small refused before work."""
 from __future__ import annotations
 
 import dataclasses
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
+from _faults import FailOnce
 from helpers import assert_same_member, tiny_spec, tree_allclose
 
 import sweep
@@ -86,20 +85,8 @@ def test_resume_from_a_checkpoint_equals_uninterrupted(tmp_path, spec, data):
         np.testing.assert_array_equal(getattr(resumed_history, field), getattr(uninterrupted, field))
 
 
-class FailInSecondEpoch:
-    """``after_report``: the first trial to report fails once (before its second epoch's windows)."""
-
-    def __init__(self, marker: str):
-        self.marker = marker
-
-    def __call__(self, trial_key: str, epoch: int) -> None:
-        if not os.path.exists(self.marker):
-            Path(self.marker).touch()
-            raise RuntimeError(f"injected failure in {trial_key}")
-
-
 def test_a_run_failed_after_its_first_epoch_and_resumed_equals_an_uninterrupted_run(spec, tmp_path):
-    hooks = TrialHooks(after_report=FailInSecondEpoch(str(tmp_path / "failed")))
+    hooks = TrialHooks(after_report=FailOnce(str(tmp_path / "failed")))
     with pytest.raises(sweep.SweepError, match="injected failure"):
         sweep.run(spec, storage=str(tmp_path / "a"), options=dataclasses.replace(LOCAL, trial_hooks=hooks))
     resumed = sweep.run(spec, storage=str(tmp_path / "a"), options=dataclasses.replace(LOCAL, resume=True))
