@@ -128,6 +128,9 @@ class Plan:
         stopped_trials: Trial keys a scheduler stopped early.
         race: With :class:`sweep.Adaptive` seeds, the race's evaluations so far (intervals and
             decisions, round by round); None otherwise.
+        data: One line per problem whose training split is streamed, when planned by
+            :func:`sweep.plan`: the size of its data, the trial's data budget, the windows and
+            shards (shown, not saved).
 
     Examples:
         ```python
@@ -142,6 +145,7 @@ class Plan:
     seeds_per_trial: int
     stopped_trials: frozenset[str] = frozenset()  # trial keys a scheduler stopped early
     race: Race | None = None  # the evaluations of a race (Adaptive seeds)
+    data: tuple[str, ...] = dataclasses.field(default=(), compare=False)  # streamed problems (shown, not saved)
 
     @property
     def num_members(self) -> int:
@@ -198,6 +202,7 @@ class Plan:
             f"{len(self.config_ids)} structural configs; each trial: {res['cpu']:g} CPU{gpu}, "
             f"up to {self.seeds_per_trial} seeds per block",
             *self._race_lines(),
+            *self.data,
             *("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]),
         ]
         if len(self.trials) > 50:

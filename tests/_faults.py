@@ -45,6 +45,19 @@ class KillOnce:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+class FailOnce:
+    """``after_report``: the first trial to report raises (once per marker file); for the
+    in-process executor, where a SIGKILL would end the test itself."""
+
+    def __init__(self, marker: str | os.PathLike):
+        self.marker = str(marker)
+
+    def __call__(self, trial_key: str, epoch: int) -> None:
+        if not os.path.exists(self.marker):
+            Path(self.marker).touch()
+            raise RuntimeError(f"injected failure in {trial_key}")
+
+
 class SleepAfterReport:
     """``after_report``: sleep ``seconds`` (keeps trials running while a test acts)."""
 

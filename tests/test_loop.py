@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 
 import equinox as eqx
 import pytest
+from _faults import FailOnce
 from helpers import tiny_spec, tree_allclose
 
 import sweep
@@ -23,18 +23,6 @@ def store_files(path) -> dict:
     """Every file of the store, by name: its sha256 (as the manifest lists it)."""
     manifest = json.loads((Path(path) / "ensembles" / "manifest.json").read_text())
     return {name: entry["sha256"] for name, entry in manifest["files"].items()}
-
-
-class FailOnce:
-    """``after_report``: the first trial to report fails (once per marker file)."""
-
-    def __init__(self, marker: str):
-        self.marker = marker
-
-    def __call__(self, trial_key: str, epoch: int) -> None:
-        if not os.path.exists(self.marker):
-            Path(self.marker).touch()
-            raise RuntimeError(f"injected failure in {trial_key}")
 
 
 @pytest.fixture(scope="module")

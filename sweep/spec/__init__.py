@@ -7,6 +7,8 @@ options, ``_parts``), :class:`Training` (``_training``), the seeds (``_seeds``; 
 """
 
 from ._adaptive import Adaptive as Adaptive
+from ._bytes import as_bytes as as_bytes
+from ._bytes import size_text as size_text
 from ._parts import Model as Model
 from ._parts import Optimizer as Optimizer
 from ._parts import Problem as Problem
@@ -27,5 +29,7 @@ __all__ = [
     "Problem",
     "SweepSpec",
     "Training",
+    "as_bytes",
+    "size_text",
     "hparam_name",
 ]

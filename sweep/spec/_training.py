@@ -14,6 +14,7 @@ from typing import Any
 
 from .._errors import SpecError, did_you_mean
 from ..metrics import check_names, check_rollout_names
+from ._bytes import as_bytes
 
 INT32_LIMIT = 2**31  # training counters are int32 inside the compiled program
 # Fields added after stores were first written: left out of identity() at their defaults, so that
@@ -27,6 +28,7 @@ _LATER_DEFAULTS = {
     "diverted": False,
     "correct": None,
     "coarse_proportion": 0.5,
+    "data_memory": None,
 }
 CORRECTIONS = ("sequential", "parallel", "sequential_with_bypass")  # APEBench's CorrectedStepper modes
 
@@ -92,6 +94,13 @@ class Training:
             predicts (APEBench ``predict``). Needs a PDE problem, as ``diverted`` does.
         coarse_proportion: The coarse stepper's fraction of ``dt`` with ``correct``, in
             ``(0, 1]`` (APEBench's ``coarse_proportion``, default 0.5).
+        data_memory: The data budget of a trial, in bytes (an integer or text such as
+            ``"4GiB"``): the most its data may take where it trains, shared by its whole block.
+            Data that fit train as always; a larger training split is streamed in windows of
+            shards, in an order drawn from the problem's ``data_seed`` and the epoch (docs:
+            How-to guides > Real datasets > Larger than memory). ``None``: a quarter of the
+            device's memory on a GPU, a quarter of the host's memory on CPU (so that whether a
+            trial streams depends on the machine: set it to train the same everywhere).
 
     Every integer lies below ``2**31`` (training counters are int32 in the compiled program).
 
@@ -122,6 +131,7 @@ class Training:
     diverted: bool = False
     correct: str | None = None
     coarse_proportion: float = 0.5
+    data_memory: int | str | None = None
 
     def __post_init__(self) -> None:
         for field, low in (("epochs", 1), ("batch_size", 1), ("report_every", 1), ("unroll", 1), ("rollout_steps", 0)):
@@ -159,6 +169,8 @@ class Training:
                 f"stepper's fraction of dt)"
             )
         object.__setattr__(self, "coarse_proportion", float(proportion))
+        if self.data_memory is not None:
+            object.__setattr__(self, "data_memory", as_bytes(self.data_memory, "training.data_memory"))
         check_names(self.loss, self.metrics)
         check_rollout_names(self.rollout_metrics)
         if self.rollout_steps and not self.rollout_metrics:
@@ -178,9 +190,9 @@ class Training:
     def identity(self) -> dict[str, Any]:
         """What identifies the training in a config id: :meth:`to_dict` without the fields added
         since stores were first written where they hold their defaults (``unroll=1``,
-        ``rollout_steps=0``, ``rollout_metrics=["nrmse"]``, ``cut=False``, ``noise=0.0``, ``diverted=False``,
-        ``correct=None``, ``coarse_proportion=0.5``), so that
-        older ids stay valid."""
+        ``rollout_steps=0``, ``rollout_metrics=["nrmse"]``, ``cut=False``, ``noise=0.0``,
+        ``diverted=False``, ``correct=None``, ``coarse_proportion=0.5``, ``data_memory=None``), so
+        that older ids stay valid."""
         return {k: v for k, v in self.to_dict().items() if k not in _LATER_DEFAULTS or v != _LATER_DEFAULTS[k]}
 
     @classmethod

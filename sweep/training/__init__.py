@@ -15,6 +15,7 @@ from ._block import member_keys as member_keys
 from ._block import model_of as model_of
 from ._block import run_chunk as run_chunk
 from ._block import state_skeleton as state_skeleton
+from ._budget import data_budget as data_budget
 from ._checkpoint import BlockRef as BlockRef
 from ._checkpoint import SavedBlock as SavedBlock
 from ._checkpoint import find_blocks as find_blocks
@@ -39,3 +40,6 @@ from ._program import TrainState as TrainState
 from ._program import data_shapes as data_shapes
 from ._rollout import rollout_steps as rollout_steps
 from ._rollout import window_step as window_step
+from ._stream import data_line as data_line
+from ._stream import device_data_bytes as device_data_bytes
+from ._windows import WindowPlan as WindowPlan

@@ -37,6 +37,7 @@ from ._program import (
     program_key,
     static_part,
 )
+from ._stream import Stream, held_part, make_stream, streamed_chunk
 
 HParams = Mapping[str, float] | Sequence[Mapping[str, float]] | None
 """A block's optimizer hyperparameters: one set (a dict), a list of sets, or ``None`` for the spec's."""
@@ -67,6 +68,7 @@ class Block(NamedTuple):
     hparams: tuple[dict[str, float], ...]
     devices: tuple[Any, ...]
     layout: str
+    stream: Stream | None = None  # the training split streamed in windows (larger than the data budget)
 
     @property
     def num_members(self) -> int:
@@ -181,10 +183,11 @@ def init_block(
     m = len(member_seeds)
     state = TrainState(params, opt_state, jnp.zeros(m, jnp.int32), jnp.zeros(m, bool), shuffle_keys, hp)
     place = NamedSharding(members_mesh(len(devices)), P()) if layout == "map" else devices[0]
+    stream = make_stream(spec, data, key, shapes, layout, len(devices), place)
     # the dataset once per device, and once for consecutive blocks reading the same parts of it
-    arrays = _placed(_Same(data), place, spec.training.unroll > 1, spec.training.rollout_steps)
+    arrays = _placed(_Same(data), place, spec.training.unroll > 1, spec.training.rollout_steps, stream is not None)
     static = static_part(spec.model.to_dict(), shapes)
-    return Block(spec, program, static, arrays, seeds, hsets, devices, layout), state
+    return Block(spec, program, static, arrays, seeds, hsets, devices, layout, stream), state
 
 
 class _Same:
@@ -201,11 +204,13 @@ class _Same:
 
 
 @cached(maxsize=1)
-def _placed(data: _Same, place: Any, unrolled: bool, rollout_steps: int) -> Dataset:
-    """The arrays of the dataset a block's program reads (:func:`program_data`) on the block's
-    devices; the last one is kept, so that the next block trained on the same dataset object with
-    the same ``unroll > 1`` and ``rollout_steps`` (a reused trial worker's next trial) copies nothing."""
-    return jax.device_put(program_data(data.value, unrolled, rollout_steps), place)
+def _placed(data: _Same, place: Any, unrolled: bool, rollout_steps: int, streamed: bool) -> Dataset:
+    """The arrays of the dataset a block's program reads (:func:`program_data`; ``streamed``:
+    without the training split) on the block's devices; the last one is kept, so that the next
+    block trained on the same dataset object with the same ``unroll > 1`` and ``rollout_steps``
+    (a reused trial worker's next trial) copies nothing."""
+    needed = program_data(data.value, unrolled, rollout_steps)
+    return jax.device_put(held_part(needed) if streamed else needed, place)
 
 
 def run_chunk(block: Block, state: TrainState, num_epochs: int) -> tuple[TrainState, dict[str, Any]]:
@@ -231,11 +236,17 @@ def run_chunk(block: Block, state: TrainState, num_epochs: int) -> tuple[TrainSt
         metrics["val"]["loss"]  # one value per member
         ```
     """
+
+    def chunk(placed: TrainState):
+        if block.stream is None:
+            return block.program(placed, block.data, num_epochs)
+        return streamed_chunk(block.stream, placed, block.data, num_epochs)
+
     if block.layout == "vmap":
-        return block.program(jax.device_put(state, block.devices[0]), block.data, num_epochs)
+        return chunk(jax.device_put(state, block.devices[0]))
     padded, m = pad_members(jax.tree_util.tree_map(np.asarray, state), len(block.devices))
     split = NamedSharding(members_mesh(len(block.devices)), P("m"))  # the same placement every call
-    out = block.program(jax.device_put(padded, split), block.data, num_epochs)
+    out = chunk(jax.device_put(padded, split))
     return jax.tree_util.tree_map(lambda a: np.asarray(a)[:m], out)
 
 

@@ -10,6 +10,7 @@ from ..models import check_output
 from ..problems import SPLITS, Dataset, load_problem
 from ..spec import SweepSpec
 from ._program import checked_objective, data_shapes, prediction, program_key, static_part
+from ._stream import window_plan
 
 
 def load_data(spec: SweepSpec) -> Dataset:
@@ -41,6 +42,8 @@ def load_data(spec: SweepSpec) -> Dataset:
 def check_data(spec: SweepSpec, data: Dataset) -> None:
     """Raise :class:`SpecError` unless ``spec`` can train on ``data``: batch size <= training samples
     (or windows, with ``unroll > 1``); trajectories long enough for ``unroll`` and ``rollout_steps``;
+    a ``Training(data_memory=...)`` given can stream the training split (two windows of at
+    least a shard and a batch beside the validation and test data);
     the model builds and maps one input to an output that fits the targets (their shape, or class
     logits for class-index targets; errors name the problem, both shapes and the model); the loss
     and metrics import and give a scalar on one sample; targets of class-index losses fit the
@@ -53,6 +56,8 @@ def check_data(spec: SweepSpec, data: Dataset) -> None:
             f"`training.batch_size`: got {t.batch_size}; the problem has only "
             f"{data.num_train} training samples (batch size must be <= that)"
         )
+    if t.data_memory is not None:  # the default budget is the trial's machine's, checked where it trains
+        window_plan(spec, data)
     shapes = data_shapes(data)
     static_part(spec.model.to_dict(), shapes)  # builds the checked template
     out = prediction(spec.model.to_dict(), shapes).shape

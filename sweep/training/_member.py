@@ -143,10 +143,11 @@ def with_noise(program: Program, x, key):
     return x if key is None else x + program.noise * jax.random.normal(key, x.shape, x.dtype)
 
 
-def pairs_epoch(program: Program, opt, shuffle_key, data: Dataset, carry):
-    """One pass over shuffled minibatches of the training pairs: (carry, mean loss)."""
+def pairs_epoch(program: Program, opt, shuffle_key, train, carry):
+    """One pass over shuffled minibatches of the training pairs ``train`` (``(x, y)``, of
+    ``program.num_train`` samples): (carry, mean loss)."""
     params, opt_state, epoch, diverged = carry
-    train_x, train_y = data.train
+    train_x, train_y = train
     batches = program.num_train // program.batch_size
     order = epoch_order(program, shuffle_key, epoch, program.num_train, batches)
 
@@ -162,12 +163,11 @@ def pairs_epoch(program: Program, opt, shuffle_key, data: Dataset, carry):
     return (params, opt_state, epoch + 1, diverged), jnp.mean(losses)
 
 
-def windows_epoch(program: Program, opt, shuffle_key, data: Dataset, carry):
-    """One pass over every window of ``unroll + 1`` states of every training trajectory (the
-    first state of each with input noise, if any)."""
+def windows_epoch(program: Program, opt, shuffle_key, traj, carry):
+    """One pass over every window of ``unroll + 1`` states of every training trajectory of
+    ``traj`` (the first state of each with input noise, if any)."""
     params, opt_state, epoch, diverged = carry
-    traj, unroll = data.train_traj, program.unroll
-    assert traj is not None  # an unrolled program's data has training trajectories (program_data)
+    unroll = program.unroll
     starts = traj.shape[1] - unroll  # windows per trajectory
     count = traj.shape[0] * starts
     offsets = jnp.arange(unroll + 1)
@@ -246,25 +246,10 @@ def rollout_metrics(program: Program, params, traj) -> dict[str, Float[Array, " 
     return jax.lax.optimization_barrier({name: sums[:, i] / n for i, (name, _, _) in enumerate(metrics)})
 
 
-def member_chunk(program: Program, carry, hp, data: Dataset, num_epochs: int):
-    """``num_epochs`` epochs of one member, then its evaluation: ``(carry, evaluation)``.
-
-    ``carry``: ``(params, opt_state, epoch, diverged, shuffle_key)``; ``hp``: its array
-    hyperparameters. ``evaluation``: ``{"train_loss": mean loss of the last epoch, "val": {...},
-    "test": {...}}`` (a split without samples left out), with rollouts also ``"val_rollout"`` /
-    ``"test_rollout"``: ``{<metric>: [T] curve}``.
-    """
-    params, opt_state, epoch, diverged, skey = carry
-    name, options = program.optimizer
-    opt = make_optimizer(name, options, hp)
-    epoch_fn = pairs_epoch if program.unroll == 1 else windows_epoch
-
-    def one_epoch(c, _):
-        return epoch_fn(program, opt, skey, data, c)
-
-    (params, opt_state, epoch, diverged), train_losses = jax.lax.scan(
-        one_epoch, (params, opt_state, epoch, diverged), None, length=num_epochs
-    )
+def member_evaluation(program: Program, params, data: Dataset) -> dict[str, Any]:
+    """``{"val": {...}, "test": {...}}``: the loss and metrics of ``params`` on the validation and
+    test pairs of ``data`` (a split without samples left out), with rollouts also
+    ``"val_rollout"`` / ``"test_rollout"``: ``{<metric>: [T] curve}``."""
     evaluation = {
         split: evaluate(program, params, getattr(data, split)) for split in EVALUATED if getattr(data, split).size
     }
@@ -274,4 +259,61 @@ def member_chunk(program: Program, carry, hp, data: Dataset, num_epochs: int):
             for split in EVALUATED
             if data.trajectories(split) is not None
         }
+    return evaluation
+
+
+def member_chunk(program: Program, carry, hp, data: Dataset, num_epochs: int):
+    """``num_epochs`` epochs of one member, then its evaluation: ``(carry, evaluation)``.
+
+    ``carry``: ``(params, opt_state, epoch, diverged, shuffle_key)``; ``hp``: its array
+    hyperparameters. ``evaluation``: ``{"train_loss": mean loss of the last epoch, "val": {...},
+    "test": {...}}`` (:func:`member_evaluation`).
+    """
+    params, opt_state, epoch, diverged, skey = carry
+    name, options = program.optimizer
+    opt = make_optimizer(name, options, hp)
+    if program.unroll == 1:
+        epoch_fn, train = pairs_epoch, data.train
+    else:
+        assert data.train_traj is not None  # an unrolled program's data has training trajectories (program_data)
+        epoch_fn, train = windows_epoch, data.train_traj
+
+    def one_epoch(c, _):
+        return epoch_fn(program, opt, skey, train, c)
+
+    (params, opt_state, epoch, diverged), train_losses = jax.lax.scan(
+        one_epoch, (params, opt_state, epoch, diverged), None, length=num_epochs
+    )
+    evaluation = member_evaluation(program, params, data)
     return (params, opt_state, epoch, diverged, skey), {"train_loss": train_losses[-1], **evaluation}
+
+
+WINDOW_STREAM = 2  # streamed window w of epoch e: fold_in(fold_in(fold_in(shuffle_key, e), WINDOW_STREAM), w)
+
+
+def window_pass(program: Program, carry, hp, window):
+    """One member's pass over one streamed window of its current epoch: ``(carry, mean loss)``.
+
+    ``window``: ``(train, w)``, the window's training pairs ``(x, y)`` (or, with ``unroll > 1``,
+    trajectories) and its place ``w`` in the epoch's window order. The member draws its own
+    minibatches inside the window (as an epoch over pairs or windows of states,
+    :func:`pairs_epoch` / :func:`windows_epoch`) from a key of its shuffle key, the epoch and
+    ``w``; the epoch counter is left to the caller (it advances after the epoch's last window).
+    """
+    # Barriers keep the pass one unit whatever surrounds it (see evaluate): with one member per
+    # device XLA inlines the member loop and would otherwise fuse it with its neighbours.
+    (train, index), (params, opt_state, epoch, diverged, skey) = jax.lax.optimization_barrier((window, carry))
+    name, options = program.optimizer
+    opt = make_optimizer(name, options, hp)
+    key = jax.random.fold_in(jax.random.fold_in(jax.random.wrap_key_data(skey), epoch), WINDOW_STREAM)
+    wkey = jax.random.key_data(jax.random.fold_in(key, index))
+    if program.unroll == 1:
+        inside = program._replace(num_train=train[0].shape[0])
+        (params, opt_state, _, diverged), loss = pairs_epoch(
+            inside, opt, wkey, train, (params, opt_state, epoch, diverged)
+        )
+    else:
+        (params, opt_state, _, diverged), loss = windows_epoch(
+            program, opt, wkey, train, (params, opt_state, epoch, diverged)
+        )
+    return jax.lax.optimization_barrier(((params, opt_state, epoch, diverged, skey), loss))

@@ -21,9 +21,8 @@ block's layout:
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -244,13 +243,46 @@ def describe(structure: str, shapes: tuple) -> Program:
     )
 
 
+def members_program(run: Callable, layout: str, num_devices: int, static: bool = False):
+    """The jitted ``(state, data[, static]) -> (state, outputs)`` that runs
+    ``run(carry, hparams, data[, static]) -> (carry, outputs)`` for every member of a
+    :class:`TrainState` (``carry``: ``(params, opt_state, epoch, diverged, shuffle_key)``), laid
+    out as ``layout`` says: ``vmap``, or ``shard_map`` over ``num_devices`` CPU devices with
+    ``lax.map`` on each (the state split over them, ``data`` whole on each). ``static``: a third,
+    static argument (compiled once per value)."""
+
+    def chunk(state: TrainState, data, *extra):
+        carry = (state.params, state.opt_state, state.epoch, state.diverged, state.shuffle_key)
+
+        def member(c, h, d):
+            return run(c, h, d, *extra)
+
+        if layout == "vmap":
+            new, outputs = jax.vmap(member, in_axes=(0, 0, None))(carry, state.hparams, data)
+            return TrainState(*new, hparams=state.hparams), outputs
+        per_device = jax.shard_map(
+            lambda c, h, d: jax.lax.map(lambda a: member(a[0], a[1], d), (c, h)),
+            mesh=members_mesh(num_devices),
+            in_specs=(P("m"), P("m"), P()),
+            out_specs=P("m"),
+            check_vma=False,
+        )
+        new, outputs = per_device(carry, state.hparams, data)
+        return TrainState(*new, hparams=state.hparams), outputs
+
+    argnums = (2,) if static else ()
+    if layout == "vmap":
+        return jax.jit(chunk, static_argnums=argnums)
+    split, whole = NamedSharding(members_mesh(num_devices), P("m")), NamedSharding(members_mesh(num_devices), P())
+    return jax.jit(chunk, static_argnums=argnums, in_shardings=(split, whole), out_shardings=split)
+
+
 @cached(PROGRAMS)
 def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
     """The jitted ``(state, data, num_epochs) -> (state, evaluation)`` of one program structure
     (:func:`program_key`); cached so that blocks and trials share compiled code. ``data``: the
-    block's :func:`program_data`. Every member runs :func:`~._member.member_chunk`; this lays
-    the members out (``vmap``, or ``shard_map`` over the CPU devices with ``lax.map`` on each)
-    and compiles.
+    block's :func:`program_data`. Every member runs :func:`~._member.member_chunk`, laid out by
+    :func:`members_program`.
 
     ``evaluation`` per member: ``{"train_loss": mean loss of the last epoch, "val": {"loss": ...,
     <metric>: ...}, "test": {...}}`` after the chunk; a split without samples is left out. With
@@ -259,23 +291,7 @@ def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
     """
     program = describe(structure, shapes)
 
-    def chunk(state: TrainState, data, num_epochs: int):
-        carry = (state.params, state.opt_state, state.epoch, state.diverged, state.shuffle_key)
-        run = functools.partial(member_chunk, program, num_epochs=num_epochs)
-        if layout == "vmap":
-            new, evaluation = jax.vmap(run, in_axes=(0, 0, None))(carry, state.hparams, data)
-            return TrainState(*new, state.hparams), evaluation
-        per_device = jax.shard_map(
-            lambda c, h, d: jax.lax.map(lambda a: run(a[0], a[1], d), (c, h)),
-            mesh=members_mesh(num_devices),
-            in_specs=(P("m"), P("m"), P()),
-            out_specs=P("m"),
-            check_vma=False,
-        )
-        new, evaluation = per_device(carry, state.hparams, data)
-        return TrainState(*new, hparams=state.hparams), evaluation
+    def run(carry, hp, data, num_epochs: int):
+        return member_chunk(program, carry, hp, data, num_epochs)
 
-    if layout == "vmap":
-        return jax.jit(chunk, static_argnums=2)
-    split, whole = NamedSharding(members_mesh(num_devices), P("m")), NamedSharding(members_mesh(num_devices), P())
-    return jax.jit(chunk, static_argnums=2, in_shardings=(split, whole), out_shardings=split)
+    return members_program(run, layout, num_devices, static=True)

@@ -6,7 +6,8 @@ The rule (:func:`choose_seeds_per_trial`, a pure function of what :func:`measure
    layout) the block program is compiled (not run) for 4 and 8 members and
    ``memory_analysis()`` (arguments + outputs + temporaries - aliases) gives both parts. On CPU
    (members one at a time per device) a member costs its training state twice (in and out of
-   the compiled call: parameters, optimizer state) and the dataset is the fixed part. A block
+   the compiled call: parameters, optimizer state) and the dataset is the fixed part (a
+   training split streamed in windows counts as two windows, not as the whole split). A block
    may use 80% of the trial's memory share: the device's allocator limit on a GPU (already
    confined to the trial's fraction, see :mod:`._env`), or the host's memory times the trial's
    share of the node's CPUs on CPU. ``members <= (0.8 * share - fixed) / per_member``.
@@ -36,7 +37,7 @@ import jax
 from .._configure import available_cpus
 from ..problems import Dataset
 from ..spec import SweepSpec
-from ..training import compiled_bytes, data_shapes, init_block, run_chunk, state_bytes
+from ..training import compiled_bytes, data_shapes, device_data_bytes, init_block, run_chunk, state_bytes
 
 MEMORY_HEADROOM = 0.8
 TARGET_TRIAL_S = 60.0
@@ -89,10 +90,12 @@ def measure(
 ) -> Probe:
     """Measure one structural config (``spec`` without a grid) in this process."""
     backend = jax.default_backend()
+    held, _ = device_data_bytes(spec, data)  # a streamed split: two windows, not the whole split
     if backend != "cpu":
         four = compiled_bytes(spec, data, hparams, 4)  # small blocks are special-cased by XLA
         per_member = max(1, (compiled_bytes(spec, data, hparams, 8) - four) // 4)
-        return Probe(per_member, max(0, four - 4 * per_member), _memory_share(resources), None, backend)
+        streamed_out = device_data_bytes(spec, data, budget=2**62)[0] - held  # compiled with the whole split
+        return Probe(per_member, max(0, four - 4 * per_member - streamed_out), _memory_share(resources), None, backend)
     devices = len(jax.devices("cpu"))
     block, state = init_block(spec, list(range(devices)), [hparams[0]] if hparams else None, data)
     state, evaluation = run_chunk(block, state, 1)  # compile
@@ -100,9 +103,8 @@ def measure(
     start = time.perf_counter()
     jax.block_until_ready(run_chunk(block, state, 1)[1])
     member_epoch_s = (time.perf_counter() - start) / devices
-    fixed = sum(a.nbytes for a in jax.tree_util.tree_leaves(data))
     return Probe(
-        2 * state_bytes(spec, data_shapes(data), hparams), fixed, _memory_share(resources), member_epoch_s, backend
+        2 * state_bytes(spec, data_shapes(data), hparams), held, _memory_share(resources), member_epoch_s, backend
     )
 
 

@@ -22,6 +22,7 @@ from ..planning import Plan, make_plan
 from ..problems import Dataset
 from ..spec import SweepSpec
 from ..store import SweepDir
+from ..training import data_line
 from . import _env, _race
 from ._auto import Probe, choose_seeds_per_trial, largest_config, measure
 from ._checks import load_datasets
@@ -83,7 +84,9 @@ def plan(
         spec, seeds_per_trial, done=done, wanted=next_round(spec, datasets, storage, storage_filesystem)
     )
     race = None if stored is None else stored.race  # its evaluations so far: the rule it goes on under
-    return planned if race is None else dataclasses.replace(planned, race=race)
+    configs = {c.problem_id: c for c, _ in spec.expand()}  # a config per problem (the budget is the training's)
+    data = tuple(line for key, c in configs.items() if (line := data_line(c, datasets[key])) is not None)
+    return dataclasses.replace(planned, race=race if race is not None else planned.race, data=data)
 
 
 def check_spec(spec: Any) -> None:

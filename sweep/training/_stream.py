@@ -1,0 +1,189 @@
+"""Training on a split larger than the data budget: windows streamed to the block's devices.
+
+A block whose data (:func:`~._program.program_data`) exceed its budget
+(``Training(data_memory=...)``, :func:`~._budget.data_budget`) keeps the validation and test
+data on its devices and streams the training split: each epoch goes over the windows of a
+:class:`~._windows.WindowPlan` in the order drawn for it, every member making its own pass over
+each window (:func:`~._member.window_pass`), while a reader thread reads the next window and
+transfers it (asynchronously) to the devices. At most two windows are held at a time. After the
+chunk's last epoch every member is evaluated (:func:`~._member.member_evaluation`).
+
+Each member's arithmetic is the same whatever the block (the windows, their order and the
+members' keys do not depend on it), so streamed blocks are bit-identical on CPU like the others;
+a chunk ends at the end of an epoch, so a checkpoint always stands at the start of the next
+epoch's window order, and a resumed block reads the same windows in the same order.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from .._caches import cached
+from ..problems import Dataset, Split
+from ..spec import SweepSpec, size_text
+from ._budget import data_budget, nbytes, streams
+from ._member import member_evaluation, window_pass
+from ._program import PROGRAMS, TrainState, describe, members_program, program_data
+from ._windows import WindowPlan, plan_windows
+
+
+class Source(NamedTuple):
+    """Where the windows are read from: ``read(start, stop)`` gives the training items
+    ``[start, stop)`` as host arrays (pairs ``(x, y)``, or trajectories)."""
+
+    items: int
+    item_bytes: int
+    per_item: int  # training samples of one item: 1 (a pair), or the windows of states of a trajectory
+    read: Callable[[int, int], Any]
+
+
+def array_source(data: Dataset, unroll: int) -> Source:
+    """The training split of ``data`` held in host memory: its pairs, or with ``unroll > 1`` its
+    trajectories."""
+    if unroll == 1:
+        x, y = data.train
+        return Source(len(x), x[0].nbytes + y[0].nbytes, 1, lambda a, b: (x[a:b], y[a:b]))
+    traj = data.train_traj
+    assert traj is not None  # check_data: unrolled training has training trajectories
+    return Source(len(traj), traj[0].nbytes, traj.shape[1] - unroll, lambda a, b: traj[a:b])
+
+
+def held_part(needed: Dataset) -> Dataset:
+    """What a streaming block keeps on its devices: its program data without the training split."""
+    x, y = needed.train
+    return needed._replace(train=Split(x[:0], y[:0]), train_traj=None)
+
+
+def window_plan(spec: SweepSpec, data: Dataset, budget: int | None = None) -> WindowPlan | None:
+    """How ``spec`` streams ``data`` under ``budget`` (default: :func:`~._budget.data_budget`), or
+    ``None`` where its data fit.
+
+    Raises:
+        SpecError: The budget is too small to stream (:func:`~._windows.plan_windows`).
+    """
+    t = spec.training
+    budget = data_budget(t) if budget is None else budget
+    needed = program_data(data, t.unroll > 1, t.rollout_steps)
+    if not streams(needed, budget):
+        return None
+    source = array_source(data, t.unroll)
+    return plan_windows(
+        source.items, source.item_bytes, nbytes(held_part(needed)), budget, t.batch_size, source.per_item
+    )
+
+
+def device_data_bytes(spec: SweepSpec, data: Dataset, budget: int | None = None) -> tuple[int, WindowPlan | None]:
+    """``(bytes, plan)``: what a block's data take on its device(s) (its program data where they
+    fit ``budget``, else the validation and test data and two windows) and its
+    :class:`~._windows.WindowPlan` (``None`` where the data fit)."""
+    t = spec.training
+    needed = program_data(data, t.unroll > 1, t.rollout_steps)
+    plan = window_plan(spec, data, budget)
+    return (nbytes(needed) if plan is None else plan.eval_bytes + 2 * plan.window_bytes), plan
+
+
+def data_line(spec: SweepSpec, data: Dataset) -> str | None:
+    """One line on how ``spec`` streams ``data``: the size of what its program reads, the
+    budget, the windows and shards (``sweep plan`` prints it); ``None`` where the data fit."""
+    t = spec.training
+    budget = data_budget(t)
+    total = nbytes(program_data(data, t.unroll > 1, t.rollout_steps))
+    _, plan = device_data_bytes(spec, data, budget)
+    if plan is None:
+        return None
+    default = "" if t.data_memory is not None else " (default: a quarter of this machine's memory)"
+    return f"data of {spec.problem.name!r}: {size_text(total)}, budget {size_text(budget)}{default}: {plan}"
+
+
+@cached(PROGRAMS)
+def window_program(structure: str, shapes: tuple, layout: str, num_devices: int):
+    """The jitted ``(state, (window, w)) -> (state, mean loss per member)`` of one pass of every
+    member over one window (:func:`~._member.window_pass`); one compilation per window shape."""
+    program = describe(structure, shapes)
+    return members_program(lambda c, h, w: window_pass(program, c, h, w), layout, num_devices)
+
+
+@cached(PROGRAMS)
+def evaluation_program(structure: str, shapes: tuple, layout: str, num_devices: int):
+    """The jitted ``(state, held data) -> (state, evaluation per member)``."""
+    program = describe(structure, shapes)
+    return members_program(lambda c, h, d: (c, member_evaluation(program, c[0], d)), layout, num_devices)
+
+
+class Stream(NamedTuple):
+    """A block's streamed training split: the windows, where they go, the programs, and the
+    seconds the trainer waited for the reader (``waited[0]``, over the block's life)."""
+
+    source: Source
+    plan: WindowPlan
+    data_seed: int
+    place: Any
+    windows: Any
+    evaluation: Any
+    batch_size: int
+    waited: list[float]
+
+
+def make_stream(
+    spec: SweepSpec, data: Dataset, structure: str, shapes: tuple, layout: str, devices: int, place: Any
+) -> Stream | None:
+    """The :class:`Stream` of a block, or ``None`` where its data fit the budget."""
+    plan = window_plan(spec, data)
+    if plan is None:
+        return None
+    return Stream(
+        array_source(data, spec.training.unroll),
+        plan,
+        int(spec.problem.options.get("data_seed", 0)),
+        place,
+        window_program(structure, shapes, layout, devices),
+        evaluation_program(structure, shapes, layout, devices),
+        spec.training.batch_size,
+        [0.0],
+    )
+
+
+def _window(stream: Stream, shards: np.ndarray):
+    """The items of ``shards``, read and put on their way to the devices (in the reader thread)."""
+    parts = [stream.source.read(*stream.plan.shard(int(s))) for s in shards]
+    arrays = jax.tree_util.tree_map(lambda *p: np.concatenate(p), *parts)
+    return jax.device_put(arrays, stream.place)
+
+
+def streamed_chunk(stream: Stream, state: TrainState, held: Dataset, num_epochs: int):
+    """``num_epochs`` streamed epochs of a placed ``state``, then its evaluation on the ``held``
+    data: ``(state, evaluation)`` as a chunk program returns them (``"train_loss"``: the mean
+    loss of the last epoch's minibatches)."""
+    first = int(np.asarray(state.epoch)[0])
+    windows = [
+        (index, len(order), shards)
+        for epoch in range(first, first + num_epochs)
+        for order in [stream.plan.order(stream.data_seed, epoch)]
+        for index, shards in enumerate(order)
+    ]
+    sums: Any = 0.0  # the current epoch's minibatch losses summed, per member
+    steps = 0
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-reader") as reader:
+        pending = reader.submit(_window, stream, windows[0][2])
+        for k, (index, count, _) in enumerate(windows):
+            start = time.perf_counter()
+            window = pending.result()
+            stream.waited[0] += time.perf_counter() - start
+            if k + 1 < len(windows):  # read the next window (across epochs) while this one trains
+                pending = reader.submit(_window, stream, windows[k + 1][2])
+            state, loss = stream.windows(state, (window, np.int32(index)))
+            batches = jax.tree_util.tree_leaves(window)[0].shape[0] * stream.source.per_item // stream.batch_size
+            if index == 0:
+                sums, steps = 0.0, 0
+            # waiting for the loss keeps two windows at most: this one and the next
+            sums, steps = sums + np.asarray(loss, np.float64) * batches, steps + batches
+            if index + 1 == count:  # the epoch's last window
+                state = state._replace(epoch=state.epoch + 1)
+    _, evaluation = stream.evaluation(state, held)
+    return state, {"train_loss": (sums / steps).astype(np.float32), **evaluation}

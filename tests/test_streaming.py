@@ -1,0 +1,177 @@
+"""Training splits larger than the data budget (``Training(data_memory=...)``): streamed in
+windows, bit-identical whatever the block, resumed exactly, data that fit trained as always,
+budgets too small refused before work."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from _faults import FailOnce
+from helpers import assert_same_member, tiny_spec, tree_allclose
+
+import sweep
+from sweep import training
+from sweep.tune import TrialHooks
+
+# 42 training pairs of 128 bytes (5.25 KiB) beside 2.25 KiB of validation and test pairs: 6000
+# bytes hold two windows of 14 pairs, so an epoch is three windows
+STREAMED = sweep.Training(epochs=2, batch_size=8, report_every=1, data_memory=6000)
+LOCAL = sweep.RunOptions(executor="local", progress="off")
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return tiny_spec(training=STREAMED)
+
+
+@pytest.fixture(scope="module")
+def data(spec):
+    return training.load_data(spec)
+
+
+@pytest.fixture(scope="module")
+def alone(spec, data):
+    return sweep.train(spec, 5, data=data)
+
+
+def test_a_split_larger_than_the_budget_streams_in_windows_that_cover_it_every_epoch(spec, data):
+    block, _ = training.init_block(spec, [5], data=data)
+    assert block.stream is not None
+    plan = block.stream.plan
+    assert (plan.num_shards, plan.num_windows, plan.window_bytes) == (42, 3, 14 * 128)
+    assert 2 * plan.window_bytes + plan.eval_bytes <= 6000  # two windows at a time beside val and test
+    assert block.data.train.size == 0  # the training split is not on the device
+    orders = [np.concatenate(plan.order(0, epoch)) for epoch in (0, 1)]
+    for order in orders:
+        assert sorted(order) == list(range(42))  # every shard once per epoch
+    assert not np.array_equal(orders[0], orders[1])  # a new order every epoch
+
+
+@pytest.mark.parametrize("seeds", [[5, 6], [0, 5, 7]])
+def test_streamed_members_are_bit_identical_whatever_the_block(spec, data, alone, seeds):
+    model, history = sweep.train_block(spec, seeds, data=data)
+    assert_same_member(model, history, seeds.index(5), *alone)
+
+
+def test_a_budget_larger_than_the_data_trains_exactly_as_in_memory(data):
+    in_memory = tiny_spec(training=dataclasses.replace(STREAMED, data_memory=None))
+    roomy = tiny_spec(training=dataclasses.replace(STREAMED, data_memory="1MiB"))
+    block, _ = training.init_block(roomy, [5], data=data)
+    assert block.stream is None
+    model, history = sweep.train(roomy, 5, data=data)
+    assert_same_member(*_stacked(sweep.train(in_memory, 5, data=data)), 0, model, history)
+
+
+def test_streaming_trains_and_differs_from_the_in_memory_shuffle(spec, data, alone):
+    model, history = alone
+    assert history.train_loss[0, -1] < history.train_loss[0, 0]
+    memory_model, _ = sweep.train(tiny_spec(training=dataclasses.replace(STREAMED, data_memory=None)), 5, data=data)
+    assert not tree_allclose(model, memory_model, exact=True)
+
+
+def test_resume_from_a_checkpoint_equals_uninterrupted(tmp_path, spec, data):
+    from sweep.training import load_block, save_block
+
+    block, state = training.init_block(spec, [1, 5], data=data)
+    state, history = next(sweep.fit(block, state))  # one epoch, then "crash"
+    save_block(tmp_path / "b", spec=spec, state=state, history=history, shapes=training.data_shapes(data))
+    saved = load_block(tmp_path / "b")
+    resumed, resumed_history = list(sweep.fit(block, saved.state, saved.history))[-1]
+    model, uninterrupted = sweep.train_block(spec, [1, 5], data=data)
+    assert tree_allclose(training.model_of(block, resumed), model, exact=True)
+    for field in ("epoch", "train_loss", "test_loss", "val_loss"):
+        np.testing.assert_array_equal(getattr(resumed_history, field), getattr(uninterrupted, field))
+
+
+def test_a_run_failed_after_its_first_epoch_and_resumed_equals_an_uninterrupted_run(spec, tmp_path):
+    hooks = TrialHooks(after_report=FailOnce(str(tmp_path / "failed")))
+    with pytest.raises(sweep.SweepError, match="injected failure"):
+        sweep.run(spec, storage=str(tmp_path / "a"), options=dataclasses.replace(LOCAL, trial_hooks=hooks))
+    resumed = sweep.run(spec, storage=str(tmp_path / "a"), options=dataclasses.replace(LOCAL, resume=True))
+    uninterrupted = sweep.run(spec, storage=str(tmp_path / "b"), options=LOCAL)
+    columns = ["seed", "val_loss", "test_loss", "train_loss"]
+    assert (
+        sweep.load(resumed).table.select(columns).to_pylist()
+        == sweep.load(uninterrupted).table.select(columns).to_pylist()
+    )
+
+
+def test_a_budget_smaller_than_two_shards_beside_val_and_test_is_refused_before_work(tmp_path):
+    spec = tiny_spec(training=dataclasses.replace(STREAMED, data_memory=2400))
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"`training.data_memory`: got 2400 bytes .* shards of 128 bytes .* validation and test data "
+        r"\(2304 bytes\); give at least 2560 bytes",
+    ):
+        sweep.run(spec, storage=str(tmp_path), options=LOCAL)
+    assert not (tmp_path / spec.name).exists()
+
+
+def test_a_window_smaller_than_a_batch_is_refused_with_the_budget_that_fits(data):
+    spec = tiny_spec(training=dataclasses.replace(STREAMED, batch_size=16))
+    with pytest.raises(
+        sweep.SpecError, match=r"`training.batch_size`: got 16; .* as small as 14 samples; raise data_memory"
+    ):
+        training.check_data(spec, data)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("4GiB", 4 * 2**30), ("1.5KiB", 1536), ("2 MB", 2_000_000), (4096, 4096)]
+)
+def test_data_memory_takes_bytes_or_sizes_with_units(value, expected):
+    assert sweep.Training(data_memory=value).data_memory == expected
+
+
+@pytest.mark.parametrize("value", ["4 parsecs", 0, -1, "GiB", True, 1.5])
+def test_a_bad_data_memory_is_named(value):
+    with pytest.raises(sweep.SpecError, match=r"`training.data_memory`: got .*; give a size in bytes"):
+        sweep.Training(data_memory=value)
+
+
+def test_the_default_budget_keeps_old_config_ids():
+    assert "data_memory" not in sweep.Training().identity()
+    assert sweep.Training(data_memory="1GiB").identity()["data_memory"] == 2**30
+
+
+def _stacked(trained):
+    """A member trained alone as a block of one: ``(model with a member axis, history)``."""
+    import jax
+
+    model, history = trained
+    return jax.tree_util.tree_map(lambda a: a[None] if hasattr(a, "shape") else a, model), history
+
+
+def test_the_plan_says_which_problem_streams_with_its_size_budget_and_windows(spec):
+    shown = str(sweep.plan(spec))
+    assert (
+        "data of 'heat1d': 7.5 KiB, budget 5.86 KiB: streamed: 3 windows of <= 1.75 KiB per epoch "
+        "(42 shards of 1 items, 128 B)"
+    ) in shown
+    assert "data of" not in str(sweep.plan(tiny_spec()))  # data that fit: the plan as it always was
+
+
+def test_an_auto_block_size_counts_two_windows_not_the_whole_split(spec, data):
+    from sweep.training import device_data_bytes
+
+    streamed, plan = device_data_bytes(spec, data)
+    whole, none = device_data_bytes(spec, data, budget=10**9)
+    assert plan is not None and none is None
+    assert streamed == plan.eval_bytes + 2 * plan.window_bytes == 2304 + 2 * 1792 < whole == 7680
+
+
+@pytest.mark.slow  # three compilations of unrolled windows and rollouts (~1-2 min on a shared CPU)
+def test_streamed_trajectories_with_unroll_noise_and_rollouts_are_bit_identical_whatever_the_block():
+    # 42 training trajectories of 7 states (448 bytes each) streamed in 5 windows of 8-9
+    unrolled = tiny_spec(
+        problem=sweep.Problem("heat1d", num_points=16, num_samples=60, data_seed=0, trajectory_steps=6),
+        training=dataclasses.replace(STREAMED, unroll=2, rollout_steps=3, noise=0.01, data_memory=15072),
+    )
+    data = training.load_data(unrolled)
+    block, _ = training.init_block(unrolled, [5], data=data)
+    assert block.stream is not None and (block.stream.plan.num_windows, block.stream.plan.item_bytes) == (5, 448)
+    alone = sweep.train(unrolled, 5, data=data)
+    model, history = sweep.train_block(unrolled, [0, 5, 7], data=data)
+    assert set(history.test_rollout) == {"nrmse"}
+    assert_same_member(model, history, 1, *alone)
