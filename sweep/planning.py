@@ -180,10 +180,10 @@ class Plan:
     def __str__(self) -> str:
         res = self.spec.resources
         gpu = f", {res['gpu']:g} GPU" if res["gpu"] else ""
-        names = grid_names(self.spec.grid)
+        names = grid_names(self.spec.varied)
         assert self.spec.vmap is not None  # __post_init__ resolves None to the vmappable grid keys
-        structural = [k for k in self.spec.grid if k not in self.spec.vmap]
-        vmapped = [k for k in self.spec.grid if k in self.spec.vmap]
+        structural = [k for k in self.spec.varied if k not in self.spec.vmap]
+        vmapped = [k for k in self.spec.varied if k in self.spec.vmap]
         rows = []
         for t in self.trials[:50]:
             first, last = t.seeds[0], t.seeds[-1]
