@@ -17,6 +17,7 @@ from ._record import Observation as Observation
 from ._record import SearchRecord as SearchRecord
 from ._record import read_record as read_record
 from ._rounds import SearchRounds as SearchRounds
+from ._sampler import propose as propose
 
 __all__ = [
     "LEVEL",
@@ -26,6 +27,7 @@ __all__ = [
     "SearchRounds",
     "Standing",
     "ranked",
+    "propose",
     "read_record",
     "standings",
     "summary",

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._errors import SpecError, did_you_mean
-from ..metrics import ROLLOUT_GMEAN, metric_name
 from ._space import Distribution
+from ._training import Training
 from ._values import is_int
 
 __all__ = ["ALGORITHMS", "Search"]
@@ -91,10 +91,9 @@ class Search:
         if self.mode not in ("min", "max"):
             raise SpecError(f"`search.mode`: got {self.mode!r}; choose min or max")
 
-    def check_metric(self, metrics: tuple[str, ...], rollout_metrics: tuple[str, ...]) -> None:
-        """Refuse a ``metric`` that members with these ``training`` metrics do not report."""
-        names = ["val_loss", *(f"val_{metric_name(m)}" for m in metrics)]
-        names += [f"val_{ROLLOUT_GMEAN}{metric_name(m)}" for m in rollout_metrics]
+    def check_metric(self, training: Training) -> None:
+        """Refuse a ``metric`` that members trained with ``training`` do not report."""
+        names = training.validation_columns()
         if self.metric not in names:
             raise SpecError(
                 f"`search.metric`: got {self.metric!r}{did_you_mean(self.metric, names)}; the members are "

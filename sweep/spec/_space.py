@@ -104,7 +104,7 @@ class Distribution:
 
 def _from_tune(domain: Any, field: str) -> Distribution:
     """A Ray Tune domain (``tune.loguniform`` ...) as a :class:`Distribution`."""
-    sampler = type(getattr(domain, "sampler", None)).__name__
+    sampler = type(getattr(domain, "sampler", None)).__name__.lstrip("_")
     name = type(domain).__name__
     if name == "Categorical":
         return Distribution("choice", tuple(plain(v, f"search.space.{field}") for v in domain.categories))

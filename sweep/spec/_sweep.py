@@ -193,8 +193,7 @@ class SweepSpec:
             )
         if self.adaptive is not None:
             raise SpecError("`seeds`: a search trains a fixed number of seeds per configuration; give seeds=N")
-        t = self.training
-        search.check_metric(t.metrics, t.rollout_metrics if t.rollout_steps else ())
+        search.check_metric(self.training)
         base = {f: getattr(self, f).to_dict() for f in _PARTS}
         for key, dist in search.space.items():
             _check_key(key, "search.space")
