@@ -174,3 +174,23 @@ def test_the_end_compares_the_best_configurations_by_intervals(uninterrupted):
     assert text is not None and text.startswith("search: 4 of 4 configurations told, 3 seeds each")
     assert "not compared: 3 seeds give no 95% interval (at least 6 needed)" in text
     assert os.path.exists(uninterrupted / "search.json")
+
+
+def test_show_and_the_trace_figure_show_the_search(uninterrupted, tmp_path):
+    from typer.testing import CliRunner
+
+    from sweep.cli import app
+
+    shown = CliRunner().invoke(app, ["show", str(uninterrupted)])
+    assert shown.exit_code == 0, shown.output
+    assert "search: 4 of 4 configurations told, 3 seeds each; best #" in shown.output
+    drawn = CliRunner().invoke(app, ["plot", str(uninterrupted), "--kind", "search", "--out", str(tmp_path / "s.png")])
+    assert drawn.exit_code == 0, drawn.output
+    assert (tmp_path / "s.png").stat().st_size > 0
+    fig = sweep.search.plot_trace(uninterrupted)
+    (ax,) = fig.axes
+    means = [s.observation.mean for s in sweep.search.standings(search_spec(), sweep.store.SweepDir.at(uninterrupted))]
+    steps = ax.lines[-2].get_ydata()  # the best mean so far, then the ring around the best
+    assert list(steps) == [min(means[: i + 1]) for i in range(len(means))]
+    with pytest.raises(sweep.SweepError, match="holds no search"):
+        sweep.search.plot_trace(tmp_path)

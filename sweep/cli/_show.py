@@ -36,6 +36,7 @@ def show(
     from .._errors import StoreError
     from ..ensemble import compact, load
     from ._race import race_lines
+    from ._search import search_lines
     from ._scores import seeds_line
     from ._status import sweeps_in
     from ._tables import format_table, write_table
@@ -80,3 +81,4 @@ def show(
     typer.echo(format_table(table, limit))
     typer.echo(seeds_line(ens, metric, mode))
     race_lines(ens, limit)
+    search_lines(existing(sweep_dir))

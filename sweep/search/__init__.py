@@ -9,6 +9,7 @@ intervals over seeds) and ``_trace`` (the figure of the search).
 
 from ._best import LEVEL as LEVEL
 from ._best import Standing as Standing
+from ._best import headline as headline
 from ._best import ranked as ranked
 from ._best import standings as standings
 from ._best import summary as summary
@@ -18,6 +19,8 @@ from ._record import SearchRecord as SearchRecord
 from ._record import read_record as read_record
 from ._rounds import SearchRounds as SearchRounds
 from ._sampler import propose as propose
+from ._trace import plot_trace as plot_trace
+from ._trace import searched_spec as searched_spec
 
 __all__ = [
     "LEVEL",
@@ -26,9 +29,12 @@ __all__ = [
     "SearchRecord",
     "SearchRounds",
     "Standing",
+    "headline",
     "ranked",
+    "plot_trace",
     "propose",
     "read_record",
+    "searched_spec",
     "standings",
     "summary",
 ]

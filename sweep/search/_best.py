@@ -24,7 +24,7 @@ from ..store import SweepDir
 from ._observe import key_of, member_values
 from ._record import Observation, read_record
 
-__all__ = ["LEVEL", "Standing", "ranked", "separated", "standings", "summary"]
+__all__ = ["LEVEL", "Standing", "headline", "ranked", "separated", "standings", "summary"]
 
 LEVEL = 0.95
 
@@ -77,15 +77,29 @@ def separated(spec: SweepSpec, best: Standing, runner_up: Standing) -> bool:
     return best.interval.low > runner_up.interval.high
 
 
+def headline(spec: SweepSpec, sweep_dir: SweepDir, top: list[Standing] | None = None) -> str:
+    """``search: 6 of 16 configurations told, 8 seeds each; best #4 val_loss 0.0123 [0.0119, 0.0128]``
+    (what the live display shows after each round)."""
+    search = spec.search
+    assert search is not None
+    top = ranked(spec, standings(spec, sweep_dir)) if top is None else top
+    told = len(read_record(sweep_dir).observations)
+    line = f"search: {told} of {search.configurations} configurations told, {len(spec.seed_list)} seeds each"
+    if top:
+        i = top[0].interval
+        line += f"; best #{top[0].number} {search.metric} {i.mean:.4g} [{i.low:.4g}, {i.high:.4g}]"
+    return line
+
+
 def summary(spec: SweepSpec, sweep_dir: SweepDir) -> str | None:
-    """What the search found: a headline, then its best configurations with their intervals."""
+    """What the search found: a headline that says whether the best is separated from the
+    runner-up, then its ``search.compare`` best configurations with their intervals."""
     search = spec.search
     assert search is not None
     top = ranked(spec, standings(spec, sweep_dir))[: search.compare]
     if not top:
         return None
-    told = len(read_record(sweep_dir).observations)
-    lines = [f"search: {told} of {search.configurations} configurations told, {len(spec.seed_list)} seeds each"]
+    lines = [headline(spec, sweep_dir, top)]
     if len(top) > 1:
         best, runner = top[0], top[1]
         if len(spec.seed_list) < min_seeds(LEVEL):
@@ -97,7 +111,7 @@ def summary(spec: SweepSpec, sweep_dir: SweepDir) -> str | None:
             verdict = f"separated from the runner-up (#{runner.number}) by {LEVEL:.0%} intervals over seeds"
         else:
             verdict = f"NOT separated from the runner-up (#{runner.number}): their {LEVEL:.0%} intervals overlap"
-        lines[0] += f"; best #{best.number} {verdict}"
+        lines[0] += f"; the best is {verdict}"
     lines.append(f"  {'#':>3}  {search.metric} mean [{LEVEL:.0%} interval]  configuration")
     for s in top:
         i = s.interval

@@ -12,11 +12,12 @@ killed between any two steps and resumed takes the same steps.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from .._errors import SweepError
 from ..spec import Search, SweepSpec
 from ..store import SweepDir
-from ._best import summary
+from ._best import headline, summary
 from ._observe import Key, key_of, member_values, observation
 from ._record import read_record, write_record
 from ._sampler import check_engine, propose
@@ -27,8 +28,9 @@ __all__ = ["SearchRounds"]
 class SearchRounds:
     """The round policy of a spec with a :class:`sweep.Search`: one round per batch of points."""
 
-    def __init__(self, search: Search):
+    def __init__(self, search: Search, say: Callable[[str], Any] = lambda line: None):
         check_engine(search)  # before any work: Optuna (and the sampler's package) importable
+        self.say = say  # gets the search's headline after each round told (the live display)
 
     def planned(self, spec: SweepSpec, sweep_dir: SweepDir) -> SweepSpec:
         """``spec`` with every point asked so far (what the plan and the store describe)."""
@@ -56,6 +58,7 @@ class SearchRounds:
             seen = [observation(values.get(k, {}), spec.seed_list) for k in keys]
             if all(o is not None for o in seen):
                 write_record(sweep_dir, record.tell(tuple(o for o in seen if o is not None)))
+                self.say(headline(spec, sweep_dir))
                 continue
             wanted = {k: spec.seed_list for k in keys}
             if wanted == before:

@@ -96,11 +96,16 @@ class RaceRounds:
         return _race.result(spec, _race.advance(spec, sweep_dir, record=False), label)
 
 
-def policy_for(spec: SweepSpec, show: Callable[[_race.RaceStep], Any] = lambda step: None) -> RoundPolicy:
-    """The policy of ``spec``: a search's with a :class:`sweep.Search`, :class:`RaceRounds` with
-    adaptive seeds, else :class:`FixedSeeds`."""
+def policy_for(
+    spec: SweepSpec,
+    show: Callable[[_race.RaceStep], Any] = lambda step: None,
+    say: Callable[[str], Any] = lambda line: None,
+) -> RoundPolicy:
+    """The policy of ``spec``: :class:`sweep.search.SearchRounds` with a :class:`sweep.Search`
+    (``say`` gets its headline after each round), :class:`RaceRounds` with adaptive seeds (``show``
+    gets each step), else :class:`FixedSeeds`."""
     if spec.search is not None:
         from ..search import SearchRounds
 
-        return SearchRounds(spec.search)
+        return SearchRounds(spec.search, say)
     return FixedSeeds() if spec.adaptive is None else RaceRounds(show)

@@ -144,7 +144,9 @@ def run(
     mode = "plain" if options.verbose and options.progress == "auto" else options.progress
     display = SweepProgress(state, mode)
     trackers = make_loggers(options.loggers, spec, sweep_dir.shown)  # unknown names fail here, before Ray starts
-    policy = policy_for(spec, show=lambda step: _race.show(state, spec, step))
+    policy = policy_for(
+        spec, show=lambda step: _race.show(state, spec, step), say=lambda line: state.show_race({}, line)
+    )
     rounds = iter(policy.rounds(spec, sweep_dir))
     first = list(itertools.islice(rounds, 1))  # what the policy wants first, if anything
     if not first:
