@@ -36,8 +36,8 @@ def show(
     from .._errors import StoreError
     from ..ensemble import compact, load
     from ._race import race_lines
-    from ._search import search_lines
     from ._scores import seeds_line
+    from ._search import search_lines
     from ._status import sweeps_in
     from ._tables import format_table, write_table
 
