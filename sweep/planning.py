@@ -199,6 +199,7 @@ class Plan:
             f"{len(self.config_ids)} structural configs; each trial: {res['cpu']:g} CPU{gpu}, "
             f"up to {self.seeds_per_trial} seeds per block",
             *self._race_lines(),
+            *self._search_lines(),
             *("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]),
         ]
         if len(self.trials) > 50:
@@ -216,6 +217,18 @@ class Plan:
             f"race of {num_configs} configurations on {adaptive.metric} (start {adaptive.start}, step "
             f"{adaptive.step}, max {adaptive.max}): {guarantee(adaptive.confidence, adaptive.precision)} "
             f"({decides(adaptive, race, num_configs)})"
+        ]
+
+    def _search_lines(self) -> list[str]:
+        """With a search: what it will train, since its trials are planned as it proposes them."""
+        search = self.spec.search
+        if search is None:
+            return []
+        seeds = len(self.spec.seed_list)
+        return [
+            f"{search.algorithm} search of {search.configurations} configurations on {search.metric} ({search.mode}), "
+            f"{search.batch} per round, {seeds} seeds each: at most {search.configurations * seeds} members, "
+            f"planned round by round as the search proposes them ({len(self.spec.points)} so far)"
         ]
 
 

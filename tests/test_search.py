@@ -194,3 +194,13 @@ def test_show_and_the_trace_figure_show_the_search(uninterrupted, tmp_path):
     assert list(steps) == [min(means[: i + 1]) for i in range(len(means))]
     with pytest.raises(sweep.SweepError, match="holds no search"):
         sweep.search.plot_trace(tmp_path)
+
+
+def test_the_plan_of_a_search_says_what_it_will_train(uninterrupted):
+    fresh = sweep.plan(search_spec())
+    assert fresh.trials == ()  # planned round by round, as the search proposes
+    assert "tpe search of 4 configurations on val_loss (min), 2 per round, 3 seeds each: at most 12 members" in str(
+        fresh
+    )
+    stored = sweep.store.SweepDir.at(uninterrupted).plan()
+    assert stored is not None and len(stored.spec.points) == 4 and "(4 so far)" in str(stored)
