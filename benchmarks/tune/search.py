@@ -74,7 +74,8 @@ def sweep_choice(args, sweep_seed: int, storage: str) -> dict:
         space={FIELDS[k]: d for k, d in space(sweep).items()}, configurations=args.configurations, batch=args.batch
     )
     spec = base_spec(args, sweep_seed, search=search)
-    options = sweep.RunOptions(progress="off", executor=args.executor, address=args.address)
+    address = start_ray() if args.executor == "tune" else None
+    options = sweep.RunOptions(progress="off", executor=args.executor, address=address)
     path = sweep.run(spec, storage=storage, options=options)
     best = ranked(spec, standings(spec, SweepDir.at(path)))[0].point
     return {k: best[f] for k, f in FIELDS.items()}
@@ -91,8 +92,19 @@ def tune_trainable(config):
     tune.report({"val_loss": float(history.val["loss"][0, -1])})
 
 
+def start_ray() -> str:
+    """This benchmark's local Ray (started on first use: the local executor needs none), its address."""
+    import ray
+
+    if not ray.is_initialized():
+        local_ray(cpus=2)
+    return ray.get_runtime_context().gcs_address
+
+
 def tune_choice(args, sweep_seed: int, storage: str) -> dict:
     from ray import tune
+
+    start_ray()
     from ray.tune.search import Repeater
     from ray.tune.search.optuna import OptunaSearch
 
@@ -131,10 +143,6 @@ def main() -> None:
     parser.add_argument("--fresh", type=int, default=16, help="new seeds that measure each choice")
     parser.add_argument("--executor", default="local", choices=["local", "tune"], help="sweep.run's executor")
     args = parser.parse_args()
-    local_ray(cpus=2)
-    import ray
-
-    args.address = ray.get_runtime_context().gcs_address
     print(
         f"N={args.configurations} configurations x S={args.seeds} seeds x {args.epochs} epochs each side; "
         f"sweep batch {args.batch}, executor {args.executor!r}; each choice measured with {args.fresh} fresh seeds"
