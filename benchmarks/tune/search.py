@@ -118,7 +118,8 @@ def tune_choice(args, sweep_seed: int, storage: str) -> dict:
     results = tuner.fit()
     means: dict[tuple, list[float]] = {}
     for r in results:
-        means.setdefault(tuple(r.config[k] for k in FIELDS), []).append(r.metrics.get("val_loss", np.inf))
+        config, metrics = r.config or {}, r.metrics or {}
+        means.setdefault(tuple(config[k] for k in FIELDS), []).append(metrics.get("val_loss", np.inf))
     best = min(means, key=lambda k: float(np.mean(means[k])))
     return dict(zip(FIELDS, best))
 
