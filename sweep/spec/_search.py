@@ -17,13 +17,13 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._errors import SpecError, did_you_mean
 from ._space import Distribution
 from ._training import Training
-from ._values import is_int
+from ._values import is_int, is_number
 
 __all__ = ["ALGORITHMS", "Search"]
 
@@ -99,6 +99,27 @@ class Search:
                 f"`search.metric`: got {self.metric!r}{did_you_mean(self.metric, names)}; the members are "
                 f"evaluated on {', '.join(names)} (add the metric to training.metrics to search on it)"
             )
+
+    def check_fields(self, parts: Mapping[str, Mapping[str, Any]], apply: Callable[[dict[str, Any]], Any]) -> None:
+        """Refuse a field the data depends on, a distribution its field cannot take (``parts``: the
+        spec's parts as dicts), and a range whose ends make no valid spec (``apply`` builds one)."""
+        for key, dist in self.space.items():
+            part, _, leaf = key.partition(".")
+            if part not in ("model", "optimizer", "training"):
+                raise SpecError(
+                    f"`search.space`: {key!r} cannot be searched; the data is loaded once before the search: "
+                    f"search model.<option>, optimizer.<option> or training.<field>"
+                )
+            current = parts[part].get(leaf)
+            numbers_only = is_number(current) and not (is_int(current) and dist.real)
+            if current is not None and dist.kind != "choice" and not numbers_only:
+                allowed = "sweep.choice([...])" if not is_number(current) else "sweep.randint or sweep.choice"
+                raise SpecError(
+                    f"`search.space.{key}`: {dist.kind} draws {'real numbers' if dist.real else 'integers'}, and "
+                    f"{key} is {current!r} ({type(current).__name__}); use {allowed}"
+                )
+            for value in dist.values():  # each end of the range must make a valid spec
+                apply({key: value})
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

@@ -194,25 +194,9 @@ class SweepSpec:
         if self.adaptive is not None:
             raise SpecError("`seeds`: a search trains a fixed number of seeds per configuration; give seeds=N")
         search.check_metric(self.training)
-        base = {f: getattr(self, f).to_dict() for f in _PARTS}
-        for key, dist in search.space.items():
+        for key in search.space:
             _check_key(key, "search.space")
-            part, _, leaf = key.partition(".")
-            if part not in ("model", "optimizer", "training"):
-                raise SpecError(
-                    f"`search.space`: {key!r} cannot be searched; the data is loaded once before the search: "
-                    f"search model.<option>, optimizer.<option> or training.<field>"
-                )
-            current = base[part].get(leaf)
-            numbers_only = is_number(current) and not (is_int(current) and dist.real)
-            if current is not None and dist.kind != "choice" and not numbers_only:
-                allowed = "sweep.choice([...])" if not is_number(current) else "sweep.randint or sweep.choice"
-                raise SpecError(
-                    f"`search.space.{key}`: {dist.kind} draws {'real numbers' if dist.real else 'integers'}, and "
-                    f"{key} is {current!r} ({type(current).__name__}); use {allowed}"
-                )
-            for value in dist.values():  # each end of the range must make a valid spec
-                self._apply({key: value})
+        search.check_fields({f: getattr(self, f).to_dict() for f in _PARTS}, self._apply)
         return search
 
     def _checked_points(self) -> tuple[dict[str, Any], ...]:
