@@ -201,6 +201,26 @@ confidence = 0.95
 ```
 
 {field_table(sweep.Adaptive, "seeds.adaptive.")}
+### Search
+
+`search = sweep.Search(...)`, in place of `grid`, proposes the configurations with Optuna, each
+trained with every seed ([Searching configurations](../guides/search.md)). In TOML, each
+distribution a table (`loguniform`, `uniform`, `randint` with the upper bound excluded, `choice`):
+
+```toml
+[search]
+algorithm = "tpe"
+configurations = 32
+batch = 4
+metric = "val_loss"
+
+[search.space]
+"optimizer.learning_rate" = {{loguniform = [1e-4, 1e-2]}}
+"model.depth" = {{randint = [2, 7]}}
+"model.activation" = {{choice = ["relu", "tanh"]}}
+```
+
+{field_table(sweep.Search, "search.")}
 ## `Training`
 
 {field_table(sweep.Training, "training.")}
@@ -557,6 +577,10 @@ def _error_examples() -> list[tuple[str, str]]:
         ("a block size below 1", lambda: sweep.SweepSpec(**base, seeds_per_trial=0)),
         ("a GPU fraction above 1 that is not whole", lambda: sweep.SweepSpec(**base, resources={"gpu": 1.5})),
         ("an empty grid list", lambda: sweep.SweepSpec(**base, grid={"model.depth": []})),
+        (
+            "a search drawing real numbers for an integer field",
+            lambda: sweep.SweepSpec(**base, search=sweep.Search(space={"model.depth": sweep.uniform(1, 4)})),
+        ),
         ("a grid key that is not a spec field", lambda: sweep.SweepSpec(**base, grid={"depth": [1, 2]})),
         ("a name that is not one path component", lambda: sweep.SweepSpec(**{**base, "name": "../up"})),
         ("zero epochs", lambda: sweep.Training(epochs=0)),

@@ -26,11 +26,17 @@ from .planning import Plan as Plan
 from .planning import TrialPlan as TrialPlan
 from .problems import Dataset as Dataset
 from .spec import Adaptive as Adaptive
+from .spec import Distribution as Distribution
 from .spec import Model as Model
 from .spec import Optimizer as Optimizer
 from .spec import Problem as Problem
+from .spec import Search as Search
 from .spec import SweepSpec as SweepSpec
 from .spec import Training as Training
+from .spec import choice as choice
+from .spec import loguniform as loguniform
+from .spec import randint as randint
+from .spec import uniform as uniform
 from .training import History as History
 from .training import TrainState as TrainState
 from .training import fit as fit
@@ -63,6 +69,7 @@ __all__ = [
     "Adaptive",
     "Configuration",
     "Dataset",
+    "Distribution",
     "Ensemble",
     "History",
     "Model",
@@ -71,6 +78,7 @@ __all__ = [
     "Problem",
     "QueryError",
     "RunOptions",
+    "Search",
     "SpecError",
     "StoreError",
     "SweepError",
@@ -80,19 +88,23 @@ __all__ = [
     "Training",
     "TrialPlan",
     "aggregate",
+    "choice",
     "clear_caches",
     "configure",
     "fit",
     "init_block",
     "load",
     "load_data",
+    "loguniform",
     "plan",
     "plot",
+    "randint",
     "run",
     "run_chunk",
     "serve",
     "train",
     "train_block",
+    "uniform",
 ]
 
 

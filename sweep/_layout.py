@@ -4,6 +4,7 @@ them import their names from here.
 A sweep directory (``<storage>/<spec.name>/``)::
 
     plan.json                    PLAN: every trial ever planned (union over runs), stopped ones, a race
+    search.json                  SEARCH: a search's asks and tells, round by round
     samples.parquet              SAMPLES (and the other SPLIT_FILES): test data for figures
     tune-0001/                   EXPERIMENT_PREFIX: one Ray Tune experiment per run (per wave)
         <trial_key>/checkpoint_000001/{block.json,state.eqx}     CHECKPOINT_PREFIX, BLOCK_META, BLOCK_STATE
@@ -36,6 +37,7 @@ import re
 
 # -- the sweep directory --------------------------------------------------------------------------
 PLAN = "plan.json"
+SEARCH = "search.json"  # a search's every ask and tell (sweep.Search)
 EXPERIMENT_PREFIX = "tune-"  # tune-0001, tune-0002, ...
 LOCAL_DIR = "local"  # <sweep>/local/<trial_key>/checkpoint_<epoch>/ (the in-process executor)
 CHECKPOINT_PREFIX = "checkpoint_"  # checkpoint_000012: the epoch, six digits (Tune's own naming)

@@ -183,10 +183,10 @@ class Plan:
     def __str__(self) -> str:
         res = self.spec.resources
         gpu = f", {res['gpu']:g} GPU" if res["gpu"] else ""
-        names = grid_names(self.spec.grid)
+        names = grid_names(self.spec.varied)
         assert self.spec.vmap is not None  # __post_init__ resolves None to the vmappable grid keys
-        structural = [k for k in self.spec.grid if k not in self.spec.vmap]
-        vmapped = [k for k in self.spec.grid if k in self.spec.vmap]
+        structural = [k for k in self.spec.varied if k not in self.spec.vmap]
+        vmapped = [k for k in self.spec.varied if k in self.spec.vmap]
         rows = []
         for t in self.trials[:50]:
             first, last = t.seeds[0], t.seeds[-1]
@@ -203,6 +203,7 @@ class Plan:
             f"up to {self.seeds_per_trial} seeds per block",
             *self._race_lines(),
             *self.data,
+            *self._search_lines(),
             *("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]),
         ]
         if len(self.trials) > 50:
@@ -217,6 +218,18 @@ class Plan:
         num_configs = sum(len(hsets) for _, hsets in self.spec.expand())
         race = self.race or Race()
         return [headline(adaptive, num_configs, rule_of(adaptive, race))]
+
+    def _search_lines(self) -> list[str]:
+        """With a search: what it will train, since its trials are planned as it proposes them."""
+        search = self.spec.search
+        if search is None:
+            return []
+        seeds = len(self.spec.seed_list)
+        return [
+            f"{search.algorithm} search of {search.configurations} configurations on {search.metric} ({search.mode}), "
+            f"{search.batch} per round, {seeds} seeds each: at most {search.configurations * seeds} members, "
+            f"planned round by round as the search proposes them ({len(self.spec.points)} so far)"
+        ]
 
 
 def grid_names(grid_keys: Iterable[str], reserved: Iterable[str] = ()) -> dict[str, str]:

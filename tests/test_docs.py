@@ -140,7 +140,14 @@ def test_the_guide_snippets_marked_as_tested_run():
             exec(compile(code, str(page), "exec"), namespace)
 
 
-DOCTESTED = ["sweep.spec._parts", "sweep.spec._sweep", "sweep.spec._training", "sweep.problems._dataset"]
+DOCTESTED = [
+    "sweep.spec._parts",
+    "sweep.spec._sweep",
+    "sweep.spec._training",
+    "sweep.spec._search",
+    "sweep.spec._space",
+    "sweep.problems._dataset",
+]
 
 
 @pytest.mark.parametrize("module", DOCTESTED)

@@ -150,6 +150,7 @@ class Kind(str, enum.Enum):
     calibration = "calibration"
     spread_skill = "spread_skill"
     ensemble_size = "ensemble_size"
+    search = "search"
     all = "all"
 
 

@@ -26,7 +26,8 @@ def plot(
         Kind,
         typer.Option(
             help="overview (every panel in one figure), curves, spread, predictions, "
-            "rollout_error, rollout, calibration, spread_skill, ensemble_size, or all "
+            "rollout_error, rollout, calibration, spread_skill, ensemble_size, search (a search's "
+            "trace: each configuration's mean and interval by order of proposal), or all "
             "(one file per figure the store has the data for)."
         ),
     ] = Kind.overview,
@@ -73,6 +74,13 @@ def plot(
     if out is None:
         out = str(Path(sweep_dir) / "sweep.png") if "://" not in sweep_dir else "sweep.png"
     chosen = Kind(kind).value
+    if chosen == "search":  # drawn from the search's record, not the store
+        from ..search import plot_trace
+
+        figure_paths(out, "overview")  # a bad --out fails before anything is read
+        plot_trace(existing(sweep_dir), out=out, dpi=dpi)
+        typer.echo(f"wrote {out}")
+        return
     figure_paths(out, chosen)  # a bad --out fails before the store is read
     try:
         figures = plot_sweep(

@@ -37,6 +37,7 @@ def show(
     from ..ensemble import compact, load
     from ._race import race_lines
     from ._scores import seeds_line
+    from ._search import search_lines
     from ._status import sweeps_in
     from ._tables import format_table, write_table
 
@@ -83,3 +84,4 @@ def show(
     typer.echo(format_table(table, limit))
     typer.echo(seeds_line(ens, metric, mode))
     race_lines(ens, limit)
+    search_lines(existing(sweep_dir))

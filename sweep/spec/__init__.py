@@ -2,7 +2,8 @@
 
 One module per part: :class:`Problem`, :class:`Model` and :class:`Optimizer` (a name and its
 options, ``_parts``), :class:`Training` (``_training``), the seeds (``_seeds``; seeds in rounds,
-:class:`Adaptive`, ``_adaptive``) and the whole
+:class:`Adaptive`, ``_adaptive``), a :class:`Search` (``_search``) over distributions (``_space``)
+and the whole
 :class:`SweepSpec` (``_sweep``); ``_values`` holds the rule every value passes (plain, finite data).
 """
 
@@ -12,8 +13,14 @@ from ._bytes import size_text as size_text
 from ._parts import Model as Model
 from ._parts import Optimizer as Optimizer
 from ._parts import Problem as Problem
+from ._search import Search as Search
 from ._seeds import MAX_SEEDS as MAX_SEEDS
 from ._seeds import SEED_LIMIT as SEED_LIMIT
+from ._space import Distribution as Distribution
+from ._space import choice as choice
+from ._space import loguniform as loguniform
+from ._space import randint as randint
+from ._space import uniform as uniform
 from ._sweep import SweepSpec as SweepSpec
 from ._sweep import hparam_name as hparam_name
 from ._training import INT32_LIMIT as INT32_LIMIT
@@ -21,15 +28,21 @@ from ._training import Training as Training
 
 __all__ = [
     "Adaptive",
+    "Distribution",
     "INT32_LIMIT",
     "MAX_SEEDS",
     "SEED_LIMIT",
+    "Search",
     "Model",
     "Optimizer",
     "Problem",
     "SweepSpec",
     "Training",
     "as_bytes",
-    "size_text",
+    "choice",
     "hparam_name",
+    "loguniform",
+    "randint",
+    "size_text",
+    "uniform",
 ]

@@ -23,6 +23,7 @@ from ..problems import PDE_PREFIXES
 from ._adaptive import KEY as ADAPTIVE_KEY
 from ._adaptive import Adaptive, adaptive_from
 from ._parts import Model, Optimizer, Problem
+from ._search import Search
 from ._seeds import SEED_LIMIT, seed_tuple
 from ._training import Training
 from ._values import is_int, is_number, plain
@@ -84,6 +85,11 @@ class SweepSpec:
             every other key makes separate trials.
         resources: Per trial: ``{"cpu": c, "gpu": g}``, ``c > 0``; ``g`` is 0 (CPU only), a
             fraction in ``(0, 1]`` or a whole number of GPUs.
+        search: A :class:`Search` over configurations in place of a ``grid`` (not beside one):
+            a sampler proposes the configurations, each trained with every seed.
+        points: Configurations listed one by one (each ``{dotted field: value}``), in place of a
+            ``grid``'s product; a search's plan holds those it has proposed so far. Points that
+            differ only in numeric optimizer fields train side by side in one program.
 
     Raises:
         SpecError: A field is invalid; the message names it, the value and what is allowed.
@@ -118,6 +124,8 @@ class SweepSpec:
     grid: Mapping[str, tuple[Any, ...]] = dataclasses.field(default_factory=dict)
     vmap: tuple[str, ...] | None = None
     resources: Mapping[str, float] = dataclasses.field(default_factory=lambda: {"cpu": 1, "gpu": 0})
+    search: Search | None = None
+    points: tuple[Mapping[str, Any], ...] = ()
     if TYPE_CHECKING:  # not a field: __post_init__ sets it
         _seed_list: tuple[int, ...] = dataclasses.field(init=False, repr=False, compare=False)
 
@@ -165,6 +173,8 @@ class SweepSpec:
                 )
         object.__setattr__(self, "resources", _check_resources(self.resources))
         object.__setattr__(self, "grid", self._checked_grid())
+        object.__setattr__(self, "search", self._checked_search())
+        object.__setattr__(self, "points", self._checked_points())
         object.__setattr__(self, "vmap", self._checked_vmap())
 
     # -- grid ------------------------------------------------------------------------------
@@ -178,30 +188,86 @@ class SweepSpec:
             values = tuple(plain(v, f"grid.{key}") for v in values)
             if not values:
                 raise SpecError(f"`grid.{key}`: empty list; give at least one value")
-            part, _, leaf = key.partition(".")
-            if key in _TOP_GRID_KEYS:
-                pass
-            elif part not in _PARTS or not leaf:
-                raise SpecError(
-                    f"`grid`: key {key!r} is not a spec field{did_you_mean(key, [f'{p}.{leaf}' for p in _PARTS])}; "
-                    f"use problem.<option>, model.<option>, "
-                    f"optimizer.<option>, training.<field> or sweep_seed"
-                )
+            _check_key(key, "grid")
             for value in values:  # each value must make a valid spec
                 self._apply({key: value})
             grid[key] = values
         return grid
 
+    def _checked_search(self) -> Search | None:
+        search: Any = self.search  # a Search, its table or None
+        if search is None:
+            return None
+        if isinstance(search, Mapping):
+            search = Search.from_dict(search)
+        if not isinstance(search, Search):
+            raise SpecError(f"`search`: got {search!r}; expected a sweep.Search")
+        if self.grid:
+            raise SpecError(
+                f"`search`: given beside `grid` ({sorted(self.grid)}); a search proposes every configuration "
+                f"itself: move the grid's fields into search.space (e.g. sweep.choice([...]))"
+            )
+        if self.adaptive is not None:
+            raise SpecError("`seeds`: a search trains a fixed number of seeds per configuration; give seeds=N")
+        search.check_metric(self.training)
+        for key in search.space:
+            _check_key(key, "search.space")
+        search.check_fields({f: getattr(self, f).to_dict() for f in _PARTS}, self._apply)
+        return search
+
+    def _checked_points(self) -> tuple[dict[str, Any], ...]:
+        if isinstance(self.points, (str, bytes, Mapping)) or not isinstance(self.points, Iterable):
+            raise SpecError(f"`points`: got {self.points!r}; give a list of tables of dotted fields to values")
+        points = []
+        for i, point in enumerate(self.points):
+            if not isinstance(point, Mapping) or not point:
+                raise SpecError(f"`points[{i}]`: got {point!r}; give a table of dotted fields to values")
+            if self.grid:
+                raise SpecError("`points`: given beside `grid`; list every configuration as a point, or use a grid")
+            if self.search is not None and set(point) != set(self.search.space):
+                raise SpecError(
+                    f"`points[{i}]`: fields {sorted(point)} are not those of search.space ({sorted(self.search.space)})"
+                )
+            point = {k: plain(v, f"points[{i}].{k}") for k, v in point.items()}
+            for key in point:
+                _check_key(key, f"points[{i}]")
+            self._apply(point)
+            points.append(point)
+        return tuple(points)
+
+    def _candidates(self) -> dict[str, tuple[Any, ...]]:
+        """Every varied key (:attr:`varied`) with the values it takes (a search: the ends of its range)."""
+        if self.search is not None:
+            return {k: d.values() for k, d in self.search.space.items()}
+        if self.points:
+            return {k: tuple(p.get(k) for p in self.points) for k in self.varied}
+        return dict(self.grid)
+
+    @property
+    def varied(self) -> tuple[str, ...]:
+        """The dotted fields that differ between configurations: the grid's keys, the search's space,
+        or the fields of the points."""
+        if self.search is not None:
+            return tuple(self.search.space)
+        if self.points:
+            return tuple(dict.fromkeys(k for p in self.points for k in p))
+        return tuple(self.grid)
+
+    def with_points(self, points: Iterable[Mapping[str, Any]]) -> SweepSpec:
+        """This spec with ``points`` as its configurations (what a search has proposed so far)."""
+        return dataclasses.replace(self, points=tuple(points))
+
     def _checked_vmap(self) -> tuple[str, ...]:
+        candidates = self._candidates()
         if self.vmap is None:
-            return tuple(k for k in self.grid if _vmappable(k, self.grid[k]))
+            return tuple(k for k in candidates if _vmappable(k, candidates[k]))
         if isinstance(self.vmap, str):
             raise SpecError(f"`vmap`: got {self.vmap!r}; give a list of grid keys")
         vmap = tuple(self.vmap)
         for key in vmap:
-            if key not in self.grid:
-                raise SpecError(f"`vmap`: {key!r} is not a grid key; grid keys: {sorted(self.grid)}")
-            if not _vmappable(key, self.grid[key]):
+            if key not in candidates:
+                raise SpecError(f"`vmap`: {key!r} is not a grid key; grid keys: {sorted(candidates)}")
+            if not _vmappable(key, candidates[key]):
                 raise SpecError(
                     f"`vmap`: {key!r} cannot be vmapped; only numeric optimizer hyperparameters can "
                     f"(other keys change the compiled program and become separate trials)"
@@ -219,7 +285,7 @@ class SweepSpec:
             else:
                 parts[part][leaf] = value
         built = {f: cls.from_dict(parts[f]) for f, cls in _PARTS.items()}
-        return dataclasses.replace(self, grid={}, vmap=(), **built, **top)
+        return dataclasses.replace(self, grid={}, vmap=(), search=None, points=(), **built, **top)
 
     @property
     def seed_list(self) -> tuple[int, ...]:
@@ -250,6 +316,8 @@ class SweepSpec:
     @functools.cached_property
     def _expanded(self) -> tuple[tuple[SweepSpec, tuple[dict[str, float], ...]], ...]:
         assert self.vmap is not None  # __post_init__ resolves None to the vmappable grid keys
+        if self.points or self.search is not None:
+            return self._expanded_points()
         structural = [k for k in self.grid if k not in self.vmap]
         names = self.vmapped_names
         hparam_sets = tuple(
@@ -257,6 +325,29 @@ class SweepSpec:
         )
         combos = itertools.product(*(self.grid[k] for k in structural))
         return tuple((self._apply(dict(zip(structural, combo))), hparam_sets) for combo in combos)
+
+    def point_config(self, point: Mapping[str, Any]) -> tuple[SweepSpec, dict[str, float]]:
+        """The structural config of one point (``{dotted field: value}``) and its vmapped
+        hyperparameter set: points with equal structural values share the config (one program)."""
+        assert self.vmap is not None  # __post_init__ resolves None to the vmappable keys
+        structural = {k: v for k, v in point.items() if k not in self.vmap}
+        return self._apply(structural), {hparam_name(k): float(point[k]) for k in self.vmap}
+
+    def _expanded_points(self) -> tuple[tuple[SweepSpec, tuple[dict[str, float], ...]], ...]:
+        """``expand`` of points, grouped by structural config in order of first appearance (equal
+        points once); a search without points yet: its base config, to check before work."""
+        assert self.vmap is not None  # __post_init__ resolves None to the vmappable keys
+        points = self.points
+        if not points and self.search is not None:
+            base = self.optimizer.to_dict()
+            space = self.search.space
+            points = ({k: base.get(hparam_name(k), space[k].values()[0]) for k in self.vmap},)
+        configs: dict[str, tuple[SweepSpec, dict[str, dict[str, float]]]] = {}
+        for point in points:
+            config, hparams = self.point_config(point)
+            entry = configs.setdefault(config.config_id, (config, {}))
+            entry[1].setdefault(digest(hparams), hparams)
+        return tuple((config, tuple(hsets.values())) for config, hsets in configs.values())
 
     # -- identity --------------------------------------------------------------------------
     def structure_dict(self) -> dict[str, Any]:
@@ -295,6 +386,10 @@ class SweepSpec:
         assert self.vmap is not None  # __post_init__ resolves None to the vmappable grid keys
         out["vmap"] = list(self.vmap)
         out["resources"] = dict(self.resources)
+        if self.search is not None:
+            out["search"] = self.search.to_dict()
+        if self.points:
+            out["points"] = [dict(p) for p in self.points]
         return out
 
     @classmethod
@@ -311,6 +406,8 @@ class SweepSpec:
         for field, part in _PARTS.items():
             if field in data and isinstance(data[field], Mapping):
                 data[field] = part.from_dict(data[field])
+        if "points" in data:
+            data["points"] = tuple(data["points"])
         if "vmap" in data and data["vmap"] is not None:
             data["vmap"] = tuple(data["vmap"])
         return cls(**data)
@@ -332,6 +429,16 @@ class SweepSpec:
         if path is not None:
             Path(path).write_text(text)
         return text
+
+
+def _check_key(key: str, where: str) -> None:
+    """Refuse a dotted key that names no spec field (``where``: the spec's field that holds it)."""
+    part, _, leaf = key.partition(".")
+    if key not in _TOP_GRID_KEYS and (part not in _PARTS or not leaf):
+        raise SpecError(
+            f"`{where}`: key {key!r} is not a spec field{did_you_mean(key, [f'{p}.{leaf}' for p in _PARTS])}; "
+            f"use problem.<option>, model.<option>, optimizer.<option>, training.<field> or sweep_seed"
+        )
 
 
 def _vmappable(key: str, values: tuple[Any, ...]) -> bool:

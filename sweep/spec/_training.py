@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._errors import SpecError, did_you_mean
-from ..metrics import check_names, check_rollout_names
+from ..metrics import ROLLOUT_GMEAN, check_names, check_rollout_names, metric_name
 from ._bytes import as_bytes
 
 INT32_LIMIT = 2**31  # training counters are int32 inside the compiled program
@@ -194,6 +194,14 @@ class Training:
         ``diverted=False``, ``correct=None``, ``coarse_proportion=0.5``, ``data_memory=None``), so
         that older ids stay valid."""
         return {k: v for k, v in self.to_dict().items() if k not in _LATER_DEFAULTS or v != _LATER_DEFAULTS[k]}
+
+    def validation_columns(self) -> list[str]:
+        """The validation columns every member reports: ``val_loss``, ``val_<metric>`` of each metric
+        and, with rollouts, ``val_rollout_gmean_<metric>``."""
+        names = ["val_loss", *(f"val_{metric_name(m)}" for m in self.metrics)]
+        return names + [
+            f"val_{ROLLOUT_GMEAN}{metric_name(m)}" for m in (self.rollout_metrics if self.rollout_steps else ())
+        ]
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Training:

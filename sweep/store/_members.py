@@ -97,7 +97,7 @@ def grid_value_columns(sources: list[Source], plan: Plan | None, metrics: list[s
     """The plan's grid keys, else the keys whose values differ between blocks plus vmapped ones."""
     if plan is not None:
         assert plan.spec.vmap is not None  # __post_init__ resolves None to the vmappable grid keys
-        keys = [(k, k in plan.spec.vmap) for k in plan.spec.grid]
+        keys = [(k, k in plan.spec.vmap) for k in plan.spec.varied]
     else:
         names = sorted({k for s in sources for h in s.hparams for k in h})
         flat = [_flatten(s.spec.structure_dict()) for s in sources]

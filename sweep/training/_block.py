@@ -87,7 +87,7 @@ def hparam_sets(spec: SweepSpec, hparams: HParams) -> tuple[dict[str, float], ..
     """Hyperparameter sets as dicts keyed by optimizer argument name."""
     if hparams is None:
         assert spec.vmap is not None  # __post_init__ resolves None to the vmappable grid keys
-        structural = [k for k in spec.grid if k not in spec.vmap]
+        structural = [k for k in spec.varied if k not in spec.vmap]
         if structural:
             raise SpecError(
                 f"`grid`: {structural} change the program; train one structural config at a time "

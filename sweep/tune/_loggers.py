@@ -66,7 +66,7 @@ class MemberLogger:
         """Attach to a sweep (called by ``sweep.run`` before Ray starts); imports the package."""
         _require(self.package, self.extra)
         self.spec, self.sweep_dir = spec, sweep_dir
-        self.names = grid_names(spec.grid, reserved=FIXED_COLUMNS)
+        self.names = grid_names(spec.varied, reserved=FIXED_COLUMNS)
         return self
 
     def add(self, trials: Iterable[TrialPlan]) -> None:
@@ -121,11 +121,11 @@ class MemberLogger:
     # -- runs -----------------------------------------------------------------------------------
     def _label(self, plan: TrialPlan, hparams: Mapping[str, float]) -> str:
         assert self.spec is not None  # bind() sets it before Tune reports anything
-        return config_label(plan.grid_values(self.spec.grid, hparams), self.names) or plan.config_id
+        return config_label(plan.grid_values(self.spec.varied, hparams), self.names) or plan.config_id
 
     def _params(self, plan: TrialPlan, hparams: Mapping[str, float]) -> dict[str, Any]:
         assert self.spec is not None  # bind() sets it before Tune reports anything
-        values = plan.grid_values(self.spec.grid, hparams)
+        values = plan.grid_values(self.spec.varied, hparams)
         return {"sweep": self.spec.name, "config_id": plan.config_id, **{self.names[k]: v for k, v in values.items()}}
 
     def _member_run(self, plan: TrialPlan, hparams: Mapping[str, float], seed: int):

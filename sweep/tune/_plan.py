@@ -103,7 +103,10 @@ def stored_block_size(spec: SweepSpec, stored: Plan | None) -> int | None:
 
 
 def next_round(spec: SweepSpec, datasets: dict, storage, storage_filesystem) -> dict | None:
-    """Adaptive seeds: the seeds of the race's next round (None: fixed seeds, plan them all)."""
+    """Adaptive seeds: the seeds of the race's next round; a search: none (its rounds are
+    planned as it proposes them); None: fixed seeds, plan them all."""
+    if spec.search is not None:
+        return {}
     if spec.adaptive is None:
         return None
     _race.check_validated(spec, all(d.val.size for d in datasets.values()))

@@ -15,12 +15,15 @@ A policy is an object with two methods:
   iterator ends when nothing is left to train; it must decide from what the sweep directory
   holds (and record what it decides there), so that a run killed at any point and resumed takes
   the same rounds.
+- ``planned(spec, sweep_dir)``: the spec whose configurations the rounds so far have named
+  (``spec`` itself, or a search's with the points it has proposed): what the loop plans from.
 - ``result(spec, sweep_dir, label)``: one line that says what the rounds decided, printed at the
   end (``None``: nothing to say); ``label`` turns a configuration key into its grid values.
 
 :class:`FixedSeeds` is a policy of one round (``seeds=N``); :class:`RaceRounds` is the adaptive
-race (``seeds=sweep.Adaptive(...)``: :mod:`sweep.racing`'s rules, :mod:`._race`'s steps). A
-search over hyperparameters would be a third: it yields the configurations and seeds to try next.
+race (``seeds=sweep.Adaptive(...)``: :mod:`sweep.racing`'s rules, :mod:`._race`'s steps);
+:class:`sweep.search.SearchRounds` is a search (``search=sweep.Search(...)``): it yields the
+configurations it proposes and the seeds to train them with.
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ class RoundPolicy(Protocol):
 
     def rounds(self, spec: SweepSpec, sweep_dir: SweepDir) -> Iterator[Wanted]: ...
 
+    def planned(self, spec: SweepSpec, sweep_dir: SweepDir) -> SweepSpec: ...
+
     def result(self, spec: SweepSpec, sweep_dir: SweepDir, label: Callable[[Key], str]) -> str | None: ...
 
 
@@ -56,6 +61,9 @@ class FixedSeeds:
         done, _ = sweep_dir.done(spec)
         if make_plan(spec, stored_block_size(spec, sweep_dir.plan()) or 10**9, done=done).trials:
             yield None
+
+    def planned(self, spec: SweepSpec, sweep_dir: SweepDir) -> SweepSpec:
+        return spec
 
     def result(self, spec: SweepSpec, sweep_dir: SweepDir, label: Callable[[Key], str]) -> str | None:
         return None
@@ -81,10 +89,23 @@ class RaceRounds:
             yield step.wanted
             before = step.wanted
 
+    def planned(self, spec: SweepSpec, sweep_dir: SweepDir) -> SweepSpec:
+        return spec
+
     def result(self, spec: SweepSpec, sweep_dir: SweepDir, label: Callable[[Key], str]) -> str | None:
         return _race.result(spec, _race.advance(spec, sweep_dir, record=False), label)
 
 
-def policy_for(spec: SweepSpec, show: Callable[[_race.RaceStep], Any] = lambda step: None) -> RoundPolicy:
-    """The policy of ``spec``: :class:`RaceRounds` with adaptive seeds, else :class:`FixedSeeds`."""
+def policy_for(
+    spec: SweepSpec,
+    show: Callable[[_race.RaceStep], Any] = lambda step: None,
+    say: Callable[[str], Any] = lambda line: None,
+) -> RoundPolicy:
+    """The policy of ``spec``: :class:`sweep.search.SearchRounds` with a :class:`sweep.Search`
+    (``say`` gets its headline after each round), :class:`RaceRounds` with adaptive seeds (``show``
+    gets each step), else :class:`FixedSeeds`."""
+    if spec.search is not None:
+        from ..search import SearchRounds
+
+        return SearchRounds(spec.search, say)
     return FixedSeeds() if spec.adaptive is None else RaceRounds(show)

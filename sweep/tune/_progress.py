@@ -66,20 +66,11 @@ class ProgressState:
 
     def __init__(self, spec: SweepSpec, trials: Iterable[TrialPlan], done: Iterable[tuple] = (), clock=time.monotonic):
         self.name, self.clock, self.started = spec.name, clock, clock()
-        self.names = grid_names(spec.grid, reserved=FIXED_COLUMNS)
+        self.names = grid_names(spec.varied, reserved=FIXED_COLUMNS)
         self.configs: dict[str, list[int]] = {}  # label -> [members done, members]
         self._label: dict[tuple[str, str], str] = {}
-        done_by = {}
-        for cid, _, hk in done:
-            done_by[(cid, hk)] = done_by.get((cid, hk), 0) + 1
-        for config, hsets in spec.expand():
-            probe = TrialPlan("", config.config_id, config, (), hsets)
-            for h in hsets:
-                label = config_label(probe.grid_values(spec.grid, h), self.names) or NO_GRID
-                self._label[(config.config_id, hparams_key(h))] = label
-                entry = self.configs.setdefault(label, [0, 0])
-                entry[0] += done_by.get((config.config_id, hparams_key(h)), 0)
-                entry[1] += len(spec.seed_list)
+        if spec.search is None or spec.points:  # a search's configurations come as it proposes them
+            self.add_configurations(spec, done)
         self.done_before = sum(d for d, _ in self.configs.values())
         self.best: dict[str, float] = {}  # label -> the lowest loss any member reached
         self.latest: dict[str, dict[tuple[str, int], float]] = {}  # label -> member -> its latest loss
@@ -93,6 +84,23 @@ class ProgressState:
         self.race_line = ""
         self.lock = threading.Lock()
         self.add(trials)
+
+    def add_configurations(self, spec: SweepSpec, done: Iterable[tuple] = ()) -> None:
+        """Show the configurations of ``spec`` not shown yet (a search's, as it proposes them), with
+        the members of ``done`` counted as trained."""
+        done_by = {}
+        for cid, _, hk in done:
+            done_by[(cid, hk)] = done_by.get((cid, hk), 0) + 1
+        for config, hsets in spec.expand():
+            probe = TrialPlan("", config.config_id, config, (), hsets)
+            for h in hsets:
+                if (config.config_id, hparams_key(h)) in self._label:
+                    continue
+                label = config_label(probe.grid_values(spec.varied, h), self.names) or NO_GRID
+                self._label[(config.config_id, hparams_key(h))] = label
+                entry = self.configs.setdefault(label, [0, 0])
+                entry[0] += done_by.get((config.config_id, hparams_key(h)), 0)
+                entry[1] += len(spec.seed_list)
 
     def label(self, config_id: str, hparams: str) -> str:
         """The label of a configuration (``hparams``: its :func:`~sweep.planning.hparams_key` text)."""

@@ -4,8 +4,8 @@ trains it (``sweep.plan`` is :mod:`._plan`)::
     check (the spec, the options, the data: before anything starts)
     executor.start(datasets)                       # Ray and the cluster, or nothing
     executor.restore()                             # resume=True
-    for wanted in policy.rounds(spec, sweep_dir):  # _policy: fixed seeds, the race
-        plan, round = plan_round(spec, sweep_dir, wanted, ...)
+    for wanted in policy.rounds(spec, sweep_dir):  # _policy: fixed seeds, the race, a search
+        plan, round = plan_round(policy.planned(spec, sweep_dir), sweep_dir, wanted, ...)
         outcome = executor.train(round)            # _tune_executor, _local
     aggregate(sweep_dir, map_tasks=executor.map_tasks)   # map here, Ray tasks on Ray
 
@@ -141,7 +141,9 @@ def run(
     mode = "plain" if options.verbose and options.progress == "auto" else options.progress
     display = SweepProgress(state, mode)
     trackers = make_loggers(options.loggers, spec, sweep_dir.shown)  # unknown names fail here, before Ray starts
-    policy = policy_for(spec, show=lambda step: _race.show(state, spec, step))
+    policy = policy_for(
+        spec, show=lambda step: _race.show(state, spec, step), say=lambda line: state.show_race({}, line)
+    )
     rounds = iter(policy.rounds(spec, sweep_dir))
     first = list(itertools.islice(rounds, 1))  # what the policy wants first, if anything
     if not first:
@@ -162,7 +164,9 @@ def run(
         failures = executor.restore().failures if options.resume else ()
         sweep_dir.refresh()  # the restored trials wrote checkpoints
         for wanted in () if failures else itertools.chain(first, rounds):
-            plan, round = plan_round(spec, sweep_dir, wanted, lambda: executor.block_size(spec, datasets))
+            planned = policy.planned(spec, sweep_dir)  # a search's: with the points it proposed
+            state.add_configurations(planned, sweep_dir.done(planned)[0])
+            plan, round = plan_round(planned, sweep_dir, wanted, lambda: executor.block_size(spec, datasets))
             sweep_dir.write_plan(plan)
             sweep_dir.write_samples(datasets)  # what figures draw from: the aggregator never loads data
             outcome = executor.train(round) if round.trials else Outcome()  # a restore may have trained it

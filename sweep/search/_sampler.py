@@ -1,0 +1,109 @@
+"""Optuna as the engine of a search, through ask and tell (Optuna is imported here only).
+
+Each round's proposals are a function of the search, ``sweep_seed``, the round's index and the
+record of the rounds told before (:mod:`._record`): a study is built afresh in memory, every
+told point added to it as a finished trial, and ``batch`` trials asked of a sampler seeded from
+``(sweep_seed, round)``. The points of a batch are asked one after another, each seeing the
+ones asked before it as running trials (TPE's constant liar). Nothing of Optuna's is stored, so
+a resumed search, or one given more ``configurations``, proposes what an uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import math
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from .._errors import SpecError
+from ..spec import Distribution, Search
+from ._record import SearchRecord
+
+__all__ = ["check_engine", "propose"]
+
+_NEEDS = {"cmaes": "cmaes", "gp": "torch"}  # samplers that import another package
+
+
+def check_engine(search: Search) -> None:
+    """Refuse, before work, a search whose engine cannot be imported here."""
+    needed = ["optuna", *([_NEEDS[search.algorithm]] if search.algorithm in _NEEDS else [])]
+    for module in needed:
+        if importlib.util.find_spec(module) is None:
+            raise SpecError(
+                f"`search.algorithm`: {search.algorithm!r} needs the package {module!r}, which is not installed; "
+                f"pip install 'seed-sweep[search]'{'' if module == 'optuna' else f' {module}'}"
+            )
+
+
+def round_seed(sweep_seed: int, round_index: int) -> int:
+    """The seed of the sampler that proposes round ``round_index`` (0-based)."""
+    return int(np.random.SeedSequence([sweep_seed, round_index]).generate_state(1)[0])
+
+
+def propose(search: Search, sweep_seed: int, record: SearchRecord, n: int) -> tuple[dict[str, Any], ...]:
+    """The ``n`` points of the next round, given every round told so far."""
+    import optuna
+
+    with _quiet():
+        sampler = _sampler(search.algorithm, round_seed(sweep_seed, len(record.rounds)))
+        direction = "minimize" if search.mode == "min" else "maximize"
+        study = optuna.create_study(direction=direction, sampler=sampler)
+        distributions = {k: _distribution(d) for k, d in search.space.items()}
+        for point, seen in record.observations:
+            finite = math.isfinite(seen.mean)
+            study.add_trial(
+                optuna.trial.create_trial(
+                    params=point,
+                    distributions=distributions,
+                    value=seen.mean if finite else None,
+                    state=optuna.trial.TrialState.COMPLETE if finite else optuna.trial.TrialState.FAIL,
+                )
+            )
+        return tuple({k: _plain(v) for k, v in study.ask(distributions).params.items()} for _ in range(n))
+
+
+def _sampler(algorithm: str, seed: int) -> Any:
+    import optuna
+
+    if algorithm == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
+    if algorithm == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if algorithm == "cmaes":
+        return optuna.samplers.CmaEsSampler(seed=seed)
+    return optuna.samplers.GPSampler(seed=seed)
+
+
+def _distribution(dist: Distribution) -> Any:
+    import optuna.distributions as od
+
+    if dist.kind == "choice":
+        return od.CategoricalDistribution(dist.args)
+    low, high = dist.args
+    if dist.kind == "randint":
+        return od.IntDistribution(low, high - 1)
+    return od.FloatDistribution(low, high, log=dist.kind == "loguniform")
+
+
+def _plain(value: Any) -> Any:
+    """A proposed value as plain JSON data (NumPy scalars to Python numbers)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Optuna's info logs and experimental warnings off while it proposes; its level restored after."""
+    import optuna
+
+    level = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            yield
+    finally:
+        optuna.logging.set_verbosity(level)

@@ -1,0 +1,206 @@
+"""``sweep.Search``: spaces checked before work, Optuna's proposals through ask and tell, seeds
+per configuration and batches (trials and programs counted), resume equal to an uninterrupted
+search, and the end's comparison by intervals over seeds (in-process executor)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+from helpers import tiny_spec
+
+import sweep
+from sweep.search import Observation, SearchRecord, propose
+from sweep.tune import TrialHooks
+
+LOCAL = sweep.RunOptions(executor="local", progress="off")
+LR = {"optimizer.learning_rate": sweep.loguniform(1e-3, 3e-2)}
+
+
+def search_spec(configurations=4, batch=2, space=None, **changes) -> sweep.SweepSpec:
+    search = sweep.Search(space=space or LR, configurations=configurations, batch=batch)
+    return tiny_spec(seeds=3, seeds_per_trial=4, search=search, **changes)
+
+
+def record(path) -> dict:
+    return json.loads((Path(path) / "search.json").read_text())
+
+
+def store_files(path) -> dict:
+    manifest = json.loads((Path(path) / "ensembles" / "manifest.json").read_text())
+    return {name: entry["sha256"] for name, entry in manifest["files"].items()}
+
+
+def planned_trials(path) -> list[dict]:
+    return json.loads((Path(path) / "plan.json").read_text())["trials"]
+
+
+# -- the space -----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("space", "batch", "match"),
+    [
+        ({"model.dept": sweep.randint(1, 3)}, 1, r"`model.dept`: not an argument .*did you mean 'depth'"),
+        ({"modle.depth": sweep.randint(1, 3)}, 1, r"key 'modle.depth' is not a spec field.*did you mean"),
+        ({"model.activation": sweep.loguniform(1e-3, 1.0)}, 1, r"search.space.model.activation`: loguniform .*choice"),
+        ({"model.depth": sweep.uniform(1.0, 4.0)}, 1, r"search.space.model.depth`: uniform draws real.*randint"),
+        ({"optimizer.learning_rate": sweep.loguniform(0.0, 1.0)}, 1, r"loguniform got \[0.0, 1.0\]; needs 0 < low"),
+        ({"problem.num_samples": sweep.randint(50, 60)}, 1, r"'problem.num_samples' cannot be searched"),
+        (LR, 5, r"`search.batch`: got 5, more than `search.configurations` \(4\)"),
+    ],
+)
+def test_bad_spaces_are_named_before_work(space, batch, match):
+    with pytest.raises(sweep.SpecError, match=match):
+        search_spec(space=space, batch=batch)
+
+
+def test_a_search_beside_a_grid_or_with_adaptive_seeds_is_refused():
+    with pytest.raises(sweep.SpecError, match=r"`search`: given beside `grid`"):
+        search_spec(grid={"model.depth": [1, 2]})
+    with pytest.raises(sweep.SpecError, match=r"`seeds`: a search trains a fixed number"):
+        tiny_spec(seeds=sweep.Adaptive(), search=sweep.Search(space=LR))
+    with pytest.raises(sweep.SpecError, match=r"`search.metric`: got 'val_nrmse'"):
+        tiny_spec(search=sweep.Search(space=LR, metric="val_nrmse"))
+
+
+def test_toml_tables_and_tune_domains_give_the_same_search(tmp_path):
+    from ray import tune
+
+    spec = search_spec(
+        space={"optimizer.learning_rate": sweep.loguniform(1e-3, 3e-2), "model.depth": sweep.randint(1, 3)}
+    )
+    (tmp_path / "s.toml").write_text(spec.to_toml())
+    assert sweep.SweepSpec.from_toml(tmp_path / "s.toml") == spec
+    table = tmp_path / "t.toml"
+    table.write_text(
+        spec.to_toml().split("[search]")[0]
+        + '[search]\nconfigurations = 4\nbatch = 2\n[search.space]\n"optimizer.learning_rate" = {loguniform = [1e-3, 3e-2]}\n'
+        + '"model.depth" = {randint = [1, 3]}\n'
+    )
+    assert sweep.SweepSpec.from_toml(table) == spec
+    ray_space = {"optimizer.learning_rate": tune.loguniform(1e-3, 3e-2), "model.depth": tune.randint(1, 3)}
+    assert search_spec(space=ray_space) == spec
+
+
+# -- the engine ----------------------------------------------------------------------------------
+def test_the_sampler_finds_a_known_optimum_through_ask_and_tell():
+    """min (log10 lr + 2.5)^2 + (depth - 3)^2 / 10: the optimum is lr = 10**-2.5, depth 3."""
+    search = sweep.Search(
+        space={"optimizer.learning_rate": sweep.loguniform(1e-5, 1e-1), "model.depth": sweep.randint(1, 6)},
+        configurations=48,
+        batch=4,
+    )
+    rec = SearchRecord()
+    while len(rec.points) < search.configurations:
+        rec = rec.ask(propose(search, 0, rec, search.batch))
+        assert rec.pending is not None
+        told = [
+            (math.log10(p["optimizer.learning_rate"]) + 2.5) ** 2 + (p["model.depth"] - 3) ** 2 / 10
+            for p in rec.pending.asked
+        ]
+        rec = rec.tell(tuple(Observation(v, 0.0, 1) for v in told))
+    best = min(rec.observations, key=lambda o: o[1].mean)[0]
+    assert abs(math.log10(best["optimizer.learning_rate"]) + 2.5) < 0.25
+    assert best["model.depth"] == 3
+    # the same record and seed propose the same batch; a batch's points differ (constant liar)
+    assert propose(search, 0, rec, 4) == propose(search, 0, rec, 4)
+    assert len({json.dumps(p, sort_keys=True) for p in propose(search, 0, rec, 4)}) == 4
+
+
+# -- runs ----------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    return Path(sweep.run(search_spec(), storage=str(tmp_path_factory.mktemp("search")), options=LOCAL))
+
+
+def test_seeds_per_configuration_and_batches_share_one_program(uninterrupted):
+    rounds = record(uninterrupted)["rounds"]
+    assert [len(r["asked"]) for r in rounds] == [2, 2]
+    assert all(o["seeds"] == 3 and o["stderr"] > 0 for r in rounds for o in r["told"])
+    trials = planned_trials(uninterrupted)
+    # a learning rate differs only in a scalar: a batch's two configurations train in one program
+    assert len(trials) == 2
+    assert [(len(t["hparams"]), t["seeds"]) for t in trials] == [(2, [0, 1, 2])] * 2
+    manifest = json.loads((uninterrupted / "ensembles" / "manifest.json").read_text())
+    assert manifest["num_members"] == 4 * 3
+
+
+def test_structural_proposals_become_their_own_trials(tmp_path):
+    spec = search_spec(configurations=2, space={**LR, "model.depth": sweep.choice([1, 2])})
+    path = sweep.run(spec, storage=str(tmp_path), options=LOCAL)
+    (points,) = [r["asked"] for r in record(path)["rounds"]]
+    depths = {p["model.depth"] for p in points}
+    assert len(planned_trials(path)) == len(depths)
+
+
+def test_resume_after_a_failure_mid_search_equals_an_uninterrupted_search(uninterrupted, tmp_path):
+    marker = tmp_path / "failed"
+
+    class FailInRoundTwo:  # the first report of the second round's trial fails once
+        def __call__(self, trial_key: str, epoch: int) -> None:
+            told = record(tmp_path / "tiny")["rounds"][0]["told"] is not None
+            if told and not marker.exists():
+                marker.touch()
+                raise RuntimeError("killed")
+
+    hooks = TrialHooks(after_report=FailInRoundTwo())
+    with pytest.raises(sweep.SweepError, match="killed"):
+        sweep.run(search_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, trial_hooks=hooks))
+    assert record(tmp_path / "tiny")["rounds"][1]["told"] is None  # asked, not told
+    path = sweep.run(search_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
+    assert record(path) == record(uninterrupted)
+    assert store_files(path) == store_files(uninterrupted)
+
+
+def test_raising_configurations_continues_the_same_search(uninterrupted, tmp_path):
+    sweep.run(search_spec(configurations=2), storage=str(tmp_path), options=LOCAL)
+    path = sweep.run(
+        search_spec(configurations=4), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True)
+    )
+    assert record(path) == record(uninterrupted)
+    assert store_files(path) == store_files(uninterrupted)
+
+
+def test_the_end_compares_the_best_configurations_by_intervals(uninterrupted):
+    spec = search_spec()
+    planned = sweep.search.standings(spec, sweep.store.SweepDir.at(uninterrupted))
+    assert [s.number for s in planned] == [1, 2, 3, 4]
+    best = sweep.search.ranked(spec, planned)
+    assert best[0].observation.mean == min(s.observation.mean for s in planned)
+    text = sweep.search.summary(spec, sweep.store.SweepDir.at(uninterrupted))
+    assert text is not None and text.startswith("search: 4 of 4 configurations told, 3 seeds each")
+    assert "not compared: 3 seeds give no 95% interval (at least 6 needed)" in text
+    assert os.path.exists(uninterrupted / "search.json")
+
+
+def test_show_and_the_trace_figure_show_the_search(uninterrupted, tmp_path):
+    from typer.testing import CliRunner
+
+    from sweep.cli import app
+
+    shown = CliRunner().invoke(app, ["show", str(uninterrupted)])
+    assert shown.exit_code == 0, shown.output
+    assert "search: 4 of 4 configurations told, 3 seeds each; best #" in shown.output
+    drawn = CliRunner().invoke(app, ["plot", str(uninterrupted), "--kind", "search", "--out", str(tmp_path / "s.png")])
+    assert drawn.exit_code == 0, drawn.output
+    assert (tmp_path / "s.png").stat().st_size > 0
+    fig = sweep.search.plot_trace(uninterrupted)
+    (ax,) = fig.axes
+    means = [s.observation.mean for s in sweep.search.standings(search_spec(), sweep.store.SweepDir.at(uninterrupted))]
+    steps = ax.lines[-2].get_ydata()  # the best mean so far, then the ring around the best
+    assert list(steps) == [min(means[: i + 1]) for i in range(len(means))]
+    with pytest.raises(sweep.SweepError, match="holds no search"):
+        sweep.search.plot_trace(tmp_path)
+
+
+def test_the_plan_of_a_search_says_what_it_will_train(uninterrupted):
+    fresh = sweep.plan(search_spec())
+    assert fresh.trials == ()  # planned round by round, as the search proposes
+    assert "tpe search of 4 configurations on val_loss (min), 2 per round, 3 seeds each: at most 12 members" in str(
+        fresh
+    )
+    stored = sweep.store.SweepDir.at(uninterrupted).plan()
+    assert stored is not None and len(stored.spec.points) == 4 and "(4 so far)" in str(stored)
