@@ -55,6 +55,29 @@ def test_streamed_members_are_bit_identical_whatever_the_block(spec, data, alone
     assert_same_member(model, history, seeds.index(5), *alone)
 
 
+# 4000 bytes hold two windows of 6 pairs beside validation and test: 7 windows an epoch, each a
+# single minibatch of 4 (its other 2 pairs left over)
+ONE_BATCH = dataclasses.replace(STREAMED, epochs=3, batch_size=4, data_memory=4000)
+
+
+@pytest.fixture(scope="module")
+def one_batch(data):
+    spec = tiny_spec(training=ONE_BATCH)
+    return spec, sweep.train(spec, 5, data=data)
+
+
+@pytest.mark.parametrize("seeds", [[5, 6], [0, 5, 7]])
+def test_windows_of_a_single_minibatch_are_bit_identical_whatever_the_block(data, one_batch, seeds):
+    # one member per device (alone, [5, 6]) against two ([0, 5, 7]): XLA inlines a loop of one
+    # trip, and a lone minibatch's optimizer update was compiled apart from its loop
+    spec, alone = one_batch
+    block, _ = training.init_block(spec, seeds, data=data)
+    assert block.stream is not None and block.stream.plan.num_windows == 7
+    assert block.stream.plan.window_bytes == 6 * 128
+    model, history = sweep.train_block(spec, seeds, data=data)
+    assert_same_member(model, history, seeds.index(5), *alone)
+
+
 def test_a_budget_larger_than_the_data_trains_exactly_as_in_memory(data):
     in_memory = tiny_spec(training=dataclasses.replace(STREAMED, data_memory=None))
     roomy = tiny_spec(training=dataclasses.replace(STREAMED, data_memory="1MiB"))

@@ -32,6 +32,15 @@ def test_block_invariance_bitwise(spec, data, alone, seeds):
     assert_same_member(model, history, seeds.index(5), *alone)
 
 
+@pytest.mark.parametrize(("epochs", "report_every"), [(3, 1), (4, 2)])
+def test_block_invariance_bitwise_with_epochs_of_a_single_minibatch(data, epochs, report_every):
+    # all 42 training pairs in one minibatch, in chunks of one epoch or two
+    spec = tiny_spec(training=sweep.Training(epochs=epochs, batch_size=42, report_every=report_every))
+    alone = sweep.train(spec, 5, data=data)
+    model, history = sweep.train_block(spec, [0, 5, 7], data=data)
+    assert_same_member(model, history, 1, *alone)
+
+
 def test_block_invariance_with_other_learning_rates_beside(spec, data, alone):
     lr = spec.optimizer.learning_rate
     hsets = [{"learning_rate": 1e-2}, {"learning_rate": lr}, {"learning_rate": 1e-4}]

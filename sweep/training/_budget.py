@@ -27,8 +27,9 @@ def data_budget(training: Training) -> int:
 
 
 def nbytes(tree) -> int:
-    """Bytes of every array of ``tree``."""
-    return sum(int(np.asarray(a).nbytes) for a in jax.tree_util.tree_leaves(tree))
+    """Bytes of every array of ``tree`` (its Python numbers, such as ``Dataset.history``, are
+    settings, not data)."""
+    return sum(int(a.nbytes) for a in jax.tree_util.tree_leaves(tree) if isinstance(a, np.ndarray | jax.Array))
 
 
 def streams(program_data: Dataset, budget: int) -> bool:

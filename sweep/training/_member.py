@@ -143,6 +143,31 @@ def with_noise(program: Program, x, key):
     return x if key is None else x + program.noise * jax.random.normal(key, x.shape, x.dtype)
 
 
+def minibatch_scan(step: Callable, carry, batches: PyTree):
+    """``lax.scan(step, carry, batches)`` over the minibatches of a pass, whose train steps run
+    inside a loop even when there is one minibatch.
+
+    XLA removes a loop of one trip and inlines its body, and with one member per device the
+    ``"map"`` layout's member loop goes too: the train step of a pass of one minibatch would then
+    sit beside the program's inputs and outputs instead of inside a loop. There XLA:CPU emits the
+    small fusions of the optimizer update (of a one-element bias) with another code generator,
+    whose fused multiply-add in ``b1 * mu + (1 - b1) * g`` rounds the other product: the member
+    differed by an ulp from itself in a block of several members per device. A single minibatch
+    therefore runs in a ``fori_loop`` whose trip count XLA cannot read (behind an optimization
+    barrier, expanded only after XLA's loop simplifications), as several run in the scan's loop.
+    """
+    if jax.tree_util.tree_leaves(batches)[0].shape[0] != 1:
+        return jax.lax.scan(step, carry, batches)
+    out = jax.eval_shape(step, carry, jax.tree_util.tree_map(lambda a: a[0], batches))[1]
+
+    def body(i, state):
+        return step(state[0], jax.tree_util.tree_map(lambda a: a[i], batches))
+
+    zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), out)
+    carry, out = jax.lax.fori_loop(0, jax.lax.optimization_barrier(jnp.int32(1)), body, (carry, zeros))
+    return carry, jax.tree_util.tree_map(lambda a: a[None], out)
+
+
 def pairs_epoch(program: Program, opt, shuffle_key, train, carry):
     """One pass over shuffled minibatches of the training pairs ``train`` (``(x, y)``, of
     ``program.num_train`` samples): (carry, mean loss)."""
@@ -155,7 +180,7 @@ def pairs_epoch(program: Program, opt, shuffle_key, train, carry):
         x, y, key = batch
         return train_step(opt, lambda p, x, y: pairs_loss(program, p, x, y), c, (with_noise(program, x, key), y))
 
-    (params, opt_state, diverged), losses = jax.lax.scan(
+    (params, opt_state, diverged), losses = minibatch_scan(
         step,
         (params, opt_state, diverged),
         (train_x[order], train_y[order], noise_keys(program, shuffle_key, epoch, batches)),
@@ -180,7 +205,7 @@ def windows_epoch(program: Program, opt, shuffle_key, traj, carry):
             window = jnp.concatenate([with_noise(program, window[:, :1], key), window[:, 1:]], axis=1)
         return train_step(opt, lambda p, w: windows_loss(program, p, w), c, (window,))
 
-    (params, opt_state, diverged), losses = jax.lax.scan(
+    (params, opt_state, diverged), losses = minibatch_scan(
         window_step,
         (params, opt_state, diverged),
         (epoch_order(program, shuffle_key, epoch, count, batches), noise_keys(program, shuffle_key, epoch, batches)),
@@ -300,8 +325,9 @@ def window_pass(program: Program, carry, hp, window):
     :func:`pairs_epoch` / :func:`windows_epoch`) from a key of its shuffle key, the epoch and
     ``w``; the epoch counter is left to the caller (it advances after the epoch's last window).
     """
-    # Barriers keep the pass one unit whatever surrounds it (see evaluate): with one member per
-    # device XLA inlines the member loop and would otherwise fuse it with its neighbours.
+    # Barriers keep XLA's simplifications from reaching across the pass (see evaluate); XLA:CPU
+    # expands them before fusing, so what keeps a pass of one minibatch the same arithmetic with
+    # one member per device (the member loop inlined) as with several is its loop (minibatch_scan).
     (train, index), (params, opt_state, epoch, diverged, skey) = jax.lax.optimization_barrier((window, carry))
     name, options = program.optimizer
     opt = make_optimizer(name, options, hp)
