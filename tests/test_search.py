@@ -116,14 +116,15 @@ def uninterrupted(tmp_path_factory):
     return Path(sweep.run(search_spec(), storage=str(tmp_path_factory.mktemp("search")), options=LOCAL))
 
 
-def test_seeds_per_configuration_and_batches_share_one_program(uninterrupted):
+def test_each_configuration_trains_its_seeds_in_its_own_block_of_one_program(uninterrupted):
     rounds = record(uninterrupted)["rounds"]
     assert [len(r["asked"]) for r in rounds] == [2, 2]
     assert all(o["seeds"] == 3 and o["stderr"] > 0 for r in rounds for o in r["told"])
     trials = planned_trials(uninterrupted)
-    # a learning rate differs only in a scalar: a batch's two configurations train in one program
-    assert len(trials) == 2
-    assert [(len(t["hparams"]), t["seeds"]) for t in trials] == [(2, [0, 1, 2])] * 2
+    # a block per configuration (as a race's rounds): every block has one shape, whatever a round
+    # proposes; a learning rate differs only in a scalar, so all four share one structural config
+    assert [(len(t["hparams"]), t["seeds"]) for t in trials] == [(1, [0, 1, 2])] * 4
+    assert len({t["config_id"] for t in trials}) == 1
     manifest = json.loads((uninterrupted / "ensembles" / "manifest.json").read_text())
     assert manifest["num_members"] == 4 * 3
 
@@ -133,7 +134,8 @@ def test_structural_proposals_become_their_own_trials(tmp_path):
     path = sweep.run(spec, storage=str(tmp_path), options=LOCAL)
     (points,) = [r["asked"] for r in record(path)["rounds"]]
     depths = {p["model.depth"] for p in points}
-    assert len(planned_trials(path)) == len(depths)
+    trials = planned_trials(path)
+    assert len(trials) == len(points) and len({t["config_id"] for t in trials}) == len(depths)
 
 
 def test_resume_after_a_failure_mid_search_equals_an_uninterrupted_search(uninterrupted, tmp_path):

@@ -272,7 +272,7 @@ def test_figures_fit_the_target(inverse, classes, tmp_path_factory):
 def test_blocks_saved_before_targets_of_any_shape_read_their_shapes():
     """A block checkpoint of an earlier seed-sweep stored (sample_shape, out_channels, num_train)."""
     old = Shapes.of([[1, 16], 1, 40])
-    assert old == ((1, 16), (1, 16), 40, "float32") and old.target_shape == (1, 16)
+    assert old == ((1, 16), (1, 16), 40, "float32", None, 1) and old.target_shape == (1, 16)
     new = Shapes.of([[2, 16], [], 40, "int32"])
     assert Shapes.of(new.stored()) == new and new.target_shape == ()
 

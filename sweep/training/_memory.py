@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..optim import hyperparameter_names
@@ -31,7 +32,7 @@ def compiled_bytes(spec: SweepSpec, data: Dataset, hparams: Sequence[Mapping[str
     program = chunk_program(program_key(spec, names), shapes, "vmap", 1)
     state = state_skeleton(spec, num_members, names, shapes)
     arrays = jax.tree_util.tree_map(
-        lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
+        lambda a: jax.ShapeDtypeStruct(np.shape(a), jnp.result_type(a)),  # Dataset.history: a Python int
         program_data(data, spec.training.unroll > 1, spec.training.rollout_steps),
     )
     stats = program.lower(state, arrays, 1).compile().memory_analysis()
