@@ -204,7 +204,7 @@ class Plan:
             *self._race_lines(),
             *self.data,
             *self._search_lines(),
-            *("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]),
+            *("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in ([header, *rows] if rows else [])),
         ]
         if len(self.trials) > 50:
             lines.append(f"... and {len(self.trials) - 50} more trials")

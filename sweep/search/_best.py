@@ -76,6 +76,13 @@ def separated(spec: SweepSpec, best: Standing, runner_up: Standing) -> bool:
     return best.interval.low > runner_up.interval.high
 
 
+def _mean_and_interval(i: Interval) -> str:
+    """``0.0123 [0.0119, 0.0128]``, or the mean alone where too few seeds give no interval."""
+    if not (math.isfinite(i.low) and math.isfinite(i.high)):
+        return f"{i.mean:.4g} [-]"
+    return f"{i.mean:.4g} [{i.low:.4g}, {i.high:.4g}]"
+
+
 def headline(spec: SweepSpec, sweep_dir: SweepDir, top: list[Standing] | None = None) -> str:
     """``search: 6 of 16 configurations told, 8 seeds each; best #4 val_loss 0.0123 [0.0119, 0.0128]``
     (what the live display shows after each round)."""
@@ -86,7 +93,7 @@ def headline(spec: SweepSpec, sweep_dir: SweepDir, top: list[Standing] | None = 
     line = f"search: {told} of {search.configurations} configurations told, {len(spec.seed_list)} seeds each"
     if top:
         i = top[0].interval
-        line += f"; best #{top[0].number} {search.metric} {i.mean:.4g} [{i.low:.4g}, {i.high:.4g}]"
+        line += f"; best #{top[0].number} {search.metric} {_mean_and_interval(i)}"
     return line
 
 
@@ -112,7 +119,5 @@ def summary(spec: SweepSpec, sweep_dir: SweepDir) -> str | None:
             verdict = f"NOT separated from the runner-up (#{runner.number}): their {LEVEL:.0%} intervals overlap"
         lines[0] += f"; the best is {verdict}"
     lines.append(f"  {'#':>3}  {search.metric} mean [{LEVEL:.0%} interval]  configuration")
-    for s in top:
-        i = s.interval
-        lines.append(f"  {s.number:>3}  {i.mean:.4g} [{i.low:.4g}, {i.high:.4g}]  {s.label(spec)}")
+    lines += [f"  {s.number:>3}  {_mean_and_interval(s.interval)}  {s.label(spec)}" for s in top]
     return "\n".join(lines)

@@ -207,7 +207,9 @@ class ProgressState:
                     trained += t.members * max(0, min(t.epoch, t.epochs) - t.start_epoch)
             now = self.clock()
             running_for = now - self.first_start if self.first_start is not None else 0.0
-            rate = trained / running_for if trained and running_for > 0 else None
+            # no rate over less than a second: a trial that reports its first chunk right after it
+            # starts (in-process) would show a rate of thousands of member-epochs per second
+            rate = trained / running_for if trained and running_for >= 1.0 else None
             eta = (total - work) / rate if rate else None
             return {
                 "trials": by,
