@@ -23,8 +23,10 @@ from .spec import SweepSpec, hparam_name
 
 __all__ = [
     "MemberId",
+    "NextRound",
     "Plan",
     "TrialPlan",
+    "Wanted",
     "config_label",
     "grid_names",
     "hparams_key",
@@ -33,6 +35,16 @@ __all__ = [
     "read_plan",
     "write_plan",
 ]
+
+Wanted = dict[Key, tuple[int, ...]] | None  # seeds per configuration; None: every member of the spec
+
+
+class NextRound(NamedTuple):
+    """What a round policy of ``sweep.run`` wants trained next (``sweep/tune/_policy.py``)."""
+
+    planned: SweepSpec  # the spec to plan from: the run's, or a search's with the points it proposed
+    wanted: Wanted
+
 
 PLAN_FORMAT = 1
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .._errors import SweepError
+from ..planning import NextRound
 from ..spec import Search, SweepSpec
 from ..store import SweepDir
 from ._best import headline, summary
@@ -32,11 +33,9 @@ class SearchRounds:
         check_engine(search)  # before any work: Optuna (and the sampler's package) importable
         self.say = say  # gets the search's headline after each round told (the live display)
 
-    def planned(self, spec: SweepSpec, sweep_dir: SweepDir) -> SweepSpec:
-        """``spec`` with every point asked so far (what the plan and the store describe)."""
-        return spec.with_points(read_record(sweep_dir).points)
-
-    def rounds(self, spec: SweepSpec, sweep_dir: SweepDir) -> Iterator[dict[Key, tuple[int, ...]]]:
+    def rounds(self, spec: SweepSpec, sweep_dir: SweepDir) -> Iterator[NextRound]:
+        """Each batch of points the sampler proposes, planned on ``spec`` with every point asked so
+        far (what the plan and the store describe), with every seed of the spec."""
         search = spec.search
         assert search is not None  # policy_for gives searches this policy
         before = None
@@ -65,7 +64,7 @@ class SearchRounds:
                 raise SweepError(
                     f"sweep {spec.name!r}: the search's round {len(record.rounds)} was trained but is not complete"
                 )
-            yield wanted
+            yield NextRound(planned, wanted)
             before = wanted
 
     def result(self, spec: SweepSpec, sweep_dir: SweepDir, label: Callable[[Key], str]) -> str | None:

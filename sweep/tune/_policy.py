@@ -2,21 +2,20 @@
 
 ``sweep.run`` is one loop::
 
-    for wanted in policy.rounds(spec, sweep_dir):
-        outcome = executor.train(plan_round(spec, sweep_dir, wanted, ...))
+    for planned, wanted in policy.rounds(spec, sweep_dir):
+        outcome = executor.train(plan_round(planned, sweep_dir, wanted, ...))
 
 A policy is an object with two methods:
 
-- ``rounds(spec, sweep_dir)``: an iterator of *wanted* sets, each the seeds to train next per
-  configuration (``{(config_id, hparams_key): (seed, ...)}``), or ``None`` for every member of
-  the spec. The loop trains each round to completion (or stops) and refreshes ``sweep_dir``
+- ``rounds(spec, sweep_dir)``: an iterator of :class:`NextRound`: the spec to plan from
+  (``spec`` itself, or a search's with the points it has proposed) and the *wanted* set, the
+  seeds to train next per configuration (``{(config_id, hparams_key): (seed, ...)}``), or
+  ``None`` for every member of the spec. The loop trains each round to completion (or stops) and refreshes ``sweep_dir``
   before it asks for the next one, so a policy reads what the round trained from the sweep
   directory (:meth:`sweep.store.SweepDir.done`, its checkpoints), never from the executor. The
   iterator ends when nothing is left to train; it must decide from what the sweep directory
   holds (and record what it decides there), so that a run killed at any point and resumed takes
   the same rounds.
-- ``planned(spec, sweep_dir)``: the spec whose configurations the rounds so far have named
-  (``spec`` itself, or a search's with the points it has proposed): what the loop plans from.
 - ``result(spec, sweep_dir, label)``: one line that says what the rounds decided, printed at the
   end (``None``: nothing to say); ``label`` turns a configuration key into its grid values.
 
@@ -32,24 +31,20 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from .._errors import SweepError
-from ..planning import make_plan
+from ..planning import NextRound, Wanted, make_plan
 from ..racing import Key
 from ..spec import SweepSpec
 from ..store import SweepDir
 from . import _race
 from ._plan import stored_block_size
 
-__all__ = ["FixedSeeds", "RaceRounds", "RoundPolicy", "Wanted", "policy_for"]
-
-Wanted = dict[Key, tuple[int, ...]] | None  # seeds per configuration; None: every member of the spec
+__all__ = ["FixedSeeds", "NextRound", "RaceRounds", "RoundPolicy", "Wanted", "policy_for"]
 
 
 class RoundPolicy(Protocol):
     """What to train next (see the module's docstring)."""
 
-    def rounds(self, spec: SweepSpec, sweep_dir: SweepDir) -> Iterator[Wanted]: ...
-
-    def planned(self, spec: SweepSpec, sweep_dir: SweepDir) -> SweepSpec: ...
+    def rounds(self, spec: SweepSpec, sweep_dir: SweepDir) -> Iterator[NextRound]: ...
 
     def result(self, spec: SweepSpec, sweep_dir: SweepDir, label: Callable[[Key], str]) -> str | None: ...
 
@@ -57,13 +52,10 @@ class RoundPolicy(Protocol):
 class FixedSeeds:
     """``seeds=N`` (or a list): one round of every member not trained yet, if there is one."""
 
-    def rounds(self, spec: SweepSpec, sweep_dir: SweepDir) -> Iterator[Wanted]:
+    def rounds(self, spec: SweepSpec, sweep_dir: SweepDir) -> Iterator[NextRound]:
         done, _ = sweep_dir.done(spec)
         if make_plan(spec, stored_block_size(spec, sweep_dir.plan()) or 10**9, done=done).trials:
-            yield None
-
-    def planned(self, spec: SweepSpec, sweep_dir: SweepDir) -> SweepSpec:
-        return spec
+            yield NextRound(spec, None)
 
     def result(self, spec: SweepSpec, sweep_dir: SweepDir, label: Callable[[Key], str]) -> str | None:
         return None
@@ -77,7 +69,7 @@ class RaceRounds:
     def __init__(self, show: Callable[[_race.RaceStep], Any] = lambda step: None):
         self.show = show
 
-    def rounds(self, spec: SweepSpec, sweep_dir: SweepDir) -> Iterator[Wanted]:
+    def rounds(self, spec: SweepSpec, sweep_dir: SweepDir) -> Iterator[NextRound]:
         before = None
         while True:
             step = _race.advance(spec, sweep_dir)
@@ -86,11 +78,8 @@ class RaceRounds:
                 return
             if step.wanted == before:
                 raise SweepError(f"sweep {spec.name!r}: the race's round {step.wanted} was trained but is not complete")
-            yield step.wanted
+            yield NextRound(spec, step.wanted)
             before = step.wanted
-
-    def planned(self, spec: SweepSpec, sweep_dir: SweepDir) -> SweepSpec:
-        return spec
 
     def result(self, spec: SweepSpec, sweep_dir: SweepDir, label: Callable[[Key], str]) -> str | None:
         return _race.result(spec, _race.advance(spec, sweep_dir, record=False), label)

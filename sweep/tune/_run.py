@@ -4,8 +4,8 @@ trains it (``sweep.plan`` is :mod:`._plan`)::
     check (the spec, the options, the data: before anything starts)
     executor.start(datasets)                       # Ray and the cluster, or nothing
     executor.restore()                             # resume=True
-    for wanted in policy.rounds(spec, sweep_dir):  # _policy: fixed seeds, the race, a search
-        plan, round = plan_round(policy.planned(spec, sweep_dir), sweep_dir, wanted, ...)
+    for planned, wanted in policy.rounds(spec, sweep_dir):  # _policy: fixed seeds, the race, a search
+        plan, round = plan_round(planned, sweep_dir, wanted, ...)
         outcome = executor.train(round)            # _tune_executor, _local
     aggregate(sweep_dir, map_tasks=executor.map_tasks)   # map here, Ray tasks on Ray
 
@@ -163,9 +163,9 @@ def run(
         executor.start(datasets)
         failures = executor.restore().failures if options.resume else ()
         sweep_dir.refresh()  # the restored trials wrote checkpoints
-        for wanted in () if failures else itertools.chain(first, rounds):
-            planned = policy.planned(spec, sweep_dir)  # a search's: with the points it proposed
-            state.add_configurations(planned, sweep_dir.done(planned)[0])
+        for planned, wanted in () if failures else itertools.chain(first, rounds):
+            if planned is not spec:  # a search's, with the points it proposed: the display learns them
+                state.add_configurations(planned, sweep_dir.done(planned)[0])
             plan, round = plan_round(planned, sweep_dir, wanted, lambda: executor.block_size(spec, datasets))
             sweep_dir.write_plan(plan)
             sweep_dir.write_samples(datasets)  # what figures draw from: the aggregator never loads data
