@@ -17,7 +17,7 @@ from typing import Any
 from .._errors import SpecError, did_you_mean
 from ..metrics import ROLLOUT_GMEAN, metric_name
 from ._seeds import MAX_SEEDS
-from ._values import is_int, is_number
+from ._values import is_int, is_number, refuse_unknown
 
 MODES = ("min", "max")  # lower or higher values of the metric are better
 KEY = "adaptive"  # the spec's `seeds` as a table: {"adaptive": {...}} (TOML: [seeds.adaptive])
@@ -164,12 +164,7 @@ class Adaptive:
     def from_dict(cls, data: Mapping[str, Any]) -> Adaptive:
         if not isinstance(data, Mapping):
             raise SpecError(f"`seeds.adaptive`: got {data!r}; give a table of {', '.join(_FIELDS)}")
-        unknown = set(data) - set(_FIELDS)
-        if unknown:
-            hint = "".join(did_you_mean(u, _FIELDS) for u in sorted(unknown))
-            raise SpecError(
-                f"`seeds.adaptive`: unknown field(s) {sorted(unknown)}{hint}; allowed: {', '.join(_FIELDS)}"
-            )
+        refuse_unknown(data, _FIELDS, "`seeds.adaptive`")
         return cls(**data)
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from .._errors import SpecError, did_you_mean
 from ._space import Distribution
 from ._training import Training
-from ._values import is_int, is_number
+from ._values import is_int, is_number, refuse_unknown
 
 __all__ = ["ALGORITHMS", "Search"]
 
@@ -128,11 +128,7 @@ class Search:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Search:
-        allowed = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - allowed
-        if unknown:
-            hint = "".join(did_you_mean(u, allowed) for u in sorted(unknown))
-            raise SpecError(f"`search`: unknown field(s) {sorted(unknown)}{hint}; allowed: {sorted(allowed)}")
+        refuse_unknown(data, sorted(f.name for f in dataclasses.fields(cls)), "`search`")
         if "space" not in data:
             raise SpecError("`search.space`: missing; give the distributions to search over")
         return cls(**data)

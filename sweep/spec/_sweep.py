@@ -26,7 +26,7 @@ from ._parts import Model, Optimizer, Problem
 from ._search import Search
 from ._seeds import SEED_LIMIT, seed_tuple
 from ._training import Training
-from ._values import is_int, is_number, plain
+from ._values import is_int, is_number, plain, refuse_unknown
 
 
 def hparam_name(key: str) -> str:
@@ -395,11 +395,7 @@ class SweepSpec:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SweepSpec:
         data = dict(data)
-        allowed = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - allowed
-        if unknown:
-            hint = "".join(did_you_mean(u, allowed) for u in sorted(unknown))
-            raise SpecError(f"spec: unknown field(s) {sorted(unknown)}{hint}; allowed: {sorted(allowed)}")
+        refuse_unknown(data, sorted(f.name for f in dataclasses.fields(cls)), "spec")
         for field in ("name", "problem", "model", "optimizer"):
             if field not in data:
                 raise SpecError(f"`{field}`: missing; a sweep spec needs name, problem, model and optimizer")

@@ -12,9 +12,10 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .._errors import SpecError, did_you_mean
+from .._errors import SpecError
 from ..metrics import ROLLOUT_GMEAN, check_names, check_rollout_names, metric_name
 from ._bytes import as_bytes
+from ._values import refuse_unknown
 
 INT32_LIMIT = 2**31  # training counters are int32 inside the compiled program
 # Fields added after stores were first written: left out of identity() at their defaults, so that
@@ -205,11 +206,7 @@ class Training:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Training:
-        allowed = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(data) - allowed
-        if unknown:
-            hint = "".join(did_you_mean(u, allowed) for u in sorted(unknown))
-            raise SpecError(f"`training`: unknown field(s) {sorted(unknown)}{hint}; allowed: {sorted(allowed)}")
+        refuse_unknown(data, sorted(f.name for f in dataclasses.fields(cls)), "`training`")
         return cls(**data)
 
     def replace(self, **changes: Any) -> Training:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeGuard
 
-from .._errors import SpecError
+from .._errors import SpecError, did_you_mean
 
 INT64_LIMIT = 2**63  # integers stored in Parquet columns
 
@@ -47,3 +47,13 @@ def plain(value: Any, field: str) -> Any:
 def is_int(value: Any) -> TypeGuard[int]:
     """Python or NumPy integers (not booleans)."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def refuse_unknown(data: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
+    """A :class:`SpecError` naming every key of ``data`` outside ``allowed``, with the closest
+    allowed name of each and the list of them (``where``: the table, as an error names it)."""
+    names = list(allowed)
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        hint = "".join(did_you_mean(u, names) for u in unknown)
+        raise SpecError(f"{where}: unknown field(s) {unknown}{hint}; allowed: {', '.join(names)}")
