@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 from _blocks import trained_blocks
 from helpers import tiny_spec
 
+import sweep
 from sweep.planning import make_plan
 from sweep.store import aggregate_blocks
 
@@ -66,3 +69,16 @@ def listener(port: int) -> str:
         except OSError:
             continue
     raise AssertionError(f"no process listens on port {port}")
+
+
+@contextlib.contextmanager
+def served(target, **options) -> Iterator[httpx.Client]:
+    """A client of ``sweep.serve(target)`` on a free port of 127.0.0.1, once healthy; the service
+    is shut down on the way out."""
+    service = sweep.serve(target, sweep.ServeOptions(port=free_port(), **options))
+    try:
+        wait_healthy(service.url)
+        with httpx.Client(base_url=service.url, timeout=60) as c:
+            yield c
+    finally:
+        service.shutdown()

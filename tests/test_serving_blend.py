@@ -4,17 +4,15 @@ and a calibrated rollout longer than the calibration's trajectories is a 422 nam
 
 from __future__ import annotations
 
-import httpx
 import numpy as np
 import pytest
 from _blocks import datasets_of, trained_blocks
-from _serving import free_port, wait_healthy
+from _serving import served
 from helpers import tiny_spec
 
 import sweep
 from sweep.ensemble import Blend
 from sweep.planning import make_plan
-from sweep.serving import ServeOptions
 from sweep.store import aggregate_blocks
 
 PROBLEM = sweep.Problem("heat1d", num_points=16, num_samples=60, data_seed=0, trajectory_steps=3)
@@ -30,14 +28,9 @@ def blend(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def client(ray_session, blend):  # noqa: F811
-    service = sweep.serve(blend, ServeOptions(port=free_port(), max_batch=4, recalibrate=True, name="blend"))
-    try:
-        wait_healthy(service.url)
-        with httpx.Client(base_url=service.url, timeout=60) as c:
-            yield c
-    finally:
-        service.shutdown()
+def client(ray_session, blend):
+    with served(blend, max_batch=4, recalibrate=True, name="blend") as c:
+        yield c
 
 
 def test_predict_answers_the_weighted_mean_and_std_of_both_architectures(client, blend):

@@ -5,11 +5,10 @@ was not fitted at, naming the field."""
 
 from __future__ import annotations
 
-import httpx
 import numpy as np
 import pytest
 from _blocks import datasets_of, trained_blocks
-from _serving import PLAN, free_port, wait_healthy
+from _serving import PLAN, served
 
 import sweep
 from sweep import QueryError
@@ -25,14 +24,9 @@ def sweep_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def client(ray_session, sweep_dir):  # noqa: F811
-    service = sweep.serve(sweep_dir, ServeOptions(port=free_port(), max_batch=4, recalibrate=True, name="calibrated"))
-    try:
-        wait_healthy(service.url)
-        with httpx.Client(base_url=service.url, timeout=60) as c:
-            yield c
-    finally:
-        service.shutdown()
+def client(ray_session, sweep_dir):
+    with served(sweep_dir, max_batch=4, recalibrate=True, name="calibrated") as c:
+        yield c
 
 
 def test_calibrated_std_and_intervals_are_the_ensembles(client, sweep_dir):
