@@ -433,3 +433,28 @@ def test_field_scores_can_be_left_out_and_the_stored_table_keeps_its_columns(pat
 def test_bad_thresholds_and_fields_are_named(path, kwargs, named):
     with pytest.raises(QueryError, match=re.escape(named)):
         sweep.load(path).where(depth=1).scores("test", **kwargs)
+
+
+def test_cli_computes_field_and_threshold_scores_on_request(path):
+    from typer.testing import CliRunner
+
+    from sweep.cli._app import app
+
+    def invoke(*args):
+        return CliRunner().invoke(app, [str(a) for a in args])
+
+    args = ("scores", path, "--where", "depth=2", "--threshold", 0.5, "--threshold", -0.25)
+    rows = json.loads(invoke(*args, "--format", "json").output)
+    table = sweep.load(path).where(depth=2).scores("test", thresholds=[0.5, -0.25])
+    want = table.filter(pc.equal(table["kind"], "one_step")).to_pylist()
+    assert len(rows) == len(want) == 1
+    for c in ("energy_score", "variogram_score", "crps_skill", "crps_spread", "twcrps_0.5", "brier_-0.25"):
+        assert rows[0][c] == pytest.approx(want[0][c], rel=1e-12), c
+    out = invoke(*args)
+    assert out.exit_code == 0, out.output
+    assert "(one_step, test) of 6 members, computed now" in out.output
+    assert all(c in out.output for c in ("energy_score", "crps_spread", "twcrps_0.5", "brier_-0.25"))
+    fields = invoke("scores", path, "--where", "depth=2", "--fields", "--split", "val", "--kind", "rollout")
+    assert fields.exit_code == 0 and "variogram_score" in fields.output and "brier_" not in fields.output
+    bad = invoke("scores", path, "--where", "depth=2", "--recalibrate", "--threshold", 1)
+    assert bad.exit_code == 1 and "--fields and --threshold go without --recalibrate" in bad.output
