@@ -17,7 +17,7 @@ Blocks hold every member at a few samples, as the per-point scores' blocks do, s
 bounded by the block; each block's samples carry a weight (0: padding).
 
 ```python
-totals = Extras(thresholds=(0.5,)).totals(members=8)
+totals = Extras(thresholds=(0.5,)).totals()
 totals.add(values, truth, np.ones(samples))    # values [M, G, S, ...], truth [G, S, ...]
 totals.finish()["energy_score"]                # [G]
 ```
@@ -69,10 +69,10 @@ def columns(thresholds: Sequence[float], fields: bool) -> list[str]:
 class FieldTotals:
     """Float64 sums per group of blocks of samples: what :meth:`finish` turns into the columns."""
 
-    def __init__(self, members: int, thresholds: Sequence[float], fields: bool):
-        self.members, self.thresholds, self.fields = members, tuple(thresholds), fields
+    def __init__(self, thresholds: Sequence[float], fields: bool):
+        self.thresholds, self.fields = tuple(thresholds), fields
         self.sums: dict[str, np.ndarray] = {}
-        self.samples = self.points = 0.0
+        self.samples = 0.0
 
     def add(self, values: np.ndarray, truth: np.ndarray, weights: np.ndarray) -> None:
         """Add a block: ``values`` ``[M, G, S, ...]``, ``truth`` ``[G, S, ...]``, ``weights``
@@ -88,7 +88,8 @@ class FieldTotals:
         if self.fields:
             per_sample["energy_score"] = energy_score(x, y, "fair") if fair else nan[:, 0]
             per_sample["variogram_score"] = variogram_score(x, y, VARIOGRAM_P)
-        for t, (tw, brier) in zip(self.thresholds, _pairs(threshold_columns(self.thresholds)), strict=True):
+        for t in self.thresholds:
+            tw, brier = threshold_columns([t])
             per_point[tw] = twcrps(x, y, t, "fair") if fair else nan
             per_point[brier] = brier_score(x, y, t)
         sums = {k: (v.mean(-1) * w).reshape(groups, samples).sum(-1) for k, v in per_point.items()}
@@ -102,10 +103,6 @@ class FieldTotals:
         if not self.samples:
             raise ValueError("FieldTotals.finish(): no sample was added")
         return {k: v / self.samples for k, v in self.sums.items()}
-
-
-def _pairs(names: list[str]) -> list[tuple[str, str]]:
-    return list(zip(names[::2], names[1::2], strict=True))
 
 
 @dataclass(frozen=True)
@@ -126,5 +123,5 @@ class Extras:
     def columns(self) -> list[str]:
         return columns(self.thresholds, self.fields)
 
-    def totals(self, members: int) -> FieldTotals:
-        return FieldTotals(members, self.thresholds, self.fields)
+    def totals(self) -> FieldTotals:
+        return FieldTotals(self.thresholds, self.fields)

@@ -109,7 +109,7 @@ def one_step(
     config, x = ens.checked_inputs(x, chunk_size, "scores")
     m, per_sample = len(ens), math.prod(y.shape[1:])
     size = _block(len(x), m, per_sample, block_bytes)
-    totals, extra = Totals(m), extras and extras.totals(m)
+    totals, extra = Totals(m), extras and extras.totals()
     subsets = {k: [Totals(k) for _ in range(min(SIZE_GROUPS, m // k))] for k in _sizes(m)[:-1]}
     of_mean, of_members = np.zeros(len(metrics)), np.zeros(len(metrics))
     for rows in pieces(len(x), size):
@@ -143,7 +143,7 @@ def rollout(
     config, x0, steps = ens.checked_rollout_inputs(start, reference.shape[1] - 1, chunk_size, "scores")
     m, per_state = len(ens), math.prod(traj.shape[2:])
     size = _block(len(traj), m, steps * per_state, block_bytes)
-    totals, extra = Totals(m), extras and extras.totals(m)
+    totals, extra = Totals(m), extras and extras.totals()
     for rows in pieces(len(traj), size):
         count = rows.stop - rows.start
         x0b, truth = padded(x0[rows], size), padded(reference[rows, 1:], size)
@@ -337,7 +337,7 @@ def multiset_rows(
     totals.add(*block_sums(flat, truth.reshape(groups, -1), np.ones(flat.shape[-1], np.float32)))
     scores = totals.finish()
     if extras:
-        extra = extras.totals(m)
+        extra = extras.totals()
         extra.add(values, truth, np.ones(truth.shape[1]))
         scores |= extra.finish()
     return [{"kind": kind, "step": first_step + g, "members": m, **_row(scores, g)} for g in range(groups)]
