@@ -23,10 +23,20 @@ def _fields(values, truth):
 
 
 @pytest.mark.parametrize("estimator", ["nrg", "fair"])
-def test_energy_score_equals_scoringrules(estimator):
+def test_energy_score_equals_scoringrules_also_a_field_at_a_time(estimator, monkeypatch):
     obs, fct = _fields(VALUES, TRUTH)
     expected = _sr("es_ensemble", obs, fct, m_axis=-2, v_axis=-1, estimator=estimator)
     np.testing.assert_allclose(energy_score(VALUES, TRUTH, estimator=estimator), expected, rtol=1e-10)
+    monkeypatch.setattr("sweep.ensemble._field_scores.PAIR_BYTES", 1)  # one field's pairs at a time
+    np.testing.assert_allclose(energy_score(VALUES, TRUTH, estimator=estimator), expected, rtol=1e-10)
+
+
+def test_energy_score_of_identical_members_far_from_zero_is_their_distance():
+    same = np.broadcast_to(1e4 + VALUES[:1], VALUES.shape)  # no spread: the pairwise term is 0
+    distance = np.linalg.norm((same[0] - TRUTH).reshape(len(TRUTH), -1), axis=-1)
+    np.testing.assert_allclose(
+        energy_score(same, TRUTH, estimator="fair"), distance, rtol=1e-14
+    )  # centred: no cancellation
 
 
 @pytest.mark.parametrize("p", [0.5, 1.0])

@@ -189,3 +189,37 @@ def test_sweep_scores_and_export_take_a_greedy_selection(store, ens, tmp_path):
         sum(manifest["weights"]) == pytest.approx(1.0) and manifest["weights"] == ens.select_greedy(3).weights.tolist()
     )
     assert runner.invoke(app, ["verify", str(tmp_path / "out")]).exit_code == 0
+
+
+def test_a_mixed_blend_scores_fields_and_thresholds_of_its_multiset(ens):
+    blend = _mixed(ens)
+    x, y = ens.where(depth=1).samples()
+    t = float(np.median(y))
+    rows = blend.scores("test", thresholds=[t]).to_pylist()
+    repeated = np.repeat(blend.predict(x), blend.counts, axis=0).astype(np.float64)  # the multiset
+    traj = ens.where(depth=1).trajectories()
+    rolled = np.repeat(blend.rollout(traj[:, 0], traj.shape[1] - 1), blend.counts, axis=0).astype(np.float64)
+    for row, values, truth in [(rows[0], repeated, y)] + [
+        (r, rolled[:, r["step"]], traj[:, r["step"]]) for r in rows[1:]
+    ]:
+        obs, fct = truth.reshape(len(truth), -1), np.moveaxis(values, 0, 1).reshape(len(truth), len(values), -1)
+        energy = np.mean(sr.es_ensemble(obs, fct, m_axis=-2, v_axis=-1, estimator="fair"))
+        assert row["energy_score"] == pytest.approx(float(energy), rel=1e-5), row["step"]
+        variogram = np.mean(sr.vs_ensemble(obs, fct, m_axis=-2, v_axis=-1, p=0.5))
+        assert row["variogram_score"] == pytest.approx(float(variogram), rel=1e-5), row["step"]
+        tw = np.mean(sr.twcrps_ensemble(truth, np.moveaxis(values, 0, -1), a=t, estimator="fair"))
+        assert row[f"twcrps_{t!r}"] == pytest.approx(float(tw), rel=1e-5, abs=1e-12), row["step"]
+        brier = np.mean(np.square((values > t).mean(0) - (truth > t)))
+        assert row[f"brier_{t!r}"] == pytest.approx(float(brier), rel=1e-6, abs=1e-12), row["step"]
+        assert row["crps_skill"] - row["crps_spread"] == pytest.approx(row["crps"], rel=1e-9), row["step"]
+
+
+def test_a_blend_of_one_config_with_counts_one_scores_as_its_ensemble(ens):
+    one = ens.where(depth=2)
+    blended = Blend.of(one, [1] * len(one)).scores("val", thresholds=[0.1]).to_pylist()
+    table = one.scores("val", thresholds=[0.1])
+    streamed = [r for r in table.to_pylist() if r["kind"] in ("one_step", "rollout")]
+    assert [(r["kind"], r["step"]) for r in blended] == [(r["kind"], r["step"]) for r in streamed]
+    for a, b in zip(blended, streamed, strict=True):
+        for c in ("crps", "crps_skill", "crps_spread", "energy_score", "variogram_score", "twcrps_0.1", "brier_0.1"):
+            assert a[c] == pytest.approx(b[c], rel=1e-9, abs=1e-15), (a["kind"], a["step"], c)

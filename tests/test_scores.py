@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 
 import numpy as np
@@ -221,7 +222,7 @@ def test_the_aggregation_stores_scores_of_every_configuration_and_split(path):
     assert set(ens.where(depth=1).stored_scores()["depth"].to_pylist()) == {1}
     fresh = ens.where(depth=1).scores("val")
     again = ens.where(depth=1).stored_scores("val")
-    assert fresh.to_pylist() == again.to_pylist()
+    assert fresh.select(again.column_names).to_pylist() == again.to_pylist()  # then query-time columns
     summary = ens.summary(scores=True)
     one = again.filter(pc.equal(again["kind"], "one_step")).to_pylist()[0]
     row = next(r for r in summary.to_pylist() if r["depth"] == 1)
@@ -357,3 +358,103 @@ def test_score_figures_draw_the_stored_scores_and_say_when_there_are_none(path, 
     assert "calibration" not in sweep.plot(tmp_path / "plain", "all")
     with pytest.raises(QueryError, match=r"plot\(kind='calibration'\): the store holds no ensemble scores"):
         sweep.plot(tmp_path / "plain", "calibration")
+
+
+# -- multivariate and event scores (query time) --------------------------------------------------------
+def field_reference(values: np.ndarray, truth: np.ndarray, thresholds: tuple[float, ...]) -> dict:
+    """The field and event columns of ``values`` ``[M, N, ...]`` against ``truth`` ``[N, ...]``:
+    scoringrules' energy, variogram and threshold-weighted CRPS (fair estimators where it has
+    them), the Brier score and the fair CRPS's terms from all pairs in NumPy."""
+    m, n = values.shape[:2]
+    x, y = values.astype(np.float64), truth.astype(np.float64)
+    obs, fct = y.reshape(n, -1), np.moveaxis(x, 0, 1).reshape(n, m, -1)
+    out = {
+        "crps_skill": np.abs(x - y).mean(),
+        "crps_spread": (np.abs(x[:, None] - x[None]).sum((0, 1)) / (2 * m * (m - 1))).mean(),
+        "energy_score": np.mean(sr.es_ensemble(obs, fct, m_axis=-2, v_axis=-1, estimator="fair")),
+        "variogram_score": np.mean(sr.vs_ensemble(obs, fct, m_axis=-2, v_axis=-1, p=0.5)),
+    }
+    for t in thresholds:
+        out[f"twcrps_{t!r}"] = np.mean(sr.twcrps_ensemble(y, np.moveaxis(x, 0, -1), a=t, estimator="fair"))
+        out[f"brier_{t!r}"] = np.mean(sr.brier_score((y > t).astype(float), (x > t).mean(0)))
+    return out
+
+
+def test_field_and_threshold_scores_equal_scoringrules_per_step_and_in_blocks_of_one(path, monkeypatch):
+    ens = sweep.load(path).where(depth=2)
+    x, y = ens.samples()
+    thresholds = (float(np.quantile(y, 0.5)), float(np.quantile(y, 0.9)))
+    table = ens.scores("test", thresholds=thresholds)
+    rows = table.to_pylist()
+    one_step = next(r for r in rows if r["kind"] == "one_step")
+    want = field_reference(ens.predict(x), y, thresholds)
+    assert set(want) <= set(table.column_names)
+    for c, v in want.items():
+        assert one_step[c] == pytest.approx(v, rel=1e-6, abs=1e-12), c
+    assert one_step["crps_skill"] - one_step["crps_spread"] == pytest.approx(one_step["crps"], rel=1e-9)
+    traj = ens.trajectories()
+    rolled = ens.rollout(traj[:, 0], traj.shape[1] - 1)
+    steps = [r for r in rows if r["kind"] == "rollout"]
+    for r in steps:
+        for c, v in field_reference(rolled[:, r["step"]], traj[:, r["step"]], thresholds).items():
+            assert r[c] == pytest.approx(v, rel=1e-5, abs=1e-9), (r["step"], c)
+    gmean = next(r for r in rows if r["kind"] == "rollout_gmean")
+    energies = [r["energy_score"] for r in steps]
+    assert gmean["energy_score"] == pytest.approx(math.exp(np.mean(np.log(energies))))
+    curve = [r for r in rows if r["kind"] == "ensemble_size"]
+    assert all(r["energy_score"] is None for r in curve[:-1]) and curve[-1]["energy_score"] == one_step["energy_score"]
+    monkeypatch.setattr(_scoring, "BLOCK_BYTES", 1)  # one sample, one trajectory per block (padded)
+    again = sweep.load(path).where(depth=2).scores("test", thresholds=thresholds).to_pylist()
+    for a, b in zip(again, rows, strict=True):
+        for c in want:
+            assert a[c] == pytest.approx(b[c], rel=1e-12, abs=1e-15) if b[c] is not None else a[c] is None, c
+
+
+def test_field_scores_can_be_left_out_and_the_stored_table_keeps_its_columns(path):
+    ens = sweep.load(path).where(depth=1)
+    table = ens.scores("val", fields=False)
+    assert {"crps_skill", "crps_spread"} <= set(table.column_names)
+    assert not {"energy_score", "variogram_score"} & set(table.column_names)
+    assert not any(c.startswith(("twcrps_", "brier_")) for c in table.column_names)
+    stored = ens.stored_scores("val")
+    assert stored.column_names == table.column_names[: stored.num_columns]  # the stored table: no new columns
+    assert "crps_skill" not in stored.column_names
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"thresholds": ["high"]}, "thresholds=['high']"),
+        ({"thresholds": [1.0, 1]}, "distinct"),
+        ({"thresholds": float("inf")}, "finite"),
+        ({"fields": "yes"}, "fields='yes'"),
+    ],
+)
+def test_bad_thresholds_and_fields_are_named(path, kwargs, named):
+    with pytest.raises(QueryError, match=re.escape(named)):
+        sweep.load(path).where(depth=1).scores("test", **kwargs)
+
+
+def test_cli_computes_field_and_threshold_scores_on_request(path):
+    from typer.testing import CliRunner
+
+    from sweep.cli._app import app
+
+    def invoke(*args):
+        return CliRunner().invoke(app, [str(a) for a in args])
+
+    args = ("scores", path, "--where", "depth=2", "--threshold", 0.5, "--threshold", -0.25)
+    rows = json.loads(invoke(*args, "--format", "json").output)
+    table = sweep.load(path).where(depth=2).scores("test", thresholds=[0.5, -0.25])
+    want = table.filter(pc.equal(table["kind"], "one_step")).to_pylist()
+    assert len(rows) == len(want) == 1
+    for c in ("energy_score", "variogram_score", "crps_skill", "crps_spread", "twcrps_0.5", "brier_-0.25"):
+        assert rows[0][c] == pytest.approx(want[0][c], rel=1e-12), c
+    out = invoke(*args)
+    assert out.exit_code == 0, out.output
+    assert "(one_step, test) of 6 members, computed now" in out.output
+    assert all(c in out.output for c in ("energy_score", "crps_spread", "twcrps_0.5", "brier_-0.25"))
+    fields = invoke("scores", path, "--where", "depth=2", "--fields", "--split", "val", "--kind", "rollout")
+    assert fields.exit_code == 0 and "variogram_score" in fields.output and "brier_" not in fields.output
+    bad = invoke("scores", path, "--where", "depth=2", "--recalibrate", "--threshold", 1)
+    assert bad.exit_code == 1 and "--fields and --threshold go without --recalibrate" in bad.output

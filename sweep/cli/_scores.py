@@ -23,6 +23,17 @@ SHOWN = [
     "coverage_50",
     "coverage_90",
 ]
+FIELDS_SHOWN = [
+    "split",
+    "kind",
+    "step",
+    "members",
+    "crps",
+    "crps_skill",
+    "crps_spread",
+    "energy_score",
+    "variogram_score",
+]
 
 
 def scores(
@@ -59,6 +70,21 @@ def scores(
     save_calibration: Annotated[
         str | None, typer.Option(help="With --recalibrate: write the calibration (JSON, checksummed) here.")
     ] = None,
+    fields: Annotated[
+        bool,
+        typer.Option(
+            "--fields",
+            help="Compute now (on --split, default test) with the multivariate scores: the fair CRPS's skill and "
+            "spread terms, the energy and variogram scores of each field.",
+        ),
+    ] = False,
+    threshold: Annotated[
+        list[float] | None,
+        typer.Option(
+            metavar="X",
+            help="As --fields, with the threshold-weighted CRPS and Brier score of exceeding X (repeatable).",
+        ),
+    ] = None,
 ) -> None:
     """The ensemble scores stored for every configuration (computed when the sweep was aggregated).
 
@@ -72,6 +98,10 @@ def scores(
     --recalibrate: a spread scale per channel (and rollout step) minimising the validation CRPS and
     split-conformal 50%/90% intervals, fitted on the validation split; scores before and after
     (column calibrated) on the test split.
+
+    --fields, --threshold X: computed now, beside those: crps_skill and crps_spread (the fair CRPS
+    is their difference), the energy and variogram scores of each sample's field (or rollout
+    state), and per threshold twcrps_X and brier_X of exceeding it (not stored in the store).
     """
     import pyarrow.compute as pc
 
@@ -84,12 +114,14 @@ def scores(
     kw = parse_where(where)
     if kw:
         ens = ens.where(**kw)
+    if recalibrate and (fields or threshold):
+        raise CLIError("--fields and --threshold go without --recalibrate (its table is scored before and after)")
     if greedy is not None:
         blend = (ens if best is None else ens.best(best)).select_greedy(greedy)
         if recalibrate:
             _recalibrated(blend, None, split or "test", save_calibration, Format(format).value, limit)
             return
-        table = blend.scores(split or "test")
+        table = blend.scores(split or "test", thresholds=threshold)
         if Format(format).value != "table":
             typer.echo(write_table(table.slice(0, limit), Format(format).value), nl=False)
             return
@@ -101,7 +133,8 @@ def scores(
         return
     if best is not None or save_calibration is not None:
         raise CLIError("--best and --save-calibration go with --recalibrate")
-    table = ens.stored_scores(split)
+    computed = fields or bool(threshold)
+    table = ens.scores(split or "test", thresholds=threshold) if computed else ens.stored_scores(split)
     if kind != "all":
         table = table.filter(pc.equal(table["kind"], kind))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
     fmt = Format(format).value
@@ -111,8 +144,13 @@ def scores(
     keys = ["config_id", *ens.grid_columns]
     gains = [c for c in table.column_names if c.endswith("_gain")]
     if not wide:
-        table = table.select([c for c in [*keys, *SHOWN, *gains[:1]] if c in table.column_names])
-    typer.echo(f"ensemble scores ({kind}, {split or 'val and test'}) of {len(ens)} members, from the store:")
+        events = [c for c in table.column_names if c.startswith(("twcrps_", "brier_"))]
+        shown = [*FIELDS_SHOWN, *events] if computed else [*SHOWN, *gains[:1]]
+        table = table.select([c for c in [*keys, *shown] if c in table.column_names])
+    if computed:
+        typer.echo(f"ensemble scores ({kind}, {split or 'test'}) of {len(ens)} members, computed now:")
+    else:
+        typer.echo(f"ensemble scores ({kind}, {split or 'val and test'}) of {len(ens)} members, from the store:")
     typer.echo(format_table(table, limit))
 
 

@@ -37,6 +37,7 @@ import pyarrow as pa
 
 from .._errors import QueryError
 from ._calibrated import Calibrated
+from ._field_totals import Extras
 from ._predictions import DEFAULT_CHUNK, Predictions
 from ._scoring import check_split, multiset_rows
 
@@ -151,20 +152,25 @@ class Blend(Calibrated, Blended):
         mean, std = _weighted(y, self.weights, 0, _dtype(x))
         return mean, std, y if members else None
 
-    def scores(self, split: str = "test", chunk_size: int = DEFAULT_CHUNK) -> pa.Table:
+    def scores(
+        self, split: str = "test", chunk_size: int = DEFAULT_CHUNK, thresholds: Any = None, fields: bool = True
+    ) -> pa.Table:
         """Ensemble scores of the blend (its members repeated by count) on the stored ``split``
         samples (``one_step``) and trajectories (``rollout`` per step): the score columns of
         :meth:`~sweep.ensemble.Ensemble.scores` (``kind``, ``step``, ``members``, ``points``, CRPS,
-        MAE, RMSE, spread, spread-skill, coverage, rank histogram). Every member's outputs on the
-        split are held at once (a blend is a few members)."""
+        MAE, RMSE, spread, spread-skill, coverage, rank histogram, then ``crps_skill``,
+        ``crps_spread``, with ``fields`` ``energy_score`` and ``variogram_score``, and
+        ``twcrps_<t>``, ``brier_<t>`` per threshold). Every member's outputs on the split are held
+        at once (a blend is a few members)."""
         split = check_split(split, "scores")
+        extras = Extras.checked(thresholds, fields, "scores")
         x, y = self.split_samples(split, "scores")
-        rows = multiset_rows(self._multiset(self.predict(x, chunk_size))[:, None], y[None], "one_step", 0)
+        rows = multiset_rows(self._multiset(self.predict(x, chunk_size))[:, None], y[None], "one_step", 0, extras)
         reference = self._rollout_reference(split, "scores")
         if reference is not None:
             start, traj = reference  # with history: from the first h states
             states = self._multiset(self.rollout(start, traj.shape[1] - 1, chunk_size))[:, 1:]
-            rows += multiset_rows(states, np.swapaxes(traj, 0, 1)[1:], "rollout", 1)
+            rows += multiset_rows(states, np.swapaxes(traj, 0, 1)[1:], "rollout", 1, extras)
         return pa.Table.from_pylist(rows)
 
     def _multiset(self, values: np.ndarray) -> np.ndarray:

@@ -30,6 +30,7 @@ from ..store import Store
 from . import _scoring, _stats
 from ._blend import Blend
 from ._calibrated import Calibrated
+from ._field_totals import Extras
 from ._greedy import select_greedy
 from ._predictions import DEFAULT_CHUNK
 from ._rows import REPR_ROWS, SummaryTable, format_table, html_table, seed_text
@@ -134,7 +135,9 @@ class Ensemble(Calibrated):
         units = self.units_note()
         return SummaryTable(table, title + (f"\n{units}" if units else ""))
 
-    def scores(self, split: str = "test", chunk_size: int = DEFAULT_CHUNK) -> pa.Table:
+    def scores(
+        self, split: str = "test", chunk_size: int = DEFAULT_CHUNK, thresholds: Any = None, fields: bool = True
+    ) -> pa.Table:
         """Ensemble scores of every configuration of this selection on the samples and trajectories
         of ``split`` (``"test"`` or ``"val"``) the store holds (never regenerated): one row per
         configuration and kind (``one_step``; ``rollout`` per step and ``rollout_gmean`` where the
@@ -143,15 +146,22 @@ class Ensemble(Calibrated):
         central 50% and 90% intervals, the rank histogram, and the loss and each built-in metric of
         the ensemble mean beside their mean over members and the ratio (``<name>_gain``, > 1:
         the mean beats a member). Columns: :func:`sweep.store._schema.scores_schema`; formulas:
-        :mod:`sweep.ensemble._scores`. A :class:`QueryError` says why a configuration cannot be
+        :mod:`sweep.ensemble._scores`. Then, on one-step, rollout and rollout_gmean rows, the
+        multivariate and event scores (:mod:`sweep.ensemble._field_totals`), which the stored
+        table does not hold: the fair CRPS's terms ``crps_skill`` and ``crps_spread``; with
+        ``fields``, the ``energy_score`` and ``variogram_score`` of each sample's field (or
+        rollout state), averaged; and per number of ``thresholds``, ``twcrps_<t>`` and
+        ``brier_<t>`` of exceeding it. A :class:`QueryError` says why a configuration cannot be
         scored (no samples of the split, class labels).
 
         ```python
-        row = ens.where(depth=4).scores("test").to_pylist()[0]
+        row = ens.where(depth=4).scores("test", thresholds=[0.5]).to_pylist()[0]
         row["crps"], row["spread_skill"], row["coverage_90"], row["loss_gain"]
+        row["energy_score"], row["crps_spread"], row["brier_0.5"]
         ```
         """
-        return _scoring.scores_table(self, (_scoring.check_split(split, "scores"),), chunk_size)
+        extras = Extras.checked(thresholds, fields, "scores")
+        return _scoring.scores_table(self, (_scoring.check_split(split, "scores"),), chunk_size, extras=extras)
 
     def stored_scores(self, split: str | None = None) -> pa.Table:
         """The ensemble scores the aggregation stored (``ensemble_scores.parquet``: of all members of

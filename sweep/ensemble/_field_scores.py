@@ -93,10 +93,25 @@ def energy_score(values: Any, truth: Any, estimator: str = "nrg") -> np.ndarray:
     divisor = _estimator(estimator, m, "energy_score")
     x, y = x.reshape(m, n, -1), y.reshape(n, -1)
     skill = np.linalg.norm(x - y, axis=-1).mean(0)
-    pairs = np.zeros(n)
-    for i in range(m):  # one member against all: M x N x D held, not M^2
-        pairs += np.linalg.norm(x - x[i], axis=-1).sum(0)
-    return skill - pairs / divisor
+    return skill - pair_norms(x) / divisor
+
+
+def pair_norms(x: np.ndarray) -> np.ndarray:
+    """``sum_ij ||x_i - x_j||`` over members ``i, j`` of ``x`` ``[M, N, D]``, per ``N``: from the
+    Gram matrix of the members centred on their mean (``||a - b||^2 = |a|^2 + |b|^2 - 2 a.b``,
+    one matrix product; centring keeps the cancellation relative to the spread, and identical
+    members give 0 exactly), :data:`PAIR_BYTES` of ``M x M`` matrices at a time."""
+    m, n = x.shape[:2]
+    fields = np.moveaxis(x, 1, 0)  # [N, M, D]
+    out = np.zeros(n)
+    step = max(1, PAIR_BYTES // (8 * m * m))
+    for start in range(0, n, step):
+        c = fields[start : start + step]
+        c = c - c.mean(1, keepdims=True)
+        gram = c @ np.swapaxes(c, 1, 2)  # [n, M, M]
+        sq = np.einsum("nii->ni", gram)
+        out[start : start + step] = np.sqrt(np.maximum(sq[:, :, None] + sq[:, None, :] - 2 * gram, 0.0)).sum((1, 2))
+    return out
 
 
 def variogram_score(values: Any, truth: Any, p: float = 0.5, weights: Any = None) -> np.ndarray:
@@ -133,10 +148,15 @@ def variogram_score(values: Any, truth: Any, p: float = 0.5, weights: Any = None
     out = np.zeros(n)
     for start in range(0, d, rows):
         block = slice(start, start + rows)
-        members = (np.abs(x[:, :, block, None] - x[:, :, None, :]) ** p).mean(0)  # [N, rows, D]
-        observed = np.abs(y[:, block, None] - y[:, None, :]) ** p
+        members = _power(np.abs(x[:, :, block, None] - x[:, :, None, :]), p).mean(0)  # [N, rows, D]
+        observed = _power(np.abs(y[:, block, None] - y[:, None, :]), p)
         out += (w[block] * (members - observed) ** 2).sum((1, 2))
     return out
+
+
+def _power(a: np.ndarray, p: float) -> np.ndarray:
+    """``a ** p`` (``np.sqrt`` for 0.5 and ``a`` itself for 1: the usual orders, several times faster)."""
+    return np.sqrt(a) if p == 0.5 else a if p == 1 else a**p
 
 
 def crps_terms(values: Any, truth: Any) -> tuple[np.ndarray, np.ndarray]:

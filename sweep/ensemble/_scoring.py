@@ -36,6 +36,7 @@ from .._import_path import is_import_path
 from .._layout import SPLIT_FILES
 from ..metrics import BUILTINS, LOSS, metric_name, rollout_gmean
 from ..store import SCORE_COLUMNS, Store, gain_column, scores_schema
+from ._field_totals import Extras
 from ._predictions import DEFAULT_CHUNK, Predictions
 from ._scores import Totals, block_sums, metric_sums
 
@@ -94,15 +95,21 @@ def _sizes(members: int) -> list[int]:
 
 
 def one_step(
-    ens: Predictions, x: np.ndarray, y: np.ndarray, chunk_size: int, metrics: list, block_bytes: int = BLOCK_BYTES
+    ens: Predictions,
+    x: np.ndarray,
+    y: np.ndarray,
+    chunk_size: int,
+    metrics: list,
+    block_bytes: int = BLOCK_BYTES,
+    extras: Extras | None = None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, dict[int, list[dict[str, np.ndarray]]]]:
-    """Scores of the members' predictions of ``x`` against ``y``, the summed metrics of the ensemble
-    mean and of the members (``metrics``: per-sample functions), and the scores of disjoint subsets
-    of each size of :func:`_sizes` (below all members)."""
+    """Scores of the members' predictions of ``x`` against ``y`` (with the columns of ``extras``),
+    the summed metrics of the ensemble mean and of the members (``metrics``: per-sample
+    functions), and the scores of disjoint subsets of each size of :func:`_sizes` (below all members)."""
     config, x = ens.checked_inputs(x, chunk_size, "scores")
     m, per_sample = len(ens), math.prod(y.shape[1:])
     size = _block(len(x), m, per_sample, block_bytes)
-    totals = Totals(m)
+    totals, extra = Totals(m), extras and extras.totals()
     subsets = {k: [Totals(k) for _ in range(min(SIZE_GROUPS, m // k))] for k in _sizes(m)[:-1]}
     of_mean, of_members = np.zeros(len(metrics)), np.zeros(len(metrics))
     for rows in pieces(len(x), size):
@@ -114,34 +121,42 @@ def one_step(
         sample_weights = (np.arange(size) < count).astype(np.float32)
         flat, truth, weights = values.reshape(m, 1, -1), yb.reshape(1, -1), np.repeat(sample_weights, per_sample)
         totals.add(*block_sums(flat, truth, weights))
+        if extra:
+            extra.add(values[:, None], yb[None], sample_weights)
         for k, groups in subsets.items():
             for g, t in enumerate(groups):
                 t.add(*block_sums(flat[g * k : (g + 1) * k], truth, weights))
         a, b = metric_sums(values, yb, sample_weights, metrics)
         of_mean, of_members = of_mean + a, of_members + b
     sizes = {k: [t.finish() for t in groups] for k, groups in subsets.items()}
-    return totals.finish(), of_mean / len(x), of_members / len(x), sizes
+    scores = totals.finish() | (extra.finish() if extra else {})
+    return scores, of_mean / len(x), of_members / len(x), sizes
 
 
 def rollout(
-    ens: Predictions, traj: np.ndarray, chunk_size: int, block_bytes: int = BLOCK_BYTES
+    ens: Predictions, traj: np.ndarray, chunk_size: int, block_bytes: int = BLOCK_BYTES, extras: Extras | None = None
 ) -> dict[str, np.ndarray]:
     """Scores per step ``1..T`` of the members' rollouts from the first states of ``traj``
-    ``[trajectories, T + 1, ...]`` against the trajectories."""
+    ``[trajectories, T + 1, ...]`` against the trajectories (with the columns of ``extras``: a
+    field is a state)."""
     start, reference = ens.rollout_start(ens.one_config("scores"), traj)  # with history: the first h states
     config, x0, steps = ens.checked_rollout_inputs(start, reference.shape[1] - 1, chunk_size, "scores")
     m, per_state = len(ens), math.prod(traj.shape[2:])
     size = _block(len(traj), m, steps * per_state, block_bytes)
-    totals = Totals(m)
+    totals, extra = Totals(m), extras and extras.totals()
     for rows in pieces(len(traj), size):
         count = rows.stop - rows.start
         x0b, truth = padded(x0[rows], size), padded(reference[rows, 1:], size)
         values = np.empty((m, steps, size, *traj.shape[2:]), np.float32)
         for rows, t, states in ens.rollout_states(config, x0b, steps, chunk_size):
             values[rows, t - 1 : t - 1 + states.shape[1]] = states
-        weights = np.repeat((np.arange(size) < count).astype(np.float32), per_state)
-        totals.add(*block_sums(values.reshape(m, steps, -1), np.swapaxes(truth, 0, 1).reshape(steps, -1), weights))
-    return totals.finish()
+        sample_weights = (np.arange(size) < count).astype(np.float32)
+        weights = np.repeat(sample_weights, per_state)
+        truth = np.swapaxes(truth, 0, 1)  # [steps, size, ...]
+        totals.add(*block_sums(values.reshape(m, steps, -1), truth.reshape(steps, -1), weights))
+        if extra:
+            extra.add(values, truth, sample_weights)
+    return totals.finish() | (extra.finish() if extra else {})
 
 
 def _gain_metrics(ens: Predictions, names: list[str]) -> tuple[list[str], list]:
@@ -154,9 +169,15 @@ def _gain_metrics(ens: Predictions, names: list[str]) -> tuple[list[str], list]:
 
 
 def configuration_rows(
-    ens: Predictions, key: dict[str, Any], split: str, chunk_size: int, block_bytes: int = BLOCK_BYTES
+    ens: Predictions,
+    key: dict[str, Any],
+    split: str,
+    chunk_size: int,
+    block_bytes: int = BLOCK_BYTES,
+    extras: Extras | None = None,
 ) -> list[dict[str, Any]]:
-    """Every row of the scores table of one configuration (``ens``: its members) on one split."""
+    """Every row of the scores table of one configuration (``ens``: its members) on one split
+    (the columns of ``extras`` on one-step, rollout and rollout_gmean rows)."""
     config = ens.one_config("scores")
     store: Store = ens.store
     found = store.samples(config.config_id, split)
@@ -170,7 +191,7 @@ def configuration_rows(
     x, y = found
     _real_targets(ens, y, "scores")
     names, fns = _gain_metrics(ens, store.metrics)
-    scores, of_mean, of_members, sizes = one_step(ens, x, y, chunk_size, fns, block_bytes)
+    scores, of_mean, of_members, sizes = one_step(ens, x, y, chunk_size, fns, block_bytes, extras)
     base = {**key, "split": split, "members": len(ens)}
     gains = {}
     for name, e, mm in zip(names, of_mean, of_members, strict=True):
@@ -185,11 +206,11 @@ def configuration_rows(
         rows.append({**base, "kind": "ensemble_size", "step": 0, **_row(scores, 0), "rank_histogram": None})
     traj = store.trajectories(config.config_id, split)
     if traj is not None:
-        per_step = rollout(ens, traj, chunk_size, block_bytes)
+        per_step = rollout(ens, traj, chunk_size, block_bytes, extras)
         rows += [
             {**base, "kind": "rollout", "step": t + 1, **_row(per_step, t)} for t in range(len(per_step["points"]))
         ]
-        means = {c: float(rollout_gmean(per_step[c])) for c in SCORE_COLUMNS}
+        means = {c: float(rollout_gmean(per_step[c])) for c in (*SCORE_COLUMNS, *_extra_columns(per_step))}
         rows.append({**base, "kind": "rollout_gmean", "step": None, "points": int(per_step["points"].sum()), **means})
     return rows
 
@@ -199,30 +220,46 @@ def _row(scores: dict[str, np.ndarray], i: int) -> dict[str, Any]:
         "points": int(scores["points"][i]),
         **{c: float(scores[c][i]) for c in SCORE_COLUMNS},
         "rank_histogram": scores["rank_histogram"][i].tolist(),
+        **{c: float(scores[c][i]) for c in _extra_columns(scores)},
     }
 
 
-def schema_of(store: Store) -> pa.Schema:
+def _extra_columns(scores: dict[str, np.ndarray]) -> list[str]:
+    """The columns of :class:`~._field_totals.Extras` in ``scores``, in its order."""
+    return [c for c in scores if c not in (*SCORE_COLUMNS, "points", "rank_histogram")]
+
+
+def schema_of(store: Store, extras: Extras | None = None) -> pa.Schema:
+    """The stored table's schema (:func:`~sweep.store._schema.scores_schema`), then float64 columns of ``extras``."""
     schema = store.index_schema
-    return scores_schema([schema.field(c) for c in ("config_id", *store.grid_columns)], store.metrics)
+    out = scores_schema([schema.field(c) for c in ("config_id", *store.grid_columns)], store.metrics)
+    for c in extras.columns() if extras else ():
+        out = out.append(pa.field(c, pa.float64()))
+    return out
 
 
 def scores_table(
-    ens: Predictions, splits: tuple[str, ...], chunk_size: int, block_bytes: int = BLOCK_BYTES, skip: bool = False
+    ens: Predictions,
+    splits: tuple[str, ...],
+    chunk_size: int,
+    block_bytes: int = BLOCK_BYTES,
+    skip: bool = False,
+    extras: Extras | None = None,
 ) -> pa.Table:
-    """The scores table of every configuration of ``ens`` on each split. ``skip``: a configuration
+    """The scores table of every configuration of ``ens`` on each split, with the columns of
+    ``extras`` (computed at query time; the stored table has none). ``skip``: a configuration
     that cannot be scored on a split (no samples, class labels, a model built by code the store
     names) is left out with a warning instead of raising."""
     rows = []
     for key, members in configurations(ens):
         for split in splits:
             try:
-                rows += configuration_rows(members, key, split, chunk_size, block_bytes)
+                rows += configuration_rows(members, key, split, chunk_size, block_bytes, extras)
             except SweepError as e:
                 if not skip:
                     raise
                 warnings.warn(f"ensemble scores of {key} on {split} left out: {e}", stacklevel=3)
-    return pa.Table.from_pylist(rows, schema_of(ens.store))
+    return pa.Table.from_pylist(rows, schema_of(ens.store, extras))
 
 
 def store_scores(store: Store) -> pa.Table | None:
@@ -288,13 +325,19 @@ def stored_rows(ens: Predictions, split: str | None) -> pa.Table:
     return table.filter(pa.array([key in wanted for key in held], pa.bool_()))
 
 
-def multiset_rows(values: np.ndarray, truth: np.ndarray, kind: str, first_step: int) -> list[dict[str, Any]]:
-    """Rows of the scores of members' values ``[M, G, ...]`` against ``truth`` ``[G, ...]``, one
-    per group ``g`` (``step`` ``first_step + g``): the score columns of the scores table, every
-    point held at once."""
+def multiset_rows(
+    values: np.ndarray, truth: np.ndarray, kind: str, first_step: int, extras: Extras | None = None
+) -> list[dict[str, Any]]:
+    """Rows of the scores of members' values ``[M, G, S, ...]`` against ``truth`` ``[G, S, ...]``
+    (``S`` samples), one per group ``g`` (``step`` ``first_step + g``): the score columns of the
+    scores table and those of ``extras``, every point held at once."""
     m, groups = len(values), truth.shape[0]
     totals = Totals(m)
     flat = values.reshape(m, groups, -1)
     totals.add(*block_sums(flat, truth.reshape(groups, -1), np.ones(flat.shape[-1], np.float32)))
     scores = totals.finish()
+    if extras:
+        extra = extras.totals()
+        extra.add(values, truth, np.ones(truth.shape[1]))
+        scores |= extra.finish()
     return [{"kind": kind, "step": first_step + g, "members": m, **_row(scores, g)} for g in range(groups)]
