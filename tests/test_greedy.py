@@ -195,7 +195,7 @@ def test_a_mixed_blend_scores_fields_and_thresholds_of_its_multiset(ens):
     blend = _mixed(ens)
     x, y = ens.where(depth=1).samples()
     t = float(np.median(y))
-    rows = blend.scores("test", thresholds=[t]).to_pylist()
+    rows = blend.scores("test", thresholds=[t], fields=True).to_pylist()
     repeated = np.repeat(blend.predict(x), blend.counts, axis=0).astype(np.float64)  # the multiset
     traj = ens.where(depth=1).trajectories()
     rolled = np.repeat(blend.rollout(traj[:, 0], traj.shape[1] - 1), blend.counts, axis=0).astype(np.float64)
@@ -216,8 +216,8 @@ def test_a_mixed_blend_scores_fields_and_thresholds_of_its_multiset(ens):
 
 def test_a_blend_of_one_config_with_counts_one_scores_as_its_ensemble(ens):
     one = ens.where(depth=2)
-    blended = Blend.of(one, [1] * len(one)).scores("val", thresholds=[0.1]).to_pylist()
-    table = one.scores("val", thresholds=[0.1])
+    blended = Blend.of(one, [1] * len(one)).scores("val", thresholds=[0.1], fields=True).to_pylist()
+    table = one.scores("val", thresholds=[0.1], fields=True)
     streamed = [r for r in table.to_pylist() if r["kind"] in ("one_step", "rollout")]
     assert [(r["kind"], r["step"]) for r in blended] == [(r["kind"], r["step"]) for r in streamed]
     for a, b in zip(blended, streamed, strict=True):

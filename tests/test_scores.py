@@ -384,7 +384,7 @@ def test_field_and_threshold_scores_equal_scoringrules_per_step_and_in_blocks_of
     ens = sweep.load(path).where(depth=2)
     x, y = ens.samples()
     thresholds = (float(np.quantile(y, 0.5)), float(np.quantile(y, 0.9)))
-    table = ens.scores("test", thresholds=thresholds)
+    table = ens.scores("test", thresholds=thresholds, fields=True)
     rows = table.to_pylist()
     one_step = next(r for r in rows if r["kind"] == "one_step")
     want = field_reference(ens.predict(x), y, thresholds)
@@ -404,7 +404,7 @@ def test_field_and_threshold_scores_equal_scoringrules_per_step_and_in_blocks_of
     curve = [r for r in rows if r["kind"] == "ensemble_size"]
     assert all(r["energy_score"] is None for r in curve[:-1]) and curve[-1]["energy_score"] == one_step["energy_score"]
     monkeypatch.setattr(_scoring, "BLOCK_BYTES", 1)  # one sample, one trajectory per block (padded)
-    again = sweep.load(path).where(depth=2).scores("test", thresholds=thresholds).to_pylist()
+    again = sweep.load(path).where(depth=2).scores("test", thresholds=thresholds, fields=True).to_pylist()
     for a, b in zip(again, rows, strict=True):
         for c in want:
             assert a[c] == pytest.approx(b[c], rel=1e-12, abs=1e-15) if b[c] is not None else a[c] is None, c
@@ -445,7 +445,7 @@ def test_cli_computes_field_and_threshold_scores_on_request(path):
 
     args = ("scores", path, "--where", "depth=2", "--threshold", 0.5, "--threshold", -0.25)
     rows = json.loads(invoke(*args, "--format", "json").output)
-    table = sweep.load(path).where(depth=2).scores("test", thresholds=[0.5, -0.25])
+    table = sweep.load(path).where(depth=2).scores("test", thresholds=[0.5, -0.25], fields=True)
     want = table.filter(pc.equal(table["kind"], "one_step")).to_pylist()
     assert len(rows) == len(want) == 1
     for c in ("energy_score", "variogram_score", "crps_skill", "crps_spread", "twcrps_0.5", "brier_-0.25"):

@@ -121,7 +121,7 @@ def scores(
         if recalibrate:
             _recalibrated(blend, None, split or "test", save_calibration, Format(format).value, limit)
             return
-        table = blend.scores(split or "test", thresholds=threshold)
+        table = blend.scores(split or "test", thresholds=threshold, fields=fields or bool(threshold))
         if Format(format).value != "table":
             typer.echo(write_table(table.slice(0, limit), Format(format).value), nl=False)
             return
@@ -134,7 +134,7 @@ def scores(
     if best is not None or save_calibration is not None:
         raise CLIError("--best and --save-calibration go with --recalibrate")
     computed = fields or bool(threshold)
-    table = ens.scores(split or "test", thresholds=threshold) if computed else ens.stored_scores(split)
+    table = ens.scores(split or "test", thresholds=threshold, fields=True) if computed else ens.stored_scores(split)
     if kind != "all":
         table = table.filter(pc.equal(table["kind"], kind))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
     fmt = Format(format).value

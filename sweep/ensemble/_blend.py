@@ -153,7 +153,7 @@ class Blend(Calibrated, Blended):
         return mean, std, y if members else None
 
     def scores(
-        self, split: str = "test", chunk_size: int = DEFAULT_CHUNK, thresholds: Any = None, fields: bool = True
+        self, split: str = "test", chunk_size: int = DEFAULT_CHUNK, thresholds: Any = None, fields: bool = False
     ) -> pa.Table:
         """Ensemble scores of the blend (its members repeated by count) on the stored ``split``
         samples (``one_step``) and trajectories (``rollout`` per step): the score columns of

@@ -136,7 +136,7 @@ class Ensemble(Calibrated):
         return SummaryTable(table, title + (f"\n{units}" if units else ""))
 
     def scores(
-        self, split: str = "test", chunk_size: int = DEFAULT_CHUNK, thresholds: Any = None, fields: bool = True
+        self, split: str = "test", chunk_size: int = DEFAULT_CHUNK, thresholds: Any = None, fields: bool = False
     ) -> pa.Table:
         """Ensemble scores of every configuration of this selection on the samples and trajectories
         of ``split`` (``"test"`` or ``"val"``) the store holds (never regenerated): one row per
@@ -155,7 +155,7 @@ class Ensemble(Calibrated):
         scored (no samples of the split, class labels).
 
         ```python
-        row = ens.where(depth=4).scores("test", thresholds=[0.5]).to_pylist()[0]
+        row = ens.where(depth=4).scores("test", thresholds=[0.5], fields=True).to_pylist()[0]
         row["crps"], row["spread_skill"], row["coverage_90"], row["loss_gain"]
         row["energy_score"], row["crps_spread"], row["brier_0.5"]
         ```

@@ -111,7 +111,7 @@ class Extras:
     ``fields``, and the threshold columns of each of ``thresholds``."""
 
     thresholds: tuple[float, ...] = ()
-    fields: bool = True
+    fields: bool = False
 
     @classmethod
     def checked(cls, thresholds: Any, fields: Any, what: str) -> Extras:
