@@ -44,8 +44,9 @@ def plan(
 ) -> Plan:
     """The trials a sweep would run (structural configs x blocks of seeds), before anything runs.
 
-    Checks what :func:`run` checks without Ray: the data is loaded (its arrays checked) and every
-    config's model is built for the data's shapes (``eqx.filter_eval_shape``, nothing computed),
+    Checks what :func:`run` checks without Ray: the data is outlined as ``run`` outlines it
+    (:func:`sweep.problems.outline_problem`: generated, its arrays checked, or for a problem that
+    reads files its metadata and statistics read) and every config's model is built for the data's shapes (``eqx.filter_eval_shape``, nothing computed),
     so a bad problem or model fails here with the field named. Only the checks against the
     cluster (resources) and the storage (a write probe) are ``run``'s alone. The process is
     :func:`sweep.configure`-d as by ``run``.
