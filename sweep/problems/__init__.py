@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from ._hdf5 import HDF5Info as HDF5Info
 from ._hdf5 import check_hdf5_options, hdf5_problem
 from ._hdf5 import hdf5_info as hdf5_info
 from ._hdf5 import hdf5_statistics as hdf5_statistics
+from ._hdf5_outline import hdf5_outline
 from ._heat1d import heat1d as heat1d
 from ._heat1d import heat1d_coordinates
 from ._history import OPTION as HISTORY
@@ -139,6 +140,54 @@ def load_problem(name: str, options: Mapping[str, Any]) -> Dataset:
     if method != "none":
         data = normalized(data, statistics(data, method, source=source), source)
     return with_history(data, options.get(HISTORY, 1), source)
+
+
+class ProblemData(NamedTuple):
+    """A problem's data as trials get them: its arrays (``arrays``: a problem generated or loaded
+    where the sweep runs), or none, for a problem that reads files (``"hdf5"``), whose trials read
+    them from its ``options``' path themselves.
+
+    Examples:
+        >>> data = ProblemData("heat1d", {"num_points": 16, "num_samples": 10}).load()
+        >>> data.train.x.shape
+        (7, 1, 16)
+    """
+
+    name: str
+    options: dict[str, Any]
+    arrays: Dataset | None = None
+
+    def load(self) -> Dataset:
+        """The arrays given, else the problem loaded here (:func:`load_problem`)."""
+        return self.arrays if self.arrays is not None else load_problem(self.name, self.options)
+
+
+class Outline(NamedTuple):
+    """What the driver of a sweep holds of a problem (:func:`outline_problem`).
+
+    Attributes:
+        shapes: The problem's :class:`Dataset` at its full shapes, to check and size on; where the
+            trials read files (``"hdf5"``) its arrays are zero-copy views of their first rows.
+        kept: A :class:`Dataset` whose first rows are the problem's: what a sweep keeps of its
+            validation and test splits (``samples.parquet``, ``trajectories.parquet``) and its
+            normalisation statistics.
+        data: How the trials get the data (:class:`ProblemData`).
+    """
+
+    shapes: Dataset
+    kept: Dataset
+    data: ProblemData
+
+
+def outline_problem(name: str, options: Mapping[str, Any], samples: int, trajectories: int) -> Outline:
+    """The :class:`Outline` of a problem: for ``"hdf5"`` from the files' metadata, the statistics
+    pass and the first ``samples`` pairs and ``trajectories`` trajectories of the validation and
+    test splits (:func:`~._hdf5_outline.hdf5_outline`); any other problem is loaded here."""
+    if name == "hdf5":
+        shapes, kept = hdf5_outline(samples=samples, trajectories=trajectories, **options)
+        return Outline(shapes, kept, ProblemData(name, dict(options)))
+    data = load_problem(name, options)
+    return Outline(data, data, ProblemData(name, dict(options), data))
 
 
 def _loaded(name: str, options: Mapping[str, Any]) -> Dataset:

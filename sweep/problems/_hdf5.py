@@ -187,9 +187,11 @@ def _strides(ref: FileLayout, time_stride: int, space_stride: int, where: str) -
         )
 
 
-def _resolved(
+def resolved(
     options: Mapping[str, Any],
 ) -> tuple[HDF5Info, dict[str, tuple[Location, ...]], dict[str, FileLayout], list[Channel]]:
+    """``(info, files by split, every file's layout by name, the selected channels)`` of the
+    options of ``"hdf5"`` (``path`` among them), checked, from the files' metadata."""
     check_hdf5_options(options)
     path, layout = options["path"], options.get("layout", "auto")
     files = dataset_files(path)
@@ -241,7 +243,7 @@ def hdf5_info(path: str, **options: Any) -> HDF5Info:
         #   ...
         ```
     """
-    return _resolved({"path": path, **options})[0]
+    return resolved({"path": path, **options})[0]
 
 
 def _read(
@@ -259,18 +261,12 @@ def hdf5_problem(path: str, **options: Any) -> Dataset:
     """The :class:`Dataset` of ``Problem("hdf5", path=path, **options)``: the files' trajectories,
     split (module docstring), and the one-step pairs derived from them."""
     options = {"path": path, **options}
-    _, files, described, channels = _resolved(options)
+    _, files, described, channels = resolved(options)
     ts, ss = options.get("time_stride", 1), options.get("space_stride", 1)
     trajectories = {s: _read(group, described, channels, ts, ss) for s, group in files.items()}
     if "all" in trajectories:
         states = trajectories.pop("all")
-        fraction = options.get("test_fraction", DEFAULT_TEST_FRACTION)
-        cut = int(len(states) * (1 - fraction))  # PDEBench: the last test_ratio of the samples are the test split
-        if not 0 < cut < len(states):
-            raise SpecError(
-                f"`problem.test_fraction`: got {fraction!r}; with {len(states)} trajectories in {path!r} it leaves "
-                f"{cut} for training and {len(states) - cut} for testing; both need at least one"
-            )
+        cut = _test_cut(len(states), options)  # PDEBench: the last test_ratio of the samples are the test split
         trajectories = {"train": states[:cut], "test": states[cut:]}
     source = f"`problem.path` {path!r}"
     data = as_dataset(
@@ -286,35 +282,71 @@ def hdf5_problem(path: str, **options: Any) -> Dataset:
     return with_history(data, options.get("history", 1), source)
 
 
-def _training_trajectories(
+def _test_cut(count: int, options: Mapping[str, Any]) -> int:
+    """How many of the ``count`` trajectories of data without splits train (PDEBench: the last
+    ``test_fraction`` of them, in file order, are the test split)."""
+    fraction = options.get("test_fraction", DEFAULT_TEST_FRACTION)
+    cut = int(count * (1 - fraction))
+    if not 0 < cut < count:
+        raise SpecError(
+            f"`problem.test_fraction`: got {fraction!r}; with {count} trajectories in {options['path']!r} it leaves "
+            f"{cut} for training and {count - cut} for testing; both need at least one"
+        )
+    return cut
+
+
+Picks = list[tuple[Location, list[int]]]  # trajectories by file: which of each file's, in order
+
+
+def split_trajectories(
     files: dict[str, tuple[Location, ...]], described: dict[str, FileLayout], options: Mapping[str, Any]
-) -> list[tuple[Location, list[int]]]:
-    """Which trajectories of which file are the training split's, in the order :func:`hdf5_problem`
-    holds them (the split and the validation draw as it makes them), from the metadata alone."""
+) -> dict[str, Picks]:
+    """Which trajectories of which file each split (``"train"``, ``"val"``, ``"test"``) holds, in
+    the order :func:`hdf5_problem` holds them (the test cut and the validation draw as it makes
+    them), from the metadata alone; no ``"val"`` where the data have no validation split."""
+
+    def picks(group: tuple[Location, ...], wanted: np.ndarray) -> Picks:
+        out, start = [], 0
+        for location in group:
+            n = described[location.name].trajectories
+            out.append((location, [int(i) for i in np.flatnonzero(wanted[start : start + n])]))
+            start += n
+        return out
+
+    def every(group: tuple[Location, ...]) -> Picks:
+        return [(location, list(range(described[location.name].trajectories))) for location in group]
+
     group = files["train"] if "train" in files else files["all"]
     count = sum(described[location.name].trajectories for location in group)
-    kept = np.ones(count, bool)
     if "all" in files:
-        cut = int(count * (1 - options.get("test_fraction", DEFAULT_TEST_FRACTION)))
-        kept[cut:] = False
-        test = count - cut
+        cut = _test_cut(count, options)
+        test, tested = picks(group, np.arange(count) >= cut), count - cut
     else:
-        cut, test = count, sum(described[location.name].trajectories for location in files.get("test", ()))
+        cut, test = count, every(files.get("test", ()))
+        tested = sum(len(indices) for _, indices in test)
+    out = {"test": test}
+    kept = np.arange(count) < cut
     fraction = options.get("val_fraction")
-    if "val" not in files and fraction != 0:
+    if "val" in files:
+        out["val"] = every(files["val"])
+    elif fraction != 0:
         fraction = DEFAULT_VAL_FRACTION if fraction is None else fraction
-        held = held_out(
-            cut,
-            val_count(fraction, cut, test, "trajectories", f"`problem.path` {options['path']!r}"),
-            options.get("data_seed", 0),
-        )
+        source = f"`problem.path` {options['path']!r}"
+        held = held_out(cut, val_count(fraction, cut, tested, "trajectories", source), options.get("data_seed", 0))
+        out["val"] = picks(group, np.concatenate([held, np.zeros(count - cut, bool)]))
         kept[:cut] &= ~held
-    out, start = [], 0
-    for location in group:
-        n = described[location.name].trajectories
-        out.append((location, [int(i) for i in np.flatnonzero(kept[start : start + n])]))
-        start += n
-    return out
+    return {"train": picks(group, kept), **out}
+
+
+def read_picks(picks: Picks, described: dict[str, FileLayout], channels: list[Channel], ts: int, ss: int):
+    """``(where, states [steps, c, *s])`` of every trajectory ``picks`` names, one at a time."""
+    i = 0
+    for location, indices in picks:
+        layout = described[location.name]
+        with open_hdf5(location) as f:
+            for k in indices:
+                yield f"trajectory {i}", read_states(f, layout, channels, range(k, k + 1), ts, ss)[0]
+                i += 1
 
 
 def hdf5_statistics(path: str, **options: Any) -> Normalization | None:
@@ -331,19 +363,12 @@ def hdf5_statistics(path: str, **options: Any) -> Normalization | None:
         ```
     """
     options = {"path": path, **options}
-    _, files, described, channels = _resolved(options)
+    _, files, described, channels = resolved(options)
     method = options.get("normalize", DEFAULTS["normalize"])
     if method == "none":
         return None
     ts, ss = options.get("time_stride", 1), options.get("space_stride", 1)
 
-    def chunks():
-        i = 0
-        for location, indices in _training_trajectories(files, described, options):
-            layout = described[location.name]
-            with open_hdf5(location) as f:
-                for k in indices:
-                    yield f"training trajectory {i}", read_states(f, layout, channels, range(k, k + 1), ts, ss)[0]
-                    i += 1
-
-    return channel_statistics(chunks(), method, [c.name for c in channels], f"`problem.path` {path!r}")
+    chunks = read_picks(split_trajectories(files, described, options)["train"], described, channels, ts, ss)
+    named = ((f"training {where}", states) for where, states in chunks)
+    return channel_statistics(named, method, [c.name for c in channels], f"`problem.path` {path!r}")

@@ -1,4 +1,4 @@
-"""Checks that run on the driver before any trial starts, and the datasets they load.
+"""Checks that run on the driver before any trial starts, and the outlines of the data they check.
 
 Each raises :class:`SpecError` naming the field, the value and what is allowed.
 """
@@ -13,8 +13,9 @@ import pyarrow.fs as pafs
 
 from .._errors import SpecError
 from .._import_path import import_object, is_import_path
-from ..problems import Dataset, load_problem
+from ..problems import Outline, outline_problem
 from ..spec import SweepSpec
+from ..store import SAMPLE_COUNT, TRAJECTORY_COUNT
 from ..training import check_data
 
 
@@ -51,16 +52,19 @@ def check_writable(filesystem: pafs.FileSystem, path: str, shown: str) -> None:
         ) from None
 
 
-def load_datasets(spec: SweepSpec) -> dict[str, Dataset]:
-    """Every structural config's dataset by ``problem_id``, loaded once per distinct problem (its
-    arrays checked), and every config checked against it (batch size, and its model built with
-    ``eqx.filter_eval_shape`` for the data's shapes): :func:`sweep.training.check_data`."""
-    datasets: dict[str, Dataset] = {}
+def outline_datasets(spec: SweepSpec) -> dict[str, Outline]:
+    """Every structural config's problem by ``problem_id``, outlined once per distinct problem
+    (:func:`sweep.problems.outline_problem`: a problem that reads files is not loaded here, only
+    its metadata, statistics and the rows a sweep keeps; any other is loaded, its arrays checked),
+    and every config checked against its shapes (batch size, and its model built with
+    ``eqx.filter_eval_shape``): :func:`sweep.training.check_data`."""
+    outlines: dict[str, Outline] = {}
     for config, _ in spec.expand():
-        if config.problem_id not in datasets:
-            datasets[config.problem_id] = load_problem(config.problem.name, dict(config.problem.options))
-        check_data(config, datasets[config.problem_id])
-    return datasets
+        if config.problem_id not in outlines:
+            options = dict(config.problem.options)
+            outlines[config.problem_id] = outline_problem(config.problem.name, options, SAMPLE_COUNT, TRAJECTORY_COUNT)
+        check_data(config, outlines[config.problem_id].shapes)
+    return outlines
 
 
 def import_paths(spec: SweepSpec) -> dict[str, str]:

@@ -11,8 +11,9 @@ sweep directory, where the next round's policy and the aggregator find them
   checkpoints under ``<sweep>/local/``; no Ray is started.
 
 Both train with the same program, so the store they lead to is the same, bit for bit on CPU.
-An executor's methods, in the order the loop calls them: ``start(datasets)``,
-``block_size(spec, datasets)`` (for ``seeds_per_trial="auto"``), ``restore()`` (``resume=True``),
+An executor's methods, in the order the loop calls them: ``start(outlines)`` (every problem's
+:class:`~sweep.problems.Outline`: how its trials get its data), ``block_size(spec)`` (for
+``seeds_per_trial="auto"``), ``restore()`` (``resume=True``),
 ``train(round)`` per round. ``map_tasks`` is how the aggregation after the rounds runs its
 tasks (:func:`sweep.aggregate`): ``map`` here, Ray tasks on Ray. ``train`` and ``restore``
 return an :class:`Outcome` and raise :class:`Stopped` when a Ctrl-C stopped the trials.
@@ -25,7 +26,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from ..planning import Plan, TrialPlan, make_plan, merge_plans
-from ..problems import Dataset
+from ..problems import Outline
 from ..spec import SweepSpec
 from ..store import MapTasks, SweepDir
 from ._plan import stored_block_size
@@ -61,9 +62,9 @@ class Executor(Protocol):
     @property
     def map_tasks(self) -> MapTasks: ...
 
-    def start(self, datasets: Mapping[str, Dataset]) -> None: ...
+    def start(self, outlines: Mapping[str, Outline]) -> None: ...
 
-    def block_size(self, spec: SweepSpec, datasets: Mapping[str, Dataset]) -> int: ...
+    def block_size(self, spec: SweepSpec) -> int: ...
 
     def restore(self) -> Outcome: ...
 

@@ -26,7 +26,7 @@ import pyarrow.fs as pafs
 from .._fs import local_copy, local_path
 from .._layout import BLOCK_META, BLOCK_STATE, CHECKPOINT_PREFIX, LOCAL_DIR, checkpoint_name
 from ..planning import TrialPlan
-from ..problems import Dataset
+from ..problems import Dataset, Outline
 from ..spec import SweepSpec
 from ..store import SweepDir
 from ..training import data_shapes, fit, init_block, load_block, save_block
@@ -60,15 +60,17 @@ class LocalExecutor:
         self.pace: Cadence | None = None
         self.steps = 0
 
-    def start(self, datasets: Mapping[str, Dataset]) -> None:
+    def start(self, outlines: Mapping[str, Outline]) -> None:
+        """Check the storage; load the data of every problem here (once: a problem that reads
+        files reads them now)."""
         check_writable(self.sweep_dir.filesystem, self.sweep_dir.path, self.sweep_dir.shown)
-        self.datasets = datasets
+        self.datasets = {key: outline.data.load() for key, outline in outlines.items()}
         self.pace = cadence(self.options.checkpoint_every, 1, self.sweep_dir.filesystem)
         self.display.start()
 
-    def block_size(self, spec: SweepSpec, datasets: Mapping[str, Dataset]) -> int:
+    def block_size(self, spec: SweepSpec) -> int:
         """Measured here, for one trial at a time."""
-        return block_size_here(spec, datasets, slots=1)
+        return block_size_here(spec, self.datasets, slots=1)
 
     def restore(self) -> Outcome:
         """Nothing to restore: every trial continues from its partial checkpoint when it is planned again."""

@@ -19,13 +19,13 @@ import pyarrow.fs as pafs
 from .._configure import available_cpus, configure
 from .._errors import SpecError
 from ..planning import Plan, make_plan
-from ..problems import Dataset
+from ..problems import Dataset, ProblemData
 from ..spec import SweepSpec
 from ..store import SweepDir
 from ..training import data_line
 from . import _env, _race
 from ._auto import Probe, choose_seeds_per_trial, largest_config, measure
-from ._checks import load_datasets
+from ._checks import outline_datasets
 from ._cluster import trial_slots
 
 __all__ = [
@@ -44,8 +44,9 @@ def plan(
 ) -> Plan:
     """The trials a sweep would run (structural configs x blocks of seeds), before anything runs.
 
-    Checks what :func:`run` checks without Ray: the data is loaded (its arrays checked) and every
-    config's model is built for the data's shapes (``eqx.filter_eval_shape``, nothing computed),
+    Checks what :func:`run` checks without Ray: the data is outlined as ``run`` outlines it
+    (:func:`sweep.problems.outline_problem`: generated, its arrays checked, or for a problem that
+    reads files its metadata and statistics read) and every config's model is built for the data's shapes (``eqx.filter_eval_shape``, nothing computed),
     so a bad problem or model fails here with the field named. Only the checks against the
     cluster (resources) and the storage (a write probe) are ``run``'s alone. The process is
     :func:`sweep.configure`-d as by ``run``.
@@ -71,7 +72,8 @@ def plan(
     """
     check_spec(spec)
     configure(gpu_preallocate=False)  # as run: loading the data must not take the trials' GPU memory
-    datasets = load_datasets(spec)
+    outlines = outline_datasets(spec)
+    datasets = {key: outline.shapes for key, outline in outlines.items()}
     done, stored = set(), None
     if storage is not None:
         sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
@@ -79,7 +81,8 @@ def plan(
         done, _ = sweep_dir.done(spec)
     seeds_per_trial = stored_block_size(spec, stored)
     if spec.seeds_per_trial == "auto" and seeds_per_trial is None:
-        seeds_per_trial = block_size_here(spec, datasets, max(1, int(available_cpus() // spec.resources["cpu"])))
+        loaded = {key: outline.data.load() for key, outline in outlines.items()}  # measured on the data
+        seeds_per_trial = block_size_here(spec, loaded, max(1, int(available_cpus() // spec.resources["cpu"])))
     planned = make_plan(
         spec, seeds_per_trial, done=done, wanted=next_round(spec, datasets, storage, storage_filesystem)
     )
@@ -135,17 +138,18 @@ def block_size_here(spec: SweepSpec, datasets: Mapping[str, Dataset], slots: int
     return choose_block_size(spec, config, probe, slots)
 
 
-def _probe_task(config: dict, hparams: tuple, dataset, resources: dict) -> tuple:
+def _probe_task(config: dict, hparams: tuple, data: ProblemData, resources: dict) -> tuple:
     _env.apply(resources)
-    return tuple(measure(SweepSpec.from_dict(config), tuple(hparams), dataset, resources))
+    return tuple(measure(SweepSpec.from_dict(config), tuple(hparams), data.load(), resources))
 
 
-def measured_block_size(spec: SweepSpec, datasets: dict, data_refs: dict, nodes: list) -> int:
-    """Measure the largest config where trials run (a one-shot Ray task with a trial's resources,
-    on the data already in the object store) and choose the block size for ``nodes``."""
+def measured_block_size(spec: SweepSpec, shapes: Mapping[str, Dataset], data_refs: dict, nodes: list) -> int:
+    """Measure the largest config (by ``shapes``) where trials run (a one-shot Ray task with a
+    trial's resources, on the data in the object store: :class:`~sweep.problems.ProblemData`) and
+    choose the block size for ``nodes``."""
     import ray
 
-    config, hparams = largest_config(spec, datasets)
+    config, hparams = largest_config(spec, shapes)
     res = spec.resources
     task = ray.remote(num_cpus=res["cpu"], num_gpus=res["gpu"], max_calls=1)(_probe_task)
     data = data_refs[config.problem_id]

@@ -2,7 +2,7 @@
 trains it (``sweep.plan`` is :mod:`._plan`)::
 
     check (the spec, the options, the data: before anything starts)
-    executor.start(datasets)                       # Ray and the cluster, or nothing
+    executor.start(outlines)                       # Ray and the cluster, or nothing
     executor.restore()                             # resume=True
     for planned, wanted in policy.rounds(spec, sweep_dir):  # _policy: fixed seeds, the race, a search
         plan, round = plan_round(planned, sweep_dir, wanted, ...)
@@ -28,7 +28,7 @@ from ..ensemble import aggregate
 from ..spec import SweepSpec
 from ..store import MapTasks, SweepDir
 from . import _race
-from ._checks import load_datasets
+from ._checks import outline_datasets
 from ._executor import Executor, Outcome, Stopped, plan_round
 from ._options import METRIC, RunOptions, fold_options
 from ._plan import check_spec
@@ -82,10 +82,13 @@ def run(
     ``tune-NNNN`` per round, or per wave of a round of more than 1,000 trials, so that the driver
     holds Tune's records of one wave at a time; ``local/`` for the local executor) and the
     aggregated store. Before any trial starts: the spec and every option are checked, every
-    dataset is loaded once (its arrays and the batch size checked) and every config's model is
-    built for its data's shapes (``eqx.filter_eval_shape``); the Tune executor then checks the
-    resources against the cluster, probes the storage for writing and puts the datasets in the
-    object store. The plan and the first test samples of each problem (``samples.parquet``, what
+    dataset is outlined once (:func:`sweep.problems.outline_problem`: a generated problem is
+    generated, its arrays and the batch size checked; a problem that reads files (``"hdf5"``)
+    only has its metadata, normalisation statistics and the rows the sweep keeps read, and its
+    trials read the files) and every config's model is built for its data's shapes
+    (``eqx.filter_eval_shape``); the Tune executor then checks the resources against the cluster,
+    probes the storage for writing and puts the datasets (or, for files, the problem's options) in
+    the object store. The plan and the first test samples of each problem (``samples.parquet``, what
     ``sweep plot`` draws from) are written before each round. Members already trained to
     completion (or stopped by a scheduler) are not trained again, so a larger ``seeds`` trains
     only the new ones; a trial with a partial checkpoint of the same key continues from it. When
@@ -154,21 +157,21 @@ def run(
     executor: Executor | None = None
     stop: KeyboardInterrupt | None = None
     try:
-        datasets = load_datasets(spec)  # bad data fails here, before Ray starts
-        validated = all(d.val.size for d in datasets.values())
+        outlines = outline_datasets(spec)  # bad data fails here, before Ray starts
+        validated = all(outline.shapes.val.size for outline in outlines.values())
         _race.check_validated(spec, validated)
         state.rank_on_validation(validated)
         options.check_scheduler_metric(validated)
         executor = _executor(spec, sweep_dir, options, display, trackers, validated)
-        executor.start(datasets)
+        executor.start(outlines)
         failures = executor.restore().failures if options.resume else ()
         sweep_dir.refresh()  # the restored trials wrote checkpoints
         for planned, wanted in () if failures else itertools.chain(first, rounds):
             if planned is not spec:  # a search's, with the points it proposed: the display learns them
                 state.add_configurations(planned, sweep_dir.done(planned)[0])
-            plan, round = plan_round(planned, sweep_dir, wanted, lambda: executor.block_size(spec, datasets))
+            plan, round = plan_round(planned, sweep_dir, wanted, lambda: executor.block_size(spec))
             sweep_dir.write_plan(plan)
-            sweep_dir.write_samples(datasets)  # what figures draw from: the aggregator never loads data
+            sweep_dir.write_samples({key: o.kept for key, o in outlines.items()})  # the aggregator never loads data
             outcome = executor.train(round) if round.trials else Outcome()  # a restore may have trained it
             if outcome.stopped:  # by a scheduler: done, as far as this sweep goes
                 sweep_dir.write_plan(plan.with_stopped(outcome.stopped))

@@ -1,7 +1,8 @@
 """The Ray Tune function trainable: one trial trains one block, reporting and checkpointing it.
 
 A trial (1) takes its own plan from the object store and confines JAX to its resources before
-JAX starts (:mod:`._env`), (2) takes its dataset from the object store, (3) resumes from
+JAX starts (:mod:`._env`), (2) takes its dataset from the object store (a problem that reads
+files: its options, and reads the files here), (3) resumes from
 ``tune.get_checkpoint()`` or from a partial checkpoint of the same trial key left by an
 earlier run, then (4) trains with :func:`sweep.fit`, reporting with ``tune.report(metrics,
 checkpoint=...)`` paced by :mod:`._cadence` (the block saved with
@@ -29,6 +30,7 @@ import numpy as np
 from .._errors import StoreError
 from .._fs import local_copy
 from ..planning import TrialPlan
+from ..problems import ProblemData
 from ..store import curves_by_column, rollout_curves_by_column
 from ..training import SavedBlock, data_shapes, fit, init_block, load_block, save_block
 from . import _env, _preemption
@@ -53,7 +55,7 @@ class TrialInputs(NamedTuple):
 
     ``trials`` names ``{trial_key: ObjectRef}`` whose values are ``{"plan": TrialPlan.to_dict(),
     "resume_from": path of a partial checkpoint or None}``, so a trial fetches its own plan only;
-    ``data`` maps problem ids to the datasets' refs.
+    ``data`` maps problem ids to the refs of their :class:`~sweep.problems.ProblemData`.
     """
 
     trials: Any
@@ -66,14 +68,14 @@ class TrialInputs(NamedTuple):
 _WORKER: dict[str, tuple[Any, Any]] = {}  # per process: what="trials"|"data" -> (ObjectRef, its value), the last one
 
 
-def _fetch(what: str, ref) -> Any:
-    """``ray.get(ref)``, kept for the next trial of this worker process (one value per ``what``)."""
+def _fetch(what: str, ref, made: Callable[[Any], Any] = lambda value: value) -> Any:
+    """``made(ray.get(ref))``, kept for the next trial of this worker process (one value per ``what``)."""
     import ray
 
     held = _WORKER.get(what)
     if held is None or held[0] != ref:
         _WORKER.pop(what, None)  # drop the old value before fetching the new one
-        _WORKER[what] = (ref, ray.get(ref))
+        _WORKER[what] = (ref, made(ray.get(ref)))
     return _WORKER[what][1]
 
 
@@ -164,7 +166,7 @@ def train_trial(config: Mapping[str, Any], *, inputs: TrialInputs) -> None:
 
     trial, hooks = TrialPlan.from_dict(task["plan"]), inputs.hooks
     extra = dict(hooks.on_start(trial.trial_key) or {}) if hooks.on_start else {}
-    dataset = _fetch("data", inputs.data[trial.spec.problem_id])
+    dataset = _fetch("data", inputs.data[trial.spec.problem_id], ProblemData.load)  # a file-backed problem: read here
     block, state = init_block(trial.spec, trial.seeds, trial.hparams, dataset)
     saved = _saved_block(trial, task["resume_from"], inputs.filesystem)
     history = None

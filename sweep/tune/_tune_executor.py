@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow.fs as pafs
 
-from ..problems import Dataset
+from ..problems import Outline
 from ..spec import SweepSpec
 from ..store import SweepDir
 from ._cadence import Cadence, cadence
@@ -42,6 +42,7 @@ class TuneExecutor:
         self.validated = validated
         self.map_tasks = RayTasks(address=options.address)  # the aggregation's tasks: Ray tasks, in parallel
         self.data_refs: dict = {}
+        self.shapes: dict = {}
         self.nodes: list = []
         self.slots = 1
         self.pace: Cadence | None = None
@@ -52,14 +53,16 @@ class TuneExecutor:
         fs = self.sweep_dir.filesystem
         return None if isinstance(fs, pafs.LocalFileSystem) else fs
 
-    def start(self, datasets: Mapping[str, Dataset]) -> None:
-        """Start Ray, check the storage and the cluster, put the datasets into the object store."""
+    def start(self, outlines: Mapping[str, Outline]) -> None:
+        """Start Ray, check the storage and the cluster, put how trials get each problem's data
+        into the object store: its arrays, or (a problem that reads files) its options, from which
+        each trial worker reads the files (:class:`sweep.problems.ProblemData`)."""
         import ray  # here: not in both threads at once
 
         sweep_dir, options = self.sweep_dir, self.options
         # Ray must start on this thread (its daemons die with the thread that started them); while
         # ``ray.init`` waits for them (~2.5 s on a laptop), a helper thread checks the storage. The
-        # datasets were loaded before, on this thread alone: ``ray.init`` forks its daemons, and a
+        # data were generated before, on this thread alone: ``ray.init`` forks its daemons, and a
         # fork during a multithreaded OpenBLAS call on another thread leaves that call waiting
         # forever for BLAS threads the fork handler stopped.
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-prepare") as pool:
@@ -74,12 +77,13 @@ class TuneExecutor:
         if options.max_concurrent_trials:
             self.slots = min(self.slots, int(options.max_concurrent_trials))
         self.pace = cadence(options.checkpoint_every, self.slots, sweep_dir.filesystem)
-        self.data_refs = {key: ray.put(d) for key, d in datasets.items()}
+        self.data_refs = {key: ray.put(outline.data) for key, outline in outlines.items()}
+        self.shapes = {key: outline.shapes for key, outline in outlines.items()}
         self.display.start()
 
-    def block_size(self, spec: SweepSpec, datasets: Mapping[str, Dataset]) -> int:
+    def block_size(self, spec: SweepSpec) -> int:
         """Measured in a Ray task with a trial's resources, for the cluster's slots."""
-        return measured_block_size(spec, dict(datasets), self.data_refs, self.nodes)
+        return measured_block_size(spec, self.shapes, self.data_refs, self.nodes)
 
     def _trainable(self, trials, resume_from: Mapping[str, str]):
         """The trial function with its inputs in the object store: each trial's plan (and partial
