@@ -154,3 +154,9 @@ def assert_one_line_error(result, *fragments: str) -> None:
     assert "Traceback" not in result.stdout + result.stderr
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
+
+
+def store_files(sweep_dir) -> dict:
+    """Every file of a sweep directory's store, by name: its sha256 (as the manifest lists it)."""
+    manifest = json.loads((Path(sweep_dir) / "ensembles" / "manifest.json").read_text())
+    return {name: entry["sha256"] for name, entry in manifest["files"].items()}

@@ -10,8 +10,7 @@ import h5py
 import numpy as np
 import pytest
 from hdf5_files import pdebench_tensor, well_directory
-from helpers import tiny_spec
-from test_loop import store_files
+from helpers import store_files, tiny_spec
 
 import sweep
 from sweep.problems import SPLITS, load_problem, outline_problem

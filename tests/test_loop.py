@@ -4,25 +4,18 @@ after a failed trial, more seeds, bad options; ``sweep.RunOptions`` and the old 
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import equinox as eqx
 import pytest
 from _faults import FailOnce
-from helpers import tiny_spec, tree_allclose
+from helpers import store_files, tiny_spec, tree_allclose
 
 import sweep
 from sweep.training import load_block
 from sweep.tune import TrialHooks
 
 LOCAL = sweep.RunOptions(executor="local")
-
-
-def store_files(path) -> dict:
-    """Every file of the store, by name: its sha256 (as the manifest lists it)."""
-    manifest = json.loads((Path(path) / "ensembles" / "manifest.json").read_text())
-    return {name: entry["sha256"] for name, entry in manifest["files"].items()}
 
 
 @pytest.fixture(scope="module")

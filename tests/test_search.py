@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import tiny_spec
+from helpers import store_files, tiny_spec
 
 import sweep
 from sweep.search import Observation, SearchRecord, propose
@@ -28,11 +28,6 @@ def search_spec(configurations=4, batch=2, space=None, **changes) -> sweep.Sweep
 
 def record(path) -> dict:
     return json.loads((Path(path) / "search.json").read_text())
-
-
-def store_files(path) -> dict:
-    manifest = json.loads((Path(path) / "ensembles" / "manifest.json").read_text())
-    return {name: entry["sha256"] for name, entry in manifest["files"].items()}
 
 
 def planned_trials(path) -> list[dict]:
