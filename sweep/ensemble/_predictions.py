@@ -226,7 +226,8 @@ class Predictions(Selection):
         """``(config, x0 as windows [batch, *sample_shape], steps)``, checked as :meth:`checked_inputs`
         for a rollout from ``x0`` of ``steps`` steps (the model must feed its output back)."""
         steps = _rollout.check_steps(steps, what)
-        config, h = self.one_config(what), self.history_of(self.one_config(what))
+        config = self.one_config(what)
+        h = self.history_of(config)
         if h > 1:
             x0 = np.asarray(x0)
             sample = tuple(config.sample_shape)
