@@ -519,6 +519,9 @@ changed for `ttl_s` seconds.
   samples.parquet                the first test samples of each problem (copied into the store)
   trajectories.parquet           the first test trajectories of each problem that has some (copied too)
   normalization.parquet          the statistics of each normalised problem (copied too)
+  data_scans.json                by problem id, the driver's pass over an hdf5 problem's files: each
+                                 file's name, size and modification time, and the training split's
+                                 statistics (a later run on unchanged files reads no array again)
   tune-0001/<trial_key>/checkpoint_00000N/{{block.json,state.eqx}}   + Ray Tune's own files
   tune-0002/...                  a later run (e.g. more seeds), or the next wave of a large plan
   .ensembles/NNNNNN/             generations of the store

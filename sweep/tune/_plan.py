@@ -72,17 +72,19 @@ def plan(
     """
     check_spec(spec)
     configure(gpu_preallocate=False)  # as run: loading the data must not take the trials' GPU memory
-    outlines = outline_datasets(spec)
+    sweep_dir = None if storage is None else SweepDir.of(spec, storage, storage_filesystem)
+    if sweep_dir is None:
+        outlines = outline_datasets(spec, storage_filesystem)
+    else:  # the driver's pass of an earlier run is taken, not made again (and a plan writes nothing)
+        outlines = outline_datasets(spec, sweep_dir.filesystem, sweep_dir.data_scans())
     datasets = {key: outline.shapes for key, outline in outlines.items()}
     done, stored = set(), None
-    if storage is not None:
-        sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
+    if sweep_dir is not None:
         stored = sweep_dir.plan()
         done, _ = sweep_dir.done(spec)
     seeds_per_trial = stored_block_size(spec, stored)
-    if spec.seeds_per_trial == "auto" and seeds_per_trial is None:
-        loaded = {key: outline.data.load() for key, outline in outlines.items()}  # measured on the data
-        seeds_per_trial = block_size_here(spec, loaded, max(1, int(available_cpus() // spec.resources["cpu"])))
+    if spec.seeds_per_trial == "auto" and seeds_per_trial is None:  # measured on the shapes: no file is loaded
+        seeds_per_trial = block_size_here(spec, datasets, max(1, int(available_cpus() // spec.resources["cpu"])))
     planned = make_plan(
         spec, seeds_per_trial, done=done, wanted=next_round(spec, datasets, storage, storage_filesystem)
     )

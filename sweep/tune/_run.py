@@ -157,13 +157,14 @@ def run(
     executor: Executor | None = None
     stop: KeyboardInterrupt | None = None
     try:
-        outlines = outline_datasets(spec)  # bad data fails here, before Ray starts
+        outlines = outline_datasets(spec, sweep_dir.filesystem, sweep_dir.data_scans())  # bad data fails here
         validated = all(outline.shapes.val.size for outline in outlines.values())
         _race.check_validated(spec, validated)
         state.rank_on_validation(validated)
         options.check_scheduler_metric(validated)
         executor = _executor(spec, sweep_dir, options, display, trackers, validated)
-        executor.start(outlines)
+        executor.start(outlines)  # (the storage probed for writing)
+        sweep_dir.write_data_scans({key: o.scan for key, o in outlines.items() if o.scan is not None})
         failures = executor.restore().failures if options.resume else ()
         sweep_dir.refresh()  # the restored trials wrote checkpoints
         for planned, wanted in () if failures else itertools.chain(first, rounds):
