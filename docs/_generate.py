@@ -270,7 +270,8 @@ Initial states (`ic=`): {", ".join(map(_code, IC_GENERATORS))}.
 
 `Problem("hdf5", path=...)`: trajectories from HDF5 files as PDEBench and The Well write them (the
 `[hdf5]` extra): one file, a folder of files, or a The Well dataset directory with `train/`,
-`valid/` (optional), `test/`. `layout`: `"auto"`, `"pdebench"` or `"the_well"`; `fields`: the
+`valid/` (optional), `test/`, local or `s3://` (read through the sweep's filesystem,
+`storage_filesystem`, where that is an `S3FileSystem`). `layout`: `"auto"`, `"pdebench"` or `"the_well"`; `fields`: the
 channels by name (default: every time-varying field; a The Well vector or tensor by its name gives
 all its components); `time_stride`, `space_stride`: keep every n-th state and point;
 `test_fraction`: the last fraction of the trajectories is the test split, for data without
