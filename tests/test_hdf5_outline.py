@@ -8,6 +8,8 @@ executor's, bit for bit."""
 
 from __future__ import annotations
 
+import logging
+
 import h5py
 import numpy as np
 import pytest
@@ -93,7 +95,7 @@ def test_the_driver_reads_one_trajectory_at_a_time_and_the_trials_read_the_file(
     assert store_files(tuned) == store_files(local)  # the trials trained on the file's data, as in process
 
 
-def test_the_drivers_pass_is_kept_exactly_and_made_again_when_a_file_changes(tmp_path, monkeypatch):
+def test_the_drivers_pass_is_kept_exactly_and_made_again_when_a_file_changes(tmp_path, monkeypatch, caplog):
     path = tmp_path / "1D_Advection.hdf5"
     pdebench_tensor(path, samples=20, time=4, x=8)  # test: the last 2
     options = {"path": str(path), "normalize": "rms", "val_fraction": 0}
@@ -108,6 +110,12 @@ def test_the_drivers_pass_is_kept_exactly_and_made_again_when_a_file_changes(tmp
     kept = sweep_dir.data_scans()["p"]  # the statistics exactly, the files' sizes and times
     assert kept.files == first.scan.files
     np.testing.assert_array_equal(kept.normalization.scale, first.scan.normalization.scale)  # pyright: ignore[reportOptionalMemberAccess]
+
+    scans = tmp_path / "runs" / "tiny" / "data_scans.json"
+    scans.write_text(scans.read_text()[:-9])  # cut short: a cache that does not read is made again, not trusted
+    with caplog.at_level(logging.WARNING, logger="sweep.store"):
+        assert sweep_dir.data_scans() == {}
+    assert "data_scans.json does not read" in caplog.text
 
     read.clear()
     again = outline_problem("hdf5", options, samples=4, trajectories=2, scan=kept)
