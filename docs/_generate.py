@@ -270,7 +270,8 @@ Initial states (`ic=`): {", ".join(map(_code, IC_GENERATORS))}.
 
 `Problem("hdf5", path=...)`: trajectories from HDF5 files as PDEBench and The Well write them (the
 `[hdf5]` extra): one file, a folder of files, or a The Well dataset directory with `train/`,
-`valid/` (optional), `test/`. `layout`: `"auto"`, `"pdebench"` or `"the_well"`; `fields`: the
+`valid/` (optional), `test/`, local or `s3://` (read through the sweep's filesystem,
+`storage_filesystem`, where that is an `S3FileSystem`). `layout`: `"auto"`, `"pdebench"` or `"the_well"`; `fields`: the
 channels by name (default: every time-varying field; a The Well vector or tensor by its name gives
 all its components); `time_stride`, `space_stride`: keep every n-th state and point;
 `test_fraction`: the last fraction of the trajectories is the test split, for data without
@@ -519,6 +520,9 @@ changed for `ttl_s` seconds.
   samples.parquet                the first test samples of each problem (copied into the store)
   trajectories.parquet           the first test trajectories of each problem that has some (copied too)
   normalization.parquet          the statistics of each normalised problem (copied too)
+  data_scans.json                by problem id, the driver's pass over an hdf5 problem's files: each
+                                 file's name, size and modification time, and the training split's
+                                 statistics (a later run on unchanged files reads no array again)
   tune-0001/<trial_key>/checkpoint_00000N/{{block.json,state.eqx}}   + Ray Tune's own files
   tune-0002/...                  a later run (e.g. more seeds), or the next wave of a large plan
   .ensembles/NNNNNN/             generations of the store

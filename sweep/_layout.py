@@ -6,6 +6,7 @@ A sweep directory (``<storage>/<spec.name>/``)::
     plan.json                    PLAN: every trial ever planned (union over runs), stopped ones, a race
     search.json                  SEARCH: a search's asks and tells, round by round
     samples.parquet              SAMPLES (and the other SPLIT_FILES): test data for figures
+    data_scans.json              DATA_SCANS: the driver's pass over each file-reading problem (hdf5)
     tune-0001/                   EXPERIMENT_PREFIX: one Ray Tune experiment per run (per wave)
         <trial_key>/checkpoint_000001/{block.json,state.eqx}     CHECKPOINT_PREFIX, BLOCK_META, BLOCK_STATE
         <trial_key>/error.txt, error.pkl                         TUNE_ERROR_FILES (Tune's, of a failed trial)
@@ -38,6 +39,7 @@ import re
 # -- the sweep directory --------------------------------------------------------------------------
 PLAN = "plan.json"
 SEARCH = "search.json"  # a search's every ask and tell (sweep.Search)
+DATA_SCANS = "data_scans.json"  # by problem id: its files' stamps and statistics (sweep.problems.Scan)
 EXPERIMENT_PREFIX = "tune-"  # tune-0001, tune-0002, ...
 LOCAL_DIR = "local"  # <sweep>/local/<trial_key>/checkpoint_<epoch>/ (the in-process executor)
 CHECKPOINT_PREFIX = "checkpoint_"  # checkpoint_000012: the epoch, six digits (Tune's own naming)

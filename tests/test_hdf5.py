@@ -320,3 +320,58 @@ def test_files_on_s3_read_as_the_same_files_on_disk(tmp_path, monkeypatch):
                 np.testing.assert_array_equal(traj(remote, split), traj(local, split))
         with pytest.raises(sweep.SpecError, match=r"`problem.path`: 's3://datasets/nothing' does not exist"):
             load("s3://datasets/nothing")
+
+
+@pytest.fixture
+def s3_only(tmp_path, monkeypatch):
+    """``(filesystem, local file)``: a PDEBench file copied to ``s3://datasets/`` on an S3 endpoint
+    that only the filesystem object knows (no ``AWS_*`` variable says where it is)."""
+    import os
+
+    import pyarrow.fs as pafs
+    from _moto import moto_server, s3_filesystem
+
+    for key in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(key)
+    pdebench_tensor(tmp_path / "1D_Advection.hdf5", samples=12, time=4, x=8)
+    with moto_server() as (host, port):
+        fs = s3_filesystem(host, port)
+        for bucket in ("datasets", "sweeps"):
+            fs.create_dir(bucket)
+        pafs.copy_files(str(tmp_path / "1D_Advection.hdf5"), "datasets/1D_Advection.hdf5", destination_filesystem=fs)
+        yield fs, tmp_path / "1D_Advection.hdf5"
+
+
+def test_s3_files_read_through_the_sweeps_filesystem_on_the_driver_and_in_the_trials(s3_only):
+    import pickle
+
+    from sweep.problems import outline_problem
+
+    fs, local_file = s3_only
+    path = "s3://datasets/1D_Advection.hdf5"
+    assert hdf5_info(path, filesystem=fs).files == {"all": (path,)}
+    local = load_problem("hdf5", {"path": str(local_file)})
+    outline = outline_problem("hdf5", {"path": path}, samples=4, trajectories=2, filesystem=fs)  # the driver
+    np.testing.assert_array_equal(outline.kept.test.x[:4], local.test.x[:4])
+    trial = pickle.loads(pickle.dumps(outline.data)).load()  # what a Tune trial gets, and reads
+    for split in ("train", "val", "test"):
+        np.testing.assert_array_equal(traj(trial, split), traj(local, split))
+
+
+@pytest.mark.slow
+def test_a_sweep_on_s3_trains_on_files_read_through_its_filesystem(s3_only, tmp_path):
+    import pyarrow.fs as pafs
+
+    fs, local_file = s3_only
+    options = sweep.RunOptions(executor="local")
+
+    def spec(path: str) -> sweep.SweepSpec:
+        return tiny_spec(problem=sweep.Problem("hdf5", path=path), seeds=1, seeds_per_trial=1)
+
+    on_s3 = sweep.run(spec("s3://datasets/1D_Advection.hdf5"), "s3://sweeps", fs, options)
+    assert fs.get_file_info("sweeps/tiny/data_scans.json").type == pafs.FileType.File
+    ensemble = sweep.load(on_s3, storage_filesystem=fs)
+    on_disk = sweep.load(sweep.run(spec(str(local_file)), str(tmp_path / "runs"), None, options))
+    x, _ = on_disk.samples()
+    np.testing.assert_array_equal(ensemble.predict(x), on_disk.predict(x))  # trained on the same data
+    assert ensemble.normalization == on_disk.normalization

@@ -1,10 +1,14 @@
 """``Problem("hdf5")``: the data are read where they are trained. The driver holds an outline
 (the full shapes, the normalisation statistics and the first rows of each split, equal to the
-problem's) and reads the files' metadata, the statistics pass (the training split, one trajectory
-at a time) and the rows the sweep keeps; Tune's trials read the files themselves; the store is
-the local executor's, bit for bit."""
+problem's) and reads the files' metadata, its pass over the files (the training split's
+statistics and every split checked finite, one trajectory at a time; kept in the sweep
+directory for later runs) and the rows the sweep keeps; ``sweep.plan`` measures an ``"auto"``
+block size on the outline; Tune's trials read the files themselves; the store is the local
+executor's, bit for bit."""
 
 from __future__ import annotations
+
+import logging
 
 import h5py
 import numpy as np
@@ -14,6 +18,7 @@ from helpers import store_files, tiny_spec
 
 import sweep
 from sweep.problems import SPLITS, load_problem, outline_problem
+from sweep.store import SweepDir
 
 
 @pytest.mark.parametrize(
@@ -36,7 +41,8 @@ def test_the_outline_has_the_problems_shapes_statistics_and_first_rows(tmp_path,
         path = tmp_path / "toy"
     options = {"path": str(path), **options}
     data = load_problem("hdf5", options)
-    shapes, kept, _ = outline_problem("hdf5", options, samples=16, trajectories=4)
+    outline = outline_problem("hdf5", options, samples=16, trajectories=4)
+    shapes, kept = outline.shapes, outline.kept
     for split in SPLITS:
         for a, shaped, first in zip(getattr(data, split), getattr(shapes, split), getattr(kept, split)):
             assert (shaped.shape, shaped.dtype, shaped.nbytes) == (a.shape, a.dtype, a.nbytes)
@@ -56,13 +62,9 @@ def test_the_outline_has_the_problems_shapes_statistics_and_first_rows(tmp_path,
         np.testing.assert_array_equal(kept.normalization.scale, data.normalization.scale)
 
 
-def test_the_driver_reads_one_trajectory_at_a_time_and_the_trials_read_the_file(ray_session, tmp_path, monkeypatch):
-    path = tmp_path / "1D_Advection.hdf5"
-    pdebench_tensor(path, samples=60, time=6, x=16)  # test: the last 6; validation: 6 drawn from the first 54
-    spec = tiny_spec(problem=sweep.Problem("hdf5", path=str(path)), seeds=2)  # normalize="zscore", the default
-    local = sweep.run(spec, storage=str(tmp_path / "local"), options=sweep.RunOptions(executor="local"))
-
-    read = []  # the trajectory ranges the driver reads of the field (Tune's trials run in other processes)
+def counted_reads(monkeypatch) -> list[tuple[int, int]]:
+    """The trajectory ranges ``(start, stop)`` this process reads of a PDEBench file's ``/tensor`` from now on."""
+    read = []
     getitem = h5py.Dataset.__getitem__
 
     def counted(self, selection, *args, **kwargs):
@@ -72,11 +74,113 @@ def test_the_driver_reads_one_trajectory_at_a_time_and_the_trials_read_the_file(
         return getitem(self, selection, *args, **kwargs)
 
     monkeypatch.setattr(h5py.Dataset, "__getitem__", counted)
+    return read
+
+
+def test_the_driver_reads_one_trajectory_at_a_time_and_the_trials_read_the_file(ray_session, tmp_path, monkeypatch):
+    path = tmp_path / "1D_Advection.hdf5"
+    pdebench_tensor(path, samples=60, time=6, x=16)  # test: the last 6; validation: 6 drawn from the first 54
+    spec = tiny_spec(problem=sweep.Problem("hdf5", path=str(path)), seeds=2)  # normalize="zscore", the default
+    local = sweep.run(spec, storage=str(tmp_path / "local"), options=sweep.RunOptions(executor="local"))
+
+    read = counted_reads(monkeypatch)  # what the driver reads (Tune's trials run in other processes)
     tuned = sweep.run(spec, storage=str(tmp_path / "tune"))
 
     assert all(stop - start == 1 for start, stop in read)  # never more than one trajectory at a time
-    # the statistics pass (the 48 training trajectories), the first training trajectory again, and
-    # the first 4 validation and test trajectories (what samples.parquet and trajectories.parquet keep)
-    assert len(read) == 48 + 1 + 4 + 4
-    assert sorted(start for start, _ in read if start >= 54) == [54, 55, 56, 57]
+    # the driver's pass (the statistics of the 48 training trajectories, the 6 validation and 6 test
+    # trajectories checked finite), the first training trajectory again, and the first 4 validation
+    # and test trajectories (what samples.parquet and trajectories.parquet keep)
+    assert len(read) == 48 + 6 + 6 + 1 + 4 + 4
+    assert sorted(start for start, _ in read if start >= 54) == sorted([*range(54, 60), *range(54, 58)])
     assert store_files(tuned) == store_files(local)  # the trials trained on the file's data, as in process
+
+
+def test_the_drivers_pass_is_kept_exactly_and_made_again_when_a_file_changes(tmp_path, monkeypatch, caplog):
+    path = tmp_path / "1D_Advection.hdf5"
+    pdebench_tensor(path, samples=20, time=4, x=8)  # test: the last 2
+    options = {"path": str(path), "normalize": "rms", "val_fraction": 0}
+    read = counted_reads(monkeypatch)
+    first = outline_problem("hdf5", options, samples=4, trajectories=2)
+    assert first.scan is not None and first.scan.normalization is not None
+    # the pass (the 18 training trajectories' statistics, the 2 test ones checked), then the kept rows
+    assert sorted(start for start, _ in read) == sorted([*range(20), 0, 18, 19])
+
+    sweep_dir = SweepDir.at(str(tmp_path / "runs" / "tiny"))
+    sweep_dir.write_data_scans({"p": first.scan})
+    kept = sweep_dir.data_scans()["p"]  # the statistics exactly, the files' sizes and times
+    assert kept.files == first.scan.files
+    np.testing.assert_array_equal(kept.normalization.scale, first.scan.normalization.scale)  # pyright: ignore[reportOptionalMemberAccess]
+
+    scans = tmp_path / "runs" / "tiny" / "data_scans.json"
+    scans.write_text(scans.read_text()[:-9])  # cut short: a cache that does not read is made again, not trusted
+    with caplog.at_level(logging.WARNING, logger="sweep.store"):
+        assert sweep_dir.data_scans() == {}
+    assert "data_scans.json does not read" in caplog.text
+
+    read.clear()
+    again = outline_problem("hdf5", options, samples=4, trajectories=2, scan=kept)
+    assert sorted(start for start, _ in read) == [0, 18, 19] and again.scan is kept  # only the rows the sweep keeps
+    np.testing.assert_array_equal(again.kept.test.x, first.kept.test.x)
+
+    with h5py.File(path, "r+") as f:  # the file changes: a NaN in the last test trajectory
+        tensor = f["tensor"]
+        assert isinstance(tensor, h5py.Dataset)
+        tensor[19, 3, 5] = np.nan
+    with pytest.raises(sweep.SpecError, match=r"1D_Advection.hdf5':/tensor holds NaN .*trajectory 19, time index 3"):
+        outline_problem("hdf5", options, samples=4, trajectories=2, scan=kept)
+
+
+@pytest.mark.slow
+def test_a_later_run_takes_the_drivers_pass_from_the_sweep_directory_until_a_file_changes(tmp_path, monkeypatch):
+    path = tmp_path / "1D_Advection.hdf5"
+    pdebench_tensor(path, samples=20, time=4, x=8)  # test: the last 2; validation: 2 drawn from the first 18
+    storage, options = str(tmp_path / "runs"), sweep.RunOptions(executor="local")
+    read = counted_reads(monkeypatch)  # the driver reads one trajectory at a time; the in-process trials, the file
+    sweep.run(tiny_spec(problem=sweep.Problem("hdf5", path=str(path)), seeds=2), storage=storage, options=options)
+    by_driver = sorted(start for start, stop in read if stop - start == 1)
+    # its pass (each of the 20 trajectories once), then the rows the sweep keeps: the first training
+    # trajectory and the 2 validation and 2 test trajectories
+    assert len(by_driver) == 20 + 1 + 2 + 2 and set(by_driver) == set(range(20))
+    assert (tmp_path / "runs" / "tiny" / "data_scans.json").is_file()
+
+    read.clear()  # more seeds: the statistics and the checks are the sweep directory's, only the kept rows are read
+    sweep.run(tiny_spec(problem=sweep.Problem("hdf5", path=str(path)), seeds=4), storage=storage, options=options)
+    assert len([r for r in read if r[1] - r[0] == 1]) == 1 + 2 + 2
+
+    with h5py.File(path, "r+") as f:  # the file changes: a NaN in the last test trajectory
+        tensor = f["tensor"]
+        assert isinstance(tensor, h5py.Dataset)
+        tensor[19, 3, 5] = np.nan
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"1D_Advection.hdf5':/tensor holds NaN .*\(channel 'tensor', trajectory 19, time index 3\)",
+    ):
+        sweep.run(tiny_spec(problem=sweep.Problem("hdf5", path=str(path)), seeds=6), storage=storage, options=options)
+
+
+@pytest.mark.parametrize("split", ["test", "valid"])
+def test_nan_only_in_a_validation_or_test_trajectory_is_named_before_any_trial(tmp_path, split):
+    well_directory(tmp_path / "toy", {"train": 1, "valid": 1, "test": 1}, trajectories=2, grid=(6, 4))
+    with h5py.File(tmp_path / "toy" / "data" / split / "toy_0.hdf5", "r+") as f:
+        velocity = f["t1_fields/velocity"]
+        assert isinstance(velocity, h5py.Dataset)
+        velocity[1, 2, 3, 1, 0] = np.inf  # trajectory 1, time index 2, velocity_x
+    spec = tiny_spec(problem=sweep.Problem("hdf5", path=str(tmp_path / "toy")), seeds=2)
+    with pytest.raises(
+        sweep.SpecError,
+        match=rf"{split}/toy_0.hdf5':/t1_fields/velocity holds NaN or infinity \(channel 'velocity_x', "
+        rf"trajectory 1, time index 2\)",
+    ):
+        sweep.run(spec, storage=str(tmp_path / "runs"), options=sweep.RunOptions(executor="local"))
+    assert not (tmp_path / "runs" / "tiny" / "local").exists()  # no trial started
+
+
+def test_plan_measures_an_auto_block_size_on_the_outline(tmp_path, monkeypatch):
+    path = tmp_path / "1D_Advection.hdf5"
+    pdebench_tensor(path, samples=20, time=4, x=8)
+    spec = tiny_spec(problem=sweep.Problem("hdf5", path=str(path)), seeds=4, seeds_per_trial="auto")
+    read = counted_reads(monkeypatch)
+    planned = sweep.plan(spec)
+    assert all(stop - start == 1 for start, stop in read)  # the driver never loads the file
+    assert len(read) == 20 + 1 + 2 + 2  # its pass and the rows a sweep keeps, as sweep.run's driver
+    assert 1 <= planned.seeds_per_trial <= 4

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
+import pyarrow.fs as pafs
 
 from .._errors import SpecError, did_you_mean
 from .._import_path import is_import_path
@@ -23,8 +24,9 @@ from ._exponax import exponax_problem as exponax_problem
 from ._hdf5 import HDF5Info as HDF5Info
 from ._hdf5 import check_hdf5_options, hdf5_problem
 from ._hdf5 import hdf5_info as hdf5_info
-from ._hdf5 import hdf5_statistics as hdf5_statistics
 from ._hdf5_outline import hdf5_outline
+from ._hdf5_scan import Scan as Scan
+from ._hdf5_scan import hdf5_statistics as hdf5_statistics
 from ._heat1d import heat1d as heat1d
 from ._heat1d import heat1d_coordinates
 from ._history import OPTION as HISTORY
@@ -128,13 +130,15 @@ def check_problem(name: str, options: Mapping[str, Any]) -> None:
             raise SpecError(f"`problem.{key}`: got {options[key]!r}; must be >= 2")
 
 
-def load_problem(name: str, options: Mapping[str, Any]) -> Dataset:
+def load_problem(name: str, options: Mapping[str, Any], filesystem: pafs.FileSystem | None = None) -> Dataset:
     """Generate or load the data of a problem, validated and split by :func:`as_dataset` (which
     every generator and loader returns through), normalised as ``normalize`` says (statistics
     of the training split: :mod:`sweep.problems._normalize`), then with ``history`` states per
-    input (:mod:`sweep.problems._history`); ``"hdf5"`` does both itself, knowing its channels' names."""
+    input (:mod:`sweep.problems._history`); ``"hdf5"`` does both itself, knowing its channels'
+    names, and reads an ``s3://`` path through ``filesystem`` (the sweep's) where that is an
+    ``S3FileSystem``."""
     if name == "hdf5":
-        return hdf5_problem(**options)
+        return hdf5_problem(filesystem=filesystem, **options)
     method, source = options.get(NORMALIZE, "none"), f"problem {name!r}"
     data = _loaded(name, {k: v for k, v in options.items() if k not in OWN})
     if method != "none":
@@ -145,7 +149,8 @@ def load_problem(name: str, options: Mapping[str, Any]) -> Dataset:
 class ProblemData(NamedTuple):
     """A problem's data as trials get them: its arrays (``arrays``: a problem generated or loaded
     where the sweep runs), or none, for a problem that reads files (``"hdf5"``), whose trials read
-    them from its ``options``' path themselves.
+    them from its ``options``' path themselves, through ``filesystem`` (the sweep's: an ``s3://``
+    path is read with its endpoint and credentials where it is an ``S3FileSystem``).
 
     Examples:
         >>> data = ProblemData("heat1d", {"num_points": 16, "num_samples": 10}).load()
@@ -156,10 +161,11 @@ class ProblemData(NamedTuple):
     name: str
     options: dict[str, Any]
     arrays: Dataset | None = None
+    filesystem: pafs.FileSystem | None = None
 
     def load(self) -> Dataset:
         """The arrays given, else the problem loaded here (:func:`load_problem`)."""
-        return self.arrays if self.arrays is not None else load_problem(self.name, self.options)
+        return self.arrays if self.arrays is not None else load_problem(self.name, self.options, self.filesystem)
 
 
 class Outline(NamedTuple):
@@ -172,20 +178,36 @@ class Outline(NamedTuple):
             validation and test splits (``samples.parquet``, ``trajectories.parquet``) and its
             normalisation statistics.
         data: How the trials get the data (:class:`ProblemData`).
+        scan: The driver's pass over the files of a problem that reads them (``"hdf5"``: the
+            statistics, every split checked finite, the files' sizes and times), which a sweep
+            keeps for its later runs; None for any other problem.
     """
 
     shapes: Dataset
     kept: Dataset
     data: ProblemData
+    scan: Scan | None = None
 
 
-def outline_problem(name: str, options: Mapping[str, Any], samples: int, trajectories: int) -> Outline:
-    """The :class:`Outline` of a problem: for ``"hdf5"`` from the files' metadata, the statistics
-    pass and the first ``samples`` pairs and ``trajectories`` trajectories of the validation and
-    test splits (:func:`~._hdf5_outline.hdf5_outline`); any other problem is loaded here."""
+def outline_problem(
+    name: str,
+    options: Mapping[str, Any],
+    samples: int,
+    trajectories: int,
+    filesystem: pafs.FileSystem | None = None,
+    scan: Scan | None = None,
+) -> Outline:
+    """The :class:`Outline` of a problem: for ``"hdf5"`` from the files' metadata, the driver's
+    pass (statistics, every split checked finite; taken from ``scan`` where that was made of the
+    same files as they are now) and the first ``samples`` pairs and ``trajectories`` trajectories
+    of the validation and test splits (:func:`~._hdf5_outline.hdf5_outline`), an ``s3://`` path
+    read through ``filesystem`` (the sweep's) where that is an ``S3FileSystem``; any other
+    problem is loaded here."""
     if name == "hdf5":
-        shapes, kept = hdf5_outline(samples=samples, trajectories=trajectories, **options)
-        return Outline(shapes, kept, ProblemData(name, dict(options)))
+        shapes, kept, scan = hdf5_outline(
+            samples=samples, trajectories=trajectories, filesystem=filesystem, scan=scan, **options
+        )
+        return Outline(shapes, kept, ProblemData(name, dict(options), None, filesystem), scan)
     data = load_problem(name, options)
     return Outline(data, data, ProblemData(name, dict(options), data))
 

@@ -2,7 +2,7 @@
 
 ``path`` is one file, a folder of files (one split of The Well, or several files of one
 layout), or a The Well dataset directory holding ``train/``, ``valid/`` and ``test/`` (directly
-or under ``data/``), local or at a URI pyarrow opens (``s3://...``:
+or under ``data/``), local or at a URI pyarrow opens (``s3://...``, through the sweep's filesystem:
 :mod:`sweep.problems._hdf5_files`). :func:`hdf5_info` reads only metadata and says what the problem will be
 (which layout ``"auto"`` chose, the channels, the trajectories per split);
 :func:`hdf5_problem` reads the arrays. The layouts: :mod:`sweep.problems._hdf5_layouts`; what
@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow.fs as pafs
 
 from .._errors import SpecError, did_you_mean
 from ._dataset import DEFAULT_VAL_FRACTION, Dataset, as_dataset, held_out, val_count
@@ -36,7 +37,7 @@ from ._hdf5_files import Location, dataset_files
 from ._hdf5_layouts import LAYOUTS, Channel, FileLayout, describe_file, detect, read_states, strided
 from ._hdf5_safety import open_hdf5
 from ._history import check_history, with_history
-from ._normalize import Normalization, channel_statistics, check_method, normalized, statistics
+from ._normalize import check_method, normalized, statistics
 
 DEFAULT_TEST_FRACTION = 0.1  # PDEBench's test_ratio
 # the options of "hdf5" and their defaults (path: required); and val_fraction, data_seed as every kind
@@ -188,13 +189,14 @@ def _strides(ref: FileLayout, time_stride: int, space_stride: int, where: str) -
 
 
 def resolved(
-    options: Mapping[str, Any],
+    options: Mapping[str, Any], filesystem: pafs.FileSystem | None = None
 ) -> tuple[HDF5Info, dict[str, tuple[Location, ...]], dict[str, FileLayout], list[Channel]]:
     """``(info, files by split, every file's layout by name, the selected channels)`` of the
-    options of ``"hdf5"`` (``path`` among them), checked, from the files' metadata."""
+    options of ``"hdf5"`` (``path`` among them), checked, from the files' metadata; an ``s3://``
+    path read through ``filesystem``, the sweep's, where that is an ``S3FileSystem``."""
     check_hdf5_options(options)
     path, layout = options["path"], options.get("layout", "auto")
-    files = dataset_files(path)
+    files = dataset_files(path, filesystem)
     described, chosen = _layout(files, layout)
     ref = next(iter(described.values()))
     time_stride, space_stride = options.get("time_stride", 1), options.get("space_stride", 1)
@@ -227,8 +229,10 @@ def resolved(
     return info, files, described, channels
 
 
-def hdf5_info(path: str, **options: Any) -> HDF5Info:
-    """What ``Problem("hdf5", path=path, **options)`` will train on, from metadata only.
+def hdf5_info(path: str, filesystem: pafs.FileSystem | None = None, **options: Any) -> HDF5Info:
+    """What ``Problem("hdf5", path=path, **options)`` will train on, from metadata only
+    (``filesystem``: an ``S3FileSystem`` to read an ``s3://`` path with, as ``sweep.run``'s
+    ``storage_filesystem``).
 
     Raises:
         SpecError: A missing or non-HDF5 file, an empty folder, an unknown layout, a field not in
@@ -243,7 +247,7 @@ def hdf5_info(path: str, **options: Any) -> HDF5Info:
         #   ...
         ```
     """
-    return resolved({"path": path, **options})[0]
+    return resolved({"path": path, **options}, filesystem)[0]
 
 
 def _read(
@@ -257,11 +261,12 @@ def _read(
     return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
 
-def hdf5_problem(path: str, **options: Any) -> Dataset:
+def hdf5_problem(path: str, filesystem: pafs.FileSystem | None = None, **options: Any) -> Dataset:
     """The :class:`Dataset` of ``Problem("hdf5", path=path, **options)``: the files' trajectories,
-    split (module docstring), and the one-step pairs derived from them."""
+    split (module docstring), and the one-step pairs derived from them (``filesystem``: as
+    :func:`hdf5_info`'s)."""
     options = {"path": path, **options}
-    _, files, described, channels = resolved(options)
+    _, files, described, channels = resolved(options, filesystem)
     ts, ss = options.get("time_stride", 1), options.get("space_stride", 1)
     trajectories = {s: _read(group, described, channels, ts, ss) for s, group in files.items()}
     if "all" in trajectories:
@@ -347,28 +352,3 @@ def read_picks(picks: Picks, described: dict[str, FileLayout], channels: list[Ch
             for k in indices:
                 yield f"trajectory {i}", read_states(f, layout, channels, range(k, k + 1), ts, ss)[0]
                 i += 1
-
-
-def hdf5_statistics(path: str, **options: Any) -> Normalization | None:
-    """The normalisation statistics of ``Problem("hdf5", path=path, **options)`` (None for
-    ``normalize="none"``), streamed from the files: one training trajectory in memory at a time,
-    whatever the files' size (equal, bit for bit, to those :func:`hdf5_problem` computes on the
-    trajectories it holds). NaN or infinity is an error naming the file, dataset, trajectory and
-    time index.
-
-    Examples:
-        ```python
-        norm = sweep.problems.hdf5_statistics("2D_CFD_Rand_M0.1_Eta0.01_Zeta0.01_periodic_128_Train.hdf5")
-        norm.as_dict()  # {"density": (shift, scale), "pressure": ..., "Vx": ..., "Vy": ...}
-        ```
-    """
-    options = {"path": path, **options}
-    _, files, described, channels = resolved(options)
-    method = options.get("normalize", DEFAULTS["normalize"])
-    if method == "none":
-        return None
-    ts, ss = options.get("time_stride", 1), options.get("space_stride", 1)
-
-    chunks = read_picks(split_trajectories(files, described, options)["train"], described, channels, ts, ss)
-    named = ((f"training {where}", states) for where, states in chunks)
-    return channel_statistics(named, method, [c.name for c in channels], f"`problem.path` {path!r}")

@@ -1,5 +1,10 @@
 """Where an hdf5 problem's files are: :func:`dataset_files` of a local path or of a URI that
-pyarrow opens (``s3://bucket/datasets/the_well/...``, with the usual ``AWS_*`` variables).
+pyarrow opens (``s3://bucket/datasets/the_well/...``).
+
+An ``s3://`` path is read through the sweep's filesystem when that is an ``S3FileSystem``
+(``sweep.run(storage_filesystem=...)``, or the one ``storage="s3://..."`` gives): its
+endpoint, credentials and region, wherever the files are read (the driver and every trial).
+Otherwise pyarrow resolves the URI itself, with the usual ``AWS_*`` variables.
 
 ``path`` is one file, a folder of files, or a The Well dataset directory holding ``train/``,
 ``valid/`` (optional) and ``test/``, directly or under ``data/``. Files are those ending in
@@ -80,8 +85,11 @@ class _Remote(io.RawIOBase):
         return self._name
 
 
-def locate(path: str) -> Location:
-    """The :class:`Location` of a local path (made absolute) or a URI."""
+def locate(path: str, filesystem: pafs.FileSystem | None = None) -> Location:
+    """The :class:`Location` of a local path (made absolute) or a URI; an ``s3://`` URI inside
+    ``filesystem`` when that is an ``S3FileSystem`` (module docstring)."""
+    if path.startswith("s3://") and isinstance(filesystem, pafs.S3FileSystem):
+        return Location(filesystem, path.removeprefix("s3://"), path)
     if "://" in path:
         try:
             filesystem, inner = pafs.FileSystem.from_uri(path)
@@ -102,9 +110,10 @@ def _folder(folder: Location) -> tuple[Location, ...]:
     return tuple(folder.child(n) for n in names)
 
 
-def dataset_files(path: str) -> dict[str, tuple[Location, ...]]:
-    """``{split: files}`` of a The Well dataset directory, or ``{"all": files}`` of a file or folder."""
-    where = locate(path)
+def dataset_files(path: str, filesystem: pafs.FileSystem | None = None) -> dict[str, tuple[Location, ...]]:
+    """``{split: files}`` of a The Well dataset directory, or ``{"all": files}`` of a file or
+    folder; ``filesystem``: the sweep's (:func:`locate`)."""
+    where = locate(path, filesystem)
     kind = where.kind
     if kind == pafs.FileType.File:
         return {"all": (where,)}

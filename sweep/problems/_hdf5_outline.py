@@ -1,9 +1,10 @@
 """What the driver of a sweep reads of an ``"hdf5"`` problem: its outline, not its arrays.
 
-:func:`hdf5_outline` reads the files' metadata, streams the normalisation statistics of the
-training split (:func:`~._hdf5.hdf5_statistics`) and reads the few trajectories a sweep keeps
-for its figures and scores (the first of the validation and test splits, and one of the
-training split), and returns two :class:`~sweep.problems.Dataset`\\ s:
+:func:`hdf5_outline` reads the files' metadata, makes the driver's pass over them (the
+normalisation statistics of the training split and every split checked to be finite:
+:func:`~._hdf5_scan.scan_files`, unless an earlier pass over the same files is given) and reads
+the few trajectories a sweep keeps for its figures and scores (the first of the validation and
+test splits, and one of the training split), and returns two :class:`~sweep.problems.Dataset`\\ s:
 
 - ``shapes``: every split and trajectory array at its full shape and dtype, each a read-only
   zero-copy view (``np.broadcast_to``) of its first row, so that what is checked and sized on
@@ -21,9 +22,11 @@ import math
 from typing import Any
 
 import numpy as np
+import pyarrow.fs as pafs
 
 from ._dataset import SPLITS, Dataset, Split, as_dataset
-from ._hdf5 import hdf5_statistics, read_picks, resolved, split_trajectories
+from ._hdf5 import read_picks, resolved, split_trajectories
+from ._hdf5_scan import Scan, scan_files
 from ._history import with_history
 from ._normalize import normalized
 
@@ -46,22 +49,33 @@ def _full(a: np.ndarray, rows: int) -> np.ndarray:
     return np.broadcast_to(a[:1], (rows, *a.shape[1:]))
 
 
-def hdf5_outline(path: str, *, samples: int, trajectories: int, **options: Any) -> tuple[Dataset, Dataset]:
-    """``(shapes, kept)`` of ``Problem("hdf5", path=path, **options)`` (module docstring): ``kept``
-    holds at least the first ``samples`` pairs and ``trajectories`` trajectories of the validation
-    and test splits (those the splits have).
+def hdf5_outline(
+    path: str,
+    *,
+    samples: int,
+    trajectories: int,
+    filesystem: pafs.FileSystem | None = None,
+    scan: Scan | None = None,
+    **options: Any,
+) -> tuple[Dataset, Dataset, Scan]:
+    """``(shapes, kept, scan)`` of ``Problem("hdf5", path=path, **options)`` (module docstring):
+    ``kept`` holds at least the first ``samples`` pairs and ``trajectories`` trajectories of the
+    validation and test splits (those the splits have); ``scan`` is the driver's pass, ``scan``
+    itself where that was made of the same files as they are now. ``filesystem``: the sweep's
+    (an ``s3://`` path is read through it where it is an ``S3FileSystem``).
 
     Raises:
-        SpecError: Whatever :func:`~._hdf5.hdf5_info` and the statistics pass refuse.
+        SpecError: Whatever :func:`~._hdf5.hdf5_info` and the driver's pass refuse.
 
     Examples:
         ```python
-        shapes, kept = hdf5_outline("1D_Advection_Sols_beta0.1.hdf5", samples=16, trajectories=4)
+        shapes, kept, scan = hdf5_outline("1D_Advection_Sols_beta0.1.hdf5", samples=16, trajectories=4)
         shapes.train.x.shape        # the training pairs' shape; kept.test.x[:16]: the first test pairs
         ```
     """
     options = {"path": path, **options}
-    info, files, described, channels = resolved(options)
+    info, files, described, channels = resolved(options, filesystem)
+    scan = scan_files(files, described, channels, options, scan)  # before any array is kept: bad data first
     picks = split_trajectories(files, described, options)
     ts, ss, history = options.get("time_stride", 1), options.get("space_stride", 1), options.get("history", 1)
     per = info.steps - history  # pairs per trajectory
@@ -81,9 +95,8 @@ def hdf5_outline(path: str, *, samples: int, trajectories: int, **options: Any) 
         data_seed=options.get("data_seed", 0),
         trajectories=read,
     )
-    norm = hdf5_statistics(**options)  # None: normalize="none"
-    if norm is not None:
-        kept = normalized(kept, norm, source)
+    if scan.normalization is not None:
+        kept = normalized(kept, scan.normalization, source)
     kept = with_history(kept, history, source)
     counts = {split: sum(len(indices) for _, indices in picks.get(split, ())) for split in SPLITS}
     traj = {split: kept.trajectories(split) for split in SPLITS}
@@ -96,4 +109,4 @@ def hdf5_outline(path: str, *, samples: int, trajectories: int, **options: Any) 
         },
         **full_traj,
     )
-    return shapes, kept
+    return shapes, kept, scan

@@ -4,6 +4,7 @@ Layout (``<storage>/<spec.name>/``)::
 
     plan.json                    every trial ever planned (union over runs) + scheduler-stopped ones
     samples.parquet              the first test samples of each problem (what figures draw from)
+    data_scans.json              the driver's pass over each hdf5 problem's files (statistics, checks)
     tune-0001/                   one Ray Tune experiment per ``sweep.run`` call (per wave of a large plan)
         <trial_key>/checkpoint_000001/{block.json,state.eqx}
         experiment_state-*.json, tuner.pkl, ...   (Tune's own files)
@@ -25,6 +26,8 @@ done, blocks = sweep_dir.done(spec)      # members to leave out, newest checkpoi
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -32,16 +35,17 @@ from collections.abc import Mapping
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from .._fs import filesystem_path, is_local
-from .._layout import EXPERIMENT_PREFIX, experiment_name
+from .._fs import exists, filesystem_path, is_local, read_text, write_text_atomic
+from .._layout import DATA_SCANS, EXPERIMENT_PREFIX, experiment_name
 from ..planning import MemberId, Plan, read_plan, write_plan
-from ..problems import Dataset
+from ..problems import Dataset, Scan
 from ..spec import SweepSpec
 from ..training import BlockRef, find_blocks
 from ._samples import read_samples, write_samples
 
 _EXPERIMENT = re.compile(rf"^{EXPERIMENT_PREFIX}(\d+)$")
 _UNREAD = object()
+_log = logging.getLogger("sweep.store")
 
 
 class SweepDir:
@@ -140,3 +144,35 @@ class SweepDir:
         """Add the test data of ``datasets`` to the sample files; the next :meth:`samples` reads them."""
         write_samples(self.filesystem, self.path, datasets)
         self._samples = None
+
+    # data_scans.json
+    def data_scans(self) -> dict[str, Scan]:
+        """The driver's passes over the files of the sweep's file-reading problems, by problem id
+        (:class:`sweep.problems.Scan`): what a later run takes instead of reading the files again.
+        A file or an entry that does not read is left out (that problem's files are read again)."""
+        path = f"{self.path}/{DATA_SCANS}"
+        if not exists(self.filesystem, path):
+            return {}
+        try:
+            entries = json.loads(read_text(self.filesystem, path))
+            if not isinstance(entries, dict):
+                raise ValueError(f"a JSON {type(entries).__name__}, not an object")
+        except (ValueError, OSError) as e:
+            _log.warning("%s/%s does not read (%s); the problems' files are read again", self.shown, DATA_SCANS, e)
+            return {}
+        scans = {}
+        for problem_id, entry in entries.items():
+            try:
+                scans[problem_id] = Scan.from_dict(entry)
+            except (KeyError, TypeError, ValueError):
+                pass  # read again, and written anew
+        return scans
+
+    def write_data_scans(self, scans: Mapping[str, Scan]) -> None:
+        """Add ``scans`` (by problem id) to ``data_scans.json``, atomically; nothing is written
+        when it holds them already."""
+        kept = {key: scan.to_dict() for key, scan in self.data_scans().items()}
+        new = {key: scan.to_dict() for key, scan in scans.items()}
+        if all(kept.get(key) == entry for key, entry in new.items()):
+            return
+        write_text_atomic(self.filesystem, f"{self.path}/{DATA_SCANS}", json.dumps({**kept, **new}, indent=1))

@@ -13,7 +13,7 @@ import pyarrow.fs as pafs
 
 from .._errors import SpecError
 from .._import_path import import_object, is_import_path
-from ..problems import Outline, outline_problem
+from ..problems import Outline, Scan, outline_problem
 from ..spec import SweepSpec
 from ..store import SAMPLE_COUNT, TRAJECTORY_COUNT
 from ..training import check_data
@@ -52,18 +52,26 @@ def check_writable(filesystem: pafs.FileSystem, path: str, shown: str) -> None:
         ) from None
 
 
-def outline_datasets(spec: SweepSpec) -> dict[str, Outline]:
+def outline_datasets(
+    spec: SweepSpec, filesystem: pafs.FileSystem | None = None, scans: Mapping[str, Scan] | None = None
+) -> dict[str, Outline]:
     """Every structural config's problem by ``problem_id``, outlined once per distinct problem
     (:func:`sweep.problems.outline_problem`: a problem that reads files is not loaded here, only
-    its metadata, statistics and the rows a sweep keeps; any other is loaded, its arrays checked),
-    and every config checked against its shapes (batch size, and its model built with
-    ``eqx.filter_eval_shape``): :func:`sweep.training.check_data`."""
+    its metadata, the driver's pass (statistics, every split checked finite; from ``scans``, by
+    problem id, where the files have not changed) and the rows a sweep keeps, through
+    ``filesystem``, the sweep's; any other is loaded, its arrays checked), and every config
+    checked against its shapes (batch size, and its model built with ``eqx.filter_eval_shape``):
+    :func:`sweep.training.check_data`."""
     outlines: dict[str, Outline] = {}
+    scans = scans or {}
     for config, _ in spec.expand():
-        if config.problem_id not in outlines:
+        key = config.problem_id
+        if key not in outlines:
             options = dict(config.problem.options)
-            outlines[config.problem_id] = outline_problem(config.problem.name, options, SAMPLE_COUNT, TRAJECTORY_COUNT)
-        check_data(config, outlines[config.problem_id].shapes)
+            outlines[key] = outline_problem(
+                config.problem.name, options, SAMPLE_COUNT, TRAJECTORY_COUNT, filesystem, scans.get(key)
+            )
+        check_data(config, outlines[key].shapes)
     return outlines
 
 

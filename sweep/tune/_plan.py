@@ -4,7 +4,8 @@ What :func:`plan` shows is what :func:`sweep.run` trains: both check the spec wi
 :func:`check_spec`, keep the block size an earlier run chose (:func:`stored_block_size`), plan a
 race's next round only (:func:`next_round`) and choose a new ``"auto"`` block size from one
 measurement of the largest config (:func:`choose_block_size`): ``plan`` measures in this process,
-``run`` in a Ray task with a trial's resources (:func:`measured_block_size`).
+on the outline's shapes (a problem that reads files is not loaded), ``run`` in a Ray task with a
+trial's resources (:func:`measured_block_size`).
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ def plan(
 
     Checks what :func:`run` checks without Ray: the data is outlined as ``run`` outlines it
     (:func:`sweep.problems.outline_problem`: generated, its arrays checked, or for a problem that
-    reads files its metadata and statistics read) and every config's model is built for the data's shapes (``eqx.filter_eval_shape``, nothing computed),
+    reads files its metadata read and its driver's pass made, or taken from ``storage``'s sweep
+    directory, which a plan does not write) and every config's model is built for the data's
+    shapes (``eqx.filter_eval_shape``, nothing computed),
     so a bad problem or model fails here with the field named. Only the checks against the
     cluster (resources) and the storage (a write probe) are ``run``'s alone. The process is
     :func:`sweep.configure`-d as by ``run``.
@@ -55,12 +58,13 @@ def plan(
         spec: The sweep specification.
         storage: Where the sweep is stored; members already trained there are left out, as
             ``run`` would.
-        storage_filesystem: A ``pyarrow.fs.FileSystem`` for ``storage``.
+        storage_filesystem: A ``pyarrow.fs.FileSystem`` for ``storage`` (an ``s3://`` data file is
+            read through it where it is an ``S3FileSystem``, as by ``run``).
 
     Returns:
         The :class:`Plan`; printing it shows one row per trial. ``seeds_per_trial="auto"`` reuses
-        the size stored in the sweep's ``plan.json``, or measures it in this process, taking this
-        machine as the cluster.
+        the size stored in the sweep's ``plan.json``, or measures it in this process on the
+        outline's shapes (no data file is loaded), taking this machine as the cluster.
 
     Raises:
         SpecError: The data or a model do not fit the spec.
@@ -72,17 +76,19 @@ def plan(
     """
     check_spec(spec)
     configure(gpu_preallocate=False)  # as run: loading the data must not take the trials' GPU memory
-    outlines = outline_datasets(spec)
+    sweep_dir = None if storage is None else SweepDir.of(spec, storage, storage_filesystem)
+    if sweep_dir is None:
+        outlines = outline_datasets(spec, storage_filesystem)
+    else:  # the driver's pass of an earlier run is taken, not made again (and a plan writes nothing)
+        outlines = outline_datasets(spec, sweep_dir.filesystem, sweep_dir.data_scans())
     datasets = {key: outline.shapes for key, outline in outlines.items()}
     done, stored = set(), None
-    if storage is not None:
-        sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
+    if sweep_dir is not None:
         stored = sweep_dir.plan()
         done, _ = sweep_dir.done(spec)
     seeds_per_trial = stored_block_size(spec, stored)
-    if spec.seeds_per_trial == "auto" and seeds_per_trial is None:
-        loaded = {key: outline.data.load() for key, outline in outlines.items()}  # measured on the data
-        seeds_per_trial = block_size_here(spec, loaded, max(1, int(available_cpus() // spec.resources["cpu"])))
+    if spec.seeds_per_trial == "auto" and seeds_per_trial is None:  # measured on the shapes: no file is loaded
+        seeds_per_trial = block_size_here(spec, datasets, max(1, int(available_cpus() // spec.resources["cpu"])))
     planned = make_plan(
         spec, seeds_per_trial, done=done, wanted=next_round(spec, datasets, storage, storage_filesystem)
     )

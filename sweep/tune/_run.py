@@ -84,8 +84,9 @@ def run(
     aggregated store. Before any trial starts: the spec and every option are checked, every
     dataset is outlined once (:func:`sweep.problems.outline_problem`: a generated problem is
     generated, its arrays and the batch size checked; a problem that reads files (``"hdf5"``)
-    only has its metadata, normalisation statistics and the rows the sweep keeps read, and its
-    trials read the files) and every config's model is built for its data's shapes
+    only has its metadata read, its driver's pass made (the normalisation statistics, every
+    split checked finite; kept in ``data_scans.json`` for later runs on unchanged files) and the
+    rows the sweep keeps read, and its trials read the files) and every config's model is built for its data's shapes
     (``eqx.filter_eval_shape``); the Tune executor then checks the resources against the cluster,
     probes the storage for writing and puts the datasets (or, for files, the problem's options) in
     the object store. The plan and the first test samples of each problem (``samples.parquet``, what
@@ -106,7 +107,9 @@ def run(
     Args:
         spec: The sweep specification.
         storage: Where sweeps are stored: any path pyarrow understands (local, NFS, ``s3://...``).
-        storage_filesystem: A ``pyarrow.fs.FileSystem`` for ``storage`` (as in Tune's ``RunConfig``).
+        storage_filesystem: A ``pyarrow.fs.FileSystem`` for ``storage`` (as in Tune's ``RunConfig``);
+            an ``"hdf5"`` problem's ``s3://`` files are read through it too (or through the one
+            ``storage`` resolves to) where it is an ``S3FileSystem``, on the driver and in the trials.
         options: A :class:`sweep.RunOptions`: the executor, Ray's address, ``resume``, Tune's
             settings, trackers, the display (default: ``sweep.RunOptions()``).
         **keywords: The fields of :class:`sweep.RunOptions` may also be given one by one, as
@@ -157,13 +160,14 @@ def run(
     executor: Executor | None = None
     stop: KeyboardInterrupt | None = None
     try:
-        outlines = outline_datasets(spec)  # bad data fails here, before Ray starts
+        outlines = outline_datasets(spec, sweep_dir.filesystem, sweep_dir.data_scans())  # bad data fails here
         validated = all(outline.shapes.val.size for outline in outlines.values())
         _race.check_validated(spec, validated)
         state.rank_on_validation(validated)
         options.check_scheduler_metric(validated)
         executor = _executor(spec, sweep_dir, options, display, trackers, validated)
-        executor.start(outlines)
+        executor.start(outlines)  # (the storage probed for writing)
+        sweep_dir.write_data_scans({key: o.scan for key, o in outlines.items() if o.scan is not None})
         failures = executor.restore().failures if options.resume else ()
         sweep_dir.refresh()  # the restored trials wrote checkpoints
         for planned, wanted in () if failures else itertools.chain(first, rounds):

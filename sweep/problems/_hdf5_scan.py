@@ -1,0 +1,141 @@
+"""The driver's pass over an ``"hdf5"`` problem's files: :func:`scan_files` and :func:`hdf5_statistics`.
+
+One streamed pass, one trajectory in memory at a time whatever the files' size: the
+normalisation statistics of the training split (:mod:`sweep.problems._normalize`), and every
+selected state of every split (training, validation, test) checked to be finite, so that NaN
+or infinity anywhere is named before any trial starts, with the file, the dataset, the
+trajectory and the time index. What the pass found is a :class:`Scan`, which a sweep keeps in
+its directory (``data_scans.json``) with the files' sizes and modification times: a later run of
+the sweep (a resume, more seeds) on unchanged files takes the statistics from it, reading no
+array again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pyarrow.fs as pafs
+
+from ._hdf5 import DEFAULTS, read_picks, resolved, split_trajectories
+from ._hdf5_files import Location
+from ._hdf5_layouts import Channel, FileLayout
+from ._normalize import Normalization, channel_statistics
+
+Stamp = tuple[str, int, "int | None"]  # a file's name, size in bytes and modification time (ns)
+
+
+@dataclasses.dataclass(frozen=True)
+class Scan:
+    """What the driver's pass over an ``"hdf5"`` problem's files found (module docstring).
+
+    Attributes:
+        files: Every file read, as ``(name, size in bytes, modification time in ns or None)``
+            when it was read: the pass holds for these files only.
+        normalization: The training split's statistics (None for ``normalize="none"``).
+    """
+
+    files: tuple[Stamp, ...]
+    normalization: Normalization | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict (the float64 statistics exactly, as JSON numbers round-trip them)."""
+        norm = self.normalization
+        return {
+            "files": [list(stamp) for stamp in self.files],
+            "normalization": None
+            if norm is None
+            else {
+                "method": norm.method,
+                "channels": list(norm.channels),
+                "shift": [float(v) for v in norm.shift],
+                "scale": [float(v) for v in norm.scale],
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Scan:
+        """The :class:`Scan` of :meth:`to_dict`'s output (``KeyError``, ``TypeError`` or
+        ``ValueError`` for anything else)."""
+        norm = data["normalization"]
+        files = tuple(
+            (str(name), int(size), None if mtime is None else int(mtime)) for name, size, mtime in data["files"]
+        )
+        if norm is None:
+            return cls(files, None)
+        shift, scale = (np.asarray(norm[k], np.float64) for k in ("shift", "scale"))
+        if shift.shape != scale.shape or shift.shape != (len(norm["channels"]),):
+            raise ValueError(f"{len(norm['channels'])} channels, {shift.shape} shifts and {scale.shape} scales")
+        return cls(files, Normalization(str(norm["method"]), tuple(norm["channels"]), shift, scale))
+
+
+def stamps(files: Mapping[str, tuple[Location, ...]]) -> tuple[Stamp, ...]:
+    """The :attr:`Scan.files` of ``files`` as they are now (their metadata only)."""
+    out = []
+    for group in files.values():
+        for location in group:
+            info = location.filesystem.get_file_info(location.path)
+            out.append((location.name, int(info.size or 0), info.mtime_ns))
+    return tuple(out)
+
+
+def scan_files(
+    files: dict[str, tuple[Location, ...]],
+    described: dict[str, FileLayout],
+    channels: list[Channel],
+    options: Mapping[str, Any],
+    previous: Scan | None = None,
+) -> Scan:
+    """The :class:`Scan` of the resolved problem (:func:`~._hdf5.resolved`): ``previous`` where
+    it was made of these files as they are now, else a new pass (module docstring).
+
+    Raises:
+        SpecError: NaN or infinity in a selected state, naming the file, the dataset, the
+            trajectory and the time index.
+    """
+    now = stamps(files)
+    if previous is not None and previous.files == now:
+        return previous
+    picks = split_trajectories(files, described, options)
+    ts, ss = options.get("time_stride", 1), options.get("space_stride", 1)
+    norm = _statistics(read_picks(picks["train"], described, channels, ts, ss), channels, options)
+    for split in ("val", "test"):
+        for _ in read_picks(picks.get(split, []), described, channels, ts, ss):
+            pass  # read_states refuses NaN and infinity, naming where
+    return Scan(now, norm)
+
+
+def _statistics(chunks, channels: list[Channel], options: Mapping[str, Any]) -> Normalization | None:
+    """The statistics of ``options``' method from the training ``chunks`` (None for ``"none"``,
+    the chunks still read: every state is checked)."""
+    method = options.get("normalize", DEFAULTS["normalize"])
+    if method == "none":
+        for _ in chunks:
+            pass
+        return None
+    named = ((f"training {where}", states) for where, states in chunks)
+    return channel_statistics(named, method, [c.name for c in channels], f"`problem.path` {options['path']!r}")
+
+
+def hdf5_statistics(path: str, filesystem: pafs.FileSystem | None = None, **options: Any) -> Normalization | None:
+    """The normalisation statistics of ``Problem("hdf5", path=path, **options)`` (None for
+    ``normalize="none"``), streamed from the files: one training trajectory in memory at a time,
+    whatever the files' size (equal, bit for bit, to those :func:`~._hdf5.hdf5_problem` computes on the
+    trajectories it holds). NaN or infinity is an error naming the file, dataset, trajectory and
+    time index. ``filesystem``: as :func:`~._hdf5.hdf5_info`'s.
+
+    Examples:
+        ```python
+        norm = sweep.problems.hdf5_statistics("2D_CFD_Rand_M0.1_Eta0.01_Zeta0.01_periodic_128_Train.hdf5")
+        norm.as_dict()  # {"density": (shift, scale), "pressure": ..., "Vx": ..., "Vy": ...}
+        ```
+    """
+    options = {"path": path, **options}
+    _, files, described, channels = resolved(options, filesystem)
+    if options.get("normalize", DEFAULTS["normalize"]) == "none":
+        return None
+    ts, ss = options.get("time_stride", 1), options.get("space_stride", 1)
+    train = split_trajectories(files, described, options)["train"]
+    return _statistics(read_picks(train, described, channels, ts, ss), channels, options)
