@@ -491,7 +491,6 @@ PRIVATE_IMPORTS_LEFT = {
     "test_rollout.py": "evaluation parts of 3 (EVAL_CHUNK is 128: a split of 129 trajectories trains for minutes)",
     "test_scale_store.py": "pieces of a few bytes (PIECE_BYTES) to check a large file's pieces",
     "test_storage_aggregate.py": "holds one aggregation inside its leaves write while a second starts",
-    "test_trust_writers.py": "another writer taking a generation number between listing and creating",
     "test_store_lease.py": "the writer lease and the conditional-write object stores, unit-tested",
     # numeric kernels checked in float64 against scoringrules and old file formats
     "test_scores.py": "the compiled score sums, their padding and in-program sorting, at rel 1e-10",
