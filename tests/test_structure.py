@@ -483,7 +483,6 @@ PRIVATE_IMPORTS_LEFT = {
     "test_preemption.py": "the SIGTERM handler, drain notices and retry reasons of a trial, in-process",
     # the Tune layer's parts, unit-tested without starting Tune
     "test_progress.py": "the progress display driven by a fake clock",
-    "test_sweepdir.py": "the Tune RunConfig/TuneConfig a run builds (seen publicly only inside a Tune run)",
     "test_trial_tensorboard.py": "the per-trial TensorBoard callback driven with fake trials",
     "test_tune_plan.py": "seeds-per-trial probing, resource checks, trial environments, cadence, log relay",
     "test_tune_waves.py": "how 2500 trials are cut into waves, without starting them",
