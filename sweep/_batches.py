@@ -14,7 +14,7 @@ compiled for and what the padding computes is dropped (or masked out of a mean):
 
 Padding is zeros, or copies of the first item (``fill="first"``) where only real values may be
 computed on (members' parameters: :func:`sweep.training.pad_members`). Works on NumPy arrays
-and on JAX arrays, traced or not.
+and on JAX arrays, traced or not. Public as ``sweep.training.equal_parts`` and its siblings.
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ def equal_parts(n: int, most: int) -> tuple[int, int]:
     size (``count * size - n < count`` items of padding).
 
     ```python
+    from sweep.training import equal_parts
+
     equal_parts(300, 128)  # (3, 100)
     equal_parts(50, 128)   # (1, 50)
     ```
@@ -43,12 +45,29 @@ def equal_parts(n: int, most: int) -> tuple[int, int]:
 
 
 def pieces(n: int, size: int) -> list[slice]:
-    """Consecutive slices of at most ``size`` of ``n`` items (each then :func:`padded` to a compiled size)."""
+    """Consecutive slices of at most ``size`` of ``n`` items (each then :func:`padded` to a compiled size).
+
+    ```python
+    from sweep.training import pieces
+
+    pieces(10, 4)  # [slice(0, 4), slice(4, 8), slice(8, 10)]
+    ```
+    """
     return [slice(start, min(start + size, n)) for start in range(0, n, max(1, size))]
 
 
 def padded(a: A, size: int, axis: int = 0, fill: Fill = "zeros") -> A:
-    """``a`` with its ``axis`` padded to ``size`` items: zeros, or copies of its first item."""
+    """``a`` with its ``axis`` padded to ``size`` items: zeros, or copies of its first item
+    (``a`` itself when it has ``size`` items or more).
+
+    ```python
+    import numpy as np
+    from sweep.training import padded
+
+    padded(np.arange(1, 4), 5)  # array([1, 2, 3, 0, 0])
+    padded(np.arange(1, 4), 5, fill="first")  # array([1, 2, 3, 1, 1])
+    ```
+    """
     pad = size - a.shape[axis]
     if pad <= 0:
         return a
@@ -61,14 +80,24 @@ def padded(a: A, size: int, axis: int = 0, fill: Fill = "zeros") -> A:
 
 
 def in_parts(a: A, count: int, size: int, axis: int = 0, fill: Fill = "zeros") -> A:
-    """``a``'s ``axis`` padded to ``count * size`` and cut into ``[..., count, size, ...]``."""
+    """``a``'s ``axis`` padded to ``count * size`` and cut into ``[..., count, size, ...]``.
+
+    ```python
+    import numpy as np
+    from sweep.training import equal_parts, in_parts, joined
+
+    x = np.arange(7)
+    parts = in_parts(x, *equal_parts(7, 3))  # shape (3, 3): [[0 1 2] [3 4 5] [6 0 0]]
+    joined(parts, 7)  # array([0, 1, 2, 3, 4, 5, 6])
+    ```
+    """
     a = padded(a, count * size, axis, fill)
     return a.reshape(*a.shape[:axis], count, size, *a.shape[axis + 1 :])
 
 
 def joined(a: A, n: int, axis: int = 0) -> A:
     """The inverse of :func:`in_parts`: the ``count`` and ``size`` axes at ``axis`` and ``axis + 1``
-    merged into one, cut to its first ``n`` items."""
+    merged into one, cut to its first ``n`` items (example: :func:`in_parts`)."""
     merged = a.reshape(*a.shape[:axis], a.shape[axis] * a.shape[axis + 1], *a.shape[axis + 2 :])
     return merged[_upto(axis, n)]
 

@@ -8,11 +8,23 @@ import json
 from pathlib import Path
 
 import pyarrow.fs as pafs
+from helpers import tiny_spec
 
 import sweep
 from sweep.planning import Plan, TrialPlan, make_plan
 from sweep.store import write_samples
 from sweep.training import SavedBlock, data_shapes, save_block
+
+# The plan of the store the store-format tests corrupt (``original`` / ``store`` in conftest.py).
+STORE_PLAN = make_plan(tiny_spec(grid={"model.depth": [1, 2], "optimizer.learning_rate": [1e-3, 3e-3]}))
+# A problem with reference test trajectories (kept with the samples and in the store).
+TRAJ = make_plan(
+    tiny_spec(
+        problem=sweep.Problem("heat1d", num_points=16, num_samples=60, trajectory_steps=5),
+        seeds=2,
+        grid={"model.depth": [1, 2]},
+    )
+)
 
 
 @functools.cache

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import warnings
 from pathlib import Path
 
 import jax
 import pytest
+from _blocks import STORE_PLAN, datasets_of, trained_blocks
 from helpers import tiny_spec, trial_path_env
 
 import sweep
+from sweep.store import aggregate_blocks
 
 # The suite's own compilation cache (under the pytest cache, not the user's ~/.cache), inherited by
 # every process the tests start (Ray's workers, `sweep` subprocesses).
@@ -30,6 +33,22 @@ def getkey():
 @pytest.fixture
 def spec():
     return tiny_spec()
+
+
+@pytest.fixture(scope="module")
+def original(tmp_path_factory) -> Path:
+    """The committed store of ``_blocks.STORE_PLAN`` (built once per test module; read it, do not change it)."""
+    path = tmp_path_factory.mktemp("store") / "ensembles"
+    aggregate_blocks(path, trained_blocks(STORE_PLAN), plan=STORE_PLAN, datasets=datasets_of(STORE_PLAN))
+    return path
+
+
+@pytest.fixture
+def store(original, tmp_path) -> Path:
+    """A private, plain-directory copy of :func:`original`, free to corrupt (test_cli.py has its own ``store``)."""
+    copy = tmp_path / "copy"
+    shutil.copytree(original.resolve(), copy)
+    return copy
 
 
 @pytest.fixture(scope="session")

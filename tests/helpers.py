@@ -160,3 +160,18 @@ def store_files(sweep_dir) -> dict:
     """Every file of a sweep directory's store, by name: its sha256 (as the manifest lists it)."""
     manifest = json.loads((Path(sweep_dir) / "ensembles" / "manifest.json").read_text())
     return {name: entry["sha256"] for name, entry in manifest["files"].items()}
+
+
+# The Okabe-Ito palette (colour-blind safe), in the order the figures give it to configurations,
+# best first (docs/guides/figures.md).
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+
+
+def config_label(key: dict) -> str:
+    """A configuration as the figures' legends name it: ``"depth=1 learning_rate=0.003"``."""
+    return " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in key.items())
+
+
+def best_first(ens: sweep.Ensemble) -> list[dict]:
+    """The grid values of every configuration, best validation mean first (as ``sweep show`` lists them)."""
+    return [{k: r[k] for k in ens.grid_columns} for r in ens.summary().to_pylist()]

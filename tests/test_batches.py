@@ -1,4 +1,4 @@
-"""The one batching scheme (``sweep._batches``) and the one rollout engine
+"""The one batching scheme (``sweep.training.equal_parts`` and its siblings) and the one rollout engine
 (``sweep.training.rollout_steps``) that the trainer and the ensemble share."""
 
 import jax
@@ -6,8 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from sweep._batches import equal_parts, in_parts, joined, padded, pieces
-from sweep.training import pad_members, rollout_steps
+from sweep.training import equal_parts, in_parts, joined, pad_members, padded, pieces, rollout_steps
 
 
 @pytest.mark.parametrize("n, most", [(1, 128), (128, 128), (129, 128), (300, 128), (7, 3), (5, 1), (5, 100)])

@@ -13,8 +13,7 @@ from helpers import tiny_spec
 
 import sweep
 from sweep import QueryError
-from sweep.ensemble import Calibration, crps_terms, load_calibration
-from sweep.ensemble._calibration import conformal_quantiles, fit_scale, on_channels
+from sweep.ensemble import Calibration, conformal_quantiles, crps_terms, fit_scale, load_calibration
 from sweep.planning import make_plan
 from sweep.store import aggregate_blocks
 
@@ -31,7 +30,7 @@ def synthetic(rng, samples: int, widths=(0.3, 3.0), members: int = 16, points: i
 
 def coverage(values, truth, scale, quantiles):
     mean, std = values.mean(0), values.std(0)
-    half = on_channels(quantiles, std) * on_channels(scale, std) * std
+    half = quantiles[:, None] * scale[:, None] * std  # per channel, on [N, C, P]
     return ((mean - half <= truth) & (truth <= mean + half)).mean(axis=(0, 2))  # per channel
 
 
@@ -43,7 +42,7 @@ def test_over_and_under_dispersed_members_get_nominal_coverage_back_on_new_sampl
     # with var(y - mean) = 1 + width^2 / M and var(member) = (scale * width)^2: the scale undoes the width
     width, m = np.array([0.3, 3.0]), len(values)
     np.testing.assert_allclose(scale, np.sqrt((1 + width**2 / m) / (width**2 * (1 + 1 / m))), rtol=0.15)
-    quantiles = conformal_quantiles(values.mean(0), values.std(0) * on_channels(scale, truth), truth, LEVELS)
+    quantiles = conformal_quantiles(values.mean(0), values.std(0) * scale[:, None], truth, LEVELS)
     new_values, new_truth = synthetic(rng, 400)
     raw = np.stack([np.quantile(new_values, [(1 - a) / 2, (1 + a) / 2], axis=0) for a in LEVELS])
     raw_coverage = ((raw[:, 0] <= new_truth) & (new_truth <= raw[:, 1])).mean(axis=(1, 3))  # [levels, C]
@@ -97,7 +96,7 @@ def test_recalibrate_fits_on_the_validation_split_what_the_array_functions_give(
         and cal.levels == LEVELS
         and cal.member_ids == tuple(ens.best(5).index["member_id"].to_pylist())
     )
-    x, y = fitted._store.samples(cal.config_id, "val")
+    x, y = fitted.split_samples("val", "test")
     np.testing.assert_allclose(cal.scale, fit_scale(fitted.predict(x), y))
     assert cal.scale.shape == (1,) and cal.rollout_scale is not None and cal.rollout_scale.shape == (4, 1)
     assert cal.rollout_quantiles is not None and cal.rollout_quantiles.shape == (2, 4, 1)

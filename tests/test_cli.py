@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from _blocks import train_trial, write_sweep
-from helpers import assert_one_line_error, file_bytes, invoke, tiny_spec
+from helpers import OKABE_ITO, assert_one_line_error, best_first, config_label, file_bytes, invoke, tiny_spec
 
 import sweep
-from sweep.cli import parse_where
+from sweep.cli import main, parse_where
 from sweep.planning import make_plan
 
 COMMANDS = ["run", "plan", "status", "aggregate", "verify", "show", "plot", "predict"]
@@ -432,8 +432,6 @@ def test_plot_honours_the_suffix_and_names_several_figures(store, tmp_path):
 def test_plot_overview_has_the_documented_panels(store):
     from matplotlib.colors import to_hex
 
-    from sweep.figures._panels import OKABE_ITO
-
     fig = sweep.plot(store, num_samples=2)
     train, val, test, spread, *predictions, residual = fig.axes[:-4]  # then the row of the ensemble scores
     assert fig.get_suptitle().startswith("sweep 'cli', problem heat1d: 16 members in 4 configurations")
@@ -606,15 +604,8 @@ def test_console_script_error_has_no_traceback(tmp_path):
 
 
 def test_with_a_validation_split_test_curves_show_the_chosen_configuration_only(store):
-    from matplotlib.figure import Figure
-
-    from sweep.figures._figure_data import best_first
-    from sweep.figures._panels import Configs, curves_figure
-
-    ens = sweep.load(store)
-    table = ens.table
-    keys = best_first(ens, "val_loss", "min")
-    train, val_ax, test = curves_figure(Figure(), table, Configs(keys, table), "mse")
+    keys = best_first(sweep.load(store))
+    train, val_ax, test = sweep.plot(store, "curves").axes
     assert [ax.get_ylabel() for ax in (train, val_ax, test)] == [
         "train loss (mse)",
         "val loss (mse)",
@@ -622,9 +613,7 @@ def test_with_a_validation_split_test_curves_show_the_chosen_configuration_only(
     ]
     assert len(train.lines) == len(val_ax.lines) == 16 + 4
     assert len(test.lines) == 4 + 1 and "best configuration" in test.get_title()
-    assert test.get_legend_handles_labels()[1][0].split(" (")[0] == " ".join(
-        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in keys[0].items()
-    )
+    assert test.get_legend_handles_labels()[1][0].split(" (")[0] == config_label(keys[0])
     assert train.get_ylim() == test.get_ylim()
 
 
@@ -695,18 +684,20 @@ def test_plan_imports_a_model_module_next_to_the_spec_and_hints_when_it_cannot(t
     )
 
 
-@pytest.mark.parametrize("code, status", [(1, 1), (None, 0), (130, 130), ("stopped", 1)])
-def test_the_command_leaves_without_finalising_the_interpreter_when_ray_is_not_running(monkeypatch, code, status):
-    """``leave``: flushed output, then ``os._exit`` (pyarrow's threads cannot abort the exit,
+@pytest.mark.parametrize("args, status", [(["--help"], 0), (["show", "nowhere"], 1)])
+def test_the_command_leaves_without_finalising_the_interpreter_when_ray_is_not_running(
+    monkeypatch, tmp_path, args, status
+):
+    """``sweep.cli.main``: flushed output, then ``os._exit`` (pyarrow's threads cannot abort the exit,
     apache/arrow#34314); with Ray running, the normal exit that stops it."""
-    import sweep.cli._app as cli_app
-
     left = []
-    monkeypatch.setattr(cli_app.os, "_exit", lambda s: left.append(s))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["sweep", *args])
+    monkeypatch.setattr(os, "_exit", lambda s: left.append(s))
     monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: False))
-    cli_app.leave(code)
+    main()
     assert left == [status]
     monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: True))
     with pytest.raises(SystemExit) as exit_info:
-        cli_app.leave(code)
-    assert exit_info.value.code == code and left == [status]
+        main()
+    assert exit_info.value.code == status and left == [status]

@@ -9,6 +9,7 @@ import importlib
 import importlib.util
 import json
 import re
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -138,6 +139,29 @@ def test_the_guide_snippets_marked_as_tested_run():
         namespace: dict = {}
         for code in _snippets(page):  # one namespace per page: its snippets build on each other
             exec(compile(code, str(page), "exec"), namespace)
+
+
+SELF_CONTAINED = [  # public functions on arrays whose docstring example needs nothing else
+    "sweep.training.equal_parts",
+    "sweep.training.pieces",
+    "sweep.training.padded",
+    "sweep.training.in_parts",
+    "sweep.ensemble.describe",
+    "sweep.ensemble.compare",
+    "sweep.ensemble.fit_scale",
+    "sweep.ensemble.conformal_quantiles",
+    "sweep.problems.channel_statistics",
+]
+
+
+@pytest.mark.parametrize("name", SELF_CONTAINED)
+def test_the_docstring_example_of_a_function_on_arrays_runs(name):
+    module, _, attr = name.rpartition(".")
+    doc = getattr(importlib.import_module(module), attr).__doc__
+    blocks = re.findall(r"```python\n(.*?)```", doc, re.S)
+    assert blocks, f"{name} has no example"
+    for code in blocks:
+        exec(compile(textwrap.dedent(code), name, "exec"), {})
 
 
 DOCTESTED = [

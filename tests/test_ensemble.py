@@ -18,8 +18,8 @@ from scipy import stats
 
 import sweep
 from sweep import QueryError, load, load_data
-from sweep.ensemble._stats import compare as compare_values
-from sweep.ensemble._stats import describe
+from sweep.ensemble import compare as compare_values
+from sweep.ensemble import describe
 from sweep.planning import make_plan
 from sweep.store import aggregate_blocks
 
@@ -160,7 +160,7 @@ def test_intervals_of_a_non_negative_metric_never_go_below_zero(values):
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.floats(0, 10), min_size=2, max_size=6), st.lists(st.floats(0, 10), min_size=2, max_size=6))
 def test_comparison_intervals_stay_in_range(a, b):
-    c = compare_values(np.asarray(a), np.asarray(b), np.zeros(len(a), bool), np.zeros(len(b), bool))
+    c = compare_values(np.asarray(a), np.asarray(b))
     assert 0 <= c.ci_low <= c.probability <= c.ci_high <= 1
     assert c.difference_ci_low <= c.difference <= c.difference_ci_high
     assert -10 <= c.difference_ci_low and c.difference_ci_high <= 10  # within the range of differences

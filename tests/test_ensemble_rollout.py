@@ -14,7 +14,6 @@ from helpers import tiny_spec
 
 import sweep
 from sweep import QueryError
-from sweep.ensemble import _rollout
 from sweep.planning import make_plan
 from sweep.store import aggregate_blocks
 
@@ -54,13 +53,13 @@ def test_rollout_equals_each_member_rolled_alone(ens, x0):
         np.testing.assert_array_equal(sub.rollout(x0, STEPS, chunk_size=chunk_size), y)
 
 
-def test_a_rollout_longer_than_one_call_continues_exactly(ens, x0, monkeypatch):
+def test_a_rollout_longer_than_one_call_continues_exactly(ens, x0):
     sub = ens.where(depth=1)
-    whole = sub.rollout(x0, STEPS)
-    monkeypatch.setattr(_rollout, "MAX_LENGTH", 4)  # 6 steps: a call of 4 and one of 2
-    assert _rollout.steps_per_call(len(sub), x0.nbytes) == 4
-    np.testing.assert_array_equal(sub.rollout(x0, STEPS, chunk_size=2), whole)
-    np.testing.assert_array_equal(sub.rollout(x0, 3, chunk_size=2), whole[:, :4])  # a rollout is its own prefix
+    steps = 70  # one call takes at most 64 steps (docs/guides/autoregressive.md): a call of 64 and one of 6
+    whole = sub.rollout(x0, steps, chunk_size=2)
+    for i, seed in enumerate(sub.index["seed"].to_pylist()):
+        np.testing.assert_allclose(whole[i], rolled_alone(sub.member(seed=seed), x0, steps), rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(sub.rollout(x0, STEPS), whole[:, : STEPS + 1])  # a rollout is its own prefix
 
 
 def test_rollout_with_the_vmap_layout_agrees(ens, x0, monkeypatch):
@@ -70,13 +69,13 @@ def test_rollout_with_the_vmap_layout_agrees(ens, x0, monkeypatch):
     np.testing.assert_allclose(sub.rollout(x0, STEPS, chunk_size=2), y, rtol=1e-5, atol=1e-6)
 
 
-def test_rollout_mean_std_equals_numpy_over_the_rollout(ens, x0, monkeypatch):
+def test_rollout_mean_std_equals_numpy_over_the_rollout(ens, x0):
     sub = ens.where(depth=2)
-    y = sub.rollout(x0, STEPS).astype(np.float64)
-    monkeypatch.setattr(_rollout, "MAX_LENGTH", 4)
+    steps = 70  # two runs of steps: 64 (the most one call takes) and 6
+    y = sub.rollout(x0, steps).astype(np.float64)
     for chunk_size in (2, 64):
-        mean, std = sub.rollout_mean_std(x0, STEPS, chunk_size=chunk_size)
-        assert mean.shape == std.shape == (STEPS + 1, *x0.shape)
+        mean, std = sub.rollout_mean_std(x0, steps, chunk_size=chunk_size)
+        assert mean.shape == std.shape == (steps + 1, *x0.shape)
         np.testing.assert_allclose(mean, y.mean(0), rtol=1e-6, atol=1e-7)
         np.testing.assert_allclose(std, y.std(0), rtol=1e-5, atol=1e-7)
         np.testing.assert_array_equal(std[0], 0)

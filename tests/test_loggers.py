@@ -15,7 +15,6 @@ from helpers import tiny_spec
 import sweep
 from sweep.planning import make_plan
 from sweep.tune import MemberLogger, MLflowLogger, TensorBoardLogger
-from sweep.tune._loggers import make_loggers
 
 
 def logged_spec() -> sweep.SweepSpec:
@@ -173,10 +172,14 @@ def test_per_member_runs_are_named_by_grid_values_and_seed():
     assert steps == [2, 4]
 
 
-def test_logger_errors_name_what_to_do():
+def test_logger_errors_name_what_to_do(tmp_path):
     spec = tiny_spec()
+
+    def run(loggers):
+        sweep.run(spec, storage=str(tmp_path), options=sweep.RunOptions(executor="local", loggers=loggers))
+
     with pytest.raises(sweep.SpecError, match=r"unknown logger 'neptune'; choose from tensorboard, mlflow, wandb"):
-        make_loggers(["neptune"], spec, "")
+        run(["neptune"])
     with pytest.raises(sweep.SpecError, match=r"per.*'seed'"):
         TensorBoardLogger(per="seed")
 
@@ -184,7 +187,8 @@ def test_logger_errors_name_what_to_do():
         package, extra = "no_such_tracker_package", "nosuch"
 
     with pytest.raises(sweep.SpecError, match=r'pip install "seed-sweep\[nosuch\]"'):
-        make_loggers([Missing("member")], spec, "")
+        run([Missing("member")])
+    assert not any(tmp_path.iterdir())  # refused before anything starts
 
 
 def test_wandb_offline_runs_one_per_member(tmp_path, monkeypatch):

@@ -13,7 +13,6 @@ from helpers import assert_same_member, tiny_spec
 import sweep
 from sweep import metrics, training
 from sweep.store import aggregate_blocks
-from sweep.training._program import program_key
 
 HEAT = sweep.Problem("heat1d", num_points=16, num_samples=60, val_fraction=0.2, data_seed=0)
 CLASSES = sweep.Problem("classify:three_levels", num_samples=100)
@@ -123,8 +122,9 @@ def test_loss_and_metrics_are_part_of_the_structural_config(tmp_path):
     others = [base.training.replace(loss="mae"), base.training.replace(metrics=["nrmse"])]
     ids = {base.config_id} | {tiny_spec(training=t).config_id for t in others}
     assert len(ids) == 3
-    keys = {program_key(s, ()) for s in (base, *(tiny_spec(training=t) for t in others))}
-    assert len(keys) == 3
+    programs = [sweep.init_block(s, [0])[0].program for s in (base, *(tiny_spec(training=t) for t in others))]
+    assert sweep.init_block(tiny_spec(training=FAST), [1])[0].program is programs[0]  # one program per structure
+    assert len({id(p) for p in programs}) == 3
     gridded = tiny_spec(training=FAST, grid={"training.loss": ["mse", "mae"]})
     assert [c.training.loss for c, _ in gridded.expand()] == ["mse", "mae"]  # separate trials, not vmapped
     with_metrics = tiny_spec(

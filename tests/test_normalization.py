@@ -15,7 +15,7 @@ from hdf5_files import pdebench_variables, well_directory
 from helpers import tiny_spec
 
 import sweep
-from sweep.problems import load_problem
+from sweep.problems import channel_statistics, load_problem
 
 LOCAL = sweep.RunOptions(executor="local")
 HEAT = dict(num_points=16, num_samples=24, trajectory_steps=4, data_seed=0)
@@ -87,8 +87,6 @@ def test_bad_normalize_refused_naming_the_field(tmp_path):
 
 
 def test_nan_found_by_the_statistics_pass_names_trajectory_and_time():
-    from sweep.problems._normalize import channel_statistics
-
     states = np.ones((3, 4, 2, 5), np.float32)
     states[1, 2, 1, 3] = np.nan
     with pytest.raises(sweep.SpecError, match=r"training trajectory 1 holds 1 NaN .* time/sample index 2, channel 'v'"):

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 import sweep
 from sweep import racing
-from sweep.cli._app import app
+from sweep.cli import app
 from sweep.planning import hparams_key
 from sweep.tune import TrialHooks
 

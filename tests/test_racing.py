@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import tiny_spec
+from helpers import assert_one_line_error, invoke, tiny_spec
 
 import sweep
 from sweep import racing
@@ -360,13 +360,18 @@ def test_the_race_is_recorded_in_plan_json():
     assert back.race == race and back.spec == spec
 
 
-def test_the_command_line_sets_a_field_of_adaptive_seeds():
-    from sweep.cli._args import apply_overrides
-
-    spec = apply_overrides(tiny_spec(seeds=sweep.Adaptive()), ["seeds.adaptive.max=32", "grid.model.depth=[1, 2]"])
-    assert spec.adaptive == sweep.Adaptive(max=32) and spec.grid == {"model.depth": (1, 2)}
-    with pytest.raises(sweep.SpecError, match=r"`seeds.adaptive.start`: got 1"):
-        apply_overrides(spec, ["seeds.adaptive.start=1"])
+def test_the_command_line_sets_a_field_of_adaptive_seeds(tmp_path):
+    tiny_spec(seeds=sweep.Adaptive()).to_toml(tmp_path / "spec.toml")
+    result = invoke(
+        "plan", tmp_path / "spec.toml", "--set", "seeds.adaptive.max=32", "--set", "grid.model.depth=[1, 2]"
+    )
+    assert result.exit_code == 0, result.stderr
+    default = sweep.Adaptive()
+    assert f"(lower is better; start {default.start}, step {default.step}, max 32)" in result.output
+    assert "race of 2 configurations" in result.output  # the grid's two depths
+    assert_one_line_error(
+        invoke("plan", tmp_path / "spec.toml", "--set", "seeds.adaptive.start=1"), "seeds.adaptive.start", "got 1"
+    )
 
 
 def test_a_plan_says_how_its_race_decides_and_from_when():

@@ -7,17 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _blocks import trained_blocks, write_sweep
-from helpers import assert_one_line_error, invoke, tiny_spec
+from _blocks import TRAJ, trained_blocks, write_sweep
+from helpers import OKABE_ITO, assert_one_line_error, best_first, config_label, invoke, tiny_spec
 from matplotlib.colors import to_hex
-from test_cli import store  # noqa: F401  (the CLI's store: no trajectories)
-from test_stored_trajectories import TRAJ
 
 import sweep
 from sweep import QueryError
-from sweep.figures._figure_data import best_first
-from sweep.figures._panels import OKABE_ITO, Configs
-from sweep.figures._rollout import rollout_metrics, slice_steps
 from sweep.planning import make_plan
 
 SCORES = [
@@ -32,6 +27,12 @@ def aggregated(tmp_path_factory, plan):
     root = write_sweep(tmp_path_factory.mktemp("figs") / "sweep", plan, trained_blocks(plan))
     sweep.aggregate(root, progress=False)
     return root
+
+
+@pytest.fixture(scope="module")
+def plain_store(tmp_path_factory):
+    """Neither test trajectories nor rollout curves."""
+    return aggregated(tmp_path_factory, make_plan(tiny_spec(seeds=2, grid={"model.depth": [1, 2]})))
 
 
 @pytest.fixture(scope="module")
@@ -86,39 +87,42 @@ def test_the_rollout_figure_draws_the_chosen_ensemble_against_the_stored_traject
     ]
 
 
-def test_slices_spread_over_the_steps_and_end_at_the_last():
-    assert slice_steps(100, 4) == [25, 50, 75, 100]
-    assert slice_steps(5, 4) == [1, 2, 4, 5] and slice_steps(2, 4) == [1, 2] and slice_steps(30, 2) == [15, 30]
+@pytest.mark.parametrize(("steps", "slices"), [(2, [1, 2]), (30, [8, 15, 22, 30])])
+def test_slices_spread_over_the_steps_and_end_at_the_last(tmp_path_factory, steps, slices):
+    problem = sweep.Problem("heat1d", num_points=16, num_samples=60, trajectory_steps=steps)
+    root = aggregated(tmp_path_factory, make_plan(tiny_spec(problem=problem, seeds=1)))
+    slice_axes = [ax for ax in sweep.plot(root, "rollout").axes if ax.lines]
+    assert [ax.get_title() for ax in slice_axes] == [f"step {t} of {steps}" for t in slices]
 
 
-def test_the_overview_and_all_include_the_rollout_where_the_store_has_trajectories(traj_store, store, tmp_path):  # noqa: F811
+def test_the_overview_and_all_include_the_rollout_where_the_store_has_trajectories(traj_store, plain_store, tmp_path):
     figures = sweep.plot(traj_store, "all")
     assert list(figures) == ["curves", "spread", "predictions", "rollout", *SCORES]  # no rollout curves: no error kind
     overview = sweep.plot(traj_store, num_samples=2)
     titles = [ax.get_title() for ax in overview.axes]
     assert sum("— rollout, step" in t for t in titles) == 4  # the rollout row fills the 4 columns
-    assert list(sweep.plot(store, "all")) == ["curves", "spread", "predictions", *SCORES]
-    assert not any("rollout" in ax.get_title() for ax in sweep.plot(store).axes)
+    assert list(sweep.plot(plain_store, "all")) == ["curves", "spread", "predictions", *SCORES]
+    assert not any("rollout" in ax.get_title() for ax in sweep.plot(plain_store).axes)
     result = invoke("plot", traj_store, "--kind", "all", "--out", tmp_path / "f.png", "--dpi", "50")
     assert result.exit_code == 0, result.stderr
     assert str(tmp_path / "f-rollout.png") in result.stdout.split() and (tmp_path / "f-rollout.png").is_file()
 
 
-def test_a_rollout_kind_without_its_data_is_a_clear_error(store, tmp_path):  # noqa: F811
+def test_a_rollout_kind_without_its_data_is_a_clear_error(plain_store, tmp_path):
     with pytest.raises(QueryError, match=r"plot\(kind='rollout'\): the store holds no test trajectories"):
-        sweep.plot(store, "rollout")
+        sweep.plot(plain_store, "rollout")
     with pytest.raises(
         QueryError,
         match=r"plot\(kind='rollout_error'\): the store has no rollout curves; it holds "
         r"none .*Training\(rollout_steps=T",
     ):
-        sweep.plot(store, ["curves", "rollout_error"])
+        sweep.plot(plain_store, ["curves", "rollout_error"])
     assert_one_line_error(
-        invoke("plot", store, "--kind", "rollout", "--out", tmp_path / "r.png"),
+        invoke("plot", plain_store, "--kind", "rollout", "--out", tmp_path / "r.png"),
         "--kind rollout: the store holds no test trajectories",
     )
     assert_one_line_error(
-        invoke("plot", store, "--kind", "rollout_error", "--out", tmp_path / "r.png"),
+        invoke("plot", plain_store, "--kind", "rollout_error", "--out", tmp_path / "r.png"),
         "--kind rollout_error: the store has no rollout curves",
     )
     assert not (tmp_path / "r.png").exists()
@@ -143,23 +147,18 @@ def rolling_store(tmp_path_factory):
 
 def test_rollout_error_panels_show_the_median_and_band_over_seeds_per_configuration(rolling_store):
     ens = sweep.load(rolling_store)
-    table = ens.table
-    assert rollout_metrics(table) == ["nrmse"]
-    keys = best_first(ens, "val_loss", "min")
-    configs = Configs(keys, table)
+    keys = best_first(ens)
     val, test = sweep.plot(ens, "rollout_error").axes
     assert val.get_yscale() == test.get_yscale() == "log" and val.get_xlabel() == "autoregressive step"
     assert val.get_ylabel() == "val rollout nrmse" and val.get_ylim() == test.get_ylim()
     medians = [line for line in val.lines if line.get_linewidth() == 2]
     assert [to_hex(m.get_color()) for m in medians] == [c.lower() for c in OKABE_ITO[:4]]  # best first
-    assert [t.get_text().split(" (")[0] for t in val.get_legend().get_texts()] == [
-        " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in key.items()) for key in keys
-    ]
+    assert [t.get_text().split(" (")[0] for t in val.get_legend().get_texts()] == [config_label(k) for k in keys]
     for which, ax in (("val", val), ("test", test)):
-        curves = table.column(f"{which}_rollout_nrmse").to_pylist()
-        for median, (_, rows, _) in zip([m for m in ax.lines if m.get_linewidth() == 2], configs):
+        for median, key in zip([m for m in ax.lines if m.get_linewidth() == 2], keys):
+            curves = ens.where(**key).table.column(f"{which}_rollout_nrmse").to_pylist()
             np.testing.assert_array_equal(median.get_xdata(), np.arange(1, 6))
-            np.testing.assert_allclose(median.get_ydata(), np.median([curves[r] for r in rows], axis=0))
+            np.testing.assert_allclose(median.get_ydata(), np.median(curves, axis=0))
     assert len(val.lines) == 12 + 4 and len(test.lines) == 3 + 1  # test: the configuration chosen on validation
     assert "best configuration on validation" in test.get_title()
 

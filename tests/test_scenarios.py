@@ -9,8 +9,7 @@ import pytest
 
 import sweep
 from sweep import SpecError
-from sweep.problems import STEPPERS, load_problem
-from sweep.problems._exponax import exponax_trajectories
+from sweep.problems import STEPPERS, load_problem, pde_stepper
 
 GRID = {1: 16, 2: 8, 3: 8}
 OLD_1D = {"Advection", "Diffusion", "AdvectionDiffusion", "Burgers", "KuramotoSivashinsky"}  # test_exponax.py
@@ -26,21 +25,25 @@ def ex():
 @pytest.mark.parametrize(("stepper", "dims"), CASES)
 def test_every_stepper_gives_trajectories_of_its_shape_in_every_dimension(ex, stepper, dims):
     n = GRID[dims]
-    data = exponax_trajectories(
-        stepper,
-        num_spatial_dims=dims,
-        num_points=n,
-        num_train=2,
-        num_test=1,
-        train_steps=1,
-        test_steps=1,
-        warmup_steps=0,  # (Kolmogorov flow on 8 x 8 points settles into its forcing's steady state)
+    problem = load_problem(
+        f"exponax:{stepper}",
+        {
+            "num_spatial_dims": dims,
+            "num_points": n,
+            "num_train": 2,
+            "num_val": 0,
+            "num_test": 1,
+            "train_steps": 1,
+            "test_steps": 1,
+            "warmup_steps": 0,  # (Kolmogorov flow on 8 x 8 points settles into its forcing's steady state)
+        },
     )
+    data = {split: problem.trajectories(split) for split in ("train", "test")}
     channels = CHANNELS.get(stepper, 1)
     channels = dims if channels == "dims" else channels
     grid = (n,) * dims
     assert data["train"].shape == (2, 2, channels, *grid)
-    assert data["test"].shape == (1, 2, channels, *grid) and data["val"].shape == (0, 2, channels, *grid)
+    assert data["test"].shape == (1, 2, channels, *grid) and problem.trajectories("val") is None
     assert all(a.dtype == np.float32 and np.isfinite(a).all() for a in data.values())
     assert not np.allclose(data["train"][:, 1], data["train"][:, 0])  # it does move
 
@@ -77,11 +80,8 @@ def _generic(ex, dims):
 
 @pytest.mark.parametrize("dims", [1, 2])
 def test_the_table_is_apebench_s_scenarios(ex, dims):
-    from sweep.problems._exponax import _resolved, _solver
-
     for stepper, reference in _generic(ex, dims).items():
-        o = _resolved(sweep.problems._exponax._defaults(ex, stepper), {"num_spatial_dims": dims, "num_points": 16})
-        ours = _solver(ex, stepper, o)
+        ours = pde_stepper(f"exponax:{stepper}", {"num_spatial_dims": dims, "num_points": 16})
         u = ex.ic.RandomTruncatedFourierSeries(dims, cutoff=3, max_one=True)(16, key=jax.random.key(1))
         u = np.concatenate([u] * ours.num_channels)
         np.testing.assert_allclose(ours(u), reference(u), atol=1e-6, err_msg=stepper)

@@ -311,7 +311,7 @@ def test_seeds_needed_follows_the_bootstrap_interval(path):
 def test_cli_prints_the_stored_scores_and_the_seeds_needed(path):
     from typer.testing import CliRunner
 
-    from sweep.cli._app import app
+    from sweep.cli import app
 
     def invoke(*args):
         return CliRunner().invoke(app, [str(a) for a in args])
@@ -438,7 +438,7 @@ def test_bad_thresholds_and_fields_are_named(path, kwargs, named):
 def test_cli_computes_field_and_threshold_scores_on_request(path):
     from typer.testing import CliRunner
 
-    from sweep.cli._app import app
+    from sweep.cli import app
 
     def invoke(*args):
         return CliRunner().invoke(app, [str(a) for a in args])

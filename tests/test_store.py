@@ -13,29 +13,13 @@ import jax
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from _blocks import datasets_of, trained_blocks
-from helpers import tiny_spec, tree_allclose
+from _blocks import STORE_PLAN
+from helpers import tree_allclose
 
 from sweep import StoreError, load, load_data
-from sweep.planning import make_plan
-from sweep.store import FORMAT, Store, aggregate_blocks
+from sweep.store import FORMAT, Store
 
-PLAN = make_plan(tiny_spec(grid={"model.depth": [1, 2], "optimizer.learning_rate": [1e-3, 3e-3]}))
-
-
-@pytest.fixture(scope="module")
-def original(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("store") / "ensembles"
-    aggregate_blocks(path, trained_blocks(PLAN), plan=PLAN, datasets=datasets_of(PLAN))
-    return path
-
-
-@pytest.fixture
-def store(original, tmp_path) -> Path:
-    """A private, plain-directory copy of the committed store, free to corrupt."""
-    copy = tmp_path / "copy"
-    shutil.copytree(original.resolve(), copy)
-    return copy
+PLAN = STORE_PLAN  # `original` and `store` (conftest.py) are its committed store and a copy of it
 
 
 def _leaves_file(store: Path) -> Path:

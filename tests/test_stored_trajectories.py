@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
-from _blocks import datasets_of, trained_blocks, write_sweep
+from _blocks import TRAJ, datasets_of, trained_blocks, write_sweep
 from helpers import tiny_spec
 
 import sweep
@@ -16,13 +16,6 @@ from sweep import QueryError, StoreError
 from sweep.planning import make_plan
 from sweep.store import Store, aggregate_blocks, write_samples
 
-TRAJ = make_plan(
-    tiny_spec(
-        problem=sweep.Problem("heat1d", num_points=16, num_samples=60, trajectory_steps=5),
-        seeds=2,
-        grid={"model.depth": [1, 2]},
-    )
-)
 PAIRS = make_plan(tiny_spec(seeds=2))  # a problem without trajectories
 
 

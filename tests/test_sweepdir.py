@@ -91,30 +91,51 @@ def test_an_unknown_option_names_the_tune_config_that_holds_it():
         sweep.run(tiny_spec(), colour="red")
 
 
-def test_the_run_config_keeps_the_sweeps_defaults_unless_the_user_set_them(tmp_path):
+class _Stop(Exception):
+    """Raised by the recording ``tune.Tuner``: the experiment is not run."""
+
+
+def _tuner_configs(monkeypatch, tmp_path, spec, options):
+    """``(tune_config, run_config)`` that ``sweep.run`` gives ``ray.tune.Tuner``."""
+    from ray import tune
+
+    seen = {}
+
+    def recording(trainable, *, param_space, tune_config, run_config):
+        seen.update(tune=tune_config, run=run_config)
+        raise _Stop
+
+    monkeypatch.setattr(tune, "Tuner", recording)
+    with pytest.raises(_Stop):
+        sweep.run(spec, storage=str(tmp_path), options=dataclasses.replace(options, progress="off"))
+    return seen["tune"], seen["run"]
+
+
+def test_the_run_config_keeps_the_sweeps_defaults_unless_the_user_set_them(ray_session, tmp_path, monkeypatch):
     from ray import tune
 
     from sweep import RunOptions
-    from sweep.tune._tuner import run_config, tune_config
 
-    where = SweepDir.at(str(tmp_path / "s"))
-    marker = object()
-    plain = run_config(RunOptions(), where, [marker])
-    assert plain.verbose == 0 and plain.name == "tune-0001" and plain.storage_path == where.path
+    spec = tiny_spec()
+    configs, plain = _tuner_configs(monkeypatch, tmp_path / "a", spec, RunOptions())
+    assert plain.verbose == 0 and plain.name == "tune-0001" and plain.storage_path == str(tmp_path / "a" / spec.name)
     assert plain.failure_config.max_failures == 2 and plain.checkpoint_config.num_to_keep == 2
-    assert plain.callbacks[0] is marker and type(plain.callbacks[1]).__name__ == "TrialTensorBoard"
+    assert type(plain.callbacks[-1]).__name__ == "TrialTensorBoard"  # after the sweep's own callbacks
+    assert configs.reuse_actors is True and configs.metric == "val_loss_mean"
+    theirs_callback = tune.Callback()
     user = tune.RunConfig(
         stop={"training_iteration": 1},
         failure_config=tune.FailureConfig(max_failures=5),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=3),
-        callbacks=["theirs"],
+        callbacks=[theirs_callback],
     )
-    theirs = run_config(RunOptions(run_config=user, verbose=1), where, [marker])
+    _, theirs = _tuner_configs(monkeypatch, tmp_path / "b", spec, RunOptions(run_config=user, verbose=1))
     assert theirs.stop == {"training_iteration": 1} and theirs.verbose == 1
     assert theirs.failure_config.max_failures == 5 and theirs.checkpoint_config.num_to_keep == 3
-    assert theirs.callbacks[:2] == ["theirs", marker]
+    assert theirs.callbacks[0] is theirs_callback  # theirs first, then the sweep's
+    assert [type(c) for c in theirs.callbacks[1:]] == [type(c) for c in plain.callbacks]
     explicit = RunOptions(failure_config=tune.FailureConfig(max_failures=7), run_config=user)
-    assert run_config(explicit, where, []).failure_config.max_failures == 7
-    assert tune_config(RunOptions(), validated=True).reuse_actors is True
-    assert tune_config(RunOptions(), validated=True).metric == "val_loss_mean"
-    assert tune_config(RunOptions(tune_config=tune.TuneConfig()), validated=False).metric is None
+    assert _tuner_configs(monkeypatch, tmp_path / "c", spec, explicit)[1].failure_config.max_failures == 7
+    no_val = tiny_spec(problem=sweep.Problem("heat1d", num_points=16, num_samples=60, val_fraction=0))
+    given = RunOptions(tune_config=tune.TuneConfig())
+    assert _tuner_configs(monkeypatch, tmp_path / "d", no_val, given)[0].metric is None  # nothing to rank by

@@ -12,16 +12,15 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
-from _blocks import trained_blocks, write_sweep
+from _blocks import STORE_PLAN, trained_blocks, write_sweep
 from helpers import invoke
-from test_store import PLAN, original, store  # noqa: F401  (a private copy of a store, free to damage)
 
 from sweep import StoreError, aggregate, load
 from sweep.planning import read_plan
 from sweep.store import FORMAT, Store, aggregate_blocks
-from sweep.store._files import write_parquet
 from sweep.training import find_blocks
 
+PLAN = STORE_PLAN  # `store` (conftest.py) is a private copy of its committed store, free to damage
 CID = PLAN.config_ids[0]
 
 
@@ -56,11 +55,17 @@ def _rewrite(store: Path, name: str, table: pa.Table, fix_manifest: bool) -> Non
     if name == "members.parquet":
         grid = [c["name"] for c in _manifest(store)["columns"]]
         sorting, statistics = ("config_id", "member_id"), ["member_id", "config_id", "seed", *grid]
-    meta, tables, start = pq.ParquetFile(store / name).metadata, [], 0
-    for i in range(meta.num_row_groups):
-        tables.append(table.slice(start, meta.row_group(i).num_rows))
-        start += meta.row_group(i).num_rows
-    write_parquet(pafs.LocalFileSystem(), str(store / name), table.schema, tables, sorting, statistics)
+    meta, start = pq.ParquetFile(store / name).metadata, 0
+    with pq.ParquetWriter(
+        store / name,
+        table.schema,
+        write_page_checksum=True,
+        sorting_columns=[pq.SortingColumn(table.schema.get_field_index(c)) for c in sorting] or None,
+        write_statistics=True if statistics is None else statistics,  # pyright: ignore[reportArgumentType]  (pyarrow also takes columns)
+    ) as writer:
+        for i in range(meta.num_row_groups):
+            writer.write_table(table.slice(start, meta.row_group(i).num_rows).combine_chunks())
+            start += meta.row_group(i).num_rows
     if fix_manifest:
         _edit_manifest(store, files=_manifest(store)["files"] | {name: _record(store / name)})
 

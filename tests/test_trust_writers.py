@@ -22,7 +22,7 @@ from helpers import tiny_spec
 import sweep
 from sweep import StoreError
 from sweep.planning import make_plan
-from sweep.store import Store, _generations
+from sweep.store import Store
 
 PLAN = make_plan(tiny_spec(grid={"model.depth": [1, 2], "optimizer.learning_rate": [1e-3, 3e-3]}))
 
@@ -87,16 +87,18 @@ def test_a_generation_number_taken_meanwhile_is_skipped(sweep_dir, monkeypatch):
     # Another writer (one without the lock: a filesystem without locks) creates 000002 between this
     # writer's listing and its own create: the exclusive create fails and the next number is taken.
     sweep.aggregate(sweep_dir, progress=False)
-    create = _generations.create_dir_exclusive
+    mkdir = os.mkdir
 
-    def racing(fs, path):
-        if path.endswith("/000002"):
-            create(fs, path)  # the other writer wins this number
-        return create(fs, path)
+    def racing(path, *args, **kwargs):
+        if str(path).endswith("/000002"):
+            mkdir(path)  # the other writer wins this number
+        return mkdir(path, *args, **kwargs)
 
-    monkeypatch.setattr(_generations, "create_dir_exclusive", racing)
-    name, path = _generations.new_generation(pafs.LocalFileSystem(), f"{sweep_dir}/ensembles")
-    assert name == "000003" and os.path.isdir(path)
+    monkeypatch.setattr(os, "mkdir", racing)
+    sweep.aggregate(sweep_dir, progress=False)
+    assert (sweep_dir / ".ensembles" / "CURRENT").read_text().strip() == "000003"
+    assert _generation_dirs(sweep_dir)[-1] == "000003"  # (the other writer's empty 000002 cleaned up)
+    Store.open(sweep_dir / "ensembles").verify()
 
 
 # -- failing writes -------------------------------------------------------------------------------

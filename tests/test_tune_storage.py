@@ -20,7 +20,6 @@ from helpers import member, tiny_spec, tree_allclose, trial_path_env
 
 import sweep
 import sweep.tune
-from sweep._fs import local_copy
 from sweep.training import find_blocks, load_block
 
 
@@ -39,7 +38,7 @@ def s3_sweep(ray_session, s3):
     return fs, bucket, sweep.run(tiny_spec(), storage=f"s3://{bucket}/runs", storage_filesystem=fs)
 
 
-def test_sweep_on_object_storage(s3_sweep):
+def test_sweep_on_object_storage(s3_sweep, tmp_path):
     fs, bucket, path = s3_sweep
     spec = tiny_spec()
     assert path == f"s3://{bucket}/runs/tiny"
@@ -50,8 +49,12 @@ def test_sweep_on_object_storage(s3_sweep):
     assert set(refs) == {t.trial_key for t in plan.trials}
     for t in plan.trials:
         assert refs[t.trial_key].epoch == spec.training.epochs
-        with local_copy(fs, refs[t.trial_key].path) as d:
-            block = load_block(d)
+        local = tmp_path / t.trial_key  # a checkpoint on object storage, copied down to read it
+        local.mkdir()
+        pafs.copy_files(
+            refs[t.trial_key].path, str(local), source_filesystem=fs, destination_filesystem=pafs.LocalFileSystem()
+        )
+        block = load_block(local)
         model, _ = sweep.train_block(spec, t.seeds)
         assert tree_allclose(block.state.params, eqx.filter(model, eqx.is_array), exact=True)
 

@@ -3,6 +3,8 @@
 from ._aggregate import aggregate as aggregate
 from ._blend import Blend as Blend
 from ._calibration import Calibration as Calibration
+from ._calibration import conformal_quantiles as conformal_quantiles
+from ._calibration import fit_scale as fit_scale
 from ._calibration import load_calibration as load_calibration
 from ._ensemble import Ensemble as Ensemble
 from ._ensemble import load as load
@@ -19,3 +21,5 @@ from ._rows import SummaryTable as SummaryTable
 from ._rows import compact as compact
 from ._rows import format_table as format_table
 from ._stats import Comparison as Comparison
+from ._stats import compare as compare
+from ._stats import describe as describe

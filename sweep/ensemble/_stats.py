@@ -110,8 +110,15 @@ def describe(values: Float[np.ndarray, " n"]) -> dict[str, float]:
     interval is that value.
 
     ```python
-    describe(np.array([0.1, 0.2, 0.4]))["iqm"]  # 0.2333...
+    import numpy as np
+    from sweep.ensemble import describe
+
+    stats = describe(np.array([0.1, 0.2, 0.4, 0.3]))  # e.g. one final loss per seed
+    stats["iqm"]  # 0.25: the mean of the middle half
+    stats["mean_ci_low"], stats["mean_ci_high"]  # within [0.1, 0.4]
     ```
+
+    :meth:`Ensemble.summary <sweep.ensemble.Ensemble.summary>` gives these per configuration of a store.
     """
     v = np.asarray(values, np.float64)
     n = len(v)
@@ -151,13 +158,29 @@ def _interval(samples: tuple[np.ndarray, ...], statistic) -> tuple[float, float]
 def compare(
     a: Float[np.ndarray, " n"],
     b: Float[np.ndarray, " m"],
-    diverged_a: np.ndarray,
-    diverged_b: np.ndarray,
+    diverged_a: np.ndarray | None = None,
+    diverged_b: np.ndarray | None = None,
     metric: str = "",
     mode: str = "min",
 ) -> Comparison:
-    """:class:`Comparison` of the values ``a`` and ``b`` of ``metric`` (``mode="min"``: lower is better)."""
+    """:class:`Comparison` of the values ``a`` and ``b`` of ``metric`` (``mode="min"``: lower is
+    better), one value per seed; a diverged member (``diverged_a`` / ``diverged_b``, default none)
+    or a non-finite value counts as the worst.
+
+    ```python
+    import numpy as np
+    from sweep.ensemble import compare
+
+    c = compare(np.array([0.10, 0.12, 0.11]), np.array([0.20, 0.18, 0.25]), metric="val_loss")
+    c.probability  # 1.0: every seed of a beats every seed of b
+    c.difference  # -0.1: the difference of the means (0.11 - 0.21)
+    ```
+
+    :meth:`Ensemble.compare <sweep.ensemble.Ensemble.compare>` compares two selections of a store.
+    """
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    diverged_a = np.zeros(len(a), bool) if diverged_a is None else diverged_a
+    diverged_b = np.zeros(len(b), bool) if diverged_b is None else diverged_b
     sign = 1.0 if mode == "min" else -1.0
     score_a = np.where(np.asarray(diverged_a) | ~np.isfinite(a), np.inf, sign * a)
     score_b = np.where(np.asarray(diverged_b) | ~np.isfinite(b), np.inf, sign * b)

@@ -33,6 +33,7 @@ from ._history import OPTION as HISTORY
 from ._history import check_history, with_history
 from ._normalize import OPTION as NORMALIZE
 from ._normalize import Normalization as Normalization
+from ._normalize import channel_statistics as channel_statistics
 from ._normalize import check_method, normalized, statistics
 from ._scenarios import APEBENCH, EXPONAX, resolve_alias
 from ._scenarios import STEPPERS as STEPPERS

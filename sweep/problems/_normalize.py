@@ -117,9 +117,22 @@ def _chunks(data: Any) -> Iterator[tuple[str, np.ndarray]]:
 def channel_statistics(
     chunks: Iterator[tuple[str, np.ndarray]], method: str, channels: Sequence[str | int], source: str
 ) -> Normalization:
-    """The :class:`Normalization` of ``method`` from one pass over ``chunks`` (``(where, states
-    [n, c, *s])``, e.g. one trajectory's states); a chunk holding NaN or infinity is a
-    :class:`SpecError` naming ``where``, the time (or sample) index and the channel."""
+    """The :class:`Normalization` of ``method`` (``"zscore"``, ``"rms"``) from one pass over
+    ``chunks`` (``(where, states [n, c, *s])``, e.g. one trajectory's states, so that data larger
+    than memory is read once, a chunk at a time); ``channels``: the channels' names; ``source``:
+    what the error names. A chunk holding NaN or infinity is a :class:`SpecError` naming
+    ``source``, ``where``, the time (or sample) index and the channel.
+
+    ```python
+    import numpy as np
+    from sweep.problems import channel_statistics
+
+    trajectories = np.random.default_rng(0).normal(3.0, 2.0, size=(4, 10, 2, 16))  # [n, t, c, x]
+    chunks = ((f"trajectory {i}", t) for i, t in enumerate(trajectories))
+    norm = channel_statistics(chunks, "zscore", ("u", "v"), "my data")
+    norm.shift, norm.scale  # about (3, 3) and (2, 2): per channel, over every time and point
+    ```
+    """
     moments = _Moments(len(channels))
     for where, chunk in chunks:
         finite = np.isfinite(chunk)

@@ -8,6 +8,11 @@ for state, history in fit(block, state):       # one compiled chunk per report
 ```
 """
 
+from .._batches import equal_parts as equal_parts
+from .._batches import in_parts as in_parts
+from .._batches import joined as joined
+from .._batches import padded as padded
+from .._batches import pieces as pieces
 from ._block import Block as Block
 from ._block import BlockOptions as BlockOptions
 from ._block import init_block as init_block
