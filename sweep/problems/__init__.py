@@ -25,6 +25,9 @@ from ._hdf5 import check_hdf5_options, hdf5_problem
 from ._hdf5 import hdf5_info as hdf5_info
 from ._hdf5 import hdf5_statistics as hdf5_statistics
 from ._hdf5_outline import hdf5_outline
+from ._hdf5_reader import hdf5_reader as hdf5_reader
+from ._hdf5_reader import hdf5_trial_data
+from ._hdf5_reader import outlined as outlined
 from ._heat1d import heat1d as heat1d
 from ._heat1d import heat1d_coordinates
 from ._history import OPTION as HISTORY
@@ -145,7 +148,9 @@ def load_problem(name: str, options: Mapping[str, Any]) -> Dataset:
 class ProblemData(NamedTuple):
     """A problem's data as trials get them: its arrays (``arrays``: a problem generated or loaded
     where the sweep runs), or none, for a problem that reads files (``"hdf5"``), whose trials read
-    them from its ``options``' path themselves.
+    them from its ``options``' path themselves, with the ``normalization`` statistics the driver
+    computed: the validation and test splits whole, the training split left to the trainer, which
+    reads it from the files, at once or in windows (:mod:`sweep.problems._hdf5_reader`).
 
     Examples:
         >>> data = ProblemData("heat1d", {"num_points": 16, "num_samples": 10}).load()
@@ -156,10 +161,16 @@ class ProblemData(NamedTuple):
     name: str
     options: dict[str, Any]
     arrays: Dataset | None = None
+    normalization: Normalization | None = None
 
     def load(self) -> Dataset:
-        """The arrays given, else the problem loaded here (:func:`load_problem`)."""
-        return self.arrays if self.arrays is not None else load_problem(self.name, self.options)
+        """The arrays given, else the problem loaded here (:func:`load_problem`; for ``"hdf5"``
+        without its training split: :func:`~._hdf5_reader.hdf5_trial_data`)."""
+        if self.arrays is not None:
+            return self.arrays
+        if self.name == "hdf5":
+            return hdf5_trial_data(normalization=self.normalization, **self.options)
+        return load_problem(self.name, self.options)
 
 
 class Outline(NamedTuple):
@@ -185,7 +196,7 @@ def outline_problem(name: str, options: Mapping[str, Any], samples: int, traject
     test splits (:func:`~._hdf5_outline.hdf5_outline`); any other problem is loaded here."""
     if name == "hdf5":
         shapes, kept = hdf5_outline(samples=samples, trajectories=trajectories, **options)
-        return Outline(shapes, kept, ProblemData(name, dict(options)))
+        return Outline(shapes, kept, ProblemData(name, dict(options), normalization=kept.normalization))
     data = load_problem(name, options)
     return Outline(data, data, ProblemData(name, dict(options), data))
 

@@ -25,7 +25,7 @@ import numpy as np
 from ._dataset import SPLITS, Dataset, Split, as_dataset
 from ._hdf5 import hdf5_statistics, read_picks, resolved, split_trajectories
 from ._history import with_history
-from ._normalize import normalized
+from ._normalize import Normalization, normalized
 
 
 def _first(picks, count: int):
@@ -46,10 +46,13 @@ def _full(a: np.ndarray, rows: int) -> np.ndarray:
     return np.broadcast_to(a[:1], (rows, *a.shape[1:]))
 
 
-def hdf5_outline(path: str, *, samples: int, trajectories: int, **options: Any) -> tuple[Dataset, Dataset]:
+def hdf5_outline(
+    path: str, *, samples: int, trajectories: int, normalization: Normalization | None = None, **options: Any
+) -> tuple[Dataset, Dataset]:
     """``(shapes, kept)`` of ``Problem("hdf5", path=path, **options)`` (module docstring): ``kept``
     holds at least the first ``samples`` pairs and ``trajectories`` trajectories of the validation
-    and test splits (those the splits have).
+    and test splits (those the splits have); ``normalization``: the statistics, if computed
+    already (else the statistics pass computes them).
 
     Raises:
         SpecError: Whatever :func:`~._hdf5.hdf5_info` and the statistics pass refuse.
@@ -81,7 +84,7 @@ def hdf5_outline(path: str, *, samples: int, trajectories: int, **options: Any) 
         data_seed=options.get("data_seed", 0),
         trajectories=read,
     )
-    norm = hdf5_statistics(**options)  # None: normalize="none"
+    norm = normalization if normalization is not None else hdf5_statistics(**options)  # None: normalize="none"
     if norm is not None:
         kept = normalized(kept, norm, source)
     kept = with_history(kept, history, source)
