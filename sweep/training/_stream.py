@@ -173,9 +173,19 @@ def make_stream(
 
 
 def _window(stream: Stream, shards: np.ndarray):
-    """The items of ``shards``, read and put on their way to the devices (in the reader thread)."""
-    parts = [stream.source.read(*stream.plan.shard(int(s))) for s in shards]
-    arrays = jax.tree_util.tree_map(lambda *p: np.concatenate(p), *parts)
+    """The items of ``shards``, read and put on their way to the devices (in the reader thread):
+    read a shard at a time into the window's arrays, so that the host holds the window and one
+    shard, not the window twice."""
+    bounds = [stream.plan.shard(int(s)) for s in shards]
+    total = sum(b - a for a, b in bounds)
+    arrays, at = None, 0
+    for start, stop in bounds:
+        part = stream.source.read(start, stop)
+        if arrays is None:
+            arrays = jax.tree_util.tree_map(lambda p: np.empty((total, *p.shape[1:]), p.dtype), part)
+        for whole, piece in zip(jax.tree_util.tree_leaves(arrays), jax.tree_util.tree_leaves(part)):
+            whole[at : at + stop - start] = piece
+        at += stop - start
     return jax.device_put(arrays, stream.place)
 
 
