@@ -11,15 +11,27 @@ per layout the median seconds per epoch, member-epochs/s, their ratio (target >=
 windows per epoch and the seconds the trainer waited for the reader.
 
 Scaled to what a shared 2-core CPU runs in minutes (the issue's benchmark is a 4 GB file and a
-1 GB budget on a GPU); what is streamed here is the host-to-device copy of each window, not a
-file: the trials still receive the dataset in host memory.
+1 GB budget on a GPU); what is streamed here is the host-to-device copy of each window.
+
+With ``--file-gib``, a trial's peak host memory instead: a generated PDEBench-like HDF5 file of
+that size (``tensor`` ``(trajectories, 21, 64, 64)``, float32, test and validation 2% each), its
+outline made as the driver makes it (the normalisation statistics streamed from the file), then
+one trial in a fresh process, as a Tune trial does it (``ProblemData.load``: the validation and
+test splits read, the training split streamed from the file by the reader thread) training
+``--seeds`` members one epoch under ``--budget``. Prints the trial's peak RSS against the target
+budget + model + 0.5 GiB, and the driver's.
 
     python -m benchmarks.trainer.streaming [--samples 1024] [--size 16] [--seeds 2] [--repeats 2]
+    python -m benchmarks.trainer.streaming --file-gib 1 --budget 256MiB [--hidden 4 --depth 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -40,6 +52,117 @@ def write_data(path: Path, samples: int, size: int) -> Path:
     return path
 
 
+GRID, STEPS = 64, 21  # the HDF5 file's states: 64 x 64, 21 per trajectory (the issue's 2D trajectories)
+
+
+def write_hdf5(path: Path, gib: float) -> int:
+    """A PDEBench-like ``tensor`` file of about ``gib`` GiB (smooth random fields drifting in time),
+    written a few trajectories at a time; returns its trajectories."""
+    import h5py
+
+    count = max(50, int(gib * 2**30 / (STEPS * GRID * GRID * 4)))
+    rng = np.random.default_rng(0)
+    with h5py.File(path, "w") as f:
+        tensor = f.create_dataset("tensor", (count, STEPS, GRID, GRID), np.float32, chunks=(1, STEPS, GRID, GRID))
+        for start in range(0, count, 64):
+            n = min(64, count - start)
+            u = rng.normal(size=(n, 1, GRID, GRID)).astype(np.float32)
+            u = (u + np.roll(u, 1, -1) + np.roll(u, 1, -2)) / 3
+            tensor[start : start + n] = np.concatenate([np.roll(u, t, -1) * 0.95**t for t in range(STEPS)], axis=1)
+        f["x-coordinate"] = np.linspace(0, 1, GRID, dtype=np.float32)
+        f["t-coordinate"] = np.linspace(0, 1, STEPS, dtype=np.float32)
+    return count
+
+
+def peak_rss() -> int:
+    """This process's peak resident memory in bytes (Linux: ``ru_maxrss`` in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def file_spec(path: str, budget: str, hidden: int, depth: int):
+    import sweep
+
+    return sweep.SweepSpec(
+        name="streaming-file",
+        problem=sweep.Problem("hdf5", path=path, test_fraction=0.02, val_fraction=0.02),
+        model=model(hidden, depth, boundary_mode="periodic"),
+        optimizer=sweep.Optimizer("adam", learning_rate=1e-3),
+        training=sweep.Training(epochs=1, batch_size=32, report_every=1, data_memory=budget),
+    )
+
+
+def trial(arguments: str) -> None:
+    """One trial of the file problem in this process (what ``train_trial`` does): print a JSON line."""
+    import jax
+
+    import sweep
+    from sweep.problems import ProblemData, Scan
+
+    sweep.configure(compile_cache=None)  # as a trial: every host core a JAX device
+    given = json.loads(arguments)
+    spec = file_spec(given["path"], given["budget"], given["hidden"], given["depth"])
+    start = time.perf_counter()
+    data = ProblemData("hdf5", dict(spec.problem.options), scan=Scan.from_dict(given["scan"])).load()
+    block, state = sweep.init_block(spec, range(given["seeds"]), data=data)
+    loaded = peak_rss()
+    state, _ = sweep.run_chunk(block, state, 1)
+    jax.block_until_ready(state.params)
+    model_bytes = sum(int(a.nbytes) for a in jax.tree_util.tree_leaves((state.params, state.opt_state)))
+    stream = block.stream
+    print(
+        json.dumps(
+            {
+                "peak": peak_rss(),
+                "loaded": loaded,
+                "model": model_bytes,
+                "seconds": time.perf_counter() - start,
+                "plan": str(stream.plan) if stream else "not streamed",
+                "waited": stream.waited[0] if stream else 0.0,
+            }
+        )
+    )
+
+
+def file_main(args) -> None:
+    """``--file-gib``: a trial's and the driver's peak RSS (module docstring)."""
+    from sweep.problems import outline_problem
+    from sweep.spec import as_bytes
+
+    budget = as_bytes(args.budget, "data_memory")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "2D_fields.hdf5"
+        count = write_hdf5(path, args.file_gib)
+        size = path.stat().st_size
+        before = peak_rss()
+        outline = outline_problem("hdf5", dict(file_spec(str(path), args.budget, 1, 1).problem.options), 16, 4)
+        driver = peak_rss()
+        assert outline.scan is not None
+        given = {
+            "path": str(path),
+            **{k: getattr(args, k) for k in ("budget", "hidden", "depth", "seeds")},
+            "scan": outline.scan.to_dict(),
+        }
+        out = subprocess.run(
+            [sys.executable, "-m", "benchmarks.trainer.streaming", "--trial", json.dumps(given)],
+            check=True,
+            stdout=subprocess.PIPE,
+            text=True,
+        ).stdout
+        got = json.loads(out.strip().splitlines()[-1])
+    mib = 2**20
+    target = budget + got["model"] + 2**29
+    print(
+        f"HDF5 file {size / mib:.0f} MiB ({count} trajectories of {STEPS} x {GRID}x{GRID}), budget "
+        f"{budget / mib:.0f} MiB, ConvNet hidden {args.hidden} depth {args.depth}, {args.seeds} members, one epoch"
+    )
+    print(f"  {got['plan']}; reader wait {got['waited']:.2f} s; trial {got['seconds']:.1f} s")
+    print(
+        f"  trial peak RSS {got['peak'] / mib:.0f} MiB (after loading {got['loaded'] / mib:.0f} MiB) against "
+        f"budget + model + 0.5 GiB = {target / mib:.0f} MiB: {got['peak'] / target:.2f}x of the target"
+    )
+    print(f"  driver peak RSS {driver / mib:.0f} MiB (before the outline {before / mib:.0f} MiB)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--samples", type=int, default=1024)
@@ -48,7 +171,14 @@ def main() -> None:
     p.add_argument("--hidden", type=int, default=8)
     p.add_argument("--depth", type=int, default=2)
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--file-gib", type=float, default=None, help="measure a trial's peak RSS on an HDF5 file")
+    p.add_argument("--budget", default="256MiB", help="data_memory of --file-gib")
+    p.add_argument("--trial", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.trial is not None:
+        return trial(args.trial)
+    if args.file_gib is not None:
+        return file_main(args)
 
     import jax
 

@@ -24,7 +24,11 @@ from ._exponax import exponax_problem as exponax_problem
 from ._hdf5 import HDF5Info as HDF5Info
 from ._hdf5 import check_hdf5_options, hdf5_problem
 from ._hdf5 import hdf5_info as hdf5_info
+from ._hdf5_files import through
 from ._hdf5_outline import hdf5_outline
+from ._hdf5_reader import hdf5_reader as hdf5_reader
+from ._hdf5_reader import hdf5_trial_data
+from ._hdf5_reader import outlined as outlined
 from ._hdf5_scan import Scan as Scan
 from ._hdf5_scan import hdf5_statistics as hdf5_statistics
 from ._heat1d import heat1d as heat1d
@@ -150,8 +154,12 @@ def load_problem(name: str, options: Mapping[str, Any], filesystem: pafs.FileSys
 class ProblemData(NamedTuple):
     """A problem's data as trials get them: its arrays (``arrays``: a problem generated or loaded
     where the sweep runs), or none, for a problem that reads files (``"hdf5"``), whose trials read
-    them from its ``options``' path themselves, through ``filesystem`` (the sweep's: an ``s3://``
-    path is read with its endpoint and credentials where it is an ``S3FileSystem``).
+    them from its ``options``' path themselves, with the driver's pass (``scan``: the statistics,
+    not computed again): the validation and test splits whole, the training split left to the
+    trainer, which reads it from the files, at once or in windows
+    (:mod:`sweep.problems._hdf5_reader`). An ``s3://`` path is read through ``filesystem`` (the
+    sweep's: its endpoint and credentials) where that is an ``S3FileSystem``; the trainer does not
+    reach that filesystem, so such a trial holds its training split whole (read through it).
 
     Examples:
         >>> data = ProblemData("heat1d", {"num_points": 16, "num_samples": 10}).load()
@@ -163,10 +171,17 @@ class ProblemData(NamedTuple):
     options: dict[str, Any]
     arrays: Dataset | None = None
     filesystem: pafs.FileSystem | None = None
+    scan: Scan | None = None
 
     def load(self) -> Dataset:
-        """The arrays given, else the problem loaded here (:func:`load_problem`)."""
-        return self.arrays if self.arrays is not None else load_problem(self.name, self.options, self.filesystem)
+        """The arrays given, else the problem loaded here (:func:`load_problem`; for ``"hdf5"``
+        without its training split: :func:`~._hdf5_reader.hdf5_trial_data`, unless the files are
+        read through the sweep's ``S3FileSystem``)."""
+        if self.arrays is not None:
+            return self.arrays
+        if self.name == "hdf5" and not through(str(self.options["path"]), self.filesystem):
+            return hdf5_trial_data(scan=self.scan, **self.options)
+        return load_problem(self.name, self.options, self.filesystem)
 
 
 class Outline(NamedTuple):
@@ -208,7 +223,7 @@ def outline_problem(
         shapes, kept, scan = hdf5_outline(
             samples=samples, trajectories=trajectories, filesystem=filesystem, scan=scan, **options
         )
-        return Outline(shapes, kept, ProblemData(name, dict(options), None, filesystem), scan)
+        return Outline(shapes, kept, ProblemData(name, dict(options), None, filesystem, scan), scan)
     data = load_problem(name, options)
     return Outline(data, data, ProblemData(name, dict(options), data))
 

@@ -85,10 +85,17 @@ class _Remote(io.RawIOBase):
         return self._name
 
 
+def through(path: str, filesystem: pafs.FileSystem | None) -> bool:
+    """Whether ``path`` is read through ``filesystem`` (the sweep's): an ``s3://`` URI where that is
+    an ``S3FileSystem``."""
+    return path.startswith("s3://") and isinstance(filesystem, pafs.S3FileSystem)
+
+
 def locate(path: str, filesystem: pafs.FileSystem | None = None) -> Location:
     """The :class:`Location` of a local path (made absolute) or a URI; an ``s3://`` URI inside
-    ``filesystem`` when that is an ``S3FileSystem`` (module docstring)."""
-    if path.startswith("s3://") and isinstance(filesystem, pafs.S3FileSystem):
+    ``filesystem`` when :func:`through` it (module docstring)."""
+    if through(path, filesystem):
+        assert filesystem is not None
         return Location(filesystem, path.removeprefix("s3://"), path)
     if "://" in path:
         try:

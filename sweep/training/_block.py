@@ -37,7 +37,7 @@ from ._program import (
     program_key,
     static_part,
 )
-from ._stream import Stream, held_part, make_stream, streamed_chunk
+from ._stream import Stream, held_part, make_stream, read_whole, streamed_chunk
 
 HParams = Mapping[str, float] | Sequence[Mapping[str, float]] | None
 """A block's optimizer hyperparameters: one set (a dict), a list of sets, or ``None`` for the spec's."""
@@ -184,6 +184,8 @@ def init_block(
     state = TrainState(params, opt_state, jnp.zeros(m, jnp.int32), jnp.zeros(m, bool), shuffle_keys, hp)
     place = NamedSharding(members_mesh(len(devices)), P()) if layout == "map" else devices[0]
     stream = make_stream(spec, data, key, shapes, layout, len(devices), place)
+    if stream is None:  # a trial's data of a file problem: the training split read from the files now
+        data = _whole(spec.problem, _Same(data), spec.training.unroll)
     # the dataset once per device, and once for consecutive blocks reading the same parts of it
     arrays = _placed(_Same(data), place, spec.training.unroll > 1, spec.training.rollout_steps, stream is not None)
     static = static_part(spec.model.to_dict(), shapes)
@@ -201,6 +203,13 @@ class _Same:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Same) and other.value is self.value
+
+
+@cached(maxsize=1)
+def _whole(problem: Any, data: _Same, unroll: int) -> Dataset:
+    """:func:`~._stream.read_whole`, kept for the next block of the same dataset object (a reused
+    trial worker's next trial reads nothing)."""
+    return read_whole(problem, data.value, unroll)
 
 
 @cached(maxsize=1)

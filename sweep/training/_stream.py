@@ -25,8 +25,8 @@ import jax
 import numpy as np
 
 from .._caches import cached
-from ..problems import Dataset, Split
-from ..spec import SweepSpec, size_text
+from ..problems import Dataset, Split, hdf5_reader, outlined
+from ..spec import Problem, SweepSpec, size_text
 from ._budget import data_budget, nbytes, streams
 from ._member import member_evaluation, window_pass
 from ._program import PROGRAMS, TrainState, describe, members_program, program_data
@@ -52,6 +52,28 @@ def array_source(data: Dataset, unroll: int) -> Source:
     traj = data.train_traj
     assert traj is not None  # check_data: unrolled training has training trajectories
     return Source(len(traj), traj[0].nbytes, traj.shape[1] - unroll, lambda a, b: traj[a:b])
+
+
+def file_source(problem: Problem, data: Dataset, unroll: int) -> Source | None:
+    """The training split of ``data`` read from the files of an ``"hdf5"`` ``problem``
+    (:func:`~sweep.problems.hdf5_reader`), where ``data`` hold only its outline (a trial's data:
+    :meth:`sweep.problems.ProblemData.load`); else ``None``."""
+    split = data.train_traj if unroll > 1 else data.train.x
+    if problem.name != "hdf5" or not outlined(split):
+        return None
+    read = hdf5_reader(dict(problem.options), data.normalization, unroll > 1)
+    return array_source(data, unroll)._replace(read=read)
+
+
+def read_whole(problem: Problem, data: Dataset, unroll: int) -> Dataset:
+    """``data`` with the training split its program reads held: read from the files where ``data``
+    hold only its outline (:func:`file_source`), else ``data`` as they are."""
+    source = file_source(problem, data, unroll)
+    if source is None:
+        return data
+    if unroll > 1:
+        return data._replace(train_traj=source.read(0, source.items))
+    return data._replace(train=Split(*source.read(0, source.items)))
 
 
 def held_part(needed: Dataset) -> Dataset:
@@ -137,8 +159,9 @@ def make_stream(
     plan = window_plan(spec, data)
     if plan is None:
         return None
+    unroll = spec.training.unroll
     return Stream(
-        array_source(data, spec.training.unroll),
+        file_source(spec.problem, data, unroll) or array_source(data, unroll),
         plan,
         int(spec.problem.options.get("data_seed", 0)),
         place,
@@ -150,9 +173,19 @@ def make_stream(
 
 
 def _window(stream: Stream, shards: np.ndarray):
-    """The items of ``shards``, read and put on their way to the devices (in the reader thread)."""
-    parts = [stream.source.read(*stream.plan.shard(int(s))) for s in shards]
-    arrays = jax.tree_util.tree_map(lambda *p: np.concatenate(p), *parts)
+    """The items of ``shards``, read and put on their way to the devices (in the reader thread):
+    read a shard at a time into the window's arrays, so that the host holds the window and one
+    shard, not the window twice."""
+    bounds = [stream.plan.shard(int(s)) for s in shards]
+    total = sum(b - a for a, b in bounds)
+    arrays, at = None, 0
+    for start, stop in bounds:
+        part = stream.source.read(start, stop)
+        if arrays is None:
+            arrays = jax.tree_util.tree_map(lambda p: np.empty((total, *p.shape[1:]), p.dtype), part)
+        for whole, piece in zip(jax.tree_util.tree_leaves(arrays), jax.tree_util.tree_leaves(part)):
+            whole[at : at + stop - start] = piece
+        at += stop - start
     return jax.device_put(arrays, stream.place)
 
 

@@ -1,0 +1,94 @@
+"""What a trial reads of an ``"hdf5"`` problem: its validation and test splits whole, its training
+split from the files a part at a time.
+
+:func:`hdf5_trial_data` is the :class:`~sweep.problems.Dataset` a trial holds
+(:meth:`sweep.problems.ProblemData.load`): the validation and test splits read, normalised and
+with ``history`` as :func:`~._hdf5.hdf5_problem` makes them, and the training split as zero-copy
+views of its first row at its full shape (:func:`outlined`), as in the driver's outline
+(:func:`~._hdf5_outline.hdf5_outline`). The trainer then reads the training split with
+:func:`hdf5_reader`: the items ``[start, stop)`` (pairs, or trajectories for unrolled training),
+read in contiguous slabs of each file (strides taken by h5py, the file opened by the thread that
+reads), normalised and cut into pairs as :func:`~._hdf5.hdf5_problem` does, so that every item is
+the problem's, bit for bit: all of them at once where the split fits the trial's data budget, a
+window at a time where it is streamed.
+
+```python
+data = hdf5_trial_data("1D_Advection_Sols_beta0.1.hdf5")   # the training split is not held
+read = hdf5_reader({"path": "1D_Advection_Sols_beta0.1.hdf5"}, data.normalization, unrolled=False)
+x, y = read(0, 64)                                          # the first 64 training pairs
+```
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from ._dataset import Dataset
+from ._hdf5 import resolved, split_trajectories
+from ._hdf5_files import Location
+from ._hdf5_layouts import read_states
+from ._hdf5_outline import hdf5_outline
+from ._hdf5_safety import open_hdf5
+from ._hdf5_scan import Scan
+from ._history import windows
+from ._normalize import Normalization
+
+
+def outlined(a: np.ndarray | None) -> bool:
+    """Whether ``a`` is an outline (:mod:`~._hdf5_outline`): its first row repeated without a copy,
+    in place of rows that are not held."""
+    return a is not None and a.ndim > 0 and len(a) > 1 and a.strides[0] == 0
+
+
+def hdf5_trial_data(path: str, *, scan: Scan | None = None, **options: Any) -> Dataset:
+    """What a trial holds of ``Problem("hdf5", path=path, **options)`` (module docstring); with the
+    driver's pass ``scan`` (its statistics; :mod:`~._hdf5_scan`) where the files are as it saw them,
+    else that pass made here."""
+    shapes, _, _ = hdf5_outline(path, samples=0, trajectories=sys.maxsize, scan=scan, **options)
+    return shapes
+
+
+def _runs(order: list[tuple[Location, int]]) -> list[tuple[Location, range]]:
+    """``order`` (trajectories by file and index) as contiguous runs of one file each."""
+    runs: list[tuple[Location, range]] = []
+    for location, k in order:
+        if runs and runs[-1][0] is location and runs[-1][1].stop == k:
+            runs[-1] = (location, range(runs[-1][1].start, k + 1))
+        else:
+            runs.append((location, range(k, k + 1)))
+    return runs
+
+
+def hdf5_reader(
+    options: Mapping[str, Any], normalization: Normalization | None, unrolled: bool
+) -> Callable[[int, int], Any]:
+    """``read(start, stop)``: the training items ``[start, stop)`` of the ``"hdf5"`` problem of
+    ``options`` (module docstring): pairs ``(x, y)``, or with ``unrolled`` trajectories, normalised
+    by ``normalization`` (``None``: as read)."""
+    info, files, described, channels = resolved(options)
+    picks = split_trajectories(files, described, options)["train"]
+    order = [(location, k) for location, indices in picks for k in indices]
+    ts, ss, history = options.get("time_stride", 1), options.get("space_stride", 1), options.get("history", 1)
+    per, spatial = info.steps - history, len(info.spatial)  # pairs per trajectory
+
+    def trajectories(start: int, stop: int) -> np.ndarray:
+        parts = []
+        for location, run in _runs(order[start:stop]):
+            with open_hdf5(location) as f:
+                parts.append(read_states(f, described[location.name], channels, run, ts, ss))
+        states = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        return states if normalization is None else normalization.apply(states, spatial).astype(np.float32)
+
+    def read(start: int, stop: int) -> Any:
+        if unrolled:
+            return trajectories(start, stop)
+        first = start // per
+        x, y = windows(trajectories(first, -(-stop // per)), history)
+        skip = start - first * per
+        return x[skip : skip + stop - start], y[skip : skip + stop - start]
+
+    return read
