@@ -4,7 +4,7 @@ split from the files a part at a time.
 :func:`hdf5_trial_data` is the :class:`~sweep.problems.Dataset` a trial holds
 (:meth:`sweep.problems.ProblemData.load`): the validation and test splits read, normalised and
 with ``history`` as :func:`~._hdf5.hdf5_problem` makes them, and the training split as zero-copy
-views of its first row at its full shape (:func:`outlined`), as in the driver's outline
+views of its first row at its full shape, marked :class:`InFiles`, as in the driver's outline
 (:func:`~._hdf5_outline.hdf5_outline`). The trainer then reads the training split with
 :func:`hdf5_reader`: the items ``[start, stop)`` (pairs, or trajectories for unrolled training),
 read in contiguous slabs of each file (strides taken by h5py, the file opened by the thread that
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ._dataset import Dataset
+from ._dataset import Dataset, Split
 from ._hdf5 import resolved, split_trajectories
 from ._hdf5_files import Location
 from ._hdf5_layouts import read_states
@@ -38,10 +38,16 @@ from ._history import windows
 from ._normalize import Normalization
 
 
+class InFiles(np.ndarray):
+    """A training split left in the files (a trial's, :func:`hdf5_trial_data`): its outline (the
+    first row repeated without a copy, at the split's full shape), marked for the trainer to read
+    the rows from the files with :func:`hdf5_reader`. The driver's outline is not marked: what is
+    sized or measured on it reads no file."""
+
+
 def outlined(a: np.ndarray | None) -> bool:
-    """Whether ``a`` is an outline (:mod:`~._hdf5_outline`): its first row repeated without a copy,
-    in place of rows that are not held."""
-    return a is not None and a.ndim > 0 and len(a) > 1 and a.strides[0] == 0
+    """Whether ``a`` is a training split left in the files (:class:`InFiles`)."""
+    return isinstance(a, InFiles)
 
 
 def hdf5_trial_data(path: str, *, scan: Scan | None = None, **options: Any) -> Dataset:
@@ -49,7 +55,11 @@ def hdf5_trial_data(path: str, *, scan: Scan | None = None, **options: Any) -> D
     driver's pass ``scan`` (its statistics; :mod:`~._hdf5_scan`) where the files are as it saw them,
     else that pass made here."""
     shapes, _, _ = hdf5_outline(path, samples=0, trajectories=sys.maxsize, scan=scan, **options)
-    return shapes
+    traj = shapes.train_traj
+    return shapes._replace(
+        train=Split(*(a.view(InFiles) for a in shapes.train)),
+        train_traj=None if traj is None else traj.view(InFiles),
+    )
 
 
 def _runs(order: list[tuple[Location, int]]) -> list[tuple[Location, range]]:

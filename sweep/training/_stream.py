@@ -56,8 +56,9 @@ def array_source(data: Dataset, unroll: int) -> Source:
 
 def file_source(problem: Problem, data: Dataset, unroll: int) -> Source | None:
     """The training split of ``data`` read from the files of an ``"hdf5"`` ``problem``
-    (:func:`~sweep.problems.hdf5_reader`), where ``data`` hold only its outline (a trial's data:
-    :meth:`sweep.problems.ProblemData.load`); else ``None``."""
+    (:func:`~sweep.problems.hdf5_reader`), where ``data`` left it in the files (a trial's data:
+    :meth:`sweep.problems.ProblemData.load`); else ``None`` (data given whole, or the driver's
+    outline, which ``sweep plan`` measures a block on as it is, reading no file)."""
     split = data.train_traj if unroll > 1 else data.train.x
     if problem.name != "hdf5" or not outlined(split):
         return None
