@@ -129,7 +129,7 @@ def spec_page() -> str:
 
     steppers = "\n".join(
         f"| `exponax:{name}` | {', '.join(map(str, row.dims))} | `apebench:{row.apebench}_<N>d` | "
-        f"{', '.join(f'`{k}={v!r}`' for k, v in row.options.items())} |"
+        f"{', '.join([f'`{k}={v!r}`' for k, v in row.options.items()] + [f'{n} points per axis in {d}D' for d, n in row.points.items()])} |"
         for name, row in STEPPERS.items()
     )
     return f"""{HEADER}# Spec fields
@@ -245,7 +245,7 @@ default but for `hdf5`; `"zscore"` or `"rms"` per channel, statistics of the tra
 PDE trajectories in 1D, 2D and 3D solved by exponax (the `[pde]` extra), with the defaults of
 APEBench's physical scenarios; `apebench:<scenario>_<N>d` names the same problem in `N`
 dimensions. Options common to every stepper, with their defaults (`num_points` `None`: per
-axis {", ".join(f"{n} in {d}D" for d, n in RESOLUTION.items())}):
+axis {", ".join(f"{n} in {d}D" for d, n in RESOLUTION.items())}, unless a stepper's row says otherwise):
 
 | option | default |
 | --- | --- |

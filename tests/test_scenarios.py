@@ -52,29 +52,46 @@ def test_every_stepper_gives_trajectories_of_its_shape_in_every_dimension(ex, st
 # its domain, dt and coefficient tuples, written out here from apebench/scenarios/physical.
 def _generic(ex, dims):
     g = ex.stepper.generic
-    return {
-        "Advection": g.GeneralLinearStepper(dims, 1.0, 16, 0.1, linear_coefficients=(0, -0.25, 0, 0, 0)),
-        "Diffusion": g.GeneralLinearStepper(dims, 1.0, 16, 0.1, linear_coefficients=(0, 0, 0.008, 0, 0)),
-        "AdvectionDiffusion": g.GeneralLinearStepper(dims, 1.0, 16, 0.1, linear_coefficients=(0, -0.25, 0.008, 0, 0)),
-        "Dispersion": g.GeneralLinearStepper(dims, 1.0, 16, 0.001, linear_coefficients=(0, 0, 0, 0.00025, 0)),
-        "HyperDiffusion": g.GeneralLinearStepper(dims, 1.0, 16, 1e-5, linear_coefficients=(0, 0, 0, 0, -0.000075)),
-        "Burgers": g.GeneralConvectionStepper(
-            dims, 1.0, 16, 0.1, linear_coefficients=(0, 0, 0.0003, 0, 0), convection_scale=0.125
-        ),
-        "KortewegDeVries": g.GeneralNonlinearStepper(
-            dims, 50.0, 16, 0.1, linear_coefficients=(0, 0, 0, -1.0, -0.125), nonlinear_coefficients=(0, -6.0, 0)
-        ),
-        "KuramotoSivashinsky": g.GeneralNonlinearStepper(
-            dims, 60.0, 16, 0.1, linear_coefficients=(0, 0, -1.0, 0, -1.0), nonlinear_coefficients=(0, 0, -1.0)
-        ),
-    } | (
-        {  # the generic polynomial stepper applies a_0 once per axis: APEBench's Fisher-KPP only in 1D
-            "FisherKPP": g.GeneralPolynomialStepper(
-                1, 1.0, 16, 0.001, linear_coefficients=(20.0, 0, 0.004, 0, 0), polynomial_coefficients=(0, 0, -20.0)
-            )
+    return (
+        {
+            "Advection": g.GeneralLinearStepper(dims, 1.0, 16, 0.1, linear_coefficients=(0, -0.25, 0, 0, 0)),
+            "Diffusion": g.GeneralLinearStepper(dims, 1.0, 16, 0.1, linear_coefficients=(0, 0, 0.008, 0, 0)),
+            "AdvectionDiffusion": g.GeneralLinearStepper(
+                dims, 1.0, 16, 0.1, linear_coefficients=(0, -0.25, 0.008, 0, 0)
+            ),
+            "Dispersion": g.GeneralLinearStepper(dims, 1.0, 16, 0.001, linear_coefficients=(0, 0, 0, 0.00025, 0)),
+            "HyperDiffusion": g.GeneralLinearStepper(dims, 1.0, 16, 1e-5, linear_coefficients=(0, 0, 0, 0, -0.000075)),
+            "Burgers": g.GeneralConvectionStepper(
+                dims, 1.0, 16, 0.1, linear_coefficients=(0, 0, 0.0003, 0, 0), convection_scale=0.125
+            ),
+            "KortewegDeVries": g.GeneralNonlinearStepper(
+                dims, 50.0, 16, 0.1, linear_coefficients=(0, 0, 0, -1.0, -0.125), nonlinear_coefficients=(0, -6.0, 0)
+            ),
+            "KuramotoSivashinsky": g.GeneralNonlinearStepper(
+                dims, 60.0, 16, 0.1, linear_coefficients=(0, 0, -1.0, 0, -1.0), nonlinear_coefficients=(0, 0, -1.0)
+            ),
         }
-        if dims == 1
-        else {}
+        | (
+            {  # the generic polynomial stepper applies a_0 once per axis: APEBench's Fisher-KPP only in 1D
+                "FisherKPP": g.GeneralPolynomialStepper(
+                    1, 1.0, 16, 0.001, linear_coefficients=(20.0, 0, 0.004, 0, 0), polynomial_coefficients=(0, 0, -20.0)
+                )
+            }
+            if dims == 1
+            else {}
+        )
+        | (
+            {  # apebench/scenarios/physical/_gray_scott.py: dt 10 in 10 substeps on [0, 1)^d
+                "GrayScott": ex.RepeatedStepper(
+                    ex.stepper.reaction.GrayScott(
+                        dims, 1.0, 16, 1.0, feed_rate=0.04, kill_rate=0.06, diffusivity_1=2e-5, diffusivity_2=1e-5
+                    ),
+                    10,
+                )
+            }
+            if dims > 1
+            else {}
+        )
     )
 
 
@@ -86,6 +103,36 @@ def test_the_table_is_apebench_s_scenarios(ex, dims):
         u = np.concatenate([u] * ours.num_channels)
         np.testing.assert_allclose(ours(u), reference(u), atol=1e-6, err_msg=stepper)
         assert not np.allclose(ours(u), u)
+
+
+def test_a_solver_that_blows_up_is_named_not_returned(ex):
+    # Kuramoto-Sivashinsky on [0, 60)^2 at 32 points per axis: NaN within 110 of its 500 warm-up steps
+    # (APEBench's own scenario too); 3D at 32 points blew up the same way, as the table's default
+    with pytest.raises(
+        SpecError,
+        match=r"`problem.num_points`: exponax:KuramotoSivashinsky in 2D on 32 points per axis \(dt 0.1, 500 "
+        r"warm-up steps\) blew up: 2 of 2 train trajectories are not finite \(the first: 0\); give a finer grid",
+    ):
+        load_problem(
+            "exponax:KuramotoSivashinsky",
+            {"num_spatial_dims": 2, "num_points": 32, "num_train": 2, "num_test": 1, "train_steps": 1, "test_steps": 1},
+        )
+
+
+@pytest.mark.parametrize("dims", [1, 2])
+def test_kuramoto_sivashinsky_stays_finite_from_64_points(ex, dims):
+    data = load_problem(
+        "exponax:KuramotoSivashinsky",
+        {"num_spatial_dims": dims, "num_points": 64, "num_train": 1, "num_test": 1, "train_steps": 2, "test_steps": 2},
+    )
+    assert all(np.isfinite(a).all() for a in (data.train_traj, data.test_traj))
+    assert 1.0 < np.abs(data.train_traj).max() < 50.0  # chaotic, not blowing up (APEBench plots it in [-6.5, 6.5])
+
+
+def test_kuramoto_sivashinsky_defaults_to_96_points_in_3d(ex):
+    # 32 (the 3D default of the other rows) and 64 points per axis blow up within 110 warm-up steps in
+    # 3D, APEBench's scenario as this one (benchmarks/trainer/apebench_table.py); 96 stays finite
+    assert pde_stepper("apebench:phy_ks_3d", {}).num_points == 96
 
 
 def test_apebench_names_are_aliases_of_the_steppers(ex):

@@ -33,7 +33,7 @@ import numpy as np
 
 from .._errors import SpecError
 from ._dataset import DEFAULT_VAL_FRACTION, Dataset, as_dataset, check_val_fraction
-from ._scenarios import COMMON, RESOLUTION, STEPPERS, check_dims
+from ._scenarios import COMMON, STEPPERS, check_dims, resolution
 
 _SPLITS = ("train", "val", "test")
 # Initial-state generators by name (APEBench's ``fourier``/``diffused``/``grf`` and more).
@@ -89,11 +89,11 @@ def _defaults(ex, stepper: str) -> dict[str, Any]:
     return COMMON | coefs | STEPPERS[stepper].options
 
 
-def _resolved(defaults: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
-    """``defaults`` with ``options``, ``num_points`` by default the resolution of the dimensions."""
+def _resolved(stepper: str, defaults: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """``defaults`` with ``options``, ``num_points`` by default the stepper's resolution in the dimensions."""
     merged = dict(defaults) | dict(options)
     if merged["num_points"] is None:
-        merged["num_points"] = RESOLUTION.get(merged["num_spatial_dims"], 0)
+        merged["num_points"] = resolution(stepper, merged["num_spatial_dims"])
     return merged
 
 
@@ -193,7 +193,7 @@ def check_exponax(stepper: str, options: Mapping[str, Any]) -> None:
         if key not in defaults:
             raise SpecError(f"`problem.{key}`: not an option of exponax:{stepper}; allowed: {', '.join(defaults)}")
     check_dims(stepper, options.get("num_spatial_dims", 1))
-    merged = _resolved(defaults, options)
+    merged = _resolved(stepper, defaults, options)
     for key, low in _COUNTS.items():
         value = merged[key]
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -233,7 +233,7 @@ def exponax_stepper(stepper: str, time_scale: float = 1.0, **options: Any):
     options = _generated(options)
     check_exponax(stepper, options)
     ex = _exponax(stepper)
-    o = _resolved(_defaults(ex, stepper), options)
+    o = _resolved(stepper, _defaults(ex, stepper), options)
     return _solver(ex, stepper, {**o, "dt": float(o["dt"]) * time_scale})
 
 
@@ -252,7 +252,7 @@ def exponax_trajectories(stepper: str, **options: Any) -> dict[str, np.ndarray]:
     """
     check_exponax(stepper, options)
     ex = _exponax(stepper)
-    o = _resolved(_defaults(ex, stepper), options)
+    o = _resolved(stepper, _defaults(ex, stepper), options)
     solver = _solver(ex, stepper, o)
     ic = _ic_set(ex, o, solver.num_channels)
     counts = {"train": o["num_train"], "val": o["num_val"], "test": o["num_test"]}
@@ -271,7 +271,22 @@ def exponax_trajectories(stepper: str, **options: Any) -> dict[str, np.ndarray]:
         )
         for split, part in zip(group, np.split(trajectories, np.cumsum([counts[s] for s in group])[:-1])):
             out[split] = part
+    _check_finite(stepper, o, out)
     return {split: out[split] for split in _SPLITS}
+
+
+def _check_finite(stepper: str, o: Mapping[str, Any], out: Mapping[str, np.ndarray]) -> None:
+    """A :class:`SpecError` if the solver blew up: a grid too coarse for the PDE (Kuramoto-
+    Sivashinsky on ``[0, 60)^d`` needs 64 points per axis in 1D and 2D), or a time step too long."""
+    for split, trajectories in out.items():
+        bad = ~np.isfinite(trajectories).all(axis=tuple(range(1, trajectories.ndim)))
+        if bad.any():
+            raise SpecError(
+                f"`problem.num_points`: exponax:{stepper} in {o['num_spatial_dims']}D on {o['num_points']} points "
+                f"per axis (dt {o['dt']}, {o['warmup_steps']} warm-up steps) blew up: {int(bad.sum())} of "
+                f"{trajectories.shape[0]} {split} trajectories are not finite (the first: {int(np.argmax(bad))}); give a finer "
+                f"grid (num_points) or a smaller dt"
+            )
 
 
 def _keys(data_seed: int, splits: list[tuple[int, int]]):
@@ -356,7 +371,7 @@ def exponax_problem(stepper: str, **options: Any) -> Dataset:
 def exponax_coordinates(stepper: str, **options: Any) -> np.ndarray | None:
     """The positions of a 1D state's points: ``num_points`` on the periodic domain ``[0,
     domain_extent)``; None in 2D and 3D (a state's points are a grid, not a line)."""
-    o = _resolved(COMMON | STEPPERS[stepper].options, options)
+    o = _resolved(stepper, COMMON | STEPPERS[stepper].options, options)
     if o["num_spatial_dims"] != 1:
         return None
     return np.arange(o["num_points"]) * (float(o["domain_extent"]) / o["num_points"])
