@@ -1,14 +1,17 @@
 """The fast forwards (im2col and shifted matmuls) equal ``jax.vmap(model)`` (outputs and gradients)."""
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pdequinox as pdeq
 import pytest
+from helpers import convolves
 from jax import lax
 
-from sweep.models._fast import _fast_forward, _vmap_forward, batched_forward
+from sweep.models._fast import _chosen_forward, _fast_forward, _vmap_forward, batched_forward
 
 KEY = jax.random.PRNGKey(0)
 RTOL, ATOL = 1e-5, 1e-6
@@ -51,9 +54,13 @@ def conv(request):
 
 
 def _assert_matches(model, xb, *, fast: bool, conv: str):
+    """``batched_forward`` takes the matmul path for ``model`` (if ``fast``), and that path
+    equals ``jax.vmap(model)`` (whatever the backend and size would choose)."""
     fwd = batched_forward(model, conv=conv)
-    assert (getattr(fwd, "func", fwd) is _fast_forward) == fast
+    assert (getattr(fwd, "func", fwd) is _chosen_forward) == fast
     assert (fwd is _vmap_forward) == (not fast)
+    if fast:
+        fwd = functools.partial(_fast_forward, conv=conv)
     out_ref, g_ref = _value_and_grad(_vmap, model, xb)
     out, g = _value_and_grad(fwd, model, xb)
     assert out.shape == out_ref.shape and out.dtype == out_ref.dtype
@@ -128,6 +135,73 @@ def test_strided_eqx_conv_matches_vmap(conv):
     _assert_matches(layer, _x(2, 2, 9), fast=True, conv=conv)
 
 
+@pytest.mark.parametrize(
+    "boundary_mode, kernel_size, activation",
+    [("periodic", 3, jax.nn.relu), ("dirichlet", 4, jax.nn.tanh), ("neumann", 2, lambda x: jax.nn.softmax(x))],
+)
+def test_convnet_2d_matches_vmap(boundary_mode, kernel_size, activation, conv):
+    model = _make(
+        pdeq.arch.ConvNet,
+        2,
+        2,
+        1,
+        hidden_channels=3,
+        depth=1,
+        kernel_size=kernel_size,
+        activation=activation,
+        boundary_mode=boundary_mode,
+    )
+    _assert_matches(model, _x(2, 2, 6, 5), fast=True, conv=conv)
+
+
+def test_convnet_3d_matches_vmap(conv):
+    model = _make(pdeq.arch.ConvNet, 3, 1, 1, hidden_channels=2, depth=1, boundary_mode="dirichlet")
+    _assert_matches(model, _x(2, 1, 4, 5, 3), fast=True, conv=conv)
+
+
+def test_classic_resnet_2d_matches_vmap(conv):
+    model = _make(
+        pdeq.arch.ClassicResNet, 2, 1, 1, hidden_channels=4, num_blocks=1, use_norm=True, boundary_mode="periodic"
+    )
+    _assert_matches(model, _x(2, 1, 5, 6), fast=True, conv=conv)
+
+
+def test_dilated_resnet_2d_matches_vmap(conv):
+    model = _make(
+        pdeq.arch.DilatedResNet,
+        2,
+        1,
+        1,
+        hidden_channels=2,
+        num_blocks=1,
+        dilation_rates=(1, 2),
+        boundary_mode="neumann",
+    )
+    _assert_matches(model, _x(2, 1, 6, 6), fast=True, conv=conv)
+
+
+def test_strided_eqx_conv_2d_matches_vmap(conv):
+    layer = _make(eqx.nn.Conv, 2, 2, 3, (3, 2), stride=(2, 1), dilation=(1, 2), padding="SAME", padding_mode="REFLECT")
+    _assert_matches(layer, _x(2, 2, 7, 6), fast=True, conv=conv)
+
+
+def test_2d_takes_the_matmul_path_where_it_was_measured_to_win():
+    """On CPU: 2D im2col (training) and shifted (inference) up to 96 x 96 points, ``lax.conv``
+    beyond, and in 3D (not measured); 1D always (docs/trainer-variants.md)."""
+    assert jax.default_backend() == "cpu"
+
+    def net(dims):
+        return eqx.filter_eval_shape(pdeq.arch.ConvNet, dims, 1, 1, hidden_channels=2, depth=1, key=KEY)
+
+    net_1d, net_2d, net_3d = net(1), net(2), net(3)
+    for conv in ("im2col", "shifted"):
+        forward = batched_forward(net_2d, conv=conv)
+        assert not convolves(forward, net_2d, jnp.zeros((2, 1, 96, 96)))
+        assert convolves(forward, net_2d, jnp.zeros((2, 1, 96, 97)))
+        assert convolves(batched_forward(net_3d, conv=conv), net_3d, jnp.zeros((2, 1, 4, 4, 4)))
+        assert not convolves(batched_forward(net_1d, conv=conv), net_1d, jnp.zeros((2, 1, 100_000)))
+
+
 def test_unknown_conv_is_an_error():
     model = _make(pdeq.arch.ConvNet, 1, 1, 1, hidden_channels=2, depth=1)
     with pytest.raises(ValueError, match="`conv`: got 'fft'"):
@@ -145,12 +219,11 @@ def test_unsupported_detected_structurally():
     def shape(cls, *args, **kwargs):
         return eqx.filter_eval_shape(cls, *args, key=KEY, **kwargs)
 
-    convnet_2d = shape(pdeq.arch.ConvNet, 2, 1, 1, hidden_channels=2, depth=1)
     unet = shape(pdeq.arch.ClassicUNet, 1, 1, 1, hidden_channels=2, num_levels=1)
     fno = shape(pdeq.arch.ClassicFNO, 1, 1, 1, hidden_channels=2, num_modes=2, num_blocks=1)
     modern = shape(pdeq.arch.ModernResNet, 1, 1, 1, hidden_channels=2, num_blocks=1)
     grouped = shape(eqx.nn.Conv, 1, 2, 2, 3, groups=2)
-    for model in (convnet_2d, unet, fno, modern, grouped):
+    for model in (unet, fno, modern, grouped):
         assert batched_forward(model) is _vmap_forward
 
 
