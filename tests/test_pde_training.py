@@ -107,9 +107,14 @@ def test_a_member_is_the_same_in_any_2d_block_with_each_method(data_2d, method):
     "model",
     [
         sweep.Model("ClassicResNet", hidden_channels=2, num_blocks=1, use_norm=True),
-        sweep.Model("DilatedResNet", hidden_channels=2, num_blocks=1, dilation_rates=[1, 2], boundary_mode="neumann"),
+        pytest.param(  # slow (30-40 s at a high load); its forward is checked in test_fast_forward.py
+            sweep.Model(
+                "DilatedResNet", hidden_channels=2, num_blocks=1, dilation_rates=[1, 2], boundary_mode="neumann"
+            ),
+            marks=pytest.mark.slow,
+        ),
     ],
-    ids=lambda m: m.name,
+    ids=["ClassicResNet", "DilatedResNet"],
 )
 def test_a_2d_member_trained_through_the_matmul_forward_is_the_same_in_any_block(data_2d, model):
     """Residual blocks, GroupNorm and dilations in 2D through the trainer's matmul forward (the
