@@ -77,18 +77,21 @@ def _x(*shape):
 
 
 @pytest.mark.parametrize(
-    "boundary_mode, kernel_size, use_bias, activation",
+    "dims, boundary_mode, kernel_size, use_bias, activation",
     [
-        ("periodic", 3, True, jax.nn.relu),
-        ("dirichlet", 4, False, jax.nn.tanh),
-        ("neumann", 5, True, jax.nn.gelu),
-        ("neumann", 2, False, lambda x: jax.nn.softmax(x)),  # not elementwise: per-sample path
+        (1, "periodic", 3, True, jax.nn.relu),
+        (1, "dirichlet", 4, False, jax.nn.tanh),
+        (1, "neumann", 5, True, jax.nn.gelu),
+        (1, "neumann", 2, False, lambda x: jax.nn.softmax(x)),  # not elementwise: per-sample path
+        (2, "periodic", 3, True, jax.nn.relu),
+        (2, "dirichlet", 4, False, jax.nn.tanh),
+        (2, "neumann", 2, False, lambda x: jax.nn.softmax(x)),
     ],
 )
-def test_convnet_1d_matches_vmap(boundary_mode, kernel_size, use_bias, activation, conv):
+def test_convnet_matches_vmap(dims, boundary_mode, kernel_size, use_bias, activation, conv):
     model = _make(
         pdeq.arch.ConvNet,
-        1,
+        dims,
         2,
         1,
         hidden_channels=3,
@@ -99,7 +102,7 @@ def test_convnet_1d_matches_vmap(boundary_mode, kernel_size, use_bias, activatio
         use_final_bias=not use_bias,
         boundary_mode=boundary_mode,
     )
-    _assert_matches(model, _x(3, 2, 9), fast=True, conv=conv)
+    _assert_matches(model, _x(3, 2, 9) if dims == 1 else _x(2, 2, 6, 5), fast=True, conv=conv)
 
 
 def test_classic_resnet_1d_matches_vmap(conv):
@@ -116,42 +119,24 @@ def test_classic_resnet_1d_matches_vmap(conv):
     _assert_matches(model, _x(2, 1, 8), fast=True, conv=conv)
 
 
-def test_dilated_resnet_1d_matches_vmap(conv):
+@pytest.mark.parametrize("dims, boundary_mode, shape", [(1, "periodic", (2, 2, 8)), (2, "neumann", (2, 2, 6, 6))])
+def test_dilated_resnet_matches_vmap(dims, boundary_mode, shape, conv):
     model = _make(
         pdeq.arch.DilatedResNet,
-        1,
+        dims,
         2,
         1,
         hidden_channels=3,
         num_blocks=1,
         dilation_rates=(1, 2),
-        boundary_mode="periodic",
+        boundary_mode=boundary_mode,
     )
-    _assert_matches(model, _x(2, 2, 8), fast=True, conv=conv)
+    _assert_matches(model, _x(*shape), fast=True, conv=conv)
 
 
 def test_strided_eqx_conv_matches_vmap(conv):
     layer = _make(eqx.nn.Conv, 1, 2, 3, 3, stride=2, padding="SAME", padding_mode="REFLECT")
     _assert_matches(layer, _x(2, 2, 9), fast=True, conv=conv)
-
-
-@pytest.mark.parametrize(
-    "boundary_mode, kernel_size, activation",
-    [("periodic", 3, jax.nn.relu), ("dirichlet", 4, jax.nn.tanh), ("neumann", 2, lambda x: jax.nn.softmax(x))],
-)
-def test_convnet_2d_matches_vmap(boundary_mode, kernel_size, activation, conv):
-    model = _make(
-        pdeq.arch.ConvNet,
-        2,
-        2,
-        1,
-        hidden_channels=3,
-        depth=1,
-        kernel_size=kernel_size,
-        activation=activation,
-        boundary_mode=boundary_mode,
-    )
-    _assert_matches(model, _x(2, 2, 6, 5), fast=True, conv=conv)
 
 
 def test_convnet_3d_matches_vmap(conv):
@@ -164,20 +149,6 @@ def test_classic_resnet_2d_matches_vmap(conv):
         pdeq.arch.ClassicResNet, 2, 1, 1, hidden_channels=4, num_blocks=1, use_norm=True, boundary_mode="periodic"
     )
     _assert_matches(model, _x(2, 1, 5, 6), fast=True, conv=conv)
-
-
-def test_dilated_resnet_2d_matches_vmap(conv):
-    model = _make(
-        pdeq.arch.DilatedResNet,
-        2,
-        1,
-        1,
-        hidden_channels=2,
-        num_blocks=1,
-        dilation_rates=(1, 2),
-        boundary_mode="neumann",
-    )
-    _assert_matches(model, _x(2, 1, 6, 6), fast=True, conv=conv)
 
 
 def test_strided_eqx_conv_2d_matches_vmap(conv):
