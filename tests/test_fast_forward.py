@@ -156,9 +156,9 @@ def test_strided_eqx_conv_2d_matches_vmap(conv):
     _assert_matches(layer, _x(2, 2, 7, 6), fast=True, conv=conv)
 
 
-def test_2d_takes_the_matmul_path_where_it_was_measured_to_win():
-    """On CPU: 2D im2col (training) and shifted (inference) up to 96 x 96 points, ``lax.conv``
-    beyond, and in 3D (not measured); 1D always (docs/trainer-variants.md)."""
+def test_2d_and_3d_take_the_matmul_path_where_it_was_measured_to_win():
+    """On CPU: im2col (training) and shifted (inference) in 2D up to 96 x 96 points and in 3D up to
+    16^3, ``lax.conv`` beyond; 1D always (docs/trainer-variants.md)."""
     assert jax.default_backend() == "cpu"
 
     def net(dims):
@@ -169,7 +169,9 @@ def test_2d_takes_the_matmul_path_where_it_was_measured_to_win():
         forward = batched_forward(net_2d, conv=conv)
         assert not convolves(forward, net_2d, jnp.zeros((2, 1, 96, 96)))
         assert convolves(forward, net_2d, jnp.zeros((2, 1, 96, 97)))
-        assert convolves(batched_forward(net_3d, conv=conv), net_3d, jnp.zeros((2, 1, 4, 4, 4)))
+        forward = batched_forward(net_3d, conv=conv)
+        assert not convolves(forward, net_3d, jnp.zeros((2, 1, 16, 16, 16)))
+        assert convolves(forward, net_3d, jnp.zeros((2, 1, 16, 16, 17)))
         assert not convolves(batched_forward(net_1d, conv=conv), net_1d, jnp.zeros((2, 1, 100_000)))
 
 

@@ -40,7 +40,7 @@ __all__ = ["batched_forward"]
 _DIMS = (1, 2, 3)  # the convolutions' numbers of spatial dimensions the matmul path handles
 # 2D and 3D on CPU: the largest states (points) up to which the matmul forms were measured to be
 # faster than lax.conv (im2col to train, shifted to predict; docs/trainer-variants.md)
-_MATMUL_POINTS = {2: 96 * 96}
+_MATMUL_POINTS = {2: 96 * 96, 3: 16 * 16 * 16}
 
 
 def _elementwise_fns() -> tuple[Callable, ...]:
