@@ -43,6 +43,12 @@ def member(model, i):
     return pdeqx.extract_from_ensemble(model, i)
 
 
+def convolves(forward, model, xb) -> bool:
+    """Whether ``forward(model, xb)`` runs a ``lax.conv`` (pdequinox's own convolution), not
+    the fast forward's matmuls."""
+    return "conv_general_dilated" in str(eqx.filter_make_jaxpr(forward)(model, xb)[0])
+
+
 def assert_same_member(block_model, block_history, i, model, history) -> None:
     """Member ``i`` of a trained block is, bit for bit, the member trained alone: weights and every
     curve of its history (train loss, loss and metrics on validation and test, rollout curves)."""

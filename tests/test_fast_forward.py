@@ -1,14 +1,17 @@
 """The fast forwards (im2col and shifted matmuls) equal ``jax.vmap(model)`` (outputs and gradients)."""
 
+import functools
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pdequinox as pdeq
 import pytest
+from helpers import convolves
 from jax import lax
 
-from sweep.models._fast import _fast_forward, _vmap_forward, batched_forward
+from sweep.models._fast import _chosen_forward, _fast_forward, _vmap_forward, batched_forward
 
 KEY = jax.random.PRNGKey(0)
 RTOL, ATOL = 1e-5, 1e-6
@@ -51,9 +54,13 @@ def conv(request):
 
 
 def _assert_matches(model, xb, *, fast: bool, conv: str):
+    """``batched_forward`` takes the matmul path for ``model`` (if ``fast``), and that path
+    equals ``jax.vmap(model)`` (whatever the backend and size would choose)."""
     fwd = batched_forward(model, conv=conv)
-    assert (getattr(fwd, "func", fwd) is _fast_forward) == fast
+    assert (getattr(fwd, "func", fwd) is _chosen_forward) == fast
     assert (fwd is _vmap_forward) == (not fast)
+    if fast:
+        fwd = functools.partial(_fast_forward, conv=conv)
     out_ref, g_ref = _value_and_grad(_vmap, model, xb)
     out, g = _value_and_grad(fwd, model, xb)
     assert out.shape == out_ref.shape and out.dtype == out_ref.dtype
@@ -70,18 +77,21 @@ def _x(*shape):
 
 
 @pytest.mark.parametrize(
-    "boundary_mode, kernel_size, use_bias, activation",
+    "dims, boundary_mode, kernel_size, use_bias, activation",
     [
-        ("periodic", 3, True, jax.nn.relu),
-        ("dirichlet", 4, False, jax.nn.tanh),
-        ("neumann", 5, True, jax.nn.gelu),
-        ("neumann", 2, False, lambda x: jax.nn.softmax(x)),  # not elementwise: per-sample path
+        (1, "periodic", 3, True, jax.nn.relu),
+        (1, "dirichlet", 4, False, jax.nn.tanh),
+        (1, "neumann", 5, True, jax.nn.gelu),
+        (1, "neumann", 2, False, lambda x: jax.nn.softmax(x)),  # not elementwise: per-sample path
+        (2, "periodic", 3, True, jax.nn.relu),
+        (2, "dirichlet", 4, False, jax.nn.tanh),
+        (2, "neumann", 2, False, lambda x: jax.nn.softmax(x)),
     ],
 )
-def test_convnet_1d_matches_vmap(boundary_mode, kernel_size, use_bias, activation, conv):
+def test_convnet_matches_vmap(dims, boundary_mode, kernel_size, use_bias, activation, conv):
     model = _make(
         pdeq.arch.ConvNet,
-        1,
+        dims,
         2,
         1,
         hidden_channels=3,
@@ -92,7 +102,7 @@ def test_convnet_1d_matches_vmap(boundary_mode, kernel_size, use_bias, activatio
         use_final_bias=not use_bias,
         boundary_mode=boundary_mode,
     )
-    _assert_matches(model, _x(3, 2, 9), fast=True, conv=conv)
+    _assert_matches(model, _x(3, 2, 9) if dims == 1 else _x(2, 2, 6, 5), fast=True, conv=conv)
 
 
 def test_classic_resnet_1d_matches_vmap(conv):
@@ -109,23 +119,60 @@ def test_classic_resnet_1d_matches_vmap(conv):
     _assert_matches(model, _x(2, 1, 8), fast=True, conv=conv)
 
 
-def test_dilated_resnet_1d_matches_vmap(conv):
+@pytest.mark.parametrize("dims, boundary_mode, shape", [(1, "periodic", (2, 2, 8)), (2, "neumann", (2, 2, 6, 6))])
+def test_dilated_resnet_matches_vmap(dims, boundary_mode, shape, conv):
     model = _make(
         pdeq.arch.DilatedResNet,
-        1,
+        dims,
         2,
         1,
         hidden_channels=3,
         num_blocks=1,
         dilation_rates=(1, 2),
-        boundary_mode="periodic",
+        boundary_mode=boundary_mode,
     )
-    _assert_matches(model, _x(2, 2, 8), fast=True, conv=conv)
+    _assert_matches(model, _x(*shape), fast=True, conv=conv)
 
 
 def test_strided_eqx_conv_matches_vmap(conv):
     layer = _make(eqx.nn.Conv, 1, 2, 3, 3, stride=2, padding="SAME", padding_mode="REFLECT")
     _assert_matches(layer, _x(2, 2, 9), fast=True, conv=conv)
+
+
+def test_convnet_3d_matches_vmap(conv):
+    model = _make(pdeq.arch.ConvNet, 3, 1, 1, hidden_channels=2, depth=1, boundary_mode="dirichlet")
+    _assert_matches(model, _x(2, 1, 4, 5, 3), fast=True, conv=conv)
+
+
+def test_classic_resnet_2d_matches_vmap(conv):
+    model = _make(
+        pdeq.arch.ClassicResNet, 2, 1, 1, hidden_channels=4, num_blocks=1, use_norm=True, boundary_mode="periodic"
+    )
+    _assert_matches(model, _x(2, 1, 5, 6), fast=True, conv=conv)
+
+
+def test_strided_eqx_conv_2d_matches_vmap(conv):
+    layer = _make(eqx.nn.Conv, 2, 2, 3, (3, 2), stride=(2, 1), dilation=(1, 2), padding="SAME", padding_mode="REFLECT")
+    _assert_matches(layer, _x(2, 2, 7, 6), fast=True, conv=conv)
+
+
+def test_2d_and_3d_take_the_matmul_path_where_it_was_measured_to_win():
+    """On CPU: im2col (training) and shifted (inference) in 2D up to 96 x 96 points and in 3D up to
+    16^3, ``lax.conv`` beyond; 1D always (docs/trainer-variants.md)."""
+    assert jax.default_backend() == "cpu"
+
+    def net(dims):
+        return eqx.filter_eval_shape(pdeq.arch.ConvNet, dims, 1, 1, hidden_channels=2, depth=1, key=KEY)
+
+    net_1d, net_2d, net_3d = net(1), net(2), net(3)
+    for conv in ("im2col", "shifted"):
+        forward = batched_forward(net_2d, conv=conv)
+        assert not convolves(forward, net_2d, jnp.zeros((2, 1, 96, 96)))
+        assert convolves(forward, net_2d, jnp.zeros((2, 1, 96, 97)))
+        forward = batched_forward(net_3d, conv=conv)
+        assert not convolves(forward, net_3d, jnp.zeros((2, 1, 16, 16, 16)))
+        assert convolves(forward, net_3d, jnp.zeros((2, 1, 16, 16, 17)))
+        assert not convolves(batched_forward(net_1d, conv=conv), net_1d, jnp.zeros((2, 1, 100_000)))
 
 
 def test_unknown_conv_is_an_error():
@@ -145,12 +192,11 @@ def test_unsupported_detected_structurally():
     def shape(cls, *args, **kwargs):
         return eqx.filter_eval_shape(cls, *args, key=KEY, **kwargs)
 
-    convnet_2d = shape(pdeq.arch.ConvNet, 2, 1, 1, hidden_channels=2, depth=1)
     unet = shape(pdeq.arch.ClassicUNet, 1, 1, 1, hidden_channels=2, num_levels=1)
     fno = shape(pdeq.arch.ClassicFNO, 1, 1, 1, hidden_channels=2, num_modes=2, num_blocks=1)
     modern = shape(pdeq.arch.ModernResNet, 1, 1, 1, hidden_channels=2, num_blocks=1)
     grouped = shape(eqx.nn.Conv, 1, 2, 2, 3, groups=2)
-    for model in (convnet_2d, unet, fno, modern, grouped):
+    for model in (unet, fno, modern, grouped):
         assert batched_forward(model) is _vmap_forward
 
 

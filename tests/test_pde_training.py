@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import assert_same_member, member, tiny_spec
+from helpers import assert_same_member, convolves, member, tiny_spec
 
 import sweep
 from sweep import SpecError, training
@@ -98,6 +98,30 @@ METHODS = {
 @pytest.mark.parametrize("method", METHODS)
 def test_a_member_is_the_same_in_any_2d_block_with_each_method(data_2d, method):
     spec = pde_spec(2, **METHODS[method])
+    block_model, block_history = sweep.train_block(spec, [0, 1, 2], data=data_2d)
+    alone_model, alone_history = sweep.train(spec, 1, data=data_2d)
+    assert_same_member(block_model, block_history, 1, alone_model, alone_history)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        sweep.Model("ClassicResNet", hidden_channels=2, num_blocks=1, use_norm=True),
+        pytest.param(  # slow (30-40 s at a high load); its forward is checked in test_fast_forward.py
+            sweep.Model(
+                "DilatedResNet", hidden_channels=2, num_blocks=1, dilation_rates=[1, 2], boundary_mode="neumann"
+            ),
+            marks=pytest.mark.slow,
+        ),
+    ],
+    ids=["ClassicResNet", "DilatedResNet"],
+)
+def test_a_2d_member_trained_through_the_matmul_forward_is_the_same_in_any_block(data_2d, model):
+    """Residual blocks, GroupNorm and dilations in 2D through the trainer's matmul forward (the
+    ConvNet of the method tests above takes it too): bitwise block invariance on CPU."""
+    spec = pde_spec(2, model, epochs=1)
+    template = sweep.models.model_template(model.name, model.options, (1, 8, 8), (1, 8, 8))
+    assert not convolves(sweep.models.batched_forward(template), template, jnp.zeros((3, 1, 8, 8)))
     block_model, block_history = sweep.train_block(spec, [0, 1, 2], data=data_2d)
     alone_model, alone_history = sweep.train(spec, 1, data=data_2d)
     assert_same_member(block_model, block_history, 1, alone_model, alone_history)

@@ -18,6 +18,20 @@ then one contraction with the weights, as the 1D fast path ``sweep/models/_fast.
 its taps); seconds per gradient (fastest of ``--repeats``) and each form's ratio to ``map``:
 
     python -m benchmarks.trainer.layouts_2d --forms --sizes 32 64 128
+
+``--product``: the product's own forwards (``sweep.models.batched_forward``'s matmul path, forms
+``im2col`` and ``shifted``, against ``jax.vmap`` of pdequinox's ``lax.conv``) on a periodic 2D
+(or ``--dims 3``) pdequinox ``ConvNet`` (``--hidden`` channels, ``--depth``), ``MEMBERS`` members under
+``lax.map`` on a batch of 20 states: seconds per gradient of the MSE (training) and per forward
+(inference), fastest of ``--repeats``, and each form's ratio to ``lax.conv``:
+
+    python -m benchmarks.trainer.layouts_2d --product --sizes 16 32 48 64 96
+
+``--trainer``: the trainer itself before and after its 2D convolutions became matmuls, side by
+side in one run: the ``"map"`` layout's chunk (as above) with every convolution ``lax.conv``
+(the matmul path switched off: before) and with the product's choice (after), per ``--arch``:
+
+    python -m benchmarks.trainer.layouts_2d --trainer --sizes 32 64 --arch ConvNet
 """
 
 from __future__ import annotations
@@ -123,6 +137,85 @@ def forms(sizes: list[int], hidden: int, depth: int, repeats: int) -> None:
             print(f"{f'{size}x{size}':<9} {form:<13} {seconds:10.4f}  {base / seconds:6.2f}", flush=True)
 
 
+def _product_seconds(form: str, size: int, dims: int, hidden: int, depth: int, repeats: int) -> tuple[float, float]:
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    import pdequinox as pdeq
+
+    from sweep.models._fast import _fast_forward, _vmap_forward
+
+    def one(key):
+        net = pdeq.arch.ConvNet(dims, 1, 1, hidden_channels=hidden, depth=depth, boundary_mode="periodic", key=key)
+        return eqx.filter(net, eqx.is_array)
+
+    keys = jax.random.split(jax.random.key(0), MEMBERS)
+    params = jax.vmap(one)(keys)
+    static = eqx.filter(
+        pdeq.arch.ConvNet(dims, 1, 1, hidden_channels=hidden, depth=depth, boundary_mode="periodic", key=keys[0]),
+        eqx.is_array,
+        inverse=True,
+    )
+    x = jax.random.normal(jax.random.key(1), (20, 1, *(size,) * dims))
+    forward = _vmap_forward if form == "lax.conv" else lambda m, xb: _fast_forward(m, xb, form)
+
+    def loss(p, xb):
+        return jnp.mean((forward(eqx.combine(p, static), xb) - xb) ** 2)
+
+    seconds = []
+    for one_member in (jax.grad(loss), lambda p, xb: forward(eqx.combine(p, static), xb)):
+        # the states an argument, not a constant: XLA would fold their im2col into the program
+        run = jax.jit(lambda ps, xb, f=one_member: jax.lax.map(lambda p: f(p, xb), ps))
+        jax.block_until_ready(run(params, x))  # compile
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            jax.block_until_ready(run(params, x))
+            best = min(best, time.perf_counter() - start)
+        seconds.append(best)
+    return seconds[0], seconds[1]
+
+
+def product(sizes: list[int], dims: int, hidden: int, depth: int, repeats: int) -> None:
+    print("grid      form        s/gradient  lax.conv / form  s/forward  lax.conv / form")
+    for size in sizes:
+        base = None
+        for form in ("lax.conv", "im2col", "shifted"):
+            grad, fwd = _product_seconds(form, size, dims, hidden, depth, repeats)
+            base = base or (grad, fwd)
+            print(
+                f"{'x'.join([str(size)] * dims):<9} {form:<10} {grad:11.4f}  {base[0] / grad:15.2f}  {fwd:9.4f}  {base[1] / fwd:15.2f}",
+                flush=True,
+            )
+
+
+def trainer(sizes: list[int], archs: list[str], epochs: int, repeats: int) -> None:
+    from unittest import mock
+
+    import sweep
+
+    sweep.configure()
+    print(
+        f"{'architecture':<14} {'grid':>7} {'lax.conv s':>10} {'product s':>10} {'speed-up':>9}  seed-epochs/s (before, after)"
+    )
+    for size in sizes:
+        data = None
+        for arch in archs:
+            spec = _spec(arch, size)
+            data = data if data is not None else sweep.load_data(spec)
+            with mock.patch("sweep.models._fast._matmul_wins", lambda spatial: False):
+                sweep.clear_caches()
+                before = _chunk_seconds(spec, data, "map", epochs, repeats)
+            sweep.clear_caches()
+            after = _chunk_seconds(spec, data, "map", epochs, repeats)
+            rate = MEMBERS * epochs
+            print(
+                f"{arch:<14} {f'{size}x{size}':>7} {before:10.3f} {after:10.3f} {before / after:9.2f}  "
+                f"{rate / before:.2f}, {rate / after:.2f}",
+                flush=True,
+            )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[32, 64])
@@ -132,7 +225,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--forms", action="store_true", help="time the convolution forms (lax.conv, im2col)")
     parser.add_argument("--hidden", type=int, default=16)
     parser.add_argument("--depth", type=int, default=4)
+    parser.add_argument("--dims", type=int, default=2, help="--product: spatial dimensions (2 or 3)")
+    parser.add_argument("--product", action="store_true", help="time the product's forwards (im2col, shifted)")
+    parser.add_argument("--trainer", action="store_true", help="the trainer with lax.conv (before) and the product")
     args = parser.parse_args(argv)
+    if args.trainer:
+        trainer(args.sizes, args.arch, args.epochs, args.repeats)
+        return
+    if args.product:
+        product(args.sizes, args.dims, args.hidden, args.depth, args.repeats)
+        return
     if args.forms:
         forms(args.sizes, args.hidden, args.depth, args.repeats)
         return
