@@ -1,11 +1,11 @@
-"""seed-sweep against APEBench on one 1D scenario: training time per seed-step, rollout nRMSE.
+"""seed-sweep against APEBench on one scenario (1D, 2D or 3D): training time per seed-step, rollout nRMSE.
 
 APEBench runs in its own environment (``--ape-python``, a venv with ``pip install apebench``)
 through ``_apebench_side.py`` (run as a module of this repository), which trains N seeds of the
 scenario as APEBench does (``one``, or ``sup;K`` with ``--unroll K``) and saves the exact data it
 used and the trained networks.
-This side is the product as a user runs it: ``Problem("exponax:<Stepper>", ...)`` generates the
-scenario's data (the same PDE, stepper, grid, time step, trajectory counts and lengths and
+This side is the product as a user runs it: ``Problem("apebench:<scenario>_<N>d", ...)`` (the
+product's table of APEBench's scenarios) generates the scenario's data (the same PDE, stepper, grid, time step, trajectory counts and lengths and
 initial-state generator; its own random draws), and ``sweep.train_block`` trains the same
 architecture, optimiser (Adam with APEBench's warmup-cosine schedule), batch size, number of
 update steps and unrolling (``Training(unroll=K)``), with the product's rollout metric
@@ -21,6 +21,7 @@ networks, and against the product's in-program ``test_rollout_nrmse`` on seed-sw
 networks and test trajectories.
 
     python -m benchmarks.trainer.vs_apebench --ape-python <apebench-venv>/bin/python [--smoke] [--unroll K]
+    python -m benchmarks.trainer.vs_apebench --ape-python ... --scenario phy_adv_diff --dims 2 --points 32
 
 Time per seed-step = training wall time / (seeds x update steps), each side timed in its own
 process until the trained networks are ready (data generated before the clock starts, on both
@@ -59,7 +60,7 @@ def rollout_nrmse(stacked, trajectories) -> np.ndarray:
     Each member rolls out autoregressively from ``trajectories[:, 0]`` for ``steps =
     trajectories.shape[1] - 1`` steps; at step ``t`` the error is APEBench's ``mean_nRMSE``
     (``exponax.metrics.mean_metric(exponax.metrics.nRMSE, pred, ref)``): over samples the mean
-    of the sum over channels of ``||pred - ref||_2 / ||ref||_2`` over space.
+    of the sum over channels of ``||pred - ref||_2 / ||ref||_2`` over space (every spatial axis).
     """
     import equinox as eqx
     import jax
@@ -68,9 +69,10 @@ def rollout_nrmse(stacked, trajectories) -> np.ndarray:
     params, static = eqx.partition(stacked, eqx.is_array)
 
     @jax.jit
-    def step(p, u, ref):  # one member, all samples: next state and its nRMSE
+    def step(p, u, ref):  # one member, all samples [samples, channels, *space]: next state and its nRMSE
         u = jax.vmap(eqx.combine(p, static))(u)
-        err = jnp.sqrt(jnp.sum((u - ref) ** 2, axis=-1)) / jnp.sqrt(jnp.sum(ref**2, axis=-1))
+        space = tuple(range(2, u.ndim))
+        err = jnp.sqrt(jnp.sum((u - ref) ** 2, axis=space)) / jnp.sqrt(jnp.sum(ref**2, axis=space))
         return u, jnp.mean(jnp.sum(err, axis=-1))
 
     trajectories = jnp.asarray(trajectories)
@@ -96,7 +98,7 @@ def run_apebench(args, preset: dict, out: Path) -> dict:
         "--scenario",
         args.scenario,
         "--scenario-kwargs",
-        json.dumps(scenario_kwargs(preset, args.unroll)),
+        json.dumps(scenario_kwargs(preset, args.unroll, args.dims, args.points)),
         "--optim-config",
         optim_config(preset),
         "--network",
@@ -116,11 +118,17 @@ def run_apebench(args, preset: dict, out: Path) -> dict:
     return json.loads((out / "side.json").read_text())
 
 
-def scenario_kwargs(preset: dict, unroll: int) -> dict:
-    """Test set size and horizon of the preset; with ``sup;K`` training trajectories of 49 + K
-    steps, so that each holds 50 windows of K + 1 states, as many as one-step training has pairs
-    (and the windows fill whole minibatches of 20 on both sides)."""
-    out = {"num_test_samples": preset["test_samples"], "test_temporal_horizon": preset["test_steps"]}
+def scenario_kwargs(preset: dict, unroll: int, dims: int, points: int | None) -> dict:
+    """Test set size and horizon of the preset, the spatial dimensions and (if given) the points
+    per axis; with ``sup;K`` training trajectories of 49 + K steps, so that each holds 50 windows
+    of K + 1 states, as many as one-step training has pairs (and the windows fill whole
+    minibatches of 20 on both sides)."""
+    out = {
+        "num_test_samples": preset["test_samples"],
+        "test_temporal_horizon": preset["test_steps"],
+        "num_spatial_dims": dims,
+    }
+    out |= {"num_points": points} if points is not None else {}
     return out | ({"train_temporal_horizon": 49 + unroll} if unroll > 1 else {})
 
 
@@ -129,36 +137,20 @@ def optim_config(preset: dict) -> str:
     return f"adam;{preset['steps']};warmup_cosine;0.0;1e-3;{preset['steps'] // 5}"
 
 
-# APEBench scenario -> (exponax stepper of seed-sweep's problem, its options from the scenario's fields)
-STEPPERS = {
-    "phy_burgers": (
-        "Burgers",
-        lambda c: {
-            "diffusivity": c["diffusion_coef"],
-            "convection_scale": -c["convection_coef"],
-            "conservative": c["conservative"],
-            "order": c["order"],
-            "dealiasing_fraction": c["dealiasing_fraction"],
-            "num_circle_points": c["num_circle_points"],
-            "circle_radius": c["circle_radius"],
-        },
-    ),
-    "phy_adv": ("Advection", lambda c: {"velocity": -c["advection_coef"]}),
-    "phy_diff": ("Diffusion", lambda c: {"diffusivity": c["diffusion_coef"]}),
-}
-
-
 def problem_of(sweep, side: dict):
-    """seed-sweep's ``Problem("exponax:<Stepper>", ...)`` of the APEBench scenario ``side`` ran."""
-    c = side["config"]
-    if side["scenario"] not in STEPPERS or c["num_spatial_dims"] != 1:
-        sys.exit(f"--scenario {side['scenario']!r}: mapped here: {', '.join(STEPPERS)} (1D)")
+    """seed-sweep's ``Problem("apebench:<scenario>_<N>d", ...)`` of the scenario ``side`` ran: the
+    product's own table gives the PDE and its coefficients; the grid, time step, trajectory counts
+    and lengths, warm-up and initial-state generator are the ones APEBench's side used."""
+    from sweep.problems import STEPPERS
+
+    c, dims = side["config"], side["config"]["num_spatial_dims"]
+    if not any(row.apebench == side["scenario"] and dims in row.dims for row in STEPPERS.values()):
+        sys.exit(f"--scenario {side['scenario']!r} in {dims}D: not in the product's table (sweep.problems.STEPPERS)")
     kind, cutoff, zero_mean, max_one = c["ic_config"].split(";")
     if (kind, zero_mean, max_one) != ("fourier", "true", "true"):
         sys.exit(f"ic_config {c['ic_config']!r}: only fourier;CUTOFF;true;true is mapped here")
-    stepper, coefficients = STEPPERS[side["scenario"]]
     return sweep.Problem(
-        f"exponax:{stepper}",
+        f"apebench:{side['scenario']}_{dims}d",
         num_points=c["num_points"],
         domain_extent=c["domain_extent"],
         dt=c["dt"],
@@ -170,23 +162,19 @@ def problem_of(sweep, side: dict):
         warmup_steps=c["num_warmup_steps"],
         ic="fourier",
         ic_options={"cutoff": int(cutoff)},
-        **coefficients(c),
     )
 
 
-def stepper_check(side: dict, test_traj: np.ndarray) -> tuple[float, float]:
+def stepper_check(problem, test_traj: np.ndarray) -> tuple[float, float]:
     """Max |our stepper(APEBench state t) - APEBench state t + 1| over APEBench's test trajectories,
-    at t = 0 and over all t: the stepper seed-sweep's problem builds (``exponax.stepper.<Stepper>``)
-    is the scenario's PDE. (exponax 0.2 also dealiases the nonlinear term after evaluating it,
-    0.1, APEBench 0.1.1's, does not: on steep Burgers fronts the two differ by a few percent.)"""
-    import exponax
+    at t = 0 and over all t: the stepper seed-sweep's problem builds is the scenario's PDE.
+    (exponax 0.2 also dealiases the nonlinear term after evaluating it, 0.1, APEBench 0.1.1's,
+    does not: on steep Burgers fronts the two differ by a few percent.)"""
     import jax
 
-    c = side["config"]
-    stepper, coefficients = STEPPERS[side["scenario"]]
-    solver = getattr(exponax.stepper, stepper)(
-        1, float(c["domain_extent"]), c["num_points"], float(c["dt"]), **coefficients(c)
-    )
+    from sweep.problems import pde_stepper
+
+    solver = pde_stepper(problem.name, problem.options)
     error = np.abs(np.asarray(jax.vmap(jax.vmap(solver))(test_traj[:, :-1])) - test_traj[:, 1:])
     return float(error[:, 0].max()), float(error.max())
 
@@ -369,7 +357,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--ape-python", required=True, help="python of an environment with apebench installed")
     p.add_argument("--smoke", action="store_true", help="small network and budget (about a minute)")
-    p.add_argument("--scenario", default="phy_burgers", help="key of apebench.scenarios.scenario_dict (1D)")
+    p.add_argument("--scenario", default="phy_burgers", help="key of apebench.scenarios.scenario_dict")
+    p.add_argument("--dims", type=int, default=1, choices=(1, 2, 3), help="spatial dimensions of the scenario")
+    p.add_argument("--points", type=int, help="points per axis, default: APEBench's for the scenario")
     p.add_argument("--network", help="APEBench network string, default: the preset's")
     p.add_argument("--steps", type=int, help="update steps, default: the preset's")
     p.add_argument("--seeds", type=int, help="seeds per side (>= 8 for the test), default: the preset's")
@@ -400,7 +390,7 @@ def main() -> None:
     }
     own = side["apebench_metrics"].get("mean_nRMSE")
     checks = {
-        "stepper": stepper_check(side, test_traj),
+        "stepper": stepper_check(spec.problem, test_traj),
         "apebench": float(np.max(np.abs(np.asarray(own) - curves["APEBench's test set"]["APEBench"])))
         if own
         else math.nan,
