@@ -135,17 +135,28 @@ def test_a_later_run_takes_the_drivers_pass_from_the_sweep_directory_until_a_fil
     path = tmp_path / "1D_Advection.hdf5"
     pdebench_tensor(path, samples=20, time=4, x=8)  # test: the last 2; validation: 2 drawn from the first 18
     storage, options = str(tmp_path / "runs"), sweep.RunOptions(executor="local")
-    read = counted_reads(monkeypatch)  # the driver reads one trajectory at a time; the in-process trials, the file
+    read = counted_reads(monkeypatch)
+    load = sweep.problems.ProblemData.load
+
+    def loaded_by_the_trials(data):  # the in-process executor's trials read the file from here on
+        read.append(None)
+        return load(data)
+
+    monkeypatch.setattr(sweep.problems.ProblemData, "load", loaded_by_the_trials)
+
+    def by_driver() -> list[tuple[int, int]]:
+        return read[: read.index(None)]
+
     sweep.run(tiny_spec(problem=sweep.Problem("hdf5", path=str(path)), seeds=2), storage=storage, options=options)
-    by_driver = sorted(start for start, stop in read if stop - start == 1)
-    # its pass (each of the 20 trajectories once), then the rows the sweep keeps: the first training
-    # trajectory and the 2 validation and 2 test trajectories
-    assert len(by_driver) == 20 + 1 + 2 + 2 and set(by_driver) == set(range(20))
+    # one trajectory at a time: its pass (each of the 20 trajectories once), then the rows the sweep
+    # keeps (the first training trajectory and the 2 validation and 2 test trajectories)
+    assert all(stop - start == 1 for start, stop in by_driver())
+    assert len(by_driver()) == 20 + 1 + 2 + 2 and {start for start, _ in by_driver()} == set(range(20))
     assert (tmp_path / "runs" / "tiny" / "data_scans.json").is_file()
 
     read.clear()  # more seeds: the statistics and the checks are the sweep directory's, only the kept rows are read
     sweep.run(tiny_spec(problem=sweep.Problem("hdf5", path=str(path)), seeds=4), storage=storage, options=options)
-    assert len([r for r in read if r[1] - r[0] == 1]) == 1 + 2 + 2
+    assert len(by_driver()) == 1 + 2 + 2 and all(stop - start == 1 for start, stop in by_driver())
 
     with h5py.File(path, "r+") as f:  # the file changes: a NaN in the last test trajectory
         tensor = f["tensor"]
