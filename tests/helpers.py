@@ -181,3 +181,26 @@ def config_label(key: dict) -> str:
 def best_first(ens: sweep.Ensemble) -> list[dict]:
     """The grid values of every configuration, best validation mean first (as ``sweep show`` lists them)."""
     return [{k: r[k] for k in ens.grid_columns} for r in ens.summary().to_pylist()]
+
+
+def assert_failed_once_then_resumed_equals_uninterrupted(spec: sweep.SweepSpec, tmp_path: Path) -> None:
+    """An in-process run of ``spec`` whose trial fails once after its first report, resumed, stores
+    what an uninterrupted run stores (seeds and losses)."""
+    import dataclasses
+
+    import pytest
+    from _faults import FailOnce
+
+    from sweep.tune import TrialHooks
+
+    local = sweep.RunOptions(executor="local", progress="off")
+    hooks = TrialHooks(after_report=FailOnce(str(tmp_path / "failed")))
+    with pytest.raises(sweep.SweepError, match="injected failure"):
+        sweep.run(spec, storage=str(tmp_path / "a"), options=dataclasses.replace(local, trial_hooks=hooks))
+    resumed = sweep.run(spec, storage=str(tmp_path / "a"), options=dataclasses.replace(local, resume=True))
+    uninterrupted = sweep.run(spec, storage=str(tmp_path / "b"), options=local)
+    columns = ["seed", "val_loss", "test_loss", "train_loss"]
+    assert (
+        sweep.load(resumed).table.select(columns).to_pylist()
+        == sweep.load(uninterrupted).table.select(columns).to_pylist()
+    )

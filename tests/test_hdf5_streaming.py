@@ -10,14 +10,12 @@ import threading
 import h5py
 import numpy as np
 import pytest
-from _faults import FailOnce
 from hdf5_files import pdebench_tensor
-from helpers import assert_same_member, tiny_spec
+from helpers import assert_failed_once_then_resumed_equals_uninterrupted, assert_same_member, tiny_spec
 
 import sweep
 from sweep import training
 from sweep.problems import outline_problem, outlined
-from sweep.tune import TrialHooks
 
 # 24 training trajectories of 6 states (history 2: 4 pairs of 192 bytes each, 96 pairs) beside
 # 4.5 KiB of validation and test pairs: 10000 bytes stream them in 7 windows an epoch
@@ -82,16 +80,7 @@ def test_a_trial_whose_data_fit_reads_the_training_split_whole_and_trains_as_in_
 
 
 def test_a_streamed_file_run_killed_after_an_epoch_and_resumed_equals_an_uninterrupted_run(spec, tmp_path):
-    hooks = TrialHooks(after_report=FailOnce(str(tmp_path / "failed")))
-    with pytest.raises(sweep.SweepError, match="injected failure"):
-        sweep.run(spec, storage=str(tmp_path / "a"), options=dataclasses.replace(LOCAL, trial_hooks=hooks))
-    resumed = sweep.run(spec, storage=str(tmp_path / "a"), options=dataclasses.replace(LOCAL, resume=True))
-    uninterrupted = sweep.run(spec, storage=str(tmp_path / "b"), options=LOCAL)
-    columns = ["seed", "val_loss", "test_loss", "train_loss"]
-    assert (
-        sweep.load(resumed).table.select(columns).to_pylist()
-        == sweep.load(uninterrupted).table.select(columns).to_pylist()
-    )
+    assert_failed_once_then_resumed_equals_uninterrupted(spec, tmp_path)
 
 
 @pytest.mark.slow  # unrolled windows compile apart (~1 min on a shared CPU)

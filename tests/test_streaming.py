@@ -8,12 +8,10 @@ import dataclasses
 
 import numpy as np
 import pytest
-from _faults import FailOnce
-from helpers import assert_same_member, tiny_spec, tree_allclose
+from helpers import assert_failed_once_then_resumed_equals_uninterrupted, assert_same_member, tiny_spec, tree_allclose
 
 import sweep
 from sweep import training
-from sweep.tune import TrialHooks
 
 # 42 training pairs of 128 bytes (5.25 KiB) beside 2.25 KiB of validation and test pairs: 6000
 # bytes hold two windows of 14 pairs, so an epoch is three windows
@@ -109,16 +107,7 @@ def test_resume_from_a_checkpoint_equals_uninterrupted(tmp_path, spec, data):
 
 
 def test_a_run_failed_after_its_first_epoch_and_resumed_equals_an_uninterrupted_run(spec, tmp_path):
-    hooks = TrialHooks(after_report=FailOnce(str(tmp_path / "failed")))
-    with pytest.raises(sweep.SweepError, match="injected failure"):
-        sweep.run(spec, storage=str(tmp_path / "a"), options=dataclasses.replace(LOCAL, trial_hooks=hooks))
-    resumed = sweep.run(spec, storage=str(tmp_path / "a"), options=dataclasses.replace(LOCAL, resume=True))
-    uninterrupted = sweep.run(spec, storage=str(tmp_path / "b"), options=LOCAL)
-    columns = ["seed", "val_loss", "test_loss", "train_loss"]
-    assert (
-        sweep.load(resumed).table.select(columns).to_pylist()
-        == sweep.load(uninterrupted).table.select(columns).to_pylist()
-    )
+    assert_failed_once_then_resumed_equals_uninterrupted(spec, tmp_path)
 
 
 def test_a_budget_smaller_than_two_shards_beside_val_and_test_is_refused_before_work(tmp_path):
