@@ -24,6 +24,31 @@ os.environ["SWEEP_COMPILE_CACHE"] = str(Path(__file__).parent.parent / ".pytest_
 sweep.configure()
 
 
+def _sigint_ignored() -> bool:
+    """Whether SIGINT is ignored at the C level (``SIG_IGN``, inherited by every child process),
+    which ``signal.getsignal`` does not see when a library set it."""
+    status = Path("/proc/self/status")
+    if not status.exists():
+        return False
+    mask = next(line.split()[1] for line in status.read_text().splitlines() if line.startswith("SigIgn:"))
+    return bool(int(mask, 16) & (1 << (2 - 1)))  # SIGINT is signal 2
+
+
+@pytest.fixture(autouse=True)
+def sigint_left_as_found():
+    """Every test leaves the process's SIGINT handling as it found it: SIGINT left ignored is
+    inherited by every process started later in this test worker (a Ctrl-C sent to them is lost)."""
+    import signal
+
+    before, ignored = signal.getsignal(signal.SIGINT), _sigint_ignored()
+    yield
+    after = signal.getsignal(signal.SIGINT)
+    if after is not before or _sigint_ignored() != ignored:
+        now = "ignored (SIG_IGN at the C level)" if _sigint_ignored() else repr(after)
+        signal.signal(signal.SIGINT, before)  # the next tests run as they would alone
+        pytest.fail(f"the test left SIGINT handled by {now} (it was {before!r})")
+
+
 @pytest.fixture
 def getkey():
     counter = itertools.count()

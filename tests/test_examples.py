@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -53,9 +54,7 @@ def test_heat_seed_parallel(tmp_path):
         assert _is_png(tmp_path / name), name
 
 
-def test_sweep_depth_lr_quickstart(tmp_path):
-    storage = tmp_path / "runs"
-    stdout = run_example("sweep_depth_lr.py", "--storage", str(storage))
+def _assert_quickstart_output(stdout: str, storage: Path) -> None:
     sweep_dir = storage / "heat-depth-lr-smoke"
     assert f"sweep directory: {sweep_dir}" in stdout
     assert "2 trials, 16 members, 2 structural configs" in stdout  # the plan, printed first
@@ -72,6 +71,25 @@ def test_sweep_depth_lr_quickstart(tmp_path):
 
     ens = load(sweep_dir)
     assert len(ens) == 16 and set(ens.table.column("status").to_pylist()) == {"ok"}
+
+
+def test_sweep_depth_lr_quickstart_on_the_sessions_ray(ray_session, tmp_path, capsys):
+    """The quickstart's ``main`` in this process, its trials on the test session's Ray (the
+    subprocess that starts its own Ray, as the README runs it, is the slow test below)."""
+    spec = importlib.util.spec_from_file_location("sweep_depth_lr", EXAMPLES / "sweep_depth_lr.py")
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    storage = tmp_path / "runs"
+    example.main(["--smoke", "--storage", str(storage)])
+    captured = capsys.readouterr()
+    _assert_quickstart_output(captured.out + captured.err, storage)
+
+
+@pytest.mark.slow
+def test_sweep_depth_lr_quickstart(tmp_path):
+    storage = tmp_path / "runs"
+    _assert_quickstart_output(run_example("sweep_depth_lr.py", "--storage", str(storage)), storage)
 
 
 @pytest.mark.slow
