@@ -104,7 +104,7 @@ def test_streamed_trajectories_from_the_file_equal_those_from_memory(spec):
     assert_same_member(model, history, 1, *alone)
 
 
-@pytest.mark.slow  # a Tune run of two trials on the session's Ray (~30-60 s on a shared CPU)
+@pytest.mark.slow  # a Tune run of two trials on the session's Ray (~100 s on a shared 2-core CPU)
 def test_streamed_file_trials_on_tune_store_the_members_of_the_in_process_executor(spec, ray_session, tmp_path):
     local = sweep.run(spec, storage=str(tmp_path / "local"), options=LOCAL)
     tuned = sweep.run(spec, storage=str(tmp_path / "tune"), options=sweep.RunOptions(progress="off"))
