@@ -14,8 +14,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def worker(check: str, *flags: str) -> dict:
-    """A check's worker, run as the kit runs it: a module, from the repository root."""
+def run_check(check: str, *flags: str) -> str:
+    """A check (or its worker), run as the kit runs it: a module, from the repository root; its output."""
     out = subprocess.run(
         [sys.executable, "-m", f"benchmarks.gpu.{check}", *flags],
         cwd=ROOT,
@@ -26,7 +26,12 @@ def worker(check: str, *flags: str) -> dict:
         check=False,
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return out.stdout
+
+
+def worker(check: str, *flags: str) -> dict:
+    """A check's worker: its last line of output is a JSON object."""
+    return json.loads(run_check(check, *flags).strip().splitlines()[-1])
 
 
 @pytest.mark.parametrize(
@@ -45,3 +50,13 @@ def test_gpu_kit_worker_runs_on_cpu(check, flags, keys):
     assert keys <= set(result), result
     if "test_loss_mean" in result:  # a trained block's loss, not a placeholder
         assert 0 < result["test_loss_mean"] < 1, result
+
+
+def test_the_streaming_check_plans_a_split_twice_its_budget_and_streams_it_on_cpu(tmp_path):
+    # --plan: the plan of check 6 without training or Ray (its --dry Tune run takes minutes here)
+    out = tmp_path / "streaming.json"
+    run_check("check_streaming", "--plan", "--budget", "16384000", "--out", str(out))
+    result = json.loads(out.read_text())
+    assert result["pairs_bytes"] == 2 * result["budget_bytes"] == 2 * 16384000
+    assert result["plan_line"].startswith("data of 'hdf5': 31.2 MiB, budget 15.6 MiB: streamed: 5 windows")
+    assert result["verdict"] == {"streamed": True}

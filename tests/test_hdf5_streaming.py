@@ -11,7 +11,13 @@ import h5py
 import numpy as np
 import pytest
 from hdf5_files import pdebench_tensor
-from helpers import assert_failed_once_then_resumed_equals_uninterrupted, assert_same_member, tiny_spec
+from helpers import (
+    assert_failed_once_then_resumed_equals_uninterrupted,
+    assert_same_member,
+    store_files,
+    tiny_spec,
+    trial_results,
+)
 
 import sweep
 from sweep import training
@@ -96,3 +102,13 @@ def test_streamed_trajectories_from_the_file_equal_those_from_memory(spec):
     alone = sweep.train(unrolled, 5, data=training.load_data(unrolled))
     model, history = sweep.train_block(unrolled, [0, 5], data=trial)
     assert_same_member(model, history, 1, *alone)
+
+
+@pytest.mark.slow  # a Tune run of two trials on the session's Ray (~100 s on a shared 2-core CPU)
+def test_streamed_file_trials_on_tune_store_the_members_of_the_in_process_executor(spec, ray_session, tmp_path):
+    local = sweep.run(spec, storage=str(tmp_path / "local"), options=LOCAL)
+    tuned = sweep.run(spec, storage=str(tmp_path / "tune"), options=sweep.RunOptions(progress="off"))
+    results = trial_results(tuned)
+    assert len(results) == 2
+    assert all(r["reader_wait_s"] >= 0 for rows in results.values() for r in rows)  # every Tune trial streamed
+    assert store_files(tuned) == store_files(local)  # the stored members, bit for bit

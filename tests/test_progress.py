@@ -11,7 +11,7 @@ from helpers import tiny_spec
 
 import sweep
 from sweep.planning import hparams_key, make_plan
-from sweep.tune._progress import ProgressState, SweepProgress, duration
+from sweep.tune._progress import ProgressState, SweepProgress, duration, waited
 
 
 def grid_spec(**changes) -> sweep.SweepSpec:
@@ -227,6 +227,22 @@ def test_duration_and_modes():
     assert [duration(s) for s in (0, 75, 3725)] == ["0:00", "1:15", "1:02:05"]
     with pytest.raises(ValueError, match="progress.*'fancy'"):
         SweepProgress(ProgressState(grid_spec(), ()), mode="fancy")
+
+
+def test_the_seconds_streamed_trials_waited_for_data_are_summed_and_shown_when_they_waited():
+    spec, clock = grid_spec(), Clock()
+    plan = make_plan(spec)
+    state = ProgressState(spec, plan.trials, clock=clock)
+    first, second = plan.trials[0].trial_key, plan.trials[1].trial_key
+    state.statuses([tune_trial(first, "RUNNING"), tune_trial(second, "RUNNING")])
+    clock.now += 5
+    state.report(first, result(2, [0.5, 0.4, 0.3, 0.2]))  # data that fit: no reader_wait_s
+    assert "for data" not in state.line()
+    state.report(first, {**result(4, [0.5, 0.4, 0.3, 0.2]), "reader_wait_s": 0.75})
+    state.report(second, {**result(2, [0.5, 0.4, 0.3, 0.2]), "reader_wait_s": 0.55})
+    assert "| waited 1.3 s for data |" in state.line()  # each report: the seconds since the last, summed
+    assert "waited 1.3 s for data" in state.summary()
+    assert [waited(s) for s in (0.0213, 1.234, 75)] == ["21 ms", "1.2 s", "1:15"]
 
 
 def test_a_spec_without_a_grid_names_its_one_configuration_not_a_hash():

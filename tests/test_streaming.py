@@ -5,6 +5,7 @@ budgets too small refused before work."""
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from helpers import assert_failed_once_then_resumed_equals_uninterrupted, assert
 
 import sweep
 from sweep import training
+from sweep.tune import MemberLogger
 
 # 42 training pairs of 128 bytes (5.25 KiB) beside 2.25 KiB of validation and test pairs: 6000
 # bytes hold two windows of 14 pairs, so an epoch is three windows
@@ -108,6 +110,50 @@ def test_resume_from_a_checkpoint_equals_uninterrupted(tmp_path, spec, data):
 
 def test_a_run_failed_after_its_first_epoch_and_resumed_equals_an_uninterrupted_run(spec, tmp_path):
     assert_failed_once_then_resumed_equals_uninterrupted(spec, tmp_path)
+
+
+def test_a_streamed_block_counts_the_seconds_its_trainer_waited_for_a_slow_reader(spec, data):
+    block, state = training.init_block(spec, [5], data=data)
+    assert block.stream is not None
+    source = block.stream.source
+
+    def slow(start: int, stop: int):  # 5 ms a shard: 70 ms a window of 14 shards
+        time.sleep(0.005)
+        return source.read(start, stop)
+
+    block = block._replace(stream=block.stream._replace(source=source._replace(read=slow)))
+    assert training.reader_wait(block) == 0.0
+    totals = [training.reader_wait(block) or 0.0 for _ in sweep.fit(block, state)]  # after each epoch's chunk
+    assert totals[0] >= 0.07 and totals[1] - totals[0] >= 0.07  # every chunk waits for its first window at least
+
+
+def test_a_block_whose_data_fit_has_no_reader_to_wait_for(data):
+    roomy = tiny_spec(training=dataclasses.replace(STREAMED, data_memory="1MiB"))
+    block, _ = training.init_block(roomy, [5], data=data)
+    assert training.reader_wait(block) is None
+
+
+class Results(MemberLogger):
+    """A tracker that keeps every result the trials report, and logs nothing."""
+
+    package, extra = "numpy", "test"
+
+    def __init__(self):
+        super().__init__()
+        self.results = []
+
+    def on_trial_result(self, trial, result, **info):
+        self.results.append(dict(result))
+
+
+def test_the_local_executor_reports_and_shows_what_streamed_trials_waited_for_data(spec, tmp_path, capsys):
+    results, two = Results(), dataclasses.replace(spec, seeds=[3, 5], seeds_per_trial=1)  # two trials of one seed
+    sweep.run(two, storage=str(tmp_path), options=dataclasses.replace(LOCAL, loggers=(results,), progress="plain"))
+    waits = [r["reader_wait_s"] for r in results.results]
+    assert len(waits) == 4 and all(w >= 0 for w in waits)  # a report per epoch
+    (last,) = [line for line in capsys.readouterr().out.splitlines() if "trials 2/2 done" in line]
+    total = sum(waits)  # over the trials, shown in ms under a second, else in s
+    assert f"| waited {f'{1000 * total:.0f} ms' if total < 1 else f'{total:.1f} s'} for data |" in last, last
 
 
 def test_a_budget_smaller_than_two_shards_beside_val_and_test_is_refused_before_work(tmp_path):

@@ -4,8 +4,9 @@ poller, and each trial's numbers from its Tune results.
 Per trial: its reported ``device_peak_bytes`` / ``device_bytes_limit`` (JAX's memory statistics in
 the trial; ``null`` where the trial reports none or -1, as on CPU), the largest GPU memory
 ``nvidia-smi`` showed for its process (CUDA context and JAX's pool together; ``null`` without
-``nvidia-smi`` or where its process ids are not the trial's), its share of the device, and when it
-started and finished.
+``nvidia-smi`` or where its process ids are not the trial's), its share of the device, when it
+started and finished, and the seconds it waited for its reader thread (``reader_wait_s`` summed;
+``null`` where its data fit and nothing was streamed).
 """
 
 from __future__ import annotations
@@ -140,6 +141,8 @@ def trial_summary(rows: list[dict], share_bytes: float | None, smi_peaks: dict[i
     peak, limit = out["device_peak_bytes"], out["device_bytes_limit"]
     out["peak_over_share"] = peak / share_bytes if share_bytes and peak is not None else None
     out["limit_over_share"] = limit / share_bytes if share_bytes and limit is not None else None
+    waits = [r["reader_wait_s"] for r in rows if r.get("reader_wait_s") is not None]  # streamed trials only
+    out["reader_wait_s"] = sum(waits) if waits else None
     smi = smi_peaks.get(last.get("pid"))
     out["nvidia_smi_peak_bytes"] = smi * 2**20 if smi is not None else None
     return out

@@ -18,10 +18,10 @@ PYTHON="${PYTHON:-python3.12}"  # its pip resolves for the target (Requires-Pyth
 "$PYTHON" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null \
     || { echo "fetch_wheels: PYTHON=$PYTHON is not a working Python 3.12; set PYTHON=/path/to/python3.12" >&2; exit 1; }
 LIMIT_MIB=60
-PINS=("ray[tune]==2.60.0" "jax==0.11.2" "jaxlib==0.11.2")  # Ray as checked there; JAX as installed there
+PINS=("ray[tune]==2.60.0" "jax==0.11.2" "jaxlib==0.11.2" "h5py>=3.11")  # Ray as checked there; JAX as installed there; h5py: check 6 (the [hdf5] extra)
 # What the image lacks. typing-extensions is there, but pydantic needs a recent one (a newer copy
 # shadows it harmlessly: it only adds names).
-SHIP=(ray pdequinox tomli-w tensorboardx
+SHIP=(ray pdequinox tomli-w tensorboardx h5py
       pydantic pydantic-core annotated-types typing-inspection typing-extensions
       jsonschema jsonschema-specifications referencing rpds-py)
 TARGET=(--only-binary=:all: --python-version 3.12 --implementation cp --abi cp312

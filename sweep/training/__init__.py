@@ -18,6 +18,7 @@ from ._block import BlockOptions as BlockOptions
 from ._block import init_block as init_block
 from ._block import member_keys as member_keys
 from ._block import model_of as model_of
+from ._block import reader_wait as reader_wait
 from ._block import run_chunk as run_chunk
 from ._block import state_skeleton as state_skeleton
 from ._budget import data_budget as data_budget

@@ -262,3 +262,18 @@ def run_chunk(block: Block, state: TrainState, num_epochs: int) -> tuple[TrainSt
 def model_of(block: Block, state: TrainState) -> eqx.Module:
     """The block's stacked model (array leaves with a leading member axis)."""
     return eqx.combine(state.params, block.static)
+
+
+def reader_wait(block: Block) -> float | None:
+    """Seconds the trainer of ``block`` has waited so far for its reader thread to bring the next
+    window of its streamed training split (summed over its chunks: each waits at least for its
+    first window); ``None`` where its data fit the budget (``Training(data_memory=...)``).
+
+    Examples:
+        ```python
+        block, state = sweep.init_block(spec, seeds=[0, 1])
+        for state, history in sweep.fit(block, state):
+            print(sweep.training.reader_wait(block))  # 0.031, 0.064, ... (None in memory)
+        ```
+    """
+    return None if block.stream is None else block.stream.waited[0]

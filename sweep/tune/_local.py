@@ -36,7 +36,7 @@ from ._executor import Outcome, Round, Stopped
 from ._options import RunOptions
 from ._plan import block_size_here
 from ._relay import notify
-from ._trainable import block_metrics, check_saved, state_nbytes
+from ._trainable import ReaderWait, block_metrics, check_saved, state_nbytes
 
 __all__ = ["LocalExecutor"]
 
@@ -121,7 +121,7 @@ class LocalExecutor:
         if history is not None and int(state.epoch[0]) >= planned:  # already complete: say where it stands
             self._report(view, status, {**block_metrics(history, planned), **info})
             return
-        pacer = Pacer(self.pace, state_nbytes(state), time.time())
+        pacer, waits = Pacer(self.pace, state_nbytes(state), time.time()), ReaderWait(block)
         trained = fit(block, state, history)
         for state, history in trained:
             now, last = time.time(), int(history.epoch[-1]) >= planned
@@ -129,7 +129,8 @@ class LocalExecutor:
                 continue
             if pacer.checkpoint(now, last):
                 self._checkpoint(trial, state, history, shapes)
-            self._report(view, status, {**block_metrics(history, planned), **info, "report_time": now})
+            result = {**block_metrics(history, planned), **info, **waits.metrics(), "report_time": now}
+            self._report(view, status, result)
             if hooks.after_report:
                 hooks.after_report(trial.trial_key, int(history.epoch[-1]))
 

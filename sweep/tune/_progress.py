@@ -9,10 +9,11 @@ once at the end::
 The counts come from the plan of this call (Tune creates trials lazily under
 ``max_concurrent_trials``), members trained by earlier calls count as done, and the elapsed
 time, throughput and ETA are those of this process only (a resumed trial counts the epochs it
-trains now). A trial that runs but has not reported yet is *compiling* (building its
-programs, the first chunk of epochs). A *configuration* is one combination of grid values,
-named as the store's columns (``depth=6 learning_rate=0.0003``); configurations are ranked by
-the mean over seeds of their members' latest loss (as the summary after the sweep ranks them:
+trains now); where trials stream their training split, ``waited 1.2 s for data`` sums the
+seconds their trainers waited for the reader (their ``reader_wait_s``). A trial that runs but
+has not reported yet is *compiling* (building its programs, the first chunk of epochs). A
+*configuration* is one combination of grid values, named as the store's columns (``depth=6
+learning_rate=0.0003``); configurations are ranked by the mean over seeds of their members' latest loss (as the summary after the sweep ranks them:
 best mean first), with the best member's loss beside; on the validation set when the data has
 one (:meth:`ProgressState.rank_on_validation`, else as trials report: ``member_val_loss``, then
 ``member_test_loss``). Nothing is shown before Tune has created the first trial. Trials
@@ -50,12 +51,18 @@ def duration(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
+def waited(seconds: float) -> str:
+    """``0.0213`` -> ``"21 ms"``, ``1.234`` -> ``"1.2 s"``, ``75`` -> ``"1:15"``."""
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s" if seconds < 60 else duration(seconds)
+
+
 class _Trial:
     def __init__(self, plan: TrialPlan, labels: list[str]):
         self.members, self.epochs, self.block = plan.num_members, plan.spec.training.epochs, len(plan.seeds)
         self.labels = labels  # per hyperparameter set
         self.status, self.epoch, self.reported = "pending", 0, False
         self.start_epoch: int | None = None  # set by the trial's first report
+        self.waited = 0.0  # seconds its trainer waited for streamed data (``reader_wait_s``), summed
 
 
 NO_GRID = "(one configuration)"  # the label of a spec without a grid
@@ -152,6 +159,7 @@ class ProgressState:
                 ours.start_epoch = int(result.get("resumed_from_epoch", 0))
             ours.reported = True
             ours.epoch = max(ours.epoch, int(result.get("epoch", 0)))
+            ours.waited += float(result.get("reader_wait_s", 0.0))
             name = next((n for n in self.vectors if n in result), None)
             if name is None:
                 return
@@ -222,6 +230,7 @@ class ProgressState:
                 "rate": rate,
                 "eta": eta,
                 "elapsed": now - self.started,
+                "waited": sum(t.waited for t in self.trials.values()),
                 "per_config": per_config,
                 "best": dict(self.best),
                 "mean": {label: sum(v.values()) / len(v) for label, v in self.latest.items() if v},
@@ -260,6 +269,8 @@ class ProgressState:
             parts.append(f"{c['rate']:.3g} member-epochs/s")
         if c["eta"] is not None and c["epochs_done"] < c["epochs"]:
             parts.append(f"ETA {duration(c['eta'])}")
+        if c.get("waited"):  # streamed trials: the time their trainers waited for the reader, summed
+            parts.append(f"waited {waited(c['waited'])} for data")
         return parts
 
     def line(self, top: int = 3) -> str:

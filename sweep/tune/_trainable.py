@@ -32,7 +32,7 @@ from .._fs import local_copy
 from ..planning import TrialPlan
 from ..problems import ProblemData
 from ..store import curves_by_column, rollout_curves_by_column
-from ..training import SavedBlock, data_shapes, fit, init_block, load_block, save_block
+from ..training import Block, SavedBlock, data_shapes, fit, init_block, load_block, reader_wait, save_block
 from . import _env, _preemption
 from ._cadence import Cadence, Pacer
 
@@ -111,6 +111,24 @@ def block_metrics(history, planned_epochs: int) -> dict[str, Any]:
     return out
 
 
+class ReaderWait:
+    """What a trial reports of its reader: ``reader_wait_s``, the seconds its block's trainer
+    waited for the reader thread since the trial's previous report (over the chunks that report
+    covers; :func:`sweep.training.reader_wait`). A block whose data fit its budget streams
+    nothing and reports nothing."""
+
+    def __init__(self, block: Block):
+        self.block = block
+        self.reported = reader_wait(block) or 0.0
+
+    def metrics(self) -> dict[str, float]:
+        total = reader_wait(self.block)
+        if total is None:
+            return {}
+        since, self.reported = total - self.reported, total
+        return {"reader_wait_s": since}
+
+
 def device_memory() -> dict[str, int]:
     """Peak and limit of the first JAX device's memory in bytes (-1 where the backend keeps no stats, as on CPU)."""
     import jax
@@ -182,10 +200,16 @@ def train_trial(config: Mapping[str, Any], *, inputs: TrialInputs) -> None:
         **env_info,
         **extra,
     }
-    planned_epochs, shapes = trial.spec.training.epochs, data_shapes(dataset)
+    planned_epochs, shapes, waits = trial.spec.training.epochs, data_shapes(dataset), ReaderWait(block)
 
     def metrics(history) -> dict[str, Any]:
-        return {**block_metrics(history, planned_epochs), **info, **device_memory(), "report_time": time.time()}
+        return {
+            **block_metrics(history, planned_epochs),
+            **info,
+            **device_memory(),
+            **waits.metrics(),
+            "report_time": time.time(),
+        }
 
     if history is not None and int(state.epoch[0]) >= planned_epochs:  # already complete: say where it stands
         tune.report(metrics(history))
