@@ -110,17 +110,6 @@ def test_a_run_failed_after_its_first_epoch_and_resumed_equals_an_uninterrupted_
     assert_failed_once_then_resumed_equals_uninterrupted(spec, tmp_path)
 
 
-def test_a_budget_smaller_than_two_shards_is_refused_before_work(tmp_path):
-    spec = tiny_spec(training=dataclasses.replace(STREAMED, data_memory=250))
-    with pytest.raises(
-        sweep.SpecError,
-        match=r"`training.data_memory`: got 250 bytes .* the validation and test data \(2304 bytes\) .* parts of "
-        r"at most half the budget \(125 bytes\), but one of their items takes 128 bytes; give at least 256 bytes",
-    ):
-        sweep.run(spec, storage=str(tmp_path), options=LOCAL)
-    assert not (tmp_path / spec.name).exists()
-
-
 def test_a_window_smaller_than_a_batch_is_refused_with_the_budget_that_fits(data):
     # validation and test evaluated in parts, windows of 15 shards take the budget: 3 of 14 pairs
     spec = tiny_spec(training=dataclasses.replace(STREAMED, batch_size=16, data_memory=4000))
@@ -233,16 +222,33 @@ def test_members_evaluated_in_parts_are_bit_identical_whatever_the_block(in_part
     assert_same_member(model, history, 1, *alone)
 
 
-def test_a_budget_smaller_than_one_evaluation_part_is_refused_before_work(tmp_path):
-    # trajectories of 6 states (384 bytes) for 5 rollout steps: 600 bytes hold two training windows
-    # of 2 pairs, but not one trajectory in half of it
+@pytest.mark.parametrize(
+    ("problem", "changes", "item"),
+    [
+        # validation and test pairs of 128 bytes: 250 bytes are too small to hold them beside
+        # two shards, and half of it too small for one pair
+        (
+            None,
+            {"data_memory": 250},
+            "the validation and test data \\(2304 bytes\\) .* \\(125 bytes\\), but one of their "
+            "items takes 128 bytes; give at least 256 bytes",
+        ),
+        # trajectories of 6 states (384 bytes) for 5 rollout steps: 600 bytes hold two training
+        # windows of 2 pairs, but not one trajectory in half of it
+        (
+            ROLLOUTS,
+            {"data_memory": 600, "batch_size": 2, "rollout_steps": 5},
+            "\\(300 bytes\\), but one of their items takes 384 bytes; give at least 768 bytes",
+        ),
+    ],
+)
+def test_a_budget_smaller_than_one_evaluation_part_is_refused_before_work(tmp_path, problem, changes, item):
     spec = tiny_spec(
-        problem=ROLLOUTS, training=dataclasses.replace(HELD, batch_size=2, rollout_steps=5, data_memory=600)
+        problem=problem or tiny_spec().problem, training=dataclasses.replace(HELD, **{"rollout_steps": 0, **changes})
     )
     with pytest.raises(
         sweep.SpecError,
-        match=r"`training.data_memory`: got 600 bytes .* evaluated in parts of at most half the budget "
-        r"\(300 bytes\), but one of their items takes 384 bytes; give at least 768 bytes",
+        match=r"`training.data_memory`: got \d+ bytes .*" + item,
     ):
         sweep.run(spec, storage=str(tmp_path), options=LOCAL)
     assert not (tmp_path / spec.name).exists()
