@@ -156,21 +156,12 @@ def test_the_local_executor_reports_and_shows_what_streamed_trials_waited_for_da
     assert f"| waited {f'{1000 * total:.0f} ms' if total < 1 else f'{total:.1f} s'} for data |" in last, last
 
 
-def test_a_budget_smaller_than_two_shards_beside_val_and_test_is_refused_before_work(tmp_path):
-    spec = tiny_spec(training=dataclasses.replace(STREAMED, data_memory=2400))
+def test_a_window_smaller_than_a_batch_is_refused_with_the_budget_that_fits(data):
+    # validation and test evaluated in parts, windows of 15 shards take the budget: 3 of 14 pairs
+    spec = tiny_spec(training=dataclasses.replace(STREAMED, batch_size=16, data_memory=4000))
     with pytest.raises(
         sweep.SpecError,
-        match=r"`training.data_memory`: got 2400 bytes .* shards of 128 bytes .* validation and test data "
-        r"\(2304 bytes\); give at least 2560 bytes",
-    ):
-        sweep.run(spec, storage=str(tmp_path), options=LOCAL)
-    assert not (tmp_path / spec.name).exists()
-
-
-def test_a_window_smaller_than_a_batch_is_refused_with_the_budget_that_fits(data):
-    spec = tiny_spec(training=dataclasses.replace(STREAMED, batch_size=16))
-    with pytest.raises(
-        sweep.SpecError, match=r"`training.batch_size`: got 16; .* as small as 14 samples; raise data_memory"
+        match=r"`training.batch_size`: got 16; .* as small as 14 samples; raise data_memory to at least 5376 bytes",
     ):
         training.check_data(spec, data)
 
@@ -233,3 +224,77 @@ def test_streamed_trajectories_with_unroll_noise_and_rollouts_are_bit_identical_
     model, history = sweep.train_block(unrolled, [0, 5, 7], data=data)
     assert set(history.test_rollout) == {"nrmse"}
     assert_same_member(model, history, 1, *alone)
+
+
+# 42 training pairs of 128 bytes; 6 validation and 12 test pairs, and their trajectories of 4 states
+# (256 bytes) for 3 rollout steps: 6912 bytes of them. 9216 bytes hold them beside two windows of
+# 9 pairs; 2304 bytes do not, and stream the same windows with validation and test evaluated in
+# parts of <= 1152 bytes (1 and 2 parts of pairs, 2 and 3 of trajectories, the last ones padded)
+ROLLOUTS = sweep.Problem("heat1d", num_points=16, num_samples=60, data_seed=0, trajectory_steps=6)
+HELD = sweep.Training(epochs=2, batch_size=8, report_every=1, rollout_steps=3, data_memory=9216)
+
+
+@pytest.fixture(scope="module")
+def in_parts():
+    spec = tiny_spec(problem=ROLLOUTS, training=dataclasses.replace(HELD, data_memory=2304))
+    data = training.load_data(spec)
+    return spec, data, sweep.train(spec, 5, data=data)
+
+
+def test_validation_and_test_too_large_for_the_budget_are_evaluated_in_parts_as_in_memory(in_parts):
+    spec, data, (model, history) = in_parts
+    held_spec = dataclasses.replace(spec, training=HELD)
+    block, _ = training.init_block(spec, [5], data=data)
+    held, _ = training.init_block(held_spec, [5], data=data)
+    plan = block.stream.plan  # pyright: ignore[reportOptionalMemberAccess]
+    assert plan == held.stream.plan._replace(budget=2304, eval_part_bytes=1152)  # pyright: ignore[reportOptionalMemberAccess]
+    assert plan.device_bytes == 2 * plan.window_bytes == 2304 < plan.eval_bytes == 6912
+    assert block.data.val.size == block.data.test.size == 0 and block.data.val_traj is None  # none on the devices
+    assert "validation and test (6.75 KiB) evaluated in parts of <= 1.12 KiB" in str(sweep.plan(spec))
+    whole_model, whole = sweep.train(held_spec, 5, data=data)
+    assert tree_allclose(model, whole_model, exact=True)  # the same training
+    np.testing.assert_array_equal(history.train_loss, whole.train_loss)
+    for split in ("val", "test", "val_rollout", "test_rollout"):
+        curves, expected = getattr(history, split), getattr(whole, split)
+        assert curves.keys() == expected.keys() and curves
+        for name in curves:  # float32 sums of parts added in float64, against one float32 mean
+            np.testing.assert_allclose(curves[name], expected[name], rtol=1e-6, atol=0)
+    assert history.val_rollout["nrmse"].shape == (1, 3)  # the last report's curve of 3 rollout steps
+
+
+def test_members_evaluated_in_parts_are_bit_identical_whatever_the_block(in_parts):
+    spec, data, alone = in_parts
+    model, history = sweep.train_block(spec, [0, 5, 7], data=data)
+    assert_same_member(model, history, 1, *alone)
+
+
+@pytest.mark.parametrize(
+    ("problem", "changes", "item"),
+    [
+        # validation and test pairs of 128 bytes: 250 bytes are too small to hold them beside
+        # two shards, and half of it too small for one pair
+        (
+            None,
+            {"data_memory": 250},
+            "the validation and test data \\(2304 bytes\\) .* \\(125 bytes\\), but one of their "
+            "items takes 128 bytes; give at least 256 bytes",
+        ),
+        # trajectories of 6 states (384 bytes) for 5 rollout steps: 600 bytes hold two training
+        # windows of 2 pairs, but not one trajectory in half of it
+        (
+            ROLLOUTS,
+            {"data_memory": 600, "batch_size": 2, "rollout_steps": 5},
+            "\\(300 bytes\\), but one of their items takes 384 bytes; give at least 768 bytes",
+        ),
+    ],
+)
+def test_a_budget_smaller_than_one_evaluation_part_is_refused_before_work(tmp_path, problem, changes, item):
+    spec = tiny_spec(
+        problem=problem or tiny_spec().problem, training=dataclasses.replace(HELD, **{"rollout_steps": 0, **changes})
+    )
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"`training.data_memory`: got \d+ bytes .*" + item,
+    ):
+        sweep.run(spec, storage=str(tmp_path), options=LOCAL)
+    assert not (tmp_path / spec.name).exists()

@@ -98,8 +98,10 @@ class Training:
         data_memory: The data budget of a trial, in bytes (an integer or text such as
             ``"4GiB"``): the most its data may take where it trains, shared by its whole block.
             Data that fit train as always; a larger training split is streamed in windows of
-            shards, in an order drawn from the problem's ``data_seed`` and the epoch (docs:
-            How-to guides > Real datasets > Larger than memory). ``None``: a quarter of the
+            shards, in an order drawn from the problem's ``data_seed`` and the epoch, and
+            validation and test data that leave no room for two windows of a batch are
+            evaluated in parts of at most half the budget (docs: How-to guides > Real datasets >
+            Larger than memory). ``None``: a quarter of the
             device's memory on a GPU, a quarter of the host's memory on CPU (so that whether a
             trial streams depends on the machine: set it to train the same everywhere).
 

@@ -187,7 +187,10 @@ def init_block(
     if stream is None:  # a trial's data of a file problem: the training split read from the files now
         data = _whole(spec.problem, _Same(data), spec.training.unroll)
     # the dataset once per device, and once for consecutive blocks reading the same parts of it
-    arrays = _placed(_Same(data), place, spec.training.unroll > 1, spec.training.rollout_steps, stream is not None)
+    held = stream is None or stream.parts is None  # validation and test held on the devices
+    arrays = _placed(
+        _Same(data), place, spec.training.unroll > 1, spec.training.rollout_steps, stream is not None, held
+    )
     static = static_part(spec.model.to_dict(), shapes)
     return Block(spec, program, static, arrays, seeds, hsets, devices, layout, stream), state
 
@@ -213,13 +216,14 @@ def _whole(problem: Any, data: _Same, unroll: int) -> Dataset:
 
 
 @cached(maxsize=1)
-def _placed(data: _Same, place: Any, unrolled: bool, rollout_steps: int, streamed: bool) -> Dataset:
+def _placed(data: _Same, place: Any, unrolled: bool, rollout_steps: int, streamed: bool, held: bool) -> Dataset:
     """The arrays of the dataset a block's program reads (:func:`program_data`; ``streamed``:
-    without the training split) on the block's devices; the last one is kept, so that the next
+    without the training split; not ``held``: without the validation and test data either) on the
+    block's devices; the last one is kept, so that the next
     block trained on the same dataset object with the same ``unroll > 1`` and ``rollout_steps``
     (a reused trial worker's next trial) copies nothing."""
     needed = program_data(data.value, unrolled, rollout_steps)
-    return jax.device_put(held_part(needed) if streamed else needed, place)
+    return jax.device_put(held_part(needed, held) if streamed else needed, place)
 
 
 def run_chunk(block: Block, state: TrainState, num_epochs: int) -> tuple[TrainState, dict[str, Any]]:

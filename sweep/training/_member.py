@@ -241,15 +241,15 @@ def evaluate(program: Program, params, split) -> dict[str, Float[Array, ""]]:
     )
 
 
-def rollout_metrics(program: Program, params, traj) -> dict[str, Float[Array, " T"]]:
-    """``{metric: [T]}``: every trajectory's first state rolled out ``T`` steps
-    (:func:`~._rollout.rollout_steps`, each state scored against the trajectory), in
+def rollout_sums(program: Program, params, traj, keep) -> Float[Array, "T metrics"]:
+    """``[T, metrics]``: every metric (in physical units) of the rollout of the first state of each
+    trajectory of ``traj`` kept by ``keep`` (``[n]``, bool), summed over those trajectories; in
     :func:`~sweep._batches.equal_parts` of at most ``EVAL_CHUNK`` trajectories (the last padded and
-    masked), the metrics (in physical units) averaged over the trajectories."""
+    masked)."""
     model, metrics, steps = eqx.combine(params, program.static), program.rollout_metrics, program.rollout_steps
     n = traj.shape[0]
     count, size = equal_parts(n, EVAL_CHUNK)  # 300 trajectories: three parts of 100, none padded
-    padded, real = in_parts(traj, count, size), in_parts(jnp.ones(n, bool), count, size)
+    padded, real = in_parts(traj, count, size), in_parts(keep, count, size)
 
     def part(sums, inputs):
         states, keep = inputs
@@ -268,7 +268,38 @@ def rollout_metrics(program: Program, params, traj) -> dict[str, Float[Array, " 
 
     params, padded = jax.lax.optimization_barrier((params, padded))
     sums, _ = jax.lax.scan(part, jnp.zeros((steps, len(metrics)), jnp.float32), (padded, real))
-    return jax.lax.optimization_barrier({name: sums[:, i] / n for i, (name, _, _) in enumerate(metrics)})
+    return sums
+
+
+def rollout_metrics(program: Program, params, traj) -> dict[str, Float[Array, " T"]]:
+    """``{metric: [T]}``: every trajectory's first state rolled out ``T`` steps
+    (:func:`~._rollout.rollout_steps`, each state scored against the trajectory), the metrics (in
+    physical units) averaged over the trajectories (:func:`rollout_sums` over their number)."""
+    n = traj.shape[0]
+    sums = rollout_sums(program, params, traj, jnp.ones(n, bool))
+    return jax.lax.optimization_barrier(
+        {name: sums[:, i] / n for i, (name, _, _) in enumerate(program.rollout_metrics)}
+    )
+
+
+def part_sums(program: Program, params, part, rollout: bool) -> dict[str, Any]:
+    """What one member adds up over one part of a split evaluated in parts (its validation and
+    test data larger than the data budget leaves them): ``part`` is ``(x, y, keep)`` or, with
+    ``rollout``, ``(traj, keep)`` (``keep``: the real items, not the padding), the result each
+    metric of :func:`evaluate` summed over the kept samples (float32), or the ``[T, metrics]``
+    :func:`rollout_sums` of the kept trajectories. Every metric is a mean over samples of
+    ``Metric.per_sample``, so the sums of a split's parts over its size are its metrics."""
+    if rollout:
+        return {"rollout": rollout_sums(program, params, *part)}
+    (x, y, keep), params = jax.lax.optimization_barrier((part, params))  # as in evaluate
+    pred = predict(program, params, x)
+    units = (physical(program, pred), physical(program, y))
+
+    def total(name: str, metric: Metric):
+        values = jax.vmap(metric.per_sample)(*(units if name != LOSS else (pred, y))).astype(jnp.float32)
+        return jnp.sum(jnp.where(keep, values, 0.0))
+
+    return jax.lax.optimization_barrier({name: total(name, metric) for name, _, metric in program.evaluated})
 
 
 def member_evaluation(program: Program, params, data: Dataset) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 A block whose data (:func:`~._program.program_data`) exceed its budget
 (``Training(data_memory=...)``, :func:`~._budget.data_budget`) keeps the validation and test
-data on its devices and streams the training split: each epoch goes over the windows of a
+data on its devices (where they fit beside two shards; else it evaluates them in parts,
+:mod:`~._eval_parts`) and streams the training split: each epoch goes over the windows of a
 :class:`~._windows.WindowPlan` in the order drawn for it, every member making its own pass over
 each window (:func:`~._member.window_pass`), while a reader thread reads the next window and
 transfers it (asynchronously) to the devices. At most two windows are held at a time. After the
@@ -25,9 +26,10 @@ import jax
 import numpy as np
 
 from .._caches import cached
-from ..problems import Dataset, Split, hdf5_reader, outlined
+from ..problems import EVALUATED, Dataset, Split, hdf5_reader, outlined
 from ..spec import Problem, SweepSpec, size_text
 from ._budget import data_budget, nbytes, streams
+from ._eval_parts import EvalParts, eval_parts, evaluate_in_parts, item_bytes
 from ._member import member_evaluation, window_pass
 from ._program import PROGRAMS, TrainState, describe, members_program, program_data
 from ._windows import WindowPlan, plan_windows
@@ -77,10 +79,15 @@ def read_whole(problem: Problem, data: Dataset, unroll: int) -> Dataset:
     return data._replace(train=Split(*source.read(0, source.items)))
 
 
-def held_part(needed: Dataset) -> Dataset:
-    """What a streaming block keeps on its devices: its program data without the training split."""
+def held_part(needed: Dataset, evaluation: bool = True) -> Dataset:
+    """What a streaming block keeps on its devices: its program data without the training split
+    (and, ``evaluation=False``, without the validation and test data: evaluated in parts)."""
     x, y = needed.train
-    return needed._replace(train=Split(x[:0], y[:0]), train_traj=None)
+    held = needed._replace(train=Split(x[:0], y[:0]), train_traj=None)
+    if evaluation:
+        return held
+    empty = {split: Split(*(a[:0] for a in getattr(needed, split))) for split in EVALUATED}
+    return held._replace(**empty, val_traj=None, test_traj=None)
 
 
 def window_plan(spec: SweepSpec, data: Dataset, budget: int | None = None) -> WindowPlan | None:
@@ -97,18 +104,24 @@ def window_plan(spec: SweepSpec, data: Dataset, budget: int | None = None) -> Wi
         return None
     source = array_source(data, t.unroll)
     return plan_windows(
-        source.items, source.item_bytes, nbytes(held_part(needed)), budget, t.batch_size, source.per_item
+        source.items,
+        source.item_bytes,
+        nbytes(held_part(needed)),
+        budget,
+        t.batch_size,
+        source.per_item,
+        max(item_bytes(needed)),
     )
 
 
 def device_data_bytes(spec: SweepSpec, data: Dataset, budget: int | None = None) -> tuple[int, WindowPlan | None]:
-    """``(bytes, plan)``: what a block's data take on its device(s) (its program data where they
-    fit ``budget``, else the validation and test data and two windows) and its
+    """``(bytes, plan)``: the most a block's data take on its device(s) at a time (its program data
+    where they fit ``budget``, else :attr:`~._windows.WindowPlan.device_bytes`) and its
     :class:`~._windows.WindowPlan` (``None`` where the data fit)."""
     t = spec.training
     needed = program_data(data, t.unroll > 1, t.rollout_steps)
     plan = window_plan(spec, data, budget)
-    return (nbytes(needed) if plan is None else plan.eval_bytes + 2 * plan.window_bytes), plan
+    return (nbytes(needed) if plan is None else plan.device_bytes), plan
 
 
 def data_line(spec: SweepSpec, data: Dataset) -> str | None:
@@ -151,6 +164,7 @@ class Stream(NamedTuple):
     evaluation: Any
     batch_size: int
     waited: list[float]
+    parts: EvalParts | None = None  # the validation and test data evaluated in parts, else held on the devices
 
 
 def make_stream(
@@ -160,7 +174,12 @@ def make_stream(
     plan = window_plan(spec, data)
     if plan is None:
         return None
-    unroll = spec.training.unroll
+    t = spec.training
+    unroll = t.unroll
+    parts = None
+    if plan.eval_part_bytes:
+        needed = program_data(data, unroll > 1, t.rollout_steps)
+        parts = eval_parts(held_part(needed), plan.eval_part_bytes, structure, shapes, layout, devices, place)
     return Stream(
         file_source(spec.problem, data, unroll) or array_source(data, unroll),
         plan,
@@ -170,6 +189,7 @@ def make_stream(
         evaluation_program(structure, shapes, layout, devices),
         spec.training.batch_size,
         [0.0],
+        parts,
     )
 
 
@@ -219,5 +239,8 @@ def streamed_chunk(stream: Stream, state: TrainState, held: Dataset, num_epochs:
             sums, steps = sums + np.asarray(loss, np.float64) * batches, steps + batches
             if index + 1 == count:  # the epoch's last window
                 state = state._replace(epoch=state.epoch + 1)
+        del window  # the last window goes before the evaluation's parts come
+    if stream.parts is not None:
+        return state, {"train_loss": (sums / steps).astype(np.float32), **evaluate_in_parts(stream.parts, state)}
     _, evaluation = stream.evaluation(state, held)
     return state, {"train_loss": (sums / steps).astype(np.float32), **evaluation}

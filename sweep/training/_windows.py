@@ -32,7 +32,10 @@ class WindowPlan(NamedTuple):
         shards_per_window: The most shards one window holds.
         item_bytes: Bytes of one item.
         budget: The trial's data budget (``Training(data_memory=...)``) in bytes.
-        eval_bytes: Bytes of the validation and test data, held throughout.
+        eval_bytes: Bytes of the validation and test data (pairs, and the trajectories of
+            rollout metrics): held throughout, unless evaluated in parts.
+        eval_part_bytes: The most bytes of one evaluation part where the validation and test
+            data are evaluated in parts (they do not fit beside two shards), else 0.
     """
 
     items: int
@@ -41,6 +44,7 @@ class WindowPlan(NamedTuple):
     item_bytes: int
     budget: int
     eval_bytes: int
+    eval_part_bytes: int = 0
 
     @property
     def num_shards(self) -> int:
@@ -54,6 +58,14 @@ class WindowPlan(NamedTuple):
     def window_bytes(self) -> int:
         """Bytes of the largest window."""
         return min(self.items, self.shards_per_window * self.shard_items) * self.item_bytes
+
+    @property
+    def device_bytes(self) -> int:
+        """The most bytes of data a block holds at a time: two windows beside the validation and
+        test data, or (evaluated in parts) two windows, then one evaluation part at a time."""
+        if self.eval_part_bytes:
+            return max(2 * self.window_bytes, self.eval_part_bytes)
+        return self.eval_bytes + 2 * self.window_bytes
 
     def shard(self, index: int) -> tuple[int, int]:
         """``(start, stop)``: the items of shard ``index``."""
@@ -76,33 +88,75 @@ class WindowPlan(NamedTuple):
         return (
             f"streamed: {self.num_windows} windows of <= {size_text(self.window_bytes)} per epoch "
             f"({self.num_shards} shards of {self.shard_items} items, {size_text(self.shard_items * self.item_bytes)})"
+            + (
+                f"; validation and test ({size_text(self.eval_bytes)}) evaluated in parts of "
+                f"<= {size_text(self.eval_part_bytes)}"
+                if self.eval_part_bytes
+                else ""
+            )
         )
 
 
 def plan_windows(
-    items: int, item_bytes: int, eval_bytes: int, budget: int, batch_size: int, per_item: int = 1
+    items: int,
+    item_bytes: int,
+    eval_bytes: int,
+    budget: int,
+    batch_size: int,
+    per_item: int = 1,
+    eval_item_bytes: int = 0,
 ) -> WindowPlan:
     """The :class:`WindowPlan` of ``items`` training items of ``item_bytes`` each under ``budget``
     bytes, beside ``eval_bytes`` of validation and test data; ``per_item``: training samples
     (windows of states) per item.
 
+    The validation and test data are held beside the windows where windows of at least a batch
+    fit beside them; else they are evaluated in parts of at most half the budget
+    (``eval_item_bytes``: the largest of their items, a pair or a trajectory, which one part must
+    hold) and the windows take the whole budget.
+
     Raises:
-        SpecError: The budget holds less than two shards beside the validation and test data, or
-            a window fewer samples than a batch; the message names the sizes.
+        SpecError: The budget holds less than two shards, a window fewer samples than a batch,
+            or half the budget less than one validation or test item; the message names the sizes.
     """
+    shard_bytes = math.ceil(items / MAX_SHARDS) * item_bytes
+    try:  # held beside the windows, as long as windows of a batch fit beside them
+        return _plan(items, item_bytes, eval_bytes, budget, batch_size, per_item, 0)
+    except SpecError:
+        if not eval_bytes:
+            raise
+    part_bytes = budget // 2
+    if part_bytes < eval_item_bytes:
+        raise SpecError(
+            f"`training.data_memory`: got {budget} bytes ({size_text(budget)}); the validation and test data "
+            f"({eval_bytes} bytes) do not fit beside two training windows of a batch, so they are "
+            f"evaluated in parts of at most half the budget ({part_bytes} bytes), but one of their items takes "
+            f"{eval_item_bytes} bytes; give at least {max(2 * eval_item_bytes, 2 * shard_bytes)} bytes"
+        )
+    return _plan(items, item_bytes, eval_bytes, budget, batch_size, per_item, part_bytes)
+
+
+def _plan(
+    items: int, item_bytes: int, eval_bytes: int, budget: int, batch_size: int, per_item: int, part_bytes: int
+) -> WindowPlan:
+    """:func:`plan_windows` with the validation and test data held (``part_bytes=0``) or
+    evaluated in parts of ``part_bytes``."""
     shard_items = math.ceil(items / MAX_SHARDS)
     shard_bytes = shard_items * item_bytes
-    spw = max(0, budget - eval_bytes) // (2 * shard_bytes)
+    held = 0 if part_bytes else eval_bytes
+    spw = max(0, budget - held) // (2 * shard_bytes)
     total = items * item_bytes
+    beside = f" beside the validation and test data ({eval_bytes} bytes)" if held else ""
     if spw < 1:
         raise SpecError(
             f"`training.data_memory`: got {budget} bytes ({size_text(budget)}); the training split "
             f"({size_text(total)}) does not fit, so it is streamed in shards of {shard_bytes} bytes "
-            f"({size_text(shard_bytes)}), two windows at a time (one training, the next arriving) beside "
-            f"the validation and test data ({eval_bytes} bytes); give at least "
-            f"{eval_bytes + 2 * shard_bytes} bytes"
+            f"({size_text(shard_bytes)}), two windows at a time (one training, the next arriving){beside}; "
+            f"give at least {held + 2 * shard_bytes} bytes"
         )
-    plan = WindowPlan(items, shard_items, min(spw, math.ceil(items / shard_items)), item_bytes, budget, eval_bytes)
+    plan = WindowPlan(
+        items, shard_items, min(spw, math.ceil(items / shard_items)), item_bytes, budget, eval_bytes, part_bytes
+    )
     if plan.fewest_samples(per_item) < batch_size:
         enough = next(  # check_data: one window of everything holds a batch
             (
@@ -116,6 +170,6 @@ def plan_windows(
             f"`training.batch_size`: got {batch_size}; with data_memory={budget} bytes ({size_text(budget)}) the "
             f"training split ({size_text(total)}) is streamed in windows as small as "
             f"{plan.fewest_samples(per_item)} samples; raise data_memory to at least "
-            f"{eval_bytes + 2 * enough * shard_bytes} bytes or lower batch_size"
+            f"{held + 2 * enough * shard_bytes} bytes or lower batch_size"
         )
     return plan
