@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import signal
 import warnings
 from pathlib import Path
 
@@ -22,31 +23,36 @@ os.environ["SWEEP_COMPILE_CACHE"] = str(Path(__file__).parent.parent / ".pytest_
 # The process settings `sweep run` and every trial use (one JAX CPU device per core, the
 # compilation cache), so that the in-process tests exercise the same block layout.
 sweep.configure()
+# A suite started as a background job (`pytest ... &` in a script) inherits SIGINT ignored, and so
+# would every process its tests start: the tests of Ctrl-C need it delivered, as in a terminal.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _sigint_ignored() -> bool:
-    """Whether SIGINT is ignored at the C level (``SIG_IGN``, inherited by every child process),
-    which ``signal.getsignal`` does not see when a library set it."""
+def _sigint_lost() -> tuple[bool, bool]:
+    """``(ignored, blocked)``: whether this process ignores SIGINT (``SIG_IGN`` at the C level, which
+    ``signal.getsignal`` does not see when a library set it) and whether its main thread blocks it;
+    a child process inherits both."""
     status = Path("/proc/self/status")
     if not status.exists():
-        return False
-    mask = next(line.split()[1] for line in status.read_text().splitlines() if line.startswith("SigIgn:"))
-    return bool(int(mask, 16) & (1 << (2 - 1)))  # SIGINT is signal 2
+        return False, False
+    masks = dict(line.split(":\t") for line in status.read_text().splitlines() if line.startswith(("SigIgn", "SigBlk")))
+    return tuple(bool(int(masks[k], 16) & (1 << (2 - 1))) for k in ("SigIgn", "SigBlk"))  # type: ignore[return-value]
 
 
 @pytest.fixture(autouse=True)
 def sigint_left_as_found():
-    """Every test leaves the process's SIGINT handling as it found it: SIGINT left ignored is
-    inherited by every process started later in this test worker (a Ctrl-C sent to them is lost)."""
-    import signal
-
-    before, ignored = signal.getsignal(signal.SIGINT), _sigint_ignored()
+    """Every test leaves the process's SIGINT handling as it found it: SIGINT left ignored or
+    blocked is inherited by every process started later in this test worker (a Ctrl-C sent to them
+    is lost)."""
+    before, lost = signal.getsignal(signal.SIGINT), _sigint_lost()
     yield
     after = signal.getsignal(signal.SIGINT)
-    if after is not before or _sigint_ignored() != ignored:
-        now = "ignored (SIG_IGN at the C level)" if _sigint_ignored() else repr(after)
+    if after is not before or _sigint_lost() != lost:
+        now = (after, *_sigint_lost())
         signal.signal(signal.SIGINT, before)  # the next tests run as they would alone
-        pytest.fail(f"the test left SIGINT handled by {now} (it was {before!r})")
+        signal.pthread_sigmask(signal.SIG_UNBLOCK if not lost[1] else signal.SIG_BLOCK, {signal.SIGINT})
+        pytest.fail(f"the test left SIGINT (handler, ignored, blocked) = {now} (it was {(before, *lost)})")
 
 
 @pytest.fixture
