@@ -3,9 +3,10 @@ batches concurrent ``/predict`` requests (:class:`._batcher.Batcher`: a pass tak
 while the previous one ran) and answers the routes of :mod:`._app`.
 
 Replicas agree on the generation through a small named actor (:class:`Board`, owned by the
-process that started the service): ``POST /reload`` loads the store's newest generation on the
-replica it reaches, then posts it there; every replica checks the board a few times a second and
-switches too. A replica switches by loading the new generation beside the old one (in a thread,
+process that started the service): ``POST /reload`` posts the store's newest generation there,
+then loads it on the replica it reaches (and posts the previous one back if it cannot be served);
+every replica checks the board a few times a second and switches too, reading it again under its
+switch lock, so that a target read just before a reload never switches it back. A replica switches by loading the new generation beside the old one (in a thread,
 while the old one keeps serving) and then swapping them, so requests in flight finish on the
 old weights. A replica Serve restarts loads the board's generation.
 """
@@ -99,6 +100,14 @@ class EnsembleService:
                 self.model = ServedModel(root, self.config.selection, self.config.buckets)
             return self.model
 
+    def _switch_to_board(self) -> None:
+        """Serve the board's generation, read under the switch lock: a target read before a
+        ``/reload`` posted a newer one must not switch this replica back to the older one."""
+        with self._switching:
+            target = str(ray.get(self.board.target.remote()))
+            if target != self.model.root:
+                self.model = ServedModel(target, self.config.selection, self.config.buckets)
+
     def _newest(self) -> str:
         from ..store import Store
 
@@ -120,7 +129,7 @@ class EnsembleService:
                         self.board.post.remote(newest)
                         target = newest
                 if target != self.model.root:
-                    self._switch(target)
+                    self._switch_to_board()
             except Exception:  # a generation that cannot be served: keep the current one, try again
                 time.sleep(1.0)
 
@@ -215,11 +224,13 @@ class EnsembleService:
                 "serve a store path with where/best (not an Ensemble) to follow newer generations",
             )
         previous = self.model
+        newest = await asyncio.to_thread(self._newest)
+        await self.board.post.remote(newest)  # type: ignore[misc]  # first: the replicas follow the board
         try:
-            model = await asyncio.to_thread(lambda: self._switch(self._newest()))
+            model = await asyncio.to_thread(lambda: self._switch(newest))
         except Exception as e:  # the newest generation cannot be served: keep the current one
+            await self.board.post.remote(previous.root)  # type: ignore[misc]
             raise BadRequest(409, "generation", str(e), "the current generation keeps serving") from None
-        await self.board.post.remote(model.root)  # type: ignore[misc]
         return {
             "generation": model.generation,
             "previous": previous.generation,
