@@ -11,7 +11,8 @@ from helpers import tiny_spec
 
 import sweep
 from sweep.planning import hparams_key, make_plan
-from sweep.tune._progress import ProgressState, SweepProgress, duration, waited
+from sweep.tune._progress import ProgressState, duration, waited
+from sweep.tune._sweep_progress import SweepProgress
 
 
 def grid_spec(**changes) -> sweep.SweepSpec:

@@ -23,21 +23,16 @@ the display closes, listed with the reasons.
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from typing import Any, TextIO
-
-from ray.tune import Callback
+from typing import Any
 
 from ..planning import TrialPlan, config_label, grid_names, hparams_key
 from ..spec import SweepSpec
 from ..store import FIXED_COLUMNS
 
-MODES = ("auto", "live", "plain", "off")
 _STATUS = {"TERMINATED": "done", "ERROR": "failed", "RUNNING": "running"}  # anything else: pending
 STATES = ("done", "compiling", "running", "pending", "failed")  # "compiling": running, no report yet
 LOSS_VECTORS = ("member_val_loss", "member_test_loss")  # the first one a trial reports is shown
@@ -328,91 +323,3 @@ class ProgressState:
         return Group(
             Text(" | ".join(self._counts_parts(c))), bar, *([Text(self.race_line)] if self.race_line else []), table
         )
-
-
-class SweepProgress(Callback):
-    """Shows a :class:`ProgressState` while Tune runs: live on a terminal, plain lines otherwise.
-
-    ``mode``: ``"auto"`` (live on a terminal unless ``CI`` is set or ``TERM=dumb``), ``"live"``,
-    ``"plain"`` or ``"off"``. One instance serves every experiment of a ``sweep.run`` call;
-    :meth:`close` ends the display.
-    """
-
-    def __init__(self, state: ProgressState, mode: str = "auto", stream: TextIO | None = None, every_s: float = 10.0):
-        if mode not in MODES:
-            raise ValueError(f"`progress`: got {mode!r}; choose one of {', '.join(MODES)}")
-        self.state, self.stream, self.every_s = state, stream or sys.stdout, every_s
-        if mode == "auto":
-            tty = getattr(self.stream, "isatty", lambda: False)()
-            mode = "live" if tty and not os.environ.get("CI") and os.environ.get("TERM") != "dumb" else "plain"
-        self.mode = mode
-        self._live, self._closed, self._started = None, False, False
-        self._last_time, self._last_line = float("-inf"), ""
-
-    def start(self) -> SweepProgress:
-        """Show the display from the first step at which Tune has created one of the trials."""
-        self._started = True
-        self._show()
-        return self
-
-    def _show(self) -> None:
-        if self._started and self.state.seen and self.mode == "live" and self._live is None and not self._closed:
-            from rich.console import Console
-            from rich.live import Live
-
-            console = Console(file=self.stream, force_terminal=True)
-            self._live = Live(
-                console=console,
-                get_renderable=self.state.renderable,
-                refresh_per_second=2,
-                transient=False,
-                redirect_stdout=False,
-                redirect_stderr=False,
-            )
-            self._live.start()
-
-    def message(self, text: str) -> None:
-        """A line printed above the display (or among the plain lines)."""
-        if self._live is not None:
-            self._live.console.print(text, markup=False, highlight=False)
-        elif self.mode != "off":
-            print(text, file=self.stream, flush=True)
-
-    def _plain(self, force: bool) -> None:
-        if self.mode != "plain" or not self.state.seen:
-            return
-        now = self.state.clock()
-        if not force and now - self._last_time < self.every_s:
-            return
-        line = self.state.line()
-        if force or line.split(" | ", 1)[1] != self._last_line.split(" | ", 1)[-1]:
-            print(line, file=self.stream, flush=True)
-            self._last_line = line
-        self._last_time = now
-
-    def close(self) -> None:
-        """Stop the live display (its last frame stays) or print the last plain line; once."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._live is not None:
-            self._live.stop()
-            self._live = None
-        else:
-            self._plain(force=True)
-        if retried := self.state.retry_summary():
-            self.message(retried)
-
-    # -- Tune callback hooks -------------------------------------------------------------------
-    # Statuses are taken after every step, never at the experiment's end: an interrupted
-    # experiment's clean-up marks its unfinished trials terminated, and they must stay unfinished.
-    def on_trial_result(self, iteration: int, trials: list, trial, result: dict, **info) -> None:
-        self.state.report((trial.config or {}).get("trial_key", ""), result)  # "" is no trial's key
-
-    def on_trial_recover(self, iteration: int, trials: list, trial, reason: str = "error", **info) -> None:
-        self.state.retried((trial.config or {}).get("trial_key", ""), reason)
-
-    def on_step_end(self, iteration: int, trials: list, **info) -> None:
-        self.state.statuses(trials)
-        self._show()
-        self._plain(force=False)

@@ -134,7 +134,8 @@ def run(
         ```
     """
     from ._loggers import make_loggers
-    from ._progress import ProgressState, SweepProgress
+    from ._progress import ProgressState
+    from ._sweep_progress import SweepProgress
 
     # check: nothing starts before the spec and every option are known to be good
     check_spec(spec)
