@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pytest
 import scoringrules as sr
 from _blocks import datasets_of, trained_blocks, write_sweep
-from helpers import tiny_spec
+from helpers import invoke, tiny_spec
 from scipy import stats
 
 import sweep
@@ -309,13 +309,6 @@ def test_seeds_needed_follows_the_bootstrap_interval(path):
 
 
 def test_cli_prints_the_stored_scores_and_the_seeds_needed(path):
-    from typer.testing import CliRunner
-
-    from sweep.cli import app
-
-    def invoke(*args):
-        return CliRunner().invoke(app, [str(a) for a in args])
-
     stored = sweep.load(path).stored_scores("test")
     one = stored.filter(pc.equal(stored["kind"], "one_step")).to_pylist()
     out = invoke("scores", path, "--split", "test")
@@ -436,13 +429,6 @@ def test_bad_thresholds_and_fields_are_named(path, kwargs, named):
 
 
 def test_cli_computes_field_and_threshold_scores_on_request(path):
-    from typer.testing import CliRunner
-
-    from sweep.cli import app
-
-    def invoke(*args):
-        return CliRunner().invoke(app, [str(a) for a in args])
-
     args = ("scores", path, "--where", "depth=2", "--threshold", 0.5, "--threshold", -0.25)
     rows = json.loads(invoke(*args, "--format", "json").output)
     table = sweep.load(path).where(depth=2).scores("test", thresholds=[0.5, -0.25], fields=True)
