@@ -81,6 +81,18 @@ def test_toml_tables_and_tune_domains_give_the_same_search(tmp_path):
 
 
 # -- the engine ----------------------------------------------------------------------------------
+def test_tpe_draws_the_first_round_at_random_and_models_the_space_from_the_second():
+    """Optuna's TPE draws 10 configurations at random by default (most of a small search); a search
+    draws only its first round (here 4) so, and proposes from what the second round was told."""
+    space = {"optimizer.learning_rate": sweep.loguniform(1e-5, 1e-1), "model.depth": sweep.randint(1, 6)}
+    tpe, uniform = (sweep.Search(space=space, configurations=16, batch=4, algorithm=a) for a in ("tpe", "random"))
+    rec = SearchRecord()
+    assert propose(tpe, 0, rec, 4) == propose(uniform, 0, rec, 4)  # nothing told: a random start
+    rec = rec.ask(propose(tpe, 0, rec, 4))
+    rec = rec.tell(tuple(Observation(math.log10(p["optimizer.learning_rate"]) ** 2, 0.0, 4) for p in rec.points))
+    assert propose(tpe, 0, rec, 4) != propose(uniform, 0, rec, 4)
+
+
 def test_the_sampler_finds_a_known_optimum_through_ask_and_tell():
     """min (log10 lr + 2.5)^2 + (depth - 3)^2 / 10: the optimum is lr = 10**-2.5, depth 3."""
     search = sweep.Search(
