@@ -12,7 +12,7 @@ from pathlib import Path
 import jax
 import pytest
 from _blocks import STORE_PLAN, datasets_of, trained_blocks
-from helpers import tiny_spec, trial_path_env
+from helpers import CHEAP_COMPILE_FLAG, XLA_DEFAULTS, tiny_spec, trial_path_env
 
 import sweep
 from sweep.store import aggregate_blocks
@@ -20,6 +20,11 @@ from sweep.store import aggregate_blocks
 # The suite's own compilation cache (under the pytest cache, not the user's ~/.cache), inherited by
 # every process the tests start (Ray's workers, `sweep` subprocesses).
 os.environ["SWEEP_COMPILE_CACHE"] = str(Path(__file__).parent.parent / ".pytest_cache" / "jax")
+# The suite's programs are tiny, so compiling them is most of their time: LLVM at its cheapest level
+# compiles them about a third faster and they run as fast (docs/performance.md). The bit-for-bit
+# properties also run at XLA's defaults, the programs users get (tests/test_xla_defaults.py).
+if not os.environ.get(XLA_DEFAULTS):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {CHEAP_COMPILE_FLAG}".strip()
 # The process settings `sweep run` and every trial use (one JAX CPU device per core, the
 # compilation cache), so that the in-process tests exercise the same block layout.
 sweep.configure()

@@ -17,6 +17,10 @@ import numpy as np
 import sweep
 
 TESTS = str(Path(__file__).parent)
+# The XLA flag the suite compiles with (LLVM's cheapest level), and the variable that leaves XLA's
+# defaults in place (tests/test_xla_defaults.py runs the bit-for-bit properties that way)
+CHEAP_COMPILE_FLAG = "--xla_backend_optimization_level=0"
+XLA_DEFAULTS = "SWEEP_TEST_XLA_DEFAULTS"
 
 
 def tree_allclose(a, b, *, rtol=1e-5, atol=1e-6, exact=False) -> bool:
