@@ -23,7 +23,7 @@ os.environ["SWEEP_COMPILE_CACHE"] = str(Path(__file__).parent.parent / ".pytest_
 # The suite's programs are tiny, so compiling them is most of their time: LLVM at its cheapest level
 # compiles them about a third faster and they run as fast (docs/performance.md). The bit-for-bit
 # properties also run at XLA's defaults, the programs users get (tests/test_xla_defaults.py).
-if not os.environ.get(XLA_DEFAULTS):
+if not os.environ.get(XLA_DEFAULTS) and CHEAP_COMPILE_FLAG not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {CHEAP_COMPILE_FLAG}".strip()
 # The process settings `sweep run` and every trial use (one JAX CPU device per core, the
 # compilation cache), so that the in-process tests exercise the same block layout.

@@ -32,7 +32,11 @@ def test_the_suite_compiles_cheaply_unless_told_to_leave_xla_as_users_have_it():
 
 
 def test_block_invariance_resume_and_streaming_are_bitwise_at_xla_defaults():
-    env = {**os.environ, XLA_DEFAULTS: "1", "XLA_FLAGS": os.environ["XLA_FLAGS"].replace(CHEAP_COMPILE_FLAG, "")}
+    # not an xdist worker's variables; XLA_FLAGS without the cheap flag (and unset if nothing is
+    # left: XLA exits on a value of spaces alone)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_") and k != "XLA_FLAGS"}
+    flags = [f for f in os.environ["XLA_FLAGS"].split() if f != CHEAP_COMPILE_FLAG]
+    env |= {XLA_DEFAULTS: "1", **({"XLA_FLAGS": " ".join(flags)} if flags else {})}
     tests = [f"{TESTS}/{t}" for t in AT_XLA_DEFAULTS]
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", *tests],

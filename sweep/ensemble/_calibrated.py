@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from .._errors import QueryError
 from .._layout import SPLIT_FILES
-from ._calibration import Calibration, check_levels, conformal_quantiles, fit_scale, on_channels
+from ._calibration import Calibration, check_levels, conformal_quantiles, conformity, fit_scale, on_channels
 from ._export import export_selection
 from ._field_scores import crps_terms
 from ._predictions import DEFAULT_CHUNK, Predictions
@@ -221,8 +221,10 @@ class Calibrated(Predictions):
         """Scores on ``split`` before and after the calibration (column ``calibrated``): fair CRPS,
         spread-skill ratio and the coverage of the central interval at each calibration level
         (``coverage_50``, ``coverage_90``, ...): before, between the members' empirical quantiles
-        (as :meth:`scores`); after, of :meth:`predict_interval`'s conformal intervals, and CRPS and
-        spread of the members stretched by the scale. Rows ``one_step`` (step 0) and, with rollout
+        (as :meth:`scores`); after, of :meth:`predict_interval`'s conformal intervals (counted on
+        the conformity scores they were chosen on, so that a point whose score is the quantile
+        counts as inside whatever the rounding of ``mean -+ q * std``), and CRPS and spread of the
+        members stretched by the scale. Rows ``one_step`` (step 0) and, with rollout
         scales and trajectories of ``split``, ``rollout`` per step.
 
         Examples:
@@ -323,11 +325,11 @@ def _scored(
         rmse = float(np.sqrt(np.square(mean - y).mean()))
         row["spread_skill"] = float(np.sqrt((len(x) + 1) / len(x) * variance)) / rmse if rmse else float("nan")
         for level, q in zip(levels, quantiles, strict=True):
-            if calibrated:
-                half = on_channels(q, std) * on_channels(scale, std) * std
-                low, high = mean - half, mean + half
+            if calibrated:  # on the conformity scores the quantiles were chosen on
+                covered = conformity(mean, on_channels(scale, std) * std, y) <= on_channels(q, std)
             else:
                 low, high = np.quantile(x, [(1 - level) / 2, (1 + level) / 2], axis=0)
-            row[f"coverage_{level * 100:g}"] = float(((low <= y) & (y <= high)).mean())
+                covered = (low <= y) & (y <= high)
+            row[f"coverage_{level * 100:g}"] = float(covered.mean())
         rows.append(row)
     return rows

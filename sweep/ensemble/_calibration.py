@@ -139,16 +139,23 @@ def conformal_quantiles(mean: np.ndarray, std: np.ndarray, truth: np.ndarray, le
         # array([[ 5.], [ 9.], [inf]]): the 5th and 9th smallest; 0.95 needs a 10th point
         ```
     """
-    residual, spread = np.abs(_points(truth) - _points(mean)), _points(std)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        scores = np.where(residual == 0, 0.0, residual / spread)  # zero spread: 0 if exact, else inf
-    scores = np.sort(scores, axis=1)
+    scores = np.sort(conformity(_points(mean), _points(std), _points(truth)), axis=1)
     n = scores.shape[1]
     out = np.empty((len(levels), len(scores)))
     for i, level in enumerate(levels):
         k = math.ceil((n + 1) * level)
         out[i] = scores[:, k - 1] if k <= n else np.inf
     return out
+
+
+def conformity(mean: np.ndarray, std: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """The conformity score of each point: ``|truth - mean| / std`` (0 where the mean is exact,
+    ``inf`` where the std is 0 and it is not). A point is inside ``mean -+ q * std`` when its score
+    is at most ``q``: coverage counted on scores is exactly what :func:`conformal_quantiles`
+    chose, where ``mean -+ q * std`` can leave out, by rounding, the points whose score is ``q``."""
+    residual = np.abs(truth - mean)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(residual == 0, 0.0, residual / std)
 
 
 def on_channels(per_channel: np.ndarray, like: np.ndarray) -> np.ndarray:
