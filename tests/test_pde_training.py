@@ -95,7 +95,14 @@ METHODS = {
 }
 
 
-@pytest.mark.parametrize("method", METHODS)
+# slow (10-20 s each): unroll, noise and diversion run in the default suite in their combinations
+# (sup_noise, cut, div_cut)
+ALSO_COMBINED = ("sup", "noise", "div")
+
+
+@pytest.mark.parametrize(
+    "method", [pytest.param(m, marks=pytest.mark.slow) if m in ALSO_COMBINED else m for m in METHODS]
+)
 def test_a_member_is_the_same_in_any_2d_block_with_each_method(data_2d, method):
     spec = pde_spec(2, **METHODS[method])
     block_model, block_history = sweep.train_block(spec, [0, 1, 2], data=data_2d)

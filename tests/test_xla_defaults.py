@@ -19,7 +19,7 @@ AT_XLA_DEFAULTS = (
     "test_xla_defaults.py::test_the_suite_compiles_cheaply_unless_told_to_leave_xla_as_users_have_it",
     "test_trainer.py::test_block_invariance_bitwise[seeds1]",
     "test_trainer.py::test_resume_from_saved_state_equals_uninterrupted",
-    "test_pde_training.py::test_a_member_is_the_same_in_any_2d_block_with_each_method[sup]",
+    "test_pde_training.py::test_a_member_is_the_same_in_any_2d_block_with_each_method[sup_noise]",
     "test_streaming.py::test_streamed_members_are_bit_identical_whatever_the_block[seeds1]",
     "test_streaming.py::test_members_evaluated_in_parts_are_bit_identical_whatever_the_block",
     "test_hdf5_streaming.py::test_a_streamed_trial_reads_its_windows_from_the_file_bit_for_bit_whatever_the_block",
