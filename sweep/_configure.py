@@ -18,6 +18,7 @@ from ._errors import SpecError
 
 _DEVICE_COUNT_FLAG = "xla_force_host_platform_device_count"
 _MIN_COMPILE_S = 0.5  # programs that compile faster are not worth a disk round trip
+_MIN_COMPILE_ENV = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"  # JAX's own variable for that threshold
 _said = {"configured": False, "warned": False}  # what this process did (see warn_unconfigured)
 
 
@@ -86,7 +87,8 @@ def configure(
             Ray's trial workers do, else ``~/.cache/seed-sweep/jax``; ``None``: leave JAX's setting alone). Ray starts every
             trial in a fresh worker process; with the cache, a worker reads the compiled program of
             its structural config from disk instead of compiling it again. A cache directory the
-            user already configured is kept.
+            user already configured is kept. Programs that compile in under 0.5 s are not cached
+            (``$JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS``, if set, gives another threshold).
         gpu_preallocate: ``False`` sets ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` (if JAX has not
             started and the variable is unset), so that this process takes GPU memory as it needs
             it instead of 75% of the device at start. ``None`` leaves it alone.
@@ -120,7 +122,8 @@ def configure(
     if compile_cache is not None and jax.config.jax_compilation_cache_dir is None:  # pyright: ignore[reportAttributeAccessIssue]  (jax.config options are dynamic attributes its stubs omit)
         directory = default_compile_cache() if compile_cache == "default" else str(compile_cache)
         jax.config.update("jax_compilation_cache_dir", directory)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", _MIN_COMPILE_S)
+        threshold = float(os.environ.get(_MIN_COMPILE_ENV, _MIN_COMPILE_S))  # JAX refuses a bad value at import
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", threshold)
     return Configuration(_cpu_device_count(), jax.config.jax_compilation_cache_dir, applied)  # pyright: ignore[reportAttributeAccessIssue]  (jax.config options are dynamic attributes its stubs omit)
 
 

@@ -151,6 +151,7 @@ SELF_CONTAINED = [  # public functions on arrays whose docstring example needs n
     "sweep.ensemble.fit_scale",
     "sweep.ensemble.conformal_quantiles",
     "sweep.problems.channel_statistics",
+    "sweep.models.batched_forward",
 ]
 
 

@@ -1,7 +1,5 @@
 """The fast forwards (im2col and shifted matmuls) equal ``jax.vmap(model)`` (outputs and gradients)."""
 
-import functools
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -11,7 +9,7 @@ import pytest
 from helpers import convolves
 from jax import lax
 
-from sweep.models._fast import _chosen_forward, _fast_forward, _vmap_forward, batched_forward
+from sweep.models import batched_forward
 
 KEY = jax.random.PRNGKey(0)
 RTOL, ATOL = 1e-5, 1e-6
@@ -54,13 +52,11 @@ def conv(request):
 
 
 def _assert_matches(model, xb, *, fast: bool, conv: str):
-    """``batched_forward`` takes the matmul path for ``model`` (if ``fast``), and that path
-    equals ``jax.vmap(model)`` (whatever the backend and size would choose)."""
-    fwd = batched_forward(model, conv=conv)
-    assert (getattr(fwd, "func", fwd) is _chosen_forward) == fast
-    assert (fwd is _vmap_forward) == (not fast)
-    if fast:
-        fwd = functools.partial(_fast_forward, conv=conv)
+    """``batched_forward`` takes the matmul path for ``model`` at these small sizes (if ``fast``),
+    and that path equals ``jax.vmap(model)`` (``matmul=True``: whatever the backend and size would
+    choose)."""
+    assert convolves(batched_forward(model, conv=conv), model, xb) == (not fast)
+    fwd = batched_forward(model, conv=conv, matmul=fast or None)
     out_ref, g_ref = _value_and_grad(_vmap, model, xb)
     out, g = _value_and_grad(fwd, model, xb)
     assert out.shape == out_ref.shape and out.dtype == out_ref.dtype
@@ -184,8 +180,9 @@ def test_unknown_conv_is_an_error():
 def test_unsupported_falls_back():
     model, xb = _make(pdeq.arch.MLP, 1, 1, 1, num_points=8, width_size=4, depth=1), _x(2, 1, 8)
     fwd = batched_forward(model)
-    assert fwd is _vmap_forward
     np.testing.assert_array_equal(eqx.filter_jit(fwd)(model, xb), jax.vmap(model)(xb))
+    with pytest.raises(ValueError, match=r"`matmul=True`: MLP has a layer without a matmul form"):
+        batched_forward(model, matmul=True)
 
 
 def test_unsupported_detected_structurally():
@@ -197,7 +194,17 @@ def test_unsupported_detected_structurally():
     modern = shape(pdeq.arch.ModernResNet, 1, 1, 1, hidden_channels=2, num_blocks=1)
     grouped = shape(eqx.nn.Conv, 1, 2, 2, 3, groups=2)
     for model in (unet, fno, modern, grouped):
-        assert batched_forward(model) is _vmap_forward
+        with pytest.raises(ValueError, match=f"`matmul=True`: {type(model).__name__} has a layer without"):
+            batched_forward(model, matmul=True)
+        assert convolves(batched_forward(model), model, jnp.zeros((2, 2 if model is grouped else 1, 8)))
+
+
+def test_matmul_false_is_jax_vmap_and_other_values_are_refused():
+    model, xb = _make(pdeq.arch.ConvNet, 1, 1, 1, hidden_channels=2, depth=1), _x(2, 1, 8)
+    assert convolves(batched_forward(model, matmul=False), model, xb)
+    np.testing.assert_array_equal(batched_forward(model, matmul=False)(model, xb), jax.vmap(model)(xb))
+    with pytest.raises(ValueError, match=r"`matmul`: got 'yes'; expected True, False or None"):
+        batched_forward(model, matmul="yes")  # type: ignore[arg-type]
 
 
 def test_under_lax_map_over_members():

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import equinox as eqx
+import h5py
 import jax
 import numpy as np
 import pytest
@@ -47,9 +48,9 @@ def test_history_stacks_the_latest_states_as_channels(tmp_path):
 
 def test_history_longer_than_the_trajectories_is_refused_before_reading(tmp_path, monkeypatch):
     pdebench_variables(tmp_path / "cfd.hdf5", samples=10, time=6, grid=(8,))
-    from sweep.problems import _hdf5
-
-    monkeypatch.setattr(_hdf5, "read_states", lambda *a, **k: pytest.fail("read the arrays"))
+    # shapes and attributes are read; any slice of a dataset's values fails the test
+    monkeypatch.setattr(h5py.Dataset, "__getitem__", lambda *a, **k: pytest.fail("read the arrays"))
+    monkeypatch.setattr(h5py.Dataset, "read_direct", lambda *a, **k: pytest.fail("read the arrays"))
     with pytest.raises(sweep.SpecError, match=r"`problem.history`: got 6; .*cfd.hdf5' has 6 states .* at most 5"):
         load_problem("hdf5", options(tmp_path / "cfd.hdf5", history=6))
     with pytest.raises(sweep.SpecError, match=r"`problem.history`: got 3; .* 2 states per trajectory \(after time_str"):

@@ -206,6 +206,18 @@ def test_configure_splits_the_cpu_and_turns_on_the_cache(tmp_path):
     assert json.loads(_fresh(late)) == [1, False, None]  # too late for the device count: said, not raised
 
 
+def test_configure_caches_programs_that_compile_for_half_a_second_unless_told(tmp_path, monkeypatch):
+    code = (
+        "import json, jax, sweep\n"
+        f"sweep.configure(compile_cache={str(tmp_path)!r})\n"
+        "print(json.dumps(jax.config.jax_persistent_cache_min_compile_time_secs))"
+    )
+    monkeypatch.delenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS")  # the suite sets it for its processes
+    assert json.loads(_fresh(code)) == 0.5
+    monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.25")
+    assert json.loads(_fresh(code)) == 0.25
+
+
 def test_production_code_reads_no_test_hooks_from_the_environment():
     for path in _modules():
         assert "SWEEP_TEST_" not in path.read_text(), path
@@ -474,9 +486,6 @@ def test_the_room_walk_of_a_fixed_seed_run_re_enters_at_most_ten_rooms(tmp_path)
 
 # Test files that still import a private module of sweep, and why (each entry must still be needed).
 PRIVATE_IMPORTS_LEFT = {
-    # changed on other branches at the time (import-only changes there, to merge cleanly)
-    "test_fast_forward.py": "which forward batched_forward picks (sweep/models/_fast.py)",
-    "test_history.py": "patches the hdf5 reader to show the arrays are not read (sweep/problems/_hdf5.py)",
     # a trial's signal handler and drain polling: seen publicly only on a Ray cluster (the slow tests)
     "_faults.py": "asks the trial's preemption flag (sweep.tune._preemption)",
     "_node_loss.py": "the drain poll interval (sweep.tune._preemption)",

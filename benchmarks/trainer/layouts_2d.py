@@ -143,7 +143,7 @@ def _product_seconds(form: str, size: int, dims: int, hidden: int, depth: int, r
     import jax.numpy as jnp
     import pdequinox as pdeq
 
-    from sweep.models._fast import _fast_forward, _vmap_forward
+    from sweep.models import batched_forward
 
     def one(key):
         net = pdeq.arch.ConvNet(dims, 1, 1, hidden_channels=hidden, depth=depth, boundary_mode="periodic", key=key)
@@ -151,13 +151,12 @@ def _product_seconds(form: str, size: int, dims: int, hidden: int, depth: int, r
 
     keys = jax.random.split(jax.random.key(0), MEMBERS)
     params = jax.vmap(one)(keys)
-    static = eqx.filter(
-        pdeq.arch.ConvNet(dims, 1, 1, hidden_channels=hidden, depth=depth, boundary_mode="periodic", key=keys[0]),
-        eqx.is_array,
-        inverse=True,
-    )
+    template = pdeq.arch.ConvNet(dims, 1, 1, hidden_channels=hidden, depth=depth, boundary_mode="periodic", key=keys[0])
+    static = eqx.filter(template, eqx.is_array, inverse=True)
     x = jax.random.normal(jax.random.key(1), (20, 1, *(size,) * dims))
-    forward = _vmap_forward if form == "lax.conv" else lambda m, xb: _fast_forward(m, xb, form)
+    forward = (
+        batched_forward(template, matmul=False) if form == "lax.conv" else batched_forward(template, form, matmul=True)
+    )
 
     def loss(p, xb):
         return jnp.mean((forward(eqx.combine(p, static), xb) - xb) ** 2)

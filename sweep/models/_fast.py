@@ -234,8 +234,8 @@ def _fast_forward(m: eqx.Module, xb: Array, conv: str = "im2col") -> Array:
     return jnp.moveaxis(_apply(m, jnp.moveaxis(xb, 1, -1), channels_first=False), -1, 1)
 
 
-def _chosen_forward(m: eqx.Module, xb: Array, conv: str, dims: int) -> Array:
-    if xb.ndim != dims + 2 or not _matmul_wins(xb.shape[2:]):
+def _chosen_forward(m: eqx.Module, xb: Array, conv: str, dims: int, matmul: bool | None) -> Array:
+    if xb.ndim != dims + 2 or matmul is None and not _matmul_wins(xb.shape[2:]):
         # not (batch, channels, *spatial) (let the model raise), or lax.conv is faster here
         return _vmap_forward(m, xb)
     return _fast_forward(m, xb, conv)
@@ -244,21 +244,47 @@ def _chosen_forward(m: eqx.Module, xb: Array, conv: str, dims: int) -> Array:
 _CONVS = ("im2col", "shifted")
 
 
-def batched_forward(model: eqx.Module, conv: str = "im2col") -> Callable[[eqx.Module, Array], Array]:
+def batched_forward(
+    model: eqx.Module, conv: str = "im2col", matmul: bool | None = None
+) -> Callable[[eqx.Module, Array], Array]:
     """Return f(model, xb) computing jax.vmap(model)(xb) for xb of shape (batch, channels, *spatial).
 
     Uses a fast matmul path when every layer of `model` is supported, else falls back to
     `lambda m, xb: jax.vmap(m)(xb)`. The decision is made from the model's structure (static), once,
     and from the backend and the states' size (static) when `f` is traced: in 2D and 3D the matmul
-    path runs only where it was measured to be faster than `lax.conv` (see `_matmul_wins`).
+    path runs only where it was measured to be faster than `lax.conv` (docs/trainer-variants.md).
     ``conv`` picks how a convolution becomes a matmul: ``"im2col"`` (channels-last patches, one
     matmul per layer: fastest to train on XLA:CPU) or ``"shifted"`` (channels-first, all taps in
     one matmul over every point, shifted outputs summed: fastest forward alone on XLA:CPU in 1D,
-    for inference; slower to train).
+    for inference; slower to train). ``matmul`` overrides the choice: ``True`` takes the matmul
+    path at every size and backend (a `ValueError` if a layer of `model` has none), ``False``
+    never takes it (``jax.vmap(model)``), ``None`` (default) takes it where it was measured faster.
+
+    Examples:
+        ```python
+        import jax
+        import numpy as np
+        import pdequinox as pdeq
+
+        from sweep.models import batched_forward
+
+        net = pdeq.arch.ConvNet(1, 1, 1, hidden_channels=4, depth=1, key=jax.random.key(0))
+        xb = jax.random.normal(jax.random.key(1), (8, 1, 32))  # (batch, channels, points)
+        forward = batched_forward(net, matmul=True)
+        np.testing.assert_allclose(forward(net, xb), jax.vmap(net)(xb), rtol=1e-5, atol=1e-6)
+        ```
     """
     if conv not in _CONVS:
         raise ValueError(f"`conv`: got {conv!r}; expected one of {list(_CONVS)}")
-    dims = _conv_dims(model)
+    if matmul is not None and not isinstance(matmul, bool):
+        raise ValueError(f"`matmul`: got {matmul!r}; expected True, False or None")
+    dims = _conv_dims(model) if matmul is not False else None
+    if matmul and (dims is None or len(dims) != 1):
+        raise ValueError(
+            f"`matmul=True`: {type(model).__name__} has a layer without a matmul form (supported: eqx.nn.Conv and "
+            "pdequinox's padded convolutions of one number of spatial dimensions, GroupNorm, Identity, ConvNet, "
+            "Sequential, ClassicResBlock, DilatedResBlock); pass matmul=None to fall back to jax.vmap(model)"
+        )
     if dims is None or len(dims) != 1:
         return _vmap_forward
-    return ft.partial(_chosen_forward, conv=conv, dims=dims.pop())
+    return ft.partial(_chosen_forward, conv=conv, dims=dims.pop(), matmul=matmul)
