@@ -10,7 +10,7 @@ from helpers import tiny_spec
 import sweep
 from sweep.planning import Plan, hparams_key, make_plan, merge_plans
 from sweep.training import compiled_bytes
-from sweep.tune._auto import Probe, choose_seeds_per_trial
+from sweep.tune._auto import Probe, choose_seeds_per_trial, measure
 from sweep.tune._checks import check_resources, check_writable
 from sweep.tune._env import cpu_devices, trial_env
 
@@ -150,6 +150,29 @@ def test_compiled_memory_estimate_grows_with_members():
     four, eight, sixteen = (compiled_bytes(spec, data, (), m) for m in (4, 8, 16))
     assert 0 < four < eight < sixteen
     assert sixteen - eight == pytest.approx(2 * (eight - four), rel=0.05)  # linear in members
+    # one member at a time: a member adds its state, in and out of the call, not its step's temporaries
+    from sweep.training import data_shapes, state_bytes
+
+    two, eight = (compiled_bytes(spec, data, (), m, layout="map") for m in (2, 8))
+    assert eight - two == pytest.approx(6 * 2 * state_bytes(spec, data_shapes(data)), rel=0.05)
+    with pytest.raises(ValueError, match=r'`layout`: got \'pmap\'; expected "vmap" or "map"'):
+        compiled_bytes(spec, data, (), 2, layout="pmap")
+
+
+def test_the_cpu_probe_counts_a_steps_temporaries_on_every_device():
+    """A bigger minibatch makes each member's step bigger, not its state: the fixed part grows, by
+    the same amount on each of the process's CPU devices, and stays above their copies of the data."""
+    import jax
+
+    from sweep.training import device_data_bytes
+
+    small = tiny_spec(training=sweep.Training(epochs=1, batch_size=4))
+    big = tiny_spec(training=sweep.Training(epochs=1, batch_size=32))
+    data = sweep.load_data(small)
+    a, b = measure(small, (), data, {"cpu": 1}), measure(big, (), data, {"cpu": 1})
+    assert a.per_member_bytes == b.per_member_bytes
+    assert b.fixed_bytes > a.fixed_bytes > len(jax.devices("cpu")) * device_data_bytes(small, data)[0]
+    assert (b.fixed_bytes - a.fixed_bytes) % len(jax.devices("cpu")) == 0
 
 
 def test_a_trial_plan_carries_its_own_seeds_not_the_sweeps():

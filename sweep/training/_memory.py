@@ -24,12 +24,18 @@ def state_bytes(spec: SweepSpec, shapes: Shapes, hparams: Sequence[Mapping[str, 
     return sum(int(np.prod(a.shape)) * a.dtype.itemsize for a in jax.tree_util.tree_leaves(skeleton))
 
 
-def compiled_bytes(spec: SweepSpec, data: Dataset, hparams: Sequence[Mapping[str, float]], num_members: int) -> int:
-    """Device bytes one chunk call of a ``"vmap"`` block of ``num_members`` needs (compiled, not run):
-    arguments + outputs + temporaries - aliased buffers, from XLA's memory analysis."""
+def compiled_bytes(
+    spec: SweepSpec, data: Dataset, hparams: Sequence[Mapping[str, float]], num_members: int, layout: str = "vmap"
+) -> int:
+    """Device bytes one chunk call of a block of ``num_members`` on one device needs (compiled, not
+    run): arguments + outputs + temporaries - aliased buffers, from XLA's memory analysis.
+    ``layout``: ``"vmap"`` (every member at once, the accelerator layout) or ``"map"`` (one member
+    after another, the CPU layout: the temporaries of one member's step)."""
+    if layout not in ("vmap", "map"):
+        raise ValueError(f'`layout`: got {layout!r}; expected "vmap" or "map"')
     names = hyperparameter_names(spec.optimizer.options, hparams)
     shapes = data_shapes(data)
-    program = chunk_program(program_key(spec, names), shapes, "vmap", 1)
+    program = chunk_program(program_key(spec, names), shapes, layout, 1)
     state = state_skeleton(spec, num_members, names, shapes)
     arrays = jax.tree_util.tree_map(
         lambda a: jax.ShapeDtypeStruct(np.shape(a), jnp.result_type(a)),  # Dataset.history: a Python int

@@ -6,8 +6,11 @@ The rule (:func:`choose_seeds_per_trial`, a pure function of what :func:`measure
    layout) the block program is compiled (not run) for 4 and 8 members and
    ``memory_analysis()`` (arguments + outputs + temporaries - aliases) gives both parts. On CPU
    (members one at a time per device) a member costs its training state twice (in and out of
-   the compiled call: parameters, optimizer state) and the dataset is the fixed part (a
-   training split streamed in windows counts as two windows, not as the whole split). A block
+   the compiled call: parameters, optimizer state) and the fixed part is, on every CPU device,
+   what the memory analysis of a block of 2 gives beyond its members: the device's copy of the
+   dataset (a training split streamed in windows counts as two windows, not as the whole split)
+   and the temporaries of one member's step (6.0 GiB a device for APEBench's 2D network at
+   160 x 160, ``benchmarks/trainer/largest_block_2d.py``). A block
    may use 80% of the trial's memory share: the device's allocator limit on a GPU (already
    confined to the trial's fraction, see :mod:`._env`), or the host's memory times the trial's
    share of the node's CPUs on CPU. ``members <= (0.8 * share - fixed) / per_member``.
@@ -97,15 +100,17 @@ def measure(
         streamed_out = device_data_bytes(spec, data, budget=2**62)[0] - held  # compiled with the whole split
         return Probe(per_member, max(0, four - 4 * per_member - streamed_out), _memory_share(resources), None, backend)
     devices = len(jax.devices("cpu"))
+    per_member = 2 * state_bytes(spec, data_shapes(data), hparams)
+    # a device's program beyond its members' states: its copy of the data and one member's step
+    streamed_out = device_data_bytes(spec, data, budget=2**62)[0] - held  # compiled with the whole split
+    step = compiled_bytes(spec, data, hparams, 2, layout="map") - 2 * per_member - streamed_out
     block, state = init_block(spec, list(range(devices)), [hparams[0]] if hparams else None, data)
     state, evaluation = run_chunk(block, state, 1)  # compile
     jax.block_until_ready(evaluation)
     start = time.perf_counter()
     jax.block_until_ready(run_chunk(block, state, 1)[1])
     member_epoch_s = (time.perf_counter() - start) / devices
-    return Probe(
-        2 * state_bytes(spec, data_shapes(data), hparams), held, _memory_share(resources), member_epoch_s, backend
-    )
+    return Probe(per_member, devices * max(held, step), _memory_share(resources), member_epoch_s, backend)
 
 
 def largest_config(spec: SweepSpec, datasets: Mapping[str, Dataset]) -> tuple[SweepSpec, tuple[dict, ...]]:
