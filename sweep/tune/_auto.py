@@ -94,15 +94,14 @@ def measure(
     """Measure one structural config (``spec`` without a grid) in this process."""
     backend = jax.default_backend()
     held, _ = device_data_bytes(spec, data)  # a streamed split: two windows, not the whole split
+    streamed_out = device_data_bytes(spec, data, budget=2**62)[0] - held  # compiled_bytes: the whole split
     if backend != "cpu":
         four = compiled_bytes(spec, data, hparams, 4)  # small blocks are special-cased by XLA
         per_member = max(1, (compiled_bytes(spec, data, hparams, 8) - four) // 4)
-        streamed_out = device_data_bytes(spec, data, budget=2**62)[0] - held  # compiled with the whole split
         return Probe(per_member, max(0, four - 4 * per_member - streamed_out), _memory_share(resources), None, backend)
     devices = len(jax.devices("cpu"))
     per_member = 2 * state_bytes(spec, data_shapes(data), hparams)
     # a device's program beyond its members' states: its copy of the data and one member's step
-    streamed_out = device_data_bytes(spec, data, budget=2**62)[0] - held  # compiled with the whole split
     step = compiled_bytes(spec, data, hparams, 2, layout="map") - 2 * per_member - streamed_out
     block, state = init_block(spec, list(range(devices)), [hparams[0]] if hparams else None, data)
     state, evaluation = run_chunk(block, state, 1)  # compile
