@@ -12,6 +12,7 @@ A sweep directory (``<storage>/<spec.name>/``)::
         <trial_key>/error.txt, error.pkl                         TUNE_ERROR_FILES (Tune's, of a failed trial)
     local/                       LOCAL_DIR: the in-process executor's trials, laid out as Tune's
         <trial_key>/checkpoint_000001/{block.json,state.eqx}
+        <trial_key>/checkpoint_000001_000003/   a streamed block paused inside epoch 1, before its window 3
     ensembles -> .ensembles/000007          STORE_NAME: the store, a link to its committed generation
     .ensembles/CURRENT, .ensembles/.lock    POINTER, LOCK
 
@@ -86,9 +87,11 @@ EXPORT_MANIFEST = "manifest.json"
 EXPORT_PARTS = ("mean_std.jaxexport", "rollout.jaxexport")  # the programs: mean and std, rollout
 
 
-def checkpoint_name(epoch: int) -> str:
-    """The directory of a block checkpoint after ``epoch`` epochs: ``checkpoint_000012``."""
-    return f"{CHECKPOINT_PREFIX}{epoch:06d}"
+def checkpoint_name(epoch: int, window: int = 0) -> str:
+    """The directory of a block checkpoint after ``epoch`` epochs: ``checkpoint_000012``; one of
+    a streamed block paused inside epoch ``epoch`` before its window ``window``:
+    ``checkpoint_000012_000003``."""
+    return f"{CHECKPOINT_PREFIX}{epoch:06d}" + (f"_{window:06d}" if window else "")
 
 
 def experiment_name(number: int) -> str:

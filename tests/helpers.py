@@ -208,3 +208,36 @@ def assert_failed_once_then_resumed_equals_uninterrupted(spec: sweep.SweepSpec, 
         sweep.load(resumed).table.select(columns).to_pylist()
         == sweep.load(uninterrupted).table.select(columns).to_pylist()
     )
+
+
+def assert_killed_inside_an_epoch_then_resumed_equals_uninterrupted(
+    spec: sweep.SweepSpec, tmp_path: Path, monkeypatch, at: tuple[int, int] = (1, 2)
+) -> None:
+    """An in-process run of the streamed ``spec`` whose first trial checkpoints at every window
+    boundary and dies right after its checkpoint inside epoch ``at[0]`` before window ``at[1]``,
+    resumed, stores what an uninterrupted run stores, bit for bit."""
+    import dataclasses
+
+    import pytest
+
+    from sweep.tune import _cadence, _local
+
+    local = sweep.RunOptions(executor="local", progress="off")
+    uninterrupted = sweep.run(spec, storage=str(tmp_path / "b"), options=local)
+    checkpoint, killed = _local.LocalExecutor._checkpoint, []
+
+    def dies_after(self, trial, state, history, shapes):  # the process "dies" once that checkpoint is written
+        checkpoint(self, trial, state, history, shapes)
+        if not killed and history.position is not None and tuple(history.position[:2]) == at:
+            killed.append(trial.trial_key)
+            raise RuntimeError("injected failure inside an epoch")
+
+    with monkeypatch.context() as m:
+        m.setattr(_cadence.Pacer, "pause", lambda self, now: True)  # a checkpoint at every window boundary
+        m.setattr(_local.LocalExecutor, "_checkpoint", dies_after)
+        with pytest.raises(sweep.SweepError, match="injected failure inside an epoch"):
+            sweep.run(spec, storage=str(tmp_path / "a"), options=local)
+    (left,) = Path(tmp_path / "a").glob(f"*/local/{killed[0]}/checkpoint_*")
+    assert left.name == f"checkpoint_{at[0]:06d}_{at[1]:06d}"  # the trial resumes from inside the epoch
+    resumed = sweep.run(spec, storage=str(tmp_path / "a"), options=dataclasses.replace(local, resume=True))
+    assert store_files(resumed) == store_files(uninterrupted)  # every member's weights and curves, bit for bit

@@ -13,6 +13,7 @@ import pytest
 from hdf5_files import pdebench_tensor
 from helpers import (
     assert_failed_once_then_resumed_equals_uninterrupted,
+    assert_killed_inside_an_epoch_then_resumed_equals_uninterrupted,
     assert_same_member,
     store_files,
     tiny_spec,
@@ -87,6 +88,12 @@ def test_a_trial_whose_data_fit_reads_the_training_split_whole_and_trains_as_in_
 
 def test_a_streamed_file_run_killed_after_an_epoch_and_resumed_equals_an_uninterrupted_run(spec, tmp_path):
     assert_failed_once_then_resumed_equals_uninterrupted(spec, tmp_path)
+
+
+def test_a_streamed_file_run_killed_inside_an_epoch_and_resumed_equals_an_uninterrupted_run(
+    spec, tmp_path, monkeypatch
+):
+    assert_killed_inside_an_epoch_then_resumed_equals_uninterrupted(spec, tmp_path, monkeypatch, at=(1, 4))
 
 
 @pytest.mark.slow  # unrolled windows compile apart (~1 min on a shared CPU)

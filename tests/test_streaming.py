@@ -9,7 +9,14 @@ import time
 
 import numpy as np
 import pytest
-from helpers import assert_failed_once_then_resumed_equals_uninterrupted, assert_same_member, tiny_spec, tree_allclose
+from helpers import (
+    assert_failed_once_then_resumed_equals_uninterrupted,
+    assert_killed_inside_an_epoch_then_resumed_equals_uninterrupted,
+    assert_same_member,
+    tiny_spec,
+    tree_allclose,
+)
+from pyarrow.fs import LocalFileSystem
 
 import sweep
 from sweep import training
@@ -110,6 +117,124 @@ def test_resume_from_a_checkpoint_equals_uninterrupted(tmp_path, spec, data):
 
 def test_a_run_failed_after_its_first_epoch_and_resumed_equals_an_uninterrupted_run(spec, tmp_path):
     assert_failed_once_then_resumed_equals_uninterrupted(spec, tmp_path)
+
+
+class PauseAt:
+    """A ``pause`` for :func:`sweep.fit` that says yes at its ``n``-th question (and its ``then``-th)."""
+
+    def __init__(self, n: int, then: int = 0):
+        self.asked, self.at = 0, (n, then)
+
+    def __call__(self) -> bool:
+        self.asked += 1
+        return self.asked in self.at
+
+
+def _paused(block, state, pause):
+    """The first ``(state, history)`` that :func:`sweep.fit` yields paused inside an epoch."""
+    return next((s, h) for s, h in sweep.fit(block, state, pause=pause) if h.paused)
+
+
+def _assert_same_block(state, history, other_state, other_history):
+    assert tree_allclose(state.params, other_state.params, exact=True)
+    assert tree_allclose(state.opt_state, other_state.opt_state, exact=True)
+    np.testing.assert_array_equal(state.epoch, other_state.epoch)
+    for field in ("epoch", "train_loss", "diverged"):
+        np.testing.assert_array_equal(getattr(history, field), getattr(other_history, field))
+    for split in ("val", "test"):
+        assert getattr(history, split).keys() == getattr(other_history, split).keys()
+        for name, curve in getattr(history, split).items():
+            np.testing.assert_array_equal(curve, getattr(other_history, split)[name])
+    assert history.position is None and other_history.position is None
+
+
+@pytest.mark.parametrize("seeds", [[5], [0, 5, 7]])
+def test_a_block_saved_inside_an_epoch_and_resumed_equals_uninterrupted(tmp_path, spec, data, alone, seeds):
+    from sweep.training import find_blocks, load_block, save_block
+
+    block, state = training.init_block(spec, seeds, data=data)
+    # asked after windows 0 and 1 of epoch 0 (each its own chunk), then after window 0 of epoch 1
+    paused, history = _paused(block, state, PauseAt(3))
+    at = history.position
+    assert at is not None and (at.epoch, at.window, at.steps) == (1, 1, 1)
+    assert list(history.epoch) == [1] and int(paused.epoch[0]) == 1  # no report added; epoch 1 in progress
+    assert at.loss_sums.dtype == np.float64 and at.loss_sums.shape == (len(seeds),)
+    shapes = training.data_shapes(data)
+    for name, position in (("report", None), ("paused", at)):  # of one trial: at the report of epoch 1, and after
+        save_block(
+            tmp_path / name,
+            spec=spec,
+            state=paused,
+            history=history._replace(position=position),
+            shapes=shapes,
+            trial_id="t",
+        )
+    saved = load_block(tmp_path / "paused")
+    loaded = saved.history.position
+    assert loaded is not None and loaded._replace(loss_sums=None) == at._replace(loss_sums=None)
+    np.testing.assert_array_equal(loaded.loss_sums, at.loss_sums)  # exact
+    refs = find_blocks(str(tmp_path), LocalFileSystem())
+    assert refs["t"].progress == (1, 1) and refs["t"].path.endswith("paused")  # the newest of the trial
+
+    block, _ = training.init_block(spec, seeds, data=data)  # a new process: nothing kept
+    resumed, resumed_history = list(sweep.fit(block, saved.state, saved.history))[-1]
+    uninterrupted, uninterrupted_history = list(sweep.fit(block, state))[-1]
+    _assert_same_block(resumed, resumed_history, uninterrupted, uninterrupted_history)
+    assert_same_member(training.model_of(block, resumed), resumed_history, seeds.index(5), *alone)  # whatever the block
+
+
+def test_a_chunk_of_two_epochs_paused_inside_and_between_them_goes_on_as_uninterrupted(data):
+    spec = tiny_spec(training=dataclasses.replace(STREAMED, report_every=2))  # one chunk: 6 windows, asked 5 times
+    block, state = training.init_block(spec, [1, 5], data=data)
+    trained = list(sweep.fit(block, state, pause=PauseAt(2, 3)))  # after window 1, then after window 2 (epoch 0's end)
+    assert [h.position and h.position[:2] for _, h in trained] == [(0, 2), (1, 0), None]
+    assert [list(h.epoch) for _, h in trained] == [[], [], [2]]
+    _assert_same_block(*trained[-1], *list(sweep.fit(block, state))[-1])
+
+
+def test_a_checkpoint_at_a_report_is_written_as_before_and_resumes_to_a_pause_and_on(tmp_path, spec, data):
+    import json
+
+    from sweep.training import load_block, save_block
+
+    block, state = training.init_block(spec, [1, 5], data=data)
+    reported, history = next(sweep.fit(block, state))
+    save_block(tmp_path / "b", spec=spec, state=reported, history=history, shapes=training.data_shapes(data))
+    meta = json.loads((tmp_path / "b" / "block.json").read_text())
+    assert meta["format"] == 2 and "position" not in meta  # what seed-sweep always wrote: old checkpoints read as it
+    saved = load_block(tmp_path / "b")
+    assert saved.history.position is None
+    trained = list(sweep.fit(block, saved.state, saved.history, pause=PauseAt(2)))  # after window 1 of epoch 1
+    assert [h.paused for _, h in trained] == [True, False]
+    _assert_same_block(*trained[-1], *list(sweep.fit(block, state))[-1])
+
+
+def test_a_block_saved_inside_an_epoch_is_refused_under_another_window_plan(tmp_path, spec, data):
+    from sweep.training import load_block, save_block
+
+    block, state = training.init_block(spec, [5], data=data)
+    paused, history = _paused(block, state, PauseAt(1))
+    save_block(tmp_path / "b", spec=spec, state=paused, history=history, shapes=training.data_shapes(data))
+    saved = load_block(tmp_path / "b")
+    for budget in (5000, None):  # 5 windows an epoch; data that fit
+        other = tiny_spec(training=dataclasses.replace(STREAMED, data_memory=budget))
+        block, _ = training.init_block(other, [5], data=data)
+        with pytest.raises(sweep.SpecError, match=r"stopped at window 1 of 3 \(42 shards\) of epoch 0"):
+            next(sweep.fit(block, saved.state, saved.history))
+
+
+def test_a_run_killed_inside_an_epoch_and_resumed_equals_an_uninterrupted_run(spec, tmp_path, monkeypatch):
+    assert_killed_inside_an_epoch_then_resumed_equals_uninterrupted(spec, tmp_path, monkeypatch)
+
+
+def test_the_in_process_executor_checkpoints_inside_an_epoch_when_the_last_checkpoint_is_old(spec):
+    from sweep.tune._cadence import PAUSE_AFTER_S, Cadence, Pacer
+
+    auto = Pacer(Cadence(0.0, None, 1e9), 1000, start=0.0)
+    assert not auto.pause(PAUSE_AFTER_S - 1) and auto.pause(PAUSE_AFTER_S) and not auto.pause(PAUSE_AFTER_S + 1)
+    assert not Pacer(Cadence(0.0, 3, 1e9), 1000, start=0.0).pause(
+        10 * PAUSE_AFTER_S
+    )  # checkpoint_every=k: reports only
 
 
 def test_a_streamed_block_counts_the_seconds_its_trainer_waited_for_a_slow_reader(spec, data):

@@ -8,7 +8,7 @@ of the compiled program, shared by the block.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, TypedDict
 
 import equinox as eqx
@@ -37,7 +37,7 @@ from ._program import (
     program_key,
     static_part,
 )
-from ._stream import Stream, held_part, make_stream, read_whole, streamed_chunk
+from ._stream import Stream, WindowPosition, held_part, make_stream, read_whole, streamed_chunk
 
 HParams = Mapping[str, float] | Sequence[Mapping[str, float]] | None
 """A block's optimizer hyperparameters: one set (a dict), a list of sets, or ``None`` for the spec's."""
@@ -250,17 +250,41 @@ def run_chunk(block: Block, state: TrainState, num_epochs: int) -> tuple[TrainSt
         ```
     """
 
-    def chunk(placed: TrainState):
-        if block.stream is None:
-            return block.program(placed, block.data, num_epochs)
-        return streamed_chunk(block.stream, placed, block.data, num_epochs)
+    state, evaluation, _ = chunk_until(block, state, num_epochs)
+    assert evaluation is not None  # nothing asked to pause
+    return state, evaluation
 
+
+def chunk_until(
+    block: Block,
+    state: TrainState,
+    num_epochs: int,
+    position: WindowPosition | None = None,
+    pause: Callable[[], bool] | None = None,
+) -> tuple[TrainState, dict[str, Any] | None, WindowPosition | None]:
+    """:func:`run_chunk` of a streamed block continued from ``position`` (inside the epoch
+    ``state`` stands at) and paused at a window boundary where ``pause()`` says so
+    (:func:`~._stream.streamed_chunk`): ``(state, evaluation, None)`` at the chunk's end, or
+    ``(state, None, position)`` where it paused. A block whose data fit never pauses."""
+    if position is not None:
+        position.check(None if block.stream is None else block.stream.plan, int(np.asarray(state.epoch)[0]))
+
+    def chunk(placed: TrainState, sums: Any) -> tuple[TrainState, Any, WindowPosition | None]:
+        if block.stream is None:
+            return (*block.program(placed, block.data, num_epochs), None)
+        at = None if position is None else position._replace(loss_sums=sums)
+        return streamed_chunk(block.stream, placed, block.data, num_epochs, at, pause)
+
+    sums = None if position is None else np.asarray(position.loss_sums, np.float64)
     if block.layout == "vmap":
-        return chunk(jax.device_put(state, block.devices[0]))
+        return chunk(jax.device_put(state, block.devices[0]), sums)
     padded, m = pad_members(jax.tree_util.tree_map(np.asarray, state), len(block.devices))
     split = NamedSharding(members_mesh(len(block.devices)), P("m"))  # the same placement every call
-    out = chunk(jax.device_put(padded, split))
-    return jax.tree_util.tree_map(lambda a: np.asarray(a)[:m], out)
+    if sums is not None:
+        sums = pad_members(sums, len(block.devices))[0]
+    state, evaluation, paused = chunk(jax.device_put(padded, split), sums)
+    state, evaluation = jax.tree_util.tree_map(lambda a: np.asarray(a)[:m], (state, evaluation))
+    return state, evaluation, None if paused is None else paused._replace(loss_sums=paused.loss_sums[:m])
 
 
 def model_of(block: Block, state: TrainState) -> eqx.Module:

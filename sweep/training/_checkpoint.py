@@ -4,7 +4,9 @@ Layout of a block directory (written aside and renamed into place, never pickled
 
     block.json   format, structural spec, seeds, hyperparameter sets, shapes, trial id, and the
                  history: epochs, train loss, {"val": {"loss": ..., <metric>: ...}, "test": {...}},
-                 and the latest rollout curves {"val_rollout": {<metric>: ...}, "test_rollout": ...}
+                 and the latest rollout curves {"val_rollout": {<metric>: ...}, "test_rollout": ...};
+                 a streamed block saved inside an epoch (format 3) also its "position": the
+                 epoch, the next window, the epoch's loss sums (float64) and steps so far
     state.eqx    eqx.tree_serialise_leaves(TrainState) of the block (leading member axis)
 
 Trials write one per report (Ray Tune stores it as a ``tune.Checkpoint`` under
@@ -38,8 +40,12 @@ from ..spec import SweepSpec
 from ._block import state_skeleton
 from ._loop import History
 from ._program import Shapes, TrainState
+from ._stream import WindowPosition
 
-FORMAT = 2  # 2: validation and test curves of the loss and every metric (format 1: test loss only)
+FORMAT = 3  # 3: a streamed block saved inside an epoch, with its window position (a block saved at
+# a report is written in format 2, as before); 2: validation and test curves of the loss and every
+# metric (format 1: test loss only)
+OLDEST = 2  # the oldest format this seed-sweep reads
 
 
 class SavedBlock(NamedTuple):
@@ -70,6 +76,17 @@ def _history_json(history: History) -> dict[str, Any]:
     }
 
 
+def _position_json(position: WindowPosition) -> dict[str, Any]:
+    return {**position._asdict(), "loss_sums": _floats(position.loss_sums)}  # float64: exact in JSON
+
+
+def _position(meta: dict[str, Any]) -> WindowPosition | None:
+    saved = meta.get("position")
+    if saved is None:
+        return None
+    return WindowPosition(**{**saved, "loss_sums": np.asarray(saved["loss_sums"], np.float64)})
+
+
 def save_block(
     directory: str | os.PathLike[str],
     *,
@@ -80,12 +97,14 @@ def save_block(
     trial_id: str = "",
     stopped_early: bool = False,
 ) -> Path:
-    """Write a block directory atomically (a sibling temp dir renamed over ``directory``)."""
+    """Write a block directory atomically (a sibling temp dir renamed over ``directory``); a
+    ``history`` paused inside an epoch (:attr:`History.position`) saves where, to go on from there."""
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    position = history.position
     meta = {
-        "format": FORMAT,
+        "format": OLDEST if position is None else FORMAT,  # a report's checkpoint is as it always was
         "spec": spec.to_dict(),
         "config_id": spec.config_id,
         "seeds": list(history.seeds),
@@ -95,6 +114,7 @@ def save_block(
         "history": _history_json(history),
         "trial_id": trial_id,
         "stopped_early": stopped_early,
+        **({} if position is None else {"position": _position_json(position)}),
     }
     eqx.tree_serialise_leaves(tmp / BLOCK_STATE, state)
     (tmp / BLOCK_META).write_text(json.dumps(meta))
@@ -127,10 +147,19 @@ class BlockRef:
         self.seeds: tuple[int, ...] = tuple(meta["seeds"])
         self.hparams: tuple[dict[str, float], ...] = tuple(dict(h) for h in meta["hparams"])
         epochs = meta["history"]["epoch"]
-        self.epoch: int = epochs[-1] if epochs else 0
+        self.epoch: int = epochs[-1] if epochs else 0  # of the last report
+        self.position: WindowPosition | None = _position(meta)
+
+    @property
+    def progress(self) -> tuple[int, int]:
+        """``(epoch, window)`` reached: the block's next window (0 at a report); orders checkpoints."""
+        return (self.epoch, 0) if self.position is None else (self.position.epoch, self.position.window)
 
     def __repr__(self) -> str:
-        return f"BlockRef({self.path!r}, trial {self.trial_key!r}, epoch {self.epoch})"
+        inside = (
+            "" if self.position is None else f", paused at window {self.position.window} of epoch {self.position.epoch}"
+        )
+        return f"BlockRef({self.path!r}, trial {self.trial_key!r}, epoch {self.epoch}{inside})"
 
     @functools.cached_property
     def spec(self) -> SweepSpec:
@@ -159,6 +188,7 @@ class BlockRef:
                 f"{split}_rollout": {name: curve(c) for name, c in h.get(f"{split}_rollout", {}).items()}
                 for split in EVALUATED
             },
+            position=self.position,
         )
 
     def skeleton(self) -> TrainState:
@@ -214,10 +244,10 @@ def _read_meta(text: str, where: str) -> dict[str, Any]:
         raise StoreError(
             f"{where!r}: format {meta['format']} is newer than this seed-sweep reads ({FORMAT}); upgrade seed-sweep"
         )
-    if meta.get("format", 0) < FORMAT:
+    if meta.get("format", 0) < OLDEST:
         raise StoreError(
             f"{where!r}: format {meta.get('format')} was written by an older seed-sweep (trained without a "
-            f"validation split; this one reads format {FORMAT}); train the block again"
+            f"validation split; this one reads formats {OLDEST}-{FORMAT}); train the block again"
         )
     return meta
 
@@ -259,6 +289,6 @@ def find_blocks(
             except (OSError, StoreError, KeyError):
                 continue
             known[info.path] = ref
-        if ref.trial_key not in found or ref.epoch > found[ref.trial_key].epoch:
+        if ref.trial_key not in found or ref.progress > found[ref.trial_key].progress:
             found[ref.trial_key] = ref
     return found

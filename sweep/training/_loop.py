@@ -8,7 +8,7 @@ saved state and history.
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import NamedTuple, Unpack
 
@@ -21,8 +21,9 @@ from .._errors import SpecError
 from ..metrics import ROLLOUT_GMEAN, rollout_gmean
 from ..problems import EVALUATED
 from ..spec import SweepSpec, Training
-from ._block import Block, BlockOptions, HParams, hparam_sets, init_block, model_of, run_chunk
+from ._block import Block, BlockOptions, HParams, chunk_until, hparam_sets, init_block, model_of
 from ._program import TrainState
+from ._stream import WindowPosition
 
 
 class History(NamedTuple):
@@ -43,6 +44,9 @@ class History(NamedTuple):
         val_rollout: Each rollout metric -> its ``[members, T]`` curve at the latest report (entry
             ``t - 1``: after ``t`` steps, averaged over the split's trajectories).
         test_rollout: The same on the test trajectories.
+        position: ``None`` at a report. Where a streamed block paused inside an epoch since its
+            last report (:func:`fit` with ``pause``), the :class:`~._stream.WindowPosition` it
+            goes on from (saved with its checkpoint); the reports stay those of the last report.
 
     Examples:
         ```python
@@ -60,6 +64,12 @@ class History(NamedTuple):
     diverged: Bool[np.ndarray, " m"]
     val_rollout: Mapping[str, Float[np.ndarray, "m t"]] = MappingProxyType({})
     test_rollout: Mapping[str, Float[np.ndarray, "m t"]] = MappingProxyType({})
+    position: WindowPosition | None = None
+
+    @property
+    def paused(self) -> bool:
+        """Whether this history stands inside an epoch (a pause, not a report)."""
+        return self.position is not None
 
     @property
     def val_loss(self) -> Float[np.ndarray, "m r"] | None:
@@ -110,6 +120,7 @@ class History(NamedTuple):
             diverged=np.asarray(state.diverged),
             **curves,
             **latest,
+            position=None,
         )
 
 
@@ -121,17 +132,30 @@ def chunks(training: Training, done_epochs: int = 0) -> list[int]:
     return [end - max(start, done_epochs) for start, end in zip(starts, ends) if end > done_epochs]
 
 
-def fit(block: Block, state: TrainState, history: History | None = None) -> Iterator[tuple[TrainState, History]]:
+def fit(
+    block: Block, state: TrainState, history: History | None = None, pause: Callable[[], bool] | None = None
+) -> Iterator[tuple[TrainState, History]]:
     """Train ``block`` from ``state`` to its spec's epochs, one compiled chunk at a time.
 
     Args:
         block: The block's program (:func:`init_block`).
         state: Its state: the initial one, or one saved by a checkpoint.
-        history: The history so far of a resumed block; ``None`` for a new one.
+        history: The history so far of a resumed block (with its :attr:`History.position`
+            where it was saved inside an epoch); ``None`` for a new one.
+        pause: Asked after every window of a streamed block (``Training(data_memory=...)``
+            smaller than its data) but a chunk's last: where it says so, the block stops at
+            that window boundary and ``(state, history)`` is yielded with
+            ``history.position`` saying where (no report added: :attr:`History.paused`).
+            Saved there (:func:`save_block`) and resumed, or iterated further, the block goes
+            on bit for bit as if it had not paused. A block whose data fit is never asked.
 
     Returns:
-        An iterator of ``(state, history)`` after every chunk of ``report_every`` epochs. A block
-        that already reached its epochs yields nothing.
+        An iterator of ``(state, history)`` after every chunk of ``report_every`` epochs, and
+        at every pause. A block that already reached its epochs yields nothing.
+
+    Raises:
+        SpecError: ``history`` stands inside an epoch that this block cannot continue (its
+            window plan is not the one it was saved with).
 
     Examples:
         ```python
@@ -141,8 +165,14 @@ def fit(block: Block, state: TrainState, history: History | None = None) -> Iter
         ```
     """
     history = History.empty(block) if history is None else history
+    position = history.position
     for num_epochs in chunks(block.spec.training, int(state.epoch[0])):
-        state, evaluation = run_chunk(block, state, num_epochs)
+        end = int(state.epoch[0]) + num_epochs
+        while True:
+            state, evaluation, position = chunk_until(block, state, end - int(state.epoch[0]), position, pause)
+            if evaluation is not None:
+                break
+            yield state, history._replace(position=position)
         history = history.reported(state, evaluation)
         yield state, history
 

@@ -10,9 +10,13 @@ transfers it (asynchronously) to the devices. At most two windows are held at a 
 chunk's last epoch every member is evaluated (:func:`~._member.member_evaluation`).
 
 Each member's arithmetic is the same whatever the block (the windows, their order and the
-members' keys do not depend on it), so streamed blocks are bit-identical on CPU like the others;
-a chunk ends at the end of an epoch, so a checkpoint always stands at the start of the next
-epoch's window order, and a resumed block reads the same windows in the same order.
+members' keys do not depend on it), so streamed blocks are bit-identical on CPU like the others.
+A chunk ends at the end of an epoch; it can also pause at a window boundary inside an epoch
+(``pause()``, asked after every window but the chunk's last: a preemption notice, a checkpoint
+due by time), and then returns a :class:`WindowPosition`: the epoch, the index of its next window
+in the epoch's order and the epoch's training-loss sums so far. A block continued from there
+(in this process or from a checkpoint that saved the position) reads the same windows in the
+same order and ends bit for bit where an uninterrupted one does, its ``train_loss`` included.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import jax
 import numpy as np
 
 from .._caches import cached
+from .._errors import SpecError
 from ..problems import EVALUATED, Dataset, Split, hdf5_reader, outlined
 from ..spec import Problem, SweepSpec, size_text
 from ._budget import data_budget, nbytes, streams
@@ -210,27 +215,73 @@ def _window(stream: Stream, shards: np.ndarray):
     return jax.device_put(arrays, stream.place)
 
 
-def streamed_chunk(stream: Stream, state: TrainState, held: Dataset, num_epochs: int):
-    """``num_epochs`` streamed epochs of a placed ``state``, then its evaluation on the ``held``
-    data: ``(state, evaluation)`` as a chunk program returns them (``"train_loss"``: the mean
-    loss of the last epoch's minibatches)."""
+def _sizes(plan: WindowPlan) -> tuple[int, int]:
+    return plan.num_windows, plan.num_shards
+
+
+class WindowPosition(NamedTuple):
+    """Where a streamed block paused inside an epoch (at a window boundary), and what it needs to
+    go on bit for bit: the next window of epoch ``epoch``'s order, and that epoch's minibatch
+    losses so far (summed in float64 per member, over ``steps`` minibatches; the epoch's
+    ``train_loss`` is their mean at its end). ``windows`` and ``shards``: the block's
+    :class:`~._windows.WindowPlan` (a block resumed under another plan is refused)."""
+
+    epoch: int
+    window: int
+    loss_sums: np.ndarray  # float64 [members]
+    steps: int
+    windows: int
+    shards: int
+
+    def check(self, plan: WindowPlan | None, epoch: int) -> None:
+        """Raise a :class:`SpecError` where a block streamed by ``plan`` (``None``: its data fit)
+        whose state stands at ``epoch`` cannot continue from this position."""
+        if plan is None or (plan.num_windows, plan.num_shards) != (self.windows, self.shards) or epoch != self.epoch:
+            now = (
+                "its data fit the budget" if plan is None else f"{plan.num_windows} windows of {plan.num_shards} shards"
+            )
+            raise SpecError(
+                f"the checkpoint stopped at window {self.window} of {self.windows} ({self.shards} shards) of epoch "
+                f"{self.epoch}; this block cannot continue from there ({now}, epoch {epoch}): "
+                f"give it the `training.data_memory` it was trained with"
+            )
+
+
+def streamed_chunk(
+    stream: Stream,
+    state: TrainState,
+    held: Dataset,
+    num_epochs: int,
+    position: WindowPosition | None = None,
+    pause: Callable[[], bool] | None = None,
+) -> tuple[TrainState, dict[str, Any] | None, WindowPosition | None]:
+    """``num_epochs`` streamed epochs of a placed ``state`` (the first continued from
+    ``position`` where given), then its evaluation on the ``held`` data: ``(state, evaluation,
+    None)``, ``state`` and ``evaluation`` as a chunk program returns them (``"train_loss"``: the
+    mean loss of the last epoch's minibatches).
+
+    ``pause``, asked after every window but the chunk's last, stops the chunk there when it
+    says so: ``(state, None, position)`` then, ``position`` the :class:`WindowPosition` to go
+    on from (``num_epochs`` counted from the epoch in progress, as here)."""
     first = int(np.asarray(state.epoch)[0])
     windows = [
-        (index, len(order), shards)
+        (epoch, index, len(order), shards)
         for epoch in range(first, first + num_epochs)
         for order in [stream.plan.order(stream.data_seed, epoch)]
         for index, shards in enumerate(order)
-    ]
-    sums: Any = 0.0  # the current epoch's minibatch losses summed, per member
-    steps = 0
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-reader") as reader:
-        pending = reader.submit(_window, stream, windows[0][2])
-        for k, (index, count, _) in enumerate(windows):
+    ][0 if position is None else position.window :]
+    sums: Any = 0.0 if position is None else position.loss_sums  # the current epoch's minibatch losses summed
+    steps = 0 if position is None else position.steps
+    reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-reader")
+    paused = False
+    try:
+        pending = reader.submit(_window, stream, windows[0][3])
+        for k, (epoch, index, count, _) in enumerate(windows):
             start = time.perf_counter()
             window = pending.result()
             stream.waited[0] += time.perf_counter() - start
             if k + 1 < len(windows):  # read the next window (across epochs) while this one trains
-                pending = reader.submit(_window, stream, windows[k + 1][2])
+                pending = reader.submit(_window, stream, windows[k + 1][3])
             state, loss = stream.windows(state, (window, np.int32(index)))
             batches = jax.tree_util.tree_leaves(window)[0].shape[0] * stream.source.per_item // stream.batch_size
             if index == 0:
@@ -239,8 +290,15 @@ def streamed_chunk(stream: Stream, state: TrainState, held: Dataset, num_epochs:
             sums, steps = sums + np.asarray(loss, np.float64) * batches, steps + batches
             if index + 1 == count:  # the epoch's last window
                 state = state._replace(epoch=state.epoch + 1)
+            if k + 1 < len(windows) and pause is not None and pause():
+                paused, plan = True, stream.plan
+                if index + 1 == count:  # between two epochs of the chunk: nothing of the next one yet
+                    return state, None, WindowPosition(epoch + 1, 0, np.zeros_like(sums), 0, *_sizes(plan))
+                return state, None, WindowPosition(epoch, index + 1, sums, steps, *_sizes(plan))
         del window  # the last window goes before the evaluation's parts come
+    finally:  # paused: the next window's read is not waited for (its result is dropped)
+        reader.shutdown(wait=not paused, cancel_futures=True)
     if stream.parts is not None:
-        return state, {"train_loss": (sums / steps).astype(np.float32), **evaluate_in_parts(stream.parts, state)}
+        return state, {"train_loss": (sums / steps).astype(np.float32), **evaluate_in_parts(stream.parts, state)}, None
     _, evaluation = stream.evaluation(state, held)
-    return state, {"train_loss": (sums / steps).astype(np.float32), **evaluation}
+    return state, {"train_loss": (sums / steps).astype(np.float32), **evaluation}, None

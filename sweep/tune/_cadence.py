@@ -20,6 +20,12 @@ A trial finishes a compiled chunk every ``report_every`` epochs and appends it t
   slots that is one checkpoint of the 764 MiB block per 16 s per trial on a local disk and one
   per 5.7 minutes on S3; a block of a few MiB checkpoints at every report either way.
 
+- **Inside an epoch** (a streamed block, ``Training(data_memory=...)`` smaller than its data,
+  whose chunk can take hours): with ``"auto"``, the in-process executor also pauses the block at
+  the next window boundary once the last checkpoint is :data:`PAUSE_AFTER_S` old (and the byte
+  budget allows one), and checkpoints it there, adding no report (:meth:`Pacer.pause`). On
+  Tune, a block pauses inside an epoch only for a preemption notice (:mod:`._preemption`).
+
 A restarted trial resumes from its last checkpoint and trains the chunks after it again
 (bit-identical), so fewer checkpoints cost at most that much repeated work after a failure.
 """
@@ -34,6 +40,7 @@ import pyarrow.fs as pafs
 from .._errors import SpecError
 from .._fs import is_local
 
+PAUSE_AFTER_S = 600.0  # a streamed block ("auto") checkpoints inside an epoch when the last checkpoint is this old
 MAX_RESULTS_PER_S = 100.0  # results per second Tune's driver gets from all running trials at most
 STORAGE_SHARE = 0.1  # of the storage's write rate that checkpoints may take
 LOCAL_BYTES_PER_S = 1.0e9  # local disk (page cache), measured 1.1-1.9 GB/s
@@ -92,6 +99,16 @@ class Pacer:
             due = last or self.reports % every == 0
         else:
             due = last or now - self.last_checkpoint >= self.min_gap_s
+        if due:
+            self.last_checkpoint = now
+        return due
+
+    def pause(self, now: float) -> bool:
+        """Whether a streamed block stops at the window boundary it reached ``now``, inside a
+        chunk, to be checkpointed there (no report): with ``"auto"``, when the last checkpoint is
+        at least :data:`PAUSE_AFTER_S` old and the byte budget allows one; never with
+        ``checkpoint_every=k``."""
+        due = self.rules.checkpoint_every is None and now - self.last_checkpoint >= max(self.min_gap_s, PAUSE_AFTER_S)
         if due:
             self.last_checkpoint = now
         return due

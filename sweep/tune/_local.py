@@ -122,8 +122,11 @@ class LocalExecutor:
             self._report(view, status, {**block_metrics(history, planned), **info})
             return
         pacer, waits = Pacer(self.pace, state_nbytes(state), time.time()), ReaderWait(block)
-        trained = fit(block, state, history)
+        trained = fit(block, state, history, pause=lambda: pacer.pause(time.time()))
         for state, history in trained:
+            if history.paused:  # a streamed block inside an epoch: checkpointed, not reported
+                self._checkpoint(trial, state, history, shapes)
+                continue
             now, last = time.time(), int(history.epoch[-1]) >= planned
             if not pacer.report(now, last):
                 continue
@@ -135,10 +138,12 @@ class LocalExecutor:
                 hooks.after_report(trial.trial_key, int(history.epoch[-1]))
 
     def _checkpoint(self, trial: TrialPlan, state, history, shapes) -> None:
-        """``<sweep>/local/<trial_key>/checkpoint_<epoch>``: its state, then its ``block.json``,
-        then the trial's older checkpoints go."""
+        """``<sweep>/local/<trial_key>/checkpoint_<epoch>`` (a streamed block paused inside an
+        epoch: ``checkpoint_<epoch>_<window>``): its state, then its ``block.json``, then the
+        trial's older checkpoints go."""
         fs, trial_dir = self.sweep_dir.filesystem, f"{self.sweep_dir.path}/{LOCAL_DIR}/{trial.trial_key}"
-        name = checkpoint_name(int(history.epoch[-1]))
+        at = history.position  # a streamed block paused inside an epoch: checkpoint_<epoch>_<window>
+        name = checkpoint_name(int(history.epoch[-1])) if at is None else checkpoint_name(at.epoch, at.window)
         fields = {"spec": trial.spec, "state": state, "history": history, "shapes": shapes, "trial_id": trial.trial_key}
         older = [
             i.path

@@ -93,7 +93,7 @@ class MemberLogger:
     # -- Tune events ----------------------------------------------------------------------------
     def on_trial_result(self, trial: Trial, result: Mapping[str, Any], **info: Any) -> None:
         plan = self._trials.get((trial.config or {}).get("trial_key", ""))  # "" is no trial's key
-        if plan is None or "epoch" not in result:
+        if plan is None or "epoch" not in result or "paused_at" in result:  # a pause repeats its last report
             return
         epoch = int(result["epoch"])
         vectors = {

@@ -17,6 +17,11 @@ every :data:`DRAIN_POLL_S` seconds. The trial finishes the compiled chunk in pro
 it with a checkpoint, and raises :class:`TrialPreempted`, so that Tune retries it from that
 checkpoint, on whatever node has room (and a drained node, idle, goes at once). The work lost is
 at most the chunk in progress, and none when the process lives until its checkpoint is written.
+A streamed block (its training split larger than ``Training(data_memory=...)``, where a chunk
+can take hours) does not wait for its chunk: once it has reported, it asks at every window
+boundary (:func:`sweep.fit`'s ``pause``), stops at the next one, and its checkpoint stands
+inside the epoch (the position in the epoch's window order saved with it), so that the retry
+goes on from that window, bit for bit.
 A SIGTERM while no trial trains (the actor is starting, or idle between trials) goes to Ray's
 handler: there is nothing to save. Where the handler cannot be installed (an actor not set up in
 the main thread), Ray's behaviour stays.
@@ -127,11 +132,13 @@ def requested() -> bool:
     return _REQUESTED.is_set()
 
 
-def stopped(trial_key: str, epoch: int) -> TrialPreempted:
-    """The error a trial raises once its checkpoint at ``epoch`` is reported."""
+def stopped(trial_key: str, epoch: int, window: int = 0) -> TrialPreempted:
+    """The error a trial raises once its checkpoint at ``epoch`` (inside it, before its window
+    ``window`` where a streamed block paused there) is reported."""
     waited = time.time() - (_STATE["notice_time"] or time.time())
+    at = f"epoch {epoch}" + (f", window {window}" if window else "")
     return TrialPreempted(
-        f"trial {trial_key} preempted ({_STATE['notice']}): checkpoint at epoch {epoch} written {waited:.2f} s "
+        f"trial {trial_key} preempted ({_STATE['notice']}): checkpoint at {at} written {waited:.2f} s "
         f"after the notice; Tune retries the trial from it"
     )
 

@@ -8,7 +8,9 @@ earlier run, then (4) trains with :func:`sweep.fit`, reporting with ``tune.repor
 checkpoint=...)`` paced by :mod:`._cadence` (the block saved with
 :func:`sweep.training.save_block` when a checkpoint is due). A SIGTERM (a preemption notice)
 makes the trial checkpoint the chunk in progress and stop, so that Tune retries it from there
-(:mod:`._preemption`).
+(:mod:`._preemption`); a streamed block that reported once stops at the next window boundary
+instead, inside its epoch, and its checkpoint's report repeats the last report's metrics with
+``paused_at: [epoch, window]`` (the trackers skip it: it adds nothing to the curves).
 
 Tune reuses a worker process for the next trial with the same resources (``reuse_actors``,
 on by default in ``sweep.run``): its JAX set-up, compiled programs (:mod:`sweep.training`'s
@@ -215,29 +217,42 @@ def train_trial(config: Mapping[str, Any], *, inputs: TrialInputs) -> None:
         tune.report(metrics(history))
         return
     pacer = Pacer(inputs.cadence, state_nbytes(state), time.time())
-    trained = fit(block, state, history)
+    reported = [history is not None and len(history.epoch) > 0]  # a pause's report repeats the last one
+
+    def pause() -> bool:  # a streamed block stops inside an epoch for a preemption notice
+        return reported[0] and _preemption.requested()
+
+    trained = fit(block, state, history, pause=pause)
     for state, history in trained:
-        now, last = time.time(), int(history.epoch[-1]) >= planned_epochs
+        now = time.time()
+        if history.paused:  # SIGTERM inside an epoch: checkpoint at this window boundary, then stop
+            assert history.position is not None
+            paused = {"paused_at": [history.position.epoch, history.position.window]}
+            _report_checkpoint(trial, state, history, shapes, {**metrics(history), **paused})
+            raise _preemption.stopped(trial.trial_key, history.position.epoch, history.position.window)
+        reported[0] = True
+        last = int(history.epoch[-1]) >= planned_epochs
         stop = not last and _preemption.requested()  # SIGTERM: checkpoint this chunk, then stop
         if not pacer.report(now, last or stop):
             continue
         if not pacer.checkpoint(now, last or stop):
             tune.report(metrics(history))
         else:
-            with tempfile.TemporaryDirectory(prefix="sweep-ckpt-") as tmp:
-                path = save_block(
-                    Path(tmp) / "block",
-                    spec=trial.spec,
-                    state=state,
-                    history=history,
-                    shapes=shapes,
-                    trial_id=trial.trial_key,
-                )
-                tune.report(
-                    {**metrics(history), **_preemption.preempted_metrics()},
-                    checkpoint=tune.Checkpoint.from_directory(str(path)),
-                )
+            _report_checkpoint(trial, state, history, shapes, metrics(history))
         if stop:
             raise _preemption.stopped(trial.trial_key, int(history.epoch[-1]))
         if hooks.after_report:
             hooks.after_report(trial.trial_key, int(history.epoch[-1]))
+
+
+def _report_checkpoint(trial: TrialPlan, state, history, shapes, metrics: dict[str, Any]) -> None:
+    """``tune.report(metrics, checkpoint=...)`` of the block saved as it stands."""
+    from ray import tune
+
+    with tempfile.TemporaryDirectory(prefix="sweep-ckpt-") as tmp:
+        path = save_block(
+            Path(tmp) / "block", spec=trial.spec, state=state, history=history, shapes=shapes, trial_id=trial.trial_key
+        )
+        tune.report(
+            {**metrics, **_preemption.preempted_metrics()}, checkpoint=tune.Checkpoint.from_directory(str(path))
+        )
