@@ -129,6 +129,18 @@ class TermOnce:
             time.sleep(0.01)
 
 
+class TermAfterReport:
+    """``after_report``: the first trial to report sends its own process SIGTERM (a preemption
+    notice) once per marker file (which gets its trial key and process id), and waits until the
+    trial has taken the notice, so that it arrives before the next chunk starts."""
+
+    def __init__(self, marker: str | os.PathLike, timeout_s: float = 30):
+        self.term = TermOnce(marker, timeout_s)
+
+    def __call__(self, trial_key: str, epoch: int) -> None:
+        self.term(trial_key)
+
+
 class HoldWhile:
     """``after_report``: wait while ``<directory>/<trial key>`` exists (at most ``timeout_s``);
     whoever runs the test removes the file to let the trial go on."""

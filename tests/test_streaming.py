@@ -423,3 +423,34 @@ def test_a_budget_smaller_than_one_evaluation_part_is_refused_before_work(tmp_pa
     ):
         sweep.run(spec, storage=str(tmp_path), options=LOCAL)
     assert not (tmp_path / spec.name).exists()
+
+
+@pytest.mark.slow  # a Tune run of two trials on the session's Ray (~100 s on a shared 2-core CPU)
+def test_a_sigterm_stops_a_streamed_tune_trial_inside_its_epoch_and_the_retry_goes_on_from_there(
+    spec, ray_session, tmp_path
+):
+    from _faults import TermAfterReport
+    from helpers import store_files, trial_results
+    from ray import tune
+
+    from sweep.tune import TrialHooks
+
+    local = sweep.run(spec, storage=str(tmp_path / "local"), options=LOCAL)
+    marker = tmp_path / "terminated"
+    tuned = sweep.run(
+        spec,
+        storage=str(tmp_path / "tune"),
+        options=sweep.RunOptions(
+            progress="off",
+            failure_config=tune.FailureConfig(max_failures=0),  # a preemption is not counted as a failure
+            trial_hooks=TrialHooks(after_report=TermAfterReport(marker)),  # SIGTERM after epoch 1's report
+        ),
+    )
+    key, pid = marker.read_text().split()
+    results = trial_results(tuned)[key]
+    assert all(r["epoch"] <= 1 for r in results if r["pid"] == int(pid))  # it stopped inside epoch 1
+    retry = [r for r in results if r["pid"] != int(pid)]
+    assert retry and {(r["resumed_from_epoch"], r.get("resumed_from_window")) for r in retry} == {(1, 1)}
+    for stop in (r for r in results if "paused_at" in r):  # when Tune recorded the stopping report
+        assert stop["paused_at"] == [1, 1] and stop["epoch"] == 1 and stop["preempted_by"] == "SIGTERM"
+    assert store_files(tuned) == store_files(local)  # the stored members, bit for bit

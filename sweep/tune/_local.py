@@ -114,6 +114,7 @@ class LocalExecutor:
             "pid": os.getpid(),
             "start_time": start_time,
             "resumed_from_epoch": int(state.epoch[0]),
+            **({} if history is None or history.position is None else {"resumed_from_window": history.position.window}),
             **extra,
         }
         planned, shapes = trial.spec.training.epochs, data_shapes(dataset)

@@ -199,6 +199,7 @@ def train_trial(config: Mapping[str, Any], *, inputs: TrialInputs) -> None:
         "pid": os.getpid(),
         "start_time": start_time,
         "resumed_from_epoch": int(state.epoch[0]),
+        **({} if history is None or history.position is None else {"resumed_from_window": history.position.window}),
         **env_info,
         **extra,
     }
