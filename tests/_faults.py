@@ -174,3 +174,23 @@ class CtrlCAtStart:
         self.started += 1
         if self.started == self.n:
             raise KeyboardInterrupt
+
+
+def die_after_a_checkpoint_inside_an_epoch(monkeypatch, at: tuple[int, int]) -> list[str]:
+    """The in-process executor (``sweep.tune._local``) checkpoints a streamed block at every window
+    boundary (its pacer's pause always due: the public route waits 10 minutes), and its first
+    trial fails right after its checkpoint inside epoch ``at[0]`` before window ``at[1]``, as a
+    process killed there; returns the list that gets that trial's key."""
+    from sweep.tune import _cadence, _local
+
+    checkpoint, killed = _local.LocalExecutor._checkpoint, []
+
+    def dies_after(self, trial, state, history, shapes):
+        checkpoint(self, trial, state, history, shapes)
+        if not killed and history.position is not None and tuple(history.position[:2]) == at:
+            killed.append(trial.trial_key)
+            raise RuntimeError("injected failure inside an epoch")
+
+    monkeypatch.setattr(_cadence.Pacer, "pause", lambda self, now: True)
+    monkeypatch.setattr(_local.LocalExecutor, "_checkpoint", dies_after)
+    return killed

@@ -219,22 +219,12 @@ def assert_killed_inside_an_epoch_then_resumed_equals_uninterrupted(
     import dataclasses
 
     import pytest
-
-    from sweep.tune import _cadence, _local
+    from _faults import die_after_a_checkpoint_inside_an_epoch
 
     local = sweep.RunOptions(executor="local", progress="off")
     uninterrupted = sweep.run(spec, storage=str(tmp_path / "b"), options=local)
-    checkpoint, killed = _local.LocalExecutor._checkpoint, []
-
-    def dies_after(self, trial, state, history, shapes):  # the process "dies" once that checkpoint is written
-        checkpoint(self, trial, state, history, shapes)
-        if not killed and history.position is not None and tuple(history.position[:2]) == at:
-            killed.append(trial.trial_key)
-            raise RuntimeError("injected failure inside an epoch")
-
     with monkeypatch.context() as m:
-        m.setattr(_cadence.Pacer, "pause", lambda self, now: True)  # a checkpoint at every window boundary
-        m.setattr(_local.LocalExecutor, "_checkpoint", dies_after)
+        killed = die_after_a_checkpoint_inside_an_epoch(m, at)
         with pytest.raises(sweep.SweepError, match="injected failure inside an epoch"):
             sweep.run(spec, storage=str(tmp_path / "a"), options=local)
     (left,) = Path(tmp_path / "a").glob(f"*/local/{killed[0]}/checkpoint_*")

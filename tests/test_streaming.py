@@ -227,16 +227,6 @@ def test_a_run_killed_inside_an_epoch_and_resumed_equals_an_uninterrupted_run(sp
     assert_killed_inside_an_epoch_then_resumed_equals_uninterrupted(spec, tmp_path, monkeypatch)
 
 
-def test_the_in_process_executor_checkpoints_inside_an_epoch_when_the_last_checkpoint_is_old(spec):
-    from sweep.tune._cadence import PAUSE_AFTER_S, Cadence, Pacer
-
-    auto = Pacer(Cadence(0.0, None, 1e9), 1000, start=0.0)
-    assert not auto.pause(PAUSE_AFTER_S - 1) and auto.pause(PAUSE_AFTER_S) and not auto.pause(PAUSE_AFTER_S + 1)
-    assert not Pacer(Cadence(0.0, 3, 1e9), 1000, start=0.0).pause(
-        10 * PAUSE_AFTER_S
-    )  # checkpoint_every=k: reports only
-
-
 def test_a_streamed_block_counts_the_seconds_its_trainer_waited_for_a_slow_reader(spec, data):
     block, state = training.init_block(spec, [5], data=data)
     assert block.stream is not None

@@ -487,7 +487,7 @@ def test_the_room_walk_of_a_fixed_seed_run_re_enters_at_most_ten_rooms(tmp_path)
 # Test files that still import a private module of sweep, and why (each entry must still be needed).
 PRIVATE_IMPORTS_LEFT = {
     # a trial's signal handler and drain polling: seen publicly only on a Ray cluster (the slow tests)
-    "_faults.py": "asks the trial's preemption flag (sweep.tune._preemption)",
+    "_faults.py": "asks the trial's preemption flag (sweep.tune._preemption); kills a local trial inside an epoch",
     "_node_loss.py": "the drain poll interval (sweep.tune._preemption)",
     "test_preemption.py": "the SIGTERM handler, drain notices and retry reasons of a trial, in-process",
     # the Tune layer's parts, unit-tested without starting Tune

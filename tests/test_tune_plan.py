@@ -205,6 +205,20 @@ def test_pacing_of_reports_and_checkpoints():
         cadence(0, slots=1, filesystem=pafs.LocalFileSystem())
 
 
+def test_a_streamed_block_pauses_to_checkpoint_inside_an_epoch_when_the_last_checkpoint_is_old():
+    import pyarrow.fs as pafs
+
+    from sweep.tune._cadence import PAUSE_AFTER_S, Pacer, cadence
+
+    auto = Pacer(cadence("auto", slots=1, filesystem=pafs.LocalFileSystem()), 1000, start=0.0)
+    assert [auto.pause(t) for t in (PAUSE_AFTER_S - 1, PAUSE_AFTER_S, PAUSE_AFTER_S + 1)] == [False, True, False]
+    assert auto.pause(2 * PAUSE_AFTER_S)  # counted from the pause's checkpoint
+    huge = Pacer(cadence("auto", slots=1, filesystem=pafs.LocalFileSystem()), 10**12, start=0.0)  # 10^4 s a checkpoint
+    assert not huge.pause(PAUSE_AFTER_S) and huge.pause(10**4)  # the byte budget holds inside an epoch too
+    every = Pacer(cadence(3, slots=1, filesystem=pafs.LocalFileSystem()), 1000, start=0.0)
+    assert not every.pause(100 * PAUSE_AFTER_S)  # checkpoint_every=k: at reports only
+
+
 def test_a_reused_worker_keeps_its_jax_settings_and_refuses_other_resources(monkeypatch):
     from sweep.tune import _env
 
