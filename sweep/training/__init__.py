@@ -46,6 +46,7 @@ from ._program import TrainState as TrainState
 from ._program import data_shapes as data_shapes
 from ._rollout import rollout_steps as rollout_steps
 from ._rollout import window_step as window_step
+from ._stream import WindowPosition as WindowPosition
 from ._stream import data_line as data_line
 from ._stream import device_data_bytes as device_data_bytes
 from ._windows import WindowPlan as WindowPlan

@@ -144,10 +144,11 @@ def fit(
             where it was saved inside an epoch); ``None`` for a new one.
         pause: Asked after every window of a streamed block (``Training(data_memory=...)``
             smaller than its data) but a chunk's last: where it says so, the block stops at
-            that window boundary and ``(state, history)`` is yielded with
-            ``history.position`` saying where (no report added: :attr:`History.paused`).
-            Saved there (:func:`save_block`) and resumed, or iterated further, the block goes
-            on bit for bit as if it had not paused. A block whose data fit is never asked.
+            that window boundary and ``(state, history)`` is yielded with ``history.position``
+            (a :class:`~sweep.training.WindowPosition`) saying where (no report added:
+            :attr:`History.paused`). Saved there (:func:`save_block`) and resumed, or iterated
+            further, the block goes on bit for bit as if it had not paused. A block whose data
+            fit is never asked.
 
     Returns:
         An iterator of ``(state, history)`` after every chunk of ``report_every`` epochs, and

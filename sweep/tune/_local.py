@@ -6,8 +6,11 @@ Each trial trains its block with the program every Tune trial runs (:func:`sweep
 ``<sweep>/local/<trial_key>/checkpoint_<epoch>/`` (the layout of a Tune checkpoint, which
 :meth:`sweep.store.SweepDir.done` and the aggregator find wherever it lies): ``state.eqx``
 first, then ``block.json``, then the trial's older checkpoint goes, so a crash at any point
-leaves the newest complete one. A trial continues from a partial checkpoint of its trial key
-(left by either executor). The display and the trackers get the events a Tune experiment
+leaves the newest complete one. A streamed block (its training split larger than
+``Training(data_memory=...)``) is also checkpointed inside an epoch, at a window boundary, when
+the pacer says so (:meth:`~._cadence.Pacer.pause`), as ``checkpoint_<epoch>_<window>/``, with
+no report. A trial continues from a partial checkpoint of its trial key (left by either
+executor), inside an epoch where it stopped there. The display and the trackers get the events a Tune experiment
 sends them (``on_trial_result``, ``on_step_end``). An exception in a trial fails that trial
 (its message kept, as Tune keeps it; there are no retries); Ctrl-C stops the round.
 """
