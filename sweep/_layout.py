@@ -87,11 +87,11 @@ EXPORT_MANIFEST = "manifest.json"
 EXPORT_PARTS = ("mean_std.jaxexport", "rollout.jaxexport")  # the programs: mean and std, rollout
 
 
-def checkpoint_name(epoch: int, window: int = 0) -> str:
+def checkpoint_name(epoch: int, window: int | None = None) -> str:
     """The directory of a block checkpoint after ``epoch`` epochs: ``checkpoint_000012``; one of
-    a streamed block paused inside epoch ``epoch`` before its window ``window``:
+    a streamed block paused inside a chunk, in epoch ``epoch`` before its window ``window``:
     ``checkpoint_000012_000003``."""
-    return f"{CHECKPOINT_PREFIX}{epoch:06d}" + (f"_{window:06d}" if window else "")
+    return f"{CHECKPOINT_PREFIX}{epoch:06d}" + ("" if window is None else f"_{window:06d}")
 
 
 def experiment_name(number: int) -> str:
