@@ -1,6 +1,7 @@
-"""A trial of ``Problem("hdf5")`` holds its validation and test splits, not its training split:
-the trainer reads the training split from the file, whole where it fits the data budget, a
-window at a time in the reader thread where it is streamed; bit for bit the problem's data."""
+"""A trial of ``Problem("hdf5")`` holds none of its splits: the trainer reads them from the file,
+whole where they fit the data budget, the training split a window at a time in the reader thread
+where it is streamed, the validation and test splits a part at a time where they are evaluated in
+parts; bit for bit the problem's data."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from helpers import (
 
 import sweep
 from sweep import training
-from sweep.problems import outline_problem, outlined
+from sweep.problems import hdf5_reader, outline_problem, outlined
 
 # 24 training trajectories of 6 states (history 2: 4 pairs of 192 bytes each, 96 pairs) beside
 # 4.5 KiB of validation and test pairs: 10000 bytes stream them in 7 windows an epoch
@@ -48,13 +49,19 @@ def in_memory(spec):
     return data, sweep.train(spec, 5, data=data)
 
 
-def test_a_trial_holds_validation_and_test_but_not_the_training_split(spec, in_memory):
+def test_a_trial_holds_no_split_and_reads_each_from_the_file_as_the_problem_holds_it(spec, in_memory):
     data, trial = in_memory[0], trial_data(spec)
-    assert outlined(trial.train.x) and outlined(trial.train.y) and outlined(trial.train_traj)
-    assert trial.train.x.shape == data.train.x.shape  # sized and checked at its full shape
-    for split in ("val", "test"):
-        for held, whole in zip(getattr(trial, split), getattr(data, split)):
-            np.testing.assert_array_equal(held, whole)
+    options = dict(spec.problem.options)
+    for split in ("train", "val", "test"):
+        pairs, whole, traj = getattr(trial, split), getattr(data, split), trial.trajectories(split)
+        assert outlined(pairs.x) and outlined(pairs.y) and outlined(traj)
+        assert pairs.x.shape == whole.x.shape and traj.shape == data.trajectories(split).shape  # sized at full shape
+        x, y = hdf5_reader(options, trial.normalization, False, split)(0, len(pairs.x))
+        np.testing.assert_array_equal(x, whole.x)
+        np.testing.assert_array_equal(y, whole.y)
+        np.testing.assert_array_equal(
+            hdf5_reader(options, trial.normalization, True, split)(1, 3), data.trajectories(split)[1:3]
+        )
 
 
 def test_a_streamed_trial_reads_its_windows_from_the_file_bit_for_bit_whatever_the_block(spec, in_memory, monkeypatch):
@@ -82,8 +89,39 @@ def test_a_trial_whose_data_fit_reads_the_training_split_whole_and_trains_as_in_
     data, trial = in_memory[0], trial_data(spec)
     block, _ = training.init_block(roomy, [5], data=trial)
     assert block.stream is None
-    np.testing.assert_array_equal(np.asarray(block.data.train.x), data.train.x)
-    np.testing.assert_array_equal(np.asarray(block.data.train.y), data.train.y)
+    for split in ("train", "val", "test"):
+        for held, whole in zip(getattr(block.data, split), getattr(data, split)):
+            np.testing.assert_array_equal(np.asarray(held), whole)
+
+
+def test_validation_and_test_evaluated_in_parts_are_read_from_the_file_a_part_at_a_time(spec, monkeypatch):
+    # 9 validation and 9 test trajectories (36 pairs each) with 2 rollout steps: 18 KiB, evaluated
+    # in parts of <= 1.5 KiB (8 pairs, 6 trajectories: 2 parts of 5) beside windows of the training split
+    parted = dataclasses.replace(
+        spec,
+        problem=sweep.Problem(
+            "hdf5", path=spec.problem.options["path"], history=2, test_fraction=0.3, val_fraction=0.3
+        ),
+        training=dataclasses.replace(STREAMED, data_memory=3072, rollout_steps=2),
+    )
+    trial = trial_data(parted)
+    block, _ = training.init_block(parted, [5], data=trial)
+    assert block.stream is not None and (block.stream.parts.pairs, block.stream.parts.trajectories) == (8, 6)  # pyright: ignore[reportOptionalMemberAccess]
+    read = []  # trajectories of every read of the field by this thread (the evaluation's)
+    getitem = h5py.Dataset.__getitem__
+
+    def counted(self, selection, *args, **kwargs):
+        if threading.current_thread() is threading.main_thread() and isinstance(selection, tuple):
+            read.append(selection[0].stop - selection[0].start)
+        return getitem(self, selection, *args, **kwargs)
+
+    alone = sweep.train(parted, 5, data=training.load_data(parted))  # evaluated in the same parts from memory
+    monkeypatch.setattr(h5py.Dataset, "__getitem__", counted)
+    model, history = sweep.train_block(parted, [0, 5], data=trial)
+    assert_same_member(model, history, 1, *alone)
+    assert set(history.val_rollout) and set(history.test_rollout)
+    assert sum(read) == 2 * 2 * (9 + 9)  # 2 chunks x 2 splits x (the pairs' 9 trajectories + the rollouts' 9)
+    assert max(read) <= 5  # a part at a time, never a split (9 trajectories)
 
 
 def test_a_streamed_file_run_killed_after_an_epoch_and_resumed_equals_an_uninterrupted_run(spec, tmp_path):

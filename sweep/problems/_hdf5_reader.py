@@ -1,33 +1,32 @@
-"""What a trial reads of an ``"hdf5"`` problem: its validation and test splits whole, its training
-split from the files a part at a time.
+"""What a trial reads of an ``"hdf5"`` problem: every split from the files, a part at a time.
 
 :func:`hdf5_trial_data` is the :class:`~sweep.problems.Dataset` a trial holds
-(:meth:`sweep.problems.ProblemData.load`): the validation and test splits read, normalised and
-with ``history`` as :func:`~._hdf5.hdf5_problem` makes them, and the training split as zero-copy
-views of its first row at its full shape, marked :class:`InFiles`, as in the driver's outline
-(:func:`~._hdf5_outline.hdf5_outline`). The trainer then reads the training split with
-:func:`hdf5_reader`: the items ``[start, stop)`` (pairs, or trajectories for unrolled training),
-read in contiguous slabs of each file (strides taken by h5py, the file opened by the thread that
-reads), normalised and cut into pairs as :func:`~._hdf5.hdf5_problem` does, so that every item is
-the problem's, bit for bit: all of them at once where the split fits the trial's data budget, a
-window at a time where it is streamed.
+(:meth:`sweep.problems.ProblemData.load`): every split (its pairs and its trajectories) as
+zero-copy views of its first row at its full shape, marked :class:`InFiles`, as in the driver's
+outline (:func:`~._hdf5_outline.hdf5_outline`). The trainer then reads what it needs with
+:func:`hdf5_reader`: the items ``[start, stop)`` of a split (pairs, or trajectories), read in
+contiguous slabs of each file (strides taken by h5py, the file opened by the thread that
+reads), normalised and cut into pairs with ``history`` as :func:`~._hdf5.hdf5_problem` does, so
+that every item is the problem's, bit for bit: a split at once where it fits the trial's data
+budget, a window (training) or an evaluation part (validation, test) at a time where it does not.
 
 ```python
-data = hdf5_trial_data("1D_Advection_Sols_beta0.1.hdf5")   # the training split is not held
+data = hdf5_trial_data("1D_Advection_Sols_beta0.1.hdf5")   # no split is held
 read = hdf5_reader({"path": "1D_Advection_Sols_beta0.1.hdf5"}, data.normalization, unrolled=False)
 x, y = read(0, 64)                                          # the first 64 training pairs
+test = hdf5_reader({"path": "1D_Advection_Sols_beta0.1.hdf5"}, data.normalization, True, "test")
+traj = test(0, 4)                                           # the first 4 test trajectories
 ```
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from ._dataset import Dataset, Split
+from ._dataset import SPLITS, Dataset, Split
 from ._hdf5 import resolved, split_trajectories
 from ._hdf5_files import Location
 from ._hdf5_layouts import read_states
@@ -39,14 +38,14 @@ from ._normalize import Normalization
 
 
 class InFiles(np.ndarray):
-    """A training split left in the files (a trial's, :func:`hdf5_trial_data`): its outline (the
-    first row repeated without a copy, at the split's full shape), marked for the trainer to read
-    the rows from the files with :func:`hdf5_reader`. The driver's outline is not marked: what is
-    sized or measured on it reads no file."""
+    """A split left in the files (a trial's, :func:`hdf5_trial_data`): its outline (the first row
+    repeated without a copy, at the split's full shape), marked for the trainer to read the rows
+    from the files with :func:`hdf5_reader`. The driver's outline is not marked: what is sized or
+    measured on it reads no file."""
 
 
 def outlined(a: np.ndarray | None) -> bool:
-    """Whether ``a`` is a training split left in the files (:class:`InFiles`)."""
+    """Whether ``a`` is a split left in the files (:class:`InFiles`)."""
     return isinstance(a, InFiles)
 
 
@@ -54,11 +53,18 @@ def hdf5_trial_data(path: str, *, scan: Scan | None = None, **options: Any) -> D
     """What a trial holds of ``Problem("hdf5", path=path, **options)`` (module docstring); with the
     driver's pass ``scan`` (its statistics; :mod:`~._hdf5_scan`) where the files are as it saw them,
     else that pass made here."""
-    shapes, _, _ = hdf5_outline(path, samples=0, trajectories=sys.maxsize, scan=scan, **options)
-    traj = shapes.train_traj
+    shapes, _, _ = hdf5_outline(path, samples=0, trajectories=1, scan=scan, **options)
+
+    def marked(a: np.ndarray) -> np.ndarray:
+        return a.view(InFiles) if len(a) else a  # an empty split has nothing to read
+
+    def traj(split: str) -> np.ndarray | None:
+        a = shapes.trajectories(split)
+        return None if a is None else marked(a)
+
     return shapes._replace(
-        train=Split(*(a.view(InFiles) for a in shapes.train)),
-        train_traj=None if traj is None else traj.view(InFiles),
+        **{split: Split(*map(marked, getattr(shapes, split))) for split in SPLITS},
+        **{f"{split}_traj": traj(split) for split in SPLITS},
     )
 
 
@@ -74,13 +80,13 @@ def _runs(order: list[tuple[Location, int]]) -> list[tuple[Location, range]]:
 
 
 def hdf5_reader(
-    options: Mapping[str, Any], normalization: Normalization | None, unrolled: bool
+    options: Mapping[str, Any], normalization: Normalization | None, unrolled: bool, split: str = "train"
 ) -> Callable[[int, int], Any]:
-    """``read(start, stop)``: the training items ``[start, stop)`` of the ``"hdf5"`` problem of
-    ``options`` (module docstring): pairs ``(x, y)``, or with ``unrolled`` trajectories, normalised
-    by ``normalization`` (``None``: as read)."""
+    """``read(start, stop)``: the items ``[start, stop)`` of ``split`` (``"train"``, ``"val"``,
+    ``"test"``) of the ``"hdf5"`` problem of ``options`` (module docstring): pairs ``(x, y)``, or
+    with ``unrolled`` trajectories, normalised by ``normalization`` (``None``: as read)."""
     info, files, described, channels = resolved(options)
-    picks = split_trajectories(files, described, options)["train"]
+    picks = split_trajectories(files, described, options)[split]
     order = [(location, k) for location, indices in picks for k in indices]
     ts, ss, history = options.get("time_stride", 1), options.get("space_stride", 1), options.get("history", 1)
     per, spatial = info.steps - history, len(info.spatial)  # pairs per trajectory

@@ -37,7 +37,7 @@ from ._program import (
     program_key,
     static_part,
 )
-from ._stream import Stream, WindowPosition, held_part, make_stream, read_whole, streamed_chunk
+from ._stream import Stream, WindowPosition, held_part, make_stream, read_held, streamed_chunk
 
 HParams = Mapping[str, float] | Sequence[Mapping[str, float]] | None
 """A block's optimizer hyperparameters: one set (a dict), a list of sets, or ``None`` for the spec's."""
@@ -184,10 +184,10 @@ def init_block(
     state = TrainState(params, opt_state, jnp.zeros(m, jnp.int32), jnp.zeros(m, bool), shuffle_keys, hp)
     place = NamedSharding(members_mesh(len(devices)), P()) if layout == "map" else devices[0]
     stream = make_stream(spec, data, key, shapes, layout, len(devices), place)
-    if stream is None:  # a trial's data of a file problem: the training split read from the files now
-        data = _whole(spec.problem, _Same(data), spec.training.unroll)
-    # the dataset once per device, and once for consecutive blocks reading the same parts of it
     held = stream is None or stream.parts is None  # validation and test held on the devices
+    # a trial's data of a file problem: what the block holds read from the files now
+    data = _read(spec.problem, _Same(data), spec.training.unroll, spec.training.rollout_steps, stream is None, held)
+    # the dataset once per device, and once for consecutive blocks reading the same parts of it
     arrays = _placed(
         _Same(data), place, spec.training.unroll > 1, spec.training.rollout_steps, stream is not None, held
     )
@@ -209,10 +209,10 @@ class _Same:
 
 
 @cached(maxsize=1)
-def _whole(problem: Any, data: _Same, unroll: int) -> Dataset:
-    """:func:`~._stream.read_whole`, kept for the next block of the same dataset object (a reused
+def _read(problem: Any, data: _Same, unroll: int, rollout_steps: int, train: bool, evaluated: bool) -> Dataset:
+    """:func:`~._stream.read_held`, kept for the next block of the same dataset object (a reused
     trial worker's next trial reads nothing)."""
-    return read_whole(problem, data.value, unroll)
+    return read_held(problem, data.value, unroll, rollout_steps, train, evaluated)
 
 
 @cached(maxsize=1)

@@ -2,10 +2,12 @@
 
 A streaming block (:mod:`~._stream`) whose validation and test data (their pairs, and the
 trajectories of its rollout metrics) do not fit its data budget beside two training shards
-(:func:`~._windows.plan_windows`: ``WindowPlan.eval_part_bytes``) keeps them in host memory and
-puts none of them on its devices: after the chunk's training it evaluates each split in
+(:func:`~._windows.plan_windows`: ``WindowPlan.eval_part_bytes``) puts none of them on its
+devices: after the chunk's training it evaluates each split in
 :func:`~sweep._batches.equal_parts` of at most half the budget (the last part padded and
-masked), one part on the devices at a time. Every member adds up each metric over the samples
+masked), one part on the devices at a time, each part read where the split is (sliced from host
+memory, or read from the files of a trial's ``"hdf5"`` problem, which then never holds the
+split whole). Every member adds up each metric over the samples
 of a part (:func:`~._member.part_sums`: every metric is a mean over samples of its
 ``per_sample`` function, so sums are additive); the parts' sums are added in float64 on the host
 and divided by the split's size once, at the end.
@@ -19,6 +21,7 @@ evaluation is the same whatever the seeds beside it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -41,12 +44,16 @@ def parts_program(structure: str, shapes: tuple, layout: str, num_devices: int):
     )
 
 
-class EvalParts(NamedTuple):
-    """A block's validation and test data evaluated in parts: the host arrays (its program data
-    without the training split), the most pairs and trajectories of one part, the program and
-    where the parts go."""
+Read = Callable[[int, int], tuple[np.ndarray, ...]]  # items [start, stop) of one split: (x, y), or (trajectories,)
+FileReader = Callable[[str, bool], Callable[[int, int], Any] | None]  # (split, trajectories) -> its reader in files
 
-    data: Dataset
+
+class EvalParts(NamedTuple):
+    """A block's validation and test data evaluated in parts: each split's size and reader (its
+    pairs under ``"val"``/``"test"``, the states of its rollouts under ``"val_traj"``/``"test_traj"``),
+    the most pairs and trajectories of one part, the program and where the parts go."""
+
+    splits: dict[str, tuple[int, Read]]
     pairs: int
     trajectories: int
     rollout: tuple[str, ...]  # the names of the rollout metrics, in the program's order
@@ -54,16 +61,16 @@ class EvalParts(NamedTuple):
     place: Any
 
 
-def _mean(parts: EvalParts, state: TrainState, arrays: tuple[np.ndarray, ...], most: int, rollout: bool):
-    """The sums of every part of ``arrays`` (one split's pairs ``(x, y)``, or trajectories) added
-    in float64 over the split's size, as float32 per member."""
-    n = len(arrays[0])
+def _mean(parts: EvalParts, state: TrainState, split: str, most: int, rollout: bool):
+    """The sums of every part of ``split`` (its pairs ``(x, y)``, or trajectories) added in float64
+    over the split's size, as float32 per member."""
+    n, read = parts.splits[split]
     count, size = equal_parts(n, most)
     total: Any = None
     for k in range(count):
-        piece = slice(k * size, min(n, (k + 1) * size))
-        keep = padded(np.ones(piece.stop - piece.start, bool), size)
-        part = jax.device_put((*(padded(a[piece], size) for a in arrays), keep), parts.place)
+        start, stop = k * size, min(n, (k + 1) * size)
+        keep = padded(np.ones(stop - start, bool), size)
+        part = jax.device_put((*(padded(a, size) for a in read(start, stop)), keep), parts.place)
         _, sums = parts.program(state, part, rollout)
         sums = jax.tree_util.tree_map(lambda s: np.asarray(s, np.float64), sums)
         total = sums if total is None else jax.tree_util.tree_map(np.add, total, sums)
@@ -75,16 +82,12 @@ def evaluate_in_parts(parts: EvalParts, state: TrainState) -> dict[str, Any]:
     """Every member's evaluation as :func:`~._member.member_evaluation` gives it, the splits
     evaluated in parts (module docstring): ``{"val": {...}, "test": {...}}``, with rollouts also
     ``"val_rollout"`` / ``"test_rollout"``."""
-    data = parts.data
     evaluation: dict[str, Any] = {
-        split: _mean(parts, state, tuple(getattr(data, split)), parts.pairs, False)
-        for split in EVALUATED
-        if getattr(data, split).size
+        split: _mean(parts, state, split, parts.pairs, False) for split in EVALUATED if split in parts.splits
     }
     for split in EVALUATED:
-        traj = data.trajectories(split)
-        if parts.rollout and traj is not None:
-            curves = _mean(parts, state, (traj,), parts.trajectories, True)["rollout"]  # [m, T, metrics]
+        if parts.rollout and f"{split}_traj" in parts.splits:
+            curves = _mean(parts, state, f"{split}_traj", parts.trajectories, True)["rollout"]  # [m, T, metrics]
             evaluation[f"{split}_rollout"] = {name: curves[:, :, i] for i, name in enumerate(parts.rollout)}
     return evaluation
 
@@ -97,12 +100,45 @@ def item_bytes(held: Dataset) -> tuple[int, int]:
     return max([0, *pairs]), max([0, *trajectories])
 
 
+def _pairs(pairs: Any, read: Callable[[int, int], Any] | None) -> tuple[int, Read]:
+    """A split's pairs: their number and reader (``read`` from the files, else sliced)."""
+    return len(pairs.x), (lambda a, b: tuple(read(a, b))) if read else (lambda a, b: (pairs.x[a:b], pairs.y[a:b]))
+
+
+def _states(traj: np.ndarray, read: Callable[[int, int], Any] | None) -> tuple[int, Read]:
+    """A split's trajectories as the rollouts read them (their first ``traj.shape[1]`` states):
+    their number and reader (``read`` from the files, else sliced)."""
+    steps = traj.shape[1]
+    return len(traj), (lambda a, b: (read(a, b)[:, :steps],)) if read else (lambda a, b: (traj[a:b],))
+
+
+def _readers(held: Dataset, in_files: FileReader) -> dict[str, tuple[int, Read]]:
+    """Every split of ``held`` to evaluate: its size and its reader."""
+    splits: dict[str, tuple[int, Read]] = {}
+    for split in EVALUATED:
+        if getattr(held, split).size:
+            splits[split] = _pairs(getattr(held, split), in_files(split, False))
+        traj = held.trajectories(split)
+        if traj is not None and len(traj):
+            splits[f"{split}_traj"] = _states(traj, in_files(split, True))
+    return splits
+
+
 def eval_parts(
-    held: Dataset, part_bytes: int, structure: str, shapes: tuple, layout: str, devices: int, place: Any
+    held: Dataset,
+    part_bytes: int,
+    structure: str,
+    shapes: tuple,
+    layout: str,
+    devices: int,
+    place: Any,
+    in_files: FileReader = lambda split, trajectories: None,
 ) -> EvalParts:
-    """The :class:`EvalParts` of a block's program data without the training split ``held``
-    (host arrays) in parts of at most ``part_bytes``."""
+    """The :class:`EvalParts` of a block's program data without the training split ``held`` (host
+    arrays, or the outlines of splits left in the files: ``in_files(split, trajectories)`` gives
+    their readers) in parts of at most ``part_bytes``."""
     pair, trajectory = item_bytes(held)
     pairs, trajectories = (part_bytes // max(1, b) for b in (pair, trajectory))
     names = tuple(name for name, _, _ in describe(structure, shapes).rollout_metrics)
-    return EvalParts(held, pairs, trajectories, names, parts_program(structure, shapes, layout, devices), place)
+    program = parts_program(structure, shapes, layout, devices)
+    return EvalParts(_readers(held, in_files), pairs, trajectories, names, program, place)

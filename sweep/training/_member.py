@@ -213,12 +213,12 @@ def windows_epoch(program: Program, opt, shuffle_key, traj, carry):
     return (params, opt_state, epoch + 1, diverged), jnp.mean(losses)
 
 
-def predict(program: Program, params, x):
+def predict(program: Program, params, x, most: int = EVAL_CHUNK):
     """The model on every sample of ``x``, in :func:`~sweep._batches.equal_parts` of at most
-    ``EVAL_CHUNK`` samples (``lax.map``; the last part padded): the activations of a whole test
-    set at once are slower (memory-bound) and can exceed memory."""
+    ``most`` samples (``lax.map``; the last part padded): the activations of a whole test set at
+    once are slower (memory-bound) and can exceed memory."""
     model, n = eqx.combine(params, program.static), x.shape[0]
-    count, size = equal_parts(n, EVAL_CHUNK)
+    count, size = equal_parts(n, most)
     if count == 1:
         return program.forward(model, x)
     return joined(jax.lax.map(lambda part: program.forward(model, part), in_parts(x, count, size)), n)
@@ -292,7 +292,7 @@ def part_sums(program: Program, params, part, rollout: bool) -> dict[str, Any]:
     if rollout:
         return {"rollout": rollout_sums(program, params, *part)}
     (x, y, keep), params = jax.lax.optimization_barrier((part, params))  # as in evaluate
-    pred = predict(program, params, x)
+    pred = predict(program, params, x, min(EVAL_CHUNK, program.batch_size))  # activations of a minibatch at most
     units = (physical(program, pred), physical(program, y))
 
     def total(name: str, metric: Metric):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -61,27 +62,45 @@ def array_source(data: Dataset, unroll: int) -> Source:
     return Source(len(traj), traj[0].nbytes, traj.shape[1] - unroll, lambda a, b: traj[a:b])
 
 
-def file_source(problem: Problem, data: Dataset, unroll: int) -> Source | None:
-    """The training split of ``data`` read from the files of an ``"hdf5"`` ``problem``
-    (:func:`~sweep.problems.hdf5_reader`), where ``data`` left it in the files (a trial's data:
-    :meth:`sweep.problems.ProblemData.load`); else ``None`` (data given whole, or the driver's
-    outline, which ``sweep plan`` measures a block on as it is, reading no file)."""
-    split = data.train_traj if unroll > 1 else data.train.x
-    if problem.name != "hdf5" or not outlined(split):
+def file_reader(problem: Problem, data: Dataset, split: str, unrolled: bool) -> Callable[[int, int], Any] | None:
+    """``read(start, stop)`` of the items of ``split`` (pairs, or ``unrolled`` trajectories) of an
+    ``"hdf5"`` ``problem`` from its files (:func:`~sweep.problems.hdf5_reader`), where ``data`` left
+    them there (a trial's data: :meth:`sweep.problems.ProblemData.load`); else ``None`` (data given
+    whole, or the driver's outline, which ``sweep plan`` measures a block on as it is, reading no file)."""
+    arrays = data.trajectories(split) if unrolled else getattr(data, split).x
+    if problem.name != "hdf5" or not outlined(arrays):
         return None
-    read = hdf5_reader(dict(problem.options), data.normalization, unroll > 1)
-    return array_source(data, unroll)._replace(read=read)
+    return hdf5_reader(dict(problem.options), data.normalization, unrolled, split)
 
 
-def read_whole(problem: Problem, data: Dataset, unroll: int) -> Dataset:
-    """``data`` with the training split its program reads held: read from the files where ``data``
-    hold only its outline (:func:`file_source`), else ``data`` as they are."""
-    source = file_source(problem, data, unroll)
-    if source is None:
-        return data
-    if unroll > 1:
-        return data._replace(train_traj=source.read(0, source.items))
-    return data._replace(train=Split(*source.read(0, source.items)))
+def file_source(problem: Problem, data: Dataset, unroll: int) -> Source | None:
+    """The training split of ``data`` read from the files of an ``"hdf5"`` ``problem`` where
+    ``data`` left it there (:func:`file_reader`), else ``None``."""
+    read = file_reader(problem, data, "train", unroll > 1)
+    return None if read is None else array_source(data, unroll)._replace(read=read)
+
+
+def read_held(
+    problem: Problem, data: Dataset, unroll: int, rollout_steps: int, train: bool, evaluated: bool
+) -> Dataset:
+    """``data`` with what its program reads (:func:`~._program.program_data`) held in memory,
+    read from the files where ``data`` hold only its outline (:func:`file_reader`): the training
+    split (``train``), the validation and test pairs and, with ``rollout_steps``, their
+    trajectories (``evaluated``); the rest as it is."""
+    changes: dict[str, Any] = {}
+    source = file_source(problem, data, unroll) if train else None
+    if source is not None:
+        whole = source.read(0, source.items)
+        changes["train_traj" if unroll > 1 else "train"] = whole if unroll > 1 else Split(*whole)
+    for split in EVALUATED if evaluated else ():
+        read = file_reader(problem, data, split, False)
+        if read is not None:
+            changes[split] = Split(*read(0, len(getattr(data, split).x)))
+        traj = data.trajectories(split)
+        read = file_reader(problem, data, split, True) if rollout_steps else None
+        if read is not None and traj is not None:
+            changes[f"{split}_traj"] = read(0, len(traj))
+    return data._replace(**changes) if changes else data
 
 
 def held_part(needed: Dataset, evaluation: bool = True) -> Dataset:
@@ -184,7 +203,8 @@ def make_stream(
     parts = None
     if plan.eval_part_bytes:
         needed = program_data(data, unroll > 1, t.rollout_steps)
-        parts = eval_parts(held_part(needed), plan.eval_part_bytes, structure, shapes, layout, devices, place)
+        in_files = partial(file_reader, spec.problem, data)
+        parts = eval_parts(held_part(needed), plan.eval_part_bytes, structure, shapes, layout, devices, place, in_files)
     return Stream(
         file_source(spec.problem, data, unroll) or array_source(data, unroll),
         plan,
