@@ -10,13 +10,14 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from _blocks import datasets_of, trained_blocks
+from hdf5_files import pdebench_tensor
 from helpers import tiny_spec
 
 import sweep
 from sweep import QueryError
 from sweep.ensemble import _scoring
 from sweep.planning import make_plan
-from sweep.problems import heat1d
+from sweep.problems import hdf5_split, heat1d, load_problem
 from sweep.store import aggregate_blocks
 
 PROBLEM = sweep.Problem("heat1d", num_points=16, num_samples=60, trajectory_steps=5, normalize="zscore")
@@ -212,3 +213,33 @@ def test_bad_split_data_refused_before_any_work(ens, split, monkeypatch):
     for kwargs, message in cases:
         with pytest.raises(QueryError, match=message):
             ens.scores("test", **kwargs)
+
+
+@pytest.mark.parametrize("history", [1, 2])
+def test_hdf5_split_views_are_the_problem_in_physical_units(tmp_path, history):
+    pdebench_tensor(tmp_path / "a.hdf5", samples=20, time=6, x=16)
+    problem = sweep.Problem("hdf5", path=str(tmp_path / "a.hdf5"), normalize="zscore", history=history)
+    data = load_problem("hdf5", {**problem.options, "normalize": "none"})
+    for split, (x, y), traj in (("test", data.test, data.test_traj), ("val", data.val, data.val_traj)):
+        view = hdf5_split(problem, split)
+        assert view.x.shape == x.shape and view.y.shape == y.shape and view.trajectories.shape == traj.shape
+        np.testing.assert_array_equal(view.x[:], x)
+        np.testing.assert_array_equal(view.y[3:11], y[3:11])
+        np.testing.assert_array_equal(view.x[5:6], x[5:6])
+        np.testing.assert_array_equal(view.trajectories[1:], traj[1:])
+        np.testing.assert_array_equal(view.x[2], x[2])
+    with pytest.raises(sweep.SpecError, match=r"hdf5_split\(split='tset'\): choose \"train\", \"val\" or \"test\""):
+        hdf5_split(problem, "tset")
+    with pytest.raises(sweep.SpecError, match=r"give a Problem\(\"hdf5\", path=...\) or the path"):
+        hdf5_split(sweep.Problem("heat1d"), "test")
+
+
+def test_scores_and_predict_over_an_hdf5_split_view(ens, tmp_path):
+    pdebench_tensor(tmp_path / "a.hdf5", samples=40, time=6, x=16)
+    view = hdf5_split(str(tmp_path / "a.hdf5"), "test", test_fraction=0.5)
+    data = load_problem("hdf5", {"path": str(tmp_path / "a.hdf5"), "normalize": "none", "test_fraction": 0.5})
+    (x, y), traj = data.test, data.test_traj
+    want = ens.scores("test", samples=(x, y), trajectories=traj)
+    got = ens.scores("test", samples=(view.x, view.y), trajectories=view.trajectories)
+    assert scores_of(got) == scores_of(want)
+    np.testing.assert_array_equal(ens.predict(view.x, batch_size=9), ens.predict(x, batch_size=9))
