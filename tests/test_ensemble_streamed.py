@@ -243,3 +243,19 @@ def test_scores_and_predict_over_an_hdf5_split_view(ens, tmp_path):
     got = ens.scores("test", samples=(view.x, view.y), trajectories=view.trajectories)
     assert scores_of(got) == scores_of(want)
     np.testing.assert_array_equal(ens.predict(view.x, batch_size=9), ens.predict(x, batch_size=9))
+
+
+def test_blend_streams_like_its_members(ens, tmp_path):
+    blend = ens.select_greedy(3, split="test")
+    x = inputs(21)
+    recorded = Recorded(x)
+    want = blend.predict(x, batch_size=4)
+    np.testing.assert_array_equal(blend.predict(recorded, batch_size=4), want)
+    assert max(recorded.rows) == 4
+    np.testing.assert_allclose(want, blend.predict(x), rtol=1e-6, atol=1e-6)
+    mean, std = blend.mean_std(x, batch_size=4)
+    with h5py.File(tmp_path / "out.h5", "w") as f:
+        pair = (f.create_dataset("mean", (21, 1, 16), "f4"), f.create_dataset("std", (21, 1, 16), "f4"))
+        blend.mean_std(Recorded(x), batch_size=4, out=pair)
+        np.testing.assert_array_equal(pair[0][:], mean)
+        np.testing.assert_array_equal(pair[1][:], std)

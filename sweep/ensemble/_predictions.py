@@ -1,6 +1,9 @@
 """What the members of a selection compute: every member's outputs, their mean and std, and
 autoregressive rollouts, streamed ``chunk_size`` members at a time through the compiled programs
-of :mod:`._inference` and :mod:`._rollout` (memory stays bounded whatever the members).
+of :mod:`._inference` and :mod:`._rollout` (memory stays bounded whatever the members);
+``predict`` and ``mean_std`` also ``batch_size`` samples at a time, reading inputs larger than
+memory (an ``h5py.Dataset``, a ``np.memmap``) a batch at a time and writing into ``out=``
+array-likes (memory stays bounded whatever the data).
 
 Where the problem's fields were normalised (``Problem(..., normalize=...)``) the networks map
 normalised fields to normalised fields; every query here takes inputs and returns outputs in

@@ -1,5 +1,7 @@
-"""Score a selection's members on the samples and trajectories a store holds, configuration by
-configuration, and build the ``ensemble_scores.parquet`` table (its columns: :func:`sweep.store._schema.scores_schema`).
+"""Score a selection's members on the samples and trajectories a store holds (or on a whole
+split given to ``Ensemble.scores(samples=..., trajectories=...)``: array-likes read a block at a
+time), configuration by configuration, and build the ``ensemble_scores.parquet`` table (its
+columns: :func:`sweep.store._schema.scores_schema`).
 
 Members run ``chunk_size`` at a time through the streamed inference and rollout programs
 (:mod:`._inference`, :mod:`._rollout`); their outputs on a block of samples (one-step) or of
