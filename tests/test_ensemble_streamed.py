@@ -15,7 +15,6 @@ from helpers import tiny_spec
 
 import sweep
 from sweep import QueryError
-from sweep.ensemble import _scoring
 from sweep.planning import make_plan
 from sweep.problems import hdf5_split, heat1d, load_problem
 from sweep.store import aggregate_blocks
@@ -88,13 +87,11 @@ def test_reads_a_bounded_batch_never_the_whole(ens):
     recorded = Recorded(x)
     ens.mean_std(recorded, batch_size=4)
     assert max(recorded.rows) == 4 and sum(recorded.rows) == 23
-    # the default: as many as keep a batch under BATCH_BYTES
-    from sweep.ensemble import _predictions
-
+    # the default: as many as keep a batch under 64 MiB
     big = np.lib.stride_tricks.as_strided(x[:1], (200_000, 1, 16), (0, 4, 4))  # a large input, no memory
     recorded = Recorded(big)
     config, _, size = ens.checked_stream(recorded, 64, None, "predict")
-    assert size == _predictions.BATCH_BYTES // (16 * (4 + 12 * 3 + 16)) < 200_000  # inputs, 3 members' outputs, moments
+    assert size == 64 * 2**20 // (16 * (4 + 12 * 3 + 16)) < 200_000  # inputs, 3 members' outputs, moments
     assert not recorded.rows
 
 
@@ -176,18 +173,18 @@ def test_scores_over_a_lazy_whole_split_equal_in_memory(ens, split, tmp_path):
     assert set(only.column("split").to_pylist()) == {"val"}
 
 
-def test_scores_read_blocks_and_equal_the_arrays_in_memory(ens, split):
+def test_scores_read_blocks_and_equal_the_arrays_in_memory(ens, split, monkeypatch):
     (x, y), traj = split.test, split.test_traj
-    block_bytes = 15 * 3 * 16 * 4  # 15 samples of 3 members (16 float32 each); 3 trajectories of 5 steps
-    data = _scoring.Data((x, y), traj)
-    want = _scoring.scores_table(ens, ("test",), 64, block_bytes=block_bytes, data=data)
+    whole = ens.scores("test", samples=(x, y), trajectories=traj)  # one block
+    # 15 samples of 3 members (16 float32 each) a block; 3 trajectories of 5 steps
+    monkeypatch.setattr("sweep.ensemble._scoring.BLOCK_BYTES", 15 * 3 * 16 * 4)
+    want = ens.scores("test", samples=(x, y), trajectories=traj)
     lazy = [Recorded(a) for a in (x, y, traj)]
-    got = _scoring.scores_table(ens, ("test",), 64, block_bytes=block_bytes, data=_scoring.Data(lazy[:2], lazy[2]))
+    got = ens.scores("test", samples=(lazy[0], lazy[1]), trajectories=lazy[2])
     assert scores_of(got) == scores_of(want)
     assert max(lazy[0].rows) == 15 and max(lazy[1].rows) == 15 and sum(lazy[0].rows) == len(x)
     assert max(lazy[2].rows) <= 3 and len(lazy[2].rows) > 2
-    whole = _scoring.scores_table(ens, ("test",), 64, data=data)  # one block: float32 sums in another order
-    for a, b in zip(scores_of(got), scores_of(whole), strict=True):
+    for a, b in zip(scores_of(got), scores_of(whole), strict=True):  # float32 sums in another order
         assert a["kind"] == b["kind"] and a["points"] == b["points"]
         assert a["rank_histogram"] == b["rank_histogram"]
         for k in ("crps", "mae", "rmse", "spread", "coverage_90"):
@@ -198,8 +195,8 @@ def test_bad_split_data_refused_before_any_work(ens, split, monkeypatch):
     def never(*args, **kwargs):
         raise AssertionError("work started")
 
-    monkeypatch.setattr(_scoring, "one_step", never)
-    monkeypatch.setattr(_scoring, "rollout", never)
+    monkeypatch.setattr(type(ens), "outputs", never)
+    monkeypatch.setattr(type(ens), "rollout_states", never)
     (x, y), traj = split.test, split.test_traj
     cases = [
         (dict(samples=x), r"scores\(samples=ndarray\): give a pair \(x, y\)"),

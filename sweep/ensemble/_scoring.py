@@ -86,8 +86,10 @@ def _real_targets(ens: Predictions, y: np.ndarray, what: str) -> None:
         )
 
 
-def _block(count: int, members: int, values_per_item: int, block_bytes: int) -> int:
-    """Items (samples, trajectories) per block: as many as keep ``members`` x their values in ``block_bytes``."""
+def _block(count: int, members: int, values_per_item: int, block_bytes: int | None) -> int:
+    """Items (samples, trajectories) per block: as many as keep ``members`` x their values in
+    ``block_bytes`` (None: :data:`BLOCK_BYTES`, read when called)."""
+    block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
     return int(np.clip(block_bytes // max(1, 4 * members * values_per_item), 1, count))
 
 
@@ -102,7 +104,7 @@ def one_step(
     y: np.ndarray,
     chunk_size: int,
     metrics: list,
-    block_bytes: int = BLOCK_BYTES,
+    block_bytes: int | None = None,
     extras: Extras | None = None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, dict[int, list[dict[str, np.ndarray]]]]:
     """Scores of the members' predictions of ``x`` against ``y`` (with the columns of ``extras``),
@@ -137,7 +139,7 @@ def one_step(
 
 
 def rollout(
-    ens: Predictions, traj: Any, chunk_size: int, block_bytes: int = BLOCK_BYTES, extras: Extras | None = None
+    ens: Predictions, traj: Any, chunk_size: int, block_bytes: int | None = None, extras: Extras | None = None
 ) -> dict[str, np.ndarray]:
     """Scores per step ``1..T`` of the members' rollouts from the first states of ``traj``
     ``[trajectories, T + 1, ...]`` against the trajectories (with the columns of ``extras``: a
@@ -181,7 +183,7 @@ def configuration_rows(
     key: dict[str, Any],
     split: str,
     chunk_size: int,
-    block_bytes: int = BLOCK_BYTES,
+    block_bytes: int | None = None,
     extras: Extras | None = None,
     data: Data | None = None,
 ) -> list[dict[str, Any]]:
@@ -218,7 +220,7 @@ def _one_step_rows(
     found: tuple[Any, Any],
     base: dict[str, Any],
     chunk_size: int,
-    block_bytes: int,
+    block_bytes: int | None,
     extras: Extras | None,
 ) -> list[dict[str, Any]]:
     """The one-step and ensemble-size rows of one configuration on samples ``found`` ``(x, y)``."""
@@ -313,7 +315,7 @@ def scores_table(
     ens: Predictions,
     splits: tuple[str, ...],
     chunk_size: int,
-    block_bytes: int = BLOCK_BYTES,
+    block_bytes: int | None = None,
     skip: bool = False,
     extras: Extras | None = None,
     data: Data | None = None,
