@@ -219,6 +219,7 @@ def test_hdf5_split_views_are_the_problem_in_physical_units(tmp_path, history):
     data = load_problem("hdf5", {**problem.options, "normalize": "none"})
     for split, (x, y), traj in (("test", data.test, data.test_traj), ("val", data.val, data.val_traj)):
         view = hdf5_split(problem, split)
+        assert traj is not None
         assert view.x.shape == x.shape and view.y.shape == y.shape and view.trajectories.shape == traj.shape
         np.testing.assert_array_equal(view.x[:], x)
         np.testing.assert_array_equal(view.y[3:11], y[3:11])

@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
@@ -58,6 +59,15 @@ def _store(directory: str, members: int) -> str:
     return aggregate_blocks(f"{directory}/ensembles", [block])
 
 
+def _dataset(file: Any, name: str) -> Any:
+    """The h5py dataset ``name`` of ``file`` (what this script wrote there)."""
+    import h5py
+
+    dataset = file[name]
+    assert isinstance(dataset, h5py.Dataset)
+    return dataset
+
+
 def _child(query: str, mode: str, directory: str) -> None:
     import h5py
 
@@ -70,14 +80,15 @@ def _child(query: str, mode: str, directory: str) -> None:
     baseline = peak_rss_mib()
     start = time.perf_counter()
     with h5py.File(f"{directory}/split.h5") as f:
+        fx, fy = _dataset(f, "x"), _dataset(f, "y")
         if query == "mean_std" and mode == "memory":
-            mean, std = ens.mean_std(f["x"][:])
+            mean, std = ens.mean_std(fx[:])
         elif query == "mean_std":
             with h5py.File(f"{directory}/out_{mode}.h5", "w") as g:
-                out = tuple(g.create_dataset(k, f["x"].shape, "f4") for k in ("mean", "std"))
-                ens.mean_std(f["x"], out=out)
+                out = (g.create_dataset("mean", fx.shape, "f4"), g.create_dataset("std", fx.shape, "f4"))
+                ens.mean_std(fx, out=out)
         else:
-            x, y = (f["x"][:], f["y"][:]) if mode == "memory" else (f["x"], f["y"])
+            x, y = (fx[:], fy[:]) if mode == "memory" else (fx, fy)
             rows = ens.scores("test", samples=(x, y)).to_pylist()
     seconds, peak = time.perf_counter() - start, peak_rss_mib()
     if query == "mean_std" and mode == "memory":
@@ -128,7 +139,7 @@ def main() -> None:
                 r = json.loads(done.stdout.strip().splitlines()[-1])
                 print(f"{query:<10}{mode:<10}{r['seconds']:>9.1f}{r['peak']:>14.0f}{r['peak'] - r['baseline']:>16.0f}")
         with h5py.File(f"{directory}/out_memory.h5") as a, h5py.File(f"{directory}/out_streamed.h5") as b:
-            same = all(np.array_equal(a[k][:], b[k][:]) for k in ("mean", "std"))
+            same = all(np.array_equal(_dataset(a, k)[:], _dataset(b, k)[:]) for k in ("mean", "std"))
         with open(f"{directory}/scores_memory.json") as a, open(f"{directory}/scores_streamed.json") as b:
             same_scores = json.load(a) == json.load(b)
         print(f"streamed equals in memory, bit for bit: mean_std {same}, scores {same_scores}")
