@@ -1,6 +1,7 @@
 """Ensemble scores: known answers of the formulas (calibrated, overconfident and identical members),
-CRPS against scoringrules and a NumPy reference, blocks and member chunks that change nothing,
-the stored table verified like every store file, and clear refusals (no samples, class labels)."""
+CRPS against scoringrules and a NumPy reference, member chunks that change nothing and blocks of
+points that change only the float32 rounding of the members' outputs (a forward compiled for
+another batch), the stored table verified like every store file, and clear refusals (no samples, class labels)."""
 
 from __future__ import annotations
 
@@ -196,8 +197,8 @@ def test_member_chunks_and_blocks_of_points_change_no_score(path, monkeypatch):
         assert len(rows) == len(first), name
         for a, b in zip(rows, first, strict=True):
             assert a["rank_histogram"] == b["rank_histogram"] and a["points"] == b["points"], name
-            for c in FLOATS:
-                assert a[c] == pytest.approx(b[c], rel=1e-12), (name, c)
+            for c in FLOATS:  # blocks of one: the forward compiled for one sample rounds its float32 otherwise
+                assert a[c] == pytest.approx(b[c], rel=1e-6 if name == "blocks of one" else 1e-12), (name, c)
 
 
 def test_ensemble_size_curve_ends_at_every_member(path):
@@ -400,7 +401,7 @@ def test_field_and_threshold_scores_equal_scoringrules_per_step_and_in_blocks_of
     again = sweep.load(path).where(depth=2).scores("test", thresholds=thresholds, fields=True).to_pylist()
     for a, b in zip(again, rows, strict=True):
         for c in want:
-            assert a[c] == pytest.approx(b[c], rel=1e-12, abs=1e-15) if b[c] is not None else a[c] is None, c
+            assert a[c] == pytest.approx(b[c], rel=1e-6, abs=1e-12) if b[c] is not None else a[c] is None, c
 
 
 def test_field_scores_can_be_left_out_and_the_stored_table_keeps_its_columns(path):

@@ -35,10 +35,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from .._batches import pieces
 from .._errors import QueryError
 from ._calibrated import Calibrated
 from ._field_totals import Extras
-from ._predictions import DEFAULT_CHUNK, Predictions
+from ._predictions import DEFAULT_CHUNK, Predictions, checked_out
 from ._scoring import check_split, multiset_rows
 
 
@@ -63,14 +64,60 @@ class Blended(Predictions):
         """``[members]`` float64, ``counts / sum(counts)``, in the order of :attr:`index`."""
         return self.counts / self.counts.sum()
 
-    def predict(self, x: Any, chunk_size: int = DEFAULT_CHUNK) -> np.ndarray:
+    def predict(
+        self, x: Any, chunk_size: int = DEFAULT_CHUNK, *, batch_size: int | None = None, out: Any = None
+    ) -> Any:
         """Every member's output on ``x``, ``[members, batch, ...]`` in the blend's order (each
-        structural config's members computed together)."""
-        return np.concatenate([p.predict(x, chunk_size) for p in self.parts])
+        structural config's members computed together); ``x``, ``batch_size`` and ``out`` as
+        :meth:`Predictions.predict <sweep.ensemble._predictions.Predictions.predict>`."""
+        x, size, shape, dtype = self._streamed(x, chunk_size, batch_size, "predict")
+        out = checked_out(out, (len(self), x.shape[0], *shape), dtype, "predict", "out")
+        if out is None and size == x.shape[0]:
+            return np.concatenate([p.predict(x, chunk_size) for p in self.parts])
+        result = np.empty((len(self), x.shape[0], *shape), dtype) if out is None else out
+        for samples in pieces(x.shape[0], size):
+            xb = np.asarray(x[samples])
+            values = np.concatenate([p.predict(xb, chunk_size) for p in self.parts])
+            if isinstance(result, np.ndarray):
+                result[:, samples] = values
+            else:
+                for row, v in enumerate(values):
+                    result[row, samples] = v
+        return result
 
-    def mean_std(self, x: Any, chunk_size: int = DEFAULT_CHUNK) -> tuple[np.ndarray, np.ndarray]:
-        """The weighted mean and weighted population std over members of :meth:`predict`."""
-        return _weighted(self.predict(x, chunk_size), self.weights, 0, _dtype(x))
+    def mean_std(
+        self, x: Any, chunk_size: int = DEFAULT_CHUNK, *, batch_size: int | None = None, out: Any = None
+    ) -> tuple[Any, Any]:
+        """The weighted mean and weighted population std over members of :meth:`predict` (``x``,
+        ``batch_size`` and ``out=(mean, std)`` as :meth:`predict`)."""
+        x, size, shape, dtype = self._streamed(x, chunk_size, batch_size, "mean_std")
+        dtype = np.result_type(x.dtype, np.float32)
+        if out is not None and (not isinstance(out, tuple) or len(out) != 2):
+            raise QueryError(
+                f"mean_std(out={type(out).__name__}): give a tuple (mean, std) of two array-likes of shape "
+                f"{(x.shape[0], *shape)}, or None"
+            )
+        given = (None, None) if out is None else out
+        mean, std = (
+            checked_out(a, (x.shape[0], *shape), dtype, "mean_std", n) for a, n in zip(given, ("out[0]", "out[1]"))
+        )
+        if mean is None and std is None and size == x.shape[0]:
+            return _weighted(self.predict(x, chunk_size), self.weights, 0, dtype)
+        mean = np.empty((x.shape[0], *shape), dtype) if mean is None else mean
+        std = np.empty((x.shape[0], *shape), dtype) if std is None else std
+        for samples in pieces(x.shape[0], size):
+            mean[samples], std[samples] = _weighted(
+                self.predict(np.asarray(x[samples]), chunk_size), self.weights, 0, dtype
+            )
+        return mean, std
+
+    def _streamed(
+        self, x: Any, chunk_size: int, batch_size: int | None, what: str
+    ) -> tuple[Any, int, tuple[int, ...], np.dtype]:
+        """``(x unread, samples per batch, output shape, output dtype)``, checked by every part."""
+        checked = [p.checked_stream(x, chunk_size, batch_size, what) for p in self.parts]
+        shape, dtype = self.parts[0].output_of(checked[0][0])
+        return checked[0][1], min(c[2] for c in checked), shape, dtype
 
     def rollout(self, x0: Any, steps: int, chunk_size: int = DEFAULT_CHUNK) -> np.ndarray:
         """Every member's rollout from ``x0``, ``[members, steps + 1, batch, ...]`` in the blend's

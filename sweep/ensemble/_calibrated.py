@@ -14,6 +14,7 @@ sub.calibration.save("heat-best8.calibration.json")  # checksummed; with_calibra
 from __future__ import annotations
 
 import copy
+import math
 import os
 from pathlib import Path
 from typing import Any, Self
@@ -21,12 +22,13 @@ from typing import Any, Self
 import numpy as np
 import pyarrow as pa
 
+from .._batches import pieces
 from .._errors import QueryError
 from .._layout import SPLIT_FILES
 from ._calibration import Calibration, check_levels, conformal_quantiles, conformity, fit_scale, on_channels
 from ._export import export_selection
 from ._field_scores import crps_terms
-from ._predictions import DEFAULT_CHUNK, Predictions
+from ._predictions import BATCH_BYTES, DEFAULT_CHUNK, Predictions
 
 
 class Calibrated(Predictions):
@@ -150,18 +152,27 @@ class Calibrated(Predictions):
         return self._calibration
 
     def mean_std(
-        self, x: Any, chunk_size: int = DEFAULT_CHUNK, calibrated: bool = False
-    ) -> tuple[np.ndarray, np.ndarray]:
+        self,
+        x: Any,
+        chunk_size: int = DEFAULT_CHUNK,
+        calibrated: bool = False,
+        *,
+        batch_size: int | None = None,
+        out: tuple[Any, Any] | None = None,
+    ) -> tuple[Any, Any]:
         """Mean and population std (ddof=0) over members of :meth:`predict`, streamed (float64 sums);
         ``calibrated=True``: the std times the calibration's spread scale of each channel.
 
         Args:
-            x: Inputs ``[batch, *sample_shape]``.
+            x: Inputs ``[batch, *sample_shape]``: an array, or an array-like larger than memory
+                (an ``h5py.Dataset``, a ``np.memmap``) read ``batch_size`` samples at a time.
             chunk_size: Members per compiled call.
             calibrated: Scale the std by :attr:`calibration` (see :meth:`recalibrate`).
+            batch_size: Samples read and run at a time (see :meth:`predict`).
+            out: ``(mean, std)`` array-likes to write into, each ``[batch, *out]`` (see :meth:`predict`).
 
         Returns:
-            ``(mean, std)``, each ``[batch, *out]``.
+            ``(mean, std)``, each ``[batch, *out]``: ``out`` where given.
 
         Raises:
             QueryError: As :meth:`predict`; ``calibrated=True`` without a calibration.
@@ -169,12 +180,19 @@ class Calibrated(Predictions):
         Examples:
             ```python
             mean, std = ens.where(depth=4).best(8).mean_std(x)
+            mean, std = ens.where(depth=4).mean_std(f["x"], out=(g["mean"], g["std"]))  # h5py datasets
             ```
         """
         calibration = self._calibrated("mean_std(calibrated=True)") if calibrated else None
-        mean, std = super().mean_std(x, chunk_size)
-        if calibration is not None:
-            std = (std * on_channels(calibration.scale, std)).astype(std.dtype)
+        mean, std = super().mean_std(x, chunk_size, batch_size=batch_size, out=out)
+        if calibration is None:
+            return mean, std
+        if isinstance(std, np.ndarray) and out is None:
+            return mean, (std * on_channels(calibration.scale, std)).astype(std.dtype)
+        rows = max(1, BATCH_BYTES // max(1, np.dtype(std.dtype).itemsize * math.prod(std.shape[1:])))
+        for part in pieces(len(std), rows):  # in place, a batch at a time: ``out`` may be larger than memory
+            values = np.asarray(std[part])
+            std[part] = (values * on_channels(calibration.scale, values)).astype(values.dtype)
         return mean, std
 
     def rollout_mean_std(

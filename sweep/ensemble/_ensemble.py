@@ -136,10 +136,19 @@ class Ensemble(Calibrated):
         return SummaryTable(table, title + (f"\n{units}" if units else ""))
 
     def scores(
-        self, split: str = "test", chunk_size: int = DEFAULT_CHUNK, thresholds: Any = None, fields: bool = False
+        self,
+        split: str = "test",
+        chunk_size: int = DEFAULT_CHUNK,
+        thresholds: Any = None,
+        fields: bool = False,
+        *,
+        samples: tuple[Any, Any] | None = None,
+        trajectories: Any = None,
     ) -> pa.Table:
         """Ensemble scores of every configuration of this selection on the samples and trajectories
-        of ``split`` (``"test"`` or ``"val"``) the store holds (never regenerated): one row per
+        of ``split`` (``"test"`` or ``"val"``) the store holds (never regenerated), or on the whole
+        split given as ``samples=(x, y)`` and/or ``trajectories`` (then the store's are not read,
+        and the rows are those of what is given, labelled ``split``): one row per
         configuration and kind (``one_step``; ``rollout`` per step and ``rollout_gmean`` where the
         store holds trajectories; ``ensemble_size`` for subsets of 2, 4, 8, ... members), with CRPS
         (fair), MAE and RMSE of the ensemble mean, spread, spread-skill ratio, coverage of the
@@ -154,14 +163,27 @@ class Ensemble(Calibrated):
         ``brier_<t>`` of exceeding it. A :class:`QueryError` says why a configuration cannot be
         scored (no samples of the split, class labels).
 
+        The given ``samples`` (inputs ``[n, *sample_shape]``, targets ``[n, *target_shape]``) and
+        ``trajectories`` (``[n, T + 1, channels, *spatial]``), in physical units, may be larger
+        than memory: arrays or array-likes (``h5py.Dataset``, ``np.memmap``) read a block of
+        items at a time, the block as many items as keep every member's values under
+        :data:`~sweep.ensemble._scoring.BLOCK_BYTES` (64 MiB); the scores are exact (the same
+        blocks and numbers as the same arrays in memory, bit for bit), not streamed
+        approximations. :func:`sweep.problems.hdf5_split` gives them for an ``"hdf5"`` problem.
+
         ```python
         row = ens.where(depth=4).scores("test", thresholds=[0.5], fields=True).to_pylist()[0]
         row["crps"], row["spread_skill"], row["coverage_90"], row["loss_gain"]
         row["energy_score"], row["crps_spread"], row["brier_0.5"]
+
+        with h5py.File("test.h5") as f:  # the whole test split, read a block at a time
+            table = ens.where(depth=4).scores("test", samples=(f["x"], f["y"]), trajectories=f["traj"])
         ```
         """
         extras = Extras.checked(thresholds, fields, "scores")
-        return _scoring.scores_table(self, (_scoring.check_split(split, "scores"),), chunk_size, extras=extras)
+        split = _scoring.check_split(split, "scores")
+        data = _scoring.checked_data(samples, trajectories)
+        return _scoring.scores_table(self, (split,), chunk_size, extras=extras, data=data)
 
     def stored_scores(self, split: str | None = None) -> pa.Table:
         """The ensemble scores the aggregation stored (``ensemble_scores.parquet``: of all members of

@@ -1,6 +1,9 @@
 """What the members of a selection compute: every member's outputs, their mean and std, and
 autoregressive rollouts, streamed ``chunk_size`` members at a time through the compiled programs
-of :mod:`._inference` and :mod:`._rollout` (memory stays bounded whatever the members).
+of :mod:`._inference` and :mod:`._rollout` (memory stays bounded whatever the members);
+``predict`` and ``mean_std`` also ``batch_size`` samples at a time, reading inputs larger than
+memory (an ``h5py.Dataset``, a ``np.memmap``) a batch at a time and writing into ``out=``
+array-likes (memory stays bounded whatever the data).
 
 Where the problem's fields were normalised (``Problem(..., normalize=...)``) the networks map
 normalised fields to normalised fields; every query here takes inputs and returns outputs in
@@ -9,14 +12,16 @@ states) de-normalised after (:attr:`Predictions.normalization` gives the statist
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
+import equinox as eqx
 import jax
 import numpy as np
 from jaxtyping import Float, PyTree
 
-from .._batches import pieces
+from .._batches import padded, pieces
 from .._errors import QueryError
 from ..problems import Normalization
 from ..store import ConfigInfo
@@ -25,6 +30,7 @@ from ._inference import Moments
 from ._selection import Selection
 
 DEFAULT_CHUNK = 64  # members per compiled inference call
+BATCH_BYTES = 64 * 2**20  # what one batch of samples of a streamed query holds (inputs, outputs, moments)
 
 
 class Predictions(Selection):
@@ -32,43 +38,86 @@ class Predictions(Selection):
     :class:`~sweep.ensemble.Ensemble`)."""
 
     def predict(
-        self, x: Float[Any, "batch ..."], chunk_size: int = DEFAULT_CHUNK
-    ) -> Float[np.ndarray, "members batch ..."]:
-        """Every member's output on ``x``, computed ``chunk_size`` members at a time so memory stays bounded.
+        self,
+        x: Float[Any, "batch ..."],
+        chunk_size: int = DEFAULT_CHUNK,
+        *,
+        batch_size: int | None = None,
+        out: Any = None,
+    ) -> Float[Any, "members batch ..."]:
+        """Every member's output on ``x``, computed ``chunk_size`` members at a time and
+        ``batch_size`` samples at a time, so memory stays bounded whatever the members and the data.
+
+        ``x`` may be larger than memory: anything with ``.shape``, ``.dtype`` and slicing along its
+        first axis (an ``h5py.Dataset``, a ``np.memmap``, a zarr array) is read one batch of samples
+        at a time, never whole. So that the result may be larger than memory too, it is written
+        into ``out`` where given (an array-like that takes slice assignment: an ``h5py.Dataset``, a
+        ``np.memmap``), one batch of samples and chunk of members at a time: an ``out=`` array
+        rather than a generator of batches, so that the members' order, the padding of the last
+        batch and the physical units stay the query's business and the numbers land where a
+        whole-memory call puts them. The numbers are those of ``x`` in memory with the same
+        ``batch_size``, bit for bit; with another ``batch_size`` (one batch: ``x`` whole) they
+        agree to float32 rounding (XLA may order a matrix product's sums by the batch's shape).
 
         Args:
-            x: Inputs ``[batch, *sample_shape]``.
+            x: Inputs ``[batch, *sample_shape]``: an array, or an array-like read a batch at a time.
             chunk_size: Members per compiled call.
+            batch_size: Samples read and run at a time (the last batch padded to it, so that one
+                program is compiled); None: as many as keep a batch's inputs and one chunk's
+                outputs under :data:`BATCH_BYTES` (64 MiB), i.e. ``x`` whole where it is small.
+            out: Where to write the result, ``[members, batch, *out]`` of the members' dtype or a
+                wider float; None: a new NumPy array.
 
         Returns:
-            ``[members, batch, *out]``.
+            ``[members, batch, *out]``: ``out`` where given.
 
         Raises:
-            QueryError: ``x`` of the wrong shape, or a selection spanning several structural configs.
+            QueryError: ``x`` or ``out`` of the wrong shape or dtype, a ``batch_size`` not an
+                integer >= 1, or a selection spanning several structural configs; before any work.
 
         Examples:
             ```python
             y = ens.where(depth=4).best(8).predict(x)  # [8, batch, channels, *spatial]
+
+            with h5py.File("test.h5") as f, h5py.File("pred.h5", "w") as g:  # larger than memory
+                x = f["x"]                             # [N, channels, *spatial], never read whole
+                out = g.create_dataset("y", (8, *x.shape), "f4")
+                ens.where(depth=4).best(8).predict(x, batch_size=256, out=out)
             ```
         """
-        config, x = self.checked_inputs(x, chunk_size, "predict")
-        out = None
-        for rows, y in self.outputs(config, x, chunk_size):
-            if out is None:
-                out = np.empty((len(self), *y.shape[1:]), y.dtype)
-            out[rows] = y
-        assert out is not None  # _inputs found the selection's config, so it has members
-        return out
+        config, x, size = self.checked_stream(x, chunk_size, batch_size, "predict")
+        shape, dtype = self.output_of(config)
+        out = checked_out(out, (len(self), x.shape[0], *shape), dtype, "predict", "out")
+        result = np.empty((len(self), x.shape[0], *shape), dtype) if out is None else out
+        for samples, rows, y in self.batch_outputs(config, x, chunk_size, size):
+            if isinstance(result, np.ndarray):
+                result[rows, samples] = y
+            else:  # one member at a time: h5py takes fancy indices only in increasing order
+                for row, values in zip(rows.tolist(), y):
+                    result[row, samples] = values
+        return result
 
-    def mean_std(self, x: Float[Any, "batch ..."], chunk_size: int = DEFAULT_CHUNK) -> tuple[np.ndarray, np.ndarray]:
+    def mean_std(
+        self,
+        x: Float[Any, "batch ..."],
+        chunk_size: int = DEFAULT_CHUNK,
+        *,
+        batch_size: int | None = None,
+        out: tuple[Any, Any] | None = None,
+    ) -> tuple[Any, Any]:
         """Mean and population std (ddof=0) over members of :meth:`predict`, streamed (float64 sums).
 
+        ``x``, ``batch_size`` and the numbers as :meth:`predict`: larger-than-memory inputs are read
+        a batch at a time, and ``out=(mean, std)`` receives results larger than memory.
+
         Args:
-            x: Inputs ``[batch, *sample_shape]``.
+            x: Inputs ``[batch, *sample_shape]``: an array, or an array-like read a batch at a time.
             chunk_size: Members per compiled call.
+            batch_size: Samples read and run at a time (as :meth:`predict`).
+            out: ``(mean, std)`` to write into, each ``[batch, *out]``; None: new NumPy arrays.
 
         Returns:
-            ``(mean, std)``, each ``[batch, *out]``.
+            ``(mean, std)``, each ``[batch, *out]``: ``out`` where given.
 
         Raises:
             QueryError: As :meth:`predict`.
@@ -76,13 +125,33 @@ class Predictions(Selection):
         Examples:
             ```python
             mean, std = ens.where(depth=4).best(8).mean_std(x)
+            mean, std = ens.where(depth=4).mean_std(f["x"], out=(g["mean"], g["std"]))  # h5py datasets
             ```
         """
-        config, x = self.checked_inputs(x, chunk_size, "mean_std")
-        moments = Moments()
-        for _, y in self.outputs(config, x, chunk_size):
+        config, x, size = self.checked_stream(x, chunk_size, batch_size, "mean_std")
+        shape, dtype = self.output_of(config)
+        dtype = np.result_type(dtype, np.float32)
+        if out is not None and (not isinstance(out, tuple) or len(out) != 2):
+            raise QueryError(
+                f"mean_std(out={type(out).__name__}): give a tuple (mean, std) of two array-likes of shape "
+                f"{(x.shape[0], *shape)}, or None"
+            )
+        given = (None, None) if out is None else out
+        mean, std = (
+            checked_out(a, (x.shape[0], *shape), dtype, "mean_std", n) for a, n in zip(given, ("out[0]", "out[1]"))
+        )
+        mean = np.empty((x.shape[0], *shape), dtype) if mean is None else mean
+        std = np.empty((x.shape[0], *shape), dtype) if std is None else std
+        moments, last = Moments(), None
+        for samples, _, y in self.batch_outputs(config, x, chunk_size, size):
+            if last is not None and samples != last:
+                mean[last], std[last] = moments.result(dtype)
+                moments = Moments()
             moments.add(y)
-        return moments.result(np.result_type(x.dtype, np.float32))
+            last = samples
+        assert last is not None  # x has samples and the selection members
+        mean[last], std[last] = moments.result(dtype)
+        return mean, std
 
     def rollout(
         self, x0: Float[Any, "batch ..."], steps: int, chunk_size: int = DEFAULT_CHUNK
@@ -187,13 +256,20 @@ class Predictions(Selection):
     def checked_inputs(self, x: Any, chunk_size: int, what: str, name: str = "x") -> tuple[ConfigInfo, np.ndarray]:
         """The selection's one config and ``x`` (argument ``name`` of query ``what``) as its models'
         dtype, after checking ``x`` against the config's sample shape and ``chunk_size``."""
+        config, x = self.checked_lazy(x, chunk_size, what, name)
+        return config, np.asarray(x).astype(self.dtype_of(config))
+
+    def checked_lazy(self, x: Any, chunk_size: int, what: str, name: str = "x") -> tuple[ConfigInfo, Any]:
+        """As :meth:`checked_inputs`, without reading ``x``: an array-like (``.shape``, ``.dtype``,
+        slicing along its first axis: an ``h5py.Dataset``, a ``np.memmap``) is returned as it is,
+        checked on its shape and dtype only; anything else is made a NumPy array."""
         config = self.one_config(what)
         if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
             raise QueryError(f"{what}(chunk_size={chunk_size!r}): must be an integer >= 1")
-        x = np.asarray(x)
+        x = array_like(x)
         shape = tuple(config.sample_shape)
         if (
-            x.ndim != len(shape) + 1
+            len(x.shape) != len(shape) + 1
             or tuple(x.shape[1:]) != shape
             or not x.shape[0]
             or not np.issubdtype(x.dtype, np.number)
@@ -202,8 +278,36 @@ class Predictions(Selection):
                 f"{what}: {name} has shape {tuple(x.shape)} ({x.dtype}); config {config.config_id} takes a batch of "
                 f"samples of shape {shape}, i.e. a numeric array of shape (batch >= 1, {', '.join(map(str, shape))})"
             )
-        dtype = jax.tree_util.tree_leaves(self._store.template(config.config_id)[0])[0].dtype
-        return config, x.astype(dtype)
+        return config, x
+
+    def checked_stream(self, x: Any, chunk_size: int, batch_size: int | None, what: str) -> tuple[ConfigInfo, Any, int]:
+        """``(config, x unread, samples per batch)`` of a query ``what`` streamed over the samples of
+        ``x`` (:meth:`checked_lazy`; ``batch_size``: see :meth:`predict`)."""
+        if batch_size is not None and (
+            isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1
+        ):
+            raise QueryError(
+                f"{what}(batch_size={batch_size!r}): must be an integer >= 1 (samples read and run at a time), "
+                f"or None (as many as keep a batch under {BATCH_BYTES // 2**20} MiB)"
+            )
+        config, x = self.checked_lazy(x, chunk_size, what)
+        if batch_size is None:
+            values = max(math.prod(config.sample_shape), math.prod(self.output_of(config)[0]))
+            # 4-byte inputs, one chunk's float32 outputs and their float64 moments, the float64 mean and m2
+            per_sample = values * (4 + 12 * min(chunk_size, len(self)) + 16)
+            batch_size = max(1, BATCH_BYTES // per_sample)
+        return config, x, int(min(batch_size, x.shape[0]))
+
+    def dtype_of(self, config: ConfigInfo) -> np.dtype:
+        """The dtype of ``config``'s parameters, which its inputs are cast to."""
+        return np.dtype(jax.tree_util.tree_leaves(self._store.template(config.config_id)[0])[0].dtype)
+
+    def output_of(self, config: ConfigInfo) -> tuple[tuple[int, ...], np.dtype]:
+        """``(shape, dtype)`` of one member's output on one sample of ``config`` (traced, not run)."""
+        shapes, static = self._store.template(config.config_id)
+        sample = jax.ShapeDtypeStruct(tuple(config.sample_shape), self.dtype_of(config))
+        out = jax.eval_shape(lambda p, x: eqx.combine(p, static)(x), shapes, sample)
+        return tuple(out.shape), np.dtype(out.dtype)
 
     def history_of(self, config: ConfigInfo) -> int:
         """The states one input of ``config`` stacks (``Problem(..., history=h)``; 1 without)."""
@@ -264,6 +368,19 @@ class Predictions(Selection):
         for rows, y in zip(slices, _inference.forward(chunks, self._store.template(config.config_id)[1], x)):
             yield rows, norm.undo(y, spatial)
 
+    def batch_outputs(
+        self, config: ConfigInfo, x: Any, chunk_size: int, size: int
+    ) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
+        """``(samples, rows of this selection, outputs [rows, samples])``: :meth:`outputs` on ``x``
+        (checked by :meth:`checked_lazy`) read ``size`` samples at a time, the last batch padded to
+        ``size`` (one compiled shape) and its padding dropped; batch by batch, chunk by chunk."""
+        dtype = self.dtype_of(config)
+        for samples in pieces(x.shape[0], size):
+            xb = padded(np.asarray(x[samples]).astype(dtype), size)
+            count = samples.stop - samples.start
+            for rows, y in self.outputs(config, xb, chunk_size):
+                yield samples, rows, y[:, :count]
+
     def rollout_states(
         self, config: ConfigInfo, x0: np.ndarray, steps: int, chunk_size: int
     ) -> Iterator[tuple[np.ndarray, int, np.ndarray]]:
@@ -276,3 +393,44 @@ class Predictions(Selection):
         template = self._store.template(config.config_id)[1]
         for i, t, states in _rollout.rollout(chunks, template, x0, steps, self.history_of(config)):
             yield slices[i], t, states if norm is None else norm.undo(states, spatial)
+
+
+def array_like(x: Any) -> Any:
+    """``x`` itself where it reads like an array without being one in memory (``.shape``,
+    ``.dtype`` that NumPy knows, ``__getitem__``: an ``h5py.Dataset``, a ``np.memmap``), else
+    ``np.asarray(x)``."""
+    if hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "__getitem__"):
+        try:
+            np.dtype(x.dtype)
+            return x
+        except TypeError:
+            pass
+    return np.asarray(x)
+
+
+def checked_out(out: Any, shape: tuple[int, ...], dtype: np.dtype, what: str, name: str) -> Any:
+    """``out`` (argument ``name`` of query ``what``), or a :class:`QueryError` unless it is None or
+    an array-like of ``shape`` whose dtype holds ``dtype`` (the same, or a wider float) and which
+    takes slice assignment."""
+    if out is None:
+        return None
+    try:
+        out_dtype = np.dtype(out.dtype)
+        out_shape = tuple(out.shape)
+    except (AttributeError, TypeError):
+        out_dtype, out_shape = None, None
+    if (
+        out_shape != shape
+        or out_dtype is None
+        or not np.issubdtype(out_dtype, np.floating)
+        or not np.can_cast(dtype, out_dtype, "safe")
+        or not hasattr(out, "__setitem__")
+    ):
+        got = type(out).__name__ if out_shape is None else f"shape {out_shape} ({out_dtype})"
+        raise QueryError(
+            f"{what}: {name} has {got}; give an array-like that takes slice assignment (a NumPy array, an "
+            f"h5py.Dataset, a np.memmap) of shape {shape} and dtype {dtype} (or a wider float), or None"
+        )
+    if isinstance(out, np.ndarray) and not out.flags.writeable:
+        raise QueryError(f"{what}: {name} is a read-only array; give a writeable one, or None")
+    return out

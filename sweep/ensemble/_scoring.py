@@ -1,5 +1,7 @@
-"""Score a selection's members on the samples and trajectories a store holds, configuration by
-configuration, and build the ``ensemble_scores.parquet`` table (its columns: :func:`sweep.store._schema.scores_schema`).
+"""Score a selection's members on the samples and trajectories a store holds (or on a whole
+split given to ``Ensemble.scores(samples=..., trajectories=...)``: array-likes read a block at a
+time), configuration by configuration, and build the ``ensemble_scores.parquet`` table (its
+columns: :func:`sweep.store._schema.scores_schema`).
 
 Members run ``chunk_size`` at a time through the streamed inference and rollout programs
 (:mod:`._inference`, :mod:`._rollout`); their outputs on a block of samples (one-step) or of
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -37,7 +39,7 @@ from .._layout import SPLIT_FILES
 from ..metrics import BUILTINS, LOSS, metric_name, rollout_gmean
 from ..store import SCORE_COLUMNS, Store, gain_column, scores_schema
 from ._field_totals import Extras
-from ._predictions import DEFAULT_CHUNK, Predictions
+from ._predictions import DEFAULT_CHUNK, Predictions, array_like
 from ._scores import Totals, block_sums, metric_sums
 
 BLOCK_BYTES = 64 * 2**20  # float32 member values gathered at once (the sort works in float64 beside them)
@@ -84,8 +86,10 @@ def _real_targets(ens: Predictions, y: np.ndarray, what: str) -> None:
         )
 
 
-def _block(count: int, members: int, values_per_item: int, block_bytes: int) -> int:
-    """Items (samples, trajectories) per block: as many as keep ``members`` x their values in ``block_bytes``."""
+def _block(count: int, members: int, values_per_item: int, block_bytes: int | None) -> int:
+    """Items (samples, trajectories) per block: as many as keep ``members`` x their values in
+    ``block_bytes`` (None: :data:`BLOCK_BYTES`, read when called)."""
+    block_bytes = BLOCK_BYTES if block_bytes is None else block_bytes
     return int(np.clip(block_bytes // max(1, 4 * members * values_per_item), 1, count))
 
 
@@ -100,21 +104,22 @@ def one_step(
     y: np.ndarray,
     chunk_size: int,
     metrics: list,
-    block_bytes: int = BLOCK_BYTES,
+    block_bytes: int | None = None,
     extras: Extras | None = None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, dict[int, list[dict[str, np.ndarray]]]]:
     """Scores of the members' predictions of ``x`` against ``y`` (with the columns of ``extras``),
     the summed metrics of the ensemble mean and of the members (``metrics``: per-sample
     functions), and the scores of disjoint subsets of each size of :func:`_sizes` (below all members)."""
-    config, x = ens.checked_inputs(x, chunk_size, "scores")
+    config, x = ens.checked_lazy(x, chunk_size, "scores")
+    dtype = ens.dtype_of(config)
     m, per_sample = len(ens), math.prod(y.shape[1:])
-    size = _block(len(x), m, per_sample, block_bytes)
+    size = _block(x.shape[0], m, per_sample, block_bytes)
     totals, extra = Totals(m), extras and extras.totals()
     subsets = {k: [Totals(k) for _ in range(min(SIZE_GROUPS, m // k))] for k in _sizes(m)[:-1]}
     of_mean, of_members = np.zeros(len(metrics)), np.zeros(len(metrics))
-    for rows in pieces(len(x), size):
+    for rows in pieces(x.shape[0], size):
         count = rows.stop - rows.start
-        xb, yb = padded(x[rows], size), padded(y[rows], size)
+        xb, yb = padded(np.asarray(x[rows]).astype(dtype), size), padded(np.asarray(y[rows]), size)
         values = np.empty((m, *yb.shape), np.float32)
         for rows, out in ens.outputs(config, xb, chunk_size):
             values[rows] = out
@@ -130,23 +135,28 @@ def one_step(
         of_mean, of_members = of_mean + a, of_members + b
     sizes = {k: [t.finish() for t in groups] for k, groups in subsets.items()}
     scores = totals.finish() | (extra.finish() if extra else {})
-    return scores, of_mean / len(x), of_members / len(x), sizes
+    return scores, of_mean / x.shape[0], of_members / x.shape[0], sizes
 
 
 def rollout(
-    ens: Predictions, traj: np.ndarray, chunk_size: int, block_bytes: int = BLOCK_BYTES, extras: Extras | None = None
+    ens: Predictions, traj: Any, chunk_size: int, block_bytes: int | None = None, extras: Extras | None = None
 ) -> dict[str, np.ndarray]:
     """Scores per step ``1..T`` of the members' rollouts from the first states of ``traj``
     ``[trajectories, T + 1, ...]`` against the trajectories (with the columns of ``extras``: a
-    field is a state)."""
-    start, reference = ens.rollout_start(ens.one_config("scores"), traj)  # with history: the first h states
-    config, x0, steps = ens.checked_rollout_inputs(start, reference.shape[1] - 1, chunk_size, "scores")
+    field is a state). ``traj`` may be an array-like larger than memory (an ``h5py.Dataset``):
+    it is read a block of trajectories at a time."""
+    config = ens.one_config("scores")
+    first = np.asarray(traj[:1])  # checked on one trajectory, before any work
+    start, reference = ens.rollout_start(config, first)  # with history: the first h states
+    _, _, steps = ens.checked_rollout_inputs(start, reference.shape[1] - 1, chunk_size, "scores")
     m, per_state = len(ens), math.prod(traj.shape[2:])
-    size = _block(len(traj), m, steps * per_state, block_bytes)
+    size = _block(traj.shape[0], m, steps * per_state, block_bytes)
     totals, extra = Totals(m), extras and extras.totals()
-    for rows in pieces(len(traj), size):
+    for rows in pieces(traj.shape[0], size):
         count = rows.stop - rows.start
-        x0b, truth = padded(x0[rows], size), padded(reference[rows, 1:], size)
+        start, reference = ens.rollout_start(config, np.asarray(traj[rows]))
+        _, x0, _ = ens.checked_rollout_inputs(start, steps, chunk_size, "scores")
+        x0b, truth = padded(x0, size), padded(reference[:, 1:], size)
         values = np.empty((m, steps, size, *traj.shape[2:]), np.float32)
         for rows, t, states in ens.rollout_states(config, x0b, steps, chunk_size):
             values[rows, t - 1 : t - 1 + states.shape[1]] = states
@@ -173,26 +183,51 @@ def configuration_rows(
     key: dict[str, Any],
     split: str,
     chunk_size: int,
-    block_bytes: int = BLOCK_BYTES,
+    block_bytes: int | None = None,
     extras: Extras | None = None,
+    data: Data | None = None,
 ) -> list[dict[str, Any]]:
     """Every row of the scores table of one configuration (``ens``: its members) on one split
-    (the columns of ``extras`` on one-step, rollout and rollout_gmean rows)."""
+    (the columns of ``extras`` on one-step, rollout and rollout_gmean rows): on the samples and
+    trajectories the store keeps of it, or on ``data`` where given (rows only for what it holds)."""
     config = ens.one_config("scores")
     store: Store = ens.store
-    found = store.samples(config.config_id, split)
-    if found is None:
+    found = store.samples(config.config_id, split) if data is None else data.samples
+    if found is None and data is None:
         raise QueryError(
             f"scores(split={split!r}): the store holds no {split} samples for config {config.config_id} (its "
             f"sweep directory had no {SPLIT_FILES[split][0]} when it was aggregated: sweep.run writes it"
             + (", for problems with a validation set" if split == "val" else "")
             + "); nothing is regenerated"
         )
+    base = {**key, "split": split, "members": len(ens)}
+    rows = [] if found is None else _one_step_rows(ens, found, base, chunk_size, block_bytes, extras)
+    traj = store.trajectories(config.config_id, split) if data is None else data.trajectories
+    if data is not None and traj is not None:
+        _check_trajectories(ens, traj)
+    if traj is not None:
+        per_step = rollout(ens, traj, chunk_size, block_bytes, extras)
+        rows += [
+            {**base, "kind": "rollout", "step": t + 1, **_row(per_step, t)} for t in range(len(per_step["points"]))
+        ]
+        means = {c: float(rollout_gmean(per_step[c])) for c in (*SCORE_COLUMNS, *_extra_columns(per_step))}
+        rows.append({**base, "kind": "rollout_gmean", "step": None, "points": int(per_step["points"].sum()), **means})
+    return rows
+
+
+def _one_step_rows(
+    ens: Predictions,
+    found: tuple[Any, Any],
+    base: dict[str, Any],
+    chunk_size: int,
+    block_bytes: int | None,
+    extras: Extras | None,
+) -> list[dict[str, Any]]:
+    """The one-step and ensemble-size rows of one configuration on samples ``found`` ``(x, y)``."""
     x, y = found
     _real_targets(ens, y, "scores")
-    names, fns = _gain_metrics(ens, store.metrics)
+    names, fns = _gain_metrics(ens, ens.store.metrics)
     scores, of_mean, of_members, sizes = one_step(ens, x, y, chunk_size, fns, block_bytes, extras)
-    base = {**key, "split": split, "members": len(ens)}
     gains = {}
     for name, e, mm in zip(names, of_mean, of_members, strict=True):
         gains |= {gain_column(name, "ensemble"): e, gain_column(name, "members"): mm}
@@ -204,15 +239,53 @@ def configuration_rows(
         rows[-1] |= averaged
     if len(ens) > 1:
         rows.append({**base, "kind": "ensemble_size", "step": 0, **_row(scores, 0), "rank_histogram": None})
-    traj = store.trajectories(config.config_id, split)
-    if traj is not None:
-        per_step = rollout(ens, traj, chunk_size, block_bytes, extras)
-        rows += [
-            {**base, "kind": "rollout", "step": t + 1, **_row(per_step, t)} for t in range(len(per_step["points"]))
-        ]
-        means = {c: float(rollout_gmean(per_step[c])) for c in (*SCORE_COLUMNS, *_extra_columns(per_step))}
-        rows.append({**base, "kind": "rollout_gmean", "step": None, "points": int(per_step["points"].sum()), **means})
     return rows
+
+
+class Data(NamedTuple):
+    """A split given to :meth:`Ensemble.scores <sweep.ensemble.Ensemble.scores>` instead of what
+    the store keeps of it: ``samples`` ``(x, y)`` and ``trajectories`` ``[n, T + 1, ...]``
+    (either None), array-likes read a block at a time (:func:`checked_data`)."""
+
+    samples: tuple[Any, Any] | None
+    trajectories: Any
+
+
+def checked_data(samples: Any, trajectories: Any) -> Data | None:
+    """``Data`` of the ``samples`` and ``trajectories`` given to ``scores`` (None where neither
+    is), the inputs and targets checked against each other, each left unread where it is an
+    array-like (:func:`~._predictions.array_like`); the configurations' shapes are checked when
+    each is scored, before its work."""
+    if samples is None and trajectories is None:
+        return None
+    if samples is not None:
+        if not isinstance(samples, (tuple, list)) or len(samples) != 2:
+            raise QueryError(
+                f"scores(samples={type(samples).__name__}): give a pair (x, y) of inputs [n, *sample_shape] and "
+                f"targets [n, *target_shape] (arrays, or array-likes such as h5py datasets), or None"
+            )
+        x, y = (array_like(a) for a in samples)
+        if not len(y.shape) or y.shape[0] != x.shape[0] or not np.issubdtype(y.dtype, np.number):
+            raise QueryError(
+                f"scores(samples=(x, y)): x has shape {tuple(x.shape)} but y has shape {tuple(y.shape)} "
+                f"({y.dtype}); give one numeric target per input, y of shape ({x.shape[0] if x.shape else 0}, ...)"
+            )
+        samples = (x, y)
+    return Data(samples, None if trajectories is None else array_like(trajectories))
+
+
+def _check_trajectories(ens: Predictions, traj: Any) -> None:
+    """A :class:`QueryError` unless ``traj`` holds trajectories of ``ens``'s states, long enough to roll out."""
+    config = ens.one_config("scores")
+    h, sample = ens.history_of(config), tuple(config.sample_shape)
+    state = (sample[0] // h, *sample[1:])
+    shape = tuple(traj.shape)
+    if len(shape) != len(state) + 2 or shape[2:] != state or not shape[0] or shape[1] < h + 1:
+        raise QueryError(
+            f"scores(trajectories=...): shape {shape}; config {config.config_id} rolls out states of shape {state}"
+            f"{f' from {h} of them' if h > 1 else ''}: give an array of shape (trajectories >= 1, states >= {h + 1}, "
+            f"{', '.join(map(str, state))})"
+        )
 
 
 def _row(scores: dict[str, np.ndarray], i: int) -> dict[str, Any]:
@@ -242,9 +315,10 @@ def scores_table(
     ens: Predictions,
     splits: tuple[str, ...],
     chunk_size: int,
-    block_bytes: int = BLOCK_BYTES,
+    block_bytes: int | None = None,
     skip: bool = False,
     extras: Extras | None = None,
+    data: Data | None = None,
 ) -> pa.Table:
     """The scores table of every configuration of ``ens`` on each split, with the columns of
     ``extras`` (computed at query time; the stored table has none). ``skip``: a configuration
@@ -254,7 +328,7 @@ def scores_table(
     for key, members in configurations(ens):
         for split in splits:
             try:
-                rows += configuration_rows(members, key, split, chunk_size, block_bytes, extras)
+                rows += configuration_rows(members, key, split, chunk_size, block_bytes, extras, data)
             except SweepError as e:
                 if not skip:
                     raise

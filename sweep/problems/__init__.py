@@ -31,6 +31,8 @@ from ._hdf5_reader import hdf5_trial_data
 from ._hdf5_reader import outlined as outlined
 from ._hdf5_scan import Scan as Scan
 from ._hdf5_scan import hdf5_statistics as hdf5_statistics
+from ._hdf5_split import HDF5Split as HDF5Split
+from ._hdf5_split import hdf5_split as hdf5_split
 from ._heat1d import heat1d as heat1d
 from ._heat1d import heat1d_coordinates
 from ._history import OPTION as HISTORY
