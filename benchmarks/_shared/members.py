@@ -15,13 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
-from benchmarks._shared.workload import POINTS, heat_spec
+from benchmarks._shared.workload import DEPTH, HIDDEN, POINTS, heat_spec
 
 
-def random_block(members: int, trajectory_steps: int = 0) -> SimpleNamespace:
-    """A block of ``members`` randomly initialised reference ConvNets (hidden 16, depth 6) on heat1d
-    with 48 points and 250 samples (200 of them the test set), as the aggregator takes blocks (with
-    ``trajectory_steps``, its problem makes test trajectories of that many steps)."""
+def random_block(members: int, trajectory_steps: int = 0, hidden: int = HIDDEN, depth: int = DEPTH) -> SimpleNamespace:
+    """A block of ``members`` randomly initialised reference ConvNets (``hidden`` 16, ``depth`` 6 unless
+    given) on heat1d with 48 points and 250 samples (200 of them the test
+    set), as the aggregator takes blocks (with ``trajectory_steps``, its problem makes test
+    trajectories of that many steps)."""
     import equinox as eqx
     import jax
     import numpy as np
@@ -30,7 +31,7 @@ def random_block(members: int, trajectory_steps: int = 0) -> SimpleNamespace:
     from sweep.training import History
 
     steps = {"trajectory_steps": trajectory_steps} if trajectory_steps else {}
-    spec = heat_spec(samples=250, seeds=members, **steps)
+    spec = heat_spec(samples=250, seeds=members, hidden=hidden, depth=depth, **steps)
     keys = jax.random.split(jax.random.key(0), members)
     model = eqx.filter_vmap(lambda k: build_model("ConvNet", dict(spec.model.options), (1, POINTS), 1, key=k))(keys)
     seeds = tuple(range(members))
@@ -49,11 +50,11 @@ def random_block(members: int, trajectory_steps: int = 0) -> SimpleNamespace:
     )
 
 
-def random_store(directory: str, members: int) -> str:
+def random_store(directory: str, members: int, hidden: int = HIDDEN, depth: int = DEPTH) -> str:
     """A store of :func:`random_block`'s members under ``directory``; returns its path."""
     from sweep.store import aggregate_blocks
 
-    return aggregate_blocks(f"{directory}/ensembles", [random_block(members)])
+    return aggregate_blocks(f"{directory}/ensembles", [random_block(members, hidden=hidden, depth=depth)])
 
 
 def member_list(ensemble) -> list:

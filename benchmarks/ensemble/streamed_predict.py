@@ -21,42 +21,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-POINTS = 48
-
-
-def _store(directory: str, members: int) -> str:
-    """A store of ``members`` untrained small ConvNets on heat1d with 48 points."""
-    import equinox as eqx
-    import jax
-
-    from benchmarks._shared.workload import heat_spec
-    from sweep.models import build_model
-    from sweep.store import aggregate_blocks
-    from sweep.training import History
-
-    spec = heat_spec(samples=250, seeds=members, hidden=4, depth=1)
-    keys = jax.random.split(jax.random.key(0), members)
-    model = eqx.filter_vmap(lambda k: build_model("ConvNet", dict(spec.model.options), (1, POINTS), 1, key=k))(keys)
-    seeds = tuple(range(members))
-    zeros = np.zeros((members, 1), np.float32)
-    history = History(
-        seeds, ({},), np.array([1], np.int32), zeros, {"loss": zeros}, {"loss": zeros}, np.zeros(members, bool)
-    )
-    block = SimpleNamespace(
-        spec=spec,
-        seeds=seeds,
-        hparams=({},),
-        shapes=((1, POINTS), 1, 200),
-        history=history,
-        state=SimpleNamespace(params=eqx.filter(model, eqx.is_array)),
-        trial_id="bench",
-    )
-    return aggregate_blocks(f"{directory}/ensembles", [block])
+from benchmarks._shared.members import random_store
+from benchmarks._shared.workload import POINTS
 
 
 def _dataset(file: Any, name: str) -> Any:
@@ -115,7 +85,7 @@ def main() -> None:
     from sweep.ensemble._scoring import BLOCK_BYTES
 
     with tempfile.TemporaryDirectory() as directory:
-        _store(directory, args.members)
+        random_store(directory, args.members, hidden=4, depth=1)
         n = int(args.mib * 2**20) // (4 * POINTS)
         rng = np.random.default_rng(0)
         with h5py.File(f"{directory}/split.h5", "w") as f:

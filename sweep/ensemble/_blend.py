@@ -39,7 +39,7 @@ from .._batches import pieces
 from .._errors import QueryError
 from ._calibrated import Calibrated
 from ._field_totals import Extras
-from ._predictions import DEFAULT_CHUNK, Predictions, checked_out
+from ._predictions import DEFAULT_CHUNK, Predictions, checked_out, checked_pair
 from ._scoring import check_split, multiset_rows
 
 
@@ -92,15 +92,7 @@ class Blended(Predictions):
         ``batch_size`` and ``out=(mean, std)`` as :meth:`predict`)."""
         x, size, shape, dtype = self._streamed(x, chunk_size, batch_size, "mean_std")
         dtype = np.result_type(x.dtype, np.float32)
-        if out is not None and (not isinstance(out, tuple) or len(out) != 2):
-            raise QueryError(
-                f"mean_std(out={type(out).__name__}): give a tuple (mean, std) of two array-likes of shape "
-                f"{(x.shape[0], *shape)}, or None"
-            )
-        given = (None, None) if out is None else out
-        mean, std = (
-            checked_out(a, (x.shape[0], *shape), dtype, "mean_std", n) for a, n in zip(given, ("out[0]", "out[1]"))
-        )
+        mean, std = checked_pair(out, (x.shape[0], *shape), dtype)
         if mean is None and std is None and size == x.shape[0]:
             return _weighted(self.predict(x, chunk_size), self.weights, 0, dtype)
         mean = np.empty((x.shape[0], *shape), dtype) if mean is None else mean

@@ -131,15 +131,7 @@ class Predictions(Selection):
         config, x, size = self.checked_stream(x, chunk_size, batch_size, "mean_std")
         shape, dtype = self.output_of(config)
         dtype = np.result_type(dtype, np.float32)
-        if out is not None and (not isinstance(out, tuple) or len(out) != 2):
-            raise QueryError(
-                f"mean_std(out={type(out).__name__}): give a tuple (mean, std) of two array-likes of shape "
-                f"{(x.shape[0], *shape)}, or None"
-            )
-        given = (None, None) if out is None else out
-        mean, std = (
-            checked_out(a, (x.shape[0], *shape), dtype, "mean_std", n) for a, n in zip(given, ("out[0]", "out[1]"))
-        )
+        mean, std = checked_pair(out, (x.shape[0], *shape), dtype)
         mean = np.empty((x.shape[0], *shape), dtype) if mean is None else mean
         std = np.empty((x.shape[0], *shape), dtype) if std is None else std
         moments, last = Moments(), None
@@ -406,6 +398,18 @@ def array_like(x: Any) -> Any:
         except TypeError:
             pass
     return np.asarray(x)
+
+
+def checked_pair(out: Any, shape: tuple[int, ...], dtype: np.dtype) -> tuple[Any, Any]:
+    """``out`` of ``mean_std`` (None, or a tuple ``(mean, std)``, each checked as :func:`checked_out`)
+    as ``(mean, std)``."""
+    if out is not None and (not isinstance(out, tuple) or len(out) != 2):
+        raise QueryError(
+            f"mean_std(out={type(out).__name__}): give a tuple (mean, std) of two array-likes of shape {shape}, or None"
+        )
+    given = (None, None) if out is None else out
+    mean, std = (checked_out(a, shape, dtype, "mean_std", name) for a, name in zip(given, ("out[0]", "out[1]")))
+    return mean, std
 
 
 def checked_out(out: Any, shape: tuple[int, ...], dtype: np.dtype, what: str, name: str) -> Any:

@@ -22,10 +22,12 @@ traj = test(0, 4)                                           # the first 4 test t
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+import pyarrow.fs as pafs
 
+from .._errors import SpecError
 from ._dataset import SPLITS, Dataset, Split
 from ._hdf5 import resolved, split_trajectories
 from ._hdf5_files import Location
@@ -68,6 +70,51 @@ def hdf5_trial_data(path: str, *, scan: Scan | None = None, **options: Any) -> D
     )
 
 
+class States(NamedTuple):
+    """The trajectories of one split of an ``"hdf5"`` problem in its files: their ``shape``
+    (``[trajectories, steps, channels, *spatial]``) and ``read(start, stop)``, the states of
+    trajectories ``[start, stop)`` as the files hold them (strided, not normalised)."""
+
+    shape: tuple[int, ...]
+    read: Callable[[int, int], np.ndarray]
+
+
+def split_states(options: Mapping[str, Any], split: str, filesystem: pafs.FileSystem | None = None) -> States:
+    """The :class:`States` of ``split`` of the ``"hdf5"`` problem of ``options``, read in
+    contiguous runs of each file (``filesystem``: as :func:`~._hdf5.hdf5_info`'s).
+
+    Raises:
+        SpecError: The data have no such split.
+    """
+    info, files, described, channels = resolved(options, filesystem)
+    picks = split_trajectories(files, described, options)
+    if split not in picks:
+        raise SpecError(
+            f"`split`: got {split!r}; {options['path']!r} has no {split} split (val_fraction=0 and no "
+            f"valid/ folder); choose one of {', '.join(sorted(picks))}"
+        )
+    order = [(location, k) for location, indices in picks[split] for k in indices]
+    ts, ss = options.get("time_stride", 1), options.get("space_stride", 1)
+
+    def read(start: int, stop: int) -> np.ndarray:
+        parts = []
+        for location, run in _runs(order[start:stop]):
+            with open_hdf5(location) as f:
+                parts.append(read_states(f, described[location.name], channels, run, ts, ss))
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+    return States((len(order), info.steps, len(channels), *info.spatial), read)
+
+
+def pairs_of(trajectories: Callable[[int, int], np.ndarray], per: int, history: int, start: int, stop: int):
+    """``(x, y)``: the one-step pairs ``[start, stop)`` of trajectories of ``per`` pairs each
+    (``history`` states per input), from the trajectories they come from (``trajectories(a, b)``)."""
+    first = start // per
+    x, y = windows(trajectories(first, -(-stop // per)), history)
+    skip = start - first * per
+    return x[skip : skip + stop - start], y[skip : skip + stop - start]
+
+
 def _runs(order: list[tuple[Location, int]]) -> list[tuple[Location, range]]:
     """``order`` (trajectories by file and index) as contiguous runs of one file each."""
     runs: list[tuple[Location, range]] = []
@@ -85,26 +132,15 @@ def hdf5_reader(
     """``read(start, stop)``: the items ``[start, stop)`` of ``split`` (``"train"``, ``"val"``,
     ``"test"``) of the ``"hdf5"`` problem of ``options`` (module docstring): pairs ``(x, y)``, or
     with ``unrolled`` trajectories, normalised by ``normalization`` (``None``: as read)."""
-    info, files, described, channels = resolved(options)
-    picks = split_trajectories(files, described, options)[split]
-    order = [(location, k) for location, indices in picks for k in indices]
-    ts, ss, history = options.get("time_stride", 1), options.get("space_stride", 1), options.get("history", 1)
-    per, spatial = info.steps - history, len(info.spatial)  # pairs per trajectory
+    states = split_states(options, split)
+    history = options.get("history", 1)
+    per, spatial = states.shape[1] - history, len(states.shape) - 3  # pairs per trajectory
 
     def trajectories(start: int, stop: int) -> np.ndarray:
-        parts = []
-        for location, run in _runs(order[start:stop]):
-            with open_hdf5(location) as f:
-                parts.append(read_states(f, described[location.name], channels, run, ts, ss))
-        states = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        return states if normalization is None else normalization.apply(states, spatial).astype(np.float32)
+        read = states.read(start, stop)
+        return read if normalization is None else normalization.apply(read, spatial).astype(np.float32)
 
     def read(start: int, stop: int) -> Any:
-        if unrolled:
-            return trajectories(start, stop)
-        first = start // per
-        x, y = windows(trajectories(first, -(-stop // per)), history)
-        skip = start - first * per
-        return x[skip : skip + stop - start], y[skip : skip + stop - start]
+        return trajectories(start, stop) if unrolled else pairs_of(trajectories, per, history, start, stop)
 
     return read

@@ -23,47 +23,21 @@ import numpy as np
 import pyarrow.fs as pafs
 
 from .._errors import SpecError
-from ._hdf5 import resolved, split_trajectories
-from ._hdf5_files import Location
-from ._hdf5_layouts import read_states
-from ._hdf5_safety import open_hdf5
-from ._history import windows
+from ._hdf5_reader import pairs_of, split_states
 
 
 class _Reader:
-    """The trajectories ``[start, stop)`` of one split of an ``"hdf5"`` problem, read from the files
-    in contiguous runs of each; the last read kept, so that ``x`` and ``y`` of the same rows read once."""
+    """:func:`~._hdf5_reader.split_states` of one split with the last read kept, so that ``x`` and
+    ``y`` of the same rows read the files once."""
 
     def __init__(self, options: Mapping[str, Any], split: str, filesystem: pafs.FileSystem | None):
-        info, files, described, channels = resolved(options, filesystem)
-        picks = split_trajectories(files, described, options)
-        if split not in picks:
-            raise SpecError(
-                f"hdf5_split(split={split!r}): {options['path']!r} has no {split} split (val_fraction=0 and no "
-                f"valid/ folder); choose one of {', '.join(sorted(picks))}"
-            )
-        self.order = [(location, k) for location, indices in picks[split] for k in indices]
-        self.described, self.channels = described, channels
-        self.strides = options.get("time_stride", 1), options.get("space_stride", 1)
-        self.shape = (len(self.order), info.steps, len(channels), *info.spatial)
+        self.shape, self._read = split_states(options, split, filesystem)
         self._last: tuple[tuple[int, int], np.ndarray] | None = None
 
     def __call__(self, start: int, stop: int) -> np.ndarray:
-        if self._last is not None and self._last[0] == (start, stop):
-            return self._last[1]
-        runs: list[tuple[Location, range]] = []
-        for location, k in self.order[start:stop]:
-            if runs and runs[-1][0] is location and runs[-1][1].stop == k:
-                runs[-1] = (location, range(runs[-1][1].start, k + 1))
-            else:
-                runs.append((location, range(k, k + 1)))
-        parts = []
-        for location, run in runs:
-            with open_hdf5(location) as f:
-                parts.append(read_states(f, self.described[location.name], self.channels, run, *self.strides))
-        states = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        self._last = ((start, stop), states)
-        return states
+        if self._last is None or self._last[0] != (start, stop):
+            self._last = ((start, stop), self._read(start, stop))
+        return self._last[1]
 
 
 class _View:
@@ -95,9 +69,7 @@ class _View:
         if self._part is None:  # trajectories
             items = self._reader(start, stop)
         else:
-            low, high = start // self._per, -(-stop // self._per)
-            items = windows(self._reader(low, high), self._history)[self._part]
-            items = items[start - low * self._per : stop - low * self._per]
+            items = pairs_of(self._reader, self._per, self._history, start, stop)[self._part]
         return items[(slice(None, None, step), *rest)]
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
