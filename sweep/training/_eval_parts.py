@@ -30,6 +30,7 @@ import numpy as np
 from .._batches import equal_parts, padded
 from .._caches import cached
 from ..problems import EVALUATED, Dataset
+from ._heap import heap_trim
 from ._member import part_sums
 from ._program import PROGRAMS, TrainState, describe, members_program
 
@@ -56,6 +57,7 @@ class EvalParts(NamedTuple):
     splits: dict[str, tuple[int, Read]]
     pairs: int
     trajectories: int
+    item_bytes: tuple[int, int]  # of a pair and of a trajectory (item_bytes)
     rollout: tuple[str, ...]  # the names of the rollout metrics, in the program's order
     program: Any
     place: Any
@@ -66,9 +68,11 @@ def _mean(parts: EvalParts, state: TrainState, split: str, most: int, rollout: b
     over the split's size, as float32 per member."""
     n, read = parts.splits[split]
     count, size = equal_parts(n, most)
+    item = parts.item_bytes[1 if rollout else 0]
     total: Any = None
     for k in range(count):
         start, stop = k * size, min(n, (k + 1) * size)
+        heap_trim(size * item)  # the last part's host arrays gone
         keep = padded(np.ones(stop - start, bool), size)
         part = jax.device_put((*(padded(a, size) for a in read(start, stop)), keep), parts.place)
         _, sums = parts.program(state, part, rollout)
@@ -141,4 +145,4 @@ def eval_parts(
     pairs, trajectories = (part_bytes // max(1, b) for b in (pair, trajectory))
     names = tuple(name for name, _, _ in describe(structure, shapes).rollout_metrics)
     program = parts_program(structure, shapes, layout, devices)
-    return EvalParts(_readers(held, in_files), pairs, trajectories, names, program, place)
+    return EvalParts(_readers(held, in_files), pairs, trajectories, (pair, trajectory), names, program, place)

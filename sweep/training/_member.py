@@ -168,22 +168,25 @@ def minibatch_scan(step: Callable, carry, batches: PyTree):
     return carry, jax.tree_util.tree_map(lambda a: a[None], out)
 
 
-def pairs_epoch(program: Program, opt, shuffle_key, train, carry):
+def pairs_epoch(program: Program, opt, shuffle_key, train, carry, gather: bool = False):
     """One pass over shuffled minibatches of the training pairs ``train`` (``(x, y)``, of
-    ``program.num_train`` samples): (carry, mean loss)."""
+    ``program.num_train`` samples): (carry, mean loss). ``gather``: each minibatch gathered in the
+    step that trains on it, instead of the shuffled split first (what a streamed window does: no
+    shuffled copy of the window per member; the same minibatches, but another program, whose
+    arithmetic XLA may fuse otherwise, so the in-memory program keeps its own)."""
     params, opt_state, epoch, diverged = carry
     train_x, train_y = train
     batches = program.num_train // program.batch_size
     order = epoch_order(program, shuffle_key, epoch, program.num_train, batches)
 
     def step(c, batch):
-        x, y, key = batch
+        *pairs, key = batch
+        x, y = (train_x[pairs[0]], train_y[pairs[0]]) if gather else pairs
         return train_step(opt, lambda p, x, y: pairs_loss(program, p, x, y), c, (with_noise(program, x, key), y))
 
+    shuffled = (order,) if gather else (train_x[order], train_y[order])
     (params, opt_state, diverged), losses = minibatch_scan(
-        step,
-        (params, opt_state, diverged),
-        (train_x[order], train_y[order], noise_keys(program, shuffle_key, epoch, batches)),
+        step, (params, opt_state, diverged), (*shuffled, noise_keys(program, shuffle_key, epoch, batches))
     )
     return (params, opt_state, epoch + 1, diverged), jnp.mean(losses)
 
@@ -367,7 +370,7 @@ def window_pass(program: Program, carry, hp, window):
     if program.unroll == 1:
         inside = program._replace(num_train=train[0].shape[0])
         (params, opt_state, _, diverged), loss = pairs_epoch(
-            inside, opt, wkey, train, (params, opt_state, epoch, diverged)
+            inside, opt, wkey, train, (params, opt_state, epoch, diverged), gather=True
         )
     else:
         (params, opt_state, _, diverged), loss = windows_epoch(

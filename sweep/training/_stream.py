@@ -21,10 +21,10 @@ same order and ends bit for bit where an uninterrupted one does, its ``train_los
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -36,6 +36,7 @@ from ..problems import EVALUATED, Dataset, Split, hdf5_reader, outlined
 from ..spec import Problem, SweepSpec, size_text
 from ._budget import data_budget, nbytes, streams
 from ._eval_parts import EvalParts, eval_parts, evaluate_in_parts, item_bytes
+from ._heap import heap_trim
 from ._member import member_evaluation, window_pass
 from ._program import PROGRAMS, TrainState, describe, members_program, program_data
 from ._windows import WindowPlan, plan_windows
@@ -203,7 +204,7 @@ def make_stream(
     parts = None
     if plan.eval_part_bytes:
         needed = program_data(data, unroll > 1, t.rollout_steps)
-        in_files = partial(file_reader, spec.problem, data)
+        in_files = functools.partial(file_reader, spec.problem, data)
         parts = eval_parts(held_part(needed), plan.eval_part_bytes, structure, shapes, layout, devices, place, in_files)
     return Stream(
         file_source(spec.problem, data, unroll) or array_source(data, unroll),
@@ -221,9 +222,10 @@ def make_stream(
 def _window(stream: Stream, shards: np.ndarray):
     """The items of ``shards``, read and put on their way to the devices (in the reader thread):
     read a shard at a time into the window's arrays, so that the host holds the window and one
-    shard, not the window twice."""
+    shard, not the window twice; the heap's free pages (the windows gone) handed back first."""
     bounds = [stream.plan.shard(int(s)) for s in shards]
     total = sum(b - a for a, b in bounds)
+    heap_trim(total * stream.source.item_bytes)
     arrays, at = None, 0
     for start, stop in bounds:
         part = stream.source.read(start, stop)
