@@ -16,8 +16,9 @@ Scaled to what a shared 2-core CPU runs in minutes (the issue's benchmark is a 4
 With ``--file-gib``, a trial's peak host memory instead: a generated PDEBench-like HDF5 file of
 that size (``tensor`` ``(trajectories, 21, 64, 64)``, float32, test and validation 2% each), its
 outline made as the driver makes it (the normalisation statistics streamed from the file), then
-one trial in a fresh process, as a Tune trial does it (``ProblemData.load``: the validation and
-test splits read, the training split streamed from the file by the reader thread) training
+one trial in a fresh process, as a Tune trial does it (``ProblemData.load``: every split left in
+the file; the training split streamed by the reader thread, validation and test read whole where
+held beside the windows, else a part at a time when evaluated) training
 ``--seeds`` members one epoch under ``--budget``. Prints the trial's peak RSS against the target
 budget + model + 0.5 GiB, and the driver's.
 
