@@ -105,6 +105,21 @@ def test_the_table_is_apebench_s_scenarios(ex, dims):
         assert not np.allclose(ours(u), u)
 
 
+def test_kolmogorov_flow_is_apebench_s_under_exponax_0_1_s_drag(ex, monkeypatch):
+    # apebench/scenarios/physical/_navier_stokes.py: KolmogorovFlowVorticity(drag=-0.1, diffusivity=0.01,
+    # 2π, dt 0.1 in 20 substeps) on exponax 0.1, whose zeroth-order Laplacian sums one 1 per axis (0.2: 1)
+    ours = pde_stepper("apebench:phy_kolm_flow_2d", {"num_points": 16})
+    monkeypatch.setattr(  # exponax 0.1's build_laplace_operator
+        "exponax.stepper._navier_stokes.build_laplace_operator",
+        lambda derivative, order=2: jax.numpy.sum(derivative**order, axis=0, keepdims=True),
+    )
+    reference = ex.RepeatedStepper(
+        ex.stepper.KolmogorovFlowVorticity(2, 2 * np.pi, 16, 0.1 / 20, diffusivity=0.01, drag=-0.1), 20
+    )
+    u = ex.ic.RandomTruncatedFourierSeries(2, cutoff=3, max_one=True)(16, key=jax.random.key(1))
+    np.testing.assert_allclose(ours(u), reference(u), atol=1e-5)
+
+
 def test_a_solver_that_blows_up_is_named_not_returned(ex):
     # Kuramoto-Sivashinsky on [0, 60)^2 at 32 points per axis: NaN within 110 of its 500 warm-up steps
     # (APEBench's own scenario too); 3D at 32 points blew up the same way, as the table's default
