@@ -9,8 +9,8 @@ from helpers import tiny_spec
 
 import sweep
 from sweep.planning import Plan, hparams_key, make_plan, merge_plans
-from sweep.training import compiled_bytes
-from sweep.tune._auto import Probe, choose_seeds_per_trial, measure
+from sweep.training import compiled_bytes, init_block
+from sweep.tune._auto import PROBE_MINIBATCHES, Probe, choose_seeds_per_trial, measure, probe_data
 from sweep.tune._checks import check_resources, check_writable
 from sweep.tune._env import cpu_devices, trial_env
 
@@ -173,6 +173,24 @@ def test_the_cpu_probe_counts_a_steps_temporaries_on_every_device():
     assert a.per_member_bytes == b.per_member_bytes
     assert b.fixed_bytes > a.fixed_bytes > len(jax.devices("cpu")) * device_data_bytes(small, data)[0]
     assert (b.fixed_bytes - a.fixed_bytes) % len(jax.devices("cpu")) == 0
+
+
+def test_the_cpu_speed_probe_times_a_few_minibatches_of_a_large_split(monkeypatch):
+    """A training split of many minibatches is timed on PROBE_MINIBATCHES of them (every split cut
+    to the same share) and the time scaled up; a small one is timed whole, as before."""
+    import sweep.tune._auto as auto
+
+    small = tiny_spec(training=sweep.Training(epochs=1, batch_size=16))  # 42 pairs: timed whole
+    data = sweep.load_data(small)
+    assert probe_data(small, data)[0] is data
+    spec = tiny_spec(training=sweep.Training(epochs=1, batch_size=1))  # 42 minibatches of one pair
+    timed, share = probe_data(spec, data)
+    assert timed.num_train == PROBE_MINIBATCHES == 16 and share == 16 / 42
+    assert [len(s.x) for s in (timed.val, timed.test)] == [-(-len(s.x) * 16 // 42) for s in (data.val, data.test)]
+    given = []
+    monkeypatch.setattr(auto, "init_block", lambda *a: given.append(a[3]) or init_block(*a))
+    probe = measure(spec, (), data, {"cpu": 1})
+    assert [d.num_train for d in given] == [16] and probe.member_epoch_s is not None and probe.member_epoch_s > 0
 
 
 def test_a_trial_plan_carries_its_own_seeds_not_the_sweeps():
