@@ -22,8 +22,14 @@ held beside the windows, else a part at a time when evaluated) training
 ``--seeds`` members one epoch under ``--budget``. Prints the trial's peak RSS against the target
 budget + model + 0.5 GiB, and the driver's.
 
+With ``--driver-gib``, the driver's peak host memory for files of each size: ``sweep.plan`` of
+the file's spec (what ``sweep.run``'s driver does before any trial: the files' metadata, the
+driver's pass over them, the kept rows, the plan) in a fresh process per file, after the file
+is written (target: the same within 50 MiB whatever the file's size).
+
     python -m benchmarks.trainer.streaming [--samples 1024] [--size 16] [--seeds 2] [--repeats 2]
     python -m benchmarks.trainer.streaming --file-gib 1 --budget 256MiB [--hidden 4 --depth 1]
+    python -m benchmarks.trainer.streaming --driver-gib 0.5 4
 """
 
 from __future__ import annotations
@@ -124,6 +130,39 @@ def trial(arguments: str) -> None:
     )
 
 
+def driver(path: str) -> None:
+    """What ``sweep.run``'s driver reads of the file ``path`` (``sweep.plan``) in this process: print
+    a JSON line with its peak RSS."""
+    import sweep
+
+    before = peak_rss()
+    plan = sweep.plan(file_spec(path, "256MiB", 4, 1))
+    print(json.dumps({"peak": peak_rss(), "before": before, "trials": len(plan.trials)}))
+
+
+def driver_main(sizes: list[float]) -> None:
+    """``--driver-gib``: the driver's peak RSS for a file of each size (module docstring)."""
+    mib = 2**20
+    peaks = []
+    for gib in sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "2D_fields.hdf5"
+            count = write_hdf5(path, gib)
+            out = subprocess.run(
+                [sys.executable, "-m", "benchmarks.trainer.streaming", "--driver-of", str(path)],
+                check=True,
+                stdout=subprocess.PIPE,
+                text=True,
+            ).stdout
+            got = json.loads(out.strip().splitlines()[-1])
+            peaks.append(got["peak"])
+            print(
+                f"HDF5 file {path.stat().st_size / mib:.0f} MiB ({count} trajectories): driver peak RSS "
+                f"{got['peak'] / mib:.0f} MiB (after imports {got['before'] / mib:.0f} MiB)"
+            )
+    print(f"  largest - smallest: {(max(peaks) - min(peaks)) / mib:.0f} MiB (target: within 50 MiB)")
+
+
 def file_main(args) -> None:
     """``--file-gib``: a trial's and the driver's peak RSS (module docstring)."""
     from sweep.problems import outline_problem
@@ -174,10 +213,16 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--file-gib", type=float, default=None, help="measure a trial's peak RSS on an HDF5 file")
     p.add_argument("--budget", default="256MiB", help="data_memory of --file-gib")
+    p.add_argument("--driver-gib", type=float, nargs="+", default=None, help="the driver's peak RSS per file size")
     p.add_argument("--trial", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--driver-of", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.trial is not None:
         return trial(args.trial)
+    if args.driver_of is not None:
+        return driver(args.driver_of)
+    if args.driver_gib is not None:
+        return driver_main(args.driver_gib)
     if args.file_gib is not None:
         return file_main(args)
 
