@@ -15,6 +15,7 @@ import jax
 import numpy as np
 
 import sweep
+from sweep.store import SweepDir
 
 TESTS = str(Path(__file__).parent)
 # The XLA flag the suite compiles with (LLVM's cheapest level), and the variable that leaves XLA's
@@ -227,7 +228,10 @@ def assert_killed_inside_an_epoch_then_resumed_equals_uninterrupted(
         killed = die_after_a_checkpoint_inside_an_epoch(m, at)
         with pytest.raises(sweep.SweepError, match="injected failure inside an epoch"):
             sweep.run(spec, storage=str(tmp_path / "a"), options=local)
-    (left,) = Path(tmp_path / "a").glob(f"*/local/{killed[0]}/checkpoint_*")
-    assert left.name == f"checkpoint_{at[0]:06d}_{at[1]:06d}"  # the trial resumes from inside the epoch
+    left = sorted(p.name for p in Path(tmp_path / "a").glob(f"*/local/{killed[0]}/checkpoint_*"))
+    # the trial resumes from inside the epoch; the last report's checkpoint stays, for aggregation
+    assert left == [f"checkpoint_{at[0]:06d}", f"checkpoint_{at[0]:06d}_{at[1]:06d}"]
+    blocks = SweepDir.of(spec, str(tmp_path / "a"))
+    assert blocks.blocks()[killed[0]].progress == at and blocks.blocks(reported=True)[killed[0]].progress == (at[0], 0)
     resumed = sweep.run(spec, storage=str(tmp_path / "a"), options=dataclasses.replace(local, resume=True))
     assert store_files(resumed) == store_files(uninterrupted)  # every member's weights and curves, bit for bit

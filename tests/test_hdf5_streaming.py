@@ -112,7 +112,7 @@ def test_validation_and_test_evaluated_in_parts_are_read_from_the_file_a_part_at
 
     def counted(self, selection, *args, **kwargs):
         if threading.current_thread() is threading.main_thread() and isinstance(selection, tuple):
-            read.append(selection[0].stop - selection[0].start)
+            read.append((selection[0].stop - selection[0].start, selection[1].stop))  # trajectories, states
         return getitem(self, selection, *args, **kwargs)
 
     alone = sweep.train(parted, 5, data=training.load_data(parted))  # evaluated in the same parts from memory
@@ -120,8 +120,10 @@ def test_validation_and_test_evaluated_in_parts_are_read_from_the_file_a_part_at
     model, history = sweep.train_block(parted, [0, 5], data=trial)
     assert_same_member(model, history, 1, *alone)
     assert set(history.val_rollout) and set(history.test_rollout)
-    assert sum(read) == 2 * 2 * (9 + 9)  # 2 chunks x 2 splits x (the pairs' 9 trajectories + the rollouts' 9)
-    assert max(read) <= 5  # a part at a time, never a split (9 trajectories)
+    assert sum(n for n, _ in read) == 2 * 2 * (9 + 9)  # 2 chunks x 2 splits x (the pairs' + the rollouts' 9)
+    assert max(n for n, _ in read) <= 5  # a part at a time, never a split (9 trajectories)
+    # the pairs read every state; the rollouts only the 2 + 2 they start from and reach (history 2, 2 steps)
+    assert sum(n for n, states in read if states == 4) == 2 * 2 * 9 and {states for _, states in read} == {4, 6}
 
 
 def test_a_streamed_file_run_killed_after_an_epoch_and_resumed_equals_an_uninterrupted_run(spec, tmp_path):

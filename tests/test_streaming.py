@@ -5,6 +5,7 @@ budgets too small refused before work."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 
 import numpy as np
@@ -148,6 +149,19 @@ def _assert_same_block(state, history, other_state, other_history):
     assert history.position is None and other_history.position is None
 
 
+def test_a_block_streamed_on_the_machines_default_budget_never_pauses_inside_an_epoch(spec, data, monkeypatch):
+    # a machine of 6 pages of 4 KiB: a quarter of it (the default budget) streams the split; another
+    # machine could cut the epoch into other windows, so such a block checkpoints at epoch ends only
+    real = os.sysconf
+    machine = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 6}
+    monkeypatch.setattr(os, "sysconf", lambda name: machine.get(name) or real(name))
+    default = dataclasses.replace(spec, training=dataclasses.replace(spec.training, data_memory=None))
+    block, state = training.init_block(default, [5], data=data)
+    assert block.stream is not None and block.stream.plan.budget == 6144 and block.stream.plan.num_windows > 1
+    yielded = list(sweep.fit(block, state, pause=lambda: True))
+    assert [h.paused for _, h in yielded] == [False] * default.training.epochs  # asked never: one yield per report
+
+
 @pytest.mark.parametrize("seeds", [[5], [0, 5, 7]])
 def test_a_block_saved_inside_an_epoch_and_resumed_equals_uninterrupted(tmp_path, spec, data, alone, seeds):
     from sweep.training import find_blocks, load_block, save_block
@@ -175,6 +189,8 @@ def test_a_block_saved_inside_an_epoch_and_resumed_equals_uninterrupted(tmp_path
     np.testing.assert_array_equal(loaded.loss_sums, at.loss_sums)  # exact
     refs = find_blocks(str(tmp_path), LocalFileSystem())
     assert refs["t"].progress == (1, 1) and refs["t"].path.endswith("paused")  # the newest of the trial
+    reported = find_blocks(str(tmp_path), LocalFileSystem(), reported=True)  # what a store aggregates
+    assert reported["t"].progress == (1, 0) and reported["t"].path.endswith("report")
 
     block, _ = training.init_block(spec, seeds, data=data)  # a new process: nothing kept
     resumed, resumed_history = list(sweep.fit(block, saved.state, saved.history))[-1]

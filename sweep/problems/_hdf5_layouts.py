@@ -211,18 +211,21 @@ def read_states(
     trajectories: range,
     time_stride: int = 1,
     space_stride: int = 1,
+    first_states: int | None = None,
 ) -> np.ndarray:
     """float32 ``(trajectories, steps, channels, *spatial)`` of ``file``: the given trajectories
-    (a step-1 range), every ``time_stride``-th state and ``space_stride``-th point of each axis.
+    (a step-1 range), every ``time_stride``-th state and ``space_stride``-th point of each axis
+    (``first_states``: only the first that many of those states, read as such).
 
     Datasets are read a chunk of trajectories at a time (at most :data:`CHUNK_BYTES` each) and
     checked for NaN and infinity, which are errors naming the file, the dataset, the trajectory
     and the time index in the file.
     """
     steps = strided(layout.steps, time_stride)
+    steps = steps if first_states is None else min(steps, first_states)
     spatial = tuple(strided(n, space_stride) for n in layout.spatial)
     out = np.empty((len(trajectories), steps, len(channels), *spatial), np.float32)
-    grid = (slice(None, None, time_stride), *(slice(None, None, space_stride) for _ in spatial))
+    grid = (slice(0, steps * time_stride, time_stride), *(slice(None, None, space_stride) for _ in spatial))
     if layout.form == "samples":
         for i, sample in enumerate(trajectories):
             path = f"{layout.groups[sample]}/data"

@@ -72,11 +72,12 @@ def hdf5_trial_data(path: str, *, scan: Scan | None = None, **options: Any) -> D
 
 class States(NamedTuple):
     """The trajectories of one split of an ``"hdf5"`` problem in its files: their ``shape``
-    (``[trajectories, steps, channels, *spatial]``) and ``read(start, stop)``, the states of
-    trajectories ``[start, stop)`` as the files hold them (strided, not normalised)."""
+    (``[trajectories, steps, channels, *spatial]``) and ``read(start, stop, first_states=None)``,
+    the states of trajectories ``[start, stop)`` as the files hold them (strided, not normalised;
+    ``first_states``: only the first that many of each)."""
 
     shape: tuple[int, ...]
-    read: Callable[[int, int], np.ndarray]
+    read: Callable[..., np.ndarray]
 
 
 def split_states(options: Mapping[str, Any], split: str, filesystem: pafs.FileSystem | None = None) -> States:
@@ -96,11 +97,11 @@ def split_states(options: Mapping[str, Any], split: str, filesystem: pafs.FileSy
     order = [(location, k) for location, indices in picks[split] for k in indices]
     ts, ss = options.get("time_stride", 1), options.get("space_stride", 1)
 
-    def read(start: int, stop: int) -> np.ndarray:
+    def read(start: int, stop: int, first_states: int | None = None) -> np.ndarray:
         parts = []
         for location, run in _runs(order[start:stop]):
             with open_hdf5(location) as f:
-                parts.append(read_states(f, described[location.name], channels, run, ts, ss))
+                parts.append(read_states(f, described[location.name], channels, run, ts, ss, first_states))
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
     return States((len(order), info.steps, len(channels), *info.spatial), read)
@@ -128,19 +129,23 @@ def _runs(order: list[tuple[Location, int]]) -> list[tuple[Location, range]]:
 
 def hdf5_reader(
     options: Mapping[str, Any], normalization: Normalization | None, unrolled: bool, split: str = "train"
-) -> Callable[[int, int], Any]:
+) -> Callable[..., Any]:
     """``read(start, stop)``: the items ``[start, stop)`` of ``split`` (``"train"``, ``"val"``,
     ``"test"``) of the ``"hdf5"`` problem of ``options`` (module docstring): pairs ``(x, y)``, or
-    with ``unrolled`` trajectories, normalised by ``normalization`` (``None``: as read)."""
+    with ``unrolled`` trajectories (``read(start, stop, first_states)``: only the first that many
+    states of each, as the rollouts of an evaluation read them), normalised by ``normalization``
+    (``None``: as read)."""
     states = split_states(options, split)
     history = options.get("history", 1)
     per, spatial = states.shape[1] - history, len(states.shape) - 3  # pairs per trajectory
 
-    def trajectories(start: int, stop: int) -> np.ndarray:
-        read = states.read(start, stop)
+    def trajectories(start: int, stop: int, first_states: int | None = None) -> np.ndarray:
+        read = states.read(start, stop, first_states)
         return read if normalization is None else normalization.apply(read, spatial).astype(np.float32)
 
-    def read(start: int, stop: int) -> Any:
-        return trajectories(start, stop) if unrolled else pairs_of(trajectories, per, history, start, stop)
+    def read(start: int, stop: int, first_states: int | None = None) -> Any:
+        if unrolled:
+            return trajectories(start, stop, first_states)
+        return pairs_of(trajectories, per, history, start, stop)
 
     return read

@@ -64,6 +64,8 @@ class _View:
         if not isinstance(first, slice):
             raise TypeError(f"an hdf5 split view is read by slices of its first axis, not {first!r}")
         start, stop, step = first.indices(self.shape[0])
+        if step < 0:
+            raise TypeError(f"an hdf5 split view is read by slices with a positive step, not {first!r}")
         if stop <= start:
             return np.empty((0, *self.shape[1:]), self.dtype)[(slice(None), *rest)]
         if self._part is None:  # trajectories

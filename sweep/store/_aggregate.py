@@ -78,7 +78,7 @@ def sweep_sources(where: SweepDir, only_complete: bool = False) -> list[Source]:
         warnings.warn(
             f"{root + '/' + PLAN!r} not found: planned members without a checkpoint cannot be listed", stacklevel=3
         )
-    refs = sorted(where.blocks().values(), key=lambda r: r.trial_key)
+    refs = sorted(where.blocks(reported=True).values(), key=lambda r: r.trial_key)  # no weights past their history
     if only_complete:
         stopped = plan.stopped_trials if plan else frozenset()
         refs = [r for r in refs if r.epoch >= r.spec.training.epochs or r.trial_key in stopped]

@@ -56,7 +56,7 @@ class SweepDir:
         self.filesystem, self.path, self.shown = filesystem, path.rstrip("/"), shown
         self._plan: Plan | None | object = _UNREAD
         self._metas: dict[str, BlockRef] = {}  # block.json path -> what it says (read once)
-        self._blocks: dict[str, BlockRef] | None = None
+        self._blocks: dict[bool, dict[str, BlockRef]] | None = None  # by `reported`
         self._samples: dict[str, pa.Table] | None = None
 
     @classmethod
@@ -86,11 +86,14 @@ class SweepDir:
         self._plan = plan
 
     # block checkpoints
-    def blocks(self) -> dict[str, BlockRef]:
-        """The newest checkpoint of every trial, by trial key (as of the last listing)."""
+    def blocks(self, reported: bool = False) -> dict[str, BlockRef]:
+        """The newest checkpoint of every trial, by trial key (as of the last listing); ``reported``:
+        the newest at a report (not of a streamed block paused inside an epoch: what is aggregated)."""
         if self._blocks is None:
-            self._blocks = find_blocks(self.path, self.filesystem, self._metas)
-        return self._blocks
+            self._blocks = {}
+        if reported not in self._blocks:
+            self._blocks[reported] = find_blocks(self.path, self.filesystem, self._metas, reported=reported)
+        return self._blocks[reported]
 
     def refresh(self) -> None:
         """Forget the listing, so that the next query sees checkpoints written since (by the

@@ -265,7 +265,11 @@ def chunk_until(
     """:func:`run_chunk` of a streamed block continued from ``position`` (inside the epoch
     ``state`` stands at) and paused at a window boundary where ``pause()`` says so
     (:func:`~._stream.streamed_chunk`): ``(state, evaluation, None)`` at the chunk's end, or
-    ``(state, None, position)`` where it paused. A block whose data fit never pauses."""
+    ``(state, None, position)`` where it paused. A block whose data fit never pauses, nor one
+    whose budget is the machine's default (no ``Training(data_memory=...)``): resumed on another
+    machine, its epoch could be cut into other windows, and the position would not hold there."""
+    if block.spec.training.data_memory is None:
+        pause = None
     if position is not None:
         position.check(None if block.stream is None else block.stream.plan, int(np.asarray(state.epoch)[0]))
 

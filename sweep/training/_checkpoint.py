@@ -263,9 +263,11 @@ def load_block(directory: str | os.PathLike[str]) -> SavedBlock:
 
 
 def find_blocks(
-    sweep_dir: str, filesystem: pafs.FileSystem, known: dict[str, BlockRef] | None = None
+    sweep_dir: str, filesystem: pafs.FileSystem, known: dict[str, BlockRef] | None = None, reported: bool = False
 ) -> dict[str, BlockRef]:
-    """The newest block checkpoint of every trial under ``sweep_dir``, by trial key.
+    """The newest block checkpoint of every trial under ``sweep_dir``, by trial key (``reported``:
+    the newest at a report, leaving out those of a streamed block paused inside an epoch, whose
+    weights are past its history's last report: what a store aggregates).
 
     Hidden directories are skipped, and so is a ``block.json`` that cannot be read (being
     written, a torn upload): an older checkpoint of that trial stands. ``known`` (``block.json``
@@ -289,6 +291,8 @@ def find_blocks(
             except (OSError, StoreError, KeyError):
                 continue
             known[info.path] = ref
+        if reported and ref.position is not None:
+            continue
         if ref.trial_key not in found or ref.progress > found[ref.trial_key].progress:
             found[ref.trial_key] = ref
     return found

@@ -46,7 +46,7 @@ def parts_program(structure: str, shapes: tuple, layout: str, num_devices: int):
 
 
 Read = Callable[[int, int], tuple[np.ndarray, ...]]  # items [start, stop) of one split: (x, y), or (trajectories,)
-FileReader = Callable[[str, bool], Callable[[int, int], Any] | None]  # (split, trajectories) -> its reader in files
+FileReader = Callable[[str, bool], Callable[..., Any] | None]  # (split, trajectories) -> its reader in files
 
 
 class EvalParts(NamedTuple):
@@ -109,11 +109,11 @@ def _pairs(pairs: Any, read: Callable[[int, int], Any] | None) -> tuple[int, Rea
     return len(pairs.x), (lambda a, b: tuple(read(a, b))) if read else (lambda a, b: (pairs.x[a:b], pairs.y[a:b]))
 
 
-def _states(traj: np.ndarray, read: Callable[[int, int], Any] | None) -> tuple[int, Read]:
+def _states(traj: np.ndarray, read: Callable[..., Any] | None) -> tuple[int, Read]:
     """A split's trajectories as the rollouts read them (their first ``traj.shape[1]`` states):
-    their number and reader (``read`` from the files, else sliced)."""
+    their number and reader (``read`` from the files, only those states, else sliced)."""
     steps = traj.shape[1]
-    return len(traj), (lambda a, b: (read(a, b)[:, :steps],)) if read else (lambda a, b: (traj[a:b],))
+    return len(traj), (lambda a, b: (read(a, b, steps),)) if read else (lambda a, b: (traj[a:b],))
 
 
 def _readers(held: Dataset, in_files: FileReader) -> dict[str, tuple[int, Read]]:

@@ -148,7 +148,9 @@ def fit(
             (a :class:`~sweep.training.WindowPosition`) saying where (no report added:
             :attr:`History.paused`). Saved there (:func:`save_block`) and resumed, or iterated
             further, the block goes on bit for bit as if it had not paused. A block whose data
-            fit is never asked.
+            fit is never asked, nor one without ``Training(data_memory=...)`` (its windows depend
+            on the machine's default budget, so a checkpoint inside an epoch could not resume on
+            another machine).
 
     Returns:
         An iterator of ``(state, history)`` after every chunk of ``report_every`` epochs, and

@@ -258,13 +258,18 @@ class WindowPosition(NamedTuple):
     def check(self, plan: WindowPlan | None, epoch: int) -> None:
         """Raise a :class:`SpecError` where a block streamed by ``plan`` (``None``: its data fit)
         whose state stands at ``epoch`` cannot continue from this position."""
-        if plan is None or (plan.num_windows, plan.num_shards) != (self.windows, self.shards) or epoch != self.epoch:
+        if epoch != self.epoch:
+            raise SpecError(
+                f"the checkpoint stopped inside epoch {self.epoch} but its state stands at epoch {epoch}: the "
+                f"checkpoint was altered; resume from another one"
+            )
+        if plan is None or (plan.num_windows, plan.num_shards) != (self.windows, self.shards):
             now = (
                 "its data fit the budget" if plan is None else f"{plan.num_windows} windows of {plan.num_shards} shards"
             )
             raise SpecError(
                 f"the checkpoint stopped at window {self.window} of {self.windows} ({self.shards} shards) of epoch "
-                f"{self.epoch}; this block cannot continue from there ({now}, epoch {epoch}): "
+                f"{self.epoch}; this block cannot continue from there ({now}): "
                 f"give it the `training.data_memory` it was trained with"
             )
 
@@ -295,7 +300,6 @@ def streamed_chunk(
     sums: Any = 0.0 if position is None else position.loss_sums  # the current epoch's minibatch losses summed
     steps = 0 if position is None else position.steps
     reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-reader")
-    paused = False
     try:
         pending = reader.submit(_window, stream, windows[0][3])
         for k, (epoch, index, count, _) in enumerate(windows):
@@ -313,13 +317,13 @@ def streamed_chunk(
             if index + 1 == count:  # the epoch's last window
                 state = state._replace(epoch=state.epoch + 1)
             if k + 1 < len(windows) and pause is not None and pause():
-                paused, plan = True, stream.plan
+                plan = stream.plan
                 if index + 1 == count:  # between two epochs of the chunk: nothing of the next one yet
                     return state, None, WindowPosition(epoch + 1, 0, np.zeros_like(sums), 0, *_sizes(plan))
                 return state, None, WindowPosition(epoch, index + 1, sums, steps, *_sizes(plan))
         del window  # the last window goes before the evaluation's parts come
-    finally:  # paused: the next window's read is not waited for (its result is dropped)
-        reader.shutdown(wait=not paused, cancel_futures=True)
+    finally:  # the read in flight ends before the chunk returns: never more than two windows at a time
+        reader.shutdown(wait=True, cancel_futures=True)
     if stream.parts is not None:
         return state, {"train_loss": (sums / steps).astype(np.float32), **evaluate_in_parts(stream.parts, state)}, None
     _, evaluation = stream.evaluation(state, held)

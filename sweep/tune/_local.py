@@ -144,16 +144,20 @@ class LocalExecutor:
     def _checkpoint(self, trial: TrialPlan, state, history, shapes) -> None:
         """``<sweep>/local/<trial_key>/checkpoint_<epoch>`` (a streamed block paused inside an
         epoch: ``checkpoint_<epoch>_<window>``): its state, then its ``block.json``, then the
-        trial's older checkpoints go."""
+        trial's older checkpoints go, but a pause keeps the newest report's (what is aggregated)."""
         fs, trial_dir = self.sweep_dir.filesystem, f"{self.sweep_dir.path}/{LOCAL_DIR}/{trial.trial_key}"
         at = history.position  # a streamed block paused inside an epoch: checkpoint_<epoch>_<window>
         name = checkpoint_name(int(history.epoch[-1])) if at is None else checkpoint_name(at.epoch, at.window)
         fields = {"spec": trial.spec, "state": state, "history": history, "shapes": shapes, "trial_id": trial.trial_key}
-        older = [
-            i.path
+        older = sorted(
+            i.base_name
             for i in fs.get_file_info(pafs.FileSelector(trial_dir, allow_not_found=True))
             if i.type == pafs.FileType.Directory and i.base_name.startswith(CHECKPOINT_PREFIX) and i.base_name != name
-        ]
+        )
+        if at is not None:  # a pause keeps the newest report's checkpoint: what the store aggregates
+            reports = [n for n in older if n == checkpoint_name(int(n[len(CHECKPOINT_PREFIX) :].split("_")[0]))]
+            older = [n for n in older if n not in reports[-1:]]
+        older = [f"{trial_dir}/{n}" for n in older]
         here = local_path(fs, trial_dir)
         if here is not None:
             save_block(Path(here) / name, **fields)  # written aside, renamed into place
