@@ -78,7 +78,7 @@ def test_predict_over_h5py_and_memmap_equals_in_memory(ens, tmp_path):
     np.testing.assert_allclose(ens.predict(x, batch_size=7), ens.predict(x), rtol=1e-6, atol=1e-6)
 
 
-def test_reads_a_bounded_batch_never_the_whole(ens):
+def test_reads_a_bounded_batch_never_the_whole(ens, tmp_path):
     x = inputs(23)
     recorded = Recorded(x)
     y = ens.predict(recorded, batch_size=5)
@@ -93,6 +93,10 @@ def test_reads_a_bounded_batch_never_the_whole(ens):
     config, _, size = ens.checked_stream(recorded, 64, None, "predict")
     assert size == 64 * 2**20 // (16 * (4 + 12 * 3 + 16)) < 200_000  # inputs, 3 members' outputs, moments
     assert not recorded.rows
+    # an array already in memory runs whole by default, as before batches: the same program and bits
+    assert ens.checked_stream(np.ascontiguousarray(big), 64, None, "predict")[2] == 200_000
+    memmap = np.lib.format.open_memmap(str(tmp_path / "big.npy"), "w+", np.float32, big.shape)
+    assert ens.checked_stream(memmap, 64, None, "predict")[2] == size  # a file: batches
 
 
 def test_out_array_likes_receive_the_results(ens, tmp_path):

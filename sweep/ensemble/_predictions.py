@@ -63,8 +63,9 @@ class Predictions(Selection):
             x: Inputs ``[batch, *sample_shape]``: an array, or an array-like read a batch at a time.
             chunk_size: Members per compiled call.
             batch_size: Samples read and run at a time (the last batch padded to it, so that one
-                program is compiled); None: as many as keep a batch's inputs and one chunk's
-                outputs under :data:`BATCH_BYTES` (64 MiB), i.e. ``x`` whole where it is small.
+                program is compiled); None: ``x`` whole where it is an array in memory (NumPy or
+                JAX, as before), else (an array-like read from a file) as many as keep a batch's
+                inputs and one chunk's outputs under :data:`BATCH_BYTES` (64 MiB).
             out: Where to write the result, ``[members, batch, *out]`` of the members' dtype or a
                 wider float; None: a new NumPy array.
 
@@ -283,6 +284,9 @@ class Predictions(Selection):
                 f"or None (as many as keep a batch under {BATCH_BYTES // 2**20} MiB)"
             )
         config, x = self.checked_lazy(x, chunk_size, what)
+        in_memory = (isinstance(x, np.ndarray) and not isinstance(x, np.memmap)) or isinstance(x, jax.Array)
+        if batch_size is None and in_memory:  # run whole, as it always has: the same program and bits
+            batch_size = x.shape[0]
         if batch_size is None:
             values = max(math.prod(config.sample_shape), math.prod(self.output_of(config)[0]))
             # 4-byte inputs, one chunk's float32 outputs and their float64 moments, the float64 mean and m2
