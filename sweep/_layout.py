@@ -94,6 +94,12 @@ def checkpoint_name(epoch: int, window: int | None = None) -> str:
     return f"{CHECKPOINT_PREFIX}{epoch:06d}" + ("" if window is None else f"_{window:06d}")
 
 
+def at_report(name: str) -> bool:
+    """Whether the checkpoint directory ``name`` stands at a report (``checkpoint_000012``), not
+    inside an epoch (``checkpoint_000012_000003``: :func:`checkpoint_name`)."""
+    return re.fullmatch(rf"{CHECKPOINT_PREFIX}\d+", name) is not None
+
+
 def experiment_name(number: int) -> str:
     """The directory of a sweep's ``number``-th Tune experiment: ``tune-0003``."""
     return f"{EXPERIMENT_PREFIX}{number:04d}"

@@ -138,17 +138,22 @@ def probe_data(spec: SweepSpec, data: Dataset) -> tuple[Dataset, float]:
     def cut(a: np.ndarray) -> np.ndarray:
         return a[: max(1, math.ceil(len(a) * share))]
 
-    def cut_traj(a: np.ndarray | None, first: int | None = None) -> np.ndarray | None:
-        return None if a is None else a[:first] if first is not None else cut(a)
+    def cut_any(a: np.ndarray | None) -> np.ndarray | None:
+        return None if a is None else cut(a)
 
-    pairs = data.train if t.unroll > 1 else type(data.train)(data.train.x[:kept], data.train.y[:kept])
+    split = type(data.train)
+    if t.unroll > 1:
+        assert data.train_traj is not None  # as above
+        train, train_traj = split(*map(cut, data.train)), data.train_traj[:kept]
+    else:
+        train, train_traj = split(data.train.x[:kept], data.train.y[:kept]), cut_any(data.train_traj)
     return data._replace(
-        train=type(data.train)(*map(cut, pairs)) if t.unroll > 1 else pairs,
-        val=type(data.val)(*map(cut, data.val)),
-        test=type(data.test)(*map(cut, data.test)),
-        train_traj=cut_traj(data.train_traj, kept if t.unroll > 1 else None),
-        val_traj=cut_traj(data.val_traj),
-        test_traj=cut_traj(data.test_traj),
+        train=train,
+        val=split(*map(cut, data.val)),
+        test=split(*map(cut, data.test)),
+        train_traj=train_traj,
+        val_traj=cut_any(data.val_traj),
+        test_traj=cut_any(data.test_traj),
     ), share
 
 

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 import pyarrow.fs as pafs
 
 from .._fs import local_copy, local_path
-from .._layout import BLOCK_META, BLOCK_STATE, CHECKPOINT_PREFIX, LOCAL_DIR, checkpoint_name
+from .._layout import BLOCK_META, BLOCK_STATE, CHECKPOINT_PREFIX, LOCAL_DIR, at_report, checkpoint_name
 from ..planning import TrialPlan
 from ..problems import Dataset, Outline
 from ..spec import SweepSpec
@@ -155,7 +155,7 @@ class LocalExecutor:
             if i.type == pafs.FileType.Directory and i.base_name.startswith(CHECKPOINT_PREFIX) and i.base_name != name
         )
         if at is not None:  # a pause keeps the newest report's checkpoint: what the store aggregates
-            reports = [n for n in older if n == checkpoint_name(int(n[len(CHECKPOINT_PREFIX) :].split("_")[0]))]
+            reports = [n for n in older if at_report(n)]
             older = [n for n in older if n not in reports[-1:]]
         older = [f"{trial_dir}/{n}" for n in older]
         here = local_path(fs, trial_dir)
