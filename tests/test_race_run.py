@@ -205,6 +205,15 @@ DRIVER = textwrap.dedent("""
 """)
 
 
+def test_a_race_on_tune_trains_every_round_in_one_experiment_on_the_same_workers(raced, ray_session, tmp_path):
+    path = Path(sweep.run(race_spec(), storage=str(tmp_path), options=sweep.RunOptions(address=ray_session)))
+    assert plan_race(path) == plan_race(raced) and store_files(path) == store_files(raced)
+    assert [p.name for p in path.glob("tune-*")] == ["tune-0001"]
+    results = [json.loads(p.read_text().splitlines()[-1]) for p in path.glob("tune-0001/*/result.json")]
+    assert len(results) == len(json.loads((path / "plan.json").read_text())["trials"]) > 3  # two rounds: 3 + 3 trials
+    assert len({r["pid"] for r in results}) <= 2  # one worker process per trial slot (2 CPUs), whatever the round
+
+
 @pytest.mark.slow
 def test_driver_killed_mid_round_then_resumed_equals_uninterrupted(raced, ray_session, tmp_path):
     storage, pids = tmp_path / "store", tmp_path / "pids"
@@ -215,7 +224,10 @@ def test_driver_killed_mid_round_then_resumed_equals_uninterrupted(raced, ray_se
         address=ray_session,
         second=round_keys(raced, 2),
     )
-    kill_driver_when(script, "tiny/tune-0002/*/checkpoint_*/block.json", storage, timeout_s=300)
+    # the rounds share one Tune experiment: kill once a trial of round 2 has checkpointed
+    kill_driver_when(
+        script, f"tiny/tune-0001/{round_keys(raced, 2)[0]}/checkpoint_*/block.json", storage, timeout_s=300
+    )
     assert len(plan_race(storage / "tiny")["evaluations"]) == 1
     wait_trials_ended(pids)  # Ray ends the dead driver's trial processes
     path = sweep.run(race_spec(), storage=str(storage), options=sweep.RunOptions(resume=True))

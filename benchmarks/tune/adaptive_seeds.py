@@ -28,9 +28,11 @@ trains every epoch.
 their values (the decisions ``sweep.run``'s race takes, as the full mode checks; no race walls).
 ``--reference-seeds 64 --max 16`` compares races of 16 seeds against the full sweep's first 16
 seeds (the same members as a 16-seed sweep: a member is a function of its seed), reusing the
-64-seed references. Walls are printed with the load the other processes put on the machine; on
-this small workload a round's Tune experiment costs more to start (~3.4 s: new trial processes)
-than its training, so the race's wall exceeds the full sweep's.
+64-seed references. Walls are printed with the load the other processes put on the machine. With Tune,
+the rounds share one experiment and its trial processes (a round costs ~0.07 s between its last
+trial and the next round's first); what is left of the race's extra wall on this small workload
+is Tune's wait for the process kept across rounds at the end (~1.3 s) and the aggregation's score
+programs, compiled once per distinct number of members (~1 s).
 
     python -m benchmarks.tune.adaptive_seeds                       # ~6 minutes on 2 cores
     python -m benchmarks.tune.adaptive_seeds --sweep-seeds 0 1     # a part: --dir keeps what is done

@@ -4,7 +4,7 @@ The same space (learning rate log-uniform, depth, width of a ConvNet on heat1d),
 (Optuna's TPE) and the same member-epochs (``N`` configurations x ``S`` seeds x ``epochs``):
 
 * **sweep**: ``sweep.Search(configurations=N, batch=B)`` with ``seeds=S`` through ``sweep.run``
-  (``--executor local``, the default: in-process; ``tune``: a Tune experiment per round):
+  (``--executor local``, the default: in-process; ``tune``: the rounds in one Tune experiment):
   each configuration's ``S`` seeds are one trial (a batch's learning rates in one program), the
   sampler is told their mean;
 * **tune**: ``Tuner(search_alg=Repeater(OptunaSearch(seed=s), repeat=S), num_samples=N*S)``, each

@@ -61,7 +61,7 @@ def outline_datasets(
     problem id, where the files have not changed) and the rows a sweep keeps, through
     ``filesystem``, the sweep's; any other is loaded, its arrays checked), and every config
     checked against its shapes (batch size, and its model built with ``eqx.filter_eval_shape``):
-    :func:`sweep.training.check_data`."""
+    :func:`sweep.training.check_data`; a race needs a validation set (:func:`check_validated`)."""
     outlines: dict[str, Outline] = {}
     scans = scans or {}
     for config, _ in spec.expand():
@@ -72,7 +72,18 @@ def outline_datasets(
                 config.problem.name, options, SAMPLE_COUNT, TRAJECTORY_COUNT, filesystem, scans.get(key)
             )
         check_data(config, outlines[key].shapes)
+    check_validated(spec, all(outline.shapes.val.size for outline in outlines.values()))
     return outlines
+
+
+def check_validated(spec: SweepSpec, validated: bool) -> None:
+    """A race compares validation values: the data must have a validation set."""
+    adaptive = spec.adaptive
+    if adaptive is not None and not validated:
+        raise SpecError(
+            f"`seeds.adaptive.metric`: {adaptive.metric!r} needs a validation set, and the problem has none "
+            f"(problem.val_fraction=0); give it one, e.g. val_fraction=0.1"
+        )
 
 
 def import_paths(spec: SweepSpec) -> dict[str, str]:

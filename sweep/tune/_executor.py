@@ -1,12 +1,15 @@
-"""Executors: how a round is trained, apart from what it holds (:mod:`._policy`).
+"""Executors: how rounds are trained, apart from what they hold (:mod:`._policy`).
 
-An executor takes a :class:`Round` (the trials to train, and the partial checkpoint each may
-continue from) and trains every trial of it, each trial writing its block checkpoints into the
-sweep directory, where the next round's policy and the aggregator find them
-(:meth:`sweep.store.SweepDir.done`). Two exist, chosen by :attr:`sweep.RunOptions.executor`:
+An executor takes the loop's rounds as a :data:`RoundStream`: a generator that yields each
+:class:`Round` (the trials to train, and the partial checkpoint each may continue from) and is
+sent the round's :class:`Outcome` when every trial of it is over, before it plans the next
+(:func:`next_round`). Each trial writes its block checkpoints into the sweep directory, where
+the next round's policy and the aggregator find them (:meth:`sweep.store.SweepDir.done`). Two
+exist, chosen by :attr:`sweep.RunOptions.executor`:
 
-- ``"tune"`` (:class:`~._tune_executor.TuneExecutor`): every trial a Ray Tune trial, waves of
-  Tune experiments ``tune-NNNN``, restore, preemption, placement on a cluster, trackers;
+- ``"tune"`` (:class:`~._tune_executor.TuneExecutor`): every trial a Ray Tune trial, the rounds
+  in one Tune experiment (:mod:`._round_searcher`; waves of experiments ``tune-NNNN`` for many
+  trials), restore, preemption, placement on a cluster, trackers;
 - ``"local"`` (:class:`~._local.LocalExecutor`): the trials one after another in this process,
   checkpoints under ``<sweep>/local/``; no Ray is started.
 
@@ -14,7 +17,7 @@ Both train with the same program, so the store they lead to is the same, bit for
 An executor's methods, in the order the loop calls them: ``start(outlines)`` (every problem's
 :class:`~sweep.problems.Outline`: how its trials get its data), ``block_size(spec)`` (for
 ``seeds_per_trial="auto"``), ``restore()`` (``resume=True``),
-``train(round)`` per round. ``map_tasks`` is how the aggregation after the rounds runs its
+``train(rounds)``. ``map_tasks`` is how the aggregation after the rounds runs its
 tasks (:func:`sweep.aggregate`): ``map`` here, Ray tasks on Ray. ``train`` and ``restore``
 return an :class:`Outcome` and raise :class:`Stopped` when a Ctrl-C stopped the trials.
 """
@@ -22,17 +25,17 @@ return an :class:`Outcome` and raise :class:`Stopped` when a Ctrl-C stopped the 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from typing import Protocol
+from collections.abc import Callable, Generator, Iterable, Mapping
+from typing import Any, Protocol, TypeAlias
 
 from ..planning import Plan, TrialPlan, make_plan, merge_plans
 from ..problems import Outline
 from ..spec import SweepSpec
 from ..store import MapTasks, SweepDir
 from ._plan import stored_block_size
-from ._policy import Wanted
+from ._policy import NextRound, Wanted
 
-__all__ = ["Executor", "Outcome", "Round", "Stopped", "plan_round"]
+__all__ = ["Executor", "Outcome", "Round", "RoundStream", "Stopped", "next_round", "plan_round", "planned_rounds"]
 
 
 class Stopped(KeyboardInterrupt):
@@ -56,6 +59,19 @@ class Outcome:
     failures: tuple[str, ...] = ()
 
 
+RoundStream: TypeAlias = Generator[Round, Outcome, None]
+"""The loop's rounds: each yielded, each one's outcome sent back before the next is planned."""
+
+
+def next_round(rounds: RoundStream, outcome: Outcome | None) -> Round | None:
+    """The round after the one that came to ``outcome`` (``None``: the first), or ``None`` when
+    the loop has nothing more to train."""
+    try:
+        return next(rounds) if outcome is None else rounds.send(outcome)
+    except StopIteration:
+        return None
+
+
 class Executor(Protocol):
     """How rounds are trained (see the module's docstring)."""
 
@@ -68,7 +84,7 @@ class Executor(Protocol):
 
     def restore(self) -> Outcome: ...
 
-    def train(self, round: Round) -> Outcome: ...
+    def train(self, rounds: RoundStream) -> Outcome: ...
 
 
 def plan_round(spec: SweepSpec, sweep_dir: SweepDir, wanted: Wanted, block_size) -> tuple[Plan, Round]:
@@ -83,3 +99,30 @@ def plan_round(spec: SweepSpec, sweep_dir: SweepDir, wanted: Wanted, block_size)
     new = make_plan(spec, seeds_per_trial, done=done, wanted=wanted)
     resume_from = {t.trial_key: blocks[t.trial_key].path for t in new.trials if t.trial_key in blocks}
     return merge_plans(stored, new), Round(tuple(new.trials), resume_from)
+
+
+def planned_rounds(
+    rounds: Iterable[NextRound],
+    spec: SweepSpec,
+    sweep_dir: SweepDir,
+    block_size: Callable[[], int],
+    samples: Mapping[str, Any],
+    learn: Callable[[SweepSpec, set], Any],
+) -> RoundStream:
+    """The policy's ``rounds``, planned (:func:`plan_round`): each round's plan written (and the
+    test ``samples`` the aggregator keeps), its trials yielded to the executor, its outcome
+    recorded; the rounds end with one in which a trial failed. ``learn(planned, done)`` is told
+    the spec of a round planned from another spec than ``spec`` (a search's, with the points it
+    proposed)."""
+    for planned, wanted in rounds:
+        if planned is not spec:
+            learn(planned, sweep_dir.done(planned)[0])
+        plan, round = plan_round(planned, sweep_dir, wanted, block_size)
+        sweep_dir.write_plan(plan)
+        sweep_dir.write_samples(samples)  # the aggregator never loads data
+        outcome = (yield round) if round.trials else Outcome()  # a restore may have trained it
+        if outcome.stopped:  # by a scheduler: done, as far as this sweep goes
+            sweep_dir.write_plan(plan.with_stopped(outcome.stopped))
+        sweep_dir.refresh()  # the trials wrote checkpoints: list them (each block.json read once)
+        if outcome.failures:
+            return

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..planning import TrialPlan
 from ._interrupt import tune_sigint
@@ -29,10 +29,11 @@ def outcome(results, trials: Sequence[TrialPlan]) -> tuple[set[str], list[str]]:
 
 
 def fit_experiment(
-    make_tuner, plan_trials, listeners: list, quiet: bool, slots: int
+    make_tuner, plan_trials: Callable[[], Sequence[TrialPlan]], listeners: list, quiet: bool, slots: int
 ) -> tuple[set[str], list[str], bool]:
     """Build a tuner and fit it with ``listeners`` (the display first, then the trackers) behind
-    its :class:`Relay`: (scheduler-stopped trial keys, failures, interrupted).
+    its :class:`Relay`: (scheduler-stopped trial keys, failures, interrupted), ``plan_trials()``
+    the trials the experiment was to train (asked after it: a round may have added some).
 
     Tune's own SIGINT handling is kept (the first Ctrl-C stops the trials and saves the
     experiment, a second one raises ``KeyboardInterrupt``); an experiment in which Tune caught a
@@ -42,11 +43,11 @@ def fit_experiment(
     trials as soon as slots free up, instead of its default of 200 pending.
     """
     display = listeners[0]
-    display.state.add(plan_trials)
     with quiet_tune(quiet), relaying(listeners), scoped_environ({PENDING_ENV: str(2 * slots)}), tune_sigint() as caught:
         results = make_tuner().fit()
+    trials = plan_trials()
     # of this experiment: a restored one (a wave) holds only some of the trials left
-    keys = {t.trial_key for t in plan_trials} & {(r.config or {}).get("trial_key") for r in results}
+    keys = {t.trial_key for t in trials} & {(r.config or {}).get("trial_key") for r in results}
     interrupted = caught() or bool(keys & set(display.state.unfinished()))
-    stopped, failures = outcome(results, plan_trials)
+    stopped, failures = outcome(results, trials)
     return (set() if interrupted else stopped), failures, interrupted

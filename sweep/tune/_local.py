@@ -35,7 +35,7 @@ from ..store import SweepDir
 from ..training import data_shapes, fit, init_block, load_block, save_block
 from ._cadence import Cadence, Pacer, cadence
 from ._checks import check_writable
-from ._executor import Outcome, Round, Stopped
+from ._executor import Outcome, Round, RoundStream, Stopped, next_round
 from ._options import RunOptions
 from ._plan import block_size_here
 from ._relay import notify
@@ -79,7 +79,17 @@ class LocalExecutor:
         """Nothing to restore: every trial continues from its partial checkpoint when it is planned again."""
         return Outcome()
 
-    def train(self, round: Round) -> Outcome:
+    def train(self, rounds: RoundStream) -> Outcome:
+        """Each round's trials one after another; the failures of every round."""
+        failures: list[str] = []
+        round = next_round(rounds, None)
+        while round is not None:
+            outcome = self._train_round(round)
+            failures += outcome.failures
+            round = next_round(rounds, outcome)
+        return Outcome(frozenset(), tuple(failures))
+
+    def _train_round(self, round: Round) -> Outcome:
         for tracker in self.trackers:
             tracker.add(round.trials)
         self.display.state.add(round.trials)

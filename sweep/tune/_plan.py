@@ -89,9 +89,7 @@ def plan(
     seeds_per_trial = stored_block_size(spec, stored)
     if spec.seeds_per_trial == "auto" and seeds_per_trial is None:  # measured on the shapes: no file is loaded
         seeds_per_trial = block_size_here(spec, datasets, max(1, int(available_cpus() // spec.resources["cpu"])))
-    planned = make_plan(
-        spec, seeds_per_trial, done=done, wanted=next_round(spec, datasets, storage, storage_filesystem)
-    )
+    planned = make_plan(spec, seeds_per_trial, done=done, wanted=next_round(spec, storage, storage_filesystem))
     race = None if stored is None else stored.race  # its evaluations so far: the rule it goes on under
     configs = {c.problem_id: c for c, _ in spec.expand()}  # a config per problem (the budget is the training's)
     data = tuple(line for key, c in configs.items() if (line := data_line(c, datasets[key])) is not None)
@@ -111,14 +109,13 @@ def stored_block_size(spec: SweepSpec, stored: Plan | None) -> int | None:
     return None
 
 
-def next_round(spec: SweepSpec, datasets: dict, storage, storage_filesystem) -> dict | None:
+def next_round(spec: SweepSpec, storage, storage_filesystem) -> dict | None:
     """Adaptive seeds: the seeds of the race's next round; a search: none (its rounds are
     planned as it proposes them); None: fixed seeds, plan them all."""
     if spec.search is not None:
         return {}
     if spec.adaptive is None:
         return None
-    _race.check_validated(spec, all(d.val.size for d in datasets.values()))
     if storage is None:
         return {key: spec.adaptive.seeds_in(1) for key in _race.configurations(spec)[0]}
     return _race.advance(spec, SweepDir.of(spec, storage, storage_filesystem), record=False).wanted

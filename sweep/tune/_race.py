@@ -1,4 +1,4 @@
-"""Adaptive seeds in ``sweep.run``: the race's steps between Tune experiments (no Ray here).
+"""Adaptive seeds in ``sweep.run``: the race's steps between rounds (no Ray here).
 
 After each round, :func:`advance` reads every configuration's ``metric`` from the complete block
 checkpoints (the value the store's column holds), evaluates every round whose seeds are all
@@ -41,16 +41,6 @@ def check_options(spec: SweepSpec, scheduler: Any, run_config: Any) -> None:
     stop = getattr(run_config, "stop", None)
     if stop:
         raise SpecError(f"`run_config.stop`: got {stop!r}; {why}. Leave `stop` out of a race")
-
-
-def check_validated(spec: SweepSpec, validated: bool) -> None:
-    """A race compares validation values: the data must have a validation set."""
-    adaptive = spec.adaptive
-    if adaptive is not None and not validated:
-        raise SpecError(
-            f"`seeds.adaptive.metric`: {adaptive.metric!r} needs a validation set, and the problem has none "
-            f"(problem.val_fraction=0); give it one, e.g. val_fraction=0.1"
-        )
 
 
 def configurations(spec: SweepSpec) -> tuple[list[Key], dict[Key, int]]:

@@ -4,9 +4,10 @@ trains it (``sweep.plan`` is :mod:`._plan`)::
     check (the spec, the options, the data: before anything starts)
     executor.start(outlines)                       # Ray and the cluster, or nothing
     executor.restore()                             # resume=True
-    for planned, wanted in policy.rounds(spec, sweep_dir):  # _policy: fixed seeds, the race, a search
-        plan, round = plan_round(planned, sweep_dir, wanted, ...)
-        outcome = executor.train(round)            # _tune_executor, _local
+    rounds = (plan_round(planned, ...) for planned, wanted in policy.rounds(spec, sweep_dir))
+    executor.train(rounds)                         # each round's outcome sent back before the next
+                                                   # (_policy: fixed seeds, the race, a search;
+                                                   #  _tune_executor: one experiment; _local)
     aggregate(sweep_dir, map_tasks=executor.map_tasks)   # map here, Ray tasks on Ray
 
 The sweep directory is read and written through one :class:`~sweep.store.SweepDir`, which reads
@@ -29,7 +30,7 @@ from ..spec import SweepSpec
 from ..store import MapTasks, SweepDir
 from . import _race
 from ._checks import outline_datasets
-from ._executor import Executor, Outcome, Stopped, plan_round
+from ._executor import Executor, Stopped, planned_rounds
 from ._options import METRIC, RunOptions, fold_options
 from ._plan import check_spec
 from ._policy import RoundPolicy, policy_for
@@ -79,8 +80,9 @@ def run(
     (``"tune"``, the default) or one block after another in this process (``"local"``, no Ray).
 
     ``<storage>/<spec.name>`` holds ``plan.json``, the block checkpoints (one Tune experiment
-    ``tune-NNNN`` per round, or per wave of a round of more than 1,000 trials, so that the driver
-    holds Tune's records of one wave at a time; ``local/`` for the local executor) and the
+    ``tune-NNNN`` per run for all its rounds, whose trials the rounds add as they come, or one per
+    wave of more than 1,000 trials, so that the driver holds Tune's records of one wave at a time;
+    ``local/`` for the local executor) and the
     aggregated store. Before any trial starts: the spec and every option are checked, every
     dataset is outlined once (:func:`sweep.problems.outline_problem`: a generated problem is
     generated, its arrays and the batch size checked; a problem that reads files (``"hdf5"``)
@@ -163,7 +165,6 @@ def run(
     try:
         outlines = outline_datasets(spec, sweep_dir.filesystem, sweep_dir.data_scans())  # bad data fails here
         validated = all(outline.shapes.val.size for outline in outlines.values())
-        _race.check_validated(spec, validated)
         state.rank_on_validation(validated)
         options.check_scheduler_metric(validated)
         executor = _executor(spec, sweep_dir, options, display, trackers, validated)
@@ -171,18 +172,15 @@ def run(
         sweep_dir.write_data_scans({key: o.scan for key, o in outlines.items() if o.scan is not None})
         failures = executor.restore().failures if options.resume else ()
         sweep_dir.refresh()  # the restored trials wrote checkpoints
-        for planned, wanted in () if failures else itertools.chain(first, rounds):
-            if planned is not spec:  # a search's, with the points it proposed: the display learns them
-                state.add_configurations(planned, sweep_dir.done(planned)[0])
-            plan, round = plan_round(planned, sweep_dir, wanted, lambda: executor.block_size(spec))
-            sweep_dir.write_plan(plan)
-            sweep_dir.write_samples({key: o.kept for key, o in outlines.items()})  # the aggregator never loads data
-            outcome = executor.train(round) if round.trials else Outcome()  # a restore may have trained it
-            if outcome.stopped:  # by a scheduler: done, as far as this sweep goes
-                sweep_dir.write_plan(plan.with_stopped(outcome.stopped))
-            sweep_dir.refresh()  # the trials wrote checkpoints: list them (each block.json read once)
-            if failures := outcome.failures:
-                break
+        if not failures:
+            chosen = executor  # (for the closure below)
+            planned = itertools.chain(first, rounds)
+            samples = {key: o.kept for key, o in outlines.items()}
+            failures = executor.train(
+                planned_rounds(
+                    planned, spec, sweep_dir, lambda: chosen.block_size(spec), samples, state.add_configurations
+                )
+            ).failures
     except KeyboardInterrupt as e:
         stop = e
     finally:

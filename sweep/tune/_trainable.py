@@ -14,8 +14,9 @@ instead, inside its epoch, and its checkpoint's report repeats the last report's
 
 Tune reuses a worker process for the next trial with the same resources (``reuse_actors``,
 on by default in ``sweep.run``): its JAX set-up, compiled programs (:mod:`sweep.training`'s
-caches), the table of per-trial plans and the last dataset (host and device arrays) stay, so
-that a reused worker's trial costs its training and little else.
+caches) and the last dataset (host and device arrays) stay, so
+that a reused worker's trial costs its training and little else; the rounds of a race or a search
+run in one experiment, so the workers serve every round.
 """
 
 from __future__ import annotations
@@ -53,10 +54,11 @@ class TrialHooks(NamedTuple):
 
 
 class TrialInputs(NamedTuple):
-    """What every trial of an experiment gets (through ``tune.with_parameters``): object refs, not data.
+    """What every trial of an experiment gets (through ``tune.with_parameters``): handles, not data.
 
-    ``trials`` names ``{trial_key: ObjectRef}`` whose values are ``{"plan": TrialPlan.to_dict(),
-    "resume_from": path of a partial checkpoint or None}``, so a trial fetches its own plan only;
+    ``trials`` is the run's plan board (:func:`sweep.tune._tune_executor.plan_board`), an actor
+    holding ``{trial_key: {"plan": TrialPlan.to_dict(), "resume_from": path of a partial
+    checkpoint or None}}``, so a trial fetches its own plan only, whichever round added it;
     ``data`` maps problem ids to the refs of their :class:`~sweep.problems.ProblemData`.
     """
 
@@ -67,7 +69,7 @@ class TrialInputs(NamedTuple):
     cadence: Cadence
 
 
-_WORKER: dict[str, tuple[Any, Any]] = {}  # per process: what="trials"|"data" -> (ObjectRef, its value), the last one
+_WORKER: dict[str, tuple[Any, Any]] = {}  # per process: what="data" -> (ObjectRef, its value), the last one
 
 
 def _fetch(what: str, ref, made: Callable[[Any], Any] = lambda value: value) -> Any:
@@ -181,7 +183,7 @@ def train_trial(config: Mapping[str, Any], *, inputs: TrialInputs) -> None:
     import ray
     from ray import tune
 
-    task = cast(dict[str, Any], ray.get(_fetch("trials", inputs.trials)[config["trial_key"]]))  # one trial's task
+    task = cast(dict[str, Any], ray.get(inputs.trials.get.remote(config["trial_key"])))  # one trial's task
     env_info = _env.apply(task["plan"]["spec"]["resources"])  # before anything can start JAX
 
     trial, hooks = TrialPlan.from_dict(task["plan"]), inputs.hooks

@@ -1,32 +1,60 @@
 """The Ray Tune executor (``RunOptions(executor="tune")``, the default): every trial of a round
-is a Tune trial; a round of more than a wave's trials runs as several experiments
-(:mod:`._waves`); ``restore`` fits the latest experiment again (``resume=True``)."""
+is a Tune trial; the rounds run in one experiment, its trials asked of the loop round by round
+(:mod:`._round_searcher`), so that the trial worker processes serve every round; a run of more
+than a wave's trials runs as several experiments (:mod:`._waves`); ``restore`` fits the latest
+experiment again (``resume=True``)."""
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pyarrow.fs as pafs
 
+from ..planning import TrialPlan
 from ..problems import Outline
 from ..spec import SweepSpec
 from ..store import SweepDir
 from ._cadence import Cadence, cadence
 from ._checks import check_resources, check_worker_imports, check_writable
 from ._cluster import alive_nodes, ensure_ray, trial_slots
-from ._executor import Outcome, Round, Stopped
+from ._executor import Outcome, Round, RoundStream, Stopped
 from ._experiment import fit_experiment
 from ._options import RunOptions
 from ._plan import measured_block_size
 from ._ray_tasks import RayTasks
 from ._relay import Relay
+from ._round_searcher import LiveRounds, feeding
 from ._trainable import TrialInputs
 from ._tuner import tuner
-from ._waves import waves
+from ._waves import room_for, waves
 
-__all__ = ["TuneExecutor"]
+__all__ = ["TuneExecutor", "plan_board"]
+
+
+def plan_board():
+    """An actor holding ``{trial_key: {"plan": ..., "resume_from": ...}}`` for the trials of the
+    run, filled round by round as the rounds come (the trainable cannot carry them: Tune fixes its
+    parameters when the experiment starts). Its class is made here, so that Ray sends it by value
+    and its process imports neither JAX nor seed-sweep; it lives on this process's node (a lost
+    worker node must not take it along) and goes with the executor's handle."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    class PlanBoard:
+        def __init__(self):
+            self.tasks: dict[str, dict] = {}
+
+        def update(self, tasks: dict[str, dict]) -> None:
+            self.tasks.update(tasks)
+
+        def get(self, key: str) -> dict | None:
+            return self.tasks.get(key)
+
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    return ray.remote(num_cpus=0)(PlanBoard).options(scheduling_strategy=here).remote()
 
 
 class TuneExecutor:
@@ -46,6 +74,8 @@ class TuneExecutor:
         self.nodes: list = []
         self.slots = 1
         self.pace: Cadence | None = None
+        self.board: Any = None  # an actor that holds each trial's plan (:func:`plan_board`)
+        self.trainable: Any = None
 
     @property
     def ray_fs(self) -> pafs.FileSystem | None:
@@ -79,36 +109,42 @@ class TuneExecutor:
         self.pace = cadence(options.checkpoint_every, self.slots, sweep_dir.filesystem)
         self.data_refs = {key: ray.put(outline.data) for key, outline in outlines.items()}
         self.shapes = {key: outline.shapes for key, outline in outlines.items()}
+        self.board = plan_board()
+        self.trainable = self._trainable()
         self.display.start()
 
     def block_size(self, spec: SweepSpec) -> int:
         """Measured in a Ray task with a trial's resources, for the cluster's slots."""
         return measured_block_size(spec, self.shapes, self.data_refs, self.nodes)
 
-    def _trainable(self, trials, resume_from: Mapping[str, str]):
-        """The trial function with its inputs in the object store: each trial's plan (and partial
-        checkpoint to resume from) as its own object, so that a trial fetches only its own."""
-        import ray
+    def _trainable(self):
+        """The trial function: its inputs in the object store, each trial's plan on :attr:`board`
+        (fetched by the trial itself, a round's plans put there as the round starts)."""
         from ray import tune
 
         from ._preemption import preemptible
         from ._trainable import train_trial
 
-        refs = ray.put(
-            {t.trial_key: ray.put({"plan": t.to_dict(), "resume_from": resume_from.get(t.trial_key)}) for t in trials}
-        )
         assert self.pace is not None  # set by start()
-        inputs = TrialInputs(refs, self.data_refs, self.ray_fs, self.options.trial_hooks, self.pace)
+        inputs = TrialInputs(self.board, self.data_refs, self.ray_fs, self.options.trial_hooks, self.pace)
         resources = self.spec.resources
         return tune.with_resources(
             preemptible(tune.with_parameters(train_trial, inputs=inputs)),
             {"cpu": resources["cpu"], "gpu": resources["gpu"]},
         )
 
-    def _fit(self, make_tuner, trials) -> Outcome:
-        stopped, failures, interrupted = fit_experiment(
-            make_tuner, trials, self.listeners, quiet=self.options.quiet, slots=self.slots
-        )
+    def _publish(self, trials: Sequence[TrialPlan], resume_from: Mapping[str, str]) -> None:
+        """Put each trial's plan, and the partial checkpoint it continues from, on the board."""
+        import ray
+
+        tasks = {t.trial_key: {"plan": t.to_dict(), "resume_from": resume_from.get(t.trial_key)} for t in trials}
+        ray.get(self.board.update.remote(tasks))
+
+    def _fit(self, make_tuner, trials: Callable[[], Sequence[TrialPlan]], live: LiveRounds | None) -> Outcome:
+        with feeding(live):
+            stopped, failures, interrupted = fit_experiment(
+                make_tuner, trials, self.listeners, quiet=self.options.quiet, slots=self.slots
+            )
         if interrupted:
             raise Stopped
         return Outcome(frozenset(stopped), tuple(failures))
@@ -132,32 +168,46 @@ class TuneExecutor:
         ]
         for tracker in self.trackers:
             tracker.add(stored.trials)
+        self.display.state.add(left)
+        self._publish(stored.trials, {})  # restored trials continue from their Tune checkpoints
         # the restored experiment keeps its callbacks, among them the relay to this call's display
         return self._fit(
             lambda: tune.Tuner.restore(
                 exp_path,
-                trainable=self._trainable(stored.trials, {}),
+                trainable=self.trainable,
                 resume_errored=True,
                 restart_errored=False,
                 storage_filesystem=self.ray_fs,
             ),
-            left,
+            lambda: left,
+            None,  # its searcher suggests nothing new
         )
 
-    def train(self, round: Round) -> Outcome:
-        """One experiment per wave of the round's trials."""
+    def train(self, rounds: RoundStream) -> Outcome:
+        """The rounds in one experiment (:mod:`._round_searcher`), or in waves of experiments of
+        at most a wave's trials each (:mod:`._waves`)."""
+        live = LiveRounds(
+            rounds,
+            self._start_round,
+            parts=lambda trials: waves(trials, self.options, self.slots),
+            room=lambda: room_for(self.options, self.slots),
+        )
+        failures: tuple[str, ...] = ()
+        while live.left:
+            live.open()
+            outcome = self._fit(
+                lambda: tuner(self.options, self.trainable, self.sweep_dir, self.validated, [Relay()]),
+                lambda: list(live.trials.values()),
+                live,
+            )
+            failures += outcome.failures
+            gc.collect()  # the experiment's Tune records (cycles among them) go before the next one starts
+        if live.error is not None:
+            raise live.error
+        return Outcome(frozenset(), failures)
+
+    def _start_round(self, round: Round) -> None:
         for tracker in self.trackers:
             tracker.add(round.trials)
         self.display.state.add(round.trials)  # the display counts every trial, whichever wave it is in
-        trainable = self._trainable(round.trials, round.resume_from)  # once for every wave: Tune keeps it
-        stopped: frozenset[str] = frozenset()
-        failures: tuple[str, ...] = ()
-        for wave in waves(round.trials, self.options, self.slots):
-            keys = [t.trial_key for t in wave]
-            outcome = self._fit(
-                lambda keys=keys: tuner(self.options, trainable, keys, self.sweep_dir, self.validated, [Relay()]),
-                wave,
-            )
-            stopped, failures = stopped | outcome.stopped, failures + outcome.failures
-            gc.collect()  # the wave's Tune records (cycles among them) go before the next wave starts
-        return Outcome(stopped, failures)
+        self._publish(round.trials, round.resume_from)

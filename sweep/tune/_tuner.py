@@ -15,14 +15,14 @@ from ._options import METRIC, MODE, OWNED_RUN, RunOptions
 __all__ = ["run_config", "tune_config", "tuner"]
 
 
-def tuner(options: RunOptions, trainable, trial_keys: list[str], sweep_dir: SweepDir, validated: bool, callbacks: list):
-    """A new Tune experiment ``<sweep>/tune-NNNN`` with one trial per trial key
-    (:func:`tune_config`, :func:`run_config`)."""
+def tuner(options: RunOptions, trainable, sweep_dir: SweepDir, validated: bool, callbacks: list):
+    """A new Tune experiment ``<sweep>/tune-NNNN`` whose trials the run loop's rounds give, one per
+    trial key (:class:`~._round_searcher.RoundSearcher`; :func:`tune_config`, :func:`run_config`)."""
     from ray import tune
 
     return tune.Tuner(
         trainable,
-        param_space={"trial_key": tune.grid_search(trial_keys)},
+        param_space={},
         tune_config=tune_config(options, validated),
         run_config=run_config(options, sweep_dir, callbacks),
     )
@@ -30,15 +30,20 @@ def tuner(options: RunOptions, trainable, trial_keys: list[str], sweep_dir: Swee
 
 def tune_config(options: RunOptions, validated: bool):
     """The ``tune.TuneConfig`` of the experiment: the one given, or ``reuse_actors=True`` (trial
-    workers reused across trials) without one; trials named by their trial key; ranked by
+    workers reused across trials) without one; trials suggested by the loop's rounds and named by
+    their trial key; ranked by
     :data:`METRIC` where nobody named a metric and every config has a validation set."""
     from ray import tune
+
+    from ._round_searcher import RoundSearcher
 
     given = options.tune_config or tune.TuneConfig(reuse_actors=True)
     metric = {"metric": METRIC, "mode": MODE} if options.default_metric() and validated else {}
     return dataclasses.replace(
         given,
         scheduler=options.the_scheduler,
+        search_alg=RoundSearcher(),
+        num_samples=-1,  # until the searcher says FINISHED
         trial_dirname_creator=_trial_dirname,
         trial_name_creator=_trial_dirname,
         **metric,

@@ -1,5 +1,6 @@
 """A large plan trains as several Tune experiments, *waves* of at most :func:`wave_size` trials,
-one after another, so that the driver's memory stays flat in the number of trials.
+one after another, so that the driver's memory stays flat in the number of trials (the rounds
+of a race or a search share an experiment while they fit in one: :func:`room_for`).
 
 Tune keeps every trial of an experiment in the driver until the experiment ends (its ``Trial``
 record, ~0.04 MiB after :func:`sweep.tune._relay.trim`, measured with
@@ -34,12 +35,19 @@ def wave_size(slots: int) -> int:
     return max(WAVE_TRIALS, 25 * slots)
 
 
+def room_for(options: RunOptions, slots: int) -> int | None:
+    """How many trials one experiment takes (``None``: every trial of the run, with a scheduler
+    or a time budget)."""
+    budget = options.tune_config is not None and options.tune_config.time_budget_s is not None
+    return None if options.the_scheduler is not None or budget else wave_size(slots)
+
+
 def waves(trials: Sequence[T], options: RunOptions, slots: int) -> list[Sequence[T]]:
     """``trials`` in waves of even size, each one Tune experiment (one wave with a scheduler or a
     time budget)."""
-    budget = options.tune_config is not None and options.tune_config.time_budget_s is not None
-    if options.the_scheduler is not None or budget or len(trials) <= wave_size(slots):
+    room = room_for(options, slots)
+    if room is None or len(trials) <= room:
         return [trials]
-    count = math.ceil(len(trials) / wave_size(slots))
+    count = math.ceil(len(trials) / room)
     size = math.ceil(len(trials) / count)
     return [trials[i : i + size] for i in range(0, len(trials), size)]
