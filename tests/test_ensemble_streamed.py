@@ -99,6 +99,32 @@ def test_reads_a_bounded_batch_never_the_whole(ens, tmp_path):
     assert ens.checked_stream(memmap, 64, None, "predict")[2] == size  # a file: batches
 
 
+def test_the_members_parameters_are_read_once_over_all_batches(ens, split, monkeypatch):
+    reads = []
+    read = sweep.store.Store.read
+
+    def counted(store, config_id, positions):
+        reads.append(len(positions))
+        return read(store, config_id, positions)
+
+    monkeypatch.setattr(sweep.store.Store, "read", counted)
+    x = inputs(23)
+    want = ens.predict(x, batch_size=5)
+    assert reads == [3]  # one batch: one read of the config's 3 members
+    for query in (lambda: ens.predict(Recorded(x), batch_size=5), lambda: ens.mean_std(Recorded(x), batch_size=5)):
+        reads.clear()
+        query()
+        assert reads == [3]  # five batches, the parameters read once
+    monkeypatch.setattr("sweep.ensemble._scoring.BLOCK_BYTES", 15 * 3 * 16 * 4)  # blocks of 15 samples
+    reads.clear()
+    ens.scores("test", samples=split.test)
+    assert reads == [3]
+    monkeypatch.setattr("sweep.ensemble._predictions.HELD_BYTES", 0)  # parameters too large to hold: per batch
+    reads.clear()
+    np.testing.assert_array_equal(ens.predict(Recorded(x), batch_size=5), want)
+    assert reads == [3] * 5
+
+
 def test_out_array_likes_receive_the_results(ens, tmp_path):
     x = inputs(30)
     want, (mean, std) = ens.predict(x, batch_size=8), ens.mean_std(x, batch_size=8)

@@ -16,7 +16,7 @@ the trainer's forward.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 import equinox as eqx
@@ -109,7 +109,7 @@ def over_members(
     return jax.shard_map(device, mesh=mesh, in_specs=specs, out_specs=P("m"), check_vma=False)(params, tiles)
 
 
-def padded_chunks(chunks: Iterator[PyTree], layout: Layout) -> Iterator[tuple[PyTree, int]]:
+def padded_chunks(chunks: Iterable[PyTree], layout: Layout) -> Iterator[tuple[PyTree, int]]:
     """Each chunk of stacked parameters (NumPy leaves) padded to a multiple of what the layout runs
     together (:func:`sweep.training.pad_members`), and its number of members."""
     for params in chunks:
@@ -117,7 +117,7 @@ def padded_chunks(chunks: Iterator[PyTree], layout: Layout) -> Iterator[tuple[Py
 
 
 def forward(
-    chunks: Iterator[PyTree], static: PyTree, x: np.ndarray | Array, group: int = GROUP, tile_points: int = TILE_POINTS
+    chunks: Iterable[PyTree], static: PyTree, x: np.ndarray | Array, group: int = GROUP, tile_points: int = TILE_POINTS
 ) -> Iterator[np.ndarray]:
     """Outputs ``[n, batch, ...]`` of each chunk of stacked parameters (NumPy leaves) on ``x``."""
     layout = Layout(layout_devices(), group, tile_points)

@@ -3,7 +3,9 @@ autoregressive rollouts, streamed ``chunk_size`` members at a time through the c
 of :mod:`._inference` and :mod:`._rollout` (memory stays bounded whatever the members);
 ``predict`` and ``mean_std`` also ``batch_size`` samples at a time, reading inputs larger than
 memory (an ``h5py.Dataset``, a ``np.memmap``) a batch at a time and writing into ``out=``
-array-likes (memory stays bounded whatever the data).
+array-likes (memory stays bounded whatever the data). Over several batches, the parameters of
+the members are read from the store once and held (up to ``HELD_BYTES``; beyond, read again for
+each batch).
 
 Where the problem's fields were normalised (``Problem(..., normalize=...)``) the networks map
 normalised fields to normalised fields; every query here takes inputs and returns outputs in
@@ -31,6 +33,7 @@ from ._selection import Selection
 
 DEFAULT_CHUNK = 64  # members per compiled inference call
 BATCH_BYTES = 64 * 2**20  # what one batch of samples of a streamed query holds (inputs, outputs, moments)
+HELD_BYTES = 256 * 2**20  # a selection's parameters held in memory across batches, at most
 
 
 class Predictions(Selection):
@@ -353,9 +356,22 @@ class Predictions(Selection):
         slices = [order[rows] for rows in pieces(len(order), chunk_size)]
         return slices, (self._store.read(config.config_id, positions[rows]) for rows in slices)
 
-    def outputs(self, config: ConfigInfo, x: np.ndarray, chunk_size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """``(rows of this selection, outputs)`` chunk by chunk, in physical units."""
+    def held_chunks(self, config: ConfigInfo, chunk_size: int) -> tuple[list[np.ndarray], list[PyTree]] | None:
+        """:meth:`_chunks` read now and kept, for inputs run in several batches, where the
+        selection's parameters take at most ``HELD_BYTES``; else ``None`` (read for each batch)."""
+        like = self._store.template(config.config_id)[0]
+        member = sum(math.prod(s.shape) * np.dtype(s.dtype).itemsize for s in jax.tree_util.tree_leaves(like))
+        if member * len(self._positions(config)) > HELD_BYTES:
+            return None
         slices, chunks = self._chunks(config, chunk_size)
+        return slices, list(chunks)
+
+    def outputs(
+        self, config: ConfigInfo, x: np.ndarray, chunk_size: int, held: tuple[list, list] | None = None
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """``(rows of this selection, outputs)`` chunk by chunk, in physical units (the
+        parameters ``held``, or read from the store now)."""
+        slices, chunks = held or self._chunks(config, chunk_size)
         norm, spatial = self.normalization_of(config), len(config.sample_shape) - 1
         if norm is None:
             yield from zip(slices, _inference.forward(chunks, self._store.template(config.config_id)[1], x))
@@ -371,10 +387,11 @@ class Predictions(Selection):
         (checked by :meth:`checked_lazy`) read ``size`` samples at a time, the last batch padded to
         ``size`` (one compiled shape) and its padding dropped; batch by batch, chunk by chunk."""
         dtype = self.dtype_of(config)
+        held = self.held_chunks(config, chunk_size) if x.shape[0] > size else None
         for samples in pieces(x.shape[0], size):
             xb = padded(np.asarray(x[samples]).astype(dtype), size)
             count = samples.stop - samples.start
-            for rows, y in self.outputs(config, xb, chunk_size):
+            for rows, y in self.outputs(config, xb, chunk_size, held):
                 yield samples, rows, y[:, :count]
 
     def rollout_states(

@@ -117,11 +117,12 @@ def one_step(
     totals, extra = Totals(m), extras and extras.totals()
     subsets = {k: [Totals(k) for _ in range(min(SIZE_GROUPS, m // k))] for k in _sizes(m)[:-1]}
     of_mean, of_members = np.zeros(len(metrics)), np.zeros(len(metrics))
+    held = ens.held_chunks(config, chunk_size) if x.shape[0] > size else None
     for rows in pieces(x.shape[0], size):
         count = rows.stop - rows.start
         xb, yb = padded(np.asarray(x[rows]).astype(dtype), size), padded(np.asarray(y[rows]), size)
         values = np.empty((m, *yb.shape), np.float32)
-        for rows, out in ens.outputs(config, xb, chunk_size):
+        for rows, out in ens.outputs(config, xb, chunk_size, held):
             values[rows] = out
         sample_weights = (np.arange(size) < count).astype(np.float32)
         flat, truth, weights = values.reshape(m, 1, -1), yb.reshape(1, -1), np.repeat(sample_weights, per_sample)
