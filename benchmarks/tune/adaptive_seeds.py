@@ -31,7 +31,7 @@ seeds (the same members as a 16-seed sweep: a member is a function of its seed),
 64-seed references. Walls are printed with the load the other processes put on the machine. With Tune,
 the rounds share one experiment and its trial processes (a round costs ~0.07 s between its last
 trial and the next round's first); what is left of the race's extra wall on this small workload
-is Tune's wait for the process kept across rounds at the end (~1.3 s) and the aggregation's score
+is Tune's wait, as the experiment ends, for a trial process it started and then did not need (~1.3-2 s) and the aggregation's score
 programs, compiled once per distinct number of members (~1 s).
 
     python -m benchmarks.tune.adaptive_seeds                       # ~6 minutes on 2 cores

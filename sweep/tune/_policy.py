@@ -2,8 +2,8 @@
 
 ``sweep.run`` is one loop::
 
-    for planned, wanted in policy.rounds(spec, sweep_dir):
-        outcome = executor.train(plan_round(planned, sweep_dir, wanted, ...))
+    rounds = (plan_round(planned, ...) for planned, wanted in policy.rounds(spec, sweep_dir))
+    executor.train(rounds)  # each round's outcome sent back before the next is planned
 
 A policy is an object with two methods:
 
