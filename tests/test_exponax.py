@@ -124,7 +124,10 @@ BAD = [
     ({"ic_options": {"cutof": 3}}, r"`problem.ic_options.cutof`: not an option of 'fourier' .*allowed: cutoff"),
     ({"ic_options": {"cutoff": 2.5}}, r"`problem.ic_options.cutoff`: got 2.5; must be an integer"),
     ({"ic_options": {"offset_range": [0.1]}}, r"`problem.ic_options.offset_range`: got \[0.1\]; must be a list of 2"),
-    ({"ic_options": {"std_one": True}}, r"`problem.ic_options`: .*rejected by exponax.ic.RandomTruncatedFourierSeries"),
+    (
+        {"ic_options": {"std_one": True}},
+        r"`problem.ic_options`: .*rejected by exponax 0.1's RandomTruncatedFourierSeries: std_one=True and max_one=True exclude",
+    ),
     ({"diffusivity": "a lot"}, r"`problem.diffusivity`: got 'a lot'; must be a finite number"),
     ({"conservative": 1}, r"`problem.conservative`: got 1; must be true or false"),
     ({"order": 2.0}, r"`problem.order`: got 2.0; must be an integer"),

@@ -3,6 +3,9 @@ coefficients checked against the generic exponax steppers APEBench builds, the a
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import jax
 import numpy as np
 import pytest
@@ -179,3 +182,26 @@ def test_apebench_names_are_aliases_of_the_steppers(ex):
 def test_bad_dimensions_and_aliases_are_named(ex, name, options, match):
     with pytest.raises(SpecError, match=match):
         sweep.Problem(name, **options)
+
+
+def test_fourier_initial_states_are_exponax_0_1_s_as_apebench_draws_them():
+    """``ic="fourier"`` draws exactly the states exponax 0.1's RandomTruncatedFourierSeries draws
+    from the same keys (recorded in APEBench's environment by
+    ``benchmarks/trainer/_exponax01_ic_side.py``); exponax 0.2's own generator draws others."""
+    recorded = np.load(Path(__file__).with_name("exponax01_fourier.npz"))
+    for name, (dims, points, options) in json.loads(str(recorded["cases"])).items():
+        data = load_problem(
+            "exponax:Advection",
+            {
+                "num_spatial_dims": dims,
+                "num_points": points,
+                "num_train": 4,
+                "num_test": 1,
+                "train_steps": 1,
+                "test_steps": 1,
+                "ic": "fourier",
+                "ic_options": options,
+                "data_seed": 0,
+            },
+        )
+        np.testing.assert_array_equal(np.asarray(data.train_traj)[:, 0], recorded[name], err_msg=name)

@@ -33,12 +33,14 @@ import numpy as np
 
 from .._errors import SpecError
 from ._dataset import DEFAULT_VAL_FRACTION, Dataset, as_dataset, check_val_fraction
+from ._fourier_ic import fourier_series
 from ._scenarios import COMMON, STEPPERS, check_dims, resolution
 
 _SPLITS = ("train", "val", "test")
-# Initial-state generators by name (APEBench's ``fourier``/``diffused``/``grf`` and more).
+# Initial-state generators by name (APEBench's ``fourier``/``diffused``/``grf`` and more): a class
+# of ``exponax.ic`` by name, or a function of the exponax module that makes the class.
 IC_GENERATORS = {
-    "fourier": ("RandomTruncatedFourierSeries", {"cutoff": 5, "max_one": True}),
+    "fourier": (fourier_series, {"cutoff": 5, "max_one": True}),  # exponax 0.1's, as APEBench draws them
     "diffused": ("DiffusedNoise", {}),
     "grf": ("GaussianRandomField", {}),
     "sine": ("RandomSineWaves1d", {}),
@@ -126,8 +128,9 @@ def _ic_generator(ex, name: str, options: Mapping[str, Any], domain_extent: floa
         raise SpecError(f"`problem.ic_options`: got {options!r}; give a table of options of the {name!r} generator")
     if name == "sine" and dims != 1:
         raise SpecError(f"`problem.ic`: 'sine' (exponax.ic.RandomSineWaves1d) is 1D only; got {dims} dimensions")
-    cls_name, defaults = IC_GENERATORS[name]
-    cls = getattr(ex.ic, cls_name)
+    made, defaults = IC_GENERATORS[name]
+    cls = getattr(ex.ic, made) if isinstance(made, str) else made(ex)
+    cls_name = f"exponax.ic.{made}" if isinstance(made, str) else f"exponax 0.1's {cls.__name__}"
     params = {
         k: p
         for k, p in inspect.signature(cls.__init__).parameters.items()
@@ -136,8 +139,7 @@ def _ic_generator(ex, name: str, options: Mapping[str, Any], domain_extent: floa
     for key, value in options.items():
         if key not in params:
             raise SpecError(
-                f"`problem.ic_options.{key}`: not an option of {name!r} (exponax.ic.{cls_name}); "
-                f"allowed: {', '.join(params)}"
+                f"`problem.ic_options.{key}`: not an option of {name!r} ({cls_name}); allowed: {', '.join(params)}"
             )
         _check_like(f"problem.ic_options.{key}", value, params[key].default)
     kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in (defaults | dict(options)).items()}
@@ -146,7 +148,7 @@ def _ic_generator(ex, name: str, options: Mapping[str, Any], domain_extent: floa
     try:
         return cls(dims, **kwargs)
     except (ValueError, TypeError) as e:
-        raise SpecError(f"`problem.ic_options`: {dict(options)!r} rejected by exponax.ic.{cls_name}: {e}") from None
+        raise SpecError(f"`problem.ic_options`: {dict(options)!r} rejected by {cls_name}: {e}") from None
 
 
 def _ic_set(ex, o: Mapping[str, Any], channels: int):
