@@ -13,11 +13,12 @@ draws the same states from the same key as exponax 0.1 (``tests/test_scenarios.p
 
 from __future__ import annotations
 
-import functools
 import math
 
+from .._caches import cached
 
-@functools.cache
+
+@cached(maxsize=4)
 def fourier_series(ex):
     """The generator class, made on first use (an ``exponax.ic.BaseRandomICGenerator``, so that
     exponax's clamping and multi-channel generators take it), for the exponax module ``ex``."""

@@ -89,7 +89,9 @@ class LiveRounds:
         if self.error is not None:
             return Searcher.FINISHED
         if not self.queue and not self.todo and not self.running and not self.over:
-            try:  # the round is complete: the loop plans the next one
+            # the round is complete: the loop plans the next one (told only whether a trial failed:
+            # the executor reads the failures' messages from Tune's results after the experiment)
+            try:
                 self._start(next_round(self.rounds, Outcome(frozenset(self.stopped), ("failed",) * self.failed)))
             except Exception as e:
                 self.error = e
