@@ -17,6 +17,7 @@ evaluations it records there). Ray is started by the Tune executor only.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import warnings
 from typing import Any
@@ -173,14 +174,12 @@ def run(
         failures = executor.restore().failures if options.resume else ()
         sweep_dir.refresh()  # the restored trials wrote checkpoints
         if not failures:
-            chosen = executor  # (for the closure below)
-            planned = itertools.chain(first, rounds)
             samples = {key: o.kept for key, o in outlines.items()}
-            failures = executor.train(
-                planned_rounds(
-                    planned, spec, sweep_dir, lambda: chosen.block_size(spec), samples, state.add_configurations
-                )
-            ).failures
+            block_size = functools.partial(executor.block_size, spec)
+            planned = planned_rounds(
+                itertools.chain(first, rounds), spec, sweep_dir, block_size, samples, state.add_configurations
+            )
+            failures = executor.train(planned).failures
     except KeyboardInterrupt as e:
         stop = e
     finally:
