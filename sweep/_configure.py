@@ -17,7 +17,10 @@ import jax
 from ._errors import SpecError
 
 _DEVICE_COUNT_FLAG = "xla_force_host_platform_device_count"
-_MIN_COMPILE_S = 0.5  # programs that compile faster are not worth a disk round trip
+# every program: a cached one loads in milliseconds, where an ensemble's small programs compile in
+# 0.1-0.45 s each (aggregating a race's store in a fresh process: 4.7 s caching only programs of 0.5 s
+# or more, 1.2 s caching every program; benchmarks/RESULTS.md)
+_MIN_COMPILE_S = 0.0
 _MIN_COMPILE_ENV = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"  # JAX's own variable for that threshold
 _said = {"configured": False, "warned": False}  # what this process did (see warn_unconfigured)
 
@@ -87,8 +90,8 @@ def configure(
             Ray's trial workers do, else ``~/.cache/seed-sweep/jax``; ``None``: leave JAX's setting alone). Ray starts every
             trial in a fresh worker process; with the cache, a worker reads the compiled program of
             its structural config from disk instead of compiling it again. A cache directory the
-            user already configured is kept. Programs that compile in under 0.5 s are not cached
-            (``$JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS``, if set, gives another threshold).
+            user already configured is kept. Every program is cached, however fast it compiles
+            (``$JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS``, if set, gives a threshold in seconds).
         gpu_preallocate: ``False`` sets ``XLA_PYTHON_CLIENT_PREALLOCATE=false`` (if JAX has not
             started and the variable is unset), so that this process takes GPU memory as it needs
             it instead of 75% of the device at start. ``None`` leaves it alone.

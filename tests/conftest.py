@@ -20,9 +20,6 @@ from sweep.store import aggregate_blocks
 # The suite's own compilation cache (under the pytest cache, not the user's ~/.cache), inherited by
 # every process the tests start (Ray's workers, `sweep` subprocesses).
 os.environ["SWEEP_COMPILE_CACHE"] = str(Path(__file__).parent.parent / ".pytest_cache" / "jax")
-# Every program, however fast it compiles: the suite's programs are tiny and compiled again in many
-# processes (xdist workers, Ray's trial workers, `sweep` subprocesses), which read them from the cache.
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 # The suite's programs are tiny, so compiling them is most of their time: LLVM at its cheapest level
 # compiles them about a third faster and they run as fast (docs/performance.md). The bit-for-bit
 # properties also run at XLA's defaults, the programs users get (tests/test_xla_defaults.py).

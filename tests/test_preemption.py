@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import subprocess
+import sys
 import threading
 from types import SimpleNamespace
 
@@ -14,7 +16,7 @@ import pytest
 from ray.exceptions import RayActorError, RayTaskError
 
 from sweep.tune import _preemption
-from sweep.tune._preemption import TrialPreempted, install, requested, stopped, training
+from sweep.tune._preemption import TrialPreempted, install, preemptible, requested, stopped, training
 from sweep.tune._retries import latest_failure, reason_of, retry_reason
 
 
@@ -136,3 +138,22 @@ def test_the_reason_is_the_latest_failure_of_the_trials_error_file(tmp_path):
     assert retry_reason(SimpleNamespace(error_file=str(path))) == "error: KeyError: 'x'"
     assert retry_reason(SimpleNamespace(error_file=None)) == "error"
     assert retry_reason(SimpleNamespace(error_file=str(tmp_path / "missing.txt"))) == "error"
+
+
+def test_a_trial_process_loads_neither_jax_nor_seed_sweep_until_its_trial_starts():
+    """The trainable Tune sends to each trial process (the executor's trial function in the preemptible
+    class) unpickles without importing JAX or seed-sweep: a process Tune starts and drops unused stops at
+    once instead of after importing them (seconds, which Tune waits for at an experiment's end)."""
+    import cloudpickle
+
+    from sweep.tune._tune_executor import trial_function
+
+    trial = trial_function()
+    payload = cloudpickle.dumps(preemptible(lambda config: trial(config, inputs=None)))  # as with_parameters does
+    loaded = (
+        "import sys, cloudpickle\ncls = cloudpickle.loads(sys.stdin.buffer.read())\n"
+        "print(cls.__name__, [m for m in ('jax', 'sweep') if m in sys.modules])"
+    )
+    run = subprocess.run([sys.executable, "-c", loaded], input=payload, capture_output=True, timeout=120)
+    assert run.returncode == 0, run.stderr.decode()[-2000:]
+    assert run.stdout.decode().split() == ["Preemptible", "[]"]

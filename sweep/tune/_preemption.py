@@ -9,8 +9,8 @@ training every epoch since that checkpoint again. A node that Ray drains (``ray 
 ``ray start --block`` drains its node when it gets SIGTERM, as KubeRay's pods do when deleted)
 takes no new work and goes when idle or at the drain's deadline; its trials are not told.
 
-What a sweep's trial process does instead (:func:`preemptible`): when Tune sets the trial actor
-up (in the main thread), the handler below replaces Ray's. A SIGTERM while a trial trains only
+What a sweep's trial process does instead (:func:`preemptible`): when its first trial starts
+(Tune's first ``step``, in the process's main thread), the handler below replaces Ray's. A SIGTERM while a trial trains only
 sets a flag (and puts Ray's handler back, so that a second SIGTERM ends the process at once);
 so does the trial's node draining, which the trial asks Ray about at chunk boundaries, at most
 every :data:`DRAIN_POLL_S` seconds. The trial finishes the compiled chunk in progress, reports
@@ -23,7 +23,7 @@ boundary (:func:`sweep.fit`'s ``pause``), stops at the next one, and its checkpo
 inside the epoch (the position in the epoch's window order saved with it), so that the retry
 goes on from that window, bit for bit.
 A SIGTERM while no trial trains (the actor is starting, or idle between trials) goes to Ray's
-handler: there is nothing to save. Where the handler cannot be installed (an actor not set up in
+handler: there is nothing to save. Where the handler cannot be installed (a trial not stepped in
 the main thread), Ray's behaviour stays.
 
 A preemption is not the trial's fault: :class:`TrialPreempted` is a ``RayActorError`` marked
@@ -44,7 +44,14 @@ from ray.exceptions import RayActorError
 
 DRAIN_POLL_S = 5.0  # a training trial asks Ray whether its node drains at most this often
 _REQUESTED = threading.Event()  # a preemption notice came while a trial trained in this process
-_STATE: dict[str, Any] = {"training": 0, "previous": None, "notice": None, "notice_time": None, "next_drain_check": 0.0}
+_STATE: dict[str, Any] = {
+    "installed": False,
+    "training": 0,
+    "previous": None,
+    "notice": None,
+    "notice_time": None,
+    "next_drain_check": 0.0,
+}
 
 
 class TrialPreempted(RayActorError):
@@ -77,12 +84,12 @@ def _pass_on(previous: Any, signum: int, frame: Any) -> None:
 
 
 def install() -> bool:
-    """Handle SIGTERM in this process as the module says; whether it could (main thread only)."""
+    """Handle SIGTERM in this process as the module says, once per process (a later call keeps Ray's
+    handler where a first notice put it back); whether it could (main thread only)."""
     if threading.current_thread() is not threading.main_thread():
         return False
-    current = signal.getsignal(signal.SIGTERM)
-    if current is not _on_sigterm:
-        _STATE["previous"] = current
+    if not _STATE["installed"]:
+        _STATE.update(installed=True, previous=signal.getsignal(signal.SIGTERM))
         signal.signal(signal.SIGTERM, _on_sigterm)
     return True
 
@@ -153,18 +160,26 @@ def preempted_metrics() -> dict[str, Any]:
 def preemptible(trainable_fn):
     """A Tune function trainable (a class) that runs ``trainable_fn`` with the SIGTERM handling above.
 
-    Tune sets a trial actor up (``setup``) in the process's main thread, where a signal handler
-    can be installed; the trial function runs in Tune's training thread."""
+    Tune calls a trial actor's ``step`` in the process's main thread, where a signal handler can be
+    installed; the trial function runs in Tune's training thread. The class is made here, so that Ray
+    sends it by value, and it imports this module only when its first trial starts: with a
+    ``trainable_fn`` that imports seed-sweep inside itself, constructing a trial process imports
+    neither JAX nor seed-sweep, and one that Tune starts and then drops unused (it starts a process
+    for every pending trial and drops it when a kept one comes free first) stops at once."""
     from ray.tune.trainable.function_trainable import wrap_function
 
     base: Any = wrap_function(trainable_fn)
 
     class Preemptible(base):
-        def setup(self, config):
+        def step(self):
+            from sweep.tune._preemption import install
+
             install()
-            super().setup(config)
+            return super().step()
 
         def _trainable_func(self, config):
+            from sweep.tune._preemption import training
+
             with training():
                 return super()._trainable_func(config)
 

@@ -57,6 +57,19 @@ def plan_board():
     return ray.remote(num_cpus=0)(PlanBoard).options(scheduling_strategy=here).remote()
 
 
+def trial_function():
+    """The function each trial runs (given its inputs by ``tune.with_parameters``), made here so that
+    Ray sends it by value: it imports seed-sweep, and JAX, when its trial starts, not when Tune
+    constructs the trial's process (see :func:`~._preemption.preemptible`)."""
+
+    def trial(config, inputs):
+        from sweep.tune._trainable import train_trial
+
+        return train_trial(config, inputs=inputs)
+
+    return trial
+
+
 class TuneExecutor:
     """Trains rounds as Ray Tune experiments in the sweep directory, with ``listeners`` (the
     display first, then the trackers) behind every experiment's :class:`~._relay.Relay`."""
@@ -123,13 +136,12 @@ class TuneExecutor:
         from ray import tune
 
         from ._preemption import preemptible
-        from ._trainable import train_trial
 
         assert self.pace is not None  # set by start()
         inputs = TrialInputs(self.board, self.data_refs, self.ray_fs, self.options.trial_hooks, self.pace)
         resources = self.spec.resources
         return tune.with_resources(
-            preemptible(tune.with_parameters(train_trial, inputs=inputs)),
+            preemptible(tune.with_parameters(trial_function(), inputs=inputs)),
             {"cpu": resources["cpu"], "gpu": resources["gpu"]},
         )
 
