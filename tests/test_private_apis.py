@@ -60,3 +60,14 @@ def test_pdequinox_sequential_and_padding_conv():  # sweep/models/_fast.py: the 
     assert {"lifting", "blocks", "projection"} <= set(Sequential.__dataclass_fields__)
     assert issubclass(MorePaddingConv, eqx.Module) and "padding_mode" in MorePaddingConv.__dataclass_fields__
     assert "layers" in ConvNet.__dataclass_fields__
+
+
+def test_a_function_trainable_runs_its_function_through_trainable_func():  # sweep/tune/_preemption.py: preemptible
+    from ray.tune.trainable.function_trainable import FunctionTrainable, wrap_function
+
+    def trial(config):
+        return config
+
+    wrapped = wrap_function(trial)
+    assert issubclass(wrapped, FunctionTrainable) and "_trainable_func" in vars(wrapped)
+    assert list(inspect.signature(wrapped._trainable_func).parameters) == ["self", "config"]
