@@ -460,3 +460,21 @@ def test_a_sigterm_stops_a_streamed_tune_trial_inside_its_epoch_and_the_retry_go
     for stop in (r for r in results if "paused_at" in r):  # when Tune recorded the stopping report
         assert stop["paused_at"] == [1, 1] and stop["epoch"] == 1 and stop["preempted_by"] == "SIGTERM"
     assert store_files(tuned) == store_files(local)  # the stored members, bit for bit
+
+
+def test_data_put_on_several_cpu_devices_is_held_once_in_host_memory():
+    """XLA:CPU's devices keep separate buffers: a block's data (held, a window, an evaluation part) put
+    on the "map" layout's devices as JAX puts it would be held once per device; `on_devices` puts one
+    aligned host copy, which every device reads in place, with the same values."""
+    import jax
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    assert len(jax.devices("cpu")) >= 2  # sweep.configure in conftest: one device per core
+    place = NamedSharding(training.members_mesh(2), P())
+    x = np.arange(1001, dtype=np.float32)[1:]  # 4 bytes past NumPy's alignment: never aligned to 64
+    plain = jax.device_put(x, place)
+    shared = training.on_devices({"x": x}, place)["x"]
+    pointers = lambda a: {s.data.unsafe_buffer_pointer() for s in a.addressable_shards}  # noqa: E731
+    assert len(pointers(plain)) == 2 and len(pointers(shared)) == 1
+    assert all(np.array_equal(np.asarray(s.data), x) for s in shared.addressable_shards)

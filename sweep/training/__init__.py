@@ -33,6 +33,7 @@ from ._layout import LAYOUTS as LAYOUTS
 from ._layout import default_layout as default_layout
 from ._layout import layout_devices as layout_devices
 from ._layout import members_mesh as members_mesh
+from ._layout import on_devices as on_devices
 from ._layout import pad_members as pad_members
 from ._loop import History as History
 from ._loop import chunks as chunks

@@ -26,7 +26,7 @@ from ..optim import hyperparameter_names
 from ..problems import Dataset
 from ..spec import SweepSpec, hparam_name
 from ._data_checks import check_data, load_data
-from ._layout import default_layout, members_mesh, pad_members
+from ._layout import default_layout, members_mesh, on_devices, pad_members
 from ._program import (
     Shapes,
     TrainState,
@@ -223,7 +223,7 @@ def _placed(data: _Same, place: Any, unrolled: bool, rollout_steps: int, streame
     block trained on the same dataset object with the same ``unroll > 1`` and ``rollout_steps``
     (a reused trial worker's next trial) copies nothing."""
     needed = program_data(data.value, unrolled, rollout_steps)
-    return jax.device_put(held_part(needed, held) if streamed else needed, place)
+    return on_devices(held_part(needed, held) if streamed else needed, place)
 
 
 def run_chunk(block: Block, state: TrainState, num_epochs: int) -> tuple[TrainState, dict[str, Any]]:

@@ -31,6 +31,7 @@ from .._batches import equal_parts, padded
 from .._caches import cached
 from ..problems import EVALUATED, Dataset
 from ._heap import heap_trim
+from ._layout import on_devices
 from ._member import part_sums
 from ._program import PROGRAMS, TrainState, describe, members_program
 
@@ -74,7 +75,7 @@ def _mean(parts: EvalParts, state: TrainState, split: str, most: int, rollout: b
         start, stop = k * size, min(n, (k + 1) * size)
         heap_trim(size * item)  # the last part's host arrays gone
         keep = padded(np.ones(stop - start, bool), size)
-        part = jax.device_put((*(padded(a, size) for a in read(start, stop)), keep), parts.place)
+        part = on_devices((*(padded(a, size) for a in read(start, stop)), keep), parts.place)
         _, sums = parts.program(state, part, rollout)
         sums = jax.tree_util.tree_map(lambda s: np.asarray(s, np.float64), sums)
         total = sums if total is None else jax.tree_util.tree_map(np.add, total, sums)

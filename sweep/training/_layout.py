@@ -5,11 +5,18 @@
   padded to a multiple of what runs together by repeating member 0. A member's arithmetic is
   then the same whatever block it is in: results are bit-identical on CPU.
 - ``"vmap"`` (GPU): members vectorised with ``vmap`` on one device.
+
+The data every member reads (held, a streamed window, an evaluation part) goes to the devices
+through :func:`on_devices`: XLA:CPU's devices keep separate buffers, so an array put on ``N`` of
+them is held ``N`` times, unless it is a C-contiguous host array aligned to
+:data:`HOST_ALIGN` bytes, which every CPU device then uses where it is (JAX does not copy it).
 """
 
 from __future__ import annotations
 
+import math
 import os
+from typing import Any
 
 import jax
 import numpy as np
@@ -20,6 +27,7 @@ from .._batches import padded
 from .._errors import SpecError
 
 LAYOUTS = ("map", "vmap")
+HOST_ALIGN = 64  # bytes: a host array aligned so is used in place by XLA:CPU's devices (zero-copy)
 
 
 def default_layout() -> str:
@@ -47,3 +55,30 @@ def pad_members(tree: PyTree, multiple: int) -> tuple[PyTree, int]:
     n = jax.tree_util.tree_leaves(tree)[0].shape[0]
     size = n + -n % max(1, multiple)
     return jax.tree_util.tree_map(lambda a: padded(np.asarray(a), size, fill="first"), tree), n
+
+
+def host_empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """An uninitialised C-contiguous array aligned to :data:`HOST_ALIGN` bytes (NumPy aligns to 16)."""
+    dtype = np.dtype(dtype)
+    raw = np.empty(math.prod(shape) * dtype.itemsize + HOST_ALIGN, np.uint8)
+    start = -raw.ctypes.data % HOST_ALIGN
+    return raw[start : start + math.prod(shape) * dtype.itemsize].view(dtype).reshape(shape)
+
+
+def on_devices(tree: PyTree, place: Any) -> PyTree:
+    """``jax.device_put(tree, place)``, where ``place`` on CPU devices takes each NumPy leaf as an
+    aligned host array (copied into one once, unless it is one already), which the devices share:
+    one copy in host memory whatever the number of devices, where each would hold its own. The
+    leaves must not change afterwards (the devices read them in place)."""
+    devices = place.device_set if isinstance(place, jax.sharding.Sharding) else {place}
+    if all(d.platform == "cpu" for d in devices):
+        tree = jax.tree_util.tree_map(_aligned, tree)
+    return jax.device_put(tree, place)
+
+
+def _aligned(leaf: Any) -> Any:
+    if not isinstance(leaf, np.ndarray) or (leaf.flags.c_contiguous and leaf.ctypes.data % HOST_ALIGN == 0):
+        return leaf
+    out = host_empty(leaf.shape, leaf.dtype)
+    out[...] = leaf
+    return out

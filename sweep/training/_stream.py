@@ -37,6 +37,7 @@ from ..spec import Problem, SweepSpec, size_text
 from ._budget import data_budget, nbytes, streams
 from ._eval_parts import EvalParts, eval_parts, evaluate_in_parts, item_bytes
 from ._heap import heap_trim
+from ._layout import host_empty, on_devices
 from ._member import member_evaluation, window_pass
 from ._program import PROGRAMS, TrainState, describe, members_program, program_data
 from ._windows import WindowPlan, plan_windows
@@ -230,11 +231,11 @@ def _window(stream: Stream, shards: np.ndarray):
     for start, stop in bounds:
         part = stream.source.read(start, stop)
         if arrays is None:
-            arrays = jax.tree_util.tree_map(lambda p: np.empty((total, *p.shape[1:]), p.dtype), part)
+            arrays = jax.tree_util.tree_map(lambda p: host_empty((total, *p.shape[1:]), p.dtype), part)
         for whole, piece in zip(jax.tree_util.tree_leaves(arrays), jax.tree_util.tree_leaves(part)):
             whole[at : at + stop - start] = piece
         at += stop - start
-    return jax.device_put(arrays, stream.place)
+    return on_devices(arrays, stream.place)
 
 
 def _sizes(plan: WindowPlan) -> tuple[int, int]:
