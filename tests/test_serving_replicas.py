@@ -82,11 +82,15 @@ def test_a_killed_replica_is_restarted_and_the_endpoint_keeps_answering(service,
             return sent, error
 
     async def load(stop: asyncio.Event) -> list[tuple[float, httpx.Response | httpx.TransportError]]:
-        async with httpx.AsyncClient(base_url=service.url, timeout=60) as c:
-            answers = []
+        answers = []
+
+        async def client(c: httpx.AsyncClient) -> None:  # one after another; a lost request stalls only its client
             while not stop.is_set():
-                answers += await asyncio.gather(*(send(c) for _ in range(4)))
-            return answers
+                answers.append(await send(c))
+
+        async with httpx.AsyncClient(base_url=service.url, timeout=30) as c:
+            await asyncio.gather(*(client(c) for _ in range(4)))  # 4 clients, each with one request at a time
+        return answers
 
     async def kill_mid_load() -> tuple[list[httpx.Response], dict[str, str]]:
         stop = asyncio.Event()
