@@ -186,3 +186,22 @@ def test_vmap_layout_matches_map_layout_within_tolerance(spec, data):
     vm, h2 = sweep.train_block(spec, [0, 1, 2], data=data, layout="vmap")
     assert tree_allclose(fast, vm, rtol=1e-3, atol=1e-4)
     np.testing.assert_allclose(h1.test_loss, h2.test_loss, rtol=1e-3)
+
+
+def test_evaluation_holds_the_activations_of_a_minibatch_not_of_the_split():
+    """Validation predictions go a minibatch at a time: a split 8 minibatches long adds its own
+    bytes and its predictions to a chunk call, not 8 minibatches of hidden activations."""
+    from sweep.problems import Split
+
+    spec = tiny_spec(
+        problem=sweep.Problem("heat1d", num_points=64, num_samples=120, data_seed=0),
+        model=sweep.Model("ConvNet", hidden_channels=64, depth=2, activation="relu", boundary_mode="dirichlet"),
+    )
+    data = sweep.load_data(spec)
+    batch = Split(*(a[: spec.training.batch_size] for a in data.val))
+    one, eight = (
+        training.compiled_bytes(spec, data._replace(val=Split(*(np.concatenate([a] * k) for a in batch))), (), 1, "map")
+        for k in (1, 8)
+    )
+    added = 7 * sum(a.nbytes for a in batch)  # the samples; a hidden layer's activations are 64x larger than x
+    assert 0 < eight - one < 4 * added, (eight - one, added)  # 1.9x; parts of 128 samples: 186x
