@@ -60,9 +60,10 @@ def pad_members(tree: PyTree, multiple: int) -> tuple[PyTree, int]:
 def host_empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     """An uninitialised C-contiguous array aligned to :data:`HOST_ALIGN` bytes (NumPy aligns to 16)."""
     dtype = np.dtype(dtype)
-    raw = np.empty(math.prod(shape) * dtype.itemsize + HOST_ALIGN, np.uint8)
+    nbytes = math.prod(shape) * dtype.itemsize
+    raw = np.empty(nbytes + HOST_ALIGN, np.uint8)
     start = -raw.ctypes.data % HOST_ALIGN
-    return raw[start : start + math.prod(shape) * dtype.itemsize].view(dtype).reshape(shape)
+    return raw[start : start + nbytes].view(dtype).reshape(shape)
 
 
 def on_devices(tree: PyTree, place: Any) -> PyTree:
