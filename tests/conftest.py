@@ -12,7 +12,7 @@ from pathlib import Path
 import jax
 import pytest
 from _blocks import STORE_PLAN, datasets_of, trained_blocks
-from helpers import CHEAP_COMPILE_FLAG, XLA_DEFAULTS, tiny_spec, trial_path_env
+from helpers import AT_XLA_DEFAULTS, AT_XLA_DEFAULTS_SLOW, CHEAP_COMPILE_FLAGS, XLA_DEFAULTS, tiny_spec, trial_path_env
 
 import sweep
 from sweep.store import aggregate_blocks
@@ -21,10 +21,12 @@ from sweep.store import aggregate_blocks
 # every process the tests start (Ray's workers, `sweep` subprocesses).
 os.environ["SWEEP_COMPILE_CACHE"] = str(Path(__file__).parent.parent / ".pytest_cache" / "jax")
 # The suite's programs are tiny, so compiling them is most of their time: LLVM at its cheapest level
-# compiles them about a third faster and they run as fast (docs/performance.md). The bit-for-bit
-# properties also run at XLA's defaults, the programs users get (tests/test_xla_defaults.py).
-if not os.environ.get(XLA_DEFAULTS) and CHEAP_COMPILE_FLAG not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {CHEAP_COMPILE_FLAG}".strip()
+# and XLA:CPU's older fusion emitters compile them in about a third of the time (docs/performance.md).
+# The bit-for-bit properties promised to users run at XLA's defaults, the programs users get
+# (tests/test_xla_defaults.py).
+if not os.environ.get(XLA_DEFAULTS):
+    _flags = os.environ.get("XLA_FLAGS", "").split()
+    os.environ["XLA_FLAGS"] = " ".join(_flags + [f for f in CHEAP_COMPILE_FLAGS if f not in _flags])
 # The process settings `sweep run` and every trial use (one JAX CPU device per core, the
 # compilation cache), so that the in-process tests exercise the same block layout.
 sweep.configure()
@@ -32,6 +34,30 @@ sweep.configure()
 # would every process its tests start: the tests of Ctrl-C need it delivered, as in a terminal.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+# The longest tests (a pytest of its own at XLA's defaults, a cluster losing a node: about a minute
+# each on a clean clone), started first so that neither is the tail of a worker's share.
+STARTED_FIRST = (
+    "test_xla_defaults.py::test_block_invariance_resume_and_streaming_are_bitwise_at_xla_defaults[default]",
+    "test_tune_cluster.py::test_a_lost_nodes_trial_resumes_on_the_surviving_node_and_a_new_node_is_used",
+)  # in this order
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """``STARTED_FIRST`` first; with the cheap flags, the bit-for-bit properties of
+    ``AT_XLA_DEFAULTS`` and ``AT_XLA_DEFAULTS_SLOW`` left out (shown as deselected):
+    tests/test_xla_defaults.py runs them at XLA's defaults."""
+    if not os.environ.get(XLA_DEFAULTS):
+        at_defaults = [
+            item for item in items if item.nodeid.removeprefix("tests/") in AT_XLA_DEFAULTS + AT_XLA_DEFAULTS_SLOW
+        ]
+        if at_defaults:
+            config.hook.pytest_deselected(items=at_defaults)
+            items[:] = [item for item in items if item not in at_defaults]
+    first = {name: i for i, name in enumerate(STARTED_FIRST)}
+    items.sort(key=lambda item: first.get(item.nodeid.removeprefix("tests/"), len(first)))  # stable
 
 
 def _sigint_lost() -> tuple[bool, bool]:
