@@ -21,7 +21,8 @@ from sweep.store import aggregate_blocks
 # every process the tests start (Ray's workers, `sweep` subprocesses).
 os.environ["SWEEP_COMPILE_CACHE"] = str(Path(__file__).parent.parent / ".pytest_cache" / "jax")
 # The suite's programs are tiny, so compiling them is most of their time: LLVM at its cheapest level
-# and XLA:CPU's older fusion emitters compile them in about a third of the time (docs/performance.md).
+# compiles them about a third faster than XLA's defaults, and XLA:CPU's older fusion emitters in
+# less than half the time left (docs/performance.md).
 # The bit-for-bit properties promised to users run at XLA's defaults, the programs users get
 # (tests/test_xla_defaults.py).
 if not os.environ.get(XLA_DEFAULTS):
@@ -36,26 +37,38 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-# The longest tests (a pytest of its own at XLA's defaults, a cluster losing a node: about a minute
-# each on a clean clone), started first so that neither is the tail of a worker's share.
+# The test that runs the bit-for-bit properties at XLA's defaults ([default]: AT_XLA_DEFAULTS,
+# [slow]: AT_XLA_DEFAULTS_SLOW)
+AT_DEFAULTS_RUNNER = "test_xla_defaults.py::test_block_invariance_resume_and_streaming_are_bitwise_at_xla_defaults"
+# The longest tests (that runner, a cluster losing a node: 30-70 s each on a clean clone), started
+# first (both on the first worker, whose share xdist deals from the front) so that neither is the
+# suite's tail.
 STARTED_FIRST = (
-    "test_xla_defaults.py::test_block_invariance_resume_and_streaming_are_bitwise_at_xla_defaults[default]",
+    f"{AT_DEFAULTS_RUNNER}[default]",
     "test_tune_cluster.py::test_a_lost_nodes_trial_resumes_on_the_surviving_node_and_a_new_node_is_used",
 )  # in this order
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    """``STARTED_FIRST`` first; with the cheap flags, the bit-for-bit properties of
-    ``AT_XLA_DEFAULTS`` and ``AT_XLA_DEFAULTS_SLOW`` left out (shown as deselected):
-    tests/test_xla_defaults.py runs them at XLA's defaults."""
+    """``STARTED_FIRST`` first; with the cheap flags, each bit-for-bit property of
+    ``AT_XLA_DEFAULTS`` (``AT_XLA_DEFAULTS_SLOW``) left out where the run has the test that runs it at
+    XLA's defaults, and skipped, saying how to run it, where it does not."""
     if not os.environ.get(XLA_DEFAULTS):
-        at_defaults = [
-            item for item in items if item.nodeid.removeprefix("tests/") in AT_XLA_DEFAULTS + AT_XLA_DEFAULTS_SLOW
-        ]
-        if at_defaults:
-            config.hook.pytest_deselected(items=at_defaults)
-            items[:] = [item for item in items if item not in at_defaults]
+        names = {item.nodeid.removeprefix("tests/") for item in items}
+        runner = {name: f"{AT_DEFAULTS_RUNNER}[default]" for name in AT_XLA_DEFAULTS}
+        runner |= {name: f"{AT_DEFAULTS_RUNNER}[slow]" for name in AT_XLA_DEFAULTS_SLOW}
+        left_out = [item for item in items if runner.get(item.nodeid.removeprefix("tests/")) in names]
+        for item in items:
+            if item.nodeid.removeprefix("tests/") in runner and item not in left_out:
+                item.add_marker(
+                    pytest.mark.skip(
+                        reason=f"checked at XLA's defaults only: run tests/{AT_DEFAULTS_RUNNER}, or this test with {XLA_DEFAULTS}=1"
+                    )
+                )
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if item not in left_out]
     first = {name: i for i, name in enumerate(STARTED_FIRST)}
     items.sort(key=lambda item: first.get(item.nodeid.removeprefix("tests/"), len(first)))  # stable
 

@@ -30,9 +30,9 @@ def test_block_invariance_resume_and_streaming_are_bitwise_at_xla_defaults(prope
     # not an xdist worker's variables; XLA_FLAGS without the cheap flags (and unset if nothing is
     # left: XLA exits on a value of spaces alone)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_") and k != "XLA_FLAGS"}
-    flags = [f for f in os.environ["XLA_FLAGS"].split() if f not in CHEAP_COMPILE_FLAGS]
+    flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if f not in CHEAP_COMPILE_FLAGS]
     env |= {XLA_DEFAULTS: "1", **({"XLA_FLAGS": " ".join(flags)} if flags else {})}
-    flags_check = f"{os.path.basename(__file__)}::{test_the_suite_compiles_cheaply_unless_told_to_leave_xla_as_users_have_it.__name__}"
+    flags_check = "test_xla_defaults.py::test_the_suite_compiles_cheaply_unless_told_to_leave_xla_as_users_have_it"
     tests = [f"{TESTS}/{t}" for t in (flags_check, *properties)]
     run = subprocess.run(  # every test named, slow or not
         [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "-m", "slow or not slow", *tests],
