@@ -55,22 +55,29 @@ def pytest_collection_modifyitems(config, items):
     ``AT_XLA_DEFAULTS`` (``AT_XLA_DEFAULTS_SLOW``) left out where the run has the test that runs it at
     XLA's defaults, and skipped, saying how to run it, where it does not."""
     if not os.environ.get(XLA_DEFAULTS):
-        names = {item.nodeid.removeprefix("tests/") for item in items}
         runner = {name: f"{AT_DEFAULTS_RUNNER}[default]" for name in AT_XLA_DEFAULTS}
         runner |= {name: f"{AT_DEFAULTS_RUNNER}[slow]" for name in AT_XLA_DEFAULTS_SLOW}
-        left_out = [item for item in items if runner.get(item.nodeid.removeprefix("tests/")) in names]
+        names = {_name(item) for item in items}
+        kept, left_out = [], []
         for item in items:
-            if item.nodeid.removeprefix("tests/") in runner and item not in left_out:
-                item.add_marker(
-                    pytest.mark.skip(
-                        reason=f"checked at XLA's defaults only: run tests/{AT_DEFAULTS_RUNNER}, or this test with {XLA_DEFAULTS}=1"
-                    )
-                )
+            by = runner.get(_name(item))
+            if by in names:
+                left_out.append(item)
+                continue
+            if by:
+                reason = f"checked at XLA's defaults only: run tests/{AT_DEFAULTS_RUNNER}, or this test with {XLA_DEFAULTS}=1"
+                item.add_marker(pytest.mark.skip(reason=reason))
+            kept.append(item)
         if left_out:
             config.hook.pytest_deselected(items=left_out)
-            items[:] = [item for item in items if item not in left_out]
+            items[:] = kept
     first = {name: i for i, name in enumerate(STARTED_FIRST)}
-    items.sort(key=lambda item: first.get(item.nodeid.removeprefix("tests/"), len(first)))  # stable
+    items.sort(key=lambda item: first.get(_name(item), len(first)))  # stable
+
+
+def _name(item: pytest.Item) -> str:
+    """A test's node id under tests/ (as ``AT_XLA_DEFAULTS`` and ``STARTED_FIRST`` name it)."""
+    return item.nodeid.removeprefix("tests/")
 
 
 def _sigint_lost() -> tuple[bool, bool]:
