@@ -1,6 +1,6 @@
 """`sweep serve DIR` in a subprocess (its own local Ray): it answers httpx requests, follows a newer
-generation with --watch, and Ctrl-C (SIGINT to its process group) stops it with exit status 130
-and nothing it started left running."""
+generation with --watch, and Ctrl-C (SIGINT to its process group) stops it with exit status 130,
+the request in flight answered (through Serve's proxy) and nothing it started left running."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import httpx
 import numpy as np
-from _serving import MORE, free_port, port_closed, tiny_store, wait_healthy
+from _serving import MORE, free_port, port_closed, tiny_store, wait_connected, wait_healthy
 from helpers import assert_one_line_error, invoke
 
 import sweep
@@ -50,6 +51,10 @@ def test_sweep_serve_answers_and_stops_cleanly_on_sigint(tmp_path):
     port = free_port()
     cmd = [sys.executable, "-m", "sweep", "serve", sweep_dir, "--port", str(port), "--max-batch", "2", "--best", "3"]
     cmd += ["--watch", "0.5"]  # follow newer generations on its own
+    cmd += ["--batch-wait", "2"]  # a request of one row waits 2 s for another (two rows: a full batch, at once)
+    # through Serve's proxy (the default for several replicas or a cluster), on which stopping
+    # Serve used to drop the requests in flight; the replica's own port is tested in test_serving.py
+    cmd += ["--ingress", "proxy"]
     # its own session, as a terminal's foreground job: Ctrl-C signals the whole process group
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy(), start_new_session=True
@@ -80,8 +85,23 @@ def test_sweep_serve_answers_and_stops_cleanly_on_sigint(tmp_path):
         np.testing.assert_array_equal(np.asarray(r.json()["mean"], np.float32), newer.mean_std(x)[0])
         started = _descendants(proc.pid)
         assert started  # Ray's processes, started for the service
-        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C
+        in_flight: list[httpx.Response | httpx.HTTPError] = []
+
+        def send_one_row() -> None:
+            try:
+                in_flight.append(httpx.post(f"http://127.0.0.1:{port}/predict", json={"x": x[:1].tolist()}, timeout=60))
+            except httpx.HTTPError as error:  # the connection dropped
+                in_flight.append(error)
+
+        one_row = threading.Thread(target=send_one_row)
+        one_row.start()
+        wait_connected(port)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C, with the request of one row waiting for its batch
         out, err = proc.communicate(timeout=120)
+        one_row.join(timeout=60)
+        (answer,) = in_flight
+        assert isinstance(answer, httpx.Response) and answer.status_code == 200, repr(answer)
+        np.testing.assert_array_equal(np.asarray(answer.json()["mean"], np.float32), newer.mean_std(x[:1])[0])
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -55,21 +55,24 @@ class Service:
     def shutdown(self) -> None:
         """Stop Serve (its controller, proxies and replicas; only this application where the
         cluster's Serve runs others too) and the Ray that :func:`serve` started for it (a Ray it
-        joined keeps running). Calling it again does nothing."""
+        joined keeps running). The requests in flight are answered first (it waits
+        at most 5 s for them); later ones are refused. Calling it again does nothing."""
         if not self._running:
             return
         self._running = False
         import ray
         from ray import serve as ray_serve
 
-        try:  # on a cluster whose Serve runs other applications too, remove only this one
-            others = [a for a in ray_serve.status().applications if a != self.options.name]
-        except Exception:
-            others = []
-        if others and not self._started_ray:
+        try:
+            applications = set(ray_serve.status().applications)
+        except Exception:  # no Serve running (a start that failed before it)
+            applications = set()
+        if self.options.name in applications:
+            # first, while the proxy still answers: the replicas finish the requests in flight
+            # (serve.shutdown alone stops the proxy at once, dropping them)
             ray_serve.delete(self.options.name)
-        else:
-            ray_serve.shutdown()
+        if self._started_ray or not applications - {self.options.name}:
+            ray_serve.shutdown()  # on a cluster whose Serve runs other applications too, only this one goes
         try:
             ray.kill(self._board)
         except Exception:  # already gone with its owner
