@@ -12,7 +12,15 @@ from pathlib import Path
 import jax
 import pytest
 from _blocks import STORE_PLAN, datasets_of, trained_blocks
-from helpers import AT_XLA_DEFAULTS, AT_XLA_DEFAULTS_SLOW, CHEAP_COMPILE_FLAGS, XLA_DEFAULTS, tiny_spec, trial_path_env
+from helpers import (
+    AT_XLA_DEFAULTS,
+    AT_XLA_DEFAULTS_SLOW,
+    CHEAP_COMPILE_FLAGS,
+    XLA_DEFAULTS,
+    built_once,
+    tiny_spec,
+    trial_path_env,
+)
 
 import sweep
 from sweep.store import aggregate_blocks
@@ -160,21 +168,26 @@ WORKER_FREE = ("matplotlib", "scipy", "sweep.figures", "sweep.cli")  # what a tr
 
 
 @pytest.fixture(scope="session")
-def tune_tiny(ray_session, tmp_path_factory) -> Path:
-    """``tiny_spec()`` (4 seeds, 2 per trial) trained once on the session's Ray by ``sweep.run``,
-    each trial in a fresh worker process (no actor reuse), with a TensorBoard tracker; the trials
-    record which of ``WORKER_FREE`` they imported in ``<storage>/modules``. Returns the sweep
-    directory. Shared by the tests of what Tune does (``test_tune``) and of the executors writing
-    the same store (``test_loop``): one Tune run for both."""
-    from _faults import RecordModules
-    from ray import tune
+def tune_tiny(request, tmp_path_factory) -> Path:
+    """``tiny_spec()`` (4 seeds, 2 per trial) trained on the session's Ray by ``sweep.run``, each
+    trial in a fresh worker process (no actor reuse), with a TensorBoard tracker; the trials record
+    which of ``WORKER_FREE`` they imported in ``<storage>/modules``. Returns the sweep directory
+    (read it, do not change it). Shared by the tests of what Tune does (``test_tune``) and of the
+    executors writing the same store (``test_loop``): one Tune run for both, once per test run
+    (``helpers.built_once``)."""
 
-    from sweep.tune import TrialHooks
+    def train(storage: Path) -> str:
+        from _faults import RecordModules
+        from ray import tune
 
-    storage = tmp_path_factory.mktemp("tune-tiny")
-    options = sweep.RunOptions(
-        trial_hooks=TrialHooks(after_report=RecordModules(storage / "modules", WORKER_FREE)),
-        tune_config=tune.TuneConfig(reuse_actors=False),
-        loggers=("tensorboard",),
-    )
-    return Path(sweep.run(tiny_spec(), storage=str(storage), options=options))
+        from sweep.tune import TrialHooks
+
+        request.getfixturevalue("ray_session")  # started here only where this worker trains it
+        options = sweep.RunOptions(
+            trial_hooks=TrialHooks(after_report=RecordModules(storage / "modules", WORKER_FREE)),
+            tune_config=tune.TuneConfig(reuse_actors=False),
+            loggers=("tensorboard",),
+        )
+        return sweep.run(tiny_spec(), storage=str(storage), options=options)
+
+    return built_once(tmp_path_factory, "tune-tiny", train)

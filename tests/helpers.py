@@ -5,9 +5,12 @@ Test modules import these (``from helpers import tiny_spec``); fixtures live in 
 
 from __future__ import annotations
 
+import fcntl
 import glob
 import json
 import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import equinox as eqx
@@ -39,6 +42,23 @@ AT_XLA_DEFAULTS = (
     "test_hdf5_streaming.py::test_a_streamed_trial_reads_its_windows_from_the_file_bit_for_bit_whatever_the_block",
 )
 AT_XLA_DEFAULTS_SLOW = ("test_pde_training.py::test_a_member_is_the_same_in_any_2d_block_with_each_method[sup]",)
+
+
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], str | os.PathLike]) -> Path:
+    """The path ``build(directory)`` returns, built once per test run, for tests that read it and
+    never change it: under pytest-xdist, by the first worker that asks, in a directory all of the
+    run's workers see (a worker that asks while it is built waits for it, under a lock)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the run's directory; each worker's own lies below it
+    directory, built = root / name, root / f"{name}.built"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not built.exists():
+            shutil.rmtree(directory, ignore_errors=True)  # what a build that failed left
+            directory.mkdir()
+            built.write_text(str(Path(build(directory)).relative_to(directory)))
+    return directory / built.read_text()
 
 
 def tree_allclose(a, b, *, rtol=1e-5, atol=1e-6, exact=False) -> bool:

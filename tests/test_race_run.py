@@ -7,12 +7,13 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import kill_driver_when, tiny_spec, wait_trials_ended
+from helpers import built_once, kill_driver_when, tiny_spec, wait_trials_ended
 from typer.testing import CliRunner
 
 import sweep
@@ -54,10 +55,10 @@ def round_keys(path, n: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def raced(tmp_path_factory):
-    """The race of ``race_spec()`` run uninterrupted."""
-    storage = tmp_path_factory.mktemp("race")
-    path = sweep.run(race_spec(), storage=str(storage), options=LOCAL)
-    return Path(path)
+    """The race of ``race_spec()`` run uninterrupted, once per test run (read it, do not change it)."""
+    return built_once(
+        tmp_path_factory, "race", lambda storage: sweep.run(race_spec(), storage=str(storage), options=LOCAL)
+    )
 
 
 def test_a_race_trains_rounds_and_records_its_decisions(raced):
@@ -100,10 +101,11 @@ def test_sweep_show_lists_the_decisions(raced):
     assert "eliminated" in line.split() and "2" in line.split()
 
 
-def test_a_finished_race_has_nothing_to_train(raced, capsys):
+def test_a_finished_race_has_nothing_to_train(raced, tmp_path, capsys):
+    shutil.copytree(raced, tmp_path / "tiny", symlinks=True)
     before = sorted(p.name for p in raced.glob("local/*/*"))
-    sweep.run(race_spec(), storage=str(raced.parent), progress="plain")  # nothing to train: no executor starts
-    assert sorted(p.name for p in raced.glob("local/*/*")) == before
+    path = sweep.run(race_spec(), storage=str(tmp_path), progress="plain")  # nothing to train: no executor starts
+    assert sorted(p.name for p in Path(path).glob("local/*/*")) == before
     out = capsys.readouterr().out
     assert "race of 3 configurations on val_loss (lower is better; start 4, step 2, max 6): over after" in out
     assert "(rank tests against the best, first decision after 6 seeds)" in out
@@ -146,8 +148,6 @@ def test_a_round_failed_mid_way_resumes_to_the_same_race(raced, tmp_path):
 
 
 def test_configurations_added_to_a_finished_race_start_at_round_1(raced, tmp_path):
-    import shutil
-
     shutil.copytree(raced, tmp_path / "tiny", symlinks=True)
     path = sweep.run(race_spec([*LEARNING_RATES, 2e-2]), storage=str(tmp_path), options=LOCAL)
     old, new = plan_race(raced), plan_race(path)
