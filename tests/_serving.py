@@ -54,28 +54,14 @@ def port_closed(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) != 0
 
 
-def _sockets(port: int, state: str) -> Iterator[list[str]]:
-    """The /proc/net/tcp(6) rows of this machine's sockets on local TCP ``port`` in ``state``
-    (``"0A"``: listening, ``"01"``: a connection established)."""
+def listener(port: int) -> str:
+    """The command line (a Ray process's title) of the process listening on TCP ``port`` here."""
+    inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for line in Path(table).read_text().splitlines()[1:]:
             fields = line.split()
-            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == state:
-                yield fields
-
-
-def wait_connected(port: int, deadline_s: float = 60) -> None:
-    """Until a client's connection to the server on ``port`` here is established."""
-    end = time.monotonic() + deadline_s
-    while not any(_sockets(port, "01")):
-        if time.monotonic() > end:
-            raise AssertionError(f"no connection to port {port} within {deadline_s} s")
-        time.sleep(0.05)
-
-
-def listener(port: int) -> str:
-    """The command line (a Ray process's title) of the process listening on TCP ``port`` here."""
-    inodes = {f"socket:[{fields[9]}]" for fields in _sockets(port, "0A")}
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":  # 0A: LISTEN
+                inodes.add(f"socket:[{fields[9]}]")
     for fd in Path("/proc").glob("[0-9]*/fd/*"):
         try:
             if os.readlink(fd) in inodes:

@@ -47,7 +47,8 @@ AT_XLA_DEFAULTS_SLOW = ("test_pde_training.py::test_a_member_is_the_same_in_any_
 def built_once(tmp_path_factory, name: str, build: Callable[[Path], str | os.PathLike]) -> Path:
     """The path ``build(directory)`` returns, built once per test run, for tests that read it and
     never change it: under pytest-xdist, by the first worker that asks, in a directory all of the
-    run's workers see (a worker that asks while it is built waits for it, under a lock)."""
+    run's workers see (a worker that asks while it is built waits for it, under a lock; a build
+    that fails is tried again by the next worker that asks)."""
     root = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         root = root.parent  # the run's directory; each worker's own lies below it

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-from _serving import MORE, free_port, port_closed, tiny_store, wait_connected, wait_healthy
+from _serving import MORE, free_port, port_closed, tiny_store, wait_healthy
 from helpers import assert_one_line_error, invoke
 
 import sweep
@@ -51,9 +51,9 @@ def test_sweep_serve_answers_and_stops_cleanly_on_sigint(tmp_path):
     port = free_port()
     cmd = [sys.executable, "-m", "sweep", "serve", sweep_dir, "--port", str(port), "--max-batch", "2", "--best", "3"]
     cmd += ["--watch", "0.5"]  # follow newer generations on its own
-    cmd += ["--batch-wait", "2"]  # a request of one row waits 2 s for another (two rows: a full batch, at once)
-    # through Serve's proxy (the default for several replicas or a cluster), on which stopping
-    # Serve used to drop the requests in flight; the replica's own port is tested in test_serving.py
+    cmd += ["--batch-wait", "3"]  # a request of one row waits 3 s for another (two rows: a full batch, at once)
+    # through Serve's proxy (the default for several replicas or a cluster; one replica answers its
+    # own port otherwise), on which stopping Serve used to drop the requests in flight
     cmd += ["--ingress", "proxy"]
     # its own session, as a terminal's foreground job: Ctrl-C signals the whole process group
     proc = subprocess.Popen(
@@ -85,22 +85,31 @@ def test_sweep_serve_answers_and_stops_cleanly_on_sigint(tmp_path):
         np.testing.assert_array_equal(np.asarray(r.json()["mean"], np.float32), newer.mean_std(x)[0])
         started = _descendants(proc.pid)
         assert started  # Ray's processes, started for the service
-        in_flight: list[httpx.Response | httpx.HTTPError] = []
+        in_flight: list[tuple[float, httpx.Response | httpx.HTTPError]] = []
 
         def send_one_row() -> None:
             try:
-                in_flight.append(httpx.post(f"http://127.0.0.1:{port}/predict", json={"x": x[:1].tolist()}, timeout=60))
+                r = httpx.post(f"http://127.0.0.1:{port}/predict", json={"x": x[:1].tolist()}, timeout=60)
+                in_flight.append((time.monotonic(), r))
             except httpx.HTTPError as error:  # the connection dropped
-                in_flight.append(error)
+                in_flight.append((time.monotonic(), error))
 
         one_row = threading.Thread(target=send_one_row)
         one_row.start()
-        wait_connected(port)
-        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C, with the request of one row waiting for its batch
+        end = time.monotonic() + 60  # until the replica holds it, waiting for a second row
+        while httpx.get(f"http://127.0.0.1:{port}/info", timeout=30).json()["requests_in_flight"] != 1:
+            assert time.monotonic() < end and one_row.is_alive(), (
+                f"the request never waited in the replica: {in_flight}"
+            )
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C
+        interrupted = time.monotonic()
         out, err = proc.communicate(timeout=120)
         one_row.join(timeout=60)
-        (answer,) = in_flight
+        assert not one_row.is_alive(), "the request in flight got no answer within 60 s"
+        ((answered, answer),) = in_flight
         assert isinstance(answer, httpx.Response) and answer.status_code == 200, repr(answer)
+        assert answered > interrupted  # answered while the service stopped
         np.testing.assert_array_equal(np.asarray(answer.json()["mean"], np.float32), newer.mean_std(x[:1])[0])
     finally:
         if proc.poll() is None:

@@ -34,9 +34,11 @@ def assert_same_members(blocks: dict, reference: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def baseline(tune_tiny):
+def baseline(tune_tiny, ray_session):
     """tiny_spec (4 seeds, 2 per trial) trained once by sweep.run, each trial in a fresh worker
-    process (no actor reuse; conftest's ``tune_tiny``), and its blocks."""
+    process (no actor reuse; conftest's ``tune_tiny``), and its blocks; with the session's Ray
+    started for the tests that compare a Tune run with it (``tune_tiny`` may come from another
+    worker's Ray)."""
     return tune_tiny, final_blocks(tune_tiny)
 
 

@@ -45,6 +45,7 @@ class Batcher:
         self._queue: asyncio.Queue[tuple[Any, asyncio.Future]] | None = None
         self._worker: asyncio.Task | None = None
         self._arrivals = 0  # requests submitted, ever
+        self.in_flight = 0  # requests submitted and not answered yet (waiting for a call or in one)
 
     async def submit(self, item: Any) -> Any:
         """``item``'s answer, computed in a batch with the requests queued beside it (an
@@ -54,8 +55,12 @@ class Batcher:
             self._worker = asyncio.get_running_loop().create_task(self._work(self._queue))
         future = asyncio.get_running_loop().create_future()
         self._arrivals += 1
-        self._queue.put_nowait((item, future))
-        return await future
+        self.in_flight += 1
+        try:
+            self._queue.put_nowait((item, future))
+            return await future
+        finally:
+            self.in_flight -= 1
 
     async def _work(self, queue: asyncio.Queue[tuple[Any, asyncio.Future]]) -> None:
         loop = asyncio.get_running_loop()

@@ -151,6 +151,7 @@ class EnsembleService:
             "batch_wait_s": self.config.batch_wait_s,
             "replica": self.replica,
             "replica_actor": self.actor_name,
+            "requests_in_flight": self._batcher.in_flight,  # /predict requests waiting for a pass or in one
             "token_required": self.config.token_sha256 is not None,
         }
 

@@ -55,8 +55,8 @@ class Service:
     def shutdown(self) -> None:
         """Stop Serve (its controller, proxies and replicas; only this application where the
         cluster's Serve runs others too) and the Ray that :func:`serve` started for it (a Ray it
-        joined keeps running). The requests in flight are answered first (it waits
-        at most 5 s for them); later ones are refused. Calling it again does nothing."""
+        joined keeps running). The requests in flight are answered first (for at most 5 s);
+        later ones are refused. Calling it again does nothing."""
         if not self._running:
             return
         self._running = False
@@ -64,15 +64,19 @@ class Service:
         from ray import serve as ray_serve
 
         try:
-            applications = set(ray_serve.status().applications)
-        except Exception:  # no Serve running (a start that failed before it)
-            applications = set()
-        if self.options.name in applications:
+            app_names = set(ray_serve.status().applications)  # empty where no Serve runs
+        except Exception:  # Serve's controller cannot be reached: stop what is left of it below
+            app_names = set()
+        if self.options.name in app_names:
             # first, while the proxy still answers: the replicas finish the requests in flight
             # (serve.shutdown alone stops the proxy at once, dropping them)
-            ray_serve.delete(self.options.name)
-        if self._started_ray or not applications - {self.options.name}:
-            ray_serve.shutdown()  # on a cluster whose Serve runs other applications too, only this one goes
+            try:
+                ray_serve.delete(self.options.name)
+            except Exception as error:  # Serve's controller died or timed out
+                warnings.warn(f"Serve did not delete the application {self.options.name!r}: {error}", stacklevel=2)
+        # where this service joined a Ray whose Serve runs other applications, they stay
+        if self._started_ray or not app_names - {self.options.name}:
+            ray_serve.shutdown()
         try:
             ray.kill(self._board)
         except Exception:  # already gone with its owner
