@@ -19,29 +19,18 @@ from sweep.store import aggregate_blocks
 MODEL = sweep.Model("ConvNet", hidden_channels=4, depth=1, activation="relu", boundary_mode="dirichlet")
 
 
-def rolling(steps=5, **problem):
+def rolling(steps=5, batch_size=5, **problem):
     return tiny_spec(
         problem=sweep.Problem("heat1d", num_points=16, num_samples=35, trajectory_steps=6, **problem),
         model=MODEL,
         training=sweep.Training(
-            epochs=2, batch_size=5, report_every=1, rollout_steps=steps, rollout_metrics=("nrmse", "mse")
+            epochs=2, batch_size=batch_size, report_every=1, rollout_steps=steps, rollout_metrics=("nrmse", "mse")
         ),
     )
 
 
-@pytest.fixture
-def small_parts(monkeypatch):
-    """Evaluation in parts of 3 samples or trajectories (programs compiled meanwhile dropped after)."""
-    from sweep.training import _member
-
-    sweep.clear_caches()
-    monkeypatch.setattr(_member, "EVAL_CHUNK", 3)
-    yield
-    sweep.clear_caches()
-
-
-def test_rollout_curves_are_the_hand_rolled_loop(small_parts):
-    spec = rolling()
+def test_rollout_curves_are_the_hand_rolled_loop():
+    spec = rolling(batch_size=3)  # trajectories rolled out a minibatch at a time
     data = training.load_data(spec)
     assert (len(data.val_traj), len(data.test_traj)) == (4, 7)  # in parts of 3: 2 x 2, and 3 x 3 (padded)
     model, history = sweep.train_block(spec, [0, 3], data=data)
@@ -122,11 +111,11 @@ def test_a_sweep_of_an_exponax_problem_stores_rollouts(tmp_path):
     assert np.isfinite(table["val_rollout_gmean_nrmse"].to_numpy()).all()
 
 
-def test_evaluation_sets_are_evaluated_in_parts_over_every_sample(small_parts):
+def test_evaluation_sets_are_evaluated_in_parts_over_every_sample():
     spec = tiny_spec(
         problem=sweep.Problem("heat1d", num_points=16, num_samples=70),
         model=MODEL,
-        training=sweep.Training(epochs=1, batch_size=16, report_every=1, metrics=("nrmse",)),
+        training=sweep.Training(epochs=1, batch_size=3, report_every=1, metrics=("nrmse",)),  # parts of a minibatch
     )
     data = training.load_data(spec)
     assert (data.val.size, data.test.size) == (7, 14)  # in parts of 3, the last padded

@@ -496,7 +496,6 @@ PRIVATE_IMPORTS_LEFT = {
     "test_tune_plan.py": "seeds-per-trial probing, resource checks, trial environments, cadence, log relay",
     "test_tune_waves.py": "how 2500 trials are cut into waves, and rounds handed to experiments, without starting them",
     # fault injection and tuning constants: a test seam, where the public route costs minutes
-    "test_rollout.py": "evaluation parts of 3 (EVAL_CHUNK is 128: a split of 129 trajectories trains for minutes)",
     "test_scale_store.py": "pieces of a few bytes (PIECE_BYTES) to check a large file's pieces",
     "test_storage_aggregate.py": "holds one aggregation inside its leaves write while a second starts",
     "test_store_lease.py": "the writer lease and the conditional-write object stores, unit-tested",

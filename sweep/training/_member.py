@@ -216,6 +216,11 @@ def windows_epoch(program: Program, opt, shuffle_key, traj, carry):
     return (params, opt_state, epoch + 1, diverged), jnp.mean(losses)
 
 
+def eval_part(program: Program) -> int:
+    """Samples (or trajectories) per forward pass of an evaluation: a minibatch, at most ``EVAL_CHUNK``."""
+    return min(EVAL_CHUNK, program.batch_size)
+
+
 def predict(program: Program, params, x, most: int = EVAL_CHUNK):
     """The model on every sample of ``x``, in :func:`~sweep._batches.equal_parts` of at most
     ``most`` samples (``lax.map``; the last part padded): the activations of a whole test set at
@@ -236,7 +241,7 @@ def evaluate(program: Program, params, split) -> dict[str, Float[Array, ""]]:
     # minibatch at a time, as a training step holds activations: in parts of 128 pairs of 64 x 64 the
     # matmul form of a convolution made 220 MiB of temporaries per device, 115 MiB in parts of 32.
     pred, y = jax.lax.optimization_barrier(
-        (predict(program, params, split.x, min(EVAL_CHUNK, program.batch_size)), split.y)
+        (predict(program, params, split.x, eval_part(program)), split.y)
     )
     if program.units is None:
         return jax.lax.optimization_barrier(
@@ -251,11 +256,11 @@ def evaluate(program: Program, params, split) -> dict[str, Float[Array, ""]]:
 def rollout_sums(program: Program, params, traj, keep) -> Float[Array, "T metrics"]:
     """``[T, metrics]``: every metric (in physical units) of the rollout of the first state of each
     trajectory of ``traj`` kept by ``keep`` (``[n]``, bool), summed over those trajectories; in
-    :func:`~sweep._batches.equal_parts` of at most ``EVAL_CHUNK`` trajectories (the last padded and
-    masked)."""
+    :func:`~sweep._batches.equal_parts` of at most a minibatch (or ``EVAL_CHUNK``) of trajectories
+    (the last padded and masked): each step of a part holds the activations of a training step."""
     model, metrics, steps = eqx.combine(params, program.static), program.rollout_metrics, program.rollout_steps
     n = traj.shape[0]
-    count, size = equal_parts(n, EVAL_CHUNK)  # 300 trajectories: three parts of 100, none padded
+    count, size = equal_parts(n, eval_part(program))  # 300 trajectories, batch 128: three parts of 100
     padded, real = in_parts(traj, count, size), in_parts(keep, count, size)
 
     def part(sums, inputs):
@@ -299,7 +304,7 @@ def part_sums(program: Program, params, part, rollout: bool) -> dict[str, Any]:
     if rollout:
         return {"rollout": rollout_sums(program, params, *part)}
     (x, y, keep), params = jax.lax.optimization_barrier((part, params))  # as in evaluate
-    pred = predict(program, params, x, min(EVAL_CHUNK, program.batch_size))  # activations of a minibatch at most
+    pred = predict(program, params, x, eval_part(program))  # activations of a minibatch at most
     units = (physical(program, pred), physical(program, y))
 
     def total(name: str, metric: Metric):

@@ -9,7 +9,7 @@ pairs, or with ``Training(unroll=K > 1)`` of the windows of ``K + 1`` states of 
 trajectories, each predicted ``K`` steps autoregressively by ``lax.scan``); at the end of a
 chunk every member is evaluated on the validation and test sets, and with
 ``Training(rollout_steps=T)`` rolled out ``T`` steps (``lax.scan``) from every validation and
-test trajectory, ``EVAL_CHUNK`` trajectories at a time. How members are laid out is the
+test trajectory, a minibatch of trajectories at a time. How members are laid out is the
 block's layout:
 
 - ``"map"`` (CPU): members split into equal parts over the host devices with ``shard_map``,
