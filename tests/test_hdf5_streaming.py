@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
+import tracemalloc
 
 import h5py
 import numpy as np
@@ -92,6 +94,58 @@ def test_a_trial_whose_data_fit_reads_the_training_split_whole_and_trains_as_in_
     for split in ("train", "val", "test"):
         for held, whole in zip(getattr(block.data, split), getattr(data, split)):
             np.testing.assert_array_equal(np.asarray(held), whole)
+
+
+@pytest.fixture(scope="module")
+def held_spec(tmp_path_factory):
+    """60 validation and 60 test trajectories of 6 states of 512 points (history 2: 240 pairs each,
+    1.4 MiB, every array past malloc's mmap threshold, which aligns to 16 bytes, not 64) held on
+    the CPU devices beside windows of the training split (of ~0.25 MiB)."""
+    path = tmp_path_factory.mktemp("h5") / "1D_Advection.hdf5"
+    pdebench_tensor(path, samples=300, time=6, x=512)
+    problem = sweep.Problem("hdf5", path=str(path), history=2)
+    return tiny_spec(problem=problem, training=dataclasses.replace(STREAMED, data_memory=2**21))
+
+
+def numpy_bytes() -> int:
+    """Bytes of the NumPy arrays alive that ``tracemalloc`` (started) saw allocated."""
+    domain = tracemalloc.DomainFilter(True, np.lib.tracemalloc_domain)
+    return sum(t.size for t in tracemalloc.take_snapshot().filter_traces([domain]).traces)
+
+
+def test_a_streamed_trial_holds_its_validation_and_test_data_once_in_host_memory(held_spec):
+    # the arrays read from the file are the ones the devices read in place, not a second, aligned copy
+    trial = trial_data(held_spec)
+    sweep.clear_caches()  # no dataset kept from another test
+    tracemalloc.start()
+    try:
+        block, _ = training.init_block(held_spec, [0, 1], data=trial)
+        alive = numpy_bytes()
+    finally:
+        tracemalloc.stop()
+    assert block.stream is not None and block.stream.parts is None  # streamed, validation and test held
+    held = sum(int(a.nbytes) for split in ("val", "test") for a in getattr(block.data, split))
+    assert held > 2**20 and held <= alive < 1.05 * held  # once (before: as read, and aligned, 1.7x)
+
+
+def test_a_streamed_chunk_lets_its_last_window_go_before_the_evaluation(held_spec):
+    block, state = training.init_block(held_spec, [0], data=trial_data(held_spec))
+    assert block.stream is not None and block.stream.plan.num_windows > 2
+    window, evaluate, during = block.stream.plan.window_bytes, block.stream.evaluation, []
+
+    def evaluation(state, held):  # the NumPy bytes alive as the evaluation starts, once the
+        deadline = time.monotonic() + 10  # devices have let go of the window (they do so soon after)
+        while (alive := numpy_bytes()) >= window / 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        during.append(alive)
+        return evaluate(state, held)
+
+    tracemalloc.start()
+    try:
+        sweep.run_chunk(block._replace(stream=block.stream._replace(evaluation=evaluation)), state, 1)
+    finally:
+        tracemalloc.stop()
+    assert during[0] < window / 4  # no window (before: the last one, which the reader's future held)
 
 
 def test_validation_and_test_evaluated_in_parts_are_read_from_the_file_a_part_at_a_time(spec, monkeypatch):

@@ -73,8 +73,15 @@ def on_devices(tree: PyTree, place: Any) -> PyTree:
     leaves must not change afterwards (the devices read them in place)."""
     devices = place.device_set if isinstance(place, jax.sharding.Sharding) else {place}
     if all(d.platform == "cpu" for d in devices):
-        tree = jax.tree_util.tree_map(_aligned, tree)
+        tree = host_aligned(tree)
     return jax.device_put(tree, place)
+
+
+def host_aligned(tree: PyTree) -> PyTree:
+    """``tree`` with each NumPy leaf an aligned host array (copied into one, unless it is one
+    already): what :func:`on_devices` puts on CPU devices in place, so that an array kept both
+    as read and as placed is one copy in host memory, not two."""
+    return jax.tree_util.tree_map(_aligned, tree)
 
 
 def _aligned(leaf: Any) -> Any:

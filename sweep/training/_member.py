@@ -240,9 +240,7 @@ def evaluate(program: Program, params, split) -> dict[str, Float[Array, ""]]:
     # e.g. cross_entropy differently than in a block of several members per device. Predictions a
     # minibatch at a time, as a training step holds activations: in parts of 128 pairs of 64 x 64 the
     # matmul form of a convolution made 220 MiB of temporaries per device, 115 MiB in parts of 32.
-    pred, y = jax.lax.optimization_barrier(
-        (predict(program, params, split.x, eval_part(program)), split.y)
-    )
+    pred, y = jax.lax.optimization_barrier((predict(program, params, split.x, eval_part(program)), split.y))
     if program.units is None:
         return jax.lax.optimization_barrier(
             {name: batch_mean(metric, pred, y) for name, _, metric in program.evaluated}

@@ -37,7 +37,7 @@ from ..spec import Problem, SweepSpec, size_text
 from ._budget import data_budget, nbytes, streams
 from ._eval_parts import EvalParts, eval_parts, evaluate_in_parts, item_bytes
 from ._heap import heap_trim
-from ._layout import host_empty, on_devices
+from ._layout import host_aligned, host_empty, on_devices
 from ._member import member_evaluation, window_pass
 from ._program import PROGRAMS, TrainState, describe, members_program, program_data
 from ._windows import WindowPlan, plan_windows
@@ -88,20 +88,22 @@ def read_held(
     """``data`` with what its program reads (:func:`~._program.program_data`) held in memory,
     read from the files where ``data`` hold only its outline (:func:`file_reader`): the training
     split (``train``), the validation and test pairs and, with ``rollout_steps``, their
-    trajectories (``evaluated``); the rest as it is."""
+    trajectories (``evaluated``), as aligned host arrays (:func:`~._layout.host_aligned`: what
+    the CPU devices read in place, so that they and this dataset share one copy); the rest as
+    it is."""
     changes: dict[str, Any] = {}
     source = file_source(problem, data, unroll) if train else None
     if source is not None:
-        whole = source.read(0, source.items)
+        whole = host_aligned(source.read(0, source.items))
         changes["train_traj" if unroll > 1 else "train"] = whole if unroll > 1 else Split(*whole)
     for split in EVALUATED if evaluated else ():
         read = file_reader(problem, data, split, False)
         if read is not None:
-            changes[split] = Split(*read(0, len(getattr(data, split).x)))
+            changes[split] = Split(*host_aligned(read(0, len(getattr(data, split).x))))
         traj = data.trajectories(split)
         read = file_reader(problem, data, split, True) if rollout_steps else None
         if read is not None and traj is not None:
-            changes[f"{split}_traj"] = read(0, len(traj))
+            changes[f"{split}_traj"] = host_aligned(read(0, len(traj)))
     return data._replace(**changes) if changes else data
 
 
@@ -322,7 +324,7 @@ def streamed_chunk(
                 if index + 1 == count:  # between two epochs of the chunk: nothing of the next one yet
                     return state, None, WindowPosition(epoch + 1, 0, np.zeros_like(sums), 0, *_sizes(plan))
                 return state, None, WindowPosition(epoch, index + 1, sums, steps, *_sizes(plan))
-        del window  # the last window goes before the evaluation's parts come
+        del window, pending  # the last window (the future holds it too) goes before the evaluation
     finally:  # the read in flight ends before the chunk returns: never more than two windows at a time
         reader.shutdown(wait=True, cancel_futures=True)
     if stream.parts is not None:
