@@ -77,6 +77,15 @@ def on_devices(tree: PyTree, place: Any) -> PyTree:
     return jax.device_put(tree, place)
 
 
+def let_go() -> None:
+    """Free the host arrays of CPU buffers deleted since jaxlib last looked: it drops its
+    references to the NumPy arrays that :func:`on_devices` put on the devices in place lazily,
+    at its next transfer (measured with jaxlib 0.10: a deleted 300 MB array stayed for seconds,
+    until the next ``device_put``), so a streamed window deleted just before the next one is read
+    would stay until that one is put on the devices: three windows at a time."""
+    jax.device_put(np.zeros(0, np.float32), jax.devices("cpu")[0]).block_until_ready()
+
+
 def host_aligned(tree: PyTree) -> PyTree:
     """``tree`` with each NumPy leaf an aligned host array (copied into one, unless it is one
     already): what :func:`on_devices` puts on CPU devices in place, so that an array kept both

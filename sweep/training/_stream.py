@@ -37,7 +37,7 @@ from ..spec import Problem, SweepSpec, size_text
 from ._budget import data_budget, nbytes, streams
 from ._eval_parts import EvalParts, eval_parts, evaluate_in_parts, item_bytes
 from ._heap import heap_trim
-from ._layout import host_aligned, host_empty, on_devices
+from ._layout import host_aligned, host_empty, let_go, on_devices
 from ._member import member_evaluation, window_pass
 from ._program import PROGRAMS, TrainState, describe, members_program, program_data
 from ._windows import WindowPlan, plan_windows
@@ -222,10 +222,32 @@ def make_stream(
     )
 
 
-def _window(stream: Stream, shards: np.ndarray):
+class WindowBuffers:
+    """The host arrays a chunk reads its windows into: two sets, taken in turn (the window
+    training, the next arriving), each as large as the largest window. A set is written again
+    two windows later, once the devices are done with the window it held (its pass returned), so
+    the host holds two windows whatever the moment jaxlib drops its references to the arrays put
+    on the devices in place (it does so lazily: allocated afresh, a third window was read while
+    the one before still stood, +351 MiB on a 1 GiB budget)."""
+
+    def __init__(self, plan: WindowPlan):
+        self._items = min(plan.items, plan.shards_per_window * plan.shard_items)
+        self._sets: list[Any] = [None, None]
+
+    def take(self, turn: int, like: Any, items: int) -> Any:
+        """The first ``items`` rows of set ``turn % 2``, shaped as the leaves of ``like`` (a shard)."""
+        if self._sets[turn % 2] is None:
+            self._sets[turn % 2] = jax.tree_util.tree_map(
+                lambda p: host_empty((self._items, *p.shape[1:]), p.dtype), like
+            )
+        return jax.tree_util.tree_map(lambda a: a[:items], self._sets[turn % 2])
+
+
+def _window(stream: Stream, shards: np.ndarray, into: Callable[[Any, int], Any]):
     """The items of ``shards``, read and put on their way to the devices (in the reader thread):
-    read a shard at a time into the window's arrays, so that the host holds the window and one
-    shard, not the window twice; the heap's free pages (the windows gone) handed back first."""
+    read a shard at a time into the window's arrays (``into(shard, items)``: a set of
+    :class:`WindowBuffers`), so that the host holds the window and one shard, not the window
+    twice; the heap's free pages (the shards gone) handed back first."""
     bounds = [stream.plan.shard(int(s)) for s in shards]
     total = sum(b - a for a, b in bounds)
     heap_trim(total * stream.source.item_bytes)
@@ -233,7 +255,7 @@ def _window(stream: Stream, shards: np.ndarray):
     for start, stop in bounds:
         part = stream.source.read(start, stop)
         if arrays is None:
-            arrays = jax.tree_util.tree_map(lambda p: host_empty((total, *p.shape[1:]), p.dtype), part)
+            arrays = into(part, total)
         for whole, piece in zip(jax.tree_util.tree_leaves(arrays), jax.tree_util.tree_leaves(part)):
             whole[at : at + stop - start] = piece
         at += stop - start
@@ -302,15 +324,15 @@ def streamed_chunk(
     ][0 if position is None else position.window :]
     sums: Any = 0.0 if position is None else position.loss_sums  # the current epoch's minibatch losses summed
     steps = 0 if position is None else position.steps
-    reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-reader")
+    reader, buffers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-reader"), WindowBuffers(stream.plan)
     try:
-        pending = reader.submit(_window, stream, windows[0][3])
+        pending = reader.submit(_window, stream, windows[0][3], functools.partial(buffers.take, 0))
         for k, (epoch, index, count, _) in enumerate(windows):
             start = time.perf_counter()
             window = pending.result()
             stream.waited[0] += time.perf_counter() - start
             if k + 1 < len(windows):  # read the next window (across epochs) while this one trains
-                pending = reader.submit(_window, stream, windows[k + 1][3])
+                pending = reader.submit(_window, stream, windows[k + 1][3], functools.partial(buffers.take, k + 1))
             state, loss = stream.windows(state, (window, np.int32(index)))
             batches = jax.tree_util.tree_leaves(window)[0].shape[0] * stream.source.per_item // stream.batch_size
             if index == 0:
@@ -327,6 +349,8 @@ def streamed_chunk(
         del window, pending  # the last window (the future holds it too) goes before the evaluation
     finally:  # the read in flight ends before the chunk returns: never more than two windows at a time
         reader.shutdown(wait=True, cancel_futures=True)
+    del buffers
+    let_go()  # the windows' arrays freed now, not at jaxlib's next transfer
     if stream.parts is not None:
         return state, {"train_loss": (sums / steps).astype(np.float32), **evaluate_in_parts(stream.parts, state)}, None
     _, evaluation = stream.evaluation(state, held)
