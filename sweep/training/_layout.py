@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import math
 import os
+import time
+import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -70,20 +73,29 @@ def on_devices(tree: PyTree, place: Any) -> PyTree:
     """``jax.device_put(tree, place)``, where ``place`` on CPU devices takes each NumPy leaf as an
     aligned host array (copied into one once, unless it is one already), which the devices share:
     one copy in host memory whatever the number of devices, where each would hold its own. The
-    leaves must not change afterwards (the devices read them in place)."""
+    leaves must not change while the devices read them (until a computation on them returned).
+    Deleted, such an array's host memory goes when jaxlib lets go of it (:func:`let_go`)."""
     devices = place.device_set if isinstance(place, jax.sharding.Sharding) else {place}
     if all(d.platform == "cpu" for d in devices):
         tree = host_aligned(tree)
     return jax.device_put(tree, place)
 
 
-def let_go() -> None:
-    """Free the host arrays of CPU buffers deleted since jaxlib last looked: it drops its
-    references to the NumPy arrays that :func:`on_devices` put on the devices in place lazily,
-    at its next transfer (measured with jaxlib 0.10: a deleted 300 MB array stayed for seconds,
-    until the next ``device_put``), so a streamed window deleted just before the next one is read
-    would stay until that one is put on the devices: three windows at a time."""
-    jax.device_put(np.zeros(0, np.float32), jax.devices("cpu")[0]).block_until_ready()
+def let_go(owners: Sequence[weakref.ref] = (), wait_s: float = 2.0) -> None:
+    """Free the host arrays of the CPU buffers deleted so far, and wait (at most ``wait_s``) until
+    the arrays behind ``owners`` (weak references to the NumPy arrays owning the memory) are gone.
+
+    jaxlib drops its references to the NumPy arrays that :func:`on_devices` put on the devices
+    in place lazily, at a later transfer (measured with jaxlib 0.10.2: a deleted 300 MB array
+    stayed until the next ``device_put``, for seconds, and through a cached ``jit`` call), and a
+    buffer a computation has just read is let go of on XLA's thread, after the computation's
+    results are ready; so a streamed chunk's windows would otherwise stay through its evaluation."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        jax.device_put(np.zeros(0, np.float32), jax.devices("cpu")[0]).block_until_ready()
+        if all(owner() is None for owner in owners) or time.monotonic() > deadline:
+            return
+        time.sleep(0.001)
 
 
 def host_aligned(tree: PyTree) -> PyTree:

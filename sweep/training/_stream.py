@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
@@ -222,6 +223,9 @@ def make_stream(
     )
 
 
+READ_BYTES = 8 * 2**20  # the most bytes of items read at once into a window (a read's copies on the way)
+
+
 class WindowBuffers:
     """The host arrays a chunk reads its windows into: two sets, taken in turn (the window
     training, the next arriving), each as large as the largest window. A set is written again
@@ -242,17 +246,22 @@ class WindowBuffers:
             )
         return jax.tree_util.tree_map(lambda a: a[:items], self._sets[turn % 2])
 
+    def owners(self) -> list[weakref.ref]:
+        """Weak references to the arrays owning the sets' memory (:func:`~._layout.let_go`)."""
+        return [weakref.ref(a.base) for taken in self._sets for a in jax.tree_util.tree_leaves(taken)]
+
 
 def _window(stream: Stream, shards: np.ndarray, into: Callable[[Any, int], Any]):
     """The items of ``shards``, read and put on their way to the devices (in the reader thread):
-    read a shard at a time into the window's arrays (``into(shard, items)``: a set of
-    :class:`WindowBuffers`), so that the host holds the window and one shard, not the window
-    twice; the heap's free pages (the shards gone) handed back first."""
+    read at most :data:`READ_BYTES` at a time into the window's arrays (``into(items read,
+    items)``: a set of :class:`WindowBuffers`), so that the host holds the window and the copies
+    of one read, not the window twice; the heap's free pages (the reads gone) handed back first."""
     bounds = [stream.plan.shard(int(s)) for s in shards]
     total = sum(b - a for a, b in bounds)
     heap_trim(total * stream.source.item_bytes)
+    step = max(1, READ_BYTES // stream.source.item_bytes)
     arrays, at = None, 0
-    for start, stop in bounds:
+    for start, stop in ((a, min(b, a + step)) for first, b in bounds for a in range(first, b, step)):
         part = stream.source.read(start, stop)
         if arrays is None:
             arrays = into(part, total)
@@ -349,8 +358,9 @@ def streamed_chunk(
         del window, pending  # the last window (the future holds it too) goes before the evaluation
     finally:  # the read in flight ends before the chunk returns: never more than two windows at a time
         reader.shutdown(wait=True, cancel_futures=True)
+    owners = buffers.owners()
     del buffers
-    let_go()  # the windows' arrays freed now, not at jaxlib's next transfer
+    let_go(owners)  # the windows' arrays freed before the evaluation, not at jaxlib's next transfer
     if stream.parts is not None:
         return state, {"train_loss": (sums / steps).astype(np.float32), **evaluate_in_parts(stream.parts, state)}, None
     _, evaluation = stream.evaluation(state, held)
