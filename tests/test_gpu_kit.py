@@ -60,3 +60,12 @@ def test_the_streaming_check_plans_a_split_twice_its_budget_and_streams_it_on_cp
     assert result["pairs_bytes"] == 2 * result["budget_bytes"] == 2 * 16384000
     assert result["plan_line"].startswith("data of 'hdf5': 31.2 MiB, budget 15.6 MiB: streamed: 5 windows")
     assert result["verdict"] == {"streamed": True}
+
+
+def test_the_2d_block_check_compiles_the_largest_block_it_estimates_on_cpu(tmp_path):
+    out = tmp_path / "block2d.json"
+    run_check("check_block2d", "--dry", "--out", str(out))
+    result = json.loads(out.read_text())
+    assert result["train_x_shape"] == [2500, 1, 8, 8]  # apebench:phy_adv_2d's pairs, at 8 x 8
+    assert result["per_member_bytes"] > 0 and result["largest_block"] > result["sizes"]["large"]
+    assert result["fits"] and result["largest_block_bytes"] <= 0.9 * result["memory"]["limit_bytes"]

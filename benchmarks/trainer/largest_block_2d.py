@@ -12,6 +12,9 @@ bytes per member, the fixed bytes per device and the largest block that fits in
 
     python -m benchmarks.trainer.largest_block_2d
     python -m benchmarks.trainer.largest_block_2d --scenario phy_burgers --points 96
+
+The GPU kit's check 7 (``benchmarks/gpu/check_block2d.py``) measures the same on a GPU, in the
+accelerator layout (``"vmap"``: every member at once) against the device's memory.
 """
 
 from __future__ import annotations
@@ -21,6 +24,42 @@ import os
 import time
 
 GIB = 2**30
+
+
+def apebench_2d_spec(scenario: str = "phy_adv", points: int | None = None, hidden: int = 34, depth: int = 10):
+    """``apebench:<scenario>_2d`` (at ``points`` per axis, default APEBench's) with a ConvNet of
+    ``hidden`` channels and ``depth`` (APEBench's ``Conv;34;10;relu`` by default), batch 20."""
+    import sweep
+
+    problem = {"name": f"apebench:{scenario}_2d"} | ({"num_points": points} if points else {})
+    return sweep.SweepSpec.from_dict(
+        {
+            "name": "largest-block-2d",
+            "seeds": 1,
+            "problem": problem,
+            "model": {"name": "ConvNet", "hidden_channels": hidden, "depth": depth, "boundary_mode": "periodic"},
+            "optimizer": {"name": "adam", "learning_rate": 1e-3},
+            "training": {"epochs": 1, "batch_size": 20},
+        }
+    )
+
+
+def block_bytes(spec, data, small: int, large: int, layout: str, say=print) -> tuple[float, float]:
+    """``(per member, fixed)``: device bytes of one chunk call of a block on one device, from XLA's
+    memory analysis of blocks of ``small`` and ``large`` members compiled (not run) in ``layout``;
+    ``say`` gets a line per block."""
+    from sweep.training import compiled_bytes
+
+    sizes = {}
+    for members in (small, large):
+        start = time.perf_counter()
+        sizes[members] = compiled_bytes(spec, data, (), members, layout=layout)
+        say(
+            f"block of {members:>4} on one device: {sizes[members] / GIB:7.3f} GiB "
+            f"(compiled in {time.perf_counter() - start:.0f} s)"
+        )
+    per_member = (sizes[large] - sizes[small]) / (large - small)
+    return per_member, sizes[small] - small * per_member
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -34,38 +73,18 @@ def main(argv: list[str] | None = None) -> None:
     import jax
 
     import sweep
-    from sweep.training import compiled_bytes, data_shapes, state_bytes
+    from sweep.training import data_shapes, state_bytes
 
     sweep.configure()
-    problem = {"name": f"apebench:{args.scenario}_2d"} | ({"num_points": args.points} if args.points else {})
-    spec = sweep.SweepSpec.from_dict(
-        {
-            "name": "largest-block-2d",
-            "seeds": 1,
-            "problem": problem,
-            "model": {"name": "ConvNet", "hidden_channels": 34, "depth": 10, "boundary_mode": "periodic"},
-            "optimizer": {"name": "adam", "learning_rate": 1e-3},
-            "training": {"epochs": 1, "batch_size": 20},
-        }
-    )
+    spec = apebench_2d_spec(args.scenario, args.points)
     start = time.perf_counter()
     data = sweep.load_data(spec)
     print(
-        f"{problem['name']}: train x {data.train.x.shape} ({data.train.x.nbytes / GIB:.2f} GiB), "
+        f"{spec.problem.name}: train x {data.train.x.shape} ({data.train.x.nbytes / GIB:.2f} GiB), "
         f"generated in {time.perf_counter() - start:.1f} s",
         flush=True,
     )
-    sizes = {}
-    for members in (2, args.members):
-        start = time.perf_counter()
-        sizes[members] = compiled_bytes(spec, data, (), members, layout="map")
-        print(
-            f"block of {members:>4} on one device: {sizes[members] / GIB:7.3f} GiB "
-            f"(compiled in {time.perf_counter() - start:.0f} s)",
-            flush=True,
-        )
-    per_member = (sizes[args.members] - sizes[2]) / (args.members - 2)
-    fixed = sizes[2] - 2 * per_member
+    per_member, fixed = block_bytes(spec, data, 2, args.members, "map", lambda line: print(line, flush=True))
     state = state_bytes(spec, data_shapes(data))
     host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     devices = len(jax.devices("cpu"))

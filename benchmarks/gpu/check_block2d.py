@@ -1,0 +1,61 @@
+"""Check 7: the largest block of seeds that fits in 2D at APEBench's resolution on this device.
+
+``apebench:phy_adv_2d`` at APEBench's defaults (160 x 160, 2500 training pairs) with APEBench's
+default network (``Conv;34;10;relu``) and batch 20, the training program compiled (not run) in the
+accelerator layout (``"vmap"``: every member at once) for blocks of ``small`` and ``large``
+members (``benchmarks/trainer/largest_block_2d.py``, which measures the CPU's ``"map"`` layout):
+XLA's memory analysis gives the bytes per member and the fixed bytes; the largest block is what
+fits in ``headroom`` of the device's memory (``bytes_limit``; the host's on CPU, a dry run). That
+block is compiled too, and its bytes checked against the same share (``fits``).
+"""
+
+from __future__ import annotations
+
+import os
+
+from benchmarks.gpu import _kit
+
+FULL = {"scenario": "phy_adv", "points": None, "hidden": 34, "depth": 10, "small": 2, "large": 16, "headroom": 0.9}
+DRY = {"scenario": "phy_adv", "points": 8, "hidden": 2, "depth": 1, "small": 2, "large": 3, "headroom": 0.9}
+
+
+def main() -> None:
+    args = _kit.options(__doc__.splitlines()[0])
+    sizes = DRY if args.dry else FULL
+    res = _kit.Result(args.out, check="block2d", sizes=sizes)
+
+    def body() -> None:
+        _kit.setup_jax()
+        import sweep
+        from benchmarks.trainer.largest_block_2d import GIB, apebench_2d_spec, block_bytes
+        from sweep.training import compiled_bytes
+
+        spec = apebench_2d_spec(sizes["scenario"], sizes["points"], sizes["hidden"], sizes["depth"])
+        data = sweep.load_data(spec)
+        res["train_x_shape"] = list(data.train.x.shape)
+        memory = _kit.device_memory()
+        limit = memory["bytes_limit"] or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        res["memory"] = memory | {"limit_bytes": limit}
+        per_member, fixed = block_bytes(
+            spec, data, sizes["small"], sizes["large"], "vmap", lambda line: print(f"check block2d: {line}", flush=True)
+        )
+        largest = int((sizes["headroom"] * limit - fixed) // per_member)
+        res["per_member_bytes"], res["fixed_bytes"], res["largest_block"] = per_member, fixed, largest
+        largest_bytes = compiled_bytes(spec, data, (), largest, layout="vmap")
+        res["largest_block_bytes"] = largest_bytes
+        res["fits"] = largest_bytes <= sizes["headroom"] * limit
+        print(
+            f"check block2d: {spec.problem.name}, train x {tuple(data.train.x.shape)}: per member "
+            f"{per_member / 2**20:.2f} MiB, fixed {fixed / GIB:.3f} GiB; the largest block in "
+            f"{sizes['headroom']:.0%} of {limit / GIB:.1f} GiB ({memory['platform']}): {largest} members "
+            f"({largest_bytes / GIB:.2f} GiB compiled, fits: {res.data['fits']})",
+            flush=True,
+        )
+        if not res.data["fits"]:
+            raise SystemExit("check block2d: the largest block estimated does not fit when compiled")
+
+    _kit.report(res, body)
+
+
+if __name__ == "__main__":
+    main()
