@@ -19,6 +19,39 @@ FULL = {"scenario": "phy_adv", "points": None, "hidden": 34, "depth": 10, "small
 DRY = {"scenario": "phy_adv", "points": 8, "hidden": 2, "depth": 1, "small": 2, "large": 3, "headroom": 0.9}
 
 
+def measure(sizes: dict, say=print) -> dict:
+    """The check's numbers at ``sizes`` (:data:`FULL` or :data:`DRY`), in this process."""
+    import sweep
+    from benchmarks.trainer.largest_block_2d import GIB, apebench_2d_spec, block_bytes
+    from sweep.training import compiled_bytes
+
+    spec = apebench_2d_spec(sizes["scenario"], sizes["points"], sizes["hidden"], sizes["depth"])
+    data = sweep.load_data(spec)
+    memory = _kit.device_memory()
+    limit = memory["bytes_limit"] or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    per_member, fixed = block_bytes(
+        spec, data, sizes["small"], sizes["large"], "vmap", lambda line: say(f"check block2d: {line}")
+    )
+    largest = int((sizes["headroom"] * limit - fixed) // per_member)
+    largest_bytes = compiled_bytes(spec, data, (), largest, layout="vmap")
+    fits = largest_bytes <= sizes["headroom"] * limit
+    say(
+        f"check block2d: {spec.problem.name}, train x {tuple(data.train.x.shape)}: per member "
+        f"{per_member / 2**20:.2f} MiB, fixed {fixed / GIB:.3f} GiB; the largest block in "
+        f"{sizes['headroom']:.0%} of {limit / GIB:.1f} GiB ({memory['platform']}): {largest} members "
+        f"({largest_bytes / GIB:.2f} GiB compiled, fits: {fits})"
+    )
+    return {
+        "train_x_shape": list(data.train.x.shape),
+        "memory": memory | {"limit_bytes": limit},
+        "per_member_bytes": per_member,
+        "fixed_bytes": fixed,
+        "largest_block": largest,
+        "largest_block_bytes": largest_bytes,
+        "fits": fits,
+    }
+
+
 def main() -> None:
     args = _kit.options(__doc__.splitlines()[0])
     sizes = DRY if args.dry else FULL
@@ -26,31 +59,8 @@ def main() -> None:
 
     def body() -> None:
         _kit.setup_jax()
-        import sweep
-        from benchmarks.trainer.largest_block_2d import GIB, apebench_2d_spec, block_bytes
-        from sweep.training import compiled_bytes
-
-        spec = apebench_2d_spec(sizes["scenario"], sizes["points"], sizes["hidden"], sizes["depth"])
-        data = sweep.load_data(spec)
-        res["train_x_shape"] = list(data.train.x.shape)
-        memory = _kit.device_memory()
-        limit = memory["bytes_limit"] or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        res["memory"] = memory | {"limit_bytes": limit}
-        per_member, fixed = block_bytes(
-            spec, data, sizes["small"], sizes["large"], "vmap", lambda line: print(f"check block2d: {line}", flush=True)
-        )
-        largest = int((sizes["headroom"] * limit - fixed) // per_member)
-        res["per_member_bytes"], res["fixed_bytes"], res["largest_block"] = per_member, fixed, largest
-        largest_bytes = compiled_bytes(spec, data, (), largest, layout="vmap")
-        res["largest_block_bytes"] = largest_bytes
-        res["fits"] = largest_bytes <= sizes["headroom"] * limit
-        print(
-            f"check block2d: {spec.problem.name}, train x {tuple(data.train.x.shape)}: per member "
-            f"{per_member / 2**20:.2f} MiB, fixed {fixed / GIB:.3f} GiB; the largest block in "
-            f"{sizes['headroom']:.0%} of {limit / GIB:.1f} GiB ({memory['platform']}): {largest} members "
-            f"({largest_bytes / GIB:.2f} GiB compiled, fits: {res.data['fits']})",
-            flush=True,
-        )
+        res.data.update(measure(sizes, lambda line: print(line, flush=True)))
+        res.flush()
         if not res.data["fits"]:
             raise SystemExit("check block2d: the largest block estimated does not fit when compiled")
 
