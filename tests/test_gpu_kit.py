@@ -68,4 +68,5 @@ def test_the_2d_block_check_compiles_the_largest_block_it_estimates_on_cpu():
     result = check_block2d.measure(check_block2d.DRY, say=lambda line: None)
     assert result["train_x_shape"] == [2500, 1, 8, 8]  # apebench:phy_adv_2d's pairs, at 8 x 8
     assert result["per_member_bytes"] > 0 and result["largest_block"] > check_block2d.DRY["large"]
-    assert result["fits"] and result["largest_block_bytes"] <= 0.9 * result["memory"]["limit_bytes"]
+    assert result["memory"]["limit_bytes"] == 2**31  # the dry run's stand-in for a device
+    assert result["fits"] and result["largest_block_bytes"] <= result["memory"]["limit_bytes"]

@@ -6,7 +6,7 @@
 # Run from the repository root on the GPU machine (no network): installs the wheels of .whl/
 # (benchmarks/gpu/fetch_wheels.sh) into $KIT_SITE (default /tmp/site), prints nvidia-smi and
 # jax.devices(), runs the seven checks each under its own timeout (the whole script in under
-# 8 minutes: the last, streaming, runs only if time is left; --only=streaming runs it alone), and
+# 8 minutes: the last two, block2d and streaming, run only if time is left; --only=NAME runs one alone), and
 # writes results.json and run.log into RESULTS_DIR (default: $OUT, else ./gpu-results). --dry: tiny
 # sizes on the CPU (JAX_PLATFORMS=cpu, a fake GPU for Ray). --only=trainer,predict: just those
 # checks (a rerun); names: trainer layouts fractional auto predict block2d streaming.

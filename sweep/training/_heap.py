@@ -1,9 +1,11 @@
 """Host memory a streaming block no longer uses, handed back to the system.
 
-Windows and evaluation parts of a few MiB to 32 MiB come from the C heap once glibc's adaptive
-mmap threshold has seen one such block freed, and freed heap memory stays in the process: a
-trial streaming 64 windows of 29 MiB an epoch grew its peak RSS by ~300 MiB over two epochs
-(`benchmarks.trainer.streaming --file-gib 1 --budget 64MiB`). :func:`heap_trim` before windows
+Windows, the copies of each read on their way into one (a trajectory's states, normalised, cut
+into pairs) and evaluation parts of a few MiB to 32 MiB come from the C heap once glibc's
+adaptive mmap threshold has seen one such block freed, and freed heap memory stays in the
+process: a trial streaming 64 windows of 29 MiB an epoch grew its peak RSS by ~300 MiB over two
+epochs (`benchmarks.trainer.streaming --file-gib 1 --budget 64MiB`, before a chunk's windows were
+read into two reused buffers). :func:`heap_trim` before windows
 and parts keeps it flat, and sets nothing: the allocator's settings stay the process's. A trim
 walks the heap (milliseconds), so it runs once per :data:`TRIM_EVERY` bytes of windows and parts
 read, not before each small window (192 KiB windows trained 25% slower trimmed each time).

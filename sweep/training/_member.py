@@ -255,7 +255,7 @@ def rollout_sums(program: Program, params, traj, keep) -> Float[Array, "T metric
     """``[T, metrics]``: every metric (in physical units) of the rollout of the first state of each
     trajectory of ``traj`` kept by ``keep`` (``[n]``, bool), summed over those trajectories; in
     :func:`~sweep._batches.equal_parts` of at most a minibatch (or ``EVAL_CHUNK``) of trajectories
-    (the last padded and masked): each step of a part holds the activations of a training step."""
+    (the last padded and masked): each step of a part holds a forward pass over a minibatch."""
     model, metrics, steps = eqx.combine(params, program.static), program.rollout_metrics, program.rollout_steps
     n = traj.shape[0]
     count, size = equal_parts(n, eval_part(program))  # 300 trajectories, batch 128: three parts of 100

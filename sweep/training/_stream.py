@@ -52,6 +52,7 @@ class Source(NamedTuple):
     item_bytes: int
     per_item: int  # training samples of one item: 1 (a pair), or the windows of states of a trajectory
     read: Callable[[int, int], Any]
+    unit: int = 1  # items a read takes together: a file's pairs come a trajectory's at a time
 
 
 def array_source(data: Dataset, unroll: int) -> Source:
@@ -80,7 +81,11 @@ def file_source(problem: Problem, data: Dataset, unroll: int) -> Source | None:
     """The training split of ``data`` read from the files of an ``"hdf5"`` ``problem`` where
     ``data`` left it there (:func:`file_reader`), else ``None``."""
     read = file_reader(problem, data, "train", unroll > 1)
-    return None if read is None else array_source(data, unroll)._replace(read=read)
+    if read is None:
+        return None
+    traj = data.trajectories("train")
+    unit = 1 if unroll > 1 or traj is None else len(data.train.x) // len(traj)  # pairs per trajectory
+    return array_source(data, unroll)._replace(read=read, unit=unit)
 
 
 def read_held(
@@ -253,15 +258,16 @@ class WindowBuffers:
 
 def _window(stream: Stream, shards: np.ndarray, into: Callable[[Any, int], Any]):
     """The items of ``shards``, read and put on their way to the devices (in the reader thread):
-    read at most :data:`READ_BYTES` at a time into the window's arrays (``into(items read,
+    read at most :data:`READ_BYTES` (or a trajectory's pairs) at a time into the window's arrays (``into(items read,
     items)``: a set of :class:`WindowBuffers`), so that the host holds the window and the copies
     of one read, not the window twice; the heap's free pages (the reads gone) handed back first."""
     bounds = [stream.plan.shard(int(s)) for s in shards]
     total = sum(b - a for a, b in bounds)
     heap_trim(total * stream.source.item_bytes)
-    step = max(1, READ_BYTES // stream.source.item_bytes)
+    unit = stream.source.unit
+    step = max(1, READ_BYTES // (stream.source.item_bytes * unit)) * unit  # whole trajectories of a file
     arrays, at = None, 0
-    for start, stop in ((a, min(b, a + step)) for first, b in bounds for a in range(first, b, step)):
+    for start, stop in _reads(bounds, step):
         part = stream.source.read(start, stop)
         if arrays is None:
             arrays = into(part, total)
@@ -269,6 +275,14 @@ def _window(stream: Stream, shards: np.ndarray, into: Callable[[Any, int], Any])
             whole[at : at + stop - start] = piece
         at += stop - start
     return on_devices(arrays, stream.place)
+
+
+def _reads(bounds: list[tuple[int, int]], step: int):
+    """``(start, stop)`` of each read of the shards ``bounds``: cut at the multiples of ``step``
+    (a multiple of the source's unit, so that no trajectory of a file is read twice in a shard)."""
+    for first, last in bounds:
+        cuts = [first, *range((first // step + 1) * step, last, step), last]
+        yield from zip(cuts, cuts[1:])
 
 
 def _items(plan: WindowPlan, shards: np.ndarray) -> int:
@@ -365,7 +379,8 @@ def streamed_chunk(
             batches = jax.tree_util.tree_leaves(window)[0].shape[0] * stream.source.per_item // stream.batch_size
             if index == 0:
                 sums, steps = 0.0, 0
-            # waiting for the loss keeps two windows at most: this one and the next
+            # waiting for the loss is required: the reader rewrites this window's buffers two
+            # windows on (WindowBuffers), which the devices must be done reading by then
             sums, steps = sums + np.asarray(loss, np.float64) * batches, steps + batches
             if index + 1 == count:  # the epoch's last window
                 state = state._replace(epoch=state.epoch + 1)
@@ -379,7 +394,7 @@ def streamed_chunk(
         reader.shutdown(wait=True, cancel_futures=True)
     owners = buffers.owners()
     del buffers
-    let_go(owners)  # the windows' arrays freed before the evaluation, not at jaxlib's next transfer
+    let_go(stream.place, owners)  # the windows' arrays freed before the evaluation, not at jaxlib's next transfer
     if stream.parts is not None:
         return state, {"train_loss": (sums / steps).astype(np.float32), **evaluate_in_parts(stream.parts, state)}, None
     _, evaluation = stream.evaluation(state, held)
