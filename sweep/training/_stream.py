@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import time
-import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
@@ -37,22 +36,11 @@ from ..problems import EVALUATED, Dataset, Split, hdf5_reader, outlined
 from ..spec import Problem, SweepSpec, size_text
 from ._budget import data_budget, nbytes, streams
 from ._eval_parts import EvalParts, eval_parts, evaluate_in_parts, item_bytes
-from ._heap import heap_trim
-from ._layout import host_aligned, host_empty, let_go, on_devices
+from ._layout import host_aligned, let_go
 from ._member import member_evaluation, window_pass
 from ._program import PROGRAMS, TrainState, describe, members_program, program_data
+from ._reader import Source, WindowBuffers, read_window
 from ._windows import WindowPlan, plan_windows
-
-
-class Source(NamedTuple):
-    """Where the windows are read from: ``read(start, stop)`` gives the training items
-    ``[start, stop)`` as host arrays (pairs ``(x, y)``, or trajectories)."""
-
-    items: int
-    item_bytes: int
-    per_item: int  # training samples of one item: 1 (a pair), or the windows of states of a trajectory
-    read: Callable[[int, int], Any]
-    unit: int = 1  # items a read takes together: a file's pairs come a trajectory's at a time
 
 
 def array_source(data: Dataset, unroll: int) -> Source:
@@ -228,61 +216,9 @@ def make_stream(
     )
 
 
-READ_BYTES = 8 * 2**20  # the most bytes of items read at once into a window (a read's copies on the way)
-
-
-class WindowBuffers:
-    """The host arrays a chunk reads its windows into: two sets, taken in turn (the window
-    training, the next arriving), each as large as the largest window. A set is written again
-    two windows later, once the devices are done with the window it held (its pass returned), so
-    the host holds two windows whatever the moment jaxlib drops its references to the arrays put
-    on the devices in place (it does so lazily: allocated afresh, a third window was read while
-    the one before still stood, +351 MiB on a 1 GiB budget)."""
-
-    def __init__(self, plan: WindowPlan):
-        self._items = min(plan.items, plan.shards_per_window * plan.shard_items)
-        self._sets: list[Any] = [None, None]
-
-    def take(self, turn: int, like: Any, items: int) -> Any:
-        """The first ``items`` rows of set ``turn % 2``, shaped as the leaves of ``like`` (a shard)."""
-        if self._sets[turn % 2] is None:
-            self._sets[turn % 2] = jax.tree_util.tree_map(
-                lambda p: host_empty((self._items, *p.shape[1:]), p.dtype), like
-            )
-        return jax.tree_util.tree_map(lambda a: a[:items], self._sets[turn % 2])
-
-    def owners(self) -> list[weakref.ref]:
-        """Weak references to the arrays owning the sets' memory (:func:`~._layout.let_go`)."""
-        return [weakref.ref(a.base) for taken in self._sets for a in jax.tree_util.tree_leaves(taken)]
-
-
-def _window(stream: Stream, shards: np.ndarray, into: Callable[[Any, int], Any]):
-    """The items of ``shards``, read and put on their way to the devices (in the reader thread):
-    read at most :data:`READ_BYTES` (or a trajectory's pairs) at a time into the window's arrays (``into(items read,
-    items)``: a set of :class:`WindowBuffers`), so that the host holds the window and the copies
-    of one read, not the window twice; the heap's free pages (the reads gone) handed back first."""
-    bounds = [stream.plan.shard(int(s)) for s in shards]
-    total = sum(b - a for a, b in bounds)
-    heap_trim(total * stream.source.item_bytes)
-    unit = stream.source.unit
-    step = max(1, READ_BYTES // (stream.source.item_bytes * unit)) * unit  # whole trajectories of a file
-    arrays, at = None, 0
-    for start, stop in _reads(bounds, step):
-        part = stream.source.read(start, stop)
-        if arrays is None:
-            arrays = into(part, total)
-        for whole, piece in zip(jax.tree_util.tree_leaves(arrays), jax.tree_util.tree_leaves(part)):
-            whole[at : at + stop - start] = piece
-        at += stop - start
-    return on_devices(arrays, stream.place)
-
-
-def _reads(bounds: list[tuple[int, int]], step: int):
-    """``(start, stop)`` of each read of the shards ``bounds``: cut at the multiples of ``step``
-    (a multiple of the source's unit, so that no trajectory of a file is read twice in a shard)."""
-    for first, last in bounds:
-        cuts = [first, *range((first // step + 1) * step, last, step), last]
-        yield from zip(cuts, cuts[1:])
+def _window(stream: Stream, shards: np.ndarray, buffers: WindowBuffers, turn: int):
+    """Window ``turn`` of the chunk (its ``shards``), read into set ``turn`` of ``buffers``."""
+    return read_window(stream.source, stream.plan, stream.place, shards, functools.partial(buffers.take, turn))
 
 
 def _items(plan: WindowPlan, shards: np.ndarray) -> int:
@@ -366,7 +302,7 @@ def streamed_chunk(
     steps = 0 if position is None else position.steps
     reader, buffers = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-reader"), WindowBuffers(stream.plan)
     try:
-        pending = reader.submit(_window, stream, windows[0][3], functools.partial(buffers.take, 0))
+        pending = reader.submit(_window, stream, windows[0][3], buffers, 0)
         for k, (epoch, index, count, _) in enumerate(windows):
             start = time.perf_counter()
             window = pending.result()
@@ -374,7 +310,7 @@ def streamed_chunk(
             if k == 0:  # before the next window is read: the compiler beside one window, not two
                 _compile_windows(stream, state, window, {_items(stream.plan, w[3]) for w in windows})
             if k + 1 < len(windows):  # read the next window (across epochs) while this one trains
-                pending = reader.submit(_window, stream, windows[k + 1][3], functools.partial(buffers.take, k + 1))
+                pending = reader.submit(_window, stream, windows[k + 1][3], buffers, k + 1)
             state, loss = stream.windows(state, (window, np.int32(index)))
             batches = jax.tree_util.tree_leaves(window)[0].shape[0] * stream.source.per_item // stream.batch_size
             if index == 0:
