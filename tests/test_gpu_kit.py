@@ -70,3 +70,13 @@ def test_the_2d_block_check_compiles_the_largest_block_it_estimates_on_cpu():
     assert result["per_member_bytes"] > 0 and result["largest_block"] > check_block2d.DRY["large"]
     assert result["memory"]["limit_bytes"] == 2**31  # the dry run's stand-in for a device
     assert result["fits"] and result["largest_block_bytes"] <= result["memory"]["limit_bytes"]
+
+
+def test_the_2d_layouts_check_times_every_form_on_cpu():
+    from benchmarks.gpu import check_layouts2d  # in this process: tiny sizes
+
+    result = check_layouts2d.measure(check_layouts2d.DRY, say=lambda line: None)
+    forms, product = result["forms"]["8"], result["product"]["8"]
+    assert set(forms) == {"map/lax", "vmap/lax", "map/im2col", "vmap/im2col"} and all(s > 0 for s in forms.values())
+    assert set(product) == set(check_layouts2d.PRODUCT_FORMS)
+    assert all(t["gradient_s"] > 0 and t["forward_s"] > 0 for t in product.values())

@@ -156,3 +156,27 @@ def report(result: Result, fn: Callable[[], None]) -> None:
     except BaseException as e:
         result["error"] = f"{type(e).__name__}: {e}"
         raise
+
+
+def measured_check(
+    check: str,
+    description: str,
+    measure: Callable[[dict, Callable[[str], None]], dict],
+    sizes: tuple[dict, dict],
+    verdict: Callable[[dict], None] | None = None,
+) -> None:
+    """The ``main`` of a check measured in this process: ``measure(sizes, say)`` at the full or
+    (``--dry``) the dry ``sizes``, its numbers written to the result, then ``verdict(numbers)``
+    (which raises ``SystemExit`` where the check fails)."""
+    args = options(description)
+    chosen = sizes[1] if args.dry else sizes[0]
+    res = Result(args.out, check=check, sizes=chosen)
+
+    def body() -> None:
+        setup_jax()
+        res.data.update(measure(chosen, lambda line: print(line, flush=True)))
+        res.flush()
+        if verdict is not None:
+            verdict(res.data)
+
+    report(res, body)

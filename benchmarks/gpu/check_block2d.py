@@ -64,20 +64,10 @@ def measure(sizes: dict, say=print) -> dict:
     }
 
 
-def main() -> None:
-    args = _kit.options(__doc__.splitlines()[0])
-    sizes = DRY if args.dry else FULL
-    res = _kit.Result(args.out, check="block2d", sizes=sizes)
-
-    def body() -> None:
-        _kit.setup_jax()
-        res.data.update(measure(sizes, lambda line: print(line, flush=True)))
-        res.flush()
-        if not res.data["fits"]:
-            raise SystemExit("check block2d: the largest block estimated does not fit when compiled")
-
-    _kit.report(res, body)
+def verdict(numbers: dict) -> None:
+    if not numbers["fits"]:
+        raise SystemExit("check block2d: the largest block estimated does not fit when compiled")
 
 
 if __name__ == "__main__":
-    main()
+    _kit.measured_check("block2d", __doc__.splitlines()[0], measure, (FULL, DRY), verdict)

@@ -5,11 +5,11 @@
 #
 # Run from the repository root on the GPU machine (no network): installs the wheels of .whl/
 # (benchmarks/gpu/fetch_wheels.sh) into $KIT_SITE (default /tmp/site), prints nvidia-smi and
-# jax.devices(), runs the seven checks each under its own timeout (the whole script in under
-# 8 minutes: the last two, block2d and streaming, run only if time is left; --only=NAME runs one alone), and
+# jax.devices(), runs the eight checks each under its own timeout (the whole script in under
+# 8 minutes: the last three, block2d, layouts2d and streaming, run only if time is left; --only=NAME runs one alone), and
 # writes results.json and run.log into RESULTS_DIR (default: $OUT, else ./gpu-results). --dry: tiny
 # sizes on the CPU (JAX_PLATFORMS=cpu, a fake GPU for Ray). --only=trainer,predict: just those
-# checks (a rerun); names: trainer layouts fractional auto predict block2d streaming.
+# checks (a rerun); names: trainer layouts fractional auto predict block2d layouts2d streaming.
 set -uo pipefail
 DRY=0
 ONLY=""
@@ -80,6 +80,7 @@ run_check fractional 95
 run_check auto 75
 run_check predict 70
 run_check block2d 90
+run_check layouts2d 90
 run_check streaming 240
 
 "$PY" -m benchmarks.gpu.summary collect "$WORK" "$DEST/results.json"

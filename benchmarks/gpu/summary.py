@@ -20,7 +20,7 @@ from pathlib import Path
 
 from benchmarks.gpu import _kit
 
-CHECKS = ("trainer", "layouts", "fractional", "auto", "predict", "block2d", "streaming")
+CHECKS = ("trainer", "layouts", "fractional", "auto", "predict", "block2d", "layouts2d", "streaming")
 PACKAGES = (
     "jax",
     "jaxlib",

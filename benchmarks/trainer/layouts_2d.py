@@ -95,7 +95,7 @@ def _conv_im2col(w, x):
     return jnp.einsum("bctxy,oct->boxy", taps, w.reshape(*w.shape[:2], 9))
 
 
-def _form_seconds(form: str, size: int, hidden: int, depth: int, repeats: int) -> float:
+def form_seconds(form: str, size: int, hidden: int, depth: int, repeats: int) -> float:
     import jax
     import jax.numpy as jnp
 
@@ -132,12 +132,12 @@ def forms(sizes: list[int], hidden: int, depth: int, repeats: int) -> None:
     for size in sizes:
         base = None
         for form in FORMS:
-            seconds = _form_seconds(form, size, hidden, depth, repeats)
+            seconds = form_seconds(form, size, hidden, depth, repeats)
             base = base or seconds
             print(f"{f'{size}x{size}':<9} {form:<13} {seconds:10.4f}  {base / seconds:6.2f}", flush=True)
 
 
-def _product_seconds(form: str, size: int, dims: int, hidden: int, depth: int, repeats: int) -> tuple[float, float]:
+def product_seconds(form: str, size: int, dims: int, hidden: int, depth: int, repeats: int) -> tuple[float, float]:
     import equinox as eqx
     import jax
     import jax.numpy as jnp
@@ -180,7 +180,7 @@ def product(sizes: list[int], dims: int, hidden: int, depth: int, repeats: int) 
     for size in sizes:
         base = None
         for form in ("lax.conv", "im2col", "shifted"):
-            grad, fwd = _product_seconds(form, size, dims, hidden, depth, repeats)
+            grad, fwd = product_seconds(form, size, dims, hidden, depth, repeats)
             base = base or (grad, fwd)
             print(
                 f"{'x'.join([str(size)] * dims):<9} {form:<10} {grad:11.4f}  {base[0] / grad:15.2f}  {fwd:9.4f}  {base[1] / fwd:15.2f}",
