@@ -46,14 +46,14 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 
 
 # The test that runs the bit-for-bit properties at XLA's defaults ([default]: AT_XLA_DEFAULTS,
-# [slow]: AT_XLA_DEFAULTS_SLOW)
+# [slow]: AT_XLA_DEFAULTS_SLOW and ALSO_AT_XLA_DEFAULTS)
 AT_DEFAULTS_RUNNER = "test_xla_defaults.py::test_block_invariance_resume_and_streaming_are_bitwise_at_xla_defaults"
-# The longest tests (that runner, a cluster losing a node: 30-70 s each on a clean clone), started
-# first (both on the first worker, whose share xdist deals from the front) so that neither is the
-# suite's tail.
+# The longest tests (a cluster losing a node, a race on Tune: 30-45 s each on a clean clone),
+# started first (both on the first worker, whose share xdist deals from the front) so that neither
+# is the suite's tail.
 STARTED_FIRST = (
-    f"{AT_DEFAULTS_RUNNER}[default]",
     "test_tune_cluster.py::test_a_lost_nodes_trial_resumes_on_the_surviving_node_and_a_new_node_is_used",
+    "test_race_run.py::test_a_race_on_tune_trains_every_round_in_one_experiment_on_the_same_workers",
 )  # in this order
 
 
