@@ -48,12 +48,18 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 # The test that runs the bit-for-bit properties at XLA's defaults ([default]: AT_XLA_DEFAULTS,
 # [slow]: AT_XLA_DEFAULTS_SLOW and ALSO_AT_XLA_DEFAULTS)
 AT_DEFAULTS_RUNNER = "test_xla_defaults.py::test_block_invariance_resume_and_streaming_are_bitwise_at_xla_defaults"
-# The longest tests (a cluster losing a node, a race on Tune: 30-45 s each on a clean clone),
-# started first (both on the first worker, whose share xdist deals from the front) so that neither
-# is the suite's tail.
+# The longest tests (30-50 s each on a clean clone: that runner, whose programs compile at XLA's
+# defaults, and the tests that start Ray, Serve or a driver process of their own), started first,
+# all on the first worker (whose share xdist deals from the front) so that none is the suite's tail
+# (the collection's order puts the runner last).
 STARTED_FIRST = (
+    f"{AT_DEFAULTS_RUNNER}[default]",
     "test_tune_cluster.py::test_a_lost_nodes_trial_resumes_on_the_surviving_node_and_a_new_node_is_used",
+    "test_serving_cli.py::test_sweep_serve_answers_and_stops_cleanly_on_sigint",
     "test_race_run.py::test_a_race_on_tune_trains_every_round_in_one_experiment_on_the_same_workers",
+    "test_new_user.py::test_a_script_that_puts_its_model_on_sys_path_trains_on_the_local_ray",
+    "test_tune.py::test_driver_killed_mid_sweep_then_resumed",
+    "test_tune_waves.py::test_a_plan_in_waves_trains_every_member_and_resumes_between_waves",
 )  # in this order
 
 
