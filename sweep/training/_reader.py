@@ -39,7 +39,7 @@ class WindowBuffers:
     the one before still stood, +351 MiB on a 1 GiB budget)."""
 
     def __init__(self, plan: WindowPlan):
-        self._items = min(plan.items, plan.shards_per_window * plan.shard_items)
+        self._items = plan.window_items
         self._sets: list[Any] = [None, None]
 
     def take(self, turn: int, like: Any, items: int) -> Any:
@@ -60,13 +60,12 @@ def read_window(source: Source, plan: WindowPlan, place: Any, shards: np.ndarray
     read at most :data:`READ_BYTES` (or a trajectory's pairs) at a time into the window's arrays (``into(items read,
     items)``: a set of :class:`WindowBuffers`), so that the host holds the window and the copies
     of one read, not the window twice; the heap's free pages (the reads gone) handed back first."""
-    bounds = [plan.shard(int(s)) for s in shards]
-    total = sum(b - a for a, b in bounds)
+    total = plan.items_of(shards)
     heap_trim(total * source.item_bytes)
     unit = source.unit
     step = max(1, READ_BYTES // (source.item_bytes * unit)) * unit  # whole trajectories of a file
     arrays, at = None, 0
-    for start, stop in _reads(bounds, step):
+    for start, stop in _reads([plan.shard(int(s)) for s in shards], step):
         part = source.read(start, stop)
         if arrays is None:
             arrays = into(part, total)

@@ -221,10 +221,6 @@ def _window(stream: Stream, shards: np.ndarray, buffers: WindowBuffers, turn: in
     return read_window(stream.source, stream.plan, stream.place, shards, functools.partial(buffers.take, turn))
 
 
-def _items(plan: WindowPlan, shards: np.ndarray) -> int:
-    return sum(b - a for a, b in (plan.shard(int(s)) for s in shards))
-
-
 def _compile_windows(stream: Stream, state: TrainState, window: Any, counts: set[int]) -> None:
     """Compile the window program for windows of each of ``counts`` items (shaped and placed as
     ``window``) now (a cached program is only looked up): a chunk's windows come in up to four
@@ -308,7 +304,7 @@ def streamed_chunk(
             window = pending.result()
             stream.waited[0] += time.perf_counter() - start
             if k == 0:  # before the next window is read: the compiler beside one window, not two
-                _compile_windows(stream, state, window, {_items(stream.plan, w[3]) for w in windows})
+                _compile_windows(stream, state, window, {stream.plan.items_of(w[3]) for w in windows})
             if k + 1 < len(windows):  # read the next window (across epochs) while this one trains
                 pending = reader.submit(_window, stream, windows[k + 1][3], buffers, k + 1)
             state, loss = stream.windows(state, (window, np.int32(index)))

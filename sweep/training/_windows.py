@@ -55,9 +55,14 @@ class WindowPlan(NamedTuple):
         return math.ceil(self.num_shards / self.shards_per_window)
 
     @property
+    def window_items(self) -> int:
+        """Items of the largest window."""
+        return min(self.items, self.shards_per_window * self.shard_items)
+
+    @property
     def window_bytes(self) -> int:
         """Bytes of the largest window."""
-        return min(self.items, self.shards_per_window * self.shard_items) * self.item_bytes
+        return self.window_items * self.item_bytes
 
     @property
     def device_bytes(self) -> int:
@@ -71,6 +76,10 @@ class WindowPlan(NamedTuple):
         """``(start, stop)``: the items of shard ``index``."""
         start = index * self.shard_items
         return start, min(self.items, start + self.shard_items)
+
+    def items_of(self, shards: np.ndarray) -> int:
+        """Items of the window of ``shards``."""
+        return sum(b - a for a, b in (self.shard(int(s)) for s in shards))
 
     def order(self, data_seed: int, epoch: int) -> list[np.ndarray]:
         """The shards of each window of epoch ``epoch``, in training order: a permutation of the
