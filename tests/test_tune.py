@@ -195,6 +195,21 @@ def test_scheduler_and_stop_pass_through_keep_last_checkpoints(ray_session, tmp_
     assert sorted(p.name for p in Path(path).glob("tune-*")) == ["tune-0001"]
 
 
+def test_the_runs_of_a_process_share_one_plan_board_and_leave_no_plans_on_it(ray_session, tmp_path):
+    """The actor that hands each trial its plan is one per driver process (an actor is a worker
+    process of its own; a named actor of the process's Ray job, which every later run finds), and
+    each run drops its plans when it ends."""
+    import gc
+
+    import ray
+
+    spec = tiny_spec(seeds=1, seeds_per_trial=1, training=sweep.Training(epochs=1, batch_size=16, report_every=1))
+    sweep.run(spec, storage=str(tmp_path))
+    gc.collect()
+    name = f"seed-sweep-plan-board-{ray.get_runtime_context().get_job_id()}"
+    assert ray.get(ray.get_actor(name).held.remote()) == []  # still there for the next run, and empty
+
+
 def test_fractional_gpu_trials_share_the_device(ray_session, tmp_path):
     # two trials of a third of the (fake) GPU each: both at once on the one device, each JAX
     # limited to its share before it starts (three would need more than the session's 2 CPUs)

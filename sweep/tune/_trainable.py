@@ -56,9 +56,10 @@ class TrialHooks(NamedTuple):
 class TrialInputs(NamedTuple):
     """What every trial of an experiment gets (through ``tune.with_parameters``): handles, not data.
 
-    ``trials`` is the run's plan board (:func:`sweep.tune._tune_executor.plan_board`), an actor
-    holding ``{trial_key: {"plan": TrialPlan.to_dict(), "resume_from": path of a partial
-    checkpoint or None}}``, so a trial fetches its own plan only, whichever round added it;
+    ``trials`` is ``(board, run)``: the driver's plan board
+    (:func:`sweep.tune._tune_executor.plan_board`), an actor holding, under the run's key ``run``,
+    ``{trial_key: {"plan": TrialPlan.to_dict(), "resume_from": path of a partial checkpoint or
+    None}}``, so a trial fetches its own plan only, whichever round added it;
     ``data`` maps problem ids to the refs of their :class:`~sweep.problems.ProblemData`.
     """
 
@@ -183,7 +184,8 @@ def train_trial(config: Mapping[str, Any], *, inputs: TrialInputs) -> None:
     import ray
     from ray import tune
 
-    task = cast(dict[str, Any], ray.get(inputs.trials.get.remote(config["trial_key"])))  # one trial's task
+    board, run = inputs.trials
+    task = cast(dict[str, Any], ray.get(board.get.remote(run, config["trial_key"])))  # one trial's task
     env_info = _env.apply(task["plan"]["spec"]["resources"])  # before anything can start JAX
 
     trial, hooks = TrialPlan.from_dict(task["plan"]), inputs.hooks

@@ -7,6 +7,8 @@ experiment again (``resume=True``)."""
 from __future__ import annotations
 
 import gc
+import uuid
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -35,26 +37,47 @@ __all__ = ["TuneExecutor", "plan_board"]
 
 
 def plan_board():
-    """An actor holding ``{trial_key: {"plan": ..., "resume_from": ...}}`` for the trials of the
-    run, filled round by round as the rounds come (the trainable cannot carry them: Tune fixes its
-    parameters when the experiment starts). Its class is made here, so that Ray sends it by value
-    and its process imports neither JAX nor seed-sweep; it lives on this process's node (a lost
-    worker node must not take it along) and goes with the executor's handle."""
+    """The actor that holds ``{run: {trial_key: {"plan": ..., "resume_from": ...}}}`` for the
+    trials of this process's runs, filled round by round as the rounds come (the trainable cannot
+    carry them: Tune fixes its parameters when the experiment starts). One per driver process (a
+    named actor of its Ray job, found again by every run of the process after the first: an actor
+    costs a worker process), each run its own entry, dropped when its executor goes. Its class is
+    made here, so that Ray sends it by value and its process imports neither JAX nor seed-sweep; it
+    lives on this process's node (a lost worker node must not take it along) and ends with the
+    job."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     class PlanBoard:
         def __init__(self):
-            self.tasks: dict[str, dict] = {}
+            self.runs: dict[str, dict[str, dict]] = {}
 
-        def update(self, tasks: dict[str, dict]) -> None:
-            self.tasks.update(tasks)
+        def update(self, run: str, tasks: dict[str, dict]) -> None:
+            self.runs.setdefault(run, {}).update(tasks)
 
-        def get(self, key: str) -> dict | None:
-            return self.tasks.get(key)
+        def get(self, run: str, key: str) -> dict | None:
+            return self.runs.get(run, {}).get(key)
 
-    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-    return ray.remote(num_cpus=0)(PlanBoard).options(scheduling_strategy=here).remote()
+        def drop(self, run: str) -> None:
+            self.runs.pop(run, None)
+
+        def held(self) -> list[str]:
+            """The runs whose plans it holds."""
+            return list(self.runs)
+
+    context = ray.get_runtime_context()
+    here = NodeAffinitySchedulingStrategy(context.get_node_id(), soft=False)
+    name = f"seed-sweep-plan-board-{context.get_job_id()}"
+    return ray.remote(num_cpus=0)(PlanBoard).options(name=name, get_if_exists=True, scheduling_strategy=here).remote()
+
+
+def _drop_run(board, run: str, job: str) -> None:
+    """Drop the entry of the run ``run`` from the plan board of job ``job``, if that job still runs
+    in this process (not after ``ray.shutdown``, nor at exit)."""
+    import ray
+
+    if ray.is_initialized() and ray.get_runtime_context().get_job_id() == job:
+        board.drop.remote(run)
 
 
 def trial_function():
@@ -88,6 +111,7 @@ class TuneExecutor:
         self.slots = 1
         self.pace: Cadence | None = None
         self.board: Any = None  # an actor that holds each trial's plan (:func:`plan_board`)
+        self.run = uuid.uuid4().hex  # this run's entry on the board
         self.trainable: Any = None
 
     @property
@@ -123,6 +147,7 @@ class TuneExecutor:
         self.data_refs = {key: ray.put(outline.data) for key, outline in outlines.items()}
         self.shapes = {key: outline.shapes for key, outline in outlines.items()}
         self.board = plan_board()
+        weakref.finalize(self, _drop_run, self.board, self.run, ray.get_runtime_context().get_job_id()).atexit = False
         self.trainable = self._trainable()
         self.display.start()
 
@@ -138,7 +163,7 @@ class TuneExecutor:
         from ._preemption import preemptible
 
         assert self.pace is not None  # set by start()
-        inputs = TrialInputs(self.board, self.data_refs, self.ray_fs, self.options.trial_hooks, self.pace)
+        inputs = TrialInputs((self.board, self.run), self.data_refs, self.ray_fs, self.options.trial_hooks, self.pace)
         resources = self.spec.resources
         return tune.with_resources(
             preemptible(tune.with_parameters(trial_function(), inputs=inputs)),
@@ -150,7 +175,7 @@ class TuneExecutor:
         import ray
 
         tasks = {t.trial_key: {"plan": t.to_dict(), "resume_from": resume_from.get(t.trial_key)} for t in trials}
-        ray.get(self.board.update.remote(tasks))
+        ray.get(self.board.update.remote(self.run, tasks))
 
     def _fit(self, make_tuner, trials: Callable[[], Sequence[TrialPlan]], live: LiveRounds | None) -> Outcome:
         with feeding(live):
