@@ -39,9 +39,11 @@ XLA_DEFAULTS = "SWEEP_TEST_XLA_DEFAULTS"
 AT_XLA_DEFAULTS = (
     "test_pde_training.py::test_a_member_is_the_same_in_any_2d_block_with_each_method[sup_noise]",
     "test_pde_training.py::test_a_member_is_the_same_in_any_2d_block_with_each_method[correct_parallel]",
+)
+AT_XLA_DEFAULTS_SLOW = (
+    "test_pde_training.py::test_a_member_is_the_same_in_any_2d_block_with_each_method[sup]",
     "test_pde_training.py::test_a_2d_member_trained_through_the_matmul_forward_is_the_same_in_any_block[ClassicResNet]",
 )
-AT_XLA_DEFAULTS_SLOW = ("test_pde_training.py::test_a_member_is_the_same_in_any_2d_block_with_each_method[sup]",)
 ALSO_AT_XLA_DEFAULTS = (
     "test_trainer.py::test_block_invariance_bitwise[seeds1]",
     "test_trainer.py::test_resume_from_saved_state_equals_uninterrupted",

@@ -4,8 +4,9 @@ The suite compiles with cheap flags (tests/conftest.py: LLVM's cheapest optimisa
 older fusion emitters), whose code generation differs from the programs users run. The properties
 promised for those programs run here, in a pytest of their own with XLA's flags left as they are:
 2D block invariance (``helpers.AT_XLA_DEFAULTS``, left out of the cheaply compiled run, where it
-does not hold on every CPU) in the default run; in the slow run, another 2D method and block
-invariance in 1D, over streamed windows and from an HDF5 file, and resume equals uninterrupted
+does not hold on every CPU) in the default run; in the slow run, another 2D method, a 2D
+ClassicResNet with GroupNorm, and block invariance in 1D, over streamed windows and from an HDF5
+file, and resume equals uninterrupted
 (``AT_XLA_DEFAULTS_SLOW``, ``ALSO_AT_XLA_DEFAULTS``: the latter also run at the cheap flags).
 """
 
