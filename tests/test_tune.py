@@ -200,12 +200,14 @@ def test_the_runs_of_a_process_share_one_plan_board_and_leave_no_plans_on_it(ray
     process of its own; a named actor of the process's Ray job, which every later run finds), and
     each run drops its plans when it ends."""
     import gc
+    import time
 
     import ray
 
     spec = tiny_spec(seeds=1, seeds_per_trial=1, training=sweep.Training(epochs=1, batch_size=16, report_every=1))
     sweep.run(spec, storage=str(tmp_path))
-    gc.collect()
+    gc.collect()  # the run's handles to the board go
+    time.sleep(2)  # an actor no handle holds ends within a second or so (this one must not)
     name = f"seed-sweep-plan-board-{ray.get_runtime_context().get_job_id()}"
     assert ray.get(ray.get_actor(name).held.remote()) == []  # still there for the next run, and empty
 

@@ -36,15 +36,26 @@ from ._waves import room_for, waves
 __all__ = ["TuneExecutor", "plan_board"]
 
 
+_BOARDS: dict[tuple[str, str], Any] = {}  # the plan board's handle, by this process's node and Ray job (job_key)
+
+
+def job_key() -> tuple[str, str]:
+    """This driver's node and Ray job (a job id alone repeats: each new cluster counts from 1)."""
+    import ray
+
+    context = ray.get_runtime_context()
+    return context.get_node_id(), context.get_job_id()
+
+
 def plan_board():
     """The actor that holds ``{run: {trial_key: {"plan": ..., "resume_from": ...}}}`` for the
     trials of this process's runs, filled round by round as the rounds come (the trainable cannot
-    carry them: Tune fixes its parameters when the experiment starts). One per driver process (a
-    named actor of its Ray job, found again by every run of the process after the first: an actor
-    costs a worker process), each run its own entry, dropped when its executor goes. Its class is
-    made here, so that Ray sends it by value and its process imports neither JAX nor seed-sweep; it
-    lives on this process's node (a lost worker node must not take it along) and ends with the
-    job."""
+    carry them: Tune fixes its parameters when the experiment starts). One per driver process and
+    Ray job (an actor costs a worker process): the first run makes it and this module keeps its
+    handle (an actor goes when no handle to it is left), so that every later run of the job finds
+    it; each run has its own entry, dropped when its executor goes. Its class is made here, so that
+    Ray sends it by value and its process imports neither JAX nor seed-sweep; it lives on this
+    process's node (a lost worker node must not take it along) and ends with the job."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -65,18 +76,22 @@ def plan_board():
             """The runs whose plans it holds."""
             return list(self.runs)
 
-    context = ray.get_runtime_context()
-    here = NodeAffinitySchedulingStrategy(context.get_node_id(), soft=False)
-    name = f"seed-sweep-plan-board-{context.get_job_id()}"
-    return ray.remote(num_cpus=0)(PlanBoard).options(name=name, get_if_exists=True, scheduling_strategy=here).remote()
+    key = job_key()
+    if key not in _BOARDS:
+        _BOARDS.clear()  # a board of an earlier job (before ``ray.shutdown``) ended with it
+        node, job = key
+        here = NodeAffinitySchedulingStrategy(node, soft=False)
+        options = {"name": f"seed-sweep-plan-board-{job}", "get_if_exists": True, "scheduling_strategy": here}
+        _BOARDS[key] = ray.remote(num_cpus=0)(PlanBoard).options(**options).remote()
+    return _BOARDS[key]
 
 
-def _drop_run(board, run: str, job: str) -> None:
-    """Drop the entry of the run ``run`` from the plan board of job ``job``, if that job still runs
-    in this process (not after ``ray.shutdown``, nor at exit)."""
+def _drop_run(board, run: str, job: tuple[str, str]) -> None:
+    """Drop the entry of the run ``run`` from the plan board of ``job`` (:func:`job_key`), if that
+    job still runs in this process (not after ``ray.shutdown``, nor at exit)."""
     import ray
 
-    if ray.is_initialized() and ray.get_runtime_context().get_job_id() == job:
+    if ray.is_initialized() and job_key() == job:
         board.drop.remote(run)
 
 
@@ -147,7 +162,7 @@ class TuneExecutor:
         self.data_refs = {key: ray.put(outline.data) for key, outline in outlines.items()}
         self.shapes = {key: outline.shapes for key, outline in outlines.items()}
         self.board = plan_board()
-        weakref.finalize(self, _drop_run, self.board, self.run, ray.get_runtime_context().get_job_id()).atexit = False
+        weakref.finalize(self, _drop_run, self.board, self.run, job_key()).atexit = False
         self.trainable = self._trainable()
         self.display.start()
 
