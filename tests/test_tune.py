@@ -196,9 +196,10 @@ def test_scheduler_and_stop_pass_through_keep_last_checkpoints(ray_session, tmp_
 
 
 def test_the_runs_of_a_process_share_one_plan_board_and_leave_no_plans_on_it(ray_session, tmp_path):
-    """The actor that hands each trial its plan is one per driver process (an actor is a worker
-    process of its own; a named actor of the process's Ray job, which every later run finds), and
-    each run drops its plans when it ends."""
+    """The actor that hands each trial its plan and its dataset's ref is one per driver process
+    (an actor is a worker process of its own; a named actor of the process's Ray job, which every
+    later run finds), and each run drops its plans and its datasets' refs when it ends (nothing of
+    a finished run's data stays pinned in the object store by it)."""
     import gc
     import time
 

@@ -59,12 +59,12 @@ class TrialInputs(NamedTuple):
     ``trials`` is ``(board, run)``: the driver's plan board
     (:func:`sweep.tune._tune_executor.plan_board`), an actor holding, under the run's key ``run``,
     ``{trial_key: {"plan": TrialPlan.to_dict(), "resume_from": path of a partial checkpoint or
-    None}}``, so a trial fetches its own plan only, whichever round added it;
-    ``data`` maps problem ids to the refs of their :class:`~sweep.problems.ProblemData`.
+    None}}``, so a trial fetches its own plan only, whichever round added it, and the refs of the
+    run's :class:`~sweep.problems.ProblemData` by problem id (dropped with the run's entry when the
+    run ends, so that no later run keeps them in the object store).
     """
 
     trials: Any
-    data: Mapping[str, Any]
     filesystem: Any
     hooks: TrialHooks
     cadence: Cadence
@@ -190,7 +190,8 @@ def train_trial(config: Mapping[str, Any], *, inputs: TrialInputs) -> None:
 
     trial, hooks = TrialPlan.from_dict(task["plan"]), inputs.hooks
     extra = dict(hooks.on_start(trial.trial_key) or {}) if hooks.on_start else {}
-    dataset = _fetch("data", inputs.data[trial.spec.problem_id], ProblemData.load)  # a file-backed problem: read here
+    data = cast(dict[str, Any], ray.get(board.data_of.remote(run)))  # {problem_id: ref}
+    dataset = _fetch("data", data[trial.spec.problem_id], ProblemData.load)  # a file-backed problem: read here
     block, state = init_block(trial.spec, trial.seeds, trial.hparams, dataset)
     saved = _saved_block(trial, task["resume_from"], inputs.filesystem)
     history = None

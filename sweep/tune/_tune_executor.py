@@ -48,9 +48,11 @@ def job_key() -> tuple[str, str]:
 
 
 def plan_board():
-    """The actor that holds ``{run: {trial_key: {"plan": ..., "resume_from": ...}}}`` for the
-    trials of this process's runs, filled round by round as the rounds come (the trainable cannot
-    carry them: Tune fixes its parameters when the experiment starts). One per driver process and
+    """The actor that holds, for each run of this process, its trials' plans (``{trial_key:
+    {"plan": ..., "resume_from": ...}}``, filled round by round as the rounds come: the trainable
+    cannot carry them, Tune fixes its parameters when the experiment starts) and the refs of its
+    datasets in the object store (``{problem_id: ref}``: Tune's ``with_parameters`` keeps what it
+    is given for as long as the process runs, which would pin every run's data). One per driver process and
     Ray job (an actor costs a worker process): the first run makes it and this module keeps its
     handle (an actor goes when no handle to it is left), so that every later run of the job finds
     it; each run has its own entry, dropped when its executor goes. Its class is made here, so that
@@ -62,6 +64,7 @@ def plan_board():
     class PlanBoard:
         def __init__(self):
             self.runs: dict[str, dict[str, dict]] = {}
+            self.data: dict[str, dict[str, Any]] = {}
 
         def update(self, run: str, tasks: dict[str, dict]) -> None:
             self.runs.setdefault(run, {}).update(tasks)
@@ -69,12 +72,19 @@ def plan_board():
         def get(self, run: str, key: str) -> dict | None:
             return self.runs.get(run, {}).get(key)
 
+        def put_data(self, run: str, refs: dict[str, Any]) -> None:
+            self.data[run] = refs  # refs inside a dict stay refs: the board holds them, not the data
+
+        def data_of(self, run: str) -> dict[str, Any]:
+            return self.data[run]
+
         def drop(self, run: str) -> None:
             self.runs.pop(run, None)
+            self.data.pop(run, None)
 
         def held(self) -> list[str]:
-            """The runs whose plans it holds."""
-            return list(self.runs)
+            """The runs whose plans or data it holds."""
+            return sorted({*self.runs, *self.data})
 
     key = job_key()
     if key not in _BOARDS:
@@ -162,6 +172,7 @@ class TuneExecutor:
         self.data_refs = {key: ray.put(outline.data) for key, outline in outlines.items()}
         self.shapes = {key: outline.shapes for key, outline in outlines.items()}
         self.board = plan_board()
+        ray.get(self.board.put_data.remote(self.run, self.data_refs))
         weakref.finalize(self, _drop_run, self.board, self.run, job_key()).atexit = False
         self.trainable = self._trainable()
         self.display.start()
@@ -178,7 +189,7 @@ class TuneExecutor:
         from ._preemption import preemptible
 
         assert self.pace is not None  # set by start()
-        inputs = TrialInputs((self.board, self.run), self.data_refs, self.ray_fs, self.options.trial_hooks, self.pace)
+        inputs = TrialInputs((self.board, self.run), self.ray_fs, self.options.trial_hooks, self.pace)
         resources = self.spec.resources
         return tune.with_resources(
             preemptible(tune.with_parameters(trial_function(), inputs=inputs)),
