@@ -85,6 +85,9 @@ class Terminal:
         return rc
 
 
+ETA = r"member-epochs/s \| ETA \d+:\d\d"  # the live display's throughput and time left
+
+
 def complete_blocks(sweep_dir: Path) -> dict:
     epochs = spec().training.epochs
     return {k: r for k, r in find_blocks(str(sweep_dir), pafs.LocalFileSystem()).items() if r.epoch >= epochs}
@@ -102,11 +105,12 @@ def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path, executor):
     term = Terminal([*held, "run", str(toml), "--storage", str(storage), *how], cwd=tmp_path)
     try:
         deadline = time.monotonic() + 240
-        while not ("ETA" in term.screen and complete_blocks(sweep_dir)):
-            assert term.proc.poll() is None, term.screen[-3000:]
-            assert time.monotonic() < deadline, term.screen[-3000:]
+        # until the display shows a throughput and an ETA and a block is complete (a trial can
+        # checkpoint before a loaded driver has shown it running), one screen read per check
+        while not (re.search(ETA, live := term.screen) and complete_blocks(sweep_dir)):
+            assert term.proc.poll() is None, live[-3000:]
+            assert time.monotonic() < deadline, live[-3000:]
             time.sleep(0.2)
-        live = term.screen
         term.ctrl_c()
         rc = term.wait(timeout=120)
     finally:
@@ -118,7 +122,6 @@ def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path, executor):
         r"\[term\] \d+:\d\d \| trials \d/4 done, (\d compiling, )?\d running, \d pending \| members \d+/8", live
     ), live
     assert "depth=1 learning_rate=0.003" in live and "depth=2 learning_rate=0.001" in live
-    assert re.search(r"member-epochs/s \| ETA \d+:\d\d", live)
     # Ctrl-C: exit 130, how far it got and how to resume; none of Ray's own hints or warnings
     assert rc == 130, screen[-3000:]
     match = re.search(r"interrupted: (\d+) of 8 members done; resume with: (.*)", screen)
