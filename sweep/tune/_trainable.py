@@ -185,12 +185,12 @@ def train_trial(config: Mapping[str, Any], *, inputs: TrialInputs) -> None:
     from ray import tune
 
     board, run = inputs.trials
-    task = cast(dict[str, Any], ray.get(board.get.remote(run, config["trial_key"])))  # one trial's task
+    got = ray.get(board.get.remote(run, config["trial_key"]))  # one trial's task, its run's datasets' refs
+    task, data = cast(tuple[dict[str, Any], dict[str, Any]], got)
     env_info = _env.apply(task["plan"]["spec"]["resources"])  # before anything can start JAX
 
     trial, hooks = TrialPlan.from_dict(task["plan"]), inputs.hooks
     extra = dict(hooks.on_start(trial.trial_key) or {}) if hooks.on_start else {}
-    data = cast(dict[str, Any], ray.get(board.data_of.remote(run)))  # {problem_id: ref}
     dataset = _fetch("data", data[trial.spec.problem_id], ProblemData.load)  # a file-backed problem: read here
     block, state = init_block(trial.spec, trial.seeds, trial.hparams, dataset)
     saved = _saved_block(trial, task["resume_from"], inputs.filesystem)

@@ -69,14 +69,12 @@ def plan_board():
         def update(self, run: str, tasks: dict[str, dict]) -> None:
             self.runs.setdefault(run, {}).update(tasks)
 
-        def get(self, run: str, key: str) -> dict | None:
-            return self.runs.get(run, {}).get(key)
-
         def put_data(self, run: str, refs: dict[str, Any]) -> None:
             self.data[run] = refs  # refs inside a dict stay refs: the board holds them, not the data
 
-        def data_of(self, run: str) -> dict[str, Any]:
-            return self.data[run]
+        def get(self, run: str, key: str) -> tuple[dict | None, dict[str, Any]]:
+            """A trial's task and the refs of its run's datasets, in one call."""
+            return self.runs.get(run, {}).get(key), self.data[run]
 
         def drop(self, run: str) -> None:
             self.runs.pop(run, None)
