@@ -8,7 +8,8 @@ back while a server runs in this process.
 with moto_server() as (host, port):
     fs = s3_filesystem(host, port)
 ```
-``python tests/_moto.py PORT`` serves in its own process (prints ``READY``) until killed.
+``python tests/_moto.py PORT`` serves in its own process (prints ``READY``) until killed;
+:func:`counting_requests` counts the object requests a server in this process answers.
 """
 
 from __future__ import annotations
@@ -39,6 +40,29 @@ def fixed_multipart_upload() -> Iterator[None]:
         yield
     finally:
         responses.S3Response.serialized = serialized
+
+
+@contextlib.contextmanager
+def counting_requests() -> Iterator[dict[str, int]]:
+    """``{"GET": n, "HEAD": n}``: the object GETs (ranged or not) and HEADs answered while inside."""
+    from moto.s3 import responses
+
+    counts = {"GET": 0, "HEAD": 0}
+    get_object, head_object = responses.S3Response.get_object, responses.S3Response.head_object
+
+    def counted_get(self, *args, **kwargs):
+        counts["GET"] += 1
+        return get_object(self, *args, **kwargs)
+
+    def counted_head(self, *args, **kwargs):
+        counts["HEAD"] += 1
+        return head_object(self, *args, **kwargs)
+
+    responses.S3Response.get_object, responses.S3Response.head_object = counted_get, counted_head
+    try:
+        yield counts
+    finally:
+        responses.S3Response.get_object, responses.S3Response.head_object = get_object, head_object
 
 
 @contextlib.contextmanager
