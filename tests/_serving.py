@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-from _blocks import trained_blocks
+from _blocks import datasets_of, trained_blocks
 from helpers import tiny_spec
 
 import sweep
@@ -21,9 +21,12 @@ PLAN = make_plan(tiny_spec(seeds=4, seeds_per_trial=2))  # 4 members of one conf
 MORE = make_plan(tiny_spec(seeds=6, seeds_per_trial=2))  # the same 4 members and 2 more
 
 
-def tiny_store(root: Path, plan=PLAN) -> str:
-    """A sweep directory whose store holds the plan's trained members (a new generation each call)."""
-    aggregate_blocks(root / "ensembles", trained_blocks(plan), plan=plan)
+def tiny_store(root: Path, plan=PLAN, samples: bool = False) -> str:
+    """A sweep directory whose store holds the plan's trained members (a new generation each
+    call); ``samples``: with the plan's datasets, whose validation split a service recalibrates on."""
+    aggregate_blocks(
+        root / "ensembles", trained_blocks(plan), plan=plan, datasets=datasets_of(plan) if samples else None
+    )
     return str(root)
 
 

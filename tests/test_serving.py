@@ -1,7 +1,10 @@
 """`sweep.serve` on Ray Serve: served mean/std are `Ensemble.predict`'s bit for bit (JSON and
 .npy), concurrent requests share forward passes and get their own rows, every bad input is a 4xx
 naming its field while the service keeps serving, the bearer token, /members and /info, rollouts,
-and /reload switching to a newer generation without dropping requests."""
+/reload switching to a newer generation without dropping requests, and the calibration fitted on
+the validation split of each generation it opens (`recalibrate=True`): the calibrated std and
+conformal intervals of `Ensemble.mean_std(calibrated=True)` and `predict_interval`, and a 422
+naming the field for a level it was not fitted at."""
 
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ NPY = "application/x-npy"
 
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory):
-    return tiny_store(tmp_path_factory.mktemp("serve"))
+    return tiny_store(tmp_path_factory.mktemp("serve"), samples=True)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +44,13 @@ def service(ray_session, sweep_dir, tmp_path_factory):  # noqa: F811
     token_file = tmp_path_factory.mktemp("token") / "token"
     token_file.write_text(TOKEN + "\n")
     options = ServeOptions(
-        port=free_port(), max_batch=8, batch_wait_s=0.3, cpus=1, token_file=token_file, max_body_bytes=200_000
+        port=free_port(),
+        max_batch=8,
+        batch_wait_s=0.3,
+        cpus=1,
+        token_file=token_file,
+        max_body_bytes=200_000,
+        recalibrate=True,
     )
     svc = sweep.serve(sweep_dir, options)
     try:
@@ -247,7 +256,7 @@ def test_rollout_equals_rollout_mean_std_bit_for_bit(client, first):
 def test_reload_serves_the_new_generation_without_dropping_requests(service, client, first, sweep_dir, tmp_path):
     x = _inputs(4, seed=5)
     assert client.post("/reload").json()["changed"] is False  # nothing newer yet
-    tiny_store(Path(sweep_dir), MORE)  # generation 2: 6 members
+    tiny_store(Path(sweep_dir), MORE, samples=True)  # generation 2: 6 members
     second = sweep.load(sweep_dir)
     assert len(second) == 6
 
@@ -269,6 +278,39 @@ def test_reload_serves_the_new_generation_without_dropping_requests(service, cli
     assert r.json()["generation"] == "000002" and r.json()["members_served"] == 6
     np.testing.assert_array_equal(_answer(r)["mean"], expected["000002"][0])
     assert client.get("/info").json()["members"] == 6
+
+
+def test_calibrated_std_and_intervals_are_the_ensembles(client, sweep_dir):
+    fitted = sweep.load(sweep_dir).recalibrate("val")  # the generation served (a reload may have come first)
+    x = fitted.samples()[0][:4]
+    body = client.post("/predict", json={"x": x.tolist(), "calibrated": True, "interval": 0.9}).json()
+    mean, std = fitted.mean_std(x, calibrated=True)
+    low, high = fitted.predict_interval(x, level=0.9)
+    np.testing.assert_allclose(np.asarray(body["std"], np.float32), std, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(body["low"], np.float32), low, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(body["high"], np.float32), high, rtol=1e-5, atol=1e-6)
+    plain = client.post("/predict", json={"x": x.tolist()}).json()
+    np.testing.assert_array_equal(np.asarray(plain["std"], np.float32), fitted.mean_std(x)[1])
+    assert "low" not in plain
+    info = client.get("/info").json()["calibration"]
+    assert info["split"] == "val" and info["levels"] == [0.5, 0.9]
+    assert fitted.calibration is not None and info["scale"] == pytest.approx(fitted.calibration.scale.tolist())
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "allowed"),
+    [({"interval": 0.8}, "interval", "[0.5, 0.9]"), ({"calibrated": "yes please"}, "calibrated", "true or false")],
+)
+def test_a_level_not_fitted_is_a_422_naming_the_field(client, fields, field, allowed):
+    r = client.post("/predict", json={"x": _inputs(1).tolist(), **fields})
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert error["field"] == field and allowed in error["allowed"]
+
+
+def test_without_validation_samples_recalibrate_is_refused_before_ray_starts(tmp_path):
+    with pytest.raises(QueryError, match="no val samples"):
+        sweep.serve(tiny_store(tmp_path), ServeOptions(recalibrate=True))  # no datasets: no samples
 
 
 def test_bad_options_and_selections_fail_before_ray_starts(tmp_path, sweep_dir):
