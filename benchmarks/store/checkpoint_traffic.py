@@ -23,9 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -35,7 +32,7 @@ import numpy as np
 import pyarrow.fs as pafs
 
 import sweep
-from benchmarks._shared.repo import ROOT, tests_module
+from benchmarks._shared.moto import moto_process
 from benchmarks._shared.workload import DEPTH, HIDDEN, POINTS, heat_spec
 from sweep.training import History, data_shapes, load_block, save_block
 
@@ -43,7 +40,6 @@ NETS = {
     "reference": {"points": POINTS, "hidden": HIDDEN, "depth": DEPTH, "boundary_mode": "dirichlet"},
     "tiny": {"points": 16, "hidden": 4, "depth": 2, "boundary_mode": "periodic"},
 }
-MOTO = str(ROOT / "tests" / "_moto.py")  # the tests' moto server (one place for its fix), in its own process
 
 
 def _copy_files(source, destination, source_filesystem=None, destination_filesystem=None):
@@ -103,27 +99,6 @@ def _dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def _start_moto() -> tuple[subprocess.Popen, int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, MOTO, str(port)], stdout=subprocess.PIPE, text=True, stderr=subprocess.DEVNULL
-    )
-    for line in proc.stdout:  # moto prints a line of its own first
-        if "READY" in line:
-            break
-    else:
-        sys.exit("moto server did not start")
-    return proc, port
-
-
-def _s3(port: int) -> pafs.S3FileSystem:
-    fs = tests_module("_moto").s3_filesystem("127.0.0.1", port)
-    fs.create_dir("traffic")
-    return fs
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nets", nargs="+", choices=sorted(NETS), default=["tiny", "reference"])
@@ -131,16 +106,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     sweep.configure()
-    moto, port = _start_moto()
-    try:
-        _measure(args, port)
-    finally:
-        moto.kill()
-        moto.wait()
+    with moto_process() as (port, s3):
+        _measure(args, port, s3)
 
 
-def _measure(args, port: int) -> None:
-    s3 = _s3(port)
+def _measure(args, port: int, s3: pafs.FileSystem) -> None:
+    s3.create_dir("traffic")
     local = pafs.LocalFileSystem()
     print(
         f"checkpoint traffic: blocks of {args.members} members; fastest of {args.repeats}; moto S3 on 127.0.0.1:{port} "
