@@ -55,9 +55,10 @@ class Location:
 
 
 # An object on object storage is read in aligned blocks of BLOCK_BYTES, the last BLOCKS_KEPT of them
-# kept: HDF5 asks for many small pieces (superblock, object headers, B-tree nodes: 1560 reads of
-# 4-544 bytes for the 14 files of tests/test_hdf5.py's toy datasets), each of which would be a
-# round trip to the store. A read of a block or more (a slab of samples) goes to the store as it is.
+# kept: HDF5 asks for many small pieces (superblock, object headers, B-tree nodes: 1560 reads, most
+# of 4-544 bytes, in the 14 openings of the two small datasets of tests/test_hdf5.py's S3 test), each
+# of which would be a round trip to the store. A read of a block or more (a slab of samples) goes to
+# the store as it is.
 BLOCK_BYTES = 1 << 20
 BLOCKS_KEPT = 4
 
