@@ -5,6 +5,7 @@ refused; unrolled training and rollout metrics on file data."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import h5py
@@ -296,12 +297,13 @@ def test_unrolled_training_and_rollout_metrics_on_file_data(tmp_path):
     assert curves.shape == (2, 3) and np.isfinite(curves).all()
 
 
-def test_files_on_s3_read_as_the_same_files_on_disk(tmp_path, monkeypatch):
+@contextlib.contextmanager
+def on_s3(folder, monkeypatch):
+    """The files under ``folder`` copied to ``s3://datasets/`` on a moto server that the ``AWS_*``
+    variables name, while inside."""
     import pyarrow.fs as pafs
-    from _moto import counting_requests, moto_server, s3_filesystem
+    from _moto import moto_server, s3_filesystem
 
-    well_directory(tmp_path / "toy", {"train": 2, "valid": 1, "test": 1}, grid=(6, 4))
-    pdebench_samples(tmp_path / "2D_diff-react.h5")
     with moto_server() as (host, port):
         for key, value in {
             "AWS_ENDPOINT_URL": f"http://{host}:{port}",
@@ -312,7 +314,16 @@ def test_files_on_s3_read_as_the_same_files_on_disk(tmp_path, monkeypatch):
             monkeypatch.setenv(key, value)
         fs = s3_filesystem(host, port)
         fs.create_dir("datasets")
-        pafs.copy_files(str(tmp_path), "datasets", pafs.LocalFileSystem(), fs)
+        pafs.copy_files(str(folder), "datasets", pafs.LocalFileSystem(), fs)
+        yield
+
+
+def test_files_on_s3_read_as_the_same_files_on_disk(tmp_path, monkeypatch):
+    from _moto import counting_requests
+
+    well_directory(tmp_path / "toy", {"train": 2, "valid": 1, "test": 1}, grid=(6, 4))
+    pdebench_samples(tmp_path / "2D_diff-react.h5")
+    with on_s3(tmp_path, monkeypatch):
         assert hdf5_info("s3://datasets/toy").files["test"] == ("s3://datasets/toy/data/test/toy_0.hdf5",)
         for name in ("toy", "2D_diff-react.h5"):
             with counting_requests() as requests:
@@ -330,19 +341,11 @@ def test_files_on_s3_read_as_the_same_files_on_disk(tmp_path, monkeypatch):
 def test_files_larger_than_the_blocks_kept_read_from_s3_as_on_disk(tmp_path, monkeypatch):
     """Gzip chunks that straddle the blocks read from object storage, more blocks than are kept,
     and trajectories of a block or more (read as they are): the same arrays as from disk."""
-    import pyarrow.fs as pafs
-    from _moto import counting_requests, moto_server, s3_filesystem
+    from _moto import counting_requests
 
     pdebench_variables(tmp_path / "2D_CFD.hdf5", samples=24, time=20, grid=(32, 32))  # 7.9 MB, 80 KB chunks
     pdebench_tensor(tmp_path / "1D_Advection.hdf5", samples=4, time=256, x=1024)  # 1 MiB per trajectory
-    with moto_server() as (host, port):
-        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://{host}:{port}")
-        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-            monkeypatch.setenv(key, "testing")
-        monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-        fs = s3_filesystem(host, port)
-        fs.create_dir("datasets")
-        pafs.copy_files(str(tmp_path), "datasets", pafs.LocalFileSystem(), fs)
+    with on_s3(tmp_path, monkeypatch):
         for name, options in (("2D_CFD.hdf5", {"fields": ["density", "Vx"]}), ("1D_Advection.hdf5", {})):
             with counting_requests() as requests:
                 remote = load(f"s3://datasets/{name}", **options)
