@@ -6,6 +6,7 @@ import itertools
 import os
 import shutil
 import signal
+import sys
 import warnings
 from pathlib import Path
 
@@ -28,6 +29,13 @@ from sweep.store import aggregate_blocks
 # The suite's own compilation cache (under the pytest cache, not the user's ~/.cache), inherited by
 # every process the tests start (Ray's workers, `sweep` subprocesses).
 os.environ["SWEEP_COMPILE_CACHE"] = str(Path(__file__).parent.parent / ".pytest_cache" / "jax")
+# About a hundred Python processes of a run (pytest's workers, Ray's trial and Serve workers, `sweep`
+# commands, scripts) import the same modules: where PYTHONDONTWRITEBYTECODE is set, as in many
+# containers, each would compile seed-sweep's and the tests' sources again (about a tenth of the
+# CPU time of the tests that start processes, docs/performance.md). The run writes their bytecode
+# once, to __pycache__ (ignored by git); its own processes inherit this.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 # The suite's programs are tiny, so compiling them is most of their time: LLVM at its cheapest level
 # compiles them about a third faster than XLA's defaults, and XLA:CPU's older fusion emitters in
 # less than half the time left (docs/performance.md).

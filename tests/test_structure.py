@@ -313,13 +313,14 @@ def test_dir_lists_only_public_names():
     assert not [n for n in names if n.startswith("_") and n != "__version__"], names
 
 
-def test_the_suite_compiles_into_its_own_cache():
+def test_the_suite_compiles_into_its_own_cache_and_writes_bytecode_once():
     import jax
 
     cache = jax.config.jax_compilation_cache_dir  # pyright: ignore[reportAttributeAccessIssue]
     assert cache == str(Path(__file__).parent.parent / ".pytest_cache" / "jax")
-    code = "import json, sweep\nprint(json.dumps(sweep.configure().compile_cache))"
-    assert json.loads(_fresh(code)) == cache  # inherited by the processes the tests start
+    assert not sys.dont_write_bytecode
+    code = "import json, sys, sweep\nprint(json.dumps([sweep.configure().compile_cache, sys.dont_write_bytecode]))"
+    assert json.loads(_fresh(code)) == [cache, False]  # inherited by the processes the tests start
 
 
 def _module_name(path: Path) -> tuple[str, ...]:
