@@ -92,12 +92,14 @@ METHODS = {
     "correct_sequential": {"correct": "sequential"},
     "correct_parallel": {"unroll": 2, "correct": "parallel"},
     "correct_bypass": {"correct": "sequential_with_bypass", "coarse_proportion": 0.25},
+    "sup_noise_correct_parallel": {"unroll": 2, "noise": 0.05, "correct": "parallel"},
 }
 
 
-# slow (10-20 s each): unroll, noise and diversion run in the default suite in their combinations
-# (sup_noise, cut, div_cut)
-ALSO_COMBINED = ("sup", "noise", "div")
+# slow (10-20 s each): unroll, noise, diversion and parallel correction run in the default suite in
+# their combinations (cut, div_cut, and sup_noise_correct_parallel at XLA's defaults, where one
+# method costs about 20 CPU-seconds)
+ALSO_COMBINED = ("sup", "noise", "div", "sup_noise", "correct_parallel")
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,17 @@ def final_blocks(sweep_dir) -> dict:
     return {k: load_block(ref.path) for k, ref in find_blocks(str(sweep_dir), pafs.LocalFileSystem()).items()}
 
 
+# The baseline's first trial alone (a trial's key does not depend on the sweep's other seeds): what
+# a fault does to a trial is tested on this one (each trial is a process of about 5 CPU-seconds)
+ONE_TRIAL = tiny_spec(seeds=2)
+
+
+def first_trial(reference: dict) -> dict:
+    """The block of :data:`ONE_TRIAL`'s one trial in ``reference`` (the baseline's blocks)."""
+    (trial,) = sweep.plan(ONE_TRIAL).trials
+    return {trial.trial_key: reference[trial.trial_key]}
+
+
 def assert_same_members(blocks: dict, reference: dict) -> None:
     assert set(blocks) == set(reference)
     for key, block in blocks.items():
@@ -115,7 +126,7 @@ def test_killed_trial_is_retried_from_its_checkpoint(baseline, tmp_path):
     _, reference = baseline
     marker = tmp_path / "killed"
     path = sweep.run(
-        tiny_spec(),
+        ONE_TRIAL,
         storage=str(tmp_path / "store"),
         failure_config=sweep_failure_config(max_failures=2),
         trial_hooks=TrialHooks(after_report=KillOnce(marker)),
@@ -124,14 +135,14 @@ def test_killed_trial_is_retried_from_its_checkpoint(baseline, tmp_path):
     results = trial_results(path)
     resumed = [k for k, rs in results.items() if rs[-1]["resumed_from_epoch"] == 2]
     assert len(resumed) == 1
-    assert_same_members(final_blocks(path), reference)
+    assert_same_members(final_blocks(path), first_trial(reference))
 
 
 def test_sigterm_checkpoints_the_chunk_in_progress_and_the_trial_resumes_from_it(baseline, tmp_path, capsys):
     _, reference = baseline
     marker = tmp_path / "terminated"
     path = sweep.run(
-        tiny_spec(),
+        ONE_TRIAL,
         storage=str(tmp_path / "store"),
         failure_config=sweep_failure_config(max_failures=0),  # a preemption is not counted as a failure
         trial_hooks=TrialHooks(on_start=TermOnce(marker)),  # SIGTERM while the first chunk runs
@@ -147,7 +158,7 @@ def test_sigterm_checkpoints_the_chunk_in_progress_and_the_trial_resumes_from_it
         assert stop["epoch"] == 2 and stop["checkpoint_dir_name"] and stop["preempted_by"] == "SIGTERM"
         assert stop["report_time"] > stop["preempted_notice_time"]
     wait_processes_ended([int(pid)])  # Tune ends the preempted trial's process
-    assert_same_members(final_blocks(path), reference)
+    assert_same_members(final_blocks(path), first_trial(reference))
     assert f"retried 1 trial: {key} (preempted)" in capsys.readouterr().out
 
 
@@ -163,7 +174,7 @@ DRIVER = textwrap.dedent("""
     import sweep
     from sweep.tune import TrialHooks
     hooks = TrialHooks(on_start=Barrier({pids!r}, 1, 1), after_report=SleepAfterReport(4))
-    sweep.run(tiny_spec(), storage={storage!r}, address={address!r}, trial_hooks=hooks)
+    sweep.run(tiny_spec(seeds=2), storage={storage!r}, address={address!r}, trial_hooks=hooks)
 """)
 
 
@@ -173,22 +184,22 @@ def test_driver_killed_mid_sweep_then_resumed(baseline, ray_session, tmp_path):
     script = DRIVER.format(pids=str(pids), storage=str(storage), address=ray_session)
     kill_driver_when(script, "tiny/tune-0001/*/checkpoint_*/block.json", storage)
     wait_trials_ended(pids)  # Ray ends the dead driver's trial processes
-    assert not all(len(list(storage.glob(f"tiny/tune-0001/{k}/checkpoint_000001"))) for k in reference)
+    assert not list(storage.glob("tiny/tune-0001/*/checkpoint_000001"))  # killed before the trial's last chunk
 
-    path = sweep.run(tiny_spec(), storage=str(storage), resume=True)
+    path = sweep.run(ONE_TRIAL, storage=str(storage), resume=True)
     assert sorted(p.name for p in Path(path).glob("tune-*")) == ["tune-0001"]  # restored in place
-    assert_same_members(final_blocks(path), reference)
+    assert_same_members(final_blocks(path), first_trial(reference))
 
 
 def test_scheduler_and_stop_pass_through_keep_last_checkpoints(ray_session, tmp_path):
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
 
-    spec = tiny_spec()
+    spec = ONE_TRIAL
     stop = tune.RunConfig(stop={"training_iteration": 1})
     path = sweep.run(spec, storage=str(tmp_path), scheduler=ASHAScheduler(max_t=4, grace_period=1), run_config=stop)
     blocks = final_blocks(path)
-    assert len(blocks) == 2 and all(int(b.history.epoch[-1]) == 2 for b in blocks.values())
+    assert len(blocks) == 1 and all(int(b.history.epoch[-1]) == 2 for b in blocks.values())
     plan = json.loads((Path(path) / "plan.json").read_text())
     assert set(plan["stopped_trials"]) == set(blocks)
     sweep.run(spec, storage=str(tmp_path))  # stopped members are not trained again
