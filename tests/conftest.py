@@ -56,10 +56,9 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 # The test that runs the bit-for-bit properties at XLA's defaults ([default]: AT_XLA_DEFAULTS,
 # [slow]: AT_XLA_DEFAULTS_SLOW and ALSO_AT_XLA_DEFAULTS)
 AT_DEFAULTS_RUNNER = "test_xla_defaults.py::test_block_invariance_resume_and_streaming_are_bitwise_at_xla_defaults"
-# The longest tests (30-50 s each on a clean clone: that runner, whose programs compile at XLA's
-# defaults, and the tests that start Ray, Serve or a driver process of their own), started first,
-# all on the first worker (whose share xdist deals from the front) so that none is the suite's tail
-# (the collection's order puts the runner last).
+# The longest tests (20-40 s each on a clean clone: that runner, whose programs compile at XLA's
+# defaults, and the tests that start Ray, Serve or a driver process of their own), started first so
+# that none is the suite's tail (the collection's order puts the runner last).
 STARTED_FIRST = (
     f"{AT_DEFAULTS_RUNNER}[default]",
     "test_tune_cluster.py::test_a_lost_nodes_trial_resumes_on_the_surviving_node_and_a_new_node_is_used",
@@ -69,6 +68,13 @@ STARTED_FIRST = (
     "test_tune.py::test_driver_killed_mid_sweep_then_resumed",
     "test_tune_waves.py::test_a_plan_in_waves_trains_every_member_and_resumes_between_waves",
 )  # in this order
+
+
+# The tests on the session's Ray (``ray_session``, and ``tune_tiny``, which starts it where it trains)
+# come next, all in the first worker's share (xdist's worksteal deals each worker a contiguous part
+# of the collection and steals from the end of a queue): one local Ray for the run instead of one
+# per worker, each 6-7 CPU-seconds to start and 1.5 every 30 s while it waits (docs/performance.md).
+ON_SESSION_RAY = ("ray_session", "tune_tiny")
 
 
 @pytest.hookimpl(trylast=True)
@@ -94,7 +100,8 @@ def pytest_collection_modifyitems(config, items):
             config.hook.pytest_deselected(items=left_out)
             items[:] = kept
     first = {name: i for i, name in enumerate(STARTED_FIRST)}
-    items.sort(key=lambda item: first.get(_name(item), len(first)))  # stable
+    on_ray = {item: bool(set(ON_SESSION_RAY) & set(getattr(item, "fixturenames", ()))) for item in items}
+    items.sort(key=lambda item: (first.get(_name(item), len(first)), not on_ray[item]))  # stable
 
 
 def _name(item: pytest.Item) -> str:
