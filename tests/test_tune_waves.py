@@ -19,7 +19,7 @@ from sweep.planning import make_plan
 from sweep.training import find_blocks, load_block
 from sweep.tune import Interrupted, _round_searcher, _waves
 
-SPEC = tiny_spec(name="waves", seeds=4, seeds_per_trial=1, training=sweep.Training(epochs=2, batch_size=16))
+SPEC = tiny_spec(name="waves", seeds=2, seeds_per_trial=1, training=sweep.Training(epochs=2, batch_size=16))
 
 
 def test_waves_split_a_large_plan_evenly_unless_a_scheduler_compares_trials():
@@ -82,7 +82,9 @@ def _last_line(text: str) -> str:
 
 
 def test_a_plan_in_waves_trains_every_member_and_resumes_between_waves(ray_session, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(_waves, "wave_size", lambda slots: 2)  # 4 trials: 2 waves of 2
+    # 2 trials: 2 waves of 1 (each trial is a process of about 5 CPU-seconds; how a plan is cut into
+    # waves is tested above)
+    monkeypatch.setattr(_waves, "wave_size", lambda slots: 1)
     opened, open_experiment = [], _round_searcher.LiveRounds.open
 
     def ctrl_c_after_the_first_wave(live):
@@ -92,17 +94,17 @@ def test_a_plan_in_waves_trains_every_member_and_resumes_between_waves(ray_sessi
         open_experiment(live)
 
     monkeypatch.setattr(_round_searcher.LiveRounds, "open", ctrl_c_after_the_first_wave)
-    with pytest.raises(Interrupted, match="2 of 4 members done"):
+    with pytest.raises(Interrupted, match="1 of 2 members done"):
         sweep.run(SPEC, storage=str(tmp_path), progress="plain")
-    assert "trials 2/4 done" in _last_line(capsys.readouterr().out)  # every trial counted from the start
+    assert "trials 1/2 done" in _last_line(capsys.readouterr().out)  # every trial counted from the start
     sweep_dir = tmp_path / "waves"
     assert sorted(p.name for p in sweep_dir.glob("tune-*")) == ["tune-0001"]
 
     monkeypatch.setattr(_round_searcher.LiveRounds, "open", open_experiment)
     path = sweep.run(SPEC, storage=str(tmp_path), resume=True, progress="plain")
     line = _last_line(capsys.readouterr().out)
-    assert "trials 2/2 done" in line and "members 4/4" in line
-    # the first wave restored (nothing left in it), then the two trials left in a new wave
+    assert "trials 1/1 done" in line and "members 2/2" in line
+    # the first wave restored (nothing left in it), then the trial left in a new wave
     assert sorted(p.name for p in Path(path).glob("tune-*")) == ["tune-0001", "tune-0002"]
     blocks = find_blocks(path, pafs.LocalFileSystem())
     assert set(blocks) == {t.trial_key for t in make_plan(SPEC).trials}
@@ -110,4 +112,4 @@ def test_a_plan_in_waves_trains_every_member_and_resumes_between_waves(ray_sessi
         block = load_block(blocks[t.trial_key].path)
         model, _ = sweep.train_block(SPEC, t.seeds)
         assert tree_allclose(block.state.params, eqx.filter(model, eqx.is_array), exact=True)
-    assert len(sweep.load(path)) == 4
+    assert len(sweep.load(path)) == 2
