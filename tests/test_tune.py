@@ -173,7 +173,7 @@ DRIVER = textwrap.dedent("""
     from helpers import tiny_spec
     import sweep
     from sweep.tune import TrialHooks
-    hooks = TrialHooks(on_start=Barrier({pids!r}, 1, 1), after_report=SleepAfterReport(4))
+    hooks = TrialHooks(on_start=Barrier({pids!r}, 1, 1), after_report=SleepAfterReport(10))
     sweep.run(tiny_spec(seeds=2), storage={storage!r}, address={address!r}, trial_hooks=hooks)
 """)
 
@@ -184,7 +184,8 @@ def test_driver_killed_mid_sweep_then_resumed(baseline, ray_session, tmp_path):
     script = DRIVER.format(pids=str(pids), storage=str(storage), address=ray_session)
     kill_driver_when(script, "tiny/tune-0001/*/checkpoint_*/block.json", storage)
     wait_trials_ended(pids)  # Ray ends the dead driver's trial processes
-    assert not list(storage.glob("tiny/tune-0001/*/checkpoint_000001"))  # killed before the trial's last chunk
+    # killed while the trial slept after its first checkpoint, before its last chunk
+    assert not list(storage.glob("tiny/tune-0001/*/checkpoint_000001"))
 
     path = sweep.run(ONE_TRIAL, storage=str(storage), resume=True)
     assert sorted(p.name for p in Path(path).glob("tune-*")) == ["tune-0001"]  # restored in place
