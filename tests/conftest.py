@@ -79,9 +79,10 @@ ON_SESSION_RAY = ("ray_session", "tune_tiny")
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    """``STARTED_FIRST`` first; with the cheap flags, each bit-for-bit property of
-    ``AT_XLA_DEFAULTS`` (``AT_XLA_DEFAULTS_SLOW``) left out where the run has the test that runs it at
-    XLA's defaults, and skipped, saying how to run it, where it does not."""
+    """``STARTED_FIRST`` first, then the tests on the session's Ray (``ON_SESSION_RAY``); with the
+    cheap flags, each bit-for-bit property of ``AT_XLA_DEFAULTS`` (``AT_XLA_DEFAULTS_SLOW``) left out
+    where the run has the test that runs it at XLA's defaults, and skipped, saying how to run it,
+    where it does not."""
     if not os.environ.get(XLA_DEFAULTS):
         runner = {name: f"{AT_DEFAULTS_RUNNER}[default]" for name in AT_XLA_DEFAULTS}
         runner |= {name: f"{AT_DEFAULTS_RUNNER}[slow]" for name in AT_XLA_DEFAULTS_SLOW}

@@ -174,7 +174,7 @@ DRIVER = textwrap.dedent("""
     import sweep
     from sweep.tune import TrialHooks
     hooks = TrialHooks(on_start=Barrier({pids!r}, 1, 1), after_report=SleepAfterReport(10))
-    sweep.run(tiny_spec(seeds=2), storage={storage!r}, address={address!r}, trial_hooks=hooks)
+    sweep.run(tiny_spec(seeds=2), storage={storage!r}, address={address!r}, trial_hooks=hooks)  # ONE_TRIAL
 """)
 
 
