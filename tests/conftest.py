@@ -101,8 +101,11 @@ def pytest_collection_modifyitems(config, items):
             config.hook.pytest_deselected(items=left_out)
             items[:] = kept
     first = {name: i for i, name in enumerate(STARTED_FIRST)}
-    on_ray = {item: bool(set(ON_SESSION_RAY) & set(getattr(item, "fixturenames", ()))) for item in items}
-    items.sort(key=lambda item: (first.get(_name(item), len(first)), not on_ray[item]))  # stable
+    items.sort(key=lambda item: (first.get(_name(item), len(first)), not _on_session_ray(item)))  # stable
+
+
+def _on_session_ray(item: pytest.Item) -> bool:
+    return bool(set(ON_SESSION_RAY) & set(getattr(item, "fixturenames", ())))
 
 
 def _name(item: pytest.Item) -> str:
