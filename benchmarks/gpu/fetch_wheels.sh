@@ -5,7 +5,7 @@
 #
 #   bash benchmarks/gpu/fetch_wheels.sh          (PYTHON=/path/to/python3.12 if python3.12 is not on PATH)
 #
-# Versions: pip resolves the project's dependencies (pyproject.toml) against the GPU image's JAX
+# Versions: pip resolves the project's dependencies and EXTRAS (pyproject.toml) against the GPU image's JAX
 # and the Ray version checked there; only the distributions in SHIP (what the image lacks,
 # /work/shared/gpu-machine.md) are downloaded, hash-checked. Ray is repacked without ray/jars/.
 # The total must stay under LIMIT_MIB: a call to the GPU machine carries at most 64 MiB.
@@ -18,10 +18,11 @@ PYTHON="${PYTHON:-python3.12}"  # its pip resolves for the target (Requires-Pyth
 "$PYTHON" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null \
     || { echo "fetch_wheels: PYTHON=$PYTHON is not a working Python 3.12; set PYTHON=/path/to/python3.12" >&2; exit 1; }
 LIMIT_MIB=60
-PINS=("ray[tune]==2.60.0" "jax==0.11.2" "jaxlib==0.11.2" "h5py>=3.11")  # Ray as checked there; JAX as installed there; h5py: check 6 (the [hdf5] extra)
+PINS=("ray[tune]==2.60.0" "jax==0.11.2" "jaxlib==0.11.2")  # Ray as checked there; JAX as installed there
+EXTRAS=(pde hdf5)  # the extras the checks use: exponax makes check 7's 2D data, h5py reads check 6's file
 # What the image lacks. typing-extensions is there, but pydantic needs a recent one (a newer copy
 # shadows it harmlessly: it only adds names).
-SHIP=(ray pdequinox tomli-w tensorboardx h5py
+SHIP=(ray pdequinox tomli-w tensorboardx h5py exponax
       pydantic pydantic-core annotated-types typing-inspection typing-extensions
       jsonschema jsonschema-specifications referencing rpds-py)
 TARGET=(--only-binary=:all: --python-version 3.12 --implementation cp --abi cp312
@@ -32,7 +33,13 @@ mkdir -p "$CACHE" "$DEST"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
-mapfile -t DEPS < <("$PYTHON" -c 'import sys, tomllib; print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]))' "$ROOT/pyproject.toml")
+# the project's dependencies and those of its EXTRAS, as pyproject.toml names them
+mapfile -t DEPS < <("$PYTHON" - "$ROOT/pyproject.toml" "${EXTRAS[@]}" <<'EOF'
+import sys, tomllib
+project = tomllib.load(open(sys.argv[1], "rb"))["project"]
+print("\n".join(project["dependencies"] + [d for extra in sys.argv[2:] for d in project["optional-dependencies"][extra]]))
+EOF
+)
 (( ${#DEPS[@]} )) || { echo "fetch_wheels: could not read the dependencies of $ROOT/pyproject.toml with $PYTHON" >&2; exit 1; }
 echo "resolving for CPython 3.12 manylinux x86-64: ${DEPS[*]} + pins ${PINS[*]}"
 "$PYTHON" -m pip install -q --dry-run --ignore-installed --target "$WORK/target" --report "$WORK/report.json" "${TARGET[@]}" \
