@@ -15,7 +15,9 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 VRMSE_EPS = 1e-7  # The Well's: sqrt(mse / (var + eps))
-BANDS = {"low": (0, 4), "mid": (5, 12), "high": (13, None)}  # PDEBench's fRMSE bands (iLow=4, iHigh=12)
+# PDEBench's fRMSE bands, first and last radial wavenumber: its bins [:iLow], [iLow:iHigh], [iHigh:]
+# with iLow=4, iHigh=12 (pdebench/models/metrics.py, metric_func)
+BANDS = {"low": (0, 3), "mid": (4, 11), "high": (12, None)}
 
 
 def _check(name: str, pred: Array, target: Array) -> None:
@@ -62,8 +64,8 @@ def _wavenumbers(shape: tuple[int, ...]) -> Array:
 def spectral_error(band: str):
     """The RMS difference of the Fourier coefficients (``fftn`` over the spatial axes,
     ``norm="forward"``: each the mean amplitude of its mode) of prediction and target whose radial
-    wavenumber ``floor(|k|)`` lies in ``band`` of :data:`BANDS` (PDEBench's: low 0-4, mid 5-12,
-    high 13 and up), over the channels and those coefficients. A grid without such modes gives 0."""
+    wavenumber ``floor(|k|)`` lies in ``band`` of :data:`BANDS` (PDEBench's: low 0-3, mid 4-11,
+    high 12 and up), over the channels and those coefficients. A grid without such modes gives 0."""
     low, high = BANDS[band]
 
     def fn(pred: Float[Array, "c *s"], target: Float[Array, "c *s"]) -> Float[Array, ""]:

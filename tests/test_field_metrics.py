@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import sweep
-from sweep.metrics import BUILTINS, valid_steps, window_mean
+from sweep.metrics import BANDS, BUILTINS, valid_steps, window_mean
 
 RNG = np.random.default_rng(0)
 SHAPES = [(1, 16), (2, 8, 6), (3, 4, 4, 5)]
@@ -47,9 +47,9 @@ def test_field_metrics_equal_numpy(shape):
     expected = {
         "vrmse": np_vrmse(p, t),
         "correlation": np_correlation(p, t),
-        "spectral_low": np_spectral(p, t, 0, 4),
-        "spectral_mid": np_spectral(p, t, 5, 12),
-        "spectral_high": np_spectral(p, t, 13, np.inf),
+        "spectral_low": np_spectral(p, t, 0, 3),
+        "spectral_mid": np_spectral(p, t, 4, 11),
+        "spectral_high": np_spectral(p, t, 12, np.inf),
     }
     for name, value in expected.items():
         got = float(BUILTINS[name].per_sample(jnp.asarray(p), jnp.asarray(t)))
@@ -58,13 +58,22 @@ def test_field_metrics_equal_numpy(shape):
     assert float(BUILTINS["vrmse"].per_sample(jnp.asarray(t), jnp.asarray(t))) == 0.0
 
 
+def band_errors(mode: int) -> dict[str, float]:
+    """Each band's error of a 40-point field of one Fourier mode against zeros."""
+    p = np.cos(2 * np.pi * mode * np.arange(40) / 40)[None].astype(np.float32)
+    return {b: float(BUILTINS[f"spectral_{b}"].per_sample(jnp.asarray(p), jnp.zeros_like(p))) for b in BANDS}
+
+
 def test_a_grid_with_high_modes_has_a_high_band_error():
-    t = np.zeros((1, 40), np.float32)
-    p = np.cos(2 * np.pi * 15 * np.arange(40) / 40)[None].astype(np.float32)  # mode 15 only
-    errors = {b: float(BUILTINS[f"spectral_{b}"].per_sample(jnp.asarray(p), jnp.asarray(t))) for b in ("low", "mid")}
+    errors = band_errors(15)
     assert errors["low"] < 1e-7 and errors["mid"] < 1e-7
-    high = float(BUILTINS["spectral_high"].per_sample(jnp.asarray(p), jnp.asarray(t)))
-    assert high == pytest.approx(np.sqrt((0.5**2 + 0.5**2) / 15), rel=1e-5)  # modes +-15 of the 15 with 13 <= |k| <= 20
+    assert errors["high"] == pytest.approx(np.sqrt((0.5**2 + 0.5**2) / 17), rel=1e-5)  # +-15 of 17 with 12 <= |k| <= 20
+
+
+@pytest.mark.parametrize(("mode", "band"), [(3, "low"), (4, "mid"), (11, "mid"), (12, "high")])
+def test_the_bands_split_wavenumbers_as_pdebench_does(mode, band):
+    # PDEBench's metric_func: bins [:4] low, [4:12] mid, [12:] high (iLow=4, iHigh=12)
+    assert {b for b, e in band_errors(mode).items() if e > 1e-7} == {band}
 
 
 def test_rollout_summaries_equal_numpy():
