@@ -318,12 +318,17 @@ MEMBER_COLUMNS = {
     "test_loss": "final test loss",
     "val_<m>": "final value of metric `<m>` on the validation set (null where a config does not evaluate it)",
     "test_<m>": "final value of metric `<m>` on the test set",
-    "val_rollout_gmean_<r>": "geometric mean over steps `1..min(T, 100)` of the validation rollout curve of `<r>` "
-    "(float64)",
+    "val_rollout_gmean_<r>": "geometric mean over steps `1..min(T, 100)` of the validation rollout curve of an "
+    "error `<r>` (float64)",
     "test_rollout_gmean_<r>": "the same on the test trajectories",
+    "val_rollout_valid_steps_<s>": "for a score `<s>` whose higher values are better (`correlation`): the steps its "
+    "validation rollout curve stays at or above 0.8, the valid rollout time (float64)",
+    "test_rollout_valid_steps_<s>": "the same on the test trajectories",
     "val_rollout_<r>": "the rollout curve at the last report: `T` values, entry `t - 1` after `t` steps (null "
     "without validation trajectories)",
     "test_rollout_<r>": "the same on the test trajectories",
+    "val_rollout_<s>": "the rollout curve of the score `<s>`, as `val_rollout_<r>`",
+    "test_rollout_<s>": "the same on the test trajectories",
     "history_epochs": "the epoch of every report",
 }
 CONFIG_COLUMNS = {
@@ -402,11 +407,12 @@ def _scores_text() -> str:
 def _members_table() -> str:
     import pyarrow as pa
 
-    from sweep.metrics import ROLLOUT_GMEAN
+    from sweep.metrics import ROLLOUT_GMEAN, ROLLOUT_VALID_STEPS
     from sweep.store import _schema as s
 
     grid = s.Column("<grid column>", "<grid key>", False)
-    schema = s.members_schema([grid], {grid.name: pa.int64()}, ["<m>", f"{ROLLOUT_GMEAN}<r>"])
+    metrics = ["<m>", f"{ROLLOUT_GMEAN}<r>", f"{ROLLOUT_VALID_STEPS}<s>"]
+    schema = s.members_schema([grid], {grid.name: pa.int64()}, metrics)
     rows = ["| column | type | holds |", "| --- | --- | --- |"]
     for f in schema:
         if f.name.endswith("_history") and f.name != "history_epochs":

@@ -49,7 +49,12 @@ def main() -> None:
     @jax.jit
     def rollout(p, x0):  # one member, max(STEPS) steps
         model = eqx.combine(p, static)
-        return jax.lax.scan(lambda s, _: (model(s), model(s)), x0, None, length=max(STEPS))[1]
+
+        def step(state, _):
+            state = model(state)
+            return state, state
+
+        return jax.lax.scan(step, x0, None, length=max(STEPS))[1]
 
     states = np.stack(
         [np.asarray(rollout(jax.tree_util.tree_map(lambda a, i=i: a[i], params), truth[0])) for i in range(8)]

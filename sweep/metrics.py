@@ -44,6 +44,9 @@ from ._import_path import import_object, is_import_path
 LOSS = "loss"  # the name the training objective is evaluated under (val_loss, test_loss)
 ROLLOUT_GMEAN_STEPS = 100  # the geometric mean of a rollout curve is over steps 1..min(T, 100) (APEBench's)
 ROLLOUT_GMEAN = "rollout_gmean_"  # + metric: the name that geometric mean is evaluated under (test_rollout_gmean_nrmse)
+# + a higher-is-better metric: the steps its curve stays at or above VALID_AT (test_rollout_valid_steps_correlation)
+ROLLOUT_VALID_STEPS = "rollout_valid_steps_"
+VALID_AT = 0.8  # the usual "valid rollout time" threshold of a correlation
 
 
 class Metric(NamedTuple):
@@ -52,6 +55,7 @@ class Metric(NamedTuple):
     per_sample: Callable[[Array, Array], Array]
     batch_mean: Callable[[Array, Array], Array] | None = None  # == mean over samples of per_sample
     integer_targets: bool = False  # targets hold class indices (checked against the data)
+    higher_is_better: bool = False  # a score, not an error: never a loss; its rollouts counted in valid steps
 
 
 def _same_shape(name: str, pred: Array, target: Array) -> None:
@@ -118,9 +122,9 @@ BUILTINS: dict[str, Metric] = {
     "mae": Metric(mae, _elementwise_mean(jnp.abs)),
     "nrmse": Metric(nrmse),
     "cross_entropy": Metric(cross_entropy, integer_targets=True),
-    "accuracy": Metric(accuracy, integer_targets=True),
+    "accuracy": Metric(accuracy, integer_targets=True, higher_is_better=True),
     "vrmse": Metric(vrmse),
-    "correlation": Metric(correlation),
+    "correlation": Metric(correlation, higher_is_better=True),
     **{f"spectral_{band}": Metric(spectral_error(band)) for band in BANDS},
 }
 
@@ -136,18 +140,28 @@ def metric_name(entry: str) -> str:
     return entry if entry in BUILTINS else entry.rpartition(":")[2].rpartition(".")[2]
 
 
-def _check_entry(entry: Any, field: str, what: str) -> None:
+def _check_entry(entry: Any, field: str, what: str, choices: Sequence[str] = tuple(BUILTINS)) -> None:
     if not isinstance(entry, str) or not (entry in BUILTINS or is_import_path(entry)):
         raise SpecError(
-            f"`{field}`: unknown {what} {entry!r}; choose one of {', '.join(BUILTINS)} or give a function "
+            f"`{field}`: unknown {what} {entry!r}; choose one of {', '.join(choices)} or give a function "
             f'fn(pred, target) -> scalar of one sample as "package.module:fn"'
         )
+
+
+def losses() -> list[str]:
+    """The built-ins a trainer can minimise (every one but the scores, whose higher values are better)."""
+    return [name for name, m in BUILTINS.items() if not m.higher_is_better]
 
 
 def check_names(loss: Any, metrics: Sequence[Any]) -> None:
     """Raise :class:`SpecError` unless ``loss`` and ``metrics`` name built-ins or import paths,
     with distinct stored names (nothing is imported here)."""
-    _check_entry(loss, "training.loss", "loss")
+    _check_entry(loss, "training.loss", "loss", losses())
+    if higher_is_better(loss):
+        raise SpecError(
+            f"`training.loss`: {loss!r} is a score (higher is better) and the trainer minimises its loss; "
+            f"choose one of {', '.join(losses())} and evaluate {loss!r} in training.metrics"
+        )
     seen: dict[str, str] = {}
     for i, entry in enumerate(metrics):
         _check_entry(entry, f"training.metrics[{i}]", "metric")
@@ -171,7 +185,7 @@ def check_rollout_names(metrics: Sequence[Any]) -> None:
     seen: dict[str, str] = {}
     for i, entry in enumerate(metrics):
         field = f"training.rollout_metrics[{i}]"
-        _check_entry(entry, field, "rollout metric")
+        _check_entry(entry, field, "rollout metric", rollout_builtins())
         if entry in BUILTINS and BUILTINS[entry].integer_targets:
             raise SpecError(
                 f"`{field}`: {entry!r} compares predictions with class indices; a rollout compares "
@@ -277,6 +291,37 @@ def batch_mean(metric: Metric, pred: Float[Array, "b ..."], target: Float[Array,
     return jnp.mean(jax.vmap(metric.per_sample)(pred, target).astype(jnp.float32))
 
 
+def higher_is_better(name: str) -> bool:
+    """Whether ``name`` is a built-in score (``correlation``, ``accuracy``), not an error."""
+    return name in BUILTINS and BUILTINS[name].higher_is_better
+
+
+def rollout_summary_name(metric: str) -> str:
+    """The name a rollout metric's curve is summarised under (a column ``test_<name>``): the
+    geometric mean of an error (``rollout_gmean_nrmse``), the valid steps of a built-in score whose
+    higher values are better (``rollout_valid_steps_correlation``; a geometric mean of a signed
+    score is NaN wherever one step is <= 0). Any other name, a function's by import path too,
+    counts as an error."""
+    return (ROLLOUT_VALID_STEPS if higher_is_better(metric) else ROLLOUT_GMEAN) + metric
+
+
+def rollout_summary(metric: str, curves: Float[np.ndarray, "... t"]) -> np.ndarray:
+    """The summary of ``metric``'s rollout curves named :func:`rollout_summary_name`, in float64:
+    :func:`rollout_gmean` or :func:`valid_steps` at :data:`VALID_AT`."""
+    if rollout_summary_name(metric).startswith(ROLLOUT_VALID_STEPS):
+        return valid_steps(curves, VALID_AT).astype(np.float64)
+    return rollout_gmean(curves)
+
+
+def summarised_metric(name: str) -> str | None:
+    """The rollout metric a summary's name (:func:`rollout_summary_name`) belongs to, else None:
+    ``"rollout_gmean_nrmse"`` -> ``"nrmse"``."""
+    for prefix in (ROLLOUT_GMEAN, ROLLOUT_VALID_STEPS):
+        if name.startswith(prefix):
+            return name.removeprefix(prefix)
+    return None
+
+
 def rollout_gmean(curves: Float[np.ndarray, "... t"]) -> np.ndarray:
     """The geometric mean of rollout curves over their first ``min(T, 100)`` steps, in float64
     (a curve holding 0 gives 0, one holding inf or NaN gives inf or NaN).
@@ -300,6 +345,8 @@ def valid_steps(curves: Float[np.ndarray, "... t"], threshold: float = 0.8) -> n
     ```
     """
     c = np.asarray(curves, np.float64)
+    if c.ndim == 0 or c.shape[-1] == 0:
+        raise ValueError(f"valid_steps: curves of shape {c.shape}; need at least one step on the last axis")
     below = ~(c >= threshold)
     return np.where(below.any(axis=-1), np.argmax(below, axis=-1), c.shape[-1])
 

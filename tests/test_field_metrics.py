@@ -87,6 +87,8 @@ def test_rollout_summaries_equal_numpy():
     np.testing.assert_allclose(window_mean(curves[:2], 13, 30), curves[:2, 12:30].mean(axis=1))
     with pytest.raises(ValueError, match="steps 13..30 of curves of 20 steps"):
         window_mean(curves[:, :20], 13, 30)
+    with pytest.raises(ValueError, match=r"valid_steps: curves of shape \(2, 0\); need at least one step"):
+        valid_steps(np.zeros((2, 0)))
 
 
 def test_field_metrics_are_built_ins_of_training_and_rollouts():

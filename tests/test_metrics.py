@@ -62,8 +62,21 @@ def test_builtins_match_numpy_per_sample_then_averaged():
     [
         (
             dict(loss="msee"),
-            r"`training.loss`: unknown loss 'msee'; choose one of mse, mae, nrmse, cross_entropy, accuracy, vrmse, "
-            r"correlation, spectral_low, spectral_mid, spectral_high or give a function",
+            r"`training.loss`: unknown loss 'msee'; choose one of mse, mae, nrmse, cross_entropy, vrmse, "
+            r"spectral_low, spectral_mid, spectral_high or give a function",
+        ),
+        *(
+            (
+                dict(loss=score),
+                rf"`training.loss`: '{score}' is a score \(higher is better\) and the trainer minimises its loss; "
+                rf"choose one of mse, .* and evaluate '{score}' in training.metrics",
+            )
+            for score in ("correlation", "accuracy")
+        ),
+        (
+            dict(rollout_steps=2, rollout_metrics=["corelation"]),
+            r"`training.rollout_metrics\[0\]`: unknown rollout metric 'corelation'; choose one of mse, mae, nrmse, "
+            r"vrmse, correlation, spectral_low, spectral_mid, spectral_high or give",
         ),
         (dict(metrics=["mse", "rmse"]), r"`training.metrics\[1\]`: unknown metric 'rmse'"),
         (dict(metrics="mse"), r"`training.metrics`: got 'mse'; give a list of names"),

@@ -12,19 +12,19 @@ from helpers import member, tiny_spec
 
 import sweep
 from sweep import training
-from sweep.metrics import rollout_gmean
+from sweep.metrics import rollout_gmean, valid_steps
 from sweep.planning import make_plan
 from sweep.store import aggregate_blocks
 
 MODEL = sweep.Model("ConvNet", hidden_channels=4, depth=1, activation="relu", boundary_mode="dirichlet")
 
 
-def rolling(steps=5, batch_size=5, **problem):
+def rolling(steps=5, batch_size=5, metrics=("nrmse", "mse"), **problem):
     return tiny_spec(
         problem=sweep.Problem("heat1d", num_points=16, num_samples=35, trajectory_steps=6, **problem),
         model=MODEL,
         training=sweep.Training(
-            epochs=2, batch_size=batch_size, report_every=1, rollout_steps=steps, rollout_metrics=("nrmse", "mse")
+            epochs=2, batch_size=batch_size, report_every=1, rollout_steps=steps, rollout_metrics=metrics
         ),
     )
 
@@ -60,7 +60,7 @@ def test_geometric_mean_is_over_the_first_100_steps():
 
 
 def test_store_columns_and_rankings_by_the_rollout(tmp_path):
-    spec = rolling()
+    spec = rolling(metrics=("nrmse", "mse", "correlation"))
     gridded = tiny_spec(
         problem=spec.problem,
         model=MODEL,
@@ -80,11 +80,18 @@ def test_store_columns_and_rankings_by_the_rollout(tmp_path):
         assert all(len(c) == 5 for c in curves)
         np.testing.assert_array_equal(table[f"{split}_rollout_gmean_nrmse"].to_numpy(), rollout_gmean(np.array(curves)))
         assert all(len(h) == 2 for h in table[f"{split}_rollout_gmean_nrmse_history"].to_pylist())
+        # a score (higher is better) is summarised by its valid steps, not by a geometric mean
+        correlations = np.array(table[f"{split}_rollout_correlation"].to_pylist())
+        valid = table[f"{split}_rollout_valid_steps_correlation"].to_numpy()
+        np.testing.assert_array_equal(valid, valid_steps(correlations, 0.8))
+        assert f"{split}_rollout_gmean_correlation" not in table.column_names
     best = ens.best(2, metric="val_rollout_gmean_nrmse")
     assert best.table["val_rollout_gmean_nrmse"].to_pylist() == sorted(table["val_rollout_gmean_nrmse"].to_pylist())[:2]
     summary = ens.summary(metric="val_rollout_gmean_mse")
     assert summary.num_rows == 2 and "test_rollout_gmean_mse_mean" in summary.column_names  # the test value beside
     assert ens.compare({"depth": 1}, {"depth": 2}, metric="val_rollout_gmean_nrmse").n_a == 3
+    longest = ens.best(2, metric="val_rollout_valid_steps_correlation", mode="max").table
+    assert sorted(longest["val_rollout_valid_steps_correlation"].to_pylist()) == sorted(valid)[-2:]
 
 
 def test_a_split_without_trajectories_has_no_rollout_curves():

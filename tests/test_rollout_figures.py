@@ -5,7 +5,9 @@ has the data, a clear error where a rollout kind is asked for without it."""
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
+import pyarrow as pa
 import pytest
 from _blocks import TRAJ, trained_blocks, write_sweep
 from helpers import OKABE_ITO, assert_one_line_error, best_first, config_label, invoke, tiny_spec
@@ -13,6 +15,8 @@ from matplotlib.colors import to_hex
 
 import sweep
 from sweep import QueryError
+from sweep.figures._panels import Configs
+from sweep.figures._rollout import draw_rollout_error, rollout_metrics
 from sweep.planning import make_plan
 
 SCORES = [
@@ -173,7 +177,7 @@ def test_the_overview_of_a_rolling_sweep_has_a_rollout_row_and_all_every_kind(ro
     titles = [ax.get_title() for ax in sweep.plot(rolling_store, num_samples=1).axes]
     assert titles[-8:-4] == [  # the rollout row, above the ensemble scores' row
         "val rollout nrmse",
-        "test rollout nrmse (best configuration on validation)",
+        "test rollout nrmse\n(best configuration on validation)",
         "best — rollout, step 2 of 5",
         "best — rollout, step 5 of 5",
     ]
@@ -237,3 +241,25 @@ def test_an_emulators_predictions_show_different_trajectories_and_their_residual
         assert all(b.x0 - a.x1 < widths / 2 for a, b in zip(boxes, boxes[1:])), boxes
         spans.append((boxes[0].x0, boxes[-1].x1))
     assert max(s[1] for s in spans) - min(s[1] for s in spans) < 0.05, spans
+
+
+def test_a_score_is_drawn_on_a_linear_axis_with_the_valid_rollout_threshold():
+    curves = [[0.9, 0.5, -0.3], [0.95, 0.7, 0.1]]  # correlations: negative ones too
+    table = pa.table(
+        {
+            "depth": [1, 1],
+            "val_rollout_valid_steps_correlation": [1.0, 1.0],
+            "val_rollout_correlation": curves,
+            "val_rollout_gmean_nrmse": [0.5, 0.4],
+            "val_rollout_nrmse": [[0.1, 0.2, 0.3], [0.2, 0.3, 0.4]],
+        }
+    )
+    assert rollout_metrics(table) == ["correlation", "nrmse"]
+    fig, (score, error) = plt.subplots(1, 2)
+    configs = Configs([{"depth": 1}], table)
+    draw_rollout_error(score, table, configs, "val", "correlation")
+    draw_rollout_error(error, table, configs, "val", "nrmse")
+    assert (score.get_yscale(), error.get_yscale()) == ("linear", "log")
+    assert [line.get_ydata()[0] for line in score.lines if line.get_linestyle() == "--"] == [0.8]
+    assert score.get_ylim()[0] < -0.3  # the negative correlation is on the axis
+    plt.close(fig)

@@ -93,9 +93,10 @@ def report_ticks(ax: Axes, epochs: list, max_ticks: int = 8) -> None:
     ax.xaxis.set_major_locator(MultipleLocator(every * stride))
 
 
-def draw_bands(ax: Axes, xs: list, ys: list, configs: Configs) -> None:
+def draw_bands(ax: Axes, xs: list, ys: list, configs: Configs, log: bool = True) -> None:
     """Every row's curve ``ys[r]`` over ``xs[r]`` (thin; ``None``: the row has none) plus each
-    configuration's median and 10-90% band over its rows, at the most common curve length."""
+    configuration's median and 10-90% band over its rows, at the most common curve length; log y
+    unless ``log=False``."""
     for config, rows, color in configs:
         rows = [r for r in rows if ys[r] is not None]  # null: this config has no such curve
         if not rows:
@@ -116,7 +117,8 @@ def draw_bands(ax: Axes, xs: list, ys: list, configs: Configs) -> None:
             total = configs.totals.get(tuple(config.values()), len(rows))
             n = f"n={len(rows)}" if total == len(rows) else f"{len(rows)} of {total} shown"
             ax.plot(x, med, color=color, lw=2, label=f"{label(config)} ({n})")
-    ax.set_yscale("log")
+    if log:
+        ax.set_yscale("log")
     ax.grid(True, which="major", alpha=0.3)
 
 
@@ -249,7 +251,7 @@ def split_panels(fig: Figure, names: list[str], configs: Configs, draw, cells: S
         chosen_only = which == "test" and "val" in names
         draw(ax, which, Configs.only(configs, 1) if chosen_only else configs)
         if chosen_only:
-            ax.set_title(f"{ax.get_title()} (best configuration on validation)", fontsize=ax.title.get_fontsize())
+            ax.set_title(f"{ax.get_title()}\n(best configuration on validation)", fontsize=ax.title.get_fontsize())
         axes.append(ax)
     if axes:
         axes[0].legend(fontsize="small", loc="best", framealpha=0.9)

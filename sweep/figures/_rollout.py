@@ -23,17 +23,17 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from ..metrics import ROLLOUT_GMEAN
+from ..metrics import VALID_AT, higher_is_better, rollout_summary_name, summarised_metric
 from ..problems import EVALUATED
 from ..store import rollout_column as _column
 from ._panels import OKABE_ITO, Configs, draw_bands, draw_missing, split_panels
 
-GMEAN = re.compile(rf"(?:{'|'.join(EVALUATED)})_{ROLLOUT_GMEAN}(\w+)")  # test_rollout_gmean_nrmse -> nrmse
+SPLIT = re.compile(rf"(?:{'|'.join(EVALUATED)})_(\w+)")  # test_rollout_gmean_nrmse -> rollout_gmean_nrmse
 
 
 def rollout_column(split: str, metric: str) -> str:
     """The list column of a split's rollout curve of ``metric`` (``"nrmse"``): ``test_rollout_nrmse``."""
-    return _column(split, ROLLOUT_GMEAN + metric)
+    return _column(split, rollout_summary_name(metric))
 
 
 def rollout_splits(table: pa.Table, metric: str) -> list[str]:
@@ -48,15 +48,21 @@ def rollout_splits(table: pa.Table, metric: str) -> list[str]:
 
 def rollout_metrics(table: pa.Table) -> list[str]:
     """The metrics whose rollout curves the table holds (for some member), in column order."""
-    found = dict.fromkeys(m.group(1) for c in table.column_names if (m := GMEAN.fullmatch(c)))
+    found = dict.fromkeys(
+        metric for c in table.column_names if (m := SPLIT.fullmatch(c)) and (metric := summarised_metric(m.group(1)))
+    )
     return [m for m in found if rollout_splits(table, m)]
 
 
 def draw_rollout_error(ax: Axes, table: pa.Table, configs: Configs, which: str, metric: str) -> None:
     """Every member's rollout curve of ``metric`` on ``which`` (thin), each configuration's median
-    and 10-90% band over seeds; log y, x = autoregressive step."""
+    and 10-90% band over seeds; x = autoregressive step, log y for an error, linear y and the
+    valid-rollout threshold for a score (``correlation``)."""
     ys = table.column(rollout_column(which, metric)).to_pylist()
-    draw_bands(ax, [None if y is None else np.arange(1, len(y) + 1) for y in ys], ys, configs)
+    score = higher_is_better(metric)
+    draw_bands(ax, [None if y is None else np.arange(1, len(y) + 1) for y in ys], ys, configs, log=not score)
+    if score:
+        ax.axhline(VALID_AT, color="0.4", lw=0.8, ls="--", label=f"{VALID_AT} (valid rollout)")
     ax.set_xlabel("autoregressive step")
     ax.set_ylabel(f"{which} rollout {metric}")
     ax.set_title(f"{which} rollout {metric}", fontsize="medium")

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._errors import SpecError, did_you_mean
-from ..metrics import ROLLOUT_GMEAN, metric_name
+from ..metrics import metric_name, rollout_summary_name
 from ._seeds import MAX_SEEDS
 from ._values import is_int, is_number, refuse_unknown
 
@@ -55,7 +55,8 @@ class Adaptive:
         max: The most seeds a configuration gets, an integer from ``start`` to ``2**24``; seeds
             are ``0..max-1``.
         metric: The member column the race compares: ``"val_loss"`` or ``"val_<m>"`` for a metric
-            ``<m>`` of ``training.metrics`` (``"val_rollout_gmean_<r>"`` with rollouts). A race
+            ``<m>`` of ``training.metrics`` (``"val_rollout_gmean_<r>"`` with rollouts,
+            ``"val_rollout_valid_steps_correlation"`` with ``mode="max"``). A race
             is a choice, and choices rank on the validation set; test columns are refused.
         mode: ``"min"`` if lower values of ``metric`` are better, ``"max"`` if higher.
         confidence: The whole race's confidence, in ``(0, 1)``: the probability that every
@@ -149,7 +150,7 @@ class Adaptive:
     def check_metric(self, loss: str, metrics: tuple[str, ...], rollout_metrics: tuple[str, ...]) -> None:
         """Refuse a ``metric`` that a config with these ``training`` settings does not evaluate."""
         names = ["val_loss", *(f"val_{metric_name(m)}" for m in metrics)]
-        names += [f"val_{ROLLOUT_GMEAN}{metric_name(m)}" for m in rollout_metrics]
+        names += [f"val_{rollout_summary_name(metric_name(m))}" for m in rollout_metrics]
         if self.metric not in names:
             raise SpecError(
                 f"`seeds.adaptive.metric`: got {self.metric!r}{did_you_mean(self.metric, names)}; the members "

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import pyarrow as pa
 
 from .._layout import NORMALIZATION, SAMPLES, TRAJECTORIES, VAL_SAMPLES, VAL_TRAJECTORIES, leaves_file
-from ..metrics import LOSS, ROLLOUT_GMEAN
+from ..metrics import LOSS, summarised_metric
 from ..problems import EVALUATED
 
 if TYPE_CHECKING:
@@ -102,16 +102,16 @@ def curves_by_column(history: History) -> dict[str, Any]:
     return curves
 
 
-def rollout_column(split: str, gmean_name: str) -> str:
-    """The list column of a split's rollout curve at the last report, from the name of its geometric
-    mean (``"rollout_gmean_nrmse"``): ``test_rollout_nrmse`` (entry ``t - 1``: after ``t`` steps)."""
-    return f"{split}_rollout_{gmean_name.removeprefix(ROLLOUT_GMEAN)}"
+def rollout_column(split: str, summary_name: str) -> str:
+    """The list column of a split's rollout curve at the last report, from the name of its summary
+    (``"rollout_gmean_nrmse"``): ``test_rollout_nrmse`` (entry ``t - 1``: after ``t`` steps)."""
+    return f"{split}_rollout_{summarised_metric(summary_name)}"
 
 
 def rollout_columns(metrics: Sequence[str]) -> list[str]:
-    """The rollout curve columns of the stored metrics that are rollout geometric means
-    (``rollout_gmean_<m>``, see :data:`sweep.metrics.ROLLOUT_GMEAN`): ``val_rollout_<m>, test_rollout_<m>, ...``."""
-    return [rollout_column(split, name) for name in metrics if name.startswith(ROLLOUT_GMEAN) for split in EVALUATED]
+    """The rollout curve columns of the stored metrics that are rollout summaries (``rollout_gmean_<m>``,
+    ``rollout_valid_steps_<m>``; :func:`sweep.metrics.summarised_metric`): ``val_rollout_<m>, test_rollout_<m>, ...``."""
+    return [rollout_column(split, name) for name in metrics if summarised_metric(name) for split in EVALUATED]
 
 
 def rollout_curves_by_column(history: History) -> dict[str, Any]:
@@ -122,8 +122,8 @@ def rollout_curves_by_column(history: History) -> dict[str, Any]:
 
 
 def _value_type(column: str) -> pa.DataType:
-    """Rollout geometric means are float64 (computed in float64 from the curves), other values float32."""
-    return pa.float64() if column.partition("_")[2].startswith(ROLLOUT_GMEAN) else _F32
+    """Rollout summaries are float64 (computed in float64 from the curves), other values float32."""
+    return pa.float64() if summarised_metric(column.partition("_")[2]) else _F32
 
 
 def value_columns(metrics: Sequence[str]) -> list[str]:

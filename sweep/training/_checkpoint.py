@@ -34,7 +34,7 @@ from .._errors import StoreError
 from .._fs import ONE_COMPONENT, confined, read_text
 from .._layout import BLOCK_META, BLOCK_STATE
 from .._leaves import read_arrays
-from ..metrics import ROLLOUT_GMEAN
+from ..metrics import summarised_metric
 from ..problems import EVALUATED
 from ..spec import SweepSpec
 from ._block import state_skeleton
@@ -174,8 +174,8 @@ class BlockRef:
     def history(self) -> History:
         h, m = self.meta["history"], len(self.seeds) * len(self.hparams)
 
-        def curve(values, name: str = "") -> np.ndarray:  # rollout gmeans are float64, the rest float32
-            return np.asarray(values, np.float64 if name.startswith(ROLLOUT_GMEAN) else np.float32).reshape(m, -1)
+        def curve(values, name: str = "") -> np.ndarray:  # rollout summaries are float64, the rest float32
+            return np.asarray(values, np.float64 if summarised_metric(name) else np.float32).reshape(m, -1)
 
         return History(
             seeds=self.seeds,

@@ -18,7 +18,7 @@ import numpy as np
 from jaxtyping import Bool, Float, Int
 
 from .._errors import SpecError
-from ..metrics import ROLLOUT_GMEAN, rollout_gmean
+from ..metrics import rollout_summary, rollout_summary_name
 from ..problems import EVALUATED
 from ..spec import SweepSpec, Training
 from ._block import Block, BlockOptions, HParams, chunk_until, hparam_sets, init_block, model_of
@@ -106,7 +106,10 @@ class History(NamedTuple):
         values = {
             split: {
                 **evaluation.get(split, {}),
-                **{ROLLOUT_GMEAN + name: rollout_gmean(c) for name, c in latest.get(f"{split}_rollout", {}).items()},
+                **{
+                    rollout_summary_name(m): rollout_summary(m, c)
+                    for m, c in latest.get(f"{split}_rollout", {}).items()
+                },
             }
             for split in EVALUATED
         }
