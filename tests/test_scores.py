@@ -11,6 +11,7 @@ import re
 import shutil
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 import scoringrules as sr
@@ -327,6 +328,8 @@ def test_cli_prints_the_stored_scores_and_the_seeds_needed(path):
 
 
 def test_score_figures_draw_the_stored_scores_and_say_when_there_are_none(path, tmp_path, blocks):
+    from matplotlib.patches import Rectangle
+
     figs = sweep.plot(path, ["calibration", "spread_skill", "ensemble_size"])
     coverage, ranks = figs["calibration"].axes
     stored = sweep.load(path).stored_scores("val")  # configurations are compared on validation
@@ -338,6 +341,9 @@ def test_score_figures_draw_the_stored_scores_and_say_when_there_are_none(path, 
     heights = [p.get_height() for p in ranks.patches]
     counts = np.asarray(one[best]["rank_histogram"], float)
     np.testing.assert_allclose(heights, counts / counts.mean())  # 7 ranks: one bar each, flat = 1
+    centres = [p.get_x() + p.get_width() / 2 for p in ranks.patches if isinstance(p, Rectangle)]
+    np.testing.assert_allclose(centres, np.arange(7))  # each bar on its rank, not between two
+    assert ranks.get_xlim() == (-0.5, 6.5) and list(ranks.get_xticks()) == list(range(7))
     spread_error, per_step = figs["spread_skill"].axes
     rollout = stored.filter(pc.equal(stored["kind"], "rollout"))
     line = next(ln for ln in spread_error.get_lines() if ln.get_label() == f"depth={best}")
@@ -352,6 +358,33 @@ def test_score_figures_draw_the_stored_scores_and_say_when_there_are_none(path, 
     assert "calibration" not in sweep.plot(tmp_path / "plain", "all")
     with pytest.raises(QueryError, match=r"plot\(kind='calibration'\): the store holds no ensemble scores"):
         sweep.plot(tmp_path / "plain", "calibration")
+
+
+def test_pooled_rank_histogram_bars_centre_on_their_ranks_and_tile_them():
+    """Past MAX_BINS ranks, a bar pools neighbouring ranks: it spans them (half a rank either side)
+    with whole-number ticks, so the bars tile -0.5..M+0.5 and each centres on its ranks' mean."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
+    from sweep.figures._scores import MAX_BINS, draw_ranks
+
+    counts = np.arange(33.0) + 1  # 32 members: ranks 0..32
+    table = pa.table({"split": ["val"], "kind": ["one_step"], "depth": [2], "rank_histogram": [counts.tolist()]})
+    ax = Figure().add_subplot()
+    draw_ranks(ax, table, [{"depth": 2}])
+    bars = [p for p in ax.patches if isinstance(p, Rectangle)]
+    left, right = (np.array([p.get_x() for p in bars]), np.array([p.get_x() + p.get_width() for p in bars]))
+    assert len(bars) == MAX_BINS and left[0] == -0.5 and right[-1] == 32.5
+    np.testing.assert_allclose(left[1:], right[:-1])  # no gap, no overlap
+    edges = np.linspace(0, 33, MAX_BINS + 1).round().astype(int)  # 33 ranks in 20 near-equal bars
+    first, last = edges[:-1], edges[1:] - 1  # the ranks each bar pools
+    np.testing.assert_allclose((left + right) / 2, (first + last) / 2)
+    np.testing.assert_allclose(
+        [p.get_height() for p in bars], [counts[a : b + 1].mean() / counts.mean() for a, b in zip(first, last)]
+    )
+    assert ax.get_xlim() == (-0.5, 32.5)
+    ticks = [t for t in ax.get_xticks() if -0.5 <= t <= 32.5]
+    assert ticks == [round(t) for t in ticks] and ticks[0] == 0 and ticks[-1] >= 30
 
 
 # -- multivariate and event scores (query time) --------------------------------------------------------

@@ -22,10 +22,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from ._panels import Configs, draw_missing, label
 
 MAX_BINS = 20  # rank histogram bars, at most (ranks pooled into equal bins past that)
+MAX_TICKS = 10  # the rank histogram ticks every rank up to this many members, whole numbers past it
 
 
 def score_split(scores: pa.Table) -> str:
@@ -70,9 +72,16 @@ def draw_ranks(ax: Axes, scores: pa.Table, keys: list[dict]) -> None:
     counts = np.asarray(rows.slice(int(index[0]), 1).to_pylist()[0]["rank_histogram"], np.float64)
     edges = np.linspace(0, len(counts), min(MAX_BINS, len(counts)) + 1).round().astype(int)
     binned = np.add.reduceat(counts, edges[:-1]) / np.diff(edges)  # mean count per rank within each bar
-    ax.bar(edges[:-1], binned / counts.mean(), width=np.diff(edges), align="edge", color=color, alpha=0.8)
+    # a bar spans its ranks from half a rank below the first to half above the last: centred on them
+    ax.bar(edges[:-1] - 0.5, binned / counts.mean(), width=np.diff(edges), align="edge", color=color, alpha=0.8)
     ax.axhline(1.0, color="0.3", ls="--", lw=1, label="flat (calibrated)")
-    ax.set_xlabel(f"members below the truth (of {len(counts) - 1})")
+    most = len(counts) - 1  # ranks 0..most: the truth is below none, some or all of the members
+    ax.set_xlim(-0.5, most + 0.5)
+    if most <= MAX_TICKS:
+        ax.set_xticks(range(most + 1))
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel(f"members below the truth (of {most})")
     ax.set_ylabel("frequency / flat")
     ax.set_title(f"rank histogram, best: {label(config)}")
     ax.legend(fontsize="x-small")
