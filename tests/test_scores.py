@@ -328,6 +328,7 @@ def test_cli_prints_the_stored_scores_and_the_seeds_needed(path):
 
 
 def test_score_figures_draw_the_stored_scores_and_say_when_there_are_none(path, tmp_path, blocks):
+    from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
     figs = sweep.plot(path, ["calibration", "spread_skill", "ensemble_size"])
@@ -353,7 +354,18 @@ def test_score_figures_draw_the_stored_scores_and_say_when_there_are_none(path, 
     assert per_step.get_xlabel() == "rollout step"
     crps_axis, _ = figs["ensemble_size"].axes
     assert [int(t) for t in crps_axis.get_xticks()] == [2, 4, 6]
-    assert len(sweep.plot(path).axes) > 4 and "calibration" in sweep.plot(path, "all")
+    styles = ["CRPS of the ensemble", "fair CRPS (many members)"]  # solid and dashed lines, in black
+    legend = crps_axis.get_legend()
+    assert legend is not None and [t.get_text() for t in legend.get_texts()] == [
+        f"depth={best}",
+        f"depth={3 - best}",
+        *styles,
+    ]
+    overview = sweep.plot(path)
+    assert isinstance(overview, Figure) and len(overview.axes) > 4 and "calibration" in sweep.plot(path, "all")
+    crps_panel = next(ax for ax in overview.axes if ax.get_title().startswith("CRPS vs ensemble size"))
+    legend = crps_panel.get_legend()  # the configurations are named in the coverage panel's legend
+    assert legend is not None and [t.get_text() for t in legend.get_texts()] == styles
     aggregate_blocks(tmp_path / "plain", blocks, plan=PLAN)  # no scores
     assert "calibration" not in sweep.plot(tmp_path / "plain", "all")
     with pytest.raises(QueryError, match=r"plot\(kind='calibration'\): the store holds no ensemble scores"):

@@ -120,7 +120,7 @@ def figure(kind: str, d: FigureData) -> Figure:
         draw_coverage(last[0], d.scores, d.keys)
         draw_ranks(last[1], d.scores, d.keys)
         draw_spread_error(last[2], d.scores, d.keys)
-        draw_size(last[3], d.scores, d.keys, "crps")
+        draw_size(last[3], d.scores, d.keys, "crps", name_configs=False)  # named in the coverage legend
     fig.suptitle(
         f"sweep {d.spec.name!r}, problem {d.spec.problem.name}: {len(d.ens)} members in "
         f"{len(d.keys)} configurations (best first by mean {d.metric.replace('_', ' ')})"

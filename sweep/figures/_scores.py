@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from ._panels import Configs, draw_missing, label
@@ -141,10 +142,11 @@ def spread_skill_figure(fig: Figure, scores: pa.Table, keys: list[dict], cells: 
     return axes
 
 
-def draw_size(ax: Axes, scores: pa.Table, keys: list[dict], column: str) -> None:
+def draw_size(ax: Axes, scores: pa.Table, keys: list[dict], column: str, name_configs: bool = True) -> None:
     """``column`` of subsets of members against their size; for ``"crps"`` the ensemble's own CRPS
     (solid: what an ensemble of that many members scores) above the fair CRPS (dashed: its limit
-    for many members, the same expected value at every size)."""
+    for many members, the same expected value at every size), with a legend saying which line is
+    which (after the configurations where ``name_configs``; the overview names them elsewhere)."""
     rows = _rows(scores, "ensemble_size")
     for config, index, color in Configs(keys, rows):
         picked = rows.take(index)
@@ -155,9 +157,13 @@ def draw_size(ax: Axes, scores: pa.Table, keys: list[dict], column: str) -> None
             ax.plot(members, picked["crps"].to_numpy(), "--", color=color, lw=1)
     if column == "spread_skill":
         ax.axhline(1.0, color="0.5", ls="--", lw=1)
-    else:
-        ax.plot([], [], "k-o", ms=4, label="CRPS of the ensemble")
-        ax.plot([], [], "k--", lw=1, label="fair CRPS (many members)")
+    else:  # the line styles, in black: the colours are the configurations'
+        styles = [
+            Line2D([], [], color="k", marker="o", ms=4, label="CRPS of the ensemble"),
+            Line2D([], [], color="k", ls="--", lw=1, label="fair CRPS (many members)"),
+        ]
+        named = ax.get_legend_handles_labels()[0] if name_configs else []
+        ax.legend(handles=[*named, *styles], fontsize="x-small")
     ax.set_xscale("log", base=2)
     sizes = sorted(set(rows["members"].to_pylist()))
     ax.set_xticks(sizes, [str(k) for k in sizes])
@@ -175,7 +181,6 @@ def ensemble_size_figure(fig: Figure, scores: pa.Table, keys: list[dict], cells:
     axes = _axes(fig, cells, 2)
     draw_size(axes[0], scores, keys, "crps")
     draw_size(axes[1], scores, keys, "spread_skill")
-    axes[0].legend(fontsize="x-small")
     return axes
 
 
