@@ -122,6 +122,23 @@ def test_the_readme_keeps_the_quickstart_commands_that_ci_runs():
     assert len(readme.splitlines()) <= 240  # the front door; the usage text lives in docs/
 
 
+@pytest.mark.parametrize(
+    ("page", "start"),
+    [
+        ("README.md", "draws this overview:"),
+        ("docs/getting-started.md", "**The figure** `sweep.png`"),
+        ("docs/guides/figures.md", "| `overview` |"),
+    ],
+)
+def test_the_overview_is_described_with_its_row_of_ensemble_scores(page, start):
+    """Where a page says what the overview (`sweep.png`) holds, it names the panels of its row of
+    ensemble scores too, by their titles in the figure."""
+    text = (ROOT / page).read_text()
+    said = " ".join(text[text.index(start) :].split("\n\n")[0].split("\n- ")[0].split("\n|")[0].split())
+    for panel in ("coverage", "rank histogram", "spread vs error", "CRPS vs ensemble size"):
+        assert panel in said, (page, panel)
+
+
 def test_images_of_every_page_exist():
     for page in [ROOT / "README.md", *DOCS.rglob("*.md")]:
         for target in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", page.read_text()):
