@@ -37,6 +37,9 @@ def test_a_copied_store_directory_loads_and_verifies(store):
 
 
 def test_not_a_store(tmp_path):
+    with pytest.raises(StoreError, match=r"nowhere' does not exist; give the directory of a sweep") as missing:
+        load(tmp_path / "nowhere")
+    assert "sweep aggregate" not in str(missing.value)  # aggregating cannot help: the path is wrong
     with pytest.raises(StoreError, match=r"is not a seed-sweep store.*run `sweep aggregate`"):
         load(tmp_path)
     (tmp_path / "manifest.json").write_text("{not json")

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ._args import CLIError, parse_where
-from ._options import DirArg
+from ._options import DirArg, existing
 
 
 def export(
@@ -43,7 +43,7 @@ def export(
 
     if recalibrate and calibration is not None:
         raise CLIError("--recalibrate and --calibration: give one (fit now, or one fitted before)")
-    ens = load(sweep_dir)
+    ens = load(existing(sweep_dir))
     kw = parse_where(where)
     if kw:
         ens = ens.where(**kw)

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ._args import CLIError, Format, parse_where
-from ._options import DirArg
+from ._options import DirArg, existing
 
 KINDS = ("one_step", "rollout", "rollout_gmean", "ensemble_size", "all")
 SHOWN = [
@@ -110,7 +110,7 @@ def scores(
 
     if kind not in KINDS:
         raise CLIError(f"--kind: got {kind!r}; choose one of {', '.join(KINDS)}")
-    ens = load(sweep_dir)
+    ens = load(existing(sweep_dir))
     kw = parse_where(where)
     if kw:
         ens = ens.where(**kw)

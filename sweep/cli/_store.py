@@ -64,7 +64,7 @@ def verify(sweep_dir: DirArg) -> None:
     from ..ensemble import is_export, verify_export
     from ..store import Store
 
-    if is_export(sweep_dir):
+    if is_export(existing(sweep_dir)):
         problems = verify_export(sweep_dir)
         for problem in problems:
             typer.echo(f"error: {problem}", err=True)

@@ -110,6 +110,12 @@ def committed_root(fs: pafs.FileSystem, path: str) -> str:
             return linked
         if exists(fs, f"{candidate}/{MANIFEST}"):
             return candidate
+    local = local_path(fs, path)
+    if not exists(fs, path) and not (local is not None and os.path.islink(local)):  # a dangling link exists
+        raise StoreError(
+            f"{path!r} does not exist; give the directory of a sweep (made by `sweep run`) or of its "
+            f"{STORE_NAME!r} store"
+        )
     raise StoreError(
         f"{path!r} is not a seed-sweep store: neither it nor {path + '/' + STORE_NAME!r} holds a "
         f"committed store ({MANIFEST}); run `sweep aggregate` on the sweep directory first"
