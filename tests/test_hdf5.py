@@ -12,7 +12,7 @@ import h5py
 import numpy as np
 import pytest
 from hdf5_files import pdebench_samples, pdebench_tensor, pdebench_variables, well_directory, well_file
-from helpers import tiny_spec
+from helpers import assert_one_line_error, invoke, tiny_spec
 
 import sweep
 from sweep import training
@@ -172,6 +172,25 @@ def test_bad_files_named_with_file_and_dataset(tmp_path):
         sweep.SpecError, match=r"`problem.space_stride`: got 7; .*\(8, 6\).*at most the smallest axis \(6\)"
     ):
         load(tmp_path / "cfd.hdf5", space_stride=7)
+
+
+def test_a_missing_relative_path_says_where_it_was_looked_for(tmp_path, monkeypatch):
+    """A relative `problem.path` is taken from the current directory: the message shows the
+    absolute path tried and says so, in Python and from `sweep plan` started elsewhere."""
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    tried = repr(str(tmp_path / "elsewhere" / "cfd.hdf5"))
+    with pytest.raises(sweep.SpecError, match="relative path is taken from the current directory") as e:
+        load("cfd.hdf5")
+    assert f"'cfd.hdf5' does not exist (looked for {tried}" in str(e.value)
+    tiny_spec(problem=sweep.Problem("hdf5", path="cfd.hdf5")).to_toml(tmp_path / "cfd.toml")
+    result = invoke("plan", tmp_path / "cfd.toml")
+    assert_one_line_error(
+        result, "`problem.path`: 'cfd.hdf5' does not exist", f"looked for {tried}", "current directory"
+    )
+    with pytest.raises(sweep.SpecError) as e:  # an absolute path is shown as it is, with nothing to add
+        load(tmp_path / "missing.hdf5")
+    assert "looked for" not in str(e.value)
 
 
 def test_one_state_per_sample_is_refused(tmp_path):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import SpecError
+from .._errors import SpecError, from_cwd
 from .._import_path import import_object
 from ._dataset import EXPECTED, SPLITS, Dataset, as_dataset, described
 
@@ -48,7 +48,9 @@ def load_arrays(
     """
     p = Path(path)
     if not p.is_file():
-        raise SpecError(f"`problem.path`: {path!r} does not exist or is not a file")
+        raise SpecError(
+            f"`problem.path`: {path!r} does not exist or is not a file{'' if p.exists() else from_cwd(path)}"
+        )
     trajectories = None
     if p.suffix == ".npz":
         splits, trajectories = _read_npz(p)

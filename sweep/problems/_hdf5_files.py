@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from .._errors import SpecError
+from .._errors import SpecError, from_cwd
 
 SUFFIXES = (".hdf5", ".h5", ".hdf", ".he5")
 WELL_SPLITS = {"train": "train", "val": "valid", "test": "test"}  # split -> The Well's folder
@@ -163,7 +163,7 @@ def dataset_files(path: str, filesystem: pafs.FileSystem | None = None) -> dict[
     if kind == pafs.FileType.File:
         return {"all": (where,)}
     if kind != pafs.FileType.Directory:
-        raise SpecError(f"`problem.path`: {path!r} does not exist")
+        raise SpecError(f"`problem.path`: {path!r} does not exist{from_cwd(path)}")
     data = where.child("data")
     root = data if data.child("train").kind == pafs.FileType.Directory else where
     present = {s: root.child(f) for s, f in WELL_SPLITS.items() if root.child(f).kind == pafs.FileType.Directory}
