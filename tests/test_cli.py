@@ -141,6 +141,41 @@ def test_show_formats_csv_and_json(store):
     assert invoke("show", store, "--format", "xml").exit_code == 2  # click rejects the choice
 
 
+CHOICES = [
+    (
+        ["plot", "{s}", "--kind", "curve"],
+        "Invalid value for '--kind': got 'curve'; choose one of overview, curves, spread, predictions, "
+        "rollout_error, rollout, calibration, spread_skill, ensemble_size, search, all (did you mean 'curves'?)",
+    ),
+    (
+        ["show", "{s}", "--format", "jsn"],
+        "'--format': got 'jsn'; choose one of table, csv, json (did you mean 'json'?)",
+    ),
+    (["scores", "{s}", "--format", "xml"], "Invalid value for '--format': got 'xml'; choose one of table, csv, json"),
+    (
+        ["run", "{d}/spec.toml", "--logger", "tensorbord"],
+        "'--logger': got 'tensorbord'; choose one of tensorboard, mlflow, wandb (did you mean 'tensorboard'?)",
+    ),
+    (["run", "{d}/spec.toml", "--log-per", "members"], "'--log-per': got 'members'; choose one of member, config"),
+    (["run", "{d}/spec.toml", "--progress", "lve"], "got 'lve'; choose one of auto, live, plain, none (did you mean"),
+    (
+        ["run", "{d}/spec.toml", "--executor", "ray"],
+        "Invalid value for '--executor': got 'ray'; choose one of tune, local",
+    ),
+]
+
+
+@pytest.mark.parametrize("args, message", CHOICES, ids=[" ".join(a[2:]) for a, _ in CHOICES])
+def test_a_bad_choice_names_the_option_the_value_and_the_choices(store, tmp_path, args, message):
+    """Rejected while the command line is parsed (exit status 2), in the words of the spec's errors:
+    no "Value error," of the validation library in front, a near miss suggested."""
+    result = invoke(*[a.format(s=store, d=tmp_path) for a in args])
+    assert result.exit_code == 2, (result.exit_code, result.stderr)
+    text = " ".join(w for w in result.stderr.split() if w.strip("─│╭╮╰╯"))  # out of typer's box, one line
+    assert message in text and "Value error" not in text, text
+    assert not (tmp_path / "runs").exists()
+
+
 def test_parse_where_types_values():
     assert parse_where(["depth=6", "learning_rate=3e-4", "status=ok", "name= a b "]) == {
         "depth": 6,

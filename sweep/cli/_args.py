@@ -8,8 +8,11 @@ import dataclasses
 import enum
 import re
 import tomllib
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+
+import typer
 
 from .._errors import SweepError, did_you_mean
 
@@ -69,6 +72,22 @@ def parse_where(items: list[str] | None) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+def choice(choices: Iterable[Any]) -> Callable[[Any], Any]:
+    """The ``parser`` of an option of fixed ``choices`` (an enum's members, or strings): the choice a
+    value names, else ``Invalid value for '--kind': got 'curve'; choose one of overview, curves, ...
+    (did you mean 'curves'?)`` (typer's own message starts with pydantic's "Value error, ")."""
+    named = {c.value if isinstance(c, enum.Enum) else c: c for c in choices}
+
+    def parse(value: Any) -> Any:
+        if isinstance(value, enum.Enum):  # the default
+            return value
+        if value in named:
+            return named[value]
+        raise typer.BadParameter(f"got {value!r}; choose one of {', '.join(named)}{did_you_mean(value, named)}")
+
+    return parse
 
 
 class Logger(str, enum.Enum):

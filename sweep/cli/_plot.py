@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from .._errors import SweepError
-from ._args import Kind
+from ._args import Kind, choice
 from ._options import DirArg, MetricOpt, ModeOpt, existing
 
 
@@ -25,10 +25,11 @@ def plot(
     kind: Annotated[
         Kind,
         typer.Option(
+            parser=choice(Kind),
             help="overview (every panel in one figure), curves, spread, predictions, "
             "rollout_error, rollout, calibration, spread_skill, ensemble_size, search (a search's "
             "trace: each configuration's mean and interval by order of proposal), or all "
-            "(one file per figure the store has the data for)."
+            "(one file per figure the store has the data for).",
         ),
     ] = Kind.overview,
     dpi: Annotated[int, typer.Option(min=10, max=2400, help="Resolution of PNG files.")] = 200,

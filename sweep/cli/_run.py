@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ._args import Executor, Logger, LogPer, Progress
+from ._args import Executor, Logger, LogPer, Progress, choice
 from ._imports import spec_folder_importable
 from ._options import SetOpt, SpecArg, load_spec
 
@@ -27,15 +27,23 @@ def run(
     overrides: SetOpt = None,
     logger: Annotated[
         list[Logger] | None,
-        typer.Option("--logger", help="Log every member's curves to a tracker (repeatable).", show_default=False),
+        typer.Option(
+            "--logger",
+            parser=choice(Logger),
+            help="Log every member's curves to a tracker (repeatable).",
+            show_default=False,
+        ),
     ] = None,
-    log_per: Annotated[LogPer, typer.Option(help="One tracker run per member or per configuration.")] = LogPer.member,
+    log_per: Annotated[
+        LogPer, typer.Option(parser=choice(LogPer), help="One tracker run per member or per configuration.")
+    ] = LogPer.member,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show Ray's and Tune's own output.")] = False,
     progress: Annotated[
         Progress,
         typer.Option(
+            parser=choice(Progress),
             help="live: one display updated in place; plain: a line every 10 s; none: nothing; "
-            "auto: live on a terminal, plain otherwise."
+            "auto: live on a terminal, plain otherwise.",
         ),
     ] = Progress.auto,
     checkpoint_every: Annotated[
@@ -43,7 +51,10 @@ def run(
     ] = "auto",
     executor: Annotated[
         Executor,
-        typer.Option(help="tune: every block a Ray Tune trial; local: the blocks one after another here, no Ray."),
+        typer.Option(
+            parser=choice(Executor),
+            help="tune: every block a Ray Tune trial; local: the blocks one after another here, no Ray.",
+        ),
     ] = Executor.tune,
 ) -> None:
     """Run a sweep on Ray Tune (or in this process: --executor local), then aggregate it.

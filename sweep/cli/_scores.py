@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ._args import CLIError, Format, parse_where
+from ._args import CLIError, Format, choice, parse_where
 from ._options import DirArg, existing
 
 KINDS = ("one_step", "rollout", "rollout_gmean", "ensemble_size", "all")
@@ -46,7 +46,10 @@ def scores(
     limit: Annotated[int, typer.Option(min=1, help="Print at most this many rows.")] = 50,
     wide: Annotated[bool, typer.Option("--wide", help="Every column (MAE, points, rank histogram, gains).")] = False,
     format: Annotated[
-        Format, typer.Option("--format", help="table (for reading), csv or json (every column, up to --limit).")
+        Format,
+        typer.Option(
+            "--format", parser=choice(Format), help="table (for reading), csv or json (every column, up to --limit)."
+        ),
     ] = Format.table,
     recalibrate: Annotated[
         bool,

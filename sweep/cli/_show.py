@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from ._args import Format, parse_where
+from ._args import Format, choice, parse_where
 from ._options import DirArg, MetricOpt, ModeOpt, existing
 
 
@@ -22,7 +22,11 @@ def show(
     wide: Annotated[bool, typer.Option("--wide", help="Every statistic (median, min, max, IQM too).")] = False,
     format: Annotated[
         Format,
-        typer.Option("--format", help="table (for reading), csv or json (for other tools; every row up to --limit)."),
+        typer.Option(
+            "--format",
+            parser=choice(Format),
+            help="table (for reading), csv or json (for other tools; every row up to --limit).",
+        ),
     ] = Format.table,
     scores: Annotated[bool, typer.Option("--scores", help="The stored ensemble scores beside (sweep scores).")] = False,
 ) -> None:
