@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
-from ._args import CLIError, apply_overrides
+from ._args import CLIError, apply_overrides, choice
 
 SpecArg = Annotated[Path, typer.Argument(help="Sweep specification (TOML).", show_default=False)]
 DirArg = Annotated[
@@ -28,7 +28,12 @@ MetricOpt = Annotated[
         help="Member column that ranks (a validation column: the test columns are reported, never used to choose)."
     ),
 ]
-ModeOpt = Annotated[str, typer.Option(help="'min' if lower --metric is better, 'max' if higher (e.g. accuracy).")]
+ModeOpt = Annotated[
+    Literal["min", "max"],
+    typer.Option(
+        parser=choice(["min", "max"]), help="'min' if lower --metric is better, 'max' if higher (e.g. accuracy)."
+    ),
+]
 
 
 def load_spec(path: Path, overrides: list[str] | None = None):
