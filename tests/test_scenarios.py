@@ -205,3 +205,17 @@ def test_fourier_initial_states_are_exponax_0_1_s_as_apebench_draws_them():
             },
         )
         np.testing.assert_array_equal(np.asarray(data.train_traj)[:, 0], recorded[name], err_msg=name)
+
+
+@pytest.mark.parametrize(
+    ("stepper", "options"),
+    [
+        ("FisherKPP", {"ic": "grf"}),  # the row's offsets are the fourier generator's arguments
+        ("GrayScott", {"num_spatial_dims": 2, "ic": "fourier"}),  # the row's are a list, for its blobs
+        ("GrayScott", {"num_spatial_dims": 2, "ic": ["fourier", "gaussian_blobs"]}),
+    ],
+)
+def test_another_initial_state_takes_its_own_defaults(ex, stepper, options):
+    tiny = {"num_points": 8, "num_train": 1, "num_test": 1, "train_steps": 1, "test_steps": 1, "num_val": 1}
+    data = load_problem(f"exponax:{stepper}", {**tiny, **options})
+    assert np.isfinite(data.train_traj).all() and data.train_traj.shape[:2] == (1, 2)

@@ -92,8 +92,12 @@ def _defaults(ex, stepper: str) -> dict[str, Any]:
 
 
 def _resolved(stepper: str, defaults: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
-    """``defaults`` with ``options``, ``num_points`` by default the stepper's resolution in the dimensions."""
+    """``defaults`` with ``options``, ``num_points`` by default the stepper's resolution in the
+    dimensions. Another ``ic`` without ``ic_options`` takes its generators' own defaults: a row's
+    ``ic_options`` are arguments of the row's generators (FisherKPP's offsets, GrayScott's blobs)."""
     merged = dict(defaults) | dict(options)
+    if "ic" in options and "ic_options" not in options and options["ic"] != defaults["ic"]:
+        merged["ic_options"] = [{} for _ in options["ic"]] if isinstance(options["ic"], list) else {}
     if merged["num_points"] is None:
         merged["num_points"] = resolution(stepper, merged["num_spatial_dims"])
     return merged
