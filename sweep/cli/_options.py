@@ -25,7 +25,8 @@ SetOpt = Annotated[
 MetricOpt = Annotated[
     str,
     typer.Option(
-        help="Member column that ranks (a validation column: the test columns are reported, never used to choose)."
+        help="Member column that ranks: a validation column (val_loss by default); a test column only where "
+        "there is no validation set, since test columns should report a choice, not make it."
     ),
 ]
 ModeOpt = Annotated[
