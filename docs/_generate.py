@@ -324,6 +324,9 @@ MEMBER_COLUMNS = {
     "val_rollout_valid_steps_<s>": "for a score `<s>` whose higher values are better (`correlation`): the steps its "
     "validation rollout curve stays at or above 0.8, the valid rollout time (float64)",
     "test_rollout_valid_steps_<s>": "the same on the test trajectories",
+    "val_rollout_window_<a>_<b>_<r>": "the mean of the validation rollout curve of an error `<r>` over steps `<a>..<b>`: "
+    "The Well's windows 6-12 and 13-30, where the rollout reaches step `<b>` (float64)",
+    "test_rollout_window_<a>_<b>_<r>": "the same on the test trajectories",
     "val_rollout_<r>": "the rollout curve at the last report: `T` values, entry `t - 1` after `t` steps (null "
     "without validation trajectories)",
     "test_rollout_<r>": "the same on the test trajectories",
@@ -407,11 +410,11 @@ def _scores_text() -> str:
 def _members_table() -> str:
     import pyarrow as pa
 
-    from sweep.metrics import ROLLOUT_GMEAN, ROLLOUT_VALID_STEPS
+    from sweep.metrics import ROLLOUT_GMEAN, ROLLOUT_VALID_STEPS, ROLLOUT_WINDOW
     from sweep.store import _schema as s
 
     grid = s.Column("<grid column>", "<grid key>", False)
-    metrics = ["<m>", f"{ROLLOUT_GMEAN}<r>", f"{ROLLOUT_VALID_STEPS}<s>"]
+    metrics = ["<m>", f"{ROLLOUT_GMEAN}<r>", f"{ROLLOUT_WINDOW}<a>_<b>_<r>", f"{ROLLOUT_VALID_STEPS}<s>"]
     schema = s.members_schema([grid], {grid.name: pa.int64()}, metrics)
     rows = ["| column | type | holds |", "| --- | --- | --- |"]
     for f in schema:

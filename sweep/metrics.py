@@ -40,13 +40,17 @@ from jaxtyping import Array, Float
 from ._errors import SpecError
 from ._field_metrics import BANDS, correlation, spectral_error, vrmse
 from ._import_path import import_object, is_import_path
+from ._rollout_curves import ROLLOUT_GMEAN as ROLLOUT_GMEAN
+from ._rollout_curves import ROLLOUT_VALID_STEPS as ROLLOUT_VALID_STEPS
+from ._rollout_curves import ROLLOUT_WINDOW as ROLLOUT_WINDOW
+from ._rollout_curves import VALID_AT as VALID_AT
+from ._rollout_curves import WINDOWS as WINDOWS
+from ._rollout_curves import rollout_gmean as rollout_gmean
+from ._rollout_curves import summarised_metric as summarised_metric
+from ._rollout_curves import valid_steps as valid_steps
+from ._rollout_curves import window_mean as window_mean
 
 LOSS = "loss"  # the name the training objective is evaluated under (val_loss, test_loss)
-ROLLOUT_GMEAN_STEPS = 100  # the geometric mean of a rollout curve is over steps 1..min(T, 100) (APEBench's)
-ROLLOUT_GMEAN = "rollout_gmean_"  # + metric: the name that geometric mean is evaluated under (test_rollout_gmean_nrmse)
-# + a higher-is-better metric: the steps its curve stays at or above VALID_AT (test_rollout_valid_steps_correlation)
-ROLLOUT_VALID_STEPS = "rollout_valid_steps_"
-VALID_AT = 0.8  # the usual "valid rollout time" threshold of a correlation
 
 
 class Metric(NamedTuple):
@@ -297,7 +301,7 @@ def higher_is_better(name: str) -> bool:
 
 
 def rollout_summary_name(metric: str) -> str:
-    """The name a rollout metric's curve is summarised under (a column ``test_<name>``): the
+    """The name a rollout metric's curve is first summarised under (a column ``test_<name>``): the
     geometric mean of an error (``rollout_gmean_nrmse``), the valid steps of a built-in score whose
     higher values are better (``rollout_valid_steps_correlation``; a geometric mean of a signed
     score is NaN wherever one step is <= 0). Any other name, a function's by import path too,
@@ -305,63 +309,20 @@ def rollout_summary_name(metric: str) -> str:
     return (ROLLOUT_VALID_STEPS if higher_is_better(metric) else ROLLOUT_GMEAN) + metric
 
 
-def rollout_summary(metric: str, curves: Float[np.ndarray, "... t"]) -> np.ndarray:
-    """The summary of ``metric``'s rollout curves named :func:`rollout_summary_name`, in float64:
-    :func:`rollout_gmean` or :func:`valid_steps` at :data:`VALID_AT`."""
-    if rollout_summary_name(metric).startswith(ROLLOUT_VALID_STEPS):
-        return valid_steps(curves, VALID_AT).astype(np.float64)
-    return rollout_gmean(curves)
+def rollout_summary_names(metric: str, steps: int) -> list[str]:
+    """Every summary of ``metric``'s rollout curves of ``steps`` steps: :func:`rollout_summary_name`,
+    then for an error the mean over each of The Well's :data:`WINDOWS` the curves reach
+    (``rollout_window_6_12_nrmse`` from 12 steps, ``rollout_window_13_30_nrmse`` from 30)."""
+    windows = (
+        [] if higher_is_better(metric) else [f"{ROLLOUT_WINDOW}{a}_{b}_{metric}" for a, b in WINDOWS if steps >= b]
+    )
+    return [rollout_summary_name(metric), *windows]
 
 
-def summarised_metric(name: str) -> str | None:
-    """The rollout metric a summary's name (:func:`rollout_summary_name`) belongs to, else None:
-    ``"rollout_gmean_nrmse"`` -> ``"nrmse"``."""
-    for prefix in (ROLLOUT_GMEAN, ROLLOUT_VALID_STEPS):
-        if name.startswith(prefix):
-            return name.removeprefix(prefix)
-    return None
-
-
-def rollout_gmean(curves: Float[np.ndarray, "... t"]) -> np.ndarray:
-    """The geometric mean of rollout curves over their first ``min(T, 100)`` steps, in float64
-    (a curve holding 0 gives 0, one holding inf or NaN gives inf or NaN).
-
-    ```python
-    rollout_gmean(np.array([0.1, 0.4, 1.6]))   # 0.4
-    ```
-    """
-    c = np.asarray(curves, np.float64)[..., :ROLLOUT_GMEAN_STEPS]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.exp(np.mean(np.log(c), axis=-1))
-
-
-def valid_steps(curves: Float[np.ndarray, "... t"], threshold: float = 0.8) -> np.ndarray:
-    """Steps a rollout stays valid: the number of leading steps of a ``correlation`` curve (entry
-    ``t - 1``: after ``t`` steps) at or above ``threshold`` (0.8: the usual "valid rollout time";
-    the step where it first drops below, minus one). A NaN counts as a drop.
-
-    ```python
-    valid_steps(np.array([0.99, 0.9, 0.79, 0.85]))   # 2
-    ```
-    """
-    c = np.asarray(curves, np.float64)
-    if c.ndim == 0 or c.shape[-1] == 0:
-        raise ValueError(f"valid_steps: curves of shape {c.shape}; need at least one step on the last axis")
-    below = ~(c >= threshold)
-    return np.where(below.any(axis=-1), np.argmax(below, axis=-1), c.shape[-1])
-
-
-def window_mean(curves: Float[np.ndarray, "... t"], first: int, last: int) -> np.ndarray:
-    """The mean of rollout curves over steps ``first..last`` (1-based, inclusive; The Well reports
-    steps 6-12 and 13-30), in float64; a curve shorter than ``last`` steps raises ValueError.
-
-    ```python
-    window_mean(np.arange(1.0, 31.0), 6, 12)   # 9.0
-    ```
-    """
-    c = np.asarray(curves, np.float64)
-    if not 1 <= first <= last or c.shape[-1] < last:
-        raise ValueError(
-            f"window_mean: steps {first}..{last} of curves of {c.shape[-1]} steps; need 1 <= first <= last <= steps"
-        )
-    return np.mean(c[..., first - 1 : last], axis=-1)
+def rollout_summaries(metric: str, curves: Float[np.ndarray, "... t"]) -> dict[str, np.ndarray]:
+    """The summaries :func:`rollout_summary_names` of ``metric``'s rollout curves, in float64:
+    :func:`rollout_gmean` or :func:`valid_steps` at :data:`VALID_AT`, and :func:`window_mean`."""
+    c = np.asarray(curves)
+    first = valid_steps(c, VALID_AT).astype(np.float64) if higher_is_better(metric) else rollout_gmean(c)
+    names = rollout_summary_names(metric, c.shape[-1])
+    return {names[0]: first, **{n: window_mean(c, a, b) for n, (a, b) in zip(names[1:], WINDOWS)}}

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import sweep
-from sweep.metrics import BANDS, BUILTINS, valid_steps, window_mean
+from sweep.metrics import BANDS, BUILTINS, rollout_summaries, summarised_metric, valid_steps, window_mean
 
 RNG = np.random.default_rng(0)
 SHAPES = [(1, 16), (2, 8, 6), (3, 4, 4, 5)]
@@ -95,3 +95,33 @@ def test_field_metrics_are_built_ins_of_training_and_rollouts():
     names = ("vrmse", "correlation", "spectral_low", "spectral_mid", "spectral_high")
     training = sweep.Training(metrics=names, rollout_steps=3, rollout_metrics=names)
     assert training.metrics == names and training.rollout_metrics == names
+
+
+def test_each_rollout_metric_has_its_summaries_by_name():
+    errors = RNG.uniform(0.1, 2.0, size=(2, 30))
+    assert sorted(rollout_summaries("vrmse", errors)) == [
+        "rollout_gmean_vrmse",
+        "rollout_window_13_30_vrmse",
+        "rollout_window_6_12_vrmse",
+    ]
+    summaries = rollout_summaries("vrmse", errors)
+    np.testing.assert_array_equal(summaries["rollout_window_13_30_vrmse"], errors[:, 12:30].mean(axis=1))
+    assert list(rollout_summaries("vrmse", errors[:, :29])) == ["rollout_gmean_vrmse", "rollout_window_6_12_vrmse"]
+    correlations = np.array([[0.9, 0.85, 0.5] + [0.9] * 27])
+    assert {k: v.tolist() for k, v in rollout_summaries("correlation", correlations).items()} == {
+        "rollout_valid_steps_correlation": [2.0]
+    }
+    assert [
+        summarised_metric(n) for n in ("rollout_window_6_12_my_err", "rollout_valid_steps_correlation", "loss")
+    ] == [
+        "my_err",
+        "correlation",
+        None,
+    ]
+    training = sweep.Training(rollout_steps=12, rollout_metrics=("nrmse", "correlation"))
+    assert training.validation_columns() == [
+        "val_loss",
+        "val_rollout_gmean_nrmse",
+        "val_rollout_window_6_12_nrmse",
+        "val_rollout_valid_steps_correlation",
+    ]

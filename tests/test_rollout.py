@@ -12,7 +12,7 @@ from helpers import member, tiny_spec
 
 import sweep
 from sweep import training
-from sweep.metrics import rollout_gmean, valid_steps
+from sweep.metrics import rollout_gmean, valid_steps, window_mean
 from sweep.planning import make_plan
 from sweep.store import aggregate_blocks
 
@@ -20,8 +20,9 @@ MODEL = sweep.Model("ConvNet", hidden_channels=4, depth=1, activation="relu", bo
 
 
 def rolling(steps=5, batch_size=5, metrics=("nrmse", "mse"), **problem):
+    problem = {"num_points": 16, "num_samples": 35, "trajectory_steps": 6, **problem}
     return tiny_spec(
-        problem=sweep.Problem("heat1d", num_points=16, num_samples=35, trajectory_steps=6, **problem),
+        problem=sweep.Problem("heat1d", **problem),
         model=MODEL,
         training=sweep.Training(
             epochs=2, batch_size=batch_size, report_every=1, rollout_steps=steps, rollout_metrics=metrics
@@ -60,7 +61,7 @@ def test_geometric_mean_is_over_the_first_100_steps():
 
 
 def test_store_columns_and_rankings_by_the_rollout(tmp_path):
-    spec = rolling(metrics=("nrmse", "mse", "correlation"))
+    spec = rolling(steps=12, trajectory_steps=12, num_samples=78, metrics=("nrmse", "mse", "correlation"))
     gridded = tiny_spec(
         problem=spec.problem,
         model=MODEL,
@@ -77,7 +78,12 @@ def test_store_columns_and_rankings_by_the_rollout(tmp_path):
         assert table.schema.field(f"{split}_rollout_gmean_nrmse").type == pa.float64()
         assert table.schema.field(f"{split}_rollout_gmean_nrmse_history").type == pa.list_(pa.float64())
         curves = table[f"{split}_rollout_nrmse"].to_pylist()
-        assert all(len(c) == 5 for c in curves)
+        assert all(len(c) == 12 for c in curves)
+        # The Well's window of steps 6-12 (the curves do not reach 13-30)
+        np.testing.assert_array_equal(
+            table[f"{split}_rollout_window_6_12_nrmse"].to_numpy(), window_mean(np.array(curves), 6, 12)
+        )
+        assert f"{split}_rollout_window_13_30_nrmse" not in table.column_names
         np.testing.assert_array_equal(table[f"{split}_rollout_gmean_nrmse"].to_numpy(), rollout_gmean(np.array(curves)))
         assert all(len(h) == 2 for h in table[f"{split}_rollout_gmean_nrmse_history"].to_pylist())
         # a score (higher is better) is summarised by its valid steps, not by a geometric mean
@@ -90,6 +96,7 @@ def test_store_columns_and_rankings_by_the_rollout(tmp_path):
     summary = ens.summary(metric="val_rollout_gmean_mse")
     assert summary.num_rows == 2 and "test_rollout_gmean_mse_mean" in summary.column_names  # the test value beside
     assert ens.compare({"depth": 1}, {"depth": 2}, metric="val_rollout_gmean_nrmse").n_a == 3
+    assert ens.compare({"depth": 1}, {"depth": 2}, metric="val_rollout_window_6_12_mse").n_a == 3
     longest = ens.best(2, metric="val_rollout_valid_steps_correlation", mode="max").table
     assert sorted(longest["val_rollout_valid_steps_correlation"].to_pylist()) == sorted(valid)[-2:]
 

@@ -32,6 +32,7 @@ LAYERS = [
         "_leaves",
         "_batches",
         "_field_metrics",
+        "_rollout_curves",
     },
     {"optim", "metrics", "models", "problems", "spec"},
     {"planning", "racing"},

@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._errors import SpecError, did_you_mean
-from ..metrics import metric_name, rollout_summary_name
 from ._seeds import MAX_SEEDS
 from ._values import is_int, is_number, refuse_unknown
 
@@ -147,10 +146,9 @@ class Adaptive:
         return tuple(range(self.max))
 
     # -- the metric ------------------------------------------------------------------------------
-    def check_metric(self, loss: str, metrics: tuple[str, ...], rollout_metrics: tuple[str, ...]) -> None:
-        """Refuse a ``metric`` that a config with these ``training`` settings does not evaluate."""
-        names = ["val_loss", *(f"val_{metric_name(m)}" for m in metrics)]
-        names += [f"val_{rollout_summary_name(metric_name(m))}" for m in rollout_metrics]
+    def check_metric(self, names: list[str]) -> None:
+        """Refuse a ``metric`` that is not among the validation columns ``names`` a config's
+        training evaluates (:meth:`sweep.Training.validation_columns`)."""
         if self.metric not in names:
             raise SpecError(
                 f"`seeds.adaptive.metric`: got {self.metric!r}{did_you_mean(self.metric, names)}; the members "

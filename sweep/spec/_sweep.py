@@ -143,7 +143,7 @@ class SweepSpec:
         adaptive = adaptive_from(seeds)
         if adaptive is not None:
             t = self.training
-            adaptive.check_metric(t.loss, t.metrics, t.rollout_metrics if t.rollout_steps else ())
+            adaptive.check_metric(t.validation_columns())
             object.__setattr__(self, "seeds", adaptive)
             object.__setattr__(self, "_seed_list", adaptive.seed_list)
         else:

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._errors import SpecError
-from ..metrics import check_names, check_rollout_names, metric_name, rollout_summary_name
+from ..metrics import check_names, check_rollout_names, metric_name, rollout_summary_names
 from ._bytes import as_bytes
 from ._values import refuse_unknown
 
@@ -71,8 +71,10 @@ class Training:
             validation and test trajectory at every report and evaluates ``rollout_metrics``
             after each step: columns ``val_rollout_<m>`` / ``test_rollout_<m>`` (``T`` values)
             and their geometric mean over steps ``1..min(T, 100)``, ``val_rollout_gmean_<m>`` /
-            ``test_rollout_gmean_<m>`` (for ``correlation``, whose higher values are better, the
-            steps it stays at or above 0.8 instead: ``test_rollout_valid_steps_correlation``).
+            ``test_rollout_gmean_<m>``, with their means over steps 6-12 and 13-30 where ``T``
+            reaches them (``test_rollout_window_6_12_<m>``; for ``correlation``, whose higher
+            values are better, the steps it stays at or above 0.8 instead:
+            ``test_rollout_valid_steps_correlation``).
             ``0``: no rollouts.
         rollout_metrics: The metrics of the rollouts (not empty when ``rollout_steps > 0``).
         cut: With ``unroll = K > 1``: stop the gradients between the unrolled steps ("pushforward";
@@ -205,7 +207,9 @@ class Training:
         and, with rollouts, ``val_rollout_gmean_<metric>`` (``val_rollout_valid_steps_correlation``)."""
         names = ["val_loss", *(f"val_{metric_name(m)}" for m in self.metrics)]
         return names + [
-            f"val_{rollout_summary_name(metric_name(m))}" for m in (self.rollout_metrics if self.rollout_steps else ())
+            f"val_{name}"
+            for m in (self.rollout_metrics if self.rollout_steps else ())
+            for name in rollout_summary_names(metric_name(m), self.rollout_steps)
         ]
 
     @classmethod

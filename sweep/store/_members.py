@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from .._canonical import canonical_json
 from .._errors import StoreError
-from ..metrics import metric_name, rollout_summary_name
+from ..metrics import metric_name, rollout_summary_names
 from ..planning import Plan, TrialPlan, grid_names
 from ..spec import SweepSpec, hparam_name
 from ._schema import Column, fixed_columns
@@ -80,19 +80,20 @@ def ordered(sources: list[tuple[int, Source]], names: tuple[str, ...]) -> list[M
 
 def metric_names(sources: list[Source]) -> list[str]:
     """Stored names of every metric some block evaluates, in the order first seen, then of the
-    summary of every rollout metric (``rollout_gmean_<m>`` or ``rollout_valid_steps_<m>``, see
-    :func:`sweep.metrics.rollout_summary_name`: columns ``test_rollout_gmean_<m>``, beside the curves
-    ``test_rollout_<m>``)."""
+    summaries of every rollout metric (``rollout_gmean_<m>`` or ``rollout_valid_steps_<m>``, and
+    ``rollout_window_<a>_<b>_<m>``, see :func:`sweep.metrics.rollout_summary_names`: columns
+    ``test_rollout_gmean_<m>``, ..., beside the curves ``test_rollout_<m>``)."""
     trainings = [s.spec.training for s in sources]
     return list(
         dict.fromkeys(
             [
                 *(metric_name(m) for t in trainings for m in t.metrics),
                 *(
-                    rollout_summary_name(metric_name(m))
+                    name
                     for t in trainings
                     if t.rollout_steps
                     for m in t.rollout_metrics
+                    for name in rollout_summary_names(metric_name(m), t.rollout_steps)
                 ),
             ]
         )

@@ -110,8 +110,11 @@ def rollout_column(split: str, summary_name: str) -> str:
 
 def rollout_columns(metrics: Sequence[str]) -> list[str]:
     """The rollout curve columns of the stored metrics that are rollout summaries (``rollout_gmean_<m>``,
-    ``rollout_valid_steps_<m>``; :func:`sweep.metrics.summarised_metric`): ``val_rollout_<m>, test_rollout_<m>, ...``."""
-    return [rollout_column(split, name) for name in metrics if summarised_metric(name) for split in EVALUATED]
+    ``rollout_window_6_12_<m>``, ...; :func:`sweep.metrics.summarised_metric`), once each:
+    ``val_rollout_<m>, test_rollout_<m>, ...``."""
+    return list(
+        dict.fromkeys(rollout_column(split, name) for name in metrics if summarised_metric(name) for split in EVALUATED)
+    )
 
 
 def rollout_curves_by_column(history: History) -> dict[str, Any]:

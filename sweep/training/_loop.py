@@ -18,7 +18,7 @@ import numpy as np
 from jaxtyping import Bool, Float, Int
 
 from .._errors import SpecError
-from ..metrics import rollout_summary, rollout_summary_name
+from ..metrics import rollout_summaries
 from ..problems import EVALUATED
 from ..spec import SweepSpec, Training
 from ._block import Block, BlockOptions, HParams, chunk_until, hparam_sets, init_block, model_of
@@ -37,8 +37,10 @@ class History(NamedTuple):
         train_loss: ``[members, reports]`` mean training loss of each report's last epoch.
         val: ``"loss"`` and every metric name -> its ``[members, reports]`` curve on the validation
             set; empty without a validation set. With rollouts (``Training(rollout_steps=T)``) also
-            ``"rollout_gmean_<m>"``, the geometric mean over steps ``1..min(T, 100)`` of each
-            rollout metric's curve at every report (float64).
+            the summaries of each rollout metric's curve at every report (float64,
+            :func:`sweep.metrics.rollout_summary_names`): ``"rollout_gmean_<m>"``, the geometric
+            mean over steps ``1..min(T, 100)``, and ``"rollout_window_6_12_<m>"``, ... (for
+            ``correlation``: ``"rollout_valid_steps_correlation"``).
         test: The same on the test set.
         diverged: ``[members]``: the member's loss or weights became NaN/inf (it stopped updating).
         val_rollout: Each rollout metric -> its ``[members, T]`` curve at the latest report (entry
@@ -107,8 +109,9 @@ class History(NamedTuple):
             split: {
                 **evaluation.get(split, {}),
                 **{
-                    rollout_summary_name(m): rollout_summary(m, c)
+                    name: summary
                     for m, c in latest.get(f"{split}_rollout", {}).items()
+                    for name, summary in rollout_summaries(m, c).items()
                 },
             }
             for split in EVALUATED
