@@ -309,14 +309,19 @@ def rollout_summary_name(metric: str) -> str:
     return (ROLLOUT_VALID_STEPS if higher_is_better(metric) else ROLLOUT_GMEAN) + metric
 
 
+def _windows(metric: str, steps: int) -> list[tuple[str, int, int]]:
+    """The name, first and last step of each of The Well's :data:`WINDOWS` that curves of ``steps``
+    steps reach, for an error (a score has none)."""
+    if higher_is_better(metric):
+        return []
+    return [(f"{ROLLOUT_WINDOW}{a}_{b}_{metric}", a, b) for a, b in WINDOWS if steps >= b]
+
+
 def rollout_summary_names(metric: str, steps: int) -> list[str]:
     """Every summary of ``metric``'s rollout curves of ``steps`` steps: :func:`rollout_summary_name`,
     then for an error the mean over each of The Well's :data:`WINDOWS` the curves reach
     (``rollout_window_6_12_nrmse`` from 12 steps, ``rollout_window_13_30_nrmse`` from 30)."""
-    windows = (
-        [] if higher_is_better(metric) else [f"{ROLLOUT_WINDOW}{a}_{b}_{metric}" for a, b in WINDOWS if steps >= b]
-    )
-    return [rollout_summary_name(metric), *windows]
+    return [rollout_summary_name(metric), *(name for name, _, _ in _windows(metric, steps))]
 
 
 def rollout_summaries(metric: str, curves: Float[np.ndarray, "... t"]) -> dict[str, np.ndarray]:
@@ -324,5 +329,5 @@ def rollout_summaries(metric: str, curves: Float[np.ndarray, "... t"]) -> dict[s
     :func:`rollout_gmean` or :func:`valid_steps` at :data:`VALID_AT`, and :func:`window_mean`."""
     c = np.asarray(curves)
     first = valid_steps(c, VALID_AT).astype(np.float64) if higher_is_better(metric) else rollout_gmean(c)
-    names = rollout_summary_names(metric, c.shape[-1])
-    return {names[0]: first, **{n: window_mean(c, a, b) for n, (a, b) in zip(names[1:], WINDOWS)}}
+    windows = {name: window_mean(c, a, b) for name, a, b in _windows(metric, c.shape[-1])}
+    return {rollout_summary_name(metric): first, **windows}

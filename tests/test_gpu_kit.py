@@ -3,6 +3,7 @@ their smallest sizes, so that the kit does not break between the rare days a GPU
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import json
 import os
@@ -36,6 +37,7 @@ def distribution(requirement: str) -> str:
     return re.sub(r"[-_.]+", "-", re.split(r"[^A-Za-z0-9_.-]", requirement, maxsplit=1)[0]).lower()
 
 
+@functools.cache
 def unshipped_modules() -> list[str]:
     """The top-level modules of the distributions that the project's extras name and the GPU kit
     does not ship (``SHIP`` in ``fetch_wheels.sh``): all taken as absent there, though the image
