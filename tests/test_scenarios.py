@@ -153,6 +153,27 @@ def test_kuramoto_sivashinsky_defaults_to_96_points_in_3d(ex):
     assert pde_stepper("apebench:phy_ks_3d", {}).num_points == 96
 
 
+def test_trajectories_larger_than_half_the_memory_are_refused_before_anything_is_solved(ex, monkeypatch):
+    from sweep.problems import _exponax
+
+    monkeypatch.setattr(_exponax, "machine_memory", lambda: 64 * 2**30)
+    # APEBench's defaults: 50 x 51 training states, (8 + 30) x 201 validation and test states, 96^3 points
+    with pytest.raises(
+        SpecError,
+        match=r"`problem.num_points`: exponax:KuramotoSivashinsky in 3D on 96 points per axis, 10188 states "
+        r"\(50 training trajectories of 51, 38 validation and test trajectories of 201\), is 33.6 GiB of float32 "
+        r"trajectories, more than half of this machine's memory \(64.0 GiB\); lower num_points, .* stream it",
+    ):
+        sweep.Problem("apebench:phy_ks_3d")
+    assert sweep.Problem("apebench:phy_ks_3d", num_points=64).options == {"num_points": 64}  # 10.0 GiB
+    # the channels count: 3D Burgers has three
+    monkeypatch.setattr(_exponax, "machine_memory", lambda: 2 * 4 * 3 * 8**3 * 4)
+    tiny = {"num_points": 8, "num_train": 1, "num_val": 0, "num_test": 1, "train_steps": 1, "test_steps": 1}
+    sweep.Problem("apebench:phy_burgers_3d", **tiny)  # 4 states of 3 x 8^3: exactly half
+    with pytest.raises(SpecError, match=r"5 states .* is 0.0 GiB"):
+        sweep.Problem("apebench:phy_burgers_3d", **tiny | {"test_steps": 2})
+
+
 def test_apebench_names_are_aliases_of_the_steppers(ex):
     tiny = {"num_points": 8, "num_train": 2, "num_test": 1, "train_steps": 1, "test_steps": 1, "num_val": 0}
     alias = load_problem("apebench:phy_adv_2d", tiny)

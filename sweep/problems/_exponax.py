@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -178,8 +179,10 @@ def _ic_set(ex, o: Mapping[str, Any], channels: int):
     return ex.ic.RandomMultiChannelICGenerator(gens if len(gens) == channels else gens * channels)
 
 
-def check_exponax(stepper: str, options: Mapping[str, Any]) -> None:
-    """Raise :class:`SpecError` unless ``Problem("exponax:<stepper>", **options)`` can be generated.
+def check_exponax(stepper: str, options: Mapping[str, Any], trajectories: bool = True) -> None:
+    """Raise :class:`SpecError` unless ``Problem("exponax:<stepper>", **options)`` can be generated
+    (``trajectories``: and its trajectories take at most half of this machine's memory; else only
+    its stepper is built).
 
     Cheap: imports exponax and builds the initial-state generator, solves nothing.
 
@@ -214,6 +217,32 @@ def check_exponax(stepper: str, options: Mapping[str, Any]) -> None:
             _check_like(f"problem.{key}", options[key], param.default)
     solver = _solver(ex, stepper, merged)
     _ic_set(ex, merged, solver.num_channels)
+    if trajectories:
+        _check_size(stepper, merged, solver.num_channels)
+
+
+def machine_memory() -> int:
+    """This machine's physical memory in bytes."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _check_size(stepper: str, o: Mapping[str, Any], channels: int) -> None:
+    """A :class:`SpecError` before anything is solved if the trajectories would take more than
+    half of this machine's memory (they are generated in memory, and the one-step pairs derived
+    from them take as much again): APEBench's 3D Kuramoto-Sivashinsky at 96 points per axis is
+    about 34 GB."""
+    states = o["num_train"] * (o["train_steps"] + 1) + (o["num_val"] + o["num_test"]) * (o["test_steps"] + 1)
+    size = 4 * channels * o["num_points"] ** o["num_spatial_dims"] * states
+    memory = machine_memory()
+    if size > memory / 2:
+        raise SpecError(
+            f"`problem.num_points`: exponax:{stepper} in {o['num_spatial_dims']}D on {o['num_points']} points per axis, "
+            f"{states} states ({o['num_train']} training trajectories of {o['train_steps'] + 1}, "
+            f"{o['num_val'] + o['num_test']} validation and test trajectories of {o['test_steps'] + 1}), is "
+            f"{size / 2**30:.1f} GiB of float32 trajectories, more than half of this machine's memory "
+            f"({memory / 2**30:.1f} GiB); lower num_points, num_train, num_val, num_test, train_steps or test_steps, "
+            f"or write the trajectories to an HDF5 file and stream it (Problem('hdf5', ...))"
+        )
 
 
 def _solver(ex, stepper: str, o: Mapping[str, Any]):
@@ -237,7 +266,7 @@ def exponax_stepper(stepper: str, time_scale: float = 1.0, **options: Any):
     ```
     """
     options = _generated(options)
-    check_exponax(stepper, options)
+    check_exponax(stepper, options, trajectories=False)
     ex = _exponax(stepper)
     o = _resolved(stepper, _defaults(ex, stepper), options)
     return _solver(ex, stepper, {**o, "dt": float(o["dt"]) * time_scale})
