@@ -212,7 +212,7 @@ class Plan:
         lines = [
             f"sweep {self.spec.name!r}: {len(self.trials)} trials, {self.num_members} members, "
             f"{len(self.config_ids)} structural configs; each trial: {res['cpu']:g} CPU{gpu}, "
-            f"up to {self.seeds_per_trial} seeds per block",
+            f"up to {min(self.seeds_per_trial, len(self.spec.seed_list))} seeds per block",
             *self._race_lines(),
             *self.data,
             *self._search_lines(),

@@ -23,6 +23,12 @@ def test_seeds_split_into_blocks():
     assert make_plan(tiny_spec(seeds=5), seeds_per_trial=5).trials[0].seeds == tuple(range(5))
 
 
+def test_the_plan_line_says_the_largest_block_the_seeds_allow():
+    assert "up to 2 seeds per block" in str(make_plan(tiny_spec(seeds=5, seeds_per_trial=2)))
+    few = make_plan(tiny_spec(seeds=3, seeds_per_trial=8))  # blocks of up to 8, but only 3 seeds
+    assert few.seeds_per_trial == 8 and "up to 3 seeds per block" in str(few)
+
+
 def test_structural_keys_make_trials_vmapped_keys_share_blocks():
     spec = tiny_spec(
         seeds=4, seeds_per_trial=4, grid={"model.depth": [1, 2], "optimizer.learning_rate": [1e-3, 3e-3, 1e-2]}
