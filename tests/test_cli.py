@@ -302,6 +302,32 @@ def test_show_prints_the_summary_best_validation_mean_first_with_test_beside(sto
     assert float(rows[0][header.index("learning_rate")]) == pytest.approx(best["learning_rate"], rel=1e-3)
 
 
+def test_a_table_wider_than_the_terminal_is_printed_in_blocks_that_fit_each_led_by_the_configuration(
+    store, monkeypatch
+):
+    from sweep.cli import _tables
+
+    whole = invoke("show", store).output.splitlines()  # not a terminal (a pipe): whole lines
+    header, rows = _rows("\n".join(whole), "config_id")
+    assert len(" ".join(header)) > 80
+    monkeypatch.setattr(_tables, "terminal_width", lambda: 80)
+    lines = invoke("show", store).output.splitlines()
+    blocks = [i for i, line in enumerate(lines) if line.split()[:1] == ["config_id"]]
+    assert len(blocks) >= 2 and all(lines[i - 1] == "" for i in blocks[1:])  # an empty line between blocks
+    table = lines[blocks[0] : blocks[-1] + 1 + len(rows)]
+    assert all(len(line) <= 80 for line in table)
+    columns: list[str] = []
+    for start in blocks:
+        block_header = lines[start].split()
+        assert block_header[:3] == ["config_id", "depth", "learning_rate"]  # what names a row, in every block
+        for offset, row in enumerate(rows):  # the same rows, in the same order, cell by cell
+            cells = lines[start + 1 + offset].split()
+            assert cells == [row[header.index(c)] for c in block_header]
+        columns += block_header[3:]
+    assert columns == header[3:]  # every other column once, in order
+    assert invoke("show", store, "--format", "csv").output.count("\n") == 5  # other formats: as they were
+
+
 def test_show_where_with_a_repeated_key_keeps_either_value(store):
     result = invoke(
         "show", store, "--where", "learning_rate=0.001", "--where", "learning_rate=0.003", "--where", "depth=2"

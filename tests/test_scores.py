@@ -317,6 +317,11 @@ def test_cli_prints_the_stored_scores_and_the_seeds_needed(path):
     assert out.exit_code == 0, out.output
     assert "ensemble scores (one_step, test)" in out.output and "spread_skill" in out.output
     assert all(f"{r['crps']:.4g}" in out.output for r in one)
+    header = next(line.split() for line in out.output.splitlines() if line.split()[:1] == ["config_id"])
+    assert "kind" not in header and "step" not in header  # said by the title; a one-step score has no step
+    header = next(line.split() for line in invoke("scores", path, "--kind", "rollout").output.splitlines()[1:2])
+    assert "kind" not in header and "step" in header
+    assert {"kind", "step"} <= set(invoke("scores", path, "--kind", "all").output.splitlines()[1].split())
     rows = json.loads(invoke("scores", path, "--kind", "rollout", "--format", "json", "--limit", "200").output)
     assert {r["kind"] for r in rows} == {"rollout"} and len(rows) == 2 * 2 * 5  # configs x splits x steps
     shown = invoke("show", path, "--scores")

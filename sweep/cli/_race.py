@@ -15,4 +15,4 @@ def race_lines(ens, limit: int) -> None:
         return
     typer.echo("")
     typer.echo(table.schema.metadata[b"title"].decode() + ":")
-    typer.echo(format_table(table, limit))
+    typer.echo(format_table(table, limit, {"config_id", *ens.grid_columns}))

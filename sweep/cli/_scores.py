@@ -10,6 +10,8 @@ from ._args import CLIError, Format, choice, parse_where
 from ._options import DirArg, existing
 
 KINDS = ("one_step", "rollout", "rollout_gmean", "ensemble_size", "all")
+# the columns after a configuration's that name a row of scores (led every block of a wide table)
+ROW_KEYS = ("split", "kind", "step", "calibrated")
 SHOWN = [
     "split",
     "kind",
@@ -129,7 +131,7 @@ def scores(
             typer.echo(write_table(table.slice(0, limit), Format(format).value), nl=False)
             return
         typer.echo(f"ensemble scores of {blend!r}, on {split or 'test'}, computed now:")
-        typer.echo(format_table(table, limit))
+        typer.echo(format_table(table, limit, {"config_id", *blend.grid_columns, *ROW_KEYS}))
         return
     if recalibrate:
         _recalibrated(ens, best, split or "test", save_calibration, Format(format).value, limit)
@@ -149,12 +151,14 @@ def scores(
     if not wide:
         events = [c for c in table.column_names if c.startswith(("twcrps_", "brier_"))]
         shown = [*FIELDS_SHOWN, *events] if computed else [*SHOWN, *gains[:1]]
-        table = table.select([c for c in [*keys, *shown] if c in table.column_names])
+        # the title names a kind asked for, and a one-step score has no steps
+        said = set() if kind == "all" else {"kind", *(["step"] if kind == "one_step" else [])}
+        table = table.select([c for c in [*keys, *shown] if c in table.column_names and c not in said])
     if computed:
         typer.echo(f"ensemble scores ({kind}, {split or 'test'}) of {len(ens)} members, computed now:")
     else:
         typer.echo(f"ensemble scores ({kind}, {split or 'val and test'}) of {len(ens)} members, from the store:")
-    typer.echo(format_table(table, limit))
+    typer.echo(format_table(table, limit, {*keys, *ROW_KEYS}))
 
 
 def _recalibrated(ens, best: int | None, split: str, save: str | None, fmt: str, limit: int) -> None:
@@ -176,7 +180,7 @@ def _recalibrated(ens, best: int | None, split: str, save: str | None, fmt: str,
         f"recalibrated on val ({cal.points} points per channel) of {len(ens)} members of config {cal.config_id}: "
         f"spread scale per channel {scale}; scores on {split} before and after:"
     )
-    typer.echo(format_table(table, limit))
+    typer.echo(format_table(table, limit, {"config_id", *ens.grid_columns, *ROW_KEYS}))
     if save is not None:
         typer.echo(f"calibration written to {save}")
 

@@ -36,6 +36,10 @@ def show(
     METRIC (validation loss by default): member counts and, over members that did not diverge,
     mean, std and the 95% bootstrap interval of the mean (--wide: median, min, max, IQM too), with
     the test mean and its interval beside (reported, not used to rank).
+
+    In a terminal, a table wider than it is printed in blocks of columns one below the other, each
+    led by the columns that name a row; a pipe or a file gets whole lines (--format csv or json for
+    other tools).
     """
     from .._errors import StoreError
     from ..ensemble import compact, load
@@ -67,7 +71,7 @@ def show(
             typer.echo(write_table(table, fmt), nl=False)
             return
         typer.echo(f"members ranked by {metric} ({'lowest' if mode == 'min' else 'highest'} first):")
-        typer.echo(format_table(table, limit))
+        typer.echo(format_table(table, limit, {"member_id"}))
         if len(ens) > limit:
             typer.echo(f"... {len(ens) - limit} more members (--limit)")
         return
@@ -85,7 +89,7 @@ def show(
     units = ens.units_note()
     if units:
         typer.echo(units)
-    typer.echo(format_table(table, limit))
+    typer.echo(format_table(table, limit, {"config_id", *ens.grid_columns}))
     typer.echo(seeds_line(ens, metric, mode))
     race_lines(ens, limit)
     search_lines(existing(sweep_dir))

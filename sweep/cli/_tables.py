@@ -5,10 +5,28 @@ from __future__ import annotations
 import io
 import json
 import math
+import shutil
+import sys
+from collections.abc import Collection
 
 import pyarrow as pa
 
-from ..ensemble import format_table as format_table
+from ..ensemble import format_table as _format_table
+
+
+def terminal_width() -> int | None:
+    """The columns of the terminal that standard output is, or None where it is a pipe or a file
+    (which get whole lines)."""
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
+
+def format_table(table: pa.Table, limit: int, keys: Collection[str] = ()) -> str:
+    """``table`` as text for the terminal: a table wider than it in blocks of columns one below
+    the other, each led by the leading columns named in ``keys`` (what names a row)."""
+    leading = 0
+    while leading < len(table.column_names) and table.column_names[leading] in keys:
+        leading += 1
+    return _format_table(table, limit, width=terminal_width(), keys=leading)
 
 
 def write_table(table: pa.Table, fmt: str) -> str:

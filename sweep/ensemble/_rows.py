@@ -33,7 +33,9 @@ def _more(table: pa.Table, limit: int, hint: str) -> str:
     return f"... {table.num_rows - limit} more rows{hint}" if table.num_rows > limit else ""
 
 
-def format_table(table: pa.Table, limit: int = 50, hint: str = " (--limit)") -> str:
+def format_table(
+    table: pa.Table, limit: int = 50, hint: str = " (--limit)", width: int | None = None, keys: int = 0
+) -> str:
     """A fixed-width text table of the first ``limit`` rows (list columns abbreviated), then a line
     ``... N more rows<hint>`` if there are more.
 
@@ -41,17 +43,40 @@ def format_table(table: pa.Table, limit: int = 50, hint: str = " (--limit)") -> 
         table: the rows.
         limit: rows shown at most.
         hint: what follows the count of rows left out (how to see them).
+        width: the characters a line may take (a terminal's columns); a wider table is printed in
+            blocks of columns one below the other, each with the first ``keys`` columns. None: one
+            block, however wide.
+        keys: how many leading columns name a row (repeated in every block).
 
     Returns:
-        The table as lines of text, one header line first.
+        The table as lines of text, one header line first (per block, blocks apart by an empty line).
     """
     names = table.column_names
     rows = [[cell(v) for v in row.values()] for row in table.slice(0, limit).to_pylist()]
     widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
-    out = ["  ".join(n.rjust(w) for n, w in zip(names, widths, strict=True))]
-    out += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    blocks = []
+    for columns in _blocks(widths, width, keys):
+        lines = ["  ".join(names[i].rjust(widths[i]) for i in columns)]
+        lines += ["  ".join(r[i].rjust(widths[i]) for i in columns) for r in rows]
+        blocks.append("\n".join(lines))
     more = _more(table, limit, hint)
-    return "\n".join(out + ([more] if more else []))
+    return "\n\n".join(blocks) + (f"\n{more}" if more else "")
+
+
+def _blocks(widths: list[int], width: int | None, keys: int) -> list[list[int]]:
+    """Column indices per block: the first ``keys`` columns, then as many of the others, in order,
+    as fit in ``width`` characters (at least one per block)."""
+    if width is None or sum(widths) + 2 * (len(widths) - 1) <= width:
+        return [list(range(len(widths)))]
+    key_columns = list(range(min(keys, len(widths))))
+    blocks: list[list[int]] = []
+    for i in range(len(key_columns), len(widths)):
+        block = blocks[-1] if blocks else None
+        if block is None or sum(widths[j] + 2 for j in block) + widths[i] > width:
+            blocks.append([*key_columns, i])
+        else:
+            block.append(i)
+    return blocks or [key_columns]
 
 
 def html_table(table: pa.Table, limit: int = 50, caption: str = "", hint: str = "") -> str:
