@@ -12,7 +12,9 @@ commands that use them.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
+import sys
 from typing import Annotated
 
 import typer
@@ -63,6 +65,9 @@ def guard(fn):
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
             raise
+        except BrokenPipeError:  # the reader left (`sweep show DIR | head`): no more to say, nowhere to say it
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's advice: no error at exit
+            raise typer.Exit(1) from None
         except KeyboardInterrupt as e:
             if not str(e):  # sweep.run prints how far it got and how to resume
                 typer.echo("interrupted", err=True)
@@ -124,7 +129,6 @@ def leave(code: int | str | None) -> None:
     command started Ray (``run``, ``serve``, ``aggregate``), the normal exit runs, so that Ray's
     own exit handler stops what it started.
     """
-    import sys
 
     ray = sys.modules.get("ray")
     if ray is not None and getattr(ray, "is_initialized", lambda: False)():
@@ -150,5 +154,13 @@ COMMANDS = (
     serve,
     export,
 )  # as `sweep --help` lists them
+
+
+def _help(command) -> str:
+    """``command``'s docstring with each paragraph on one line, so that the terminal wraps it to
+    its width (typer's rich help keeps a docstring's line breaks)."""
+    return "\n\n".join(" ".join(part.split()) for part in (inspect.getdoc(command) or "").split("\n\n"))
+
+
 for _command in COMMANDS:
-    app.command()(guard(_command))
+    app.command(help=_help(_command))(guard(_command))
