@@ -153,25 +153,37 @@ def test_kuramoto_sivashinsky_defaults_to_96_points_in_3d(ex):
     assert pde_stepper("apebench:phy_ks_3d", {}).num_points == 96
 
 
-def test_trajectories_larger_than_half_the_memory_are_refused_before_anything_is_solved(ex, monkeypatch):
-    from sweep.problems import _exponax
+def _machine_of(monkeypatch, memory: int) -> None:
+    """This process on a machine of ``memory`` bytes (``os.sysconf``'s physical pages)."""
+    import os
 
-    monkeypatch.setattr(_exponax, "machine_memory", lambda: 64 * 2**30)
-    # APEBench's defaults: 50 x 51 training states, (8 + 30) x 201 validation and test states, 96^3 points
+    real = os.sysconf
+    pages = {"SC_PAGE_SIZE": 1, "SC_PHYS_PAGES": memory}
+    monkeypatch.setattr(os, "sysconf", lambda name: pages.get(name) or real(name))
+
+
+def test_trajectories_and_pairs_over_half_the_memory_are_refused_before_anything_is_solved(ex, monkeypatch):
+    _machine_of(monkeypatch, 2**30)
+    # a spec names it on any machine (a store trained elsewhere reads back); only generating it is refused
+    assert sweep.Problem("apebench:phy_ks_3d").name == "apebench:phy_ks_3d"
+    assert pde_stepper("apebench:phy_ks_3d", {}).num_points == 96  # a stepper alone generates nothing
+    _machine_of(monkeypatch, 64 * 2**30)
+    # the defaults here: 50 x 51 training states, (8 + 30) x 201 validation and test states, 96^3 points
     with pytest.raises(
         SpecError,
-        match=r"`problem.num_points`: exponax:KuramotoSivashinsky in 3D on 96 points per axis, 10188 states "
-        r"\(50 training trajectories of 51, 38 validation and test trajectories of 201\), is 33.6 GiB of float32 "
-        r"trajectories, more than half of this machine's memory \(64.0 GiB\); lower num_points, .* stream it",
+        match=r"`problem`: exponax:KuramotoSivashinsky in 3D, 10188 states of 1 channel\(s\) on 96x96x96 points "
+        r"\(50 training trajectories of 51 states, 38 validation and test trajectories of 201\), are 33.6 GiB of "
+        r"float32 trajectories and 100.7 GiB with the one-step pairs derived from them, more than half of this "
+        r"machine's memory \(64.0 GiB\); give fewer or shorter trajectories \(num_train, num_test, num_val or "
+        r"val_fraction, train_steps, test_steps\) or fewer points \(num_points\), or write .* HDF5 file",
     ):
-        sweep.Problem("apebench:phy_ks_3d")
-    assert sweep.Problem("apebench:phy_ks_3d", num_points=64).options == {"num_points": 64}  # 10.0 GiB
-    # the channels count: 3D Burgers has three
-    monkeypatch.setattr(_exponax, "machine_memory", lambda: 2 * 4 * 3 * 8**3 * 4)
+        load_problem("apebench:phy_ks_3d", {})
+    # the channels count: 3D Burgers has three; 4 states of 3 x 8^3 float32, 3 times over, are half of it
+    _machine_of(monkeypatch, 2 * 3 * 4 * 3 * 8**3 * 4)
     tiny = {"num_points": 8, "num_train": 1, "num_val": 0, "num_test": 1, "train_steps": 1, "test_steps": 1}
-    sweep.Problem("apebench:phy_burgers_3d", **tiny)  # 4 states of 3 x 8^3: exactly half
-    with pytest.raises(SpecError, match=r"5 states .* is 0.0 GiB"):
-        sweep.Problem("apebench:phy_burgers_3d", **tiny | {"test_steps": 2})
+    assert load_problem("apebench:phy_burgers_3d", tiny).train_traj.shape == (1, 2, 3, 8, 8, 8)
+    with pytest.raises(SpecError, match=r"5 states of 3 channel\(s\) on 8x8x8 points"):
+        load_problem("apebench:phy_burgers_3d", tiny | {"test_steps": 2})
 
 
 def test_apebench_names_are_aliases_of_the_steppers(ex):

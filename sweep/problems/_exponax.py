@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,6 +34,7 @@ import numpy as np
 from .._errors import SpecError
 from ._dataset import DEFAULT_VAL_FRACTION, Dataset, as_dataset, check_val_fraction
 from ._fourier_ic import fourier_series
+from ._generated_size import check_generated_size
 from ._scenarios import COMMON, STEPPERS, check_dims, resolution
 
 _SPLITS = ("train", "val", "test")
@@ -179,10 +179,8 @@ def _ic_set(ex, o: Mapping[str, Any], channels: int):
     return ex.ic.RandomMultiChannelICGenerator(gens if len(gens) == channels else gens * channels)
 
 
-def check_exponax(stepper: str, options: Mapping[str, Any], trajectories: bool = True) -> None:
-    """Raise :class:`SpecError` unless ``Problem("exponax:<stepper>", **options)`` can be generated
-    (``trajectories``: and its trajectories take at most half of this machine's memory; else only
-    its stepper is built).
+def check_exponax(stepper: str, options: Mapping[str, Any]) -> None:
+    """Raise :class:`SpecError` unless ``Problem("exponax:<stepper>", **options)`` can be generated.
 
     Cheap: imports exponax and builds the initial-state generator, solves nothing.
 
@@ -217,32 +215,6 @@ def check_exponax(stepper: str, options: Mapping[str, Any], trajectories: bool =
             _check_like(f"problem.{key}", options[key], param.default)
     solver = _solver(ex, stepper, merged)
     _ic_set(ex, merged, solver.num_channels)
-    if trajectories:
-        _check_size(stepper, merged, solver.num_channels)
-
-
-def machine_memory() -> int:
-    """This machine's physical memory in bytes."""
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
-def _check_size(stepper: str, o: Mapping[str, Any], channels: int) -> None:
-    """A :class:`SpecError` before anything is solved if the trajectories would take more than
-    half of this machine's memory (they are generated in memory, and the one-step pairs derived
-    from them take as much again): APEBench's 3D Kuramoto-Sivashinsky at 96 points per axis is
-    about 34 GB."""
-    states = o["num_train"] * (o["train_steps"] + 1) + (o["num_val"] + o["num_test"]) * (o["test_steps"] + 1)
-    size = 4 * channels * o["num_points"] ** o["num_spatial_dims"] * states
-    memory = machine_memory()
-    if size > memory / 2:
-        raise SpecError(
-            f"`problem.num_points`: exponax:{stepper} in {o['num_spatial_dims']}D on {o['num_points']} points per axis, "
-            f"{states} states ({o['num_train']} training trajectories of {o['train_steps'] + 1}, "
-            f"{o['num_val'] + o['num_test']} validation and test trajectories of {o['test_steps'] + 1}), is "
-            f"{size / 2**30:.1f} GiB of float32 trajectories, more than half of this machine's memory "
-            f"({memory / 2**30:.1f} GiB); lower num_points, num_train, num_val, num_test, train_steps or test_steps, "
-            f"or write the trajectories to an HDF5 file and stream it (Problem('hdf5', ...))"
-        )
 
 
 def _solver(ex, stepper: str, o: Mapping[str, Any]):
@@ -266,7 +238,7 @@ def exponax_stepper(stepper: str, time_scale: float = 1.0, **options: Any):
     ```
     """
     options = _generated(options)
-    check_exponax(stepper, options, trajectories=False)
+    check_exponax(stepper, options)
     ex = _exponax(stepper)
     o = _resolved(stepper, _defaults(ex, stepper), options)
     return _solver(ex, stepper, {**o, "dt": float(o["dt"]) * time_scale})
@@ -289,6 +261,7 @@ def exponax_trajectories(stepper: str, **options: Any) -> dict[str, np.ndarray]:
     ex = _exponax(stepper)
     o = _resolved(stepper, _defaults(ex, stepper), options)
     solver = _solver(ex, stepper, o)
+    check_generated_size(stepper, o, solver.num_channels)  # before anything is solved
     ic = _ic_set(ex, o, solver.num_channels)
     counts = {"train": o["num_train"], "val": o["num_val"], "test": o["num_test"]}
     steps = {"train": o["train_steps"], "val": o["test_steps"], "test": o["test_steps"]}

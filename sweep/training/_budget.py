@@ -3,11 +3,10 @@ its device(s): whether the training split is streamed (:func:`streams`)."""
 
 from __future__ import annotations
 
-import os
-
 import jax
 import numpy as np
 
+from .._host_memory import host_memory
 from ..problems import Dataset
 from ..spec import Training
 
@@ -23,7 +22,7 @@ def data_budget(training: Training) -> int:
     stats = device.memory_stats() if device.platform != "cpu" else None
     if stats and "bytes_limit" in stats:
         return int(stats["bytes_limit"] * DEFAULT_SHARE)
-    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * DEFAULT_SHARE)
+    return int(host_memory() * DEFAULT_SHARE)
 
 
 def nbytes(tree) -> int:

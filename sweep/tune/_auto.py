@@ -34,7 +34,6 @@ the chosen size is stored in ``plan.json`` so that later runs of the same sweep 
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Mapping
 from typing import NamedTuple
@@ -43,6 +42,7 @@ import jax
 import numpy as np
 
 from .._configure import available_cpus
+from .._host_memory import host_memory
 from ..problems import Dataset
 from ..spec import SweepSpec
 from ..training import compiled_bytes, data_shapes, device_data_bytes, init_block, run_chunk, state_bytes
@@ -90,7 +90,7 @@ def _memory_share(resources: Mapping[str, float]) -> int:
         stats = device.memory_stats() or {}
         if "bytes_limit" in stats:
             return int(stats["bytes_limit"])
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    total = host_memory()
     return int(total * min(1.0, float(resources.get("cpu", 1)) / available_cpus()))
 
 
