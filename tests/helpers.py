@@ -198,13 +198,14 @@ def file_bytes(folder: str | os.PathLike) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def invoke(*args):
-    """The ``sweep`` command run in this process (typer's ``CliRunner``) with ``args``: its result."""
+def invoke(*args, columns: int | None = None):
+    """The ``sweep`` command run in this process (typer's ``CliRunner``) with ``args``: its result;
+    ``COLUMNS`` unset (whole lines, as in a pipe), or ``columns``."""
     from typer.testing import CliRunner
 
     from sweep.cli import app
 
-    return CliRunner().invoke(app, [str(a) for a in args])
+    return CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": None if columns is None else str(columns)})
 
 
 def assert_one_line_error(result, *fragments: str) -> None:

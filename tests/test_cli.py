@@ -55,14 +55,14 @@ def test_every_command_has_help(command):
 def test_help_paragraphs_are_the_docstrings_on_one_line_each_for_the_terminal_to_wrap():
     import inspect
 
-    from sweep.cli._app import COMMANDS, app
+    from sweep.cli import app
 
-    helps = {info.callback.__name__: info.help for info in app.registered_commands if info.callback}
-    for command in COMMANDS:
-        paragraphs = inspect.getdoc(command).split("\n\n")
-        assert helps[command.__name__].split("\n\n") == [" ".join(p.split()) for p in paragraphs]
-    text = " ".join(invoke("show", "--help").output.split())  # every word of the docstring, in order
-    show = next(c for c in COMMANDS if c.__name__ == "show")
+    assert {i.callback.__name__ for i in app.registered_commands} >= set(COMMANDS)
+    for info in app.registered_commands:
+        paragraphs = inspect.getdoc(info.callback.__wrapped__).split("\n\n")  # the command's own docstring
+        assert info.help.split("\n\n") == [" ".join(p.split()) for p in paragraphs]
+    text = " ".join(invoke("show", "--help", columns=100).output.split())  # every word, in order
+    show = next(i.callback.__wrapped__ for i in app.registered_commands if i.callback.__name__ == "show")
     assert " ".join(inspect.getdoc(show).split()) in text
 
 
@@ -130,6 +130,28 @@ def test_set_overrides_spec_fields_validated_like_the_file(tmp_path):
         invoke("plan", tmp_path / "spec.toml", "--set", "training.epochs=-1"), "training.epochs", "got -1"
     )
     assert_one_line_error(invoke("plan", tmp_path / "spec.toml", "--set", "seeds_per_trial=0"), "seeds_per_trial")
+
+
+def test_set_mends_a_spec_file_that_is_not_valid_alone_and_adds_a_table_it_leaves_out(tmp_path):
+    import dataclasses
+    import tomllib
+
+    import tomli_w
+
+    spec = tiny_spec()
+    data = tomllib.loads(spec.to_toml())
+    data["training"]["epochs"] = 0  # the file alone is refused
+    (tmp_path / "bad.toml").write_text(tomli_w.dumps(data))
+    assert_one_line_error(invoke("plan", tmp_path / "bad.toml"), "training.epochs", "got 0")
+    result = invoke("plan", tmp_path / "bad.toml", "--set", "training.epochs=2")  # validated once set
+    assert result.exit_code == 0, result.stderr
+    mended = dataclasses.replace(spec, training=dataclasses.replace(spec.training, epochs=2))
+    assert result.output.strip() == str(make_plan(mended))
+    del data["training"]  # a table the file leaves out: its defaults, and what --set sets
+    (tmp_path / "bare.toml").write_text(tomli_w.dumps(data))
+    result = invoke("plan", tmp_path / "bare.toml", "--set", "training.epochs=3")
+    assert result.exit_code == 0, result.stderr
+    assert result.output.strip() == str(make_plan(dataclasses.replace(spec, training=sweep.Training(epochs=3))))
 
 
 def test_version():
@@ -316,16 +338,11 @@ def test_show_prints_the_summary_best_validation_mean_first_with_test_beside(sto
     assert float(rows[0][header.index("learning_rate")]) == pytest.approx(best["learning_rate"], rel=1e-3)
 
 
-def test_a_table_wider_than_the_terminal_is_printed_in_blocks_that_fit_each_led_by_the_configuration(
-    store, monkeypatch
-):
-    from sweep.cli import _tables
-
-    whole = invoke("show", store).output.splitlines()  # not a terminal (a pipe): whole lines
+def test_a_table_wider_than_the_terminal_is_printed_in_blocks_that_fit_each_led_by_the_configuration(store):
+    whole = invoke("show", store).output.splitlines()  # not a terminal (a pipe), COLUMNS unset: whole lines
     header, rows = _rows("\n".join(whole), "config_id")
     assert len(" ".join(header)) > 80
-    monkeypatch.setattr(_tables, "terminal_width", lambda: 80)
-    lines = invoke("show", store).output.splitlines()
+    lines = invoke("show", store, columns=80).output.splitlines()  # a terminal's width, or COLUMNS
     blocks = [i for i, line in enumerate(lines) if line.split()[:1] == ["config_id"]]
     assert len(blocks) >= 2 and all(lines[i - 1] == "" for i in blocks[1:])  # an empty line between blocks
     table = lines[blocks[0] : blocks[-1] + 1 + len(rows)]
@@ -340,6 +357,24 @@ def test_a_table_wider_than_the_terminal_is_printed_in_blocks_that_fit_each_led_
         columns += block_header[3:]
     assert columns == header[3:]  # every other column once, in order
     assert invoke("show", store, "--format", "csv").output.count("\n") == 5  # other formats: as they were
+
+
+def test_blocks_only_where_they_help():
+    import pyarrow as pa
+
+    from sweep.ensemble import format_table
+
+    table = pa.table({"key": ["a" * 30, "b" * 30], "x": [1.0, 2.0], "y": [3.0, 4.0], "z": [5.0, 6.0]})
+    assert format_table(table, width=None, keys=1).count("key") == 1  # no width: one block
+    assert format_table(table, width=200, keys=1).count("key") == 1  # it fits: one block
+    assert [line.split() for line in format_table(table, width=34, keys=1).split("\n\n")[1].splitlines()] == [
+        ["key", "y"],
+        ["a" * 30, "3"],
+        ["b" * 30, "4"],
+    ]  # a block per column, each led by the key
+    assert format_table(table, width=32, keys=1).count("key") == 1  # the key and a column do not fit: one block
+    assert format_table(table.slice(0, 0), width=8, keys=1) == "key  x  y  z"  # no rows: the header alone
+    assert format_table(table.select(["key"]), width=10, keys=1).count("key") == 1  # nothing but the key
 
 
 def test_show_where_with_a_repeated_key_keeps_either_value(store):
@@ -673,6 +708,14 @@ def test_debug_shows_the_exception(files):
     assert result.exit_code == 1
     assert isinstance(result.exception, sweep.StoreError)
     assert_one_line_error(invoke("status", files / "empty"), "plan.json")  # only for that call
+
+
+def test_a_broken_pipe_of_the_command_s_own_is_an_error(store, monkeypatch):
+    def load(*args, **kwargs):
+        raise BrokenPipeError(32, "Broken pipe")  # a socket or a worker's pipe, not standard output
+
+    monkeypatch.setattr(sweep.ensemble, "load", load)
+    assert_one_line_error(invoke("show", store), "BrokenPipeError: [Errno 32] Broken pipe")
 
 
 def test_console_script_error_has_no_traceback_and_a_reader_that_left_is_no_error(tmp_path, store):

@@ -56,6 +56,20 @@ def _message(e: BaseException) -> str:
     return " ".join(text.split())  # one line
 
 
+def _reader_left() -> bool:
+    """Whether standard output is a pipe whose reader has gone (rather than another pipe or
+    socket of the command's that broke)."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test's capture)
+        return False
+    poll = select.poll()
+    poll.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poll.poll(0))
+
+
 def guard(fn):
     """Turn any error of a command into ``error: <message>`` on stderr and exit status 1."""
 
@@ -65,14 +79,15 @@ def guard(fn):
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
             raise
-        except BrokenPipeError:  # the reader left (`sweep show DIR | head`): no more to say, nowhere to say it
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's advice: no error at exit
-            raise typer.Exit(1) from None
         except KeyboardInterrupt as e:
             if not str(e):  # sweep.run prints how far it got and how to resume
                 typer.echo("interrupted", err=True)
             raise typer.Exit(130) from None
         except Exception as e:
+            if isinstance(e, BrokenPipeError) and _reader_left():
+                # the reader left (`sweep show DIR | head`): no more to say, nowhere to say it
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's advice: no error at exit
+                raise typer.Exit(1) from None
             if _state["debug"]:
                 raise
             typer.echo(f"error: {_message(e)}", err=True)
@@ -129,7 +144,6 @@ def leave(code: int | str | None) -> None:
     command started Ray (``run``, ``serve``, ``aggregate``), the normal exit runs, so that Ray's
     own exit handler stops what it started.
     """
-
     ray = sys.modules.get("ray")
     if ray is not None and getattr(ray, "is_initialized", lambda: False)():
         raise SystemExit(code)

@@ -4,6 +4,7 @@ phrased for the command line (a Python call in a message becomes the option that
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import re
@@ -126,13 +127,13 @@ def _toml_value(text: str) -> Any:
         return text  # a bare word: a string
 
 
-def apply_overrides(spec, items: list[str]):
-    """``spec`` with ``["training.epochs=50", "seeds=8", "grid.model.depth=[2, 4]"]`` set and
-    validated like the spec file itself; a part of a table inside a field by its path
-    (``"seeds.adaptive.max=32"``)."""
+def apply_overrides(data: dict[str, Any], items: list[str]):
+    """The spec of the table ``data`` (a spec file's) with ``["training.epochs=50", "seeds=8",
+    "grid.model.depth=[2, 4]"]`` set, validated like the spec file itself; a part of a table inside
+    a field by its path (``"seeds.adaptive.max=32"``)."""
     from ..spec import SweepSpec
 
-    data = spec.to_dict()
+    data = copy.deepcopy(data)
     fields = {f.name for f in dataclasses.fields(SweepSpec)}
     for item in items:
         key, eq, text = item.partition("=")
@@ -147,7 +148,7 @@ def apply_overrides(spec, items: list[str]):
             )
         value = _toml_value(text.strip())
         if rest:
-            target = data.get(field)
+            target = data.setdefault(field, {})  # a table the file leaves out: its defaults
             if not isinstance(target, dict):
                 raise CLIError(f"--set {key}: {field!r} has no parts; use --set {field}=VALUE")
             while "." in rest and isinstance(target.get(rest.split(".", 1)[0]), dict):  # seeds.adaptive.max

@@ -38,13 +38,14 @@ ModeOpt = Annotated[
 
 
 def load_spec(path: Path, overrides: list[str] | None = None):
-    """The spec of the TOML file at ``path`` with the ``--set`` overrides applied."""
-    from ..spec import SweepSpec
+    """The spec of the TOML file at ``path`` with the ``--set`` overrides applied, validated once
+    they are (so that they can mend a file that is not valid here, such as a problem too large for
+    this machine)."""
+    from ..spec import read_toml
 
     if path.is_dir():
         raise CLIError(f"SPEC: {str(path)!r} is a directory; give a sweep specification .toml file")
-    spec = SweepSpec.from_toml(path)
-    return apply_overrides(spec, overrides) if overrides else spec
+    return apply_overrides(read_toml(path), overrides or [])
 
 
 def existing(sweep_dir: str) -> str:

@@ -107,6 +107,10 @@ def scores(
     --fields, --threshold X: computed now, beside those: crps_skill and crps_spread (the fair CRPS
     is their difference), the energy and variogram scores of each sample's field (or rollout
     state), and per threshold twcrps_X and brier_X of exceeding it (not stored in the store).
+
+    The table leaves out the kind when one is chosen (the title names it) and the step but for
+    rollouts; in a terminal, a table wider than it is printed in blocks of columns, as by sweep
+    show.
     """
     import pyarrow.compute as pc
 
@@ -151,8 +155,8 @@ def scores(
     if not wide:
         events = [c for c in table.column_names if c.startswith(("twcrps_", "brier_"))]
         shown = [*FIELDS_SHOWN, *events] if computed else [*SHOWN, *gains[:1]]
-        # the title names a kind asked for, and a one-step score has no steps
-        said = set() if kind == "all" else {"kind", *(["step"] if kind == "one_step" else [])}
+        # the title names a kind asked for, and only rollouts have steps
+        said = set() if kind == "all" else {"kind", *(["step"] if kind != "rollout" else [])}
         table = table.select([c for c in [*keys, *shown] if c in table.column_names and c not in said])
     if computed:
         typer.echo(f"ensemble scores ({kind}, {split or 'test'}) of {len(ens)} members, computed now:")

@@ -37,9 +37,9 @@ def show(
     mean, std and the 95% bootstrap interval of the mean (--wide: median, min, max, IQM too), with
     the test mean and its interval beside (reported, not used to rank).
 
-    In a terminal, a table wider than it is printed in blocks of columns one below the other, each
-    led by the columns that name a row; a pipe or a file gets whole lines (--format csv or json for
-    other tools).
+    In a terminal, a table wider than it (or than COLUMNS, where that is set) is printed in blocks
+    of columns one below the other, each led by the columns that name a row; a pipe or a file gets
+    whole lines (--format csv or json for other tools).
     """
     from .._errors import StoreError
     from ..ensemble import compact, load

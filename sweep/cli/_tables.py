@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import shutil
 import sys
 from collections.abc import Collection
@@ -15,8 +16,11 @@ from ..ensemble import format_table as _format_table
 
 
 def terminal_width() -> int | None:
-    """The columns of the terminal that standard output is, or None where it is a pipe or a file
-    (which get whole lines)."""
+    """The columns a line may take: ``COLUMNS`` where it is set (as for the help screens), else
+    those of the terminal that standard output is; None for a pipe or a file (whole lines)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
     return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 

@@ -55,7 +55,7 @@ def format_table(
     rows = [[cell(v) for v in row.values()] for row in table.slice(0, limit).to_pylist()]
     widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
     blocks = []
-    for columns in _blocks(widths, width, keys):
+    for columns in _blocks(widths, width if rows else None, keys):  # no rows: the header alone
         lines = ["  ".join(names[i].rjust(widths[i]) for i in columns)]
         lines += ["  ".join(r[i].rjust(widths[i]) for i in columns) for r in rows]
         blocks.append("\n".join(lines))
@@ -65,10 +65,17 @@ def format_table(
 
 def _blocks(widths: list[int], width: int | None, keys: int) -> list[list[int]]:
     """Column indices per block: the first ``keys`` columns, then as many of the others, in order,
-    as fit in ``width`` characters (at least one per block)."""
-    if width is None or sum(widths) + 2 * (len(widths) - 1) <= width:
-        return [list(range(len(widths)))]
+    as fit in ``width`` characters (at least one per block); one block where the table fits, or
+    where the keys and the narrowest other column do not (blocks would not fit either)."""
     key_columns = list(range(min(keys, len(widths))))
+    others = widths[len(key_columns) :]
+    if (
+        width is None
+        or sum(widths) + 2 * (len(widths) - 1) <= width
+        or not others
+        or sum(widths[j] + 2 for j in key_columns) + min(others) > width
+    ):
+        return [list(range(len(widths)))]
     blocks: list[list[int]] = []
     for i in range(len(key_columns), len(widths)):
         block = blocks[-1] if blocks else None
@@ -76,7 +83,7 @@ def _blocks(widths: list[int], width: int | None, keys: int) -> list[list[int]]:
             blocks.append([*key_columns, i])
         else:
             block.append(i)
-    return blocks or [key_columns]
+    return blocks
 
 
 def html_table(table: pa.Table, limit: int = 50, caption: str = "", hint: str = "") -> str:

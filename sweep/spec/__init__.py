@@ -23,6 +23,7 @@ from ._space import randint as randint
 from ._space import uniform as uniform
 from ._sweep import SweepSpec as SweepSpec
 from ._sweep import hparam_name as hparam_name
+from ._sweep import read_toml as read_toml
 from ._training import INT32_LIMIT as INT32_LIMIT
 from ._training import Training as Training
 
@@ -43,6 +44,7 @@ __all__ = [
     "hparam_name",
     "loguniform",
     "randint",
+    "read_toml",
     "size_text",
     "uniform",
 ]

@@ -410,13 +410,7 @@ class SweepSpec:
 
     @classmethod
     def from_toml(cls, path: str | Path) -> SweepSpec:
-        try:
-            with open(path, "rb") as f:
-                return cls.from_dict(tomllib.load(f))
-        except FileNotFoundError:
-            raise SpecError(f"spec file {str(path)!r} does not exist") from None
-        except tomllib.TOMLDecodeError as e:
-            raise SpecError(f"spec file {str(path)!r} is not valid TOML: {e}") from None
+        return cls.from_dict(read_toml(path))
 
     def to_toml(self, path: str | Path | None = None) -> str:
         import tomli_w
@@ -425,6 +419,17 @@ class SweepSpec:
         if path is not None:
             Path(path).write_text(text)
         return text
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """The table of the spec file at ``path``, not validated yet (:meth:`SweepSpec.from_dict` does)."""
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise SpecError(f"spec file {str(path)!r} does not exist") from None
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"spec file {str(path)!r} is not valid TOML: {e}") from None
 
 
 def _check_key(key: str, where: str) -> None:
