@@ -393,6 +393,9 @@ def test_show_members_filtered_by_where(store):
     assert {r[header.index("depth")] for r in rows} == {"2"} and {"val_loss", "test_loss"} <= set(header)
     losses = [float(r[header.index("val_loss")]) for r in rows]
     assert losses == sorted(losses)
+    narrow = invoke("show", store, "--members", "--limit", "2", columns=80).output.splitlines()
+    heads = [line.split() for line in narrow if line.startswith("member_id")]
+    assert len(heads) > 1 and all(h[:3] == ["member_id", "config_id", "seed"] for h in heads)  # a member, named
     tests = [
         float(r[header.index("test_loss")])
         for r in _rows(

@@ -71,7 +71,7 @@ def show(
             typer.echo(write_table(table, fmt), nl=False)
             return
         typer.echo(f"members ranked by {metric} ({'lowest' if mode == 'min' else 'highest'} first):")
-        typer.echo(format_table(table, limit, {"member_id"}))
+        typer.echo(format_table(table, limit, {"member_id", "config_id", "seed"}))
         if len(ens) > limit:
             typer.echo(f"... {len(ens) - limit} more members (--limit)")
         return
