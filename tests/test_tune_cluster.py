@@ -1,7 +1,13 @@
 """A sweep on a simulated multi-node Ray cluster (ray.cluster_utils.Cluster, in a subprocess
 so that it does not meet the session's Ray instance): trials spread over the nodes, a lost
 node's trial resumes from its checkpoint on the surviving node, a node added later is used; a
-draining node's trial checkpoints its chunk and moves (slow)."""
+draining node's trial checkpoints its chunk and moves.
+
+Both are slow (a cluster of four nodes, 30-50 s each). Their parts run in the default suite: a
+trial whose worker died is retried from its checkpoint and its members are those of a run without
+faults (test_tune.py, on the session's Ray), the reason a trial was retried ("node lost",
+"preempted") is read from Tune's error (test_preemption.py), and a drain notice is asked of Ray
+and stops a trial after its chunk (test_preemption.py)."""
 
 from __future__ import annotations
 
@@ -59,6 +65,7 @@ def _assert_members_as_trained_without_faults(path: str, mode: str) -> None:
                 assert row[f"{column}_history"] == curves[i].tolist(), (seed, column)
 
 
+@pytest.mark.slow
 def test_a_lost_nodes_trial_resumes_on_the_surviving_node_and_a_new_node_is_used(tmp_path):
     report, stdout = _run(tmp_path, "remove")
     results, events, workers = report["results"], report["events"], report["workers"]
