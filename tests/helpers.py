@@ -286,3 +286,10 @@ def assert_killed_inside_an_epoch_then_resumed_equals_uninterrupted(
     assert blocks.blocks()[killed[0]].progress == at and blocks.blocks(reported=True)[killed[0]].progress == (at[0], 0)
     resumed = sweep.run(spec, storage=str(tmp_path / "a"), options=dataclasses.replace(local, resume=True))
     assert store_files(resumed) == store_files(uninterrupted)  # every member's weights and curves, bit for bit
+
+
+def machine_of(monkeypatch, memory: int) -> None:
+    """This process on a machine of ``memory`` bytes of physical memory (``os.sysconf``'s pages)."""
+    real = os.sysconf
+    pages = {"SC_PAGE_SIZE": 1, "SC_PHYS_PAGES": memory}
+    monkeypatch.setattr(os, "sysconf", lambda name: pages.get(name) or real(name))

@@ -9,6 +9,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from helpers import machine_of
 
 import sweep
 from sweep import SpecError
@@ -153,21 +154,12 @@ def test_kuramoto_sivashinsky_defaults_to_96_points_in_3d(ex):
     assert pde_stepper("apebench:phy_ks_3d", {}).num_points == 96
 
 
-def _machine_of(monkeypatch, memory: int) -> None:
-    """This process on a machine of ``memory`` bytes (``os.sysconf``'s physical pages)."""
-    import os
-
-    real = os.sysconf
-    pages = {"SC_PAGE_SIZE": 1, "SC_PHYS_PAGES": memory}
-    monkeypatch.setattr(os, "sysconf", lambda name: pages.get(name) or real(name))
-
-
 def test_trajectories_and_pairs_over_half_the_memory_are_refused_before_anything_is_solved(ex, monkeypatch):
-    _machine_of(monkeypatch, 2**30)
+    machine_of(monkeypatch, 2**30)
     # a spec names it on any machine (a store trained elsewhere reads back); only generating it is refused
     assert sweep.Problem("apebench:phy_ks_3d").name == "apebench:phy_ks_3d"
     assert pde_stepper("apebench:phy_ks_3d", {}).num_points == 96  # a stepper alone generates nothing
-    _machine_of(monkeypatch, 64 * 2**30)
+    machine_of(monkeypatch, 64 * 2**30)
     # the defaults here: 50 x 51 training states, (8 + 30) x 201 validation and test states, 96^3 points
     with pytest.raises(
         SpecError,
@@ -179,7 +171,7 @@ def test_trajectories_and_pairs_over_half_the_memory_are_refused_before_anything
     ):
         load_problem("apebench:phy_ks_3d", {})
     # the channels count: 3D Burgers has three; 4 states of 3 x 8^3 float32, 3 times over, are half of it
-    _machine_of(monkeypatch, 2 * 3 * 4 * 3 * 8**3 * 4)
+    machine_of(monkeypatch, 2 * 3 * 4 * 3 * 8**3 * 4)
     tiny = {"num_points": 8, "num_train": 1, "num_val": 0, "num_test": 1, "train_steps": 1, "test_steps": 1}
     assert load_problem("apebench:phy_burgers_3d", tiny).train_traj.shape == (1, 2, 3, 8, 8, 8)
     with pytest.raises(SpecError, match=r"5 states of 3 channel\(s\) on 8x8x8 points"):

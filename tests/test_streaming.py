@@ -5,7 +5,6 @@ budgets too small refused before work."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 
 import numpy as np
@@ -14,6 +13,7 @@ from helpers import (
     assert_failed_once_then_resumed_equals_uninterrupted,
     assert_killed_inside_an_epoch_then_resumed_equals_uninterrupted,
     assert_same_member,
+    machine_of,
     tiny_spec,
     tree_allclose,
 )
@@ -152,9 +152,7 @@ def _assert_same_block(state, history, other_state, other_history):
 def test_a_block_streamed_on_the_machines_default_budget_never_pauses_inside_an_epoch(spec, data, monkeypatch):
     # a machine of 6 pages of 4 KiB: a quarter of it (the default budget) streams the split; another
     # machine could cut the epoch into other windows, so such a block checkpoints at epoch ends only
-    real = os.sysconf
-    machine = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 6}
-    monkeypatch.setattr(os, "sysconf", lambda name: machine.get(name) or real(name))
+    machine_of(monkeypatch, 6 * 4096)
     default = dataclasses.replace(spec, training=dataclasses.replace(spec.training, data_memory=None))
     block, state = training.init_block(default, [5], data=data)
     assert block.stream is not None and block.stream.plan.budget == 6144 and block.stream.plan.num_windows > 1
