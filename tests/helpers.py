@@ -5,8 +5,10 @@ Test modules import these (``from helpers import tiny_spec``); fixtures live in 
 
 from __future__ import annotations
 
+import builtins
 import fcntl
 import glob
+import io
 import json
 import os
 import shutil
@@ -288,8 +290,21 @@ def assert_killed_inside_an_epoch_then_resumed_equals_uninterrupted(
     assert store_files(resumed) == store_files(uninterrupted)  # every member's weights and curves, bit for bit
 
 
-def machine_of(monkeypatch, memory: int) -> None:
-    """This process on a machine of ``memory`` bytes of physical memory (``os.sysconf``'s pages)."""
-    real = os.sysconf
+def machine_of(monkeypatch, memory: int, cgroup: dict[str, str] | None = None) -> None:
+    """This process on a machine of ``memory`` bytes of physical memory (``os.sysconf``'s pages),
+    whose control-group files (``/proc/self/cgroup``, those under ``/sys/fs/cgroup``) are the texts
+    of ``cgroup`` by path, and no others (none: no control groups)."""
+    real, files = os.sysconf, cgroup or {}
     pages = {"SC_PAGE_SIZE": 1, "SC_PHYS_PAGES": memory}
     monkeypatch.setattr(os, "sysconf", lambda name: pages.get(name) or real(name))
+    real_open = builtins.open
+
+    def fake_open(file, *args, **kwargs):
+        name = str(file)
+        if name == "/proc/self/cgroup" or name.startswith("/sys/fs/cgroup/"):
+            if name not in files:
+                raise FileNotFoundError(name)
+            return io.StringIO(files[name])
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", fake_open)

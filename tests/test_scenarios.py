@@ -165,8 +165,9 @@ def test_trajectories_and_pairs_over_half_the_memory_are_refused_before_anything
         SpecError,
         match=r"`problem`: exponax:KuramotoSivashinsky in 3D, 10188 states of 1 channel\(s\) on 96x96x96 points "
         r"\(50 training trajectories of 51 states, 38 validation and test trajectories of 201\), are 33.6 GiB of "
-        r"float32 trajectories and 100.7 GiB with the one-step pairs derived from them, more than half of this "
-        r"machine's memory \(64.0 GiB\); give fewer or shorter trajectories \(num_train, num_test, num_val or "
+        r"float32 trajectories and 100.7 GiB with the one-step pairs derived from them, more than half of the "
+        r"memory available here \(64.0 GiB: the machine's, or its control group's limit where lower\); give fewer "
+        r"or shorter trajectories \(num_train, num_test, num_val or "
         r"val_fraction, train_steps, test_steps\) or fewer points \(num_points\), or write .* HDF5 file",
     ):
         load_problem("apebench:phy_ks_3d", {})

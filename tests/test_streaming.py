@@ -160,6 +160,51 @@ def test_a_block_streamed_on_the_machines_default_budget_never_pauses_inside_an_
     assert [h.paused for _, h in yielded] == [False] * default.training.epochs  # asked never: one yield per report
 
 
+GiB = 2**30
+
+
+@pytest.mark.parametrize(
+    ("cgroup", "memory"),
+    [
+        # no control groups (another OS, or none mounted): the machine's memory
+        ({}, 64 * GiB),
+        # cgroup v2 inside a container's namespace: its limit at the mount's root
+        ({"/proc/self/cgroup": "0::/\n", "/sys/fs/cgroup/memory.max": "2147483648\n"}, 2 * GiB),
+        # no limit set ("max")
+        ({"/proc/self/cgroup": "0::/\n", "/sys/fs/cgroup/memory.max": "max\n"}, 64 * GiB),
+        # a Slurm job's step under systemd (v2): the job's limit, above the step's own group
+        (
+            {
+                "/proc/self/cgroup": "0::/system.slice/slurmstepd.scope/job_7/step_0\n",
+                "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_7/memory.max": str(3 * GiB),
+                "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_7/step_0/memory.max": "max",
+            },
+            3 * GiB,
+        ),
+        # cgroup v1 in Docker: the group's path is the host's, its limit at the memory hierarchy's root
+        (
+            {
+                "/proc/self/cgroup": "5:cpu,cpuacct:/docker/ab12\n4:memory:/docker/ab12\n0::/\n",
+                "/sys/fs/cgroup/memory/memory.limit_in_bytes": str(5 * GiB),
+            },
+            5 * GiB,
+        ),
+        # v1 without a limit: the largest page-aligned number
+        (
+            {"/proc/self/cgroup": "4:memory:/\n", "/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712"},
+            64 * GiB,
+        ),
+    ],
+    ids=["none", "v2-container", "v2-max", "v2-slurm", "v1-docker", "v1-unlimited"],
+)
+def test_the_default_budget_is_a_quarter_of_the_machines_memory_or_of_its_control_groups_limit(
+    monkeypatch, cgroup, memory
+):
+    machine_of(monkeypatch, 64 * GiB, cgroup)
+    assert training.data_budget(sweep.Training()) == memory // 4
+    assert training.data_budget(sweep.Training(data_memory="1GiB")) == GiB  # a budget given is the budget
+
+
 @pytest.mark.parametrize("seeds", [[5], [0, 5, 7]])
 def test_a_block_saved_inside_an_epoch_and_resumed_equals_uninterrupted(tmp_path, spec, data, alone, seeds):
     from sweep.training import find_blocks, load_block, save_block

@@ -28,8 +28,9 @@ def check_generated_size(stepper: str, o: Mapping[str, Any], channels: int) -> N
             f"{'x'.join([str(points)] * dims)} points ({o['num_train']} training trajectories of "
             f"{o['train_steps'] + 1} states, {o['num_val'] + o['num_test']} validation and test trajectories of "
             f"{o['test_steps'] + 1}), are {size / 2**30:.1f} GiB of float32 trajectories and "
-            f"{HELD * size / 2**30:.1f} GiB with the one-step pairs derived from them, more than half of this "
-            f"machine's memory ({memory / 2**30:.1f} GiB); give fewer or shorter trajectories (num_train, num_test, "
+            f"{HELD * size / 2**30:.1f} GiB with the one-step pairs derived from them, more than half of the "
+            f"memory available here ({memory / 2**30:.1f} GiB: the machine's, or its control group's limit where "
+            f"lower); give fewer or shorter trajectories (num_train, num_test, "
             f"num_val or val_fraction, train_steps, test_steps) or fewer points (num_points), or write the "
             f'trajectories to an HDF5 file and stream them (the problem "hdf5")'
         )

@@ -15,7 +15,8 @@ DEFAULT_SHARE = 0.25  # of the device's memory (GPU) or the host's (CPU) when da
 
 def data_budget(training: Training) -> int:
     """Bytes the data of one trial may take: ``training.data_memory``, else :data:`DEFAULT_SHARE`
-    of the first device's memory (an accelerator) or of the host's physical memory (CPU)."""
+    of the first device's memory (an accelerator) or of the memory this process may use (CPU: the
+    machine's, or its control group's limit, :func:`~.._host_memory.host_memory`)."""
     if training.data_memory is not None:
         return int(training.data_memory)
     device = jax.devices()[0]

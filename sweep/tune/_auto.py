@@ -12,7 +12,7 @@ The rule (:func:`choose_seeds_per_trial`, a pure function of what :func:`measure
    and the temporaries of one member's step (6.0 GiB a device for APEBench's 2D network at
    160 x 160, ``benchmarks/trainer/largest_block_2d.py``). A block
    may use 80% of the trial's memory share: the device's allocator limit on a GPU (already
-   confined to the trial's fraction, see :mod:`._env`), or the host's memory times the trial's
+   confined to the trial's fraction, see :mod:`._env`), or the host's memory (or its control group's limit) times the trial's
    share of the node's CPUs on CPU. ``members <= (0.8 * share - fixed) / per_member``.
 2. *Speed* (CPU only; on a GPU a bigger block only gets faster). One epoch of a block with
    one member per device is timed after compiling it, on :data:`PROBE_MINIBATCHES` minibatches
