@@ -87,6 +87,24 @@ def test_help_lists_the_options_of_the_contract():
     assert all(c in invoke("--help").output for c in COMMANDS)
 
 
+@pytest.mark.parametrize(
+    ("command", "shown"),
+    [
+        ("run", ["{SPEC}", "--set FIELD=VALUE"]),
+        ("plan", ["{SPEC}", "--set FIELD=VALUE"]),
+        ("show", ["{SWEEP_DIR}", "--where COLUMN=VALUE"]),
+        ("scores", ["{SWEEP_DIR}", "--where COLUMN=VALUE"]),
+        ("predict", ["{SWEEP_DIR}", "--where COLUMN=VALUE"]),
+        ("serve", ["{SWEEP_DIR}", "--where COLUMN=VALUE"]),
+        ("export", ["{SWEEP_DIR}", "--where COLUMN=VALUE"]),
+    ],
+)
+def test_help_names_arguments_as_errors_do_and_shows_the_form_of_repeated_items(command, shown):
+    text = " ".join(invoke(command, "--help").output.split())
+    assert all(s in text for s in shown), (command, text)
+    assert "<list[str]>" not in text
+
+
 def test_plan_prints_every_trial_before_anything_runs(tmp_path):
     spec = grid_spec()
     spec.to_toml(tmp_path / "spec.toml")

@@ -13,7 +13,9 @@ from ._options import DirArg, existing
 def export(
     sweep_dir: DirArg,
     out: Annotated[str, typer.Option("-o", "--out", help="The directory to write (created).")],
-    where: Annotated[list[str] | None, typer.Option(help="Keep members with column=value (repeatable).")] = None,
+    where: Annotated[
+        list[str] | None, typer.Option(metavar="COLUMN=VALUE", help="Keep members with column=value (repeatable).")
+    ] = None,
     best: Annotated[int | None, typer.Option(min=1, help="The k best members (by validation loss).")] = None,
     greedy: Annotated[
         int | None,

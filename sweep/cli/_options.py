@@ -9,14 +9,20 @@ import typer
 
 from ._args import CLIError, apply_overrides, choice
 
-SpecArg = Annotated[Path, typer.Argument(help="Sweep specification (TOML).", show_default=False)]
+SpecArg = Annotated[Path, typer.Argument(metavar="SPEC", help="Sweep specification (TOML).", show_default=False)]
 DirArg = Annotated[
-    str, typer.Argument(help="Sweep directory (local path or URI such as s3://bucket/runs/heat).", show_default=False)
+    str,
+    typer.Argument(
+        metavar="SWEEP_DIR",
+        help="Sweep directory (local path or URI such as s3://bucket/runs/heat).",
+        show_default=False,
+    ),
 ]
 SetOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--set",
+        metavar="FIELD=VALUE",
         help="Override a spec field, e.g. --set training.epochs=50 --set seeds=8 (repeatable; "
         "values in TOML syntax, validated as in the file).",
         show_default=False,

@@ -28,7 +28,8 @@ def predict(
     where: Annotated[
         list[str] | None,
         typer.Option(
-            help="Keep members with column=value (repeatable), e.g. --where depth=6 --where learning_rate=3e-4."
+            metavar="COLUMN=VALUE",
+            help="Keep members with column=value (repeatable), e.g. --where depth=6 --where learning_rate=3e-4.",
         ),
     ] = None,
     best: Annotated[int | None, typer.Option(help="Keep the K best members by --metric (validation loss).")] = None,

@@ -44,7 +44,10 @@ def scores(
     kind: Annotated[
         str, typer.Option(help="one_step, rollout (per step), rollout_gmean, ensemble_size, or all.")
     ] = "one_step",
-    where: Annotated[list[str] | None, typer.Option(help="Keep configurations with column=value (repeatable).")] = None,
+    where: Annotated[
+        list[str] | None,
+        typer.Option(metavar="COLUMN=VALUE", help="Keep configurations with column=value (repeatable)."),
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, help="Print at most this many rows.")] = 50,
     wide: Annotated[bool, typer.Option("--wide", help="Every column (MAE, points, rank histogram, gains).")] = False,
     format: Annotated[

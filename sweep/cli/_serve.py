@@ -29,7 +29,9 @@ def serve(
     sweep_dir: DirArg,
     where: Annotated[
         list[str] | None,
-        typer.Option(help="Serve members with column=value (repeatable), e.g. --where depth=6."),
+        typer.Option(
+            metavar="COLUMN=VALUE", help="Serve members with column=value (repeatable), e.g. --where depth=6."
+        ),
     ] = None,
     best: Annotated[int | None, typer.Option(help="Serve the K best members by --metric (validation loss).")] = None,
     metric: MetricOpt = "val_loss",

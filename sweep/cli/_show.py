@@ -17,7 +17,9 @@ def show(
     members: Annotated[
         bool, typer.Option("--members", help="List members (best first) instead of configurations.")
     ] = False,
-    where: Annotated[list[str] | None, typer.Option(help="Keep members with column=value (repeatable).")] = None,
+    where: Annotated[
+        list[str] | None, typer.Option(metavar="COLUMN=VALUE", help="Keep members with column=value (repeatable).")
+    ] = None,
     limit: Annotated[int, typer.Option(min=1, help="Print at most this many rows.")] = 50,
     wide: Annotated[bool, typer.Option("--wide", help="Every statistic (median, min, max, IQM too).")] = False,
     format: Annotated[
