@@ -363,8 +363,11 @@ def test_a_table_wider_than_the_terminal_is_printed_in_blocks_that_fit_each_led_
     lines = invoke("show", store, columns=80).output.splitlines()  # a terminal's width, or COLUMNS
     blocks = [i for i, line in enumerate(lines) if line.split()[:1] == ["config_id"]]
     assert len(blocks) >= 2 and all(lines[i - 1] == "" for i in blocks[1:])  # an empty line between blocks
-    table = lines[blocks[0] : blocks[-1] + 1 + len(rows)]
-    assert all(len(line) <= 80 for line in table)
+    assert all(len(line) <= 80 for line in lines)  # the tables' blocks, and the lines around them wrapped
+    # the title and the last line: the words of the pipe's, wrapped at word boundaries
+    title, last = whole[0], whole[-1]
+    assert len(title) > 80 and len(last) > 80
+    assert " ".join(lines[: blocks[0]]) == title and " ".join(lines[blocks[-1] + 1 + len(rows) :]) == last
     columns: list[str] = []
     for start in blocks:
         block_header = lines[start].split()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from ._tables import format_table
+from ._tables import format_table, prose
 
 
 def race_lines(ens, limit: int) -> None:
@@ -14,5 +14,5 @@ def race_lines(ens, limit: int) -> None:
     if table is None:
         return
     typer.echo("")
-    typer.echo(table.schema.metadata[b"title"].decode() + ":")
+    typer.echo(prose(table.schema.metadata[b"title"].decode() + ":"))
     typer.echo(format_table(table, limit, {"config_id", *ens.grid_columns}))

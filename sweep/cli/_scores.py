@@ -118,7 +118,7 @@ def scores(
     import pyarrow.compute as pc
 
     from ..ensemble import load
-    from ._tables import format_table, write_table
+    from ._tables import format_table, prose, write_table
 
     if kind not in KINDS:
         raise CLIError(f"--kind: got {kind!r}; choose one of {', '.join(KINDS)}")
@@ -137,7 +137,7 @@ def scores(
         if Format(format).value != "table":
             typer.echo(write_table(table.slice(0, limit), Format(format).value), nl=False)
             return
-        typer.echo(f"ensemble scores of {blend!r}, on {split or 'test'}, computed now:")
+        typer.echo(prose(f"ensemble scores of {blend!r}, on {split or 'test'}, computed now:"))
         typer.echo(format_table(table, limit, {"config_id", *blend.grid_columns, *ROW_KEYS}))
         return
     if recalibrate:
@@ -162,15 +162,15 @@ def scores(
         said = set() if kind == "all" else {"kind", *(["step"] if kind != "rollout" else [])}
         table = table.select([c for c in [*keys, *shown] if c in table.column_names and c not in said])
     if computed:
-        typer.echo(f"ensemble scores ({kind}, {split or 'test'}) of {len(ens)} members, computed now:")
+        typer.echo(prose(f"ensemble scores ({kind}, {split or 'test'}) of {len(ens)} members, computed now:"))
     else:
-        typer.echo(f"ensemble scores ({kind}, {split or 'val and test'}) of {len(ens)} members, from the store:")
+        typer.echo(prose(f"ensemble scores ({kind}, {split or 'val and test'}) of {len(ens)} members, from the store:"))
     typer.echo(format_table(table, limit, {*keys, *ROW_KEYS}))
 
 
 def _recalibrated(ens, best: int | None, split: str, save: str | None, fmt: str, limit: int) -> None:
     """Fit on the validation split, print the scores before and after on ``split``."""
-    from ._tables import format_table, write_table
+    from ._tables import format_table, prose, write_table
 
     if best is not None:
         ens = ens.best(best)
@@ -184,8 +184,10 @@ def _recalibrated(ens, best: int | None, split: str, save: str | None, fmt: str,
     cal = fitted.calibration
     scale = ", ".join(f"{s:.3g}" for s in cal.scale)
     typer.echo(
-        f"recalibrated on val ({cal.points} points per channel) of {len(ens)} members of config {cal.config_id}: "
-        f"spread scale per channel {scale}; scores on {split} before and after:"
+        prose(
+            f"recalibrated on val ({cal.points} points per channel) of {len(ens)} members of config "
+            f"{cal.config_id}: spread scale per channel {scale}; scores on {split} before and after:"
+        )
     )
     typer.echo(format_table(table, limit, {"config_id", *ens.grid_columns, *ROW_KEYS}))
     if save is not None:

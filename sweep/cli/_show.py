@@ -49,7 +49,7 @@ def show(
     from ._scores import seeds_line
     from ._search import search_lines
     from ._status import sweeps_in
-    from ._tables import format_table, write_table
+    from ._tables import format_table, prose, write_table
 
     try:
         ens = load(existing(sweep_dir))
@@ -85,13 +85,15 @@ def show(
         return
     beside = [c.removesuffix("_mean") for c in table.column_names if c.startswith("test_") and c.endswith("_mean")]
     typer.echo(
-        f"{metric} over seeds per configuration ({len(ens)} members), best mean first; 95% bootstrap "
-        f"intervals" + (f"; {', '.join(beside)} reported beside, not used to rank:" if beside else ":")
+        prose(
+            f"{metric} over seeds per configuration ({len(ens)} members), best mean first; 95% bootstrap "
+            f"intervals" + (f"; {', '.join(beside)} reported beside, not used to rank:" if beside else ":")
+        )
     )
     units = ens.units_note()
     if units:
-        typer.echo(units)
+        typer.echo(prose(units))
     typer.echo(format_table(table, limit, {"config_id", *ens.grid_columns}))
-    typer.echo(seeds_line(ens, metric, mode))
+    typer.echo(prose(seeds_line(ens, metric, mode)))
     race_lines(ens, limit)
     search_lines(existing(sweep_dir))

@@ -8,6 +8,7 @@ import math
 import os
 import shutil
 import sys
+import textwrap
 from collections.abc import Collection
 
 import pyarrow as pa
@@ -22,6 +23,16 @@ def terminal_width() -> int | None:
     if columns.isdigit() and int(columns) > 0:
         return int(columns)
     return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
+
+def prose(text: str) -> str:
+    """``text`` for the terminal: each of its lines wrapped at word boundaries to the width of
+    :func:`terminal_width`; as it is for a pipe or a file."""
+    width = terminal_width()
+    if width is None:
+        return text
+    wrap = textwrap.TextWrapper(width, break_long_words=False, break_on_hyphens=False)
+    return "\n".join(wrap.fill(line) or line for line in text.split("\n"))
 
 
 def format_table(table: pa.Table, limit: int, keys: Collection[str] = ()) -> str:
