@@ -11,12 +11,10 @@ import numpy as np
 import pytest
 import scoringrules as sr
 from _blocks import datasets_of, trained_blocks
-from helpers import tiny_spec
-from typer.testing import CliRunner
+from helpers import invoke, tiny_spec
 
 import sweep
 from sweep import QueryError
-from sweep.cli import app
 from sweep.ensemble import Blend, fit_scale
 from sweep.planning import make_plan
 from sweep.store import aggregate_blocks
@@ -160,23 +158,22 @@ def test_a_mixed_blend_recalibrates_and_scores_its_multiset(ens):
 
 
 def test_sweep_scores_and_export_take_a_greedy_selection(store, ens, tmp_path):
-    runner = CliRunner()
-    done = runner.invoke(app, ["scores", store, "--greedy", "3", "--format", "json"])
+    done = invoke("scores", store, "--greedy", "3", "--format", "json")
     assert done.exit_code == 0, done.output
     rows = json.loads(done.output)
     expected = ens.select_greedy(3).scores("test").to_pylist()
     assert [r["kind"] for r in rows] == [r["kind"] for r in expected]
     assert rows[0]["crps"] == pytest.approx(expected[0]["crps"])
-    done = runner.invoke(app, ["scores", store, "--greedy", "3", "--recalibrate", "--format", "json"])
+    done = invoke("scores", store, "--greedy", "3", "--recalibrate", "--format", "json")
     assert done.exit_code == 0, done.output
     assert {r["calibrated"] for r in json.loads(done.output)} == {False, True}
-    done = runner.invoke(app, ["export", store, "--greedy", "3", "-o", str(tmp_path / "out")])
+    done = invoke("export", store, "--greedy", "3", "-o", str(tmp_path / "out"))
     assert done.exit_code == 0, done.output
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert (
         sum(manifest["weights"]) == pytest.approx(1.0) and manifest["weights"] == ens.select_greedy(3).weights.tolist()
     )
-    assert runner.invoke(app, ["verify", str(tmp_path / "out")]).exit_code == 0
+    assert invoke("verify", str(tmp_path / "out")).exit_code == 0
 
 
 def test_a_mixed_blend_scores_fields_and_thresholds_of_its_multiset(ens):

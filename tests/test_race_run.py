@@ -13,12 +13,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import built_once, kill_driver_when, tiny_spec, wait_trials_ended
-from typer.testing import CliRunner
+from helpers import built_once, invoke, kill_driver_when, tiny_spec, wait_trials_ended
 
 import sweep
 from sweep import racing
-from sweep.cli import app
 from sweep.planning import hparams_key
 from sweep.tune import TrialHooks
 
@@ -92,7 +90,7 @@ def test_a_race_trains_rounds_and_records_its_decisions(raced):
 
 
 def test_sweep_show_lists_the_decisions(raced):
-    result = CliRunner().invoke(app, ["show", str(raced)])
+    result = invoke("show", raced)
     assert result.exit_code == 0, result.output
     text = result.output
     assert "race of 3 configurations on val_loss (lower is better; start 4, step 2, max 6)" in text

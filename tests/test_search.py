@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import store_files, tiny_spec
+from helpers import invoke, store_files, tiny_spec
 
 import sweep
 from sweep.search import Observation, SearchRecord, propose
@@ -186,14 +186,10 @@ def test_the_end_compares_the_best_configurations_by_intervals(uninterrupted):
 
 
 def test_show_and_the_trace_figure_show_the_search(uninterrupted, tmp_path):
-    from typer.testing import CliRunner
-
-    from sweep.cli import app
-
-    shown = CliRunner().invoke(app, ["show", str(uninterrupted)])
+    shown = invoke("show", uninterrupted)
     assert shown.exit_code == 0, shown.output
     assert "search: 4 of 4 configurations told, 3 seeds each; best #" in shown.output
-    drawn = CliRunner().invoke(app, ["plot", str(uninterrupted), "--kind", "search", "--out", str(tmp_path / "s.png")])
+    drawn = invoke("plot", uninterrupted, "--kind", "search", "--out", tmp_path / "s.png")
     assert drawn.exit_code == 0, drawn.output
     assert (tmp_path / "s.png").stat().st_size > 0
     fig = sweep.search.plot_trace(uninterrupted)
