@@ -33,6 +33,16 @@ def test_a_failed_trial_is_named_and_resume_continues_to_the_same_store(local_ru
     hooks = TrialHooks(after_report=FailOnce(str(tmp_path / "failed")))
     with pytest.raises(sweep.SweepError, match=r"1 trial\(s\) .* failed \(first: .*RuntimeError: injected failure"):
         sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, trial_hooks=hooks))
+    # a resume with a spec that no longer has the failed trial's configuration (a spec file without
+    # the --set it ran with) is refused before any work, naming the fields and how to set them back
+    other = tiny_spec(training=sweep.Training(epochs=6, batch_size=16, report_every=2))
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"^`resume`: 1 unfinished trial\(s\) of sweep 'tiny' train configurations this spec does not have: it "
+        r"differs from the spec the sweep was last run with in training\.epochs \(6 here, 4 there\); resume with "
+        r"that spec \(on the command line: --set training\.epochs=4\), or run without resume",
+    ):
+        sweep.run(other, storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
     path = sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
     assert store_files(path) == store_files(local_run)
 

@@ -146,7 +146,8 @@ def sweep_status(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> s
         storage = sweep_dir.rstrip("/").rpartition("/")[0] or "."
         lines.append(
             f"next: resume it with `sweep run SPEC --storage {storage} --resume` (SPEC: the spec file it was "
-            f"run with); finished blocks are kept, the rest continue from their checkpoints"
+            f"run with, and the same --set overrides: a resume whose configurations differ is refused); finished "
+            f"blocks are kept, the rest continue from their checkpoints"
         )
     return "\n".join(lines)
 

@@ -30,7 +30,7 @@ from ..ensemble import aggregate
 from ..spec import SweepSpec
 from ..store import MapTasks, SweepDir
 from . import _race
-from ._checks import outline_datasets
+from ._checks import check_resumed_spec, outline_datasets
 from ._executor import Executor, Stopped, planned_rounds
 from ._options import METRIC, RunOptions, fold_options
 from ._plan import check_spec
@@ -146,6 +146,8 @@ def run(
     _race.check_options(spec, options.the_scheduler, options.run_config)
     configure(gpu_preallocate=False)  # the driver's JAX (data generation) must not take the trials' GPU memory
     sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
+    if options.resume:
+        check_resumed_spec(spec, sweep_dir)
     done, _ = sweep_dir.done(spec)
     state = ProgressState(spec, (), done)
     mode = "plain" if options.verbose and options.progress == "auto" else options.progress
