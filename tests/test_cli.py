@@ -212,7 +212,7 @@ CHOICES = [
         "'--logger': got 'tensorbord'; choose one of tensorboard, mlflow, wandb (did you mean 'tensorboard'?)",
     ),
     (["run", "{d}/spec.toml", "--log-per", "members"], "'--log-per': got 'members'; choose one of member, config"),
-    (["run", "{d}/spec.toml", "--progress", "lve"], "got 'lve'; choose one of auto, live, plain, none (did you mean"),
+    (["run", "{d}/spec.toml", "--progress", "lve"], "got 'lve'; choose one of auto, live, plain, off (did you mean"),
     (
         ["run", "{d}/spec.toml", "--executor", "ray"],
         "Invalid value for '--executor': got 'ray'; choose one of tune, local",
@@ -800,7 +800,9 @@ def test_without_a_validation_split_every_configuration_has_test_curves_and_choo
     assert_one_line_error(invoke("show", tmp_path / "s"), "--metric val_loss", "without a validation set")
 
 
-@pytest.mark.parametrize("choice, mode", [("live", "live"), ("plain", "plain"), ("none", "off"), (None, "auto")])
+@pytest.mark.parametrize(
+    "choice, mode", [("live", "live"), ("plain", "plain"), ("off", "off"), ("none", "off"), (None, "auto")]
+)
 def test_run_progress_option_reaches_sweep_run(tmp_path, monkeypatch, choice, mode):
     import sweep.tune
 

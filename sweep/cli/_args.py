@@ -75,17 +75,18 @@ def parse_where(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
-def choice(choices: Iterable[Any]) -> Callable[[Any], Any]:
+def choice(choices: Iterable[Any], aliases: dict[str, Any] | None = None) -> Callable[[Any], Any]:
     """The ``parser`` of an option of fixed ``choices`` (an enum's members, or strings): the choice a
-    value names, else ``Invalid value for '--kind': got 'curve'; choose one of overview, curves, ...
-    (did you mean 'curves'?)`` (typer's own message starts with pydantic's "Value error, ")."""
+    value names (or its older name among ``aliases``), else ``Invalid value for '--kind': got 'curve';
+    choose one of overview, curves, ... (did you mean 'curves'?)`` (typer's own message starts with
+    pydantic's "Value error, ")."""
     named = {c.value if isinstance(c, enum.Enum) else c: c for c in choices}
 
     def parse(value: Any) -> Any:
         if isinstance(value, enum.Enum):  # the default
             return value
-        if value in named:
-            return named[value]
+        if value in named or value in (aliases or {}):
+            return named.get(value) or (aliases or {})[value]
         raise typer.BadParameter(f"got {value!r}; choose one of {', '.join(named)}{did_you_mean(value, named)}")
 
     return parse
@@ -106,7 +107,7 @@ class Progress(str, enum.Enum):
     auto = "auto"
     live = "live"
     plain = "plain"
-    none = "none"
+    off = "off"  # sweep.RunOptions' name; the older "none" is still taken (an alias, not shown)
 
 
 class Executor(str, enum.Enum):

@@ -41,8 +41,8 @@ def run(
     progress: Annotated[
         Progress,
         typer.Option(
-            parser=choice(Progress),
-            help="live: one display updated in place; plain: a line every 10 s; none: nothing; "
+            parser=choice(Progress, aliases={"none": Progress.off}),
+            help="live: one display updated in place; plain: a line every 10 s; off: nothing; "
             "auto: live on a terminal, plain otherwise.",
         ),
     ] = Progress.auto,
@@ -99,7 +99,7 @@ def _run_command(
         checkpoint_every=every,
         loggers=[LOGGERS[n.value](per=LogPer(log_per).value) for n in logger or ()],
         resume_command=shlex.join(command),
-        progress="off" if Progress(progress) is Progress.none else Progress(progress).value,
+        progress=Progress(progress).value,
         verbose=1 if verbose else 0,
     )
     sweep_dir = run_sweep(parsed, storage=storage, options=options)
