@@ -61,6 +61,16 @@ def test_a_search_beside_a_grid_or_with_adaptive_seeds_is_refused():
         tiny_spec(search=sweep.Search(space=LR, metric="val_nrmse"))
 
 
+def test_a_sampler_whose_package_is_missing_is_named_by_plan_before_work(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "cmaes" else real(name, *a))
+    spec = tiny_spec(seeds=3, search=sweep.Search(space=LR, configurations=4, batch=2, algorithm="cmaes"))
+    with pytest.raises(sweep.SpecError, match=r"`search.algorithm`: 'cmaes' needs the package 'cmaes', which is not"):
+        sweep.plan(spec)
+
+
 def test_toml_tables_and_tune_domains_give_the_same_search(tmp_path):
     from ray import tune
 
