@@ -10,11 +10,14 @@ import tempfile
 import unicodedata
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
 from ._errors import StoreError
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 ONE_COMPONENT = re.compile(r"[^/]+")  # a ``layout`` for :func:`confined`: a name, not a path
 COMPONENT_RULE = (
@@ -53,6 +56,15 @@ def local_path(filesystem: pafs.FileSystem, path: str) -> str | None:
     if isinstance(filesystem, pafs.SubTreeFileSystem):
         return local_path(filesystem.base_fs, f"{filesystem.base_path.rstrip('/')}/{path.lstrip('/')}")
     return None
+
+
+def save_figure(fig: Figure, path: str | os.PathLike[str], dpi: int) -> Path:
+    """Write ``fig`` to the local file ``path`` (its format from the suffix), creating its folder:
+    every figure seed-sweep writes goes through here."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    return path
 
 
 def exists(filesystem: pafs.FileSystem, path: str) -> bool:

@@ -199,9 +199,10 @@ def test_show_and_the_trace_figure_show_the_search(uninterrupted, tmp_path):
     shown = invoke("show", uninterrupted)
     assert shown.exit_code == 0, shown.output
     assert "search: 4 of 4 configurations told, 3 seeds each; best #" in shown.output
-    drawn = invoke("plot", uninterrupted, "--kind", "search", "--out", tmp_path / "s.png")
+    out = tmp_path / "figs3" / "s.png"  # its folder is created, as for every other kind
+    drawn = invoke("plot", uninterrupted, "--kind", "search", "--out", out)
     assert drawn.exit_code == 0, drawn.output
-    assert (tmp_path / "s.png").stat().st_size > 0
+    assert out.stat().st_size > 0
     fig = sweep.search.plot_trace(uninterrupted)
     (ax,) = fig.axes
     means = [s.observation.mean for s in sweep.search.standings(search_spec(), sweep.store.SweepDir.at(uninterrupted))]

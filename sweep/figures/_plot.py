@@ -8,6 +8,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from .._errors import QueryError
+from .._fs import save_figure
 from ..ensemble import Ensemble, load
 from ._figure_data import (
     FigureData,
@@ -144,6 +145,5 @@ def plot(
     figures = {k: figure(k, data) for k in kinds}
     if out is not None:
         for fig, path in zip(figures.values(), figure_paths(out, kinds)):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fig.savefig(path, dpi=dpi)
+            save_figure(fig, path, dpi)
     return figures[kinds[0]] if isinstance(kind, str) and kind != "all" else figures

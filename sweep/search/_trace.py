@@ -9,6 +9,7 @@ import os
 from matplotlib.figure import Figure
 
 from .._errors import SweepError
+from .._fs import save_figure
 from ..spec import SweepSpec
 from ..store import SweepDir
 from ._best import LEVEL, ranked, standings
@@ -30,7 +31,7 @@ def plot_trace(location: str | os.PathLike | SweepDir, out: str | os.PathLike | 
     """The search trace of the sweep at ``location``: one point per configuration told (its mean
     over seeds, with its interval at :data:`~._best.LEVEL`, or ± its standard error where too few
     seeds give no interval), the best mean so far as a step line, the best configuration ringed.
-    Written to ``out`` if given.
+    Written to ``out`` if given (its folder created).
 
     Examples:
         ```python
@@ -69,5 +70,5 @@ def plot_trace(location: str | os.PathLike | SweepDir, out: str | os.PathLike | 
     ax.set_title(f"{spec.name}: {search.algorithm} search, {len(every)} of {search.configurations} configurations")
     ax.grid(True, alpha=0.3)
     if out is not None:
-        fig.savefig(out, dpi=dpi)
+        save_figure(fig, out, dpi)
     return fig
