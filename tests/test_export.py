@@ -1,6 +1,6 @@
 """Export (issue 35): a selection's mean/std and rollout as serialised StableHLO run in a fresh
 process where neither seed-sweep nor Equinox can be imported, and give the ensemble's numbers;
-`sweep verify` checks an export and names a tampered file."""
+`sweep verify` checks an export and names a tampered, missing or unlisted file or a link."""
 
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ def test_the_batch_is_symbolic_and_an_uncalibrated_export_says_so(store, tmp_pat
         sub.export(tmp_path / "bad", steps=0)
 
 
-def test_sweep_export_and_verify_name_a_tampered_file(store, tmp_path):
+def test_sweep_export_and_verify_name_a_tampered_or_unlisted_file(store, tmp_path):
     runner = CliRunner()
     out = tmp_path / "cli"
     done = runner.invoke(app, ["export", str(store), "--best", "2", "--recalibrate", "-o", str(out)])
@@ -118,6 +118,19 @@ def test_sweep_export_and_verify_name_a_tampered_file(store, tmp_path):
     assert "exported 2 members" in done.output and "(calibrated)" in done.output
     ok = runner.invoke(app, ["verify", str(out)])
     assert ok.exit_code == 0 and "ok: export verified" in ok.output
+    (out / "notes.txt").write_text("mine")
+    (out / "extra.jaxexport").write_bytes((out / "mean_std.jaxexport").read_bytes())
+    unlisted = runner.invoke(app, ["verify", str(out)])
+    assert unlisted.exit_code == 1 and "ok:" not in unlisted.output
+    for name in ("notes.txt", "extra.jaxexport"):
+        assert f"{str(out / name)!r} is not listed in the manifest; the export was altered" in unlisted.stderr
+    (out / "notes.txt").unlink()
+    (out / "extra.jaxexport").unlink()
+    (out / "mean_std.jaxexport").rename(tmp_path / "mean_std.jaxexport")
+    (out / "mean_std.jaxexport").symlink_to(tmp_path / "mean_std.jaxexport")  # the same bytes, a link
+    assert "mean_std.jaxexport: a symbolic link" in runner.invoke(app, ["verify", str(out)]).stderr
+    (out / "mean_std.jaxexport").unlink()
+    (tmp_path / "mean_std.jaxexport").rename(out / "mean_std.jaxexport")
     data = bytearray((out / "rollout.jaxexport").read_bytes())
     data[len(data) // 2] ^= 1
     (out / "rollout.jaxexport").write_bytes(bytes(data))

@@ -58,7 +58,8 @@ def verify(sweep_dir: DirArg) -> None:
     manifest, looks for files and links the manifest does not list, and checks the tables
     against each other. Runs no code the store names. Exits 1 if anything is wrong; else prints
     the manifest's own sha256, for whoever sent the store to confirm. An export directory
-    (`sweep export`) is checked likewise: every part's size and sha256 against its manifest.
+    (`sweep export`) is checked likewise: every part's size and sha256 against its manifest,
+    and no file or link it does not list.
     """
     from .._errors import StoreError
     from ..ensemble import is_export, verify_export
@@ -70,7 +71,7 @@ def verify(sweep_dir: DirArg) -> None:
             typer.echo(f"error: {problem}", err=True)
         if problems:
             raise typer.Exit(1)
-        typer.echo(f"ok: export verified (manifest.json and every part it lists) in {sweep_dir}")
+        typer.echo(f"ok: export verified (manifest.json, every part it lists, no other file) in {sweep_dir}")
         return
 
     store = Store.open(sweep_dir)

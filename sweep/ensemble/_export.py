@@ -39,11 +39,12 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pyarrow.fs as pafs
 
 from .._errors import QueryError
 from .._layout import EXPORT_MANIFEST, EXPORT_PARTS
 from ..problems import Normalization
-from ..store import ConfigInfo
+from ..store import ConfigInfo, unlisted
 from ._calibration import Calibration
 from ._predictions import Predictions
 
@@ -219,7 +220,8 @@ def is_export(path: str | os.PathLike[str]) -> bool:
 
 def verify_export(path: str | os.PathLike[str]) -> list[str]:
     """The problems of an export directory (empty: every part listed is there, of its size and
-    sha256, and no other part is): one line each, naming the file."""
+    sha256, and no other file or link is, as :meth:`Store.verify` checks a store): one line each,
+    naming the file."""
     root = Path(path)
     try:
         manifest = json.loads((root / EXPORT_MANIFEST).read_text())
@@ -232,13 +234,13 @@ def verify_export(path: str | os.PathLike[str]) -> list[str]:
         if name not in EXPORT_PARTS or not file.is_file():
             problems.append(f"{file}: listed in the manifest but missing")
             continue
+        if file.is_symlink():
+            problems.append(f"{file}: a symbolic link (to {os.readlink(file)!r}); an export holds no links")
+            continue
         data = file.read_bytes()
         if len(data) != record.get("bytes") or hashlib.sha256(data).hexdigest() != record.get("sha256"):
             problems.append(
                 f"{file}: altered ({len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()[:16]}..., the "
                 f"manifest says {record.get('bytes')} bytes, {str(record.get('sha256'))[:16]}...)"
             )
-    for name in EXPORT_PARTS:
-        if name not in parts and (root / name).exists():
-            problems.append(f"{root / name}: not listed in the manifest")
-    return problems
+    return problems + unlisted(pafs.LocalFileSystem(), str(root), [EXPORT_MANIFEST, *parts], "export")

@@ -35,4 +35,5 @@ from ._schema import rollout_column as rollout_column
 from ._schema import rollout_curves_by_column as rollout_curves_by_column
 from ._schema import scores_schema as scores_schema
 from ._sweepdir import SweepDir as SweepDir
+from ._verify import unlisted as unlisted
 from ._writer import StoreWriter as StoreWriter

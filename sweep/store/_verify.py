@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 import pyarrow.fs as pafs
@@ -57,7 +58,7 @@ def verify(store: Verifiable) -> None:
                 _check_whole(store.fs, path, record)
         except StoreError as e:
             problems.append(str(e))
-    problems += _unlisted(store)
+    problems += unlisted(store.fs, store.root, [MANIFEST, *store.manifest["files"]])
     if not problems:
         try:
             store.index()
@@ -68,11 +69,14 @@ def verify(store: Verifiable) -> None:
         raise StoreError(problems[0] + more, problems)
 
 
-def _unlisted(store: Verifiable) -> list[str]:
-    """Files in the generation that the manifest does not list, and links not on the way to a
-    listed file (those the file's own check reports), on local disks."""
-    local = local_path(store.fs, store.root)
-    listed = {MANIFEST, *store.manifest["files"]}
+def unlisted(fs: pafs.FileSystem, root: str, listed: Iterable[str], what: str = "store") -> list[str]:
+    """Files under ``root`` that are not ``listed`` (paths relative to ``root``, the manifest
+    among them), and, on local disks, links not on the way to a listed file (those the file's
+    own check reports): one line each, naming the file and the ``what`` (a store, an export).
+    :meth:`Store.verify` and :func:`sweep.ensemble.verify_export` both call it."""
+    local = local_path(fs, root)
+    listed = set(listed)
+    article = "an" if what[:1] in "aeiou" else "a"
     found = []
     if local is not None:
         for directory, dirs, files in os.walk(local):
@@ -80,13 +84,15 @@ def _unlisted(store: Verifiable) -> list[str]:
                 path = os.path.join(directory, name)
                 rel = os.path.relpath(path, local).replace(os.sep, "/")
                 if os.path.islink(path) and not any(f == rel or f.startswith(f"{rel}/") for f in listed):
-                    found.append(f"{path!r} is a symbolic link (to {os.readlink(path)!r}); a store holds no links")
+                    found.append(
+                        f"{path!r} is a symbolic link (to {os.readlink(path)!r}); {article} {what} holds no links"
+                    )
                 elif name in files and not os.path.islink(path) and rel not in listed:
-                    found.append(f"{path!r} is not listed in the manifest; the store was altered")
+                    found.append(f"{path!r} is not listed in the manifest; the {what} was altered")
         return found
-    for info in store.fs.get_file_info(pafs.FileSelector(store.root, recursive=True)):
-        if info.type == pafs.FileType.File and info.path[len(store.root) + 1 :] not in listed:
-            found.append(f"{info.path!r} is not listed in the manifest; the store was altered")
+    for info in fs.get_file_info(pafs.FileSelector(root, recursive=True)):
+        if info.type == pafs.FileType.File and info.path[len(root) + 1 :] not in listed:
+            found.append(f"{info.path!r} is not listed in the manifest; the {what} was altered")
     return found
 
 
