@@ -95,6 +95,7 @@ def test_the_batch_is_symbolic_and_an_uncalibrated_export_says_so(store, tmp_pat
     import jax
 
     sub = sweep.load(store).best(2)
+    (tmp_path / "plain").mkdir()  # an empty folder is fine
     out = sub.export(tmp_path / "plain", steps=2)
     manifest = json.loads((out / "manifest.json").read_text())
     assert not manifest["mean_std"]["calibrated"] and manifest["calibration"] is None
@@ -139,6 +140,19 @@ def test_sweep_export_and_verify_name_a_tampered_or_unlisted_file(store, tmp_pat
     assert "rollout.jaxexport: altered" in bad.stderr and "mean_std" not in bad.stderr
     (out / "mean_std.jaxexport").unlink()
     assert "mean_std.jaxexport: listed in the manifest but missing" in runner.invoke(app, ["verify", str(out)]).stderr
+
+
+def test_export_refuses_a_folder_that_holds_files_before_any_work(store, tmp_path):
+    old = tmp_path / "heat-best8"
+    old.mkdir()
+    (old / "notes.txt").write_text("mine")
+    done = CliRunner().invoke(app, ["export", str(store), "--best", "2", "--recalibrate", "-o", str(old)])
+    assert done.exit_code == 1 and "exported" not in done.output
+    assert f"error: --out {str(old)!r}: exists and is not empty (notes.txt);" in done.stderr
+    assert "export into a new folder, or remove this one first" in done.stderr
+    with pytest.raises(QueryError, match=r"export\(path=.*heat-best8'\): exists and is not empty \(notes.txt\)"):
+        sweep.load(store).best(2).export(old)
+    assert sorted(p.name for p in old.iterdir()) == ["notes.txt"]
 
 
 MIXED = make_plan(tiny_spec(problem=PROBLEM, seeds=2, seeds_per_trial=2, grid={"model.depth": [1, 2]}))

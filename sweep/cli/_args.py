@@ -33,6 +33,7 @@ _CLI_PHRASES = [
         ),
     ),
     (re.compile(r"\bbest\(k=([^()]*)\)"), lambda m: f"--best {m.group(1)}"),
+    (re.compile(r"\bexport\(path=([^()]*)\)"), lambda m: f"--out {m.group(1)}"),
     (re.compile(r"\b\w+\(metric='([^']*)'\)"), lambda m: f"--metric {m.group(1)}"),
     (re.compile(r"\bplot\(kind='([^']*)'\)"), lambda m: f"--kind {m.group(1)}"),
     (re.compile(r"\bplot\(rollout_metric='([^']*)'\)"), lambda m: f"--rollout-metric {m.group(1)}"),

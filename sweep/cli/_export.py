@@ -12,7 +12,9 @@ from ._options import DirArg, existing
 
 def export(
     sweep_dir: DirArg,
-    out: Annotated[str, typer.Option("-o", "--out", help="The directory to write (created).")],
+    out: Annotated[
+        str, typer.Option("-o", "--out", help="The directory to write: a new one (created) or an empty one.")
+    ],
     where: Annotated[
         list[str] | None, typer.Option(metavar="COLUMN=VALUE", help="Keep members with column=value (repeatable).")
     ] = None,
@@ -41,10 +43,11 @@ def export(
     alone: jax.export.deserialize(Path("OUT/mean_std.jaxexport").read_bytes()).call(x) returns
     (mean, std). `sweep verify OUT` checks it.
     """
-    from ..ensemble import Blend, load, load_calibration
+    from ..ensemble import Blend, load, load_calibration, new_export_dir
 
     if recalibrate and calibration is not None:
         raise CLIError("--recalibrate and --calibration: give one (fit now, or one fitted before)")
+    new_export_dir(out)  # an OUT that holds files is refused before the store is read
     ens = load(existing(sweep_dir))
     kw = parse_where(where)
     if kw:

@@ -275,12 +275,16 @@ class Calibrated(Predictions):
         (:mod:`sweep.ensemble._export`; ``sweep verify`` checks it).
 
         Args:
-            path: The directory to write (created).
+            path: The directory to write: a new one (created) or an empty one.
             steps: Rollout steps of ``rollout.jaxexport`` (default: the calibration's rollout
                 steps, else 10).
 
         Returns:
             The directory.
+
+        Raises:
+            QueryError: ``path`` exists and is not an empty folder (an earlier export, other
+                files), before any work; or ``steps`` is not an integer >= 1.
 
         Examples:
             ```python

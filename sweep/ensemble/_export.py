@@ -113,9 +113,10 @@ def export_selection(
 ) -> Path:
     """Write ``ens`` (its members: those of ``selections``, one per structural config, one after
     another, weighing ``weights`` or equally), calibrated by ``cal`` (None: not calibrated), into
-    the directory ``path`` (created; an existing export there is replaced): see the module
+    the directory ``path`` (created, or an empty one: see :func:`new_export_dir`): see the module
     docstring. ``steps``: rollout steps (default: the calibration's rollout steps, else
     :data:`DEFAULT_STEPS`)."""
+    out = new_export_dir(path)
     configs = [s.one_config("export") for s in selections]
     parts = [Part(*s.stacked_params("export"), s.normalization_of(c)) for s, c in zip(selections, configs, strict=True)]
     config = configs[0]
@@ -166,10 +167,7 @@ def export_selection(
             return mean.astype(x0.dtype), std.astype(x0.dtype)
 
         programs[rollout_part] = jax.export.export(jax.jit(rollout))(spec)
-    out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
-    for name in EXPORT_PARTS:
-        (out / name).unlink(missing_ok=True)
     written = {}
     for name, exported in programs.items():
         data = bytes(exported.serialize())
@@ -199,6 +197,23 @@ def export_selection(
     }
     (out / EXPORT_MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return out
+
+
+def new_export_dir(path: str | os.PathLike[str]) -> Path:
+    """``path`` if an export may be written there (nothing there yet, or an empty folder), else a
+    :class:`QueryError` naming it and what it holds: an export never replaces or mixes with what a
+    folder holds (another export, the user's files). ``sweep export`` asks before any work."""
+    out = Path(path)
+    if not os.path.lexists(out) or (out.is_dir() and not any(out.iterdir())):
+        return out
+    if out.is_dir():
+        names = sorted(p.name for p in out.iterdir())
+        held = f"is not empty ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})"
+    else:
+        held = "is not a folder"
+    raise QueryError(
+        f"export(path={str(path)!r}): exists and {held}; export into a new folder, or remove this one first"
+    )
 
 
 def _normalization_record(parts: list[Part], configs: list[ConfigInfo]) -> Any:
