@@ -11,12 +11,10 @@ import sys
 import numpy as np
 import pytest
 from _blocks import datasets_of, trained_blocks
-from helpers import tiny_spec
-from typer.testing import CliRunner
+from helpers import invoke, tiny_spec
 
 import sweep
 from sweep import QueryError
-from sweep.cli import app
 from sweep.ensemble import Blend
 from sweep.planning import make_plan
 from sweep.store import aggregate_blocks
@@ -112,16 +110,15 @@ def test_the_batch_is_symbolic_and_an_uncalibrated_export_says_so(store, tmp_pat
 
 
 def test_sweep_export_and_verify_name_a_tampered_or_unlisted_file(store, tmp_path):
-    runner = CliRunner()
     out = tmp_path / "cli"
-    done = runner.invoke(app, ["export", str(store), "--best", "2", "--recalibrate", "-o", str(out)])
+    done = invoke("export", str(store), "--best", "2", "--recalibrate", "-o", str(out))
     assert done.exit_code == 0, done.output
     assert "exported 2 members" in done.output and "(calibrated)" in done.output
-    ok = runner.invoke(app, ["verify", str(out)])
+    ok = invoke("verify", str(out))
     assert ok.exit_code == 0 and "ok: export verified" in ok.output
     (out / "notes.txt").write_text("mine")
     (out / "extra.jaxexport").write_bytes((out / "mean_std.jaxexport").read_bytes())
-    unlisted = runner.invoke(app, ["verify", str(out)])
+    unlisted = invoke("verify", str(out))
     assert unlisted.exit_code == 1 and "ok:" not in unlisted.output
     for name in ("notes.txt", "extra.jaxexport"):
         assert f"{str(out / name)!r} is not listed in the manifest; the export was altered" in unlisted.stderr
@@ -129,24 +126,24 @@ def test_sweep_export_and_verify_name_a_tampered_or_unlisted_file(store, tmp_pat
     (out / "extra.jaxexport").unlink()
     (out / "mean_std.jaxexport").rename(tmp_path / "mean_std.jaxexport")
     (out / "mean_std.jaxexport").symlink_to(tmp_path / "mean_std.jaxexport")  # the same bytes, a link
-    assert "mean_std.jaxexport: a symbolic link" in runner.invoke(app, ["verify", str(out)]).stderr
+    assert "mean_std.jaxexport: a symbolic link" in invoke("verify", str(out)).stderr
     (out / "mean_std.jaxexport").unlink()
     (tmp_path / "mean_std.jaxexport").rename(out / "mean_std.jaxexport")
     data = bytearray((out / "rollout.jaxexport").read_bytes())
     data[len(data) // 2] ^= 1
     (out / "rollout.jaxexport").write_bytes(bytes(data))
-    bad = runner.invoke(app, ["verify", str(out)])
+    bad = invoke("verify", str(out))
     assert bad.exit_code == 1
     assert "rollout.jaxexport: altered" in bad.stderr and "mean_std" not in bad.stderr
     (out / "mean_std.jaxexport").unlink()
-    assert "mean_std.jaxexport: listed in the manifest but missing" in runner.invoke(app, ["verify", str(out)]).stderr
+    assert "mean_std.jaxexport: listed in the manifest but missing" in invoke("verify", str(out)).stderr
 
 
 def test_export_refuses_a_folder_that_holds_files_before_any_work(store, tmp_path):
     old = tmp_path / "heat-best8"
     old.mkdir()
     (old / "notes.txt").write_text("mine")
-    done = CliRunner().invoke(app, ["export", str(store), "--best", "2", "--recalibrate", "-o", str(old)])
+    done = invoke("export", str(store), "--best", "2", "--recalibrate", "-o", str(old))
     assert done.exit_code == 1 and "exported" not in done.output
     assert f"error: --out {str(old)!r}: exists and is not empty (notes.txt);" in done.stderr
     assert "export into a new folder, or remove this one first" in done.stderr

@@ -17,6 +17,7 @@ from ._record import Observation as Observation
 from ._record import SearchRecord as SearchRecord
 from ._record import read_record as read_record
 from ._rounds import SearchRounds as SearchRounds
+from ._sampler import check_engine as check_engine
 from ._sampler import propose as propose
 from ._trace import plot_trace as plot_trace
 from ._trace import searched_spec as searched_spec
@@ -27,6 +28,7 @@ __all__ = [
     "SearchRecord",
     "SearchRounds",
     "Standing",
+    "check_engine",
     "headline",
     "ranked",
     "plot_trace",

@@ -74,10 +74,11 @@ def plan(
         print(sweep.plan(spec))  # trials by grid values, blocks of seeds, resources
         ```
     """
-    from ._policy import policy_for  # (it plans each round with this module's block size)
-
     check_spec(spec)
-    policy_for(spec)  # as run: a search's engine (Optuna, the sampler's package) importable here
+    if spec.search is not None:
+        from ..search import check_engine  # (sweep.search imports matplotlib: not in trial processes)
+
+        check_engine(spec.search)  # as run: Optuna and the sampler's package importable here
     configure(gpu_preallocate=False)  # as run: loading the data must not take the trials' GPU memory
     sweep_dir = None if storage is None else SweepDir.of(spec, storage, storage_filesystem)
     if sweep_dir is None:
