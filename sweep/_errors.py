@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import os
 from collections.abc import Iterable
 
 
@@ -15,24 +14,6 @@ def did_you_mean(value: object, choices: Iterable[str]) -> str:
     """
     close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.75)
     return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def from_cwd(path: str | os.PathLike[str]) -> str:
-    """Where a relative local ``path`` that was not found was looked for, for its message; ``""``
-    for an absolute path or a URI.
-
-    Example (in ``/tmp``):
-        ``from_cwd("cfd.hdf5")`` -> ``" (looked for '/tmp/cfd.hdf5': a relative path is taken from the
-        current directory, '/tmp'; give an absolute path, or start from the directory it is relative
-        to)"``
-    """
-    text = os.fspath(path)
-    if "://" in text or os.path.isabs(os.path.expanduser(text)):
-        return ""
-    return (
-        f" (looked for {os.path.abspath(text)!r}: a relative path is taken from the current directory, "
-        f"{os.getcwd()!r}; give an absolute path, or start from the directory it is relative to)"
-    )
 
 
 class SweepError(Exception):

@@ -44,6 +44,44 @@ def filesystem_path(
     return pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(path))
 
 
+def from_origin(path: str | os.PathLike[str], origin: str | None = None) -> str:
+    """The absolute local path of ``path`` (``~`` expanded): a relative one taken from ``origin``
+    (a sweep's trials: the folder its driver was started in, wherever a trial runs), else from the
+    current directory.
+
+    Example:
+        ``from_origin("cfd.hdf5", "/data")`` -> ``"/data/cfd.hdf5"``; ``from_origin("/x/cfd.hdf5", "/data")``
+        -> ``"/x/cfd.hdf5"``
+    """
+    return os.path.normpath(os.path.join(origin or os.getcwd(), os.path.expanduser(os.fspath(path))))
+
+
+def looked_for(path: str | os.PathLike[str], origin: str | None = None) -> str:
+    """Where a relative local ``path`` that was not found was looked for (:func:`from_origin`), for
+    its message; ``""`` for an absolute path or a URI.
+
+    Example (in ``/tmp``):
+        ``looked_for("cfd.hdf5")`` -> ``" (looked for '/tmp/cfd.hdf5': a relative path is taken from the
+        current directory, '/tmp'; give an absolute path, or start from the directory it is relative
+        to)"``; ``looked_for("cfd.hdf5", "/data")`` -> ``" (looked for '/data/cfd.hdf5': a relative path
+        is taken from the folder the sweep was started in, '/data', in its trials too; ...)"``
+    """
+    text = os.fspath(path)
+    if "://" in text or os.path.isabs(os.path.expanduser(text)):
+        return ""
+    where = from_origin(text, origin)
+    if origin is None:
+        return (
+            f" (looked for {where!r}: a relative path is taken from the current directory, {os.getcwd()!r}; "
+            f"give an absolute path, or start from the directory it is relative to)"
+        )
+    return (
+        f" (looked for {where!r}: a relative path is taken from the folder the sweep was started in, {origin!r}, "
+        f"in its trials too; give an absolute path, or make the file readable at that path wherever trials run "
+        f"(every node: a shared file system))"
+    )
+
+
 def is_local(filesystem: pafs.FileSystem) -> bool:
     return isinstance(filesystem, pafs.LocalFileSystem)
 

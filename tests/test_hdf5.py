@@ -16,7 +16,7 @@ from helpers import assert_one_line_error, invoke, tiny_spec
 
 import sweep
 from sweep import training
-from sweep.problems import hdf5_info, load_problem
+from sweep.problems import hdf5_info, load_problem, outline_problem
 
 
 def load(path, **options):
@@ -191,6 +191,29 @@ def test_a_missing_relative_path_says_where_it_was_looked_for(tmp_path, monkeypa
     with pytest.raises(sweep.SpecError) as e:  # an absolute path is shown as it is, with nothing to add
         load(tmp_path / "missing.hdf5")
     assert "looked for" not in str(e.value)
+
+
+def test_a_trial_reads_a_relative_path_from_the_folder_the_sweep_started_in(tmp_path, monkeypatch):
+    """What a trial gets of a problem (ProblemData) carries the driver's folder, its ``origin``: a
+    trial in another working directory (as Tune gives each) reads the same file, its trainer too;
+    where that folder lacks the file (another node), the message names the absolute path tried."""
+    pdebench_tensor(tmp_path / "a.hdf5", samples=10, time=4, x=8)
+    monkeypatch.chdir(tmp_path)
+    spec = tiny_spec(problem=sweep.Problem("hdf5", path="a.hdf5"), seeds=1, seeds_per_trial=1)
+    data = outline_problem("hdf5", dict(spec.problem.options), 16, 4).data
+    assert data.origin == str(tmp_path) and data.options["path"] == "a.hdf5"  # the spec keeps its text
+    whole = training.load_data(spec)
+    (tmp_path / "trial").mkdir()
+    monkeypatch.chdir(tmp_path / "trial")  # a trial's own working directory
+    held = training.init_block(spec, [0], data=data.load(), origin=data.origin)[0].data
+    np.testing.assert_array_equal(np.asarray(held.train.x), whole.train.x)  # read by the trainer from the file
+    (tmp_path / "node").mkdir()
+    elsewhere = str(tmp_path / "node")  # the sweep's folder on a node that does not hold the file
+    with pytest.raises(sweep.SpecError) as e:
+        data._replace(origin=elsewhere).load()
+    tried = repr(str(tmp_path / "node" / "a.hdf5"))
+    assert f"`problem.path`: 'a.hdf5' does not exist (looked for {tried}" in str(e.value)
+    assert f"taken from the folder the sweep was started in, {elsewhere!r}" in str(e.value)
 
 
 def test_one_state_per_sample_is_refused(tmp_path):

@@ -77,10 +77,15 @@ def counted_reads(monkeypatch) -> list[tuple[int, int]]:
     return read
 
 
-def test_the_driver_reads_one_trajectory_at_a_time_and_the_trials_read_the_file(ray_session, tmp_path, monkeypatch):
-    path = tmp_path / "1D_Advection.hdf5"
-    pdebench_tensor(path, samples=60, time=6, x=16)  # test: the last 6; validation: 6 drawn from the first 54
-    spec = tiny_spec(problem=sweep.Problem("hdf5", path=str(path)), seeds=2)  # normalize="zscore", the default
+def test_the_driver_reads_one_trajectory_at_a_time_and_the_trials_read_the_file_at_its_relative_path(
+    ray_session, tmp_path, monkeypatch
+):
+    """A relative `problem.path` is taken from the folder the sweep starts in, by the driver and by
+    every Tune trial (each of which runs in a working directory of its own)."""
+    # test: the last 6 trajectories; validation: 6 drawn from the first 54; normalize="zscore", the default
+    pdebench_tensor(tmp_path / "1D_Advection.hdf5", samples=60, time=6, x=16)
+    monkeypatch.chdir(tmp_path)
+    spec = tiny_spec(problem=sweep.Problem("hdf5", path="1D_Advection.hdf5"), seeds=2)
     local = sweep.run(spec, storage=str(tmp_path / "local"), options=sweep.RunOptions(executor="local"))
 
     read = counted_reads(monkeypatch)  # what the driver reads (Tune's trials run in other processes)

@@ -4,6 +4,7 @@ HDF5 files (``hdf5``) and user data loaders."""
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -161,7 +162,10 @@ class ProblemData(NamedTuple):
     trainer, which reads it from the files, at once or in windows
     (:mod:`sweep.problems._hdf5_reader`). An ``s3://`` path is read through ``filesystem`` (the
     sweep's: its endpoint and credentials) where that is an ``S3FileSystem``; the trainer does not
-    reach that filesystem, so such a trial holds its training split whole (read through it).
+    reach that filesystem, so such a trial holds its training split whole (read through it). A
+    relative local path is taken from ``origin``, the folder the sweep was started in (the
+    driver's current directory, :func:`outline_problem`), wherever a trial runs and whatever its
+    working directory (Tune gives each trial its own); ``None``: the current directory.
 
     Examples:
         >>> data = ProblemData("heat1d", {"num_points": 16, "num_samples": 10}).load()
@@ -174,6 +178,7 @@ class ProblemData(NamedTuple):
     arrays: Dataset | None = None
     filesystem: pafs.FileSystem | None = None
     scan: Scan | None = None
+    origin: str | None = None
 
     def load(self) -> Dataset:
         """The arrays given, else the problem loaded here (:func:`load_problem`; for ``"hdf5"``
@@ -182,7 +187,7 @@ class ProblemData(NamedTuple):
         if self.arrays is not None:
             return self.arrays
         if self.name == "hdf5" and not through(str(self.options["path"]), self.filesystem):
-            return hdf5_trial_data(scan=self.scan, **self.options)
+            return hdf5_trial_data(scan=self.scan, origin=self.origin, **self.options)
         return load_problem(self.name, self.options, self.filesystem)
 
 
@@ -219,13 +224,15 @@ def outline_problem(
     pass (statistics, every split checked finite; taken from ``scan`` where that was made of the
     same files as they are now) and the first ``samples`` pairs and ``trajectories`` trajectories
     of the validation and test splits (:func:`~._hdf5_outline.hdf5_outline`), an ``s3://`` path
-    read through ``filesystem`` (the sweep's) where that is an ``S3FileSystem``; any other
+    read through ``filesystem`` (the sweep's) where that is an ``S3FileSystem``, a relative local
+    path from the current directory, which the trials get as the problem's ``origin``
+    (:class:`ProblemData`: the one place a sweep's relative paths are taken from); any other
     problem is loaded here."""
     if name == "hdf5":
         shapes, kept, scan = hdf5_outline(
             samples=samples, trajectories=trajectories, filesystem=filesystem, scan=scan, **options
         )
-        return Outline(shapes, kept, ProblemData(name, dict(options), None, filesystem, scan), scan)
+        return Outline(shapes, kept, ProblemData(name, dict(options), None, filesystem, scan, os.getcwd()), scan)
     data = load_problem(name, options)
     return Outline(data, data, ProblemData(name, dict(options), data))
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import SpecError, from_cwd
+from .._errors import SpecError
+from .._fs import looked_for
 from .._import_path import import_object
 from ._dataset import EXPECTED, SPLITS, Dataset, as_dataset, described
 
@@ -49,7 +50,7 @@ def load_arrays(
     p = Path(path)
     if not p.is_file():
         raise SpecError(
-            f"`problem.path`: {path!r} does not exist or is not a file{'' if p.exists() else from_cwd(path)}"
+            f"`problem.path`: {path!r} does not exist or is not a file{'' if p.exists() else looked_for(path)}"
         )
     trajectories = None
     if p.suffix == ".npz":

@@ -189,14 +189,15 @@ def _strides(ref: FileLayout, time_stride: int, space_stride: int, where: str) -
 
 
 def resolved(
-    options: Mapping[str, Any], filesystem: pafs.FileSystem | None = None
+    options: Mapping[str, Any], filesystem: pafs.FileSystem | None = None, origin: str | None = None
 ) -> tuple[HDF5Info, dict[str, tuple[Location, ...]], dict[str, FileLayout], list[Channel]]:
     """``(info, files by split, every file's layout by name, the selected channels)`` of the
     options of ``"hdf5"`` (``path`` among them), checked, from the files' metadata; an ``s3://``
-    path read through ``filesystem``, the sweep's, where that is an ``S3FileSystem``."""
+    path read through ``filesystem``, the sweep's, where that is an ``S3FileSystem``; a relative
+    local path taken from ``origin`` (None: the current directory; :func:`~._hdf5_files.locate`)."""
     check_hdf5_options(options)
     path, layout = options["path"], options.get("layout", "auto")
-    files = dataset_files(path, filesystem)
+    files = dataset_files(path, filesystem, origin)
     described, chosen = _layout(files, layout)
     ref = next(iter(described.values()))
     time_stride, space_stride = options.get("time_stride", 1), options.get("space_stride", 1)

@@ -4,7 +4,10 @@ pyarrow opens (``s3://bucket/datasets/the_well/...``).
 An ``s3://`` path is read through the sweep's filesystem when that is an ``S3FileSystem``
 (``sweep.run(storage_filesystem=...)``, or the one ``storage="s3://..."`` gives): its
 endpoint, credentials and region, wherever the files are read (the driver and every trial).
-Otherwise pyarrow resolves the URI itself, with the usual ``AWS_*`` variables.
+Otherwise pyarrow resolves the URI itself, with the usual ``AWS_*`` variables. A relative local
+path is taken from the folder the sweep was started in (``origin``, which a sweep's trials get
+with the problem: Tune runs each trial in a working directory of its own), else from the current
+directory.
 
 ``path`` is one file, a folder of files, or a The Well dataset directory holding ``train/``,
 ``valid/`` (optional) and ``test/``, directly or under ``data/``. Files are those ending in
@@ -17,12 +20,12 @@ from __future__ import annotations
 import collections
 import dataclasses
 import io
-import os
 from typing import Any
 
 import pyarrow.fs as pafs
 
-from .._errors import SpecError, from_cwd
+from .._errors import SpecError
+from .._fs import from_origin, looked_for
 
 SUFFIXES = (".hdf5", ".h5", ".hdf", ".he5")
 WELL_SPLITS = {"train": "train", "val": "valid", "test": "test"}  # split -> The Well's folder
@@ -30,14 +33,17 @@ WELL_SPLITS = {"train": "train", "val": "valid", "test": "test"}  # split -> The
 
 @dataclasses.dataclass(frozen=True)
 class Location:
-    """A file or folder: ``path`` inside ``filesystem``, shown in messages as ``name``."""
+    """A file or folder: ``path`` inside ``filesystem``, shown in messages as ``name`` (a local
+    ``name`` relative to ``origin``, where that is given: :func:`locate`)."""
 
     filesystem: pafs.FileSystem
     path: str
     name: str
+    origin: str | None = None
 
     def child(self, part: str) -> Location:
-        return Location(self.filesystem, f"{self.path.rstrip('/')}/{part}", f"{self.name.rstrip('/')}/{part}")
+        path, name = f"{self.path.rstrip('/')}/{part}", f"{self.name.rstrip('/')}/{part}"
+        return Location(self.filesystem, path, name, self.origin)
 
     @property
     def kind(self) -> pafs.FileType:
@@ -129,9 +135,10 @@ def through(path: str, filesystem: pafs.FileSystem | None) -> bool:
     return path.startswith("s3://") and isinstance(filesystem, pafs.S3FileSystem)
 
 
-def locate(path: str, filesystem: pafs.FileSystem | None = None) -> Location:
-    """The :class:`Location` of a local path (made absolute) or a URI; an ``s3://`` URI inside
-    ``filesystem`` when :func:`through` it (module docstring)."""
+def locate(path: str, filesystem: pafs.FileSystem | None = None, origin: str | None = None) -> Location:
+    """The :class:`Location` of a local path (made absolute: a relative one taken from ``origin``,
+    the folder the sweep was started in, else from the current directory; :func:`sweep._fs.from_origin`)
+    or a URI; an ``s3://`` URI inside ``filesystem`` when :func:`through` it (module docstring)."""
     if through(path, filesystem):
         assert filesystem is not None
         return Location(filesystem, path.removeprefix("s3://"), path)
@@ -141,7 +148,7 @@ def locate(path: str, filesystem: pafs.FileSystem | None = None) -> Location:
         except Exception as e:  # pyarrow raises ArrowInvalid, OSError, ... for unknown or unreachable URIs
             raise SpecError(f"`problem.path`: {path!r} cannot be opened ({type(e).__name__}: {e})") from None
         return Location(filesystem, inner, path)
-    return Location(pafs.LocalFileSystem(), os.path.abspath(os.path.expanduser(path)), path)
+    return Location(pafs.LocalFileSystem(), from_origin(path, origin), path, origin)
 
 
 def _folder(folder: Location) -> tuple[Location, ...]:
@@ -155,15 +162,17 @@ def _folder(folder: Location) -> tuple[Location, ...]:
     return tuple(folder.child(n) for n in names)
 
 
-def dataset_files(path: str, filesystem: pafs.FileSystem | None = None) -> dict[str, tuple[Location, ...]]:
+def dataset_files(
+    path: str, filesystem: pafs.FileSystem | None = None, origin: str | None = None
+) -> dict[str, tuple[Location, ...]]:
     """``{split: files}`` of a The Well dataset directory, or ``{"all": files}`` of a file or
-    folder; ``filesystem``: the sweep's (:func:`locate`)."""
-    where = locate(path, filesystem)
+    folder; ``filesystem``: the sweep's, ``origin``: where a relative local path is taken from (:func:`locate`)."""
+    where = locate(path, filesystem, origin)
     kind = where.kind
     if kind == pafs.FileType.File:
         return {"all": (where,)}
     if kind != pafs.FileType.Directory:
-        raise SpecError(f"`problem.path`: {path!r} does not exist{from_cwd(path)}")
+        raise SpecError(f"`problem.path`: {path!r} does not exist{looked_for(path, origin)}")
     data = where.child("data")
     root = data if data.child("train").kind == pafs.FileType.Directory else where
     present = {s: root.child(f) for s, f in WELL_SPLITS.items() if root.child(f).kind == pafs.FileType.Directory}

@@ -56,13 +56,15 @@ def hdf5_outline(
     trajectories: int,
     filesystem: pafs.FileSystem | None = None,
     scan: Scan | None = None,
+    origin: str | None = None,
     **options: Any,
 ) -> tuple[Dataset, Dataset, Scan]:
     """``(shapes, kept, scan)`` of ``Problem("hdf5", path=path, **options)`` (module docstring):
     ``kept`` holds at least the first ``samples`` pairs and ``trajectories`` trajectories of the
     validation and test splits (those the splits have); ``scan`` is the driver's pass, ``scan``
     itself where that was made of the same files as they are now. ``filesystem``: the sweep's
-    (an ``s3://`` path is read through it where it is an ``S3FileSystem``).
+    (an ``s3://`` path is read through it where it is an ``S3FileSystem``); ``origin``: the
+    folder a relative local path is taken from (None: the current directory).
 
     Raises:
         SpecError: Whatever :func:`~._hdf5.hdf5_info` and the driver's pass refuse.
@@ -74,7 +76,7 @@ def hdf5_outline(
         ```
     """
     options = {"path": path, **options}
-    info, files, described, channels = resolved(options, filesystem)
+    info, files, described, channels = resolved(options, filesystem, origin)
     scan = scan_files(files, described, channels, options, scan)  # before any array is kept: bad data first
     picks = split_trajectories(files, described, options)
     ts, ss, history = options.get("time_stride", 1), options.get("space_stride", 1), options.get("history", 1)

@@ -51,11 +51,12 @@ def outlined(a: np.ndarray | None) -> bool:
     return isinstance(a, InFiles)
 
 
-def hdf5_trial_data(path: str, *, scan: Scan | None = None, **options: Any) -> Dataset:
+def hdf5_trial_data(path: str, *, scan: Scan | None = None, origin: str | None = None, **options: Any) -> Dataset:
     """What a trial holds of ``Problem("hdf5", path=path, **options)`` (module docstring); with the
     driver's pass ``scan`` (its statistics; :mod:`~._hdf5_scan`) where the files are as it saw them,
-    else that pass made here."""
-    shapes, _, _ = hdf5_outline(path, samples=0, trajectories=1, scan=scan, **options)
+    else that pass made here; a relative local ``path`` taken from ``origin``, the folder the sweep
+    was started in (None: the current directory)."""
+    shapes, _, _ = hdf5_outline(path, samples=0, trajectories=1, scan=scan, origin=origin, **options)
 
     def marked(a: np.ndarray) -> np.ndarray:
         return a.view(InFiles) if len(a) else a  # an empty split has nothing to read
@@ -80,14 +81,17 @@ class States(NamedTuple):
     read: Callable[..., np.ndarray]
 
 
-def split_states(options: Mapping[str, Any], split: str, filesystem: pafs.FileSystem | None = None) -> States:
+def split_states(
+    options: Mapping[str, Any], split: str, filesystem: pafs.FileSystem | None = None, origin: str | None = None
+) -> States:
     """The :class:`States` of ``split`` of the ``"hdf5"`` problem of ``options``, read in
-    contiguous runs of each file (``filesystem``: as :func:`~._hdf5.hdf5_info`'s).
+    contiguous runs of each file (``filesystem``: as :func:`~._hdf5.hdf5_info`'s; ``origin``: the
+    folder a relative local path is taken from, None: the current directory).
 
     Raises:
         SpecError: The data have no such split.
     """
-    info, files, described, channels = resolved(options, filesystem)
+    info, files, described, channels = resolved(options, filesystem, origin)
     picks = split_trajectories(files, described, options)
     if split not in picks:
         raise SpecError(
@@ -128,14 +132,18 @@ def _runs(order: list[tuple[Location, int]]) -> list[tuple[Location, range]]:
 
 
 def hdf5_reader(
-    options: Mapping[str, Any], normalization: Normalization | None, unrolled: bool, split: str = "train"
+    options: Mapping[str, Any],
+    normalization: Normalization | None,
+    unrolled: bool,
+    split: str = "train",
+    origin: str | None = None,
 ) -> Callable[..., Any]:
     """``read(start, stop)``: the items ``[start, stop)`` of ``split`` (``"train"``, ``"val"``,
     ``"test"``) of the ``"hdf5"`` problem of ``options`` (module docstring): pairs ``(x, y)``, or
     with ``unrolled`` trajectories (``read(start, stop, first_states)``: only the first that many
     states of each, as the rollouts of an evaluation read them), normalised by ``normalization``
-    (``None``: as read)."""
-    states = split_states(options, split)
+    (``None``: as read); a relative local path taken from ``origin`` (:func:`hdf5_trial_data`)."""
+    states = split_states(options, split, origin=origin)
     history = options.get("history", 1)
     per, spatial = states.shape[1] - history, len(states.shape) - 3  # pairs per trajectory
 

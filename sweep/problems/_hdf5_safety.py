@@ -21,7 +21,8 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from .._errors import SpecError, from_cwd
+from .._errors import SpecError
+from .._fs import looked_for
 from ._hdf5_files import Location
 
 # HDF5's built-in filters (H5Zpublic.h) and LZF, which h5py itself registers: none is a plugin
@@ -44,7 +45,8 @@ def open_hdf5(location: Location) -> Any:
     :class:`SpecError` naming ``problem.path`` for a missing or non-HDF5 file or an external link."""
     h5py = h5py_module()
     if location.kind != pafs.FileType.File:
-        shown = from_cwd(location.name) if location.local and location.kind == pafs.FileType.NotFound else ""
+        missing = location.local and location.kind == pafs.FileType.NotFound
+        shown = looked_for(location.name, location.origin) if missing else ""
         raise SpecError(f"`problem.path`: {location.name!r} does not exist or is not a file{shown}")
     source = location.opened()
     if location.local and not h5py.is_hdf5(source):

@@ -2,7 +2,8 @@
 
 A trial (1) takes its own plan from the object store and confines JAX to its resources before
 JAX starts (:mod:`._env`), (2) takes its dataset from the object store (a problem that reads
-files: its options, and reads the files here), (3) resumes from
+files: its options, and reads the files here, a relative path from the folder the sweep was
+started in, not from the trial's working directory: :class:`~sweep.problems.ProblemData`), (3) resumes from
 ``tune.get_checkpoint()`` or from a partial checkpoint of the same trial key left by an
 earlier run, then (4) trains with :func:`sweep.fit`, reporting with ``tune.report(metrics,
 checkpoint=...)`` paced by :mod:`._cadence` (the block saved with
@@ -33,7 +34,7 @@ import numpy as np
 from .._errors import StoreError
 from .._fs import local_copy
 from ..planning import TrialPlan
-from ..problems import ProblemData
+from ..problems import Dataset, ProblemData
 from ..store import curves_by_column, rollout_curves_by_column
 from ..training import Block, SavedBlock, data_shapes, fit, init_block, load_block, reader_wait, save_block
 from . import _env, _preemption
@@ -82,6 +83,13 @@ def _fetch(what: str, ref, made: Callable[[Any], Any] = lambda value: value) -> 
         _WORKER.pop(what, None)  # drop the old value before fetching the new one
         _WORKER[what] = (ref, made(ray.get(ref)))
     return _WORKER[what][1]
+
+
+def loaded(data: ProblemData) -> tuple[Dataset, str | None]:
+    """``(dataset, origin)``: what a trial holds of ``data`` (:meth:`~sweep.problems.ProblemData.load`)
+    and the folder its trainer reads a relative ``problem.path`` from (the sweep's, not the trial's
+    working directory)."""
+    return data.load(), data.origin
 
 
 def block_metrics(history, planned_epochs: int) -> dict[str, Any]:
@@ -191,8 +199,9 @@ def train_trial(config: Mapping[str, Any], *, inputs: TrialInputs) -> None:
 
     trial, hooks = TrialPlan.from_dict(task["plan"]), inputs.hooks
     extra = dict(hooks.on_start(trial.trial_key) or {}) if hooks.on_start else {}
-    dataset = _fetch("data", data[trial.spec.problem_id], ProblemData.load)  # a file-backed problem: read here
-    block, state = init_block(trial.spec, trial.seeds, trial.hparams, dataset)
+    # a file-backed problem: read here, a relative path from the folder the sweep was started in
+    dataset, origin = _fetch("data", data[trial.spec.problem_id], loaded)
+    block, state = init_block(trial.spec, trial.seeds, trial.hparams, dataset, origin=origin)
     saved = _saved_block(trial, task["resume_from"], inputs.filesystem)
     history = None
     if saved is not None:
