@@ -295,3 +295,33 @@ def test_live_race_columns_show_brackets_as_written():
     text = console.file.getvalue()
     assert "race: mean [p or interval]" in text
     assert "0.5 [decides from 6 seeds]" in text and "0.4 [p 0.0011]" in text
+
+
+def test_a_narrow_terminal_folds_labels_and_wraps_messages_after_the_display(monkeypatch):
+    """At 60 columns every configuration's label reaches the screen whole (folded, not cut to
+    ``depth=…``, which would read the same on every row), and a message printed after the display
+    (the race's result) wraps at words to the terminal's width."""
+    from rich.console import Console
+
+    spec = grid_spec()
+    plan = make_plan(spec)
+    state = ProgressState(spec, plan.trials, clock=Clock())
+    keys = list(dict.fromkeys((t.config_id, hparams_key(h)) for t in plan.trials for h in t.hparams))
+    state.show_race({k: (4, "0.4 [p 0.0011]", "not separated from the best (4 seeds)") for k in keys}, "race")
+    console = Console(file=io.StringIO(), width=60, color_system=None)
+    console.print(state.renderable())
+    text = console.file.getvalue()
+    assert "…" not in text and all(len(line) <= 60 for line in text.splitlines())
+    folded = "".join(line.split("  ")[0].strip() for line in text.splitlines())  # the first column's pieces
+    assert all("".join(label.split()) in folded for label in state.configs)
+    monkeypatch.setenv("COLUMNS", "40")
+    stream = io.StringIO()
+    display = SweepProgress(state, mode="live", stream=stream)
+    display.start()
+    display.on_step_end(iteration=1, trials=[tune_trial(plan.trials[0].trial_key, "RUNNING")])
+    display.close()
+    before = len(stream.getvalue())
+    words = "race of 4 configurations on val_loss (lower is better): over after 3 rounds; best: depth=2"
+    display.message(words)
+    lines = stream.getvalue()[before:].splitlines()
+    assert len(lines) > 1 and all(len(line) <= 40 for line in lines) and " ".join(" ".join(lines).split()) == words

@@ -288,7 +288,9 @@ class ProgressState:
 
         c = self.counts()
         table = Table(box=None, pad_edge=False, header_style="bold")
-        table.add_column(f"configuration (by mean {self.loss_name})")
+        # a narrow terminal: a label wraps between its values and folds inside one, never cut to
+        # "learning_rate…" (then every row would read the same)
+        table.add_column(f"configuration (by mean {self.loss_name})", overflow="fold")
         table.add_column("members", justify="right")
         table.add_column(f"{self.loss_name}: mean over seeds", justify="right")
         table.add_column("best member", justify="right")

@@ -31,7 +31,7 @@ class SweepProgress(Callback):
             tty = getattr(self.stream, "isatty", lambda: False)()
             mode = "live" if tty and not os.environ.get("CI") and os.environ.get("TERM") != "dumb" else "plain"
         self.mode = mode
-        self._live, self._closed, self._started = None, False, False
+        self._live, self._console, self._closed, self._started = None, None, False, False
         self._last_time, self._last_line = float("-inf"), ""
 
     def start(self) -> SweepProgress:
@@ -45,7 +45,7 @@ class SweepProgress(Callback):
             from rich.console import Console
             from rich.live import Live
 
-            console = Console(file=self.stream, force_terminal=True)
+            self._console = console = Console(file=self.stream, force_terminal=True)
             self._live = Live(
                 console=console,
                 get_renderable=self.state.renderable,
@@ -57,9 +57,10 @@ class SweepProgress(Callback):
             self._live.start()
 
     def message(self, text: str) -> None:
-        """A line printed above the display (or among the plain lines)."""
-        if self._live is not None:
-            self._live.console.print(text, markup=False, highlight=False)
+        """A line printed above the display (or among the plain lines); on a terminal, after the
+        display too, wrapped at words to its width."""
+        if self._console is not None:
+            self._console.print(text, markup=False, highlight=False)
         elif self.mode != "off":
             print(text, file=self.stream, flush=True)
 
