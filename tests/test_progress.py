@@ -322,6 +322,8 @@ def test_a_narrow_terminal_folds_labels_and_wraps_messages_after_the_display(mon
     display.close()
     before = len(stream.getvalue())
     words = "race of 4 configurations on val_loss (lower is better): over after 3 rounds; best: depth=2"
-    display.message(words)
+    display.message(words, wrap=True)
     lines = stream.getvalue()[before:].splitlines()
     assert len(lines) > 1 and all(len(line) <= 40 for line in lines) and " ".join(" ".join(lines).split()) == words
+    display.message(command := "sweep run " + "x" * 60 + " --resume")  # a command: whole, to copy
+    assert stream.getvalue().splitlines()[-1] == command

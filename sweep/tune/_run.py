@@ -221,7 +221,7 @@ def _say_result(policy: RoundPolicy, spec: SweepSpec, sweep_dir: SweepDir, displ
     """Print what the policy decided (nothing for fixed seeds)."""
     text = policy.result(spec, sweep_dir, lambda key: display.state.label(*key))
     if text:
-        display.message(text)
+        display.message(text, wrap=True)
 
 
 def _aggregate(spec: SweepSpec, sweep_dir: SweepDir, executor: Executor, failures: tuple[str, ...]) -> None:

@@ -56,11 +56,12 @@ class SweepProgress(Callback):
             )
             self._live.start()
 
-    def message(self, text: str) -> None:
-        """A line printed above the display (or among the plain lines); on a terminal, after the
-        display too, wrapped at words to its width."""
+    def message(self, text: str, wrap: bool = False) -> None:
+        """A line printed above the display (or among the plain lines). ``wrap``: prose, wrapped at
+        words to the terminal's width where the display is live (after it too); else as it is, for
+        the terminal to wrap (a command or a path, copied whole)."""
         if self._console is not None:
-            self._console.print(text, markup=False, highlight=False)
+            self._console.print(text, markup=False, highlight=False, soft_wrap=not wrap)
         elif self.mode != "off":
             print(text, file=self.stream, flush=True)
 
@@ -87,7 +88,7 @@ class SweepProgress(Callback):
         else:
             self._plain(force=True)
         if retried := self.state.retry_summary():
-            self.message(retried)
+            self.message(retried, wrap=True)
 
     # -- Tune callback hooks -------------------------------------------------------------------
     # Statuses are taken after every step, never at the experiment's end: an interrupted
