@@ -144,6 +144,9 @@ def test_set_overrides_spec_fields_validated_like_the_file(tmp_path):
     assert result.exit_code == 0, result.stderr
     assert "sweep 'other': 1 trials, 4 members, 1 structural configs" in result.output
     assert "depth=3" in result.output
+    sets = ["seeds=2", "training.epochs=50", 'grid."model.depth"=[3]', "name=other"]  # a key quoted as in TOML
+    quoted = invoke("plan", tmp_path / "spec.toml", *(a for s in sets for a in ("--set", s)))
+    assert quoted.exit_code == 0 and quoted.output == result.output, quoted.stderr
     assert_one_line_error(
         invoke("plan", tmp_path / "spec.toml", "--set", "training.epochs=-1"), "training.epochs", "got -1"
     )

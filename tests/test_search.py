@@ -39,7 +39,13 @@ def planned_trials(path) -> list[dict]:
     ("space", "batch", "match"),
     [
         ({"model.dept": sweep.randint(1, 3)}, 1, r"`model.dept`: not an argument .*did you mean 'depth'"),
-        ({"modle.depth": sweep.randint(1, 3)}, 1, r"key 'modle.depth' is not a spec field.*did you mean"),
+        (
+            {"modle.depth": sweep.randint(1, 3)},
+            1,
+            r"key 'modle.depth' is not a spec field.*did you mean.*; use model.<option>, optimizer.<option> or "
+            r"training.<field>$",  # only what a search can take
+        ),
+        ({"sweep_seed": sweep.randint(0, 3)}, 1, r"'sweep_seed' cannot be searched; seeds are what it observes"),
         ({"model.activation": sweep.loguniform(1e-3, 1.0)}, 1, r"search.space.model.activation`: loguniform .*choice"),
         ({"model.depth": sweep.uniform(1.0, 4.0)}, 1, r"search.space.model.depth`: uniform draws real.*randint"),
         ({"optimizer.learning_rate": sweep.loguniform(0.0, 1.0)}, 1, r"loguniform got \[0.0, 1.0\]; needs 0 < low"),

@@ -129,10 +129,25 @@ def _toml_value(text: str) -> Any:
         return text  # a bare word: a string
 
 
+def _key_parts(key: str) -> list[str]:
+    """The parts of a dotted TOML key, quoted parts whole: ``search.space."model.depth"`` ->
+    ``["search", "space", "model.depth"]``."""
+    try:
+        tree: Any = tomllib.loads(f"{key} = 0")
+    except tomllib.TOMLDecodeError:
+        return key.split(".")
+    parts = []
+    while isinstance(tree, dict) and len(tree) == 1:
+        ((part, tree),) = tree.items()
+        parts.append(part)
+    return parts
+
+
 def apply_overrides(data: dict[str, Any], items: list[str]):
     """The spec of the table ``data`` (a spec file's) with ``["training.epochs=50", "seeds=8",
     "grid.model.depth=[2, 4]"]`` set, validated like the spec file itself; a part of a table inside
-    a field by its path (``"seeds.adaptive.max=32"``)."""
+    a field by its path (``"seeds.adaptive.max=32"``), quoted as in TOML or not
+    (``'grid."model.depth"=[2, 4]'``)."""
     from ..spec import SweepSpec
 
     data = copy.deepcopy(data)
@@ -140,7 +155,7 @@ def apply_overrides(data: dict[str, Any], items: list[str]):
     for item in items:
         key, eq, text = item.partition("=")
         key = key.strip()
-        field, _, rest = key.partition(".")
+        field, *rest = _key_parts(key) if key else [""]
         if not eq or not key:
             raise CLIError(f"--set: got {item!r}; use field=value, e.g. --set training.epochs=50")
         if field not in fields:
@@ -153,10 +168,9 @@ def apply_overrides(data: dict[str, Any], items: list[str]):
             target = data.setdefault(field, {})  # a table the file leaves out: its defaults
             if not isinstance(target, dict):
                 raise CLIError(f"--set {key}: {field!r} has no parts; use --set {field}=VALUE")
-            while "." in rest and isinstance(target.get(rest.split(".", 1)[0]), dict):  # seeds.adaptive.max
-                part, rest = rest.split(".", 1)
-                target = target[part]
-            target[rest] = value
+            while len(rest) > 1 and isinstance(target.get(rest[0]), dict):  # seeds.adaptive.max
+                target, rest = target[rest[0]], rest[1:]
+            target[".".join(rest)] = value  # grid.model.depth: the grid's key "model.depth"
         else:
             data[field] = value
     return SweepSpec.from_dict(data)

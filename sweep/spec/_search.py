@@ -106,9 +106,10 @@ class Search:
         for key, dist in self.space.items():
             part, _, leaf = key.partition(".")
             if part not in ("model", "optimizer", "training"):
+                why = "the data is loaded once before the search" if part == "problem" else "seeds are what it observes"
                 raise SpecError(
-                    f"`search.space`: {key!r} cannot be searched; the data is loaded once before the search: "
-                    f"search model.<option>, optimizer.<option> or training.<field>"
+                    f"`search.space`: {key!r} cannot be searched; {why}: search model.<option>, "
+                    f"optimizer.<option> or training.<field>"
                 )
             current = parts[part].get(leaf)
             numbers_only = is_number(current) and not (is_int(current) and dist.real)

@@ -211,7 +211,7 @@ class SweepSpec:
             raise SpecError("`seeds`: a search trains a fixed number of seeds per configuration; give seeds=N")
         search.check_metric(self.training)
         for key in search.space:
-            _check_key(key, "search.space")
+            _check_key(key, "search.space", searched=True)
         search.check_fields({f: getattr(self, f).to_dict() for f in _PARTS}, self._apply)
         return search
 
@@ -432,13 +432,17 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise SpecError(f"spec file {str(path)!r} is not valid TOML: {e}") from None
 
 
-def _check_key(key: str, where: str) -> None:
-    """Refuse a dotted key that names no spec field (``where``: the spec's field that holds it)."""
+def _check_key(key: str, where: str, searched: bool = False) -> None:
+    """Refuse a dotted key that names no spec field (``where``: the spec's field that holds it);
+    ``searched``: a search's key, where only the fields a search can take are offered (the others
+    are refused by :meth:`~sweep.Search.check_fields`)."""
     part, _, leaf = key.partition(".")
     if key not in _TOP_GRID_KEYS and (part not in _PARTS or not leaf):
+        parts, top = (("model", "optimizer", "training"), ()) if searched else (tuple(_PARTS), _TOP_GRID_KEYS)
+        named = [f"{p}.<{'field' if p == 'training' else 'option'}>" for p in parts] + list(top)
         raise SpecError(
-            f"`{where}`: key {key!r} is not a spec field{did_you_mean(key, [f'{p}.{leaf}' for p in _PARTS])}; "
-            f"use problem.<option>, model.<option>, optimizer.<option>, training.<field> or sweep_seed"
+            f"`{where}`: key {key!r} is not a spec field{did_you_mean(key, [f'{p}.{leaf}' for p in parts])}; "
+            f"use {', '.join(named[:-1])} or {named[-1]}"
         )
 
 
