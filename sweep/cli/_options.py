@@ -55,12 +55,17 @@ def load_spec(path: Path, overrides: list[str] | None = None):
 
 
 def existing(sweep_dir: str) -> str:
-    """``sweep_dir`` if it exists (local path or URI), else a CLI error saying it does not."""
+    """``sweep_dir`` if it is a folder (local path or URI), else a CLI error saying what it is."""
     import pyarrow.fs as pafs
 
     from .._fs import filesystem_path
 
     fs, path = filesystem_path(sweep_dir, None)
-    if fs.get_file_info(path).type == pafs.FileType.NotFound:
+    kind = fs.get_file_info(path).type
+    if kind == pafs.FileType.NotFound:
         raise CLIError(f"SWEEP_DIR: {sweep_dir!r} does not exist")
+    if kind == pafs.FileType.File:
+        raise CLIError(
+            f"SWEEP_DIR: {sweep_dir!r} is a file; give a sweep directory (STORAGE/<name>, made by sweep run)"
+        )
     return sweep_dir

@@ -20,7 +20,7 @@ from jaxtyping import PyTree
 
 from .._errors import QueryError, did_you_mean
 from ..spec import SweepSpec
-from ..store import ConfigInfo, Store
+from ..store import SETTING_COLUMNS, ConfigInfo, Store
 from ._stats import MODES
 
 
@@ -152,7 +152,17 @@ class Selection:
         }
 
     def _check_metric(self, metric: str, what: str, mode: str = "min") -> None:
-        numeric = [f.name for f in self._index.schema if pa.types.is_floating(f.type) or pa.types.is_integer(f.type)]
+        settings = SETTING_COLUMNS | set(self.grid_columns)
+        numeric = [
+            f.name
+            for f in self._index.schema
+            if (pa.types.is_floating(f.type) or pa.types.is_integer(f.type)) and f.name not in settings
+        ]
+        if metric in settings:
+            raise QueryError(
+                f"{what}(metric={metric!r}): a setting of the members, not a value they reached; choose one of "
+                f"{', '.join(numeric)}"
+            )
         if metric not in self._index.schema.names:
             raise QueryError(
                 f"{what}(metric={metric!r}): no column named {metric!r}{did_you_mean(metric, numeric)}; "

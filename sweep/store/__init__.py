@@ -27,6 +27,7 @@ from ._schema import FIXED_COLUMNS as FIXED_COLUMNS
 from ._schema import FORMAT as FORMAT
 from ._schema import SAMPLE_COUNT as SAMPLE_COUNT
 from ._schema import SCORE_COLUMNS as SCORE_COLUMNS
+from ._schema import SETTING_COLUMNS as SETTING_COLUMNS
 from ._schema import TRAJECTORY_COUNT as TRAJECTORY_COUNT
 from ._schema import curves_by_column as curves_by_column
 from ._schema import gain_column as gain_column

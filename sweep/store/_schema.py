@@ -73,6 +73,9 @@ IDENTITY_COLUMNS = (
 ROUND = "round"  # the race round that trains the member's seed (Adaptive seeds); null without a race
 RESULT_COLUMNS = (("status", pa.string()), ("epochs", _I32), ("train_loss", _F32))
 HISTORY_EPOCHS = "history_epochs"
+# the numeric member columns that say which member it is and how long it trained, not what it
+# reached: no metric ranks by them (nor by the grid's columns)
+SETTING_COLUMNS = frozenset(("member_id", "seed", "epochs", ROUND))
 STATUSES = ("ok", "diverged", "stopped_early")
 
 
