@@ -709,8 +709,8 @@ ERRORS = [
         ["shape (3, 1, 8)"],
     ),
     (["predict", "{s}", "-i", "{d}/nothing.npy", "-o", "{d}/y.npy"], ["--input", "does not exist"]),
-    (["predict", "{s}", "-i", "{d}/text.npy", "-o", "{d}/y.npy"], ["--input", "not a readable .npy"]),
-    (["predict", "{s}", "-i", "{d}/objects.npy", "-o", "{d}/y.npy"], ["--input", "not a readable .npy"]),
+    (["predict", "{s}", "-i", "{d}/text.npy", "-o", "{d}/y.npy"], ["--input", "is not a .npy file; give an array"]),
+    (["predict", "{s}", "-i", "{d}/objects.npy", "-o", "{d}/y.npy"], ["--input", "holds Python objects", "never"]),
     (["predict", "{s}", "-i", "{d}/arrays.npz", "-o", "{d}/y.npy"], ["--input", ".npz archive"]),
     (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.txt", "--where", "depth=1"], ["--output", ".npy"]),
     (

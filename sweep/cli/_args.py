@@ -196,9 +196,20 @@ def load_npy(path: Path, option: str):
 
     if not path.is_file():
         raise CLIError(f"{option}: {str(path)!r} does not exist or is not a file")
+    with open(path, "rb") as f:
+        head = f.read(len(np.lib.format.MAGIC_PREFIX))
+    if head != np.lib.format.MAGIC_PREFIX and not head.startswith(b"PK"):  # .npy, or .npz (a zip)
+        raise CLIError(f"{option}: {str(path)!r} is not a .npy file; give an array saved with numpy.save")
     try:
         array = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
+    except ValueError as e:
+        if "allow_pickle" in str(e):  # an array of Python objects: never unpickled
+            raise CLIError(
+                f"{option}: {str(path)!r} holds Python objects (dtype object), which are never unpickled; "
+                f"save a numeric array"
+            ) from None
+        raise CLIError(f"{option}: {str(path)!r} is not a readable .npy array ({e})") from None
+    except (OSError, EOFError) as e:
         raise CLIError(f"{option}: {str(path)!r} is not a readable .npy array ({e})") from None
     if not isinstance(array, np.ndarray):
         array.close()
