@@ -700,6 +700,14 @@ ERRORS = [
         ["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy"],
         ["no --where selects", "depth takes [1, 2]", "learning_rate takes [0.001, 0.003]", "--pool"],
     ),
+    *(  # every command that makes one ensemble of a selection, as predict
+        (args, ["--where depth=1 selects members trained with different settings", "learning_rate takes", "--pool"])
+        for args in (
+            ["export", "{s}", "-o", "{d}/exported", "--where", "depth=1"],
+            ["scores", "{s}", "--where", "depth=1", "--recalibrate"],
+            ["serve", "{s}", "--where", "depth=1"],  # before Ray starts
+        )
+    ),
     (
         ["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--pool"],
         ["spans 2 structural configs", "--where config_id="],

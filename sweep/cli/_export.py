@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ._args import CLIError, parse_where
-from ._options import DirArg, existing
+from ._options import DirArg, PoolOpt, existing, one_setting
 
 
 def export(
@@ -35,6 +35,7 @@ def export(
         str | None, typer.Option(help="Include a calibration written by `sweep scores --save-calibration`.")
     ] = None,
     steps: Annotated[int | None, typer.Option(min=1, help="Rollout steps of rollout.jaxexport.")] = None,
+    pool: PoolOpt = False,
 ) -> None:
     """Write the selection's batched mean/std and rollout as serialised StableHLO (jax.export).
 
@@ -55,7 +56,9 @@ def export(
     if best is not None:
         ens = ens.best(best)
     if greedy is not None:
-        ens = ens.select_greedy(greedy)
+        ens = ens.select_greedy(greedy)  # (a blend of configurations by design)
+    else:
+        one_setting(ens, where, pool)
     if recalibrate:
         ens = ens.recalibrate("val")
     elif calibration is not None:

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 import typer
 
-from ._args import CLIError, apply_overrides, choice
+from ._args import CLIError, apply_overrides, choice, parse_where
 
 SpecArg = Annotated[Path, typer.Argument(metavar="SPEC", help="Sweep specification (TOML).", show_default=False)]
 DirArg = Annotated[
@@ -35,12 +35,37 @@ MetricOpt = Annotated[
         "there is no validation set, since test columns should report a choice, not make it."
     ),
 ]
+PoolOpt = Annotated[
+    bool,
+    typer.Option(
+        "--pool",
+        help="Allow a selection whose members take several values of a grid column that --where leaves free "
+        "(e.g. both learning rates of --where depth=4): they are pooled into one ensemble.",
+    ),
+]
 ModeOpt = Annotated[
     Literal["min", "max"],
     typer.Option(
         parser=choice(["min", "max"]), help="'min' if lower --metric is better, 'max' if higher (e.g. accuracy)."
     ),
 ]
+
+
+def one_setting(ens, where: list[str] | None, pool: bool):
+    """``ens``, a selection by ``--where`` items ``where`` (and ``--best``), or a CLI error where it
+    pools members trained with different settings (a grid column ``--where`` leaves free takes
+    several values in it) and ``--pool`` was not given: the check of every command that makes one
+    ensemble of a selection (predict, serve, export, scores --recalibrate)."""
+    free = {} if pool else ens.free_columns(parse_where(where))
+    if free:
+        listed = "; ".join(f"{c} takes {values}" for c, values in free.items())
+        chosen = " ".join(f"--where {item}" for item in where or ()) or "no --where"
+        column = next(iter(free))
+        raise CLIError(
+            f"{chosen} selects members trained with different settings: {listed}. Fix "
+            f"{', '.join(free)} with --where (e.g. --where {column}=VALUE), or pass --pool to pool over them"
+        )
+    return ens
 
 
 def load_spec(path: Path, overrides: list[str] | None = None):

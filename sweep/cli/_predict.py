@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ._args import CLIError, load_npy, parse_where, save_npy
-from ._options import DirArg, MetricOpt, ModeOpt, existing
+from ._options import DirArg, MetricOpt, ModeOpt, PoolOpt, existing, one_setting
 
 
 def predict(
@@ -42,14 +42,7 @@ def predict(
             "--std", help="Write the mean to OUTPUT and the std over members (ddof=0) to OUTPUT's name + '_std.npy'."
         ),
     ] = False,
-    pool: Annotated[
-        bool,
-        typer.Option(
-            "--pool",
-            help="Allow a selection whose members take several values of a grid column that --where leaves free "
-            "(e.g. both learning rates of --where depth=4): they are pooled into one ensemble.",
-        ),
-    ] = False,
+    pool: PoolOpt = False,
     rollout: Annotated[
         int | None,
         typer.Option(
@@ -86,15 +79,7 @@ def predict(
         ens = ens.where(**kw)
     if best is not None:
         ens = ens.best(best, metric=metric, mode=mode)
-    free = {} if pool else ens.free_columns(kw)
-    if free:
-        listed = "; ".join(f"{c} takes {values}" for c, values in free.items())
-        chosen = " ".join(f"--where {item}" for item in where or ()) or "no --where"
-        column = next(iter(free))
-        raise CLIError(
-            f"{chosen} selects members trained with different settings: {listed}. Fix "
-            f"{', '.join(free)} with --where (e.g. --where {column}=VALUE), or pass --pool to pool over them"
-        )
+    one_setting(ens, where, pool)
     n = len(ens)
     what = f"rollout of {rollout} steps" if rollout is not None else "predictions"
     if std or mean:

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ._args import CLIError, Format, choice, parse_where
-from ._options import DirArg, existing
+from ._options import DirArg, PoolOpt, existing, one_setting
 
 KINDS = ("one_step", "rollout", "rollout_gmean", "ensemble_size", "all")
 # the columns after a configuration's that name a row of scores (led every block of a wide table)
@@ -93,6 +93,7 @@ def scores(
             help="As --fields, with the threshold-weighted CRPS and Brier score of exceeding X (repeatable).",
         ),
     ] = None,
+    pool: PoolOpt = False,
 ) -> None:
     """The ensemble scores stored for every configuration (computed when the sweep was aggregated).
 
@@ -131,7 +132,7 @@ def scores(
     if greedy is not None:
         blend = (ens if best is None else ens.best(best)).select_greedy(greedy)
         if recalibrate:
-            _recalibrated(blend, None, split or "test", save_calibration, Format(format).value, limit)
+            _recalibrated(blend, split or "test", save_calibration, Format(format).value, limit)
             return
         table = blend.scores(split or "test", thresholds=threshold, fields=fields or bool(threshold))
         if Format(format).value != "table":
@@ -141,7 +142,8 @@ def scores(
         typer.echo(format_table(table, limit, {"config_id", *blend.grid_columns, *ROW_KEYS}))
         return
     if recalibrate:
-        _recalibrated(ens, best, split or "test", save_calibration, Format(format).value, limit)
+        selected = one_setting(ens if best is None else ens.best(best), where, pool)
+        _recalibrated(selected, split or "test", save_calibration, Format(format).value, limit)
         return
     if best is not None or save_calibration is not None:
         raise CLIError("--best and --save-calibration go with --recalibrate")
@@ -168,12 +170,10 @@ def scores(
     typer.echo(format_table(table, limit, {*keys, *ROW_KEYS}))
 
 
-def _recalibrated(ens, best: int | None, split: str, save: str | None, fmt: str, limit: int) -> None:
+def _recalibrated(ens, split: str, save: str | None, fmt: str, limit: int) -> None:
     """Fit on the validation split, print the scores before and after on ``split``."""
     from ._tables import format_table, prose, write_table
 
-    if best is not None:
-        ens = ens.best(best)
     fitted = ens.recalibrate("val")
     table = fitted.calibration_scores(split)
     if save is not None:

@@ -12,7 +12,7 @@ import typer
 
 from .._errors import SpecError
 from ._args import CLIError, parse_where
-from ._options import DirArg, MetricOpt, ModeOpt, existing
+from ._options import DirArg, MetricOpt, ModeOpt, PoolOpt, existing, one_setting
 
 _FLAGS = {"cpus": "--cpu", "gpus": "--gpu", "batch_wait_s": "--batch-wait", "watch_s": "--watch"}
 
@@ -89,6 +89,7 @@ def serve(
     address: Annotated[
         str | None, typer.Option(help="Ray cluster to run on (default: a local Ray started for the service).")
     ] = None,
+    pool: PoolOpt = False,
 ) -> None:
     """Serve the ensemble's mean and std (and its members' predictions) over HTTP until Ctrl-C.
 
@@ -122,6 +123,8 @@ def serve(
         )
     except SpecError as e:
         raise _flags(e) from None
+    if greedy is None:  # (a greedy selection blends configurations by design)
+        _check_selection(existing(sweep_dir), where, best, metric, mode, pool)
     service = None
     try:
         try:
@@ -144,3 +147,17 @@ def serve(
     finally:
         if service is not None:
             service.shutdown()
+
+
+def _check_selection(sweep_dir: str, where: list[str] | None, best: int | None, metric: str, mode: str, pool: bool):
+    """Refuse, before Ray starts, a selection that pools members trained with different settings
+    without --pool (as sweep predict does)."""
+    from ..ensemble import load
+
+    ens = load(sweep_dir)
+    kw = parse_where(where)
+    if kw:
+        ens = ens.where(**kw)
+    if best is not None:
+        ens = ens.best(best, metric=metric, mode=mode)
+    one_setting(ens, where, pool)
