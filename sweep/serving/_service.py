@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import socket
 import uuid
@@ -13,6 +15,8 @@ from ..ensemble import Blend, Ensemble, load
 from ._app import token_digest
 from ._model import Selection, generation_of
 from ._options import ServeOptions
+
+SERVE_LOG_LEVEL = "WARNING"  # of Serve's own logs, in its actors and in this process
 
 
 class Service:
@@ -67,16 +71,17 @@ class Service:
             app_names = set(ray_serve.status().applications)  # empty where no Serve runs
         except Exception:  # Serve's controller cannot be reached: stop what is left of it below
             app_names = set()
-        if self.options.name in app_names:
-            # first, while the proxy still answers: the replicas finish the requests in flight
-            # (serve.shutdown alone stops the proxy at once, dropping them)
-            try:
-                ray_serve.delete(self.options.name)
-            except Exception as error:  # Serve's controller died or timed out
-                warnings.warn(f"Serve did not delete the application {self.options.name!r}: {error}", stacklevel=2)
-        # where this service joined a Ray whose Serve runs other applications, they stay
-        if self._started_ray or not app_names - {self.options.name}:
-            ray_serve.shutdown()
+        with _serve_logs_at(SERVE_LOG_LEVEL):
+            if self.options.name in app_names:
+                # first, while the proxy still answers: the replicas finish the requests in flight
+                # (serve.shutdown alone stops the proxy at once, dropping them)
+                try:
+                    ray_serve.delete(self.options.name)
+                except Exception as error:  # Serve's controller died or timed out
+                    warnings.warn(f"Serve did not delete the application {self.options.name!r}: {error}", stacklevel=2)
+            # where this service joined a Ray whose Serve runs other applications, they stay
+            if self._started_ray or not app_names - {self.options.name}:
+                ray_serve.shutdown()
         try:
             ray.kill(self._board)
         except Exception:  # already gone with its owner
@@ -152,7 +157,12 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
     if started_ray:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
-            ray.init(address=options.address or "local", include_dashboard=False, configure_logging=False)
+            # errors only from Ray itself: no banner, no token-authentication notice
+            ray.init(
+                address=options.address or "local",
+                include_dashboard=False,
+                logging_level=logging.ERROR,
+            )
     ingress = _ingress(options)
     port = options.port or _free_port(options.host)
     board_name = f"{options.name}-{uuid.uuid4().hex[:12]}"
@@ -185,11 +195,17 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
         max_ongoing_requests=max(100, 4 * options.max_batch),
     )
     try:
-        ray_serve.start(**start_options)
-        # no access log line per request on the terminal (errors and replica logs still show)
-        ray_serve.run(
-            deployment.bind(config), name=options.name, route_prefix="/", logging_config={"enable_access_log": False}
-        )
+        # Serve's controller, proxy and replicas log warnings and errors only (no access log line
+        # per request, no "ready at" line naming the unused proxy's port): the service prints
+        # its own address
+        with _serve_logs_at(SERVE_LOG_LEVEL):
+            ray_serve.start(**start_options, logging_config={"log_level": SERVE_LOG_LEVEL})
+            ray_serve.run(
+                deployment.bind(config),
+                name=options.name,
+                route_prefix="/",
+                logging_config={"enable_access_log": False, "log_level": SERVE_LOG_LEVEL},
+            )
     except BaseException:
         service = Service("", "", 0, options, board, started_ray)
         service.shutdown()
@@ -252,3 +268,15 @@ def _token(token_file: str | os.PathLike | None) -> str | None:
             f"ServeOptions.token_file: {str(token_file)!r} must hold one token (no spaces), not {'nothing' if not token else 'several words'}"
         )
     return token
+
+
+@contextlib.contextmanager
+def _serve_logs_at(level: str):
+    """Serve's logger in this process at ``level`` while the service starts, as it was after."""
+    logger = logging.getLogger("ray.serve")
+    before = logger.level
+    logger.setLevel(level)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
