@@ -203,7 +203,8 @@ def test_the_overview_of_a_rolling_sweep_has_a_rollout_row_and_all_every_kind(ro
 def test_an_emulators_predictions_show_different_trajectories_and_their_residuals(tmp_path_factory):
     data = sweep.problems.heat1d(num_points=16, num_samples=60, trajectory_steps=5, data_seed=0)
     path = tmp_path_factory.mktemp("npz") / "traj.npz"
-    np.savez(path, train_traj=data.train_traj, test_traj=data.test_traj)  # pairs derived trajectory by trajectory
+    two = [np.concatenate([t, 2 * t], axis=2) for t in (data.train_traj, data.test_traj)]  # two channels
+    np.savez(path, train_traj=two[0], test_traj=two[1])  # pairs derived trajectory by trajectory
     plan = make_plan(tiny_spec(name="emu", problem=sweep.Problem("arrays", path=str(path)), seeds=2))
     root = aggregated(tmp_path_factory, plan)
     ens = sweep.load(root)
@@ -221,6 +222,8 @@ def test_an_emulators_predictions_show_different_trajectories_and_their_residual
         np.testing.assert_array_equal(truth, traj[k, 1, 0])
         np.testing.assert_allclose(drawn, mean[k, 0], rtol=1e-6)
         np.testing.assert_allclose(residual.lines[k].get_ydata(), mean[k, 0] - traj[k, 1, 0], rtol=1e-5, atol=1e-7)
+    assert [ax.get_ylabel() for ax in panels] == ["value (channel 0 of 2)"] * 3  # which of the channels
+    assert residual.get_ylabel() == "ensemble mean − ground truth (channel 0 of 2)"
     overview = sweep.plot(root, num_samples=3)
     assert "sweep 'emu', problem arrays" in overview.get_suptitle()
     assert all(ax.has_data() or ax.texts for ax in overview.axes)  # no empty panel

@@ -202,7 +202,7 @@ def draw_prediction(
     ax.plot(points, mi, color=OKABE_ITO[0], lw=1.5, label="ensemble mean")
     ax.fill_between(points, mi - si, mi + si, color=OKABE_ITO[0], alpha=0.3, lw=0, label="±1 std over members")
     ax.set_xlabel("x" if physical else ("grid point" if np.ndim(y) == 2 else "grid point (flattened)"))
-    ax.set_ylabel("value")
+    ax.set_ylabel(_first_channel("value", np.shape(y)[0]))
     ax.set_title(title, fontsize="medium")
 
 
@@ -288,7 +288,7 @@ def draw_residuals(
         ax.fill_between(points, mi - yi - si, mi - yi + si, color=color, alpha=0.15, lw=0)
     ax.axhline(0.0, color="black", lw=0.8)
     ax.set_xlabel("x" if physical else ("grid point" if np.ndim(y[0]) == 2 else "grid point (flattened)"))
-    ax.set_ylabel("ensemble mean − ground truth")
+    ax.set_ylabel(_first_channel("ensemble mean − ground truth", np.shape(y[0])[0]))
     ax.set_title("residual (±1 std over members)", fontsize="medium")
     ax.legend(fontsize="x-small", loc="best")
 
@@ -326,3 +326,8 @@ def predictions_figure(
         axes.append(ax)
     axes[0].legend(fontsize="x-small", loc="upper left")
     return axes
+
+
+def _first_channel(label: str, channels: int) -> str:
+    """An axis label of channel 0's values, naming the channel where there are several."""
+    return label if channels == 1 else f"{label} (channel 0 of {channels})"
