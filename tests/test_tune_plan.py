@@ -194,7 +194,7 @@ def test_the_cpu_speed_probe_times_a_few_minibatches_of_a_large_split(monkeypatc
     assert timed.num_train == PROBE_MINIBATCHES == 16 and share == 16 / 42
     assert [len(s.x) for s in (timed.val, timed.test)] == [-(-len(s.x) * 16 // 42) for s in (data.val, data.test)]
     given = []
-    monkeypatch.setattr(auto, "init_block", lambda *a: given.append(a[3]) or init_block(*a))
+    monkeypatch.setattr(auto, "init_block", lambda *a, **kw: given.append(a[3]) or init_block(*a, **kw))
     probe = measure(spec, (), data, {"cpu": 1})
     assert [d.num_train for d in given] == [16] and probe.member_epoch_s is not None and probe.member_epoch_s > 0
 
