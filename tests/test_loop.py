@@ -43,8 +43,26 @@ def test_a_failed_trial_is_named_and_resume_continues_to_the_same_store(local_ru
         r"that spec \(on the command line: --set training\.epochs=4\), or run without resume",
     ):
         sweep.run(other, storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
+    # a vmapped value is no part of the config id, but is of the members: refused as well
+    vmapped = tiny_spec(grid={"optimizer.learning_rate": [1e-2, 3e-2]})
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"in grid\.optimizer\.learning_rate \(\[0\.01, 0\.03\] here, unset there\); resume with that spec "
+        r"\(on the command line: remove grid\.optimizer\.learning_rate\), or run without resume",
+    ):
+        sweep.run(vmapped, storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
     path = sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
     assert store_files(path) == store_files(local_run)
+
+
+def test_a_resume_takes_more_seeds(tmp_path):
+    """More seeds name more members of the same configurations: the interrupted trials continue
+    and the new seeds train beside them (what the resume check leaves to a resume)."""
+    hooks = TrialHooks(after_report=FailOnce(str(tmp_path / "failed")))
+    with pytest.raises(sweep.SweepError, match=r"1 trial\(s\) .* failed"):
+        sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, trial_hooks=hooks))
+    path = sweep.run(tiny_spec(seeds=6), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
+    assert sorted(sweep.load(path).table["seed"].to_pylist()) == list(range(6))
 
 
 def test_more_seeds_train_only_the_new_members(local_run, tmp_path, capsys):

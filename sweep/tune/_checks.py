@@ -5,7 +5,6 @@ Each raises :class:`SpecError` naming the field, the value and what is allowed.
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from collections.abc import Mapping, Sequence
@@ -16,7 +15,7 @@ from .._errors import SpecError
 from .._import_path import import_object, is_import_path
 from ..problems import Outline, Scan, outline_problem
 from ..spec import SweepSpec
-from ..store import SAMPLE_COUNT, TRAJECTORY_COUNT, SweepDir
+from ..store import SAMPLE_COUNT, TRAJECTORY_COUNT
 from ..training import check_data
 
 
@@ -85,47 +84,6 @@ def check_validated(spec: SweepSpec, validated: bool) -> None:
             f"`seeds.adaptive.metric`: {adaptive.metric!r} needs a validation set, and the problem has none "
             f"(problem.val_fraction=0); give it one, e.g. val_fraction=0.1"
         )
-
-
-def check_resumed_spec(spec: SweepSpec, sweep_dir: SweepDir) -> None:
-    """A resume continues the unfinished trials of the sweep's last run: ``spec`` must still have
-    their configurations (a spec file resumed without the ``--set`` overrides it ran with would
-    otherwise train its own configurations beside theirs). A search proposes its configurations
-    as it goes: its spec is not checked."""
-    stored = sweep_dir.plan()
-    if stored is None or spec.search is not None or stored.spec.search is not None:
-        return
-    have = {config.config_id for config, _ in spec.expand()}
-    done, _ = sweep_dir.done(stored.spec)
-    left = [t for t in stored.trials if t.config_id not in have and not set(t.member_ids()) <= done]
-    if not left:
-        return
-    old, new = _dotted(stored.spec.to_dict()), _dotted(spec.to_dict())
-    fields = [k for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)]
-    shown = ", ".join(f"{k} ({_toml(new.get(k))} here, {_toml(old.get(k))} there)" for k in fields)
-    sets = " ".join(f"--set {k}={_toml(old[k])}" for k in fields if old.get(k) is not None)
-    raise SpecError(
-        f"`resume`: {len(left)} unfinished trial(s) of sweep {spec.name!r} train configurations this spec does "
-        f"not have: it differs from the spec the sweep was last run with in {shown}; resume with that spec "
-        f"(on the command line: {sets}), or run without resume to train this spec's configurations beside them"
-    )
-
-
-def _dotted(tree: Mapping, prefix: str = "") -> dict[str, object]:
-    """``{dotted field: value}`` of a spec's dict, tables opened."""
-    out: dict[str, object] = {}
-    for key, value in tree.items():
-        if isinstance(value, Mapping) and value:
-            out.update(_dotted(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
-def _toml(value: object) -> str:
-    """``value`` as ``--set`` takes it (TOML; JSON's form of numbers, strings, arrays and booleans);
-    ``unset`` for None (a field left out)."""
-    return "unset" if value is None else json.dumps(value)
 
 
 def import_paths(spec: SweepSpec) -> dict[str, str]:

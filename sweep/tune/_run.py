@@ -30,11 +30,12 @@ from ..ensemble import aggregate
 from ..spec import SweepSpec
 from ..store import MapTasks, SweepDir
 from . import _race
-from ._checks import check_resumed_spec, outline_datasets
+from ._checks import outline_datasets
 from ._executor import Executor, Stopped, planned_rounds
 from ._options import METRIC, RunOptions, fold_options
 from ._plan import check_spec
 from ._policy import RoundPolicy, policy_for
+from ._resumed import check_resumed_spec
 
 __all__ = ["METRIC", "Interrupted", "run"]
 

@@ -1,0 +1,87 @@
+"""What a resume may continue: the unfinished trials of the sweep's last run, whose configurations
+the spec resumed with must still have (checked on the driver before anything starts)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from collections.abc import Mapping
+from typing import Any
+
+from .._errors import SpecError
+from ..planning import hparams_key
+from ..spec import SweepSpec
+from ..store import SweepDir
+
+# the parts of a spec's table that do not say which members it trains (more seeds, other
+# resources, another block size: a resume takes them)
+NOT_DEFINING = ("name", "seeds", "seeds_per_trial", "resources", "search")
+
+
+def check_resumed_spec(spec: SweepSpec, sweep_dir: SweepDir) -> None:
+    """Refuse a resume whose ``spec`` no longer has the configurations (structural config and
+    vmapped values) of the last run's unfinished trials: a spec file resumed without the ``--set``
+    overrides it ran with would otherwise train its own configurations beside theirs. A search
+    proposes its configurations as it goes: its spec is not checked."""
+    stored = sweep_dir.plan()
+    if stored is None or spec.search is not None or stored.spec.search is not None:
+        return
+    have = {(config.config_id, hparams_key(h)) for config, hsets in spec.expand() for h in hsets}
+    done, _ = sweep_dir.done(stored.spec)
+    left = [
+        t
+        for t in stored.trials
+        if not set(t.member_ids()) <= done and any((t.config_id, hparams_key(h)) not in have for h in t.hparams)
+    ]
+    if not left:
+        return
+    old, new = _dotted(_defining(stored.spec)), _dotted(_defining(spec))
+    fields = [k for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)]
+    if any(k.startswith("grid.") for k in fields):  # vmap follows the grid unless set: the grid says it
+        fields = [k for k in fields if k != "vmap"]
+    what = (
+        f"`resume`: {len(left)} unfinished trial(s) of sweep {spec.name!r} train configurations this spec does not have"
+    )
+    if not fields:  # the same settings, other ids: ids of another seed-sweep version
+        raise SpecError(f"{what} (their ids differ, not their settings); run without resume")
+    shown = ", ".join(f"{k} ({_shown(new.get(k))} here, {_shown(old.get(k))} there)" for k in fields)
+    sets = [shlex.quote(f"{k}={_toml(old[k])}") for k in fields if old.get(k) is not None and _toml(old[k])]
+    removed = [k for k in fields if old.get(k) is None]
+    how = [*(["--set " + " --set ".join(sets)] if sets else []), *([f"remove {', '.join(removed)}"] if removed else [])]
+    raise SpecError(
+        f"{what}: it differs from the spec the sweep was last run with in {shown}; resume with that spec"
+        + (f" (on the command line: {'; '.join(how)})" if how else "")
+        + ", or run without resume to train this spec's configurations beside them"
+    )
+
+
+def _defining(spec: SweepSpec) -> dict[str, Any]:
+    """The part of ``spec``'s table that says which members it trains."""
+    table = {k: v for k, v in spec.to_dict().items() if k not in NOT_DEFINING}
+    return table | {"training": spec.training.identity()}
+
+
+def _dotted(tree: Mapping, prefix: str = "") -> dict[str, Any]:
+    """``{dotted field: value}`` of a spec's table, tables opened (an empty one is no field)."""
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        if isinstance(value, Mapping):
+            out.update(_dotted(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _toml(value: Any) -> str:
+    """``value`` as ``--set`` takes it (TOML), or ``""`` where an inline value cannot say it (a
+    list of tables)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, list) and any(isinstance(v, Mapping) for v in value):
+        return ""
+    return json.dumps(value)
+
+
+def _shown(value: Any) -> str:
+    return "unset" if value is None else (_toml(value) or repr(value))
