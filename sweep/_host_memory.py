@@ -27,6 +27,8 @@ def cgroup_limits() -> list[int]:
         return []
     limits = []
     for line in text.splitlines():
+        if line.count(":") < 2:  # not "id:controllers:path" (a blank line)
+            continue
         _, controllers, path = line.split(":", 2)
         for controller in controllers.split(",") if controllers else [""]:
             if controller not in LIMIT_FILES:

@@ -194,8 +194,10 @@ GiB = 2**30
             {"/proc/self/cgroup": "4:memory:/\n", "/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712"},
             64 * GiB,
         ),
+        # a line that is no "id:controllers:path" is passed over
+        ({"/proc/self/cgroup": "\nodd\n0::/\n", "/sys/fs/cgroup/memory.max": str(GiB)}, GiB),
     ],
-    ids=["none", "v2-container", "v2-max", "v2-slurm", "v1-docker", "v1-unlimited"],
+    ids=["none", "v2-container", "v2-max", "v2-slurm", "v1-docker", "v1-unlimited", "odd-line"],
 )
 def test_the_default_budget_is_a_quarter_of_the_machines_memory_or_of_its_control_groups_limit(
     monkeypatch, cgroup, memory

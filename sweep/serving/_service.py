@@ -71,7 +71,7 @@ class Service:
             app_names = set(ray_serve.status().applications)  # empty where no Serve runs
         except Exception:  # Serve's controller cannot be reached: stop what is left of it below
             app_names = set()
-        with _serve_logs_at(SERVE_LOG_LEVEL):
+        with _logs_at("ray.serve", SERVE_LOG_LEVEL):
             if self.options.name in app_names:
                 # first, while the proxy still answers: the replicas finish the requests in flight
                 # (serve.shutdown alone stops the proxy at once, dropping them)
@@ -157,12 +157,10 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
     if started_ray:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
-            # errors only from Ray itself: no banner, no token-authentication notice
-            ray.init(
-                address=options.address or "local",
-                include_dashboard=False,
-                logging_level=logging.ERROR,
-            )
+            # Ray's logger untouched after (configure_logging=False), at errors only while it starts:
+            # no token-authentication notice
+            with _logs_at("ray", "ERROR"):
+                ray.init(address=options.address or "local", include_dashboard=False, configure_logging=False)
     ingress = _ingress(options)
     port = options.port or _free_port(options.host)
     board_name = f"{options.name}-{uuid.uuid4().hex[:12]}"
@@ -198,7 +196,7 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
         # Serve's controller, proxy and replicas log warnings and errors only (no access log line
         # per request, no "ready at" line naming the unused proxy's port): the service prints
         # its own address
-        with _serve_logs_at(SERVE_LOG_LEVEL):
+        with _logs_at("ray.serve", SERVE_LOG_LEVEL):
             ray_serve.start(**start_options, logging_config={"log_level": SERVE_LOG_LEVEL})
             ray_serve.run(
                 deployment.bind(config),
@@ -271,9 +269,9 @@ def _token(token_file: str | os.PathLike | None) -> str | None:
 
 
 @contextlib.contextmanager
-def _serve_logs_at(level: str):
-    """Serve's logger in this process at ``level`` while the service starts, as it was after."""
-    logger = logging.getLogger("ray.serve")
+def _logs_at(name: str, level: str):
+    """The logger ``name`` of this process at ``level`` for a while, as it was after."""
+    logger = logging.getLogger(name)
     before = logger.level
     logger.setLevel(level)
     try:
