@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
-from ._errors import StoreError
+from ._errors import QueryError, StoreError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -77,7 +77,8 @@ def looked_for(path: str | os.PathLike[str], origin: str | None = None) -> str:
         )
     return (
         f" (looked for {where!r}: a relative path is taken from the folder the sweep was started in, {origin!r}, "
-        f"in its trials too; give an absolute path, or make the file readable at that path wherever trials run "
+        f"in its trials too; give an absolute path (a new config id: run without resume), or make the file "
+        f"readable at that path wherever trials run "
         f"(every node: a shared file system))"
     )
 
@@ -96,10 +97,19 @@ def local_path(filesystem: pafs.FileSystem, path: str) -> str | None:
     return None
 
 
+def local_out(path: str | os.PathLike[str]) -> Path:
+    """``path``, where a figure is to be written, as a local :class:`Path`; a URI is refused
+    (``Path`` would make ``s3://b/x.png`` a local ``s3:/b/x.png``)."""
+    if "://" in os.fspath(path):
+        raise QueryError(f"`out`: got {os.fspath(path)!r}; figures are written to local files: give a local path")
+    return Path(path)
+
+
 def save_figure(fig: Figure, path: str | os.PathLike[str], dpi: int) -> Path:
     """Write ``fig`` to the local file ``path`` (its format from the suffix), creating its folder:
-    every figure seed-sweep writes goes through here."""
-    path = Path(path)
+    every figure seed-sweep writes goes through here. A URI is refused (it would make a local
+    folder named ``s3:``)."""
+    path = local_out(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi)
     return path

@@ -683,6 +683,7 @@ ERRORS = [
     (["show", "{s}", "--metric", "seed"], ["--metric seed: a setting of the members", "choose one of train_loss"]),
     (["show", "{s}", "--metric", "depth"], ["--metric depth: a setting of the members"]),
     (["show", "{d}/bad.toml"], ["SWEEP_DIR: '" + "{d}/bad.toml" + "' is a file; give a sweep directory"]),
+    (["plot", "{s}", "--out", "s3://bucket/x.png"], ["--out: got 's3://bucket/x.png'; figures are written to local"]),
     (["show", "{d}/nowhere"], ["'" + "{d}/nowhere" + "' does not exist"]),
     (["status", "{d}/nowhere"], ["does not exist"]),
     (["scores", "{d}/nowhere"], ["SWEEP_DIR: '" + "{d}/nowhere" + "' does not exist"]),

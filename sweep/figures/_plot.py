@@ -8,7 +8,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from .._errors import QueryError
-from .._fs import save_figure
+from .._fs import local_out, save_figure
 from ..ensemble import Ensemble, load
 from ._figure_data import (
     FigureData,
@@ -39,7 +39,7 @@ def figure_paths(out: str | os.PathLike[str], kind: str | list[str] | tuple[str,
     ``<stem>-<kind><suffix>`` next to it (``figs/heat.pdf`` -> ``figs/heat-curves.pdf``,
     ``figs/heat-spread.pdf``, ``figs/heat-predictions.pdf``)."""
     kinds = _kinds(kind)
-    out = Path(out)
+    out = local_out(out)
     if out.suffix.lower() not in FORMATS:
         raise QueryError(
             f"`out`: got {str(out)!r}; give a file name ending in {', '.join(FORMATS)} "
