@@ -105,6 +105,13 @@ def test_help_names_arguments_as_errors_do_and_shows_the_form_of_repeated_items(
     assert "<list[str]>" not in text
 
 
+def test_pool_lets_a_command_pool_members_trained_with_different_settings(store):
+    result = invoke("scores", store, "--where", "depth=1", "--recalibrate", "--pool")  # refused without (ERRORS)
+    assert result.exit_code == 0, result.stderr
+    members = len(sweep.load(store).where(depth=1))
+    assert f"of {members} members of config" in result.output
+
+
 def test_plan_prints_every_trial_before_anything_runs(tmp_path):
     spec = grid_spec()
     spec.to_toml(tmp_path / "spec.toml")

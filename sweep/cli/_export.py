@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from ._args import CLIError, parse_where
-from ._options import DirArg, PoolOpt, existing, one_setting
+from ._args import CLIError
+from ._options import DirArg, PoolOpt, existing, one_setting, selected
 
 
 def export(
@@ -50,11 +50,7 @@ def export(
         raise CLIError("--recalibrate and --calibration: give one (fit now, or one fitted before)")
     new_export_dir(out)  # an OUT that holds files is refused before the store is read
     ens = load(existing(sweep_dir))
-    kw = parse_where(where)
-    if kw:
-        ens = ens.where(**kw)
-    if best is not None:
-        ens = ens.best(best)
+    ens = selected(ens, where, best)
     if greedy is not None:
         ens = ens.select_greedy(greedy)  # (a blend of configurations by design)
     else:

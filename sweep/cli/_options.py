@@ -51,6 +51,15 @@ ModeOpt = Annotated[
 ]
 
 
+def selected(ens, where: list[str] | None, best: int | None = None, metric: str = "val_loss", mode: str = "min"):
+    """The members of ``ens`` that the ``--where`` items ``where`` keep, and of them the ``best``
+    by ``metric`` (every command's selection, in this order)."""
+    kw = parse_where(where)
+    if kw:
+        ens = ens.where(**kw)
+    return ens if best is None else ens.best(best, metric=metric, mode=mode)
+
+
 def one_setting(ens, where: list[str] | None, pool: bool):
     """``ens``, a selection by ``--where`` items ``where`` (and ``--best``), or a CLI error where it
     pools members trained with different settings (a grid column ``--where`` leaves free takes

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from ._args import CLIError, load_npy, parse_where, save_npy
-from ._options import DirArg, MetricOpt, ModeOpt, PoolOpt, existing, one_setting
+from ._args import CLIError, load_npy, save_npy
+from ._options import DirArg, MetricOpt, ModeOpt, PoolOpt, existing, one_setting, selected
 
 
 def predict(
@@ -74,12 +74,7 @@ def predict(
         raise CLIError(f"--rollout: got {rollout}; the number of steps must be an integer >= 1")
     x = load_npy(input, "--input")
     ens = load(existing(sweep_dir))
-    kw = parse_where(where)
-    if kw:
-        ens = ens.where(**kw)
-    if best is not None:
-        ens = ens.best(best, metric=metric, mode=mode)
-    one_setting(ens, where, pool)
+    ens = one_setting(selected(ens, where, best, metric, mode), where, pool)
     n = len(ens)
     what = f"rollout of {rollout} steps" if rollout is not None else "predictions"
     if std or mean:

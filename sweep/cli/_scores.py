@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from ._args import CLIError, Format, choice, parse_where
-from ._options import DirArg, PoolOpt, existing, one_setting
+from ._args import CLIError, Format, choice
+from ._options import DirArg, PoolOpt, existing, one_setting, selected
 
 KINDS = ("one_step", "rollout", "rollout_gmean", "ensemble_size", "all")
 # the columns after a configuration's that name a row of scores (led every block of a wide table)
@@ -124,9 +124,7 @@ def scores(
     if kind not in KINDS:
         raise CLIError(f"--kind: got {kind!r}; choose one of {', '.join(KINDS)}")
     ens = load(existing(sweep_dir))
-    kw = parse_where(where)
-    if kw:
-        ens = ens.where(**kw)
+    ens = selected(ens, where)
     if recalibrate and (fields or threshold):
         raise CLIError("--fields and --threshold go without --recalibrate (its table is scored before and after)")
     if greedy is not None:
@@ -142,8 +140,8 @@ def scores(
         typer.echo(format_table(table, limit, {"config_id", *blend.grid_columns, *ROW_KEYS}))
         return
     if recalibrate:
-        selected = one_setting(ens if best is None else ens.best(best), where, pool)
-        _recalibrated(selected, split or "test", save_calibration, Format(format).value, limit)
+        chosen = one_setting(selected(ens, None, best), where, pool)
+        _recalibrated(chosen, split or "test", save_calibration, Format(format).value, limit)
         return
     if best is not None or save_calibration is not None:
         raise CLIError("--best and --save-calibration go with --recalibrate")

@@ -12,7 +12,7 @@ import typer
 
 from .._errors import SpecError
 from ._args import CLIError, parse_where
-from ._options import DirArg, MetricOpt, ModeOpt, PoolOpt, existing, one_setting
+from ._options import DirArg, MetricOpt, ModeOpt, PoolOpt, existing, one_setting, selected
 
 _FLAGS = {"cpus": "--cpu", "gpus": "--gpu", "batch_wait_s": "--batch-wait", "watch_s": "--watch"}
 
@@ -124,7 +124,9 @@ def serve(
     except SpecError as e:
         raise _flags(e) from None
     if greedy is None:  # (a greedy selection blends configurations by design)
-        _check_selection(existing(sweep_dir), where, best, metric, mode, pool)
+        from ..ensemble import load  # before Ray starts: as sweep predict, pooled settings need --pool
+
+        one_setting(selected(load(existing(sweep_dir)), where, best, metric, mode), where, pool)
     service = None
     try:
         try:
@@ -147,17 +149,3 @@ def serve(
     finally:
         if service is not None:
             service.shutdown()
-
-
-def _check_selection(sweep_dir: str, where: list[str] | None, best: int | None, metric: str, mode: str, pool: bool):
-    """Refuse, before Ray starts, a selection that pools members trained with different settings
-    without --pool (as sweep predict does)."""
-    from ..ensemble import load
-
-    ens = load(sweep_dir)
-    kw = parse_where(where)
-    if kw:
-        ens = ens.where(**kw)
-    if best is not None:
-        ens = ens.best(best, metric=metric, mode=mode)
-    one_setting(ens, where, pool)

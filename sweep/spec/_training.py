@@ -106,8 +106,9 @@ class Training:
             validation and test data that leave no room for two windows of a batch are
             evaluated in parts of at most half the budget (docs: How-to guides > Real datasets >
             Larger than memory). ``None``: a quarter of the
-            device's memory on a GPU, a quarter of the host's memory on CPU (so that whether a
-            trial streams depends on the machine: set it to train the same everywhere).
+            device's memory on a GPU, a quarter of the host's memory on CPU (or of its control
+            group's limit, a container's or a Slurm job's, where lower), so that whether a trial
+            streams depends on the machine: set it to train the same everywhere.
 
     Every integer lies below ``2**31`` (training counters are int32 in the compiled program).
 

@@ -164,7 +164,7 @@ def data_line(spec: SweepSpec, data: Dataset) -> str | None:
     _, plan = device_data_bytes(spec, data, budget)
     if plan is None:
         return None
-    default = "" if t.data_memory is not None else " (default: a quarter of this machine's memory)"
+    default = "" if t.data_memory is not None else " (default: a quarter of the device's or this host's memory)"
     return f"data of {spec.problem.name!r}: {size_text(total)}, budget {size_text(budget)}{default}: {plan}"
 
 
