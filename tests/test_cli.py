@@ -99,7 +99,7 @@ def test_help_lists_the_options_of_the_contract():
         ("export", ["{SWEEP_DIR}", "--where COLUMN=VALUE"]),
     ],
 )
-def test_help_names_arguments_as_errors_do_and_shows_the_form_of_repeated_items(command, shown):
+def test_help_names_arguments_in_capitals_as_errors_do_and_shows_the_form_of_repeated_items(command, shown):
     text = " ".join(invoke(command, "--help").output.split())
     assert all(s in text for s in shown), (command, text)
     assert "<list[str]>" not in text
