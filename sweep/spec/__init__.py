@@ -4,12 +4,15 @@ One module per part: :class:`Problem`, :class:`Model` and :class:`Optimizer` (a 
 options, ``_parts``), :class:`Training` (``_training``), the seeds (``_seeds``; seeds in rounds,
 :class:`Adaptive`, ``_adaptive``), a :class:`Search` (``_search``) over distributions (``_space``)
 and the whole
-:class:`SweepSpec` (``_sweep``); ``_values`` holds the rule every value passes (plain, finite data).
+:class:`SweepSpec` (``_sweep``), with the dotted keys of its grid (``_keys``), its ``resources``
+(``_resources``) and its TOML file (``_toml``); ``_values`` holds the rule every value passes
+(plain, finite data).
 """
 
 from ._adaptive import Adaptive as Adaptive
 from ._bytes import as_bytes as as_bytes
 from ._bytes import size_text as size_text
+from ._keys import hparam_name as hparam_name
 from ._parts import Model as Model
 from ._parts import Optimizer as Optimizer
 from ._parts import Problem as Problem
@@ -22,8 +25,7 @@ from ._space import loguniform as loguniform
 from ._space import randint as randint
 from ._space import uniform as uniform
 from ._sweep import SweepSpec as SweepSpec
-from ._sweep import hparam_name as hparam_name
-from ._sweep import read_toml as read_toml
+from ._toml import read_toml as read_toml
 from ._training import INT32_LIMIT as INT32_LIMIT
 from ._training import Training as Training
 

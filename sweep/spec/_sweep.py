@@ -10,49 +10,24 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-import math
-import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._canonical import digest
-from .._errors import SpecError, did_you_mean
+from .._errors import SpecError
 from .._fs import COMPONENT_RULE, name_problem
 from ..problems import PDE_PREFIXES
 from ._adaptive import KEY as ADAPTIVE_KEY
 from ._adaptive import Adaptive, adaptive_from
+from ._keys import PARTS, TOP_GRID_KEYS, check_key, hparam_name, vmappable
 from ._parts import Model, Optimizer, Problem
+from ._resources import check_resources
 from ._search import Search
 from ._seeds import SEED_LIMIT, seed_tuple
+from ._toml import read_toml, toml_text
 from ._training import Training
-from ._values import is_int, is_number, plain, refuse_unknown
-
-
-def hparam_name(key: str) -> str:
-    """The optimizer argument of a vmapped grid key: ``"optimizer.learning_rate"`` -> ``"learning_rate"``."""
-    return key.removeprefix("optimizer.")
-
-
-_PARTS = {"problem": Problem, "model": Model, "optimizer": Optimizer, "training": Training}
-_TOP_GRID_KEYS = ("sweep_seed",)
-
-
-def _check_resources(resources: Mapping[str, Any]) -> dict[str, float]:
-    unknown = set(resources) - {"cpu", "gpu"}
-    if unknown:
-        raise SpecError(f"`resources`: unknown key(s) {sorted(unknown)}; allowed: cpu, gpu")
-    cpu = resources.get("cpu", 1)
-    gpu = resources.get("gpu", 0)
-    if not is_number(cpu) or not math.isfinite(cpu) or cpu <= 0:
-        raise SpecError(f"`resources.cpu`: got {cpu!r}; must be a finite number > 0")
-    if not is_number(gpu) or not math.isfinite(gpu) or gpu < 0:
-        raise SpecError(f"`resources.gpu`: got {gpu!r}; must be 0 (CPU only), a fraction in (0, 1] or a whole number")
-    if gpu > 1 and gpu != int(gpu):
-        raise SpecError(
-            f"`resources.gpu`: got {gpu!r}; above 1 the GPU count must be a whole number (a fraction must be in (0, 1])"
-        )
-    return {"cpu": cpu, "gpu": gpu}
+from ._values import is_int, plain, refuse_unknown
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,7 +111,7 @@ class SweepSpec:
                 f"`name`: got {self.name!r} ({problem}); the sweep's directory is named after it, "
                 f"so it must be {COMPONENT_RULE}"
             )
-        for field, cls in _PARTS.items():
+        for field, cls in PARTS.items():
             if not isinstance(getattr(self, field), cls):
                 raise SpecError(f"`{field}`: got {getattr(self, field)!r}; expected a sweep.{cls.__name__}")
         seeds: Any = self.seeds  # an int, an iterable of ints, an Adaptive or its table
@@ -171,7 +146,7 @@ class SweepSpec:
                     f"has normalize={options.get('normalize', 'none')!r}, history={options.get('history', 1)!r}; "
                     f'set normalize="none" and history=1, or train without `{field}`'
                 )
-        object.__setattr__(self, "resources", _check_resources(self.resources))
+        object.__setattr__(self, "resources", check_resources(self.resources))
         object.__setattr__(self, "grid", self._checked_grid())
         object.__setattr__(self, "search", self._checked_search())
         object.__setattr__(self, "points", self._checked_points())
@@ -188,7 +163,7 @@ class SweepSpec:
             values = tuple(plain(v, f"grid.{key}") for v in values)
             if not values:
                 raise SpecError(f"`grid.{key}`: empty list; give at least one value")
-            _check_key(key, "grid")
+            check_key(key, "grid")
             for value in values:  # each value must make a valid spec
                 self._apply({key: value})
             grid[key] = values
@@ -211,8 +186,8 @@ class SweepSpec:
             raise SpecError("`seeds`: a search trains a fixed number of seeds per configuration; give seeds=N")
         search.check_metric(self.training)
         for key in search.space:
-            _check_key(key, "search.space", searched=True)
-        search.check_fields({f: getattr(self, f).to_dict() for f in _PARTS}, self._apply)
+            check_key(key, "search.space", searched=True)
+        search.check_fields({f: getattr(self, f).to_dict() for f in PARTS}, self._apply)
         return search
 
     def _checked_points(self) -> tuple[dict[str, Any], ...]:
@@ -230,7 +205,7 @@ class SweepSpec:
                 )
             point = {k: plain(v, f"points[{i}].{k}") for k, v in point.items()}
             for key in point:
-                _check_key(key, f"points[{i}]")
+                check_key(key, f"points[{i}]")
             self._apply(point)
             points.append(point)
         return tuple(points)
@@ -260,14 +235,14 @@ class SweepSpec:
     def _checked_vmap(self) -> tuple[str, ...]:
         candidates = self._candidates()
         if self.vmap is None:
-            return tuple(k for k in candidates if _vmappable(k, candidates[k]))
+            return tuple(k for k in candidates if vmappable(k, candidates[k]))
         if isinstance(self.vmap, str):
             raise SpecError(f"`vmap`: got {self.vmap!r}; give a list of grid keys")
         vmap = tuple(self.vmap)
         for key in vmap:
             if key not in candidates:
                 raise SpecError(f"`vmap`: {key!r} is not a grid key; grid keys: {sorted(candidates)}")
-            if not _vmappable(key, candidates[key]):
+            if not vmappable(key, candidates[key]):
                 raise SpecError(
                     f"`vmap`: {key!r} cannot be vmapped; only numeric optimizer hyperparameters can "
                     f"(other keys change the compiled program and become separate trials)"
@@ -276,15 +251,15 @@ class SweepSpec:
 
     def _apply(self, assignment: Mapping[str, Any]) -> SweepSpec:
         """This spec with dotted-path values set, and no grid (validated)."""
-        parts = {f: getattr(self, f).to_dict() for f in _PARTS}
+        parts = {f: getattr(self, f).to_dict() for f in PARTS}
         top = {}
         for key, value in assignment.items():
             part, _, leaf = key.partition(".")
-            if key in _TOP_GRID_KEYS:
+            if key in TOP_GRID_KEYS:
                 top[key] = value
             else:
                 parts[part][leaf] = value
-        built = {f: cls.from_dict(parts[f]) for f, cls in _PARTS.items()}
+        built = {f: cls.from_dict(parts[f]) for f, cls in PARTS.items()}
         return dataclasses.replace(self, grid={}, vmap=(), search=None, points=(), **built, **top)
 
     @property
@@ -374,7 +349,7 @@ class SweepSpec:
     # -- round trip ------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name}
-        for field in _PARTS:
+        for field in PARTS:
             out[field] = getattr(self, field).to_dict()
         if isinstance(self.seeds, Adaptive):
             out["seeds"] = {ADAPTIVE_KEY: self.seeds.to_dict()}
@@ -399,7 +374,7 @@ class SweepSpec:
         for field in ("name", "problem", "model", "optimizer"):
             if field not in data:
                 raise SpecError(f"`{field}`: missing; a sweep spec needs name, problem, model and optimizer")
-        for field, part in _PARTS.items():
+        for field, part in PARTS.items():
             if field in data and isinstance(data[field], Mapping):
                 data[field] = part.from_dict(data[field])
         if "points" in data:
@@ -413,49 +388,7 @@ class SweepSpec:
         return cls.from_dict(read_toml(path))
 
     def to_toml(self, path: str | Path | None = None) -> str:
-        import tomli_w
-
-        text = tomli_w.dumps(_drop_none(self.to_dict()))
+        text = toml_text(self.to_dict())
         if path is not None:
             Path(path).write_text(text)
         return text
-
-
-def read_toml(path: str | Path) -> dict[str, Any]:
-    """The table of the spec file at ``path``, not validated yet (:meth:`SweepSpec.from_dict` does)."""
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise SpecError(f"spec file {str(path)!r} does not exist") from None
-    except tomllib.TOMLDecodeError as e:
-        raise SpecError(f"spec file {str(path)!r} is not valid TOML: {e}") from None
-
-
-def _check_key(key: str, where: str, searched: bool = False) -> None:
-    """Refuse a dotted key that names no spec field (``where``: the spec's field that holds it);
-    ``searched``: a search's key, where only the fields a search can take are offered (the others
-    are refused by :meth:`~sweep.Search.check_fields`)."""
-    part, _, leaf = key.partition(".")
-    if key not in _TOP_GRID_KEYS and (part not in _PARTS or not leaf):
-        parts, top = (("model", "optimizer", "training"), ()) if searched else (tuple(_PARTS), _TOP_GRID_KEYS)
-        named = [f"{p}.<{'field' if p == 'training' else 'option'}>" for p in parts] + list(top)
-        raise SpecError(
-            f"`{where}`: key {key!r} is not a spec field{did_you_mean(key, [f'{p}.{leaf}' for p in parts])}; "
-            f"use {', '.join(named[:-1])} or {named[-1]}"
-        )
-
-
-def _vmappable(key: str, values: tuple[Any, ...]) -> bool:
-    part, _, leaf = key.partition(".")
-    return (
-        part == "optimizer"
-        and leaf not in ("name", "schedule")
-        and all(is_number(v) and math.isfinite(v) for v in values)
-    )
-
-
-def _drop_none(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _drop_none(v) for k, v in value.items() if v is not None}
-    return value
