@@ -35,12 +35,12 @@ def test_a_failed_trial_is_named_and_resume_continues_to_the_same_store(local_ru
         sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, trial_hooks=hooks))
     # a resume with a spec that no longer has the failed trial's configuration (a spec file without
     # the --set it ran with) is refused before any work, naming the fields and how to set them back
-    other = tiny_spec(training=sweep.Training(epochs=6, batch_size=16, report_every=2))
+    other = tiny_spec(seeds=8, training=sweep.Training(epochs=6, batch_size=16, report_every=2))
     with pytest.raises(
         sweep.SpecError,
         match=r"^`resume`: 1 unfinished trial\(s\) of sweep 'tiny' train configurations this spec does not have: it "
         r"differs from the spec the sweep was last run with in training\.epochs \(6 here, 4 there\); resume with "
-        r"that spec \(on the command line: --set training\.epochs=4\), or run without resume",
+        r"that spec \(as it ran, on the command line: --set seeds=4 --set training\.epochs=4\), or run without resume",
     ):
         sweep.run(other, storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
     # a vmapped value is no part of the config id, but is of the members: refused as well
@@ -48,7 +48,7 @@ def test_a_failed_trial_is_named_and_resume_continues_to_the_same_store(local_ru
     with pytest.raises(
         sweep.SpecError,
         match=r"in grid\.optimizer\.learning_rate \(\[0\.01, 0\.03\] here, unset there\); resume with that spec "
-        r"\(on the command line: remove grid\.optimizer\.learning_rate\), or run without resume",
+        r"\(as it ran, on the command line: remove grid\.optimizer\.learning_rate\), or run without resume",
     ):
         sweep.run(vmapped, storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
     path = sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))

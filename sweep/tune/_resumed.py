@@ -36,24 +36,34 @@ def check_resumed_spec(spec: SweepSpec, sweep_dir: SweepDir) -> None:
     ]
     if not left:
         return
-    old, new = _dotted(_defining(stored.spec)), _dotted(_defining(spec))
-    fields = [k for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)]
-    if any(k.startswith("grid.") for k in fields):  # vmap follows the grid unless set: the grid says it
-        fields = [k for k in fields if k != "vmap"]
+    fields = _differing(_dotted(_defining(stored.spec)), _dotted(_defining(spec)))
     what = (
         f"`resume`: {len(left)} unfinished trial(s) of sweep {spec.name!r} train configurations this spec does not have"
     )
     if not fields:  # the same settings, other ids: ids of another seed-sweep version
         raise SpecError(f"{what} (their ids differ, not their settings); run without resume")
+    old, new = _dotted(_defining(stored.spec)), _dotted(_defining(spec))
     shown = ", ".join(f"{k} ({_shown(new.get(k))} here, {_shown(old.get(k))} there)" for k in fields)
-    sets = [shlex.quote(f"{k}={_toml(old[k])}") for k in fields if old.get(k) is not None and _toml(old[k])]
-    removed = [k for k in fields if old.get(k) is None]
+    # the command line puts back every field the run had (its seeds too), not only those above
+    old, new = (
+        _dotted({k: v for k, v in s.to_dict().items() if k not in ("name", "search")}) for s in (stored.spec, spec)
+    )
+    every = _differing(old, new)
+    sets = [shlex.quote(f"{k}={_toml(old[k])}") for k in every if old.get(k) is not None and _toml(old[k])]
+    removed = [k for k in every if old.get(k) is None]
     how = [*(["--set " + " --set ".join(sets)] if sets else []), *([f"remove {', '.join(removed)}"] if removed else [])]
     raise SpecError(
         f"{what}: it differs from the spec the sweep was last run with in {shown}; resume with that spec"
-        + (f" (on the command line: {'; '.join(how)})" if how else "")
+        + (f" (as it ran, on the command line: {'; '.join(how)})" if how else "")
         + ", or run without resume to train this spec's configurations beside them"
     )
+
+
+def _differing(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """The dotted fields whose values differ; ``vmap`` left out where the grid differs (it follows
+    the grid unless set: the grid says it)."""
+    fields = [k for k in sorted(old.keys() | new.keys()) if old.get(k) != new.get(k)]
+    return [k for k in fields if k != "vmap"] if any(k.startswith("grid.") for k in fields) else fields
 
 
 def _defining(spec: SweepSpec) -> dict[str, Any]:
