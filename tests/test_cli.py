@@ -698,6 +698,10 @@ ERRORS = [
     (["export", "{d}/nowhere", "-o", "{d}/exported"], ["SWEEP_DIR: '" + "{d}/nowhere" + "' does not exist"]),
     (["plan", "{d}/good.toml", "--set", "trainig.epochs=5"], ["--set trainig.epochs", "not a spec field"]),
     (["plan", "{d}/good.toml", "--set", "training.epochs"], ["--set", "field=value"]),
+    (
+        ["plan", "{d}/good.toml", "--set", "model.depth=3"],
+        ["--set model.depth: the grid sets model.depth ([1, 2])", "--set 'grid.model.depth=[3]'"],
+    ),
     (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--where", "depth"], ["--where", "key=value"]),
     (
         ["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--where", "depth=7"],

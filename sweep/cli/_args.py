@@ -152,6 +152,7 @@ def apply_overrides(data: dict[str, Any], items: list[str]):
 
     data = copy.deepcopy(data)
     fields = {f.name for f in dataclasses.fields(SweepSpec)}
+    set_keys: dict[str, str] = {}  # dotted field -> its value as given
     for item in items:
         key, eq, text = item.partition("=")
         key = key.strip()
@@ -164,6 +165,7 @@ def apply_overrides(data: dict[str, Any], items: list[str]):
                 f"fields: {', '.join(sorted(fields))}"
             )
         value = _toml_value(text.strip())
+        set_keys[".".join([field, *rest])] = text.strip()
         if rest:
             target = data.setdefault(field, {})  # a table the file leaves out: its defaults
             if not isinstance(target, dict):
@@ -173,6 +175,13 @@ def apply_overrides(data: dict[str, Any], items: list[str]):
             target[".".join(rest)] = value  # grid.model.depth: the grid's key "model.depth"
         else:
             data[field] = value
+    grid = data.get("grid") or {}
+    for key, text in set_keys.items():  # the grid's values win over a field's: say so, not ignore it
+        if key in grid and isinstance(grid, dict):
+            raise CLIError(
+                f"--set {key}: the grid sets {key} ({grid[key]}), and its values take precedence; set the "
+                f"grid instead: --set 'grid.{key}=[{text}]'"
+            )
     return SweepSpec.from_dict(data)
 
 
