@@ -587,6 +587,12 @@ def test_plot_overview_has_the_documented_panels(store):
     assert fig.get_suptitle().startswith("sweep 'cli', problem heat1d: 16 members in 4 configurations")
     scores = [ax.get_title().split(",")[0].split(" (")[0] for ax in fig.axes[-4:]]
     assert scores == ["coverage", "rank histogram", "spread vs error", "CRPS vs ensemble size"]
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig).draw()
+    spread_error = fig.axes[-2]  # numbers like 0.002 in a small panel: few enough not to run together
+    low, high = spread_error.get_xlim()
+    assert len([x for x in spread_error.get_xticks() if low <= x <= high]) <= 5
     summary = sweep.load(store).summary().to_pylist()  # best validation mean first
     best_first = [f"depth={r['depth']} learning_rate={r['learning_rate']:g}" for r in summary]
     assert [r["mean"] for r in summary] == sorted(r["mean"] for r in summary)

@@ -112,6 +112,7 @@ def draw_spread_error(ax: Axes, scores: pa.Table, keys: list[dict]) -> None:
     ax.plot([0, top * 1.05], [0, top * 1.05], color="0.5", ls="--", lw=1, label="1:1 (calibrated)")
     what = "per rollout step (square: last)" if rolled.num_rows else "one step"
     ax.set_xlabel("RMSE of the ensemble mean")
+    ax.xaxis.set_major_locator(MaxNLocator(4))  # numbers like 0.002: more would run together in a small panel
     ax.set_ylabel("spread (ensemble std)")
     ax.set_title(f"spread vs error, {what} ({score_split(scores)})")
     ax.grid(True, alpha=0.3)
