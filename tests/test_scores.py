@@ -495,3 +495,24 @@ def test_cli_computes_field_and_threshold_scores_on_request(path):
     assert fields.exit_code == 0 and "variogram_score" in fields.output and "brier_" not in fields.output
     bad = invoke("scores", path, "--where", "depth=2", "--recalibrate", "--threshold", 1)
     assert bad.exit_code == 1 and "--fields and --threshold go without --recalibrate" in bad.output
+
+
+def test_the_seeds_line_says_so_when_the_best_configurations_seeds_agree_exactly(path, monkeypatch):
+    """Seeds of equal values (classes all right on every seed) give an interval of width 0: no
+    count of seeds follows from it ("2 (2 trained give 0%)" read as a contradiction)."""
+    import pyarrow as pa
+
+    real = sweep.ensemble.Ensemble.seeds_needed
+
+    def agreeing(self, *args, **kwargs):
+        table = real(self, *args, **kwargs)
+        return table.set_column(
+            table.schema.get_field_index("relative_width"), "relative_width", pa.array([0.0] * len(table))
+        )
+
+    monkeypatch.setattr(sweep.ensemble.Ensemble, "seeds_needed", agreeing)
+    last = invoke("show", path).output.strip().splitlines()[-1]
+    assert (
+        last
+        == "seeds needed: unknown; the best configuration's 6 seeds reached the same val_loss (an interval of width 0): more seeds tell whether others do"
+    )

@@ -200,6 +200,11 @@ def seeds_line(ens, metric: str, mode: str, width: float = 0.1) -> str:
         return (
             f"seeds needed: unknown for the best configuration ({row['n']} usable seed(s); at least 2 give an interval)"
         )
+    if row["relative_width"] == 0:
+        return (
+            f"seeds needed: unknown; the best configuration's {row['n']} seeds reached the same {metric} (an "
+            f"interval of width 0): more seeds tell whether others do"
+        )
     return (
         f"seeds needed for a 95% interval of the best mean {metric} within {width:.0%} of it: "
         f"{row['seeds_needed']} ({row['n']} trained give {row['relative_width']:.0%})"
