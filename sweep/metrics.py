@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._errors import SpecError
+from ._errors import SpecError, did_you_mean
 from ._field_metrics import BANDS, correlation, spectral_error, vrmse
 from ._import_path import import_object, is_import_path
 from ._rollout_curves import ROLLOUT_GMEAN as ROLLOUT_GMEAN
@@ -147,7 +147,8 @@ def metric_name(entry: str) -> str:
 def _check_entry(entry: Any, field: str, what: str, choices: Sequence[str] = tuple(BUILTINS)) -> None:
     if not isinstance(entry, str) or not (entry in BUILTINS or is_import_path(entry)):
         raise SpecError(
-            f"`{field}`: unknown {what} {entry!r}; choose one of {', '.join(choices)} or give a function "
+            f"`{field}`: unknown {what} {entry!r}{did_you_mean(entry, choices)}; choose one of {', '.join(choices)} "
+            f"or give a function "
             f'fn(pred, target) -> scalar of one sample as "package.module:fn"'
         )
 

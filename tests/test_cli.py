@@ -644,6 +644,8 @@ def test_plot_kinds_return_figures(store):
     assert isinstance(sweep.plot(store, "predictions", num_samples=1), Figure)
     with pytest.raises(sweep.QueryError, match=r"`kind`: got 'x.png'.*out="):
         sweep.plot(store, "x.png")
+    with pytest.raises(sweep.QueryError, match=r"`kind`: got 'curvs' \(did you mean 'curves'\?\); choose one of"):
+        sweep.plot(store, "curvs")
 
 
 def test_plot_draws_a_sample_of_curves_but_spreads_every_member(store):

@@ -62,7 +62,8 @@ def test_builtins_match_numpy_per_sample_then_averaged():
     [
         (
             dict(loss="msee"),
-            r"`training.loss`: unknown loss 'msee'; choose one of mse, mae, nrmse, cross_entropy, vrmse, "
+            r"`training.loss`: unknown loss 'msee' \(did you mean 'mse'\?\); choose one of mse, mae, nrmse, "
+            r"cross_entropy, vrmse, "
             r"spectral_low, spectral_mid, spectral_high or give a function",
         ),
         *(
@@ -75,7 +76,7 @@ def test_builtins_match_numpy_per_sample_then_averaged():
         ),
         (
             dict(rollout_steps=2, rollout_metrics=["corelation"]),
-            r"`training.rollout_metrics\[0\]`: unknown rollout metric 'corelation'; choose one of mse, mae, nrmse, "
+            r"`training.rollout_metrics\[0\]`: unknown rollout metric 'corelation' \(did you mean 'correlation'\?\); choose one of mse, mae, nrmse, "
             r"vrmse, correlation, spectral_low, spectral_mid, spectral_high or give",
         ),
         (dict(metrics=["mse", "rmse"]), r"`training.metrics\[1\]`: unknown metric 'rmse'"),

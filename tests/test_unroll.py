@@ -170,7 +170,7 @@ def test_data_that_cannot_carry_the_training_is_named(changes, problem, message)
         ({"rollout_metrics": "nrmse"}, r"`training.rollout_metrics`: got 'nrmse'; give a list of names"),
         (
             {"rollout_metrics": ["rmse"]},
-            r"`training.rollout_metrics\[0\]`: unknown rollout metric 'rmse'; choose one of mse",
+            r"`training.rollout_metrics\[0\]`: unknown rollout metric 'rmse' \(did you mean .*\); choose one of mse",
         ),
         (
             {"rollout_metrics": ["cross_entropy"]},

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from .._errors import QueryError
+from .._errors import QueryError, did_you_mean
 from .._fs import local_out, save_figure
 from ..ensemble import Ensemble, load
 from ._figure_data import (
@@ -30,7 +30,10 @@ def _kinds(kind: str | tuple | list) -> list[str]:
     for k in kinds:
         if k not in KINDS:
             hint = "; write files with out=" if isinstance(k, (str, os.PathLike)) and Path(k).suffix else ""
-            raise QueryError(f"`kind`: got {k!r}; choose one of {', '.join(KINDS)} or 'all' (or a list){hint}")
+            raise QueryError(
+                f"`kind`: got {k!r}{did_you_mean(k, [*KINDS, 'all'])}; choose one of {', '.join(KINDS)} or 'all' "
+                f"(or a list){hint}"
+            )
     return kinds
 
 
