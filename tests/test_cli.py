@@ -305,8 +305,12 @@ def test_show_of_a_storage_folder_lists_the_sweeps_inside(store, tmp_path):
     assert lines[0] == f"{storage} is a storage folder holding 2 sweep(s):"
     assert lines[1].split()[0] == f"{storage}/burgers" and "not aggregated yet" in lines[1]
     assert lines[2].split()[0] == f"{storage}/heat" and "16 members stored" in lines[2]
-    assert lines[3] == f"show one: sweep show {storage}/burgers"
+    assert lines[3] == f"one of them: sweep show {storage}/burgers"
     assert_one_line_error(invoke("show", storage / "notes"), "not a seed-sweep store")  # nothing inside
+    status = invoke("status", storage)  # the same list, and how to see the status of one
+    assert status.exit_code == 0 and status.output.splitlines()[:3] == lines[:3], status.stderr
+    assert status.output.splitlines()[3] == f"one of them: sweep status {storage}/burgers"
+    assert_one_line_error(invoke("status", storage / "notes"), "no plan.json; not a sweep directory")
 
 
 def test_aggregate_command_builds_the_store(store, tmp_path):

@@ -48,19 +48,16 @@ def show(
     from ._race import race_lines
     from ._scores import seeds_line
     from ._search import search_lines
-    from ._status import sweeps_in
+    from ._status import storage_listing
     from ._tables import format_table, prose, write_table
 
     try:
         ens = load(existing(sweep_dir))
     except StoreError:
-        inside = sweeps_in(sweep_dir)
-        if not inside:
+        listing = storage_listing(sweep_dir, "show")
+        if listing is None:
             raise
-        typer.echo(f"{sweep_dir} is a storage folder holding {len(inside)} sweep(s):")
-        for path, stored in inside:
-            typer.echo(f"  {path}  ({stored})")
-        typer.echo(f"show one: sweep show {inside[0][0]}")
+        typer.echo(listing)
         return
     kw = parse_where(where)
     if kw:

@@ -166,3 +166,13 @@ def sweeps_in(storage: str, filesystem: pafs.FileSystem | None = None) -> list[t
         shown = f"{storage.rstrip('/')}/{info.base_name}"
         found.append((shown, stored_line(shown, filesystem).removeprefix("ensembles: ")))
     return found
+
+
+def storage_listing(path: str, command: str) -> str | None:
+    """What ``sweep <command>`` prints for a storage folder (``--storage``, the parent of sweep
+    directories): the sweeps in it and how to ``command`` one; None where it holds none."""
+    inside = sweeps_in(path)
+    if not inside:
+        return None
+    lines = [f"{path} is a storage folder holding {len(inside)} sweep(s):", *(f"  {p}  ({s})" for p, s in inside)]
+    return "\n".join([*lines, f"one of them: sweep {command} {inside[0][0]}"])

@@ -16,9 +16,16 @@ def status(sweep_dir: DirArg) -> None:
     Read from the sweep directory only (plan.json, trial checkpoints, ensembles/manifest.json);
     "running" means a partial checkpoint without an error (or an interrupted sweep).
     """
-    from ._status import sweep_status
+    from .._errors import StoreError
+    from ._status import storage_listing, sweep_status
 
-    typer.echo(sweep_status(existing(sweep_dir)))
+    try:
+        typer.echo(sweep_status(existing(sweep_dir)))
+    except StoreError:
+        listing = storage_listing(sweep_dir, "status")
+        if listing is None:
+            raise
+        typer.echo(listing)
 
 
 def aggregate(
