@@ -650,6 +650,8 @@ def test_plot_kinds_return_figures(store):
         sweep.plot(store, "x.png")
     with pytest.raises(sweep.QueryError, match=r"`kind`: got 'curvs' \(did you mean 'curves'\?\); choose one of"):
         sweep.plot(store, "curvs")
+    with pytest.raises(sweep.QueryError, match=r"^plot\(metric='val_los'\): no column named 'val_los' \(did you mean"):
+        sweep.plot(store, "curves", metric="val_los")  # named as the argument given, not summary()'s
 
 
 def test_plot_draws_a_sample_of_curves_but_spreads_every_member(store):
@@ -830,7 +832,7 @@ def test_without_a_validation_split_every_configuration_has_test_curves_and_choo
     )
     plan = make_plan(spec)
     aggregate_blocks(tmp_path / "s", trained_blocks(plan), plan=plan)
-    with pytest.raises(sweep.QueryError, match=r"summary\(metric='val_loss'\): 8 of 8 members .* no val_loss"):
+    with pytest.raises(sweep.QueryError, match=r"plot\(metric='val_loss'\): 8 of 8 members .* no val_loss"):
         sweep.plot(tmp_path / "s")
     with pytest.warns(UserWarning, match="predictions left out"):  # aggregate_blocks keeps no samples
         train, test, spread, *_ = sweep.plot(tmp_path / "s", metric="test_loss", num_samples=1).axes

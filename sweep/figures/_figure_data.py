@@ -24,9 +24,14 @@ def summary_metric(ens: Ensemble) -> str:
 
 
 def best_first(ens: Ensemble, metric: str, mode: str) -> list[dict[str, Any]]:
-    """Every configuration's grid values, best mean ``metric`` first (as ``sweep show``)."""
+    """Every configuration's grid values, best mean ``metric`` first (as ``sweep show``); a bad
+    ``metric`` or ``mode`` is named as the argument of :func:`sweep.plot` it was given to."""
     cols = ens.grid_columns or ["config_id"]
-    return [{c: row[c] for c in cols} for row in ens.summary(metric, mode).to_pylist()]
+    try:
+        rows = ens.summary(metric, mode).to_pylist()
+    except QueryError as e:
+        raise QueryError(str(e).replace("summary(", "plot(", 1)) from None
+    return [{c: row[c] for c in cols} for row in rows]
 
 
 def curve_sample(ens: Ensemble, keys: list[dict[str, Any]], max_curves: int):
