@@ -223,7 +223,7 @@ def test_an_emulators_predictions_show_different_trajectories_and_their_residual
         np.testing.assert_allclose(drawn, mean[k, 0], rtol=1e-6)
         np.testing.assert_allclose(residual.lines[k].get_ydata(), mean[k, 0] - traj[k, 1, 0], rtol=1e-5, atol=1e-7)
     assert [ax.get_ylabel() for ax in panels] == ["value (channel 0 of 2)"] * 3  # which of the channels
-    assert residual.get_ylabel() == "ensemble mean − ground truth (channel 0 of 2)"
+    assert residual.get_title() == "residual (±1 std over members) (channel 0 of 2)"
     overview = sweep.plot(root, num_samples=3)
     assert "sweep 'emu', problem arrays" in overview.get_suptitle()
     assert all(ax.has_data() or ax.texts for ax in overview.axes)  # no empty panel

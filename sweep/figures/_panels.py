@@ -288,8 +288,8 @@ def draw_residuals(
         ax.fill_between(points, mi - yi - si, mi - yi + si, color=color, alpha=0.15, lw=0)
     ax.axhline(0.0, color="black", lw=0.8)
     ax.set_xlabel("x" if physical else ("grid point" if np.ndim(y[0]) == 2 else "grid point (flattened)"))
-    ax.set_ylabel(_first_channel("ensemble mean − ground truth", np.shape(y[0])[0]))
-    ax.set_title("residual (±1 std over members)", fontsize="medium")
+    ax.set_ylabel("ensemble mean − ground truth")  # the channel in the title: the label is long already
+    ax.set_title(_first_channel("residual (±1 std over members)", np.shape(y[0])[0]), fontsize="medium")
     ax.legend(fontsize="x-small", loc="best")
 
 
@@ -329,5 +329,5 @@ def predictions_figure(
 
 
 def _first_channel(label: str, channels: int) -> str:
-    """An axis label of channel 0's values, naming the channel where there are several."""
+    """A label of channel 0's values, naming the channel where there are several."""
     return label if channels == 1 else f"{label} (channel 0 of {channels})"
