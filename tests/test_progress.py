@@ -88,6 +88,41 @@ def test_members_trained_before_count_as_done_and_throughput_counts_only_this_pr
     assert c["elapsed"] == pytest.approx(4)  # since this process started, not since the sweep did
 
 
+def test_members_trained_before_show_their_blocks_last_loss_beside_this_calls():
+    """After a resume, the configurations finished earlier are ranked by their stored losses, not
+    shown as "-" at the bottom; members not done (a block still to resume) are not counted."""
+    import numpy as np
+
+    spec = grid_spec()
+    old = make_plan(spec)
+    finished, resumed = old.trials[0], old.trials[1]
+    done = {(finished.config_id, s, hparams_key(h)) for h, s in finished.members()}
+
+    def block(trial, last: list[float]):  # a BlockRef's fields (two reports per member)
+        losses = np.array([[9.0, x] for x in last], np.float32)
+        history = SimpleNamespace(val={"loss": losses}, test={"loss": losses + 1})
+        return SimpleNamespace(
+            config_id=trial.config_id,
+            trial_key=trial.trial_key,
+            seeds=trial.seeds,
+            hparams=trial.hparams,
+            history=history,
+        )
+
+    state = ProgressState(spec, make_plan(spec, done=done).trials, done, clock=Clock())
+    state.rank_on_validation(True)
+    # the finished block: lr=0.003 members 0.2, 0.4 and lr=0.001 members 0.1, nan (diverged)
+    state.restore([block(finished, [0.2, 0.4, 0.1, float("nan")]), block(resumed, [0.0] * 4)], done)
+    c = state.counts()
+    assert c["mean"] == pytest.approx({"depth=1 learning_rate=0.003": 0.3, "depth=1 learning_rate=0.001": 0.1})
+    assert c["best"] == pytest.approx({"depth=1 learning_rate=0.003": 0.2, "depth=1 learning_rate=0.001": 0.1})
+    assert "val loss, mean over seeds, best first: depth=1 learning_rate=0.001 0.1, depth=1" in state.line()
+    state.rank_on_validation(False)  # no validation set: the test loss
+    state.latest.clear()
+    state.restore([block(finished, [0.2, 0.4, 0.1, 0.3])], done)
+    assert state.counts()["mean"]["depth=1 learning_rate=0.003"] == pytest.approx(1.3)
+
+
 def test_validation_loss_is_shown_where_trials_report_it():
     spec = grid_spec()
     plan = make_plan(spec)

@@ -153,6 +153,8 @@ def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path, executor):
     lines = [line for line in out.stdout.splitlines() if line.startswith("[term] ")]
     assert lines and "\x1b" not in out.stdout
     assert f"members {done}/8" in lines[0] and "members 8/8" in lines[-1], lines
+    # the members trained before are ranked by their stored losses from the first line on
+    assert "val loss, mean over seeds, best first: depth=" in lines[0], lines
     assert "val loss, mean over seeds, best first: depth=" in lines[-1]  # ranked on validation
     blocks = {k: load_block(r.path) for k, r in complete_blocks(sweep_dir).items()}
     planned = make_plan(spec()).trials

@@ -29,9 +29,10 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..planning import TrialPlan, config_label, grid_names, hparams_key
+from ..planning import MemberId, TrialPlan, config_label, grid_names, hparams_key
 from ..spec import SweepSpec
 from ..store import FIXED_COLUMNS
+from ..training import BlockRef
 
 _STATUS = {"TERMINATED": "done", "ERROR": "failed", "RUNNING": "running"}  # anything else: pending
 STATES = ("done", "compiling", "running", "pending", "failed")  # "compiling": running, no report yet
@@ -125,6 +126,32 @@ class ProgressState:
             self.vectors = LOSS_VECTORS[:1] if validated else LOSS_VECTORS[1:]
             self.loss_name = "val loss" if validated else "test loss"
 
+    def restore(self, blocks: Iterable[BlockRef], done: Iterable[MemberId]) -> None:
+        """Show the members of ``done`` (trained by earlier calls) with the loss of their block's
+        last report, ranked beside this call's (call it after :meth:`rank_on_validation`: the loss
+        shown is the one it chose). A search's configurations not proposed yet are left out."""
+        split = self.vectors[0].removeprefix("member_").removesuffix("_loss")
+        done = set(done)
+        with self.lock:
+            for ref in blocks:
+                losses = getattr(ref.history, split).get("loss")
+                if losses is None or not losses.size:
+                    continue
+                for i, loss in enumerate(losses[:, -1].tolist()):
+                    hparams = ref.hparams[i // len(ref.seeds)]
+                    label = self._label.get((ref.config_id, hparams_key(hparams)))
+                    if label is not None and MemberId.of(ref.config_id, ref.seeds[i % len(ref.seeds)], hparams) in done:
+                        self._record(label, (ref.trial_key, i), loss)
+
+    def _record(self, label: str, member: tuple[str, int], loss: float | None) -> None:
+        """A member's latest loss (NaN or None: diverged, left out as the summary leaves it out)."""
+        if loss is None or loss != loss:
+            self.latest.get(label, {}).pop(member, None)
+            return
+        self.latest.setdefault(label, {})[member] = float(loss)
+        if loss < self.best.get(label, float("inf")):
+            self.best[label] = float(loss)
+
     def add(self, trials: Iterable[TrialPlan]) -> None:
         """Trials of a later phase (a new experiment after a restored one)."""
         with self.lock:
@@ -161,13 +188,7 @@ class ProgressState:
             self.loss_name = name.removeprefix("member_").replace("_", " ")
             losses = result[name]
             for i, loss in enumerate(losses):
-                label = ours.labels[min(i // max(ours.block, 1), len(ours.labels) - 1)]
-                if loss is None or loss != loss:  # diverged: left out, as the summary leaves it out
-                    self.latest.get(label, {}).pop((trial_key, i), None)
-                    continue
-                self.latest.setdefault(label, {})[(trial_key, i)] = float(loss)
-                if loss < self.best.get(label, float("inf")):
-                    self.best[label] = float(loss)
+                self._record(ours.labels[min(i // max(ours.block, 1), len(ours.labels) - 1)], (trial_key, i), loss)
 
     def retried(self, trial_key: str, reason: str) -> None:
         """Tune retries a trial (from its last checkpoint) for ``reason`` (``"node lost"``, ...)."""

@@ -149,7 +149,7 @@ def run(
     sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
     if options.resume:
         check_resumed_spec(spec, sweep_dir)
-    done, _ = sweep_dir.done(spec)
+    done, blocks = sweep_dir.done(spec)
     state = ProgressState(spec, (), done)
     mode = "plain" if options.verbose and options.progress == "auto" else options.progress
     display = SweepProgress(state, mode)
@@ -170,6 +170,7 @@ def run(
         outlines = outline_datasets(spec, sweep_dir.filesystem, sweep_dir.data_scans())  # bad data fails here
         validated = all(outline.shapes.val.size for outline in outlines.values())
         state.rank_on_validation(validated)
+        state.restore(blocks.values(), done)  # the losses of the members trained before, beside this call's
         options.check_scheduler_metric(validated)
         executor = _executor(spec, sweep_dir, options, display, trackers, validated)
         executor.start(outlines)  # (the storage probed for writing)
