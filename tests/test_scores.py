@@ -282,12 +282,17 @@ def test_class_labels_are_refused_with_a_clear_error(tmp_path):
         training=sweep.Training(epochs=1, batch_size=16, report_every=1, loss="cross_entropy"),
         seeds=2,
         seeds_per_trial=2,
+        grid={"model.depth": [1, 2]},
     )
     plan = make_plan(spec)
-    with pytest.warns(UserWarning, match="ensemble scores of .* left out: .*class labels"):
+    with pytest.warns(UserWarning, match="ensemble scores of .* left out: .*class labels") as warned:
         aggregate_blocks(
             tmp_path / "s", trained_blocks(plan), plan=plan, datasets=datasets_of(plan), scores=store_scores
         )
+    # one warning for the reason the configurations share, not one per configuration and split
+    (left_out,) = [w for w in warned if "ensemble scores" in str(w.message)]
+    configs = ", ".join(t.config_id for t in plan.trials)
+    assert f"of 2 config(s) ({configs}) on val, test left out: " in str(left_out.message), left_out.message
     ens = sweep.load(tmp_path / "s")
     assert ens.stored_scores().num_rows == 0
     with pytest.raises(QueryError, match=r"cross_entropy' on class labels.*real-valued"):

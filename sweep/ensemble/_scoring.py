@@ -326,6 +326,7 @@ def scores_table(
     that cannot be scored on a split (no samples, class labels, a model built by code the store
     names) is left out with a warning instead of raising."""
     rows = []
+    left_out: dict[str, dict[str, set[str]]] = {}  # why (its config and split named as such) -> config -> splits
     for key, members in configurations(ens):
         for split in splits:
             try:
@@ -333,7 +334,14 @@ def scores_table(
             except SweepError as e:
                 if not skip:
                     raise
-                warnings.warn(f"ensemble scores of {key} on {split} left out: {e}", stacklevel=3)
+                why = str(e).replace(f"config {key['config_id']}", "config <id>").replace(repr(split), "<split>")
+                left_out.setdefault(why, {}).setdefault(key["config_id"], set()).add(split)
+    for why, configs in left_out.items():  # one warning per reason, not per configuration and split
+        on = sorted(set().union(*configs.values()), key=splits.index)
+        warnings.warn(
+            f"ensemble scores of {len(configs)} config(s) ({', '.join(configs)}) on {', '.join(on)} left out: {why}",
+            stacklevel=3,
+        )
     return pa.Table.from_pylist(rows, schema_of(ens.store, extras))
 
 
