@@ -96,6 +96,28 @@ def test_an_unknown_spec_field_gets_a_did_you_mean(change, message):
     assert message in str(e.value)
 
 
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (
+            lambda: sweep.SweepSpec(trainig=sweep.Training()),
+            "SweepSpec(): unknown field(s) ['trainig'] (did you mean 'training'?)",
+        ),
+        (
+            lambda: sweep.Training(epoch=3),
+            "Training(): unknown field(s) ['epoch'] (did you mean 'epochs'?); allowed: epochs,",
+        ),
+        (lambda: sweep.Search(algoritm="tpe"), "(did you mean 'algorithm'?)"),
+        (lambda: sweep.Adaptive(confidance=0.9), "(did you mean 'confidence'?)"),
+        (lambda: sweep.Distribution("uniform", (0, 1), lo=0), "Distribution(): unknown field(s) ['lo']"),
+    ],
+)
+def test_an_unknown_keyword_in_python_gets_a_did_you_mean_as_in_toml(make, message):
+    with pytest.raises(TypeError) as e:
+        make()
+    assert message in str(e.value)
+
+
 def test_no_suggestion_for_a_name_close_to_nothing_and_for_columns(ens):
     with pytest.raises(sweep.SpecError) as e:
         sweep.SweepSpec.from_dict(tiny_spec().to_dict() | {"zzzzqq": 1})

@@ -16,12 +16,13 @@ from typing import Any
 
 from .._errors import SpecError, did_you_mean
 from ._seeds import MAX_SEEDS
-from ._values import is_int, is_number, refuse_unknown
+from ._values import is_int, is_number, known_fields, refuse_unknown
 
 MODES = ("min", "max")  # lower or higher values of the metric are better
 KEY = "adaptive"  # the spec's `seeds` as a table: {"adaptive": {...}} (TOML: [seeds.adaptive])
 
 
+@known_fields
 @dataclasses.dataclass(frozen=True)
 class Adaptive:
     """Seeds in rounds: more seeds only for the configurations whose comparison is undecided.

@@ -23,13 +23,14 @@ from typing import Any
 from .._errors import SpecError, did_you_mean
 from ._space import Distribution
 from ._training import Training
-from ._values import is_int, is_number, refuse_unknown
+from ._values import is_int, is_number, known_fields, refuse_unknown
 
 __all__ = ["ALGORITHMS", "Search"]
 
 ALGORITHMS = ("tpe", "random", "cmaes", "gp")  # Optuna's samplers (cmaes and gp need extra packages)
 
 
+@known_fields
 @dataclasses.dataclass(frozen=True)
 class Search:
     """A search over configurations: a sampler (Optuna's) proposes ``batch`` configurations at a

@@ -21,13 +21,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import SpecError
-from ._values import is_int, is_number, plain
+from ._values import is_int, is_number, known_fields, plain
 
 __all__ = ["KINDS", "Distribution", "choice", "loguniform", "randint", "uniform"]
 
 KINDS = ("loguniform", "uniform", "randint", "choice")
 
 
+@known_fields
 @dataclasses.dataclass(frozen=True)
 class Distribution:
     """One searched field's distribution: ``kind`` (one of :data:`KINDS`) and its arguments,

@@ -27,9 +27,10 @@ from ._search import Search
 from ._seeds import SEED_LIMIT, seed_tuple
 from ._toml import read_toml, toml_text
 from ._training import Training
-from ._values import is_int, plain, refuse_unknown
+from ._values import is_int, known_fields, plain, refuse_unknown
 
 
+@known_fields
 @dataclasses.dataclass(frozen=True)
 class SweepSpec:
     """A whole sweep: one base configuration, a grid over it, the seeds and the resources.

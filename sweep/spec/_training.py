@@ -15,7 +15,7 @@ from typing import Any
 from .._errors import SpecError
 from ..metrics import check_names, check_rollout_names, metric_name, rollout_summary_names
 from ._bytes import as_bytes
-from ._values import refuse_unknown
+from ._values import known_fields, refuse_unknown
 
 INT32_LIMIT = 2**31  # training counters are int32 inside the compiled program
 # Fields added after stores were first written: left out of identity() at their defaults, so that
@@ -40,6 +40,7 @@ def _names(value: Any, field: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+@known_fields
 @dataclasses.dataclass(frozen=True)
 class Training:
     """Epochs, batch size, how often (in epochs) a trial reports and checkpoints, the loss it

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import numbers
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, TypeVar
 
 from .._errors import SpecError, did_you_mean
 
@@ -49,11 +51,37 @@ def is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def refuse_unknown(data: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
-    """A :class:`SpecError` naming every key of ``data`` outside ``allowed``, with the closest
-    allowed name of each and the list of them (``where``: the table, as an error names it)."""
+def _unknown(data: Iterable[str], allowed: Iterable[str], where: str) -> str | None:
+    """``"<where>: unknown field(s) [...] (did you mean ...?); allowed: ..."``, or None."""
     names = list(allowed)
     unknown = sorted(set(data) - set(names))
     if unknown:
         hint = "".join(did_you_mean(u, names) for u in unknown)
-        raise SpecError(f"{where}: unknown field(s) {unknown}{hint}; allowed: {', '.join(names)}")
+        return f"{where}: unknown field(s) {unknown}{hint}; allowed: {', '.join(names)}"
+    return None
+
+
+def refuse_unknown(data: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
+    """A :class:`SpecError` naming every key of ``data`` outside ``allowed``, with the closest
+    allowed name of each and the list of them (``where``: the table, as an error names it)."""
+    if message := _unknown(data, allowed, where):
+        raise SpecError(message)
+
+
+Part = TypeVar("Part")
+
+
+def known_fields(cls: type[Part]) -> type[Part]:
+    """A dataclass whose constructor refuses an unknown keyword as :func:`refuse_unknown` does: a
+    ``TypeError`` naming the closest field and every field (Python's own names neither:
+    ``SweepSpec(trainig=...)``)."""
+    init, names = cls.__init__, [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+
+    @functools.wraps(init)
+    def checked(self, *args: Any, **kwargs: Any) -> None:
+        if message := _unknown(kwargs, names, f"{cls.__name__}()"):
+            raise TypeError(message)
+        init(self, *args, **kwargs)
+
+    setattr(cls, "__init__", checked)  # (pyright refuses `cls.__init__ = checked`)
+    return cls
