@@ -205,7 +205,9 @@ def test_a_trial_reads_a_relative_path_from_the_folder_the_sweep_started_in(tmp_
     whole = training.load_data(spec)
     (tmp_path / "trial").mkdir()
     monkeypatch.chdir(tmp_path / "trial")  # a trial's own working directory
-    held = training.init_block(spec, [0], data=data.load(), origin=data.origin)[0].data
+    trial = data.load()  # the splits left in the file, with the folder to read it from
+    assert trial.origin == str(tmp_path)
+    held = training.init_block(spec, [0], data=trial)[0].data
     np.testing.assert_array_equal(np.asarray(held.train.x), whole.train.x)  # read by the trainer from the file
     (tmp_path / "node").mkdir()
     elsewhere = str(tmp_path / "node")  # the sweep's folder on a node that does not hold the file

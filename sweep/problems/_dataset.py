@@ -65,6 +65,9 @@ class Dataset(NamedTuple):
             (the fields as the problem gave them).
         history: The states one input stacks as channels (``Problem(..., history=h)``): inputs
             ``(h * channels, *spatial)``, trajectories' states ``(channels, *spatial)``.
+        origin: The folder a relative local ``problem.path`` is read from where the splits are
+            left in the files (a sweep's trial: the folder the sweep was started in,
+            :class:`sweep.problems.ProblemData`); ``None``: the current directory.
 
     Examples:
         >>> import sweep
@@ -83,6 +86,7 @@ class Dataset(NamedTuple):
     test_traj: Float[np.ndarray, "n t c *s"] | None = None
     normalization: Normalization | None = None
     history: int = 1
+    origin: str | None = None
 
     @property
     def splits(self) -> tuple[Split, Split, Split]:

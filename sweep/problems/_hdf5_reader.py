@@ -68,6 +68,7 @@ def hdf5_trial_data(path: str, *, scan: Scan | None = None, origin: str | None =
     return shapes._replace(
         **{split: Split(*map(marked, getattr(shapes, split))) for split in SPLITS},
         **{f"{split}_traj": traj(split) for split in SPLITS},
+        origin=origin,
     )
 
 

@@ -75,7 +75,8 @@ def known_fields(cls: type[Part]) -> type[Part]:
     """A dataclass whose constructor refuses an unknown keyword as :func:`refuse_unknown` does: a
     ``TypeError`` naming the closest field and every field (Python's own names neither:
     ``SweepSpec(trainig=...)``)."""
-    init, names = cls.__init__, [f.name for f in dataclasses.fields(cls) if f.init]  # type: ignore[arg-type]
+    fields = dataclasses.fields(cls)  # pyright: ignore[reportArgumentType]  (a dataclass, as decorated)
+    init, names = cls.__init__, [f.name for f in fields if f.init]
 
     @functools.wraps(init)
     def checked(self, *args: Any, **kwargs: Any) -> None:
@@ -83,5 +84,5 @@ def known_fields(cls: type[Part]) -> type[Part]:
             raise TypeError(message)
         init(self, *args, **kwargs)
 
-    setattr(cls, "__init__", checked)  # (pyright refuses `cls.__init__ = checked`)
+    cls.__init__ = checked
     return cls

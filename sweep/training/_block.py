@@ -51,14 +51,10 @@ class BlockOptions(TypedDict, total=False):
         data: The spec's dataset, if already loaded (:func:`load_data`).
         layout: ``"map"`` or ``"vmap"``; ``None`` picks the backend's default (CPU ``"map"``,
             bit-identical whatever the block; GPU ``"vmap"``).
-        origin: The folder a relative local ``problem.path`` is read from where ``data`` left its
-            splits in the files (a sweep's trial: the folder the sweep was started in,
-            :class:`sweep.problems.ProblemData`); ``None``: the current directory.
     """
 
     data: Dataset | None
     layout: str | None
-    origin: str | None
 
 
 class Block(NamedTuple):
@@ -136,7 +132,6 @@ def init_block(
     hparams: HParams = None,
     data: Dataset | None = None,
     layout: str | None = None,
-    origin: str | None = None,
 ) -> tuple[Block, TrainState]:
     """Build a block's program and its initial state (epoch 0) without training.
 
@@ -148,9 +143,6 @@ def init_block(
         data: The spec's dataset, if already loaded (:func:`load_data`).
         layout: ``"map"`` or ``"vmap"``; ``None`` picks the backend's default (CPU ``"map"``,
             bit-identical whatever the block; GPU ``"vmap"``).
-        origin: The folder a relative local ``problem.path`` is read from where ``data`` left its
-            splits in the files (a sweep's trial: :class:`sweep.problems.ProblemData`); ``None``:
-            the current directory.
 
     Returns:
         ``(block, state)``, the compiled program with its data and a :class:`TrainState`.
@@ -191,11 +183,11 @@ def init_block(
     m = len(member_seeds)
     state = TrainState(params, opt_state, jnp.zeros(m, jnp.int32), jnp.zeros(m, bool), shuffle_keys, hp)
     place = NamedSharding(members_mesh(len(devices)), P()) if layout == "map" else devices[0]
-    stream = make_stream(spec, data, key, shapes, layout, len(devices), place, origin)
+    stream = make_stream(spec, data, key, shapes, layout, len(devices), place)
     held = stream is None or stream.parts is None  # validation and test held on the devices
     # a trial's data of a file problem: what the block holds read from the files now
     t = spec.training
-    data = _read(spec.problem, _Same(data), t.unroll, t.rollout_steps, stream is None, held, origin)
+    data = _read(spec.problem, _Same(data), t.unroll, t.rollout_steps, stream is None, held)
     # the dataset once per device, and once for consecutive blocks reading the same parts of it
     arrays = _placed(_Same(data), place, t.unroll > 1, t.rollout_steps, stream is not None, held)
     static = static_part(spec.model.to_dict(), shapes)
@@ -216,12 +208,10 @@ class _Same:
 
 
 @cached(maxsize=1)
-def _read(
-    problem: Any, data: _Same, unroll: int, rollout_steps: int, train: bool, evaluated: bool, origin: str | None
-) -> Dataset:
+def _read(problem: Any, data: _Same, unroll: int, rollout_steps: int, train: bool, evaluated: bool) -> Dataset:
     """:func:`~._stream.read_held`, kept for the next block of the same dataset object (a reused
     trial worker's next trial reads nothing)."""
-    return read_held(problem, data.value, unroll, rollout_steps, train, evaluated, origin)
+    return read_held(problem, data.value, unroll, rollout_steps, train, evaluated)
 
 
 @cached(maxsize=1)

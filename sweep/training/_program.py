@@ -150,6 +150,7 @@ def program_data(data: Dataset, unrolled: bool, rollout_steps: int) -> Dataset:
         val_traj=states(data.val_traj),
         test_traj=states(data.test_traj),
         normalization=None,  # applied already: the program sees the normalised fields
+        origin=None,  # the files read already: the program sees arrays
     )
 
 

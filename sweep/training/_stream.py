@@ -54,24 +54,22 @@ def array_source(data: Dataset, unroll: int) -> Source:
     return Source(len(traj), traj[0].nbytes, traj.shape[1] - unroll, lambda a, b: traj[a:b])
 
 
-def file_reader(
-    problem: Problem, data: Dataset, split: str, unrolled: bool, origin: str | None = None
-) -> Callable[[int, int], Any] | None:
+def file_reader(problem: Problem, data: Dataset, split: str, unrolled: bool) -> Callable[[int, int], Any] | None:
     """``read(start, stop)`` of the items of ``split`` (pairs, or ``unrolled`` trajectories) of an
     ``"hdf5"`` ``problem`` from its files (:func:`~sweep.problems.hdf5_reader`; a relative local
-    path taken from ``origin``, None: the current directory), where ``data`` left them there (a
+    path taken from ``data.origin``), where ``data`` left them there (a
     trial's data: :meth:`sweep.problems.ProblemData.load`); else ``None`` (data given whole, or
     the driver's outline, which ``sweep plan`` measures a block on as it is, reading no file)."""
     arrays = data.trajectories(split) if unrolled else getattr(data, split).x
     if problem.name != "hdf5" or not outlined(arrays):
         return None
-    return hdf5_reader(dict(problem.options), data.normalization, unrolled, split, origin)
+    return hdf5_reader(dict(problem.options), data.normalization, unrolled, split, data.origin)
 
 
-def file_source(problem: Problem, data: Dataset, unroll: int, origin: str | None = None) -> Source | None:
+def file_source(problem: Problem, data: Dataset, unroll: int) -> Source | None:
     """The training split of ``data`` read from the files of an ``"hdf5"`` ``problem`` where
     ``data`` left it there (:func:`file_reader`), else ``None``."""
-    read = file_reader(problem, data, "train", unroll > 1, origin)
+    read = file_reader(problem, data, "train", unroll > 1)
     if read is None:
         return None
     traj = data.trajectories("train")
@@ -80,31 +78,25 @@ def file_source(problem: Problem, data: Dataset, unroll: int, origin: str | None
 
 
 def read_held(
-    problem: Problem,
-    data: Dataset,
-    unroll: int,
-    rollout_steps: int,
-    train: bool,
-    evaluated: bool,
-    origin: str | None = None,
+    problem: Problem, data: Dataset, unroll: int, rollout_steps: int, train: bool, evaluated: bool
 ) -> Dataset:
     """``data`` with what its program reads (:func:`~._program.program_data`) held in memory,
     read from the files where ``data`` hold only its outline (:func:`file_reader`): the training
     split (``train``), the validation and test pairs and, with ``rollout_steps``, their
     trajectories (``evaluated``), as aligned host arrays (:func:`~._layout.host_aligned`: what
     the CPU devices read in place, so that they and this dataset share one copy); the rest as
-    it is. ``origin``: as :func:`file_reader`'s."""
+    it is."""
     changes: dict[str, Any] = {}
-    source = file_source(problem, data, unroll, origin) if train else None
+    source = file_source(problem, data, unroll) if train else None
     if source is not None:
         whole = host_aligned(source.read(0, source.items))
         changes["train_traj" if unroll > 1 else "train"] = whole if unroll > 1 else Split(*whole)
     for split in EVALUATED if evaluated else ():
-        read = file_reader(problem, data, split, False, origin)
+        read = file_reader(problem, data, split, False)
         if read is not None:
             changes[split] = Split(*host_aligned(read(0, len(getattr(data, split).x))))
         traj = data.trajectories(split)
-        read = file_reader(problem, data, split, True, origin) if rollout_steps else None
+        read = file_reader(problem, data, split, True) if rollout_steps else None
         if read is not None and traj is not None:
             changes[f"{split}_traj"] = host_aligned(read(0, len(traj)))
     return data._replace(**changes) if changes else data
@@ -206,10 +198,8 @@ def make_stream(
     layout: str,
     devices: int,
     place: Any,
-    origin: str | None = None,
 ) -> Stream | None:
-    """The :class:`Stream` of a block, or ``None`` where its data fit the budget (``origin``: as
-    :func:`file_reader`'s)."""
+    """The :class:`Stream` of a block, or ``None`` where its data fit the budget."""
     plan = window_plan(spec, data)
     if plan is None:
         return None
@@ -218,10 +208,10 @@ def make_stream(
     parts = None
     if plan.eval_part_bytes:
         needed = program_data(data, unroll > 1, t.rollout_steps)
-        in_files = functools.partial(file_reader, spec.problem, data, origin=origin)
+        in_files = functools.partial(file_reader, spec.problem, data)
         parts = eval_parts(held_part(needed), plan.eval_part_bytes, structure, shapes, layout, devices, place, in_files)
     return Stream(
-        file_source(spec.problem, data, unroll, origin) or array_source(data, unroll),
+        file_source(spec.problem, data, unroll) or array_source(data, unroll),
         plan,
         int(spec.problem.options.get("data_seed", 0)),
         place,

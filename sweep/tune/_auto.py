@@ -99,10 +99,8 @@ def measure(
     hparams: tuple[dict[str, float], ...],
     data: Dataset,
     resources: Mapping[str, float],
-    origin: str | None = None,
 ) -> Probe:
-    """Measure one structural config (``spec`` without a grid) in this process (``origin``: where a
-    relative ``problem.path`` is read from, as by :func:`sweep.training.init_block`)."""
+    """Measure one structural config (``spec`` without a grid) in this process."""
     backend = jax.default_backend()
     held, _ = device_data_bytes(spec, data)  # a streamed split: two windows, not the whole split
     streamed_out = device_data_bytes(spec, data, budget=2**62)[0] - held  # compiled_bytes: the whole split
@@ -115,7 +113,7 @@ def measure(
     # a device's program beyond its members' states: its copy of the data and one member's step
     step = compiled_bytes(spec, data, hparams, 2, layout="map") - 2 * per_member - streamed_out
     timed, share = probe_data(spec, data)
-    block, state = init_block(spec, list(range(devices)), [hparams[0]] if hparams else None, timed, origin=origin)
+    block, state = init_block(spec, list(range(devices)), [hparams[0]] if hparams else None, timed)
     state, evaluation = run_chunk(block, state, 1)  # compile
     jax.block_until_ready(evaluation)
     start = time.perf_counter()

@@ -147,7 +147,7 @@ def block_size_here(spec: SweepSpec, datasets: Mapping[str, Dataset], slots: int
 
 def _probe_task(config: dict, hparams: tuple, data: ProblemData, resources: dict) -> tuple:
     _env.apply(resources)
-    return tuple(measure(SweepSpec.from_dict(config), tuple(hparams), data.load(), resources, data.origin))
+    return tuple(measure(SweepSpec.from_dict(config), tuple(hparams), data.load(), resources))
 
 
 def measured_block_size(spec: SweepSpec, shapes: Mapping[str, Dataset], data_refs: dict, nodes: list) -> int:

@@ -85,11 +85,11 @@ def _fetch(what: str, ref, made: Callable[[Any], Any] = lambda value: value) -> 
     return _WORKER[what][1]
 
 
-def loaded(data: ProblemData) -> tuple[Dataset, str | None]:
-    """``(dataset, origin)``: what a trial holds of ``data`` (:meth:`~sweep.problems.ProblemData.load`)
-    and the folder its trainer reads a relative ``problem.path`` from (the sweep's, not the trial's
-    working directory)."""
-    return data.load(), data.origin
+def loaded(data: ProblemData) -> Dataset:
+    """What a trial holds of ``data`` (:meth:`~sweep.problems.ProblemData.load`; where it left its
+    splits in the files, a relative ``problem.path`` taken from the folder the sweep was started
+    in, not the trial's working directory)."""
+    return data.load()
 
 
 def block_metrics(history, planned_epochs: int) -> dict[str, Any]:
@@ -200,8 +200,8 @@ def train_trial(config: Mapping[str, Any], *, inputs: TrialInputs) -> None:
     trial, hooks = TrialPlan.from_dict(task["plan"]), inputs.hooks
     extra = dict(hooks.on_start(trial.trial_key) or {}) if hooks.on_start else {}
     # a file-backed problem: read here, a relative path from the folder the sweep was started in
-    dataset, origin = _fetch("data", data[trial.spec.problem_id], loaded)
-    block, state = init_block(trial.spec, trial.seeds, trial.hparams, dataset, origin=origin)
+    dataset = _fetch("data", data[trial.spec.problem_id], loaded)
+    block, state = init_block(trial.spec, trial.seeds, trial.hparams, dataset)
     saved = _saved_block(trial, task["resume_from"], inputs.filesystem)
     history = None
     if saved is not None:
