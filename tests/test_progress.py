@@ -362,3 +362,29 @@ def test_a_narrow_terminal_folds_labels_and_wraps_messages_after_the_display(mon
     assert len(lines) > 1 and all(len(line) <= 40 for line in lines) and " ".join(" ".join(lines).split()) == words
     display.message(command := "sweep run " + "x" * 60 + " --resume")  # a command: whole, to copy
     assert stream.getvalue().splitlines()[-1] == command
+
+
+def test_the_status_lines_wrap_between_their_parts_not_inside_one():
+    """At 60 columns the summary and the speed line break at their ``|``, so that no count is split
+    over two lines (``members`` on one, ``0/16`` on the next)."""
+    from rich.console import Console
+
+    spec, clock = grid_spec(name="heat-depth-lr"), Clock()
+    plan = make_plan(spec)
+    state = ProgressState(spec, plan.trials, clock=clock)
+    state.statuses([tune_trial(t.trial_key, "RUNNING") for t in plan.trials[:2]])
+    clock.now += 30
+    state.report(plan.trials[0].trial_key, {**result(2, [0.5, 0.4, 0.3, 0.2]), "reader_wait_s": 1.5})
+    console = Console(file=io.StringIO(), width=60, color_system=None)
+    console.print(state.renderable())
+    lines = [line.strip() for line in console.file.getvalue().splitlines()]
+    assert lines[:3] == [
+        "[heat-depth-lr] 0:30 |",
+        "trials 0/4 done, 1 compiling, 1 running, 2 pending |",
+        "members 0/16",
+    ]
+    for part in ("epochs 8/64", "0.267 member-epochs/s", "ETA 3:30", "waited 1.5 s for data"):
+        assert any(part in line for line in lines), (part, lines)
+    wide = Console(file=io.StringIO(), width=200, color_system=None)  # one line where it fits
+    wide.print(state.renderable())
+    assert " | ".join(state.summary().split(" | ")[:3]) in wide.file.getvalue()

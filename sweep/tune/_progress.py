@@ -64,6 +64,36 @@ class _Trial:
 NO_GRID = "(one configuration)"  # the label of a spec without a grid
 
 
+class Parts:
+    """Rich text of ``parts`` joined by ``" | "``, wrapped between parts, not inside one (a part
+    longer than the width wraps at its words): ``members 0/16`` is never split over two lines."""
+
+    def __init__(self, parts: Iterable[str]):
+        self.parts = list(parts)
+
+    def lines(self, width: int) -> list[str]:
+        from rich.cells import cell_len
+
+        lines: list[str] = []
+        for part in self.parts:
+            if lines and cell_len(joined := f"{lines[-1]} | {part}") <= width:
+                lines[-1] = joined
+            else:
+                lines[-1:] = [f"{lines[-1]} |", part] if lines else [part]
+        return lines
+
+    def __rich_console__(self, console, options):
+        from rich.text import Text
+
+        yield Text("\n".join(self.lines(options.max_width)))
+
+    def __rich_measure__(self, console, options):
+        from rich.cells import cell_len
+        from rich.measure import Measurement
+
+        return Measurement(max(map(cell_len, self.parts), default=0), cell_len(" | ".join(self.parts)))
+
+
 class ProgressState:
     """What the display shows: every member of ``spec``, those in ``done`` already trained."""
 
@@ -341,8 +371,6 @@ class ProgressState:
             state = f"starting ({pending} trial{'s' if pending > 1 else ''} waiting for worker processes)"
         bar.add_row(
             ProgressBar(total=max(c["epochs"], 1), completed=c["epochs_done"], width=40, pulse=waiting),
-            Text(f"{state} | " + " | ".join(self._speed_parts(c))),
+            Parts([state, *self._speed_parts(c)]),
         )
-        return Group(
-            Text(" | ".join(self._counts_parts(c))), bar, *([Text(self.race_line)] if self.race_line else []), table
-        )
+        return Group(Parts(self._counts_parts(c)), bar, *([Text(self.race_line)] if self.race_line else []), table)
