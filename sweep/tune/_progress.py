@@ -13,10 +13,12 @@ trains now); where trials stream their training split, ``waited 1.2 s for data``
 seconds their trainers waited for the reader (their ``reader_wait_s``). A trial that runs but
 has not reported yet is *compiling* (building its programs, the first chunk of epochs). A
 *configuration* is one combination of grid values, named as the store's columns (``depth=6
-learning_rate=0.0003``); configurations are ranked by the mean over seeds of their members' latest loss (as the summary after the sweep ranks them:
-best mean first), with the best member's loss beside; on the validation set when the data has
-one (:meth:`ProgressState.rank_on_validation`, else as trials report: ``member_val_loss``, then
-``member_test_loss``). Nothing is shown before Tune has created the first trial. Trials
+learning_rate=0.0003``); configurations are ranked by the mean over seeds of their members'
+latest loss (as the summary after the sweep ranks them: best mean first), with the best
+member's loss beside; on the validation set when the data has one
+(:meth:`ProgressState.rank_on_validation`, else as trials report: ``member_val_loss``, then
+``member_test_loss``); members trained by earlier calls with the loss of their block's last
+report (:meth:`ProgressState.restore`). Nothing is shown before Tune has created the first trial. Trials
 that Tune retried (a lost node, a preemption, an error) are counted (``1 retried``) and, when
 the display closes, listed with the reasons.
 """
