@@ -28,6 +28,11 @@ def heat1d(
     The last ``test_fraction`` of the samples are the test set; ``val_fraction`` of all samples,
     drawn from the others with ``data_seed``, the validation set (0: none).
 
+    The box edges lie on grid points (as in the pdequinox example, reproduced bit for bit), so
+    the samples repeat: about a hundred distinct boxes at 48 points, and at the defaults 197 of
+    the 200 test inputs are copies of training inputs. The validation and test losses measure
+    the fit, not generalisation (docs/guides/data.md).
+
     ``trajectory_steps=S > 0`` adds trajectories: every sample's initial state advanced ``S``
     BTCS steps, ``[samples, S + 1, 1, num_points]`` per split (training trajectories for
     unrolled training, validation and test ones for rollout metrics), each split's from its own
