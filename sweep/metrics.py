@@ -301,6 +301,22 @@ def higher_is_better(name: str) -> bool:
     return name in BUILTINS and BUILTINS[name].higher_is_better
 
 
+def mode_of(column: str, mode: str | None = None) -> str:
+    """``mode`` where given, else whether lower (``"min"``) or higher (``"max"``) values of the store
+    column ``column`` are better: ``"max"`` for a built-in score (``val_accuracy``,
+    ``test_correlation``) and the valid steps of its rollouts (``test_rollout_valid_steps_correlation``),
+    ``"min"`` for every other column (losses, errors, a function's metric).
+
+    Example:
+        ``mode_of("val_accuracy")`` -> ``"max"``; ``mode_of("val_loss")`` -> ``"min"``;
+        ``mode_of("val_accuracy", "min")`` -> ``"min"``
+    """
+    if mode is not None:
+        return mode
+    name = next((column.removeprefix(s) for s in ("val_", "test_") if column.startswith(s)), column)
+    return "max" if name.startswith(ROLLOUT_VALID_STEPS) or higher_is_better(name) else "min"
+
+
 def rollout_summary_name(metric: str) -> str:
     """The name a rollout metric's curve is first summarised under (a column ``test_<name>``): the
     geometric mean of an error (``rollout_gmean_nrmse``), the valid steps of a built-in score whose

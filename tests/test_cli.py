@@ -345,7 +345,7 @@ def test_show_prints_the_summary_best_validation_mean_first_with_test_beside(sto
     result = invoke("show", store)
     assert result.exit_code == 0, result.stderr
     assert result.output.startswith(
-        "val_loss over seeds per configuration (16 members), best mean first; 95% bootstrap "
+        "val_loss over seeds per configuration (16 members), lowest mean first; 95% bootstrap "
         "intervals; test_loss reported beside, not used to rank:"
     )
     header, rows = _rows(result.output, "config_id")

@@ -186,3 +186,36 @@ def test_classifier_trains_with_cross_entropy_and_reports_accuracy(tmp_path):
     assert best["val_accuracy"] == max(r["val_accuracy"] for r in rows)
     logits = ens.best(1).predict(data.test.x[:4])
     assert logits.shape == (1, 4, 3, 8)  # classes on the channel axis
+
+
+def test_a_score_ranks_highest_first_unless_told_otherwise(tmp_path):
+    """``val_accuracy`` (a score, as ``correlation``) ranks highest first wherever no ``mode`` is
+    given: summaries, best members and configurations, comparisons, ``sweep show``, a search and
+    a race; a loss or an error lowest first; ``mode`` given wins."""
+    from _blocks import datasets_of, trained_blocks
+    from helpers import invoke
+
+    from sweep.planning import make_plan
+
+    spec = dataclasses.replace(classifier(epochs=4), seeds=3, grid={"optimizer.learning_rate": [1e-2, 1e-4]})
+    plan = make_plan(spec)
+    ens = sweep.load(aggregate_blocks(tmp_path / "s", trained_blocks(plan), plan=plan, datasets=datasets_of(plan)))
+    means = [row["mean"] for row in ens.summary("val_accuracy").to_pylist()]
+    assert means == sorted(means, reverse=True) and means[0] > means[-1]
+    assert [row["mean"] for row in ens.summary("val_accuracy", mode="min").to_pylist()] == means[::-1]
+    assert [row["mean"] for row in ens.summary("val_loss").to_pylist()] == sorted(
+        ens.summary().column("mean").to_pylist()
+    )
+    best_lr = ens.summary("val_accuracy").to_pylist()[0]["learning_rate"]
+    assert ens.best_configuration("val_accuracy") == {"learning_rate": best_lr}
+    accuracies = ens.table.column("val_accuracy").to_pylist()
+    assert ens.best(1, "val_accuracy").table.column("val_accuracy").to_pylist() == [max(accuracies)]
+    assert ens.best(1, "val_accuracy", mode="min").table.column("val_accuracy").to_pylist() == [min(accuracies)]
+    assert ens.compare({"learning_rate": 1e-2}, {"learning_rate": 1e-4}, metric="val_accuracy").mode == "max"
+    out = invoke("show", str(tmp_path / "s"), "--metric", "val_accuracy").stdout
+    assert "highest mean first" in out, out
+    assert metrics.mode_of("test_rollout_valid_steps_correlation") == "max" and metrics.mode_of("val_nrmse") == "min"
+    space = {"optimizer.learning_rate": sweep.loguniform(1e-4, 1e-2)}
+    assert sweep.Search(space, metric="val_accuracy").mode == "max" and sweep.Search(space).mode == "min"
+    assert sweep.Adaptive(metric="val_accuracy").mode == "max"
+    assert sweep.Adaptive(metric="val_accuracy", mode="min").mode == "min"

@@ -44,14 +44,17 @@ PoolOpt = Annotated[
     ),
 ]
 ModeOpt = Annotated[
-    Literal["min", "max"],
+    Literal["min", "max"] | None,
     typer.Option(
-        parser=choice(["min", "max"]), help="'min' if lower --metric is better, 'max' if higher (e.g. accuracy)."
+        parser=choice(["min", "max"]),
+        show_default=False,
+        help="'min' if lower --metric is better, 'max' if higher (default: max for a score such as "
+        "val_accuracy or val_correlation, else min).",
     ),
 ]
 
 
-def selected(ens, where: list[str] | None, best: int | None = None, metric: str = "val_loss", mode: str = "min"):
+def selected(ens, where: list[str] | None, best: int | None = None, metric: str = "val_loss", mode: str | None = None):
     """The members of ``ens`` that the ``--where`` items ``where`` keep, and of them the ``best``
     by ``metric`` (every command's selection, in this order)."""
     kw = parse_where(where)

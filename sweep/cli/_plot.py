@@ -34,7 +34,7 @@ def plot(
     ] = Kind.overview,
     dpi: Annotated[int, typer.Option(min=10, max=2400, help="Resolution of PNG files.")] = 200,
     metric: MetricOpt = "val_loss",
-    mode: ModeOpt = "min",
+    mode: ModeOpt = None,
     samples: Annotated[
         int,
         typer.Option(min=1, help="Test samples shown with the ensemble's predictions (at most those the store keeps)."),

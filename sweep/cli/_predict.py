@@ -34,7 +34,7 @@ def predict(
     ] = None,
     best: Annotated[int | None, typer.Option(help="Keep the K best members by --metric (validation loss).")] = None,
     metric: MetricOpt = "val_loss",
-    mode: ModeOpt = "min",
+    mode: ModeOpt = None,
     mean: Annotated[bool, typer.Option("--mean", help="Write the mean over members instead of every member.")] = False,
     std: Annotated[
         bool,

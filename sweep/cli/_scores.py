@@ -192,7 +192,7 @@ def _recalibrated(ens, split: str, save: str | None, fmt: str, limit: int) -> No
         typer.echo(f"calibration written to {save}")
 
 
-def seeds_line(ens, metric: str, mode: str, width: float = 0.1) -> str:
+def seeds_line(ens, metric: str, mode: str | None, width: float = 0.1) -> str:
     """How many seeds bring the 95% interval of the best configuration's mean ``metric`` to
     ``width`` of its mean (``sweep show``'s last line)."""
     row = ens.seeds_needed(metric, width, mode).to_pylist()[0]

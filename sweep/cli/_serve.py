@@ -35,7 +35,7 @@ def serve(
     ] = None,
     best: Annotated[int | None, typer.Option(help="Serve the K best members by --metric (validation loss).")] = None,
     metric: MetricOpt = "val_loss",
-    mode: ModeOpt = "min",
+    mode: ModeOpt = None,
     greedy: Annotated[
         int | None,
         typer.Option(

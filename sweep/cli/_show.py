@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from ..metrics import mode_of
 from ._args import Format, choice, parse_where
 from ._options import DirArg, MetricOpt, ModeOpt, existing
 
@@ -13,7 +14,7 @@ from ._options import DirArg, MetricOpt, ModeOpt, existing
 def show(
     sweep_dir: DirArg,
     metric: MetricOpt = "val_loss",
-    mode: ModeOpt = "min",
+    mode: ModeOpt = None,
     members: Annotated[
         bool, typer.Option("--members", help="List members (best first) instead of configurations.")
     ] = False,
@@ -63,13 +64,14 @@ def show(
     if kw:
         ens = ens.where(**kw)
     fmt = Format(format).value
+    first = "lowest" if mode_of(metric, mode) == "min" else "highest"
     if members:
         table = ens.best(min(limit, len(ens)), metric=metric, mode=mode).table  # reads only the rows shown
         table = table.drop_columns([c for c in table.column_names if c.endswith("_history") or c == "history_epochs"])
         if fmt != "table":
             typer.echo(write_table(table, fmt), nl=False)
             return
-        typer.echo(f"members ranked by {metric} ({'lowest' if mode == 'min' else 'highest'} first):")
+        typer.echo(f"members ranked by {metric} ({first} first):")
         typer.echo(format_table(table, limit, {"member_id", "config_id", "seed"}))
         if len(ens) > limit:
             typer.echo(f"... {len(ens) - limit} more members (--limit)")
@@ -83,7 +85,7 @@ def show(
     beside = [c.removesuffix("_mean") for c in table.column_names if c.startswith("test_") and c.endswith("_mean")]
     typer.echo(
         prose(
-            f"{metric} over seeds per configuration ({len(ens)} members), best mean first; 95% bootstrap "
+            f"{metric} over seeds per configuration ({len(ens)} members), {first} mean first; 95% bootstrap "
             f"intervals" + (f"; {', '.join(beside)} reported beside, not used to rank:" if beside else ":")
         )
     )

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from .._errors import QueryError, did_you_mean
+from ..metrics import mode_of
 from ..racing import race_table
 from ..store import Store
 from . import _scoring, _stats
@@ -106,9 +107,10 @@ class Ensemble(Calibrated):
         )
         return title, rows
 
-    def summary(self, metric: str = DEFAULT_METRIC, mode: str = "min", scores: bool = False) -> SummaryTable:
+    def summary(self, metric: str = DEFAULT_METRIC, mode: str | None = None, scores: bool = False) -> SummaryTable:
         """One row per configuration (structural config x vmapped hyperparameters), best first (by
-        the mean of ``metric``; ``mode="max"`` when higher is better): member counts (``count``,
+        the mean of ``metric``; highest first with ``mode="max"``, the default for a built-in score
+        such as ``val_accuracy``): member counts (``count``,
         ``diverged``, ``stopped_early``, and ``n``, the members the statistics use: those that did not
         diverge) and mean / std (ddof=1) / median / min / max of ``metric``, the 95% percentile bootstrap
         interval of the mean (``mean_ci_low``, ``mean_ci_high``: within the values' range, so never
@@ -123,6 +125,7 @@ class Ensemble(Calibrated):
         Returns a :class:`~sweep.ensemble.SummaryTable`: the pyarrow table's methods
         (``to_pylist()``, ``to_pandas()``, ``column()``, ...), ``.table`` for the
         :class:`pyarrow.Table` itself, and a ``repr`` / notebook view made of the best rows."""
+        mode = mode_of(metric, mode)
         self._check_metric(metric, "summary", mode)
         if self._index[metric].null_count == len(self):
             raise QueryError(self._no_values(metric, "summary"))
@@ -191,7 +194,7 @@ class Ensemble(Calibrated):
         both (columns as :meth:`scores`); a :class:`QueryError` for a store made without them."""
         return _scoring.stored_rows(self, split)
 
-    def seeds_needed(self, metric: str = DEFAULT_METRIC, width: float = 0.1, mode: str = "min") -> pa.Table:
+    def seeds_needed(self, metric: str = DEFAULT_METRIC, width: float = 0.1, mode: str | None = None) -> pa.Table:
         """How many seeds bring the 95% bootstrap interval of the mean of ``metric`` to ``width``
         times the mean, per configuration (best first, as :meth:`summary`): the interval of the
         seeds trained (``n``, ``mean``, ``relative_width`` = (high - low) / |mean|), narrowing as
@@ -215,17 +218,18 @@ class Ensemble(Calibrated):
         race = self._store.race
         return None if race is None else race_table(race, self.grid_columns)
 
-    def summary_frame(self, metric: str = DEFAULT_METRIC, mode: str = "min") -> pd.DataFrame:
+    def summary_frame(self, metric: str = DEFAULT_METRIC, mode: str | None = None) -> pd.DataFrame:
         """:meth:`summary` as a pandas DataFrame (for notebooks)."""
         return self.summary(metric, mode).to_pandas()
 
-    def best_configuration(self, metric: str = DEFAULT_METRIC, mode: str = "min") -> dict[str, Any]:
+    def best_configuration(self, metric: str = DEFAULT_METRIC, mode: str | None = None) -> dict[str, Any]:
         """The grid values of the configuration with the best mean ``metric`` over its members that did
         not diverge (the first row of :meth:`summary`).
 
         Args:
             metric: The column to rank by (default the validation loss).
-            mode: ``"min"`` or ``"max"``.
+            mode: ``"min"`` if lower is better, ``"max"`` if higher; ``None``: ``"max"`` for a built-in
+                score (accuracy, correlation: ``val_accuracy``, ...), else ``"min"``.
 
         Returns:
             The configuration's grid values by column (its ``config_id`` without grid columns),
@@ -237,6 +241,7 @@ class Ensemble(Calibrated):
             top = ens.where(**best).best(8)
             ```
         """
+        mode = mode_of(metric, mode)
         self._values(metric, "best_configuration", mode)
         rows = [r for r in self.summary(metric, mode).to_pylist() if np.isfinite(r["mean"])]
         if not rows:
@@ -244,7 +249,12 @@ class Ensemble(Calibrated):
         return {k: rows[0][k] for k in self.grid_columns} or {"config_id": rows[0]["config_id"]}
 
     def compare(
-        self, a: dict[str, Any], b: dict[str, Any], metric: str = DEFAULT_METRIC, mode: str = "min", pool: bool = False
+        self,
+        a: dict[str, Any],
+        b: dict[str, Any],
+        metric: str = DEFAULT_METRIC,
+        mode: str | None = None,
+        pool: bool = False,
     ) -> Comparison:
         """``where(**a)`` against ``where(**b)`` on ``metric``, over seeds.
 
@@ -255,7 +265,8 @@ class Ensemble(Calibrated):
             a: Column values of one side.
             b: Column values of the other side.
             metric: The column compared (default the validation loss).
-            mode: ``"min"`` if lower is better, ``"max"`` if higher.
+            mode: ``"min"`` if lower is better, ``"max"`` if higher; ``None``: ``"max"`` for a built-in
+                score (accuracy, correlation: ``val_accuracy``, ...), else ``"min"``.
             pool: Allow pooling over a free grid column.
 
         Returns:
@@ -286,6 +297,7 @@ class Ensemble(Calibrated):
                     f"pool=True to pool over them"
                 )
         (_, sa), (_, sb) = sides.values()
+        mode = mode_of(metric, mode)
         va, vb = sa._values(metric, "compare", mode), sb._values(metric, "compare", mode)
         return _stats.compare(va, vb, sa._diverged(), sb._diverged(), metric, mode)
 
@@ -337,7 +349,7 @@ class Ensemble(Calibrated):
         present = "; ".join(f"{c} takes {self._distinct(c)}" for c in column_values)
         raise QueryError(f"where({_kwargs(column_values)}): no member matches; in this selection {present}")
 
-    def best(self, k: int, metric: str = DEFAULT_METRIC, mode: str = "min") -> Ensemble:
+    def best(self, k: int, metric: str = DEFAULT_METRIC, mode: str | None = None) -> Ensemble:
         """The ``k`` members (all, if fewer) with the best ``metric``, best first.
 
         Diverged members rank last and ties go by ``member_id``.
@@ -346,7 +358,8 @@ class Ensemble(Calibrated):
             k: How many members, ``>= 1``.
             metric: The column to rank by: the validation loss unless told otherwise; without a
                 validation set ``metric=`` must be given.
-            mode: ``"min"`` (lowest first) or ``"max"`` (highest first, e.g. ``val_accuracy``).
+            mode: ``"min"`` (lowest first) or ``"max"`` (highest first); ``None``: ``"max"`` for a
+                built-in score (accuracy, correlation: ``val_accuracy``, ...), else ``"min"``.
 
         Returns:
             The selection, best first.
@@ -361,6 +374,7 @@ class Ensemble(Calibrated):
         """
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise QueryError(f"best(k={k!r}): k must be an integer >= 1")
+        mode = mode_of(metric, mode)
         values = self._values(metric, "best", mode)
         scores = np.where(self._diverged() | ~np.isfinite(values), np.inf, values if mode == "min" else -values)
         order = np.lexsort((self._ids(), scores))[:k]

@@ -23,7 +23,7 @@ def summary_metric(ens: Ensemble) -> str:
     return inspect.signature(ens.summary).parameters["metric"].default
 
 
-def best_first(ens: Ensemble, metric: str, mode: str) -> list[dict[str, Any]]:
+def best_first(ens: Ensemble, metric: str, mode: str | None) -> list[dict[str, Any]]:
     """Every configuration's grid values, best mean ``metric`` first (as ``sweep show``); a bad
     ``metric`` or ``mode`` is named as the argument of :func:`sweep.plot` it was given to."""
     cols = ens.grid_columns or ["config_id"]

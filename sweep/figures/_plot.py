@@ -60,7 +60,7 @@ def plot(
     out: str | os.PathLike[str] | None = None,
     dpi: int = 200,
     metric: str | None = None,
-    mode: str = "min",
+    mode: str | None = None,
     num_samples: int = 3,
     max_curves: int = 200,
     rollout_metric: str | None = None,
@@ -86,8 +86,8 @@ def plot(
     ``"overview"`` (all of it in one figure; the rollout row where the store has rollout curves
     or test trajectories, the scores row where it has ensemble scores). One kind returns one ``Figure``; ``"all"`` (every kind whose data the
     store holds) or a list returns ``{kind: Figure}``. Configurations are ordered best first by
-    their mean ``metric`` (default: the summary's, the validation loss; ``mode="max"`` where
-    higher is better), as ``sweep show`` lists them; the best one is the chosen configuration
+    their mean ``metric`` (default: the summary's, the validation loss; highest first for a
+    built-in score such as ``val_accuracy``, or with ``mode="max"``), as ``sweep show`` lists them; the best one is the chosen configuration
     whose test curves, predictions and rollouts are shown (test numbers report the choice,
     never make it). A rollout kind asked for by name that the store has no data for raises
     :class:`QueryError` saying what is missing.
@@ -99,7 +99,7 @@ def plot(
             several to ``<stem>-<kind><suffix>`` next to it.
         dpi: Resolution of PNG files.
         metric: The member column that ranks (default: the summary's, the validation loss).
-        mode: ``"min"`` if lower ``metric`` is better, ``"max"`` if higher.
+        mode: ``"min"`` if lower ``metric`` is better, ``"max"`` if higher; ``None`` (default): ``"max"`` for a built-in score (``val_accuracy``, ``val_correlation``), else ``"min"``.
         num_samples: Test samples shown with the predictions (at most those the store keeps).
         max_curves: Learning curves drawn per configuration (at most, evenly spaced).
         rollout_metric: The rollout metric of ``"rollout_error"`` (default: the first stored).

@@ -35,7 +35,7 @@ class Selection:
     where: dict[str, Any] = field(default_factory=dict)
     best: int | None = None
     metric: str = "val_loss"
-    mode: str = "min"
+    mode: str | None = None
     member_ids: tuple[int, ...] | None = None
     recalibrate: bool = False
     greedy: int | None = None

@@ -22,7 +22,7 @@ class ServeOptions:
         where: keep the members whose columns take these values (as :meth:`sweep.Ensemble.where`).
         best: keep the ``best`` members by ``metric`` (as :meth:`sweep.Ensemble.best`).
         metric: the column ``best`` ranks by (a validation column by default).
-        mode: ``"min"`` (lower ``metric`` is better) or ``"max"``.
+        mode: ``"min"`` (lower ``metric`` is better) or ``"max"``; ``None`` (default): ``"max"`` for a built-in score (``val_accuracy``, ``val_correlation``), else ``"min"``.
         greedy: serve the :class:`~sweep.ensemble.Blend` of this many steps of greedy selection
             (:meth:`sweep.Ensemble.select_greedy`, CRPS on the validation split) over the members
             ``where`` and ``best`` select, structural configs of one problem mixed.
@@ -62,7 +62,7 @@ class ServeOptions:
     best: int | None = None
     greedy: int | None = None
     metric: str = "val_loss"
-    mode: str = "min"
+    mode: str | None = None
     recalibrate: bool = False
     host: str = "127.0.0.1"
     port: int = 8000
@@ -99,8 +99,8 @@ class ServeOptions:
             )
         if not isinstance(self.recalibrate, bool):
             raise SpecError(f"ServeOptions.recalibrate: got {self.recalibrate!r}; give True or False")
-        if self.mode not in ("min", "max"):
-            raise SpecError(f'ServeOptions.mode: got {self.mode!r}; choose "min" or "max"')
+        if self.mode not in (None, "min", "max"):
+            raise SpecError(f'ServeOptions.mode: got {self.mode!r}; choose "min" or "max" (None: by the metric)')
         if not isinstance(self.where, dict):
             raise SpecError(f"ServeOptions.where: got {self.where!r}; give a dict of column -> value(s)")
         if not isinstance(self.host, str) or not self.host:

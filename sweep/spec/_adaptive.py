@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._errors import SpecError, did_you_mean
+from ..metrics import mode_of
 from ._seeds import MAX_SEEDS
 from ._values import is_int, is_number, known_fields, refuse_unknown
 
@@ -56,9 +57,10 @@ class Adaptive:
             are ``0..max-1``.
         metric: The member column the race compares: ``"val_loss"`` or ``"val_<m>"`` for a metric
             ``<m>`` of ``training.metrics`` (``"val_rollout_gmean_<r>"`` with rollouts,
-            ``"val_rollout_valid_steps_correlation"`` with ``mode="max"``). A race
+            ``"val_rollout_valid_steps_correlation"``, ranked highest first). A race
             is a choice, and choices rank on the validation set; test columns are refused.
-        mode: ``"min"`` if lower values of ``metric`` are better, ``"max"`` if higher.
+        mode: ``"min"`` if lower values of ``metric`` are better, ``"max"`` if higher;
+            ``None`` (default): ``"max"`` for a built-in score (``val_accuracy``, ``val_correlation``), else ``"min"``.
         confidence: The whole race's confidence, in ``(0, 1)``: the probability that every
             configuration stochastically no worse than the others is kept (each rank test at
             ``(1 - confidence) / (K (K - 1))`` times the round's share), with ``precision`` that
@@ -84,7 +86,7 @@ class Adaptive:
     step: int = 4
     max: int = 64
     metric: str = "val_loss"
-    mode: str = "min"
+    mode: str | None = None
     confidence: float = 0.95
     precision: float | None = None
 
@@ -107,6 +109,8 @@ class Adaptive:
                 f'"val_<metric>": a race is a choice, and choices rank on the validation set (test numbers '
                 f"are reported beside them, never used to choose)"
             )
+        if isinstance(self.metric, str):  # (a bad metric is refused by check_metric)
+            object.__setattr__(self, "mode", mode_of(self.metric, self.mode))
         if self.mode not in MODES:
             raise SpecError(f"`seeds.adaptive.mode`: got {self.mode!r}; choose one of {', '.join(MODES)}")
         c = self.confidence

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .._errors import SpecError, did_you_mean
+from ..metrics import mode_of
 from ._space import Distribution
 from ._training import Training
 from ._values import is_int, is_number, known_fields, refuse_unknown
@@ -50,7 +51,7 @@ class Search:
         batch: Configurations proposed (and trained) together, ``1 <= batch <= configurations``;
             those differing only in numeric optimizer fields share one program.
         metric: The validation column the sampler is told: ``"val_loss"`` or ``"val_<metric>"``.
-        mode: ``"min"`` or ``"max"``.
+        mode: ``"min"`` or ``"max"``; ``None`` (default): ``"max"`` for a built-in score (``val_accuracy``, ``val_correlation``), else ``"min"``.
         compare: How many of the best configurations the end of the search compares by their
             intervals over seeds (``>= 2``).
     """
@@ -60,7 +61,7 @@ class Search:
     configurations: int = 16
     batch: int = 1
     metric: str = "val_loss"
-    mode: str = "min"
+    mode: str | None = None
     compare: int = 5
 
     def __post_init__(self) -> None:
@@ -89,6 +90,7 @@ class Search:
                 f'`search.metric`: got {self.metric!r}; give a validation column, "val_loss" or "val_<metric>" '
                 f"(a search is a choice, and choices rank on the validation set)"
             )
+        object.__setattr__(self, "mode", mode_of(self.metric, self.mode))
         if self.mode not in ("min", "max"):
             raise SpecError(f"`search.mode`: got {self.mode!r}; choose min or max")
 
