@@ -42,6 +42,16 @@ def test_not_a_store(tmp_path):
     assert "sweep aggregate" not in str(missing.value)  # aggregating cannot help: the path is wrong
     with pytest.raises(StoreError, match=r"is not a seed-sweep store.*run `sweep aggregate`"):
         load(tmp_path)
+    for name in ("b", "a"):  # a storage folder (`--storage`): the sweeps in it are named
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        (tmp_path / "runs" / name / "plan.json").write_text("{}")
+    with pytest.raises(StoreError) as folder:
+        load(tmp_path / "runs")
+    runs = str(tmp_path / "runs")
+    assert f"{runs!r} is a storage folder holding 2 sweep(s), not a store: give one of them ({runs + '/a'!r}, " in str(
+        folder.value
+    )
+    assert f"e.g. sweep.load({runs + '/a'!r})" in str(folder.value)
     (tmp_path / "manifest.json").write_text("{not json")
     with pytest.raises(StoreError, match=r"manifest.json'?: not valid JSON"):
         load(tmp_path)

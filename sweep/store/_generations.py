@@ -39,7 +39,7 @@ import pyarrow.fs as pafs
 
 from .._errors import StoreError
 from .._fs import create_dir_exclusive, exists, is_local, local_path, read_text, refuse_links, write_text_atomic
-from .._layout import GENERATION, LOCK, MANIFEST, POINTER, STORE_NAME
+from .._layout import GENERATION, LOCK, MANIFEST, PLAN, POINTER, STORE_NAME
 from ._lease import writer_lease
 
 
@@ -116,10 +116,24 @@ def committed_root(fs: pafs.FileSystem, path: str) -> str:
             f"{path!r} does not exist; give the directory of a sweep (made by `sweep run`) or of its "
             f"{STORE_NAME!r} store"
         )
+    inside = _sweeps_inside(fs, path)
+    if inside:
+        shown = ", ".join(repr(f"{path}/{name}") for name in inside[:5]) + (", ..." if len(inside) > 5 else "")
+        raise StoreError(
+            f"{path!r} is a storage folder holding {len(inside)} sweep(s), not a store: give one of "
+            f"them ({shown}), e.g. sweep.load({path + '/' + inside[0]!r})"
+        )
     raise StoreError(
         f"{path!r} is not a seed-sweep store: neither it nor {path + '/' + STORE_NAME!r} holds a "
         f"committed store ({MANIFEST}); run `sweep aggregate` on the sweep directory first"
     )
+
+
+def _sweeps_inside(fs: pafs.FileSystem, path: str) -> list[str]:
+    """The names of the sweep directories (those holding ``plan.json``) directly inside ``path``."""
+    infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    dirs = sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory and not i.base_name.startswith("."))
+    return [name for name in dirs if exists(fs, f"{path}/{name}/{PLAN}")]
 
 
 def check_target(fs: pafs.FileSystem, store_path: str) -> None:
