@@ -650,6 +650,8 @@ def test_plot_kinds_return_figures(store):
         sweep.plot(store, "x.png")
     with pytest.raises(sweep.QueryError, match=r"`kind`: got 'curvs' \(did you mean 'curves'\?\); choose one of"):
         sweep.plot(store, "curvs")
+    with pytest.raises(sweep.QueryError, match=r"`kind`: got 'search'.*sweep.search.plot_trace\(sweep_dir\)"):
+        sweep.plot(store, "search")  # the CLI's kind, drawn from the sweep directory's search record
     with pytest.raises(sweep.QueryError, match=r"^plot\(metric='val_los'\): no column named 'val_los' \(did you mean"):
         sweep.plot(store, "curves", metric="val_los")  # named as the argument given, not summary()'s
 

@@ -30,6 +30,8 @@ def _kinds(kind: str | tuple | list) -> list[str]:
     for k in kinds:
         if k not in KINDS:
             hint = "; write files with out=" if isinstance(k, (str, os.PathLike)) and Path(k).suffix else ""
+            if k == "search":  # drawn from the search's record in the sweep directory, not from a store
+                hint = "; a search's trace is sweep.search.plot_trace(sweep_dir) (sweep plot DIR --kind search)"
             raise QueryError(
                 f"`kind`: got {k!r}{did_you_mean(k, [*KINDS, 'all'])}; choose one of {', '.join(KINDS)} or 'all' "
                 f"(or a list){hint}"
