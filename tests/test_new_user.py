@@ -113,7 +113,7 @@ def test_an_unknown_spec_field_gets_a_did_you_mean(change, message):
     ],
 )
 def test_an_unknown_keyword_in_python_gets_a_did_you_mean_as_in_toml(make, message):
-    with pytest.raises(TypeError) as e:
+    with pytest.raises(sweep.SpecError) as e:  # as every other mistake in a spec
         make()
     assert message in str(e.value)
 

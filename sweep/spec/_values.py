@@ -73,15 +73,15 @@ Part = TypeVar("Part")
 
 def known_fields(cls: type[Part]) -> type[Part]:
     """A dataclass whose constructor refuses an unknown keyword as :func:`refuse_unknown` does: a
-    ``TypeError`` naming the closest field and every field (Python's own names neither:
-    ``SweepSpec(trainig=...)``)."""
+    :class:`SpecError` naming the closest field and every field, as every other mistake in a spec
+    (Python's own ``TypeError`` names neither: ``SweepSpec(trainig=...)``)."""
     fields = dataclasses.fields(cls)  # pyright: ignore[reportArgumentType]  (a dataclass, as decorated)
     init, names = cls.__init__, [f.name for f in fields if f.init]
 
     @functools.wraps(init)
     def checked(self, *args: Any, **kwargs: Any) -> None:
         if message := _unknown(kwargs, names, f"{cls.__name__}()"):
-            raise TypeError(message)
+            raise SpecError(message)
         init(self, *args, **kwargs)
 
     cls.__init__ = checked
