@@ -8,13 +8,12 @@ blocks in-process may call it too, before its first JAX computation.
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import Literal, NamedTuple
 
 import jax
 
-from ._errors import SpecError
+from ._errors import SpecError, warn
 
 _DEVICE_COUNT_FLAG = "xla_force_host_platform_device_count"
 # every program: a cached one loads in milliseconds, where an ensemble's small programs compile in
@@ -139,11 +138,10 @@ def warn_unconfigured() -> None:
     cores = available_cpus()
     if len(jax.devices("cpu")) == 1 and cores > 1:
         _said["warned"] = True
-        warnings.warn(
+        warn(
             f"JAX has 1 CPU device on this {cores}-core machine, so this block trains on one core; call "
             f"sweep.configure() before the first JAX computation (sweep.run and the CLI do) to train on all "
-            f"{cores}",
-            stacklevel=3,
+            f"{cores}"
         )
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import difflib
+import inspect
+import os
+import warnings
 from collections.abc import Iterable
 
 
@@ -39,3 +42,16 @@ class StoreError(SweepError):
 
 class QueryError(SweepError, ValueError):
     """An ensemble query (where / best / member / predict) cannot be answered."""
+
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def warn(message: str, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn`` attributed to the first frame outside seed-sweep (the user's line that
+    called into it, at whatever depth the warning arises; Python 3.12's ``skip_file_prefixes``), so
+    that the warning shows that line, not one of seed-sweep's."""
+    frame, level = inspect.currentframe(), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

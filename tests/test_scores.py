@@ -293,6 +293,8 @@ def test_class_labels_are_refused_with_a_clear_error(tmp_path):
     (left_out,) = [w for w in warned if "ensemble scores" in str(w.message)]
     configs = ", ".join(t.config_id for t in plan.trials)
     assert f"of 2 config(s) ({configs}) on val, test left out: " in str(left_out.message), left_out.message
+    assert "scores: each config cannot be scored: it is trained with 'cross_entropy'" in str(left_out.message)
+    assert left_out.filename == __file__  # shown at the caller's line, not at one of seed-sweep's
     ens = sweep.load(tmp_path / "s")
     assert ens.stored_scores().num_rows == 0
     with pytest.raises(QueryError, match=r"cross_entropy' on class labels.*real-valued"):

@@ -23,7 +23,6 @@ import path is code the store names, which reading a store never runs: its colum
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -33,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._batches import padded, pieces
-from .._errors import QueryError, SweepError
+from .._errors import QueryError, SweepError, warn
 from .._import_path import is_import_path
 from .._layout import SPLIT_FILES
 from ..metrics import BUILTINS, LOSS, metric_name, rollout_gmean
@@ -326,7 +325,7 @@ def scores_table(
     that cannot be scored on a split (no samples, class labels, a model built by code the store
     names) is left out with a warning instead of raising."""
     rows = []
-    left_out: dict[str, dict[str, set[str]]] = {}  # why (its config and split named as such) -> config -> splits
+    left_out: dict[str, dict[str, set[str]]] = {}  # why (naming neither) -> config -> splits
     for key, members in configurations(ens):
         for split in splits:
             try:
@@ -334,14 +333,11 @@ def scores_table(
             except SweepError as e:
                 if not skip:
                     raise
-                why = str(e).replace(f"config {key['config_id']}", "config <id>").replace(repr(split), "<split>")
+                why = str(e).replace(f"config {key['config_id']}", "each config").replace(f"(split={split!r})", "")
                 left_out.setdefault(why, {}).setdefault(key["config_id"], set()).add(split)
     for why, configs in left_out.items():  # one warning per reason, not per configuration and split
         on = sorted(set().union(*configs.values()), key=splits.index)
-        warnings.warn(
-            f"ensemble scores of {len(configs)} config(s) ({', '.join(configs)}) on {', '.join(on)} left out: {why}",
-            stacklevel=3,
-        )
+        warn(f"ensemble scores of {len(configs)} config(s) ({', '.join(configs)}) on {', '.join(on)} left out: {why}")
     return pa.Table.from_pylist(rows, schema_of(ens.store, extras))
 
 
@@ -356,10 +352,9 @@ def store_scores(store: Store) -> pa.Table | None:
     built_in = [c.config_id for c in store.configs.values() if not is_import_path(c.spec.model.name)]
     factories = len(store.configs) - len(built_in)
     if factories:
-        warnings.warn(
+        warn(
             f"ensemble scores of {factories} config(s) left out: their models are built by factories, code the "
-            f"store names that the aggregator never runs; compute them with Ensemble.scores()",
-            stacklevel=4,
+            f"store names that the aggregator never runs; compute them with Ensemble.scores()"
         )
     if not built_in:
         return pa.Table.from_pylist([], schema_of(store))

@@ -6,12 +6,11 @@ warning), or a :class:`QueryError` where a kind asked for by name has no data.""
 from __future__ import annotations
 
 import inspect
-import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._errors import QueryError
+from .._errors import QueryError, warn
 from .._import_path import is_import_path
 from ..ensemble import Ensemble
 from ._panels import Configs
@@ -96,7 +95,7 @@ def predicted_samples(ens: Ensemble, config: dict[str, Any], num_samples: int, t
             x, y, names = _test_pairs(chosen, num_samples)
             mean, std = chosen.mean_std(x)
             return spec, (x, y, np.asarray(mean), np.asarray(std)), names
-    warnings.warn(f"predictions left out: {reason}", stacklevel=3)
+    warn(f"predictions left out: {reason}")
     return spec, reason, []
 
 
@@ -122,7 +121,7 @@ def ensemble_rollout(
             reason = str(e).removeprefix("rollout_mean_std: ")
         else:
             return reference, mean[:, 0], std[:, 0]
-    warnings.warn(f"ensemble rollout left out: {reason}", stacklevel=3)
+    warn(f"ensemble rollout left out: {reason}")
     return reason
 
 

@@ -10,7 +10,7 @@ import uuid
 import warnings
 from typing import Any
 
-from .._errors import SpecError
+from .._errors import SpecError, warn
 from ..ensemble import Blend, Ensemble, load
 from ._app import token_digest
 from ._model import Selection, generation_of
@@ -78,7 +78,7 @@ class Service:
                 try:
                     ray_serve.delete(self.options.name)
                 except Exception as error:  # Serve's controller died or timed out
-                    warnings.warn(f"Serve did not delete the application {self.options.name!r}: {error}", stacklevel=2)
+                    warn(f"Serve did not delete the application {self.options.name!r}: {error}")
             # where this service joined a Ray whose Serve runs other applications, they stay
             if self._started_ray or not app_names - {self.options.name}:
                 ray_serve.shutdown()

@@ -27,7 +27,6 @@ ens = sweep.load(path)
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from typing import Any
@@ -39,7 +38,7 @@ import pyarrow.fs as pafs
 from tqdm.auto import tqdm
 
 from .._canonical import canonical_json
-from .._errors import StoreError
+from .._errors import StoreError, warn
 from .._fs import filesystem_path
 from .._layout import CONFIGS, ENSEMBLE_SCORES, MEMBERS, PLAN, SAMPLES
 from ..planning import Plan, TrialPlan
@@ -75,9 +74,7 @@ def sweep_sources(where: SweepDir, only_complete: bool = False) -> list[Source]:
     fs, root = where.filesystem, where.path
     plan = where.plan()
     if plan is None:
-        warnings.warn(
-            f"{root + '/' + PLAN!r} not found: planned members without a checkpoint cannot be listed", stacklevel=3
-        )
+        warn(f"{root + '/' + PLAN!r} not found: planned members without a checkpoint cannot be listed")
     refs = sorted(where.blocks(reported=True).values(), key=lambda r: r.trial_key)  # no weights past their history
     if only_complete:
         stopped = plan.stopped_trials if plan else frozenset()
@@ -86,10 +83,9 @@ def sweep_sources(where: SweepDir, only_complete: bool = False) -> list[Source]:
     if not sources:
         raise StoreError(f"{where.shown!r}: no block checkpoints (block.json) found; nothing to aggregate")
     if SAMPLES not in where.samples():
-        warnings.warn(
+        warn(
             f"{root + '/' + SAMPLES!r} not found: the store holds no test samples, so `sweep plot` draws no "
-            f"predictions (sweep.run writes the file; run the sweep again to add it)",
-            stacklevel=3,
+            f"predictions (sweep.run writes the file; run the sweep again to add it)"
         )
     return sources
 
@@ -204,11 +200,10 @@ def write_store(
                 writer.write_table(ENSEMBLE_SCORES, table.schema, [table])
         writer.commit(manifest)
     if missing_list:
-        warnings.warn(
+        warn(
             f"{num_missing} planned member(s) of {len(missing_list)} trial(s) have no checkpoint (first: trial "
             f"{missing_list[0]['trial_id']!r}); the store has {num_members} members and lists the missing "
-            f"ones under 'missing' in its manifest.json",
-            stacklevel=3,
+            f"ones under 'missing' in its manifest.json"
         )
 
 

@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import fcntl
 import os
-import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pyarrow.fs as pafs
 
-from .._errors import StoreError
+from .._errors import StoreError, warn
 from .._fs import create_dir_exclusive, exists, is_local, local_path, read_text, refuse_links, write_text_atomic
 from .._layout import GENERATION, LOCK, MANIFEST, PLAN, POINTER, STORE_NAME
 from ._lease import writer_lease
@@ -165,10 +164,10 @@ def writer_lock(fs: pafs.FileSystem, store_path: str) -> Iterator[Callable[[], N
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            warnings.warn(f"another aggregation is writing {store_path!r}; waiting for it to finish", stacklevel=4)
+            warn(f"another aggregation is writing {store_path!r}; waiting for it to finish")
             fcntl.flock(fd, fcntl.LOCK_EX)
         except OSError as e:  # a filesystem without locks (some NFS mounts): creation stays exclusive
-            warnings.warn(f"cannot lock {local!r} ({e}); run one aggregation of this store at a time", stacklevel=4)
+            warn(f"cannot lock {local!r} ({e}); run one aggregation of this store at a time")
         yield lambda: None
     finally:
         os.close(fd)  # releases the lock

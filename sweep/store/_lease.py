@@ -35,13 +35,12 @@ import socket
 import threading
 import time
 import uuid
-import warnings
 from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow.fs as pafs
 
-from .._errors import StoreError
+from .._errors import StoreError, warn
 from ._objects import Objects, PlainObjects, objects_for
 
 DEFAULT_TTL_S = 60.0  # a crashed holder keeps others waiting this long
@@ -125,18 +124,14 @@ class Lease:
             if version != watched:  # a new holder, or a renewal: it is alive
                 watched, seen_at = version, time.monotonic()
                 if not told:
-                    warnings.warn(
-                        f"another aggregation ({_describe(other)}) is writing {self.what!r}; waiting for it to finish",
-                        stacklevel=4,
-                    )
+                    warn(f"another aggregation ({_describe(other)}) is writing {self.what!r}; waiting for it to finish")
                     told = True
             elif time.monotonic() - seen_at >= other["ttl_s"]:
                 self.version = self.objects.replace(self.key, self._encoded(), version)
                 if self.version is not None:
-                    warnings.warn(
+                    warn(
                         f"took over the writer lease of {self.what!r} from {_describe(other)}: not renewed for "
-                        f"{other['ttl_s']:g} s (that aggregation crashed or lost its connection)",
-                        stacklevel=4,
+                        f"{other['ttl_s']:g} s (that aggregation crashed or lost its connection)"
                     )
                     break
                 watched = None  # someone else changed it first: watch again
@@ -152,10 +147,9 @@ class Lease:
         if self._fallback is None:
             return
         if self.objects.create(self.key, self._encoded()) is not None:
-            warnings.warn(
+            warn(
                 f"{self.what!r}: the object store ignores conditional writes (If-None-Match), so two aggregations "
-                f"starting within one request of each other could both write; run one aggregation of a store at a time",
-                stacklevel=5,
+                f"starting within one request of each other could both write; run one aggregation of a store at a time"
             )
             self.objects = self._fallback
             now = self.objects.read(self.key)
@@ -213,10 +207,9 @@ class Lease:
                 try:
                     self.objects.delete(self.key, self.version)
                 except OSError as e:  # it expires on its own
-                    warnings.warn(
+                    warn(
                         f"{self.what!r}: the writer lease was not released ({e}); the next aggregation waits "
-                        f"{self.ttl_s:g} s for it to expire",
-                        stacklevel=3,
+                        f"{self.ttl_s:g} s for it to expire"
                     )
             self.version = None
 
@@ -236,9 +229,8 @@ def writer_lease(fs: pafs.FileSystem, key: str, what: str, ttl_s: float | None =
     objects, why = objects_for(fs)
     if why is not None and why not in _TOLD:
         _TOLD.add(why)
-        warnings.warn(
+        warn(
             f"{what!r}: concurrent aggregations are excluded by a lease object checked before each write, not by "
-            f"S3's conditional writes: {why}",
-            stacklevel=3,
+            f"S3's conditional writes: {why}"
         )
     return Lease(objects, key, what, DEFAULT_TTL_S if ttl_s is None else ttl_s, fallback=PlainObjects(fs))

@@ -21,7 +21,6 @@ states = sweep.load("/runs/heat").where(depth=4).trajectories()    # [4, steps +
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Mapping
 
 import numpy as np
@@ -30,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from .._errors import StoreError
+from .._errors import StoreError, warn
 from .._fs import exists, write_atomic
 from .._layout import NORMALIZATION, SAMPLES, SPLIT_FILES
 from ..problems import Dataset, Normalization
@@ -188,10 +187,9 @@ def write_store_samples(writer, tables: Mapping[str, pa.Table], problems: dict[s
         if name == SAMPLES:
             lacking = sorted(cid for cid, pid in problems.items() if pid not in set(rows["problem_id"].to_pylist()))
             if lacking:
-                warnings.warn(
+                warn(
                     f"{len(lacking)} structural config(s) have no test samples (first: {lacking[0]}); "
-                    f"`sweep plot` draws no predictions for them",
-                    stacklevel=4,
+                    f"`sweep plot` draws no predictions for them"
                 )
         if rows.num_rows:
             writer.write_table(name, SAMPLE_FILES[name], [_sorted(rows)])

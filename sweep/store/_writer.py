@@ -8,7 +8,6 @@ and the previous store stays committed and readable.
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from types import TracebackType
@@ -18,7 +17,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from jaxtyping import PyTree
 
-from .._errors import StoreError
+from .._errors import StoreError, warn
 from .._fs import os_error
 from .._layout import MANIFEST, POINTER
 from ._files import Record, write_leaves, write_parquet
@@ -144,10 +143,9 @@ class StoreWriter:
                     f"{where!r}: cannot write ({cause.strerror or cause}), so generation {self.name} is "
                     f"not committed; {_UNCHANGED}"
                 ) from None
-            warnings.warn(
+            warn(
                 f"{where!r}: generation {self.name} is committed, but tidying up after it failed "
-                f"({cause.strerror or cause}); the next aggregation retries",
-                stacklevel=2,
+                f"({cause.strerror or cause}); the next aggregation retries"
             )
         self.committed = True
         return self.root

@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 import os
 import time
-import warnings
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -28,7 +27,7 @@ from jax.sharding import Mesh
 from jaxtyping import PyTree
 
 from .._batches import padded
-from .._errors import SpecError
+from .._errors import SpecError, warn
 
 LAYOUTS = ("map", "vmap")
 HOST_ALIGN = 64  # bytes: a host array aligned so is used in place by XLA:CPU's devices (zero-copy)
@@ -101,11 +100,10 @@ def let_go(place: Any, owners: Sequence[weakref.ref]) -> None:
         if all(owner() is None for owner in owners):
             return
         if time.monotonic() > deadline:
-            warnings.warn(
+            warn(
                 f"host arrays put on the CPU devices were still held {LET_GO_WAIT_S} s after they were deleted; "
                 "a streamed block's windows stay in memory through its evaluation",
                 RuntimeWarning,
-                stacklevel=2,
             )
             return
         time.sleep(0.001)

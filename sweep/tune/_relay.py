@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import re
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 from ray.tune import Callback
 
+from .._errors import warn
 from ._retries import retry_reason
 
 _LISTENERS: list[Any] = []  # of the sweep.run call now in Tuner.fit
@@ -53,11 +53,10 @@ def notify(listeners: list[Any], hook: str, **info: Any) -> None:
                 getattr(listener, hook)(**info)
             except Exception as e:
                 listeners.remove(listener)
-                warnings.warn(
+                warn(
                     f"{type(listener).__name__} failed ({type(e).__name__}: {' '.join(str(e).split())[:300]}); "
                     f"it is off for the rest of this run",
                     RuntimeWarning,
-                    stacklevel=3,
                 )
 
 
