@@ -5,6 +5,7 @@ store holds; ``per="config"`` logs statistics over a configuration's members."""
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -203,3 +204,24 @@ def test_wandb_offline_runs_one_per_member(tmp_path, monkeypatch):
     assert len(runs) == plan.num_members == 2
     names = sorted(p.name for r in runs for p in r.glob("run-*.wandb"))
     assert len(names) == 2
+
+
+def test_an_unreachable_mlflow_server_is_reported_after_one_retry_not_minutes(monkeypatch):
+    """The check before Ray starts asks MLflow for one retry and a 10 s timeout (its defaults, 7
+    retries with backoff and 120 s, took four minutes to report a closed port); the environment is
+    left as it was, and a value the user set is kept."""
+    from mlflow.tracking import MlflowClient
+
+    seen = []
+
+    def get_experiment_by_name(self, name):
+        seen.append({k: os.environ.get(k) for k in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT")})
+        raise ConnectionError("refused")
+
+    monkeypatch.setattr(MlflowClient, "get_experiment_by_name", get_experiment_by_name)
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")  # the user's
+    with pytest.raises(sweep.SpecError, match=r"`loggers`: mlflow at http://127.0.0.1:9: refused"):
+        MLflowLogger(tracking_uri="http://127.0.0.1:9").bind(tiny_spec(), "runs/tiny")
+    assert seen == [{"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}]
+    assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ and os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "30"

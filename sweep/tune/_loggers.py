@@ -29,6 +29,7 @@ from .._errors import SpecError
 from ..planning import TrialPlan, config_label, grid_names, hparams_key
 from ..spec import SweepSpec
 from ..store import FIXED_COLUMNS
+from ._quiet import scoped_environ
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
@@ -272,6 +273,11 @@ class TensorBoardLogger(MemberLogger):
             close_writer(writer)
 
 
+# MLflow's defaults (7 retries, backoff factor 2, 120 s timeout) report an unreachable server after
+# about four minutes: the check before Ray starts retries once (unless the user set them).
+MLFLOW_PROBE_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+
+
 class MLflowLogger(MemberLogger):
     """MLflow runs in the experiment ``experiment`` (default: the sweep's name) of
     ``tracking_uri`` (default: MLflow's own, e.g. ``$MLFLOW_TRACKING_URI``). A member's run is
@@ -295,8 +301,9 @@ class MLflowLogger(MemberLogger):
         try:
             self._client = MlflowClient(tracking_uri=self.tracking_uri)
             name = self.experiment or spec.name
-            found = self._client.get_experiment_by_name(name)
-            self._experiment_id = found.experiment_id if found else self._client.create_experiment(name)
+            with scoped_environ(MLFLOW_PROBE_ENV):  # an unreachable server: an error in seconds, not minutes
+                found = self._client.get_experiment_by_name(name)
+                self._experiment_id = found.experiment_id if found else self._client.create_experiment(name)
         except Exception as e:  # MlflowException, OSError, ...
             raise SpecError(
                 f"`loggers`: mlflow at {self.tracking_uri or 'its default tracking URI'}: {' '.join(str(e).split())}"
