@@ -272,12 +272,12 @@ def test_status_counts_done_running_failed_pending(tmp_path):
     result = invoke("status", root)
     assert result.exit_code == 0, result.stderr
     out = result.output
-    assert "4 planned: 1 done, 1 running, 1 failed, 1 pending" in out, out
+    assert "4 planned: 1 done, 1 partial, 1 failed, 1 pending" in out, out
     assert "members: 16 planned, 4 trained" in out
     assert "not aggregated yet" in out and "sweep aggregate" not in out
     assert f"next: resume it with `sweep run SPEC --storage {tmp_path} --resume`" in out
     lines = {line.split()[0]: line.split()[1] for line in out.splitlines() if line.startswith(plan.config_ids)}
-    assert lines == {t_running.trial_key: "running", t_failed.trial_key: "failed", t_pending.trial_key: "pending"}
+    assert lines == {t_running.trial_key: "partial", t_failed.trial_key: "failed", t_pending.trial_key: "pending"}
     assert "RuntimeError: boom" in next(x for x in out.splitlines() if x.startswith(t_failed.trial_key))
 
     with pytest.warns(UserWarning):

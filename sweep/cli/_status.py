@@ -18,7 +18,7 @@ from .._fs import filesystem_path, read_text
 from .._layout import MANIFEST, PLAN, STORE_NAME, TUNE_ERROR_FILES
 from ..store import SweepDir, committed_root, generations_dir
 
-STATES = ("done", "stopped early", "running", "failed", "pending")
+STATES = ("done", "stopped early", "partial", "failed", "pending")  # partial: running now, or interrupted
 
 
 def _read_json(fs: pafs.FileSystem, path: str) -> dict[str, Any] | None:
@@ -71,8 +71,8 @@ def trial_states(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> d
             state = "stopped early"
         elif key in failed:
             state = "failed"
-        elif ref is not None:
-            state = "running"
+        elif ref is not None:  # files cannot tell a trial that runs from one whose sweep was stopped
+            state = "partial"
         else:
             state = "pending"
         trials.append(

@@ -11,10 +11,11 @@ from ._options import DirArg, existing
 
 
 def status(sweep_dir: DirArg) -> None:
-    """Trials done/running/failed/pending, members stored.
+    """Trials done/partial/failed/pending, members stored.
 
     Read from the sweep directory only (plan.json, trial checkpoints, ensembles/manifest.json);
-    "running" means a partial checkpoint without an error (or an interrupted sweep).
+    "partial" means a checkpoint short of its epochs without an error: the trial runs now, or its
+    sweep was interrupted.
     """
     from .._errors import StoreError
     from ._status import storage_listing, sweep_status
