@@ -258,7 +258,7 @@ def test_parse_where_types_values():
 
 
 # -- status / aggregate -------------------------------------------------------------------------
-def test_status_counts_done_running_failed_pending(tmp_path):
+def test_status_counts_done_partial_failed_pending(tmp_path):
     plan = make_plan(grid_spec())
     t_done, t_running, t_failed, t_pending = plan.trials
     root = write_sweep(
