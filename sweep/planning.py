@@ -18,6 +18,7 @@ from ._canonical import canonical_json, digest
 from ._errors import StoreError
 from ._fs import ONE_COMPONENT, confined, exists, read_text, write_text_atomic
 from ._layout import PLAN
+from ._words import counted
 from .racing import Key, Race, headline, rule_of
 from .spec import SweepSpec, hparam_name
 
@@ -210,8 +211,8 @@ class Plan:
         header = ("config", "config_id", "trial", "seeds", "vmapped", "members")
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         lines = [
-            f"sweep {self.spec.name!r}: {len(self.trials)} trials, {self.num_members} members, "
-            f"{len(self.config_ids)} structural configs; each trial: {res['cpu']:g} CPU{gpu}, "
+            f"sweep {self.spec.name!r}: {counted(len(self.trials), 'trial')}, {counted(self.num_members, 'member')}, "
+            f"{counted(len(self.config_ids), 'structural config')}; each trial: {res['cpu']:g} CPU{gpu}, "
             f"up to {min(self.seeds_per_trial, len(self.spec.seed_list))} seeds per block",
             *self._race_lines(),
             *self.data,
@@ -238,7 +239,7 @@ class Plan:
             return []
         seeds = len(self.spec.seed_list)
         return [
-            f"{search.algorithm} search of {search.configurations} configurations on {search.metric} ({search.mode}), "
+            f"{search.algorithm} search of {counted(search.configurations, 'configuration')} on {search.metric} ({search.mode}), "
             f"{search.batch} per round, {seeds} seeds each: at most {search.configurations * seeds} members, "
             f"planned round by round as the search proposes them ({len(self.spec.points)} so far)"
         ]

@@ -149,7 +149,7 @@ def test_set_overrides_spec_fields_validated_like_the_file(tmp_path):
         "name=other",
     )
     assert result.exit_code == 0, result.stderr
-    assert "sweep 'other': 1 trials, 4 members, 1 structural configs" in result.output
+    assert "sweep 'other': 1 trial, 4 members, 1 structural config" in result.output
     assert "depth=3" in result.output
     sets = ["seeds=2", "training.epochs=50", 'grid."model.depth"=[3]', "name=other"]  # a key quoted as in TOML
     quoted = invoke("plan", tmp_path / "spec.toml", *(a for s in sets for a in ("--set", s)))
@@ -878,7 +878,7 @@ def test_plan_imports_a_model_module_next_to_the_spec_and_hints_when_it_cannot(t
     env_before = os.environ.get("PYTHONPATH")
     result = invoke("plan", folder / "spec.toml")
     assert result.exit_code == 0, result.stderr
-    assert "1 trials" in result.output or "2 trials" in result.output, result.output
+    assert "1 trial," in result.output or "2 trials" in result.output, result.output
     assert str(folder) not in sys.path and os.environ.get("PYTHONPATH") == env_before  # only for the command
     sys.modules.pop("nu_next_to_spec", None)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
+from .._words import counted
 from ._figure_data import FigureData
 from ._panels import Configs, curves_figure, draw_spread, loss_name, prediction_grid, predictions_figure, splits
 from ._rollout import rollout_error_figure, rollout_figure, rollout_splits, slice_panels
@@ -123,7 +124,7 @@ def figure(kind: str, d: FigureData) -> Figure:
         draw_size(last[3], d.scores, d.keys, "crps", name_configs=False)  # named in the coverage legend
     fig.suptitle(
         f"sweep {d.spec.name!r}, problem {d.spec.problem.name}: {len(d.ens)} members in "
-        f"{len(d.keys)} configurations (best first by mean {d.metric.replace('_', ' ')})"
+        f"{counted(len(d.keys), 'configuration')} (best first by mean {d.metric.replace('_', ' ')})"
     )
     return fig
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .._words import counted
 from ..planning import config_label, grid_names
 from ..racing import Interval, interval_seed, mean_interval, min_seeds
 from ..spec import SweepSpec
@@ -90,7 +91,7 @@ def headline(spec: SweepSpec, sweep_dir: SweepDir, top: list[Standing] | None = 
     assert search is not None
     top = ranked(spec, standings(spec, sweep_dir)) if top is None else top
     told = len(read_record(sweep_dir).observations)
-    line = f"search: {told} of {search.configurations} configurations told, {len(spec.seed_list)} seeds each"
+    line = f"search: {told} of {counted(search.configurations, 'configuration')} told, {len(spec.seed_list)} seeds each"
     if top:
         i = top[0].interval
         line += f"; best #{top[0].number} {search.metric} {_mean_and_interval(i)}"

@@ -10,6 +10,7 @@ from matplotlib.figure import Figure
 
 from .._errors import SweepError
 from .._fs import save_figure
+from .._words import counted
 from ..spec import SweepSpec
 from ..store import SweepDir
 from ._best import LEVEL, ranked, standings
@@ -67,7 +68,9 @@ def plot_trace(location: str | os.PathLike | SweepDir, out: str | os.PathLike | 
         ax.legend(fontsize=8)
     ax.set_xlabel("configuration, in order of proposal")
     ax.set_ylabel(f"{search.metric} ({len(spec.seed_list)} seeds)")
-    ax.set_title(f"{spec.name}: {search.algorithm} search, {len(every)} of {search.configurations} configurations")
+    ax.set_title(
+        f"{spec.name}: {search.algorithm} search, {len(every)} of {counted(search.configurations, 'configuration')}"
+    )
     ax.grid(True, alpha=0.3)
     if out is not None:
         save_figure(fig, out, dpi)
