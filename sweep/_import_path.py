@@ -9,7 +9,7 @@ import re
 import sys
 from typing import Any
 
-from ._errors import SpecError, StoreError
+from ._errors import SpecError, StoreError, did_you_mean
 
 _PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -29,7 +29,10 @@ def import_object(path: str, field: str) -> Any:
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise SpecError(f"`{field}`: module {module_name!r} has no attribute {attr!r}") from None
+            names = [n for n in dir(obj) if not n.startswith("_")]
+            raise SpecError(
+                f"`{field}`: module {module_name!r} has no attribute {attr!r}{did_you_mean(part, names)}"
+            ) from None
     if not callable(obj):
         raise SpecError(f"`{field}`: {path!r} is not callable")
     return obj

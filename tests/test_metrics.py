@@ -97,7 +97,8 @@ def test_bad_names_are_spec_errors_when_the_spec_is_built(training, message):
     "training, message",
     [
         (dict(metrics=["no_such_module:f"]), r"`training.metrics\[0\]`: cannot import module 'no_such_module'"),
-        (dict(loss="classify:nope"), r"`training.loss`: module 'classify' has no attribute 'nope'"),
+        (dict(loss="classify:nope"), r"`training.loss`: module 'classify' has no attribute 'nope'$"),
+        (dict(metrics=["classify:acuracy"]), r"has no attribute 'acuracy' \(did you mean 'accuracy'\?\)"),
         (
             dict(metrics=["mse", "classify:per_point_error"]),
             r"`training.metrics\[1\]`: 'classify:per_point_error' returned an array of shape \(1, 16\) \(float32\) on one "
