@@ -116,6 +116,15 @@ def test_npz_missing_key_and_bad_shapes(tmp_path):
         load_problem("arrays", {"path": str(tmp_path / "bad.npz")})
     with pytest.raises(sweep.SpecError, match="does not exist"):
         load_problem("arrays", {"path": str(tmp_path / "nope.npz")})
+    good = _arrays()
+    np.savez(tmp_path / "typo.npz", **{("tset_x" if k == "test_x" else k): v for k, v in good.items()})
+    with pytest.raises(
+        sweep.SpecError, match=r"lacks array\(s\) \['test_x'\]; it holds 'tset_x' \(did you mean 'test_x'\?\); need"
+    ):
+        load_problem("arrays", {"path": str(tmp_path / "typo.npz")})
+    np.savez(tmp_path / "val_typo.npz", **good, vla_x=good["test_x"], coordinates=np.arange(3))
+    with pytest.warns(UserWarning, match=r"array 'vla_x' \(did you mean 'val_x'\?\) left out; the arrays read"):
+        load_problem("arrays", {"path": str(tmp_path / "val_typo.npz")})
 
 
 def _parquet(path, a, splits=("train", "test")):

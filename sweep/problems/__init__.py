@@ -97,11 +97,12 @@ def check_problem(name: str, options: Mapping[str, Any]) -> None:
         check_hdf5_options(options)
         return
     if name == "arrays":
-        unknown = set(options) - {"path", "shape", "target_shape", *SPLIT_OPTIONS}
+        allowed = ["path", "shape", "target_shape", *SPLIT_OPTIONS]
+        unknown = sorted(set(options) - set(allowed))
         if "path" not in options or unknown:
             raise SpecError(
                 f'`problem`: "arrays" takes path= (and shape= and target_shape= for Parquet, val_fraction=, '
-                f"data_seed=); got {sorted(options)}"
+                f"data_seed=); got {sorted(options)}" + "".join(did_you_mean(u, allowed) for u in unknown)
             )
         return
     if name not in GENERATORS:

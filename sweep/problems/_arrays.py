@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import SpecError
+from .._errors import SpecError, did_you_mean, warn
 from .._fs import looked_for
 from .._import_path import import_object
 from ._dataset import EXPECTED, SPLITS, Dataset, as_dataset, described
@@ -79,11 +79,18 @@ def _read_npz(p: Path) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]] | None,
         trajectories = [k for k in TRAJ_KEYS if k in f.files]
         only_trajectories = not set(KEYS + VAL_KEYS) & set(f.files) and {"train_traj", "test_traj"} <= set(trajectories)
         missing = [k for k in KEYS if k not in f.files]
+        known = (*KEYS, *VAL_KEYS, *TRAJ_KEYS)
+        # an array whose name is close to one the file lacks or could hold: a misspelt key, not left out silently
+        typos = ", ".join(
+            f"{k!r}{hint}" for k in sorted(f.files) if k not in known and (hint := did_you_mean(k, known))
+        )
         if missing and not only_trajectories:
             raise SpecError(
-                f"`problem.path`: {str(p)!r} lacks array(s) {missing}; need {list(KEYS)} (or only "
-                f"trajectories: train_traj and test_traj, optionally val_traj)"
+                f"`problem.path`: {str(p)!r} lacks array(s) {missing}{f'; it holds {typos}' if typos else ''}; "
+                f"need {list(KEYS)} (or only trajectories: train_traj and test_traj, optionally val_traj)"
             )
+        if typos:
+            warn(f"`problem.path`: {str(p)!r}: array {typos} left out; the arrays read are {', '.join(known)}")
         given = [k for k in VAL_KEYS if k in f.files]
         if len(given) == 1:
             raise SpecError(
