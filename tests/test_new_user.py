@@ -82,6 +82,7 @@ def test_comparison_reads_as_a_sentence_and_a_table(ens):
             {"problem": {"name": "heat1d", "num_point": 16}},
             "`problem.num_point`: not an option of heat1d (did you mean",
         ),
+        ({"problem": {"name": "arrays", "pathh": "x.npz"}}, "got ['pathh'] (did you mean 'path'?)"),
         ({"model": {"name": "ConvNett"}}, "unknown architecture 'ConvNett' (did you mean 'ConvNet'?)"),
         ({"model": {"name": "ConvNet", "hiden_channels": 4}}, "(did you mean 'hidden_channels'?)"),
         ({"optimizer": {"name": "adamm", "learning_rate": 1e-3}}, "unknown optimizer 'adamm' (did you mean 'adam'?)"),
