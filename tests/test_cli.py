@@ -646,6 +646,14 @@ def test_plot_kinds_return_figures(store):
     figs = sweep.plot(sweep.load(store), ["curves", "spread"])
     assert list(figs) == ["curves", "spread"] and all(isinstance(f, Figure) for f in figs.values())
     assert isinstance(sweep.plot(store, "predictions", num_samples=1), Figure)
+    many = sweep.plot(store, "predictions", num_samples=16)  # rows of at most four panels, not one long row
+    rows = {round(ax.get_position().y0, 3) for ax in many.axes}
+    cols = {round(ax.get_position().x0, 3) for ax in many.axes}
+    assert len(many.axes) > 5 and len(cols) == 4 and len(rows) == -(-len(many.axes) // 4)
+    residual = many.axes[-1]
+    assert (
+        residual.get_title().startswith(f"residuals of {len(many.axes) - 1} samples") and residual.get_legend() is None
+    )
     with pytest.raises(sweep.QueryError, match=r"`kind`: got 'x.png'.*out="):
         sweep.plot(store, "x.png")
     with pytest.raises(sweep.QueryError, match=r"`kind`: got 'curvs' \(did you mean 'curves'\?\); choose one of"):

@@ -20,6 +20,7 @@ from ._scores import (
 )
 from ._targets import panel_count, target_kind, targets_figure
 
+PANELS_PER_ROW = 4  # the predictions figure's panels per row (16 samples and their residuals: 5 rows)
 KINDS = (
     "overview",
     "curves",
@@ -76,10 +77,18 @@ def figure(kind: str, d: FigureData) -> Figure:
     targets = "same_grid" if isinstance(d.samples, str) else target_kind(d.samples[0], d.samples[1], d.samples[2])
     n = 0 if isinstance(d.samples, str) else panel_count(d.samples, targets)  # a string says why there are none
     if kind == "predictions":
-        curves = targets in ("same_grid", "grid")
-        panels = n + 1 if targets == "same_grid" else n  # same-grid samples get a residual panel
-        fig = Figure(figsize=(4.6 * max(panels, 2), 3.8) if curves else (4.8 * max(n, 1), 4.8), layout="constrained")
-        _predictions(fig, d.samples, targets, best, grid, names=d.sample_names)
+        if targets not in ("same_grid", "grid"):  # value scatters, a confusion matrix: one row
+            fig = Figure(figsize=(4.8 * max(n, 1), 4.8), layout="constrained")
+            _predictions(fig, d.samples, targets, best, grid, names=d.sample_names)
+            return fig
+        panels = max(n + 1 if targets == "same_grid" else n, 1)  # same-grid samples get a residual panel
+        cols = min(panels, PANELS_PER_ROW)
+        rows = -(-panels // cols)
+        fig = Figure(figsize=(4.6 * max(cols, 2), 3.8 * rows), layout="constrained")
+        cells = fig.add_gridspec(rows, cols)
+        _predictions(
+            fig, d.samples, targets, best, grid, [cells[i // cols, i % cols] for i in range(panels)], d.sample_names
+        )
         return fig
     n_splits = len(splits(d.curves))
     n_errors = len(rollout_splits(d.curves, d.rollout_metric)) if d.rollout_metric else 0

@@ -35,6 +35,7 @@ OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "
 SPLITS = ("train", "val", "test")  # learning-curve panels, where the store holds the split's history
 RESIDUAL_SHADES = ("0.0", "0.45", "0.7")  # one per sample in the residual panel (greys)
 RESIDUAL_STYLES = ("-", "--", ":", "-.")
+LEGEND_SAMPLES = 6  # the residual panel names its samples in a legend up to this many
 
 
 class Configs:
@@ -289,8 +290,11 @@ def draw_residuals(
     ax.axhline(0.0, color="black", lw=0.8)
     ax.set_xlabel("x" if physical else ("grid point" if np.ndim(y[0]) == 2 else "grid point (flattened)"))
     ax.set_ylabel("ensemble mean − ground truth")  # the channel in the title: the label is long already
-    ax.set_title(_first_channel("residual (±1 std over members)", np.shape(y[0])[0]), fontsize="medium")
-    ax.legend(fontsize="x-small", loc="best")
+    many = len(names) > LEGEND_SAMPLES  # shades and styles repeat: a legend would name no line apart
+    what = f"residuals of {len(names)} samples" if many else "residual"
+    ax.set_title(_first_channel(f"{what} (±1 std over members)", np.shape(y[0])[0]), fontsize="medium")
+    if not many:
+        ax.legend(fontsize="x-small", loc="best")
 
 
 def predictions_figure(
