@@ -195,7 +195,7 @@ def test_live_display_starts_with_the_first_trial_and_says_compiling():
     state.statuses([tune_trial(plan.trials[0].trial_key, "PENDING")])
     console = Console(file=io.StringIO(), width=120, color_system=None)
     console.print(state.renderable())
-    assert "starting (4 trials waiting for worker processes) | epochs 0/64" in console.file.getvalue()
+    assert "starting (4 trials waiting for worker processes) | member-epochs 0/64" in console.file.getvalue()
     display.on_step_end(iteration=1, trials=[tune_trial(plan.trials[0].trial_key, "RUNNING")])
     assert display._live is not None
     display.close()
@@ -203,7 +203,7 @@ def test_live_display_starts_with_the_first_trial_and_says_compiling():
     console.print(state.renderable())
     text = console.file.getvalue()
     assert "trials 0/4 done, 1 compiling, 0 running, 3 pending" in text
-    assert "compiling (1 trial building programs) | epochs 0/64" in text and " 0% " not in text
+    assert "compiling (1 trial building programs) | member-epochs 0/64" in text and " 0% " not in text
 
 
 def test_plain_lines_name_configurations_and_show_eta():
@@ -223,8 +223,8 @@ def test_plain_lines_name_configurations_and_show_eta():
     display.close()
     lines = stream.getvalue().splitlines()
     assert len(lines) == 3, lines
-    assert lines[0] == "[tiny] 0:00 | trials 0/4 done, 1 compiling, 0 running, 3 pending | members 0/16 | epochs 0/64"
-    assert "| members 0/16 | epochs 8/64 | 1.33 member-epochs/s | ETA 0:42 |" in lines[1]
+    assert lines[0] == "[tiny] 0:00 | trials 0/4 done, 1 compiling, 0 running, 3 pending | members 0/16 | member-epochs 0/64"
+    assert "| members 0/16 | member-epochs 8/64 | 1.33 member-epochs/s | ETA 0:42 |" in lines[1]
     assert lines[1].endswith(
         "test loss, mean over seeds, best first: depth=1 learning_rate=0.001 0.25, depth=1 learning_rate=0.003 0.45"
     )
@@ -256,7 +256,7 @@ def test_live_renderable_has_a_row_per_configuration():
         ["0/4", "-", "-"],
         ["0/4", "-", "-"],
     ]
-    assert "trials 0/4 done" in text and "12% | epochs 8/64" in text
+    assert "trials 0/4 done" in text and "12% | member-epochs 8/64" in text
 
 
 def test_duration_and_modes():
@@ -383,7 +383,7 @@ def test_the_status_lines_wrap_between_their_parts_not_inside_one():
         "trials 0/4 done, 1 compiling, 1 running, 2 pending |",
         "members 0/16",
     ]
-    for part in ("epochs 8/64", "0.267 member-epochs/s", "ETA 3:30", "waited 1.5 s for data"):
+    for part in ("member-epochs 8/64", "0.267 member-epochs/s", "ETA 3:30", "waited 1.5 s for data"):
         assert any(part in line for line in lines), (part, lines)
     wide = Console(file=io.StringIO(), width=200, color_system=None)  # one line where it fits
     wide.print(state.renderable())

@@ -4,7 +4,7 @@ On a terminal, one rich display is updated in place; otherwise (a pipe, a file, 
 ``TERM=dumb``) a plain line is printed every ``every_s`` seconds while something changes, and
 once at the end::
 
-    [heat] 0:42 | trials 2/4 done, 2 running, 0 pending | members 8/16 | epochs 96/192 | 4.1 member-epochs/s | ETA 0:23 | val loss, mean over seeds, best first: depth=2 learning_rate=0.003 2.1e-03, ...
+    [heat] 0:42 | trials 2/4 done, 2 running, 0 pending | members 8/16 | member-epochs 96/192 | 4.1 member-epochs/s | ETA 0:23 | val loss, mean over seeds, best first: depth=2 learning_rate=0.003 2.1e-03, ...
 
 The counts come from the plan of this call (Tune creates trials lazily under
 ``max_concurrent_trials``), members trained by earlier calls count as done, and the elapsed
@@ -312,7 +312,7 @@ class ProgressState:
 
     @staticmethod
     def _speed_parts(c: Mapping[str, Any]) -> list[str]:
-        parts = [f"epochs {c['epochs_done']}/{c['epochs']}"]
+        parts = [f"member-epochs {c['epochs_done']}/{c['epochs']}"]
         if c["rate"]:
             parts.append(f"{c['rate']:.3g} member-epochs/s")
         if c["eta"] is not None and c["epochs_done"] < c["epochs"]:
