@@ -239,7 +239,7 @@ class Plan:
             return []
         seeds = len(self.spec.seed_list)
         return [
-            f"{search.algorithm} search of {counted(search.configurations, 'configuration')} on {search.metric} ({search.mode}), "
+            f"{search.algorithm} search of {counted(search.configurations, 'configuration')} on {search.metric} ({search.direction}), "
             f"{search.batch} per round, {seeds} seeds each: at most {search.configurations * seeds} members, "
             f"planned round by round as the search proposes them ({len(self.spec.points)} so far)"
         ]

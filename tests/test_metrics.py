@@ -217,6 +217,10 @@ def test_a_score_ranks_highest_first_unless_told_otherwise(tmp_path):
     assert "highest mean first" in out, out
     assert metrics.mode_of("test_rollout_valid_steps_correlation") == "max" and metrics.mode_of("val_nrmse") == "min"
     space = {"optimizer.learning_rate": sweep.loguniform(1e-4, 1e-2)}
-    assert sweep.Search(space, metric="val_accuracy").mode == "max" and sweep.Search(space).mode == "min"
-    assert sweep.Adaptive(metric="val_accuracy").mode == "max"
-    assert sweep.Adaptive(metric="val_accuracy", mode="min").mode == "min"
+    search = sweep.Search(space, metric="val_accuracy")
+    assert search.direction == "max" and sweep.Search(space).direction == "min"
+    assert dataclasses.replace(search, metric="val_loss").direction == "min"  # follows the metric it is given
+    assert sweep.Search.from_dict(search.to_dict()) == search and search.mode is None
+    race = sweep.Adaptive(metric="val_accuracy")
+    assert race.direction == "max" and dataclasses.replace(race, metric="val_loss").direction == "min"
+    assert sweep.Adaptive(metric="val_accuracy", mode="min").direction == "min"

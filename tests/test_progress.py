@@ -223,7 +223,10 @@ def test_plain_lines_name_configurations_and_show_eta():
     display.close()
     lines = stream.getvalue().splitlines()
     assert len(lines) == 3, lines
-    assert lines[0] == "[tiny] 0:00 | trials 0/4 done, 1 compiling, 0 running, 3 pending | members 0/16 | member-epochs 0/64"
+    assert (
+        lines[0]
+        == "[tiny] 0:00 | trials 0/4 done, 1 compiling, 0 running, 3 pending | members 0/16 | member-epochs 0/64"
+    )
     assert "| members 0/16 | member-epochs 8/64 | 1.33 member-epochs/s | ETA 0:42 |" in lines[1]
     assert lines[1].endswith(
         "test loss, mean over seeds, best first: depth=1 learning_rate=0.001 0.25, depth=1 learning_rate=0.003 0.45"

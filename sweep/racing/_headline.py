@@ -44,7 +44,7 @@ def headline(adaptive: Adaptive, num_configs: int, rule: str, *states: str) -> s
         >>> headline(sweep.Adaptive(start=3, step=3, max=9), 3, "rank", "round 2")
         'race of 3 configurations on val_loss (lower is better; start 3, step 3, max 9): round 2; a best configuration kept at 0.95 (rank tests against the best, first decision after 6 seeds)'
     """
-    better = "lower" if adaptive.mode == "min" else "higher"
+    better = "lower" if adaptive.direction == "min" else "higher"
     precision = "" if adaptive.precision is None else f", precision {adaptive.precision:g}"
     settings = f"start {adaptive.start}, step {adaptive.step}, max {adaptive.max}{precision}"
     said = "".join(f"{s}; " for s in states if s)

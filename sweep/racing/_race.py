@@ -132,7 +132,7 @@ def evaluate(
     ranks = rule == "rank"
     levels = rank_levels(adaptive, len(keys)) if ranks else ()
     level = levels[max(rounds.values()) - 1] if ranks else interval_level(adaptive, len(keys))
-    sign = 1.0 if adaptive.mode == "min" else -1.0
+    sign = 1.0 if adaptive.direction == "min" else -1.0
     latest = race.latest()
     found = {}
     for k in (k for k in keys if k in rounds):

@@ -65,14 +65,14 @@ def standings(spec: SweepSpec, sweep_dir: SweepDir) -> list[Standing]:
 def ranked(spec: SweepSpec, every: list[Standing]) -> list[Standing]:
     """``every`` best first by mean (NaN last)."""
     assert spec.search is not None
-    sign = 1.0 if spec.search.mode == "min" else -1.0
+    sign = 1.0 if spec.search.direction == "min" else -1.0
     return sorted(every, key=lambda s: (math.isnan(s.observation.mean), sign * s.observation.mean, s.number))
 
 
 def separated(spec: SweepSpec, best: Standing, runner_up: Standing) -> bool:
     """Do the intervals of ``best`` and ``runner_up`` not overlap (the best on the better side)?"""
     assert spec.search is not None
-    if spec.search.mode == "min":
+    if spec.search.direction == "min":
         return best.interval.high < runner_up.interval.low
     return best.interval.low > runner_up.interval.high
 

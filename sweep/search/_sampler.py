@@ -50,7 +50,7 @@ def propose(search: Search, sweep_seed: int, record: SearchRecord, n: int) -> tu
 
     with _quiet():
         sampler = _sampler(search, round_seed(sweep_seed, len(record.rounds)))
-        direction = "minimize" if search.mode == "min" else "maximize"
+        direction = "minimize" if search.direction == "min" else "maximize"
         study = optuna.create_study(direction=direction, sampler=sampler)
         distributions = {k: _distribution(d) for k, d in search.space.items()}
         for point, seen in record.observations:

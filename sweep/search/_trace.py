@@ -57,7 +57,7 @@ def plot_trace(location: str | os.PathLike | SweepDir, out: str | os.PathLike | 
             err = [s.observation.stderr if math.isfinite(s.observation.stderr) else 0.0 for s in every]
             bars = "± standard error over seeds"
         ax.errorbar(x, y, yerr=err, fmt="o", ms=4, capsize=2, color="C0", label=f"mean, {bars}")
-        better = min if search.mode == "min" else max
+        better = min if search.direction == "min" else max
         so_far, best = [], math.nan
         for m in y:
             best = m if math.isnan(best) else better(best, m) if math.isfinite(m) else best

@@ -109,10 +109,11 @@ class Adaptive:
                 f'"val_<metric>": a race is a choice, and choices rank on the validation set (test numbers '
                 f"are reported beside them, never used to choose)"
             )
-        if isinstance(self.metric, str):  # (a bad metric is refused by check_metric)
-            object.__setattr__(self, "mode", mode_of(self.metric, self.mode))
-        if self.mode not in MODES:
-            raise SpecError(f"`seeds.adaptive.mode`: got {self.mode!r}; choose one of {', '.join(MODES)}")
+        if self.mode not in (None, *MODES):
+            raise SpecError(
+                f"`seeds.adaptive.mode`: got {self.mode!r}; choose one of {', '.join(MODES)} (or leave it out: by "
+                f"the metric)"
+            )
         c = self.confidence
         if not is_number(c) or not 0 < c < 1:
             raise SpecError(f"`seeds.adaptive.confidence`: got {c!r}; must be a number in (0, 1), e.g. 0.95")
@@ -151,6 +152,13 @@ class Adaptive:
         return tuple(range(self.max))
 
     # -- the metric ------------------------------------------------------------------------------
+    @property
+    def direction(self) -> str:
+        """``"min"`` or ``"max"``: :attr:`mode`, or where that is None the metric's
+        (:func:`sweep.metrics.mode_of`), so that a race changed with ``dataclasses.replace(adaptive,
+        metric=...)`` follows its new metric."""
+        return mode_of(self.metric, self.mode)
+
     def check_metric(self, names: list[str]) -> None:
         """Refuse a ``metric`` that is not among the validation columns ``names`` a config's
         training evaluates (:meth:`sweep.Training.validation_columns`)."""

@@ -90,9 +90,15 @@ class Search:
                 f'`search.metric`: got {self.metric!r}; give a validation column, "val_loss" or "val_<metric>" '
                 f"(a search is a choice, and choices rank on the validation set)"
             )
-        object.__setattr__(self, "mode", mode_of(self.metric, self.mode))
-        if self.mode not in ("min", "max"):
-            raise SpecError(f"`search.mode`: got {self.mode!r}; choose min or max")
+        if self.mode not in (None, "min", "max"):
+            raise SpecError(f"`search.mode`: got {self.mode!r}; choose min or max (or leave it out: by the metric)")
+
+    @property
+    def direction(self) -> str:
+        """``"min"`` or ``"max"``: :attr:`mode`, or where that is None the metric's
+        (:func:`sweep.metrics.mode_of`), so that a spec changed with ``dataclasses.replace(search,
+        metric=...)`` follows its new metric."""
+        return mode_of(self.metric, self.mode)
 
     def check_metric(self, training: Training) -> None:
         """Refuse a ``metric`` that members trained with ``training`` do not report."""
