@@ -311,8 +311,8 @@ def mode_of(column: str, mode: str | None = None) -> str:
         ``mode_of("val_accuracy")`` -> ``"max"``; ``mode_of("val_loss")`` -> ``"min"``;
         ``mode_of("val_accuracy", "min")`` -> ``"min"``
     """
-    if mode is not None:
-        return mode
+    if mode is not None or not isinstance(column, str):  # (a column of another type is refused where it is used)
+        return "min" if mode is None else mode
     name = next((column.removeprefix(s) for s in ("val_", "test_") if column.startswith(s)), column)
     return "max" if name.startswith(ROLLOUT_VALID_STEPS) or higher_is_better(name) else "min"
 

@@ -213,6 +213,8 @@ def test_a_score_ranks_highest_first_unless_told_otherwise(tmp_path):
     assert ens.best(1, "val_accuracy").table.column("val_accuracy").to_pylist() == [max(accuracies)]
     assert ens.best(1, "val_accuracy", mode="min").table.column("val_accuracy").to_pylist() == [min(accuracies)]
     assert ens.compare({"learning_rate": 1e-2}, {"learning_rate": 1e-4}, metric="val_accuracy").mode == "max"
+    with pytest.raises(sweep.QueryError, match=r"best\(metric=None\): no column named None"):
+        ens.best(1, metric=None)  # a QueryError naming it, not an AttributeError from mode_of
     out = invoke("show", str(tmp_path / "s"), "--metric", "val_accuracy").stdout
     assert "highest mean first" in out, out
     assert metrics.mode_of("test_rollout_valid_steps_correlation") == "max" and metrics.mode_of("val_nrmse") == "min"
