@@ -368,8 +368,8 @@ def test_a_narrow_terminal_folds_labels_and_wraps_messages_after_the_display(mon
 
 
 def test_the_status_lines_wrap_between_their_parts_not_inside_one():
-    """At 60 columns the summary and the speed line break at their ``|``, so that no count is split
-    over two lines (``members`` on one, ``0/16`` on the next)."""
+    """At 60 columns the summary and the speed line break between their ``|``-separated parts, so
+    that no count is split over two lines (``members`` on one, ``0/16`` on the next)."""
     from rich.console import Console
 
     spec, clock = grid_spec(name="heat-depth-lr"), Clock()
@@ -381,13 +381,15 @@ def test_the_status_lines_wrap_between_their_parts_not_inside_one():
     console = Console(file=io.StringIO(), width=60, color_system=None)
     console.print(state.renderable())
     lines = [line.strip() for line in console.file.getvalue().splitlines()]
-    assert lines[:3] == [
-        "[heat-depth-lr] 0:30 |",
-        "trials 0/4 done, 1 compiling, 1 running, 2 pending |",
-        "members 0/16",
-    ]
+    assert lines[:3] == ["[heat-depth-lr] 0:30", "trials 0/4 done, 1 compiling, 1 running, 2 pending", "members 0/16"]
     for part in ("member-epochs 8/64", "0.267 member-epochs/s", "ETA 3:30", "waited 1.5 s for data"):
         assert any(part in line for line in lines), (part, lines)
+    for width in range(40, 121):  # no width leaves a separator alone on a line or runs past the edge
+        narrow = Console(file=io.StringIO(), width=width, color_system=None)
+        narrow.print(state.renderable())
+        text = narrow.file.getvalue().splitlines()
+        assert all(line.strip() not in ("|", "") for line in text[:4]), (width, text[:4])
+        assert all(len(line.rstrip()) <= width for line in text), width
     wide = Console(file=io.StringIO(), width=200, color_system=None)  # one line where it fits
     wide.print(state.renderable())
     assert " | ".join(state.summary().split(" | ")[:3]) in wide.file.getvalue()

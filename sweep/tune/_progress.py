@@ -67,8 +67,9 @@ NO_GRID = "(one configuration)"  # the label of a spec without a grid
 
 
 class Parts:
-    """Rich text of ``parts`` joined by ``" | "``, wrapped between parts, not inside one (a part
-    longer than the width wraps at its words): ``members 0/16`` is never split over two lines."""
+    """Rich text of ``parts`` joined by ``" | "``, a line break between two parts where the next
+    does not fit, never inside one (a part longer than the width wraps at its words):
+    ``members 0/16`` is never split over two lines."""
 
     def __init__(self, parts: Iterable[str]):
         self.parts = list(parts)
@@ -77,11 +78,11 @@ class Parts:
         from rich.cells import cell_len
 
         lines: list[str] = []
-        for part in self.parts:
+        for part in self.parts:  # a line break separates two parts as " | " does
             if lines and cell_len(joined := f"{lines[-1]} | {part}") <= width:
                 lines[-1] = joined
             else:
-                lines[-1:] = [f"{lines[-1]} |", part] if lines else [part]
+                lines.append(part)
         return lines
 
     def __rich_console__(self, console, options):
