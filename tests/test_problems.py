@@ -1,6 +1,8 @@
 """Problems: heat1d against an independent BTCS step, user arrays, import paths, and
 their train / validation / test splits: sizes, disjointness, given or carved."""
 
+import warnings
+
 import jax
 import numpy as np
 import pyarrow as pa
@@ -122,9 +124,13 @@ def test_npz_missing_key_and_bad_shapes(tmp_path):
         sweep.SpecError, match=r"lacks array\(s\) \['test_x'\]; it holds 'tset_x' \(did you mean 'test_x'\?\); need"
     ):
         load_problem("arrays", {"path": str(tmp_path / "typo.npz")})
-    np.savez(tmp_path / "val_typo.npz", **good, vla_x=good["test_x"], coordinates=np.arange(3))
+    np.savez(tmp_path / "val_typo.npz", **good, vla_x=good["test_x"], coordinates=np.arange(3), test_idx=np.arange(2))
     with pytest.warns(UserWarning, match=r"array 'vla_x' \(did you mean 'val_x'\?\) left out; the arrays read"):
-        load_problem("arrays", {"path": str(tmp_path / "val_typo.npz")})
+        load_problem("arrays", {"path": str(tmp_path / "val_typo.npz")})  # test_idx: near test_x, which it holds
+    np.savez(tmp_path / "extra.npz", **good, test_idx=np.arange(2), coords=np.arange(2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # arrays beside the ones read, none of them a misspelt missing one
+        load_problem("arrays", {"path": str(tmp_path / "extra.npz")})
 
 
 def _parquet(path, a, splits=("train", "test")):

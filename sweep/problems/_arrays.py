@@ -80,9 +80,9 @@ def _read_npz(p: Path) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]] | None,
         only_trajectories = not set(KEYS + VAL_KEYS) & set(f.files) and {"train_traj", "test_traj"} <= set(trajectories)
         missing = [k for k in KEYS if k not in f.files]
         known = (*KEYS, *VAL_KEYS, *TRAJ_KEYS)
-        # an array whose name is close to one the file lacks or could hold: a misspelt key, not left out silently
+        lacking = [k for k in known if k not in f.files]  # an array named close to one of these: misspelt
         typos = ", ".join(
-            f"{k!r}{hint}" for k in sorted(f.files) if k not in known and (hint := did_you_mean(k, known))
+            f"{k!r}{hint}" for k in sorted(f.files) if k not in known and (hint := did_you_mean(k, lacking))
         )
         if missing and not only_trajectories:
             raise SpecError(
