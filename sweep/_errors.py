@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import inspect
 import os
@@ -45,13 +46,17 @@ class QueryError(SweepError, ValueError):
 
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_CONTEXTLIB = os.path.abspath(contextlib.__file__)  # a `with` of seed-sweep's context managers runs in it
 
 
 def warn(message: str, category: type[Warning] = UserWarning) -> None:
-    """``warnings.warn`` attributed to the first frame outside seed-sweep (the user's line that
-    called into it, at whatever depth the warning arises; Python 3.12's ``skip_file_prefixes``), so
-    that the warning shows that line, not one of seed-sweep's."""
+    """``warnings.warn`` attributed to the first frame outside seed-sweep and ``contextlib``: the
+    user's line that called into it, at whatever depth the warning arises (Python 3.12's
+    ``skip_file_prefixes``), not one of seed-sweep's; in a thread seed-sweep started, the frame
+    that started it (``threading``'s), as no user line is on that thread's stack."""
     frame, level = inspect.currentframe(), 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
+    while frame is not None and (
+        (file := os.path.abspath(frame.f_code.co_filename)).startswith(_PACKAGE) or file == _CONTEXTLIB
+    ):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)

@@ -150,3 +150,30 @@ def test_plain_objects_lease_on_any_filesystem(tmp_path):
         assert PlainObjects(pafs.LocalFileSystem()).create(key, b"other") is None
         lease.check()
     assert not (tmp_path / ".lock").exists()
+
+
+def test_a_waiting_aggregation_is_told_at_the_line_that_started_it(tmp_path):
+    """The local writer lock's warning (raised inside a ``contextlib`` context manager) names the
+    caller's line, not one of seed-sweep's or contextlib's."""
+    import pyarrow.fs as pafs
+
+    from sweep.store._generations import writer_lock
+
+    fs, store = pafs.LocalFileSystem(), str(tmp_path / "ensembles")
+
+    def second() -> None:
+        with writer_lock(fs, store):  # waits for the first
+            pass
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with writer_lock(fs, store):
+            waiter = threading.Thread(target=second)
+            waiter.start()
+            deadline = time.monotonic() + 30
+            while not caught and time.monotonic() < deadline:
+                time.sleep(0.01)
+        waiter.join()
+    (told,) = caught
+    assert "another aggregation is writing" in str(told.message)
+    assert told.filename == __file__ and told.lineno == second.__code__.co_firstlineno + 1
