@@ -48,10 +48,12 @@ def test_not_a_store(tmp_path):
     with pytest.raises(StoreError) as folder:
         load(tmp_path / "runs")
     runs = str(tmp_path / "runs")
-    assert f"{runs!r} is a storage folder holding 2 sweep(s), not a store: give one of them ({runs + '/a'!r}, " in str(
+    assert f"{runs!r} is a storage folder holding 2 sweeps, not a store: give one of them ({runs + '/a'!r}, " in str(
         folder.value
     )
-    assert f"e.g. sweep.load({runs + '/a'!r})" in str(folder.value)
+    assert "2 sweeps, not a store" in str(folder.value)
+    with pytest.raises(StoreError, match=r"is not a seed-sweep store.*run `sweep aggregate`"):
+        load(tmp_path / "runs" / "a")  # a sweep directory not aggregated yet: nothing listed
     (tmp_path / "manifest.json").write_text("{not json")
     with pytest.raises(StoreError, match=r"manifest.json'?: not valid JSON"):
         load(tmp_path)

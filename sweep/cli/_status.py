@@ -16,7 +16,7 @@ import pyarrow.fs as pafs
 from .._errors import StoreError
 from .._fs import filesystem_path, read_text
 from .._layout import MANIFEST, PLAN, STORE_NAME, TUNE_ERROR_FILES
-from ..store import SweepDir, committed_root, generations_dir
+from ..store import SweepDir, committed_root, generations_dir, sweeps_inside
 
 STATES = ("done", "stopped early", "partial", "failed", "pending")  # partial: running now, or interrupted
 
@@ -156,14 +156,9 @@ def sweeps_in(storage: str, filesystem: pafs.FileSystem | None = None) -> list[t
     """The sweep directories directly inside ``storage`` (those holding ``plan.json``), each as
     ``(path, what its store holds)``, by name; empty if there are none."""
     fs, path = filesystem_path(storage, filesystem)
-    infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
     found = []
-    for info in sorted(infos, key=lambda i: i.base_name):
-        if info.type != pafs.FileType.Directory or info.base_name.startswith("."):
-            continue
-        if fs.get_file_info(f"{info.path}/{PLAN}").type == pafs.FileType.NotFound:
-            continue
-        shown = f"{storage.rstrip('/')}/{info.base_name}"
+    for name in sweeps_inside(fs, path):
+        shown = f"{storage.rstrip('/')}/{name}"
         found.append((shown, stored_line(shown, filesystem).removeprefix("ensembles: ")))
     return found
 

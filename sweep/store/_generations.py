@@ -39,6 +39,7 @@ import pyarrow.fs as pafs
 from .._errors import StoreError, warn
 from .._fs import create_dir_exclusive, exists, is_local, local_path, read_text, refuse_links, write_text_atomic
 from .._layout import GENERATION, LOCK, MANIFEST, PLAN, POINTER, STORE_NAME
+from .._words import counted
 from ._lease import writer_lease
 
 
@@ -115,12 +116,13 @@ def committed_root(fs: pafs.FileSystem, path: str) -> str:
             f"{path!r} does not exist; give the directory of a sweep (made by `sweep run`) or of its "
             f"{STORE_NAME!r} store"
         )
-    inside = _sweeps_inside(fs, path)
+    inside = [] if exists(fs, f"{path}/{PLAN}") else sweeps_inside(fs, path)  # (a sweep not aggregated yet)
     if inside:
-        shown = ", ".join(repr(f"{path}/{name}") for name in inside[:5]) + (", ..." if len(inside) > 5 else "")
+        where = shown(fs, path)
+        listed = ", ".join(repr(f"{where}/{name}") for name in inside[:5]) + (", ..." if len(inside) > 5 else "")
         raise StoreError(
-            f"{path!r} is a storage folder holding {len(inside)} sweep(s), not a store: give one of "
-            f"them ({shown}), e.g. sweep.load({path + '/' + inside[0]!r})"
+            f"{where!r} is a storage folder holding {counted(len(inside), 'sweep')}, not a store: give one of "
+            f"them ({listed})"
         )
     raise StoreError(
         f"{path!r} is not a seed-sweep store: neither it nor {path + '/' + STORE_NAME!r} holds a "
@@ -128,8 +130,14 @@ def committed_root(fs: pafs.FileSystem, path: str) -> str:
     )
 
 
-def _sweeps_inside(fs: pafs.FileSystem, path: str) -> list[str]:
-    """The names of the sweep directories (those holding ``plan.json``) directly inside ``path``."""
+def shown(fs: pafs.FileSystem, path: str) -> str:
+    """``path`` of ``fs`` as users write it: ``s3://bucket/...`` on object storage."""
+    return f"s3://{path}" if isinstance(fs, pafs.S3FileSystem) else path
+
+
+def sweeps_inside(fs: pafs.FileSystem, path: str) -> list[str]:
+    """The names of the sweep directories (those holding ``plan.json``) directly inside ``path`` (a
+    storage folder, ``--storage``), by name."""
     infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
     dirs = sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory and not i.base_name.startswith("."))
     return [name for name in dirs if exists(fs, f"{path}/{name}/{PLAN}")]
@@ -155,8 +163,7 @@ def writer_lock(fs: pafs.FileSystem, store_path: str) -> Iterator[Callable[[], N
     refuse_links(fs, root)
     local = local_path(fs, f"{root}/{LOCK}")
     if local is None:
-        shown = f"s3://{store_path}" if isinstance(fs, pafs.S3FileSystem) else store_path
-        with writer_lease(fs, f"{root}/{LOCK}", shown) as lease:
+        with writer_lease(fs, f"{root}/{LOCK}", shown(fs, store_path)) as lease:
             yield lease.check
         return
     fd = os.open(local, os.O_RDWR | os.O_CREAT, 0o644)
