@@ -292,7 +292,7 @@ def test_class_labels_are_refused_with_a_clear_error(tmp_path):
     # one warning for the reason the configurations share, not one per configuration and split
     (left_out,) = [w for w in warned if "ensemble scores" in str(w.message)]
     configs = ", ".join(t.config_id for t in plan.trials)
-    assert f"of 2 config(s) ({configs}) on val, test left out: " in str(left_out.message), left_out.message
+    assert f"of 2 configs ({configs}) on val, test left out: " in str(left_out.message), left_out.message
     assert "scores: each config cannot be scored: it is trained with 'cross_entropy'" in str(left_out.message)
     assert left_out.filename == __file__  # shown at the caller's line, not at one of seed-sweep's
     ens = sweep.load(tmp_path / "s")

@@ -35,6 +35,7 @@ from .._batches import padded, pieces
 from .._errors import QueryError, SweepError, warn
 from .._import_path import is_import_path
 from .._layout import SPLIT_FILES
+from .._words import counted
 from ..metrics import BUILTINS, LOSS, metric_name, rollout_gmean
 from ..store import SCORE_COLUMNS, Store, gain_column, scores_schema
 from ._field_totals import Extras
@@ -337,7 +338,8 @@ def scores_table(
                 left_out.setdefault(why, {}).setdefault(key["config_id"], set()).add(split)
     for why, configs in left_out.items():  # one warning per reason, not per configuration and split
         on = sorted(set().union(*configs.values()), key=splits.index)
-        warn(f"ensemble scores of {len(configs)} config(s) ({', '.join(configs)}) on {', '.join(on)} left out: {why}")
+        ids = ", ".join(list(configs)[:5]) + (", ..." if len(configs) > 5 else "")
+        warn(f"ensemble scores of {counted(len(configs), 'config')} ({ids}) on {', '.join(on)} left out: {why}")
     return pa.Table.from_pylist(rows, schema_of(ens.store, extras))
 
 

@@ -34,7 +34,7 @@ import numpy as np
 from .._errors import StoreError
 from .._fs import local_copy
 from ..planning import TrialPlan
-from ..problems import Dataset, ProblemData
+from ..problems import ProblemData
 from ..store import curves_by_column, rollout_curves_by_column
 from ..training import Block, SavedBlock, data_shapes, fit, init_block, load_block, reader_wait, save_block
 from . import _env, _preemption
@@ -83,13 +83,6 @@ def _fetch(what: str, ref, made: Callable[[Any], Any] = lambda value: value) -> 
         _WORKER.pop(what, None)  # drop the old value before fetching the new one
         _WORKER[what] = (ref, made(ray.get(ref)))
     return _WORKER[what][1]
-
-
-def loaded(data: ProblemData) -> Dataset:
-    """What a trial holds of ``data`` (:meth:`~sweep.problems.ProblemData.load`; where it left its
-    splits in the files, a relative ``problem.path`` taken from the folder the sweep was started
-    in, not the trial's working directory)."""
-    return data.load()
 
 
 def block_metrics(history, planned_epochs: int) -> dict[str, Any]:
@@ -200,7 +193,7 @@ def train_trial(config: Mapping[str, Any], *, inputs: TrialInputs) -> None:
     trial, hooks = TrialPlan.from_dict(task["plan"]), inputs.hooks
     extra = dict(hooks.on_start(trial.trial_key) or {}) if hooks.on_start else {}
     # a file-backed problem: read here, a relative path from the folder the sweep was started in
-    dataset = _fetch("data", data[trial.spec.problem_id], loaded)
+    dataset = _fetch("data", data[trial.spec.problem_id], ProblemData.load)
     block, state = init_block(trial.spec, trial.seeds, trial.hparams, dataset)
     saved = _saved_block(trial, task["resume_from"], inputs.filesystem)
     history = None
