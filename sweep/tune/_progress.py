@@ -31,6 +31,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .._words import counted
 from ..planning import MemberId, TrialPlan, config_label, grid_names, hparams_key
 from ..spec import SweepSpec
 from ..store import FIXED_COLUMNS
@@ -237,7 +238,7 @@ class ProgressState:
                 f"{key} ({', '.join(f'{r} x{n}' if n > 1 else r for r, n in Counter(reasons).items())})"
                 for key, reasons in self.retries.items()
             ]
-        return f"retried {len(told)} trial{'s' if len(told) > 1 else ''}: {', '.join(told)}"
+        return f"retried {counted(len(told), 'trial')}: {', '.join(told)}"
 
     # -- what is shown -------------------------------------------------------------------------
     def unfinished(self) -> list[str]:
@@ -369,9 +370,9 @@ class ProgressState:
         state = f"{100 * c['epochs_done'] / max(c['epochs'], 1):3.0f}%"
         waiting = not c["epochs_done"] and not c["trials"]["running"] and bool(compiling or pending)
         if waiting and compiling:
-            state = f"compiling ({compiling} trial{'s' if compiling > 1 else ''} building programs)"
+            state = f"compiling ({counted(compiling, 'trial')} building programs)"
         elif waiting:
-            state = f"starting ({pending} trial{'s' if pending > 1 else ''} waiting for worker processes)"
+            state = f"starting ({counted(pending, 'trial')} waiting for worker processes)"
         bar.add_row(
             ProgressBar(total=max(c["epochs"], 1), completed=c["epochs_done"], width=40, pulse=waiting),
             Parts([state, *self._speed_parts(c)]),
