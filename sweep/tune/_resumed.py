@@ -25,7 +25,10 @@ def check_resumed_spec(spec: SweepSpec, sweep_dir: SweepDir) -> None:
     overrides it ran with would otherwise train its own configurations beside theirs. A search
     proposes its configurations as it goes: its spec is not checked."""
     stored = sweep_dir.plan()
-    if stored is None or spec.search is not None or stored.spec.search is not None:
+    if stored is None:
+        return
+    _check_ranking(spec, stored.spec)
+    if spec.search is not None or stored.spec.search is not None:
         return
     have = {(config.config_id, hparams_key(h)) for config, hsets in spec.expand() for h in hsets}
     done, _ = sweep_dir.done(stored.spec)
@@ -57,6 +60,21 @@ def check_resumed_spec(spec: SweepSpec, sweep_dir: SweepDir) -> None:
         + (f" (as it ran, on the command line: {'; '.join(how)})" if how else "")
         + ", or run without resume to train this spec's configurations beside them"
     )
+
+
+def _check_ranking(spec: SweepSpec, stored: SweepSpec) -> None:
+    """Refuse a resume of a search or a race whose metric or direction differs from the run's: its
+    proposals or eliminations so far were made ranking that metric that way."""
+    for name, field in (("search", "search"), ("adaptive", "seeds.adaptive")):
+        old, new = getattr(stored, name), getattr(spec, name)
+        if old is None or new is None or (old.metric, old.direction) == (new.metric, new.direction):
+            continue
+        first = {"min": "lowest", "max": "highest"}
+        raise SpecError(
+            f"`resume`: the {'search' if name == 'search' else 'race'} of sweep {spec.name!r} ranked {old.metric} "
+            f"{first[old.direction]} first; this spec ranks {new.metric} {first[new.direction]} first. Resume it "
+            f"as it ran (--set {field}.metric={old.metric} --set {field}.mode={old.direction}), or run without resume"
+        )
 
 
 def _differing(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
