@@ -18,9 +18,11 @@ import httpx
 import numpy as np
 import pytest
 from _serving import MORE, free_port, listener, tiny_store, wait_healthy
+from helpers import tiny_spec
 
 import sweep
 from sweep import QueryError, SpecError, StoreError
+from sweep.planning import make_plan
 from sweep.serving import ServeOptions
 
 TOKEN = "s3cret-token"
@@ -331,6 +333,15 @@ def test_bad_options_and_selections_fail_before_ray_starts(tmp_path, sweep_dir):
     (tmp_path / "empty").write_text("  \n")
     with pytest.raises(SpecError, match="must hold one token"):
         sweep.serve(sweep_dir, ServeOptions(token_file=tmp_path / "empty"))
+    with pytest.raises(SpecError, match=r"ServeOptions.pool: got 'no'; give True or False"):
+        ServeOptions(pool="no")
+    # pool=False (`sweep serve` without --pool): a selection pooling two learning rates is refused,
+    # here and in every newer generation the service would switch to (the same Selection applies)
+    grid = tiny_store(tmp_path / "grid", make_plan(tiny_spec(seeds=2, grid={"optimizer.learning_rate": [1e-3, 3e-3]})))
+    with pytest.raises(
+        QueryError, match=r"ServeOptions\(where=\{\}\): learning_rate takes \[0\.001, 0\.003\]: .*pool=True"
+    ):
+        sweep.serve(grid, ServeOptions(pool=False))
 
 
 def test_import_sweep_loads_no_serving_stack_and_no_import_shadows_serve():

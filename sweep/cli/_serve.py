@@ -105,6 +105,7 @@ def serve(
             best=best,
             metric=metric,
             mode=mode,
+            pool=pool,
             greedy=greedy,
             recalibrate=recalibrate,
             host=host,

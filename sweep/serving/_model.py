@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _batches
+from .._errors import QueryError
 from ..ensemble import Blend, Ensemble, HeldEnsemble, load
 from ._limits import BadRequest, check_members
 from ._options import LEVELS
@@ -36,6 +37,7 @@ class Selection:
     best: int | None = None
     metric: str = "val_loss"
     mode: str | None = None
+    pool: bool = True  # False: a selection pooling several values of a grid column `where` leaves free is refused
     member_ids: tuple[int, ...] | None = None
     recalibrate: bool = False
     greedy: int | None = None
@@ -49,7 +51,15 @@ class Selection:
             ens = ens.where(**self.where)
         if self.best is not None:
             ens = ens.best(self.best, metric=self.metric, mode=self.mode)
-        return ens if self.greedy is None else ens.select_greedy(self.greedy, metric="crps", split="val")
+        if self.greedy is not None:  # blends configurations by design
+            return ens.select_greedy(self.greedy, metric="crps", split="val")
+        if not self.pool and (free := ens.free_columns(self.where)):
+            named = "; ".join(f"{c} takes {values}" for c, values in free.items())
+            raise QueryError(
+                f"ServeOptions(where={self.where!r}): {named}: members trained with different settings would be "
+                f"pooled. Fix {', '.join(free)} in where, or pass pool=True to pool over them"
+            )
+        return ens
 
 
 def hold(selected: Ensemble | Blend) -> HeldEnsemble | Blend:

@@ -22,7 +22,13 @@ class ServeOptions:
         where: keep the members whose columns take these values (as :meth:`sweep.Ensemble.where`).
         best: keep the ``best`` members by ``metric`` (as :meth:`sweep.Ensemble.best`).
         metric: the column ``best`` ranks by (a validation column by default).
-        mode: ``"min"`` (lower ``metric`` is better) or ``"max"``; ``None`` (default): ``"max"`` for a built-in score (``val_accuracy``, ``val_correlation``), else ``"min"``.
+        mode: ``"min"`` (lower ``metric`` is better) or ``"max"``; ``None`` (default): ``"max"`` for
+            a built-in score (``val_accuracy``, ``val_correlation``), else ``"min"``.
+        pool: ``False``: refuse a selection whose members take several values of a grid column
+            ``where`` leaves free (members trained with different settings pooled into one
+            ensemble), in the generation served first and in every newer one (``watch_s``,
+            ``POST /reload``; the current one keeps serving); ``sweep serve`` without ``--pool``.
+            Not checked with ``greedy``, which blends configurations by design.
         greedy: serve the :class:`~sweep.ensemble.Blend` of this many steps of greedy selection
             (:meth:`sweep.Ensemble.select_greedy`, CRPS on the validation split) over the members
             ``where`` and ``best`` select, structural configs of one problem mixed.
@@ -63,6 +69,7 @@ class ServeOptions:
     greedy: int | None = None
     metric: str = "val_loss"
     mode: str | None = None
+    pool: bool = True
     recalibrate: bool = False
     host: str = "127.0.0.1"
     port: int = 8000
@@ -97,6 +104,8 @@ class ServeOptions:
             raise SpecError(
                 f"ServeOptions.ingress: got {self.ingress!r}; choose one of {', '.join(map(repr, INGRESSES))}"
             )
+        if not isinstance(self.pool, bool):
+            raise SpecError(f"ServeOptions.pool: got {self.pool!r}; give True or False")
         if not isinstance(self.recalibrate, bool):
             raise SpecError(f"ServeOptions.recalibrate: got {self.recalibrate!r}; give True or False")
         if self.mode not in (None, "min", "max"):

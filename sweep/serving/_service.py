@@ -137,6 +137,7 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
             options.best,
             options.metric,
             options.mode,
+            pool=options.pool,
             recalibrate=options.recalibrate,
             greedy=options.greedy,
         )
