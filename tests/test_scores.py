@@ -295,6 +295,10 @@ def test_class_labels_are_refused_with_a_clear_error(tmp_path):
     assert f"of 2 configs ({configs}) on val, test left out: " in str(left_out.message), left_out.message
     assert "scores: each config cannot be scored: it is trained with 'cross_entropy'" in str(left_out.message)
     assert left_out.filename == __file__  # shown at the caller's line, not at one of seed-sweep's
+    shown = invoke("scores", str(tmp_path / "s"))  # none stored: said, not a header over no rows
+    assert shown.exit_code == 0 and " ".join(shown.stdout.split()).startswith(
+        "no stored ensemble scores (one_step, val and test) of these 4 members: the aggregation scores real-valued"
+    ), shown.stdout
     ens = sweep.load(tmp_path / "s")
     assert ens.stored_scores().num_rows == 0
     with pytest.raises(QueryError, match=r"cross_entropy' on class labels.*real-valued"):

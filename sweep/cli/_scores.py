@@ -153,6 +153,9 @@ def scores(
     if fmt != "table":
         typer.echo(write_table(table.slice(0, limit), fmt), nl=False)
         return
+    if not table.num_rows:  # (an empty table would print its header alone)
+        typer.echo(prose(_none_stored(ens, kind, split) if not computed else "no ensemble scores: nothing to score"))
+        return
     keys = ["config_id", *ens.grid_columns]
     gains = [c for c in table.column_names if c.endswith("_gain")]
     if not wide:
@@ -166,6 +169,26 @@ def scores(
     else:
         typer.echo(prose(f"ensemble scores ({kind}, {split or 'val and test'}) of {len(ens)} members, from the store:"))
     typer.echo(format_table(table, limit, {*keys, *ROW_KEYS}))
+
+
+def _none_stored(ens, kind: str, split: str | None) -> str:
+    """Why the store holds no scores of ``kind`` for the members of ``ens``, and what to do."""
+    from .._import_path import is_import_path
+
+    what = f"no stored ensemble scores ({kind}, {split or 'val and test'}) of these {len(ens)} members"
+    names = {ens.store.configs[cid].spec.model.name for cid in set(ens.index["config_id"].to_pylist())}
+    factories = sorted(name for name in names if is_import_path(name))
+    if factories:
+        return (
+            f"{what}: their models are built by {', '.join(factories)}, code the store names, which the aggregation "
+            f"never runs; compute the scores with --fields where that code is installed and trusted, or "
+            f"Ensemble.scores() in Python"
+        )
+    return (
+        f"{what}: the aggregation scores real-valued targets of the samples the store keeps"
+        + (", and rollouts only where the store keeps trajectories" if kind != "one_step" else "")
+        + " (its warning named what it left out); --kind all lists every kind stored"
+    )
 
 
 def _recalibrated(ens, split: str, save: str | None, fmt: str, limit: int) -> None:
