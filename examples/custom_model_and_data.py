@@ -12,9 +12,10 @@
 
 By default the sweep trains in this process, one ``sweep.train_block`` per structural config
 (``model.hidden``), with the learning rates vmapped inside each block. ``--ray`` runs the same
-spec through Ray Tune (``sweep.run``): Ray worker processes do not see this directory, so it is
-shipped to them with ``runtime_env={"working_dir": ...}`` (on a cluster: install your package on
-the nodes, or do the same). Both give the same members, bit for bit on CPU.
+spec through Ray Tune (``sweep.run``): the local Ray it starts gives its workers this process's
+import path, so they import ``my_models`` as the script does (on a cluster: install your package
+on the nodes, or ship it with ``ray.init(runtime_env={"working_dir": ...})`` before
+``sweep.run``). Both give the same members, bit for bit on CPU.
 
     python examples/custom_model_and_data.py            # ~20 s on 2 CPUs
     python examples/custom_model_and_data.py --smoke    # seconds
@@ -33,7 +34,6 @@ from matplotlib.figure import Figure
 
 import sweep
 
-HERE = Path(__file__).resolve().parent
 SHIFT = 3
 
 
@@ -113,15 +113,7 @@ def plot_predictions(path: Path, data, mean: np.ndarray, std: np.ndarray, title:
 
 
 def run_with_ray(spec: sweep.SweepSpec, storage: Path, out: Path, data) -> None:
-    import ray
-
-    if not ray.is_initialized():  # ship my_models.py to the workers
-        ray.init(
-            runtime_env={"working_dir": str(HERE), "excludes": ["figures/", "runs/", "*.npz", "*.png"]},
-            include_dashboard=False,
-            log_to_driver=False,
-        )
-    ens = sweep.load(sweep.run(spec, storage=str(storage)))
+    ens = sweep.load(sweep.run(spec, storage=str(storage)))  # a local Ray: its workers import my_models too
     print_table(
         [(r["hidden"], r["learning_rate"], r["mean"], r["std"], r["test_loss_mean"]) for r in ens.summary().to_pylist()]
     )  # val_loss, best first

@@ -86,7 +86,7 @@ def test_sweep_depth_lr_quickstart(tmp_path):
 @pytest.mark.slow
 def test_custom_model_and_data_in_process_and_on_ray_workers(tmp_path):
     """The user's factory resolves from any working directory in-process, Ray workers import it
-    (shipped as the working_dir), and both train exactly the same members (bit-identical on CPU)."""
+    (the driver's import path, passed on by the local Ray), and both train exactly the same members (bit-identical on CPU)."""
     header = "hidden lr val loss"
     in_process = run_example("custom_model_and_data.py", "--out", str(tmp_path / "a"), cwd=tmp_path)
     assert "model my_models:shift_net" in in_process
