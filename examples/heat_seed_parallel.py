@@ -23,6 +23,7 @@ import jax
 import numpy as np
 import pdequinox as pdeqx
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 import sweep
 
@@ -111,8 +112,9 @@ def main(argv: list[str] | None = None) -> None:
         ax.set_xlabel("epoch")
         ax.set_ylabel(f"{which} loss (MSE)")
         ax.set_title(f"{which} loss of each seed")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole epochs
         ax.grid(True, alpha=0.3)
-    fig.axes[1].legend(fontsize="x-small", ncol=2)
+    fig.legend(*fig.axes[0].get_legend_handles_labels(), loc="outside right center", fontsize="x-small")
     save(fig, args.out, "loss_curves.png")
 
     # 3. Predictions of every member: vmap over members, then over samples.
@@ -124,7 +126,8 @@ def main(argv: list[str] | None = None) -> None:
     ax.plot(grid, data.test_x[BATCH_I, 0], color="0.6", ls="--", label="initial state")
     ax.plot(grid, data.test_y[BATCH_I, 0], color="black", lw=2, label="ground-truth next state")
     ax.plot(grid, preds[:, BATCH_I, 0].T, lw=0.8, alpha=0.6)
-    ax.fill_between(grid, mean - std, mean + std, color="C3", alpha=0.3, label="ensemble mean ±std")
+    ax.fill_between(grid, mean - std, mean + std, color="C3", alpha=0.3, label="ensemble ±1 std")
+    ax.plot(grid, mean, color="C3", lw=1.5, label="ensemble mean")
     ax.set(xlabel="x", ylabel="u", title=f"10 members on test sample {BATCH_I}")
     ax.legend(fontsize="small")
     ax = fig.add_subplot(1, 2, 2)
