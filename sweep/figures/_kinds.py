@@ -95,8 +95,10 @@ def figure(kind: str, d: FigureData) -> Figure:
     n_slices = 0 if d.rolled is None else 1 if isinstance(d.rolled, str) else 2  # at least
     rows = (3 if n_errors or n_slices else 2) + (d.scores is not None)
     cols = max(n_splits + 1, n + 1, n_errors + n_slices, 4 if d.scores is not None else 0)
-    fig = Figure(figsize=(4.6 * cols, 4.2 * rows), layout="constrained")
-    cells = fig.add_gridspec(rows, cols)
+    # a predictions row that only says why it is empty (a factory's model, no samples) takes a strip
+    heights = [1.0, 0.35 if isinstance(d.samples, str) else 1.0] + [1.0] * (rows - 2)
+    fig = Figure(figsize=(4.6 * cols, 4.2 * sum(heights)), layout="constrained")
+    cells = fig.add_gridspec(rows, cols, height_ratios=heights)
     curves_figure(fig, d.curves, Configs(d.keys, d.curves, d.totals), loss, [cells[0, i] for i in range(n_splits)])
     draw_spread(fig.add_subplot(cells[0, n_splits:]), d.ens.index, Configs(d.keys, d.ens.index), d.metric)
     panels = n + 1 if n and targets == "same_grid" else n  # same-grid samples get a residual panel
