@@ -55,19 +55,26 @@ def test_a_failed_trial_is_named_and_resume_continues_to_the_same_store(local_ru
     assert store_files(path) == store_files(local_run)
 
 
-def test_a_resumed_race_ranks_its_metric_as_it_ran(tmp_path):
-    """A race's eliminations so far ranked its metric one way: a resume that ranks it the other way
-    (or ranks another metric) is refused before any work, saying how to resume it as it ran."""
+def test_a_race_goes_on_ranking_its_metric_as_it_ran(tmp_path):
+    """A race's eliminations so far ranked its metric one way: a run that goes on with it (resumed
+    or adding to it) ranking it the other way, or ranking another metric, is refused before any
+    work, saying how to go on as it ran."""
     race = sweep.Adaptive(start=2, step=2, max=4)
-    spec = tiny_spec(seeds=race, grid={"optimizer.learning_rate": [1e-3, 3e-2]})
+    training = dataclasses.replace(tiny_spec().training, metrics=("nrmse",))
+    spec = tiny_spec(seeds=race, grid={"optimizer.learning_rate": [1e-3, 3e-2]}, training=training)
     sweep.run(spec, storage=str(tmp_path), options=LOCAL)
     flipped = dataclasses.replace(spec, seeds=dataclasses.replace(race, mode="max"))
-    with pytest.raises(
-        sweep.SpecError,
-        match=r"^`resume`: the race of sweep 'tiny' ranked val_loss lowest first; this spec ranks val_loss highest "
-        r"first\. Resume it as it ran \(--set seeds\.adaptive\.metric=val_loss --set seeds\.adaptive\.mode=min\)",
-    ):
-        sweep.run(flipped, storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
+    for options in (dataclasses.replace(LOCAL, resume=True), LOCAL):
+        with pytest.raises(
+            sweep.SpecError,
+            match=r"^`seeds\.adaptive`: the race of sweep 'tiny' ranked val_loss lowest first; this spec ranks val_loss "
+            r"highest first\. Go on as it ran \(--set seeds\.adaptive\.metric=val_loss --set "
+            r"seeds\.adaptive\.mode=min\)",
+        ):
+            sweep.run(flipped, storage=str(tmp_path), options=options)
+    other = dataclasses.replace(spec, seeds=dataclasses.replace(race, metric="val_nrmse"))
+    with pytest.raises(sweep.SpecError, match=r"ranked val_loss lowest first; this spec ranks val_nrmse lowest"):
+        sweep.run(other, storage=str(tmp_path), options=LOCAL)
     sweep.run(spec, storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))  # as it ran: taken
 
 

@@ -23,12 +23,10 @@ def check_resumed_spec(spec: SweepSpec, sweep_dir: SweepDir) -> None:
     """Refuse a resume whose ``spec`` no longer has the configurations (structural config and
     vmapped values) of the last run's unfinished trials: a spec file resumed without the ``--set``
     overrides it ran with would otherwise train its own configurations beside theirs. A search
-    proposes its configurations as it goes: its spec is not checked."""
+    proposes its configurations as it goes: its configurations are not checked (its ranking is, by
+    :func:`check_ranking`, on every run)."""
     stored = sweep_dir.plan()
-    if stored is None:
-        return
-    _check_ranking(spec, stored.spec)
-    if spec.search is not None or stored.spec.search is not None:
+    if stored is None or spec.search is not None or stored.spec.search is not None:
         return
     have = {(config.config_id, hparams_key(h)) for config, hsets in spec.expand() for h in hsets}
     done, _ = sweep_dir.done(stored.spec)
@@ -62,18 +60,22 @@ def check_resumed_spec(spec: SweepSpec, sweep_dir: SweepDir) -> None:
     )
 
 
-def _check_ranking(spec: SweepSpec, stored: SweepSpec) -> None:
-    """Refuse a resume of a search or a race whose metric or direction differs from the run's: its
-    proposals or eliminations so far were made ranking that metric that way."""
+def check_ranking(spec: SweepSpec, sweep_dir: SweepDir) -> None:
+    """Refuse to go on with a search or a race (a resume, or a run that adds to it) whose metric or
+    direction differs from the last run's: its proposals or eliminations so far ranked that metric
+    that way."""
+    plan = sweep_dir.plan()
+    stored = None if plan is None else plan.spec
     for name, field in (("search", "search"), ("adaptive", "seeds.adaptive")):
-        old, new = getattr(stored, name), getattr(spec, name)
+        old, new = (None, None) if stored is None else (getattr(stored, name), getattr(spec, name))
         if old is None or new is None or (old.metric, old.direction) == (new.metric, new.direction):
             continue
         first = {"min": "lowest", "max": "highest"}
         raise SpecError(
-            f"`resume`: the {'search' if name == 'search' else 'race'} of sweep {spec.name!r} ranked {old.metric} "
-            f"{first[old.direction]} first; this spec ranks {new.metric} {first[new.direction]} first. Resume it "
-            f"as it ran (--set {field}.metric={old.metric} --set {field}.mode={old.direction}), or run without resume"
+            f"`{field}`: the {'search' if name == 'search' else 'race'} of sweep {spec.name!r} ranked {old.metric} "
+            f"{first[old.direction]} first; this spec ranks {new.metric} {first[new.direction]} first. Go on as it "
+            f"ran (--set {field}.metric={old.metric} --set {field}.mode={old.direction}), or give the sweep another "
+            f"name to start a new one"
         )
 
 

@@ -35,7 +35,7 @@ from ._executor import Executor, Stopped, planned_rounds
 from ._options import METRIC, RunOptions, fold_options
 from ._plan import check_spec
 from ._policy import RoundPolicy, policy_for
-from ._resumed import check_resumed_spec
+from ._resumed import check_ranking, check_resumed_spec
 
 __all__ = ["METRIC", "Interrupted", "run"]
 
@@ -147,6 +147,7 @@ def run(
     _race.check_options(spec, options.the_scheduler, options.run_config)
     configure(gpu_preallocate=False)  # the driver's JAX (data generation) must not take the trials' GPU memory
     sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
+    check_ranking(spec, sweep_dir)  # a search or race goes on from its record, resumed or not
     if options.resume:
         check_resumed_spec(spec, sweep_dir)
     done, blocks = sweep_dir.done(spec)
