@@ -147,6 +147,7 @@ def scores(
         raise CLIError("--best and --save-calibration go with --recalibrate")
     computed = fields or bool(threshold)
     table = ens.scores(split or "test", thresholds=threshold, fields=True) if computed else ens.stored_scores(split)
+    kinds = sorted(set(table["kind"].to_pylist()))  # those it holds, of any kind
     if kind != "all":
         table = table.filter(pc.equal(table["kind"], kind))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
     fmt = Format(format).value
@@ -154,7 +155,7 @@ def scores(
         typer.echo(write_table(table.slice(0, limit), fmt), nl=False)
         return
     if not table.num_rows:  # (an empty table would print its header alone)
-        typer.echo(prose(_none_stored(ens, kind, split) if not computed else "no ensemble scores: nothing to score"))
+        typer.echo(prose(_none_held(ens, kind, split, kinds, computed)))
         return
     keys = ["config_id", *ens.grid_columns]
     gains = [c for c in table.column_names if c.endswith("_gain")]
@@ -171,23 +172,26 @@ def scores(
     typer.echo(format_table(table, limit, {*keys, *ROW_KEYS}))
 
 
-def _none_stored(ens, kind: str, split: str | None) -> str:
-    """Why the store holds no scores of ``kind`` for the members of ``ens``, and what to do."""
+def _none_held(ens, kind: str, split: str | None, kinds: list[str], computed: bool) -> str:
+    """Why the scores table of the members of ``ens`` holds no row of ``kind`` (``kinds``: those it
+    holds), and what to do."""
     from .._import_path import is_import_path
 
-    what = f"no stored ensemble scores ({kind}, {split or 'val and test'}) of these {len(ens)} members"
+    source = "computed now" if computed else "stored"
+    what = f"no {source} ensemble scores ({kind}, {split or ('test' if computed else 'val and test')}) of these {len(ens)} members"
+    if kinds:
+        return f"{what}; there are {', '.join(kinds)} scores: --kind {kinds[0]} (or --kind all)"
     names = {ens.store.configs[cid].spec.model.name for cid in set(ens.index["config_id"].to_pylist())}
     factories = sorted(name for name in names if is_import_path(name))
-    if factories:
+    if factories and not computed:
         return (
             f"{what}: their models are built by {', '.join(factories)}, code the store names, which the aggregation "
             f"never runs; compute the scores with --fields where that code is installed and trusted, or "
             f"Ensemble.scores() in Python"
         )
     return (
-        f"{what}: the aggregation scores real-valued targets of the samples the store keeps"
-        + (", and rollouts only where the store keeps trajectories" if kind != "one_step" else "")
-        + " (its warning named what it left out); --kind all lists every kind stored"
+        f"{what}: ensemble scores need real-valued targets and the samples the store keeps of the split "
+        f"(--split); none of these members has both"
     )
 
 
