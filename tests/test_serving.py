@@ -335,13 +335,15 @@ def test_bad_options_and_selections_fail_before_ray_starts(tmp_path, sweep_dir):
         sweep.serve(sweep_dir, ServeOptions(token_file=tmp_path / "empty"))
     with pytest.raises(SpecError, match=r"ServeOptions.pool: got 'no'; give True or False"):
         ServeOptions(pool="no")
-    # pool=False (`sweep serve` without --pool): a selection pooling two learning rates is refused,
-    # here and in every newer generation the service would switch to (the same Selection applies)
+    # pool=False (`sweep serve` without --pool): a selection pooling two learning rates is refused
+    # (here the first generation; a newer one goes through the same Selection.apply in the replica)
     grid = tiny_store(tmp_path / "grid", make_plan(tiny_spec(seeds=2, grid={"optimizer.learning_rate": [1e-3, 3e-3]})))
     with pytest.raises(
         QueryError, match=r"ServeOptions\(where=\{\}\): learning_rate takes \[0\.001, 0\.003\]: .*pool=True"
     ):
         sweep.serve(grid, ServeOptions(pool=False))
+    with pytest.raises(SpecError, match=r"options.pool=False: select on the Ensemble itself"):
+        sweep.serve(sweep.load(grid), ServeOptions(pool=False))  # an Ensemble is served as it is
 
 
 def test_import_sweep_loads_no_serving_stack_and_no_import_shadows_serve():

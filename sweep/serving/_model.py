@@ -57,7 +57,7 @@ class Selection:
             named = "; ".join(f"{c} takes {values}" for c, values in free.items())
             raise QueryError(
                 f"ServeOptions(where={self.where!r}): {named}: members trained with different settings would be "
-                f"pooled. Fix {', '.join(free)} in where, or pass pool=True to pool over them"
+                f"pooled. Fix {', '.join(free)} in where (--where), or pass pool=True (--pool) to pool over them"
             )
         return ens
 
@@ -85,7 +85,8 @@ class ServedModel:
         buckets: batch sizes (rows) to compile; a batch is padded to the smallest that holds it.
 
     Raises:
-        QueryError: if the selection matches nothing or spans several structural configs.
+        QueryError: if the selection matches nothing, spans several structural configs or (``pool``
+            False) pools members trained with different settings.
         StoreError: if the store cannot be read.
     """
 

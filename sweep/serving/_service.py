@@ -108,7 +108,8 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
 
     Raises:
         SpecError: on bad options.
-        QueryError: if the selection matches nothing or (not a blend) spans several structural configs.
+        QueryError: if the selection matches nothing, (not a blend) spans several structural configs,
+            or, with ``pool=False``, pools members trained with different settings.
         StoreError: if the store cannot be read.
 
     ```python
@@ -121,9 +122,10 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
     if not isinstance(options, ServeOptions):
         raise SpecError(f"options: got {type(options).__name__}; give a sweep.ServeOptions")
     if isinstance(path_or_ensemble, (Ensemble, Blend)):
-        if options.where or options.best is not None or options.greedy is not None:
+        if options.where or options.best is not None or options.greedy is not None or not options.pool:
             raise SpecError(
-                "options.where / options.best / options.greedy: select on the Ensemble itself, or serve a path with them"
+                "options.where / options.best / options.greedy / options.pool=False: select on the Ensemble itself "
+                "(an Ensemble is served as it is, pooled or not), or serve a path with them"
             )
         ens = path_or_ensemble
         path = ens.store.root
