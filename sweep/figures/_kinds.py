@@ -95,8 +95,10 @@ def figure(kind: str, d: FigureData) -> Figure:
     n_slices = 0 if d.rolled is None else 1 if isinstance(d.rolled, str) else 2  # at least
     rows = (3 if n_errors or n_slices else 2) + (d.scores is not None)
     cols = max(n_splits + 1, n + 1, n_errors + n_slices, 4 if d.scores is not None else 0)
-    # a predictions row that only says why it is empty (a factory's model, no samples) takes a strip
-    heights = [1.0, 0.35 if isinstance(d.samples, str) else 1.0] + [1.0] * (rows - 2)
+    # a row that only says why it is empty (a factory's model, no samples) takes a strip
+    only_text = [False, isinstance(d.samples, str)]
+    only_text += [not n_errors and isinstance(d.rolled, str)] if n_errors or n_slices else []
+    heights = [0.35 if text else 1.0 for text in only_text] + [1.0] * (d.scores is not None)
     fig = Figure(figsize=(4.6 * cols, 4.2 * sum(heights)), layout="constrained")
     cells = fig.add_gridspec(rows, cols, height_ratios=heights)
     curves_figure(fig, d.curves, Configs(d.keys, d.curves, d.totals), loss, [cells[0, i] for i in range(n_splits)])
