@@ -147,7 +147,8 @@ def run(
     _race.check_options(spec, options.the_scheduler, options.run_config)
     configure(gpu_preallocate=False)  # the driver's JAX (data generation) must not take the trials' GPU memory
     sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
-    check_ranking(spec, sweep_dir)  # a search or race goes on from its record, resumed or not
+    if spec.search is not None or spec.adaptive is not None:  # it goes on from its record, resumed or not
+        check_ranking(spec, sweep_dir)
     if options.resume:
         check_resumed_spec(spec, sweep_dir)
     done, blocks = sweep_dir.done(spec)
