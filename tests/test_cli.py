@@ -916,3 +916,14 @@ def test_the_command_leaves_without_finalising_the_interpreter_when_ray_is_not_r
     with pytest.raises(SystemExit) as exit_info:
         main()
     assert exit_info.value.code == status and left == [status]
+
+
+def test_scores_of_a_kind_the_store_lacks_name_the_kinds_it_holds(store):
+    """A heat1d store without trajectories holds no rollout scores: said, with the kinds it holds,
+    not a header over no rows."""
+    out = invoke("scores", store, "--kind", "rollout")
+    assert out.exit_code == 0, out.output
+    assert " ".join(out.stdout.split()) == (
+        "no stored ensemble scores (rollout, val and test) of these 16 members; there are ensemble_size, one_step "
+        "scores: --kind ensemble_size (or --kind all)"
+    )
