@@ -65,12 +65,13 @@ def check_ranking(spec: SweepSpec, sweep_dir: SweepDir) -> None:
     direction differs from the last run's: its proposals or eliminations so far ranked that metric
     that way."""
     plan = sweep_dir.plan()
-    stored = None if plan is None else plan.spec
+    if plan is None:
+        return
+    first = {"min": "lowest", "max": "highest"}
     for name, field in (("search", "search"), ("adaptive", "seeds.adaptive")):
-        old, new = (None, None) if stored is None else (getattr(stored, name), getattr(spec, name))
+        old, new = getattr(plan.spec, name), getattr(spec, name)
         if old is None or new is None or (old.metric, old.direction) == (new.metric, new.direction):
             continue
-        first = {"min": "lowest", "max": "highest"}
         raise SpecError(
             f"`{field}`: the {'search' if name == 'search' else 'race'} of sweep {spec.name!r} ranked {old.metric} "
             f"{first[old.direction]} first; this spec ranks {new.metric} {first[new.direction]} first. Go on as it "
