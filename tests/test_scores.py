@@ -23,7 +23,7 @@ import sweep
 from sweep import QueryError, StoreError
 from sweep.ensemble import _scoring
 from sweep.ensemble._scores import block_sums, finish
-from sweep.ensemble._scoring import store_scores
+from sweep.ensemble._stored_scores import store_scores
 from sweep.planning import make_plan
 from sweep.store import Store, aggregate_blocks
 

@@ -351,6 +351,16 @@ def test_no_import_circle_inside_a_package():
     assert circles == [], f"modules on an import circle: {circles}"
 
 
+MODULE_LINES = 420  # "modules under ~400 lines": one concept per file
+
+
+def test_every_module_stays_near_four_hundred_lines():
+    """A module that grows past ~400 lines holds more than one concept: split it by concept (as
+    ``_selection.py``, ``_predictions.py`` and ``_ensemble.py`` split the queries of ``Ensemble``)."""
+    long = {str(p.relative_to(PACKAGE)): n for p in _modules() if (n := len(p.read_text().splitlines())) > MODULE_LINES}
+    assert long == {}, f"modules over {MODULE_LINES} lines: {long}"
+
+
 def _is_module(parts: tuple[str, ...]) -> bool:
     return PACKAGE.joinpath(*parts).with_suffix(".py").exists() or PACKAGE.joinpath(*parts, "__init__.py").exists()
 

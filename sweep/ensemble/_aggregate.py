@@ -11,7 +11,7 @@ import pyarrow.fs as pafs
 
 from .._layout import STORE_NAME
 from ..store import DEFAULT_SHARD_BYTES, MapTasks, SweepDir, sweep_sources, write_store
-from ._scoring import store_scores
+from ._stored_scores import store_scores
 
 
 def aggregate(

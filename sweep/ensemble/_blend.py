@@ -37,9 +37,10 @@ import pyarrow as pa
 
 from .._batches import pieces
 from .._errors import QueryError
+from ._array_args import checked_out, checked_pair
 from ._calibrated import Calibrated
 from ._field_totals import Extras
-from ._predictions import DEFAULT_CHUNK, Predictions, checked_out, checked_pair
+from ._predictions import DEFAULT_CHUNK, Predictions
 from ._scoring import check_split, multiset_rows
 
 

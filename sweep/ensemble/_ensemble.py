@@ -24,11 +24,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from .._errors import QueryError, did_you_mean
+from .._errors import QueryError
 from ..metrics import mode_of
 from ..racing import race_table
 from ..store import Store
-from . import _scoring, _stats
+from . import _scoring, _stats, _stored_scores
 from ._blend import Blend
 from ._calibrated import Calibrated
 from ._field_totals import Extras
@@ -132,7 +132,7 @@ class Ensemble(Calibrated):
         keys = ["config_id", *self.grid_columns]
         table = _stats.summary(self._index, keys, metric, self._beside(metric), mode)
         if scores:
-            table = _scoring.beside_summary(table, self.stored_scores(), keys)
+            table = _stored_scores.beside_summary(table, self.stored_scores(), keys)
         order = "lowest" if mode == "min" else "highest"
         title = f"{metric} over seeds per configuration ({len(self)} members), {order} mean first; 95% intervals"
         units = self.units_note()
@@ -192,7 +192,7 @@ class Ensemble(Calibrated):
         """The ensemble scores the aggregation stored (``ensemble_scores.parquet``: of all members of
         each configuration) of the configurations this selection has members of, on ``split`` or
         both (columns as :meth:`scores`); a :class:`QueryError` for a store made without them."""
-        return _scoring.stored_rows(self, split)
+        return _stored_scores.stored_rows(self, split)
 
     def seeds_needed(self, metric: str = DEFAULT_METRIC, width: float = 0.1, mode: str | None = None) -> pa.Table:
         """How many seeds bring the 95% bootstrap interval of the mean of ``metric`` to ``width``
@@ -318,36 +318,8 @@ class Ensemble(Calibrated):
             ens.where(depth=6, learning_rate=[1e-3, 3e-4], status="ok")
             ```
         """
-        schema = self._store.index_schema if self._rows is None else self._rows.schema
-        filters = {}
-        for column, value in column_values.items():
-            if column not in schema.names:
-                raise QueryError(
-                    f"where(): unknown column {column!r}{did_you_mean(column, schema.names)}; "
-                    f"columns: {', '.join(schema.names)}"
-                )
-            values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
-            kind = schema.field(column).type
-            try:
-                filters[column] = pa.array(values, type=kind)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-                raise QueryError(f"where({column}={value!r}): column {column!r} holds {kind} values") from None
-        if not filters:
-            return self
-        if self._rows is None:  # a selection by values: read only their columns, of the row groups that can match
-            both = _both(self._filters, filters)
-            if self._store.count(both):
-                return Ensemble(self._store, None, both)
-        else:
-            mask = None
-            for column, value_set in filters.items():
-                hit = pc.is_in(self._rows[column], value_set=value_set)  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
-                mask = hit if mask is None else pc.and_(mask, hit)  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
-            selected = self._rows.filter(mask)
-            if selected.num_rows:
-                return Ensemble(self._store, selected)
-        present = "; ".join(f"{c} takes {self._distinct(c)}" for c in column_values)
-        raise QueryError(f"where({_kwargs(column_values)}): no member matches; in this selection {present}")
+        index, filters = self._matching(column_values)
+        return self if index is None and filters is None else Ensemble(self._store, index, filters)
 
     def best(self, k: int, metric: str = DEFAULT_METRIC, mode: str | None = None) -> Ensemble:
         """The ``k`` members (all, if fewer) with the best ``metric``, best first.
@@ -426,33 +398,6 @@ class Ensemble(Calibrated):
         """
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise QueryError(f"member(seed={seed!r}): the seed must be an integer")
-        selection = self.where(**where)
-        if selection._rows is None:  # read only the row groups that can hold the seed
-            rows = selection.store.select(_both(selection._filters, {"seed": pa.array([int(seed)], pa.int64())}))
-        else:
-            rows = selection._rows.filter(pc.equal(selection._rows["seed"], int(seed)))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
-        if rows.num_rows == 0:
-            raise QueryError(
-                f"member(seed={seed!r}): no member with this seed here; seeds: {selection._distinct('seed')}"
-            )
-        if rows.num_rows > 1:
-            keys = ["config_id", *self._store.grid_columns]
-            varying = [c for c in keys if c in rows.column_names and len(pc.unique(rows[c])) > 1]  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
-            raise QueryError(
-                f"member(seed={seed!r}): {rows.num_rows} members have this seed (they differ in "
-                f"{', '.join(varying)}); narrow it down, e.g. member(seed={seed!r}, {varying[0]}={rows[varying[0]][0].as_py()!r})"
-            )
+        rows = self.where(**where)._seed_row(int(seed))
         params, static = Ensemble(self._store, rows).stacked_params("member")
         return eqx.combine(jax.tree_util.tree_map(lambda a: a[0], params), static)
-
-
-def _both(filters: dict[str, pa.Array], more: dict[str, pa.Array]) -> dict[str, pa.Array]:
-    """Filters that hold where both hold (a column in both: the values in both)."""
-    out = dict(filters)
-    for column, values in more.items():
-        out[column] = values if column not in out else pc.filter(values, pc.is_in(values, value_set=out[column]))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
-    return out
-
-
-def _kwargs(values: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in values.items())

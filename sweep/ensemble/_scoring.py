@@ -29,17 +29,16 @@ import equinox as eqx
 import jax
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .._batches import padded, pieces
 from .._errors import QueryError, SweepError, warn
-from .._import_path import is_import_path
 from .._layout import SPLIT_FILES
 from .._words import counted
 from ..metrics import BUILTINS, LOSS, metric_name, rollout_gmean
 from ..store import SCORE_COLUMNS, Store, gain_column, scores_schema
+from ._array_args import array_like
 from ._field_totals import Extras
-from ._predictions import DEFAULT_CHUNK, Predictions, array_like
+from ._predictions import Predictions
 from ._scores import Totals, block_sums, metric_sums
 
 BLOCK_BYTES = 64 * 2**20  # float32 member values gathered at once (the sort works in float64 beside them)
@@ -255,7 +254,7 @@ class Data(NamedTuple):
 def checked_data(samples: Any, trajectories: Any) -> Data | None:
     """``Data`` of the ``samples`` and ``trajectories`` given to ``scores`` (None where neither
     is), the inputs and targets checked against each other, each left unread where it is an
-    array-like (:func:`~._predictions.array_like`); the configurations' shapes are checked when
+    array-like (:func:`~._array_args.array_like`); the configurations' shapes are checked when
     each is scored, before its work."""
     if samples is None and trajectories is None:
         return None
@@ -341,68 +340,6 @@ def scores_table(
         ids = ", ".join(list(configs)[:5]) + (", ..." if len(configs) > 5 else "")
         warn(f"ensemble scores of {counted(len(configs), 'config')} ({ids}) on {', '.join(on)} left out: {why}")
     return pa.Table.from_pylist(rows, schema_of(ens.store, extras))
-
-
-def store_scores(store: Store) -> pa.Table | None:
-    """The scores table of every configuration of a store on each split whose samples it holds (None
-    if it holds none), as the aggregation writes it. Configurations that cannot be scored are left
-    out with a warning: class labels, or a model built by a factory (code the store names, which
-    the aggregator never runs)."""
-    splits = tuple(s for s, (samples, _) in SPLIT_FILES.items() if samples in store.manifest["files"])
-    if not splits:
-        return None
-    built_in = [c.config_id for c in store.configs.values() if not is_import_path(c.spec.model.name)]
-    factories = len(store.configs) - len(built_in)
-    if factories:
-        warn(
-            f"ensemble scores of {factories} config(s) left out: their models are built by factories, code the "
-            f"store names that the aggregator never runs; compute them with Ensemble.scores()"
-        )
-    if not built_in:
-        return pa.Table.from_pylist([], schema_of(store))
-    wanted = {"config_id": pa.array(built_in, store.index_schema.field("config_id").type)}
-    return scores_table(Predictions(store, None, wanted), splits, DEFAULT_CHUNK, skip=True)
-
-
-BESIDE_SCORES = ("crps", "spread_skill", "coverage_50", "coverage_90", gain_column(LOSS, "gain"))
-
-
-def beside_summary(summary: pa.Table, stored: pa.Table, keys: list[str]) -> pa.Table:
-    """``summary`` with each configuration's stored one-step scores per split (``<split>_<score>``)."""
-    one_step = stored.filter(pc.equal(stored["kind"], "one_step"))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
-    for split in SPLIT_FILES:
-        rows = one_step.filter(pc.equal(one_step["split"], split))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
-        if rows.num_rows:
-            scores = rows.select([*keys, *BESIDE_SCORES]).rename_columns(
-                [*keys, *(f"{split}_{c}" for c in BESIDE_SCORES)]
-            )
-            summary = _joined(summary, scores, keys)
-    return summary
-
-
-def _joined(left: pa.Table, right: pa.Table, keys: list[str]) -> pa.Table:
-    """``left`` with the columns of ``right`` matched on ``keys`` (nulls where none), in ``left``'s order."""
-    order = "__row"
-    joined = left.append_column(order, pa.array(np.arange(left.num_rows))).join(
-        right, keys, join_type="left outer", use_threads=False
-    )
-    return joined.sort_by(order).drop_columns([order])
-
-
-def stored_rows(ens: Predictions, split: str | None) -> pa.Table:
-    """The stored scores table's rows of the configurations ``ens`` has members of, on ``split`` or both."""
-    table = ens.store.ensemble_scores()
-    if table is None:
-        raise QueryError(
-            "stored_scores(): the store holds no ensemble scores (ensemble_scores.parquet): it was made by a "
-            "seed-sweep that did not compute them; run `sweep aggregate` again, or compute them with scores()"
-        )
-    if split is not None:
-        table = table.filter(pc.equal(table["split"], check_split(split, "stored_scores")))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
-    keys = ["config_id", *ens.grid_columns]
-    wanted = set(zip(*(ens.index[k].to_pylist() for k in keys), strict=True))
-    held = zip(*(table[k].to_pylist() for k in keys), strict=True)
-    return table.filter(pa.array([key in wanted for key in held], pa.bool_()))
 
 
 def multiset_rows(

@@ -1,7 +1,8 @@
 """A selection of members of a store: which rows, their tables and their parameters.
 
 :class:`Selection` holds what every query of :class:`~sweep.ensemble.Ensemble` starts from: the
-store, the selected rows (read when first needed) and the checks of a ranking column; the
+store, the selected rows (read when first needed), the rows matching column values (what
+``where`` and ``member`` select) and the checks of a ranking column; the
 queries themselves are in :mod:`._predictions` (what the members compute) and
 :mod:`._ensemble` (choosing members, statistics over seeds).
 """
@@ -135,6 +136,62 @@ class Selection:
             raise QueryError(f"{what}(): the store holds no test {what} for config {config.config_id} ({why})")
         return found
 
+    def _matching(self, column_values: dict[str, Any]) -> tuple[pa.Table | None, dict[str, pa.Array] | None]:
+        """``(index, filters)`` of the members of this selection whose columns equal ``column_values``
+        (what :meth:`~sweep.ensemble.Ensemble.where` selects; a list, tuple or set means any of
+        them): rows read, or (``None``, filters) where this selection is one by values alone, whose
+        rows stay unread; ``(None, None)`` where nothing is given (this selection itself)."""
+        schema = self._store.index_schema if self._rows is None else self._rows.schema
+        filters = {}
+        for column, value in column_values.items():
+            if column not in schema.names:
+                raise QueryError(
+                    f"where(): unknown column {column!r}{did_you_mean(column, schema.names)}; "
+                    f"columns: {', '.join(schema.names)}"
+                )
+            values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
+            kind = schema.field(column).type
+            try:
+                filters[column] = pa.array(values, type=kind)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+                raise QueryError(f"where({column}={value!r}): column {column!r} holds {kind} values") from None
+        if not filters:
+            return None, None
+        if self._rows is None:  # a selection by values: read only their columns, of the row groups that can match
+            both = _both(self._filters, filters)
+            if self._store.count(both):
+                return None, both
+        else:
+            mask = None
+            for column, value_set in filters.items():
+                hit = pc.is_in(self._rows[column], value_set=value_set)  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+                mask = hit if mask is None else pc.and_(mask, hit)  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+            selected = self._rows.filter(mask)
+            if selected.num_rows:
+                return selected, None
+        present = "; ".join(f"{c} takes {self._distinct(c)}" for c in column_values)
+        given = ", ".join(f"{k}={v!r}" for k, v in column_values.items())
+        raise QueryError(f"where({given}): no member matches; in this selection {present}")
+
+    def _seed_row(self, seed: int) -> pa.Table:
+        """The one row of this selection with ``seed`` (what
+        :meth:`~sweep.ensemble.Ensemble.member` returns), or a :class:`QueryError` saying how to
+        narrow it down."""
+        if self._rows is None:  # read only the row groups that can hold the seed
+            rows = self._store.select(_both(self._filters, {"seed": pa.array([seed], pa.int64())}))
+        else:
+            rows = self._rows.filter(pc.equal(self._rows["seed"], seed))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+        if rows.num_rows == 0:
+            raise QueryError(f"member(seed={seed!r}): no member with this seed here; seeds: {self._distinct('seed')}")
+        if rows.num_rows > 1:
+            keys = ["config_id", *self._store.grid_columns]
+            varying = [c for c in keys if c in rows.column_names and len(pc.unique(rows[c])) > 1]  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+            raise QueryError(
+                f"member(seed={seed!r}): {rows.num_rows} members have this seed (they differ in "
+                f"{', '.join(varying)}); narrow it down, e.g. member(seed={seed!r}, {varying[0]}={rows[varying[0]][0].as_py()!r})"
+            )
+        return rows
+
     def _ids(self) -> np.ndarray:
         return self._index["member_id"].to_numpy()
 
@@ -222,3 +279,11 @@ class Selection:
         config = self.one_config(what)
         params = self._store.read(config.config_id, self._positions(config))
         return jax.tree_util.tree_map(jnp.asarray, params), self._store.template(config.config_id)[1]
+
+
+def _both(filters: dict[str, pa.Array], more: dict[str, pa.Array]) -> dict[str, pa.Array]:
+    """Filters that hold where both hold (a column in both: the values in both)."""
+    out = dict(filters)
+    for column, values in more.items():
+        out[column] = values if column not in out else pc.filter(values, pc.is_in(values, value_set=out[column]))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+    return out

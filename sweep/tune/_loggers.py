@@ -19,7 +19,7 @@ import math
 import os
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -29,6 +29,7 @@ from .._errors import SpecError
 from ..planning import TrialPlan, config_label, grid_names, hparams_key
 from ..spec import SweepSpec
 from ..store import FIXED_COLUMNS
+from ._closed_writer import close_writer
 from ._quiet import scoped_environ
 
 if TYPE_CHECKING:
@@ -179,29 +180,6 @@ def _require(package: str, extra: str) -> None:
 def _safe(name: str) -> str:
     """A run name as one path part (TensorBoard runs are folders)."""
     return re.sub(r"[^\w.=+-]+", ",", name).strip(",") or "run"
-
-
-class _Closed:
-    """What a closed ``FileWriter`` keeps for its ``atexit`` clean-up to close."""
-
-    def close(self) -> None:
-        pass
-
-
-_CLOSED = _Closed()
-
-
-def close_writer(writer: Any, close: Callable[[], None] | None = None) -> None:
-    """Close the tensorboardX ``SummaryWriter`` ``writer`` (by ``close()``, or by its own close)
-    and leave its file writers' ``atexit`` clean-ups a closed stand-in instead of the rest:
-    tensorboardX keeps every ``FileWriter`` it opened, with its queue and its file's buffer, for
-    a clean-up at exit (~11 KiB per writer)."""
-    file_writers = list((getattr(writer, "all_writers", None) or {}).values())
-    (close or writer.close)()
-    for file_writer in file_writers:
-        if hasattr(file_writer, "event_writer"):  # the clean-up reads nothing else of it
-            vars(file_writer).clear()
-            file_writer.event_writer = _CLOSED
 
 
 class TensorBoardLogger(MemberLogger):

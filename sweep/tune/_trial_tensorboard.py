@@ -9,8 +9,9 @@ has ended (``benchmarks/tune/thousand_trials.py --object-counts`` finds one ``Fi
 ``EventFileWriter``, ``RecordWriter`` and ``BufferedWriter`` more per finished trial).
 :class:`TrialTensorBoard`, given to Tune in its place, writes the same event files and, once a
 trial's writer is closed, leaves the clean-up a closed stand-in to close, so that the rest is
-freed (:func:`close_writer`, which the ``"tensorboard"`` tracker uses too). It writes no HPARAMS table (a trial's only parameter is its key; ``add_hparams`` would
-open one more writer per trial).
+freed (:func:`~._closed_writer.close_writer`, which the ``"tensorboard"`` tracker uses too). It
+writes no HPARAMS table (a trial's only parameter is its key; ``add_hparams`` would open one more
+writer per trial).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from ray.tune.logger import TBXLoggerCallback
 
-from ._loggers import close_writer
+from ._closed_writer import close_writer
 
 
 class TrialTensorBoard(TBXLoggerCallback):

@@ -1,0 +1,80 @@
+"""The ensemble scores a store holds: computed once at aggregation (:func:`store_scores`, every
+configuration the aggregator can score), read back for a selection (:func:`stored_rows`:
+``Ensemble.stored_scores``), and joined beside a summary (:func:`beside_summary`:
+``Ensemble.summary(scores=True)``, ``sweep show --scores``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .._errors import QueryError, warn
+from .._import_path import is_import_path
+from .._layout import SPLIT_FILES
+from ..metrics import LOSS
+from ..store import Store, gain_column
+from ._predictions import DEFAULT_CHUNK, Predictions
+from ._scoring import check_split, schema_of, scores_table
+
+
+def store_scores(store: Store) -> pa.Table | None:
+    """The scores table of every configuration of a store on each split whose samples it holds (None
+    if it holds none), as the aggregation writes it. Configurations that cannot be scored are left
+    out with a warning: class labels, or a model built by a factory (code the store names, which
+    the aggregator never runs)."""
+    splits = tuple(s for s, (samples, _) in SPLIT_FILES.items() if samples in store.manifest["files"])
+    if not splits:
+        return None
+    built_in = [c.config_id for c in store.configs.values() if not is_import_path(c.spec.model.name)]
+    factories = len(store.configs) - len(built_in)
+    if factories:
+        warn(
+            f"ensemble scores of {factories} config(s) left out: their models are built by factories, code the "
+            f"store names that the aggregator never runs; compute them with Ensemble.scores()"
+        )
+    if not built_in:
+        return pa.Table.from_pylist([], schema_of(store))
+    wanted = {"config_id": pa.array(built_in, store.index_schema.field("config_id").type)}
+    return scores_table(Predictions(store, None, wanted), splits, DEFAULT_CHUNK, skip=True)
+
+
+BESIDE_SCORES = ("crps", "spread_skill", "coverage_50", "coverage_90", gain_column(LOSS, "gain"))
+
+
+def beside_summary(summary: pa.Table, stored: pa.Table, keys: list[str]) -> pa.Table:
+    """``summary`` with each configuration's stored one-step scores per split (``<split>_<score>``)."""
+    one_step = stored.filter(pc.equal(stored["kind"], "one_step"))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+    for split in SPLIT_FILES:
+        rows = one_step.filter(pc.equal(one_step["split"], split))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+        if rows.num_rows:
+            scores = rows.select([*keys, *BESIDE_SCORES]).rename_columns(
+                [*keys, *(f"{split}_{c}" for c in BESIDE_SCORES)]
+            )
+            summary = _joined(summary, scores, keys)
+    return summary
+
+
+def _joined(left: pa.Table, right: pa.Table, keys: list[str]) -> pa.Table:
+    """``left`` with the columns of ``right`` matched on ``keys`` (nulls where none), in ``left``'s order."""
+    order = "__row"
+    joined = left.append_column(order, pa.array(np.arange(left.num_rows))).join(
+        right, keys, join_type="left outer", use_threads=False
+    )
+    return joined.sort_by(order).drop_columns([order])
+
+
+def stored_rows(ens: Predictions, split: str | None) -> pa.Table:
+    """The stored scores table's rows of the configurations ``ens`` has members of, on ``split`` or both."""
+    table = ens.store.ensemble_scores()
+    if table is None:
+        raise QueryError(
+            "stored_scores(): the store holds no ensemble scores (ensemble_scores.parquet): it was made by a "
+            "seed-sweep that did not compute them; run `sweep aggregate` again, or compute them with scores()"
+        )
+    if split is not None:
+        table = table.filter(pc.equal(table["split"], check_split(split, "stored_scores")))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+    keys = ["config_id", *ens.grid_columns]
+    wanted = set(zip(*(ens.index[k].to_pylist() for k in keys), strict=True))
+    held = zip(*(table[k].to_pylist() for k in keys), strict=True)
+    return table.filter(pa.array([key in wanted for key in held], pa.bool_()))
