@@ -18,6 +18,7 @@ from ._canonical import canonical_json, digest
 from ._errors import StoreError
 from ._fs import ONE_COMPONENT, confined, exists, read_text, write_text_atomic
 from ._layout import PLAN
+from ._text_table import text_table, wrapped
 from ._words import counted
 from .racing import Key, Race, headline, rule_of
 from .spec import SweepSpec, hparam_name
@@ -194,6 +195,17 @@ class Plan:
         return dataclasses.replace(self, stopped_trials=self.stopped_trials | frozenset(trial_keys))
 
     def __str__(self) -> str:
+        return self.format()
+
+    def format(self, width: int | None = None) -> str:
+        """What ``print(plan)`` shows: a line of counts and resources, then one row per trial (its
+        grid values, config id, trial key, seeds and vmapped values; the first 50), fitted to
+        ``width`` characters (a terminal's columns: lines wrapped, and the table in blocks of
+        columns, each led by the configuration) or, with None, whole lines.
+
+        Example:
+            ``print(plan.format(width=80))``
+        """
         res = self.spec.resources
         gpu = f", {res['gpu']:g} GPU" if res["gpu"] else ""
         names = grid_names(self.spec.varied)
@@ -209,7 +221,6 @@ class Plan:
             sets = " ".join(f"{names[k]}=" + ",".join(dict.fromkeys(f"{v[k]:g}" for v in values)) for k in vmapped)
             rows.append((config, t.config_id, t.trial_key, seeds, sets or "-", str(t.num_members)))
         header = ("config", "config_id", "trial", "seeds", "vmapped", "members")
-        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         lines = [
             f"sweep {self.spec.name!r}: {counted(len(self.trials), 'trial')}, {counted(self.num_members, 'member')}, "
             f"{counted(len(self.config_ids), 'structural config')}; each trial: {res['cpu']:g} CPU{gpu}, "
@@ -217,11 +228,13 @@ class Plan:
             *self._race_lines(),
             *self.data,
             *self._search_lines(),
-            *("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in ([header, *rows] if rows else [])),
         ]
+        text = wrapped("\n".join(lines), width)
+        if rows:
+            text += "\n" + text_table(header, rows, width, keys=1, left=True)
         if len(self.trials) > 50:
-            lines.append(f"... and {len(self.trials) - 50} more trials")
-        return "\n".join(lines)
+            text += f"\n... and {len(self.trials) - 50} more trials"
+        return text
 
     def _race_lines(self) -> list[str]:
         """With adaptive seeds: the race's promise and the seeds from which it can decide."""

@@ -134,6 +134,20 @@ def test_plan_names_configurations_by_grid_values_next_to_their_ids(tmp_path):
     assert {r[1] for r in rows} == set(make_plan(spec).config_ids)
 
 
+def test_plan_fits_the_terminal_in_blocks_of_columns_led_by_the_configuration(tmp_path):
+    spec = grid_spec()
+    spec.to_toml(tmp_path / "spec.toml")
+    whole = invoke("plan", tmp_path / "spec.toml").output.splitlines()
+    assert max(map(len, whole)) > 80  # the case: a plan wider than the terminal
+    lines = invoke("plan", tmp_path / "spec.toml", columns=80).output.splitlines()
+    assert max(map(len, lines)) <= 80
+    blocks = "\n".join(lines).split("\n\n")
+    headers = [b.splitlines()[next(i for i, x in enumerate(b.splitlines()) if x.startswith("config "))] for b in blocks]
+    assert [h.split()[0] for h in headers] == ["config"] * len(blocks) and len(blocks) == 2
+    assert sorted(w for h in headers for w in h.split()[1:]) == sorted(whole[1].split()[1:])  # every column once
+    assert " ".join(lines[: lines.index(headers[0])]) == whole[0]  # the counts, wrapped at words
+
+
 def test_set_overrides_spec_fields_validated_like_the_file(tmp_path):
     grid_spec().to_toml(tmp_path / "spec.toml")
     result = invoke(

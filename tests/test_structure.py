@@ -33,6 +33,8 @@ LAYERS = [
         "_batches",
         "_field_metrics",
         "_rollout_curves",
+        "_words",
+        "_text_table",
     },
     {"optim", "metrics", "models", "problems", "spec"},
     {"planning", "racing"},

@@ -10,6 +10,7 @@ import typer
 from ._args import Executor, Logger, LogPer, Progress, choice
 from ._imports import spec_folder_importable
 from ._options import SetOpt, SpecArg, load_spec
+from ._tables import terminal_width
 
 
 def run(
@@ -121,4 +122,4 @@ def plan(
     from ..tune import plan as plan_sweep
 
     with spec_folder_importable(spec):
-        typer.echo(str(plan_sweep(load_spec(spec, overrides), storage=storage)))
+        typer.echo(plan_sweep(load_spec(spec, overrides), storage=storage).format(terminal_width()))

@@ -8,11 +8,11 @@ import math
 import os
 import shutil
 import sys
-import textwrap
 from collections.abc import Collection
 
 import pyarrow as pa
 
+from .._text_table import wrapped
 from ..ensemble import format_table as _format_table
 
 
@@ -28,11 +28,7 @@ def terminal_width() -> int | None:
 def prose(text: str) -> str:
     """``text`` for the terminal: each of its lines wrapped at word boundaries to the width of
     :func:`terminal_width`; as it is for a pipe or a file."""
-    width = terminal_width()
-    if width is None:
-        return text
-    wrap = textwrap.TextWrapper(width, break_long_words=False, break_on_hyphens=False)
-    return "\n".join(wrap.fill(line) or line for line in text.split("\n"))
+    return wrapped(text, terminal_width())
 
 
 def format_table(table: pa.Table, limit: int, keys: Collection[str] = ()) -> str:

@@ -13,6 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from .._text_table import text_table
+
 # Columns of a summary left out of its short views (`repr`, `sweep show` without --wide).
 WIDE_COLUMNS = frozenset({"iqm", "iqm_ci_low", "iqm_ci_high", "n", "median", "min", "max"})
 REPR_ROWS = 20  # rows shown by a repr
@@ -51,39 +53,9 @@ def format_table(
     Returns:
         The table as lines of text, one header line first (per block, blocks apart by an empty line).
     """
-    names = table.column_names
     rows = [[cell(v) for v in row.values()] for row in table.slice(0, limit).to_pylist()]
-    widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
-    blocks = []
-    for columns in _blocks(widths, width if rows else None, keys):  # no rows: the header alone
-        lines = ["  ".join(names[i].rjust(widths[i]) for i in columns)]
-        lines += ["  ".join(r[i].rjust(widths[i]) for i in columns) for r in rows]
-        blocks.append("\n".join(lines))
     more = _more(table, limit, hint)
-    return "\n\n".join(blocks) + (f"\n{more}" if more else "")
-
-
-def _blocks(widths: list[int], width: int | None, keys: int) -> list[list[int]]:
-    """Column indices per block: the first ``keys`` columns, then as many of the others, in order,
-    as fit in ``width`` characters (at least one per block); one block where the table fits, or
-    where the keys and the narrowest other column do not (blocks would not fit either)."""
-    key_columns = list(range(min(keys, len(widths))))
-    others = widths[len(key_columns) :]
-    if (
-        width is None
-        or sum(widths) + 2 * (len(widths) - 1) <= width
-        or not others
-        or sum(widths[j] + 2 for j in key_columns) + min(others) > width
-    ):
-        return [list(range(len(widths)))]
-    blocks: list[list[int]] = []
-    for i in range(len(key_columns), len(widths)):
-        block = blocks[-1] if blocks else None
-        if block is None or sum(widths[j] + 2 for j in block) + widths[i] > width:
-            blocks.append([*key_columns, i])
-        else:
-            block.append(i)
-    return blocks
+    return text_table(table.column_names, rows, width, keys) + (f"\n{more}" if more else "")
 
 
 def html_table(table: pa.Table, limit: int = 50, caption: str = "", hint: str = "") -> str:
