@@ -255,9 +255,12 @@ def test_rollout_equals_rollout_mean_std_bit_for_bit(client, first):
     np.testing.assert_array_equal(_answer(r)["mean"], mean)
 
 
-def test_reload_serves_the_new_generation_without_dropping_requests(service, client, first, sweep_dir, tmp_path):
+def test_reload_switches_without_dropping_requests_and_says_what_became_of_each_generation(
+    service, client, first, sweep_dir
+):
     x = _inputs(4, seed=5)
     assert client.post("/reload").json()["changed"] is False  # nothing newer yet
+    assert service.changes() == []
     tiny_store(Path(sweep_dir), MORE, samples=True)  # generation 2: 6 members
     second = sweep.load(sweep_dir)
     assert len(second) == 6
@@ -280,6 +283,19 @@ def test_reload_serves_the_new_generation_without_dropping_requests(service, cli
     assert r.json()["generation"] == "000002" and r.json()["members_served"] == 6
     np.testing.assert_array_equal(_answer(r)["mean"], expected["000002"][0])
     assert client.get("/info").json()["members"] == 6
+    # a generation without the validation samples the service recalibrates on: refused, the
+    # current one keeps serving, and the service says so once (a second reload adds no line)
+    tiny_store(Path(sweep_dir), MORE)
+    for _ in range(2):
+        refused = client.post("/reload")
+        assert refused.status_code == 409 and "the current generation keeps serving" in refused.text, refused.text
+    assert client.post("/predict", json={"x": x.tolist()}).json()["generation"] == "000002"
+    serving, refusal = service.changes()
+    assert serving == "serving generation 000002: 6 members"
+    assert refusal.startswith("generation 000003 refused, 000002 keeps serving: ") and "validation" in refusal
+    assert service.changes() == []  # each line once
+    tiny_store(Path(sweep_dir), MORE, samples=True)  # the newest generation servable again, for the tests after
+    assert client.post("/reload").json()["generation"] == "000004"
 
 
 def test_calibrated_std_and_intervals_are_the_ensembles(client, sweep_dir):

@@ -117,6 +117,9 @@ def test_sweep_serve_answers_and_stops_cleanly_on_sigint(tmp_path):
             proc.communicate()
     assert proc.returncode == 130, err[-3000:]
     assert "stopped" in err and "Traceback" not in err, err[-3000:]
+    # what became of the newer generation, as it came (a clock time first)
+    changes = [line.split(" ", 1)[1] for line in out.splitlines() if " generation " in line]
+    assert changes == ["serving generation 000002: 3 members"], out
     # the service's own lines, not Serve's INFO logs (one names the unused proxy's port: "ready at")
     assert " INFO " not in err and "is ready at" not in err and "Token authentication" not in err, err[-3000:]
     assert port_closed(port)

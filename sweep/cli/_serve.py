@@ -14,6 +14,7 @@ from .._errors import SpecError
 from ._args import CLIError, parse_where
 from ._options import DirArg, MetricOpt, ModeOpt, PoolOpt, existing, one_setting, selected
 
+CHANGES_S = 1.0  # how often the service is asked what became of newer generations
 _FLAGS = {"cpus": "--cpu", "gpus": "--gpu", "batch_wait_s": "--batch-wait", "watch_s": "--watch"}
 
 
@@ -138,8 +139,10 @@ def serve(
             f"serving {service.members} members (generation {service.generation or '-'}) at {service.url} "
             f"(OpenAPI: {service.url}/docs; {service.ingress} ingress); Ctrl-C stops"
         )
-        while True:
-            time.sleep(3600)
+        while True:  # what became of each newer generation (--watch, POST /reload), as it comes
+            time.sleep(CHANGES_S)
+            for line in service.changes():
+                typer.echo(f"{time.strftime('%H:%M:%S')} {line}")
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the shutdown short
         typer.echo("stopping", err=True)

@@ -25,6 +25,7 @@ from ray import serve
 from ._app import app, read_body
 from ._batcher import Batcher
 from ._codec import decode, encode, is_npy
+from ._generations import GenerationLog, switch_to
 from ._limits import BadRequest, check_calibrated, check_inputs, check_steps
 from ._model import Selection, ServedModel
 
@@ -34,16 +35,24 @@ POLL_S = 0.25  # how often a replica checks the board
 
 @ray.remote(num_cpus=0)
 class Board:
-    """The generation every replica should serve (a store root)."""
+    """The generation every replica should serve (a store root), and what became of each one they
+    were asked to serve (:class:`._generations.GenerationLog`)."""
 
     def __init__(self, root: str):
         self.root = root
+        self.log = GenerationLog()
 
     def target(self) -> str:
         return self.root
 
     def post(self, root: str) -> None:
         self.root = root
+
+    def note(self, outcome: str, root: str, line: str) -> None:
+        self.log.note(outcome, root, line)
+
+    def since(self, count: int) -> list[str]:
+        return self.log.since(count)
 
 
 @dataclass(frozen=True)
@@ -100,8 +109,11 @@ class EnsembleService:
         """Serve ``root`` from now on (loaded and compiled beside the current one first)."""
         with self._switching:
             if root != self.model.root:
-                self.model = ServedModel(root, self.config.selection, self.config.buckets)
+                self.model = switch_to(root, self.model, self.config.selection, self.config.buckets, self._note)
             return self.model
+
+    def _note(self, outcome: str, root: str, line: str) -> None:
+        self.board.note.remote(outcome, root, line)
 
     def _switch_to_board(self) -> None:
         """Serve the board's generation, read under the switch lock: a target read before a
@@ -109,7 +121,7 @@ class EnsembleService:
         with self._switching:
             target = str(ray.get(self.board.target.remote()))
             if target != self.model.root:
-                self.model = ServedModel(target, self.config.selection, self.config.buckets)
+                self.model = switch_to(target, self.model, self.config.selection, self.config.buckets, self._note)
 
     def _newest(self) -> str:
         from ..store import Store

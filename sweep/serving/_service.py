@@ -44,6 +44,7 @@ class Service:
         self.url, self.generation, self.members, self.options = url, generation, members, options
         self.ingress = ingress
         self._board, self._started_ray, self._running = board, started_ray, True
+        self._changes_read = 0
 
     def __repr__(self) -> str:
         return (
@@ -55,6 +56,28 @@ class Service:
 
     def __exit__(self, *exc) -> None:
         self.shutdown()
+
+    def changes(self) -> list[str]:
+        """What the service did with the generations it was asked to serve since the last call
+        (a newer one found by ``watch_s``, or by ``POST /reload``): a line per generation it
+        switched to (``"serving generation 000002: 8 members"``) or refused, saying why and which
+        generation keeps serving. ``sweep serve`` prints them as they come.
+
+        Examples:
+            ```python
+            service = sweep.serve("runs/heat", sweep.ServeOptions(best=8, watch_s=30))
+            ...
+            for line in service.changes():
+                print(line)
+            ```
+        """
+        if not self._running:
+            return []
+        import ray
+
+        lines = ray.get(self._board.since.remote(self._changes_read))
+        self._changes_read += len(lines)
+        return lines
 
     def shutdown(self) -> None:
         """Stop Serve (its controller, proxies and replicas; only this application where the
