@@ -275,6 +275,31 @@ def test_sweep_aggregate_writes_the_scores_of_a_sweep_directory(tmp_path, blocks
     assert store.ensemble_scores().num_rows == sweep.load(root).stored_scores().num_rows > 0
 
 
+def test_a_store_whose_models_a_factory_builds_keeps_no_scores_and_says_how_to_compute_them(tmp_path, blocks):
+    """The aggregation never runs code the store names, so it scores no member a factory builds:
+    one warning, and ``sweep scores`` says how to compute them, not a header over no rows."""
+    marker = tmp_path / "the-factory-ran"
+    factory = [
+        b._replace(
+            spec=b.spec.__class__.from_dict(
+                b.spec.to_dict()
+                | {"model": {"name": "_trap:touch", "marker": str(marker), "depth": b.spec.model.depth}}
+            )
+        )
+        for b in blocks
+    ]
+    with pytest.warns(UserWarning, match=r"ensemble scores of 2 configs left out: their models are built by factories"):
+        aggregate_blocks(tmp_path / "s", factory, datasets=datasets_of(PLAN), scores=store_scores)
+    shown = invoke("scores", str(tmp_path / "s"))
+    assert shown.exit_code == 0, shown.output
+    assert " ".join(shown.stdout.split()) == (
+        "no stored ensemble scores (one_step, val and test) of these 12 members: their models are built by "
+        "_trap:touch, code the store names, which the aggregation never runs; compute the scores with --fields "
+        "where that code is installed and trusted, or Ensemble.scores() in Python"
+    )
+    assert not marker.exists()
+
+
 def test_class_labels_are_refused_with_a_clear_error(tmp_path):
     spec = tiny_spec(
         problem=sweep.Problem("classify:three_levels", num_samples=60),

@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 from .._errors import QueryError, warn
 from .._import_path import is_import_path
 from .._layout import SPLIT_FILES
+from .._words import counted
 from ..metrics import LOSS
 from ..store import Store, gain_column
 from ._predictions import DEFAULT_CHUNK, Predictions
@@ -30,7 +31,7 @@ def store_scores(store: Store) -> pa.Table | None:
     factories = len(store.configs) - len(built_in)
     if factories:
         warn(
-            f"ensemble scores of {factories} config(s) left out: their models are built by factories, code the "
+            f"ensemble scores of {counted(factories, 'config')} left out: their models are built by factories, code the "
             f"store names that the aggregator never runs; compute them with Ensemble.scores()"
         )
     if not built_in:
