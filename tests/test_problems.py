@@ -33,6 +33,33 @@ def test_heat1d_matches_an_independent_btcs_step():
         assert row.any() and grid[row > 0].min() >= 0.2 * extent - dx and grid[row > 0].max() <= 0.8 * extent + dx
 
 
+def test_heat1d_with_averaged_box_edges_has_splits_of_distinct_inputs():
+    """At grid edges (the reference's) the test inputs repeat training inputs; averaged edges
+    draw the same boxes with each point's share of its cell inside, so no two samples are alike."""
+    n, extent = 48, 3.0
+    grid, averaged = heat1d(), heat1d(box_edges="averaged")
+    seen = set(_rows(grid.train.x))
+    assert sum(row in seen for row in _rows(grid.test.x)) == 197  # the case: the reference's splits share inputs
+    seen = set(_rows(averaged.train.x))
+    assert len(seen) == averaged.train.size and not seen & set(_rows(averaged.val.x, averaged.test.x))
+    x = np.concatenate([split.x for split in averaged.splits])[:, 0]
+    assert x.min() >= 0 and x.max() <= 1 and ((x > 0) & (x < 1)).sum(1).min() >= 1  # an edge between points
+    # the same boxes: a point inside covers at least half its cell, a cell covered whole has its
+    # point inside, and the mass differs by at most a cell per edge
+    same = np.concatenate([split.x for split in grid.splits])[:, 0]
+    assert (x[same == 1] >= 0.5).all() and (same[x == 1] == 1).all()
+    np.testing.assert_array_less(np.abs(x.sum(1) - same.sum(1)), 2.0 + 1e-5)
+    dx = extent / (n + 1)
+    # the target is still one BTCS step of the input
+    r = 0.1 * 0.1 / dx**2
+    banded = np.zeros((3, n))
+    banded[0, 1:], banded[1], banded[2, :-1] = -r, 1 + 2 * r, -r
+    y = np.concatenate([split.y for split in averaged.splits])[:, 0]
+    np.testing.assert_allclose(y, scipy.linalg.solve_banded((1, 1), banded, x.T.astype(np.float64)).T, atol=2e-5)
+    with pytest.raises(sweep.SpecError, match=r"`problem.box_edges`: got 'cells'; choose one of 'grid', 'averaged'"):
+        sweep.Problem("heat1d", box_edges="cells")
+
+
 def _rows(*arrays) -> list[bytes]:
     return [row.tobytes() for a in arrays for row in np.asarray(a, np.float32)]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import typing
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -120,6 +121,12 @@ def check_problem(name: str, options: Mapping[str, Any]) -> None:
                 f"`problem.{key}`: not an option of {name}{did_you_mean(key, params)}; allowed: {', '.join(params)}"
             )
         default = params[key].default
+        choices = typing.get_args(typing.get_type_hints(GENERATORS[name]).get(key))
+        if isinstance(default, str) and value not in choices:
+            raise SpecError(
+                f"`problem.{key}`: got {value!r}{did_you_mean(str(value), choices)}; choose one of "
+                f"{', '.join(map(repr, choices))}"
+            )
         if isinstance(default, int) and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
             raise SpecError(f"`problem.{key}`: got {value!r}; must be a non-negative integer")
         if isinstance(default, float) and (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
@@ -22,16 +23,20 @@ def heat1d(
     val_fraction: float = DEFAULT_VAL_FRACTION,
     data_seed: int = 0,
     trajectory_steps: int = 0,
+    box_edges: Literal["grid", "averaged"] = "grid",
 ) -> Dataset:
     """Initial box functions and their state one implicit (BTCS) step later, Dirichlet points excluded.
 
     The last ``test_fraction`` of the samples are the test set; ``val_fraction`` of all samples,
     drawn from the others with ``data_seed``, the validation set (0: none).
 
-    The box edges lie on grid points (as in the pdequinox example, reproduced bit for bit), so
-    the samples repeat: about a hundred distinct boxes at 48 points, and at the defaults 197 of
-    the 200 test inputs are copies of training inputs. The validation and test losses measure
-    the fit, not generalisation (docs/guides/data.md).
+    ``box_edges="grid"`` (the default): a point is 1 inside the box and 0 outside, so the edges
+    fall on grid points (as in the pdequinox example, reproduced bit for bit) and the samples
+    repeat: about a hundred distinct boxes at 48 points, and at the defaults 197 of the 200 test
+    inputs are copies of training inputs; the validation and test losses measure the fit, not
+    generalisation (docs/guides/data.md). ``box_edges="averaged"``: each point holds the share of
+    its cell (the points halfway to its neighbours) that the box covers, so an edge between two
+    points shows as a value between 0 and 1 and no two samples are alike (the same boxes drawn).
 
     ``trajectory_steps=S > 0`` adds trajectories: every sample's initial state advanced ``S``
     BTCS steps, ``[samples, S + 1, 1, num_points]`` per split (training trajectories for
@@ -52,6 +57,7 @@ def heat1d(
         float(domain_extent),
         data_seed,
         max(trajectory_steps, 1),
+        box_edges == "averaged",
     )
     traj = np.asarray(traj[:, :, None, :], dtype=np.float32)
     train_size = num_samples - int(round(num_samples * test_fraction))
@@ -74,9 +80,10 @@ def heat1d_coordinates(num_points: int = 48, domain_extent: float = 3.0, **_: ob
 
 
 @register
-@functools.partial(jax.jit, static_argnums=(0, 1, 5, 6))
-def _generate(num_points, num_samples, dt, diffusivity, domain_extent, data_seed, steps):
-    """``[num_samples, steps + 1, num_points]``: random box functions and ``steps`` BTCS steps of each."""
+@functools.partial(jax.jit, static_argnums=(0, 1, 5, 6, 7))
+def _generate(num_points, num_samples, dt, diffusivity, domain_extent, data_seed, steps, averaged):
+    """``[num_samples, steps + 1, num_points]``: random box functions (``averaged``: each point the
+    share of its cell inside the box) and ``steps`` BTCS steps of each."""
     grid = _grid(num_points, domain_extent)
     dx = grid[1] - grid[0]
     laplacian = (
@@ -90,6 +97,9 @@ def _generate(num_points, num_samples, dt, diffusivity, domain_extent, data_seed
         k1, k2 = jax.random.split(key)
         lower = jax.random.uniform(k1, (), minval=0.2 * domain_extent, maxval=0.4 * domain_extent)
         upper = jax.random.uniform(k2, (), minval=0.6 * domain_extent, maxval=0.8 * domain_extent)
+        if averaged:  # the overlap of [lower, upper] with each point's cell [x - dx / 2, x + dx / 2]
+            covered = jnp.minimum(grid + dx / 2, upper) - jnp.maximum(grid - dx / 2, lower)
+            return jnp.clip(covered / dx, 0.0, 1.0)
         return jnp.where((grid >= lower) & (grid <= upper), 1.0, 0.0)
 
     keys = jax.random.split(jax.random.PRNGKey(data_seed), num_samples)
