@@ -109,6 +109,51 @@ def test_the_batch_is_symbolic_and_an_uncalibrated_export_says_so(store, tmp_pat
         sub.export(tmp_path / "bad", steps=0)
 
 
+def test_a_history_model_exports_its_rollout_from_h_states(tmp_path):
+    """``history=2``: the members take two states stacked as channels; the exported rollout takes
+    x0 as ``Ensemble.rollout`` does, ``[batch, 2, *state]``, and gives its mean and std."""
+    import jax
+
+    problem = sweep.Problem("heat1d", num_points=16, num_samples=60, trajectory_steps=4, history=2)
+    plan = make_plan(tiny_spec(problem=problem, seeds=3, seeds_per_trial=3))
+    aggregate_blocks(tmp_path / "h", trained_blocks(plan), plan=plan, datasets=datasets_of(plan))
+    ens = sweep.load(tmp_path / "h")
+    out = ens.export(tmp_path / "out", steps=3)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["input"]["shape"] == ["batch", 2, 16]  # the members' input: 2 states of 1 channel
+    assert manifest["rollout"] | {"calibrated": None} == {
+        "steps": 3,
+        "returns": ["mean", "std"],
+        "shape": ["steps + 1", "batch", 1, 16],
+        "input": ["batch", 2, 1, 16],
+        "history": 2,
+        "calibrated": None,
+    }
+    x0, _ = ens.rollout_start(ens.one_config("test"), ens.trajectories()[:4])
+    rollout = jax.export.deserialize(bytearray((out / "rollout.jaxexport").read_bytes()))
+    got, want = rollout.call(x0), ens.rollout_mean_std(x0, 3)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_steps_of_a_model_whose_outputs_do_not_feed_back_are_refused(tmp_path):
+    spec = tiny_spec(  # three class scores out of one input
+        problem=sweep.Problem("classify:three_levels", num_samples=60),
+        model=sweep.Model("MLP", width_size=8, depth=1, out_channels=3),
+        training=sweep.Training(epochs=1, batch_size=16, report_every=1, loss="cross_entropy"),
+        seeds=2,
+        seeds_per_trial=2,
+    )
+    plan = make_plan(spec)
+    aggregate_blocks(tmp_path / "h", trained_blocks(plan), plan=plan)
+    ens = sweep.load(tmp_path / "h")
+    with pytest.raises(QueryError, match=r"export\(steps=3\): the members' outputs \(3, 8\) are not the state \(1, 8\)"):
+        ens.export(tmp_path / "out", steps=3)
+    assert json.loads((ens.export(tmp_path / "out") / "manifest.json").read_text())["rollout"] is None
+    done = invoke("export", str(tmp_path / "h"), "-o", str(tmp_path / "cli"))
+    assert done.exit_code == 0 and "mean_std only: the outputs do not feed back, no rollout" in done.output
+
+
 def test_sweep_export_and_verify_name_a_tampered_or_unlisted_file(store, tmp_path):
     out = tmp_path / "cli"
     done = invoke("export", str(store), "--best", "2", "--recalibrate", "-o", str(out))

@@ -44,6 +44,7 @@ def export(
     alone: jax.export.deserialize(Path("OUT/mean_std.jaxexport").read_bytes()).call(x) returns
     (mean, std). `sweep verify OUT` checks it.
     """
+    from .._layout import EXPORT_PARTS
     from ..ensemble import Blend, load, load_calibration, new_export_dir
 
     if recalibrate and calibration is not None:
@@ -63,5 +64,6 @@ def export(
     calibrated = "calibrated" if ens.calibration is not None else "not calibrated"
     name = (ens.parts[0] if isinstance(ens, Blend) else ens).spec.name
     weighted = f", weighted {ens.counts.tolist()}" if isinstance(ens, Blend) else ""
-    typer.echo(f"exported {len(ens)} members of sweep {name!r} ({calibrated}{weighted}) to {path}")
+    rollout = "" if (path / EXPORT_PARTS[1]).exists() else "; mean_std only: the outputs do not feed back, no rollout"
+    typer.echo(f"exported {len(ens)} members of sweep {name!r} ({calibrated}{weighted}{rollout}) to {path}")
     typer.echo(f"check it with: sweep verify {path}")

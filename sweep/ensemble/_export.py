@@ -6,9 +6,11 @@ An export directory holds:
 - ``mean_std.jaxexport``: ``(x [batch, *sample_shape]) -> (mean, std)`` over the members
   (population std, ddof=0; times the calibration's spread scale per channel where the selection
   has a calibration); the batch is symbolic, so any batch size runs;
-- ``rollout.jaxexport``: ``(x0 [batch, *sample_shape]) -> (mean, std)`` each
-  ``[steps + 1, batch, *sample_shape]`` (step 0: ``x0`` and zeros; calibrated per step where the
-  calibration has rollout scales for as many steps), for models whose outputs feed back in;
+- ``rollout.jaxexport``: ``(x0 [batch, *state]) -> (mean, std)`` each ``[steps + 1, batch,
+  *state]`` (step 0: ``x0`` and zeros; calibrated per step where the calibration has rollout
+  scales for as many steps), for models whose outputs feed back in; a model that takes ``h``
+  states stacked (``Problem(..., history=h)``) rolls out from ``x0 [batch, h, *state]``, oldest
+  first, as :meth:`~sweep.ensemble.Ensemble.rollout` does (step 0: the latest);
 - ``manifest.json``: shapes, dtypes, the members (config, member ids, seeds, and the weights of
   a :class:`~sweep.ensemble.Blend`, whose members of several structural configs are exported
   together: the mean and std are then weighted), the normalisation (if any: both programs take
@@ -45,6 +47,7 @@ from .._errors import QueryError
 from .._layout import EXPORT_MANIFEST, EXPORT_PARTS
 from ..problems import Normalization
 from ..store import ConfigInfo, unlisted
+from ..training import window_step
 from ._calibration import Calibration
 from ._predictions import Predictions
 
@@ -53,12 +56,10 @@ FORMAT = 1
 DEFAULT_STEPS = 10
 
 
-def _part_outputs(params: Any, static: Any, x: jax.Array, per_member: bool = False) -> jax.Array:
+def _part_outputs(params: Any, static: Any, x: jax.Array) -> jax.Array:
     """Every member of one structural config (``params`` with a leading member axis) on every
-    sample of ``x`` ``[batch, ...]`` (or, ``per_member``, of its own ``x[m]``): ``[M, batch, ...]``."""
-    return jax.vmap(lambda p, xs: jax.vmap(eqx.combine(p, static))(xs), in_axes=(0, 0 if per_member else None))(
-        params, x
-    )
+    sample of ``x`` ``[batch, ...]``: ``[M, batch, ...]``."""
+    return jax.vmap(lambda p: jax.vmap(eqx.combine(p, static))(x))(params)
 
 
 class Part(NamedTuple):
@@ -88,6 +89,53 @@ def _members_program(parts: list[Part], spatial: int):
         )
 
     return outputs
+
+
+def _rollout_program(
+    parts: list[Part],
+    state: tuple[int, ...],
+    history: int,
+    steps: int,
+    weights: np.ndarray | None,
+    rollout_scale: np.ndarray | None,
+):
+    """``x0 -> (mean, std)`` each ``[steps + 1, batch, *state]``: every member fed its own outputs
+    ``steps`` times from ``x0`` (``[batch, *state]``; with ``history=h``, ``[batch, h, *state]``,
+    oldest first, as :meth:`~sweep.ensemble.Ensemble.rollout` takes it), in physical units; step 0
+    is the latest state of ``x0`` and zeros, the std scaled per step by ``rollout_scale``."""
+    spatial = len(state) - 1
+
+    def advance(part: Part):  # [M, batch, h * c, *s] -> the same windows one step on, member by member
+        def member(params, windows):
+            model = eqx.combine(params, part.static)
+            return window_step(jax.vmap(model), history)(windows)
+
+        return jax.vmap(member)
+
+    def rollout(x0):
+        windows = x0.reshape(x0.shape[0], history * state[0], *state[1:])  # the h states stacked as channels
+
+        def step(states, t):  # each part's windows in its own (normalised) units
+            nxt = [advance(part)(part.params, w) for part, w in zip(parts, states, strict=True)]
+            latest = [w[:, :, w.shape[2] - state[0] :] for w in nxt]
+            return nxt, jnp.concatenate([part.out_of(y, spatial) for part, y in zip(parts, latest, strict=True)])
+
+        start = [
+            jnp.broadcast_to(
+                part.into(windows, spatial), (jax.tree_util.tree_leaves(part.params)[0].shape[0], *windows.shape)
+            )
+            for part in parts
+        ]
+        _, states = jax.lax.scan(step, start, jnp.arange(steps))  # [steps, M, batch, *state]
+        mean, std = _moments(states.astype(jnp.float32), weights, 1)
+        if rollout_scale is not None:
+            std = std * jnp.asarray(rollout_scale, jnp.float32).reshape(steps, 1, -1, *([1] * spatial))
+        first = windows[:, windows.shape[1] - state[0] :]
+        mean = jnp.concatenate([first[None].astype(jnp.float32), mean])
+        std = jnp.concatenate([jnp.zeros((1, *first.shape), jnp.float32), std])
+        return mean.astype(x0.dtype), std.astype(x0.dtype)
+
+    return rollout
 
 
 def _channel_scale(scale: np.ndarray, ndim: int) -> jax.Array:
@@ -122,6 +170,7 @@ def export_selection(
     config = configs[0]
     dtype = jax.tree_util.tree_leaves(parts[0].params)[0].dtype
     sample = tuple(config.sample_shape)
+    given_steps = steps
     if steps is None:
         steps = len(cal.rollout_scale) if cal is not None and cal.rollout_scale is not None else DEFAULT_STEPS
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
@@ -142,31 +191,19 @@ def export_selection(
     programs = {mean_std_part: jax.export.export(jax.jit(mean_std))(spec)}
     fitted = None if cal is None else cal.rollout_scale
     rollout_scale = fitted[:steps] if fitted is not None and len(fitted) >= steps else None
-    if out_shape == sample:
-
-        def rollout(x0):
-            def step(states, t):  # each part's states in its own (normalised) units
-                nxt = [
-                    _part_outputs(part.params, part.static, x, per_member=True)
-                    for part, x in zip(parts, states, strict=True)
-                ]
-                return nxt, jnp.concatenate([part.out_of(y, spatial) for part, y in zip(parts, nxt, strict=True)])
-
-            start = [
-                jnp.broadcast_to(
-                    part.into(x0, spatial), (jax.tree_util.tree_leaves(part.params)[0].shape[0], *x0.shape)
-                )
-                for part in parts
-            ]
-            _, states = jax.lax.scan(step, start, jnp.arange(steps))  # [steps, M, batch, ...]
-            mean, std = _moments(states.astype(jnp.float32), weights, 1)
-            if rollout_scale is not None:
-                std = std * jnp.asarray(rollout_scale, jnp.float32).reshape(steps, 1, -1, *([1] * (len(sample) - 1)))
-            mean = jnp.concatenate([x0[None].astype(jnp.float32), mean])
-            std = jnp.concatenate([jnp.zeros((1, *x0.shape), jnp.float32), std])
-            return mean.astype(x0.dtype), std.astype(x0.dtype)
-
-        programs[rollout_part] = jax.export.export(jax.jit(rollout))(spec)
+    history = ens.history_of(config)
+    state = (sample[0] // history, *sample[1:])  # what one step predicts (history=h: one of the h stacked)
+    if out_shape == state:
+        rollout_input = state if history == 1 else (history, *state)  # as Ensemble.rollout takes x0
+        programs[rollout_part] = jax.export.export(
+            jax.jit(_rollout_program(parts, state, history, steps, weights, rollout_scale))
+        )(jax.ShapeDtypeStruct((batch, *rollout_input), dtype))
+    elif given_steps is not None:
+        raise QueryError(
+            f"export(steps={given_steps!r}): the members' outputs {out_shape} are not the state {state} their inputs "
+            f"{'stack' if history > 1 else 'hold'}, so they cannot be fed back: there is no rollout to export; "
+            f"leave steps out"
+        )
     out.mkdir(parents=True, exist_ok=True)
     written = {}
     for name, exported in programs.items():
@@ -184,8 +221,8 @@ def export_selection(
         "output": {"shape": ["batch", *out_shape], "dtype": np.dtype(dtype).name, "channels": out_shape[0]},
         "mean_std": {"returns": ["mean", "std"], "std": "population (ddof=0)", "calibrated": cal is not None},
         "rollout": (
-            {"steps": steps, "returns": ["mean", "std"], "shape": ["steps + 1", "batch", *sample]}
-            | {"calibrated": rollout_scale is not None}
+            {"steps": steps, "returns": ["mean", "std"], "shape": ["steps + 1", "batch", *state]}
+            | {"input": ["batch", *rollout_input], "history": history, "calibrated": rollout_scale is not None}
             if rollout_part in programs
             else None
         ),
