@@ -844,6 +844,22 @@ def test_with_a_validation_split_test_curves_show_the_chosen_configuration_only(
     assert train.get_ylim() == test.get_ylim()
 
 
+def test_curves_of_one_report_per_member_are_dots_side_by_side_saying_how_to_draw_curves(tmp_path):
+    """``report_every`` past the last epoch: one report per member, which a line would not draw."""
+    training = sweep.Training(epochs=2, batch_size=16, report_every=10)
+    plan = make_plan(tiny_spec(seeds=2, seeds_per_trial=2, grid={"model.depth": [1, 2]}, training=training))
+    root = write_sweep(tmp_path / "one", plan, [train_trial(t) for t in plan.trials])
+    sweep.aggregate(root, progress=False)
+    train = sweep.plot(root, "curves").axes[0]
+    members = [line for line in train.lines if line.get_markersize() == 3]
+    medians = [line for line in train.lines if not line.get_label().startswith("_")]
+    assert len(members) == 4 and all(line.get_marker() == "o" for line in members + medians)
+    beside = sorted(float(line.get_xdata()[0]) for line in medians)  # one dot per configuration, side by side
+    assert len(beside) == 2 and beside[0] < 2 < beside[1] and beside[1] - beside[0] < 0.5
+    assert list(train.get_xticks()) == [2] and train.get_xlim() == (1.5, 2.5)
+    assert "training.report_every" in train.get_xlabel()
+
+
 def test_without_a_validation_split_every_configuration_has_test_curves_and_choosing_needs_a_metric(tmp_path):
     from _blocks import trained_blocks
 

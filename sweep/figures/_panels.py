@@ -86,6 +86,10 @@ def report_ticks(ax: Axes, epochs: list, max_ticks: int = 8) -> None:
     reported epochs), every k-th one so that at most about ``max_ticks`` are drawn."""
     reported = sorted({int(e) for row in epochs if row is not None for e in row})
     gaps = np.diff(reported)
+    if len(reported) == 1:  # one report: its epoch alone, the dots beside it in view
+        ax.set_xticks(reported)
+        ax.set_xlim(reported[0] - 0.5, reported[0] + 0.5)
+        return
     if len(reported) < 2 or gaps.min() < 1:
         _integer_epochs(ax)
         return
@@ -98,29 +102,40 @@ def draw_bands(ax: Axes, xs: list, ys: list, configs: Configs, log: bool = True)
     """Every row's curve ``ys[r]`` over ``xs[r]`` (thin; ``None``: the row has none) plus each
     configuration's median and 10-90% band over its rows, at the most common curve length; log y
     unless ``log=False``."""
-    for config, rows, color in configs:
+    for i, (config, rows, color) in enumerate(configs):
         rows = [r for r in rows if ys[r] is not None]  # null: this config has no such curve
         if not rows:
             continue
+        # a curve of one report is a dot (a line draws nothing), the configurations' dots side by side
+        beside = (i - (len(configs) - 1) / 2) * min(0.1, 0.6 / len(configs))
         by_len: dict[int, list[int]] = {}
         for r in rows:
             by_len.setdefault(len(ys[r]), []).append(r)
-            ax.plot(xs[r], np.asarray(ys[r], np.float64), color=color, lw=0.5, alpha=0.35)
+            x = np.asarray(xs[r], np.float64) + (beside if len(ys[r]) == 1 else 0)
+            ax.plot(x, np.asarray(ys[r], np.float64), color=color, lw=0.5, alpha=0.35, marker=_dot(x), ms=3)
         common = max(by_len.values(), key=len)
         curves = np.asarray([ys[r] for r in common], np.float64)
         curves[~np.isfinite(curves)] = np.nan
-        x = xs[common[0]]
+        x = np.asarray(xs[common[0]], np.float64) + (beside if curves.shape[1] == 1 else 0)
         if len(x) and np.isfinite(curves).any():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN points of diverged configs
                 lo, med, hi = np.nanpercentile(curves, [10, 50, 90], axis=0)
-            ax.fill_between(x, lo, hi, color=color, alpha=0.2, lw=0)
             total = configs.totals.get(tuple(config.values()), len(rows))
             n = f"n={len(rows)}" if total == len(rows) else f"{len(rows)} of {total} shown"
-            ax.plot(x, med, color=color, lw=2, label=f"{label(config)} ({n})")
+            if len(x) == 1:  # the 10-90% range as an error bar
+                ax.errorbar(x, med, [med - lo, hi - med], color=color, marker="o", capsize=4, lw=2)
+            else:
+                ax.fill_between(x, lo, hi, color=color, alpha=0.2, lw=0)
+            ax.plot(x, med, color=color, lw=2, marker=_dot(x), label=f"{label(config)} ({n})")
     if log:
         ax.set_yscale("log")
     ax.grid(True, which="major", alpha=0.3)
+
+
+def _dot(points: Any) -> str | None:
+    """``"o"`` for a curve of one point (a line through it draws nothing), else None."""
+    return "o" if len(points) == 1 else None
 
 
 def draw_curves(ax: Axes, table: pa.Table, configs: Configs, which: str, loss: str) -> None:
@@ -131,7 +146,10 @@ def draw_curves(ax: Axes, table: pa.Table, configs: Configs, which: str, loss: s
     ax.set_xlabel("epoch")
     ax.set_ylabel(f"{which} loss ({loss})")
     ax.set_title(f"{which} loss")
-    report_ticks(ax, table.column("history_epochs").to_pylist())
+    epochs = table.column("history_epochs").to_pylist()
+    report_ticks(ax, epochs)
+    if all(row is None or len(row) <= 1 for row in epochs):  # dots side by side: say how to get curves
+        ax.set_xlabel("epoch (one report per member: a training.report_every\nbelow training.epochs draws curves)")
 
 
 def draw_spread(ax: Axes, table: pa.Table, configs: Configs, metric: str, seed: int = 0, max_points: int = 500) -> None:
