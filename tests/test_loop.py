@@ -55,7 +55,7 @@ def test_a_failed_trial_is_named_and_resume_continues_to_the_same_store(local_ru
     assert store_files(path) == store_files(local_run)
 
 
-def test_a_race_goes_on_ranking_its_metric_as_it_ran(tmp_path):
+def test_a_race_goes_on_ranking_its_metric_at_its_levels_as_it_ran(tmp_path):
     """A race's eliminations so far ranked its metric one way: a run that goes on with it (resumed
     or adding to it) ranking it the other way, or ranking another metric, is refused before any
     work, saying how to go on as it ran."""
@@ -75,7 +75,24 @@ def test_a_race_goes_on_ranking_its_metric_as_it_ran(tmp_path):
     other = dataclasses.replace(spec, seeds=dataclasses.replace(race, metric="val_nrmse"))
     with pytest.raises(sweep.SpecError, match=r"ranked val_loss lowest first; this spec ranks val_nrmse lowest"):
         sweep.run(other, storage=str(tmp_path), options=LOCAL)
+    # its levels, and the promise they keep, come from its rounds and confidence: another is refused
+    for changed, how in (
+        (
+            {"confidence": 0.9},
+            r"confidence \(0\.9 here, 0\.95 there\)\. Go on as it ran \(--set seeds\.adaptive\.confidence=0\.95\)",
+        ),
+        ({"step": 1}, r"step \(1 here, 2 there\)\. Go on as it ran \(--set seeds\.adaptive\.step=2\)"),
+        (
+            {"precision": 0.5},
+            r"precision \(0\.5 here, unset there\)\. Go on as it ran \(remove seeds\.adaptive\.precision\)",
+        ),
+    ):
+        with pytest.raises(sweep.SpecError, match=r"^`seeds\.adaptive`: the race of sweep 'tiny' decided .*" + how):
+            sweep.run(
+                dataclasses.replace(spec, seeds=dataclasses.replace(race, **changed)), str(tmp_path), options=LOCAL
+            )
     sweep.run(spec, storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))  # as it ran: taken
+    sweep.run(dataclasses.replace(spec, seeds=dataclasses.replace(race, max=6)), str(tmp_path), options=LOCAL)  # more
 
 
 def test_a_resume_takes_more_seeds(tmp_path):

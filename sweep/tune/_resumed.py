@@ -60,13 +60,30 @@ def check_resumed_spec(spec: SweepSpec, sweep_dir: SweepDir) -> None:
     )
 
 
+# what a race's rounds and levels are computed from, and its promise: its eliminations so far were
+# decided at those levels (raising `max` goes on with a finished race, its new rounds at new levels)
+RACE_FIELDS = ("start", "step", "confidence", "precision")
+
+
 def check_ranking(spec: SweepSpec, sweep_dir: SweepDir) -> None:
     """Refuse to go on with a search or a race (a resume, or a run that adds to it) whose metric or
     direction differs from the last run's: its proposals or eliminations so far ranked that metric
-    that way."""
+    that way; and a race whose rounds or promise differ (:data:`RACE_FIELDS`): its eliminations so
+    far were decided at the levels they give, and the promise it states holds only for them."""
     plan = sweep_dir.plan()
     if plan is None:
         return
+    old, new = plan.spec.adaptive, spec.adaptive
+    changed = [f for f in RACE_FIELDS if old and new and getattr(old, f) != getattr(new, f)]
+    if old is not None and new is not None and changed:
+        shown = ", ".join(f"{f} ({_shown(getattr(new, f))} here, {_shown(getattr(old, f))} there)" for f in changed)
+        how = [f"--set seeds.adaptive.{f}={_toml(getattr(old, f))}" for f in changed if getattr(old, f) is not None]
+        how += [f"remove seeds.adaptive.{f}" for f in changed if getattr(old, f) is None]
+        raise SpecError(
+            f"`seeds.adaptive`: the race of sweep {spec.name!r} decided its rounds so far at the levels its settings "
+            f"give, and this spec's differ in {shown}. Go on as it ran ({'; '.join(how)}), or give the sweep another "
+            f"name to start a new race"
+        )
     first = {"min": "lowest", "max": "highest"}
     for name, field in (("search", "search"), ("adaptive", "seeds.adaptive")):
         old, new = getattr(plan.spec, name), getattr(spec, name)
