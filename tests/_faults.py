@@ -5,6 +5,7 @@ Trial processes import this module by name: the Ray fixtures put ``tests/`` on e
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -56,6 +57,20 @@ class FailOnce:
         if not os.path.exists(self.marker):
             Path(self.marker).touch()
             raise RuntimeError(f"injected failure in {trial_key}")
+
+
+class FailInSecondRound:
+    """``after_report``: the first trial to report once a search's first round is told (its
+    ``search.json``) raises (once per marker file)."""
+
+    def __init__(self, marker: str | os.PathLike, record: str | os.PathLike):
+        self.marker, self.record = str(marker), str(record)
+
+    def __call__(self, trial_key: str, epoch: int) -> None:
+        told = json.loads(Path(self.record).read_text())["rounds"][0]["told"] is not None
+        if told and not os.path.exists(self.marker):
+            Path(self.marker).touch()
+            raise RuntimeError(f"injected failure in {trial_key}, in the search's second round")
 
 
 class SleepAfterReport:

@@ -147,7 +147,9 @@ def test_steps_of_a_model_whose_outputs_do_not_feed_back_are_refused(tmp_path):
     plan = make_plan(spec)
     aggregate_blocks(tmp_path / "h", trained_blocks(plan), plan=plan)
     ens = sweep.load(tmp_path / "h")
-    with pytest.raises(QueryError, match=r"export\(steps=3\): the members' outputs \(3, 8\) are not the state \(1, 8\)"):
+    with pytest.raises(
+        QueryError, match=r"export\(steps=3\): the members' outputs \(3, 8\) are not the state \(1, 8\)"
+    ):
         ens.export(tmp_path / "out", steps=3)
     assert json.loads((ens.export(tmp_path / "out") / "manifest.json").read_text())["rollout"] is None
     done = invoke("export", str(tmp_path / "h"), "-o", str(tmp_path / "cli"))

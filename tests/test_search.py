@@ -161,6 +161,17 @@ def test_structural_proposals_become_their_own_trials(tmp_path):
     assert len(trials) == len(points) and len({t["config_id"] for t in trials}) == len(depths)
 
 
+def test_a_structural_search_run_again_counts_every_member_it_trained(tmp_path, capsys):
+    """A search's configurations of other structural configs than its spec's (another depth) are
+    counted as trained by a later run (from ``search.json``), not only those of the spec's own."""
+    spec = search_spec(space={**LR, "model.depth": sweep.choice([1, 2])})
+    path = sweep.run(spec, storage=str(tmp_path), options=LOCAL)
+    assert len({p["model.depth"] for r in record(path)["rounds"] for p in r["asked"]}) == 2  # the case
+    capsys.readouterr()
+    sweep.run(spec, storage=str(tmp_path), options=dataclasses.replace(LOCAL, progress="plain"))
+    assert f"nothing to train: {4 * 3} members already in" in capsys.readouterr().out
+
+
 def test_resume_after_a_failure_mid_search_equals_an_uninterrupted_search(uninterrupted, tmp_path):
     marker = tmp_path / "failed"
 
@@ -178,6 +189,29 @@ def test_resume_after_a_failure_mid_search_equals_an_uninterrupted_search(uninte
     path = sweep.run(search_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
     assert record(path) == record(uninterrupted)
     assert store_files(path) == store_files(uninterrupted)
+
+
+# slow: test_resume_after_a_failure_mid_search_equals_an_uninterrupted_search covers it in-process
+@pytest.mark.slow
+def test_a_search_failed_mid_round_on_tune_resumes_its_experiment(uninterrupted, ray_session, tmp_path):
+    """On Ray Tune a resume restores the round's experiment, whose trials the live display must
+    know: the search's configurations asked by the earlier call."""
+    from _faults import FailInSecondRound
+
+    hooks = TrialHooks(after_report=FailInSecondRound(tmp_path / "failed", tmp_path / "tiny" / "search.json"))
+    from ray import tune
+
+    failing = sweep.RunOptions(
+        address=ray_session, trial_hooks=hooks, failure_config=tune.FailureConfig(max_failures=0)
+    )
+    with pytest.raises(sweep.SweepError, match="second round"):
+        sweep.run(search_spec(), storage=str(tmp_path), options=failing)
+    path = sweep.run(search_spec(), storage=str(tmp_path), options=sweep.RunOptions(address=ray_session, resume=True))
+    assert record(path) == record(uninterrupted)
+    assert (
+        sweep.load(path).table.sort_by("member_id")["val_loss"]
+        == sweep.load(uninterrupted).table.sort_by("member_id")["val_loss"]
+    )
 
 
 def test_raising_configurations_continues_the_same_search(uninterrupted, tmp_path):

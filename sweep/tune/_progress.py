@@ -106,9 +106,9 @@ class ProgressState:
         self.names = grid_names(spec.varied, reserved=FIXED_COLUMNS)
         self.configs: dict[str, list[int]] = {}  # label -> [members done, members]
         self._label: dict[tuple[str, str], str] = {}
+        self.done_before = 0  # members trained by earlier calls, of the configurations shown
         if spec.search is None or spec.points:  # a search's configurations come as it proposes them
             self.add_configurations(spec, done)
-        self.done_before = sum(d for d, _ in self.configs.values())
         self.best: dict[str, float] = {}  # label -> the lowest loss any member reached
         self.latest: dict[str, dict[tuple[str, int], float]] = {}  # label -> member -> its latest loss
         self.loss_name = "test loss"
@@ -138,6 +138,7 @@ class ProgressState:
                 entry = self.configs.setdefault(label, [0, 0])
                 entry[0] += done_by.get((config.config_id, hparams_key(h)), 0)
                 entry[1] += len(spec.seed_list)
+                self.done_before += done_by.get((config.config_id, hparams_key(h)), 0)
 
     def label(self, config_id: str, hparams: str) -> str:
         """The label of a configuration (``hparams``: its :func:`~sweep.planning.hparams_key` text)."""

@@ -49,6 +49,17 @@ def _resume_hint(done: int, total: int, command: str | None, storage: str) -> st
     return f"interrupted: {done} of {total} members done; resume with: {command}"
 
 
+def _so_far(spec: SweepSpec, sweep_dir: SweepDir) -> SweepSpec:
+    """``spec``, and for a search with every configuration it has asked so far (``search.json``):
+    what earlier calls of this sweep planned and trained, and its members counted as done."""
+    if spec.search is None:
+        return spec
+    from ..search import read_record
+
+    points = read_record(sweep_dir).points
+    return spec.with_points(points) if points else spec
+
+
 def _aggregate_complete(spec: SweepSpec, sweep_dir: SweepDir, map_tasks: MapTasks = map) -> int:
     """Aggregate the members whose blocks are complete (their tasks run by ``map_tasks``), if the
     store does not hold them yet; returns how many there are."""
@@ -151,8 +162,9 @@ def run(
         check_ranking(spec, sweep_dir)
     if options.resume:
         check_resumed_spec(spec, sweep_dir)
-    done, blocks = sweep_dir.done(spec)
-    state = ProgressState(spec, (), done)
+    so_far = _so_far(spec, sweep_dir)  # with a search's configurations asked by earlier calls
+    done, blocks = sweep_dir.done(so_far)
+    state = ProgressState(so_far, (), done)
     mode = "plain" if options.verbose and options.progress == "auto" else options.progress
     display = SweepProgress(state, mode)
     trackers = make_loggers(options.loggers, spec, sweep_dir.shown)  # unknown names fail here, before Ray starts
@@ -199,7 +211,9 @@ def run(
             sweep_dir.refresh()  # what is done is what the checkpoints say (a trial may finish as it stops)
             with warnings.catch_warnings():  # the hint says how many members are missing
                 warnings.simplefilter("ignore", UserWarning)
-                done_now = _aggregate_complete(spec, sweep_dir, executor.map_tasks if executor else map)
+                done_now = _aggregate_complete(
+                    _so_far(spec, sweep_dir), sweep_dir, executor.map_tasks if executor else map
+                )
         display.message(hint := _resume_hint(done_now, c["members"], options.resume_command, str(storage)))
         raise Interrupted(hint) from None  # (a second Ctrl-C, or one before the trials, stops at once)
     assert executor is not None  # made in the try above, which ended normally
