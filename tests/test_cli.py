@@ -748,7 +748,7 @@ ERRORS = [
     (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--best", "0"], ["--best 0: k must be"]),
     (
         ["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy"],
-        ["no --where selects", "depth takes [1, 2]", "learning_rate takes [0.001, 0.003]", "--pool"],
+        ["the whole store (no --where) selects", "depth takes [1, 2]", "learning_rate takes [0.001, 0.003]", "--pool"],
     ),
     *(  # every command that makes one ensemble of a selection, as predict
         (args, ["--where depth=1 selects members trained with different settings", "learning_rate takes", "--pool"])

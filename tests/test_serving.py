@@ -174,6 +174,13 @@ BAD = {
         "member ids",
     ),
     "body too large": (b"0" * 300_000, "application/json", 413, "body", "at most 200000 bytes"),
+    "misspelt field": (
+        json.dumps({"x": [[[0.0] * 16]], "memebrs": True}),
+        "application/json",
+        422,
+        "memebrs",
+        "give x and any of members, calibrated, interval (did you mean 'members'?)",
+    ),
 }
 
 
@@ -195,8 +202,12 @@ def test_bad_rollout_steps_unknown_routes_and_methods(client):
         assert r.status_code == 422 and r.json()["error"]["field"] == "steps", r.text
     r = client.get("/nowhere")
     assert r.status_code == 404 and r.json()["error"]["field"] == "path" and "/predict" in r.json()["error"]["allowed"]
+    r = client.post("/rollout", json={"x0": x0, "step": 5})  # misspelt: said, not read as no steps
+    assert r.status_code == 422 and r.json()["error"]["field"] == "step", r.text
+    assert "did you mean 'steps'?" in r.json()["error"]["allowed"]
     r = client.get("/predict")
     assert r.status_code == 405 and r.json()["error"]["field"] == "method"
+    assert r.json()["error"]["allowed"] == "/predict takes POST", r.text
 
 
 def test_a_token_is_needed_everywhere_but_healthz(service):

@@ -71,7 +71,7 @@ def one_setting(ens, where: list[str] | None, pool: bool):
     free = {} if pool else ens.free_columns(parse_where(where))
     if free:
         listed = "; ".join(f"{c} takes {values}" for c, values in free.items())
-        chosen = " ".join(f"--where {item}" for item in where or ()) or "no --where"
+        chosen = " ".join(f"--where {item}" for item in where or ()) or "the whole store (no --where)"
         column = next(iter(free))
         raise CLIError(
             f"{chosen} selects members trained with different settings: {listed}. Fix "

@@ -72,7 +72,9 @@ async def _http_error(request: Request, error: HTTPException) -> JSONResponse:
     if error.status_code == 404:
         body = BadRequest(404, "path", request.url.path, f"use one of the routes {', '.join(ROUTES)}").body()
     elif error.status_code == 405:
-        body = BadRequest(405, "method", request.method, f"{request.url.path} takes another method").body()
+        allowed = getattr(error, "headers", None) or {}
+        methods = allowed.get("allow") or allowed.get("Allow") or "another method"
+        body = BadRequest(405, "method", request.method, f"{request.url.path} takes {methods}").body()
     else:
         body = BadRequest(error.status_code, "request", str(error.detail), "see /docs").body()
     return JSONResponse(body, error.status_code, headers=getattr(error, "headers", None))

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .._errors import did_you_mean
 from ._limits import BadRequest
 
 NPY = "application/x-npy"
@@ -25,13 +26,28 @@ def is_npy(content_type: str | None) -> bool:
     return NPY in (content_type or "").lower()
 
 
-def decode(body: bytes, content_type: str | None, field: str, query: dict[str, str]) -> tuple[np.ndarray, dict]:
-    """``(the input array, the other fields)`` of a request body.
+def decode(
+    body: bytes, content_type: str | None, field: str, query: dict[str, str], others: tuple[str, ...]
+) -> tuple[np.ndarray, dict]:
+    """``(the input array, the other fields)`` of a request body, whose other fields (in the JSON
+    object or the query string) are among ``others``.
 
     Raises:
         BadRequest: 400 for a body that is neither a JSON object holding ``field`` nor a ``.npy``
-            array (or JSON nested too deep to parse), 422 for nested lists that are not one numeric array.
+            array (or JSON nested too deep to parse), 422 for nested lists that are not one numeric
+            array or for a field not among ``others`` (a misspelt one is not ignored).
     """
+    x, fields = _decoded(body, content_type, field, query)
+    for name in fields:
+        if name not in others:
+            allowed = ", ".join(others)
+            raise BadRequest(
+                422, name, "an unknown field", f"give {field} and any of {allowed}{did_you_mean(name, others)}"
+            )
+    return x, fields
+
+
+def _decoded(body: bytes, content_type: str | None, field: str, query: dict[str, str]) -> tuple[np.ndarray, dict]:
     if is_npy(content_type):
         try:
             x = np.load(io.BytesIO(body), allow_pickle=False)

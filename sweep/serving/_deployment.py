@@ -184,7 +184,11 @@ class EnsembleService:
     async def predict(self, request: Request) -> Response:
         model = self.model
         x, fields = decode(
-            await read_body(request), request.headers.get("content-type"), "x", dict(request.query_params)
+            await read_body(request),
+            request.headers.get("content-type"),
+            "x",
+            dict(request.query_params),
+            ("members", "calibrated", "interval"),
         )
         x = check_inputs(x, "x", model.sample_shape, self.config.max_rows, model.dtype)
         levels = None if model.held.calibration is None else model.held.calibration.levels
@@ -216,7 +220,11 @@ class EnsembleService:
     async def rollout(self, request: Request) -> Response:
         model = self.model
         x0, fields = decode(
-            await read_body(request), request.headers.get("content-type"), "x0", dict(request.query_params)
+            await read_body(request),
+            request.headers.get("content-type"),
+            "x0",
+            dict(request.query_params),
+            ("steps", "calibrated", "interval"),
         )
         steps = check_steps(fields.get("steps"), self.config.max_steps)
         x0 = check_inputs(x0, "x0", model.rollout_shape, self.config.max_rows, model.dtype)
