@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import types
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -842,6 +843,21 @@ def test_with_a_validation_split_test_curves_show_the_chosen_configuration_only(
     assert len(test.lines) == 4 + 1 and "best configuration" in test.get_title()
     assert test.get_legend_handles_labels()[1][0].split(" (")[0] == config_label(keys[0])
     assert train.get_ylim() == test.get_ylim()
+
+
+def test_ranking_by_a_test_column_beside_a_validation_column_is_warned(store, tmp_path):
+    warning = r"--metric test_loss ranks by the test set although these members have val_loss: .*optimistic"
+    with pytest.warns(UserWarning, match=warning):
+        shown = invoke("show", store, "--metric", "test_loss")
+    assert shown.exit_code == 0 and "test_loss over seeds per configuration" in shown.stdout, shown.output
+    np.save(tmp_path / "x.npy", np.zeros((2, 1, 16), np.float32))
+    with pytest.warns(UserWarning, match=warning):
+        chosen = invoke("predict", store, "-i", tmp_path / "x.npy", "-o", tmp_path / "p.npy", "--best", "2",
+                        "--where", "depth=1", "--where", "learning_rate=0.003", "--metric", "test_loss")  # fmt: skip
+    assert chosen.exit_code == 0, chosen.output
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # ranked by the validation column: no warning
+        assert invoke("show", store).exit_code == 0
 
 
 def test_curves_of_one_report_per_member_are_dots_side_by_side_saying_how_to_draw_curves(tmp_path):

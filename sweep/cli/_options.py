@@ -31,8 +31,8 @@ SetOpt = Annotated[
 MetricOpt = Annotated[
     str,
     typer.Option(
-        help="Member column that ranks: a validation column (val_loss by default); a test column only where "
-        "there is no validation set, since test columns should report a choice, not make it."
+        help="Member column that ranks: a validation column (val_loss by default); a test column where there "
+        "is no validation set (beside one, with a warning: test columns should report a choice, not make it)."
     ),
 ]
 PoolOpt = Annotated[
@@ -60,7 +60,23 @@ def selected(ens, where: list[str] | None, best: int | None = None, metric: str 
     kw = parse_where(where)
     if kw:
         ens = ens.where(**kw)
-    return ens if best is None else ens.best(best, metric=metric, mode=mode)
+    if best is None:
+        return ens
+    warn_test_ranking(ens, metric)
+    return ens.best(best, metric=metric, mode=mode)
+
+
+def warn_test_ranking(ens, metric: str) -> None:
+    """A warning where ``--metric`` ranks by a test column while ``ens`` has its validation column:
+    members chosen on the test set have optimistic test numbers."""
+    val = "val_" + metric.removeprefix("test_")
+    if metric.startswith("test_") and val in ens.columns and ens.index[val].null_count < len(ens):
+        from .._errors import warn
+
+        warn(
+            f"--metric {metric} ranks by the test set although these members have {val}: members chosen on it "
+            f"have optimistic test numbers; rank by --metric {val} to report them honestly"
+        )
 
 
 def one_setting(ens, where: list[str] | None, pool: bool):

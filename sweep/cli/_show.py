@@ -8,7 +8,7 @@ import typer
 
 from ..metrics import mode_of
 from ._args import Format, choice, parse_where
-from ._options import DirArg, MetricOpt, ModeOpt, existing
+from ._options import DirArg, MetricOpt, ModeOpt, existing, warn_test_ranking
 
 
 def show(
@@ -63,6 +63,7 @@ def show(
     kw = parse_where(where)
     if kw:
         ens = ens.where(**kw)
+    warn_test_ranking(ens, metric)
     fmt = Format(format).value
     first = "lowest" if mode_of(metric, mode) == "min" else "highest"
     if members:
