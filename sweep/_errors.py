@@ -13,10 +13,15 @@ from collections.abc import Iterable
 def did_you_mean(value: object, choices: Iterable[str]) -> str:
     """``" (did you mean 'epochs'?)"`` when ``value`` is close to one of ``choices``, else ``""``.
 
-    Example:
-        ``did_you_mean("epoch", ["epochs", "batch_size"])`` -> ``" (did you mean 'epochs'?)"``
+    Examples:
+        ``did_you_mean("epoch", ["epochs", "batch_size"])`` -> ``" (did you mean 'epochs'?)"``;
+        ``did_you_mean("configs", ["configurations", "batch"])`` -> ``" (did you mean 'configurations'?)"``
     """
-    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=0.75)
+    text, names = str(value), [str(c) for c in choices]
+    close = difflib.get_close_matches(text, names, n=1, cutoff=0.75)
+    if not close:  # a shortened name ("configs"): the one choice it shares most of its start with
+        close = [c for c in names if len(os.path.commonprefix([text, c])) >= max(4, 0.75 * len(text))]
+        close = close if len(close) == 1 else []
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 

@@ -185,6 +185,8 @@ def test_exponax_problem_options_are_checked_when_the_spec_is_built(ex):
         sweep.Problem("exponax:Burgers", num_val=2, val_fraction=0.2)
     with pytest.raises(SpecError, match=r"`problem.dt`: got -0.1; must be a finite number > 0"):
         sweep.Problem("exponax:Burgers", dt=-0.1)
+    with pytest.raises(SpecError, match=r"unknown exponax stepper 'Burgres' \(did you mean 'Burgers'\?\)"):
+        sweep.Problem("exponax:Burgres")
     with pytest.raises(SpecError, match=r"unknown exponax stepper 'Wave'"):
         sweep.Problem("exponax:Wave")
 

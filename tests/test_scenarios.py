@@ -191,8 +191,18 @@ def test_apebench_names_are_aliases_of_the_steppers(ex):
 @pytest.mark.parametrize(
     ("name", "options", "match"),
     [
-        ("apebench:phy_decay_turb_3d", {}, r"`problem.name`: unknown APEBench scenario 'apebench:phy_decay_turb_3d'; "),
-        ("apebench:phy_adv", {}, r"give apebench:<scenario>_<N>d, one of apebench:phy_adv_1d, apebench:phy_adv_2d"),
+        (
+            "apebench:phy_decay_turb_3d",
+            {},
+            r"`problem.name`: unknown APEBench scenario 'apebench:phy_decay_turb_3d' \(it is defined as "
+            r"apebench:phy_decay_turb_2d\); ",
+        ),
+        (
+            "apebench:phy_adv",
+            {},
+            r"\(give its dimensions: apebench:phy_adv_1d, apebench:phy_adv_2d, apebench:phy_adv_3d\)",
+        ),
+        ("apebench:phy_advection_2d", {}, r"'apebench:phy_advection_2d' \(did you mean 'apebench:phy_adv_2d'\?\)"),
         ("apebench:phy_adv_2d", {"num_spatial_dims": 3}, r"`problem.num_spatial_dims`: 'apebench:phy_adv_2d' says"),
         (
             "exponax:NavierStokesVorticity",

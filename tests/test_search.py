@@ -58,6 +58,21 @@ def test_bad_spaces_are_named_before_work(space, batch, match):
         search_spec(space=space, batch=batch)
 
 
+def test_a_distribution_on_a_field_left_at_its_default_names_the_draw_that_fails():
+    """``model.activation`` not in the spec (the architecture's default): the drawn end is named,
+    with sweep.choice, not only the model's own error."""
+    model = sweep.Model("ConvNet", hidden_channels=4, depth=1)
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"^`search.space.model.activation`: loguniform draws real numbers, and model.activation = 0.1 makes "
+        r"no valid spec \(`model.activation`: unknown activation 0.1; .*\); give a range whose ends are valid, or "
+        r"sweep.choice\(\[...\]\) of the values it takes$",
+    ):
+        search_spec(space={"model.activation": sweep.loguniform(0.1, 1.0)}, model=model)
+    with pytest.raises(sweep.SpecError, match=r"unknown field\(s\) \['configs'\] \(did you mean 'configurations'\?\)"):
+        sweep.Search.from_dict({"space": {"model.depth": {"randint": [1, 3]}}, "configs": 4})
+
+
 def test_a_search_beside_a_grid_or_with_adaptive_seeds_is_refused():
     with pytest.raises(sweep.SpecError, match=r"`search`: given beside `grid`"):
         search_spec(grid={"model.depth": [1, 2]})

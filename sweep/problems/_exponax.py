@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import SpecError
+from .._errors import SpecError, did_you_mean
 from ._dataset import DEFAULT_VAL_FRACTION, Dataset, as_dataset, check_val_fraction
 from ._fourier_ic import fourier_series
 from ._generated_size import check_generated_size
@@ -192,7 +192,7 @@ def check_exponax(stepper: str, options: Mapping[str, Any]) -> None:
     ex = _exponax(stepper)
     if stepper not in STEPPERS:
         raise SpecError(
-            f"`problem.name`: unknown exponax stepper {stepper!r}; choose one of "
+            f"`problem.name`: unknown exponax stepper {stepper!r}{did_you_mean(stepper, STEPPERS)}; choose one of "
             f"{', '.join('exponax:' + s for s in STEPPERS)}"
         )
     defaults = _defaults(ex, stepper)

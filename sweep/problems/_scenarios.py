@@ -35,7 +35,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from .._errors import SpecError
+from .._errors import SpecError, did_you_mean
 
 EXPONAX = "exponax:"  # the problem-name prefix: "exponax:<Stepper>"
 APEBENCH = "apebench:"  # the alias prefix: "apebench:<scenario>_<N>d"
@@ -164,8 +164,16 @@ def resolve_alias(name: str) -> tuple[str, int]:
     scenario, _, dims = name.removeprefix(APEBENCH).rpartition("_")
     stepper = ALIASES.get(scenario)
     if stepper is None or dims not in {f"{d}d" for d in STEPPERS[stepper].dims}:
+        whole = name.removeprefix(APEBENCH)
+        if whole in ALIASES:  # the scenario without its dimensions
+            hint = f" (give its dimensions: {', '.join(f'{name}_{d}d' for d in STEPPERS[ALIASES[whole]].dims)})"
+        elif stepper is not None:  # a scenario in dimensions it is not defined in
+            named = ", ".join(f"{APEBENCH}{scenario}_{d}d" for d in STEPPERS[stepper].dims)
+            hint = f" (it is defined as {named})"
+        else:
+            hint = did_you_mean(name, apebench_names())
         raise SpecError(
-            f"`problem.name`: unknown APEBench scenario {name!r}; give apebench:<scenario>_<N>d, one of "
+            f"`problem.name`: unknown APEBench scenario {name!r}{hint}; give apebench:<scenario>_<N>d, one of "
             f"{', '.join(apebench_names())}"
         )
     return stepper, int(dims[:-1])

@@ -129,7 +129,17 @@ class Search:
                     f"{key} is {current!r} ({type(current).__name__}); use {allowed}"
                 )
             for value in dist.values():  # each end of the range must make a valid spec
-                apply({key: value})
+                try:
+                    apply({key: value})
+                except SpecError as e:
+                    if current is not None or dist.kind == "choice":
+                        raise
+                    # a field the spec leaves at its default: say which draw failed, and what else to use
+                    raise SpecError(
+                        f"`search.space.{key}`: {dist.kind} draws {'real numbers' if dist.real else 'integers'}, and "
+                        f"{key} = {value!r} makes no valid spec ({e}); give a range whose ends are valid, or "
+                        f"sweep.choice([...]) of the values it takes"
+                    ) from None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
