@@ -9,7 +9,7 @@ from pathlib import Path
 import equinox as eqx
 import pytest
 from _faults import FailOnce
-from helpers import store_files, tiny_spec, tree_allclose
+from helpers import invoke, store_files, tiny_spec, tree_allclose
 
 import sweep
 from sweep.training import load_block
@@ -93,6 +93,23 @@ def test_a_race_goes_on_ranking_its_metric_at_its_levels_as_it_ran(tmp_path):
             )
     sweep.run(spec, storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))  # as it ran: taken
     sweep.run(dataclasses.replace(spec, seeds=dataclasses.replace(race, max=6)), str(tmp_path), options=LOCAL)  # more
+
+
+def test_ctrl_c_while_aggregating_says_how_to_aggregate(tmp_path, monkeypatch):
+    """The trials ended and the aggregation was stopped: the one step left is named, and
+    ``sweep status`` says the sweep is not aggregated yet, with the command."""
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("sweep.tune._run.aggregate", stopped)
+    with pytest.raises(
+        sweep.tune.Interrupted,
+        match=r"^interrupted while aggregating the trained members; aggregate them with: sweep aggregate \S*tiny$",
+    ):
+        sweep.run(tiny_spec(), storage=str(tmp_path), options=LOCAL)
+    status = invoke("status", tmp_path / "tiny")
+    assert f"ensembles: not aggregated yet (run `sweep aggregate {tmp_path / 'tiny'}`)" in status.output
 
 
 def test_a_resume_takes_more_seeds(tmp_path):

@@ -91,12 +91,17 @@ def trial_states(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> d
 
 def _manifest(fs: pafs.FileSystem, path: str) -> dict[str, Any] | None:
     """The committed store's manifest of a sweep directory, or None before the first aggregation
-    (a store that is there but cannot be read raises :class:`StoreError`)."""
+    committed one (none started, or the first one stopped before its commit: the generations
+    folder holds no committed generation); a store that is there but cannot be read raises
+    :class:`StoreError`."""
     try:
         root = committed_root(fs, path)
     except StoreError:
-        if fs.get_file_info(generations_dir(f"{path}/{STORE_NAME}")).type == pafs.FileType.NotFound:
+        generations = generations_dir(f"{path}/{STORE_NAME}")
+        if fs.get_file_info(generations).type == pafs.FileType.NotFound:
             return None
+        if fs.get_file_info(f"{path}/{STORE_NAME}").type == pafs.FileType.NotFound:
+            return None  # no store link: no generation was ever committed
         raise
     return _read_json(fs, f"{root}/{MANIFEST}")
 
@@ -110,7 +115,7 @@ def stored_line(sweep_dir: str, filesystem: pafs.FileSystem | None = None, unfin
     except StoreError as e:
         return f"ensembles: cannot be read ({e})"
     if manifest is None:
-        return "ensembles: not aggregated yet" + ("" if unfinished else " (run `sweep aggregate DIR`)")
+        return "ensembles: not aggregated yet" + ("" if unfinished else f" (run `sweep aggregate {sweep_dir}`)")
     return (
         f"ensembles: {manifest.get('num_members', 0)} members stored ({manifest.get('num_configs', 0)} "
         f"structural configs), {manifest.get('num_missing', 0)} planned members missing"

@@ -217,7 +217,14 @@ def run(
         display.message(hint := _resume_hint(done_now, c["members"], options.resume_command, str(storage)))
         raise Interrupted(hint) from None  # (a second Ctrl-C, or one before the trials, stops at once)
     assert executor is not None  # made in the try above, which ended normally
-    _aggregate(spec, sweep_dir, executor, failures)
+    try:
+        _aggregate(spec, sweep_dir, executor, failures)
+    except KeyboardInterrupt:  # the members are trained: the store is the one step left
+        hint = (
+            f"interrupted while aggregating the trained members; aggregate them with: sweep aggregate {sweep_dir.shown}"
+        )
+        display.message(hint)
+        raise Interrupted(hint) from None
     _say_result(policy, spec, sweep_dir, display)
     for text in (h for t in trackers if (h := t.hint())):
         display.message(text)
