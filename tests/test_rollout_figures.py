@@ -252,3 +252,10 @@ def test_a_score_is_drawn_on_a_linear_axis_with_the_valid_rollout_threshold(roll
     assert [line.get_ydata()[0] for line in score.lines if line.get_linestyle() == "--"] == [0.8]
     lowest = np.nanmin(np.asarray(ens.table["val_rollout_correlation"].to_pylist(), np.float64))
     assert score.get_ylim()[0] <= lowest  # every correlation is on the axis, negative ones too
+
+
+def test_spread_skill_per_rollout_step_has_whole_step_ticks(rolling_store):
+    _, per_step = sweep.plot(rolling_store, "spread_skill").axes
+    assert per_step.get_xlabel() == "rollout step"
+    ticks = [t for t in per_step.get_xticks() if per_step.get_xlim()[0] <= t <= per_step.get_xlim()[1]]
+    assert ticks and all(float(t).is_integer() for t in ticks), ticks

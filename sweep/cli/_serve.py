@@ -21,9 +21,8 @@ _FLAGS = {"cpus": "--cpu", "gpus": "--gpu", "batch_wait_s": "--batch-wait", "wat
 def _flags(error: SpecError) -> CLIError:
     """A :class:`ServeOptions` error phrased with this command's options (``--max-batch``, not
     ``ServeOptions.max_batch``)."""
-    return CLIError(
-        re.sub(r"ServeOptions\.(\w+)", lambda m: _FLAGS.get(m[1], "--" + m[1].replace("_", "-")), str(error))
-    )
+    text = re.sub(r"ServeOptions\.(\w+)", lambda m: _FLAGS.get(m[1], "--" + m[1].replace("_", "-")), str(error))
+    return CLIError(text.replace(" or None", " (or leave the option out)"))
 
 
 def serve(

@@ -126,6 +126,7 @@ def draw_ratio_per_step(ax: Axes, scores: pa.Table, keys: list[dict]) -> None:
         ax.plot(picked["step"].to_numpy(), picked["spread_skill"].to_numpy(), color=color, label=label(config))
     ax.axhline(1.0, color="0.5", ls="--", lw=1)
     ax.set_xlabel("rollout step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole
     ax.set_ylabel("spread-skill ratio (1: calibrated, < 1: overconfident)")
     ax.set_title(f"spread-skill per step ({score_split(scores)})")
     ax.grid(True, alpha=0.3)
