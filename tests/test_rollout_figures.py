@@ -254,8 +254,16 @@ def test_a_score_is_drawn_on_a_linear_axis_with_the_valid_rollout_threshold(roll
     assert score.get_ylim()[0] <= lowest  # every correlation is on the axis, negative ones too
 
 
-def test_spread_skill_per_rollout_step_has_whole_step_ticks(rolling_store):
-    _, per_step = sweep.plot(rolling_store, "spread_skill").axes
+def test_spread_skill_per_rollout_step_has_whole_step_ticks(tmp_path_factory):
+    plan = make_plan(  # 3 steps: matplotlib's own ticks would be 1, 1.5, 2, 2.5, 3
+        tiny_spec(
+            problem=sweep.Problem("heat1d", num_points=16, num_samples=40, trajectory_steps=3),
+            seeds=2,
+            seeds_per_trial=2,
+            training=sweep.Training(epochs=1, batch_size=16, report_every=1, rollout_steps=3),
+        )
+    )
+    _, per_step = sweep.plot(aggregated(tmp_path_factory, plan), "spread_skill").axes
     assert per_step.get_xlabel() == "rollout step"
     ticks = [t for t in per_step.get_xticks() if per_step.get_xlim()[0] <= t <= per_step.get_xlim()[1]]
     assert ticks and all(float(t).is_integer() for t in ticks), ticks
