@@ -112,6 +112,16 @@ def test_ctrl_c_while_aggregating_says_how_to_aggregate(tmp_path, monkeypatch):
     assert f"ensembles: not aggregated yet (run `sweep aggregate {tmp_path / 'tiny'}`)" in status.output
 
 
+def test_more_gpus_than_this_process_sees_are_refused_before_any_trial(tmp_path):
+    """The local executor trains every trial in this process: its GPUs are all a trial can have."""
+    spec = dataclasses.replace(tiny_spec(), resources={"cpu": 1, "gpu": 64})
+    with pytest.raises(
+        sweep.SpecError, match=r"^`resources.gpu`: got 64; this process sees \d+ GPU\(s\), and the local"
+    ):
+        sweep.run(spec, storage=str(tmp_path), options=LOCAL)
+    assert not list(tmp_path.glob("tiny/local/*"))  # no trial started
+
+
 def test_a_resume_takes_more_seeds(tmp_path):
     """More seeds name more members of the same configurations: the interrupted trials continue
     and the new seeds train beside them (what the resume check leaves to a resume)."""

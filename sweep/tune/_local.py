@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 import pyarrow.fs as pafs
 
+from .._errors import SpecError
 from .._fs import local_copy, local_path
 from .._layout import BLOCK_META, BLOCK_STATE, CHECKPOINT_PREFIX, LOCAL_DIR, at_report, checkpoint_name
 from ..planning import TrialPlan
@@ -42,6 +43,21 @@ from ._relay import notify
 from ._trainable import ReaderWait, block_metrics, check_saved, state_nbytes
 
 __all__ = ["LocalExecutor"]
+
+
+def check_gpus_here(resources: Mapping[str, float]) -> None:
+    """The GPUs a trial asks for must be in this process, which trains every trial (as a Tune
+    trial's must be on one node: :func:`._checks.check_resources`)."""
+    want = float(resources.get("gpu", 0))
+    if want > 0:
+        import jax
+
+        here = sum(d.platform == "gpu" for d in jax.devices())
+        if want > here:
+            raise SpecError(
+                f"`resources.gpu`: got {want:g}; this process sees {here} GPU(s), and the local executor trains "
+                f"every trial in it: set resources.gpu to at most {here}, or run on Ray (executor='tune')"
+            )
 
 
 class TrialView(NamedTuple):
@@ -67,6 +83,7 @@ class LocalExecutor:
         """Check the storage; load the data of every problem here (once: a problem that reads
         files reads them now)."""
         check_writable(self.sweep_dir.filesystem, self.sweep_dir.path, self.sweep_dir.shown)
+        check_gpus_here(self.spec.resources)
         self.datasets = {key: outline.data.load() for key, outline in outlines.items()}
         self.pace = cadence(self.options.checkpoint_every, 1, self.sweep_dir.filesystem)
         self.display.start()
