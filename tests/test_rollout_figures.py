@@ -267,3 +267,10 @@ def test_spread_skill_per_rollout_step_has_whole_step_ticks(tmp_path_factory):
     assert per_step.get_xlabel() == "rollout step"
     ticks = [t for t in per_step.get_xticks() if per_step.get_xlim()[0] <= t <= per_step.get_xlim()[1]]
     assert ticks and all(float(t).is_integer() for t in ticks), ticks
+
+
+def test_the_stored_trajectories_and_samples_of_one_problem_serve_every_structural_config(rolling_store):
+    ens = sweep.load(rolling_store)  # two depths: two structural configs of one problem
+    assert len(set(ens.index["config_id"].to_pylist())) == 2
+    np.testing.assert_array_equal(ens.trajectories(), ens.where(depth=2).trajectories())
+    np.testing.assert_array_equal(ens.samples()[0], ens.where(depth=1).samples()[0])

@@ -99,17 +99,19 @@ class Selection:
         return self.one_config("spec").spec
 
     def samples(self) -> tuple[np.ndarray, np.ndarray]:
-        """Test inputs and targets of these members' structural config, as the store keeps them
-        (the first 16 test samples of its problem: inputs ``[samples, channels, *spatial]``,
-        targets ``[samples, *target_shape]``, float32 or int32 class labels as the data gave them):
-        read from the store, never regenerated, so no code the store names runs."""
+        """Test inputs and targets of these members' problem (one, whatever their structural
+        configs), as the store keeps them (the first 16 test samples of its problem: inputs
+        ``[samples, channels, *spatial]``, targets ``[samples, *target_shape]``, float32 or int32
+        class labels as the data gave them): read from the store, never regenerated, so no code
+        the store names runs."""
         why = "its sweep directory had no samples.parquet when it was aggregated; sweep.run writes it"
         return self._stored("samples", why)
 
     def trajectories(self) -> np.ndarray:
-        """Reference test trajectories of these members' structural config, as the store keeps them
-        (the first 4 test trajectories of its problem, every step: ``[trajectories, steps + 1,
-        channels, *spatial]``): read from the store, never regenerated.
+        """Reference test trajectories of these members' problem (one, whatever their structural
+        configs), as the store keeps them (the first 4 test trajectories of its problem, every
+        step: ``[trajectories, steps + 1, channels, *spatial]``): read from the store, never
+        regenerated.
 
         Axis order: trajectory before time, as the data's ``*_traj`` arrays hold them (each
         trajectory one contiguous run of states). :meth:`rollout` puts time before the batch for
@@ -128,9 +130,12 @@ class Selection:
         return self._stored("trajectories", why)
 
     def _stored(self, what: str, why: str) -> Any:
-        """The test ``samples`` or ``trajectories`` the store holds for these members' config, or a
+        """The test ``samples`` or ``trajectories`` the store holds for these members' problem (one,
+        whatever their structural configs: the store keeps them per problem), or a
         :class:`QueryError` saying ``why`` there are none."""
-        config = self.one_config(what)
+        configs = [self._store.configs[c] for c in pc.unique(self._index["config_id"]).to_pylist()]  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+        problems = {c.spec.problem_id for c in configs}
+        config = configs[0] if len(problems) == 1 else self.one_config(what)  # several problems: select one
         found = getattr(self._store, what)(config.config_id)
         if found is None:
             raise QueryError(f"{what}(): the store holds no test {what} for config {config.config_id} ({why})")
