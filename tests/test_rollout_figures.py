@@ -274,3 +274,28 @@ def test_the_stored_trajectories_and_samples_of_one_problem_serve_every_structur
     assert len(set(ens.index["config_id"].to_pylist())) == 2
     np.testing.assert_array_equal(ens.trajectories(), ens.where(depth=2).trajectories())
     np.testing.assert_array_equal(ens.samples()[0], ens.where(depth=1).samples()[0])
+
+
+def test_2d_fields_are_drawn_as_images_not_as_flattened_lines(tmp_path_factory):
+    pytest.importorskip("exponax")
+    problem = sweep.Problem(
+        "exponax:Diffusion", num_spatial_dims=2, num_points=8, num_train=3, num_val=1, num_test=2, test_steps=3
+    )
+    training = sweep.Training(epochs=1, batch_size=3, report_every=1)
+    plan = make_plan(tiny_spec(problem=problem, seeds=2, seeds_per_trial=2, training=training))
+    root = aggregated(tmp_path_factory, plan)
+    traj = sweep.load(root).trajectories()[0]  # [4, 1, 8, 8]
+    rollout = [ax for ax in sweep.plot(root, "rollout").axes if ax.images]
+    rows = ("reference", "ensemble mean", "ensemble std")
+    assert [ax.get_title() for ax in rollout] == [f"{row}, step {t}" for row in rows for t in (1, 2, 3)]
+    np.testing.assert_array_equal(rollout[1].images[0].get_array(), traj[2, 0])  # the reference at step 2
+    predicted = sweep.plot(root, "predictions", num_samples=2)
+    imaged = [ax for ax in predicted.axes if ax.images]
+    assert [ax.get_title().split("\n")[-1] for ax in imaged] == [
+        *(["ground truth", "ensemble mean"] * 2),
+        "mean − truth",
+        "ensemble std",
+    ]
+    assert not any("flattened" in ax.get_xlabel() for ax in predicted.axes)
+    overview = sweep.plot(root, num_samples=1)
+    assert [ax.get_title() for ax in overview.axes if ax.images][-3:] == [f"{row}, step 3" for row in rows]

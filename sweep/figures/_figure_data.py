@@ -108,21 +108,32 @@ def ensemble_rollout(
     :class:`QueryError` saying so if the ``"rollout"`` kind was ``named``)."""
     chosen = ens.where(**config)
     try:
-        reference = chosen.trajectories()[0]
+        trajectory = chosen.trajectories()[:1]
     except QueryError as e:
         if named:
             raise QueryError(f"plot(kind='rollout'): {str(e).removeprefix('trajectories(): ')}") from None
         return None
     reason = _factory(chosen, chosen.spec, trust_code)
     if reason is None:
+        x0, reference = chosen.rollout_start(chosen.one_config("rollout"), trajectory)  # (history=h: h states)
         try:
-            mean, std = chosen.rollout_mean_std(reference[None, 0], reference.shape[0] - 1)
+            mean, std = chosen.rollout_mean_std(x0, reference.shape[1] - 1)
         except QueryError as e:  # a model whose outputs cannot be fed back in
             reason = str(e).removeprefix("rollout_mean_std: ")
         else:
-            return reference, mean[:, 0], std[:, 0]
+            return reference[0], mean[:, 0], std[:, 0]
     warn(f"ensemble rollout left out: {reason}")
     return reason
+
+
+def channel_name(ens: Ensemble, config: dict[str, Any]) -> str:
+    """What channel 0 of ``config``'s fields holds: its name where the data named it (an HDF5
+    problem's ``"density"``), else ``"channel 0"``."""
+    try:
+        names = list(ens.where(**config).normalization or {})
+    except QueryError:  # configurations of several structural configs: no one name
+        return "channel 0"
+    return names[0] if names and isinstance(names[0], str) else "channel 0"
 
 
 def drawn_rollout_metric(curves, asked: str | None, explicit: bool) -> str | None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from .._words import counted
-from ._figure_data import FigureData
+from ._fields import field_panels
+from ._figure_data import FigureData, channel_name
 from ._panels import Configs, curves_figure, draw_spread, loss_name, prediction_grid, predictions_figure, splits
 from ._rollout import rollout_error_figure, rollout_figure, rollout_splits, slice_panels
 from ._scores import (
@@ -64,9 +65,9 @@ def figure(kind: str, d: FigureData) -> Figure:
         return fig
     if kind == "rollout":
         assert d.rolled is not None  # plot() drops or refuses the kind without trajectories
-        one_d = not isinstance(d.rolled, str) and d.rolled[0].ndim == 3
-        fig = Figure(figsize=(16, 8.4 if one_d else 4.2), layout="constrained")
-        rollout_figure(fig, d.rolled, best, grid)
+        dims = 0 if isinstance(d.rolled, str) else d.rolled[0].ndim - 2  # spatial axes
+        fig = Figure(figsize=(16, {0: 4.2, 1: 8.4}.get(dims, 11.0)), layout="constrained")
+        rollout_figure(fig, d.rolled, best, grid, channel=channel_name(d.ens, d.keys[0]))
         return fig
     if kind in SCORE_FIGURES:
         panels = 1 if kind == "spread_skill" and "rollout" not in d.scores["kind"].to_pylist() else 2
@@ -86,13 +87,13 @@ def figure(kind: str, d: FigureData) -> Figure:
         rows = -(-panels // cols)
         fig = Figure(figsize=(4.6 * max(cols, 2), 3.8 * rows), layout="constrained")
         cells = fig.add_gridspec(rows, cols)
-        _predictions(
-            fig, d.samples, targets, best, grid, [cells[i // cols, i % cols] for i in range(panels)], d.sample_names
-        )
+        places = [cells[i // cols, i % cols] for i in range(panels)]
+        _predictions(fig, d.samples, targets, best, grid, places, d.sample_names, channel_name(d.ens, d.keys[0]))
         return fig
     n_splits = len(splits(d.curves))
     n_errors = len(rollout_splits(d.curves, d.rollout_metric)) if d.rollout_metric else 0
-    n_slices = 0 if d.rolled is None else 1 if isinstance(d.rolled, str) else 2  # at least
+    fields = d.rolled is not None and not isinstance(d.rolled, str) and d.rolled[0].ndim > 3  # 2D or 3D images
+    n_slices = 0 if d.rolled is None else 1 if isinstance(d.rolled, str) else 3 if fields else 2  # at least
     rows = (3 if n_errors or n_slices else 2) + (d.scores is not None)
     cols = max(n_splits + 1, n + 1, n_errors + n_slices, 4 if d.scores is not None else 0)
     # a row that only says why it is empty (a factory's model, no samples) takes a strip
@@ -113,13 +114,19 @@ def figure(kind: str, d: FigureData) -> Figure:
         grid,
         [row[0, i] for i in range(panels)] if row else [cells[1, :]],
         d.sample_names,
+        channel_name(d.ens, d.keys[0]),
     )
     if n_errors:  # without time slices the error panels fill the row
         assert d.rollout_metric is not None  # n_errors is 0 without one
         row = cells[2, :].subgridspec(1, n_errors) if not n_slices else None
         places = [row[0, i] if row is not None else cells[2, i] for i in range(n_errors)]
         rollout_error_figure(fig, d.curves, Configs(d.keys, d.curves, d.totals), d.rollout_metric, places)
-    if n_slices:  # the time slices fill the rest of the row
+    if n_slices and fields:  # the reference, mean and std at the last step, as images
+        assert d.rolled is not None and not isinstance(d.rolled, str)  # fields says so
+        last = d.rolled[0].shape[0] - 1
+        places = [(cells[2, n_errors + row], row, last) for row in range(3)]
+        field_panels(fig, d.rolled, places, channel_name(d.ens, d.keys[0]))
+    elif n_slices:  # the time slices fill the rest of the row
         assert d.rolled is not None  # n_slices is 0 without a rollout
         slice_panels(
             fig,
@@ -142,11 +149,13 @@ def figure(kind: str, d: FigureData) -> Figure:
     return fig
 
 
-def _predictions(fig: Figure, samples: tuple | str, targets: str, title: str, grid, cells=None, names=None) -> None:
+def _predictions(
+    fig: Figure, samples: tuple | str, targets: str, title: str, grid, cells=None, names=None, channel="channel 0"
+) -> None:
     """The predictions panels that fit the targets: the same-grid panels (the samples, then their
     residuals), or those of :mod:`._targets` (value scatters, a confusion matrix, curves over
     another grid)."""
     if isinstance(samples, str) or targets == "same_grid":
-        predictions_figure(fig, samples, title, grid, cells, names)
+        predictions_figure(fig, samples, title, grid, cells, names, channel)
     else:
         targets_figure(fig, samples, targets, title, cells=cells)

@@ -30,6 +30,7 @@ from matplotlib.ticker import MaxNLocator, MultipleLocator
 
 from ..planning import config_label
 from ..problems import coordinates
+from ._fields import field_prediction, field_residual, is_field
 
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 SPLITS = ("train", "val", "test")  # learning-curve panels, where the store holds the split's history
@@ -322,11 +323,14 @@ def predictions_figure(
     grid,
     cells: Sequence | None = None,
     names: Sequence[str] | None = None,
+    channel: str = "channel 0",
 ) -> list[Axes]:
     """One panel per test sample, then one panel of their residuals (mean minus truth);
     ``samples`` is ``(x, y, mean, std)``, or the reason there are none (one panel saying so, in
     the first cell). ``names``: what each sample is (default ``test sample i``); ``cells``: one
-    per sample plus one for the residuals."""
+    per sample plus one for the residuals. 2D and 3D fields (``channel``: what channel 0 holds)
+    are images: a sample's ground truth beside the ensemble mean, and the first sample's mean
+    minus truth beside the ensemble std (:mod:`._fields`)."""
     if isinstance(samples, str):
         where = cells[0] if cells is not None else (1, 1, 1)
         ax = fig.add_subplot(*where) if isinstance(where, tuple) else fig.add_subplot(where)
@@ -335,6 +339,12 @@ def predictions_figure(
     x, y, mean, std = samples
     n = x.shape[0]
     names = list(names) if names is not None else [f"test sample {i}" for i in range(n)]
+    if is_field(y[0]):  # 2D and 3D fields: images, not lines over flattened points
+        if cells is None:
+            row = fig.add_gridspec(1, n + 1)
+            cells = [row[0, i] for i in range(n + 1)]
+        images = [field_prediction(fig, cells[i], y[i], mean[i], names[i], channel) for i in range(n)]
+        return [ax for pair in images for ax in pair] + field_residual(fig, cells[n], y[0], mean[0], std[0], names[0])
     axes: list[Axes] = []
     for i in range(n + 1):
         where = cells[i] if cells is not None else (1, n + 1, i + 1)

@@ -26,6 +26,7 @@ from matplotlib.ticker import MaxNLocator
 from ..metrics import VALID_AT, higher_is_better, rollout_summary_name, summarised_metric
 from ..problems import EVALUATED
 from ..store import rollout_column as _column
+from ._fields import field_panels
 from ._panels import OKABE_ITO, Configs, draw_bands, draw_missing, split_panels
 
 SPLIT = re.compile(rf"(?:{'|'.join(EVALUATED)})_(\w+)")  # test_rollout_gmean_nrmse -> rollout_gmean_nrmse
@@ -173,10 +174,19 @@ def space_time_panels(fig: Figure, rolled: tuple, grid, cells: Sequence) -> list
     return axes
 
 
-def rollout_figure(fig: Figure, rolled: tuple | str, title: str, grid, slices: int = 4) -> list[Axes]:
+def rollout_figure(
+    fig: Figure, rolled: tuple | str, title: str, grid, slices: int = 4, channel: str = "channel 0"
+) -> list[Axes]:
     """The ``"rollout"`` kind: for 1D problems a row of space-time pictures above a row of
-    ``slices`` time slices; else the time slices alone (flattened). Each row is its own grid, so
+    ``slices`` time slices; for 2D and 3D ones images of the reference, the ensemble mean and the
+    ensemble std (rows) at ``slices`` steps (columns). Each row of a 1D figure is its own grid, so
     that the colour bars and labels of one row take no room from the other."""
+    if not isinstance(rolled, str) and rolled[0].ndim > 3:
+        steps = slice_steps(rolled[0].shape[0] - 1, slices)
+        cells = fig.add_gridspec(3, len(steps))
+        fig.suptitle(f"{title}: ensemble rollout from a stored test trajectory's first state")
+        places = [(cells[r, c], r, step) for r in range(3) for c, step in enumerate(steps)]
+        return field_panels(fig, rolled, places, channel)
     one_d = not isinstance(rolled, str) and rolled[0].ndim == 3
     rows = fig.add_gridspec(2 if one_d else 1, 1)
     bottom = rows[-1, 0].subgridspec(1, 1 if isinstance(rolled, str) else slices)
