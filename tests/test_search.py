@@ -250,7 +250,7 @@ def test_the_end_compares_the_best_configurations_by_intervals(uninterrupted):
     assert os.path.exists(uninterrupted / "search.json")
 
 
-def test_show_and_the_trace_figure_show_the_search(uninterrupted, tmp_path):
+def test_show_and_the_trace_figure_show_the_search(uninterrupted, tmp_path, monkeypatch):
     shown = invoke("show", uninterrupted)
     assert shown.exit_code == 0, shown.output
     assert "search: 4 of 4 configurations told, 3 seeds each; best #" in shown.output
@@ -263,6 +263,10 @@ def test_show_and_the_trace_figure_show_the_search(uninterrupted, tmp_path):
     means = [s.observation.mean for s in sweep.search.standings(search_spec(), sweep.store.SweepDir.at(uninterrupted))]
     steps = ax.lines[-2].get_ydata()  # the best mean so far, then the ring around the best
     assert list(steps) == [min(means[: i + 1]) for i in range(len(means))]
+    # means spread over more than a factor of 10: a log axis, so that the best are told apart
+    assert ax.get_yscale() == ("log" if max(means) > 10 * min(means) else "linear"), means
+    monkeypatch.setattr("sweep.search._trace.LOG_SPAN", max(means) / min(means) / 2)  # spread wider than that
+    assert sweep.search.plot_trace(uninterrupted).axes[0].get_yscale() == "log"
     with pytest.raises(sweep.SweepError, match="holds no search"):
         sweep.search.plot_trace(tmp_path)
 

@@ -7,6 +7,7 @@ import math
 import os
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from .._errors import SweepError
 from .._fs import save_figure
@@ -26,6 +27,9 @@ def searched_spec(sweep_dir: SweepDir) -> SweepSpec:
             f"{sweep_dir.shown!r} holds no search (its plan has no `search`); run a spec with sweep.Search"
         )
     return plan.spec
+
+
+LOG_SPAN = 10  # means spread over more than this factor: a log axis, so the best stay apart
 
 
 def plot_trace(location: str | os.PathLike | SweepDir, out: str | os.PathLike | None = None, dpi: int = 150) -> Figure:
@@ -66,6 +70,10 @@ def plot_trace(location: str | os.PathLike | SweepDir, out: str | os.PathLike | 
         top = ranked(spec, every)[0]
         ax.plot([top.number], [top.interval.mean], "o", ms=11, mfc="none", mec="C3", label=f"best: #{top.number}")
         ax.legend(fontsize=8)
+        finite = [m for m in y if math.isfinite(m)]
+        if finite and min(finite) > 0 and max(finite) > LOG_SPAN * min(finite):  # a few poor ones squeeze the rest
+            ax.set_yscale("log", nonpositive="clip")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("configuration, in order of proposal")
     ax.set_ylabel(f"{search.metric} ({len(spec.seed_list)} seeds)")
     ax.set_title(
