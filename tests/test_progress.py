@@ -352,6 +352,12 @@ def test_a_narrow_terminal_folds_labels_and_wraps_messages_after_the_display(mon
     assert "…" not in text and all(len(line) <= 60 for line in text.splitlines())
     folded = "".join(line.split("  ")[0].strip() for line in text.splitlines())  # the first column's pieces
     assert all("".join(label.split()) in folded for label in state.configs)
+    assert all(word in text for word in "not separated from the best (4 seeds)".split())  # wrapped, never cut
+    # without a race's columns, each grid value on one line ("learning_rate=0.003", not
+    # "learning_rate=" above "0.003")
+    plain = Console(file=io.StringIO(), width=60, color_system=None)
+    plain.print(ProgressState(spec, plan.trials, clock=Clock()).renderable())
+    assert all(value in plain.file.getvalue() for label in state.configs for value in label.split())
     monkeypatch.setenv("COLUMNS", "40")
     stream = io.StringIO()
     display = SweepProgress(state, mode="live", stream=stream)

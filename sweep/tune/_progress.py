@@ -65,6 +65,7 @@ class _Trial:
 
 
 NO_GRID = "(one configuration)"  # the label of a spec without a grid
+LABEL_WIDTH = 30  # the widest grid value ("learning_rate=0.003") a narrow display keeps on one line
 
 
 class Parts:
@@ -344,16 +345,20 @@ class ProgressState:
 
         c = self.counts()
         table = Table(box=None, pad_edge=False, header_style="bold")
-        # a narrow terminal: a label wraps between its values and folds inside one, never cut to
-        # "learning_rate…" (then every row would read the same)
-        table.add_column(f"configuration (by mean {self.loss_name})", overflow="fold")
+        ranked = [label for label, _ in self.ranked(c)]
+        order = ranked + [label for label in self.configs if label not in c["mean"]]  # best mean first
+        # a narrow terminal: a label wraps between its values, each value whole up to LABEL_WIDTH
+        # ("learning_rate=0.003" on one line; with a race's two columns there is no room: it folds),
+        # never cut to "learning_rate…" (then every row would read the same)
+        values = (len(v) for label in order[:max_rows] for v in label.split())
+        whole = 0 if self.race else min(LABEL_WIDTH, max(values, default=0))
+        table.add_column(f"configuration (by mean {self.loss_name})", overflow="fold", min_width=whole)
         table.add_column("members", justify="right")
         table.add_column(f"{self.loss_name}: mean over seeds", justify="right")
         table.add_column("best member", justify="right")
-        for name in ("race: mean [p or interval]", "race") if self.race else ():  # Text: "[...]" is not markup
-            table.add_column(Text(name), justify="right" if name != "race" else "left")
-        ranked = [label for label, _ in self.ranked(c)]
-        order = ranked + [label for label in self.configs if label not in c["mean"]]  # best mean first
+        if self.race:  # Text: "[...]" is not markup
+            table.add_column(Text("race: mean [p or interval]"), justify="right")
+            table.add_column(Text("race"), justify="left", overflow="fold")  # folded, never cut
         for i, label in enumerate(order[:max_rows]):
             mean, best = c["mean"].get(label), c["best"].get(label)
             text = "-" if mean is None else f"{mean:.4g}"
