@@ -291,3 +291,11 @@ def test_a_completed_trial_is_trimmed_to_what_tune_needs():
     assert set(trial.run_metadata.metric_analysis) == {"epoch", "test_loss_mean", "training_iteration", "time_total_s"}
     assert trial.run_metadata.metric_n_steps == {}
     assert "member_seeds" not in trial.get_json_state()[1] and "cpu_devices" not in trial.get_json_state()[1]
+
+
+def test_an_address_where_nothing_answers_is_named_at_once(tmp_path, monkeypatch):
+    """Ray retries a dead address for a minute before it says so: the sweep checks it first."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(sweep.SweepError, match=r"^`address`: nothing answers at 127.0.0.1:1 \(ConnectionRefused"):
+        sweep.run(tiny_spec(), storage=str(tmp_path), options=sweep.RunOptions(address="127.0.0.1:1"))
+    assert not list(tmp_path.glob("tiny/tune-*"))  # no experiment started

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 import sysconfig
 import warnings
 from collections.abc import Mapping
+
+from .._errors import SweepError
 
 
 def ensure_ray(address: str | None, quiet: bool = True) -> None:
@@ -39,7 +42,36 @@ def ensure_ray(address: str | None, quiet: bool = True) -> None:
         elif address.startswith("ray://"):  # Ray Client: the cluster's own settings apply
             ray.init(address=address)
         else:
-            ray.init(address=address, log_to_driver=False, logging_level=level)
+            check_reachable(address)  # Ray itself retries for a minute before it says so
+            try:
+                ray.init(address=address, log_to_driver=False, logging_level=level)
+            except ConnectionError as e:
+                raise SweepError(f"{e}{_auth_hint()}") from None
+
+
+def check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """A :class:`SweepError` naming ``address`` (``host:port``) where nothing answers there;
+    ``"auto"``, a name Ray resolves itself, is left to Ray."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise SweepError(
+            f"`address`: nothing answers at {address} ({type(e).__name__}: {e}); start the cluster first "
+            f"(`ray start --head` on its head node prints its address), or give that address"
+        ) from None
+
+
+def _auth_hint() -> str:
+    """What to try where joining a cluster failed and this shell does not send a token."""
+    if os.environ.get("RAY_AUTH_MODE") == "token":
+        return ""
+    return (
+        "; if the cluster was started with token authentication (Ray 2.5x does so where ~/.ray/auth_token "
+        "exists), run with RAY_AUTH_MODE=token and its token (RAY_AUTH_TOKEN or ~/.ray/auth_token)"
+    )
 
 
 def driver_paths() -> list[str]:
