@@ -11,17 +11,23 @@ from collections.abc import Iterable
 
 
 def did_you_mean(value: object, choices: Iterable[str]) -> str:
-    """``" (did you mean 'epochs'?)"`` when ``value`` is close to one of ``choices``, else ``""``.
+    """``" (did you mean 'epochs'?)"`` when ``value`` is close to one of ``choices``, else ``""``:
+    the one choice it is the start of (a name cut short, 4 characters at least), else the closest
+    by :func:`difflib.get_close_matches`, else the one choice sharing the longest start with it
+    (most of ``value``: a shortened name).
 
     Examples:
         ``did_you_mean("epoch", ["epochs", "batch_size"])`` -> ``" (did you mean 'epochs'?)"``;
         ``did_you_mean("configs", ["configurations", "batch"])`` -> ``" (did you mean 'configurations'?)"``
     """
     text, names = str(value), [str(c) for c in choices]
-    close = difflib.get_close_matches(text, names, n=1, cutoff=0.75)
-    if not close:  # a shortened name ("configs"): the one choice it shares most of its start with
-        close = [c for c in names if len(os.path.commonprefix([text, c])) >= max(4, 0.75 * len(text))]
-        close = close if len(close) == 1 else []
+    completed = [c for c in names if len(text) >= 4 and c.startswith(text)]  # a name cut short
+    close = completed if len(completed) == 1 else difflib.get_close_matches(text, names, n=1, cutoff=0.75)
+    if not close:  # a shortened name ("configs"): the one choice sharing the longest start with it
+        shared = {c: len(os.path.commonprefix([text, c])) for c in names}
+        longest = max(shared.values(), default=0)
+        tied = [c for c, n in shared.items() if n == longest]
+        close = tied if len(tied) == 1 and longest >= max(4, 0.75 * len(text)) else []
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 

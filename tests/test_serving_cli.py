@@ -139,5 +139,6 @@ def test_sweep_serve_refuses_bad_arguments_before_starting(tmp_path):
         (["--cpu", "-1"], "--cpu: got -1.0"),
         (["--where", "seed=99"], "no member matches"),
         (["--token-file", str(tmp_path / "missing")], "is not a file"),
+        (["--address", "127.0.0.1:1"], "`address`: nothing answers at 127.0.0.1:1"),
     ):
         assert_one_line_error(invoke("serve", sweep_dir, *args), message)

@@ -35,6 +35,7 @@ LAYERS = [
         "_rollout_curves",
         "_words",
         "_text_table",
+        "_reachable",
     },
     {"optim", "metrics", "models", "problems", "spec"},
     {"planning", "racing"},

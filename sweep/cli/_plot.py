@@ -9,7 +9,7 @@ import typer
 
 from .._errors import SweepError
 from ._args import Kind, choice
-from ._options import DirArg, MetricOpt, ModeOpt, existing
+from ._options import DirArg, MetricOpt, ModeOpt, existing, warn_test_ranking
 
 
 def plot(
@@ -83,6 +83,10 @@ def plot(
         typer.echo(f"wrote {out}")
         return
     figure_paths(out, chosen)  # a bad --out fails before the store is read
+    if metric.startswith("test_"):  # it chooses the configuration drawn
+        from ..ensemble import load
+
+        warn_test_ranking(load(existing(sweep_dir)), metric)
     try:
         figures = plot_sweep(
             existing(sweep_dir),

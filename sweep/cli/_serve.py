@@ -138,9 +138,16 @@ def serve(
             f"serving {service.members} members (generation {service.generation or '-'}) at {service.url} "
             f"(OpenAPI: {service.url}/docs; {service.ingress} ingress); Ctrl-C stops"
         )
+        watching = True
         while True:  # what became of each newer generation (--watch, POST /reload), as it comes
-            time.sleep(CHANGES_S)
-            for line in service.changes():
+            time.sleep(CHANGES_S if watching else 3600)
+            try:
+                lines = service.changes() if watching else []
+            except Exception as error:  # Ray lost the service's board: it serves on, unreported
+                typer.echo(f"no longer told of newer generations ({type(error).__name__}: {error})", err=True)
+                watching = False
+                lines = []
+            for line in lines:
                 typer.echo(f"{time.strftime('%H:%M:%S')} {line}")
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the shutdown short

@@ -8,6 +8,7 @@ a trial directory marks a failure, and ``ensembles/manifest.json`` says what is 
 from __future__ import annotations
 
 import json
+import shlex
 from collections import Counter
 from typing import Any
 
@@ -15,7 +16,7 @@ import pyarrow.fs as pafs
 
 from .._errors import StoreError
 from .._fs import filesystem_path, read_text
-from .._layout import MANIFEST, PLAN, STORE_NAME, TUNE_ERROR_FILES
+from .._layout import MANIFEST, PLAN, POINTER, STORE_NAME, TUNE_ERROR_FILES
 from ..store import SweepDir, committed_root, generations_dir, sweeps_inside
 
 STATES = ("done", "stopped early", "partial", "failed", "pending")  # partial: running now, or interrupted
@@ -97,11 +98,9 @@ def _manifest(fs: pafs.FileSystem, path: str) -> dict[str, Any] | None:
     try:
         root = committed_root(fs, path)
     except StoreError:
-        generations = generations_dir(f"{path}/{STORE_NAME}")
-        if fs.get_file_info(generations).type == pafs.FileType.NotFound:
-            return None
-        if fs.get_file_info(f"{path}/{STORE_NAME}").type == pafs.FileType.NotFound:
-            return None  # no store link: no generation was ever committed
+        pointer = f"{generations_dir(f'{path}/{STORE_NAME}')}/{POINTER}"
+        if fs.get_file_info(pointer).type == pafs.FileType.NotFound:
+            return None  # no generation was ever committed (none written, or the first one stopped)
         raise
     return _read_json(fs, f"{root}/{MANIFEST}")
 
@@ -115,7 +114,9 @@ def stored_line(sweep_dir: str, filesystem: pafs.FileSystem | None = None, unfin
     except StoreError as e:
         return f"ensembles: cannot be read ({e})"
     if manifest is None:
-        return "ensembles: not aggregated yet" + ("" if unfinished else f" (run `sweep aggregate {sweep_dir}`)")
+        return "ensembles: not aggregated yet" + (
+            "" if unfinished else f" (run `sweep aggregate {shlex.quote(sweep_dir)}`)"
+        )
     return (
         f"ensembles: {manifest.get('num_members', 0)} members stored ({manifest.get('num_configs', 0)} "
         f"structural configs), {manifest.get('num_missing', 0)} planned members missing"

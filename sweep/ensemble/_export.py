@@ -179,6 +179,15 @@ def export_selection(
     members = _members_program(parts, spatial)
     out_shape = tuple(jax.eval_shape(members, jax.ShapeDtypeStruct((1, *sample), dtype)).shape[2:])
 
+    history = ens.history_of(config)
+    state = (sample[0] // history, *sample[1:])  # what one step predicts (history=h: one of the h stacked)
+    if out_shape != state and given_steps is not None:  # before any program is traced
+        raise QueryError(
+            f"export(steps={given_steps!r}): the members' outputs {out_shape} are not the state {state} their inputs "
+            f"{'stack' if history > 1 else 'hold'}, so they cannot be fed back: there is no rollout to export; "
+            f"leave steps out"
+        )
+
     def mean_std(x):
         mean, std = _moments(members(x).astype(jnp.float32), weights, 0)
         if cal is not None:
@@ -191,19 +200,11 @@ def export_selection(
     programs = {mean_std_part: jax.export.export(jax.jit(mean_std))(spec)}
     fitted = None if cal is None else cal.rollout_scale
     rollout_scale = fitted[:steps] if fitted is not None and len(fitted) >= steps else None
-    history = ens.history_of(config)
-    state = (sample[0] // history, *sample[1:])  # what one step predicts (history=h: one of the h stacked)
     if out_shape == state:
         rollout_input = state if history == 1 else (history, *state)  # as Ensemble.rollout takes x0
         programs[rollout_part] = jax.export.export(
             jax.jit(_rollout_program(parts, state, history, steps, weights, rollout_scale))
         )(jax.ShapeDtypeStruct((batch, *rollout_input), dtype))
-    elif given_steps is not None:
-        raise QueryError(
-            f"export(steps={given_steps!r}): the members' outputs {out_shape} are not the state {state} their inputs "
-            f"{'stack' if history > 1 else 'hold'}, so they cannot be fed back: there is no rollout to export; "
-            f"leave steps out"
-        )
     out.mkdir(parents=True, exist_ok=True)
     written = {}
     for name, exported in programs.items():

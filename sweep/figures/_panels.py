@@ -149,8 +149,10 @@ def draw_curves(ax: Axes, table: pa.Table, configs: Configs, which: str, loss: s
     ax.set_title(f"{which} loss")
     epochs = table.column("history_epochs").to_pylist()
     report_ticks(ax, epochs)
-    if all(row is None or len(row) <= 1 for row in epochs):  # dots side by side: say how to get curves
-        ax.set_xlabel("epoch (one report per member: a training.report_every\nbelow training.epochs draws curves)")
+    reported = {int(e) for row in epochs if row is not None for e in row}
+    if len(reported) == 1 and all(row is None or len(row) <= 1 for row in epochs):  # dots: say why
+        how = "more than one epoch" if reported == {1} else "a training.report_every below training.epochs"
+        ax.set_xlabel(f"epoch (one report per member:\n{how} draws curves)")
 
 
 def draw_spread(ax: Axes, table: pa.Table, configs: Configs, metric: str, seed: int = 0, max_points: int = 500) -> None:

@@ -6,8 +6,8 @@ the reference trajectory the store keeps.
   configuration's median with its 10-90% band over seeds, as the learning curves; one panel per
   split on a shared log y axis, the test panel showing the best configuration only where there is
   a validation split.
-- **Ensemble rollout**: the chosen configuration's members rolled out from the first state of
-  the first stored test trajectory (``Ensemble.rollout_mean_std``, never regenerated data): for
+- **Ensemble rollout**: the chosen configuration's members rolled out from the first state (with
+  ``history=h``, the first ``h``) of the first stored test trajectory (``Ensemble.rollout_mean_std``, never regenerated data): for
   1D problems space-time pictures of the reference, the ensemble mean and the ensemble std; and
   a few time slices of the mean ±1 std against the reference.
 """
@@ -184,7 +184,7 @@ def rollout_figure(
     if not isinstance(rolled, str) and rolled[0].ndim > 3:
         steps = slice_steps(rolled[0].shape[0] - 1, slices)
         cells = fig.add_gridspec(3, len(steps))
-        fig.suptitle(f"{title}: ensemble rollout from a stored test trajectory's first state")
+        fig.suptitle(f"{title}: ensemble rollout from the start of a stored test trajectory")
         places = [(cells[r, c], r, step) for r in range(3) for c, step in enumerate(steps)]
         return field_panels(fig, rolled, places, channel)
     one_d = not isinstance(rolled, str) and rolled[0].ndim == 3
@@ -196,5 +196,5 @@ def rollout_figure(
     assert not isinstance(rolled, str)  # one_d is False for a reason string
     top = rows[0, 0].subgridspec(1, 3)
     pictures = space_time_panels(fig, rolled, grid, [top[0, i] for i in range(3)])
-    fig.suptitle(f"{title}: ensemble rollout from a stored test trajectory's first state")
+    fig.suptitle(f"{title}: ensemble rollout from the start of a stored test trajectory")
     return pictures + slice_panels(fig, rolled, "", grid, slice_cells, slices)

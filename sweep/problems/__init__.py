@@ -113,6 +113,7 @@ def check_problem(name: str, options: Mapping[str, Any]) -> None:
             f'or give a function as "package.module:function"'
         )
     params = inspect.signature(GENERATORS[name]).parameters
+    hints = typing.get_type_hints(GENERATORS[name])
     for key, value in options.items():
         if key in SPLIT_OPTIONS:
             continue  # checked above
@@ -121,8 +122,8 @@ def check_problem(name: str, options: Mapping[str, Any]) -> None:
                 f"`problem.{key}`: not an option of {name}{did_you_mean(key, params)}; allowed: {', '.join(params)}"
             )
         default = params[key].default
-        choices = typing.get_args(typing.get_type_hints(GENERATORS[name]).get(key))
-        if isinstance(default, str) and value not in choices:
+        choices = typing.get_args(hints.get(key)) if typing.get_origin(hints.get(key)) is typing.Literal else None
+        if choices is not None and value not in choices:
             raise SpecError(
                 f"`problem.{key}`: got {value!r}{did_you_mean(str(value), choices)}; choose one of "
                 f"{', '.join(map(repr, choices))}"

@@ -40,10 +40,9 @@ def decode(
     x, fields = _decoded(body, content_type, field, query)
     for name in fields:
         if name not in others:
-            allowed = ", ".join(others)
-            raise BadRequest(
-                422, name, "an unknown field", f"give {field} and any of {allowed}{did_you_mean(name, others)}"
-            )
+            where = "in the query string" if name in query else "in the body"
+            allowed = f"{', '.join(others)}{did_you_mean(name, others)}"
+            raise BadRequest(422, name, f"an unknown field {where}", f"give {field} and any of {allowed}")
     return x, fields
 
 

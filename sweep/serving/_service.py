@@ -11,6 +11,7 @@ import warnings
 from typing import Any
 
 from .._errors import SpecError, warn
+from .._reachable import check_reachable
 from ..ensemble import Blend, Ensemble, load
 from ._app import token_digest
 from ._model import Selection, generation_of
@@ -179,6 +180,8 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
 
     from ._deployment import BOARD_NAMESPACE, Board, EnsembleService, ReplicaConfig
 
+    if options.address and not options.address.startswith("ray://"):
+        check_reachable(options.address)
     started_ray = not ray.is_initialized()
     if started_ray:
         with warnings.catch_warnings():

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import sys
 import sysconfig
 import warnings
 from collections.abc import Mapping
 
 from .._errors import SweepError
+from .._reachable import check_reachable
 
 
 def ensure_ray(address: str | None, quiet: bool = True) -> None:
@@ -46,22 +46,7 @@ def ensure_ray(address: str | None, quiet: bool = True) -> None:
             try:
                 ray.init(address=address, log_to_driver=False, logging_level=level)
             except ConnectionError as e:
-                raise SweepError(f"{e}{_auth_hint()}") from None
-
-
-def check_reachable(address: str, timeout_s: float = 5.0) -> None:
-    """A :class:`SweepError` naming ``address`` (``host:port``) where nothing answers there;
-    ``"auto"``, a name Ray resolves itself, is left to Ray."""
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        return
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
-    except OSError as e:
-        raise SweepError(
-            f"`address`: nothing answers at {address} ({type(e).__name__}: {e}); start the cluster first "
-            f"(`ray start --head` on its head node prints its address), or give that address"
-        ) from None
+                raise SweepError(f"`address`: {address}: {e}{_auth_hint()}") from None
 
 
 def _auth_hint() -> str:

@@ -75,7 +75,7 @@ def check_ranking(spec: SweepSpec, sweep_dir: SweepDir) -> None:
         return
     old, new = plan.spec.adaptive, spec.adaptive
     changed = [f for f in RACE_FIELDS if old and new and getattr(old, f) != getattr(new, f)]
-    if old is not None and new is not None and changed:
+    if changed:
         shown = ", ".join(f"{f} ({_shown(getattr(new, f))} here, {_shown(getattr(old, f))} there)" for f in changed)
         how = [f"--set seeds.adaptive.{f}={_toml(getattr(old, f))}" for f in changed if getattr(old, f) is not None]
         how += [f"remove seeds.adaptive.{f}" for f in changed if getattr(old, f) is None]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import shlex
 import warnings
 from typing import Any
 
@@ -174,7 +175,7 @@ def run(
     rounds = iter(policy.rounds(spec, sweep_dir))
     first = list(itertools.islice(rounds, 1))  # what the policy wants first, if anything
     if not first:
-        _aggregate_complete(spec, sweep_dir)
+        _aggregate_complete(so_far, sweep_dir)
         display.message(f"nothing to train: {len(done)} members already in {sweep_dir.shown}")
         _say_result(policy, spec, sweep_dir, display)
         return sweep_dir.shown
@@ -220,9 +221,7 @@ def run(
     try:
         _aggregate(spec, sweep_dir, executor, failures)
     except KeyboardInterrupt:  # the members are trained: the store is the one step left
-        hint = (
-            f"interrupted while aggregating the trained members; aggregate them with: sweep aggregate {sweep_dir.shown}"
-        )
+        hint = f"interrupted while aggregating the trained members; aggregate them with: sweep aggregate {shlex.quote(sweep_dir.shown)}"
         display.message(hint)
         raise Interrupted(hint) from None
     _say_result(policy, spec, sweep_dir, display)
