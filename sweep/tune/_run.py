@@ -50,11 +50,9 @@ def _resume_hint(done: int, total: int, command: str | None, storage: str) -> st
     return f"interrupted: {done} of {total} members done; resume with: {command}"
 
 
-def _so_far(spec: SweepSpec, sweep_dir: SweepDir) -> SweepSpec:
-    """``spec``, and for a search with every configuration it has asked so far (``search.json``):
-    what earlier calls of this sweep planned and trained, and its members counted as done."""
-    if spec.search is None:
-        return spec
+def _asked(spec: SweepSpec, sweep_dir: SweepDir) -> SweepSpec:
+    """A search's ``spec`` with every configuration it has asked so far (``search.json``): what
+    earlier calls of this sweep planned and trained, and its members counted as done."""
     from ..search import read_record
 
     points = read_record(sweep_dir).points
@@ -163,7 +161,7 @@ def run(
         check_ranking(spec, sweep_dir)
     if options.resume:
         check_resumed_spec(spec, sweep_dir)
-    so_far = _so_far(spec, sweep_dir)  # with a search's configurations asked by earlier calls
+    so_far = spec if spec.search is None else _asked(spec, sweep_dir)  # a search's asked by earlier calls
     done, blocks = sweep_dir.done(so_far)
     state = ProgressState(so_far, (), done)
     mode = "plain" if options.verbose and options.progress == "auto" else options.progress
@@ -212,9 +210,8 @@ def run(
             sweep_dir.refresh()  # what is done is what the checkpoints say (a trial may finish as it stops)
             with warnings.catch_warnings():  # the hint says how many members are missing
                 warnings.simplefilter("ignore", UserWarning)
-                done_now = _aggregate_complete(
-                    _so_far(spec, sweep_dir), sweep_dir, executor.map_tasks if executor else map
-                )
+                asked = spec if spec.search is None else _asked(spec, sweep_dir)  # with this call's points
+                done_now = _aggregate_complete(asked, sweep_dir, executor.map_tasks if executor else map)
         display.message(hint := _resume_hint(done_now, c["members"], options.resume_command, str(storage)))
         raise Interrupted(hint) from None  # (a second Ctrl-C, or one before the trials, stops at once)
     assert executor is not None  # made in the try above, which ended normally
