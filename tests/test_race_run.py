@@ -89,6 +89,20 @@ def test_a_race_trains_rounds_and_records_its_decisions(raced):
     assert ens.where(round=1).table.num_rows == 3 * SEEDS.start
 
 
+def test_the_display_says_which_round_tested_a_racing_configuration(raced):
+    """While round 2 trains, a configuration still racing shows round 1's mean and test: the row
+    says so ("tested at round 1"), where the race line names the round being trained."""
+    race = racing.Race.from_dict(plan_race(raced))
+    ((config, hsets),) = race_spec().expand()
+    keys = [(config.config_id, hparams_key(h)) for h in hsets]
+    after_round_1 = dataclasses.replace(race, evaluations=race.evaluations[:1])
+    step = racing.RaceStep({k: SEEDS.seeds_in(2) for k in keys}, after_round_1, None)
+    statuses = [status for _, _, status in racing.rows(SEEDS, step, keys).values()]
+    assert all(s.startswith("racing (tested at round 1)") for s in statuses), statuses
+    before = racing.RaceStep({k: SEEDS.seeds_in(1) for k in keys}, dataclasses.replace(race, evaluations=()), None)
+    assert [status for _, _, status in racing.rows(SEEDS, before, keys).values()] == ["racing"] * len(keys)
+
+
 def test_sweep_show_lists_the_decisions(raced):
     result = invoke("show", raced)
     assert result.exit_code == 0, result.output

@@ -40,7 +40,7 @@ def _status(s: Standing, best: bool, ended: str | None) -> str:
     if s.status != "racing":
         return f"{s.status} at round {s.round}" + (", best" if best else "")
     if ended is None:
-        return f"racing (round {s.round})" + (", best so far" if best else "")
+        return f"racing (tested at round {s.round})" + (", best so far" if best else "")  # the mean's round
     return "best" if best else f"not separated from the best ({s.seeds} seeds)"
 
 
@@ -54,7 +54,7 @@ def rows(adaptive: Adaptive, step: RaceStep, keys: list[Key]) -> dict[Key, tuple
         planned = step.wanted[key][-1] + 1 if key in step.wanted else 0
         s = decisions.get(key, latest.get(key))
         if s is None:
-            out[key] = (planned, "-", "racing (round 1)")
+            out[key] = (planned, "-", "racing")
         else:
             out[key] = (max(planned, s.seeds), _interval(s, first, rule), _status(s, key == best, step.ended))
     return out
