@@ -78,6 +78,12 @@ def _respond(answer: dict[str, np.ndarray], extra: dict[str, Any], request: Requ
     return Response(body, media_type=media, headers=headers)
 
 
+async def _decoded(request: Request, field: str, others: tuple[str, ...]) -> tuple[np.ndarray, dict]:
+    """``(the input array, the other fields)`` of a request to a route taking ``field`` and ``others``."""
+    body = await read_body(request)
+    return decode(body, request.headers.get("content-type"), field, dict(request.query_params), others)
+
+
 # The class is serialised when it is decorated: every name it uses is defined above it.
 # graceful_shutdown_wait_loop_s: a stopping replica looks for requests in flight every 0.5 s (Serve
 # waits out its default, 2 s, before the first look even when none is in flight; each look with
@@ -183,13 +189,7 @@ class EnsembleService:
     )
     async def predict(self, request: Request) -> Response:
         model = self.model
-        x, fields = decode(
-            await read_body(request),
-            request.headers.get("content-type"),
-            "x",
-            dict(request.query_params),
-            ("members", "calibrated", "interval"),
-        )
+        x, fields = await _decoded(request, "x", ("members", "calibrated", "interval"))
         x = check_inputs(x, "x", model.sample_shape, self.config.max_rows, model.dtype)
         levels = None if model.held.calibration is None else model.held.calibration.levels
         calibrated, interval = check_calibrated(fields.get("calibrated"), fields.get("interval"), levels)
@@ -219,13 +219,7 @@ class EnsembleService:
     )
     async def rollout(self, request: Request) -> Response:
         model = self.model
-        x0, fields = decode(
-            await read_body(request),
-            request.headers.get("content-type"),
-            "x0",
-            dict(request.query_params),
-            ("steps", "calibrated", "interval"),
-        )
+        x0, fields = await _decoded(request, "x0", ("steps", "calibrated", "interval"))
         steps = check_steps(fields.get("steps"), self.config.max_steps)
         x0 = check_inputs(x0, "x0", model.rollout_shape, self.config.max_rows, model.dtype)
         levels = None if model.held.calibration is None else model.held.calibration.levels
