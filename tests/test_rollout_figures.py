@@ -287,15 +287,35 @@ def test_2d_fields_are_drawn_as_images_not_as_flattened_lines(tmp_path_factory):
     traj = sweep.load(root).trajectories()[0]  # [4, 1, 8, 8]
     rollout = [ax for ax in sweep.plot(root, "rollout").axes if ax.images]
     rows = ("reference", "ensemble mean", "ensemble std")
-    assert [ax.get_title() for ax in rollout] == [f"{row}, step {t}" for row in rows for t in (1, 2, 3)]
+    titles = [ax.get_title().removesuffix(" (clipped)") for ax in rollout]
+    assert titles == [f"{row}, step {t}" for row in rows for t in (1, 2, 3)]
     np.testing.assert_array_equal(rollout[1].images[0].get_array(), traj[2, 0])  # the reference at step 2
+    # the reference's range is the scale of the reference and the mean (a mean beyond it is clipped)
+    scale = (float(traj[1:, 0].min()), float(traj[1:, 0].max()))
+    assert all(np.allclose(ax.images[0].get_clim(), scale) for ax in rollout[:6])
+    for ax in rollout[3:6]:
+        shown = ax.images[0].get_array()
+        assert ax.get_title().endswith(" (clipped)") == bool(shown.min() < scale[0] or shown.max() > scale[1])
     predicted = sweep.plot(root, "predictions", num_samples=2)
     imaged = [ax for ax in predicted.axes if ax.images]
-    assert [ax.get_title().split("\n")[-1] for ax in imaged] == [
+    assert [ax.get_title().split("\n")[1 if i % 2 == 0 and i < 4 else 0] for i, ax in enumerate(imaged)] == [
         *(["ground truth", "ensemble mean"] * 2),
-        "mean − truth",
+        "test trajectory 0, step 0→1",
         "ensemble std",
     ]
+    assert predicted.get_suptitle().endswith(": test samples, ground truth beside the ensemble mean")
     assert not any("flattened" in ax.get_xlabel() for ax in predicted.axes)
     overview = sweep.plot(root, num_samples=1)
     assert [ax.get_title() for ax in overview.axes if ax.images][-3:] == [f"{row}, step 3" for row in rows]
+
+
+def test_an_emulator_with_history_shows_trajectories_and_at_most_the_stored_count(tmp_path_factory):
+    """``history=2``: the inputs stack two states; the predictions still step through different
+    trajectories (named by the step predicted), and at most 16 samples are drawn (the store's count)."""
+    problem = sweep.Problem("heat1d", num_points=16, num_samples=60, trajectory_steps=9, history=2)
+    plan = make_plan(tiny_spec(problem=problem, seeds=2, seeds_per_trial=2))
+    root = aggregated(tmp_path_factory, plan)
+    titles = [ax.get_title() for ax in sweep.plot(root, "predictions", num_samples=20).axes]
+    samples = [t.split(" — ")[-1] for t in titles if " — " in t]
+    assert len(samples) == 16, titles
+    assert samples[:3] == ["test trajectory 0, step 1→2", "test trajectory 1, step 1→2", "test trajectory 2, step 1→2"]

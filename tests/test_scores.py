@@ -366,6 +366,8 @@ def test_cli_prints_the_stored_scores_and_the_seeds_needed(path):
     assert f"within 10% of it: {best} (6 trained" in shown.output
     bad = invoke("scores", path, "--kind", "nope")
     assert bad.exit_code == 1 and "--kind: got 'nope'; choose one of one_step" in bad.output
+    bad = invoke("scores", path, "--split", "train")  # named as the flag, not as a Python call
+    assert bad.exit_code == 1 and "error: --split: got 'train'; choose val or test" in bad.output
 
 
 def test_score_figures_draw_the_stored_scores_and_say_when_there_are_none(path, tmp_path, blocks):

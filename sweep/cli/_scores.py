@@ -123,6 +123,8 @@ def scores(
 
     if kind not in KINDS:
         raise CLIError(f"--kind: got {kind!r}; choose one of {', '.join(KINDS)}")
+    if split not in (None, "val", "test"):
+        raise CLIError(f"--split: got {split!r}; choose val or test (or leave it out: both where stored)")
     ens = load(existing(sweep_dir))
     ens = selected(ens, where)
     if recalibrate and (fields or threshold):

@@ -36,8 +36,23 @@ def plane(field: np.ndarray) -> np.ndarray:
 
 
 def depth_note(field: np.ndarray) -> str:
-    """``", middle plane of 16"`` for a 3D field ``[channels, z, y, x]`` (see :func:`plane`), else ``""``."""
-    return f", middle plane of {np.shape(field)[1]}" if np.ndim(field) == 4 else ""
+    """``", z = 4 of 8"`` for a 3D field ``[channels, z, y, x]`` (:func:`plane` draws its
+    middle plane along its first spatial axis), else ``""``."""
+    return f", z = {np.shape(field)[1] // 2} of {np.shape(field)[1]}" if np.ndim(field) == 4 else ""
+
+
+def scale_of(reference: Sequence[np.ndarray]) -> tuple[float, float]:
+    """The colour scale of values drawn beside ``reference`` images: the reference's own range
+    (an ensemble mean that leaves it is clipped, see :func:`beyond`), never a single value."""
+    low, high = min(float(i.min()) for i in reference), max(float(i.max()) for i in reference)
+    return (low, high) if high > low else (low - 0.5, high + 0.5)
+
+
+def beyond(images: Sequence[np.ndarray], limits: tuple[float, float]) -> str:
+    """Matplotlib's ``extend`` of a colour bar for ``images`` drawn on ``limits``: which ends they pass."""
+    under = any(float(i.min()) < limits[0] for i in images)
+    over = any(float(i.max()) > limits[1] for i in images)
+    return "both" if under and over else "min" if under else "max" if over else "neither"
 
 
 def draw_image(ax: Axes, image: np.ndarray, title: str, cmap: str, limits: tuple[float, float]) -> Any:
@@ -49,16 +64,21 @@ def draw_image(ax: Axes, image: np.ndarray, title: str, cmap: str, limits: tuple
     return drawn
 
 
+def _clipped(image: np.ndarray, limits: tuple[float, float]) -> str:
+    return " (clipped)" if beyond([image], limits) != "neither" else ""
+
+
 def field_prediction(fig: Figure, cell: Any, y: np.ndarray, mean: np.ndarray, name: str, channel: str) -> list[Axes]:
-    """One test sample in ``cell``: its ground truth and the ensemble mean side by side, on one
-    colour scale (``channel``: what channel 0 holds)."""
+    """One test sample in ``cell``: its ground truth and the ensemble mean side by side, on the
+    ground truth's colour scale (a mean beyond it is clipped, and its title says so); ``channel``:
+    what channel 0 holds."""
     truth, predicted = plane(y), plane(mean)
-    limits = (min(truth.min(), predicted.min()), max(truth.max(), predicted.max()))
+    limits = scale_of([truth])
     inner = cell.subgridspec(1, 2)
     axes = [fig.add_subplot(inner[0, i]) for i in range(2)]
-    draw_image(axes[0], truth, f"{name}\nground truth", "viridis", limits)
-    image = draw_image(axes[1], predicted, "ensemble mean", "viridis", limits)
-    fig.colorbar(image, ax=axes, fraction=0.05, pad=0.02).set_label(f"{channel}{depth_note(y)}")
+    draw_image(axes[0], truth, f"{name}\nground truth\n({channel}{depth_note(y)})", "viridis", limits)
+    image = draw_image(axes[1], predicted, f"ensemble mean{_clipped(predicted, limits)}\n", "viridis", limits)
+    fig.colorbar(image, ax=axes, fraction=0.05, pad=0.02, extend=beyond([predicted], limits))
     return axes
 
 
@@ -70,30 +90,31 @@ def field_residual(fig: Figure, cell: Any, y: np.ndarray, mean: np.ndarray, std:
     inner = cell.subgridspec(1, 2)
     axes = [fig.add_subplot(inner[0, i]) for i in range(2)]
     fig.colorbar(draw_image(axes[0], error, f"{name}\nmean − truth", "RdBu_r", (-reach, reach)), ax=axes[0])
-    fig.colorbar(
-        draw_image(axes[1], spread, "ensemble std", "magma", (0.0, max(float(spread.max()), 1e-12))), ax=axes[1]
-    )
+    most = max(float(spread.max()), 1e-12)
+    fig.colorbar(draw_image(axes[1], spread, "ensemble std\nover members", "magma", (0.0, most)), ax=axes[1])
     return axes
 
 
 def field_panels(fig: Figure, rolled: tuple, places: Sequence[tuple[Any, int, int]], channel: str) -> list[Axes]:
     """A rollout's ``(reference, mean, std)`` ``[steps + 1, c, *s]`` as images at ``places``:
     ``(cell, row, step)``, ``row`` indexing :data:`FIELD_ROWS`; a colour bar per row, the
-    reference and the mean on one scale that holds both."""
+    reference and the mean on the reference's scale over the steps shown (a mean that leaves it
+    is clipped, its title and colour bar say so), the std from 0."""
+    steps = sorted({step for _, _, step in places})
     images = {(row, step): plane(rolled[row][step]) for _, row, step in places}
-    for row, step in [(r, t) for r, t in images if r < 2]:  # the other of reference and mean, for the scale
-        images.setdefault((1 - row, step), plane(rolled[1 - row][step]))
-    values = [i for (r, _), i in images.items() if r < 2]
-    low, high = min(float(i.min()) for i in values), max(float(i.max()) for i in values)
+    limits = scale_of([plane(rolled[0][step]) for step in steps])
     spread = max([float(i.max()) for (r, _), i in images.items() if r == 2] + [1e-12])
     axes: list[Axes] = []
     for row in sorted({r for _, r, _ in places}):
-        row_axes, drawn = [], []
+        row_axes, drawn, shown = [], [], []
         for cell, _, step in (p for p in places if p[1] == row):
             row_axes.append(ax := fig.add_subplot(cell))
-            limits = (0.0, spread) if row == 2 else (low, high)
-            drawn.append(draw_image(ax, images[row, step], f"{FIELD_ROWS[row]}, step {step}", CMAPS[row], limits))
+            image, scale = images[row, step], (0.0, spread) if row == 2 else limits
+            title = f"{FIELD_ROWS[row]}, step {step}" + (_clipped(image, scale) if row == 1 else "")
+            drawn.append(draw_image(ax, image, title, CMAPS[row], scale))
+            shown.append(image)
         unit = f"std over members ({channel})" if row == 2 else f"{channel}{depth_note(rolled[0][0])}"
-        fig.colorbar(drawn[-1], ax=row_axes, fraction=0.05, pad=0.02).set_label(unit)
+        extend = beyond(shown, limits) if row == 1 else "neither"
+        fig.colorbar(drawn[-1], ax=row_axes, fraction=0.05, pad=0.02, extend=extend).set_label(unit)
         axes += row_axes
     return axes

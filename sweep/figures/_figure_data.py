@@ -13,6 +13,7 @@ import numpy as np
 from .._errors import QueryError, warn
 from .._import_path import is_import_path
 from ..ensemble import Ensemble
+from ..store import SAMPLE_COUNT
 from ._panels import Configs
 from ._rollout import rollout_metrics
 from ._targets import target_kind
@@ -59,19 +60,24 @@ def _factory(chosen: Ensemble, spec, trust_code: bool = False) -> str | None:
 
 def _test_pairs(chosen: Ensemble, num_samples: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """``num_samples`` test inputs and targets with their names. Where the stored samples are
-    consecutive states of one trajectory (an emulator's pairs, trajectory by trajectory) and the
-    store keeps test trajectories, the first step of different trajectories instead."""
+    consecutive states of one trajectory (an emulator's pairs, trajectory by trajectory; with
+    ``history=h``, windows of ``h`` states) and the store keeps test trajectories, the first step of
+    different trajectories instead."""
     x, y = chosen.samples()
-    consecutive = len(x) > 1 and x.shape == y.shape and np.array_equal(x[1], y[0])
+    config = chosen.one_config("predictions")
+    h = chosen.history_of(config)
+    latest = chosen.latest_state(config, x)
+    consecutive = len(x) > 1 and latest.shape == y.shape and np.array_equal(latest[1], y[0])
     try:
         traj = chosen.trajectories() if consecutive else None
     except QueryError:
         traj = None
     if traj is None:
         return x[:num_samples], y[:num_samples], [f"test sample {i}" for i in range(min(num_samples, len(x)))]
-    picks = [(i % len(traj), i // len(traj)) for i in range(min(num_samples, len(traj) * (traj.shape[1] - 1)))]
-    names = [f"test trajectory {k}, step {t}→{t + 1}" for k, t in picks]
-    return np.stack([traj[k, t] for k, t in picks]), np.stack([traj[k, t + 1] for k, t in picks]), names
+    picks = [(i % len(traj), i // len(traj)) for i in range(min(num_samples, len(traj) * (traj.shape[1] - h)))]
+    names = [f"test trajectory {k}, step {t + h - 1}→{t + h}" for k, t in picks]
+    windows = [traj[k, t : t + h].reshape(-1, *traj.shape[3:]) for k, t in picks]  # h states stacked as channels
+    return np.stack(windows), np.stack([traj[k, t + h] for k, t in picks]), names
 
 
 def predicted_samples(ens: Ensemble, config: dict[str, Any], num_samples: int, trust_code: bool = False):
@@ -92,7 +98,7 @@ def predicted_samples(ens: Ensemble, config: dict[str, Any], num_samples: int, t
             mean, std = (np.asarray(a) for a in chosen.mean_std(x))
             if target_kind(x, y, mean) not in ("same_grid", "grid"):  # a scatter or a confusion matrix: all
                 return spec, (x, y, mean, std), [f"test sample {i}" for i in range(len(x))]
-            x, y, names = _test_pairs(chosen, num_samples)
+            x, y, names = _test_pairs(chosen, min(num_samples, SAMPLE_COUNT))
             mean, std = chosen.mean_std(x)
             return spec, (x, y, np.asarray(mean), np.asarray(std)), names
     warn(f"predictions left out: {reason}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from .._words import counted
-from ._fields import field_panels
+from ._fields import field_panels, is_field
 from ._figure_data import FigureData, channel_name
 from ._panels import Configs, curves_figure, draw_spread, loss_name, prediction_grid, predictions_figure, splits
 from ._rollout import rollout_error_figure, rollout_figure, rollout_splits, slice_panels
@@ -48,7 +48,8 @@ def figure(kind: str, d: FigureData) -> Figure:
     from ..planning import config_label
 
     loss = loss_name(d.spec)
-    best = f"best: {config_label(d.keys[0])}"
+    chosen_on = "" if d.metric == "val_loss" else f" by {d.metric}"  # the default needs no word
+    best = f"best{chosen_on}: {config_label(d.keys[0])}"
     grid = prediction_grid(d.spec)
     if kind == "curves":
         fig = Figure(figsize=(4.6 * len(splits(d.curves)), 4.2), layout="constrained")
@@ -89,6 +90,8 @@ def figure(kind: str, d: FigureData) -> Figure:
         cells = fig.add_gridspec(rows, cols)
         places = [cells[i // cols, i % cols] for i in range(panels)]
         _predictions(fig, d.samples, targets, best, grid, places, d.sample_names, channel_name(d.ens, d.keys[0]))
+        if not isinstance(d.samples, str) and is_field(d.samples[1][0]):  # images: their titles name no configuration
+            fig.suptitle(f"{best}: test samples, ground truth beside the ensemble mean")
         return fig
     n_splits = len(splits(d.curves))
     n_errors = len(rollout_splits(d.curves, d.rollout_metric)) if d.rollout_metric else 0
