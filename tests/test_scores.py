@@ -353,6 +353,11 @@ def test_cli_prints_the_stored_scores_and_the_seeds_needed(path):
     assert out.exit_code == 0, out.output
     assert "ensemble scores (one_step, test)" in out.output and "spread_skill" in out.output
     assert all(f"{r['crps']:.4g}" in out.output for r in one)
+    # configurations best first by mean val loss, as sweep show ranks them
+    assert "configurations best first by mean val loss" in " ".join(out.output.split())
+    ids = [line.split()[0] for line in out.output.splitlines() if line.split()[:1] and len(line.split()[0]) == 12]
+    ranked = sweep.load(path).summary().table["config_id"].to_pylist()
+    assert list(dict.fromkeys(ids)) == [c for c in ranked if c in ids], (ids, ranked)
     header = next(line.split() for line in out.output.splitlines() if line.split()[:1] == ["config_id"])
     assert "kind" not in header and "step" not in header  # said by the title; a one-step score has no step
     header = next(line.split() for line in invoke("scores", path, "--kind", "rollout").output.splitlines()[1:2])

@@ -160,6 +160,7 @@ def scores(
         typer.echo(prose(_none_held(ens, kind, split, kinds, computed)))
         return
     keys = ["config_id", *ens.grid_columns]
+    table, ranked = _best_first(ens, table, keys)
     gains = [c for c in table.column_names if c.endswith("_gain")]
     if not wide:
         events = [c for c in table.column_names if c.startswith(("twcrps_", "brier_"))]
@@ -168,10 +169,27 @@ def scores(
         said = set() if kind == "all" else {"kind", *(["step"] if kind != "rollout" else [])}
         table = table.select([c for c in [*keys, *shown] if c in table.column_names and c not in said])
     if computed:
-        typer.echo(prose(f"ensemble scores ({kind}, {split or 'test'}) of {len(ens)} members, computed now:"))
+        typer.echo(prose(f"ensemble scores ({kind}, {split or 'test'}) of {len(ens)} members, computed now{ranked}:"))
     else:
-        typer.echo(prose(f"ensemble scores ({kind}, {split or 'val and test'}) of {len(ens)} members, from the store:"))
+        where = split or "val and test"
+        typer.echo(prose(f"ensemble scores ({kind}, {where}) of {len(ens)} members, from the store{ranked}:"))
     typer.echo(format_table(table, limit, {*keys, *ROW_KEYS}))
+
+
+def _best_first(ens, table, keys: list[str]):
+    """``(table, words)``: the rows of each configuration together, configurations best first by
+    their mean validation loss (as ``sweep show`` ranks them), and the words saying so; the table
+    as it is where the members have no validation loss."""
+    from .._errors import QueryError
+
+    try:
+        order = ens.summary().table.select(keys).to_pylist()
+    except QueryError:  # no validation set: nothing ranks them
+        return table, ""
+    rank = {tuple(r.values()): i for i, r in enumerate(order)}
+    rows = [tuple(table[k][i].as_py() for k in keys) for i in range(table.num_rows)]
+    indices = sorted(range(table.num_rows), key=lambda i: (rank.get(rows[i], len(rank)), i))
+    return table.take(indices), ", configurations best first by mean val loss"
 
 
 def _none_held(ens, kind: str, split: str | None, kinds: list[str], computed: bool) -> str:
