@@ -197,3 +197,14 @@ def test_new_fields_at_their_defaults_leave_config_ids_alone():
     assert "unroll" in spec.training.to_dict() and "unroll" not in spec.structure_dict()["training"]
     assert sweep.SweepSpec.from_dict(spec.to_dict()) == spec
     assert unrolled().config_id != unrolled(unroll=2).config_id != unrolled(rollout_steps=0).config_id
+
+
+def test_a_grid_value_that_makes_no_valid_spec_is_named_with_the_parts_error():
+    """``cut=True`` with a grid over ``unroll`` that holds 1: the error names the grid's value, not
+    only the training field it breaks (which the spec file does not set to 1)."""
+    problem = sweep.Problem("heat1d", num_points=16, num_samples=60, trajectory_steps=5)
+    training = sweep.Training(epochs=2, batch_size=16, unroll=3, cut=True)
+    with pytest.raises(
+        sweep.SpecError, match=r"^`grid.training.unroll` = 1: `training.cut`: true with unroll=1; cutting gradients"
+    ):
+        tiny_spec(problem=problem, training=training, grid={"training.unroll": [1, 3]})

@@ -166,7 +166,10 @@ class SweepSpec:
                 raise SpecError(f"`grid.{key}`: empty list; give at least one value")
             check_key(key, "grid")
             for value in values:  # each value must make a valid spec
-                self._apply({key: value})
+                try:
+                    self._apply({key: value})
+                except SpecError as e:  # name the grid's value, which the part's error shows as its own
+                    raise SpecError(f"`grid.{key}` = {value!r}: {e}") from None
             grid[key] = values
         return grid
 
