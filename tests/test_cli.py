@@ -761,7 +761,7 @@ ERRORS = [
     ),
     (
         ["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--pool"],
-        ["spans 2 structural configs", "--where config_id="],
+        ["spans 2 structural configs", "select one first, e.g. --where depth=1 (they differ in depth)"],
     ),
     (
         ["predict", "{s}", "-i", "{d}/wrong.npy", "-o", "{d}/y.npy", "--where", "depth=1", "--pool"],

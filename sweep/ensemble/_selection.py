@@ -269,9 +269,20 @@ class Selection:
         when they span several."""
         configs = pc.unique(self._index["config_id"]).to_pylist()  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
         if len(configs) > 1:
+            ids = self._index["config_id"].to_pylist()
+            # a grid column that tells the configs apart (one value in each): what the user set
+            structural = [
+                c
+                for c in self.grid_columns
+                if len(set(zip(ids, self._index[c].to_pylist()))) == len(configs)
+                and len(set(self._index[c].to_pylist())) > 1
+            ]
+            first = min(set(self._index[structural[0]].to_pylist()), default=None) if structural else None
+            example = f".where({structural[0]}={first!r})" if structural else f".where(config_id={configs[0]!r})"
             raise QueryError(
                 f"{what}: the selection spans {len(configs)} structural configs ({', '.join(configs[:5])}); "
-                f"select one first, e.g. .where(config_id={configs[0]!r}) or by a structural grid column"
+                f"select one first, e.g. {example}"
+                + (f" (they differ in {', '.join(structural)})" if structural else "")
             )
         return self._store.configs[configs[0]]
 
