@@ -171,8 +171,8 @@ def scores(
     if computed:
         typer.echo(prose(f"ensemble scores ({kind}, {split or 'test'}) of {len(ens)} members, computed now{ranked}:"))
     else:
-        where = split or "val and test"
-        typer.echo(prose(f"ensemble scores ({kind}, {where}) of {len(ens)} members, from the store{ranked}:"))
+        on = split or "val and test"
+        typer.echo(prose(f"ensemble scores ({kind}, {on}) of {len(ens)} members, from the store{ranked}:"))
     typer.echo(format_table(table, limit, {*keys, *ROW_KEYS}))
 
 
