@@ -677,6 +677,9 @@ def test_plot_kinds_return_figures(store):
         sweep.plot(store, "search")  # the CLI's kind, drawn from the sweep directory's search record
     with pytest.raises(sweep.QueryError, match=r"^plot\(metric='val_los'\): no column named 'val_los' \(did you mean"):
         sweep.plot(store, "curves", metric="val_los")  # named as the argument given, not summary()'s
+    for name in ("num_samples", "max_curves"):
+        with pytest.raises(sweep.QueryError, match=rf"^plot\({name}=0\): give an integer >= 1$"):
+            sweep.plot(store, **{name: 0})
 
 
 def test_plot_draws_a_sample_of_curves_but_spreads_every_member(store):

@@ -323,8 +323,8 @@ def test_live_race_columns_show_brackets_as_written():
     keys = list(dict.fromkeys((t.config_id, hparams_key(h)) for t in plan.trials for h in t.hparams))
     state.show_race(
         {
-            keys[0]: (4, "0.5 [decides from 6 seeds]", "racing (round 1)"),
-            keys[1]: (4, "0.4 [p 0.0011]", "racing (round 1)"),
+            keys[0]: (4, "0.5 [decides from 6 seeds]", "racing (tested at round 1)"),
+            keys[1]: (4, "0.4 [p 0.0011]", "racing (tested at round 1)"),
         },
         "race of 2 configurations on val_loss",
     )

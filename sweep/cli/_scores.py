@@ -152,6 +152,8 @@ def scores(
     kinds = sorted(set(table["kind"].to_pylist()))  # those it holds, of any kind
     if kind != "all":
         table = table.filter(pc.equal(table["kind"], kind))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+    keys = ["config_id", *ens.grid_columns]
+    table, ranked = _best_first(ens, table, keys)
     fmt = Format(format).value
     if fmt != "table":
         typer.echo(write_table(table.slice(0, limit), fmt), nl=False)
@@ -159,8 +161,6 @@ def scores(
     if not table.num_rows:  # (an empty table would print its header alone)
         typer.echo(prose(_none_held(ens, kind, split, kinds, computed)))
         return
-    keys = ["config_id", *ens.grid_columns]
-    table, ranked = _best_first(ens, table, keys)
     gains = [c for c in table.column_names if c.endswith("_gain")]
     if not wide:
         events = [c for c in table.column_names if c.startswith(("twcrps_", "brier_"))]
@@ -182,6 +182,8 @@ def _best_first(ens, table, keys: list[str]):
     as it is where the members have no validation loss."""
     from .._errors import QueryError
 
+    if not table.num_rows:
+        return table, ""
     try:
         order = ens.summary().table.select(keys).to_pylist()
     except QueryError:  # no validation set: nothing ranks them

@@ -8,6 +8,7 @@ a trial directory marks a failure, and ``ensembles/manifest.json`` says what is 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from collections import Counter
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from .._errors import StoreError
-from .._fs import filesystem_path, read_text
+from .._fs import filesystem_path, local_path, read_text
 from .._layout import MANIFEST, PLAN, POINTER, STORE_NAME, TUNE_ERROR_FILES
 from ..store import SweepDir, committed_root, generations_dir, sweeps_inside
 
@@ -98,8 +99,11 @@ def _manifest(fs: pafs.FileSystem, path: str) -> dict[str, Any] | None:
     try:
         root = committed_root(fs, path)
     except StoreError:
-        pointer = f"{generations_dir(f'{path}/{STORE_NAME}')}/{POINTER}"
-        if fs.get_file_info(pointer).type == pafs.FileType.NotFound:
+        store = f"{path}/{STORE_NAME}"
+        local = local_path(fs, store)
+        linked = local is not None and os.path.islink(local)  # (a link's target may be gone or elsewhere)
+        missing = fs.get_file_info(f"{generations_dir(store)}/{POINTER}").type == pafs.FileType.NotFound
+        if missing and not linked and fs.get_file_info(store).type == pafs.FileType.NotFound:
             return None  # no generation was ever committed (none written, or the first one stopped)
         raise
     return _read_json(fs, f"{root}/{MANIFEST}")

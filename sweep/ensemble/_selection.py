@@ -270,19 +270,19 @@ class Selection:
         configs = pc.unique(self._index["config_id"]).to_pylist()  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
         if len(configs) > 1:
             ids = self._index["config_id"].to_pylist()
-            # a grid column that tells the configs apart (one value in each): what the user set
-            structural = [
+            # the structural grid columns, one value in each config: what the user set apart
+            columns = {c: self._index[c].to_pylist() for c in self.grid_columns if c not in self._store.vmapped_columns}
+            split_by = [
                 c
-                for c in self.grid_columns
-                if len(set(zip(ids, self._index[c].to_pylist()))) == len(configs)
-                and len(set(self._index[c].to_pylist())) > 1
+                for c, values in columns.items()
+                if None not in values and len(set(values)) > 1 and len(set(zip(ids, values))) == len(configs)
             ]
-            first = min(set(self._index[structural[0]].to_pylist()), default=None) if structural else None
-            example = f".where({structural[0]}={first!r})" if structural else f".where(config_id={configs[0]!r})"
+            rows = sorted({tuple(columns[c][i] for c in split_by) for i in range(len(ids))}) if split_by else []
+            shown = ", ".join(f"{c}={v!r}" for c, v in zip(split_by, rows[0] if rows else ()))
+            example = f".where({shown})" if split_by else f".where(config_id={configs[0]!r})"
             raise QueryError(
                 f"{what}: the selection spans {len(configs)} structural configs ({', '.join(configs[:5])}); "
-                f"select one first, e.g. {example}"
-                + (f" (they differ in {', '.join(structural)})" if structural else "")
+                f"select one first, e.g. {example}" + (f" (they differ in {', '.join(split_by)})" if split_by else "")
             )
         return self._store.configs[configs[0]]
 

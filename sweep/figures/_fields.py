@@ -1,9 +1,9 @@
 """Images of 2D and 3D fields: what a line over the points cannot show.
 
 A field ``[channels, *spatial]`` is drawn as the image of its first channel (a 3D field: the
-middle plane along its first spatial axis). Fields compared with each other (a ground truth and
-an ensemble mean) share one colour scale that holds both; an ensemble std starts at 0; a
-difference is centred on 0. The predictions panels (one test sample: ground truth and ensemble
+middle plane along its first spatial axis). An ensemble mean is drawn on the colour scale of the
+ground truth or reference it is compared with (values beyond it clipped, and the title says so);
+an ensemble std starts at 0; a difference is centred on 0. The predictions panels (one test sample: ground truth and ensemble
 mean; then mean minus truth and the std) and the rollout panels (reference, mean and std at
 several steps) are made of them.
 """
@@ -36,22 +36,33 @@ def plane(field: np.ndarray) -> np.ndarray:
 
 
 def depth_note(field: np.ndarray) -> str:
-    """``", z = 4 of 8"`` for a 3D field ``[channels, z, y, x]`` (:func:`plane` draws its
+    """``", z index 4 of 0-7"`` for a 3D field ``[channels, z, y, x]`` (:func:`plane` draws its
     middle plane along its first spatial axis), else ``""``."""
-    return f", z = {np.shape(field)[1] // 2} of {np.shape(field)[1]}" if np.ndim(field) == 4 else ""
+    return f", z index {np.shape(field)[1] // 2} of 0-{np.shape(field)[1] - 1}" if np.ndim(field) == 4 else ""
 
 
 def scale_of(reference: Sequence[np.ndarray]) -> tuple[float, float]:
-    """The colour scale of values drawn beside ``reference`` images: the reference's own range
-    (an ensemble mean that leaves it is clipped, see :func:`beyond`), never a single value."""
-    low, high = min(float(i.min()) for i in reference), max(float(i.max()) for i in reference)
-    return (low, high) if high > low else (low - 0.5, high + 0.5)
+    """The colour scale of values drawn beside ``reference`` images: the reference's own range of
+    finite values (an ensemble mean that leaves it is clipped, see :func:`beyond`); a constant
+    field gets a range around its value, proportionate to it."""
+    finite = [i[np.isfinite(i)] for i in reference]
+    finite = [f for f in finite if f.size]
+    if not finite:
+        return (-0.5, 0.5)
+    low, high = min(float(f.min()) for f in finite), max(float(f.max()) for f in finite)
+    if high > low:
+        return low, high
+    pad = 0.05 * abs(low) or 0.5
+    return low - pad, high + pad
 
 
 def beyond(images: Sequence[np.ndarray], limits: tuple[float, float]) -> str:
-    """Matplotlib's ``extend`` of a colour bar for ``images`` drawn on ``limits``: which ends they pass."""
-    under = any(float(i.min()) < limits[0] for i in images)
-    over = any(float(i.max()) > limits[1] for i in images)
+    """Matplotlib's ``extend`` of a colour bar for ``images`` drawn on ``limits``: which ends their
+    finite values pass (by more than a thousandth of the range: not float rounding)."""
+    slack = 1e-3 * (limits[1] - limits[0])
+    finite = [i[np.isfinite(i)] for i in images]
+    under = any(f.size and float(f.min()) < limits[0] - slack for f in finite)
+    over = any(f.size and float(f.max()) > limits[1] + slack for f in finite)
     return "both" if under and over else "min" if under else "max" if over else "neither"
 
 
@@ -65,6 +76,9 @@ def draw_image(ax: Axes, image: np.ndarray, title: str, cmap: str, limits: tuple
 
 
 def _clipped(image: np.ndarray, limits: tuple[float, float]) -> str:
+    """What a title adds for an image drawn on ``limits``: where it is not finite, or clipped."""
+    if not np.isfinite(image).all():
+        return " (not finite)"
     return " (clipped)" if beyond([image], limits) != "neither" else ""
 
 

@@ -72,9 +72,10 @@ def _test_pairs(chosen: Ensemble, num_samples: int) -> tuple[np.ndarray, np.ndar
         traj = chosen.trajectories() if consecutive else None
     except QueryError:
         traj = None
-    if traj is None:
+    pairs = 0 if traj is None else min(num_samples, len(traj) * (traj.shape[1] - h))
+    if traj is None or not pairs:  # the samples as stored
         return x[:num_samples], y[:num_samples], [f"test sample {i}" for i in range(min(num_samples, len(x)))]
-    picks = [(i % len(traj), i // len(traj)) for i in range(min(num_samples, len(traj) * (traj.shape[1] - h)))]
+    picks = [(i % len(traj), i // len(traj)) for i in range(pairs)]
     names = [f"test trajectory {k}, step {t + h - 1}→{t + h}" for k, t in picks]
     windows = [traj[k, t : t + h].reshape(-1, *traj.shape[3:]) for k, t in picks]  # h states stacked as channels
     return np.stack(windows), np.stack([traj[k, t + h] for k, t in picks]), names

@@ -111,7 +111,8 @@ def plot(
 
     Raises:
         QueryError: A kind asked for by name whose data the store does not hold (saying what is
-            missing), or a ``metric`` / ``rollout_metric`` it does not hold.
+            missing), a ``metric`` / ``rollout_metric`` it does not hold, or ``num_samples`` /
+            ``max_curves`` below 1.
 
     Examples:
         ```python
@@ -121,6 +122,9 @@ def plot(
         ```
     """
     kinds = _kinds(kind)
+    for name, value in (("num_samples", num_samples), ("max_curves", max_curves)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise QueryError(f"plot({name}={value!r}): give an integer >= 1")
     if out is not None:
         figure_paths(out, kinds)  # a bad `out` fails before the store is read
     ens = source if isinstance(source, Ensemble) else load(source)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -169,7 +170,7 @@ class SweepSpec:
                 try:
                     self._apply({key: value})
                 except SpecError as e:  # name the grid's value, which the part's error shows as its own
-                    raise SpecError(f"`grid.{key}` = {value!r}: {e}") from None
+                    raise SpecError(f"`grid.{key}` = {json.dumps(value)}: {e}") from None
             grid[key] = values
         return grid
 
