@@ -736,7 +736,7 @@ ERRORS = [
     (["show", "{d}/nowhere"], ["'" + "{d}/nowhere" + "' does not exist"]),
     (["status", "{d}/nowhere"], ["does not exist"]),
     (["scores", "{d}/nowhere"], ["SWEEP_DIR: '" + "{d}/nowhere" + "' does not exist"]),
-    (["verify", "{d}/nowhere"], ["SWEEP_DIR: '" + "{d}/nowhere" + "' does not exist"]),
+    (["verify", "{d}/nowhere"], ["DIR: '" + "{d}/nowhere" + "' does not exist; give a sweep directory or an export"]),
     (["export", "{d}/nowhere", "-o", "{d}/exported"], ["SWEEP_DIR: '" + "{d}/nowhere" + "' does not exist"]),
     (["plan", "{d}/good.toml", "--set", "trainig.epochs=5"], ["--set trainig.epochs", "not a spec field"]),
     (["plan", "{d}/good.toml", "--set", "training.epochs"], ["--set", "field=value"]),

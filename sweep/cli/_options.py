@@ -107,8 +107,9 @@ def load_spec(path: Path, overrides: list[str] | None = None):
     return apply_overrides(read_toml(path), overrides or [])
 
 
-def existing(sweep_dir: str) -> str:
-    """``sweep_dir`` if it is a folder (local path or URI), else a CLI error saying what it is."""
+def existing(sweep_dir: str, name: str = "SWEEP_DIR", what: str = "a sweep directory") -> str:
+    """``sweep_dir`` (argument ``name``: ``what``) if it is a folder (local path or URI), else a
+    CLI error saying what it is."""
     import pyarrow.fs as pafs
 
     from .._fs import filesystem_path
@@ -116,9 +117,7 @@ def existing(sweep_dir: str) -> str:
     fs, path = filesystem_path(sweep_dir, None)
     kind = fs.get_file_info(path).type
     if kind == pafs.FileType.NotFound:
-        raise CLIError(f"SWEEP_DIR: {sweep_dir!r} does not exist")
+        raise CLIError(f"{name}: {sweep_dir!r} does not exist; give {what}")
     if kind == pafs.FileType.File:
-        raise CLIError(
-            f"SWEEP_DIR: {sweep_dir!r} is a file; give a sweep directory (STORAGE/<name>, made by sweep run)"
-        )
+        raise CLIError(f"{name}: {sweep_dir!r} is a file; give {what} (STORAGE/<name>, made by sweep run)")
     return sweep_dir

@@ -59,7 +59,16 @@ def aggregate(
     typer.echo(stored_line(sweep_dir))
 
 
-def verify(sweep_dir: DirArg) -> None:
+def verify(
+    sweep_dir: Annotated[
+        str,
+        typer.Argument(
+            metavar="DIR",
+            help="A sweep directory (local path or URI such as s3://bucket/runs/heat), or an export folder.",
+            show_default=False,
+        ),
+    ],
+) -> None:
     """Check every file of the store; one line per problem.
 
     Reads every file of the committed store once and checks its size and sha256 against the
@@ -73,7 +82,7 @@ def verify(sweep_dir: DirArg) -> None:
     from ..ensemble import is_export, verify_export
     from ..store import Store
 
-    if is_export(existing(sweep_dir)):
+    if is_export(existing(sweep_dir, "DIR", "a sweep directory or an export folder")):
         problems = verify_export(sweep_dir)
         for problem in problems:
             typer.echo(f"error: {problem}", err=True)
