@@ -8,8 +8,12 @@ the rows of a store (:func:`sweep.ensemble.format_table`: ``sweep show``, ``swee
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Sequence
+
+HEADER_LINES = 3  # the most lines a column's name is folded into, at its underscores
+HEADER_WIDTH = 12  # a name folds into the fewest lines that are no wider than this (or its cells)
 
 
 def text_table(
@@ -22,21 +26,65 @@ def text_table(
         rows: the cells of each row, one per column.
         width: the characters a line may take (a terminal's columns); a wider table is printed in
             blocks of columns one below the other (blocks apart by an empty line), each with the
-            first ``keys`` columns. None: one block, however wide.
+            first ``keys`` columns; where it saves blocks, the names of the other columns that
+            are wider than their cells fold after underscores (up to :data:`HEADER_LINES` lines,
+            right-aligned with the cells). None: one block, however wide.
         keys: how many leading columns name a row (repeated in every block).
         left: cells flush left (text) rather than right (numbers).
 
     Example:
         ``text_table(["config", "loss"], [["depth=2", "0.1"]])`` -> ``" config  loss\\ndepth=2   0.1"``
     """
+    names = [[h] for h in header]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
+    if width is not None and rows and len(_blocks(widths, width, keys)) > 1:
+        # too wide for one block: fold the long names of the columns that do not name a row,
+        # where that saves blocks
+        cells = [max([0] + [len(r[i]) for r in rows]) for i in range(len(header))]
+        folded = [[h] if i < keys else _folded(h, cells[i]) for i, h in enumerate(header)]
+        narrower = [max([cells[i]] + [len(n) for n in folded[i]]) for i in range(len(header))]
+        if len(_blocks(narrower, width, keys)) < len(_blocks(widths, width, keys)):
+            names, widths = folded, narrower
+    depth = max([1] + [len(n) for n in names])
+    header_rows = [[([""] * (depth - len(n)) + n)[k] for n in names] for k in range(depth)]
 
     def line(cells: Sequence[str], columns: list[int]) -> str:
         text = "  ".join(cells[i].ljust(widths[i]) if left else cells[i].rjust(widths[i]) for i in columns)
-        return text.rstrip() if left else text
+        return text.rstrip()
 
-    blocks = _blocks(widths, width if rows else None, keys)  # no rows: the header alone
-    return "\n\n".join("\n".join(line(r, columns) for r in [header, *rows]) for columns in blocks)
+    def block(columns: list[int]) -> str:
+        named = [h for h in header_rows if any(h[i] for i in columns)]  # the header lines it uses
+        return "\n".join(line(r, columns) for r in [*named, *rows])
+
+    return "\n\n".join(block(columns) for columns in _blocks(widths, width if rows else None, keys))
+
+
+def _folded(name: str, cells: int) -> list[str]:
+    """``name`` in the fewest lines (at most :data:`HEADER_LINES`), broken after underscores, that
+    are no wider than ``cells`` or :data:`HEADER_WIDTH` characters; as it is where it has no
+    underscore or is no wider than its cells."""
+    pieces = re.findall(r"[^_]*_|[^_]+$", name)
+    if len(name) <= cells or len(pieces) < 2:
+        return [name]
+    for count in range(1, HEADER_LINES + 1):
+        for width in range(max(cells, *map(len, pieces)), len(name) + 1):
+            lines = _packed(pieces, width)
+            if len(lines) <= count:
+                break
+        if max(map(len, lines)) <= max(cells, HEADER_WIDTH) or count == HEADER_LINES:
+            return lines
+    return [name]
+
+
+def _packed(pieces: list[str], width: int) -> list[str]:
+    """``pieces`` joined into lines of at most ``width`` characters (a longer piece alone)."""
+    lines = [""]
+    for piece in pieces:
+        if lines[-1] and len(lines[-1]) + len(piece) > width:
+            lines.append(piece)
+        else:
+            lines[-1] += piece
+    return lines
 
 
 def _blocks(widths: list[int], width: int | None, keys: int) -> list[list[int]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -385,21 +386,44 @@ def test_show_prints_the_summary_best_validation_mean_first_with_test_beside(sto
     assert float(rows[0][header.index("learning_rate")]) == pytest.approx(best["learning_rate"], rel=1e-3)
 
 
+def _block_headers(lines: list[str], key: str) -> list[tuple[int, int, list[str]]]:
+    """Each block of a table printed in blocks: the index of its first header line, of its last
+    (the one that starts with ``key``), and its column names, a folded name's lines joined (the
+    lines above the last are indented and right-aligned with it)."""
+    blocks = []
+    for last, text in enumerate(lines):
+        if text.split()[:1] != [key]:
+            continue
+        first = last
+        while first > 0 and lines[first - 1].startswith(" ") and lines[first - 1].strip():
+            first -= 1
+        ends = {m.end(): m.group() for m in re.finditer(r"\S+", text)}
+        for above in lines[first:last]:
+            for m in re.finditer(r"\S+", above):
+                assert m.end() in ends, f"a folded name's line is not aligned with its column: {above!r}"
+        names = [
+            "".join(m.group() for above in lines[first:last] for m in re.finditer(r"\S+", above) if m.end() == end)
+            + name
+            for end, name in ends.items()
+        ]
+        blocks.append((first, last, names))
+    return blocks
+
+
 def test_a_table_wider_than_the_terminal_is_printed_in_blocks_that_fit_each_led_by_the_configuration(store):
     whole = invoke("show", store).output.splitlines()  # not a terminal (a pipe), COLUMNS unset: whole lines
     header, rows = _rows("\n".join(whole), "config_id")
     assert len(" ".join(header)) > 80
     lines = invoke("show", store, columns=80).output.splitlines()  # a terminal's width, or COLUMNS
-    blocks = [i for i, line in enumerate(lines) if line.split()[:1] == ["config_id"]]
-    assert len(blocks) >= 2 and all(lines[i - 1] == "" for i in blocks[1:])  # an empty line between blocks
+    blocks = _block_headers(lines, "config_id")
+    assert len(blocks) >= 2 and all(lines[first - 1] == "" for first, _, _ in blocks[1:])  # an empty line between
     assert all(len(line) <= 80 for line in lines)  # the tables' blocks, and the lines around them wrapped
     # the title and the last line: the words of the pipe's, wrapped at word boundaries
     title, last = whole[0], whole[-1]
     assert len(title) > 80 and len(last) > 80
-    assert " ".join(lines[: blocks[0]]) == title and " ".join(lines[blocks[-1] + 1 + len(rows) :]) == last
+    assert " ".join(lines[: blocks[0][0]]) == title and " ".join(lines[blocks[-1][1] + 1 + len(rows) :]) == last
     columns: list[str] = []
-    for start in blocks:
-        block_header = lines[start].split()
+    for _, start, block_header in blocks:
         assert block_header[:3] == ["config_id", "depth", "learning_rate"]  # what names a row, in every block
         for offset, row in enumerate(rows):  # the same rows, in the same order, cell by cell
             cells = lines[start + 1 + offset].split()
@@ -425,6 +449,36 @@ def test_blocks_only_where_they_help():
     assert format_table(table, width=32, keys=1).count("key") == 1  # the key and a column do not fit: one block
     assert format_table(table.slice(0, 0), width=8, keys=1) == "key  x  y  z"  # no rows: the header alone
     assert format_table(table.select(["key"]), width=10, keys=1).count("key") == 1  # nothing but the key
+
+
+def test_long_column_names_fold_at_underscores_only_where_the_table_is_too_wide():
+    import pyarrow as pa
+
+    from sweep.ensemble import format_table
+
+    long = "test_rollout_gmean_nrmse_ci_high"
+    table = pa.table({"key": ["a", "b"], long: [1.0, 2.0], "val_loss_mean": [3.0, 4.0]})
+    whole = format_table(table, width=None, keys=1).splitlines()  # no width: the names as they are
+    assert whole[0] == f"key  {long}  val_loss_mean" and len(whole) == 3
+    assert format_table(table, width=80, keys=1) == format_table(table, width=None, keys=1)  # it fits: as they are
+    # too wide for 30 columns: the names fold after underscores (at most 3 lines, the key's never),
+    # right-aligned with their cells, and the table fits in one block instead of two
+    assert format_table(table, width=30, keys=1).splitlines() == [
+        "     test_rollout_",
+        "      gmean_nrmse_  val_loss_",
+        "key        ci_high       mean",
+        "  a              1          3",
+        "  b              2          4",
+    ]
+    # where folding saves no block, the names stay whole
+    assert format_table(table, width=20, keys=1).count(long) == 1
+    # three blocks become two; each block has the header lines its own columns need
+    table = table.append_column("x", pa.array([5.0, 6.0]))
+    assert format_table(table, width=18, keys=1).split("\n\n") == [
+        "     test_rollout_\n      gmean_nrmse_\nkey        ci_high\n  a              1\n  b              2",
+        "     val_loss_\nkey       mean  x\n  a          3  5\n  b          4  6",
+    ]
+    assert format_table(table, width=25, keys=1).count("key") == 2 and long in format_table(table, width=25, keys=1)
 
 
 def test_show_where_with_a_repeated_key_keeps_either_value(store):

@@ -41,8 +41,9 @@ def show(
     the test mean and its interval beside (reported, not used to rank).
 
     In a terminal, a table wider than it (or than COLUMNS, where that is set) is printed in blocks
-    of columns one below the other, each led by the columns that name a row; a pipe or a file gets
-    whole lines (--format csv or json for other tools).
+    of columns one below the other, each led by the columns that name a row (long column names
+    fold after underscores where that saves a block); a pipe or a file gets whole lines (--format
+    csv or json for other tools).
     """
     from .._errors import StoreError
     from ..ensemble import compact, load
