@@ -213,7 +213,7 @@ def test_an_emulators_predictions_show_different_trajectories_and_their_residual
     traj = ens.trajectories()
     fig = sweep.plot(root, "predictions", num_samples=3)
     *panels, residual = fig.axes
-    assert [ax.get_title().split(" — ")[-1] for ax in panels] == [f"test trajectory {k}, step 0→1" for k in range(3)]
+    assert [ax.get_title().split("\n")[-1] for ax in panels] == [f"test trajectory {k}, step 0→1" for k in range(3)]
     mean, _ = ens.mean_std(traj[:3, 0])
     for k, ax in enumerate(panels):
         truth, drawn = (
@@ -316,6 +316,6 @@ def test_an_emulator_with_history_shows_trajectories_and_at_most_the_stored_coun
     plan = make_plan(tiny_spec(problem=problem, seeds=2, seeds_per_trial=2))
     root = aggregated(tmp_path_factory, plan)
     titles = [ax.get_title() for ax in sweep.plot(root, "predictions", num_samples=20).axes]
-    samples = [t.split(" — ")[-1] for t in titles if " — " in t]
+    samples = [t.split("\n")[-1] for t in titles if t.startswith("best: ")]
     assert len(samples) == 16, titles
     assert samples[:3] == ["test trajectory 0, step 1→2", "test trajectory 1, step 1→2", "test trajectory 2, step 1→2"]

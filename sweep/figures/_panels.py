@@ -151,8 +151,8 @@ def draw_curves(ax: Axes, table: pa.Table, configs: Configs, which: str, loss: s
     report_ticks(ax, epochs)
     reported = {int(e) for row in epochs if row is not None for e in row}
     if len(reported) == 1 and all(row is None or len(row) <= 1 for row in epochs):  # dots: say why
-        how = "more than one epoch" if reported == {1} else "a training.report_every below training.epochs"
-        ax.set_xlabel(f"epoch (one report per member:\n{how} draws curves)")
+        how = "train more than one epoch" if reported == {1} else "set training.report_every\nbelow training.epochs"
+        ax.set_xlabel(f"epoch (one report per member;\n{how} for curves)")
 
 
 def draw_spread(ax: Axes, table: pa.Table, configs: Configs, metric: str, seed: int = 0, max_points: int = 500) -> None:
@@ -356,7 +356,7 @@ def predictions_figure(
         else:
             if axes:
                 ax.sharey(axes[0])
-            draw_prediction(ax, x[i], y[i], mean[i], std[i], f"{title} — {names[i]}", grid)
+            draw_prediction(ax, x[i], y[i], mean[i], std[i], f"{title}\n{names[i]}", grid)
         axes.append(ax)
     axes[0].legend(fontsize="x-small", loc="upper left")
     return axes
