@@ -199,6 +199,43 @@ def test_export_refuses_a_folder_that_holds_files_before_any_work(store, tmp_pat
     assert sorted(p.name for p in old.iterdir()) == ["notes.txt"]
 
 
+def test_an_export_that_fails_part_way_leaves_nothing_and_can_be_retried(store, tmp_path, monkeypatch):
+    import os
+
+    real = os.fsync
+    calls = []
+
+    def full_disk(fd):  # the disk fills while the second part is written
+        calls.append(fd)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    out = tmp_path / "exp"
+    out.mkdir()  # an empty folder the user made: allowed, and kept empty
+    with pytest.raises(QueryError, match=r"export\(path=.*exp'\): could not be written \(No space left on device"):
+        sweep.load(store).best(2).export(out)
+    assert list(out.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["exp"]  # nothing half-written
+    monkeypatch.setattr(os, "fsync", real)
+    sweep.load(store).best(2).export(out)  # the retry is not refused
+    assert sweep.ensemble.verify_export(out) == []
+
+
+def test_verify_names_a_linked_or_malformed_export_manifest(store, tmp_path):
+    out = sweep.load(store).best(2).export(tmp_path / "exp")
+    manifest = json.loads((out / "manifest.json").read_text())
+    (out / "manifest.json").rename(tmp_path / "elsewhere.json")
+    (out / "manifest.json").symlink_to(tmp_path / "elsewhere.json")  # the same bytes, a link
+    linked = invoke("verify", str(out))
+    assert linked.exit_code == 1 and "manifest.json: a symbolic link" in linked.stderr and "ok:" not in linked.output
+    (out / "manifest.json").unlink()
+    (out / "manifest.json").write_text(json.dumps(manifest | {"parts": list(manifest["parts"])}))
+    listed = invoke("verify", str(out))
+    assert listed.exit_code == 1 and "Error" not in listed.stderr
+    assert "manifest.json: `parts` = [" in listed.stderr and "not an export manifest" in listed.stderr
+
+
 MIXED = make_plan(tiny_spec(problem=PROBLEM, seeds=2, seeds_per_trial=2, grid={"model.depth": [1, 2]}))
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -164,7 +165,7 @@ def export_selection(
     the directory ``path`` (created, or an empty one: see :func:`new_export_dir`): see the module
     docstring. ``steps``: rollout steps (default: the calibration's rollout steps, else
     :data:`DEFAULT_STEPS`)."""
-    out = new_export_dir(path)
+    new_export_dir(path)  # refused before any program is traced
     configs = [s.one_config("export") for s in selections]
     parts = [Part(*s.stacked_params("export"), s.normalization_of(c)) for s, c in zip(selections, configs, strict=True)]
     config = configs[0]
@@ -205,12 +206,7 @@ def export_selection(
         programs[rollout_part] = jax.export.export(
             jax.jit(_rollout_program(parts, state, history, steps, weights, rollout_scale))
         )(jax.ShapeDtypeStruct((batch, *rollout_input), dtype))
-    out.mkdir(parents=True, exist_ok=True)
-    written = {}
-    for name, exported in programs.items():
-        data = bytes(exported.serialize())
-        (out / name).write_bytes(data)
-        written[name] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    written = {name: bytes(exported.serialize()) for name, exported in programs.items()}
     manifest = {
         "kind": KIND,
         "format": FORMAT,
@@ -231,9 +227,38 @@ def export_selection(
         "calibration": None if cal is None else cal.to_dict(),
         "store_sha256": ens.store.manifest_sha256,
         "jax": jax.__version__,
-        "parts": written,
+        "parts": {
+            name: {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)} for name, data in written.items()
+        },
     }
-    (out / EXPORT_MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    written[EXPORT_MANIFEST] = (json.dumps(manifest, indent=1) + "\n").encode()
+    return _committed(path, written)
+
+
+def _committed(path: str | os.PathLike[str], files: dict[str, bytes]) -> Path:
+    """``files`` written into a hidden folder beside ``path``, flushed, then renamed to ``path``
+    (still new or empty: :func:`new_export_dir`): an export is there whole or not at all, and one
+    that fails part way (a full disk) leaves nothing behind."""
+    out = new_export_dir(path)
+    out.absolute().parent.mkdir(parents=True, exist_ok=True)
+    partial = out.absolute().parent / f".{out.name}.partial-{os.getpid()}"
+    try:
+        partial.mkdir()
+        for name, data in files.items():
+            with open(partial / name, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        new_export_dir(path)  # nothing arrived there meanwhile (another export)
+        os.replace(partial, out)  # over an empty folder, or none
+    except OSError as e:
+        raise QueryError(
+            f"export(path={str(path)!r}): could not be written ({e.strerror or e}{f': {e.filename}' if e.filename else ''}); "
+            f"nothing was left there"
+        ) from None
+    finally:
+        if partial.exists():
+            shutil.rmtree(partial, ignore_errors=True)
     return out
 
 
@@ -276,11 +301,20 @@ def verify_export(path: str | os.PathLike[str]) -> list[str]:
     sha256, and no other file or link is, as :meth:`Store.verify` checks a store): one line each,
     naming the file."""
     root = Path(path)
+    if (root / EXPORT_MANIFEST).is_symlink():
+        return [
+            f"{root / EXPORT_MANIFEST}: a symbolic link (to {os.readlink(root / EXPORT_MANIFEST)!r}); an export holds no links"
+        ]
     try:
         manifest = json.loads((root / EXPORT_MANIFEST).read_text())
         parts = manifest["parts"]
     except (OSError, ValueError, KeyError, TypeError) as e:
         return [f"{root / EXPORT_MANIFEST}: not an export manifest ({e})"]
+    if not isinstance(parts, dict) or not all(isinstance(r, dict) for r in parts.values()):
+        return [
+            f"{root / EXPORT_MANIFEST}: `parts` = {json.dumps(parts)[:80]}: not an export manifest (expected "
+            f'{{part name: {{"sha256": ..., "bytes": ...}}}})'
+        ]
     problems = []
     for name, record in parts.items():
         file = root / name
