@@ -125,13 +125,40 @@ def read_text(filesystem: pafs.FileSystem, path: str) -> str:
 
 
 def write_atomic(filesystem: pafs.FileSystem, path: str, data: bytes) -> None:
-    """Write aside, then move into place (a rename on local disks)."""
+    """Write aside, then move into place (a rename on local disks, after the data and then the
+    rename are flushed to the disk: a power loss leaves the old file or the new one, never an
+    empty one)."""
     parent, _, name = path.rpartition("/")
     filesystem.create_dir(parent, recursive=True)
     tmp = f"{parent}/.{name}.tmp-{os.getpid()}"
-    with filesystem.open_output_stream(tmp) as f:
+    local = local_path(filesystem, tmp)
+    if local is None:
+        with filesystem.open_output_stream(tmp) as f:
+            f.write(data)
+        filesystem.move(tmp, path)
+        return
+    with open(local, "wb") as f:
         f.write(data)
-    filesystem.move(tmp, path)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(local, os.path.join(os.path.dirname(local), name))
+    _flushed(os.path.dirname(local), os.O_DIRECTORY)
+
+
+def synced(local_dir: str) -> None:
+    """Flush ``local_dir``'s files (not its subdirectories) and the directory itself to the disk."""
+    for entry in os.scandir(local_dir):
+        if entry.is_file(follow_symlinks=False):
+            _flushed(entry.path)
+    _flushed(local_dir, os.O_DIRECTORY)
+
+
+def _flushed(local: str, flags: int = 0) -> None:
+    fd = os.open(local, os.O_RDONLY | flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_text_atomic(filesystem: pafs.FileSystem, path: str, text: str) -> None:

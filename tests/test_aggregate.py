@@ -258,3 +258,39 @@ def test_no_checkpoints_is_an_error(tmp_path):
     (tmp_path / "plan.json").write_text(json.dumps(PLAN.to_dict()))
     with pytest.raises(StoreError, match="no block checkpoints"):
         aggregate(tmp_path, progress=False)
+
+
+def test_a_generation_is_on_the_disk_before_current_names_it(sweep_dir, monkeypatch):
+    """A power loss must not leave CURRENT naming files the disk never got: every file of the new
+    generation, its directory, and then CURRENT's rename are flushed, in that order."""
+    events = []
+    fsync, replace = os.fsync, os.replace
+
+    def flushed(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        fsync(fd)
+
+    def renamed(src, dst, **kw):
+        events.append(("replace", os.fspath(dst)))
+        replace(src, dst, **kw)
+
+    monkeypatch.setattr(os, "fsync", flushed)
+    monkeypatch.setattr(os, "replace", renamed)
+    aggregate(sweep_dir, progress=False)
+    generation = str(sweep_dir / ".ensembles" / "000001")
+    pointer = [i for i, e in enumerate(events) if e == ("replace", str(sweep_dir / ".ensembles" / "CURRENT"))]
+    assert len(pointer) == 1
+    before = {path for kind, path in events[: pointer[0]] if kind == "fsync"}
+    assert {f"{generation}/{name}" for name in os.listdir(generation)} | {generation} <= before
+    assert events[pointer[0] + 1] == ("fsync", str(sweep_dir / ".ensembles"))  # the rename itself
+
+
+def test_an_unreadable_current_is_replaced_by_the_next_aggregation(sweep_dir):
+    aggregate(sweep_dir, progress=False)
+    (sweep_dir / ".ensembles" / "CURRENT").write_text("")  # a write the disk lost
+    with pytest.raises(StoreError, match=r"CURRENT': got ''; expected a generation number. Re-run `sweep aggregate`"):
+        load(sweep_dir)
+    aggregate(sweep_dir, progress=False)  # what the error says to do works
+    assert len(load(sweep_dir)) == 16
+    # the generation the link named is kept beside the new one, for readers that have it open
+    assert sorted(os.listdir(sweep_dir / ".ensembles")) == [".lock", "000001", "000002", "CURRENT"]

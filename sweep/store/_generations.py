@@ -7,9 +7,11 @@ The store at ``<dir>/ensembles`` is served from generation directories::
     <dir>/.ensembles/.lock       held by the aggregation that is writing (local disks)
     <dir>/ensembles  ->  .ensembles/000007      (symlink, local filesystems only)
 
-A generation is written completely before ``CURRENT`` is replaced in one atomic step (a rename
-on local disks, a single PUT on object storage), so a crash at any moment leaves the previous
-store (or none) readable and never a mix. On local disks the ``ensembles`` symlink is then
+A generation is written completely (and, on local disks, flushed to the disk) before ``CURRENT``
+is replaced in one atomic step (a rename on local disks, flushed too; a single PUT on object
+storage), so a crash at any moment, a power loss included, leaves the previous store (or none)
+readable and never a mix. A ``CURRENT`` that cannot be read anyway (a disk that lost a write) is
+replaced by the next aggregation. On local disks the ``ensembles`` symlink is then
 swapped the same way, so ``ensembles/members.parquet`` is a plain path for DuckDB or Polars.
 The generation before the current one is kept for readers that still have it open; older
 ones (and generations a crash left unfinished) are deleted on the next commit.
@@ -37,7 +39,16 @@ from contextlib import contextmanager
 import pyarrow.fs as pafs
 
 from .._errors import StoreError, warn
-from .._fs import create_dir_exclusive, exists, is_local, local_path, read_text, refuse_links, write_text_atomic
+from .._fs import (
+    create_dir_exclusive,
+    exists,
+    is_local,
+    local_path,
+    read_text,
+    refuse_links,
+    synced,
+    write_text_atomic,
+)
 from .._layout import GENERATION, LOCK, MANIFEST, PLAN, POINTER, STORE_NAME
 from .._words import counted
 from ._lease import writer_lease
@@ -193,7 +204,14 @@ def new_generation(fs: pafs.FileSystem, store_path: str) -> tuple[str, str]:
 def commit(fs: pafs.FileSystem, store_path: str, name: str) -> None:
     """Make generation ``name`` the store at ``store_path``, then drop all but the previous one."""
     root = generations_dir(store_path)
-    previous = current(fs, store_path)
+    try:
+        previous = current(fs, store_path)
+    except StoreError:  # an unreadable pointer: this commit replaces it; keep what the link names
+        linked = _linked_generation(fs, store_path) if is_local(fs) else None
+        previous = None if linked is None else _split(linked)[1]
+    local = local_path(fs, f"{root}/{name}")
+    if local is not None:
+        synced(local)  # the generation's files are on the disk before the pointer names them
     write_text_atomic(fs, f"{root}/{POINTER}", name + "\n")
     if is_local(fs):
         _swap_link(store_path, f".{_split(store_path)[1]}/{name}")
