@@ -1,5 +1,6 @@
 """Serving a greedy selection of two architectures (issue 35): `/predict` answers the blend's
-weighted mean and std, `/rollout` its calibrated std and conformal intervals per rollout step,
+weighted mean and std, `/rollout` its calibrated std and conformal intervals per rollout step
+(the calibration the blend holds, served with it),
 and a calibrated rollout longer than the calibration's trajectories is a 422 naming `steps`."""
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def blend(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def client(ray_session, blend):
-    with served(blend, max_batch=4, recalibrate=True, name="blend") as c:
+    with served(blend, max_batch=4, name="blend") as c:  # its calibration travels with it
         yield c
 
 

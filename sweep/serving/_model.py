@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from .. import _batches
 from .._errors import QueryError
-from ..ensemble import Blend, Ensemble, HeldEnsemble, load
+from ..ensemble import Blend, Calibration, Ensemble, HeldEnsemble, load
 from ._limits import BadRequest, check_members
 from ._options import LEVELS
 
@@ -42,11 +42,13 @@ class Selection:
     recalibrate: bool = False
     greedy: int | None = None
     counts: tuple[int, ...] | None = None
+    calibration: Calibration | None = None  # of the fixed members (an Ensemble served with its calibration)
 
     def apply(self, ens: Ensemble) -> Ensemble | Blend:
         if self.member_ids is not None:
             ens = _ordered(ens.where(member_id=list(self.member_ids)), self.member_ids)
-            return ens if self.counts is None else Blend.of(ens, self.counts)
+            chosen = ens if self.counts is None else Blend.of(ens, self.counts)
+            return chosen if self.calibration is None else chosen.with_calibration(self.calibration)
         if self.where:
             ens = ens.where(**self.where)
         if self.best is not None:
@@ -65,8 +67,10 @@ class Selection:
 def hold(selected: Ensemble | Blend) -> HeldEnsemble | Blend:
     """The selection with its parameters held in memory (a blend: each structural config's part)."""
     if isinstance(selected, Blend):
-        return Blend([HeldEnsemble(Ensemble(p.store, p.index)) for p in selected.parts], selected.counts)
-    return HeldEnsemble(selected)
+        held = Blend([HeldEnsemble(Ensemble(p.store, p.index)) for p in selected.parts], selected.counts)
+    else:
+        held = HeldEnsemble(selected)
+    return held if selected.calibration is None else held.with_calibration(selected.calibration)
 
 
 def generation_of(root: str) -> str:

@@ -155,7 +155,9 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
         path = ens.store.root
         counts = tuple(ens.counts.tolist()) if isinstance(ens, Blend) else None
         ids = tuple(ens.index["member_id"].to_pylist())
-        selection = Selection(member_ids=ids, recalibrate=options.recalibrate, counts=counts)
+        selection = Selection(
+            member_ids=ids, recalibrate=options.recalibrate, counts=counts, calibration=ens.calibration
+        )
     else:
         path = str(path_or_ensemble)
         selection = Selection(
