@@ -145,6 +145,17 @@ def test_a_saved_calibration_reads_back_checked_and_only_for_its_members(ens, fi
         load_calibration(path)
 
 
+def test_a_calibration_of_another_store_is_refused_though_its_member_ids_match(ens, fitted, tmp_path):
+    """Member ids are renumbered when a store is aggregated again with more seeds: the same ids
+    then name other members, so a calibration names the store it was fitted on."""
+    import dataclasses
+
+    other = dataclasses.replace(fitted.calibration, store_sha256="0" * 64)  # of another store
+    with pytest.raises(QueryError, match=r"fitted on members of the store .* 000000000000\.\.\., this selection is"):
+        ens.best(5).with_calibration(other)
+    assert ens.best(5).with_calibration(fitted.calibration).calibration is fitted.calibration  # its own: taken
+
+
 @pytest.mark.parametrize(
     ("call", "named"),
     [

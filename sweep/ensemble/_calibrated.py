@@ -99,10 +99,19 @@ class Calibrated(Predictions):
         :func:`~sweep.ensemble.load_calibration`); it must be of these members, in this order.
 
         Raises:
-            QueryError: The calibration was fitted on other members.
+            QueryError: The calibration was fitted on other members, or on another store (or
+                another generation of this one: re-aggregating may renumber members).
         """
         if not isinstance(calibration, Calibration):
             raise QueryError(f"with_calibration({calibration!r}): give a Calibration (load_calibration(path))")
+        store = self._store.manifest_sha256
+        if calibration.store_sha256 and calibration.store_sha256 != store:
+            raise QueryError(
+                f"with_calibration(): it was fitted on members of the store whose manifest has sha256 "
+                f"{calibration.store_sha256[:12]}..., this selection is of the store {store[:12]}... (another "
+                f"store, or this one aggregated again since, which may renumber its members); recalibrate() "
+                f"this selection"
+            )
         ids = self._member_ids()
         if calibration.member_ids != ids:
             raise QueryError(
