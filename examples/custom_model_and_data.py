@@ -113,7 +113,8 @@ def plot_predictions(path: Path, data, mean: np.ndarray, std: np.ndarray, title:
 
 
 def run_with_ray(spec: sweep.SweepSpec, storage: Path, out: Path, data) -> None:
-    ens = sweep.load(sweep.run(spec, storage=str(storage)))  # a local Ray: its workers import my_models too
+    # a local Ray: its workers import my_models too; trust_code: the store names my_models:..., my own code
+    ens = sweep.load(sweep.run(spec, storage=str(storage)), trust_code=True)
     print_table(
         [(r["hidden"], r["learning_rate"], r["mean"], r["std"], r["test_loss_mean"]) for r in ens.summary().to_pylist()]
     )  # val_loss, best first
@@ -121,7 +122,7 @@ def run_with_ray(spec: sweep.SweepSpec, storage: Path, out: Path, data) -> None:
     mean, std = ens.where(**best).mean_std(data.test_x[:2])
     label = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in best.items())
     plot_predictions(out / "predictions.png", data, np.asarray(mean), np.asarray(std), label)
-    sweep.plot(ens, out=out / "sweep.png")  # curves and spread; no predictions: figures never import a stored factory
+    sweep.plot(ens, out=out / "sweep.png")  # loaded with trust_code=True: my model's predictions too
     print("wrote", out / "sweep.png")
 
 

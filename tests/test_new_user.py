@@ -200,7 +200,9 @@ def test_plot_runs_a_stored_factory_only_when_trusted(own_factory_store):
     assert marker.exists() and "nu_own_factory" in sys.modules
     first, second, residual = fig.axes
     x, _ = sweep.load(root).samples()
-    mean, _ = sweep.load(root).mean_std(x[:2])
+    with pytest.raises(sweep.StoreError, match=r"built by 'nu_own_factory:net', code the store names.*trust_code=True"):
+        sweep.load(root).mean_std(x[:2])  # predictions too run it only when trusted
+    mean, _ = sweep.load(root, trust_code=True).mean_std(x[:2])
     drawn = next(line for line in first.lines if line.get_label() == "ensemble mean").get_ydata()
     np.testing.assert_allclose(drawn, mean[0, 0], rtol=1e-6)
     assert residual.get_ylabel() == "ensemble mean − ground truth"

@@ -88,7 +88,7 @@ def test_a_factory_that_came_with_the_store_is_refused(tmp_path, marker, monkeyp
     root = hostile_sweep(tmp_path / "sweep", marker, "shipped_factory:net")
     (root / "shipped_factory.py").write_text(f"open({str(marker)!r}, 'w').close()\ndef net(**kw): pass\n")
     monkeypatch.syspath_prepend(str(root))  # as `python -m sweep` run inside the sweep directory would
-    ens = sweep.load(root).where(depth=2)
+    ens = sweep.load(root, trust_code=True).where(depth=2)  # even where the store is trusted
     with pytest.raises(
         StoreError,
         match=r"'shipped_factory:net' would be imported from .*shipped_factory.py', inside "
@@ -117,3 +117,36 @@ def test_samples_are_the_first_test_samples_of_each_problem(tmp_path):
     np.testing.assert_array_equal(x, data.test_x[:16])
     np.testing.assert_array_equal(y, data.test_y[:16])
     assert "samples.parquet" in Store.open(root).manifest["files"]
+
+
+def test_predictions_of_a_model_named_by_import_path_need_trust(tmp_path, marker):
+    """A store may name any installed callable as its model, with arguments of its choosing
+    (``logging:basicConfig`` truncating a file of yours, ``_trap:touch`` here): predicting,
+    exporting, scoring and serving build it only for a store loaded with ``trust_code=True``."""
+    root = hostile_sweep(tmp_path / "sweep", marker, "_trap:touch")
+    ens = sweep.load(root).where(depth=2)
+    x, _ = ens.samples()
+    untrusted = r"its model is built by '_trap:touch', code the store names, .* load it with trust_code=True"
+    for query in (
+        lambda: ens.mean_std(x),
+        lambda: ens.member(seed=0, learning_rate=1e-3),
+        lambda: ens.best(2).export(tmp_path / "exp"),
+        lambda: ens.scores(),
+    ):
+        with pytest.raises(StoreError, match=untrusted):
+            query()
+    np.save(tmp_path / "x.npy", x)
+    for command in (
+        ["predict", root, "-i", tmp_path / "x.npy", "-o", tmp_path / "y.npy", "--where", "depth=2", "--pool"],
+        ["export", root, "--where", "depth=2", "--pool", "-o", tmp_path / "exp"],
+        ["scores", root, "--fields"],
+    ):
+        result = invoke(*command)
+        assert result.exit_code == 1 and "code the store names" in result.stderr, (command, result.output)
+        assert "give --trust-code" in result.stderr and "trust_code=True" not in result.stderr
+    with pytest.raises(StoreError, match=untrusted):  # before Ray starts
+        sweep.serve(root, sweep.ServeOptions(where={"depth": 2, "learning_rate": 1e-3}))
+    assert not marker.exists() and "_trap" not in sys.modules and not (tmp_path / "exp").exists()
+    with pytest.raises(StoreError, match="trap sprung"):  # trusted: the factory runs (here, the trap)
+        sweep.load(root, trust_code=True).where(depth=2).mean_std(x)
+    assert marker.exists()

@@ -37,6 +37,7 @@ _CLI_PHRASES = [
     (re.compile(r"\b\w+\(metric='([^']*)'\)"), lambda m: f"--metric {m.group(1)}"),
     (re.compile(r"\bplot\(kind='([^']*)'\)"), lambda m: f"--kind {m.group(1)}"),
     (re.compile(r"\bplot\(rollout_metric='([^']*)'\)"), lambda m: f"--rollout-metric {m.group(1)}"),
+    (re.compile(r"load it with trust_code=True \([^()]*\)"), lambda m: "give --trust-code"),
     (re.compile(r"`out`"), lambda m: "--out"),
     (re.compile(r"`kind`"), lambda m: "--kind"),
 ]

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ._args import CLIError
-from ._options import DirArg, PoolOpt, existing, one_setting, selected
+from ._options import DirArg, PoolOpt, TrustCodeOpt, existing, one_setting, selected
 
 
 def export(
@@ -35,6 +35,7 @@ def export(
         str | None, typer.Option(help="Include a calibration written by `sweep scores --save-calibration`.")
     ] = None,
     steps: Annotated[int | None, typer.Option(min=1, help="Rollout steps of rollout.jaxexport.")] = None,
+    trust_code: TrustCodeOpt = False,
     pool: PoolOpt = False,
 ) -> None:
     """Write the selection's batched mean/std and rollout as serialised StableHLO (jax.export).
@@ -50,7 +51,7 @@ def export(
     if recalibrate and calibration is not None:
         raise CLIError("--recalibrate and --calibration: give one (fit now, or one fitted before)")
     new_export_dir(out)  # an OUT that holds files is refused before the store is read
-    ens = load(existing(sweep_dir))
+    ens = load(existing(sweep_dir), trust_code=trust_code)
     ens = selected(ens, where, best)
     if greedy is not None:
         ens = ens.select_greedy(greedy)  # (a blend of configurations by design)

@@ -43,6 +43,14 @@ PoolOpt = Annotated[
         "(e.g. both learning rates of --where depth=4): they are pooled into one ensemble.",
     ),
 ]
+TrustCodeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--trust-code",
+        help="Run a model built by a factory the store names (model.name 'package.module:factory', your own "
+        "model; imported from your environment, never from the store's files). Only for stores you trust.",
+    ),
+]
 ModeOpt = Annotated[
     Literal["min", "max"] | None,
     typer.Option(

@@ -9,7 +9,7 @@ import typer
 
 from .._errors import SweepError
 from ._args import Kind, choice
-from ._options import DirArg, MetricOpt, ModeOpt, existing, warn_test_ranking
+from ._options import DirArg, MetricOpt, ModeOpt, TrustCodeOpt, existing, warn_test_ranking
 
 
 def plot(
@@ -47,14 +47,7 @@ def plot(
             show_default=False,
         ),
     ] = None,
-    trust_code: Annotated[
-        bool,
-        typer.Option(
-            "--trust-code",
-            help="Run a model built by a factory the store names (imported from your environment, never "
-            "from the store's files) to draw its predictions and rollouts. Only for stores you trust.",
-        ),
-    ] = False,
+    trust_code: TrustCodeOpt = False,
 ) -> None:
     """Learning curves, spread over seeds, predictions ±std.
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ._args import CLIError, load_npy, save_npy
-from ._options import DirArg, MetricOpt, ModeOpt, PoolOpt, existing, one_setting, selected
+from ._options import DirArg, MetricOpt, ModeOpt, PoolOpt, TrustCodeOpt, existing, one_setting, selected
 
 
 def predict(
@@ -53,6 +53,7 @@ def predict(
             show_default=False,
         ),
     ] = None,
+    trust_code: TrustCodeOpt = False,
 ) -> None:
     """Predict with selected members; write .npy.
 
@@ -73,7 +74,7 @@ def predict(
     if rollout is not None and rollout < 1:
         raise CLIError(f"--rollout: got {rollout}; the number of steps must be an integer >= 1")
     x = load_npy(input, "--input")
-    ens = load(existing(sweep_dir))
+    ens = load(existing(sweep_dir), trust_code=trust_code)
     ens = one_setting(selected(ens, where, best, metric, mode), where, pool)
     n = len(ens)
     what = f"rollout of {rollout} steps" if rollout is not None else "predictions"

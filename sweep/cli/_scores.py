@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ._args import CLIError, Format, choice
-from ._options import DirArg, PoolOpt, existing, one_setting, selected
+from ._options import DirArg, PoolOpt, TrustCodeOpt, existing, one_setting, selected
 
 KINDS = ("one_step", "rollout", "rollout_gmean", "ensemble_size", "all")
 # the columns after a configuration's that name a row of scores (led every block of a wide table)
@@ -93,6 +93,7 @@ def scores(
             help="As --fields, with the threshold-weighted CRPS and Brier score of exceeding X (repeatable).",
         ),
     ] = None,
+    trust_code: TrustCodeOpt = False,
     pool: PoolOpt = False,
 ) -> None:
     """The ensemble scores stored for every configuration (computed when the sweep was aggregated).
@@ -125,7 +126,7 @@ def scores(
         raise CLIError(f"--kind: got {kind!r}; choose one of {', '.join(KINDS)}")
     if split not in (None, "val", "test"):
         raise CLIError(f"--split: got {split!r}; choose val or test (or leave it out: both where stored)")
-    ens = load(existing(sweep_dir))
+    ens = load(existing(sweep_dir), trust_code=trust_code)
     ens = selected(ens, where)
     if recalibrate and (fields or threshold):
         raise CLIError("--fields and --threshold go without --recalibrate (its table is scored before and after)")

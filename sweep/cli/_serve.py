@@ -12,7 +12,7 @@ import typer
 
 from .._errors import SpecError
 from ._args import CLIError, parse_where
-from ._options import DirArg, MetricOpt, ModeOpt, PoolOpt, existing, one_setting, selected
+from ._options import DirArg, MetricOpt, ModeOpt, PoolOpt, TrustCodeOpt, existing, one_setting, selected
 
 CHANGES_S = 1.0  # how often the service is asked what became of newer generations
 _FLAGS = {"cpus": "--cpu", "gpus": "--gpu", "batch_wait_s": "--batch-wait", "watch_s": "--watch"}
@@ -89,6 +89,7 @@ def serve(
     address: Annotated[
         str | None, typer.Option(help="Ray cluster to run on (default: a local Ray started for the service).")
     ] = None,
+    trust_code: TrustCodeOpt = False,
     pool: PoolOpt = False,
 ) -> None:
     """Serve the ensemble's mean and std (and its members' predictions) over HTTP until Ctrl-C.
@@ -108,6 +109,7 @@ def serve(
             pool=pool,
             greedy=greedy,
             recalibrate=recalibrate,
+            trust_code=trust_code,
             host=host,
             port=port,
             replicas=replicas,
@@ -127,7 +129,7 @@ def serve(
     if greedy is None:  # (a greedy selection blends configurations by design)
         from ..ensemble import load  # before Ray starts: as sweep predict, pooled settings need --pool
 
-        one_setting(selected(load(existing(sweep_dir)), where, best, metric, mode), where, pool)
+        one_setting(selected(load(existing(sweep_dir), trust_code=trust_code), where, best, metric, mode), where, pool)
     service = None
     try:
         try:

@@ -43,17 +43,26 @@ if TYPE_CHECKING:
 DEFAULT_METRIC = "val_loss"  # what every choice ranks by
 
 
-def load(path: str | os.PathLike[str], storage_filesystem: pafs.FileSystem | None = None) -> Ensemble:
+def load(
+    path: str | os.PathLike[str], storage_filesystem: pafs.FileSystem | None = None, *, trust_code: bool = False
+) -> Ensemble:
     """Open the store of a sweep for queries.
 
     Reads the manifest, ``configs.parquet`` and the footer of ``members.parquet``; member rows
     are read when a query needs them, and :meth:`Ensemble.where` on the whole store reads only
     the row groups that can hold its members. Every file is verified against the manifest when
-    first read; nothing is unpickled and no code the store names is imported.
+    first read; nothing is unpickled and no code the store names is imported unless
+    ``trust_code``.
 
     Args:
         path: The sweep directory or its ``ensembles/`` directory; local, NFS or ``s3://...``.
         storage_filesystem: A ``pyarrow.fs.FileSystem`` to read ``path`` with (as in ``sweep.run``).
+        trust_code: Build the models the store names by import path (``model.name =
+            "package.module:factory"``, your own models): the predictions of such members
+            (``member``, ``mean_std``, ``rollout``, ``scores``, ``export``, serving) call that
+            factory, code the store names, so they are refused unless you trust the store. The
+            factory is imported from your environment only, never from the store's directory.
+            Built-in architectures need no trust.
 
     Returns:
         An :class:`Ensemble` of every member of the store.
@@ -68,7 +77,7 @@ def load(path: str | os.PathLike[str], storage_filesystem: pafs.FileSystem | Non
         ens.summary()
         ```
     """
-    store = Store.open(path, storage_filesystem)
+    store = Store.open(path, storage_filesystem, trust_code=trust_code)
     _ = store.index_schema  # opens members.parquet: its size and footer are checked now
     return Ensemble(store)
 

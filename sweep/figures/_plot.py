@@ -105,6 +105,10 @@ def plot(
         num_samples: Test samples shown with the predictions (at most those the store keeps).
         max_curves: Learning curves drawn per configuration (at most, evenly spaced).
         rollout_metric: The rollout metric of ``"rollout_error"`` (default: the first stored).
+        trust_code: Draw the predictions and rollouts of a model the store names by import path
+            (your own model factory: code the store names, as :func:`sweep.load`'s
+            ``trust_code``); without it (and for an Ensemble loaded without it) their panels
+            say why they are left out.
 
     Returns:
         One ``Figure`` for one kind, or a dict of figures by kind for ``"all"`` or a list.
@@ -127,7 +131,10 @@ def plot(
             raise QueryError(f"plot({name}={value!r}): give an integer >= 1")
     if out is not None:
         figure_paths(out, kinds)  # a bad `out` fails before the store is read
-    ens = source if isinstance(source, Ensemble) else load(source)
+    ens = source if isinstance(source, Ensemble) else load(source, trust_code=trust_code)
+    if trust_code and not ens.store.trust_code:  # an Ensemble loaded without trust, trusted here
+        ens = Ensemble(ens.store.trusting(), ens.index)
+    trust_code = ens.store.trust_code  # an Ensemble loaded with trust_code=True needs no more
     if len(ens) == 0:
         raise QueryError("plot: the ensemble has no members to plot")
     metric = metric or summary_metric(ens)

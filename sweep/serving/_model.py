@@ -43,6 +43,7 @@ class Selection:
     greedy: int | None = None
     counts: tuple[int, ...] | None = None
     calibration: Calibration | None = None  # of the fixed members (an Ensemble served with its calibration)
+    trust_code: bool = False  # build a model the store names by import path (sweep.load's trust_code)
 
     def apply(self, ens: Ensemble) -> Ensemble | Blend:
         if self.member_ids is not None:
@@ -95,7 +96,7 @@ class ServedModel:
     """
 
     def __init__(self, root: str | os.PathLike, selection: Selection, buckets: tuple[int, ...]):
-        self.held = hold(selection.apply(load(root)))
+        self.held = hold(selection.apply(load(root, trust_code=selection.trust_code)))
         if selection.recalibrate:  # fitted on this generation's validation split, with its parameters held
             self.held = self.held.recalibrate("val", LEVELS)
         first = self.held.parts[0] if isinstance(self.held, Blend) else self.held

@@ -37,6 +37,9 @@ class ServeOptions:
             ``"calibrated": true`` (the calibrated std) and ``"interval": 0.9`` (``low`` and ``high``),
             and ``/rollout`` too (per rollout step, for as many steps as the validation
             trajectories have).
+        trust_code: serve a model the store names by import path (your own model factory: code
+            the store names, see :func:`sweep.load`), imported from this environment only; without
+            it such a store is refused before Ray starts. Built-in architectures need no trust.
         host: the address to bind; ``127.0.0.1`` serves this machine only.
         port: the HTTP port.
         replicas: replicas of the model, each holding every selected member.
@@ -71,6 +74,7 @@ class ServeOptions:
     mode: str | None = None
     pool: bool = True
     recalibrate: bool = False
+    trust_code: bool = False
     host: str = "127.0.0.1"
     port: int = 8000
     replicas: int = 1
@@ -106,8 +110,9 @@ class ServeOptions:
             )
         if not isinstance(self.pool, bool):
             raise SpecError(f"ServeOptions.pool: got {self.pool!r}; give True or False")
-        if not isinstance(self.recalibrate, bool):
-            raise SpecError(f"ServeOptions.recalibrate: got {self.recalibrate!r}; give True or False")
+        for flag in ("recalibrate", "trust_code"):
+            if not isinstance(getattr(self, flag), bool):
+                raise SpecError(f"ServeOptions.{flag}: got {getattr(self, flag)!r}; give True or False")
         if self.mode not in (None, "min", "max"):
             raise SpecError(f'ServeOptions.mode: got {self.mode!r}; choose "min" or "max" (None: by the metric)')
         if not isinstance(self.where, dict):

@@ -156,7 +156,11 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
         counts = tuple(ens.counts.tolist()) if isinstance(ens, Blend) else None
         ids = tuple(ens.index["member_id"].to_pylist())
         selection = Selection(
-            member_ids=ids, recalibrate=options.recalibrate, counts=counts, calibration=ens.calibration
+            member_ids=ids,
+            recalibrate=options.recalibrate,
+            counts=counts,
+            calibration=ens.calibration,
+            trust_code=options.trust_code or ens.store.trust_code,
         )
     else:
         path = str(path_or_ensemble)
@@ -168,10 +172,14 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
             pool=options.pool,
             recalibrate=options.recalibrate,
             greedy=options.greedy,
+            trust_code=options.trust_code,
         )
-        ens = selection.apply(load(path))
+        ens = selection.apply(load(path, trust_code=options.trust_code))
     if not isinstance(ens, Blend):  # a blend may span structural configs, run config by config
         ens.spec  # noqa: B018  (one structural config, or a QueryError now, before Ray starts)
+    store = ens.store.trusting() if selection.trust_code else ens.store
+    for config_id in dict.fromkeys(ens.index["config_id"].to_pylist()):
+        store.template(config_id)  # every model can be built (trusted, if named by import path), or an error now
     if options.recalibrate:
         ens.split_samples("val", "serve(recalibrate=True)")  # validation samples to fit on, or a QueryError now
     root = ens.store.root

@@ -13,6 +13,7 @@ the configs (every member id inside its config's range), so a query never indexe
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -42,6 +43,15 @@ from ._schema import SAMPLE_FILES, index_columns, scores_schema
 from ._verify import verify
 
 
+def untrusted_model(config_id: str, name: str) -> str:
+    """Why the model of ``config_id``, built by the import path ``name``, is not built."""
+    return (
+        f"config {config_id}: its model is built by {name!r}, code the store names, which seed-sweep runs only "
+        f"for a store you trust (your own sweep, or one from a sender you trust): load it with trust_code=True "
+        f"(sweep.load, sweep.plot, sweep.ServeOptions), with that factory installed"
+    )
+
+
 class Store:
     """A committed store (see :mod:`sweep.store`); open it with :meth:`Store.open`."""
 
@@ -49,9 +59,17 @@ class Store:
     root: str
     manifest: dict[str, Any]
 
-    def __init__(self, fs: pafs.FileSystem, root: str, manifest: dict[str, Any], manifest_sha256: str = ""):
+    def __init__(
+        self,
+        fs: pafs.FileSystem,
+        root: str,
+        manifest: dict[str, Any],
+        manifest_sha256: str = "",
+        trust_code: bool = False,
+    ):
         self.fs, self.root, self.manifest = fs, root, manifest
         self.manifest_sha256 = manifest_sha256  # the root of every checksum: compare it with the sender's
+        self.trust_code = trust_code  # whether a model the store names by import path may be built
         self.configs: dict[str, ConfigInfo] = {}
         self._tables: dict[str, pq.ParquetFile] = {}  # verified, open
         self._templates: dict[str, tuple[PyTree, PyTree]] = {}
@@ -59,20 +77,36 @@ class Store:
         self._cached: tuple[str, PyTree] | None = None  # the last leaves file read
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], filesystem: pafs.FileSystem | None = None) -> Store:
-        """Open the store of a sweep directory (or a store directory) on any pyarrow filesystem."""
+    def open(
+        cls, path: str | os.PathLike[str], filesystem: pafs.FileSystem | None = None, trust_code: bool = False
+    ) -> Store:
+        """Open the store of a sweep directory (or a store directory) on any pyarrow filesystem;
+        ``trust_code``: see :meth:`template`."""
         fs, path = filesystem_path(path, filesystem)
         root = committed_root(fs, path)
-        return cls.at(fs, root, *read_manifest(fs, f"{root}/{MANIFEST}"))
+        return cls.at(fs, root, *read_manifest(fs, f"{root}/{MANIFEST}"), trust_code=trust_code)
 
     @classmethod
-    def at(cls, fs: pafs.FileSystem, root: str, manifest: dict[str, Any], manifest_sha256: str = "") -> Store:
+    def at(
+        cls,
+        fs: pafs.FileSystem,
+        root: str,
+        manifest: dict[str, Any],
+        manifest_sha256: str = "",
+        trust_code: bool = False,
+    ) -> Store:
         """The store in directory ``root`` whose manifest is ``manifest`` (read and checked by
         :meth:`open`; the aggregator's own for a generation written but not committed yet), its
         ``configs.parquet`` read and checked."""
-        store = cls(fs, root, manifest, manifest_sha256)
+        store = cls(fs, root, manifest, manifest_sha256, trust_code)
         store.configs = store._read_configs()
         return store
+
+    def trusting(self) -> Store:
+        """This store (sharing what it has read), able to build the models it names by import path."""
+        trusted = copy.copy(self)
+        trusted.trust_code = True
+        return trusted
 
     @property
     def directory(self) -> str:
@@ -264,12 +298,16 @@ class Store:
     def template(self, config_id: str) -> tuple[PyTree, PyTree]:
         """``(leaf shapes of one member, static part)`` of a config, rebuilt from its spec.
 
-        A model given by import path is imported from the user's environment only, never from
-        files inside the store's directory (:func:`sweep._import_path.refuse_inside`).
+        A model given by import path (``"package.module:factory"``) is code the store names: it is
+        built only by a store opened with ``trust_code=True``, and imported from the user's
+        environment only, never from files inside the store's directory
+        (:func:`sweep._import_path.refuse_inside`).
         """
         if config_id not in self._templates:
             info = self.configs[config_id]
             name = info.spec.model.name
+            if is_import_path(name) and not self.trust_code:
+                raise StoreError(untrusted_model(config_id, name))
             if info.spec.training.correct is not None:
                 raise StoreError(
                     f"config {config_id}: trained with training.correct={info.spec.training.correct!r} (a "
