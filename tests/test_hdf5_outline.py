@@ -200,3 +200,33 @@ def test_plan_measures_an_auto_block_size_on_the_outline(tmp_path, monkeypatch):
     assert all(stop - start == 1 for start, stop in read)  # the driver never loads the file
     assert len(read) == 20 + 1 + 2 + 2  # its pass and the rows a sweep keeps, as sweep.run's driver
     assert 1 <= planned.seeds_per_trial <= 4
+
+
+def test_more_seeds_on_files_that_changed_are_refused_before_any_work(tmp_path):
+    """Members added to a sweep whose files changed would be trained on other data, and the store
+    would map the old members' outputs with the new statistics: refused, naming the change."""
+    path = tmp_path / "a.hdf5"
+    pdebench_tensor(path, samples=20, time=4, x=8)
+    storage, options = str(tmp_path / "runs"), sweep.RunOptions(executor="local", progress="off")
+
+    def spec(seeds: int):
+        return tiny_spec(problem=sweep.Problem("hdf5", path=str(path)), seeds=seeds)
+
+    sweep.run(spec(2), storage=storage, options=options)
+    with h5py.File(path, "r+") as f:  # other values, the same size: a file rewritten in place
+        tensor = f["tensor"]
+        assert isinstance(tensor, h5py.Dataset)
+        tensor[...] = tensor[...] * 10 + 40
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"`problem.path` = '.*a.hdf5': the data changed since members of this sweep were trained on it \(the "
+        r"training split's statistics of 'tensor': shift .* then; shift .* now\); .* in a new sweep",
+    ):
+        sweep.run(spec(4), storage=storage, options=options)
+    assert len(sweep.load(tmp_path / "runs" / "tiny")) == 2  # nothing trained, the store as it was
+
+    norm = sweep.problems.Normalization("zscore", ("tensor",), np.array([1.0]), np.array([2.0]))
+    then = sweep.problems.Scan((("a.hdf5", 100, 1),), norm)
+    assert sweep.problems.Scan((("a.hdf5", 100, 2),), norm).change_from(then) is None  # a copy: only times differ
+    assert sweep.problems.Scan((("a.hdf5", 120, 2),), norm).change_from(then) == "'a.hdf5': 100 bytes then, 120 now"
+    assert sweep.problems.Scan((("b.hdf5", 100, 1),), norm).change_from(then) == "files ['a.hdf5'] then, ['b.hdf5'] now"

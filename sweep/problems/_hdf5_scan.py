@@ -55,6 +55,31 @@ class Scan:
             },
         }
 
+    def change_from(self, before: Scan) -> str | None:
+        """What differs between the data ``before`` was made of and this scan's: other files,
+        other sizes or other statistics, in words; None where only modification times differ
+        (a copy of the same files)."""
+        names = [(name, size) for name, size, _ in self.files]
+        was = [(name, size) for name, size, _ in before.files]
+        if [n for n, _ in names] != [n for n, _ in was]:
+            return f"files {[n for n, _ in was]} then, {[n for n, _ in names]} now"
+        for (name, size), (_, size_then) in zip(names, was, strict=True):
+            if size != size_then:
+                return f"{name!r}: {size_then} bytes then, {size} now"
+        old, new = before.normalization, self.normalization
+        if (old is None) != (new is None):
+            return "statistics then and none now" if new is None else "no statistics then, statistics now"
+        if old is not None and new is not None:
+            if (old.method, old.channels) != (new.method, new.channels):
+                return f"{old.method} of {list(old.channels)} then, {new.method} of {list(new.channels)} now"
+            for channel, *pair in zip(new.channels, old.shift, old.scale, new.shift, new.scale, strict=True):
+                if pair[:2] != pair[2:]:
+                    return (
+                        f"the training split's statistics of {channel!r}: shift {pair[0]:.6g}, scale {pair[1]:.6g} "
+                        f"then; shift {pair[2]:.6g}, scale {pair[3]:.6g} now"
+                    )
+        return None
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Scan:
         """The :class:`Scan` of :meth:`to_dict`'s output (``KeyError``, ``TypeError`` or

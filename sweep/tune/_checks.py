@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import pyarrow.fs as pafs
 
 from .._errors import SpecError
 from .._import_path import import_object, is_import_path
+from ..planning import MemberId
 from ..problems import Outline, Scan, outline_problem
 from ..spec import SweepSpec
 from ..store import SAMPLE_COUNT, TRAJECTORY_COUNT
@@ -74,6 +75,29 @@ def outline_datasets(
         check_data(config, outlines[key].shapes)
     check_validated(spec, all(outline.shapes.val.size for outline in outlines.values()))
     return outlines
+
+
+def check_same_data(
+    spec: SweepSpec, before: Mapping[str, Scan], outlines: Mapping[str, Outline], done: Iterable[MemberId]
+) -> None:
+    """A problem that reads files (``"hdf5"``) whose files changed since members of this sweep
+    were trained on them (other files, sizes or statistics: :meth:`Scan.change_from`) is
+    refused: the members a run adds would be trained on other data than the old ones, and the
+    store would turn every member's outputs into physical units with the new statistics."""
+    trained = {m.config_id for m in done}
+    for config, _ in spec.expand():
+        key = config.problem_id
+        then, now = before.get(key), outlines[key].scan if key in outlines else None
+        if config.config_id not in trained or then is None or now is None:
+            continue
+        change = now.change_from(then)
+        if change is not None:
+            raise SpecError(
+                f"`problem.path` = {config.problem.options.get('path')!r}: the data changed since members of this "
+                f"sweep were trained on it ({change}); members added now would be trained on other data, and the "
+                f"store would map the old members' outputs with the new statistics. Train on the changed data in a "
+                f"new sweep (another `name`, or another --storage), or put the original files back"
+            )
 
 
 def check_validated(spec: SweepSpec, validated: bool) -> None:

@@ -31,7 +31,7 @@ from ..ensemble import aggregate
 from ..spec import SweepSpec
 from ..store import MapTasks, SweepDir
 from . import _race
-from ._checks import outline_datasets
+from ._checks import check_same_data, outline_datasets
 from ._executor import Executor, Stopped, planned_rounds
 from ._options import METRIC, RunOptions, fold_options
 from ._plan import check_spec
@@ -180,7 +180,9 @@ def run(
     executor: Executor | None = None
     stop: KeyboardInterrupt | None = None
     try:
-        outlines = outline_datasets(spec, sweep_dir.filesystem, sweep_dir.data_scans())  # bad data fails here
+        scans = sweep_dir.data_scans()
+        outlines = outline_datasets(spec, sweep_dir.filesystem, scans)  # bad data fails here
+        check_same_data(so_far, scans, outlines, done)
         validated = all(outline.shapes.val.size for outline in outlines.values())
         state.rank_on_validation(validated)
         state.restore(blocks.values(), done)  # the losses of the members trained before, beside this call's
