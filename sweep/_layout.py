@@ -84,6 +84,7 @@ STORE_FILES = (
 
 # -- an export ------------------------------------------------------------------------------------
 EXPORT_MANIFEST = "manifest.json"
+EXPORT_KIND = "seed-sweep export"  # the manifest's `kind`
 EXPORT_PARTS = ("mean_std.jaxexport", "rollout.jaxexport")  # the programs: mean and std, rollout
 
 

@@ -236,6 +236,81 @@ def test_verify_names_a_linked_or_malformed_export_manifest(store, tmp_path):
     assert "manifest.json: `parts` = [" in listed.stderr and "not an export manifest" in listed.stderr
 
 
+def test_verify_checks_the_manifests_format_calibration_and_shapes_and_prints_its_sha256(store, tmp_path):
+    import hashlib
+    import shutil
+
+    out = sweep.load(store).best(3).recalibrate().export(tmp_path / "exp")
+    manifest = json.loads((out / "manifest.json").read_text())
+    ok = invoke("verify", str(out))
+    assert ok.exit_code == 0 and "manifest.json: its format, calibration and shapes" in ok.output
+    assert f"manifest sha256: {hashlib.sha256((out / 'manifest.json').read_bytes()).hexdigest()}" in ok.output
+    quantiles = [[q * 2 for q in row] for row in manifest["calibration"]["quantiles"]]
+    edits = {
+        "calibration": (manifest | {"calibration": manifest["calibration"] | {"quantiles": quantiles}}, "altered"),
+        "format": (manifest | {"format": 2}, "format 2; this seed-sweep reads 'seed-sweep export' format 1"),
+        "input": (
+            manifest | {"input": manifest["input"] | {"shape": ["batch", 2, 16]}},
+            "the input of mean_std.jaxexport is ['batch', 2, 16], but its program takes ['batch', 1, 16]",
+        ),
+        "flag": (
+            manifest | {"mean_std": manifest["mean_std"] | {"calibrated": False}},
+            "`mean_std.calibrated` is False",
+        ),
+    }
+    for name, (edited, said) in edits.items():
+        copy = tmp_path / name
+        shutil.copytree(out, copy)
+        (copy / "manifest.json").write_text(json.dumps(edited))
+        bad = invoke("verify", str(copy))
+        assert bad.exit_code == 1 and said in bad.stderr and "ok:" not in bad.output, (name, bad.output)
+    (tmp_path / "format" / "manifest.json").unlink()  # parts without a manifest: still an export, named as one
+    gone = invoke("verify", str(tmp_path / "format"))
+    assert gone.exit_code == 1 and "manifest.json: not an export manifest" in gone.stderr and "store" not in gone.stderr
+    given = invoke("export", str(out), "-o", str(tmp_path / "again"))  # an export is no store to export from
+    assert given.exit_code == 1 and "the manifest of an export (`sweep export`), not of a store" in given.stderr
+
+
+def test_an_export_names_the_grid_values_and_may_not_lie_inside_a_store(store, tmp_path):
+    sub = sweep.load(store).best(3)
+    out = sub.export(tmp_path / "exp")
+    grid = json.loads((out / "manifest.json").read_text())["grid"]
+    assert grid == {c: sub.index[c].to_pylist() for c in sub.store.grid_columns}  # (this store has no grid)
+    for inside in (store / "myexport", out / "nested"):  # a store's files, or an export's, are all listed
+        with pytest.raises(QueryError, match=r"lies inside .*, a seed-sweep store or export, whose checks would find"):
+            sub.export(inside)
+    assert sweep.store.Store.open(store).verify() is None
+
+
+def test_a_saved_calibration_exports_with_its_members_in_any_order(store, tmp_path):
+    fitted = sweep.load(store).best(3).recalibrate()
+    path = fitted.calibration.save(tmp_path / "cal.json")
+    ids = fitted.index["member_id"].to_pylist()
+    done = invoke(
+        "export",
+        str(store),
+        "--where",
+        f"member_id={ids[2]}",
+        "--where",
+        f"member_id={ids[0]}",
+        "--where",
+        f"member_id={ids[1]}",
+        "--calibration",
+        str(path),
+        "-o",
+        str(tmp_path / "exp"),
+    )
+    assert done.exit_code == 0, done.output
+    assert "(calibrated)" in done.output
+    steps = invoke("export", str(store), "--best", "3", "--recalibrate", "--steps", "5", "-o", str(tmp_path / "long"))
+    assert (
+        steps.exit_code == 0 and "its rollout is not: the calibration has 3 rollout steps, the export 5" in steps.output
+    )
+    other = invoke("export", str(store), "--best", "2", "--calibration", str(path), "-o", str(tmp_path / "two"))
+    assert other.exit_code == 1 and "--calibration: it was fitted on members" in other.stderr
+    assert "or --recalibrate this selection" in other.stderr
+
+
 MIXED = make_plan(tiny_spec(problem=PROBLEM, seeds=2, seeds_per_trial=2, grid={"model.depth": [1, 2]}))
 
 
@@ -248,5 +323,7 @@ def test_a_calibrated_blend_of_two_architectures_exports_with_its_weights(tmp_pa
     out = blend.export(tmp_path / "out")
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["weights"] == blend.weights.tolist() and manifest["config_id"].count("+") == len(blend.parts) - 1
+    assert manifest["grid"] == {"depth": blend.index["depth"].to_pylist()}  # what tells the members apart
+    assert len(set(manifest["grid"]["depth"])) == 2
     x = ens.where(config_id=ens.index["config_id"][0].as_py()).samples()[0][:4]
     _loads_as(out, blend, x, tmp_path, std_rtol=1e-4)

@@ -114,7 +114,9 @@ def test_member_ids_that_do_not_match_their_configs_are_refused(store):
 def test_a_missing_file_and_a_newer_format_are_named(store):
     (store / f"{CID}.eqx").unlink()
     ens = load(store)
-    with pytest.raises(StoreError, match=rf"{CID}.eqx'?: cannot be opened"):
+    with pytest.raises(
+        StoreError, match=rf"{CID}.eqx'?: listed in the manifest but missing: .*re-run `sweep aggregate`"
+    ):
         ens.where(config_id=CID).stacked()
     _edit_manifest(store, format=FORMAT + 1)
     with pytest.raises(StoreError, match=rf"store format {FORMAT + 1} is newer"):
@@ -214,6 +216,16 @@ def test_names_in_block_checkpoints_and_plans_stay_single_components(tmp_path):
 
 
 # -- verify ----------------------------------------------------------------------------------------
+def test_verify_names_manifest_counts_that_disagree_with_the_tables(store):
+    _edit_manifest(store, num_members=15, num_configs=3)
+    with pytest.raises(StoreError) as info:
+        Store.open(store).verify()
+    assert list(info.value.problems) == [
+        f"{store}/manifest.json: `num_members` is 15, but members.parquet holds 16; the store was altered",
+        f"{store}/manifest.json: `num_configs` is 3, but configs.parquet holds 2; the store was altered",
+    ]
+
+
 def test_verify_reports_every_problem_and_the_cli_prints_one_line_each(store, tmp_path):
     result = invoke("verify", store)
     assert result.exit_code == 0, result.stderr

@@ -38,6 +38,13 @@ _CLI_PHRASES = [
     (re.compile(r"\bplot\(kind='([^']*)'\)"), lambda m: f"--kind {m.group(1)}"),
     (re.compile(r"\bplot\(rollout_metric='([^']*)'\)"), lambda m: f"--rollout-metric {m.group(1)}"),
     (re.compile(r"load it with trust_code=True \([^()]*\)"), lambda m: "give --trust-code"),
+    (re.compile(r"\bwith_calibration\(\)"), lambda m: "--calibration"),
+    (re.compile(r"\brecalibrate\(\)"), lambda m: "--recalibrate"),
+    (re.compile(r"\bload_calibration\('([^']*)'\)"), lambda m: f"--calibration {m.group(1)}"),
+    (
+        re.compile(r"\bscores\(thresholds=\[([^()]*)\]\)"),
+        lambda m: " ".join(f"--threshold {v}" for v in m.group(1).split(", ")),
+    ),
     (re.compile(r"`out`"), lambda m: "--out"),
     (re.compile(r"`kind`"), lambda m: "--kind"),
 ]

@@ -45,7 +45,9 @@ def export(
     alone: jax.export.deserialize(Path("OUT/mean_std.jaxexport").read_bytes()).call(x) returns
     (mean, std). `sweep verify OUT` checks it.
     """
-    from .._layout import EXPORT_PARTS
+    import json
+
+    from .._layout import EXPORT_MANIFEST, EXPORT_PARTS
     from ..ensemble import Blend, load, load_calibration, new_export_dir
 
     if recalibrate and calibration is not None:
@@ -66,5 +68,13 @@ def export(
     name = (ens.parts[0] if isinstance(ens, Blend) else ens).spec.name
     weighted = f", weighted {ens.counts.tolist()}" if isinstance(ens, Blend) else ""
     rollout = "" if (path / EXPORT_PARTS[1]).exists() else "; mean_std only: the outputs do not feed back, no rollout"
+    said = json.loads((path / EXPORT_MANIFEST).read_text()).get("rollout") or {}
+    if ens.calibration is not None and said and not said.get("calibrated"):
+        fitted = ens.calibration.rollout_scale
+        rollout = (
+            f"; its rollout is not: the store holds no {ens.calibration.split} trajectories"
+            if fitted is None
+            else f"; its rollout is not: the calibration has {len(fitted)} rollout steps, the export {said['steps']}"
+        )
     typer.echo(f"exported {len(ens)} members of sweep {name!r} ({calibrated}{weighted}{rollout}) to {path}")
     typer.echo(f"check it with: sweep verify {path}")

@@ -75,11 +75,12 @@ def verify(
     manifest, looks for files and links the manifest does not list, and checks the tables
     against each other. Runs no code the store names. Exits 1 if anything is wrong; else prints
     the manifest's own sha256, for whoever sent the store to confirm. An export directory
-    (`sweep export`) is checked likewise: every part's size and sha256 against its manifest,
-    and no file or link it does not list.
+    (`sweep export`) is checked likewise: its manifest's format, calibration (against its own
+    sha256) and shapes (against the programs), every part's size and sha256 against it, and no
+    file or link it does not list; then its manifest's sha256 is printed.
     """
     from .._errors import StoreError
-    from ..ensemble import is_export, verify_export
+    from ..ensemble import is_export, manifest_sha256, verify_export
     from ..store import Store
 
     if is_export(existing(sweep_dir, "DIR", "a sweep directory or an export folder")):
@@ -88,7 +89,11 @@ def verify(
             typer.echo(f"error: {problem}", err=True)
         if problems:
             raise typer.Exit(1)
-        typer.echo(f"ok: export verified (manifest.json, every part it lists, no other file) in {sweep_dir}")
+        typer.echo(
+            f"ok: export verified (manifest.json: its format, calibration and shapes; every part it lists; no other "
+            f"file) in {sweep_dir}"
+        )
+        typer.echo(f"manifest sha256: {manifest_sha256(sweep_dir)}")
         return
 
     store = Store.open(sweep_dir)

@@ -96,7 +96,7 @@ class Calibrated(Predictions):
 
     def with_calibration(self, calibration: Calibration) -> Self:
         """This selection with a calibration fitted before (e.g. read by
-        :func:`~sweep.ensemble.load_calibration`); it must be of these members, in this order.
+        :func:`~sweep.ensemble.load_calibration`); it must be of these members, in any order.
 
         Raises:
             QueryError: The calibration was fitted on other members, or on another store (or
@@ -113,11 +113,11 @@ class Calibrated(Predictions):
                 f"this selection"
             )
         ids = self._member_ids()
-        if calibration.member_ids != ids:
+        if sorted(calibration.member_ids) != sorted(ids):  # the scales do not depend on the members' order
             raise QueryError(
-                f"with_calibration(): it was fitted on members {list(calibration.member_ids)[:10]} of config "
-                f"{calibration.config_id}, this selection holds {list(ids)[:10]}; select those members (in that "
-                f"order) or recalibrate() this selection"
+                f"with_calibration(): it was fitted on members {sorted(calibration.member_ids)[:10]} of config "
+                f"{calibration.config_id}, this selection holds {sorted(ids)[:10]}; select those members or "
+                f"recalibrate() this selection"
             )
         return self._with(calibration)
 

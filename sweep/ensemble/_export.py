@@ -11,7 +11,7 @@ An export directory holds:
   scales for as many steps), for models whose outputs feed back in; a model that takes ``h``
   states stacked (``Problem(..., history=h)``) rolls out from ``x0 [batch, h, *state]``, oldest
   first, as :meth:`~sweep.ensemble.Ensemble.rollout` does (step 0: the latest);
-- ``manifest.json``: shapes, dtypes, the members (config, member ids, seeds, and the weights of
+- ``manifest.json``: shapes, dtypes, the members (config, member ids, seeds, grid values, and the weights of
   a :class:`~sweep.ensemble.Blend`, whose members of several structural configs are exported
   together: the mean and std are then weighted), the normalisation (if any: both programs take
   and return physical units, as the ensemble's queries do; a blend's is given per config), the
@@ -45,14 +45,13 @@ import numpy as np
 import pyarrow.fs as pafs
 
 from .._errors import QueryError
-from .._layout import EXPORT_MANIFEST, EXPORT_PARTS
+from .._layout import EXPORT_KIND, EXPORT_MANIFEST, EXPORT_PARTS
 from ..problems import Normalization
 from ..store import ConfigInfo, unlisted
 from ..training import window_step
 from ._calibration import Calibration
 from ._predictions import Predictions
 
-KIND = "seed-sweep export"
 FORMAT = 1
 DEFAULT_STEPS = 10
 
@@ -208,11 +207,12 @@ def export_selection(
         )(jax.ShapeDtypeStruct((batch, *rollout_input), dtype))
     written = {name: bytes(exported.serialize()) for name, exported in programs.items()}
     manifest = {
-        "kind": KIND,
+        "kind": EXPORT_KIND,
         "format": FORMAT,
         "config_id": "+".join(c.config_id for c in configs),
         "members": ens.index["member_id"].to_pylist(),
         "seeds": ens.index["seed"].to_pylist(),
+        "grid": {c: ens.index[c].to_pylist() for c in ens.store.grid_columns if c in ens.index.column_names},
         "weights": None if weights is None else weights.tolist(),
         "input": {"shape": ["batch", *sample], "dtype": np.dtype(dtype).name},
         "output": {"shape": ["batch", *out_shape], "dtype": np.dtype(dtype).name, "channels": out_shape[0]},
@@ -267,6 +267,12 @@ def new_export_dir(path: str | os.PathLike[str]) -> Path:
     :class:`QueryError` naming it and what it holds: an export never replaces or mixes with what a
     folder holds (another export, the user's files). ``sweep export`` asks before any work."""
     out = Path(path)
+    for folder in out.absolute().resolve().parents:  # a store's or an export's files: every file is listed
+        if _checked_folder(folder):
+            raise QueryError(
+                f"export(path={str(path)!r}): lies inside {str(folder)!r}, a seed-sweep store or export, whose "
+                f"checks would find it an unlisted file; export into a folder of its own"
+            )
     if not os.path.lexists(out) or (out.is_dir() and not any(out.iterdir())):
         return out
     if out.is_dir():
@@ -276,6 +282,17 @@ def new_export_dir(path: str | os.PathLike[str]) -> Path:
         held = "is not a folder"
     raise QueryError(
         f"export(path={str(path)!r}): exists and {held}; export into a new folder, or remove this one first"
+    )
+
+
+def _checked_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds a seed-sweep store or export (a manifest that lists its files)."""
+    try:
+        manifest = json.loads((folder / EXPORT_MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and (
+        manifest.get("kind") == EXPORT_KIND or isinstance(manifest.get("files"), dict)
     )
 
 
@@ -289,33 +306,42 @@ def _normalization_record(parts: list[Part], configs: list[ConfigInfo]) -> Any:
 
 
 def is_export(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a directory whose manifest says it is an export."""
+    """Whether ``path`` is a directory whose manifest says it is an export, or that holds an
+    export's part (an export whose manifest is missing or broken: :func:`verify_export` says so)."""
+    if any(os.path.lexists(Path(path) / part) for part in EXPORT_PARTS):
+        return True
     try:
-        return json.loads((Path(path) / EXPORT_MANIFEST).read_text()).get("kind") == KIND
+        return json.loads((Path(path) / EXPORT_MANIFEST).read_text()).get("kind") == EXPORT_KIND
     except (OSError, ValueError, AttributeError):
         return False
 
 
 def verify_export(path: str | os.PathLike[str]) -> list[str]:
-    """The problems of an export directory (empty: every part listed is there, of its size and
-    sha256, and no other file or link is, as :meth:`Store.verify` checks a store): one line each,
-    naming the file."""
+    """The problems of an export directory (empty: its manifest is of this format, its calibration
+    unaltered, its input and output shapes those of the programs; every part listed is there, of
+    its size and sha256; and no other file or link is, as :meth:`Store.verify` checks a store):
+    one line each, naming the file. What the manifest says of the members cannot be checked
+    without their store: compare its sha256 (:func:`manifest_sha256`) with the sender's."""
     root = Path(path)
-    if (root / EXPORT_MANIFEST).is_symlink():
-        return [
-            f"{root / EXPORT_MANIFEST}: a symbolic link (to {os.readlink(root / EXPORT_MANIFEST)!r}); an export holds no links"
-        ]
+    where = root / EXPORT_MANIFEST
+    if where.is_symlink():
+        return [f"{where}: a symbolic link (to {os.readlink(where)!r}); an export holds no links"]
     try:
-        manifest = json.loads((root / EXPORT_MANIFEST).read_text())
+        manifest = json.loads(where.read_text())
         parts = manifest["parts"]
     except (OSError, ValueError, KeyError, TypeError) as e:
-        return [f"{root / EXPORT_MANIFEST}: not an export manifest ({e})"]
+        return [f"{where}: not an export manifest ({e})"]
     if not isinstance(parts, dict) or not all(isinstance(r, dict) for r in parts.values()):
         return [
-            f"{root / EXPORT_MANIFEST}: `parts` = {json.dumps(parts)[:80]}: not an export manifest (expected "
+            f"{where}: `parts` = {json.dumps(parts)[:80]}: not an export manifest (expected "
             f'{{part name: {{"sha256": ..., "bytes": ...}}}})'
         ]
-    problems = []
+    if (manifest.get("kind"), manifest.get("format")) != (EXPORT_KIND, FORMAT):
+        return [
+            f"{where}: kind {manifest.get('kind')!r}, format {manifest.get('format')!r}; this seed-sweep reads "
+            f"{EXPORT_KIND!r} format {FORMAT}"
+        ]
+    problems = _calibration_problems(manifest, where)
     for name, record in parts.items():
         file = root / name
         if name not in EXPORT_PARTS or not file.is_file():
@@ -330,4 +356,48 @@ def verify_export(path: str | os.PathLike[str]) -> list[str]:
                 f"{file}: altered ({len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()[:16]}..., the "
                 f"manifest says {record.get('bytes')} bytes, {str(record.get('sha256'))[:16]}...)"
             )
+            continue
+        problems += _shape_problems(manifest, name, data, where)
     return problems + unlisted(pafs.LocalFileSystem(), str(root), [EXPORT_MANIFEST, *parts], "export")
+
+
+def manifest_sha256(path: str | os.PathLike[str]) -> str:
+    """The sha256 of an export's ``manifest.json``: the root of its checksums, to compare with the sender's."""
+    return hashlib.sha256((Path(path) / EXPORT_MANIFEST).read_bytes()).hexdigest()
+
+
+def _calibration_problems(manifest: dict[str, Any], where: Path) -> list[str]:
+    """The manifest's calibration, checked against its own sha256 and the programs' flags."""
+    body = manifest.get("calibration")
+    problems = []
+    if body is not None:
+        try:
+            Calibration.from_dict(body, f"{where}: `calibration`")
+        except (QueryError, KeyError, TypeError, ValueError) as e:
+            problems.append(str(e) if isinstance(e, QueryError) else f"{where}: `calibration`: not a calibration ({e})")
+    said = (manifest.get("mean_std") or {}).get("calibrated")
+    if said != (body is not None):
+        problems.append(
+            f"{where}: `mean_std.calibrated` is {said!r}, but the manifest holds {'a' if body else 'no'} calibration"
+        )
+    return problems
+
+
+def _shape_problems(manifest: dict[str, Any], name: str, data: bytes, where: Path) -> list[str]:
+    """Whether the input (and output) the manifest gives part ``name`` are those of its program."""
+    exported = jax.export.deserialize(bytearray(data))
+    takes = ["batch", *(int(d) for d in exported.in_avals[0].shape[1:])]
+    if name == EXPORT_PARTS[0]:
+        said = [(manifest.get("input") or {}).get("shape"), (manifest.get("output") or {}).get("shape")]
+        got = [takes, ["batch", *(int(d) for d in exported.out_avals[0].shape[1:])]]
+    else:  # the rollout: its own input (a history model's), the output's shape by step
+        said, got = [(manifest.get("rollout") or {}).get("input")], [takes]
+    problems = [
+        f"{where}: {what} of {name} is {shape}, but its program {verb} {real}"
+        for what, verb, shape, real in zip(("the input", "the output"), ("takes", "returns"), said, got)
+        if shape != real
+    ]
+    dtype, real_dtype = (manifest.get("input") or {}).get("dtype"), np.dtype(exported.in_avals[0].dtype).name
+    if dtype != real_dtype:
+        problems.append(f"{where}: the input dtype is {dtype!r}, but {name} takes {real_dtype}")
+    return problems

@@ -186,7 +186,12 @@ def open_checked(fs: pafs.FileSystem, path: str, record: Record) -> pa.NativeFil
     """``path`` opened for reading, its size checked against the manifest's ``record``."""
     try:
         raw = fs.open_input_file(path)
-    except (FileNotFoundError, OSError) as e:
+    except FileNotFoundError:
+        raise StoreError(
+            f"{path!r}: listed in the manifest but missing: the store was altered (re-run `sweep aggregate` on its "
+            f"sweep directory), or a newer aggregation replaced it since it was opened (load it again)"
+        ) from None
+    except OSError as e:
         raise StoreError(
             f"{path!r}: cannot be opened ({e}); if a newer aggregation replaced the store, load it again"
         ) from None

@@ -12,7 +12,7 @@ import pyarrow.fs as pafs
 
 from .._errors import StoreError
 from .._fs import confined, read_text, refuse_links
-from .._layout import CONFIGS, MEMBERS, STORE_FILE, STORE_FILES
+from .._layout import CONFIGS, EXPORT_KIND, MEMBERS, STORE_FILE, STORE_FILES
 from ._schema import FORMAT
 
 
@@ -28,6 +28,11 @@ def read_manifest(fs: pafs.FileSystem, path: str) -> tuple[dict[str, Any], str]:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise StoreError(f"{path!r}: not valid JSON ({e}); the store is corrupt") from None
     version = manifest.get("format") if isinstance(manifest, dict) else None
+    if isinstance(manifest, dict) and manifest.get("kind") == EXPORT_KIND:
+        raise StoreError(
+            f"{path!r}: the manifest of an export (`sweep export`), not of a store: give the sweep directory it "
+            f"was exported from (`sweep verify` checks an export)"
+        )
     if not isinstance(version, int) or not isinstance(manifest.get("files"), dict):
         raise StoreError(f"{path!r}: not a seed-sweep store manifest (no integer `format` and `files`)")
     if version > FORMAT:

@@ -61,9 +61,19 @@ def verify(store: Verifiable) -> None:
     problems += unlisted(store.fs, store.root, [MANIFEST, *store.manifest["files"]])
     if not problems:
         try:
-            store.index()
+            rows = store.index()
         except StoreError as e:
             problems.append(str(e))
+        else:
+            counts = {
+                "num_members": (rows.num_rows, "members.parquet holds"),
+                "num_configs": (len(store.configs), "configs.parquet holds"),
+            }
+            problems += [
+                f"{store.root}/{MANIFEST}: `{field}` is {store.manifest.get(field)!r}, but {holds} {real}; the store was altered"
+                for field, (real, holds) in counts.items()
+                if store.manifest.get(field) != real
+            ]
     if problems:
         more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
         raise StoreError(problems[0] + more, problems)
