@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 def did_you_mean(value: object, choices: Iterable[str]) -> str:
     """``" (did you mean 'epochs'?)"`` when ``value`` is close to one of ``choices``, else ``""``:
-    the one choice it is the start of (a name cut short, 4 characters at least), else the closest
+    the one choice it is in another case, else the one choice it is the start of (a name cut short, 4 characters at least), else the closest
     by :func:`difflib.get_close_matches`, else the one choice sharing the longest start with it
     (most of ``value``: a shortened name).
 
@@ -21,6 +21,9 @@ def did_you_mean(value: object, choices: Iterable[str]) -> str:
         ``did_you_mean("configs", ["configurations", "batch"])`` -> ``" (did you mean 'configurations'?)"``
     """
     text, names = str(value), [str(c) for c in choices]
+    cased = [c for c in names if c.lower() == text.lower()]  # another case: "HDF5" for "hdf5"
+    if len(cased) == 1 and cased[0] != text:
+        return f" (did you mean {cased[0]!r}?)"
     completed = [c for c in names if len(text) >= 4 and c.startswith(text)]  # a name cut short
     close = completed if len(completed) == 1 else difflib.get_close_matches(text, names, n=1, cutoff=0.75)
     if not close:  # a shortened name ("configs"): the one choice sharing the longest start with it

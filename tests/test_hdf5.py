@@ -238,7 +238,7 @@ def test_shapes_that_differ_between_fields_or_files(tmp_path):
     with pytest.raises(sweep.SpecError, match=r"toy_9.hdf5' holds channels .* on \(6, 6\), but .* on \(6, 4\)"):
         load(tmp_path / "toy")
     with pytest.raises(
-        sweep.SpecError, match=r"`problem.fields`: 'mask' is not a time-varying .*mask are constant in time"
+        sweep.SpecError, match=r"`problem.fields`: 'mask' is not a time-varying .*mask is constant in time"
     ):
         load(tmp_path / "toy" / "data" / "train", fields=["mask"])
 

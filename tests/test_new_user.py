@@ -88,6 +88,7 @@ def test_comparison_reads_as_a_sentence_and_a_table(ens):
         ({"optimizer": {"name": "adamm", "learning_rate": 1e-3}}, "unknown optimizer 'adamm' (did you mean 'adam'?)"),
         ({"optimizer": {"name": "adam", "learning_rat": 1e-3}}, "(did you mean 'learning_rate'?)"),
         ({"grid": {"modle.depth": [1]}}, "`grid`: key 'modle.depth' is not a spec field (did you mean 'model.depth'?)"),
+        ({"problem": {"name": "HDF5", "path": "x.hdf5"}}, "unknown problem 'HDF5' (did you mean 'hdf5'?)"),
     ],
 )
 def test_an_unknown_spec_field_gets_a_did_you_mean(change, message):

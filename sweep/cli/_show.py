@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from .._words import counted
 from ..metrics import mode_of
 from ._args import Format, choice, parse_where
 from ._options import DirArg, MetricOpt, ModeOpt, existing, warn_test_ranking
@@ -87,7 +88,7 @@ def show(
     beside = [c.removesuffix("_mean") for c in table.column_names if c.startswith("test_") and c.endswith("_mean")]
     typer.echo(
         prose(
-            f"{metric} over seeds per configuration ({len(ens)} members), {first} mean first; 95% bootstrap "
+            f"{metric} over seeds per configuration ({counted(len(ens), 'member')}), {first} mean first; 95% bootstrap "
             f"intervals" + (f"; {', '.join(beside)} reported beside, not used to rank:" if beside else ":")
         )
     )

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from .._errors import QueryError
+from .._words import counted
 from ..metrics import mode_of
 from ..racing import race_table
 from ..store import Store
@@ -143,7 +144,9 @@ class Ensemble(Calibrated):
         if scores:
             table = _stored_scores.beside_summary(table, self.stored_scores(), keys)
         order = "lowest" if mode == "min" else "highest"
-        title = f"{metric} over seeds per configuration ({len(self)} members), {order} mean first; 95% intervals"
+        title = (
+            f"{metric} over seeds per configuration ({counted(len(self), 'member')}), {order} mean first; 95% intervals"
+        )
         units = self.units_note()
         return SummaryTable(table, title + (f"\n{units}" if units else ""))
 

@@ -324,7 +324,7 @@ def as_dataset(
     if "val" in splits and val_fraction is not None:
         raise SpecError(
             f"`problem.val_fraction`: got {val_fraction!r}, but {source} has its own validation split; "
-            f"remove val_fraction or the validation arrays"
+            f"remove val_fraction, or the validation split from the data"
         )
     if "val" not in splits:
         fraction = DEFAULT_VAL_FRACTION if val_fraction is None else val_fraction

@@ -58,7 +58,8 @@ _log = logging.getLogger("sweep.problems")
 def _count(options: Mapping[str, Any], key: str) -> None:
     value = options.get(key, 1)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise SpecError(f"`problem.{key}`: got {value!r}; must be an integer >= 1 (1: every point)")
+        every = "every state" if key == "time_stride" else "every point"
+        raise SpecError(f"`problem.{key}`: got {value!r}; must be an integer >= 1 (1: {every})")
 
 
 def check_hdf5_options(options: Mapping[str, Any]) -> None:
@@ -161,7 +162,8 @@ def _selected(ref: FileLayout, fields: Sequence[str] | None) -> list[Channel]:
     for name in fields:
         match = [c for c in ref.channels if c.name == name or c.dataset.split("/")[-1] == name and c.component]
         if not match:
-            fixed = f"; {', '.join(ref.fixed)} are constant in time" if ref.fixed else ""
+            verb = "is" if len(ref.fixed) == 1 else "are"
+            fixed = f"; {', '.join(ref.fixed)} {verb} constant in time" if ref.fixed else ""
             raise SpecError(
                 f"`problem.fields`: {name!r} is not a time-varying field of the file"
                 f"{did_you_mean(name, ref.names)}; it has {', '.join(ref.names)}{fixed}"

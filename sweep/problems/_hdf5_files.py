@@ -151,13 +151,17 @@ def locate(path: str, filesystem: pafs.FileSystem | None = None, origin: str | N
     return Location(pafs.LocalFileSystem(), from_origin(path, origin), path, origin)
 
 
-def _folder(folder: Location) -> tuple[Location, ...]:
+def _folder(folder: Location, optional: bool = False) -> tuple[Location, ...]:
     infos = folder.filesystem.get_file_info(pafs.FileSelector(folder.path))
     names = sorted(i.base_name for i in infos if i.type == pafs.FileType.File and i.base_name.endswith(SUFFIXES))
     if not names:
         raise SpecError(
             f"`problem.path`: the folder {folder.name!r} holds no HDF5 file ({', '.join(SUFFIXES)}); "
-            f"give a folder of data files"
+            + (
+                "remove it (it is optional) or put the validation files in it"
+                if optional
+                else "give a folder of data files"
+            )
         )
     return tuple(folder.child(n) for n in names)
 
@@ -183,4 +187,4 @@ def dataset_files(
             f"`problem.path`: {root.name!r} has train/ but no test/; a The Well dataset directory holds "
             f"train/, valid/ (optional) and test/"
         )
-    return {s: _folder(folder) for s, folder in present.items()}
+    return {s: _folder(folder, optional=s == "val") for s, folder in present.items()}
