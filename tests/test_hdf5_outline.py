@@ -230,3 +230,24 @@ def test_more_seeds_on_files_that_changed_are_refused_before_any_work(tmp_path):
     assert sweep.problems.Scan((("a.hdf5", 100, 2),), norm).change_from(then) is None  # a copy: only times differ
     assert sweep.problems.Scan((("a.hdf5", 120, 2),), norm).change_from(then) == "'a.hdf5': 100 bytes then, 120 now"
     assert sweep.problems.Scan((("b.hdf5", 100, 1),), norm).change_from(then) == "files ['a.hdf5'] then, ['b.hdf5'] now"
+
+
+def test_a_damaged_file_is_named_with_its_dataset_and_trajectory_before_any_work(tmp_path):
+    path = tmp_path / "damaged.hdf5"
+    states = np.random.default_rng(0).normal(size=(8, 4, 16)).astype(np.float32)
+    with h5py.File(path, "w") as f:  # one compressed chunk per trajectory
+        f.create_dataset("tensor", data=states, chunks=(1, 4, 16), compression="gzip")
+        f["x-coordinate"] = np.linspace(0, 1, 16, dtype=np.float32)
+        f["t-coordinate"] = np.linspace(0, 1, 5, dtype=np.float32)
+        tensor = f["tensor"]
+        assert isinstance(tensor, h5py.Dataset)
+        chunk = tensor.id.get_chunk_info(2)
+    with open(path, "r+b") as raw:  # bytes of trajectory 2's chunk overwritten: its filter cannot decode it
+        raw.seek(chunk.byte_offset + 4)
+        raw.write(b"\xff" * 16)
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"damaged.hdf5':/tensor cannot be read \(trajectory 2: .*filter returned failure.*\); the file is "
+        r"damaged: copy it again",
+    ):
+        outline_problem("hdf5", {"path": str(path)}, samples=4, trajectories=2)

@@ -229,7 +229,7 @@ def read_states(
     if layout.form == "samples":
         for i, sample in enumerate(trajectories):
             path = f"{layout.groups[sample]}/data"
-            block = checked_dataset(file, path)[grid][None]
+            block = _read(checked_dataset(file, path), grid, file, path, f"sample {sample}")[None]
             _fill(out, i, block, channels, path, file, sample, time_stride)
         return out
     per_state = math.prod(layout.spatial) * 4 * max(1, len(channels))
@@ -240,12 +240,25 @@ def read_states(
         for start in range(0, len(trajectories), chunk):
             rows = trajectories[start : start + chunk]
             if mine[0].shared:
-                states = dataset[grid]
+                states = _read(dataset, grid, file, path, "its states")
                 block = np.broadcast_to(states, (len(rows), *states.shape))
             else:
-                block = dataset[(slice(rows.start, rows.stop), *grid)]
+                where = f"trajectory {rows.start}" if len(rows) == 1 else f"trajectories {rows.start}..{rows.stop - 1}"
+                block = _read(dataset, (slice(rows.start, rows.stop), *grid), file, path, where)
             _fill(out, start, block, [c if c in mine else None for c in channels], path, file, rows.start, time_stride)
     return out
+
+
+def _read(dataset: Any, index: Any, file: Any, path: str, where: str) -> np.ndarray:
+    """``dataset[index]``, or a :class:`SpecError` naming the file, the dataset and ``where`` when
+    HDF5 cannot read it (a damaged file: a chunk its filter cannot decode, a truncated file)."""
+    try:
+        return dataset[index]
+    except OSError as e:
+        raise SpecError(
+            f"`problem.path`: {file.filename!r}:/{path} cannot be read ({where}: {e}); the file is damaged: "
+            f"copy it again"
+        ) from None
 
 
 def _fill(

@@ -56,10 +56,16 @@ def open_hdf5(location: Location) -> Any:
     except OSError as e:
         raise SpecError(f"`problem.path`: {location.name!r} cannot be opened as HDF5 ({e})") from None
     names: list[str] = []
-    file.visit_links(names.append)  # lists every link, follows none of them
     try:
+        file.visit_links(names.append)  # lists every link, follows none of them
         for name in names:
             _no_external_link(file, name)
+    except (RuntimeError, OSError, KeyError) as e:  # HDF5 cannot read the file's structure
+        file.close()
+        raise SpecError(
+            f"`problem.path`: {location.name!r} is damaged ({type(e).__name__}: {e}): HDF5 cannot read its "
+            f"structure; copy the file again"
+        ) from None
     except SpecError:
         file.close()
         raise
