@@ -126,6 +126,22 @@ def test_auto_says_which_layout_it_chose(tmp_path, caplog):
         hdf5_info(str(tmp_path / "a.hdf5"), layout="the_well")
 
 
+def test_a_pdebench_file_with_a_the_well_attribute_is_read_and_a_folder_may_not_mix_layouts(tmp_path):
+    pdebench_tensor(tmp_path / "a.hdf5")
+    with h5py.File(tmp_path / "a.hdf5", "r+") as f:
+        f.attrs["n_spatial_dims"] = 1  # an attribute The Well files carry, on a PDEBench file
+    assert hdf5_info(str(tmp_path / "a.hdf5")).layout == "pdebench"  # its datasets decide
+    (tmp_path / "mixed").mkdir()
+    pdebench_tensor(tmp_path / "mixed" / "a.hdf5")
+    well_file(tmp_path / "mixed" / "b.hdf5")
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"`problem.path`: the files mix layouts: '.*a.hdf5' is laid out as 'pdebench', '.*b.hdf5' as "
+        r"'the_well'; a problem reads files of one layout",
+    ):
+        hdf5_info(str(tmp_path / "mixed"))
+
+
 def test_problem_in_a_spec_and_toml(tmp_path):
     problem = sweep.Problem("hdf5", path="x.hdf5", fields=["density"], time_stride=2)
     assert sweep.Problem.from_dict(problem.to_dict()) == problem

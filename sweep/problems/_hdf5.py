@@ -137,11 +137,18 @@ class HDF5Info:
 def _layout(files: dict[str, tuple[Location, ...]], layout: str) -> tuple[dict[str, FileLayout], str]:
     """Every file's layout by name (the first file's, detected, for ``"auto"``), checked to agree."""
     described: dict[str, FileLayout] = {}
+    given = layout
     for group in files.values():
         for location in group:
             with open_hdf5(location) as f:
+                found = detect(f) if given == "auto" else layout
                 if layout == "auto":
-                    layout = detect(f)
+                    layout = found
+                elif found != layout:  # auto: the first file decided, and this one is of the other layout
+                    raise SpecError(
+                        f"`problem.path`: the files mix layouts: {next(iter(described))!r} is laid out as "
+                        f"{layout!r}, {location.name!r} as {found!r}; a problem reads files of one layout"
+                    )
                 described[location.name] = describe_file(f, layout)
     (first, ref), *rest = described.items()
     for p, other in rest:

@@ -79,10 +79,12 @@ def _text(value: Any) -> str:
 def detect(file: Any) -> str:
     """``"pdebench"`` or ``"the_well"`` from what ``file`` holds, or a :class:`SpecError` listing it."""
     keys = list(file.keys())
-    if "n_spatial_dims" in file.attrs or any(k in keys for k in WELL_GROUPS):
+    if any(k in keys for k in WELL_GROUPS):
         return "the_well"
     if "tensor" in keys or any(k in keys for k in VARIABLES) or (keys and _sample_groups(file)):
-        return "pdebench"
+        return "pdebench"  # (whatever attributes it has: a PDEBench file may carry n_spatial_dims too)
+    if "n_spatial_dims" in file.attrs:
+        return "the_well"
     attrs = sorted(file.attrs)
     raise SpecError(
         f"`problem.layout`: {file.filename!r} is neither a PDEBench nor a The Well file: it holds {keys[:12]} "
