@@ -11,11 +11,14 @@ import equinox as eqx
 import jax
 import numpy as np
 import pytest
+from _blocks import datasets_of, trained_blocks
 from hdf5_files import pdebench_variables, well_directory
 from helpers import tiny_spec
 
 import sweep
+from sweep.planning import make_plan
 from sweep.problems import channel_statistics, load_problem
+from sweep.store import aggregate_blocks
 
 LOCAL = sweep.RunOptions(executor="local")
 HEAT = dict(num_points=16, num_samples=24, trajectory_steps=4, data_seed=0)
@@ -142,6 +145,17 @@ def test_the_summary_says_which_units(trained):
     _, _, ens = trained
     note = "units: the loss in the normalised units it is minimised in (zscore per channel"
     assert note in ens.summary().title and some(ens.units_note()).startswith(note)
+
+
+def test_the_figures_say_the_loss_is_in_normalised_units(trained, tmp_path):
+    _, path, _ = trained
+    curves = sweep.plot(path, "curves")
+    assert [ax.get_ylabel() for ax in curves.axes] == [
+        f"{s} loss (mse, normalised units)" for s in ("train", "val", "test")
+    ]
+    plan = make_plan(tiny_spec(seeds=2, seeds_per_trial=2))  # heat1d as it is: not normalised
+    aggregate_blocks(tmp_path / "ensembles", trained_blocks(plan), plan=plan, datasets=datasets_of(plan))
+    assert sweep.plot(tmp_path / "ensembles", "curves").axes[0].get_ylabel() == "train loss (mse)"
 
 
 def test_stored_samples_and_statistics_are_physical_and_checksummed(trained):

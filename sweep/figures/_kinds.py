@@ -47,7 +47,8 @@ SCORE_FIGURES = {
 def figure(kind: str, d: FigureData) -> Figure:
     from ..planning import config_label
 
-    loss = loss_name(d.spec)
+    normalised = any(d.ens.store.normalization(c) is not None for c in d.ens.store.configs)
+    loss = loss_name(d.spec) + (", normalised units" if normalised else "")  # metrics: physical units
     chosen_on = "" if d.metric == "val_loss" else f" by {d.metric}"  # the default needs no word
     best = f"best{chosen_on}: {config_label(d.keys[0])}"
     grid = prediction_grid(d.spec)
