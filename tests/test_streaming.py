@@ -342,6 +342,25 @@ def test_a_window_smaller_than_a_batch_is_refused_with_the_budget_that_fits(data
         training.check_data(spec, data)
 
 
+@pytest.mark.parametrize("budget", [100, 1000])
+def test_the_budget_a_refusal_suggests_is_enough(data, budget):
+    """The least data_memory a refusal names (too small for two shards, or for windows of a batch)
+    is one that plans: no second refusal follows, and a byte less is refused."""
+    import re
+
+    def check(data_memory: int) -> None:
+        training.check_data(
+            tiny_spec(training=dataclasses.replace(STREAMED, batch_size=16, data_memory=data_memory)), data
+        )
+
+    with pytest.raises(sweep.SpecError, match=r"at least \d+ bytes") as e:
+        check(budget)
+    least = int(re.findall(r"at least (\d+) bytes", str(e.value))[-1])
+    check(least)
+    with pytest.raises(sweep.SpecError):
+        check(least - 1)
+
+
 @pytest.mark.parametrize(
     ("value", "expected"), [("4GiB", 4 * 2**30), ("1.5KiB", 1536), ("2 MB", 2_000_000), (4096, 4096)]
 )
@@ -453,7 +472,7 @@ def test_members_evaluated_in_parts_are_bit_identical_whatever_the_block(in_part
             None,
             {"data_memory": 250},
             "the validation and test data \\(2304 bytes\\) .* \\(125 bytes\\), but one of their "
-            "items takes 128 bytes; give at least 256 bytes",
+            "items takes 128 bytes; give at least 2304 bytes",
         ),
         # trajectories of 6 states (384 bytes) for 5 rollout steps: 600 bytes hold two training
         # windows of 2 pairs, but not one trajectory in half of it

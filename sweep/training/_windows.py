@@ -18,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .._errors import SpecError
+from .._words import counted
 from ..spec import size_text
 
 MAX_SHARDS = 256  # shards of a training split: enough for a shuffle of windows, each a contiguous read
@@ -128,7 +129,6 @@ def plan_windows(
         SpecError: The budget holds less than two shards, a window fewer samples than a batch,
             or half the budget less than one validation or test item; the message names the sizes.
     """
-    shard_bytes = math.ceil(items / MAX_SHARDS) * item_bytes
     try:  # held beside the windows, as long as windows of a batch fit beside them
         return _plan(items, item_bytes, eval_bytes, budget, batch_size, per_item, 0)
     except SpecError:
@@ -136,13 +136,29 @@ def plan_windows(
             raise
     part_bytes = budget // 2
     if part_bytes < eval_item_bytes:
+        least = max(2 * eval_item_bytes, _two_windows(items, item_bytes, batch_size, per_item))
         raise SpecError(
             f"`training.data_memory`: got {budget} bytes ({size_text(budget)}); the validation and test data "
             f"({eval_bytes} bytes) do not fit beside two training windows of a batch, so they are "
             f"evaluated in parts of at most half the budget ({part_bytes} bytes), but one of their items takes "
-            f"{eval_item_bytes} bytes; give at least {max(2 * eval_item_bytes, 2 * shard_bytes)} bytes"
+            f"{eval_item_bytes} bytes; give at least {least} bytes ({size_text(least)})"
         )
     return _plan(items, item_bytes, eval_bytes, budget, batch_size, per_item, part_bytes)
+
+
+def _two_windows(items: int, item_bytes: int, batch_size: int, per_item: int) -> int:
+    """Bytes of two windows of the fewest shards whose smallest window holds a batch (what
+    :func:`~sweep.training.check_data` asks)."""
+    plan = WindowPlan(items, math.ceil(items / MAX_SHARDS), 1, item_bytes, 0, 0)
+    enough = next(
+        (
+            k
+            for k in range(1, plan.num_shards + 1)
+            if plan._replace(shards_per_window=k).fewest_samples(per_item) >= batch_size
+        ),
+        plan.num_shards,
+    )
+    return 2 * enough * plan.shard_items * item_bytes
 
 
 def _plan(
@@ -156,29 +172,21 @@ def _plan(
     spw = max(0, budget - held) // (2 * shard_bytes)
     total = items * item_bytes
     beside = f" beside the validation and test data ({eval_bytes} bytes)" if held else ""
+    shards = math.ceil(items / shard_items)
+    plan = WindowPlan(items, shard_items, min(max(spw, 1), shards), item_bytes, budget, eval_bytes, part_bytes)
+    least = held + _two_windows(items, item_bytes, batch_size, per_item)  # what a budget needs for both
     if spw < 1:
         raise SpecError(
             f"`training.data_memory`: got {budget} bytes ({size_text(budget)}); the training split "
             f"({size_text(total)}) does not fit, so it is streamed in shards of {shard_bytes} bytes "
             f"({size_text(shard_bytes)}), two windows at a time (one training, the next arriving){beside}; "
-            f"give at least {held + 2 * shard_bytes} bytes"
+            f"give at least {least} bytes ({size_text(least)}) for windows of a batch of {batch_size}"
         )
-    plan = WindowPlan(
-        items, shard_items, min(spw, math.ceil(items / shard_items)), item_bytes, budget, eval_bytes, part_bytes
-    )
     if plan.fewest_samples(per_item) < batch_size:
-        enough = next(  # check_data: one window of everything holds a batch
-            (
-                k
-                for k in range(spw, plan.num_shards + 1)
-                if plan._replace(shards_per_window=k).fewest_samples(per_item) >= batch_size
-            ),
-            plan.num_shards,
-        )
         raise SpecError(
             f"`training.batch_size`: got {batch_size}; with data_memory={budget} bytes ({size_text(budget)}) the "
             f"training split ({size_text(total)}) is streamed in windows as small as "
-            f"{plan.fewest_samples(per_item)} samples; raise data_memory to at least "
-            f"{held + 2 * enough * shard_bytes} bytes or lower batch_size"
+            f"{counted(plan.fewest_samples(per_item), 'sample')}; raise data_memory to at least {least} bytes "
+            f"({size_text(least)}) or lower batch_size"
         )
     return plan
