@@ -287,6 +287,10 @@ def test_where_selects_by_values_and_lists(ens):
             r"predict: x has shape \(1, 16\) \(float32\); config \w+ takes a batch of samples of shape \(1, 16\)",
         ),
         (lambda e, x: e.where(depth=2).mean_std(x[:, :, :8]), r"mean_std: x has shape \(5, 1, 8\)"),
+        (
+            lambda e, x: e.where(depth=2).predict(x + 1j),
+            r"predict: x has shape \(5, 1, 16\) \(complex64\); .* a real array",
+        ),
         (lambda e, x: e.where(depth=2).predict(x[:0]), r"predict: x has shape \(0, 1, 16\).*\(batch >= 1, 1, 16\)"),
         (lambda e, x: e.where(depth=2).predict(x, chunk_size=0), r"predict\(chunk_size=0\): must be an integer >= 1"),
         (lambda e, x: e.compare({"depth": 1}, {"width": 2}), r"unknown column 'width'"),

@@ -469,3 +469,22 @@ def test_a_sweep_on_s3_trains_on_files_read_through_its_filesystem(s3_only, tmp_
     x, _ = on_disk.samples()
     np.testing.assert_array_equal(ensemble.predict(x), on_disk.predict(x))  # trained on the same data
     assert ensemble.normalization == on_disk.normalization
+
+
+def test_a_file_of_another_layout_or_held_for_writing_gets_what_to_do(tmp_path, monkeypatch):
+    with h5py.File(tmp_path / "ns.h5", "w") as f:  # PDEBench's incompressible Navier-Stokes layout
+        for name in ("velocity", "particles", "force", "t"):
+            f[name] = np.zeros((2, 3), np.float32)
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"ns.h5' is neither a PDEBench nor a The Well file: it holds \['force', 'particles', 't', 'velocity'\].*"
+        r"Load other files' states yourself: Problem\('arrays', path=...\) or a data function",
+    ):
+        hdf5_info(str(tmp_path / "ns.h5"))
+
+    def locked(*args, **kwargs):  # what HDF5 says of a file another process holds open for writing
+        raise OSError(11, "Unable to synchronously open file (unable to lock file, errno = 11)")
+
+    monkeypatch.setattr(h5py, "File", locked)
+    with pytest.raises(sweep.SpecError, match=r"close it there, or read it anyway with .*HDF5_USE_FILE_LOCKING=FALSE"):
+        hdf5_info(str(tmp_path / "ns.h5"))

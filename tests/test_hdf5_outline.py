@@ -223,7 +223,10 @@ def test_more_seeds_on_files_that_changed_are_refused_before_any_work(tmp_path):
         r"training split's statistics of 'tensor': shift .* then; shift .* now\); .* in a new sweep",
     ):
         sweep.run(spec(4), storage=storage, options=options)
-    assert len(sweep.load(tmp_path / "runs" / "tiny")) == 2  # nothing trained, the store as it was
+    ens = sweep.load(tmp_path / "runs" / "tiny")
+    assert len(ens) == 2  # nothing trained, the store as it was
+    with pytest.raises(sweep.QueryError, match=r"the sweep read its files, channels first: sweep.problems.hdf5_split"):
+        ens.predict(np.zeros((1, 8, 1), np.float32))  # the file's own layout: channels last
 
     norm = sweep.problems.Normalization("zscore", ("tensor",), np.array([1.0]), np.array([2.0]))
     then = sweep.problems.Scan((("a.hdf5", 100, 1),), norm)

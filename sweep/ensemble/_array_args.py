@@ -1,6 +1,7 @@
 """The array arguments of a query: inputs read as they are where they are array-likes larger than
 memory (an ``h5py.Dataset``, a ``np.memmap``), and the ``out=`` array-likes ``predict`` and
-``mean_std`` write into, checked before any member runs."""
+``mean_std`` write into, checked before any member runs; and how to get the inputs of a problem
+that reads files (:func:`files_hint`)."""
 
 from __future__ import annotations
 
@@ -62,3 +63,16 @@ def checked_out(out: Any, shape: tuple[int, ...], dtype: np.dtype, what: str, na
     if isinstance(out, np.ndarray) and not out.flags.writeable:
         raise QueryError(f"{what}: {name} is a read-only array; give a writeable one, or None")
     return out
+
+
+def files_hint(problem: Any) -> str:
+    """How to get the inputs of a problem that reads files, as its models take them (strided,
+    channels first, states stacked): the arrays of the files themselves are rarely those."""
+    if problem.name != "hdf5":
+        return ""
+    o = dict(problem.options)
+    read = ", ".join(f"{k}={o[k]}" for k in ("time_stride", "space_stride", "history", "fields") if k in o)
+    return (
+        f"; the sweep read its files{f' with {read}' if read else ''}, channels first: "
+        f"sweep.problems.hdf5_split(ens.spec.problem, 'test').x gives inputs as its models take them"
+    )

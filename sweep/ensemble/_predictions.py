@@ -28,7 +28,7 @@ from .._errors import QueryError
 from ..problems import Normalization
 from ..store import ConfigInfo
 from . import _inference, _rollout
-from ._array_args import array_like, checked_out, checked_pair
+from ._array_args import array_like, checked_out, checked_pair, files_hint
 from ._inference import Moments
 from ._selection import Selection
 
@@ -270,10 +270,12 @@ class Predictions(Selection):
             or tuple(x.shape[1:]) != shape
             or not x.shape[0]
             or not np.issubdtype(x.dtype, np.number)
+            or np.issubdtype(x.dtype, np.complexfloating)
         ):
             raise QueryError(
                 f"{what}: {name} has shape {tuple(x.shape)} ({x.dtype}); config {config.config_id} takes a batch of "
-                f"samples of shape {shape}, i.e. a numeric array of shape (batch >= 1, {', '.join(map(str, shape))})"
+                f"samples of shape {shape}, i.e. a real array of shape (batch >= 1, {', '.join(map(str, shape))})"
+                + files_hint(config.spec.problem)
             )
         return config, x
 

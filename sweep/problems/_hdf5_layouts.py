@@ -89,7 +89,8 @@ def detect(file: Any) -> str:
     raise SpecError(
         f"`problem.layout`: {file.filename!r} is neither a PDEBench nor a The Well file: it holds {keys[:12]} "
         f"(attributes {attrs[:12]}); PDEBench files hold `tensor`, {', '.join(VARIABLES)} or groups "
-        f"`0000/data`, The Well files {', '.join(WELL_GROUPS)}"
+        f"`0000/data`, The Well files {', '.join(WELL_GROUPS)}. Load other files' states yourself: "
+        f"Problem('arrays', path=...) or a data function (the Data guide)"
     )
 
 

@@ -54,7 +54,16 @@ def open_hdf5(location: Location) -> Any:
     try:
         file = h5py.File(source, "r")
     except OSError as e:
-        raise SpecError(f"`problem.path`: {location.name!r} cannot be opened as HDF5 ({e})") from None
+        locked = "unable to lock file" in str(e)
+        raise SpecError(
+            f"`problem.path`: {location.name!r} cannot be opened as HDF5 ({e})"
+            + (
+                "; another process holds it open for writing: close it there, or read it anyway with the "
+                "environment variable HDF5_USE_FILE_LOCKING=FALSE"
+                if locked
+                else ""
+            )
+        ) from None
     names: list[str] = []
     try:
         file.visit_links(names.append)  # lists every link, follows none of them
