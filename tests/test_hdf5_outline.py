@@ -254,3 +254,11 @@ def test_a_damaged_file_is_named_with_its_dataset_and_trajectory_before_any_work
         r"damaged: copy it again",
     ):
         outline_problem("hdf5", {"path": str(path)}, samples=4, trajectories=2)
+
+
+def test_the_figures_of_a_file_name_its_channel(tmp_path):
+    pdebench_tensor(tmp_path / "a.hdf5", samples=20, time=4, x=8)
+    spec = tiny_spec(problem=sweep.Problem("hdf5", path=str(tmp_path / "a.hdf5")), seeds=2)
+    path = sweep.run(spec, storage=str(tmp_path / "runs"), options=sweep.RunOptions(executor="local", progress="off"))
+    first = sweep.plot(path, "predictions").axes[0]
+    assert first.get_ylabel() == "tensor"  # the file's name of channel 0, not "value"

@@ -420,6 +420,22 @@ def test_score_figures_draw_the_stored_scores_and_say_when_there_are_none(path, 
         sweep.plot(tmp_path / "plain", "calibration")
 
 
+@pytest.mark.parametrize("seeds", [1, 2])
+def test_ensemble_size_panels_of_one_size_or_none_say_so(tmp_path, seeds):
+    """Two members: one size, each line a single point, the fair CRPS marked so that it shows;
+    one member: no ensemble sizes, and the panel says why instead of staying empty."""
+    plan = make_plan(tiny_spec(problem=PROBLEM, seeds=seeds, seeds_per_trial=seeds))
+    blocks = trained_blocks(plan)
+    aggregate_blocks(tmp_path / "ensembles", blocks, plan=plan, datasets=datasets_of(plan), scores=store_scores)
+    crps = next(ax for ax in sweep.plot(tmp_path / "ensembles").axes if ax.get_title().startswith("CRPS vs ensemble"))
+    if seeds == 2:
+        lines = crps.get_lines()
+        assert [len(line.get_xdata()) for line in lines] == [1, 1]
+        assert [(line.get_linestyle(), line.get_marker()) for line in lines] == [("-", "o"), ("--", "x")]
+    else:
+        assert crps.texts and crps.texts[0].get_text() == "No ensemble sizes: one member each"
+
+
 def test_pooled_rank_histogram_bars_centre_on_their_ranks_and_tile_them():
     """Past MAX_BINS ranks, a bar pools neighbouring ranks: it spans them (half a rank either side)
     with whole-number ticks, so the bars tile -0.5..M+0.5 and each centres on its ranks' mean."""

@@ -147,7 +147,7 @@ def figure(kind: str, d: FigureData) -> Figure:
         draw_spread_error(last[2], d.scores, d.keys)
         draw_size(last[3], d.scores, d.keys, "crps", name_configs=False)  # named in the coverage legend
     fig.suptitle(
-        f"sweep {d.spec.name!r}, problem {d.spec.problem.name}: {len(d.ens)} members in "
+        f"sweep {d.spec.name!r}, problem {d.spec.problem.name}: {counted(len(d.ens), 'member')} in "
         f"{counted(len(d.keys), 'configuration')} (best first by mean {d.metric.replace('_', ' ')})"
     )
     return fig

@@ -212,8 +212,10 @@ def draw_prediction(
     std: np.ndarray,
     title: str,
     grid: np.ndarray | None = None,
+    channel: str = "channel 0",
 ) -> None:
-    """One test sample: input, ground truth and the ensemble mean ±std (channel 0, flattened),
+    """One test sample: input, ground truth and the ensemble mean ±std (channel 0, flattened;
+    ``channel``: its name where the data name it),
     over ``grid`` (physical positions) where known, else over the point index."""
     xi, yi, mi, si = (np.asarray(a, np.float64)[0].ravel() for a in (x, y, mean, std))
     physical = grid is not None and np.size(grid) == yi.size
@@ -224,7 +226,7 @@ def draw_prediction(
     ax.plot(points, mi, color=OKABE_ITO[0], lw=1.5, label="ensemble mean")
     ax.fill_between(points, mi - si, mi + si, color=OKABE_ITO[0], alpha=0.3, lw=0, label="±1 std over members")
     ax.set_xlabel("x" if physical else ("grid point" if np.ndim(y) == 2 else "grid point (flattened)"))
-    ax.set_ylabel(_first_channel("value", np.shape(y)[0]))
+    ax.set_ylabel(_first_channel("value" if channel == "channel 0" else channel, np.shape(y)[0]))
     ax.set_title(title, fontsize="medium")
 
 
@@ -356,7 +358,7 @@ def predictions_figure(
         else:
             if axes:
                 ax.sharey(axes[0])
-            draw_prediction(ax, x[i], y[i], mean[i], std[i], f"{title}\n{names[i]}", grid)
+            draw_prediction(ax, x[i], y[i], mean[i], std[i], f"{title}\n{names[i]}", grid, channel)
         axes.append(ax)
     axes[0].legend(fontsize="x-small", loc="upper left")
     return axes

@@ -25,6 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
+from .._words import counted
 from ._panels import Configs, draw_missing, label
 
 MAX_BINS = 20  # rank histogram bars, at most (ranks pooled into equal bins past that)
@@ -56,7 +57,9 @@ def draw_coverage(ax: Axes, scores: pa.Table, keys: list[dict]) -> None:
         ax.plot(nominal, [row["coverage_50"], row["coverage_90"]], "-o", color=color, label=label(config), ms=5)
         if i == 0:  # the truth is one more exchangeable draw among M calibrated members
             m, ends = row["members"], np.array([0.0, 1.0])
-            ax.plot(ends, ends * (m - 1) / (m + 1), color=color, ls=":", lw=1, label=f"expected of {m} members")
+            ax.plot(
+                ends, ends * (m - 1) / (m + 1), color=color, ls=":", lw=1, label=f"expected of {counted(m, 'member')}"
+            )
     ax.set_xlabel("nominal coverage of the members' central interval")
     ax.set_ylabel("observed coverage")
     ax.set_title(f"coverage ({score_split(scores)}, one step)")
@@ -150,19 +153,24 @@ def draw_size(ax: Axes, scores: pa.Table, keys: list[dict], column: str, name_co
     for many members, the same expected value at every size), with a legend saying which line is
     which (after the configurations where ``name_configs``; the overview names them elsewhere)."""
     rows = _rows(scores, "ensemble_size")
+    name = "CRPS" if column == "crps" else "spread-skill"
+    if not rows.num_rows:
+        draw_missing(ax, "one member each", "No ensemble sizes")
+        ax.set_title(f"{name} vs ensemble size")
+        return
     for config, index, color in Configs(keys, rows):
         picked = rows.take(index)
         members = picked["members"].to_numpy()
         shown = "crps_ensemble" if column == "crps" else column
         ax.plot(members, picked[shown].to_numpy(), "-o", color=color, ms=4, label=label(config))
         if column == "crps":
-            ax.plot(members, picked["crps"].to_numpy(), "--", color=color, lw=1)
+            ax.plot(members, picked["crps"].to_numpy(), "--x", color=color, lw=1, ms=4)  # x: a single size shows
     if column == "spread_skill":
         ax.axhline(1.0, color="0.5", ls="--", lw=1)
     else:  # the line styles, in black: the colours are the configurations'
         styles = [
             Line2D([], [], color="k", marker="o", ms=4, label="CRPS of the ensemble"),
-            Line2D([], [], color="k", ls="--", lw=1, label="fair CRPS (many members)"),
+            Line2D([], [], color="k", ls="--", marker="x", lw=1, ms=4, label="fair CRPS (many members)"),
         ]
         named = ax.get_legend_handles_labels()[0] if name_configs else []
         ax.legend(handles=[*named, *styles], fontsize="x-small")
@@ -172,7 +180,7 @@ def draw_size(ax: Axes, scores: pa.Table, keys: list[dict], column: str, name_co
     ax.minorticks_off()
     ax.set_xlabel("members in the ensemble")
     ax.set_ylabel({"crps": "CRPS", "spread_skill": "spread-skill ratio"}[column])
-    ax.set_title(f"{'CRPS' if column == 'crps' else 'spread-skill'} vs ensemble size ({score_split(scores)})")
+    ax.set_title(f"{name} vs ensemble size ({score_split(scores)})")
     ax.grid(True, alpha=0.3)
 
 
