@@ -167,6 +167,9 @@ def test_sweep_scores_and_export_take_a_greedy_selection(store, ens, tmp_path):
     done = invoke("scores", store, "--greedy", "3", "--recalibrate", "--format", "json")
     assert done.exit_code == 0, done.output
     assert {r["calibrated"] for r in json.loads(done.output)} == {False, True}
+    blend = ens.select_greedy(3)
+    said = " ".join(invoke("scores", store, "--greedy", "3", "--recalibrate").output.split())
+    assert f"of a greedy blend of {len(blend)} member" in said and f"(counted {blend.counts.tolist()})" in said
     done = invoke("export", store, "--greedy", "3", "-o", str(tmp_path / "out"))
     assert done.exit_code == 0, done.output
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())

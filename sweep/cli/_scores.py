@@ -233,8 +233,8 @@ def _recalibrated(ens, split: str, save: str | None, fmt: str, limit: int) -> No
     scale = ", ".join(f"{s:.3g}" for s in cal.scale)
     typer.echo(
         prose(
-            f"recalibrated on val ({cal.points} points per channel) of {len(ens)} members of config "
-            f"{cal.config_id}: spread scale per channel {scale}; scores on {split} before and after:"
+            f"recalibrated on val ({cal.points} points per channel) of {_members_of(ens, cal.config_id)}: spread "
+            f"scale per channel {scale}; scores on {split} before and after:"
         )
     )
     typer.echo(format_table(table, limit, {"config_id", *ens.grid_columns, *ROW_KEYS}))
@@ -258,4 +258,18 @@ def seeds_line(ens, metric: str, mode: str | None, width: float = 0.1) -> str:
     return (
         f"seeds needed for a 95% interval of the best mean {metric} within {width:.0%} of it: "
         f"{row['seeds_needed']} ({row['n']} trained give {row['relative_width']:.0%})"
+    )
+
+
+def _members_of(ens, config_id: str) -> str:
+    """``"8 members of config <id>"``, or for a greedy blend its members, counts and configs."""
+    from .._words import counted
+    from ..ensemble import Blend
+
+    if not isinstance(ens, Blend):
+        return f"{counted(len(ens), 'member')} of config {config_id}"
+    configs = config_id.split("+")
+    return (
+        f"a greedy blend of {counted(len(ens), 'member')} (counted {ens.counts.tolist()}) of "
+        f"{counted(len(configs), 'structural config')} ({', '.join(configs)})"
     )
