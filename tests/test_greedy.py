@@ -211,3 +211,16 @@ def test_a_blend_of_one_config_with_counts_one_scores_as_its_ensemble(ens):
     for a, b in zip(blended, streamed, strict=True):
         for c in ("crps", "crps_skill", "crps_spread", "energy_score", "variogram_score", "twcrps_0.1", "brier_0.1"):
             assert a[c] == pytest.approx(b[c], rel=1e-9, abs=1e-15), (a["kind"], a["step"], c)
+
+
+def test_a_blend_holds_members_of_one_store_each_once(store, ens, tmp_path):
+    import shutil
+
+    first = ens.where(config_id=ens.index["config_id"][0].as_py())
+    copy = sweep.load(shutil.copytree(store, tmp_path / "copy"))  # the same members, another store
+    with pytest.raises(
+        QueryError, match=r"Blend\(parts\): the parts come from 2 stores .*; a blend holds members of one"
+    ):
+        Blend([first, copy.where(config_id=first.index["config_id"][0].as_py())], [1] * (2 * len(first)))
+    with pytest.raises(QueryError, match=r"Blend\(parts\): a member is in two parts"):
+        Blend([first, first], [1] * (2 * len(first)))

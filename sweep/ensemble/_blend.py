@@ -152,7 +152,17 @@ class Blend(Calibrated, Blended):
                 f"Blend(counts={counts.tolist()}): give one count >= 1 per member of the parts "
                 f"({sum(len(p) for p in parts)} members)"
             )
+        if any(p._store.root != parts[0]._store.root for p in parts):
+            raise QueryError(
+                f"Blend(parts): the parts come from {len({p._store.root for p in parts})} stores "
+                f"({', '.join(sorted({p._store.root for p in parts}))}); a blend holds members of one store"
+            )
         index = pa.concat_tables([p.index for p in parts], promote_options="default")
+        ids = index["member_id"].to_pylist()
+        if len(set(ids)) != len(ids):
+            raise QueryError(
+                "Blend(parts): a member is in two parts; give each member once, with its count in `counts`"
+            )
         super().__init__(parts[0]._store, index)
         self.parts, self.counts = list(parts), counts
 
