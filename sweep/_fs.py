@@ -137,12 +137,17 @@ def write_atomic(filesystem: pafs.FileSystem, path: str, data: bytes) -> None:
             f.write(data)
         filesystem.move(tmp, path)
         return
+    write_flushed(local, data)
+    os.replace(local, os.path.join(os.path.dirname(local), name))
+    flush_dir(os.path.dirname(local))
+
+
+def write_flushed(local: str | os.PathLike[str], data: bytes) -> None:
+    """``data`` written to the local file ``local`` and flushed to the disk."""
     with open(local, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
-    os.replace(local, os.path.join(os.path.dirname(local), name))
-    _flushed(os.path.dirname(local), os.O_DIRECTORY)
 
 
 def synced(local_dir: str) -> None:
@@ -150,10 +155,15 @@ def synced(local_dir: str) -> None:
     for entry in os.scandir(local_dir):
         if entry.is_file(follow_symlinks=False):
             _flushed(entry.path)
+    flush_dir(local_dir)
+
+
+def flush_dir(local_dir: str | os.PathLike[str]) -> None:
+    """Flush a local directory's entries (files created, renamed or removed in it) to the disk."""
     _flushed(local_dir, os.O_DIRECTORY)
 
 
-def _flushed(local: str, flags: int = 0) -> None:
+def _flushed(local: str | os.PathLike[str], flags: int = 0) -> None:
     fd = os.open(local, os.O_RDONLY | flags)
     try:
         os.fsync(fd)

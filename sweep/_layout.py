@@ -85,6 +85,7 @@ STORE_FILES = (
 # -- an export ------------------------------------------------------------------------------------
 EXPORT_MANIFEST = "manifest.json"
 EXPORT_KIND = "seed-sweep export"  # the manifest's `kind`
+EXPORT_FORMAT = 1  # and its `format`
 EXPORT_PARTS = ("mean_std.jaxexport", "rollout.jaxexport")  # the programs: mean and std, rollout
 
 

@@ -5,6 +5,7 @@ process where neither seed-sweep nor Equinox can be imported, and give the ensem
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -271,11 +272,45 @@ def test_verify_checks_the_manifests_format_calibration_and_shapes_and_prints_it
     assert given.exit_code == 1 and "the manifest of an export (`sweep export`), not of a store" in given.stderr
 
 
-def test_an_export_names_the_grid_values_and_may_not_lie_inside_a_store(store, tmp_path):
+def test_verify_reports_a_forged_part_and_fields_of_the_wrong_type_one_line_each(store, tmp_path):
+    import hashlib
+    import shutil
+
+    out = sweep.load(store).best(2).export(tmp_path / "exp")
+    manifest = json.loads((out / "manifest.json").read_text())
+    junk = b"not a program" * 10
+    forged = manifest | {
+        "parts": manifest["parts"]
+        | {"rollout.jaxexport": {"sha256": hashlib.sha256(junk).hexdigest(), "bytes": len(junk)}}
+    }
+    edits = {
+        "forged": (forged, "rollout.jaxexport: not a program jax can read"),
+        "input": (manifest | {"input": ["batch", 1, 16]}, "the input of mean_std.jaxexport is None"),
+        "flag": (manifest | {"mean_std": "yes"}, "`mean_std.calibrated` is None"),
+    }
+    for name, (edited, said) in edits.items():
+        copy = tmp_path / name
+        shutil.copytree(out, copy)
+        (copy / "manifest.json").write_text(json.dumps(edited))
+        if name == "forged":
+            (copy / "rollout.jaxexport").write_bytes(junk)
+        bad = invoke("verify", str(copy))
+        assert bad.exit_code == 1 and said in bad.stderr, (name, bad.output)
+        assert "rerun as `sweep --debug" not in bad.stderr  # a problem named, not an unexpected error
+
+
+def test_an_export_into_the_current_empty_folder_is_written_there(store, tmp_path, monkeypatch):
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    sweep.load(store).best(2).export(".")
+    assert sorted(p.name for p in here.iterdir()) == ["manifest.json", "mean_std.jaxexport", "rollout.jaxexport"]
+    assert sweep.ensemble.verify_export(here) == [] and os.getcwd() == str(here)
+
+
+def test_an_export_may_not_lie_inside_a_store_or_another_export(store, tmp_path):
     sub = sweep.load(store).best(3)
     out = sub.export(tmp_path / "exp")
-    grid = json.loads((out / "manifest.json").read_text())["grid"]
-    assert grid == {c: sub.index[c].to_pylist() for c in sub.store.grid_columns}  # (this store has no grid)
     for inside in (store / "myexport", out / "nested"):  # a store's files, or an export's, are all listed
         with pytest.raises(QueryError, match=r"lies inside .*, a seed-sweep store or export, whose checks would find"):
             sub.export(inside)

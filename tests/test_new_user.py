@@ -204,6 +204,10 @@ def test_plot_runs_a_stored_factory_only_when_trusted(own_factory_store):
     with pytest.raises(sweep.StoreError, match=r"built by 'nu_own_factory:net', code the store names.*trust_code=True"):
         sweep.load(root).mean_std(x[:2])  # predictions too run it only when trusted
     mean, _ = sweep.load(root, trust_code=True).mean_std(x[:2])
+    untrusted = sweep.load(root)
+    sweep.plot(untrusted, "predictions", num_samples=1, trust_code=True)  # trusted for this figure only
+    with pytest.raises(sweep.StoreError, match="code the store names"):
+        untrusted.mean_std(x[:2])
     drawn = next(line for line in first.lines if line.get_label() == "ensemble mean").get_ydata()
     np.testing.assert_allclose(drawn, mean[0, 0], rtol=1e-6)
     assert residual.get_ylabel() == "ensemble mean − ground truth"
@@ -230,8 +234,14 @@ def test_sweep_plot_trust_code_says_where_a_missing_factory_is_looked_for(own_fa
     assert_one_line_error(
         invoke("plot", root, "--kind", "predictions", "--out", tmp_path / "p.png", "--trust-code"),
         "cannot import module 'nu_own_factory'",
-        "--trust-code imports the factory from your environment",
+        "the factory is imported from your environment: install its package",
         "PYTHONPATH=",
+    )
+    np.save(tmp_path / "x.npy", sweep.load(root).samples()[0][:2])
+    assert_one_line_error(  # every command that builds the model says so
+        invoke("predict", root, "-i", tmp_path / "x.npy", "-o", tmp_path / "y.npy", "--trust-code"),
+        "cannot import module 'nu_own_factory'",
+        "the factory is imported from your environment: install its package",
     )
 
 

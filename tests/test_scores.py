@@ -276,7 +276,8 @@ def test_sweep_aggregate_writes_the_scores_of_a_sweep_directory(tmp_path, blocks
 
 
 def test_a_store_whose_models_a_factory_builds_keeps_no_scores_and_says_how_to_compute_them(tmp_path, blocks):
-    """The aggregation never runs code the store names, so it scores no member a factory builds:
+    """The aggregation runs no prediction of a model the store names by import path, so it scores no
+    member a factory builds:
     one warning, and ``sweep scores`` says how to compute them, not a header over no rows."""
     marker = tmp_path / "the-factory-ran"
     factory = [
@@ -294,8 +295,9 @@ def test_a_store_whose_models_a_factory_builds_keeps_no_scores_and_says_how_to_c
     assert shown.exit_code == 0, shown.output
     assert " ".join(shown.stdout.split()) == (
         "no stored ensemble scores (one_step, val and test) of these 12 members: their models are built by "
-        "_trap:touch, code the store names, which the aggregation never runs; compute the scores with --fields "
-        "where that code is installed and trusted, or Ensemble.scores() in Python"
+        "_trap:touch, code the store names, whose predictions the aggregation does not run; compute the scores "
+        "with --fields --trust-code where that code is installed and trusted (in Python: Ensemble.scores() on "
+        "sweep.load(path, trust_code=True))"
     )
     assert not marker.exists()
 

@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from .._errors import SweepError
 from ._args import Kind, choice
 from ._options import DirArg, MetricOpt, ModeOpt, TrustCodeOpt, existing, warn_test_ranking
 
@@ -80,25 +79,17 @@ def plot(
         from ..ensemble import load
 
         warn_test_ranking(load(existing(sweep_dir)), metric)
-    try:
-        figures = plot_sweep(
-            existing(sweep_dir),
-            chosen,
-            out=out,
-            dpi=dpi,
-            metric=metric,
-            mode=mode,
-            num_samples=samples,
-            max_curves=max_curves,
-            rollout_metric=rollout_metric,
-            trust_code=trust_code,
-        )
-    except SweepError as e:
-        if not trust_code or "cannot import module" not in str(e):
-            raise
-        raise type(e)(
-            f"{e}; --trust-code imports the factory from your environment: install its package or run "
-            f"with PYTHONPATH=<the folder of its module>"
-        ) from None
+    figures = plot_sweep(
+        existing(sweep_dir),
+        chosen,
+        out=out,
+        dpi=dpi,
+        metric=metric,
+        mode=mode,
+        num_samples=samples,
+        max_curves=max_curves,
+        rollout_metric=rollout_metric,
+        trust_code=trust_code,
+    )
     for path in figure_paths(out, list(figures)) if isinstance(figures, dict) else [out]:
         typer.echo(f"wrote {path}")

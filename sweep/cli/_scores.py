@@ -208,9 +208,9 @@ def _none_held(ens, kind: str, split: str | None, kinds: list[str], computed: bo
     factories = sorted(name for name in names if is_import_path(name))
     if factories and not computed:
         return (
-            f"{what}: their models are built by {', '.join(factories)}, code the store names, which the aggregation "
-            f"never runs; compute the scores with --fields where that code is installed and trusted, or "
-            f"Ensemble.scores() in Python"
+            f"{what}: their models are built by {', '.join(factories)}, code the store names, whose predictions the "
+            f"aggregation does not run; compute the scores with --fields --trust-code where that code is installed "
+            f"and trusted (in Python: Ensemble.scores() on sweep.load(path, trust_code=True))"
         )
     return (
         f"{what}: ensemble scores need real-valued targets and the samples the store keeps of the split "

@@ -8,10 +8,10 @@ from ._calibration import fit_scale as fit_scale
 from ._calibration import load_calibration as load_calibration
 from ._ensemble import Ensemble as Ensemble
 from ._ensemble import load as load
-from ._export import is_export as is_export
-from ._export import manifest_sha256 as manifest_sha256
 from ._export import new_export_dir as new_export_dir
-from ._export import verify_export as verify_export
+from ._export_check import is_export as is_export
+from ._export_check import manifest_sha256 as manifest_sha256
+from ._export_check import verify_export as verify_export
 from ._field_scores import brier_score as brier_score
 from ._field_scores import crps_terms as crps_terms
 from ._field_scores import energy_score as energy_score

@@ -171,7 +171,7 @@ class Calibration:
     Attributes:
         split: The split it was fitted on (``"val"``; never the test split a score is reported on).
         config_id: The structural config of the members.
-        member_ids: The members, in the selection's order.
+        member_ids: The members (in the selection's order; they apply to these members in any order).
         levels: The interval levels with conformal multipliers.
         scale: Spread scale per channel ``[C]``.
         quantiles: Conformal multipliers ``[levels, C]`` of the calibrated std.

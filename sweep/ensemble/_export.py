@@ -15,7 +15,7 @@ An export directory holds:
   a :class:`~sweep.ensemble.Blend`, whose members of several structural configs are exported
   together: the mean and std are then weighted), the normalisation (if any: both programs take
   and return physical units, as the ensemble's queries do; a blend's is given per config), the
-  calibration (if any) and the sha256 and size of each part: :func:`verify_export` checks them (``sweep
+  calibration (if any) and the sha256 and size of each part: :func:`~sweep.ensemble.verify_export` checks them (``sweep
   verify OUT_DIR``).
 
 Every member's parameters are constants of the programs (an export of ``M`` members is about
@@ -42,17 +42,16 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pyarrow.fs as pafs
 
 from .._errors import QueryError
-from .._layout import EXPORT_KIND, EXPORT_MANIFEST, EXPORT_PARTS
+from .._fs import flush_dir, write_flushed
+from .._layout import EXPORT_FORMAT, EXPORT_KIND, EXPORT_MANIFEST, EXPORT_PARTS
 from ..problems import Normalization
-from ..store import ConfigInfo, unlisted
+from ..store import ConfigInfo
 from ..training import window_step
 from ._calibration import Calibration
 from ._predictions import Predictions
 
-FORMAT = 1
 DEFAULT_STEPS = 10
 
 
@@ -208,7 +207,7 @@ def export_selection(
     written = {name: bytes(exported.serialize()) for name, exported in programs.items()}
     manifest = {
         "kind": EXPORT_KIND,
-        "format": FORMAT,
+        "format": EXPORT_FORMAT,
         "config_id": "+".join(c.config_id for c in configs),
         "members": ens.index["member_id"].to_pylist(),
         "seeds": ens.index["seed"].to_pylist(),
@@ -236,25 +235,41 @@ def export_selection(
 
 
 def _committed(path: str | os.PathLike[str], files: dict[str, bytes]) -> Path:
-    """``files`` written into a hidden folder beside ``path``, flushed, then renamed to ``path``
-    (still new or empty: :func:`new_export_dir`): an export is there whole or not at all, and one
-    that fails part way (a full disk) leaves nothing behind."""
+    """``files`` (the manifest last) written and flushed into a hidden folder, then moved into
+    ``path`` (still new or empty: :func:`new_export_dir`): a new folder is the hidden one renamed,
+    an empty one (the current directory, a link to a folder) gets the files renamed into it, the
+    manifest last. An export is there whole or not at all: one that fails part way (a full disk)
+    leaves nothing behind."""
     out = new_export_dir(path)
-    out.absolute().parent.mkdir(parents=True, exist_ok=True)
-    partial = out.absolute().parent / f".{out.name}.partial-{os.getpid()}"
+    there = out.is_dir()  # an empty folder: filled in place (it may be the current directory)
+    target = out.absolute().resolve()
+    staging = target if there else target.parent
+    staging.mkdir(parents=True, exist_ok=True)
+    partial = staging / f".{target.name}.partial-{os.getpid()}"
+    moved: list[Path] = []
     try:
         partial.mkdir()
         for name, data in files.items():
-            with open(partial / name, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-        new_export_dir(path)  # nothing arrived there meanwhile (another export)
-        os.replace(partial, out)  # over an empty folder, or none
+            write_flushed(partial / name, data)
+        flush_dir(partial)
+        others = [p for p in staging.iterdir() if p != partial] if there else [target] * os.path.lexists(target)
+        if others:  # something arrived there meanwhile (another export): refused, naming it
+            shutil.rmtree(partial)
+            new_export_dir(path)
+        if there:
+            for name in files:
+                os.replace(partial / name, target / name)
+                moved.append(target / name)
+            partial.rmdir()
+        else:
+            os.replace(partial, target)
+        flush_dir(staging)
     except OSError as e:
+        for file in moved:
+            file.unlink(missing_ok=True)
+        where = f": {e.filename}" if e.filename else ""
         raise QueryError(
-            f"export(path={str(path)!r}): could not be written ({e.strerror or e}{f': {e.filename}' if e.filename else ''}); "
-            f"nothing was left there"
+            f"export(path={str(path)!r}): could not be written ({e.strerror or e}{where}); nothing was left there"
         ) from None
     finally:
         if partial.exists():
@@ -303,101 +318,3 @@ def _normalization_record(parts: list[Part], configs: list[ConfigInfo]) -> Any:
     if all(r is None for r in records):
         return None
     return records[0] if len(records) == 1 else {c.config_id: r for c, r in zip(configs, records, strict=True)}
-
-
-def is_export(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a directory whose manifest says it is an export, or that holds an
-    export's part (an export whose manifest is missing or broken: :func:`verify_export` says so)."""
-    if any(os.path.lexists(Path(path) / part) for part in EXPORT_PARTS):
-        return True
-    try:
-        return json.loads((Path(path) / EXPORT_MANIFEST).read_text()).get("kind") == EXPORT_KIND
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
-def verify_export(path: str | os.PathLike[str]) -> list[str]:
-    """The problems of an export directory (empty: its manifest is of this format, its calibration
-    unaltered, its input and output shapes those of the programs; every part listed is there, of
-    its size and sha256; and no other file or link is, as :meth:`Store.verify` checks a store):
-    one line each, naming the file. What the manifest says of the members cannot be checked
-    without their store: compare its sha256 (:func:`manifest_sha256`) with the sender's."""
-    root = Path(path)
-    where = root / EXPORT_MANIFEST
-    if where.is_symlink():
-        return [f"{where}: a symbolic link (to {os.readlink(where)!r}); an export holds no links"]
-    try:
-        manifest = json.loads(where.read_text())
-        parts = manifest["parts"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        return [f"{where}: not an export manifest ({e})"]
-    if not isinstance(parts, dict) or not all(isinstance(r, dict) for r in parts.values()):
-        return [
-            f"{where}: `parts` = {json.dumps(parts)[:80]}: not an export manifest (expected "
-            f'{{part name: {{"sha256": ..., "bytes": ...}}}})'
-        ]
-    if (manifest.get("kind"), manifest.get("format")) != (EXPORT_KIND, FORMAT):
-        return [
-            f"{where}: kind {manifest.get('kind')!r}, format {manifest.get('format')!r}; this seed-sweep reads "
-            f"{EXPORT_KIND!r} format {FORMAT}"
-        ]
-    problems = _calibration_problems(manifest, where)
-    for name, record in parts.items():
-        file = root / name
-        if name not in EXPORT_PARTS or not file.is_file():
-            problems.append(f"{file}: listed in the manifest but missing")
-            continue
-        if file.is_symlink():
-            problems.append(f"{file}: a symbolic link (to {os.readlink(file)!r}); an export holds no links")
-            continue
-        data = file.read_bytes()
-        if len(data) != record.get("bytes") or hashlib.sha256(data).hexdigest() != record.get("sha256"):
-            problems.append(
-                f"{file}: altered ({len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()[:16]}..., the "
-                f"manifest says {record.get('bytes')} bytes, {str(record.get('sha256'))[:16]}...)"
-            )
-            continue
-        problems += _shape_problems(manifest, name, data, where)
-    return problems + unlisted(pafs.LocalFileSystem(), str(root), [EXPORT_MANIFEST, *parts], "export")
-
-
-def manifest_sha256(path: str | os.PathLike[str]) -> str:
-    """The sha256 of an export's ``manifest.json``: the root of its checksums, to compare with the sender's."""
-    return hashlib.sha256((Path(path) / EXPORT_MANIFEST).read_bytes()).hexdigest()
-
-
-def _calibration_problems(manifest: dict[str, Any], where: Path) -> list[str]:
-    """The manifest's calibration, checked against its own sha256 and the programs' flags."""
-    body = manifest.get("calibration")
-    problems = []
-    if body is not None:
-        try:
-            Calibration.from_dict(body, f"{where}: `calibration`")
-        except (QueryError, KeyError, TypeError, ValueError) as e:
-            problems.append(str(e) if isinstance(e, QueryError) else f"{where}: `calibration`: not a calibration ({e})")
-    said = (manifest.get("mean_std") or {}).get("calibrated")
-    if said != (body is not None):
-        problems.append(
-            f"{where}: `mean_std.calibrated` is {said!r}, but the manifest holds {'a' if body else 'no'} calibration"
-        )
-    return problems
-
-
-def _shape_problems(manifest: dict[str, Any], name: str, data: bytes, where: Path) -> list[str]:
-    """Whether the input (and output) the manifest gives part ``name`` are those of its program."""
-    exported = jax.export.deserialize(bytearray(data))
-    takes = ["batch", *(int(d) for d in exported.in_avals[0].shape[1:])]
-    if name == EXPORT_PARTS[0]:
-        said = [(manifest.get("input") or {}).get("shape"), (manifest.get("output") or {}).get("shape")]
-        got = [takes, ["batch", *(int(d) for d in exported.out_avals[0].shape[1:])]]
-    else:  # the rollout: its own input (a history model's), the output's shape by step
-        said, got = [(manifest.get("rollout") or {}).get("input")], [takes]
-    problems = [
-        f"{where}: {what} of {name} is {shape}, but its program {verb} {real}"
-        for what, verb, shape, real in zip(("the input", "the output"), ("takes", "returns"), said, got)
-        if shape != real
-    ]
-    dtype, real_dtype = (manifest.get("input") or {}).get("dtype"), np.dtype(exported.in_avals[0].dtype).name
-    if dtype != real_dtype:
-        problems.append(f"{where}: the input dtype is {dtype!r}, but {name} takes {real_dtype}")
-    return problems

@@ -22,8 +22,8 @@ from ._scoring import check_split, schema_of, scores_table
 def store_scores(store: Store) -> pa.Table | None:
     """The scores table of every configuration of a store on each split whose samples it holds (None
     if it holds none), as the aggregation writes it. Configurations that cannot be scored are left
-    out with a warning: class labels, or a model built by a factory (code the store names, which
-    the aggregator never runs)."""
+    out with a warning: class labels, or a model built by a factory (code the store names, whose
+    predictions the aggregation leaves to a reader who trusts it)."""
     splits = tuple(s for s, (samples, _) in SPLIT_FILES.items() if samples in store.manifest["files"])
     if not splits:
         return None
@@ -32,7 +32,8 @@ def store_scores(store: Store) -> pa.Table | None:
     if factories:
         warn(
             f"ensemble scores of {counted(factories, 'config')} left out: their models are built by factories, code the "
-            f"store names that the aggregator never runs; compute them with Ensemble.scores()"
+            f"store names, whose predictions the aggregation does not run; compute them with Ensemble.scores() on "
+            f"the store loaded with trust_code=True"
         )
     if not built_in:
         return pa.Table.from_pylist([], schema_of(store))

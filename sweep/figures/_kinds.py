@@ -47,7 +47,7 @@ SCORE_FIGURES = {
 def figure(kind: str, d: FigureData) -> Figure:
     from ..planning import config_label
 
-    normalised = any(d.ens.store.normalization(c) is not None for c in d.ens.store.configs)
+    normalised = any(d.ens.store.normalization(c) is not None for c in set(d.ens.index["config_id"].to_pylist()))
     loss = loss_name(d.spec) + (", normalised units" if normalised else "")  # metrics: physical units
     chosen_on = "" if d.metric == "val_loss" else f" by {d.metric}"  # the default needs no word
     best = f"best{chosen_on}: {config_label(d.keys[0])}"

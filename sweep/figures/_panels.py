@@ -10,9 +10,10 @@ are ordered best-first as in the summary table (``sweep show``) and keep one col
 Okabe-Ito palette (colour-blind safe) in every panel; past eight, viridis.
 
 Figures draw only from what the store holds: the tables, the test samples stored at
-aggregation, and members' weights in a model rebuilt from a built-in architecture. They never
-regenerate data and never import a model factory a store names, so plotting a store someone
-sent runs none of its code; where predictions would need that, the panel says so instead.
+aggregation, and members' weights in a model rebuilt from a built-in architecture (or from a
+factory the store names, only with ``trust_code``). They never regenerate data, and without
+``trust_code`` never import a model factory a store names, so plotting a store someone sent runs
+none of its code; where predictions would need that, the panel says so instead.
 """
 
 from __future__ import annotations

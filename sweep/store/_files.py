@@ -188,8 +188,9 @@ def open_checked(fs: pafs.FileSystem, path: str, record: Record) -> pa.NativeFil
         raw = fs.open_input_file(path)
     except FileNotFoundError:
         raise StoreError(
-            f"{path!r}: listed in the manifest but missing: the store was altered (re-run `sweep aggregate` on its "
-            f"sweep directory), or a newer aggregation replaced it since it was opened (load it again)"
+            f"{path!r}: listed in the manifest but missing: the store was altered (ask its sender for it again, or "
+            f"re-run `sweep aggregate` on a sweep directory of your own), or a newer aggregation replaced it since "
+            f"it was opened (load it again)"
         ) from None
     except OSError as e:
         raise StoreError(

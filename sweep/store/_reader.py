@@ -106,6 +106,7 @@ class Store:
         """This store (sharing what it has read), able to build the models it names by import path."""
         trusted = copy.copy(self)
         trusted.trust_code = True
+        trusted._templates = dict(self._templates)  # its models are its own: none reaches this store
         return trusted
 
     @property
@@ -320,7 +321,16 @@ class Store:
             try:
                 model = model_template(name, dict(info.spec.model.options), info.sample_shape, info.target_shape)
             except SpecError as e:
-                raise StoreError(f"config {config_id}: its model cannot be rebuilt ({e})") from None
+                missing = "cannot import module" in str(e)
+                raise StoreError(
+                    f"config {config_id}: its model cannot be rebuilt ({e})"
+                    + (
+                        "; the factory is imported from your environment: install its package, or run with "
+                        "PYTHONPATH=<the folder of its module>"
+                        if missing
+                        else ""
+                    )
+                ) from None
             self._templates[config_id] = eqx.partition(model, lambda x: isinstance(x, jax.ShapeDtypeStruct))
         return self._templates[config_id]
 
