@@ -202,7 +202,14 @@ def test_plan_measures_an_auto_block_size_on_the_outline(tmp_path, monkeypatch):
     assert 1 <= planned.seeds_per_trial <= 4
 
 
-def test_more_seeds_on_files_that_changed_are_refused_before_any_work(tmp_path):
+@pytest.mark.parametrize(
+    ("normalize", "change"),
+    [
+        ("zscore", r"the training split's statistics of 'tensor': shift .* then; shift .* now"),
+        ("none", r"other states in files of the same sizes"),  # no statistics: the states' digest tells
+    ],
+)
+def test_more_seeds_on_files_that_changed_are_refused_before_any_work(tmp_path, normalize, change):
     """Members added to a sweep whose files changed would be trained on other data, and the store
     would map the old members' outputs with the new statistics: refused, naming the change."""
     path = tmp_path / "a.hdf5"
@@ -210,7 +217,7 @@ def test_more_seeds_on_files_that_changed_are_refused_before_any_work(tmp_path):
     storage, options = str(tmp_path / "runs"), sweep.RunOptions(executor="local", progress="off")
 
     def spec(seeds: int):
-        return tiny_spec(problem=sweep.Problem("hdf5", path=str(path)), seeds=seeds)
+        return tiny_spec(problem=sweep.Problem("hdf5", path=str(path), normalize=normalize), seeds=seeds)
 
     sweep.run(spec(2), storage=storage, options=options)
     with h5py.File(path, "r+") as f:  # other values, the same size: a file rewritten in place
@@ -219,8 +226,9 @@ def test_more_seeds_on_files_that_changed_are_refused_before_any_work(tmp_path):
         tensor[...] = tensor[...] * 10 + 40
     with pytest.raises(
         sweep.SpecError,
-        match=r"`problem.path` = '.*a.hdf5': the data changed since members of this sweep were trained on it \(the "
-        r"training split's statistics of 'tensor': shift .* then; shift .* now\); .* in a new sweep",
+        match=r"`problem.path` = '.*a.hdf5': the data changed since members of this sweep were trained on it \("
+        + change
+        + r"\); .* in a new sweep",
     ):
         sweep.run(spec(4), storage=storage, options=options)
     ens = sweep.load(tmp_path / "runs" / "tiny")

@@ -13,6 +13,7 @@ array again.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,16 +36,20 @@ class Scan:
         files: Every file read, as ``(name, size in bytes, modification time in ns or None)``
             when it was read: the pass holds for these files only.
         normalization: The training split's statistics (None for ``normalize="none"``).
+        digest: The sha256 of every selected state read, in order (None in a scan of an older
+            seed-sweep): what tells a file rewritten in place apart from a copy.
     """
 
     files: tuple[Stamp, ...]
     normalization: Normalization | None
+    digest: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (the float64 statistics exactly, as JSON numbers round-trip them)."""
         norm = self.normalization
         return {
             "files": [list(stamp) for stamp in self.files],
+            "digest": self.digest,
             "normalization": None
             if norm is None
             else {
@@ -57,8 +62,8 @@ class Scan:
 
     def change_from(self, before: Scan) -> str | None:
         """What differs between the data ``before`` was made of and this scan's: other files,
-        other sizes or other statistics, in words; None where only modification times differ
-        (a copy of the same files)."""
+        other sizes, other statistics or other states, in words; None where only modification
+        times differ (a copy of the same files)."""
         names = [(name, size) for name, size, _ in self.files]
         was = [(name, size) for name, size, _ in before.files]
         if [n for n, _ in names] != [n for n, _ in was]:
@@ -78,6 +83,8 @@ class Scan:
                         f"the training split's statistics of {channel!r}: shift {pair[0]:.6g}, scale {pair[1]:.6g} "
                         f"then; shift {pair[2]:.6g}, scale {pair[3]:.6g} now"
                     )
+        if self.digest and before.digest and self.digest != before.digest:
+            return "other states in files of the same sizes"
         return None
 
     @classmethod
@@ -88,12 +95,15 @@ class Scan:
         files = tuple(
             (str(name), int(size), None if mtime is None else int(mtime)) for name, size, mtime in data["files"]
         )
+        digest = data.get("digest")
+        if digest is not None and not isinstance(digest, str):
+            raise TypeError(f"digest {digest!r}")
         if norm is None:
-            return cls(files, None)
+            return cls(files, None, digest)
         shift, scale = (np.asarray(norm[k], np.float64) for k in ("shift", "scale"))
         if shift.shape != scale.shape or shift.shape != (len(norm["channels"]),):
             raise ValueError(f"{len(norm['channels'])} channels, {shift.shape} shifts and {scale.shape} scales")
-        return cls(files, Normalization(str(norm["method"]), tuple(norm["channels"]), shift, scale))
+        return cls(files, Normalization(str(norm["method"]), tuple(norm["channels"]), shift, scale), digest)
 
 
 def stamps(files: Mapping[str, tuple[Location, ...]]) -> tuple[Stamp, ...]:
@@ -125,11 +135,18 @@ def scan_files(
         return previous
     picks = split_trajectories(files, described, options)
     ts, ss = options.get("time_stride", 1), options.get("space_stride", 1)
-    norm = _statistics(read_picks(picks["train"], described, channels, ts, ss), channels, options)
+    digest = hashlib.sha256()
+
+    def read(split: str):
+        for where, states in read_picks(picks.get(split, []), described, channels, ts, ss):
+            digest.update(np.ascontiguousarray(states).tobytes())
+            yield where, states
+
+    norm = _statistics(read("train"), channels, options)
     for split in ("val", "test"):
-        for _ in read_picks(picks.get(split, []), described, channels, ts, ss):
+        for _ in read(split):
             pass  # read_states refuses NaN and infinity, naming where
-    return Scan(now, norm)
+    return Scan(now, norm, digest.hexdigest())
 
 
 def _statistics(chunks, channels: list[Channel], options: Mapping[str, Any]) -> Normalization | None:
