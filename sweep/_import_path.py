@@ -1,4 +1,5 @@
-"""``"package.module:attribute"`` import paths named in a spec, imported only when used."""
+"""``"package.module:attribute"`` import paths named in a spec, imported only when used, and the
+import path this process hands the Ray workers it starts (:func:`driver_paths`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import importlib.util
 import os
 import re
 import sys
+import sysconfig
 from typing import Any
 
 from ._errors import SpecError, StoreError, did_you_mean
@@ -65,3 +67,18 @@ def refuse_inside(path: str, directory: str, field: str) -> None:
                 f"{directory!r}; seed-sweep imports a stored model factory only from your own environment "
                 f"(installed packages, your PYTHONPATH), never from files that came with a store"
             )
+
+
+def driver_paths() -> list[str]:
+    """The entries of this process's ``sys.path`` that are its own: existing folders outside the
+    interpreter's standard library and installed packages (``""`` is the working directory)."""
+    installed = {
+        os.path.realpath(p) for k in ("stdlib", "platstdlib", "purelib", "platlib") if (p := sysconfig.get_path(k))
+    }
+    out: list[str] = []
+    for entry in sys.path:
+        path = os.path.realpath(entry or os.getcwd())
+        below = any(path == root or path.startswith(root + os.sep) for root in installed)
+        if os.path.isdir(path) and not below and "site-packages" not in path and path not in out:
+            out.append(path)
+    return out

@@ -342,6 +342,28 @@ def test_without_validation_samples_recalibrate_is_refused_before_ray_starts(tmp
         sweep.serve(tiny_store(tmp_path), ServeOptions(recalibrate=True))  # no datasets: no samples
 
 
+def test_a_local_ray_started_to_serve_hands_its_replicas_this_processs_import_path(tmp_path, monkeypatch):
+    """A script that put its model module on sys.path serves it: the local Ray a service starts
+    gets the driver's own import path as PYTHONPATH, as sweep.run's does."""
+    import ray
+
+    own = tmp_path / "project"
+    own.mkdir()
+    monkeypatch.syspath_prepend(str(own))
+    started = {}
+
+    def init(**kwargs):
+        started.update(kwargs)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", init)
+    with pytest.raises(RuntimeError, match="stop here"):
+        sweep.serve(tiny_store(tmp_path / "s"))
+    assert started["address"] == "local"
+    assert str(own) in started["runtime_env"]["env_vars"]["PYTHONPATH"].split(":")
+
+
 def test_bad_options_and_selections_fail_before_ray_starts(tmp_path, sweep_dir):
     with pytest.raises(SpecError, match=r"ServeOptions.port: got -1; give an integer in 0..65535"):
         ServeOptions(port=-1)

@@ -4,6 +4,7 @@ and aggregated without the command ever running (its marker file never appears).
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -150,3 +151,21 @@ def test_predictions_of_a_model_named_by_import_path_need_trust(tmp_path, marker
     with pytest.raises(StoreError, match="trap sprung"):  # trusted: the factory runs (here, the trap)
         sweep.load(root, trust_code=True).where(depth=2).mean_std(x)
     assert marker.exists()
+
+
+def test_aggregating_a_sweep_whose_models_a_factory_builds_needs_trust(tmp_path, marker):
+    """Reading a checkpoint rebuilds its model, which runs the factory the sweep names: `sweep
+    aggregate` of a directory someone sent refuses it without --trust-code, before any work."""
+    root = hostile_sweep(tmp_path / "sweep", marker, "_trap:touch")
+    (root / "ensembles").unlink()  # (hostile_sweep aggregated it, as its sender did)
+    shutil.rmtree(root / ".ensembles")
+    refused = invoke("aggregate", root)
+    assert refused.exit_code == 1 and "its models are built by '_trap:touch', code the sweep directory names" in (
+        refused.stderr
+    )
+    assert "aggregate only a sweep directory you trust" in refused.stderr and "--trust-code" in refused.stderr
+    with pytest.raises(StoreError, match=r"sweep.aggregate\(path, trust_code=True\)"):
+        sweep.aggregate(root, progress=False)
+    assert not marker.exists() and "_trap" not in sys.modules and not (root / "ensembles").exists()
+    trusted = invoke("aggregate", root, "--trust-code")  # trusted: the factory runs (here, the trap)
+    assert trusted.exit_code == 1 and "trap sprung" in trusted.stderr and marker.exists()

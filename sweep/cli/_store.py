@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ._args import CLIError
-from ._options import DirArg, existing
+from ._options import DirArg, TrustCodeOpt, existing
 
 
 def status(sweep_dir: DirArg) -> None:
@@ -41,8 +41,13 @@ def aggregate(
             help="With --parallel: the Ray cluster to run the tasks on ('auto', 'HOST:6379', 'ray://HOST:10001')."
         ),
     ] = None,
+    trust_code: TrustCodeOpt = False,
 ) -> None:
-    """Rebuild ensembles/ from the trial checkpoints (the same store, byte for byte, either way)."""
+    """Rebuild ensembles/ from the trial checkpoints (the same store, byte for byte, either way).
+
+    Reading a checkpoint rebuilds its model: a sweep directory whose models a factory builds
+    (model.name 'package.module:factory') is aggregated only with --trust-code, for directories
+    you made or trust."""
     from ._status import stored_line
 
     if address and not parallel:
@@ -52,9 +57,9 @@ def aggregate(
     if parallel:
         from ..tune import RayTasks
 
-        store = aggregate(existing(sweep_dir), map_tasks=RayTasks(address=address))
+        store = aggregate(existing(sweep_dir), map_tasks=RayTasks(address=address), trust_code=trust_code)
     else:
-        store = aggregate(existing(sweep_dir))
+        store = aggregate(existing(sweep_dir), trust_code=trust_code)
     typer.echo(f"store: {store}")
     typer.echo(stored_line(sweep_dir))
 

@@ -9,6 +9,9 @@ import os
 
 import pyarrow.fs as pafs
 
+from .._errors import StoreError
+from .._fs import local_path
+from .._import_path import is_import_path, refuse_inside
 from .._layout import STORE_NAME
 from ..store import DEFAULT_SHARD_BYTES, MapTasks, SweepDir, sweep_sources, write_store
 from ._stored_scores import store_scores
@@ -22,6 +25,7 @@ def aggregate(
     shard_bytes: int = DEFAULT_SHARD_BYTES,
     only_complete: bool = False,
     map_tasks: MapTasks = map,
+    trust_code: bool = False,
 ) -> str:
     """Aggregate the newest checkpoint of every trial under ``sweep_dir`` into ``<sweep_dir>/ensembles``.
 
@@ -46,13 +50,19 @@ def aggregate(
             process), or ``sweep.tune.RayTasks()`` (as Ray tasks, in parallel, on the Ray this
             process has initialised, else a new local one or the cluster at its ``address``; small
             work stays in this process). Every task must reach ``sweep_dir``.
+        trust_code: Aggregate checkpoints of models built by a factory the sweep names by import
+            path (``model.name = "package.module:factory"``, your own model): reading them builds
+            the model, which runs that factory, so a sweep directory naming one is refused unless
+            you trust it (your own sweep: ``sweep.run`` aggregates with it). The factory is imported
+            from your environment only, never from the sweep directory. Built-in architectures need
+            no trust.
 
     Returns:
         The store's path.
 
     Raises:
         StoreError: A checkpoint is unreadable or inconsistent, or writing fails (the previous
-            store stays committed).
+            store stays committed); a model factory the sweep names, without ``trust_code``.
 
     Examples:
         ```python
@@ -63,6 +73,9 @@ def aggregate(
     """
     where = sweep_dir if isinstance(sweep_dir, SweepDir) else SweepDir.at(sweep_dir, filesystem)
     sources = sweep_sources(where, only_complete)
+    _check_factories(
+        where, sorted({s.spec.model.name for s in sources if is_import_path(s.spec.model.name)}), trust_code
+    )
     write_store(
         where.filesystem,
         f"{where.path}/{STORE_NAME}",
@@ -75,3 +88,17 @@ def aggregate(
         scores=store_scores,
     )
     return f"{where.shown if isinstance(sweep_dir, SweepDir) else str(sweep_dir).rstrip('/')}/{STORE_NAME}"
+
+
+def _check_factories(where: SweepDir, factories: list[str], trust_code: bool) -> None:
+    """Refuse the model ``factories`` a sweep directory names, unless trusted, and any module
+    that would be imported from inside the directory, trusted or not."""
+    if factories and not trust_code:
+        raise StoreError(
+            f"{where.shown!r}: its models are built by {', '.join(map(repr, factories))}, code the sweep directory "
+            f"names, which aggregating runs to read the checkpoints; aggregate only a sweep directory you trust: "
+            f"sweep.aggregate(path, trust_code=True) (on the command line: --trust-code), with that factory installed"
+        )
+    local = local_path(where.filesystem, where.path)
+    for name in factories if local is not None else ():
+        refuse_inside(name, local, "`model.name`")

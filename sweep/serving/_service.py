@@ -11,6 +11,7 @@ import warnings
 from typing import Any
 
 from .._errors import SpecError, warn
+from .._import_path import driver_paths
 from .._reachable import check_reachable
 from ..ensemble import Blend, Ensemble, load
 from ._app import token_digest
@@ -199,7 +200,14 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
             # Ray's logger untouched after (configure_logging=False), at errors only while it starts:
             # no token-authentication notice
             with _logs_at("ray", "ERROR"):
-                ray.init(address=options.address or "local", include_dashboard=False, configure_logging=False)
+                paths = os.pathsep.join(driver_paths()) if not options.address else ""
+                ray.init(
+                    address=options.address or "local",
+                    include_dashboard=False,
+                    configure_logging=False,
+                    # a local Ray's replicas import what this process imports (a model module a script put on sys.path)
+                    runtime_env={"env_vars": {"PYTHONPATH": paths}} if paths else None,
+                )
     ingress = _ingress(options)
     port = options.port or _free_port(options.host)
     board_name = f"{options.name}-{uuid.uuid4().hex[:12]}"

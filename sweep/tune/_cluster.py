@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
-import sysconfig
 import warnings
 from collections.abc import Mapping
 
 from .._errors import SweepError
+from .._import_path import driver_paths
 from .._reachable import check_reachable
 
 
@@ -57,21 +56,6 @@ def _auth_hint() -> str:
         "; if the cluster was started with token authentication (Ray 2.5x does so where ~/.ray/auth_token "
         "exists), run with RAY_AUTH_MODE=token and its token (RAY_AUTH_TOKEN or ~/.ray/auth_token)"
     )
-
-
-def driver_paths() -> list[str]:
-    """The entries of this process's ``sys.path`` that are its own: existing folders outside the
-    interpreter's standard library and installed packages (``""`` is the working directory)."""
-    installed = {
-        os.path.realpath(p) for k in ("stdlib", "platstdlib", "purelib", "platlib") if (p := sysconfig.get_path(k))
-    }
-    out: list[str] = []
-    for entry in sys.path:
-        path = os.path.realpath(entry or os.getcwd())
-        below = any(path == root or path.startswith(root + os.sep) for root in installed)
-        if os.path.isdir(path) and not below and "site-packages" not in path and path not in out:
-            out.append(path)
-    return out
 
 
 def alive_nodes() -> list[dict[str, float]]:

@@ -27,6 +27,7 @@ import pyarrow.fs as pafs
 
 from .._configure import configure
 from .._errors import StoreError, SweepError
+from .._import_path import is_import_path
 from ..ensemble import aggregate
 from ..spec import SweepSpec
 from ..store import MapTasks, SweepDir
@@ -73,7 +74,7 @@ def _aggregate_complete(spec: SweepSpec, sweep_dir: SweepDir, map_tasks: MapTask
             return len(done)
     except SweepError:
         pass  # no store yet, or not a readable one: build it
-    aggregate(sweep_dir, only_complete=True, map_tasks=map_tasks)
+    aggregate(sweep_dir, only_complete=True, map_tasks=map_tasks, trust_code=True)  # the spec is the user's
     return len(done)
 
 
@@ -220,7 +221,11 @@ def run(
     try:
         _aggregate(spec, sweep_dir, executor, failures)
     except KeyboardInterrupt:  # the members are trained: the store is the one step left
-        hint = f"interrupted while aggregating the trained members; aggregate them with: sweep aggregate {shlex.quote(sweep_dir.shown)}"
+        trust = " --trust-code" if any(is_import_path(c.model.name) for c, _ in spec.expand()) else ""
+        hint = (
+            f"interrupted while aggregating the trained members; aggregate them with: sweep aggregate "
+            f"{shlex.quote(sweep_dir.shown)}{trust}"
+        )
         display.message(hint)
         raise Interrupted(hint) from None
     _say_result(policy, spec, sweep_dir, display)
@@ -250,7 +255,7 @@ def _say_result(policy: RoundPolicy, spec: SweepSpec, sweep_dir: SweepDir, displ
 def _aggregate(spec: SweepSpec, sweep_dir: SweepDir, executor: Executor, failures: tuple[str, ...]) -> None:
     """Aggregate the store; then say which trials failed, if any did."""
     try:
-        aggregate(sweep_dir, map_tasks=executor.map_tasks)
+        aggregate(sweep_dir, map_tasks=executor.map_tasks, trust_code=True)  # the spec is the user's
     except StoreError:
         if not failures:  # every trial failed before its first checkpoint: say that, below
             raise
