@@ -676,6 +676,8 @@ def test_plot_overview_has_the_documented_panels(store):
         ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
         assert ticks and all(float(t) % 2 == 0 for t in ticks), ticks  # on report epochs (report_every=2)
     assert train.get_ylim() == test.get_ylim()  # compared panels share the y axis
+    labels = [t.get_text() for t in train.get_yticklabels(which="both") if t.get_text()]
+    assert labels and all(float(text) > 0 for text in labels), labels  # plain numbers, not 3×10⁻¹
     legend = [t.get_text().split(" (")[0] for t in train.get_legend().get_texts()]
     assert legend == best_first  # configurations best first, as in `sweep show`
     medians = [line for line in train.lines if line.get_linewidth() == 2]

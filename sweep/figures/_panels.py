@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator, MultipleLocator
+from matplotlib.ticker import LogFormatterSciNotation, MaxNLocator, MultipleLocator
 
 from ..planning import config_label
 from ..problems import coordinates
@@ -131,8 +131,23 @@ def draw_bands(ax: Axes, xs: list, ys: list, configs: Configs, log: bool = True)
                 ax.fill_between(x, lo, hi, color=color, alpha=0.2, lw=0)
             ax.plot(x, med, color=color, lw=2, marker=_dot(x), label=f"{label(config)} ({n})")
     if log:
-        ax.set_yscale("log")
+        log_y(ax)
     ax.grid(True, which="major", alpha=0.3)
+
+
+class _PlainLog(LogFormatterSciNotation):
+    """Labels the ticks matplotlib's log formatter labels, as plain numbers (``0.3``, not
+    ``3×10⁻¹``: an axis within a decade labels its minor ticks too)."""
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        return f"{x:.3g}" if super().__call__(x, pos) else ""
+
+
+def log_y(ax: Axes) -> None:
+    """A log y axis labelled with plain numbers."""
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(_PlainLog())
+    ax.yaxis.set_minor_formatter(_PlainLog(labelOnlyBase=False, minor_thresholds=(2, 0.4)))
 
 
 def _dot(points: Any) -> str | None:
@@ -187,7 +202,7 @@ def draw_spread(ax: Axes, table: pa.Table, configs: Configs, metric: str, seed: 
     ax.set_xticks(range(1, len(names) + 1), names, fontsize="small")
     for tick, color in zip(ax.get_xticklabels(), colors):
         tick.set_color(color)
-    ax.set_yscale("log")
+    log_y(ax)
     keys = list(configs.items[0][0]) if len(configs) else []
     ax.set_xlabel(f"{', '.join(keys)} (best first)")
     ax.set_ylabel(f"final {metric.replace('_', ' ')}")
