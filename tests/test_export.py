@@ -284,7 +284,7 @@ def test_verify_reports_a_forged_part_and_fields_of_the_wrong_type_one_line_each
         | {"rollout.jaxexport": {"sha256": hashlib.sha256(junk).hexdigest(), "bytes": len(junk)}}
     }
     edits = {
-        "forged": (forged, "rollout.jaxexport: not a program jax can read"),
+        "forged": (forged, "rollout.jaxexport: not a program of an export"),
         "input": (manifest | {"input": ["batch", 1, 16]}, "the input of mean_std.jaxexport is None"),
         "flag": (manifest | {"mean_std": "yes"}, "`mean_std.calibrated` is None"),
     }
@@ -297,6 +297,45 @@ def test_verify_reports_a_forged_part_and_fields_of_the_wrong_type_one_line_each
         bad = invoke("verify", str(copy))
         assert bad.exit_code == 1 and said in bad.stderr, (name, bad.output)
         assert "rerun as `sweep --debug" not in bad.stderr  # a problem named, not an unexpected error
+
+
+def test_verify_names_a_program_that_is_no_mean_and_std(store, tmp_path):
+    import hashlib
+
+    import jax
+    import jax.numpy as jnp
+
+    out = sweep.load(store).best(2).export(tmp_path / "exp")
+    (batch,) = jax.export.symbolic_shape("batch")
+    one = bytes(jax.export.export(jax.jit(jnp.sin))(jax.ShapeDtypeStruct((batch, 1, 16), jnp.float32)).serialize())
+    (out / "mean_std.jaxexport").write_bytes(one)  # a program of one output, the manifest made to agree
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["parts"]["mean_std.jaxexport"] = {"sha256": hashlib.sha256(one).hexdigest(), "bytes": len(one)}
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    assert any(
+        "mean_std.jaxexport: not a program of an export (ValueError: 1 inputs and 1 outputs, not x -> (mean, std))"
+        in problem
+        for problem in sweep.ensemble.verify_export(out)
+    )
+
+
+def test_ctrl_c_while_an_export_moves_into_its_folder_leaves_it_empty(store, tmp_path, monkeypatch):
+    import os
+
+    out = tmp_path / "exp"
+    out.mkdir()
+    real, calls = os.replace, []
+
+    def interrupted(src, dst):
+        calls.append(dst)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        sweep.load(store).best(2).export(out)
+    assert list(out.iterdir()) == []  # neither the part moved in first nor the hidden folder stays
 
 
 def test_an_export_into_the_current_empty_folder_is_written_there(store, tmp_path, monkeypatch):

@@ -217,10 +217,13 @@ def test_a_blend_holds_members_of_one_store_each_once(store, ens, tmp_path):
     import shutil
 
     first = ens.where(config_id=ens.index["config_id"][0].as_py())
-    copy = sweep.load(shutil.copytree(store, tmp_path / "copy"))  # the same members, another store
-    with pytest.raises(
-        QueryError, match=r"Blend\(parts\): the parts come from 2 stores .*; a blend holds members of one"
-    ):
+    other_plan = make_plan(tiny_spec(problem=PROBLEM, seeds=1, seeds_per_trial=1))
+    aggregate_blocks(tmp_path / "other", trained_blocks(other_plan), plan=other_plan)
+    other = sweep.load(tmp_path / "other")  # another store
+    with pytest.raises(QueryError, match=r"Blend\(parts\): the parts come from 2 stores .*; a blend holds members"):
+        Blend([first, other], [1] * (len(first) + len(other)))
+    copy = sweep.load(shutil.copytree(store, tmp_path / "copy"))  # a copy is the same store: the same members
+    with pytest.raises(QueryError, match=r"Blend\(parts\): a member is in two parts"):
         Blend([first, copy.where(config_id=first.index["config_id"][0].as_py())], [1] * (2 * len(first)))
     with pytest.raises(QueryError, match=r"Blend\(parts\): a member is in two parts"):
         Blend([first, first], [1] * (2 * len(first)))

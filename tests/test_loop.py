@@ -95,21 +95,26 @@ def test_a_race_goes_on_ranking_its_metric_at_its_levels_as_it_ran(tmp_path):
     sweep.run(dataclasses.replace(spec, seeds=dataclasses.replace(race, max=6)), str(tmp_path), options=LOCAL)  # more
 
 
-def test_ctrl_c_while_aggregating_says_how_to_aggregate(tmp_path, monkeypatch):
+@pytest.mark.parametrize("model", [None, "test_models:make_linear"])
+def test_ctrl_c_while_aggregating_says_how_to_aggregate(tmp_path, monkeypatch, model):
     """The trials ended and the aggregation was stopped: the one step left is named, and
-    ``sweep status`` says the sweep is not aggregated yet, with the command."""
+    ``sweep status`` says the sweep is not aggregated yet, with the command (which asks for
+    --trust-code where the sweep's models a factory builds: aggregating runs it)."""
 
     def stopped(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr("sweep.tune._run.aggregate", stopped)
+    spec = tiny_spec() if model is None else tiny_spec(model=sweep.Model(model, width=3))
+    trust = "" if model is None else " --trust-code"
     with pytest.raises(
         sweep.tune.Interrupted,
-        match=r"^interrupted while aggregating the trained members; aggregate them with: sweep aggregate \S*tiny$",
+        match=rf"^interrupted while aggregating the trained members; aggregate them with: sweep aggregate \S*tiny{trust}$",
     ):
-        sweep.run(tiny_spec(), storage=str(tmp_path), options=LOCAL)
+        sweep.run(spec, storage=str(tmp_path), options=LOCAL)
     status = invoke("status", tmp_path / "tiny")
-    assert f"ensembles: not aggregated yet (run `sweep aggregate {tmp_path / 'tiny'}`)" in status.output
+    said = f"ensembles: not aggregated yet (run `sweep aggregate {tmp_path / 'tiny'}{trust}`"
+    assert said + (")" if model is None else ", if you trust the model factory it names)") in status.output
 
 
 def test_more_gpus_than_this_process_sees_are_refused_before_any_trial(tmp_path):

@@ -151,6 +151,7 @@ def test_predictions_of_a_model_named_by_import_path_need_trust(tmp_path, marker
     with pytest.raises(StoreError, match="trap sprung"):  # trusted: the factory runs (here, the trap)
         sweep.load(root, trust_code=True).where(depth=2).mean_std(x)
     assert marker.exists()
+    sys.modules.pop("_trap", None)
 
 
 def test_aggregating_a_sweep_whose_models_a_factory_builds_needs_trust(tmp_path, marker):
@@ -169,3 +170,13 @@ def test_aggregating_a_sweep_whose_models_a_factory_builds_needs_trust(tmp_path,
     assert not marker.exists() and "_trap" not in sys.modules and not (root / "ensembles").exists()
     trusted = invoke("aggregate", root, "--trust-code")  # trusted: the factory runs (here, the trap)
     assert trusted.exit_code == 1 and "trap sprung" in trusted.stderr and marker.exists()
+    sys.modules.pop("_trap", None)
+
+
+def test_a_run_trusts_only_the_factories_its_own_spec_names(tmp_path, marker):
+    """`sweep.run` of a spec of built-in models into a directory that holds checkpoints of a
+    factory it does not name (a received sweep directory) does not run that factory."""
+    root = hostile_sweep(tmp_path / "runs" / "tiny", marker, "_trap:touch")
+    with pytest.raises(StoreError, match=r"its models are built by '_trap:touch', code the sweep directory names"):
+        sweep.run(tiny_spec(seeds=1), storage=str(tmp_path / "runs"), options=sweep.RunOptions(executor="local"))
+    assert not marker.exists() and "_trap" not in sys.modules and root.exists()

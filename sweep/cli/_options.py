@@ -47,8 +47,9 @@ TrustCodeOpt = Annotated[
     bool,
     typer.Option(
         "--trust-code",
-        help="Run a model built by a factory the store names (model.name 'package.module:factory', your own "
-        "model; imported from your environment, never from the store's files). Only for stores you trust.",
+        help="Run a model built by a factory the store or sweep directory names (model.name "
+        "'package.module:factory', your own model; imported from your environment, never from the store's or "
+        "sweep directory's files). Only for stores and sweep directories you trust.",
     ),
 ]
 ModeOpt = Annotated[

@@ -17,6 +17,7 @@ import pyarrow.fs as pafs
 
 from .._errors import StoreError
 from .._fs import filesystem_path, local_path, read_text
+from .._import_path import is_import_path
 from .._layout import MANIFEST, PLAN, POINTER, STORE_NAME, TUNE_ERROR_FILES
 from ..store import SweepDir, committed_root, generations_dir, sweeps_inside
 
@@ -88,7 +89,8 @@ def trial_states(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> d
                 "error": failed.get(key) if state == "failed" else None,
             }
         )
-    return {"name": plan.spec.name, "trials": trials, "fs": fs, "path": path}
+    factory = any(is_import_path(t.spec.model.name) for t in plan.trials)  # aggregating it runs code it names
+    return {"name": plan.spec.name, "trials": trials, "fs": fs, "path": path, "factory": factory}
 
 
 def _manifest(fs: pafs.FileSystem, path: str) -> dict[str, Any] | None:
@@ -109,9 +111,12 @@ def _manifest(fs: pafs.FileSystem, path: str) -> dict[str, Any] | None:
     return _read_json(fs, f"{root}/{MANIFEST}")
 
 
-def stored_line(sweep_dir: str, filesystem: pafs.FileSystem | None = None, unfinished: bool = False) -> str:
+def stored_line(
+    sweep_dir: str, filesystem: pafs.FileSystem | None = None, unfinished: bool = False, factory: bool = False
+) -> str:
     """``ensembles: N members stored (C configs), M planned members missing``; ``unfinished``: the
-    sweep has trials left to train (then the way on is to resume it, not to aggregate)."""
+    sweep has trials left to train (then the way on is to resume it, not to aggregate);
+    ``factory``: its models are built by a factory (aggregating it asks for --trust-code)."""
     fs, path = filesystem_path(sweep_dir, filesystem)
     try:
         manifest = _manifest(fs, path)
@@ -119,7 +124,10 @@ def stored_line(sweep_dir: str, filesystem: pafs.FileSystem | None = None, unfin
         return f"ensembles: cannot be read ({e})"
     if manifest is None:
         return "ensembles: not aggregated yet" + (
-            "" if unfinished else f" (run `sweep aggregate {shlex.quote(sweep_dir)}`)"
+            ""
+            if unfinished
+            else f" (run `sweep aggregate {shlex.quote(sweep_dir)}{' --trust-code' if factory else ''}`"
+            + (", if you trust the model factory it names)" if factory else ")")
         )
     return (
         f"ensembles: {manifest.get('num_members', 0)} members stored ({manifest.get('num_configs', 0)} "
@@ -141,7 +149,14 @@ def sweep_status(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> s
         f"members: {planned} planned, {trained} trained",
     ]
     unfinished = [t for t in trials if t["state"] not in ("done",)]
-    lines.append(stored_line(sweep_dir, filesystem, unfinished=any(t["state"] != "stopped early" for t in unfinished)))
+    lines.append(
+        stored_line(
+            sweep_dir,
+            filesystem,
+            unfinished=any(t["state"] != "stopped early" for t in unfinished),
+            factory=info["factory"],
+        )
+    )
     if unfinished:
         lines.append(f"{'trial':<22} {'state':<14} {'members':>7} {'epoch':>11}")
         for t in unfinished[:20]:

@@ -6,6 +6,7 @@ process, or :class:`sweep.tune.RayTasks` as Ray tasks in parallel (the same stor
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 
 import pyarrow.fs as pafs
 
@@ -25,7 +26,7 @@ def aggregate(
     shard_bytes: int = DEFAULT_SHARD_BYTES,
     only_complete: bool = False,
     map_tasks: MapTasks = map,
-    trust_code: bool = False,
+    trust_code: bool | Collection[str] = False,
 ) -> str:
     """Aggregate the newest checkpoint of every trial under ``sweep_dir`` into ``<sweep_dir>/ensembles``.
 
@@ -53,9 +54,9 @@ def aggregate(
         trust_code: Aggregate checkpoints of models built by a factory the sweep names by import
             path (``model.name = "package.module:factory"``, your own model): reading them builds
             the model, which runs that factory, so a sweep directory naming one is refused unless
-            you trust it (your own sweep: ``sweep.run`` aggregates with it). The factory is imported
-            from your environment only, never from the sweep directory. Built-in architectures need
-            no trust.
+            you trust it: True (any factory it names), or the import paths you trust (``sweep.run``
+            trusts those its spec names). The factory is imported from your environment only,
+            never from the sweep directory. Built-in architectures need no trust.
 
     Returns:
         The store's path.
@@ -90,12 +91,13 @@ def aggregate(
     return f"{where.shown if isinstance(sweep_dir, SweepDir) else str(sweep_dir).rstrip('/')}/{STORE_NAME}"
 
 
-def _check_factories(where: SweepDir, factories: list[str], trust_code: bool) -> None:
+def _check_factories(where: SweepDir, factories: list[str], trust_code: bool | Collection[str]) -> None:
     """Refuse the model ``factories`` a sweep directory names, unless trusted, and any module
     that would be imported from inside the directory, trusted or not."""
-    if factories and not trust_code:
+    untrusted = [] if trust_code is True else [f for f in factories if not trust_code or f not in trust_code]
+    if untrusted:
         raise StoreError(
-            f"{where.shown!r}: its models are built by {', '.join(map(repr, factories))}, code the sweep directory "
+            f"{where.shown!r}: its models are built by {', '.join(map(repr, untrusted))}, code the sweep directory "
             f"names, which aggregating runs to read the checkpoints; aggregate only a sweep directory you trust: "
             f"sweep.aggregate(path, trust_code=True) (on the command line: --trust-code), with that factory installed"
         )

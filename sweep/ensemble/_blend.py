@@ -152,10 +152,11 @@ class Blend(Calibrated, Blended):
                 f"Blend(counts={counts.tolist()}): give one count >= 1 per member of the parts "
                 f"({sum(len(p) for p in parts)} members)"
             )
-        if any(p._store.root != parts[0]._store.root for p in parts):
+        stores = {p._store.manifest_sha256 or p._store.root: p._store.root for p in parts}  # one store by digest
+        if len(stores) > 1:
             raise QueryError(
-                f"Blend(parts): the parts come from {len({p._store.root for p in parts})} stores "
-                f"({', '.join(sorted({p._store.root for p in parts}))}); a blend holds members of one store"
+                f"Blend(parts): the parts come from {len(stores)} stores ({', '.join(sorted(stores.values()))}); a "
+                f"blend holds members of one store"
             )
         index = pa.concat_tables([p.index for p in parts], promote_options="default")
         ids = index["member_id"].to_pylist()

@@ -256,6 +256,7 @@ def _committed(path: str | os.PathLike[str], files: dict[str, bytes]) -> Path:
         if others:  # something arrived there meanwhile (another export): refused, naming it
             shutil.rmtree(partial)
             new_export_dir(path)
+            raise QueryError(f"export(path={str(path)!r}): another export began there meanwhile; export again")
         if there:
             for name in files:
                 os.replace(partial / name, target / name)
@@ -264,9 +265,11 @@ def _committed(path: str | os.PathLike[str], files: dict[str, bytes]) -> Path:
         else:
             os.replace(partial, target)
         flush_dir(staging)
-    except OSError as e:
+    except BaseException as e:  # a full disk, or Ctrl-C: nothing is left behind
         for file in moved:
             file.unlink(missing_ok=True)
+        if not isinstance(e, OSError):
+            raise
         where = f": {e.filename}" if e.filename else ""
         raise QueryError(
             f"export(path={str(path)!r}): could not be written ({e.strerror or e}{where}); nothing was left there"

@@ -110,14 +110,19 @@ def _field(manifest: dict[str, Any], *keys: str) -> Any:
 
 def _shape_problems(manifest: dict[str, Any], name: str, data: bytes, where: Path) -> list[str]:
     """Whether the input (and output) the manifest gives part ``name`` are those of its program."""
-    try:
+    try:  # (flatbuffers, or symbolic shapes, raise anything on bytes that are no export's program)
         exported = jax.export.deserialize(bytearray(data))
-    except Exception as e:  # (flatbuffers raises anything on bytes that are no program)
-        return [f"{where.parent / name}: not a program jax can read ({type(e).__name__}: {e})"]
-    takes = ["batch", *(int(d) for d in exported.in_avals[0].shape[1:])]
+        if len(exported.in_avals) != 1 or len(exported.out_avals) != 2:
+            raise ValueError(
+                f"{len(exported.in_avals)} inputs and {len(exported.out_avals)} outputs, not x -> (mean, std)"
+            )
+        takes = ["batch", *(int(d) for d in exported.in_avals[0].shape[1:])]
+        returns = ["batch", *(int(d) for d in exported.out_avals[0].shape[1:])] if name == EXPORT_PARTS[0] else []
+    except Exception as e:
+        return [f"{where.parent / name}: not a program of an export ({type(e).__name__}: {e})"]
     if name == EXPORT_PARTS[0]:
         said = [_field(manifest, "input", "shape"), _field(manifest, "output", "shape")]
-        got = [takes, ["batch", *(int(d) for d in exported.out_avals[0].shape[1:])]]
+        got = [takes, returns]
     else:  # the rollout: its own input (a history model's), the output's shape by step
         said, got = [_field(manifest, "rollout", "input")], [takes]
     problems = [

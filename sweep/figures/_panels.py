@@ -140,7 +140,7 @@ class _PlainLog(LogFormatterSciNotation):
     ``3×10⁻¹``: an axis within a decade labels its minor ticks too)."""
 
     def __call__(self, x: float, pos: int | None = None) -> str:
-        return f"{x:.3g}" if super().__call__(x, pos) else ""
+        return f"{x:.6g}" if super().__call__(x, pos) else ""
 
 
 def log_y(ax: Axes) -> None:

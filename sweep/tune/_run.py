@@ -74,7 +74,7 @@ def _aggregate_complete(spec: SweepSpec, sweep_dir: SweepDir, map_tasks: MapTask
             return len(done)
     except SweepError:
         pass  # no store yet, or not a readable one: build it
-    aggregate(sweep_dir, only_complete=True, map_tasks=map_tasks, trust_code=True)  # the spec is the user's
+    aggregate(sweep_dir, only_complete=True, map_tasks=map_tasks, trust_code=_own_factories(spec))
     return len(done)
 
 
@@ -221,7 +221,7 @@ def run(
     try:
         _aggregate(spec, sweep_dir, executor, failures)
     except KeyboardInterrupt:  # the members are trained: the store is the one step left
-        trust = " --trust-code" if any(is_import_path(c.model.name) for c, _ in spec.expand()) else ""
+        trust = " --trust-code" if _own_factories(spec) else ""
         hint = (
             f"interrupted while aggregating the trained members; aggregate them with: sweep aggregate "
             f"{shlex.quote(sweep_dir.shown)}{trust}"
@@ -252,10 +252,19 @@ def _say_result(policy: RoundPolicy, spec: SweepSpec, sweep_dir: SweepDir, displ
         display.message(text, wrap=True)
 
 
+def _own_factories(spec: SweepSpec) -> frozenset[str]:
+    """The model factories the user's spec names (their code, which the run imports anyway): those
+    an aggregation of the run trusts; a factory only a checkpoint in the directory names is
+    refused, as by `sweep aggregate`."""
+    searched = spec.search.space.get("model.name") if spec.search is not None else None
+    names = [c.model.name for c, _ in spec.expand()] + list(searched.args if searched is not None else ())
+    return frozenset(name for name in names if is_import_path(name))
+
+
 def _aggregate(spec: SweepSpec, sweep_dir: SweepDir, executor: Executor, failures: tuple[str, ...]) -> None:
     """Aggregate the store; then say which trials failed, if any did."""
     try:
-        aggregate(sweep_dir, map_tasks=executor.map_tasks, trust_code=True)  # the spec is the user's
+        aggregate(sweep_dir, map_tasks=executor.map_tasks, trust_code=_own_factories(spec))
     except StoreError:
         if not failures:  # every trial failed before its first checkpoint: say that, below
             raise
