@@ -102,5 +102,6 @@ def _check_factories(where: SweepDir, factories: list[str], trust_code: bool | C
             f"sweep.aggregate(path, trust_code=True) (on the command line: --trust-code), with that factory installed"
         )
     local = local_path(where.filesystem, where.path)
-    for name in factories if local is not None else ():
-        refuse_inside(name, local, "`model.name`")
+    if local is not None:  # (object storage holds no module Python imports)
+        for name in factories:
+            refuse_inside(name, local, "`model.name`")
