@@ -206,7 +206,7 @@ def test_plan_measures_an_auto_block_size_on_the_outline(tmp_path, monkeypatch):
     ("normalize", "change"),
     [
         ("zscore", r"the training split's statistics of 'tensor': shift .* then; shift .* now"),
-        ("none", r"other states in files of the same sizes"),  # no statistics: the states' digest tells
+        ("none", r"other data in files of the same sizes"),  # no statistics: the states' digest tells
     ],
 )
 def test_more_seeds_on_files_that_changed_are_refused_before_any_work(tmp_path, normalize, change):
@@ -270,3 +270,28 @@ def test_the_figures_of_a_file_name_its_channel(tmp_path):
     path = sweep.run(spec, storage=str(tmp_path / "runs"), options=sweep.RunOptions(executor="local", progress="off"))
     first = sweep.plot(path, "predictions").axes[0]
     assert first.get_ylabel() == "tensor"  # the file's name of channel 0, not "value"
+
+
+def test_more_seeds_on_an_arrays_file_that_changed_are_refused(tmp_path):
+    """The same for a problem of a user's arrays file: its stamp, statistics and a digest of its
+    arrays are kept, and a file rewritten with other values is named."""
+    rng = np.random.default_rng(0)
+    arrays = {"train_x": rng.normal(size=(40, 1, 16)), "train_y": rng.normal(size=(40, 1, 16))}
+    arrays |= {"test_x": rng.normal(size=(8, 1, 16)), "test_y": rng.normal(size=(8, 1, 16))}
+    path = tmp_path / "mine.npz"
+    np.savez(path, **{k: v.astype(np.float32) for k, v in arrays.items()})
+    storage, options = str(tmp_path / "runs"), sweep.RunOptions(executor="local", progress="off")
+
+    def spec(seeds: int):
+        return tiny_spec(problem=sweep.Problem("arrays", path=str(path)), seeds=seeds)
+
+    sweep.run(spec(2), storage=storage, options=options)
+    np.savez(path, **{k: (v * 3 + 1).astype(np.float32) for k, v in arrays.items()})  # the same size
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"`problem.path` = '.*mine.npz': the data changed .*\(other data in files of the same sizes\)",
+    ):
+        sweep.run(spec(4), storage=storage, options=options)
+    np.savez(path, **{k: v.astype(np.float32) for k, v in arrays.items()})  # put back (a new time): accepted
+    sweep.run(spec(4), storage=storage, options=options)
+    assert len(sweep.load(tmp_path / "runs" / "tiny")) == 4

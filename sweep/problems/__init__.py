@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow.fs as pafs
 
 from .._errors import SpecError, did_you_mean
+from .._fs import from_origin
 from .._import_path import is_import_path
 from ._arrays import SPLIT_OPTIONS, load_arrays, load_function
 from ._dataset import EVALUATED as EVALUATED
@@ -33,6 +34,7 @@ from ._hdf5_reader import hdf5_trial_data
 from ._hdf5_reader import outlined as outlined
 from ._hdf5_scan import Scan as Scan
 from ._hdf5_scan import hdf5_statistics as hdf5_statistics
+from ._hdf5_scan import loaded_scan
 from ._hdf5_split import HDF5Split as HDF5Split
 from ._hdf5_split import hdf5_split as hdf5_split
 from ._heat1d import heat1d as heat1d
@@ -211,8 +213,9 @@ class Outline(NamedTuple):
             normalisation statistics.
         data: How the trials get the data (:class:`ProblemData`).
         scan: The driver's pass over the files of a problem that reads them (``"hdf5"``: the
-            statistics, every split checked finite, the files' sizes and times), which a sweep
-            keeps for its later runs; None for any other problem.
+            statistics, every split checked finite, the files' sizes and times, a digest of the
+            states; ``"arrays"``: its file's, with a digest of its arrays), which a sweep keeps
+            for its later runs; None for any other problem.
     """
 
     shapes: Dataset
@@ -243,7 +246,9 @@ def outline_problem(
         )
         return Outline(shapes, kept, ProblemData(name, dict(options), None, filesystem, scan, os.getcwd()), scan)
     data = load_problem(name, options)
-    return Outline(data, data, ProblemData(name, dict(options), data))
+    path = options.get("path")
+    scan = loaded_scan(str(path), from_origin(path), data) if name == "arrays" and path else None  # a user's file
+    return Outline(data, data, ProblemData(name, dict(options), data), scan)
 
 
 def _loaded(name: str, options: Mapping[str, Any]) -> Dataset:

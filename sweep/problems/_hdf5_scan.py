@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pyarrow.fs as pafs
 
+from ._dataset import SPLITS, Dataset
 from ._hdf5 import DEFAULTS, read_picks, resolved, split_trajectories
 from ._hdf5_files import Location
 from ._hdf5_layouts import Channel, FileLayout
@@ -84,7 +86,7 @@ class Scan:
                         f"then; shift {pair[2]:.6g}, scale {pair[3]:.6g} now"
                     )
         if self.digest and before.digest and self.digest != before.digest:
-            return "other states in files of the same sizes"
+            return "other data in files of the same sizes"
         return None
 
     @classmethod
@@ -104,6 +106,20 @@ class Scan:
         if shift.shape != scale.shape or shift.shape != (len(norm["channels"]),):
             raise ValueError(f"{len(norm['channels'])} channels, {shift.shape} shifts and {scale.shape} scales")
         return cls(files, Normalization(str(norm["method"]), tuple(norm["channels"]), shift, scale), digest)
+
+
+def loaded_scan(name: str, path: str, data: Dataset) -> Scan:
+    """The :class:`Scan` of a problem loaded whole from the local file ``path`` (``"arrays"``;
+    ``name``: as the spec gives it): the file's stamp, the dataset's statistics and a sha256 of
+    every array of every split, for :meth:`Scan.change_from` to tell a later run whether the file
+    changed under its members."""
+    info = os.stat(path)
+    digest = hashlib.sha256()
+    for split in SPLITS:
+        arrays = [*getattr(data, split), data.trajectories(split)]
+        for a in (a for a in arrays if a is not None):
+            digest.update(np.ascontiguousarray(a).tobytes())
+    return Scan(((name, int(info.st_size), info.st_mtime_ns),), data.normalization, digest.hexdigest())
 
 
 def stamps(files: Mapping[str, tuple[Location, ...]]) -> tuple[Stamp, ...]:

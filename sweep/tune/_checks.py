@@ -80,7 +80,7 @@ def outline_datasets(
 def check_same_data(
     spec: SweepSpec, before: Mapping[str, Scan], outlines: Mapping[str, Outline], done: Iterable[MemberId]
 ) -> None:
-    """A problem that reads files (``"hdf5"``) whose files changed since members of this sweep
+    """A problem that reads files (``"hdf5"``, ``"arrays"``) whose files changed since members of this sweep
     were trained on them (other files, sizes or statistics: :meth:`Scan.change_from`) is
     refused: the members a run adds would be trained on other data than the old ones, and the
     store would turn every member's outputs into physical units with the new statistics."""
