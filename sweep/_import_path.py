@@ -82,3 +82,11 @@ def driver_paths() -> list[str]:
         if os.path.isdir(path) and not below and "site-packages" not in path and path not in out:
             out.append(path)
     return out
+
+
+def worker_runtime_env() -> dict[str, Any] | None:
+    """The ``runtime_env`` of a local Ray this process starts: its workers get the driver's own
+    import path (:func:`driver_paths`) as ``PYTHONPATH``, so that they import what it imports (a
+    model module a script put on ``sys.path``); None where it has none of its own."""
+    paths = os.pathsep.join(driver_paths())
+    return {"env_vars": {"PYTHONPATH": paths}} if paths else None

@@ -11,7 +11,7 @@ import warnings
 from typing import Any
 
 from .._errors import SpecError, warn
-from .._import_path import driver_paths
+from .._import_path import worker_runtime_env
 from .._reachable import check_reachable
 from ..ensemble import Blend, Ensemble, load
 from ._app import token_digest
@@ -200,13 +200,11 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
             # Ray's logger untouched after (configure_logging=False), at errors only while it starts:
             # no token-authentication notice
             with _logs_at("ray", "ERROR"):
-                paths = os.pathsep.join(driver_paths()) if not options.address else ""
                 ray.init(
                     address=options.address or "local",
                     include_dashboard=False,
                     configure_logging=False,
-                    # a local Ray's replicas import what this process imports (a model module a script put on sys.path)
-                    runtime_env={"env_vars": {"PYTHONPATH": paths}} if paths else None,
+                    runtime_env=None if options.address else worker_runtime_env(),  # as sweep.run's local Ray
                 )
     ingress = _ingress(options)
     port = options.port or _free_port(options.host)

@@ -84,11 +84,11 @@ def check_same_data(
     were trained on them (other files, sizes or statistics: :meth:`Scan.change_from`) is
     refused: the members a run adds would be trained on other data than the old ones, and the
     store would turn every member's outputs into physical units with the new statistics."""
-    trained = {m.config_id for m in done}
-    for config, _ in spec.expand():
-        key = config.problem_id
+    trained_ids = {m.config_id for m in done}
+    trained = {c.problem_id: c for c, _ in spec.expand() if c.config_id in trained_ids}  # a problem once
+    for key, config in trained.items():
         then, now = before.get(key), outlines[key].scan if key in outlines else None
-        if config.config_id not in trained or then is None or now is None:
+        if then is None or now is None:
             continue
         change = now.change_from(then)
         if change is not None:
