@@ -104,6 +104,24 @@ def test_the_well_directory_splits_and_vector_components(tmp_path):
     np.testing.assert_array_equal(velocity.train_traj, states["train"][:, :, 1:, ::2, ::2])
 
 
+def test_files_need_to_agree_only_on_the_fields_read(tmp_path):
+    states = well_directory(tmp_path / "toy", {"train": 1, "test": 1})
+    with h5py.File(tmp_path / "toy" / "data" / "test" / "toy_0.hdf5", "a") as f:  # a test file without velocity
+        del f["t1_fields/velocity"]
+        f["t1_fields"].attrs["field_names"] = []
+    pressure = load(tmp_path / "toy", fields=["pressure"], val_fraction=0)
+    np.testing.assert_array_equal(pressure.test_traj, states["test"][:, :, :1])
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"toy_0.hdf5' holds channels \['pressure'\] of 5 states on \(6, 4\) \(it lacks velocity_x, velocity_y\), "
+        r"but .* holds .*; every file must hold the fields read on the same grid; or name in `problem.fields` the "
+        r"fields every file holds",
+    ):
+        load(tmp_path / "toy")
+    with pytest.raises(sweep.SpecError, match=r"\(it lacks velocity_y\)"):
+        load(tmp_path / "toy", fields=["pressure", "velocity_y"])
+
+
 def test_the_well_without_valid_carves_it_and_a_split_folder_or_file_splits_like_pdebench(tmp_path):
     well_directory(tmp_path / "toy", {"train": 2, "test": 1}, trajectories=5)
     data = load(tmp_path / "toy", val_fraction=0.2, data_seed=1)

@@ -135,7 +135,7 @@ class HDF5Info:
 
 
 def _layout(files: dict[str, tuple[Location, ...]], layout: str) -> tuple[dict[str, FileLayout], str]:
-    """Every file's layout by name (the first file's, detected, for ``"auto"``), checked to agree."""
+    """Every file's layout by name (the first file's, detected, for ``"auto"``), checked to be of one layout."""
     described: dict[str, FileLayout] = {}
     given = layout
     for group in files.values():
@@ -150,15 +150,24 @@ def _layout(files: dict[str, tuple[Location, ...]], layout: str) -> tuple[dict[s
                         f"{layout!r}, {location.name!r} as {found!r}; a problem reads files of one layout"
                     )
                 described[location.name] = describe_file(f, layout)
+    return described, layout
+
+
+def _agree(described: dict[str, FileLayout], channels: list[Channel], every_field: bool) -> None:
+    """Every file holds ``channels`` on the first file's grid (the first file's fields, all of
+    them, when ``every_field``: the selection that ``fields`` left unset)."""
     (first, ref), *rest = described.items()
     for p, other in rest:
-        if (other.form, other.names, other.steps, other.spatial) != (ref.form, ref.names, ref.steps, ref.spatial):
+        lacks = [c.name for c in channels if c not in other.channels]
+        fields = other.names != ref.names if every_field else bool(lacks)
+        if fields or (other.form, other.steps, other.spatial) != (ref.form, ref.steps, ref.spatial):
+            hint = f" (it lacks {', '.join(lacks)})" if lacks else ""
+            choose = "; or name in `problem.fields` the fields every file holds" if fields and every_field else ""
             raise SpecError(
                 f"`problem.path`: {p!r} holds channels {list(other.names)} of {other.steps} states on "
-                f"{other.spatial}, but {first!r} holds {list(ref.names)} of {ref.steps} on {ref.spatial}; "
-                f"every file must hold the same fields on the same grid"
+                f"{other.spatial}{hint}, but {first!r} holds {list(ref.names)} of {ref.steps} on {ref.spatial}; "
+                f"every file must hold the fields read on the same grid{choose}"
             )
-    return described, layout
 
 
 def _selected(ref: FileLayout, fields: Sequence[str] | None) -> list[Channel]:
@@ -218,6 +227,7 @@ def resolved(
             f"time_stride {time_stride}), and an input of {history} states needs a next state (use at most {steps - 1})"
         )
     channels = _selected(ref, options.get("fields"))
+    _agree(described, channels, options.get("fields") is None)
     if "all" not in files and "test_fraction" in options:
         raise SpecError(
             f"`problem.test_fraction`: got {options['test_fraction']!r}, but {path!r} has its own test split "
