@@ -205,6 +205,16 @@ def test_version():
     assert result.exit_code == 0 and result.output.strip() == f"seed-sweep {__version__}"
 
 
+def test_a_commands_option_given_before_the_command_says_where_it_goes():
+    result = invoke("--trust-code", "predict", "somewhere", "--input", "x.npy")
+    said = " ".join(result.stderr.replace("│", " ").split())  # typer's box, unwrapped
+    assert result.exit_code == 2
+    assert "--trust-code is an option of `sweep predict`: give it after the command's name" in said
+    assert "(`sweep predict --trust-code ...`)" in said
+    assert "No such option: --trust-code" in invoke("--trust-code", "show", "somewhere").stderr  # show takes none
+    assert invoke("--debug", "--version").exit_code == 0  # the group's own options stay where they are
+
+
 def test_show_formats_csv_and_json(store):
     import csv
     import io

@@ -18,6 +18,7 @@ import sys
 from typing import Annotated
 
 import typer
+from typer.core import TyperGroup
 
 from .._errors import SweepError
 from ._args import cli_phrasing
@@ -30,7 +31,27 @@ from ._serve import serve
 from ._show import show
 from ._store import aggregate, status, verify
 
+
+class _Commands(TyperGroup):
+    """typer's group, which says where a command's option given before the command's name goes."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        own = {o for p in self.params for o in p.opts} | set(ctx.help_option_names)
+        named = next((i for i, a in enumerate(args) if a in self.commands), None)
+        if named is not None:
+            command = args[named]
+            takes = {o for p in self.commands[command].params for o in p.opts}
+            early = [a.split("=")[0] for a in args[:named] if a.startswith("-")]
+            for option in (o for o in early if o not in own and o in takes):
+                ctx.fail(
+                    f"{option} is an option of `sweep {command}`: give it after the command's name "
+                    f"(`sweep {command} {option} ...`)"
+                )
+        return super().parse_args(ctx, args)
+
+
 app: typer.Typer = typer.Typer(
+    cls=_Commands,
     name="sweep",
     help="Train ensembles of independently seeded JAX/Equinox networks with Ray Tune, and query them.",
     no_args_is_help=True,
