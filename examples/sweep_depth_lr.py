@@ -46,6 +46,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--address", default=None, help="Ray cluster to join ('auto', 'ray://host:10001')")
     parser.add_argument("--out", type=Path, default=None, help="figure (PNG); default <sweep dir>/sweep.png")
     args = parser.parse_args(argv)
+    if args.out is not None and args.out.suffix not in (".png", ".pdf", ".svg"):  # refused before training
+        parser.error(f"--out: got {str(args.out)!r}; give a file name ending in .png, .pdf or .svg")
 
     spec = sweep.SweepSpec.from_toml(args.spec)
     if args.smoke:

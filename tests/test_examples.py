@@ -83,6 +83,22 @@ def test_sweep_depth_lr_quickstart(tmp_path):
     _assert_quickstart_output(run_example("sweep_depth_lr.py", "--storage", str(storage)), storage)
 
 
+def test_the_quickstart_refuses_a_figure_name_before_training(monkeypatch, capsys):
+    import importlib.util
+
+    import sweep
+
+    spec = importlib.util.spec_from_file_location("quickstart", EXAMPLES / "sweep_depth_lr.py")
+    assert spec is not None and spec.loader is not None
+    quickstart = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(quickstart)
+    monkeypatch.setattr(sweep, "run", lambda *a, **k: pytest.fail("trained before refusing --out"))
+    with pytest.raises(SystemExit) as e:
+        quickstart.main(["--smoke", "--out", "figures"])
+    assert e.value.code == 2
+    assert "--out: got 'figures'; give a file name ending in .png, .pdf or .svg" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_custom_model_and_data_in_process_and_on_ray_workers(tmp_path):
     """The user's factory resolves from any working directory in-process, Ray workers import it
