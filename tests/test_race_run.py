@@ -173,6 +173,19 @@ def test_configurations_added_to_a_finished_race_start_at_round_1(raced, tmp_pat
     assert sorted(kept["seed"].to_pylist()) == list(range(6))
 
 
+def test_a_max_below_the_rounds_raced_is_refused_before_any_work(raced, tmp_path):
+    shutil.copytree(raced, tmp_path / "tiny", symlinks=True)
+    lower = dataclasses.replace(SEEDS, max=4)  # one round; the race has raced round 2 (6 seeds)
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"^`seeds.adaptive.max`: got 4; the race of sweep 'tiny' has raced configurations to round 2 "
+        r"\(6 seeds each\), and max=4 ends a race at round 1. Go on with max >= 6 \(--set seeds.adaptive.max=6\)",
+    ):
+        spec = tiny_spec(seeds=lower, grid={"optimizer.learning_rate": [*LEARNING_RATES, 2e-2]}, seeds_per_trial=4)
+        sweep.run(spec, storage=str(tmp_path), options=LOCAL)
+    assert plan_race(tmp_path / "tiny") == plan_race(raced)
+
+
 def test_a_scheduler_or_a_stop_is_refused_before_any_work(tmp_path):
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler

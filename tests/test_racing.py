@@ -19,9 +19,13 @@ from sweep.planning import Plan, hparams_key, make_plan
 @pytest.mark.parametrize(
     ("fields", "match"),
     [
-        ({"start": 1}, r"`seeds.adaptive.start`: got 1; must be an integer >= 2"),
+        ({"start": 1}, r"`seeds.adaptive.start`: got 1; must be an integer from 2 to 16777216 \(2\*\*24\)"),
+        (
+            {"start": 2**25, "max": 2**25},
+            r"`seeds.adaptive.start`: got 33554432; must be an integer from 2 to 16777216",
+        ),
         ({"start": 2.5}, r"`seeds.adaptive.start`: got 2.5"),
-        ({"step": 0}, r"`seeds.adaptive.step`: got 0; must be an integer >= 1"),
+        ({"step": 0}, r"`seeds.adaptive.step`: got 0; must be an integer from 1 to 16777216"),
         ({"start": 8, "max": 4}, r"`seeds.adaptive.max`: got 4; must be an integer from start \(8\)"),
         ({"max": 2**25}, r"`seeds.adaptive.max`: got 33554432"),
         ({"confidence": 1.0}, r"`seeds.adaptive.confidence`: got 1.0; must be a number in \(0, 1\)"),

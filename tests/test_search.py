@@ -21,9 +21,9 @@ LOCAL = sweep.RunOptions(executor="local", progress="off")
 LR = {"optimizer.learning_rate": sweep.loguniform(1e-3, 3e-2)}
 
 
-def search_spec(configurations=4, batch=2, space=None, **changes) -> sweep.SweepSpec:
+def search_spec(configurations=4, batch=2, space=None, seeds=3, **changes) -> sweep.SweepSpec:
     search = sweep.Search(space=space or LR, configurations=configurations, batch=batch)
-    return tiny_spec(seeds=3, seeds_per_trial=4, search=search, **changes)
+    return tiny_spec(seeds=seeds, seeds_per_trial=4, search=search, **changes)
 
 
 def record(path) -> dict:
@@ -73,6 +73,35 @@ def test_a_distribution_on_a_field_left_at_its_default_names_the_draw_that_fails
         sweep.Search.from_dict({"space": {"model.depth": {"randint": [1, 3]}}, "configs": 4})
 
 
+CUT = {"training.unroll": sweep.choice([1, 2]), "training.cut": sweep.choice([False, True])}
+
+
+def test_a_space_whose_values_make_no_valid_spec_together_is_refused_before_work():
+    unrolled = sweep.Training(epochs=2, batch_size=16, unroll=2)
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"^`search.space`: training.unroll=1, training.cut=True makes no valid spec \(`training.cut`: true "
+        r"with unroll=1; .*\), and the search may propose it; give a space whose every combination",
+    ):
+        search_spec(space=CUT, training=unrolled)
+
+
+def test_a_proposal_that_makes_no_valid_spec_is_named_and_not_recorded(tmp_path):
+    """A space of more combinations than are checked before work: the proposal is checked before
+    ``search.json`` records it, so the search goes on once the space is mended."""
+    rates = sweep.choice([round(1e-3 + 1e-6 * i, 7) for i in range(1100)])  # 4400 combinations
+    spec = tiny_spec(
+        seeds=2,
+        training=sweep.Training(epochs=2, batch_size=16, unroll=2),
+        search=sweep.Search(space={**CUT, "optimizer.learning_rate": rates}, algorithm="random", batch=4),
+    )
+    with pytest.raises(
+        sweep.SpecError, match=r"^`search.space`: the sampler proposed \{.*'training.unroll': 1, 'training.cut': True"
+    ):
+        sweep.run(spec, storage=str(tmp_path), options=LOCAL)
+    assert not (tmp_path / "tiny" / "search.json").exists()
+
+
 def test_a_search_beside_a_grid_or_with_adaptive_seeds_is_refused():
     with pytest.raises(sweep.SpecError, match=r"`search`: given beside `grid`"):
         search_spec(grid={"model.depth": [1, 2]})
@@ -80,6 +109,51 @@ def test_a_search_beside_a_grid_or_with_adaptive_seeds_is_refused():
         tiny_spec(seeds=sweep.Adaptive(), search=sweep.Search(space=LR))
     with pytest.raises(sweep.SpecError, match=r"`search.metric`: got 'val_nrmse'"):
         tiny_spec(search=sweep.Search(space=LR, metric="val_nrmse"))
+
+
+def test_a_scheduler_or_a_stop_is_refused_before_any_work(tmp_path):
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler
+
+    with pytest.raises(sweep.SpecError, match=r"`scheduler`: got AsyncHyperBandScheduler; a search observes each"):
+        sweep.run(search_spec(), storage=str(tmp_path), scheduler=ASHAScheduler(max_t=4))
+    with pytest.raises(sweep.SpecError, match=r"`run_config.stop`: .*unobserved. Leave `stop` out of a search"):
+        sweep.run(search_spec(), storage=str(tmp_path), run_config=tune.RunConfig(stop={"training_iteration": 1}))
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_space_of_few_points_is_searched_without_repeats(tmp_path):
+    few = {"optimizer.learning_rate": sweep.choice([3e-3, 1e9]), "model.depth": sweep.randint(1, 3)}
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"^`search.configurations`: got 5, but the space holds 4 configuration\(s\) \(optimizer.learning_rate: "
+        r"2 values x model.depth: 2 values\); search at most 4, or train every one of them as a grid$",
+    ):
+        search_spec(space=few, configurations=5)
+    with pytest.raises(
+        sweep.SpecError, match=r"`search.space.model.depth`: choice lists 1 twice; give each value once"
+    ):
+        sweep.Search(space={"model.depth": sweep.choice([1, 2, 1])})
+    for algorithm, batch in (("random", 2), ("tpe", 1)):  # random repeats itself at sweep_seed 0; TPE once told
+        search = sweep.Search(space=few, algorithm=algorithm, configurations=4, batch=batch)
+        rec = SearchRecord()
+        while len(rec.points) < 4:
+            rec = rec.ask(propose(search, 0, rec, batch))
+            rec = rec.tell(tuple(Observation(p["model.depth"], 0.0, 4) for p in rec.rounds[-1].asked))
+        assert len({json.dumps(p, sort_keys=True) for p in rec.points}) == 4, rec.points
+
+
+def test_a_runner_up_that_diverged_on_every_seed_is_named_as_such(tmp_path):
+    space = {"optimizer.learning_rate": sweep.choice([3e-3, 1e9])}
+    spec = tiny_spec(seeds=4, search=sweep.Search(space=space, algorithm="random", configurations=2, batch=2))
+    path = sweep.run(spec, storage=str(tmp_path), options=LOCAL)
+    assert sorted(p["optimizer.learning_rate"] for r in record(path)["rounds"] for p in r["asked"]) == [3e-3, 1e9]
+    from sweep.search import summary
+    from sweep.store import SweepDir
+
+    said = summary(spec, SweepDir.of(spec, str(tmp_path)))
+    assert said is not None and "the best is the only one with a finite val_loss: the runner-up (#" in said
+    assert ") diverged on every seed" in said
 
 
 def test_a_sampler_whose_package_is_missing_is_named_by_plan_before_work(monkeypatch):
@@ -112,16 +186,21 @@ def test_toml_tables_and_tune_domains_give_the_same_search(tmp_path):
 
 
 # -- the engine ----------------------------------------------------------------------------------
-def test_tpe_draws_the_first_round_at_random_and_models_the_space_from_the_second():
+def test_tpe_draws_its_first_four_or_batch_configurations_at_random_and_then_models_the_space():
     """Optuna's TPE draws 10 configurations at random by default (most of a small search); a search
-    draws only its first round (here 4) so, and proposes from what the second round was told."""
+    draws only max(batch, 4) so: its first round of 4, or its first four rounds of one."""
     space = {"optimizer.learning_rate": sweep.loguniform(1e-5, 1e-1), "model.depth": sweep.randint(1, 6)}
-    tpe, uniform = (sweep.Search(space=space, configurations=16, batch=4, algorithm=a) for a in ("tpe", "random"))
-    rec = SearchRecord()
-    assert propose(tpe, 0, rec, 4) == propose(uniform, 0, rec, 4)  # nothing told: a random start
-    rec = rec.ask(propose(tpe, 0, rec, 4))
-    rec = rec.tell(tuple(Observation(math.log10(p["optimizer.learning_rate"]) ** 2, 0.0, 4) for p in rec.points))
-    assert propose(tpe, 0, rec, 4) != propose(uniform, 0, rec, 4)
+    for batch, random_rounds in ((4, 1), (1, 4)):
+        tpe, uniform = (
+            sweep.Search(space=space, configurations=16, batch=batch, algorithm=a) for a in ("tpe", "random")
+        )
+        rec = SearchRecord()
+        for _ in range(random_rounds):
+            assert propose(tpe, 0, rec, batch) == propose(uniform, 0, rec, batch)  # a random start
+            rec = rec.ask(propose(tpe, 0, rec, batch))
+            told = (Observation(math.log10(p["optimizer.learning_rate"]) ** 2, 0.0, 4) for p in rec.rounds[-1].asked)
+            rec = rec.tell(tuple(told))
+        assert propose(tpe, 0, rec, batch) != propose(uniform, 0, rec, batch)
 
 
 def test_the_sampler_finds_a_known_optimum_through_ask_and_tell():
@@ -238,6 +317,41 @@ def test_raising_configurations_continues_the_same_search(uninterrupted, tmp_pat
     )
     assert record(path) == record(uninterrupted)
     assert store_files(path) == store_files(uninterrupted)
+
+
+def test_going_on_with_other_seeds_settings_or_a_space_without_its_points_is_refused(uninterrupted, tmp_path):
+    """A search told the sampler means over its seeds: more seeds, or other settings, would mix
+    observations of two kinds; a space that leaves out a point asked is refused by name (not by Optuna)."""
+    import shutil
+
+    shutil.copytree(uninterrupted, tmp_path / "tiny", symlinks=True)
+    before = record(tmp_path / "tiny")
+    more = dataclasses.replace(LOCAL, resume=True)
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"^`search`: the search of sweep 'tiny' observed 4 configuration\(s\) .* differs in seeds "
+        r"\(\[0, 1, 2, 3\] here, \[0, 1, 2\] there\); go on with the settings it ran with \(on the command line: "
+        r"--set 'seeds=\[0, 1, 2\]'\)",
+    ):
+        sweep.run(search_spec(configurations=6, seeds=4), storage=str(tmp_path), options=more)
+    with pytest.raises(sweep.SpecError, match=r"differs in training.epochs \(5 here, 4 there\)"):
+        sweep.run(
+            search_spec(training=sweep.Training(epochs=5, batch_size=16, report_every=2)),
+            storage=str(tmp_path),
+            options=more,
+        )
+    asked = [p["optimizer.learning_rate"] for r in before["rounds"] for p in r["asked"]]
+    narrowed = {"optimizer.learning_rate": sweep.loguniform(max(asked) * 0.999, 3e-2)}
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"^`search.space`: the search of sweep 'tiny' asked optimizer.learning_rate=.* in an earlier run, "
+        r"outside this space \(optimizer.learning_rate: \{'loguniform': ",
+    ):
+        sweep.run(search_spec(configurations=6, space=narrowed), storage=str(tmp_path), options=more)
+    assert record(tmp_path / "tiny") == before
+    wider = {"optimizer.learning_rate": sweep.loguniform(min(asked) / 2, 3e-2)}  # holds every point asked: goes on
+    sweep.run(search_spec(configurations=5, batch=1, space=wider), storage=str(tmp_path), options=more)
+    assert len(record(tmp_path / "tiny")["rounds"]) == len(before["rounds"]) + 1
 
 
 def test_the_end_compares_the_best_configurations_by_intervals(uninterrupted):

@@ -109,7 +109,11 @@ def summary(spec: SweepSpec, sweep_dir: SweepDir) -> str | None:
     lines = [headline(spec, sweep_dir, top)]
     if len(top) > 1:
         best, runner = top[0], top[1]
-        if len(spec.seed_list) < min_seeds(LEVEL):
+        if math.isnan(runner.observation.mean):
+            verdict = (
+                f"the only one with a finite {search.metric}: the runner-up (#{runner.number}) diverged on every seed"
+            )
+        elif len(spec.seed_list) < min_seeds(LEVEL):
             verdict = (
                 f"not compared: {len(spec.seed_list)} seeds give no {LEVEL:.0%} interval (at least "
                 f"{min_seeds(LEVEL)} needed)"

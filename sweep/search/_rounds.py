@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .._errors import SweepError
+from .._errors import SpecError, SweepError
 from ..planning import NextRound
 from ..spec import Search, SweepSpec
 from ..store import SweepDir
 from ._best import headline, summary
 from ._observe import Key, key_of, member_values, observation
-from ._record import read_record, write_record
+from ._record import SearchRecord, read_record, write_record
 from ._sampler import check_engine, propose
 
 __all__ = ["SearchRounds"]
@@ -48,10 +48,11 @@ class SearchRounds:
                     return
                 n = min(search.batch, search.configurations - asked)
                 record = record.ask(propose(search, spec.sweep_seed, record, n))
+                _planned(spec, record)  # a point that makes no valid spec is refused before it is recorded
                 write_record(sweep_dir, record)
                 pending = record.pending
                 assert pending is not None  # just asked
-            planned = spec.with_points(record.points)
+            planned = _planned(spec, record)
             values = member_values(planned, sweep_dir, search.metric)
             keys = [key_of(planned, p) for p in pending.asked]
             seen = [observation(values.get(k, {}), spec.seed_list) for k in keys]
@@ -69,3 +70,22 @@ class SearchRounds:
 
     def result(self, spec: SweepSpec, sweep_dir: SweepDir, label: Callable[[Key], str]) -> str | None:
         return summary(spec, sweep_dir)
+
+
+def _planned(spec: SweepSpec, record: SearchRecord) -> SweepSpec:
+    """``spec`` with every point ``record`` asked, or a :class:`SpecError` naming the space where a
+    proposal of the last round makes no valid spec (a combination the space's check could not
+    try: an inner value)."""
+    try:
+        return spec.with_points(record.points)
+    except SpecError:
+        for point in record.rounds[-1].asked:
+            try:
+                spec.with_points([point])
+            except SpecError as e:
+                raise SpecError(
+                    f"`search.space`: the sampler proposed {point!r} in round {len(record.rounds)}, which makes no "
+                    f"valid spec ({e}); give a space that cannot propose it (the proposal is not recorded: the search "
+                    f"goes on with the new space)"
+                ) from None
+        raise

@@ -4,7 +4,8 @@ Each round's proposals are a function of the search, ``sweep_seed``, the round's
 record of the rounds told before (:mod:`._record`): a study is built afresh in memory, every
 told point added to it as a finished trial, and ``batch`` trials asked of a sampler seeded from
 ``(sweep_seed, round)``. The points of a batch are asked one after another, each seeing the
-ones asked before it as running trials (TPE's constant liar). Nothing of Optuna's is stored, so
+ones asked before it as running trials (TPE's constant liar), and a point asked before is never
+proposed again (:func:`_fresh`). Nothing of Optuna's is stored, so
 a resumed search, or one given more ``configurations``, proposes what an uninterrupted one would.
 """
 
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import itertools
+import json
 import math
 import warnings
 from collections.abc import Iterator
@@ -26,6 +29,8 @@ from ._record import SearchRecord
 __all__ = ["check_engine", "propose"]
 
 _NEEDS = {"cmaes": "cmaes", "gp": "torch"}  # samplers that import another package
+ASKS = 50  # times a sampler is asked for a point not asked before, before one is drawn from those left
+ENUMERATED = 100_000  # the most points of a space of choices and integers listed to draw one left
 
 
 def check_engine(search: Search) -> None:
@@ -63,12 +68,37 @@ def propose(search: Search, sweep_seed: int, record: SearchRecord, n: int) -> tu
                     state=optuna.trial.TrialState.COMPLETE if finite else optuna.trial.TrialState.FAIL,
                 )
             )
-        return tuple({k: _plain(v) for k, v in study.ask(distributions).params.items()} for _ in range(n))
+        rng = np.random.default_rng(round_seed(sweep_seed, len(record.rounds)))
+        asked = [*record.points]
+        for _ in range(n):
+            asked.append(_fresh(search, study, distributions, asked, rng))
+        return tuple(asked[len(record.points) :])
+
+
+def _fresh(search: Search, study: Any, distributions: dict[str, Any], asked: list[dict[str, Any]], rng: Any) -> dict:
+    """A point not ``asked`` before: the sampler's, asked again (the repeats left running, so that
+    TPE's constant liar steers away from them) up to :data:`ASKS` times; then, in a space of few
+    enough points, one of those left, drawn with ``rng``."""
+    seen = {_key(p) for p in asked}
+    for _ in range(ASKS):
+        point = {k: _plain(v) for k, v in study.ask(distributions).params.items()}
+        if _key(point) not in seen:
+            return point
+    size = search.size
+    if size is None or size > ENUMERATED:  # real numbers: a repeat is next to impossible; keep it
+        return point
+    every = itertools.product(*(d.points() or () for d in search.space.values()))
+    left = [p for p in (dict(zip(search.space, v)) for v in every) if _key(p) not in seen]
+    return left[int(rng.integers(len(left)))] if left else point
+
+
+def _key(point: dict[str, Any]) -> str:
+    return json.dumps(point, sort_keys=True)
 
 
 def random_start(search: Search) -> int:
-    """The configurations TPE draws at random before it models the space: the first round (at least
-    4, at most Optuna's default of 10). Optuna's 10 are most of the 16 to 64 configurations a
+    """The configurations TPE draws at random before it models the space: ``max(batch, 4)`` (the
+    first round, or the first rounds of a batch under 4), at most Optuna's default of 10. Optuna's 10 are most of the 16 to 64 configurations a
     search of blocks of seeds affords; modelling from the second round chose configurations with
     a better mean over 32 fresh seeds in 28 of 40 searches of ``benchmarks/tune/search.py``'s
     space (docs/guides/search.md)."""

@@ -95,7 +95,9 @@ class Adaptive:
             value = getattr(self, field)
             if not is_int(value) or not low <= value <= MAX_SEEDS:
                 why = " (an interval needs two seeds)" if field == "start" else ""
-                raise SpecError(f"`seeds.adaptive.{field}`: got {value!r}; must be an integer >= {low}{why}")
+                raise SpecError(
+                    f"`seeds.adaptive.{field}`: got {value!r}; must be an integer from {low} to {MAX_SEEDS} (2**24){why}"
+                )
             object.__setattr__(self, field, int(value))
         if not is_int(self.max) or not self.start <= self.max <= MAX_SEEDS:
             raise SpecError(

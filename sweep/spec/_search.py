@@ -17,6 +17,8 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,6 +29,8 @@ from ._training import Training
 from ._values import is_int, is_number, known_fields, refuse_unknown
 
 __all__ = ["ALGORITHMS", "Search"]
+
+COMBINATIONS_CHECKED = 4096  # a space with more combinations of bounding values has them checked one field at a time
 
 ALGORITHMS = ("tpe", "random", "cmaes", "gp")  # Optuna's samplers (cmaes and gp need extra packages)
 
@@ -46,8 +50,9 @@ class Search:
             the problem's fields nor ``sweep_seed`` (the data is loaded once, before the search).
         algorithm: ``"tpe"`` (default; constant liar within a batch), ``"random"``, ``"cmaes"``
             (needs the ``cmaes`` package) or ``"gp"`` (needs ``torch``).
-        configurations: How many configurations to propose and train, ``>= 1``; raising it and
-            resuming continues the same search.
+        configurations: How many configurations to propose and train, ``>= 1``, each different
+            (at most what a space of choices and integers holds); raising it and resuming
+            continues the same search.
         batch: Configurations proposed (and trained) together, ``1 <= batch <= configurations``;
             those differing only in numeric optimizer fields share one program.
         metric: The validation column the sampler is told: ``"val_loss"`` or ``"val_<metric>"``.
@@ -92,6 +97,21 @@ class Search:
             )
         if self.mode not in (None, "min", "max"):
             raise SpecError(f"`search.mode`: got {self.mode!r}; choose min or max (or leave it out: by the metric)")
+
+    @property
+    def size(self) -> int | None:
+        """How many configurations the space holds (None: a field drawn from real numbers)."""
+        counts = [None if (p := d.points()) is None else len(p) for d in self.space.values()]
+        return None if None in counts else math.prod(c for c in counts if c is not None)
+
+    def _check_size(self) -> None:
+        size = self.size
+        if size is not None and self.configurations > size:
+            each = " x ".join(f"{k}: {len(d.points() or ())} values" for k, d in self.space.items())
+            raise SpecError(
+                f"`search.configurations`: got {self.configurations}, but the space holds {size} configuration(s) "
+                f"({each}); search at most {size}, or train every one of them as a grid"
+            )
 
     @property
     def direction(self) -> str:
@@ -140,6 +160,27 @@ class Search:
                         f"{key} = {value!r} makes no valid spec ({e}); give a range whose ends are valid, or "
                         f"sweep.choice([...]) of the values it takes"
                     ) from None
+        self._check_size()
+        self._check_combinations(apply)
+
+    def _check_combinations(self, apply: Callable[[dict[str, Any]], Any]) -> None:
+        """Refuse a space where values valid alone make no valid spec together (``training.cut``
+        drawn beside ``training.unroll`` = 1): every combination of the fields' bounding values
+        (:meth:`Distribution.values`), where there are at most :data:`COMBINATIONS_CHECKED`."""
+        keys, bounds = list(self.space), [d.values() for d in self.space.values()]
+        if len(keys) < 2 or math.prod(map(len, bounds)) > COMBINATIONS_CHECKED:
+            return
+        for values in itertools.product(*bounds):
+            point = dict(zip(keys, values))
+            try:
+                apply(point)
+            except SpecError as e:
+                shown = ", ".join(f"{k}={v!r}" for k, v in point.items())
+                raise SpecError(
+                    f"`search.space`: {shown} makes no valid spec ({e}), and the search may propose it; give a "
+                    f"space whose every combination of values is valid (narrow a range or a choice, or fix a field "
+                    f"in the spec instead)"
+                ) from None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

@@ -50,6 +50,9 @@ class Distribution:
         if self.kind == "choice":
             if not args:
                 raise SpecError(f"{where}: choice of no values; give at least one")
+            twice = next((v for i, v in enumerate(args) if any(_same(v, w) for w in args[:i])), None)
+            if twice is not None:
+                raise SpecError(f"{where}: choice lists {twice!r} twice; give each value once")
             return
         if len(args) != 2 or not all(is_number(a) and math.isfinite(a) for a in args):
             raise SpecError(f"{where}: {self.kind} got {list(args)!r}; give two finite numbers [low, high]")
@@ -67,6 +70,21 @@ class Distribution:
             return self.args
         low, high = self.args
         return (low, high - 1) if self.kind == "randint" else (low, high)
+
+    def points(self) -> tuple[Any, ...] | None:
+        """Every value it can draw, or None where it draws real numbers."""
+        if self.kind == "choice":
+            return self.args
+        return tuple(range(*self.args)) if self.kind == "randint" else None
+
+    def holds(self, value: Any) -> bool:
+        """Could it draw ``value``? (Optuna refuses to be told a point outside its distribution.)"""
+        if self.kind == "choice":
+            return any(_same(value, v) for v in self.args)
+        low, high = self.args
+        if not is_number(value):
+            return False
+        return is_int(value) and low <= value < high if self.kind == "randint" else low <= value <= high
 
     @property
     def numeric(self) -> bool:
@@ -137,3 +155,8 @@ def randint(low: int, high: int) -> Distribution:
 def choice(values: Sequence[Any]) -> Distribution:
     """One of ``values`` (numbers, strings, booleans)."""
     return Distribution("choice", tuple(values))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values of one type (``True`` is not ``1``)."""
+    return type(a) is type(b) and a == b

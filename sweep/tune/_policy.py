@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from .._errors import SweepError
+from .._errors import SpecError, SweepError
 from ..planning import NextRound, Wanted, make_plan
 from ..racing import Key
 from ..spec import SweepSpec
@@ -38,7 +38,7 @@ from ..store import SweepDir
 from . import _race
 from ._plan import stored_block_size
 
-__all__ = ["FixedSeeds", "NextRound", "RaceRounds", "RoundPolicy", "Wanted", "policy_for"]
+__all__ = ["FixedSeeds", "NextRound", "RaceRounds", "RoundPolicy", "Wanted", "check_early_stopping", "policy_for"]
 
 
 class RoundPolicy(Protocol):
@@ -83,6 +83,30 @@ class RaceRounds:
 
     def result(self, spec: SweepSpec, sweep_dir: SweepDir, label: Callable[[Key], str]) -> str | None:
         return _race.result(spec, _race.advance(spec, sweep_dir, record=False), label)
+
+
+def check_early_stopping(spec: SweepSpec, scheduler: Any, run_config: Any) -> None:
+    """A race or a search compares members trained to their last epoch: refuse, before any work,
+    what stops trials early (a Tune scheduler, ``run_config.stop``)."""
+    if spec.adaptive is not None:
+        why = (
+            "with adaptive seeds the race decides which configurations train on, and it compares members "
+            "trained for every epoch; a trial stopped early would enter the comparison half-trained"
+        )
+        instead, leave = "Race without a scheduler, or use the scheduler with fixed seeds (seeds=N)", "a race"
+    elif spec.search is not None:
+        why = (
+            "a search observes each configuration as its block of seeds trained for every epoch; a trial "
+            "stopped early would leave its configuration unobserved"
+        )
+        instead, leave = "Search without a scheduler, or use the scheduler on a grid", "a search"
+    else:
+        return
+    if scheduler is not None:
+        raise SpecError(f"`scheduler`: got {type(scheduler).__name__}; {why}. {instead}")
+    stop = getattr(run_config, "stop", None)
+    if stop:
+        raise SpecError(f"`run_config.stop`: got {stop!r}; {why}. Leave `stop` out of {leave}")
 
 
 def policy_for(

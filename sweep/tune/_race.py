@@ -25,24 +25,6 @@ from ..spec import Adaptive, SweepSpec
 from ..store import SweepDir, curves_by_column
 
 
-def check_options(spec: SweepSpec, scheduler: Any, run_config: Any) -> None:
-    """A race compares members trained to their last epoch: refuse what stops trials early."""
-    if spec.adaptive is None:
-        return
-    why = (
-        "with adaptive seeds the race decides which configurations train on, and it compares members "
-        "trained for every epoch; a trial stopped early would enter the comparison half-trained"
-    )
-    if scheduler is not None:
-        raise SpecError(
-            f"`scheduler`: got {type(scheduler).__name__}; {why}. Race without a scheduler, or use the "
-            f"scheduler with fixed seeds (seeds=N)"
-        )
-    stop = getattr(run_config, "stop", None)
-    if stop:
-        raise SpecError(f"`run_config.stop`: got {stop!r}; {why}. Leave `stop` out of a race")
-
-
 def configurations(spec: SweepSpec) -> tuple[list[Key], dict[Key, int]]:
     """Every configuration of ``spec`` (grid point: config x vmapped hyperparameter set) in grid
     order, and the ``sweep_seed`` of each."""

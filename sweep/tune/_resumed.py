@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import SpecError
@@ -84,6 +84,14 @@ def check_ranking(spec: SweepSpec, sweep_dir: SweepDir) -> None:
             f"give, and this spec's differ in {shown}. Go on as it ran ({'; '.join(how)}), or give the sweep another "
             f"name to start a new race"
         )
+    reached = max((s.round for s in plan.race.latest().values()), default=0) if plan.race is not None else 0
+    if old and new and reached > new.rounds:
+        raise SpecError(
+            f"`seeds.adaptive.max`: got {new.max}; the race of sweep {spec.name!r} has raced configurations to round "
+            f"{reached} ({old.seeds_through(reached)} seeds each), and max={new.max} ends a race at round "
+            f"{new.rounds}. Go on with max >= {old.seeds_through(reached)} (--set seeds.adaptive.max={old.max}), or "
+            f"give the sweep another name to start a new race"
+        )
     first = {"min": "lowest", "max": "highest"}
     for name, field in (("search", "search"), ("adaptive", "seeds.adaptive")):
         old, new = getattr(plan.spec, name), getattr(spec, name)
@@ -95,6 +103,41 @@ def check_ranking(spec: SweepSpec, sweep_dir: SweepDir) -> None:
             f"ran (--set {field}.metric={old.metric} --set {field}.mode={old.direction}), or give the sweep another "
             f"name to start a new one"
         )
+
+
+def check_search_continued(spec: SweepSpec, sweep_dir: SweepDir, asked: Sequence[Mapping[str, Any]]) -> None:
+    """Refuse to go on with a search (a resume, or a run that adds configurations) whose spec
+    differs from the last run's in what each configuration's observation is made of (its seeds,
+    data, model, training: the search told the sampler means over those), or whose space leaves
+    out a configuration it has ``asked``."""
+    plan = sweep_dir.plan()
+    old = None if plan is None else plan.spec
+    if old is None or old.search is None or spec.search is None or not asked:
+        return
+    made_of = [
+        _dotted({k: v for k, v in _defining(s).items() if k != "points"} | {"seeds": s.seed_list}) for s in (old, spec)
+    ]
+    fields = _differing(*made_of)
+    if fields:
+        shown = ", ".join(f"{k} ({_shown(made_of[1].get(k))} here, {_shown(made_of[0].get(k))} there)" for k in fields)
+        sets = [shlex.quote(f"{k}={_toml(made_of[0][k])}") for k in fields if _toml(made_of[0].get(k))]
+        how = f" (on the command line: --set {' --set '.join(sets)})" if len(sets) == len(fields) else ""
+        raise SpecError(
+            f"`search`: the search of sweep {spec.name!r} observed {len(asked)} configuration(s) as blocks of seeds "
+            f"trained with its last run's settings, and this spec differs in {shown}; go on with the settings it ran "
+            f"with{how}, or give the sweep another name to start a new search (a grid of the best configuration "
+            f"trains more seeds of it)"
+        )
+    for point in asked:
+        outside = [k for k, d in spec.search.space.items() if k not in point or not d.holds(point[k])]
+        if outside or set(point) - set(spec.search.space):
+            key = (outside or sorted(set(point) - set(spec.search.space)))[0]
+            where = repr(spec.search.space[key].to_dict()) if key in spec.search.space else "not searched here"
+            raise SpecError(
+                f"`search.space`: the search of sweep {spec.name!r} asked {key}={point.get(key)!r} in an earlier run, "
+                f"outside this space ({key}: {where}); go on with a space that holds every configuration it asked, or "
+                f"give the sweep another name to start a new search"
+            )
 
 
 def _differing(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:

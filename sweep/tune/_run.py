@@ -36,8 +36,8 @@ from ._checks import check_same_data, outline_datasets
 from ._executor import Executor, Stopped, planned_rounds
 from ._options import METRIC, RunOptions, fold_options
 from ._plan import check_spec
-from ._policy import RoundPolicy, policy_for
-from ._resumed import check_ranking, check_resumed_spec
+from ._policy import RoundPolicy, check_early_stopping, policy_for
+from ._resumed import check_ranking, check_resumed_spec, check_search_continued
 
 __all__ = ["METRIC", "Interrupted", "run"]
 
@@ -53,10 +53,12 @@ def _resume_hint(done: int, total: int, command: str | None, storage: str) -> st
 
 def _asked(spec: SweepSpec, sweep_dir: SweepDir) -> SweepSpec:
     """A search's ``spec`` with every configuration it has asked so far (``search.json``): what
-    earlier calls of this sweep planned and trained, and its members counted as done."""
+    earlier calls of this sweep planned and trained, and its members counted as done; refused
+    where ``spec`` would not go on with them (:func:`check_search_continued`)."""
     from ..search import read_record
 
     points = read_record(sweep_dir).points
+    check_search_continued(spec, sweep_dir, points)
     return spec.with_points(points) if points else spec
 
 
@@ -155,7 +157,7 @@ def run(
     # check: nothing starts before the spec and every option are known to be good
     check_spec(spec)
     options = fold_options(options, keywords)
-    _race.check_options(spec, options.the_scheduler, options.run_config)
+    check_early_stopping(spec, options.the_scheduler, options.run_config)
     configure(gpu_preallocate=False)  # the driver's JAX (data generation) must not take the trials' GPU memory
     sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
     if spec.search is not None or spec.adaptive is not None:  # it goes on from its record, resumed or not
