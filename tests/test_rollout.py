@@ -2,12 +2,14 @@
 NumPy loop, their geometric mean, the store columns and what ranks by them, and a sweep of an
 exponax problem through Ray Tune; and large evaluation sets evaluated in parts."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pyarrow as pa
 import pytest
-from _blocks import trained_blocks
+from _blocks import datasets_of, trained_blocks
 from helpers import member, tiny_spec
 
 import sweep
@@ -65,13 +67,13 @@ def test_store_columns_and_rankings_by_the_rollout(tmp_path):
     gridded = tiny_spec(
         problem=spec.problem,
         model=MODEL,
-        training=spec.training,
+        training=dataclasses.replace(spec.training, metrics=("nrmse", "correlation")),  # one-step: their gains
         seeds=3,
         seeds_per_trial=3,
         grid={"model.depth": [1, 2]},
     )
     plan = make_plan(gridded)
-    ens = sweep.load(aggregate_blocks(tmp_path / "store", trained_blocks(plan), plan))
+    ens = sweep.load(aggregate_blocks(tmp_path / "store", trained_blocks(plan), plan, datasets=datasets_of(plan)))
     table = ens.table
     for split in ("val", "test"):
         assert table.schema.field(f"{split}_rollout_nrmse").type == pa.list_(pa.float64())
@@ -99,6 +101,12 @@ def test_store_columns_and_rankings_by_the_rollout(tmp_path):
     assert ens.compare({"depth": 1}, {"depth": 2}, metric="val_rollout_window_6_12_mse").n_a == 3
     longest = ens.best(2, metric="val_rollout_valid_steps_correlation", mode="max").table
     assert sorted(longest["val_rollout_valid_steps_correlation"].to_pylist()) == sorted(valid)[-2:]
+    scores = ens.where(depth=1).scores("test")
+    (one,) = [r for r in scores.to_pylist() if r["kind"] == "one_step"]
+    # the ensemble gain, above 1 where the mean beats the mean member: of an error, members / ensemble;
+    # of a score (correlation, higher is better), ensemble / members
+    assert one["nrmse_gain"] == pytest.approx(one["nrmse_members"] / one["nrmse_ensemble"])
+    assert one["correlation_gain"] == pytest.approx(one["correlation_ensemble"] / one["correlation_members"])
 
 
 def test_a_split_without_trajectories_has_no_rollout_curves():

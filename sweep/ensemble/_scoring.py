@@ -34,7 +34,7 @@ from .._batches import padded, pieces
 from .._errors import QueryError, SweepError, warn
 from .._layout import SPLIT_FILES
 from .._words import counted
-from ..metrics import BUILTINS, LOSS, metric_name, rollout_gmean
+from ..metrics import BUILTINS, LOSS, Metric, metric_name, rollout_gmean
 from ..store import SCORE_COLUMNS, Store, gain_column, scores_schema
 from ._array_args import array_like
 from ._field_totals import Extras
@@ -169,13 +169,20 @@ def rollout(
     return totals.finish() | (extra.finish() if extra else {})
 
 
-def _gain_metrics(ens: Predictions, names: list[str]) -> tuple[list[str], list]:
+def _gain_metrics(ens: Predictions, names: list[str]) -> tuple[list[str], list[Metric]]:
     """The loss and those of ``names`` (stored metric names) this config evaluates with a built-in:
-    ``(names, per-sample functions)``."""
+    ``(names, metrics)``."""
     training = ens.spec.training
     entries = {LOSS: training.loss} | {metric_name(e): e for e in training.metrics}
     used = [n for n in (LOSS, *names) if entries.get(n) in BUILTINS]
-    return used, [BUILTINS[entries[n]].per_sample for n in used]
+    return used, [BUILTINS[entries[n]] for n in used]
+
+
+def _gain(metric: Metric, of_mean: float, of_members: float) -> float:
+    """How much better the ensemble mean is than the mean member: above 1, better (an error's
+    ``members / ensemble``; a score's, such as ``correlation``, ``ensemble / members``)."""
+    better, worse = (of_mean, of_members) if metric.higher_is_better else (of_members, of_mean)
+    return better / worse if worse else float("nan")
 
 
 def configuration_rows(
@@ -226,12 +233,13 @@ def _one_step_rows(
     """The one-step and ensemble-size rows of one configuration on samples ``found`` ``(x, y)``."""
     x, y = found
     _real_targets(ens, y, "scores")
-    names, fns = _gain_metrics(ens, ens.store.metrics)
+    names, metrics = _gain_metrics(ens, ens.store.metrics)
+    fns = [m.per_sample for m in metrics]
     scores, of_mean, of_members, sizes = one_step(ens, x, y, chunk_size, fns, block_bytes, extras)
     gains = {}
-    for name, e, mm in zip(names, of_mean, of_members, strict=True):
+    for name, metric, e, mm in zip(names, metrics, of_mean, of_members, strict=True):
         gains |= {gain_column(name, "ensemble"): e, gain_column(name, "members"): mm}
-        gains[gain_column(name, "gain")] = mm / e if e else float("nan")
+        gains[gain_column(name, "gain")] = _gain(metric, e, mm)
     rows = [{**base, "kind": "one_step", "step": 0, **_row(scores, 0), **gains}]
     for k, groups in sizes.items():
         averaged = {c: float(np.mean([g[c][0] for g in groups])) for c in SCORE_COLUMNS}
