@@ -1,6 +1,7 @@
 """The field metrics of the PDE benchmarks, per sample ``(channels, *spatial)``: The Well's
-VRMSE, the Pearson correlation of APEBench, and PDEBench's Fourier-space errors binned by
-wavenumber. Built-ins by name in :data:`sweep.metrics.BUILTINS`.
+VRMSE, the Pearson correlation over a rollout (the "valid rollout time" it gives), APEBench's
+own nRMSE and correlation, and Fourier-space errors binned by PDEBench's wavenumber bands.
+Built-ins by name in :data:`sweep.metrics.BUILTINS`.
 
 ```python
 import jax.numpy as jnp
@@ -44,15 +45,36 @@ def vrmse(pred: Float[Array, "c *s"], target: Float[Array, "c *s"]) -> Float[Arr
 
 
 def correlation(pred: Float[Array, "c *s"], target: Float[Array, "c *s"]) -> Float[Array, ""]:
-    """Pearson correlation of prediction and target over the points, per channel, averaged over
-    the channels (APEBench's ``mean_correlation`` of one sample). 1.0 is perfect; higher is better
-    (a constant field has no correlation: NaN)."""
+    """Pearson correlation of prediction and target over the points (each centred on its mean), per
+    channel, averaged over the channels (APEBench's, :func:`apebench_correlation`, is not centred:
+    the two agree for fields of mean zero). 1.0 is perfect; higher is better (a constant field has
+    no correlation: NaN)."""
     _check("correlation", pred, target)
     axes = _spatial(target)
     p = pred - jnp.mean(pred, axis=axes, keepdims=True)
     t = target - jnp.mean(target, axis=axes, keepdims=True)
     cov = jnp.sum(p * t, axis=axes)
     return jnp.mean(cov / jnp.sqrt(jnp.sum(jnp.square(p), axis=axes) * jnp.sum(jnp.square(t), axis=axes)))
+
+
+def apebench_nrmse(pred: Float[Array, "c *s"], target: Float[Array, "c *s"]) -> Float[Array, ""]:
+    """APEBench's nRMSE of one sample (``exponax.metrics.nRMSE``; its ``mean_nRMSE`` is the mean over
+    samples): per channel ``norm(pred - target) / norm(target)`` over the points, summed over the
+    channels. With one channel it equals ``nrmse``; lower is better."""
+    _check("apebench_nrmse", pred, target)
+    axes = _spatial(target)
+    return jnp.sum(jnp.sqrt(jnp.sum(jnp.square(pred - target), axis=axes) / jnp.sum(jnp.square(target), axis=axes)))
+
+
+def apebench_correlation(pred: Float[Array, "c *s"], target: Float[Array, "c *s"]) -> Float[Array, ""]:
+    """APEBench's correlation of one sample (``exponax.metrics.correlation``; its
+    ``mean_correlation`` is the mean over samples): per channel ``sum(pred * target) /
+    (norm(pred) * norm(target))`` over the points, not centred on the means, averaged over the
+    channels. Equal to ``correlation`` (Pearson's) for fields of mean zero; higher is better."""
+    _check("apebench_correlation", pred, target)
+    axes = _spatial(target)
+    dot = jnp.sum(pred * target, axis=axes)
+    return jnp.mean(dot / jnp.sqrt(jnp.sum(jnp.square(pred), axis=axes) * jnp.sum(jnp.square(target), axis=axes)))
 
 
 def _wavenumbers(shape: tuple[int, ...]) -> Array:

@@ -17,9 +17,10 @@ Training(loss="cross_entropy", metrics=("accuracy", "my_metrics:top_class_share"
 A target has any shape: the inputs' (an emulator), a vector or a number per sample (an inverse
 problem), another grid; ``mse``, ``mae`` and ``nrmse`` compare a prediction with a target of the
 same shape. The fields of the PDE benchmarks (``(channels, *spatial)``) have their metrics too:
-``vrmse`` (The Well's variance-scaled RMSE), ``correlation`` (Pearson, APEBench's; higher is
-better) and ``spectral_low``, ``spectral_mid``, ``spectral_high`` (PDEBench's Fourier-space
-errors by wavenumber band). ``cross_entropy`` and ``accuracy`` take class indices: a target ``(*t)`` (``()``: one
+``vrmse`` (The Well's variance-scaled RMSE), ``correlation`` (Pearson's; higher is better),
+``apebench_nrmse`` and ``apebench_correlation`` (APEBench's own, which sum the channels' nRMSE
+and do not centre the correlation) and ``spectral_low``, ``spectral_mid``, ``spectral_high``
+(Fourier-space errors in PDEBench's wavenumber bands). ``cross_entropy`` and ``accuracy`` take class indices: a target ``(*t)`` (``()``: one
 label per sample) or ``(1, *t)`` against logits ``(classes, *t)``.
 
 Names are checked when the spec is built (no code is imported then: a stored spec names import
@@ -38,7 +39,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._errors import SpecError, did_you_mean
-from ._field_metrics import BANDS, correlation, spectral_error, vrmse
+from ._field_metrics import BANDS, apebench_correlation, apebench_nrmse, correlation, spectral_error, vrmse
 from ._import_path import import_object, is_import_path
 from ._rollout_curves import ROLLOUT_GMEAN as ROLLOUT_GMEAN
 from ._rollout_curves import ROLLOUT_VALID_STEPS as ROLLOUT_VALID_STEPS
@@ -129,6 +130,8 @@ BUILTINS: dict[str, Metric] = {
     "accuracy": Metric(accuracy, integer_targets=True, higher_is_better=True),
     "vrmse": Metric(vrmse),
     "correlation": Metric(correlation, higher_is_better=True),
+    "apebench_nrmse": Metric(apebench_nrmse),
+    "apebench_correlation": Metric(apebench_correlation, higher_is_better=True),
     **{f"spectral_{band}": Metric(spectral_error(band)) for band in BANDS},
 }
 

@@ -215,6 +215,25 @@ def test_a_commands_option_given_before_the_command_says_where_it_goes():
     assert invoke("--debug", "--version").exit_code == 0  # the group's own options stay where they are
 
 
+def test_show_says_how_many_members_have_no_finite_value_of_the_metric(tmp_path):
+    """A member that trained without diverging can still have no finite value (a rollout that blew
+    up): the statistics leave it out, and the summary shows ``n`` and says so."""
+    from sweep.store import aggregate_blocks
+
+    plan = make_plan(tiny_spec(seeds=3, seeds_per_trial=3))
+    block = train_trial(plan.trials[0])
+    val = dict(block.history.val)
+    val["loss"] = val["loss"].copy()
+    val["loss"][0, -1] = np.inf  # member 0's last validation loss, its status ok
+    aggregate_blocks(tmp_path / "store", [block._replace(history=block.history._replace(val=val))], plan=plan)
+    result = invoke("show", tmp_path / "store")
+    header, rows = _rows(result.output, "config_id")
+    assert rows[0][header.index("count")] == "3" and rows[0][header.index("n")] == "2"
+    said = " ".join(result.output.split())
+    assert "n: the members with a finite val_loss; 1 member that trained without diverging has none" in said
+    assert "n" not in _rows(invoke("show", tmp_path / "store", "--metric", "test_loss").output, "config_id")[0]
+
+
 def test_show_formats_csv_and_json(store):
     import csv
     import io

@@ -25,6 +25,14 @@ def np_correlation(p, t):
     return np.mean([np.corrcoef(pc.ravel(), tc.ravel())[0, 1] for pc, tc in zip(p, t)])
 
 
+def np_apebench_nrmse(p, t):  # per channel, summed over the channels (exponax.metrics.nRMSE)
+    return sum(np.linalg.norm(pc - tc) / np.linalg.norm(tc) for pc, tc in zip(p, t))
+
+
+def np_apebench_correlation(p, t):  # per channel, not centred, averaged (exponax.metrics.correlation)
+    return np.mean([pc.ravel() @ tc.ravel() / (np.linalg.norm(pc) * np.linalg.norm(tc)) for pc, tc in zip(p, t)])
+
+
 def np_spectral(p, t, low, high):
     spatial = t.shape[1:]
     diff = np.fft.fftn(p - t, axes=tuple(range(1, t.ndim))) / np.prod(spatial)
@@ -47,6 +55,8 @@ def test_field_metrics_equal_numpy(shape):
     expected = {
         "vrmse": np_vrmse(p, t),
         "correlation": np_correlation(p, t),
+        "apebench_nrmse": np_apebench_nrmse(p, t),
+        "apebench_correlation": np_apebench_correlation(p, t),
         "spectral_low": np_spectral(p, t, 0, 3),
         "spectral_mid": np_spectral(p, t, 4, 11),
         "spectral_high": np_spectral(p, t, 12, np.inf),
@@ -56,6 +66,26 @@ def test_field_metrics_equal_numpy(shape):
         np.testing.assert_allclose(got, value, rtol=2e-5, atol=1e-7, err_msg=name)
     assert float(BUILTINS["correlation"].per_sample(jnp.asarray(t), jnp.asarray(2 * t + 1))) == pytest.approx(1.0)
     assert float(BUILTINS["vrmse"].per_sample(jnp.asarray(t), jnp.asarray(t))) == 0.0
+    if shape[0] > 1:  # several channels: APEBench sums the channels' nRMSE, nrmse takes one norm of them all
+        joint = np.linalg.norm(p - t) / np.linalg.norm(t)
+        assert float(BUILTINS["nrmse"].per_sample(jnp.asarray(p), jnp.asarray(t))) == pytest.approx(joint, rel=2e-5)
+        assert abs(joint - np_apebench_nrmse(p, t)) > 0.1
+
+
+def test_apebench_metrics_are_exponaxs():
+    import exponax
+
+    p, t = RNG.normal(size=(2, 12, 10)).astype(np.float32), RNG.normal(size=(2, 12, 10)).astype(np.float32) + 1.0
+    for name, theirs in (
+        ("apebench_nrmse", exponax.metrics.nRMSE),
+        ("apebench_correlation", exponax.metrics.correlation),
+    ):
+        ours = float(BUILTINS[name].per_sample(jnp.asarray(p), jnp.asarray(t)))
+        assert ours == pytest.approx(float(theirs(jnp.asarray(p), jnp.asarray(t))), rel=1e-5), name
+    mean_one = (t - t.mean(axis=(1, 2), keepdims=True), p - p.mean(axis=(1, 2), keepdims=True))  # mean zero: Pearson's
+    assert float(BUILTINS["apebench_correlation"].per_sample(*map(jnp.asarray, mean_one))) == pytest.approx(
+        float(BUILTINS["correlation"].per_sample(*map(jnp.asarray, mean_one))), rel=1e-5
+    )
 
 
 def band_errors(mode: int) -> dict[str, float]:
@@ -92,7 +122,7 @@ def test_rollout_summaries_equal_numpy():
 
 
 def test_field_metrics_are_built_ins_of_training_and_rollouts():
-    names = ("vrmse", "correlation", "spectral_low", "spectral_mid", "spectral_high")
+    names = ("vrmse", "correlation", "apebench_nrmse", "apebench_correlation", "spectral_low", "spectral_mid")
     training = sweep.Training(metrics=names, rollout_steps=3, rollout_metrics=names)
     assert training.metrics == names and training.rollout_metrics == names
 

@@ -63,7 +63,7 @@ def test_builtins_match_numpy_per_sample_then_averaged():
         (
             dict(loss="msee"),
             r"`training.loss`: unknown loss 'msee' \(did you mean 'mse'\?\); choose one of mse, mae, nrmse, "
-            r"cross_entropy, vrmse, "
+            r"cross_entropy, vrmse, apebench_nrmse, "
             r"spectral_low, spectral_mid, spectral_high or give a function",
         ),
         *(
@@ -72,12 +72,12 @@ def test_builtins_match_numpy_per_sample_then_averaged():
                 rf"`training.loss`: '{score}' is a score \(higher is better\) and the trainer minimises its loss; "
                 rf"choose one of mse, .* and evaluate '{score}' in training.metrics",
             )
-            for score in ("correlation", "accuracy")
+            for score in ("correlation", "accuracy", "apebench_correlation")
         ),
         (
             dict(rollout_steps=2, rollout_metrics=["corelation"]),
             r"`training.rollout_metrics\[0\]`: unknown rollout metric 'corelation' \(did you mean 'correlation'\?\); choose one of mse, mae, nrmse, "
-            r"vrmse, correlation, spectral_low, spectral_mid, spectral_high or give",
+            r"vrmse, correlation, apebench_nrmse, apebench_correlation, spectral_low, spectral_mid, spectral_high or give",
         ),
         (dict(metrics=["mse", "rmse"]), r"`training.metrics\[1\]`: unknown metric 'rmse'"),
         (dict(metrics="mse"), r"`training.metrics`: got 'mse'; give a list of names"),

@@ -47,7 +47,7 @@ def show(
     csv or json for other tools).
     """
     from .._errors import StoreError
-    from ..ensemble import compact, load
+    from ..ensemble import compact, left_out, load
     from ._race import race_lines
     from ._scores import seeds_line
     from ._search import search_lines
@@ -96,6 +96,15 @@ def show(
     if units:
         typer.echo(prose(units))
     typer.echo(format_table(table, limit, {"config_id", *ens.grid_columns}))
+    missing = left_out(table)
+    if missing:
+        typer.echo(
+            prose(
+                f"n: the members with a finite {metric}; {counted(missing, 'member')} that trained without diverging "
+                f"{'has' if missing == 1 else 'have'} none (a rollout that blew up) and {'is' if missing == 1 else 'are'} "
+                f"left out of the statistics"
+            )
+        )
     typer.echo(prose(seeds_line(ens, metric, mode)))
     race_lines(ens, limit)
     search_lines(existing(sweep_dir))

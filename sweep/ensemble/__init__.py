@@ -22,6 +22,7 @@ from ._predictions import DEFAULT_CHUNK as DEFAULT_CHUNK
 from ._rows import SummaryTable as SummaryTable
 from ._rows import compact as compact
 from ._rows import format_table as format_table
+from ._rows import left_out as left_out
 from ._stats import Comparison as Comparison
 from ._stats import compare as compare
 from ._stats import describe as describe

@@ -78,10 +78,20 @@ def html_table(table: pa.Table, limit: int = 50, caption: str = "", hint: str = 
     )
 
 
+def left_out(table: pa.Table) -> int:
+    """How many members of a summary that did not diverge have no finite value of its metric (a
+    rollout that blew up): the statistics leave them out (``n`` counts those used)."""
+    if not {"count", "diverged", "n"} <= set(table.column_names):
+        return 0
+    rows = zip(*(table.column(c).to_pylist() for c in ("count", "diverged", "n")), strict=True)
+    return sum(count - diverged - n for count, diverged, n in rows)
+
+
 def compact(table: pa.Table) -> pa.Table:
-    """A summary without its wide statistics (:data:`WIDE_COLUMNS`), and without ``stopped_early``
-    when no member stopped early: what ``sweep show`` prints without ``--wide``."""
-    hidden = set(WIDE_COLUMNS)
+    """A summary without its wide statistics (:data:`WIDE_COLUMNS`; ``n`` kept where members are
+    left out, :func:`left_out`), and without ``stopped_early`` when no member stopped early: what
+    ``sweep show`` prints without ``--wide``."""
+    hidden = set(WIDE_COLUMNS) - ({"n"} if left_out(table) else set())
     if "stopped_early" in table.column_names and not any(table.column("stopped_early").to_pylist()):
         hidden.add("stopped_early")
     return table.drop_columns([c for c in table.column_names if c in hidden])
