@@ -182,9 +182,14 @@ def check_names(loss: Any, metrics: Sequence[Any]) -> None:
         if name in seen:
             raise SpecError(
                 f"`training.metrics[{i}]`: {entry!r} and {seen[name]!r} would both be stored as "
-                f"`val_{name}` / `test_{name}`; give each metric its own function name"
+                f"`val_{name}` / `test_{name}`; {_once(entry, seen[name])}"
             )
         seen[name] = entry
+
+
+def _once(entry: str, before: str) -> str:
+    """What to do about two metrics stored under one name: list a metric once, or rename a function."""
+    return "list each metric once" if entry == before else "give each metric its own function name"
 
 
 def check_rollout_names(metrics: Sequence[Any]) -> None:
@@ -203,7 +208,7 @@ def check_rollout_names(metrics: Sequence[Any]) -> None:
         if name in seen:
             raise SpecError(
                 f"`{field}`: {entry!r} and {seen[name]!r} would both be stored as `test_rollout_{name}`; "
-                f"give each metric its own function name"
+                f"{_once(entry, seen[name])}"
             )
         seen[name] = entry
 

@@ -80,6 +80,11 @@ def test_builtins_match_numpy_per_sample_then_averaged():
             r"vrmse, correlation, apebench_nrmse, apebench_correlation, spectral_low, spectral_mid, spectral_high or give",
         ),
         (dict(metrics=["mse", "rmse"]), r"`training.metrics\[1\]`: unknown metric 'rmse'"),
+        (dict(metrics=["nrmse", "nrmse"]), r"`training.metrics\[1\]`: 'nrmse' and 'nrmse' .*; list each metric once$"),
+        (
+            dict(metrics=["a.b:nrmse", "nrmse"]),
+            r"`training.metrics\[1\]`: 'nrmse' and 'a.b:nrmse' .*; give each metric its own function name$",
+        ),
         (dict(metrics="mse"), r"`training.metrics`: got 'mse'; give a list of names"),
         (
             dict(metrics=["mse", "other:mse"]),

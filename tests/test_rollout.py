@@ -101,6 +101,12 @@ def test_store_columns_and_rankings_by_the_rollout(tmp_path):
     assert ens.compare({"depth": 1}, {"depth": 2}, metric="val_rollout_window_6_12_mse").n_a == 3
     longest = ens.best(2, metric="val_rollout_valid_steps_correlation", mode="max").table
     assert sorted(longest["val_rollout_valid_steps_correlation"].to_pylist()) == sorted(valid)[-2:]
+    with pytest.raises(
+        sweep.QueryError,
+        match=r"^best\(metric='val_rollout_nrmse'\): each member's curve over the rollout's steps, not one value; "
+        r"rank by a number that sums it up: val_rollout_gmean_nrmse, val_rollout_window_6_12_nrmse$",
+    ):
+        ens.best(2, metric="val_rollout_nrmse")
     scores = ens.where(depth=1).scores("test")
     (one,) = [r for r in scores.to_pylist() if r["kind"] == "one_step"]
     # the ensemble gain, above 1 where the mean beats the mean member: of an error, members / ensemble;

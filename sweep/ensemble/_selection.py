@@ -225,6 +225,13 @@ class Selection:
                 f"{what}(metric={metric!r}): a setting of the members, not a value they reached; choose one of "
                 f"{', '.join(numeric)}"
             )
+        split, _, curve = metric.partition("_rollout_")
+        summaries = [c for c in numeric if c.startswith(f"{split}_rollout_") and c.endswith(f"_{curve}")]
+        if metric not in self._index.schema.names and curve and summaries:  # a rollout's curve over steps
+            raise QueryError(
+                f"{what}(metric={metric!r}): each member's curve over the rollout's steps, not one value; rank by "
+                f"a number that sums it up: {', '.join(summaries)}"
+            )
         if metric not in self._index.schema.names:
             raise QueryError(
                 f"{what}(metric={metric!r}): no column named {metric!r}{did_you_mean(metric, numeric)}; "
