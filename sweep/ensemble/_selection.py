@@ -225,7 +225,7 @@ class Selection:
                 f"{what}(metric={metric!r}): a setting of the members, not a value they reached; choose one of "
                 f"{', '.join(numeric)}"
             )
-        split, _, curve = metric.partition("_rollout_")
+        split, _, curve = metric.partition("_rollout_") if isinstance(metric, str) else ("", "", "")
         summaries = [c for c in numeric if c.startswith(f"{split}_rollout_") and c.endswith(f"_{curve}")]
         if metric not in self._index.schema.names and curve and summaries:  # a rollout's curve over steps
             raise QueryError(
