@@ -4,6 +4,7 @@ preemption, a killed driver, schedulers) and the Tune experiments a run leaves."
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -190,6 +191,17 @@ def test_driver_killed_mid_sweep_then_resumed(baseline, ray_session, tmp_path):
     path = sweep.run(ONE_TRIAL, storage=str(storage), resume=True)
     assert sorted(p.name for p in Path(path).glob("tune-*")) == ["tune-0001"]  # restored in place
     assert_same_members(final_blocks(path), first_trial(reference))
+
+
+def test_a_finished_sweep_resumed_with_other_settings_trains_them_beside(baseline, ray_session, tmp_path):
+    """Its Tune experiment's trials are done by their own spec: none is restored (none labelled by
+    this run's spec, which has other configurations), and the new ones train beside them."""
+    path, _ = baseline
+    shutil.copytree(path, tmp_path / "tiny", symlinks=True)
+    other = tiny_spec(seeds=2, training=sweep.Training(epochs=2, batch_size=16, report_every=2))
+    resumed = sweep.run(other, storage=str(tmp_path), address=ray_session, resume=True)
+    ens = sweep.load(resumed)
+    assert sorted(set(ens.table["epochs"].to_pylist())) == [2, 4] and len(ens) == 4 + 2
 
 
 def test_scheduler_and_stop_pass_through_keep_last_checkpoints(ray_session, tmp_path):

@@ -221,7 +221,7 @@ class TuneExecutor:
         exp_path = f"{sweep_dir.path}/{names[-1]}"
         if not tune.Tuner.can_restore(exp_path, storage_filesystem=self.ray_fs):
             return Outcome()
-        done, _ = sweep_dir.done(self.spec)
+        done, _ = sweep_dir.done(stored.spec)  # the experiment's own trials: this run's spec may add others
         left = [
             t
             for t in stored.trials
