@@ -127,6 +127,25 @@ def test_more_gpus_than_this_process_sees_are_refused_before_any_trial(tmp_path)
     assert not list(tmp_path.glob("tiny/local/*"))  # no trial started
 
 
+@pytest.mark.parametrize("storage", [None, 3, ""])
+def test_a_storage_that_is_no_folder_is_refused(storage, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(sweep.SpecError, match=r"^`storage`: got .*; give the folder to keep sweeps in"):
+        sweep.run(tiny_spec(), storage=storage, options=LOCAL)
+    assert not any(tmp_path.iterdir())  # no folder named None or 3
+
+
+def test_a_sweep_directory_given_as_storage_is_refused(local_run, tmp_path):
+    """``--storage runs/tiny`` for ``runs``: the new sweep would hide inside the other."""
+    inside = tmp_path / "tiny"
+    (inside).mkdir()
+    (inside / "plan.json").write_text((local_run / "plan.json").read_text())
+    other = dataclasses.replace(tiny_spec(), name="other")
+    with pytest.raises(sweep.SpecError, match=r"^`storage`: '.*tiny' is a sweep's directory \(it holds plan.json\); "):
+        sweep.run(other, storage=str(inside), options=LOCAL)
+    assert not (inside / "other").exists()
+
+
 def test_a_resume_takes_more_seeds(tmp_path):
     """More seeds name more members of the same configurations: the interrupted trials continue
     and the new seeds train beside them (what the resume check leaves to a resume)."""

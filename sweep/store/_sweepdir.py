@@ -35,6 +35,7 @@ from collections.abc import Mapping
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from .._errors import SpecError
 from .._fs import exists, filesystem_path, is_local, read_text, write_text_atomic
 from .._layout import DATA_SCANS, EXPERIMENT_PREFIX, experiment_name
 from ..planning import MemberId, Plan, read_plan, write_plan
@@ -68,6 +69,11 @@ class SweepDir:
     @classmethod
     def of(cls, spec: SweepSpec, storage: str | os.PathLike, filesystem: pafs.FileSystem | None = None) -> SweepDir:
         """The directory of sweep ``spec`` under ``storage`` (``<storage>/<spec.name>``)."""
+        if not isinstance(storage, (str, os.PathLike)) or not str(storage):
+            raise SpecError(
+                f"`storage`: got {storage!r}; give the folder to keep sweeps in, a path or s3://bucket/prefix "
+                f'(storage="./runs": the sweep\'s directory is ./runs/{spec.name})'
+            )
         return cls.at(f"{str(storage).rstrip('/')}/{spec.name}", filesystem)
 
     def __repr__(self) -> str:

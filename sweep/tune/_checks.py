@@ -12,11 +12,13 @@ from collections.abc import Iterable, Mapping, Sequence
 import pyarrow.fs as pafs
 
 from .._errors import SpecError
+from .._fs import exists
 from .._import_path import import_object, is_import_path
+from .._layout import PLAN
 from ..planning import MemberId
 from ..problems import Outline, Scan, outline_problem
 from ..spec import SweepSpec
-from ..store import SAMPLE_COUNT, TRAJECTORY_COUNT
+from ..store import SAMPLE_COUNT, TRAJECTORY_COUNT, SweepDir
 from ..training import check_data
 
 
@@ -36,6 +38,18 @@ def check_resources(resources: Mapping[str, float], nodes: Sequence[Mapping[str,
                 f"`resources.{field}`: got {want:g}; the Ray cluster has {total:g} {name}(s) "
                 f"(at most {max(per_node):g} on one node), and a trial's {name}s must be on one node"
             )
+
+
+def check_not_inside_a_sweep(sweep_dir: SweepDir) -> None:
+    """Refuse a new sweep whose ``storage`` is itself a sweep's directory (``--storage runs/tiny``
+    for ``runs``): it would be made inside the other, unseen by ``sweep show runs``."""
+    storage = sweep_dir.path.rsplit("/", 1)[0]
+    if sweep_dir.plan() is None and exists(sweep_dir.filesystem, f"{storage}/{PLAN}"):
+        parent = storage.rsplit("/", 1)[0] if "/" in storage else "."
+        raise SpecError(
+            f"`storage`: {storage!r} is a sweep's directory (it holds {PLAN}); give the folder that holds sweeps, "
+            f"such as {parent!r}, and this sweep's directory is made beside it"
+        )
 
 
 def check_writable(filesystem: pafs.FileSystem, path: str, shown: str) -> None:

@@ -32,7 +32,7 @@ from ..ensemble import aggregate
 from ..spec import SweepSpec
 from ..store import MapTasks, SweepDir
 from . import _race
-from ._checks import check_same_data, outline_datasets
+from ._checks import check_not_inside_a_sweep, check_same_data, outline_datasets
 from ._executor import Executor, Stopped, planned_rounds
 from ._options import METRIC, RunOptions, fold_options
 from ._plan import check_spec
@@ -160,6 +160,7 @@ def run(
     check_early_stopping(spec, options.the_scheduler, options.run_config)
     configure(gpu_preallocate=False)  # the driver's JAX (data generation) must not take the trials' GPU memory
     sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
+    check_not_inside_a_sweep(sweep_dir)
     if spec.search is not None or spec.adaptive is not None:  # it goes on from its record, resumed or not
         check_ranking(spec, sweep_dir)
     if options.resume:
