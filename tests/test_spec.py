@@ -93,6 +93,14 @@ def test_seeds_int_and_iterable():
         (lambda: tiny_spec(seeds=[1, 2, 1]), ["`seeds`", "duplicate", "[1]"]),
         (lambda: tiny_spec(seeds=0), ["`seeds`", ">= 1"]),
         (lambda: tiny_spec(grid={"model.depth": []}), ["`grid.model.depth`", "empty"]),
+        (lambda: tiny_spec(grid={"model.depth": [2, 2]}), ["`grid.model.depth`: lists 2 twice; give each value once"]),
+        (
+            lambda: SweepSpec.from_dict(
+                tiny_spec(grid={"optimizer.learning_rate": [1e-3, 1e-2]}).to_dict()
+                | {"vmap": "optimizer.learning_rate"}
+            ),
+            ["`vmap`: got 'optimizer.learning_rate'; give a list of grid keys"],  # as TOML gives it, not per letter
+        ),
         (lambda: tiny_spec(grid={"modle.depth": [1]}), ["'modle.depth'", "not a spec field"]),
         (lambda: tiny_spec(grid={"model.deepth": [1]}), ["`model.deepth`", "hidden_channels"]),
         (lambda: tiny_spec(grid={"model.name": ["ConvNet", "Transformer"]}), ["`model.name`", "'Transformer'"]),

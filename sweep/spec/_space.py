@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import SpecError
-from ._values import is_int, is_number, known_fields, plain
+from ._values import is_int, is_number, known_fields, listed_twice, plain
 
 __all__ = ["KINDS", "Distribution", "choice", "loguniform", "randint", "uniform"]
 
@@ -50,7 +50,7 @@ class Distribution:
         if self.kind == "choice":
             if not args:
                 raise SpecError(f"{where}: choice of no values; give at least one")
-            twice = next((v for i, v in enumerate(args) if any(_same(v, w) for w in args[:i])), None)
+            twice = listed_twice(args)
             if twice is not None:
                 raise SpecError(f"{where}: choice lists {twice!r} twice; give each value once")
             return
@@ -80,7 +80,7 @@ class Distribution:
     def holds(self, value: Any) -> bool:
         """Could it draw ``value``? (Optuna refuses to be told a point outside its distribution.)"""
         if self.kind == "choice":
-            return any(_same(value, v) for v in self.args)
+            return any(type(v) is type(value) and v == value for v in self.args)
         low, high = self.args
         if not is_number(value):
             return False
@@ -155,8 +155,3 @@ def randint(low: int, high: int) -> Distribution:
 def choice(values: Sequence[Any]) -> Distribution:
     """One of ``values`` (numbers, strings, booleans)."""
     return Distribution("choice", tuple(values))
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal values of one type (``True`` is not ``1``)."""
-    return type(a) is type(b) and a == b

@@ -28,7 +28,7 @@ from ._search import Search
 from ._seeds import SEED_LIMIT, seed_tuple
 from ._toml import read_toml, toml_text
 from ._training import Training
-from ._values import is_int, known_fields, plain, refuse_unknown
+from ._values import is_int, known_fields, listed_twice, plain, refuse_unknown
 
 
 @known_fields
@@ -165,6 +165,9 @@ class SweepSpec:
             values = tuple(plain(v, f"grid.{key}") for v in values)
             if not values:
                 raise SpecError(f"`grid.{key}`: empty list; give at least one value")
+            twice = listed_twice(values)
+            if twice is not None:
+                raise SpecError(f"`grid.{key}`: lists {json.dumps(twice)} twice; give each value once")
             check_key(key, "grid")
             for value in values:  # each value must make a valid spec
                 try:
@@ -382,10 +385,6 @@ class SweepSpec:
         for field, part in PARTS.items():
             if field in data and isinstance(data[field], Mapping):
                 data[field] = part.from_dict(data[field])
-        if "points" in data:
-            data["points"] = tuple(data["points"])
-        if "vmap" in data and data["vmap"] is not None:
-            data["vmap"] = tuple(data["vmap"])
         return cls(**data)
 
     @classmethod

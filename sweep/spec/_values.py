@@ -6,7 +6,7 @@ import dataclasses
 import functools
 import math
 import numbers
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeGuard, TypeVar
 
 from .._errors import SpecError, did_you_mean
@@ -44,6 +44,14 @@ def plain(value: Any, field: str) -> Any:
         f"`{field}`: got {value!r} ({type(value).__name__}); give plain data (numbers, strings, booleans, "
         f"lists or tables of them) so that the spec can be written to TOML and identified"
     )
+
+
+def listed_twice(values: Sequence[Any]) -> Any | None:
+    """The first value ``values`` list twice (equal and of one type: ``True`` is not ``1``), or None."""
+    for i, value in enumerate(values):
+        if any(type(value) is type(other) and value == other for other in values[:i]):
+            return value
+    return None
 
 
 def is_int(value: Any) -> TypeGuard[int]:
