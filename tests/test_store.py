@@ -40,6 +40,11 @@ def test_not_a_store(tmp_path):
     with pytest.raises(StoreError, match=r"nowhere' does not exist; give the directory of a sweep") as missing:
         load(tmp_path / "nowhere")
     assert "sweep aggregate" not in str(missing.value)  # aggregating cannot help: the path is wrong
+    (tmp_path / "spec.toml").write_text("")
+    with pytest.raises(StoreError, match=r"spec.toml' is a file; give the directory of a sweep"):
+        load(tmp_path / "spec.toml")
+    with pytest.raises(StoreError, match=r"^got 3; give the directory of a sweep \(made by `sweep run`\), as a path$"):
+        load(3)  # type: ignore[arg-type]
     with pytest.raises(StoreError, match=r"is not a seed-sweep store.*run `sweep aggregate`"):
         load(tmp_path)
     for name in ("b", "a"):  # a storage folder (`--storage`): the sweeps in it are named

@@ -127,6 +127,10 @@ def committed_root(fs: pafs.FileSystem, path: str) -> str:
             f"{path!r} does not exist; give the directory of a sweep (made by `sweep run`) or of its "
             f"{STORE_NAME!r} store"
         )
+    if fs.get_file_info(path).type == pafs.FileType.File:
+        raise StoreError(
+            f"{path!r} is a file; give the directory of a sweep (made by `sweep run`) or of its {STORE_NAME!r} store"
+        )
     inside = [] if exists(fs, f"{path}/{PLAN}") else sweeps_inside(fs, path)  # (a sweep not aggregated yet)
     if inside:
         where = shown(fs, path)

@@ -82,6 +82,8 @@ class Store:
     ) -> Store:
         """Open the store of a sweep directory (or a store directory) on any pyarrow filesystem;
         ``trust_code``: see :meth:`template`."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise StoreError(f"got {path!r}; give the directory of a sweep (made by `sweep run`), as a path")
         fs, path = filesystem_path(path, filesystem)
         root = committed_root(fs, path)
         return cls.at(fs, root, *read_manifest(fs, f"{root}/{MANIFEST}"), trust_code=trust_code)
