@@ -146,6 +146,22 @@ def test_a_sweep_directory_given_as_storage_is_refused(local_run, tmp_path):
     assert not (inside / "other").exists()
 
 
+def test_ctrl_c_before_any_trial_is_planned_says_nothing_is_trained(tmp_path, monkeypatch):
+    """A Ctrl-C while the driver reads the data: no plan.json yet, and the hint and `sweep status` agree."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "lp_interrupted_data.py").write_text("def data(**options):\n    raise KeyboardInterrupt\n")
+    monkeypatch.syspath_prepend(str(code))
+    spec = tiny_spec(problem=sweep.Problem("lp_interrupted_data:data"))
+    with pytest.raises(KeyboardInterrupt, match=r"^interrupted before any trial was planned \(nothing is trained\); "):
+        sweep.run(spec, storage=str(tmp_path / "runs"), options=LOCAL)
+    sweep_dir = tmp_path / "runs" / "tiny"
+    sweep_dir.mkdir(parents=True, exist_ok=True)  # as a run stopped after its data check leaves it
+    (sweep_dir / "data_scans.json").write_text("{}")
+    said = invoke("status", sweep_dir)
+    assert "its run stopped before it planned any trial (no plan.json); nothing is trained" in said.stderr
+
+
 def test_a_resume_takes_more_seeds(tmp_path):
     """More seeds name more members of the same configurations: the interrupted trials continue
     and the new seeds train beside them (what the resume check leaves to a resume)."""

@@ -18,7 +18,7 @@ import pyarrow.fs as pafs
 from .._errors import StoreError
 from .._fs import filesystem_path, local_path, read_text
 from .._import_path import is_import_path
-from .._layout import MANIFEST, PLAN, POINTER, STORE_NAME, TUNE_ERROR_FILES
+from .._layout import DATA_SCANS, EXPERIMENT_PREFIX, LOCAL_DIR, MANIFEST, PLAN, POINTER, STORE_NAME, TUNE_ERROR_FILES
 from ..store import SweepDir, committed_root, generations_dir, sweeps_inside
 
 STATES = ("done", "stopped early", "partial", "failed", "pending")  # partial: running now, or interrupted
@@ -59,6 +59,12 @@ def trial_states(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> d
     fs, path = where.filesystem, where.path
     plan = where.plan()
     if plan is None:
+        names = {i.base_name for i in fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))}
+        if names & {DATA_SCANS, LOCAL_DIR} or any(n.startswith(EXPERIMENT_PREFIX) for n in names):
+            raise StoreError(
+                f"{sweep_dir!r}: its run stopped before it planned any trial (no {PLAN}); nothing is trained: run "
+                f"the spec again"
+            )
         raise StoreError(f"{sweep_dir!r}: no {PLAN}; not a sweep directory (made by `sweep run`)")
     blocks = where.blocks()
     failed = _failed_trials(fs, path)

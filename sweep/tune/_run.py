@@ -46,8 +46,10 @@ class Interrupted(KeyboardInterrupt):
     """``sweep.run`` was interrupted (Ctrl-C); the message (already printed) says how to resume."""
 
 
-def _resume_hint(done: int, total: int, command: str | None, storage: str) -> str:
+def _resume_hint(done: int, total: int, command: str | None, storage: str, planned: bool) -> str:
     command = command or f"sweep.run(spec, storage={storage!r}, options=sweep.RunOptions(resume=True))"
+    if not planned:
+        return f"interrupted before any trial was planned (nothing is trained); start again with: {command}"
     return f"interrupted: {done} of {total} members done; resume with: {command}"
 
 
@@ -218,7 +220,8 @@ def run(
                 warnings.simplefilter("ignore", UserWarning)
                 asked = spec if spec.search is None else _asked(spec, sweep_dir)  # with this call's points
                 done_now = _aggregate_complete(asked, sweep_dir, executor.map_tasks if executor else map)
-        display.message(hint := _resume_hint(done_now, c["members"], options.resume_command, str(storage)))
+        planned = sweep_dir.plan() is not None
+        display.message(hint := _resume_hint(done_now, c["members"], options.resume_command, str(storage), planned))
         raise Interrupted(hint) from None  # (a second Ctrl-C, or one before the trials, stops at once)
     assert executor is not None  # made in the try above, which ended normally
     try:
