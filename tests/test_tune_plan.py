@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from helpers import tiny_spec
@@ -13,6 +14,7 @@ from sweep.training import compiled_bytes, init_block
 from sweep.tune._auto import PROBE_MINIBATCHES, Probe, choose_seeds_per_trial, measure, probe_data
 from sweep.tune._checks import check_resources, check_writable
 from sweep.tune._env import cpu_devices, trial_env
+from sweep.tune._quiet import quiet_tune_logs
 
 
 def test_seeds_split_into_blocks():
@@ -299,3 +301,31 @@ def test_an_address_where_nothing_answers_is_named_at_once(tmp_path, monkeypatch
     with pytest.raises(sweep.SweepError, match=r"^`address`: nothing answers at 127.0.0.1:1 \(ConnectionRefused"):
         sweep.run(tiny_spec(), storage=str(tmp_path), options=sweep.RunOptions(address="127.0.0.1:1"))
     assert not list(tmp_path.glob("tiny/tune-*"))  # no experiment started
+
+
+def test_tunes_traceback_about_a_missing_old_checkpoint_is_kept_off_the_screen():
+    """After a driver killed with kill -9, a resumed Tune cannot delete a checkpoint the kill left
+    half made, and logs a traceback; the trial goes on. Other errors of Tune's still show."""
+    log = logging.getLogger("ray.tune.execution.tune_controller")
+    shown: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = shown.append  # type: ignore[method-assign]
+
+    def handling(error: Exception) -> None:
+        try:
+            raise error
+        except Exception:
+            log.exception("Trial %s: Error handling checkpoint %s", "t-1", "result")
+
+    log.addHandler(handler)
+    try:
+        with quiet_tune_logs(True):
+            handling(FileNotFoundError("Path not found: checkpoint_000002"))
+            handling(RuntimeError("something else"))
+        handling(FileNotFoundError("Path not found: checkpoint_000002"))  # outside sweep.run: Tune's own
+    finally:
+        log.removeHandler(handler)
+    assert [r.exc_info[1].args[0] for r in shown if r.exc_info and r.exc_info[1]] == [
+        "something else",
+        "Path not found: checkpoint_000002",
+    ]

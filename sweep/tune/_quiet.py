@@ -41,20 +41,33 @@ class _DropTuneNoise(logging.Filter):
         return not record.getMessage().startswith(self.NOISE)
 
 
+class _DropMissingOldCheckpoint(logging.Filter):
+    """Tune's traceback when it cannot delete an old checkpoint that is not there (a driver killed
+    with ``kill -9`` left it half made; the trial goes on from its newest checkpoint all the same)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        missing = record.exc_info is not None and isinstance(record.exc_info[1], FileNotFoundError)
+        return not (missing and "Error handling checkpoint" in record.getMessage())
+
+
 @contextlib.contextmanager
 def quiet_tune_logs(quiet: bool):
-    """While Tune runs: drop its restore hint and its warnings about trials without results."""
+    """While Tune runs: drop its restore hint, its warnings about trials without results and its
+    traceback about an old checkpoint that is missing."""
     if not quiet:
         yield
         return
     tune_log, analysis = logging.getLogger("ray.tune.tune"), logging.getLogger("ray.tune.analysis.experiment_analysis")
-    noise, level = _DropTuneNoise(), analysis.level
+    controller = logging.getLogger("ray.tune.execution.tune_controller")
+    noise, missing, level = _DropTuneNoise(), _DropMissingOldCheckpoint(), analysis.level
     tune_log.addFilter(noise)
+    controller.addFilter(missing)
     analysis.setLevel(logging.ERROR)
     try:
         yield
     finally:
         tune_log.removeFilter(noise)
+        controller.removeFilter(missing)
         analysis.setLevel(level)
 
 
