@@ -102,6 +102,14 @@ def test_seeds_int_and_iterable():
             ["`vmap`: got 'optimizer.learning_rate'; give a list of grid keys"],  # as TOML gives it, not per letter
         ),
         (lambda: tiny_spec(grid={"modle.depth": [1]}), ["'modle.depth'", "not a spec field"]),
+        (
+            lambda: tiny_spec(grid={"model": {"depth": [2, 4]}}),  # TOML's [grid.model]
+            ["`grid`: key 'model' names a part of the spec, not a field", '"model.<option>" = [...]'],
+        ),
+        (
+            lambda: SweepSpec.from_dict(tiny_spec().to_dict() | {"problem": "heat1d"}),  # TOML's problem = "heat1d"
+            ["`problem`: got 'heat1d'; expected a sweep.Problem (in TOML, a table: [problem]"],
+        ),
         (lambda: tiny_spec(grid={"model.deepth": [1]}), ["`model.deepth`", "hidden_channels"]),
         (lambda: tiny_spec(grid={"model.name": ["ConvNet", "Transformer"]}), ["`model.name`", "'Transformer'"]),
         (lambda: tiny_spec(seeds_per_trial=0), ["`seeds_per_trial`", "0", ">= 1"]),

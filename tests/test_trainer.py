@@ -158,6 +158,9 @@ def test_batch_size_larger_than_training_set_is_rejected():
     bad = tiny_spec(training=sweep.Training(epochs=1, batch_size=1000, report_every=1))
     with pytest.raises(sweep.SpecError, match=r"`training.batch_size`: got 1000; the problem has only 42"):
         sweep.train_block(bad, [0])
+    one = tiny_spec(problem=sweep.Problem("heat1d", num_points=16, num_samples=3, data_seed=0))
+    with pytest.raises(sweep.SpecError, match=r"the problem has only 1 training sample \(batch size"):
+        sweep.train_block(one, [0])
 
 
 def test_bad_seeds_rejected(spec, data):

@@ -50,7 +50,7 @@ def with_history(data: Any, history: int, source: str) -> Any:
     if data.train_traj is None or data.test_traj is None:
         raise SpecError(
             f"`problem.history`: got {history}; {source} has no trajectories to take {history} states from "
-            f"(history needs a problem with trajectories: hdf5, exponax:<Stepper>, heat1d with trajectory_steps=)"
+            f"(history needs a problem with trajectories: hdf5, exponax:<Stepper>, heat1d with trajectory_steps=<n>)"
         )
     shortest = min(t.shape[1] for t in (data.train_traj, data.val_traj, data.test_traj) if t is not None)
     if history >= shortest:

@@ -30,6 +30,11 @@ def check_key(key: str, where: str, searched: bool = False) -> None:
     if key not in TOP_GRID_KEYS and (part not in PARTS or not leaf):
         parts, top = (("model", "optimizer", "training"), ()) if searched else (tuple(PARTS), TOP_GRID_KEYS)
         named = [f"{p}.<{'field' if p == 'training' else 'option'}>" for p in parts] + list(top)
+        if part in PARTS:  # `[grid.model]` in TOML: a table where dotted keys belong
+            raise SpecError(
+                f"`{where}`: key {key!r} names a part of the spec, not a field (as [{where}.{part}] in TOML does); give "
+                f'each field as one dotted key, in TOML quoted under [{where}]: "{part}.<option>" = [...]'
+            )
         raise SpecError(
             f"`{where}`: key {key!r} is not a spec field{did_you_mean(key, [f'{p}.{leaf}' for p in parts])}; "
             f"use {', '.join(named[:-1])} or {named[-1]}"

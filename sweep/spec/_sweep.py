@@ -115,7 +115,10 @@ class SweepSpec:
             )
         for field, cls in PARTS.items():
             if not isinstance(getattr(self, field), cls):
-                raise SpecError(f"`{field}`: got {getattr(self, field)!r}; expected a sweep.{cls.__name__}")
+                raise SpecError(
+                    f"`{field}`: got {getattr(self, field)!r}; expected a sweep.{cls.__name__} (in TOML, a "
+                    f'table: [{field}] with name = "..." and its options)'
+                )
         seeds: Any = self.seeds  # an int, an iterable of ints, an Adaptive or its table
         adaptive = adaptive_from(seeds)
         if adaptive is not None:

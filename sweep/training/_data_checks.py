@@ -5,6 +5,7 @@ trajectories too short, a model or a loss that does not fit the data's shapes)."
 from __future__ import annotations
 
 from .._errors import SpecError
+from .._words import counted
 from ..metrics import check_targets, takes_class_indices
 from ..models import check_output
 from ..problems import SPLITS, Dataset, load_problem
@@ -54,7 +55,7 @@ def check_data(spec: SweepSpec, data: Dataset) -> None:
     if t.unroll == 1 and t.batch_size > data.num_train:
         raise SpecError(
             f"`training.batch_size`: got {t.batch_size}; the problem has only "
-            f"{data.num_train} training samples (batch size must be <= that)"
+            f"{counted(data.num_train, 'training sample')} (batch size must be <= that)"
         )
     if t.data_memory is not None:  # the default budget is the trial's machine's, checked where it trains
         window_plan(spec, data)
@@ -75,7 +76,7 @@ def _check_trajectories(spec: SweepSpec, data: Dataset) -> None:
     as a batch; ``rollout_steps=T`` needs test (and, where given, validation) trajectories of at
     least ``T`` steps."""
     t, problem = spec.training, f"problem {spec.problem.name!r}"
-    how = "(heat1d: trajectory_steps=; exponax:<Stepper>; arrays: train_traj/val_traj/test_traj in the .npz)"
+    how = "(heat1d: trajectory_steps=<n>; exponax:<Stepper>; arrays: train_traj/val_traj/test_traj in the .npz)"
     if t.unroll > 1 and data.history > 1:
         raise SpecError(
             f"`training.unroll`: got {t.unroll} with `problem.history` {data.history}; unrolled training of "
