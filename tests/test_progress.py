@@ -77,6 +77,8 @@ def test_members_trained_before_count_as_done_and_throughput_counts_only_this_pr
     assert len(left.trials) == 2
     c = state.counts()
     assert (c["members_done"], c["members"]) == (16, 24)
+    epochs = spec.training.epochs  # the members trained before count in the member-epochs as in the members
+    assert (c["epochs_done"], c["epochs"]) == (16 * epochs, 24 * epochs)
     assert c["per_config"] == {label: 4 for label in c["per_config"]}
     # a trial resumed from epoch 2: only the 2 epochs trained now count towards the rate
     trial = left.trials[0]

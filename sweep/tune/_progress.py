@@ -108,6 +108,7 @@ class ProgressState:
         self.configs: dict[str, list[int]] = {}  # label -> [members done, members]
         self._label: dict[tuple[str, str], str] = {}
         self.done_before = 0  # members trained by earlier calls, of the configurations shown
+        self.epochs_before = 0  # their member-epochs
         if spec.search is None or spec.points:  # a search's configurations come as it proposes them
             self.add_configurations(spec, done)
         self.best: dict[str, float] = {}  # label -> the lowest loss any member reached
@@ -140,6 +141,7 @@ class ProgressState:
                 entry[0] += done_by.get((config.config_id, hparams_key(h)), 0)
                 entry[1] += len(spec.seed_list)
                 self.done_before += done_by.get((config.config_id, hparams_key(h)), 0)
+                self.epochs_before += done_by.get((config.config_id, hparams_key(h)), 0) * config.training.epochs
 
     def label(self, config_id: str, hparams: str) -> str:
         """The label of a configuration (``hparams``: its :func:`~sweep.planning.hparams_key` text)."""
@@ -252,7 +254,8 @@ class ProgressState:
         with self.lock:
             by: dict[str, int] = dict.fromkeys(STATES, 0)
             members_done = self.done_before
-            work = total = trained = 0
+            work = total = self.epochs_before  # the members trained by earlier calls count as done
+            trained = 0
             per_config = {label: d for label, (d, _) in self.configs.items()}
             for t in self.trials.values():
                 by["compiling" if t.status == "running" and not t.reported else t.status] += 1
