@@ -1052,6 +1052,29 @@ def test_the_command_leaves_without_finalising_the_interpreter_when_ray_is_not_r
     assert exit_info.value.code == status and left == [status]
 
 
+def test_after_a_ctrl_c_a_second_one_leaves_rays_exit_handler_alone(monkeypatch, tmp_path):
+    """A command that started Ray and was interrupted ends through Ray's exit handler, which stops
+    its processes; a second Ctrl-C then would cut it short (a traceback, processes left running)."""
+    import signal
+
+    import sweep.ensemble
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["sweep", "show", str(tmp_path)])
+    monkeypatch.setattr(sweep.ensemble, "load", interrupted)
+    monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: True))
+    before = signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            main()
+        assert exit_info.value.code == 130 and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def test_scores_of_a_kind_the_store_lacks_name_the_kinds_it_holds(store):
     """A heat1d store without trajectories holds no rollout scores: said, with the kinds it holds,
     not a header over no rows."""
