@@ -356,6 +356,11 @@ def test_show_of_a_storage_folder_lists_the_sweeps_inside(store, tmp_path):
     assert status.exit_code == 0 and status.output.splitlines()[:3] == lines[:3], status.stderr
     assert status.output.splitlines()[3] == f"one of them: sweep status {storage}/burgers"
     assert_one_line_error(invoke("status", storage / "notes"), "no plan.json; not a sweep directory")
+    assert_one_line_error(  # not the checkpoints of every sweep below it
+        invoke("aggregate", storage),
+        f"{str(storage)!r} is a storage folder holding 2 sweeps, not a sweep directory: give one of them",
+    )
+    assert not (storage / "ensembles").exists()
 
 
 def test_aggregate_command_builds_the_store(store, tmp_path):

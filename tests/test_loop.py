@@ -162,6 +162,21 @@ def test_ctrl_c_before_any_trial_is_planned_says_nothing_is_trained(tmp_path, mo
     assert "its run stopped before it planned any trial (no plan.json); nothing is trained" in said.stderr
 
 
+def test_members_on_other_data_are_not_added_to_a_sweep(local_run, tmp_path):
+    import shutil
+
+    shutil.copytree(local_run, tmp_path / "tiny", symlinks=True)
+    trials = sorted((tmp_path / "tiny" / "local").iterdir())
+    other = tiny_spec(problem=sweep.Problem("heat1d", num_points=16, num_samples=48, data_seed=0))
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"^`problem`: sweep 'tiny' holds members trained on other data: this spec differs in "
+        r"problem.num_samples \(48 here, 60 there\)\. .*give this spec another name, or vary the field in the grid$",
+    ):
+        sweep.run(other, storage=str(tmp_path), options=LOCAL)
+    assert sorted((tmp_path / "tiny" / "local").iterdir()) == trials  # nothing trained
+
+
 def test_a_resume_takes_more_seeds(tmp_path):
     """More seeds name more members of the same configurations: the interrupted trials continue
     and the new seeds train beside them (what the resume check leaves to a resume)."""

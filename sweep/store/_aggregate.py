@@ -46,6 +46,7 @@ from ..problems import Dataset
 from ..spec import Adaptive
 from ..training import BlockRef, Shapes
 from . import _members
+from ._generations import storage_folder, sweeps_inside
 from ._members import Column, Source
 from ._race import race_manifest
 from ._reader import Store
@@ -74,6 +75,9 @@ def sweep_sources(where: SweepDir, only_complete: bool = False) -> list[Source]:
     fs, root = where.filesystem, where.path
     plan = where.plan()
     if plan is None:
+        inside = sweeps_inside(fs, root)
+        if inside:  # not a sweep: its checkpoints would be those of every sweep below it
+            raise storage_folder(fs, root, inside, "a sweep directory")
         warn(f"{root + '/' + PLAN!r} not found: planned members without a checkpoint cannot be listed")
     refs = sorted(where.blocks(reported=True).values(), key=lambda r: r.trial_key)  # no weights past their history
     if only_complete:

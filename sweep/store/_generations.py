@@ -133,12 +133,7 @@ def committed_root(fs: pafs.FileSystem, path: str) -> str:
         )
     inside = [] if exists(fs, f"{path}/{PLAN}") else sweeps_inside(fs, path)  # (a sweep not aggregated yet)
     if inside:
-        where = shown(fs, path)
-        listed = ", ".join(repr(f"{where}/{name}") for name in inside[:5]) + (", ..." if len(inside) > 5 else "")
-        raise StoreError(
-            f"{where!r} is a storage folder holding {counted(len(inside), 'sweep')}, not a store: give one of "
-            f"them ({listed})"
-        )
+        raise storage_folder(fs, path, inside, "a store")
     raise StoreError(
         f"{path!r} is not a seed-sweep store: neither it nor {path + '/' + STORE_NAME!r} holds a "
         f"committed store ({MANIFEST}); run `sweep aggregate` on the sweep directory first"
@@ -148,6 +143,16 @@ def committed_root(fs: pafs.FileSystem, path: str) -> str:
 def shown(fs: pafs.FileSystem, path: str) -> str:
     """``path`` of ``fs`` as users write it: ``s3://bucket/...`` on object storage."""
     return f"s3://{path}" if isinstance(fs, pafs.S3FileSystem) else path
+
+
+def storage_folder(fs: pafs.FileSystem, path: str, inside: list[str], instead: str) -> StoreError:
+    """The error for a storage folder (``--storage``) given where ``instead`` was wanted: its sweeps named."""
+    where = shown(fs, path)
+    listed = ", ".join(repr(f"{where}/{name}") for name in inside[:5]) + (", ..." if len(inside) > 5 else "")
+    return StoreError(
+        f"{where!r} is a storage folder holding {counted(len(inside), 'sweep')}, not {instead}: give one of them "
+        f"({listed})"
+    )
 
 
 def sweeps_inside(fs: pafs.FileSystem, path: str) -> list[str]:

@@ -105,6 +105,27 @@ def check_ranking(spec: SweepSpec, sweep_dir: SweepDir) -> None:
         )
 
 
+def check_same_problem(spec: SweepSpec, sweep_dir: SweepDir) -> None:
+    """Refuse a run that would add members trained on other data to a sweep (a problem that
+    differs, outside the grid, from one its trials trained on): the store ranks configurations as
+    if on one problem, and no column would say what differs."""
+    plan = sweep_dir.plan()
+    if plan is None:
+        return
+    varied = set(plan.spec.varied) | set(spec.varied)
+    new = _dotted({"problem": spec.problem.to_dict()})
+    for trained in dict.fromkeys(json.dumps(t.spec.problem.to_dict(), sort_keys=True) for t in plan.trials):
+        old = _dotted({"problem": json.loads(trained)})
+        fields = [k for k in _differing(old, new) if k not in varied]
+        if fields:
+            shown = ", ".join(f"{k} ({_shown(new.get(k))} here, {_shown(old.get(k))} there)" for k in fields)
+            raise SpecError(
+                f"`problem`: sweep {spec.name!r} holds members trained on other data: this spec differs in {shown}. "
+                f"Its store compares configurations on one problem: give this spec another name, or vary the "
+                f"field in the grid"
+            )
+
+
 def check_search_continued(spec: SweepSpec, sweep_dir: SweepDir, asked: Sequence[Mapping[str, Any]]) -> None:
     """Refuse to go on with a search (a resume, or a run that adds configurations) whose spec
     differs from the last run's in what each configuration's observation is made of (its seeds,

@@ -37,7 +37,7 @@ from ._executor import Executor, Stopped, planned_rounds
 from ._options import METRIC, RunOptions, fold_options
 from ._plan import check_spec
 from ._policy import RoundPolicy, check_early_stopping, policy_for
-from ._resumed import check_ranking, check_resumed_spec, check_search_continued
+from ._resumed import check_ranking, check_resumed_spec, check_same_problem, check_search_continued
 
 __all__ = ["METRIC", "Interrupted", "run"]
 
@@ -163,6 +163,7 @@ def run(
     configure(gpu_preallocate=False)  # the driver's JAX (data generation) must not take the trials' GPU memory
     sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
     check_not_inside_a_sweep(sweep_dir)
+    check_same_problem(spec, sweep_dir)
     if spec.search is not None or spec.adaptive is not None:  # it goes on from its record, resumed or not
         check_ranking(spec, sweep_dir)
     if options.resume:
