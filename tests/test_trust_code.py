@@ -22,11 +22,11 @@ from sweep.store import Store, aggregate_blocks, write_samples
 PLAN = make_plan(tiny_spec(grid={"model.depth": [1, 2], "optimizer.learning_rate": [1e-3, 3e-3]}))
 
 
-def hostile_sweep(root: Path, marker: Path, factory: str | None = None) -> Path:
+def hostile_sweep(root: Path, marker: Path, factory: str | None = None, problem: sweep.Problem | None = None) -> Path:
     """The blocks of PLAN relabelled as if their problem were ``os:system`` running ``touch marker``
-    (and their model the ``factory`` import path, called with ``marker`` and the block's depth),
-    with the test samples sweep.run would have stored for them."""
-    problem = sweep.Problem("os:system", command=f"touch {marker}")
+    (or ``problem``; and their model the ``factory`` import path, called with ``marker`` and the
+    block's depth), with the test samples sweep.run would have stored for them."""
+    problem = problem or sweep.Problem("os:system", command=f"touch {marker}")
     relabel = {}
     for t in PLAN.trials:
         model = {"name": factory, "marker": str(marker), "depth": t.spec.model.depth} if factory else {}
@@ -176,7 +176,12 @@ def test_aggregating_a_sweep_whose_models_a_factory_builds_needs_trust(tmp_path,
 def test_a_run_trusts_only_the_factories_its_own_spec_names(tmp_path, marker):
     """`sweep.run` of a spec of built-in models into a directory that holds checkpoints of a
     factory it does not name (a received sweep directory) does not run that factory."""
-    root = hostile_sweep(tmp_path / "runs" / "tiny", marker, "_trap:touch")
+    local = sweep.RunOptions(executor="local")
+    root = hostile_sweep(tmp_path / "runs" / "tiny", marker, "_trap:touch", problem=tiny_spec().problem)
     with pytest.raises(StoreError, match=r"its models are built by '_trap:touch', code the sweep directory names"):
-        sweep.run(tiny_spec(seeds=1), storage=str(tmp_path / "runs"), options=sweep.RunOptions(executor="local"))
+        sweep.run(tiny_spec(seeds=1), storage=str(tmp_path / "runs"), options=local)
     assert not marker.exists() and "_trap" not in sys.modules and root.exists()
+    hostile_sweep(tmp_path / "other" / "tiny", marker, "_trap:touch")  # its problem runs code too: other data
+    with pytest.raises(sweep.SpecError, match=r"`problem`: sweep 'tiny' holds members trained on other data"):
+        sweep.run(tiny_spec(seeds=1), storage=str(tmp_path / "other"), options=local)
+    assert not marker.exists() and "_trap" not in sys.modules
