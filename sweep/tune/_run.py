@@ -159,21 +159,20 @@ def run(
     # check: nothing starts before the spec and every option are known to be good
     check_spec(spec)
     options = fold_options(options, keywords)
-    check_early_stopping(spec, options.the_scheduler, options.run_config)
     configure(gpu_preallocate=False)  # the driver's JAX (data generation) must not take the trials' GPU memory
     sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
     check_not_inside_a_sweep(sweep_dir)
+    so_far = spec if spec.search is None else _asked(spec, sweep_dir)  # a search's asked by earlier calls
+    done, blocks = sweep_dir.done(so_far)
     check_same_problem(spec, sweep_dir)
     if spec.search is not None or spec.adaptive is not None:  # it goes on from its record, resumed or not
         check_ranking(spec, sweep_dir)
     if options.resume:
         check_resumed_spec(spec, sweep_dir)
-    so_far = spec if spec.search is None else _asked(spec, sweep_dir)  # a search's asked by earlier calls
-    done, blocks = sweep_dir.done(so_far)
     state = ProgressState(so_far, (), done)
     mode = "plain" if options.verbose and options.progress == "auto" else options.progress
     display = SweepProgress(state, mode)
-    trackers = make_loggers(options.loggers, spec, sweep_dir.shown)  # unknown names fail here, before Ray starts
+    check_early_stopping(spec, options.the_scheduler, options.run_config)
     policy = policy_for(
         spec, show=lambda step: _race.show(state, spec, step), say=lambda line: state.show_race({}, line)
     )
@@ -184,6 +183,7 @@ def run(
         display.message(f"nothing to train: {len(done)} members already in {sweep_dir.shown}")
         _say_result(policy, spec, sweep_dir, display)
         return sweep_dir.shown
+    trackers = make_loggers(options.loggers, spec, sweep_dir.shown)  # unknown names fail here, before Ray starts
     executor: Executor | None = None
     stop: KeyboardInterrupt | None = None
     try:
