@@ -40,7 +40,7 @@ def test_a_failed_trial_is_named_and_resume_continues_to_the_same_store(local_ru
         sweep.SpecError,
         match=r"^`resume`: 1 unfinished trial\(s\) of sweep 'tiny' train configurations this spec does not have: it "
         r"differs from the spec the sweep was last run with in training\.epochs \(6 here, 4 there\); resume with "
-        r"that spec \(as it ran, on the command line: --set seeds=4 --set training\.epochs=4\), or run without resume",
+        r"that spec as it ran \(on the command line: --set seeds=4 --set training\.epochs=4\), or run without resume",
     ):
         sweep.run(other, storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
     # a vmapped value is no part of the config id, but is of the members: refused as well
@@ -48,7 +48,7 @@ def test_a_failed_trial_is_named_and_resume_continues_to_the_same_store(local_ru
     with pytest.raises(
         sweep.SpecError,
         match=r"in grid\.optimizer\.learning_rate \(\[0\.01, 0\.03\] here, unset there\); resume with that spec "
-        r"\(as it ran, on the command line: remove grid\.optimizer\.learning_rate\), or run without resume",
+        r"as it ran \(on the command line: remove grid\.optimizer\.learning_rate\), or run without resume",
     ):
         sweep.run(vmapped, storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
     path = sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
@@ -170,8 +170,9 @@ def test_members_on_other_data_are_not_added_to_a_sweep(local_run, tmp_path):
     other = tiny_spec(problem=sweep.Problem("heat1d", num_points=16, num_samples=48, data_seed=0))
     with pytest.raises(
         sweep.SpecError,
-        match=r"^`problem`: sweep 'tiny' holds members trained on other data: this spec differs in "
-        r"problem.num_samples \(48 here, 60 there\)\. .*give this spec another name, or vary the field in the grid$",
+        match=r"^`problem`: sweep 'tiny' holds members trained on a problem written otherwise: this spec differs in "
+        r"problem.num_samples \(48 here, 60 there\)\. .*write the problem as the sweep did \(on the command line: "
+        r"--set problem.num_samples=60\), give this spec another name, or vary the field in the grid$",
     ):
         sweep.run(other, storage=str(tmp_path), options=LOCAL)
     assert sorted((tmp_path / "tiny" / "local").iterdir()) == trials  # nothing trained

@@ -83,7 +83,7 @@ def test_a_space_whose_values_make_no_valid_spec_together_is_refused_before_work
         match=r"^`search.space`: training.unroll=1, training.cut=True makes no valid spec \(`training.cut`: true "
         r"with unroll=1; .*\), and the search may propose it; give a space whose every combination",
     ):
-        search_spec(space=CUT, training=unrolled)
+        sweep.plan(search_spec(space=CUT, training=unrolled))  # (a stored spec, read, is not held to it)
 
 
 def test_a_proposal_that_makes_no_valid_spec_is_named_and_not_recorded(tmp_path):
@@ -129,11 +129,13 @@ def test_a_space_of_few_points_is_searched_without_repeats(tmp_path):
         match=r"^`search.configurations`: got 5, but the space holds 4 configuration\(s\) \(optimizer.learning_rate: "
         r"2 values x model.depth: 2 values\); search at most 4, or train every one of them as a grid$",
     ):
-        search_spec(space=few, configurations=5)
+        sweep.plan(search_spec(space=few, configurations=5))
     with pytest.raises(
         sweep.SpecError, match=r"`search.space.model.depth`: choice lists 1 twice; give each value once"
     ):
-        sweep.Search(space={"model.depth": sweep.choice([1, 2, 1])})
+        sweep.plan(search_spec(space={"model.depth": sweep.choice([1, 2, 1])}, configurations=2))
+    big = {"training.epochs": sweep.randint(1, 2**30)}  # counted, not listed
+    assert search_spec(space=big).search.size == 2**30 - 1
     for algorithm, batch in (("random", 2), ("tpe", 1)):  # random repeats itself at sweep_seed 0; TPE once told
         search = sweep.Search(space=few, algorithm=algorithm, configurations=4, batch=batch)
         rec = SearchRecord()
@@ -340,6 +342,15 @@ def test_going_on_with_other_seeds_settings_or_a_space_without_its_points_is_ref
             storage=str(tmp_path),
             options=more,
         )
+    with pytest.raises(  # a field the last run left unset
+        sweep.SpecError,
+        match=r"differs in training.noise \(0.01 here, unset there\); .*\(on the command line: remove training.noise\)",
+    ):
+        training = sweep.Training(epochs=4, batch_size=16, report_every=2, noise=0.01)
+        sweep.run(search_spec(training=training), storage=str(tmp_path), options=more)
+    # the base value of a searched field is no setting of any configuration: another one goes on
+    base = sweep.Optimizer("adam", learning_rate=1e-2)
+    assert sweep.run(search_spec(optimizer=base), storage=str(tmp_path), options=more)
     asked = [p["optimizer.learning_rate"] for r in before["rounds"] for p in r["asked"]]
     narrowed = {"optimizer.learning_rate": sweep.loguniform(max(asked) * 0.999, 3e-2)}
     with pytest.raises(

@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 from helpers import tiny_spec
 
+import sweep
 from sweep import Model, Optimizer, Problem, SpecError, SweepSpec, Training
 
 
@@ -93,7 +94,14 @@ def test_seeds_int_and_iterable():
         (lambda: tiny_spec(seeds=[1, 2, 1]), ["`seeds`", "duplicate", "[1]"]),
         (lambda: tiny_spec(seeds=0), ["`seeds`", ">= 1"]),
         (lambda: tiny_spec(grid={"model.depth": []}), ["`grid.model.depth`", "empty"]),
-        (lambda: tiny_spec(grid={"model.depth": [2, 2]}), ["`grid.model.depth`: lists 2 twice; give each value once"]),
+        (
+            lambda: sweep.plan(tiny_spec(grid={"model.depth": [2, 2]})),  # a stored spec, read, is not held to it
+            ["`grid.model.depth`: lists 2 twice; give each value once"],
+        ),
+        (
+            lambda: sweep.plan(tiny_spec(grid={"optimizer.learning_rate": [1, 1.0]})),  # one learning rate
+            ["`grid.optimizer.learning_rate`: lists 1.0 twice; give each value once"],
+        ),
         (
             lambda: SweepSpec.from_dict(
                 tiny_spec(grid={"optimizer.learning_rate": [1e-3, 1e-2]}).to_dict()
@@ -133,6 +141,16 @@ def test_bad_input_names_field_value_and_allowed(make, fragments):
     message = str(info.value)
     for fragment in fragments:
         assert fragment in message, (fragment, message)
+
+
+def test_a_spec_stored_before_a_check_was_added_is_still_read():
+    """Checks added later (a grid or a choice listing a value twice, a search of more configurations
+    than its space holds) hold a spec about to run, not one read from a sweep an older version made."""
+    old = tiny_spec(grid={"model.depth": [2, 2]})
+    assert SweepSpec.from_dict(old.to_dict()) == old
+    search = sweep.Search(space={"model.depth": sweep.choice([1, 1])}, configurations=3)
+    stored = tiny_spec(search=search)
+    assert SweepSpec.from_dict(stored.to_dict()) == stored
 
 
 def test_unknown_field_in_toml(tmp_path):

@@ -182,6 +182,8 @@ def test_a_run_trusts_only_the_factories_its_own_spec_names(tmp_path, marker):
         sweep.run(tiny_spec(seeds=1), storage=str(tmp_path / "runs"), options=local)
     assert not marker.exists() and "_trap" not in sys.modules and root.exists()
     hostile_sweep(tmp_path / "other" / "tiny", marker, "_trap:touch")  # its problem runs code too: other data
-    with pytest.raises(sweep.SpecError, match=r"`problem`: sweep 'tiny' holds members trained on other data"):
+    with pytest.raises(
+        sweep.SpecError, match=r"`problem`: sweep 'tiny' holds members trained on a problem written otherwise"
+    ):
         sweep.run(tiny_spec(seeds=1), storage=str(tmp_path / "other"), options=local)
     assert not marker.exists() and "_trap" not in sys.modules

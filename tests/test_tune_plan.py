@@ -311,21 +311,29 @@ def test_tunes_traceback_about_a_missing_old_checkpoint_is_kept_off_the_screen()
     handler = logging.Handler()
     handler.emit = shown.append  # type: ignore[method-assign]
 
-    def handling(error: Exception) -> None:
+    def _delete_fs_path(error: Exception) -> None:  # where Tune deletes an old checkpoint
+        raise error
+
+    def handling(error: Exception, deleting: bool = True) -> None:
         try:
-            raise error
+            _delete_fs_path(error) if deleting else _raise(error)
         except Exception:
             log.exception("Trial %s: Error handling checkpoint %s", "t-1", "result")
+
+    def _raise(error: Exception) -> None:
+        raise error
 
     log.addHandler(handler)
     try:
         with quiet_tune_logs(True):
             handling(FileNotFoundError("Path not found: checkpoint_000002"))
             handling(RuntimeError("something else"))
+            handling(FileNotFoundError("a new checkpoint's file"), deleting=False)  # not the old one's deletion
         handling(FileNotFoundError("Path not found: checkpoint_000002"))  # outside sweep.run: Tune's own
     finally:
         log.removeHandler(handler)
     assert [r.exc_info[1].args[0] for r in shown if r.exc_info and r.exc_info[1]] == [
         "something else",
+        "a new checkpoint's file",
         "Path not found: checkpoint_000002",
     ]

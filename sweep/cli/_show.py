@@ -101,8 +101,8 @@ def show(
         typer.echo(
             prose(
                 f"n: the members with a finite {metric}; {counted(missing, 'member')} that trained without diverging "
-                f"{'has' if missing == 1 else 'have'} none (a rollout that blew up) and {'is' if missing == 1 else 'are'} "
-                f"left out of the statistics"
+                f"{'has' if missing == 1 else 'have'} none (a rollout that blew up, or a metric it was not evaluated on) "
+                f"and {'is' if missing == 1 else 'are'} left out of the statistics"
             )
         )
     typer.echo(prose(seeds_line(ens, metric, mode)))

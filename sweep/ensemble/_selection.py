@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from jaxtyping import PyTree
 
 from .._errors import QueryError, did_you_mean
+from ..metrics import summarised_metric
 from ..spec import SweepSpec
 from ..store import SETTING_COLUMNS, ConfigInfo, Store
 from ._stats import MODES
@@ -226,7 +227,9 @@ class Selection:
                 f"{', '.join(numeric)}"
             )
         split, _, curve = metric.partition("_rollout_") if isinstance(metric, str) else ("", "", "")
-        summaries = [c for c in numeric if c.startswith(f"{split}_rollout_") and c.endswith(f"_{curve}")]
+        summaries = [
+            c for c in numeric if c.startswith(f"{split}_") and summarised_metric(c[len(split) + 1 :]) == curve
+        ]
         if metric not in self._index.schema.names and curve and summaries:  # a rollout's curve over steps
             raise QueryError(
                 f"{what}(metric={metric!r}): each member's curve over the rollout's steps, not one value; rank by "

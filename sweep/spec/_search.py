@@ -26,7 +26,7 @@ from .._errors import SpecError, did_you_mean
 from ..metrics import mode_of
 from ._space import Distribution
 from ._training import Training
-from ._values import is_int, is_number, known_fields, refuse_unknown
+from ._values import is_int, is_number, known_fields, listed_twice, refuse_unknown
 
 __all__ = ["ALGORITHMS", "Search"]
 
@@ -50,8 +50,8 @@ class Search:
             the problem's fields nor ``sweep_seed`` (the data is loaded once, before the search).
         algorithm: ``"tpe"`` (default; constant liar within a batch), ``"random"``, ``"cmaes"``
             (needs the ``cmaes`` package) or ``"gp"`` (needs ``torch``).
-        configurations: How many configurations to propose and train, ``>= 1``, each different
-            (at most what a space of choices and integers holds); raising it and resuming
+        configurations: How many configurations to propose and train, ``>= 1`` (each different,
+            in a space of choices and integers: at most what it holds); raising it and resuming
             continues the same search.
         batch: Configurations proposed (and trained) together, ``1 <= batch <= configurations``;
             those differing only in numeric optimizer fields share one program.
@@ -101,17 +101,26 @@ class Search:
     @property
     def size(self) -> int | None:
         """How many configurations the space holds (None: a field drawn from real numbers)."""
-        counts = [None if (p := d.points()) is None else len(p) for d in self.space.values()]
+        counts = [d.count for d in self.space.values()]
         return None if None in counts else math.prod(c for c in counts if c is not None)
 
-    def _check_size(self) -> None:
+    def check_new(self, apply: Callable[[dict[str, Any]], Any]) -> None:
+        """What a search about to run is held to, beyond :meth:`check_fields` (checks added after
+        searches were stored that fail them, so those stay readable): a choice listing a value
+        twice, more ``configurations`` than the space holds, values that make no valid spec
+        together (``apply`` builds one)."""
+        for key, dist in self.space.items():
+            twice = listed_twice(dist.args) if dist.kind == "choice" else None
+            if twice is not None:
+                raise SpecError(f"`search.space.{key}`: choice lists {twice!r} twice; give each value once")
         size = self.size
         if size is not None and self.configurations > size:
-            each = " x ".join(f"{k}: {len(d.points() or ())} values" for k, d in self.space.items())
+            each = " x ".join(f"{k}: {d.count} values" for k, d in self.space.items())
             raise SpecError(
                 f"`search.configurations`: got {self.configurations}, but the space holds {size} configuration(s) "
                 f"({each}); search at most {size}, or train every one of them as a grid"
             )
+        self._check_combinations(apply)
 
     @property
     def direction(self) -> str:
@@ -160,8 +169,6 @@ class Search:
                         f"{key} = {value!r} makes no valid spec ({e}); give a range whose ends are valid, or "
                         f"sweep.choice([...]) of the values it takes"
                     ) from None
-        self._check_size()
-        self._check_combinations(apply)
 
     def _check_combinations(self, apply: Callable[[dict[str, Any]], Any]) -> None:
         """Refuse a space where values valid alone make no valid spec together (``training.cut``

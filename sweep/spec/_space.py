@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._errors import SpecError
-from ._values import is_int, is_number, known_fields, listed_twice, plain
+from ._values import is_int, is_number, known_fields, plain
 
 __all__ = ["KINDS", "Distribution", "choice", "loguniform", "randint", "uniform"]
 
@@ -50,9 +50,6 @@ class Distribution:
         if self.kind == "choice":
             if not args:
                 raise SpecError(f"{where}: choice of no values; give at least one")
-            twice = listed_twice(args)
-            if twice is not None:
-                raise SpecError(f"{where}: choice lists {twice!r} twice; give each value once")
             return
         if len(args) != 2 or not all(is_number(a) and math.isfinite(a) for a in args):
             raise SpecError(f"{where}: {self.kind} got {list(args)!r}; give two finite numbers [low, high]")
@@ -70,6 +67,13 @@ class Distribution:
             return self.args
         low, high = self.args
         return (low, high - 1) if self.kind == "randint" else (low, high)
+
+    @property
+    def count(self) -> int | None:
+        """How many values it can draw (None: real numbers)."""
+        if self.kind == "choice":
+            return len(self.args)
+        return self.args[1] - self.args[0] if self.kind == "randint" else None
 
     def points(self) -> tuple[Any, ...] | None:
         """Every value it can draw, or None where it draws real numbers."""

@@ -168,9 +168,6 @@ class SweepSpec:
             values = tuple(plain(v, f"grid.{key}") for v in values)
             if not values:
                 raise SpecError(f"`grid.{key}`: empty list; give at least one value")
-            twice = listed_twice(values)
-            if twice is not None:
-                raise SpecError(f"`grid.{key}`: lists {json.dumps(twice)} twice; give each value once")
             check_key(key, "grid")
             for value in values:  # each value must make a valid spec
                 try:
@@ -179,6 +176,17 @@ class SweepSpec:
                     raise SpecError(f"`grid.{key}` = {json.dumps(value)}: {e}") from None
             grid[key] = values
         return grid
+
+    def check_new(self) -> None:
+        """What a spec about to run or be planned is held to beyond its construction: the checks
+        added after specs that fail them were stored (a grid listing a value twice; a search's,
+        :meth:`Search.check_new`), so that those sweeps stay readable."""
+        for key, values in self.grid.items():
+            twice = listed_twice(values)
+            if twice is not None:
+                raise SpecError(f"`grid.{key}`: lists {json.dumps(twice)} twice; give each value once")
+        if self.search is not None:
+            self.search.check_new(self._apply)
 
     def _checked_search(self) -> Search | None:
         search: Any = self.search  # a Search, its table or None

@@ -47,10 +47,13 @@ def plain(value: Any, field: str) -> Any:
 
 
 def listed_twice(values: Sequence[Any]) -> Any | None:
-    """The first value ``values`` list twice (equal and of one type: ``True`` is not ``1``), or None."""
+    """The first value ``values`` list twice (equal numbers, ``1`` and ``1.0`` too, or equal values
+    of one type: ``True`` is not ``1``), or None."""
     for i, value in enumerate(values):
-        if any(type(value) is type(other) and value == other for other in values[:i]):
-            return value
+        for other in values[:i]:
+            same_kind = type(value) is type(other) or (is_number(value) and is_number(other))
+            if same_kind and value == other:
+                return value
     return None
 
 

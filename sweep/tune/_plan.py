@@ -101,9 +101,11 @@ def plan(
 
 
 def check_spec(spec: Any) -> None:
-    """A :class:`sweep.SweepSpec`, or a :class:`sweep.SpecError` saying what was given."""
+    """A :class:`sweep.SweepSpec` fit to run (:meth:`~sweep.SweepSpec.check_new`), or a
+    :class:`sweep.SpecError` saying what was given."""
     if not isinstance(spec, SweepSpec):
         raise SpecError(f"`spec`: got {type(spec).__name__}; expected a sweep.SweepSpec")
+    spec.check_new()
 
 
 def stored_block_size(spec: SweepSpec, stored: Plan | None) -> int | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import traceback
 from collections.abc import Mapping
 
 # Tune warns when its experiment state is saved often, which every checkpoint of a short trial
@@ -46,8 +47,11 @@ class _DropMissingOldCheckpoint(logging.Filter):
     with ``kill -9`` left it half made; the trial goes on from its newest checkpoint all the same)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        missing = record.exc_info is not None and isinstance(record.exc_info[1], FileNotFoundError)
-        return not (missing and "Error handling checkpoint" in record.getMessage())
+        error = record.exc_info[1] if record.exc_info else None
+        if not isinstance(error, FileNotFoundError) or "Error handling checkpoint" not in record.getMessage():
+            return True
+        frames = traceback.extract_tb(error.__traceback__)
+        return not any(frame.name == "_delete_fs_path" for frame in frames)  # deleting the old one, only
 
 
 @contextlib.contextmanager

@@ -49,13 +49,9 @@ def check_resumed_spec(spec: SweepSpec, sweep_dir: SweepDir) -> None:
     old, new = (
         _dotted({k: v for k, v in s.to_dict().items() if k not in ("name", "search")}) for s in (stored.spec, spec)
     )
-    every = _differing(old, new)
-    sets = [shlex.quote(f"{k}={_toml(old[k])}") for k in every if old.get(k) is not None and _toml(old[k])]
-    removed = [k for k in every if old.get(k) is None]
-    how = [*(["--set " + " --set ".join(sets)] if sets else []), *([f"remove {', '.join(removed)}"] if removed else [])]
     raise SpecError(
-        f"{what}: it differs from the spec the sweep was last run with in {shown}; resume with that spec"
-        + (f" (as it ran, on the command line: {'; '.join(how)})" if how else "")
+        f"{what}: it differs from the spec the sweep was last run with in {shown}; resume with that spec as it ran"
+        + _as_it_ran(old, _differing(old, new))
         + ", or run without resume to train this spec's configurations beside them"
     )
 
@@ -120,9 +116,10 @@ def check_same_problem(spec: SweepSpec, sweep_dir: SweepDir) -> None:
         if fields:
             shown = ", ".join(f"{k} ({_shown(new.get(k))} here, {_shown(old.get(k))} there)" for k in fields)
             raise SpecError(
-                f"`problem`: sweep {spec.name!r} holds members trained on other data: this spec differs in {shown}. "
-                f"Its store compares configurations on one problem: give this spec another name, or vary the "
-                f"field in the grid"
+                f"`problem`: sweep {spec.name!r} holds members trained on a problem written otherwise: this spec "
+                f"differs in {shown}. Its store compares configurations as on one problem (the same data written "
+                f"another way is another problem to it): write the problem as the sweep did"
+                f"{_as_it_ran(old, fields)}, give this spec another name, or vary the field in the grid"
             )
 
 
@@ -138,16 +135,15 @@ def check_search_continued(spec: SweepSpec, sweep_dir: SweepDir, asked: Sequence
     made_of = [
         _dotted({k: v for k, v in _defining(s).items() if k != "points"} | {"seeds": s.seed_list}) for s in (old, spec)
     ]
-    fields = _differing(*made_of)
+    searched = set(old.search.space) | set(spec.search.space)  # each point sets them: the base values are unused
+    fields = [k for k in _differing(*made_of) if k not in searched]
     if fields:
         shown = ", ".join(f"{k} ({_shown(made_of[1].get(k))} here, {_shown(made_of[0].get(k))} there)" for k in fields)
-        sets = [shlex.quote(f"{k}={_toml(made_of[0][k])}") for k in fields if _toml(made_of[0].get(k))]
-        how = f" (on the command line: --set {' --set '.join(sets)})" if len(sets) == len(fields) else ""
         raise SpecError(
             f"`search`: the search of sweep {spec.name!r} observed {len(asked)} configuration(s) as blocks of seeds "
             f"trained with its last run's settings, and this spec differs in {shown}; go on with the settings it ran "
-            f"with{how}, or give the sweep another name to start a new search (a grid of the best configuration "
-            f"trains more seeds of it)"
+            f"with{_as_it_ran(made_of[0], fields)}, or give the sweep another name to start a new search (a grid of "
+            f"the best configuration trains more seeds of it)"
         )
     for point in asked:
         outside = [k for k, d in spec.search.space.items() if k not in point or not d.holds(point[k])]
@@ -159,6 +155,15 @@ def check_search_continued(spec: SweepSpec, sweep_dir: SweepDir, asked: Sequence
                 f"outside this space ({key}: {where}); go on with a space that holds every configuration it asked, or "
                 f"give the sweep another name to start a new search"
             )
+
+
+def _as_it_ran(old: Mapping[str, Any], fields: Sequence[str]) -> str:
+    """`` (on the command line: --set k=v ...; remove k2)``: what puts ``fields`` back to
+    their values in ``old`` (a dotted table), or ``""`` where no inline value says one."""
+    sets = [shlex.quote(f"{k}={_toml(old[k])}") for k in fields if old.get(k) is not None and _toml(old[k])]
+    removed = [k for k in fields if old.get(k) is None]
+    how = [*(["--set " + " --set ".join(sets)] if sets else []), *([f"remove {', '.join(removed)}"] if removed else [])]
+    return f" (on the command line: {'; '.join(how)})" if how else ""
 
 
 def _differing(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:

@@ -164,11 +164,11 @@ def run(
     check_not_inside_a_sweep(sweep_dir)
     so_far = spec if spec.search is None else _asked(spec, sweep_dir)  # a search's asked by earlier calls
     done, blocks = sweep_dir.done(so_far)
+    if options.resume:  # first: its message names the --set that resumes as it ran
+        check_resumed_spec(spec, sweep_dir)
     check_same_problem(spec, sweep_dir)
     if spec.search is not None or spec.adaptive is not None:  # it goes on from its record, resumed or not
         check_ranking(spec, sweep_dir)
-    if options.resume:
-        check_resumed_spec(spec, sweep_dir)
     state = ProgressState(so_far, (), done)
     mode = "plain" if options.verbose and options.progress == "auto" else options.progress
     display = SweepProgress(state, mode)
