@@ -108,13 +108,23 @@ __all__ = [
 ]
 
 
+# the public subpackages and modules, each imported on first use as ``sweep.<name>`` (``sweep.tune``
+# and ``sweep.serving`` import Ray, ``sweep.figures`` matplotlib: ``import sweep`` imports neither)
+_SUBMODULES = frozenset(
+    ("cli", "ensemble", "figures", "metrics", "models", "optim", "planning", "problems", "racing", "search")
+    + ("serving", "spec", "store", "training", "tune")
+)
+
+
 def __getattr__(name: str) -> Any:
     """``sweep.run`` / ``sweep.plan`` (Ray Tune layer), ``sweep.plot`` (matplotlib) and ``sweep.serve`` /
-    ``sweep.ServeOptions`` (Ray Serve), loaded on first use."""
+    ``sweep.ServeOptions`` (Ray Serve), and the subpackages (``sweep.tune.RayTasks``), loaded on first use."""
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'sweep' has no attribute {name!r}")
 
 

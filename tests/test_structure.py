@@ -196,6 +196,19 @@ def test_import_sweep_changes_nothing_in_the_process():
     assert json.loads(_fresh(code)) == [True, 1]
 
 
+def test_every_public_subpackage_is_an_attribute_of_a_plain_import_sweep():
+    """``sweep.tune.RayTasks()`` and ``sweep.search.plot_trace(...)`` as the guides write them, after
+    ``import sweep`` alone; Ray and matplotlib imported only then."""
+    public = sorted(p.stem for p in PACKAGE.iterdir() if not p.name.startswith("_") and p.suffix in ("", ".py"))
+    code = (
+        "import json, sys, sweep\n"
+        "quiet = 'ray' not in sys.modules and 'matplotlib' not in sys.modules\n"
+        f"found = [getattr(sweep, name).__name__ for name in {public!r}]\n"
+        "print(json.dumps([quiet, found, sweep.tune.RayTasks.__name__, sweep.search.plot_trace.__name__]))"
+    )
+    assert json.loads(_fresh(code)) == [True, [f"sweep.{name}" for name in public], "RayTasks", "plot_trace"]
+
+
 def test_configure_splits_the_cpu_and_turns_on_the_cache(tmp_path):
     code = (
         "import json, jax, sweep\n"
