@@ -25,6 +25,7 @@ def plot(
         Kind,
         typer.Option(
             parser=choice(Kind),
+            metavar="KIND",  # the kinds are in the help: a metavar of them all breaks mid-word at 80 columns
             help="overview (every panel in one figure), curves, spread, predictions, "
             "rollout_error, rollout, calibration, spread_skill, ensemble_size, search (a search's "
             "trace: each configuration's mean and interval by order of proposal), or all "
