@@ -422,6 +422,22 @@ def test_score_figures_draw_the_stored_scores_and_say_when_there_are_none(path, 
         sweep.plot(tmp_path / "plain", "calibration")
 
 
+def test_score_figures_of_a_selection_draw_its_own_scores(path):
+    """A selection of fewer members than the store scored: the figures compute its scores, not the
+    stored ones of every member."""
+    ens = sweep.load(path)
+    best = ens.best_configuration()["depth"]
+    chosen = ens.where(depth=best).best(3)
+    fig = sweep.plot(chosen, "calibration")
+    coverage, ranks = fig.axes
+    mine = chosen.scores("val")
+    row = mine.filter(pc.equal(mine["kind"], "one_step")).to_pylist()[0]
+    assert row["members"] == 3
+    drawn = {line.get_label(): line.get_ydata() for line in coverage.get_lines()}
+    np.testing.assert_allclose(drawn[f"depth={best}"], [row["coverage_50"], row["coverage_90"]])
+    assert "expected of 3 members" in drawn and len(ranks.patches) == 4  # ranks 0..3
+
+
 @pytest.mark.parametrize("seeds", [1, 2])
 def test_ensemble_size_panels_of_one_size_or_none_say_so(tmp_path, seeds):
     """Two members: one size, each line a single point, the fair CRPS marked so that it shows;

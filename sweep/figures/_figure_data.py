@@ -6,11 +6,12 @@ warning), or a :class:`QueryError` where a kind asked for by name has no data.""
 from __future__ import annotations
 
 import inspect
+from collections import Counter
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._errors import QueryError, warn
+from .._errors import QueryError, SweepError, warn
 from .._import_path import is_import_path
 from ..ensemble import Ensemble
 from ..store import SAMPLE_COUNT
@@ -165,7 +166,9 @@ def drawn_rollout_metric(curves, asked: str | None, explicit: bool) -> str | Non
 
 
 def stored_scores(ens: Ensemble, named: str | None = None):
-    """The stored ensemble scores of ``ens`` (None where the store has none or scored nothing; a
+    """The ensemble scores of ``ens``: those the store holds of every member of each configuration,
+    or, for a selection of fewer members, computed on its own (:meth:`Ensemble.scores`, on the split
+    the figures compare on); None where the store has none or scored nothing (a
     :class:`QueryError` saying so if a score figure was ``named``)."""
     try:
         table = ens.stored_scores()
@@ -177,7 +180,21 @@ def stored_scores(ens: Ensemble, named: str | None = None):
         raise QueryError(
             f"plot(kind={named!r}): the store scored none of these configurations (see the warnings of `sweep aggregate`)"
         )
-    return table if table.num_rows else None
+    if not table.num_rows:
+        return None
+    keys = ["config_id", *ens.grid_columns]
+    selected = Counter(zip(*(ens.table[k].to_pylist() for k in keys), strict=True))
+    one_step = [r for r in table.to_pylist() if r["kind"] == "one_step"]
+    if all(selected[tuple(r[k] for k in keys)] >= r["members"] for r in one_step):
+        return table
+    split = "val" if "val" in {r["split"] for r in one_step} else "test"
+    try:
+        return ens.scores(split)
+    except SweepError as e:  # (a factory not trusted, ...): the stored scores, said to be of every member
+        warn(
+            f"the score figures draw the stored scores of every member of each configuration, not of the selection: {e}"
+        )
+        return table
 
 
 class FigureData(NamedTuple):
