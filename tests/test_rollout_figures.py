@@ -111,8 +111,8 @@ def test_a_rollout_kind_without_its_data_is_a_clear_error(plain_store, tmp_path)
         sweep.plot(plain_store, "rollout")
     with pytest.raises(
         QueryError,
-        match=r"plot\(kind='rollout_error'\): the store has no rollout curves; it holds "
-        r"none .*Training\(rollout_steps=T",
+        match=r"plot\(kind='rollout_error'\): the store has no rollout curves; they are the columns "
+        r"val_/test_rollout_<metric>, stored for Training\(rollout_steps=T",
     ):
         sweep.plot(plain_store, ["curves", "rollout_error"])
     assert_one_line_error(

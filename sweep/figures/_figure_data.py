@@ -101,6 +101,8 @@ def predicted_samples(ens: Ensemble, config: dict[str, Any], num_samples: int, t
             if target_kind(x, y, mean) not in ("same_grid", "grid"):  # a scatter or a confusion matrix: all
                 return spec, (x, y, mean, std), [f"test sample {i}" for i in range(len(x))]
             x, y, names = _test_pairs(chosen, min(num_samples, SAMPLE_COUNT))
+            if len(x) < num_samples:
+                warn(f"predictions of {len(x)} test samples, not {num_samples}: the store keeps {len(x)}")
             mean, std = chosen.mean_std(x)
             return spec, (x, y, np.asarray(mean), np.asarray(std)), names
     warn(f"predictions left out: {reason}")
@@ -153,8 +155,8 @@ def drawn_rollout_metric(curves, asked: str | None, explicit: bool) -> str | Non
             f"it holds rollout curves of {', '.join(held)}"
             if held
             else (
-                "it holds none (columns val_/test_rollout_<metric>, stored for Training(rollout_steps=T, "
-                "rollout_metrics=(...)))"
+                "they are the columns val_/test_rollout_<metric>, stored for Training(rollout_steps=T, "
+                "rollout_metrics=(...))"
             )
         )
         raise QueryError(
