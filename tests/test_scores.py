@@ -370,7 +370,7 @@ def test_cli_prints_the_stored_scores_and_the_seeds_needed(path):
     shown = invoke("show", path, "--scores")
     assert shown.exit_code == 0 and "test_crps" in shown.output and "test_loss_gain" in shown.output
     best = sweep.load(path).seeds_needed().to_pylist()[0]["seeds_needed"]
-    assert f"within 10% of it: {best} (6 trained" in shown.output
+    assert f"as wide as 10% of it: {best} (6 trained" in shown.output
     bad = invoke("scores", path, "--kind", "nope")
     assert bad.exit_code == 1 and "--kind: got 'nope'; choose one of one_step" in bad.output
     bad = invoke("scores", path, "--split", "train")  # named as the flag, not as a Python call

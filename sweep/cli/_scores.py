@@ -256,7 +256,7 @@ def seeds_line(ens, metric: str, mode: str | None, width: float = 0.1) -> str:
             f"interval of width 0): more seeds tell whether others do"
         )
     return (
-        f"seeds needed for a 95% interval of the best mean {metric} within {width:.0%} of it: "
+        f"seeds needed for a 95% interval of the best mean {metric} as wide as {width:.0%} of it: "
         f"{row['seeds_needed']} ({row['n']} trained give {row['relative_width']:.0%})"
     )
 
