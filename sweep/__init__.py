@@ -129,10 +129,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    """The public names (``__all__``), ``__version__`` and the public subpackages already imported."""
-    submodules = {
-        name
-        for name, value in globals().items()
-        if not name.startswith("_") and getattr(value, "__name__", None) == f"{__name__}.{name}"
-    }
-    return sorted(set(__all__) | {"__version__"} | submodules)
+    """The public names (``__all__``), ``__version__`` and the public subpackages (imported or not)."""
+    return sorted(set(__all__) | {"__version__"} | _SUBMODULES)

@@ -348,9 +348,10 @@ def test_going_on_with_other_seeds_settings_or_a_space_without_its_points_is_ref
     ):
         training = sweep.Training(epochs=4, batch_size=16, report_every=2, noise=0.01)
         sweep.run(search_spec(training=training), storage=str(tmp_path), options=more)
-    # the base value of a searched field is no setting of any configuration: another one goes on
+    # the base value of a searched learning rate (trained side by side) is part of its configurations' ids
     base = sweep.Optimizer("adam", learning_rate=1e-2)
-    assert sweep.run(search_spec(optimizer=base), storage=str(tmp_path), options=more)
+    with pytest.raises(sweep.SpecError, match=r"differs in optimizer.learning_rate \(0.01 here, 0.003 there\)"):
+        sweep.run(search_spec(optimizer=base), storage=str(tmp_path), options=more)
     asked = [p["optimizer.learning_rate"] for r in before["rounds"] for p in r["asked"]]
     narrowed = {"optimizer.learning_rate": sweep.loguniform(max(asked) * 0.999, 3e-2)}
     with pytest.raises(

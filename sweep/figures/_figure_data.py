@@ -59,6 +59,9 @@ def _factory(chosen: Ensemble, spec, trust_code: bool = False) -> str | None:
     )
 
 
+SHOWN_SAMPLES = 3  # test samples drawn with the predictions unless told (`num_samples`, `--samples`)
+
+
 def _test_pairs(chosen: Ensemble, num_samples: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """``num_samples`` test inputs and targets with their names. Where the stored samples are
     consecutive states of one trajectory (an emulator's pairs, trajectory by trajectory; with
@@ -101,8 +104,8 @@ def predicted_samples(ens: Ensemble, config: dict[str, Any], num_samples: int, t
             if target_kind(x, y, mean) not in ("same_grid", "grid"):  # a scatter or a confusion matrix: all
                 return spec, (x, y, mean, std), [f"test sample {i}" for i in range(len(x))]
             x, y, names = _test_pairs(chosen, min(num_samples, SAMPLE_COUNT))
-            if len(x) < num_samples:
-                warn(f"predictions of {len(x)} test samples, not {num_samples}: the store keeps {len(x)}")
+            if num_samples > SHOWN_SAMPLES and len(x) < num_samples:  # (not for the default: no one asked)
+                warn(f"predictions of {len(x)} test samples, not {num_samples}: as many as the store holds")
             mean, std = chosen.mean_std(x)
             return spec, (x, y, np.asarray(mean), np.asarray(std)), names
     warn(f"predictions left out: {reason}")
@@ -185,7 +188,7 @@ def stored_scores(ens: Ensemble, named: str | None = None):
     if not table.num_rows:
         return None
     keys = ["config_id", *ens.grid_columns]
-    selected = Counter(zip(*(ens.table[k].to_pylist() for k in keys), strict=True))
+    selected = Counter(zip(*(ens.index[k].to_pylist() for k in keys), strict=True))
     one_step = [r for r in table.to_pylist() if r["kind"] == "one_step"]
     if all(selected[tuple(r[k] for k in keys)] >= r["members"] for r in one_step):
         return table

@@ -11,6 +11,7 @@ from .._errors import QueryError, did_you_mean
 from .._fs import local_out, save_figure
 from ..ensemble import Ensemble, load
 from ._figure_data import (
+    SHOWN_SAMPLES,
     FigureData,
     best_first,
     curve_sample,
@@ -63,7 +64,7 @@ def plot(
     dpi: int = 200,
     metric: str | None = None,
     mode: str | None = None,
-    num_samples: int = 3,
+    num_samples: int = SHOWN_SAMPLES,
     max_curves: int = 200,
     rollout_metric: str | None = None,
     trust_code: bool = False,

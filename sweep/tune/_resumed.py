@@ -135,7 +135,8 @@ def check_search_continued(spec: SweepSpec, sweep_dir: SweepDir, asked: Sequence
     made_of = [
         _dotted({k: v for k, v in _defining(s).items() if k != "points"} | {"seeds": s.seed_list}) for s in (old, spec)
     ]
-    searched = set(old.search.space) | set(spec.search.space)  # each point sets them: the base values are unused
+    # a point sets the searched fields, but a vmapped one's base value is part of its config id
+    searched = (set(old.search.space) | set(spec.search.space)) - set(old.vmap or ()) - set(spec.vmap or ())
     fields = [k for k in _differing(*made_of) if k not in searched]
     if fields:
         shown = ", ".join(f"{k} ({_shown(made_of[1].get(k))} here, {_shown(made_of[0].get(k))} there)" for k in fields)
@@ -159,9 +160,11 @@ def check_search_continued(spec: SweepSpec, sweep_dir: SweepDir, asked: Sequence
 
 def _as_it_ran(old: Mapping[str, Any], fields: Sequence[str]) -> str:
     """`` (on the command line: --set k=v ...; remove k2)``: what puts ``fields`` back to
-    their values in ``old`` (a dotted table), or ``""`` where no inline value says one."""
+    their values in ``old`` (a dotted table), or ``""`` where an inline value cannot say one of them."""
     sets = [shlex.quote(f"{k}={_toml(old[k])}") for k in fields if old.get(k) is not None and _toml(old[k])]
     removed = [k for k in fields if old.get(k) is None]
+    if len(sets) + len(removed) < len(fields):  # a value no --set can write (a list of tables): no half command
+        return ""
     how = [*(["--set " + " --set ".join(sets)] if sets else []), *([f"remove {', '.join(removed)}"] if removed else [])]
     return f" (on the command line: {'; '.join(how)})" if how else ""
 
