@@ -311,7 +311,9 @@ MEMBER_COLUMNS = {
     "<grid column>": "one column per grid key, named by the key's last part (`depth`, `learning_rate`) or the whole "
     "dotted key when the last part is ambiguous; the type of its values",
     "status": "`ok`, `diverged` (loss or weights became NaN/inf: frozen at the last finite state) or "
-    "`stopped_early` (a Tune scheduler stopped its trial)",
+    "`stopped_early` (a Tune scheduler stopped its trial, or the sweep was aggregated before the trial reached its "
+    "epochs, as `sweep aggregate` of an interrupted run does: `epochs` says how far it got; `sweep run --resume` "
+    "trains it on)",
     "epochs": "epochs trained",
     "train_loss": "final training loss",
     "val_loss": "final validation loss (null without a validation set)",
