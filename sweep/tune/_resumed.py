@@ -44,7 +44,7 @@ def check_resumed_spec(spec: SweepSpec, sweep_dir: SweepDir) -> None:
     if not fields:  # the same settings, other ids: ids of another seed-sweep version
         raise SpecError(f"{what} (their ids differ, not their settings); run without resume")
     old, new = _dotted(_defining(stored.spec)), _dotted(_defining(spec))
-    shown = ", ".join(f"{k} ({_shown(new.get(k))} here, {_shown(old.get(k))} there)" for k in fields)
+    shown = _compared(old, new, fields)
     # the command line puts back every field the run had (its seeds too), not only those above
     old, new = (
         _dotted({k: v for k, v in s.to_dict().items() if k not in ("name", "search")}) for s in (stored.spec, spec)
@@ -114,7 +114,7 @@ def check_same_problem(spec: SweepSpec, sweep_dir: SweepDir) -> None:
         old = _dotted({"problem": json.loads(trained)})
         fields = [k for k in _differing(old, new) if k not in varied]
         if fields:
-            shown = ", ".join(f"{k} ({_shown(new.get(k))} here, {_shown(old.get(k))} there)" for k in fields)
+            shown = _compared(old, new, fields)
             raise SpecError(
                 f"`problem`: sweep {spec.name!r} holds members trained on a problem written otherwise: this spec "
                 f"differs in {shown}. Its store compares configurations as on one problem (the same data written "
@@ -139,12 +139,11 @@ def check_search_continued(spec: SweepSpec, sweep_dir: SweepDir, asked: Sequence
     searched = (set(old.search.space) | set(spec.search.space)) - set(old.vmap or ()) - set(spec.vmap or ())
     fields = [k for k in _differing(*made_of) if k not in searched]
     if fields:
-        shown = ", ".join(f"{k} ({_shown(made_of[1].get(k))} here, {_shown(made_of[0].get(k))} there)" for k in fields)
         raise SpecError(
             f"`search`: the search of sweep {spec.name!r} observed {len(asked)} configuration(s) as blocks of seeds "
-            f"trained with its last run's settings, and this spec differs in {shown}; go on with the settings it ran "
-            f"with{_as_it_ran(made_of[0], fields)}, or give the sweep another name to start a new search (a grid of "
-            f"the best configuration trains more seeds of it)"
+            f"trained with its last run's settings, and this spec differs in {_compared(made_of[0], made_of[1], fields)}; "
+            f"go on with the settings it ran with{_as_it_ran(made_of[0], fields)}, or give the sweep another name to "
+            f"start a new search (a grid of the best configuration trains more seeds of it)"
         )
     for point in asked:
         outside = [k for k, d in spec.search.space.items() if k not in point or not d.holds(point[k])]
@@ -156,6 +155,11 @@ def check_search_continued(spec: SweepSpec, sweep_dir: SweepDir, asked: Sequence
                 f"outside this space ({key}: {where}); go on with a space that holds every configuration it asked, or "
                 f"give the sweep another name to start a new search"
             )
+
+
+def _compared(old: Mapping[str, Any], new: Mapping[str, Any], fields: Sequence[str]) -> str:
+    """``k (value here, value there), ...`` of the dotted ``fields`` of two tables."""
+    return ", ".join(f"{k} ({_shown(new.get(k))} here, {_shown(old.get(k))} there)" for k in fields)
 
 
 def _as_it_ran(old: Mapping[str, Any], fields: Sequence[str]) -> str:
