@@ -7,7 +7,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from .._errors import QueryError, did_you_mean
+from .._errors import QueryError, did_you_mean, warn
 from .._fs import local_out, save_figure
 from ..ensemble import Ensemble, load
 from ._figure_data import (
@@ -142,6 +142,11 @@ def plot(
     keys = best_first(ens, metric, mode)
     named = set() if kind == "all" else set(kinds)  # kinds asked for by name: their data must be there
     wanted = set(kinds) | (set(ROLLOUT_KINDS) if "overview" in kinds else set())
+    if rollout_metric is not None and "rollout_error" not in wanted:
+        warn(
+            f"plot(rollout_metric={rollout_metric!r}): left unused: of these figures ({', '.join(kinds)}) none draws a "
+            f"rollout's error (rollout_error and the overview do)"
+        )
     curves, totals = (
         curve_sample(ens, keys, max_curves) if {"curves", "overview", "rollout_error"} & wanted else (None, None)
     )
