@@ -226,16 +226,18 @@ class Selection:
                 f"{what}(metric={metric!r}): a setting of the members, not a value they reached; choose one of "
                 f"{', '.join(numeric)}"
             )
-        split, _, curve = metric.partition("_rollout_") if isinstance(metric, str) else ("", "", "")
-        summaries = [
-            c for c in numeric if c.startswith(f"{split}_") and summarised_metric(c[len(split) + 1 :]) == curve
-        ]
-        if metric not in self._index.schema.names and curve and summaries:  # a rollout's curve over steps
-            raise QueryError(
-                f"{what}(metric={metric!r}): each member's curve over the rollout's steps, not one value; rank by "
-                f"a number that sums it up: {', '.join(summaries)}"
-            )
         if metric not in self._index.schema.names:
+            split, _, curve = metric.partition("_rollout_") if isinstance(metric, str) else ("", "", "")
+            summaries = [
+                c
+                for c in numeric
+                if curve and c.startswith(f"{split}_") and summarised_metric(c[len(split) + 1 :]) == curve
+            ]
+            if summaries:  # a rollout's curve over steps
+                raise QueryError(
+                    f"{what}(metric={metric!r}): each member's curve over the rollout's steps, not one value; rank "
+                    f"by a number that sums it up: {', '.join(summaries)}"
+                )
             raise QueryError(
                 f"{what}(metric={metric!r}): no column named {metric!r}{did_you_mean(metric, numeric)}; "
                 f"choose one of {', '.join(numeric)}"

@@ -84,8 +84,9 @@ def plot(
     ``"calibration"`` (coverage of the members' central 50% and 90% intervals against nominal, and
     the best configuration's rank histogram), ``"spread_skill"`` (spread against the RMSE of the
     ensemble mean per rollout step, with the 1:1 line) and ``"ensemble_size"`` (CRPS and
-    spread-skill against the number of members), all three from the stored ensemble scores (a selection of fewer members: its own, computed), on
-    the validation split where the store holds it (see :mod:`sweep.figures._scores`), or
+    spread-skill against the number of members), all three from the stored ensemble scores (a
+    selection of fewer members: its own, computed), on the validation split where the store holds
+    it (see :mod:`sweep.figures._scores`), or
     ``"overview"`` (all of it in one figure; the rollout row where the store has rollout curves
     or test trajectories, the scores row where it has ensemble scores). One kind returns one ``Figure``; ``"all"`` (every kind whose data the
     store holds) or a list returns ``{kind: Figure}``. Configurations are ordered best first by

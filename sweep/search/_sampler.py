@@ -98,10 +98,10 @@ def _key(point: dict[str, Any]) -> str:
 
 def random_start(search: Search) -> int:
     """The configurations TPE draws at random before it models the space: ``max(batch, 4)`` (the
-    first round, or the first rounds of a batch under 4), at most Optuna's default of 10. Optuna's 10 are most of the 16 to 64 configurations a
-    search of blocks of seeds affords; modelling from the second round chose configurations with
-    a better mean over 32 fresh seeds in 28 of 40 searches of ``benchmarks/tune/search.py``'s
-    space (docs/guides/search.md)."""
+    first round, or the first rounds of a batch under 4), at most Optuna's default of 10. Optuna's
+    10 are most of the 16 to 64 configurations a search of blocks of seeds affords; modelling from
+    the second round chose configurations with a better mean over 32 fresh seeds in 28 of 40
+    searches of ``benchmarks/tune/search.py``'s space (docs/guides/search.md)."""
     return min(10, max(search.batch, 4))
 
 
