@@ -191,6 +191,18 @@ class CtrlCAtStart:
             raise KeyboardInterrupt
 
 
+class SigtermAtStart:
+    """``on_start`` (in-process executor): a SIGTERM to this process as the ``n``-th trial starts."""
+
+    def __init__(self, n: int):
+        self.n, self.started = n, 0
+
+    def __call__(self, trial_key: str) -> None:
+        self.started += 1
+        if self.started == self.n:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
 def die_after_a_checkpoint_inside_an_epoch(monkeypatch, at: tuple[int, int]) -> list[str]:
     """The in-process executor (``sweep.tune._local``) checkpoints a streamed block at every window
     boundary (its pacer's pause always due: the public route waits 10 minutes), and its first

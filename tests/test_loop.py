@@ -4,6 +4,7 @@ after a failed trial, more seeds, bad options; ``sweep.RunOptions`` and the old 
 from __future__ import annotations
 
 import dataclasses
+import signal
 from pathlib import Path
 
 import equinox as eqx
@@ -160,6 +161,37 @@ def test_ctrl_c_before_any_trial_is_planned_says_nothing_is_trained(tmp_path, mo
     (sweep_dir / "data_scans.json").write_text("{}")
     said = invoke("status", sweep_dir)
     assert "its run stopped before it planned any trial (no plan.json); nothing is trained" in said.stderr
+
+
+@pytest.mark.parametrize("sigint", ["handled", "ignored"])
+def test_a_sigterm_to_the_driver_stops_the_run_as_a_ctrl_c_does(local_run, tmp_path, sigint):
+    """Slurm, Kubernetes and `ray job stop` end a process with SIGTERM: the trials stop, the complete
+    blocks are aggregated, the resume command is said, and the resumed run ends where an
+    uninterrupted one does; outside the run, SIGTERM is handled as before it. A process that
+    ignores Ctrl-C (started with `&` by a script) still stops."""
+    from _faults import SigtermAtStart
+
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    stop = dataclasses.replace(LOCAL, trial_hooks=TrialHooks(on_start=SigtermAtStart(2)))
+    try:
+        if sigint == "ignored":
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        with pytest.raises(
+            sweep.tune.Interrupted,
+            match=r"^interrupted: 2 of 4 members done; resume with: sweep\.run\(spec, storage='.*', "
+            r"options=sweep\.RunOptions\(executor='local', resume=True\)\)$",  # in this process, as it ran
+        ):
+            sweep.run(tiny_spec(), storage=str(tmp_path), options=stop)
+        assert signal.getsignal(signal.SIGTERM) is before[0]
+    finally:
+        signal.signal(signal.SIGINT, before[1])
+    # `sweep status` says to go on in this process too, as the run's own hint does
+    assert (
+        f"`sweep run SPEC --storage {tmp_path} --executor local --resume`" in invoke("status", tmp_path / "tiny").output
+    )
+    assert len(sweep.load(tmp_path / "tiny")) == 2  # the first trial's block, aggregated
+    sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
+    assert store_files(tmp_path / "tiny") == store_files(local_run)
 
 
 def test_members_on_other_data_are_not_added_to_a_sweep(local_run, tmp_path):

@@ -71,3 +71,11 @@ def test_a_function_trainable_runs_its_function_through_trainable_func():  # swe
     wrapped = wrap_function(trial)
     assert issubclass(wrapped, FunctionTrainable) and "_trainable_func" in vars(wrapped)
     assert list(inspect.signature(wrapped._trainable_func).parameters) == ["self", "config"]
+
+
+def test_ray_names_the_node_this_process_started_and_its_dead_daemons():  # sweep/tune/_interrupt.py: local_ray_lost
+    from ray._private import worker
+    from ray._private.node import Node
+
+    assert "_global_node" in vars(worker)
+    assert list(inspect.signature(Node.dead_processes).parameters) == ["self"]

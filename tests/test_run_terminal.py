@@ -1,4 +1,4 @@
-"""``sweep run`` as a person runs it: the live display in a terminal, Ctrl-C, ``--resume`` (plain
+"""``sweep run`` as a person runs it: the live display in a terminal, Ctrl-C (or a SIGTERM), ``--resume`` (plain
 lines, no terminal) and a run with nothing left to train, each a real process: trained in-process
 (``--executor local``), and on a local Ray (slow; the default run's Tune tests cover Ctrl-C and resume
 on Tune: ``test_tune_waves``, ``test_tune.py::test_driver_killed_mid_sweep_then_resumed``)."""
@@ -9,6 +9,7 @@ import fcntl
 import os
 import pty
 import re
+import signal
 import struct
 import subprocess
 import sys
@@ -95,8 +96,16 @@ def complete_blocks(sweep_dir: Path) -> dict:
 
 # the child execs at once after the fork that gives it its terminal: no JAX state is shared
 @pytest.mark.filterwarnings(r"ignore:os\.fork\(\) was called:RuntimeWarning")
-@pytest.mark.parametrize("executor", ["local", pytest.param("tune", marks=pytest.mark.slow)])
-def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path, executor):
+@pytest.mark.parametrize(
+    ("executor", "stop"),
+    [
+        ("local", "ctrl_c"),
+        pytest.param("tune", "ctrl_c", marks=pytest.mark.slow),
+        # Slurm, Kubernetes, `ray job stop`: a SIGTERM to the driver, after Ray replaced its handler
+        pytest.param("tune", "sigterm", marks=pytest.mark.slow),
+    ],
+)
+def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path, executor, stop):
     toml = tmp_path / "term.toml"
     spec().to_toml(toml)
     storage, sweep_dir = tmp_path / "runs", tmp_path / "runs" / "term"
@@ -111,7 +120,7 @@ def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path, executor):
             assert term.proc.poll() is None, live[-3000:]
             assert time.monotonic() < deadline, live[-3000:]
             time.sleep(0.2)
-        term.ctrl_c()
+        term.ctrl_c() if stop == "ctrl_c" else term.proc.send_signal(signal.SIGTERM)
         rc = term.wait(timeout=120)
     finally:
         if term.proc.poll() is None:
@@ -122,7 +131,8 @@ def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path, executor):
         r"\[term\] \d+:\d\d \| trials \d/4 done, (\d compiling, )?\d running, \d pending \| members \d+/8", live
     ), live
     assert "depth=1 learning_rate=0.003" in live and "depth=2 learning_rate=0.001" in live
-    # Ctrl-C: exit 130, how far it got and how to resume; none of Ray's own hints or warnings
+    # Ctrl-C (or SIGTERM): exit 130, how far it got and how to resume; none of Ray's own hints, warnings
+    # or stack dumps
     assert rc == 130, screen[-3000:]
     match = re.search(r"interrupted: (\d+) of 8 members done; resume with: (.*)", screen)
     assert match, screen[-3000:]
@@ -136,6 +146,7 @@ def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path, executor):
         "Token authentication",
         "Configuration for experiment",
         "tensorboard --logdir",
+        "SIGTERM received",
     ):
         assert noise not in screen, noise
     assert len(sweep.load(sweep_dir)) == done  # the complete blocks were aggregated
@@ -179,3 +190,51 @@ def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path, executor):
     assert out.stdout.splitlines()[0] == f"nothing to train: 8 members already in {sweep_dir}"
     assert not ray_tmp.exists() or not list(ray_tmp.rglob("session_*"))
     assert sorted(p.name for p in sweep_dir.glob("tune-*")) == ([] if executor == "local" else ["tune-0001"])
+
+
+@pytest.mark.slow
+def test_a_sigterm_to_the_driver_and_its_ray_ends_at_once_and_resumes(tmp_path):
+    """`timeout` signals its process group, Slurm every process of the job: the Ray the driver
+    started gets the SIGTERM too and its daemons end, so nothing more can be stopped gracefully.
+    The driver says so and how to resume, and ends (exit 143) instead of waiting on Ray's
+    reconnection timeout (a minute, then exit 1 and Ray's own message)."""
+    toml = tmp_path / "term.toml"
+    spec().to_toml(toml)
+    storage, sweep_dir = tmp_path / "runs", tmp_path / "runs" / "term"
+    held = [sys.executable, str(Path(__file__).with_name("_held_cli.py")), str(tmp_path / "hold")]
+    proc = subprocess.Popen(
+        [*held, "run", str(toml), "--storage", str(storage)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(),
+        cwd=tmp_path,
+        start_new_session=True,  # the driver leads a process group, as under `timeout`; Ray's daemons join it
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not complete_blocks(sweep_dir):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.poll()
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=50)  # Ray alone would wait 60 s
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err[-3000:]
+    resume = f"sweep run {toml} --storage {storage} --resume"
+    assert err.strip().splitlines()[-1] == (
+        "stopped: the Ray this run started got the SIGTERM too, so the trials ended where they were (their "
+        f"checkpoints are kept); resume with: {resume}"
+    ), err[-3000:]
+    assert "SIGTERM received" not in err and "Traceback" not in err
+    out = subprocess.run(
+        [sys.executable, "-m", "sweep", *resume.split()[1:]],
+        capture_output=True,
+        text=True,
+        env=env(),
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert len(sweep.load(sweep_dir)) == 8

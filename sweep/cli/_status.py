@@ -54,7 +54,8 @@ def _last_line(fs: pafs.FileSystem, path: str, width: int = 80) -> str:
 
 
 def trial_states(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> dict[str, Any]:
-    """Per planned trial: state (one of :data:`STATES`), members, epochs reached / planned."""
+    """Per planned trial: state (one of :data:`STATES`), members, epochs reached / planned; and
+    ``local``: whether its trials ran in-process only (``--executor local``)."""
     where = SweepDir.at(sweep_dir, filesystem)
     fs, path = where.filesystem, where.path
     plan = where.plan()
@@ -96,7 +97,9 @@ def trial_states(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> d
             }
         )
     factory = any(is_import_path(t.spec.model.name) for t in plan.trials)  # aggregating it runs code it names
-    return {"name": plan.spec.name, "trials": trials, "fs": fs, "path": path, "factory": factory}
+    names = {i.base_name for i in fs.get_file_info(pafs.FileSelector(path))}
+    in_process = LOCAL_DIR in names and not any(n.startswith(EXPERIMENT_PREFIX) for n in names)
+    return {"name": plan.spec.name, "trials": trials, "fs": fs, "path": path, "factory": factory, "local": in_process}
 
 
 def _manifest(fs: pafs.FileSystem, path: str) -> dict[str, Any] | None:
@@ -175,10 +178,11 @@ def sweep_status(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> s
             lines.append(f"... and {len(unfinished) - 20} more")
     if any(t["state"] != "stopped early" for t in unfinished):
         storage = sweep_dir.rstrip("/").rpartition("/")[0] or "."
+        executor = " --executor local" if info["local"] else ""
         lines.append(
-            f"next: resume it with `sweep run SPEC --storage {storage} --resume` (SPEC: the spec file it was "
-            f"run with, and the same --set overrides: a resume whose configurations differ is refused); finished "
-            f"blocks are kept, the rest continue from their checkpoints"
+            f"next: resume it with `sweep run SPEC --storage {storage}{executor} --resume` (SPEC: the spec file it "
+            f"was run with, and the same --set overrides: a resume whose configurations differ is refused); "
+            f"finished blocks are kept, the rest continue from their checkpoints"
         )
     return "\n".join(lines)
 

@@ -34,6 +34,7 @@ from ..store import MapTasks, SweepDir
 from . import _race
 from ._checks import check_not_inside_a_sweep, check_same_data, outline_datasets
 from ._executor import Executor, Stopped, planned_rounds
+from ._interrupt import SigtermAsCtrlC
 from ._options import METRIC, RunOptions, fold_options
 from ._plan import check_spec
 from ._policy import RoundPolicy, check_early_stopping, policy_for
@@ -46,8 +47,15 @@ class Interrupted(KeyboardInterrupt):
     """``sweep.run`` was interrupted (Ctrl-C); the message (already printed) says how to resume."""
 
 
-def _resume_hint(done: int, total: int, command: str | None, storage: str, planned: bool) -> str:
-    command = command or f"sweep.run(spec, storage={storage!r}, options=sweep.RunOptions(resume=True))"
+def _resume_command(options: RunOptions, storage: str) -> str:
+    """What goes on from where a run stopped: the CLI's command, or the Python call."""
+    local = "executor='local', " if options.executor == "local" else ""
+    return (
+        options.resume_command or f"sweep.run(spec, storage={storage!r}, options=sweep.RunOptions({local}resume=True))"
+    )
+
+
+def _resume_hint(done: int, total: int, command: str, planned: bool) -> str:
     if not planned:
         return f"interrupted before any trial was planned (nothing is trained); start again with: {command}"
     return f"interrupted: {done} of {total} members done; resume with: {command}"
@@ -121,7 +129,8 @@ def run(
 
     Ctrl-C (SIGINT) stops the trials, keeps every checkpoint, aggregates the complete blocks,
     prints how many members are done and how to resume, and raises :class:`sweep.tune.Interrupted`
-    (a ``KeyboardInterrupt``); a second Ctrl-C stops at once.
+    (a ``KeyboardInterrupt``); a second Ctrl-C stops at once. A SIGTERM to this process (Slurm,
+    Kubernetes, ``ray job stop``) does the same while ``run`` runs (called from the main thread).
 
     Args:
         spec: The sweep specification.
@@ -152,13 +161,29 @@ def run(
         path = sweep.run(spec, storage="./runs", options=sweep.RunOptions(executor="local"))
         ```
     """
+    # check: nothing starts before the spec and every option are known to be good
+    check_spec(spec)
+    options = fold_options(options, keywords)
+    lost = (
+        "stopped: the Ray this run started got the SIGTERM too, so the trials ended where they were (their "
+        f"checkpoints are kept); resume with: {_resume_command(options, str(storage))}"
+    )
+    with SigtermAsCtrlC(lost) as sigterm:
+        return _run(spec, storage, storage_filesystem, options, sigterm)
+
+
+def _run(
+    spec: SweepSpec,
+    storage: str,
+    storage_filesystem: pafs.FileSystem | None,
+    options: RunOptions,
+    sigterm: SigtermAsCtrlC,
+) -> str:
+    """:func:`run`, a SIGTERM taken as a Ctrl-C."""
     from ._loggers import make_loggers
     from ._progress import ProgressState
     from ._sweep_progress import SweepProgress
 
-    # check: nothing starts before the spec and every option are known to be good
-    check_spec(spec)
-    options = fold_options(options, keywords)
     configure(gpu_preallocate=False)  # the driver's JAX (data generation) must not take the trials' GPU memory
     sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
     check_not_inside_a_sweep(sweep_dir)
@@ -172,6 +197,7 @@ def run(
     state = ProgressState(so_far, (), done)
     mode = "plain" if options.verbose and options.progress == "auto" else options.progress
     display = SweepProgress(state, mode)
+    sigterm.closes(display.close)
     check_early_stopping(spec, options.the_scheduler, options.run_config)
     policy = policy_for(
         spec, show=lambda step: _race.show(state, spec, step), say=lambda line: state.show_race({}, line)
@@ -196,6 +222,7 @@ def run(
         options.check_scheduler_metric(validated)
         executor = _executor(spec, sweep_dir, options, display, trackers, validated)
         executor.start(outlines)  # (the storage probed for writing)
+        sigterm.take_back()  # from Ray, if it started
         sweep_dir.write_data_scans({key: o.scan for key, o in outlines.items() if o.scan is not None})
         failures = executor.restore().failures if options.resume else ()
         sweep_dir.refresh()  # the restored trials wrote checkpoints
@@ -222,7 +249,7 @@ def run(
                 asked = spec if spec.search is None else _asked(spec, sweep_dir)  # with this call's points
                 done_now = _aggregate_complete(asked, sweep_dir, executor.map_tasks if executor else map)
         planned = sweep_dir.plan() is not None
-        display.message(hint := _resume_hint(done_now, c["members"], options.resume_command, str(storage), planned))
+        display.message(hint := _resume_hint(done_now, c["members"], _resume_command(options, str(storage)), planned))
         raise Interrupted(hint) from None  # (a second Ctrl-C, or one before the trials, stops at once)
     assert executor is not None  # made in the try above, which ended normally
     try:
