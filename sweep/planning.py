@@ -194,6 +194,11 @@ class Plan:
         """This plan with ``trial_keys`` added to the trials a scheduler stopped early."""
         return dataclasses.replace(self, stopped_trials=self.stopped_trials | frozenset(trial_keys))
 
+    def __repr__(self) -> str:
+        """The table :meth:`__str__` prints, also where a REPL or notebook shows the plan (its fields
+        spelt out would be the whole spec once per trial)."""
+        return str(self)
+
     def __str__(self) -> str:
         return self.format()
 

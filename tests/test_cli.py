@@ -107,6 +107,17 @@ def test_help_names_arguments_in_capitals_as_errors_do_and_shows_the_form_of_rep
     assert "<list[str]>" not in text
 
 
+@pytest.mark.parametrize("command", COMMANDS)
+def test_no_option_form_breaks_mid_word_at_80_columns(command):
+    """A form such as `<min|max>` is one unbroken word in a terminal of 80 columns (a longer
+    one, such as every tracker's name, is a capital word, its choices in the help)."""
+    import re
+
+    forms = set(re.findall(r"<[^>\s]+>", invoke(command, "--help", columns=200).output))
+    narrow = invoke(command, "--help", columns=80).output
+    assert [f for f in sorted(forms) if f not in narrow] == []
+
+
 def test_pool_lets_a_command_pool_members_trained_with_different_settings(store):
     result = invoke("scores", store, "--where", "depth=1", "--recalibrate", "--pool")  # refused without (ERRORS)
     assert result.exit_code == 0, result.stderr
@@ -134,6 +145,8 @@ def test_plan_names_configurations_by_grid_values_next_to_their_ids(tmp_path):
     assert [r[0] for r in rows] == ["depth=1", "depth=1", "depth=2", "depth=2"]
     assert all(r[-2:] == ["learning_rate=0.003,0.001", "4"] for r in rows)
     assert {r[1] for r in rows} == set(make_plan(spec).config_ids)
+    planned = sweep.plan(spec)  # in Python: the same table, printed or shown by a REPL or notebook
+    assert repr(planned) == str(planned) and str(planned).splitlines()[1:] == out[1:]
 
 
 def test_plan_fits_the_terminal_in_blocks_of_columns_led_by_the_configuration(tmp_path):
@@ -844,7 +857,18 @@ ERRORS = [
     (["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy", "--best", "0"], ["--best 0: k must be"]),
     (
         ["predict", "{s}", "-i", "{d}/x.npy", "-o", "{d}/y.npy"],
-        ["the whole store (no --where) selects", "depth takes [1, 2]", "learning_rate takes [0.001, 0.003]", "--pool"],
+        [
+            "the whole store (no --where) selects",
+            "depth takes [1, 2]",
+            "learning_rate takes [0.001, 0.003]",
+            # --pool is offered for the learning rates it can pool, not for the depths
+            "Fix depth with --where (e.g. --where depth=VALUE): members of different structural configs are not "
+            "pooled; fix learning_rate too, or pass --pool to pool over it",
+        ],
+    ),
+    (
+        ["export", "{s}", "-o", "{d}/exported"],
+        ["members of different structural configs are not pooled", "; or blend configurations with --greedy K"],
     ),
     *(  # every command that makes one ensemble of a selection, as predict
         (args, ["--where depth=1 selects members trained with different settings", "learning_rate takes", "--pool"])

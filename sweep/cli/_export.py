@@ -58,7 +58,7 @@ def export(
     if greedy is not None:
         ens = ens.select_greedy(greedy)  # (a blend of configurations by design)
     else:
-        one_setting(ens, where, pool)
+        one_setting(ens, where, pool, blend=True)
     if recalibrate:
         ens = ens.recalibrate("val")
     elif calibration is not None:

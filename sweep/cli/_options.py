@@ -88,21 +88,37 @@ def warn_test_ranking(ens, metric: str) -> None:
         )
 
 
-def one_setting(ens, where: list[str] | None, pool: bool):
+def one_setting(ens, where: list[str] | None, pool: bool, blend: bool = False):
     """``ens``, a selection by ``--where`` items ``where`` (and ``--best``), or a CLI error where it
     pools members trained with different settings (a grid column ``--where`` leaves free takes
     several values in it) and ``--pool`` was not given: the check of every command that makes one
-    ensemble of a selection (predict, serve, export, scores --recalibrate)."""
+    ensemble of a selection (predict, serve, export, scores --recalibrate). ``--pool`` is offered
+    for the columns it can pool (not those that set structural configs apart); ``blend``: the
+    command blends configurations with ``--greedy K``."""
     free = {} if pool else ens.free_columns(parse_where(where))
     if free:
         listed = "; ".join(f"{c} takes {values}" for c, values in free.items())
         chosen = " ".join(f"--where {item}" for item in where or ()) or "the whole store (no --where)"
-        column = next(iter(free))
-        raise CLIError(
-            f"{chosen} selects members trained with different settings: {listed}. Fix "
-            f"{', '.join(free)} with --where (e.g. --where {column}=VALUE), or pass --pool to pool over them"
-        )
+        apart = _apart(ens, list(free))
+        poolable = [c for c in free if c not in apart]
+        fix = apart or poolable
+        advice = f"Fix {', '.join(fix)} with --where (e.g. --where {fix[0]}=VALUE)"
+        if apart:
+            advice += ": members of different structural configs are not pooled"
+            advice += f"; fix {', '.join(poolable)} too, or pass --pool to pool over " if poolable else ""
+            advice += ("it" if len(poolable) == 1 else "them") if poolable else ""
+        else:
+            advice += ", or pass --pool to pool over them"
+        advice += "; or blend configurations with --greedy K" if blend else ""
+        raise CLIError(f"{chosen} selects members trained with different settings: {listed}. {advice}")
     return ens
+
+
+def _apart(ens, columns: list[str]) -> list[str]:
+    """Those of ``columns`` that set the selection's structural configs apart (one value each)."""
+    ids = ens.index["config_id"].to_pylist()
+    configs = len(set(ids))
+    return [c for c in columns if configs > 1 and len(set(zip(ids, ens.index[c].to_pylist()))) == configs]
 
 
 def load_spec(path: Path, overrides: list[str] | None = None):

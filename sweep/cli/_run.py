@@ -31,7 +31,8 @@ def run(
         typer.Option(
             "--logger",
             parser=choice(Logger),
-            help="Log every member's curves to a tracker (repeatable).",
+            metavar="TRACKER",  # the trackers are in the help: a metavar of them all breaks mid-word at 80 columns
+            help="Log every member's curves to a tracker: tensorboard, mlflow or wandb (repeatable).",
             show_default=False,
         ),
     ] = None,
