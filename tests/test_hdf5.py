@@ -126,6 +126,8 @@ def test_the_well_without_valid_carves_it_and_a_split_folder_or_file_splits_like
     well_directory(tmp_path / "toy", {"train": 2, "test": 1}, trajectories=5)
     data = load(tmp_path / "toy", val_fraction=0.2, data_seed=1)
     assert counts(data) == (7, 3, 5)
+    said = str(hdf5_info(str(tmp_path / "toy"))).splitlines()[-2]  # the files hold: val is carved later
+    assert said == "  trajectories train 10, test 5 (no validation split: val is val_fraction of train)"
     folder = load(tmp_path / "toy" / "data" / "train", val_fraction=0)  # one split's folder: 10 trajectories
     assert (len(traj(folder, "train")), len(traj(folder, "test"))) == (9, 1)
     states = well_file(tmp_path / "one.hdf5", trajectories=4, grid=(5,))

@@ -224,12 +224,14 @@ def test_more_seeds_on_files_that_changed_are_refused_before_any_work(tmp_path, 
         tensor = f["tensor"]
         assert isinstance(tensor, h5py.Dataset)
         tensor[...] = tensor[...] * 10 + 40
-    with pytest.raises(
-        sweep.SpecError,
-        match=r"`problem.path` = '.*a.hdf5': the data changed since members of this sweep were trained on it \("
+    refused = (
+        r"`problem.path` = '.*a.hdf5': the data changed since members of this sweep were trained on it \("
         + change
-        + r"\); .* in a new sweep",
-    ):
+        + r"\); .* in a new sweep"
+    )
+    with pytest.raises(sweep.SpecError, match=refused):
+        sweep.plan(spec(4), storage=storage)  # the plan says what the run would refuse
+    with pytest.raises(sweep.SpecError, match=refused):
         sweep.run(spec(4), storage=storage, options=options)
     ens = sweep.load(tmp_path / "runs" / "tiny")
     assert len(ens) == 2  # nothing trained, the store as it was
@@ -295,3 +297,16 @@ def test_more_seeds_on_an_arrays_file_that_changed_are_refused(tmp_path):
     np.savez(path, **{k: v.astype(np.float32) for k, v in arrays.items()})  # put back (a new time): accepted
     sweep.run(spec(4), storage=storage, options=options)
     assert len(sweep.load(tmp_path / "runs" / "tiny")) == 4
+
+
+def test_a_bad_field_of_a_grid_value_is_named_as_the_grid_sets_it(tmp_path):
+    """The spec file has no `problem.fields` line: the error names the grid's entry and its value."""
+    pdebench_tensor(tmp_path / "a.hdf5", samples=20, time=4, x=8)
+    problem = sweep.Problem("hdf5", path=str(tmp_path / "a.hdf5"))
+    spec = tiny_spec(problem=problem, grid={"problem.fields": [["tensor"], ["tensr"]]})
+    with pytest.raises(
+        sweep.SpecError,
+        match=r'^`grid.problem.fields` = \["tensr"\]: ' + r"'tensr' is not a time-varying field of the file \(did you "
+        r"mean 'tensor'\?\)",
+    ):
+        sweep.plan(spec)

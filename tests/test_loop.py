@@ -200,12 +200,14 @@ def test_members_on_other_data_are_not_added_to_a_sweep(local_run, tmp_path):
     shutil.copytree(local_run, tmp_path / "tiny", symlinks=True)
     trials = sorted((tmp_path / "tiny" / "local").iterdir())
     other = tiny_spec(problem=sweep.Problem("heat1d", num_points=16, num_samples=48, data_seed=0))
-    with pytest.raises(
-        sweep.SpecError,
-        match=r"^`problem`: sweep 'tiny' holds members trained on a problem written otherwise: this spec differs in "
+    refused = (
+        r"^`problem`: sweep 'tiny' holds members trained on a problem written otherwise: this spec differs in "
         r"problem.num_samples \(48 here, 60 there\)\. .*write the problem as the sweep did \(on the command line: "
-        r"--set problem.num_samples=60\), give this spec another name, or vary the field in the grid$",
-    ):
+        r"--set problem.num_samples=60\), give this spec another name, or vary the field in the grid$"
+    )
+    with pytest.raises(sweep.SpecError, match=refused):
+        sweep.plan(other, storage=str(tmp_path))  # the plan says what the run would refuse
+    with pytest.raises(sweep.SpecError, match=refused):
         sweep.run(other, storage=str(tmp_path), options=LOCAL)
     assert sorted((tmp_path / "tiny" / "local").iterdir()) == trials  # nothing trained
 

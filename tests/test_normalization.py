@@ -129,6 +129,21 @@ def test_predictions_are_in_physical_units(trained):
     np.testing.assert_allclose(states[0, 2], again, rtol=1e-4, atol=1e-5)
 
 
+def test_the_statistics_of_a_grid_of_models_on_one_problem_are_its_problems(tmp_path):
+    """Configurations of other models on one problem share its statistics; configurations on
+    problems normalised otherwise are told apart."""
+    problem = sweep.Problem("heat1d", **HEAT, normalize="zscore")
+    grid = {"model.depth": [1, 2]}
+    ens = sweep.load(sweep.run(tiny_spec(problem=problem, seeds=1, grid=grid), storage=str(tmp_path), options=LOCAL))
+    norm = some(load_problem("heat1d", dict(problem.options)).normalization)
+    assert ens.normalization == ens.where(depth=2).normalization == {0: (float(norm.shift[0]), float(norm.scale[0]))}
+    other = tiny_spec(name="other", seeds=1, problem=problem, grid={"problem.normalize": ["zscore", "rms"]})
+    ens = sweep.load(sweep.run(other, storage=str(tmp_path), options=LOCAL))
+    with pytest.raises(sweep.QueryError, match=r"^normalization \(its configurations were normalised with other .*"):
+        _ = ens.normalization
+    assert ens.where(normalize="rms").normalization != ens.where(normalize="zscore").normalization
+
+
 def test_metrics_in_physical_units_and_the_loss_in_normalised_units(trained):
     _, _, ens = trained
     raw = load_problem("heat1d", HEAT)

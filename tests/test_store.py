@@ -45,8 +45,8 @@ def test_not_a_store(tmp_path):
         load(tmp_path / "spec.toml")
     with pytest.raises(StoreError, match=r"^got 3; give the directory of a sweep \(made by `sweep run`\), as a path$"):
         load(3)  # type: ignore[arg-type]
-    with pytest.raises(StoreError, match=r"is not a seed-sweep store.*run `sweep aggregate`"):
-        load(tmp_path)
+    with pytest.raises(StoreError, match=r"is not a seed-sweep store nor a sweep directory \(it holds no 'ensembles' "):
+        load(tmp_path)  # a folder of something else (data): aggregating cannot help
     for name in ("b", "a"):  # a storage folder (`--storage`): the sweeps in it are named
         (tmp_path / "runs" / name).mkdir(parents=True)
         (tmp_path / "runs" / name / "plan.json").write_text("{}")

@@ -220,15 +220,22 @@ class Predictions(Selection):
         normalised fields.
 
         Raises:
-            QueryError: A selection spanning several structural configs.
+            QueryError: A selection whose configurations were normalised with other statistics
+                (trained on other problems).
 
         Examples:
             ```python
-            ens.where(depth=4).normalization  # {"density": (1.02, 0.31), "velocity_x": (0.0, 0.8)}
+            ens.normalization  # {"density": (1.02, 0.31), "velocity_x": (0.0, 0.8)}
             ```
         """
-        norm = self.normalization_of(self.one_config("normalization"))
-        return None if norm is None else norm.as_dict()
+        configs = dict.fromkeys(self.index["config_id"].to_pylist())
+        if len(configs) < 2:
+            norm = self.normalization_of(self.one_config("normalization"))
+            return None if norm is None else norm.as_dict()
+        found = {c: None if (n := self._store.normalization(c)) is None else n.as_dict() for c in configs}
+        if any(n != found[next(iter(found))] for n in found.values()):
+            self.one_config("normalization (its configurations were normalised with other statistics)")
+        return found[next(iter(found))]
 
     def units_note(self) -> str | None:
         """A sentence saying in which units the stored numbers are where some of this selection's

@@ -125,6 +125,8 @@ class HDF5Info:
             splits = (
                 f"{self.trajectories['all']}, no splits (test: the last test_fraction; val: val_fraction of the rest)"
             )
+        elif "val" not in self.trajectories:
+            splits += " (no validation split: val is val_fraction of train)"
         return (
             f"{self.path}: {self.layout} ({self.form}), {sum(map(len, self.files.values()))} file(s)\n"
             f"  channels   {', '.join(self.channels)}\n"

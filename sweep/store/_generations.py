@@ -134,6 +134,11 @@ def committed_root(fs: pafs.FileSystem, path: str) -> str:
     inside = [] if exists(fs, f"{path}/{PLAN}") else sweeps_inside(fs, path)  # (a sweep not aggregated yet)
     if inside:
         raise storage_folder(fs, path, inside, "a store")
+    if not exists(fs, f"{path}/{PLAN}"):  # no sweep either: a data folder, a typo
+        raise StoreError(
+            f"{path!r} is not a seed-sweep store nor a sweep directory (it holds no {STORE_NAME!r} store and no "
+            f"{PLAN}); give the directory of a sweep (made by `sweep run`) or of its {STORE_NAME!r} store"
+        )
     raise StoreError(
         f"{path!r} is not a seed-sweep store: neither it nor {path + '/' + STORE_NAME!r} holds a "
         f"committed store ({MANIFEST}); run `sweep aggregate` on the sweep directory first"

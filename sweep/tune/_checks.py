@@ -5,9 +5,11 @@ Each raises :class:`SpecError` naming the field, the value and what is allowed.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import pyarrow.fs as pafs
 
@@ -83,12 +85,25 @@ def outline_datasets(
         key = config.problem_id
         if key not in outlines:
             options = dict(config.problem.options)
-            outlines[key] = outline_problem(
-                config.problem.name, options, SAMPLE_COUNT, TRAJECTORY_COUNT, filesystem, scans.get(key)
-            )
+            try:
+                outlines[key] = outline_problem(
+                    config.problem.name, options, SAMPLE_COUNT, TRAJECTORY_COUNT, filesystem, scans.get(key)
+                )
+            except SpecError as e:
+                raise _from_the_grid(e, spec, options) from None
         check_data(config, outlines[key].shapes)
     check_validated(spec, all(outline.shapes.val.size for outline in outlines.values()))
     return outlines
+
+
+def _from_the_grid(error: SpecError, spec: SweepSpec, options: Mapping[str, Any]) -> SpecError:
+    """``error`` about a problem's field (```problem.fields`: ...``) named as the grid value it
+    came from, where the grid sets that field (the spec file has no other line of it)."""
+    field, _, rest = str(error).removeprefix("`").partition("`: ")
+    name = field.removeprefix("problem.")
+    if not str(error).startswith("`problem.") or not rest or field not in spec.grid or name not in options:
+        return error
+    return SpecError(f"`grid.{field}` = {json.dumps(options[name])}: {rest}")
 
 
 def check_same_data(

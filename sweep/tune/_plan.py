@@ -26,8 +26,9 @@ from ..store import SweepDir
 from ..training import data_line
 from . import _env, _race
 from ._auto import Probe, choose_seeds_per_trial, largest_config, measure
-from ._checks import outline_datasets
+from ._checks import check_same_data, outline_datasets
 from ._cluster import trial_slots
+from ._resumed import check_same_problem
 
 __all__ = [
     "block_size_here",
@@ -84,12 +85,14 @@ def plan(
     if sweep_dir is None:
         outlines = outline_datasets(spec, storage_filesystem)
     else:  # the driver's pass of an earlier run is taken, not made again (and a plan writes nothing)
+        check_same_problem(spec, sweep_dir)
         outlines = outline_datasets(spec, sweep_dir.filesystem, sweep_dir.data_scans())
     datasets = {key: outline.shapes for key, outline in outlines.items()}
     done, stored = set(), None
     if sweep_dir is not None:
         stored = sweep_dir.plan()
         done, _ = sweep_dir.done(spec)
+        check_same_data(spec, sweep_dir.data_scans(), outlines, done)  # as run refuses it
     seeds_per_trial = stored_block_size(spec, stored)
     if spec.seeds_per_trial == "auto" and seeds_per_trial is None:  # measured on the shapes: no file is loaded
         seeds_per_trial = block_size_here(spec, datasets, max(1, int(available_cpus() // spec.resources["cpu"])))
