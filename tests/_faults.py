@@ -188,19 +188,17 @@ class CtrlCAtStart:
     def __call__(self, trial_key: str) -> None:
         self.started += 1
         if self.started == self.n:
-            raise KeyboardInterrupt
+            self.stop()
+
+    def stop(self) -> None:
+        raise KeyboardInterrupt
 
 
-class SigtermAtStart:
-    """``on_start`` (in-process executor): a SIGTERM to this process as the ``n``-th trial starts."""
+class SigtermAtStart(CtrlCAtStart):
+    """As :class:`CtrlCAtStart`, with a SIGTERM to this process (Slurm's, Kubernetes')."""
 
-    def __init__(self, n: int):
-        self.n, self.started = n, 0
-
-    def __call__(self, trial_key: str) -> None:
-        self.started += 1
-        if self.started == self.n:
-            os.kill(os.getpid(), signal.SIGTERM)
+    def stop(self) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def die_after_a_checkpoint_inside_an_epoch(monkeypatch, at: tuple[int, int]) -> list[str]:

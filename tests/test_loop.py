@@ -180,8 +180,9 @@ def test_a_sigterm_to_the_driver_stops_the_run_as_a_ctrl_c_does(local_run, tmp_p
             sweep.tune.Interrupted,
             match=r"^interrupted: 2 of 4 members done; resume with: sweep\.run\(spec, storage='.*', "
             r"options=sweep\.RunOptions\(executor='local', resume=True\)\)$",  # in this process, as it ran
-        ):
+        ) as stopped:
             sweep.run(tiny_spec(), storage=str(tmp_path), options=stop)
+        assert stopped.value.signal == signal.SIGTERM  # (the CLI exits with 143)
         assert signal.getsignal(signal.SIGTERM) is before[0]
     finally:
         signal.signal(signal.SIGINT, before[1])

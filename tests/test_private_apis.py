@@ -76,6 +76,8 @@ def test_a_function_trainable_runs_its_function_through_trainable_func():  # swe
 def test_ray_names_the_node_this_process_started_and_its_dead_daemons():  # sweep/tune/_interrupt.py: local_ray_lost
     from ray._private import worker
     from ray._private.node import Node
+    from ray._private.ray_constants import PROCESS_TYPE_GCS_SERVER, PROCESS_TYPE_RAYLET
 
     assert "_global_node" in vars(worker)
-    assert list(inspect.signature(Node.dead_processes).parameters) == ["self"]
+    assert list(inspect.signature(Node.dead_processes).parameters) == ["self"]  # [(process type, Popen)]
+    assert (PROCESS_TYPE_RAYLET, PROCESS_TYPE_GCS_SERVER) == ("raylet", "gcs_server")  # _interrupt's RAY_DAEMONS

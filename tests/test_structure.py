@@ -518,6 +518,7 @@ PRIVATE_IMPORTS_LEFT = {
     "_faults.py": "asks the trial's preemption flag (sweep.tune._preemption); kills a local trial inside an epoch",
     "_node_loss.py": "the drain poll interval (sweep.tune._preemption)",
     "test_preemption.py": "the SIGTERM handler, drain notices and retry reasons of a trial, in-process",
+    "test_interrupt.py": "the driver's SIGTERM handler against Ray's and a lost local Ray, in-process",
     # the Tune layer's parts, unit-tested without starting Tune
     "test_progress.py": "the progress display driven by a fake clock",
     "test_trial_tensorboard.py": "the per-trial TensorBoard callback driven with fake trials",

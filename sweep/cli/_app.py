@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import signal
 import sys
 from typing import Annotated
 
@@ -103,7 +104,7 @@ def guard(fn):
         except KeyboardInterrupt as e:
             if not str(e):  # sweep.run prints how far it got and how to resume
                 typer.echo("interrupted", err=True)
-            raise typer.Exit(130) from None
+            raise typer.Exit(128 + getattr(e, "signal", signal.SIGINT)) from None  # 130; 143 after a SIGTERM
         except Exception as e:
             if isinstance(e, BrokenPipeError) and _reader_left():
                 # the reader left (`sweep show DIR | head`): no more to say, nowhere to say it
@@ -167,9 +168,7 @@ def leave(code: int | str | None) -> None:
     """
     ray = sys.modules.get("ray")
     if ray is not None and getattr(ray, "is_initialized", lambda: False)():
-        if code == 130:  # Ctrl-C: a second one must not cut Ray's exit handler short (its processes would stay)
-            import signal
-
+        if code in (130, 143):  # Ctrl-C: a second one must not cut Ray's exit handler short (its processes would stay)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         raise SystemExit(code)
     if isinstance(code, str):

@@ -66,7 +66,7 @@ def run(
     epochs, throughput, ETA and the best loss of every configuration (plain lines when the
     output is not a terminal). Ctrl-C stops the trials, keeps what is done and prints how to
     resume (exit status 130); a second Ctrl-C stops at once; a SIGTERM (Slurm, Kubernetes) acts
-    as a Ctrl-C. Modules named in SPEC are imported from its folder too (and from PYTHONPATH and
+    as a Ctrl-C (exit status 143). Modules named in SPEC are imported from its folder too (and from PYTHONPATH and
     the installed packages).
     """
     with spec_folder_importable(spec):

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from .._errors import SweepError
 from .._import_path import worker_runtime_env
 from .._reachable import check_reachable
+from ._interrupt import starting_ray
 
 
 def ensure_ray(address: str | None, quiet: bool = True) -> None:
@@ -27,24 +28,25 @@ def ensure_ray(address: str | None, quiet: bool = True) -> None:
     if ray.is_initialized():
         return
     level = logging.ERROR if quiet else logging.WARNING
-    with warnings.catch_warnings():  # Ray forks and execs its daemons at once: no JAX state is shared
-        warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
-        if address is None:
-            ray.init(
-                address="local",
-                include_dashboard=False,
-                log_to_driver=False,
-                logging_level=level,
-                runtime_env=worker_runtime_env(),
-            )
-        elif address.startswith("ray://"):  # Ray Client: the cluster's own settings apply
-            ray.init(address=address)
-        else:
-            check_reachable(address)  # Ray itself retries for a minute before it says so
-            try:
-                ray.init(address=address, log_to_driver=False, logging_level=level)
-            except ConnectionError as e:
-                raise SweepError(f"`address`: {address}: {e}{_auth_hint()}") from None
+    with starting_ray():  # a SIGTERM meanwhile is a Ctrl-C in a run, which takes SIGTERM back after
+        with warnings.catch_warnings():  # Ray forks and execs its daemons at once: no JAX state is shared
+            warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
+            if address is None:
+                ray.init(
+                    address="local",
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    logging_level=level,
+                    runtime_env=worker_runtime_env(),
+                )
+            elif address.startswith("ray://"):  # Ray Client: the cluster's own settings apply
+                ray.init(address=address)
+            else:
+                check_reachable(address)  # Ray itself retries for a minute before it says so
+                try:
+                    ray.init(address=address, log_to_driver=False, logging_level=level)
+                except ConnectionError as e:
+                    raise SweepError(f"`address`: {address}: {e}{_auth_hint()}") from None
 
 
 def _auth_hint() -> str:

@@ -17,31 +17,32 @@ interrupted = caught() or ...
 ```
 
 A SIGTERM is how Slurm (``scancel``, the time limit), Kubernetes (a deleted pod), ``ray job stop``,
-``timeout`` and ``systemctl stop`` end a process. Without :func:`sigterm_as_ctrl_c` a SIGTERM
+``timeout`` and ``systemctl stop`` end a process. Without :class:`SigtermAsCtrlC` a SIGTERM
 to the driver ends it at once (Python's default; once ``ray.init`` has run, Ray's handler raises
 ``SystemExit``, and Ray's C++ failure handler prints a stack dump first): nothing is aggregated and
 no resume command is printed. Inside it, a SIGTERM does what a Ctrl-C does at that moment: the
 SIGINT handler in place then runs (Tune's during an experiment, which stops the trials and keeps
 their checkpoints; Python's elsewhere, which raises ``KeyboardInterrupt``). Where the signal
-went to every process (Slurm's job step, ``timeout``'s process group), the Ray this process
-started gets it too: its daemons exit within a second, and the stop would wait a minute on
-them (Ray's reconnection timeout) before Ray ends the process; the driver ends at once then,
-saying how to resume (:func:`local_ray_lost`).
+went to every process (Slurm's job step, ``timeout``'s process group, ``ray job stop``'s process
+tree), the Ray this process started gets it too: its daemons exit within a second, and the stop
+would wait a minute on them (Ray's reconnection timeout) before Ray ends the process; the driver
+ends at once then, saying how to resume (:func:`local_ray_lost`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 
-@contextmanager
+@contextlib.contextmanager
 def tune_sigint() -> Iterator[Callable[[], bool]]:
     """Yields ``caught()``: whether Tune's SIGINT handler ran inside the block; the SIGINT handler
     of before the block is in place after it."""
@@ -62,37 +63,72 @@ def tune_sigint() -> Iterator[Callable[[], bool]]:
 
 
 LOST_POLL_S = 0.2  # how often, after a SIGTERM, the Ray this process started is looked at
+RESEND_S = 1.0  # a KeyboardInterrupt the run has not caught by then was swallowed: raised again
+RAY_DAEMONS = ("raylet", "gcs_server")  # Ray's process types of the daemons a stop needs
+_TAKING: list[SigtermAsCtrlC] = []  # the contexts open in this process (one per running sweep.run)
 
 
 def local_ray_lost() -> bool:
-    """Whether a daemon of the Ray this process started (its raylet, its GCS) has exited; False
-    where this process joined a cluster (it started no daemon) or Ray is not running."""
+    """Whether the raylet or the GCS of the Ray this process started has exited; False where this
+    process joined a cluster (it started no daemon) or Ray is not running."""
     try:
-        from ray._private.worker import _global_node as node  # (read now: ray.init sets it)
+        from ray._private.worker import _global_node  # (read now: ray.init sets it)
 
-        return node is not None and bool(node.dead_processes())
+        node: Any = _global_node
+        return node is not None and any(kind in RAY_DAEMONS for kind, _ in node.dead_processes())
     except Exception:  # Ray changed its internals: not noticed (tests/test_private_apis.py)
         return False
+
+
+class Terminated(KeyboardInterrupt):
+    """The ``KeyboardInterrupt`` a SIGTERM raises inside :class:`SigtermAsCtrlC`; ``signal`` says
+    so (the CLI exits with 128 plus it, 143)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.signal = signal.SIGTERM
+
+
+@contextlib.contextmanager
+def starting_ray() -> Iterator[None]:
+    """Around ``ray.init`` (the one place that starts Ray for a run). Ray installs its SIGTERM
+    handler first thing, which raises ``SystemExit(15)``: a SIGTERM before ``ray.init`` returns
+    is a Ctrl-C (``KeyboardInterrupt``) where a :class:`SigtermAsCtrlC` is open; and an open one
+    takes SIGTERM back from Ray's handler as soon as ``ray.init`` returns."""
+    try:
+        yield
+    except SystemExit as e:
+        if e.code != signal.SIGTERM or not _TAKING:
+            raise
+        for taking in _TAKING:
+            taking.received = True
+        raise Terminated from None
+    finally:
+        for taking in _TAKING:
+            taking.take_back()
 
 
 class SigtermAsCtrlC:
     """A context: inside it, a SIGTERM to this process runs the SIGINT handler in place then
     (Python's ``KeyboardInterrupt`` where SIGINT is ignored or left to the system: a SIGTERM
-    still stops). From then on, if the Ray this process started loses a daemon
-    (:func:`local_ray_lost`), the process closes what :meth:`closes` was given, prints
-    ``last_words`` and ends with status 143 (128 + SIGTERM) at once, as a kill would: every
-    checkpoint and the store stay readable.
+    still stops), and :attr:`received` says so. A ``KeyboardInterrupt`` raised where Python
+    ignores exceptions (a garbage-collection callback, a ``__del__``: "Exception ignored in")
+    would lose the SIGTERM: until the run says it caught one (:meth:`caught`), it is raised again
+    every :data:`RESEND_S` seconds. From then on, if the Ray this process started
+    loses its raylet or GCS (:func:`local_ray_lost`), the process calls what :meth:`closes` was
+    given, prints ``last_words`` and ends with status 143 (128 + SIGTERM) at once, as a kill
+    would: every checkpoint and the store stay readable.
 
-    After ``ray.init`` (which installs Ray's own SIGTERM handler) call :meth:`take_back`. After
-    the block the handler replaced last is in place again: Ray's, once Ray started inside the
-    block (it shuts Ray down as the process exits), else the one of before. Nothing changes
-    outside the main thread, where no signal handler can be set.
+    ``ray.init`` installs Ray's own SIGTERM handler: :func:`starting_ray` around it (or
+    :meth:`take_back` after it) puts this one back. After the block the handler replaced last is in place again: Ray's, once
+    Ray started inside the block (it shuts Ray down as the process exits), else the one of before.
+    Nothing changes outside the main thread, where no signal handler can be set.
 
     ```python
     with SigtermAsCtrlC("stopped; resume with: ...") as sigterm:
         sigterm.closes(display.close)
-        ray.init()
-        sigterm.take_back()
+        with starting_ray():
+            ray.init()
     ```
     """
 
@@ -102,14 +138,19 @@ class SigtermAsCtrlC:
         self.replaced: Callable | int | None = None
         self.closing: list[Callable[[], None]] = []
         self.inside = threading.Event()
+        self.watchdog: threading.Thread | None = None
+        self.received = False
+        self.raised_at: float | None = None  # a KeyboardInterrupt raised, the run not told yet
 
     def __enter__(self) -> SigtermAsCtrlC:
         self.inside.set()
         self.take_back()
+        _TAKING.append(self)
         return self
 
     def __exit__(self, *exc) -> None:
         self.inside.clear()
+        _TAKING.remove(self)
         if self.main and signal.getsignal(signal.SIGTERM) == self._as_ctrl_c:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if self.replaced is None else self.replaced)
 
@@ -120,21 +161,39 @@ class SigtermAsCtrlC:
             self.replaced = current
             signal.signal(signal.SIGTERM, self._as_ctrl_c)
 
+    def caught(self) -> None:
+        """The run caught the ``KeyboardInterrupt`` (it stops): none is raised again."""
+        self.raised_at = None
+
     def closes(self, close: Callable[[], None]) -> None:
         """Call ``close`` (a live display: the terminal's cursor back) before ending at once."""
         self.closing.append(close)
 
     def _as_ctrl_c(self, signum: int, frame: FrameType | None) -> None:
-        if not any(t.name == "sweep-sigterm" for t in threading.enumerate()):
-            threading.Thread(target=self._end_if_ray_is_lost, name="sweep-sigterm", daemon=True).start()
+        self.received = True
+        if self.watchdog is None:
+            self.watchdog = threading.Thread(target=self._end_if_ray_is_lost, name="sweep-sigterm", daemon=True)
+            self.watchdog.start()
         handler = signal.getsignal(signal.SIGINT)
-        (handler if callable(handler) else signal.default_int_handler)(signal.SIGINT, frame)
+        if callable(handler) and handler is not signal.default_int_handler:  # Tune's: a flag, stopped gracefully
+            handler(signal.SIGINT, frame)
+            return
+        self.raised_at = time.monotonic()
+        raise Terminated
 
     def _end_if_ray_is_lost(self) -> None:
+        """After a SIGTERM: end the process once its Ray is lost; raise a swallowed interrupt again."""
         while self.inside.is_set():
+            if self.raised_at is not None and time.monotonic() - self.raised_at > RESEND_S:
+                self.raised_at = None
+                os.kill(os.getpid(), signal.SIGTERM)  # (to the main thread's handler: this one again)
             if local_ray_lost():
                 for close in self.closing:
-                    close()
-                print(self.last_words, file=sys.stderr, flush=True)
+                    with contextlib.suppress(Exception):  # (racing the main thread's close: ends anyway)
+                        close()
+                with contextlib.suppress(Exception):  # (a closed stream: the process still ends)
+                    sys.stdout.flush()
+                with contextlib.suppress(Exception):
+                    print(self.last_words, file=sys.stderr, flush=True)
                 os._exit(143)
             time.sleep(LOST_POLL_S)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import itertools
 import shlex
+import signal
 import warnings
 from typing import Any
 
@@ -44,7 +45,13 @@ __all__ = ["METRIC", "Interrupted", "run"]
 
 
 class Interrupted(KeyboardInterrupt):
-    """``sweep.run`` was interrupted (Ctrl-C); the message (already printed) says how to resume."""
+    """``sweep.run`` was interrupted (Ctrl-C, or a SIGTERM taken as one); the message (already
+    printed) says how to resume. ``signal``: which of the two (``signal.SIGINT`` or
+    ``signal.SIGTERM``; the CLI exits with 128 plus it, 130 or 143)."""
+
+    def __init__(self, message: str, by: signal.Signals = signal.SIGINT):
+        super().__init__(message)
+        self.signal = by
 
 
 def _resume_command(options: RunOptions, storage: str) -> str:
@@ -130,7 +137,8 @@ def run(
     Ctrl-C (SIGINT) stops the trials, keeps every checkpoint, aggregates the complete blocks,
     prints how many members are done and how to resume, and raises :class:`sweep.tune.Interrupted`
     (a ``KeyboardInterrupt``); a second Ctrl-C stops at once. A SIGTERM to this process (Slurm,
-    Kubernetes, ``ray job stop``) does the same while ``run`` runs (called from the main thread).
+    Kubernetes) does the same while ``run`` runs (called from the main thread); where it stopped
+    the Ray this process started too, the process prints how to resume and ends at once (143).
 
     Args:
         spec: The sweep specification.
@@ -161,8 +169,6 @@ def run(
         path = sweep.run(spec, storage="./runs", options=sweep.RunOptions(executor="local"))
         ```
     """
-    # check: nothing starts before the spec and every option are known to be good
-    check_spec(spec)
     options = fold_options(options, keywords)
     lost = (
         "stopped: the Ray this run started got the SIGTERM too, so the trials ended where they were (their "
@@ -184,6 +190,8 @@ def _run(
     from ._progress import ProgressState
     from ._sweep_progress import SweepProgress
 
+    # check: nothing starts before the spec and every option are known to be good
+    check_spec(spec)
     configure(gpu_preallocate=False)  # the driver's JAX (data generation) must not take the trials' GPU memory
     sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
     check_not_inside_a_sweep(sweep_dir)
@@ -222,7 +230,6 @@ def _run(
         options.check_scheduler_metric(validated)
         executor = _executor(spec, sweep_dir, options, display, trackers, validated)
         executor.start(outlines)  # (the storage probed for writing)
-        sigterm.take_back()  # from Ray, if it started
         sweep_dir.write_data_scans({key: o.scan for key, o in outlines.items() if o.scan is not None})
         failures = executor.restore().failures if options.resume else ()
         sweep_dir.refresh()  # the restored trials wrote checkpoints
@@ -234,6 +241,7 @@ def _run(
             )
             failures = executor.train(planned).failures
     except KeyboardInterrupt as e:
+        sigterm.caught()
         stop = e
     finally:
         display.close()
@@ -250,18 +258,20 @@ def _run(
                 done_now = _aggregate_complete(asked, sweep_dir, executor.map_tasks if executor else map)
         planned = sweep_dir.plan() is not None
         display.message(hint := _resume_hint(done_now, c["members"], _resume_command(options, str(storage)), planned))
-        raise Interrupted(hint) from None  # (a second Ctrl-C, or one before the trials, stops at once)
+        by = signal.SIGTERM if sigterm.received else signal.SIGINT
+        raise Interrupted(hint, by) from None  # (a second Ctrl-C, or one before the trials, stops at once)
     assert executor is not None  # made in the try above, which ended normally
     try:
         _aggregate(spec, sweep_dir, executor, failures)
     except KeyboardInterrupt:  # the members are trained: the store is the one step left
+        sigterm.caught()
         trust = " --trust-code" if _own_factories(spec) else ""
         hint = (
             f"interrupted while aggregating the trained members; aggregate them with: sweep aggregate "
             f"{shlex.quote(sweep_dir.shown)}{trust}"
         )
         display.message(hint)
-        raise Interrupted(hint) from None
+        raise Interrupted(hint, signal.SIGTERM if sigterm.received else signal.SIGINT) from None
     _say_result(policy, spec, sweep_dir, display)
     for text in (h for t in trackers if (h := t.hint())):
         display.message(text)

@@ -1,0 +1,118 @@
+"""A SIGTERM to the driver taken as a Ctrl-C while a sweep runs (``sweep.tune._interrupt``),
+unit-tested without Ray: the handler taken back from the one ``ray.init`` installs, nothing changed
+outside the main thread or after the block, and the driver ending at once when the Ray it started
+lost its raylet or GCS (the runs themselves: test_loop.py, and test_run_terminal.py's slow tests)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from sweep.tune._interrupt import SigtermAsCtrlC, local_ray_lost, starting_ray
+
+
+def _ray_like(signum, frame):  # what ray.init installs: SystemExit
+    raise SystemExit(signum)
+
+
+def test_a_sigterm_is_a_ctrl_c_inside_and_after_ray_init_and_the_handler_of_before_comes_back():
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        with SigtermAsCtrlC("unused") as sigterm:
+            with pytest.raises(KeyboardInterrupt), starting_ray():  # ray.init, inside the run
+                signal.signal(signal.SIGTERM, _ray_like)  # first thing
+                signal.raise_signal(signal.SIGTERM)  # before it returns: Ray's handler, a Ctrl-C still
+            assert sigterm.received
+            with pytest.raises(KeyboardInterrupt) as raised:
+                signal.raise_signal(signal.SIGTERM)  # after it: taken back
+            assert raised.value.signal == signal.SIGTERM  # pyright: ignore[reportAttributeAccessIssue]  (the CLI exits 143)
+        assert signal.getsignal(signal.SIGTERM) is _ray_like  # Ray's, as Ray started inside: it shuts Ray down
+        with pytest.raises(SystemExit), starting_ray():  # no run open: Ray's handler as Ray has it
+            signal.raise_signal(signal.SIGTERM)
+        assert signal.getsignal(signal.SIGTERM) is _ray_like
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    with SigtermAsCtrlC("unused"):
+        pass
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_sigterm_whose_interrupt_python_swallowed_is_raised_again_until_the_run_catches_one():
+    """A SIGTERM handled inside a garbage-collection callback or a ``__del__`` (JAX's, while it
+    compiles) raises there, and Python ignores it ("Exception ignored in"): it must not be lost."""
+
+    class Finalised:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGTERM)
+            sum(range(1000))  # the handler runs here: its KeyboardInterrupt is ignored
+
+    before = signal.getsignal(signal.SIGTERM)
+    with SigtermAsCtrlC("unused") as sigterm:
+        finalised = Finalised()
+        with pytest.raises(KeyboardInterrupt):
+            del finalised  # (prints "Exception ignored in ...")
+            time.sleep(30)  # raised again here, a second later
+        sigterm.caught()
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_nothing_changes_outside_the_main_thread():
+    before, seen = signal.getsignal(signal.SIGTERM), []
+
+    def run():
+        with SigtermAsCtrlC("unused") as sigterm:
+            sigterm.take_back()
+            seen.append(signal.getsignal(signal.SIGTERM))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    assert seen == [before] and signal.getsignal(signal.SIGTERM) is before
+
+
+def test_only_a_lost_raylet_or_gcs_counts(monkeypatch):
+    """A dashboard that died long before (Ray lives on without it) must not end a graceful stop."""
+    from ray._private import worker
+
+    class Node:
+        def __init__(self, dead):
+            self.dead = dead
+
+        def dead_processes(self):
+            return [(kind, None) for kind in self.dead]
+
+    for dead, lost in (([], False), (["dashboard", "log_monitor"], False), (["raylet"], True), (["gcs_server"], True)):
+        monkeypatch.setattr(worker, "_global_node", Node(dead))
+        assert local_ray_lost() is lost, dead
+    monkeypatch.setattr(worker, "_global_node", None)  # no Ray, or a joined cluster's
+    assert local_ray_lost() is False
+
+
+def test_the_driver_ends_at_once_saying_how_to_resume_when_its_ray_got_the_sigterm_too():
+    script = textwrap.dedent(
+        """
+        import os, signal, time
+        from sweep.tune import _interrupt
+
+        _interrupt.local_ray_lost = lambda: True  # the raylet ended with the driver's SIGTERM
+        with _interrupt.SigtermAsCtrlC("stopped; resume with: sweep run x.toml --resume") as sigterm:
+            sigterm.closes(lambda: print("display closed", flush=True))
+            sigterm.closes(lambda: 1 / 0)  # a close that fails does not stop the end
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.5)
+            except KeyboardInterrupt:  # the graceful stop, which would wait on the dead Ray
+                time.sleep(60)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=50)
+    assert out.returncode == 143, out.stderr
+    assert out.stdout == "display closed\n"
+    assert out.stderr.strip().splitlines()[-1] == "stopped; resume with: sweep run x.toml --resume"
