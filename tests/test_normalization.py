@@ -139,7 +139,11 @@ def test_the_statistics_of_a_grid_of_models_on_one_problem_are_its_problems(tmp_
     assert ens.normalization == ens.where(depth=2).normalization == {0: (float(norm.shift[0]), float(norm.scale[0]))}
     other = tiny_spec(name="other", seeds=1, problem=problem, grid={"problem.normalize": ["zscore", "rms"]})
     ens = sweep.load(sweep.run(other, storage=str(tmp_path), options=LOCAL))
-    with pytest.raises(sweep.QueryError, match=r"^normalization \(its configurations were normalised with other .*"):
+    with pytest.raises(
+        sweep.QueryError,
+        match=r"^normalization: the selection's configurations were trained on other problems; select one first, "
+        r"e\.g\. \.where\(normalize='rms'\) \(they differ in normalize\)$",
+    ):
         _ = ens.normalization
     assert ens.where(normalize="rms").normalization != ens.where(normalize="zscore").normalization
 

@@ -99,7 +99,7 @@ def one_setting(ens, where: list[str] | None, pool: bool, blend: bool = False):
     if free:
         listed = "; ".join(f"{c} takes {values}" for c, values in free.items())
         chosen = " ".join(f"--where {item}" for item in where or ()) or "the whole store (no --where)"
-        apart = _apart(ens, list(free))
+        apart = [c for c in ens.structural_columns() if c in free]
         poolable = [c for c in free if c not in apart]
         fix = apart or poolable
         advice = f"Fix {', '.join(fix)} with --where (e.g. --where {fix[0]}=VALUE)"
@@ -112,13 +112,6 @@ def one_setting(ens, where: list[str] | None, pool: bool, blend: bool = False):
         advice += "; or blend configurations with --greedy K" if blend else ""
         raise CLIError(f"{chosen} selects members trained with different settings: {listed}. {advice}")
     return ens
-
-
-def _apart(ens, columns: list[str]) -> list[str]:
-    """Those of ``columns`` that set the selection's structural configs apart (one value each)."""
-    ids = ens.index["config_id"].to_pylist()
-    configs = len(set(ids))
-    return [c for c in columns if configs > 1 and len(set(zip(ids, ens.index[c].to_pylist()))) == configs]
 
 
 def load_spec(path: Path, overrides: list[str] | None = None):

@@ -129,7 +129,12 @@ def serve(
     if greedy is None:  # (a greedy selection blends configurations by design)
         from ..ensemble import load  # before Ray starts: as sweep predict, pooled settings need --pool
 
-        one_setting(selected(load(existing(sweep_dir), trust_code=trust_code), where, best, metric, mode), where, pool)
+        one_setting(
+            selected(load(existing(sweep_dir), trust_code=trust_code), where, best, metric, mode),
+            where,
+            pool,
+            blend=True,
+        )
     service = None
     try:
         try:

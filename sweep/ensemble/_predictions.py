@@ -229,13 +229,10 @@ class Predictions(Selection):
             ```
         """
         configs = dict.fromkeys(self.index["config_id"].to_pylist())
-        if len(configs) < 2:
-            norm = self.normalization_of(self.one_config("normalization"))
-            return None if norm is None else norm.as_dict()
-        found = {c: None if (n := self._store.normalization(c)) is None else n.as_dict() for c in configs}
-        if any(n != found[next(iter(found))] for n in found.values()):
-            self.one_config("normalization (its configurations were normalised with other statistics)")
-        return found[next(iter(found))]
+        found = [None if (n := self._store.normalization(c)) is None else n.as_dict() for c in configs]
+        if any(n != found[0] for n in found):  # (models of one problem share its statistics)
+            raise self._spanning("normalization", "the selection's configurations were trained on other problems")
+        return found[0]
 
     def units_note(self) -> str | None:
         """A sentence saying in which units the stored numbers are where some of this selection's

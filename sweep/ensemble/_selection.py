@@ -276,27 +276,39 @@ class Selection:
         test = "test_" + metric.removeprefix("val_")
         return [test] if metric.startswith("val_") and test in self.columns else []
 
+    def structural_columns(self) -> list[str]:
+        """The grid columns that set these members' structural configs apart (not vmapped, one
+        value in each config, several in all): what no pooling can span."""
+        ids = self._index["config_id"].to_pylist()
+        configs = len(set(ids))
+        columns = {c: self._index[c].to_pylist() for c in self.grid_columns if c not in self._store.vmapped_columns}
+        return [
+            c
+            for c, values in columns.items()
+            if None not in values and len(set(values)) > 1 and len(set(zip(ids, values))) == configs
+        ]
+
     def one_config(self, what: str) -> ConfigInfo:
         """The one structural config of these members; a :class:`QueryError` naming the query ``what``
         when they span several."""
         configs = pc.unique(self._index["config_id"]).to_pylist()  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
         if len(configs) > 1:
-            ids = self._index["config_id"].to_pylist()
-            # the structural grid columns, one value in each config: what the user set apart
-            columns = {c: self._index[c].to_pylist() for c in self.grid_columns if c not in self._store.vmapped_columns}
-            split_by = [
-                c
-                for c, values in columns.items()
-                if None not in values and len(set(values)) > 1 and len(set(zip(ids, values))) == len(configs)
-            ]
-            rows = sorted({tuple(columns[c][i] for c in split_by) for i in range(len(ids))}) if split_by else []
-            shown = ", ".join(f"{c}={v!r}" for c, v in zip(split_by, rows[0] if rows else ()))
-            example = f".where({shown})" if split_by else f".where(config_id={configs[0]!r})"
-            raise QueryError(
-                f"{what}: the selection spans {len(configs)} structural configs ({', '.join(configs[:5])}); "
-                f"select one first, e.g. {example}" + (f" (they differ in {', '.join(split_by)})" if split_by else "")
+            raise self._spanning(
+                what, f"the selection spans {len(configs)} structural configs ({', '.join(configs[:5])})"
             )
         return self._store.configs[configs[0]]
+
+    def _spanning(self, what: str, why: str) -> QueryError:
+        """The error of a query ``what`` that needs one config (or one problem) of several: ``why``,
+        and the ``.where`` that selects one."""
+        split_by = self.structural_columns()
+        rows = sorted(zip(*(self._index[c].to_pylist() for c in split_by))) if split_by else []
+        shown = ", ".join(f"{c}={v!r}" for c, v in zip(split_by, rows[0] if rows else ()))
+        example = f".where({shown})" if split_by else f".where(config_id={self._index['config_id'][0].as_py()!r})"
+        return QueryError(
+            f"{what}: {why}; select one first, e.g. {example}"
+            + (f" (they differ in {', '.join(split_by)})" if split_by else "")
+        )
 
     def _positions(self, config: ConfigInfo) -> np.ndarray:
         return self._ids() - config.first_member
