@@ -59,6 +59,9 @@ def test_not_a_store(tmp_path):
     assert "2 sweeps, not a store" in str(folder.value)
     with pytest.raises(StoreError, match=r"is not a seed-sweep store.*run `sweep aggregate`"):
         load(tmp_path / "runs" / "a")  # a sweep directory not aggregated yet: nothing listed
+    (tmp_path / "runs" / "a" / "ensembles").mkdir()  # an aggregation stopped before its first commit
+    with pytest.raises(StoreError, match=r"is not a seed-sweep store.*run `sweep aggregate`"):
+        load(tmp_path / "runs" / "a" / "ensembles")
     (tmp_path / "manifest.json").write_text("{not json")
     with pytest.raises(StoreError, match=r"manifest.json'?: not valid JSON"):
         load(tmp_path)

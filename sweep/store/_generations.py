@@ -131,10 +131,12 @@ def committed_root(fs: pafs.FileSystem, path: str) -> str:
         raise StoreError(
             f"{path!r} is a file; give the directory of a sweep (made by `sweep run`) or of its {STORE_NAME!r} store"
         )
-    inside = [] if exists(fs, f"{path}/{PLAN}") else sweeps_inside(fs, path)  # (a sweep not aggregated yet)
+    parent, name = _split(path)
+    a_sweep = exists(fs, f"{path}/{PLAN}") or (name == STORE_NAME and exists(fs, f"{parent}/{PLAN}"))
+    inside = [] if a_sweep else sweeps_inside(fs, path)  # (a sweep not aggregated yet)
     if inside:
         raise storage_folder(fs, path, inside, "a store")
-    if not exists(fs, f"{path}/{PLAN}"):  # no sweep either: a data folder, a typo
+    if not a_sweep:  # no sweep either: a data folder, a typo
         raise StoreError(
             f"{path!r} is not a seed-sweep store nor a sweep directory (it holds no {STORE_NAME!r} store and no "
             f"{PLAN}); give the directory of a sweep (made by `sweep run`) or of its {STORE_NAME!r} store"

@@ -68,7 +68,9 @@ def plan(
         outline's shapes (no data file is loaded), taking this machine as the cluster.
 
     Raises:
-        SpecError: The data or a model do not fit the spec.
+        SpecError: The data or a model do not fit the spec; or, with ``storage``, the sweep there
+            holds members trained on a problem written otherwise or on files that changed since
+            (what ``run`` refuses).
 
     Examples:
         ```python
@@ -86,13 +88,14 @@ def plan(
         outlines = outline_datasets(spec, storage_filesystem)
     else:  # the driver's pass of an earlier run is taken, not made again (and a plan writes nothing)
         check_same_problem(spec, sweep_dir)
-        outlines = outline_datasets(spec, sweep_dir.filesystem, sweep_dir.data_scans())
+        scans = sweep_dir.data_scans()
+        outlines = outline_datasets(spec, sweep_dir.filesystem, scans)
     datasets = {key: outline.shapes for key, outline in outlines.items()}
     done, stored = set(), None
     if sweep_dir is not None:
         stored = sweep_dir.plan()
         done, _ = sweep_dir.done(spec)
-        check_same_data(spec, sweep_dir.data_scans(), outlines, done)  # as run refuses it
+        check_same_data(spec, scans, outlines, done)  # as run refuses it
     seeds_per_trial = stored_block_size(spec, stored)
     if spec.seeds_per_trial == "auto" and seeds_per_trial is None:  # measured on the shapes: no file is loaded
         seeds_per_trial = block_size_here(spec, datasets, max(1, int(available_cpus() // spec.resources["cpu"])))
