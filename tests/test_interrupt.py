@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from sweep.tune._interrupt import SigtermAsCtrlC, local_ray_lost, starting_ray
+from sweep.tune._interrupt import LOST_POLL_S, SigtermAsCtrlC, local_ray_lost, starting_ray
 
 
 def _ray_like(signum, frame):  # what ray.init installs: SystemExit
@@ -53,14 +53,23 @@ def test_a_sigterm_whose_interrupt_python_swallowed_is_raised_again_until_the_ru
             os.kill(os.getpid(), signal.SIGTERM)
             sum(range(1000))  # the handler runs here: its KeyboardInterrupt is ignored
 
-    before = signal.getsignal(signal.SIGTERM)
-    with SigtermAsCtrlC("unused") as sigterm:
+    before = signal.getsignal(signal.SIGTERM), sys.unraisablehook
+    with SigtermAsCtrlC("unused"):
         finalised = Finalised()
         with pytest.raises(KeyboardInterrupt):
-            del finalised  # (prints "Exception ignored in ...")
-            time.sleep(30)  # raised again here, a second later
-        sigterm.caught()
-    assert signal.getsignal(signal.SIGTERM) is before
+            del finalised
+            time.sleep(30)  # raised again here, at the watchdog's next look
+    assert (signal.getsignal(signal.SIGTERM), sys.unraisablehook) == before
+
+
+def test_a_stop_that_takes_its_time_is_not_interrupted_again():
+    """One SIGTERM is one Ctrl-C: the stop it starts (checkpoints, aggregation) runs to its end."""
+    with SigtermAsCtrlC("unused") as sigterm:
+        try:
+            signal.raise_signal(signal.SIGTERM)
+        except KeyboardInterrupt:
+            time.sleep(3 * LOST_POLL_S + 0.5)  # the stop: the watchdog looks several times meanwhile
+        assert sigterm.received
 
 
 def test_nothing_changes_outside_the_main_thread():
@@ -91,13 +100,16 @@ def test_only_a_lost_raylet_or_gcs_counts(monkeypatch):
     for dead, lost in (([], False), (["dashboard", "log_monitor"], False), (["raylet"], True), (["gcs_server"], True)):
         monkeypatch.setattr(worker, "_global_node", Node(dead))
         assert local_ray_lost() is lost, dead
-    monkeypatch.setattr(worker, "_global_node", None)  # no Ray, or a joined cluster's
+    monkeypatch.setattr(worker, "_global_node", None)  # no Ray
     assert local_ray_lost() is False
 
 
-def test_the_driver_ends_at_once_saying_how_to_resume_when_its_ray_got_the_sigterm_too():
+@pytest.mark.parametrize("on_ray", [True, False])
+def test_the_driver_ends_at_once_saying_how_to_resume_when_its_ray_got_the_sigterm_too(on_ray):
+    """Only a run that depends on this process's Ray (it started or reused it: ``starting_ray``)
+    ends at once; an in-process run beside a Ray started otherwise stops as after a Ctrl-C."""
     script = textwrap.dedent(
-        """
+        f"""
         import os, signal, time
         from sweep.tune import _interrupt
 
@@ -105,14 +117,22 @@ def test_the_driver_ends_at_once_saying_how_to_resume_when_its_ray_got_the_sigte
         with _interrupt.SigtermAsCtrlC("stopped; resume with: sweep run x.toml --resume") as sigterm:
             sigterm.closes(lambda: print("display closed", flush=True))
             sigterm.closes(lambda: 1 / 0)  # a close that fails does not stop the end
+            sigterm.closes(lambda: time.sleep(60))  # nor does one that hangs
+            if {on_ray}:
+                with _interrupt.starting_ray():
+                    pass
             try:
                 os.kill(os.getpid(), signal.SIGTERM)
                 time.sleep(0.5)
             except KeyboardInterrupt:  # the graceful stop, which would wait on the dead Ray
-                time.sleep(60)
+                time.sleep(3)
+        print("stopped gracefully", flush=True)
         """
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=50)
-    assert out.returncode == 143, out.stderr
-    assert out.stdout == "display closed\n"
-    assert out.stderr.strip().splitlines()[-1] == "stopped; resume with: sweep run x.toml --resume"
+    if on_ray:
+        assert out.returncode == 143, out.stderr
+        assert out.stdout == "display closed\n"
+        assert out.stderr.strip().splitlines()[-1] == "stopped; resume with: sweep run x.toml --resume"
+    else:
+        assert (out.returncode, out.stdout) == (0, "stopped gracefully\n"), out.stderr

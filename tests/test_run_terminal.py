@@ -224,8 +224,8 @@ def test_a_sigterm_to_the_driver_and_its_ray_ends_at_once_and_resumes(tmp_path):
     assert proc.returncode == 143, err[-3000:]
     resume = f"sweep run {toml} --storage {storage} --resume"
     assert err.strip().splitlines()[-1] == (
-        "stopped: the Ray this run started got the SIGTERM too, so the trials ended where they were (their "
-        f"checkpoints are kept); resume with: {resume}"
+        "stopped: the Ray this run started lost its raylet or GCS (a SIGTERM to every process reached them too, or "
+        f"they were killed), so the trials ended where they were (their checkpoints are kept); resume with: {resume}"
     ), err[-3000:]
     assert "SIGTERM received" not in err and "Traceback" not in err
     out = subprocess.run(

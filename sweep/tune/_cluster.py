@@ -25,10 +25,10 @@ def ensure_ray(address: str | None, quiet: bool = True) -> None:
     ``quiet``: Ray logs errors only (no banner, no token-authentication notice)."""
     import ray
 
-    if ray.is_initialized():
-        return
-    level = logging.ERROR if quiet else logging.WARNING
-    with starting_ray():  # a SIGTERM meanwhile is a Ctrl-C in a run, which takes SIGTERM back after
+    with starting_ray():  # a run depends on this Ray now; a SIGTERM meanwhile is its Ctrl-C
+        if ray.is_initialized():
+            return
+        level = logging.ERROR if quiet else logging.WARNING
         with warnings.catch_warnings():  # Ray forks and execs its daemons at once: no JAX state is shared
             warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
             if address is None:

@@ -24,9 +24,9 @@ no resume command is printed. Inside it, a SIGTERM does what a Ctrl-C does at th
 SIGINT handler in place then runs (Tune's during an experiment, which stops the trials and keeps
 their checkpoints; Python's elsewhere, which raises ``KeyboardInterrupt``). Where the signal
 went to every process (Slurm's job step, ``timeout``'s process group, ``ray job stop``'s process
-tree), the Ray this process started gets it too: its daemons exit within a second, and the stop
+tree), the Ray this process started gets it too: its daemons exit within seconds, and the stop
 would wait a minute on them (Ray's reconnection timeout) before Ray ends the process; the driver
-ends at once then, saying how to resume (:func:`local_ray_lost`).
+ends as soon as they are gone, saying how to resume (:func:`local_ray_lost`).
 """
 
 from __future__ import annotations
@@ -62,15 +62,15 @@ def tune_sigint() -> Iterator[Callable[[], bool]]:
             signal.signal(signal.SIGINT, before)
 
 
-LOST_POLL_S = 0.2  # how often, after a SIGTERM, the Ray this process started is looked at
-RESEND_S = 1.0  # a KeyboardInterrupt the run has not caught by then was swallowed: raised again
+LOST_POLL_S = 0.2  # how often, after a SIGTERM, the watchdog looks at the run and its Ray
+CLOSE_WAIT_S = 1.0  # the most the watchdog waits on a close (a display) before it ends the process
 RAY_DAEMONS = ("raylet", "gcs_server")  # Ray's process types of the daemons a stop needs
 _TAKING: list[SigtermAsCtrlC] = []  # the contexts open in this process (one per running sweep.run)
 
 
 def local_ray_lost() -> bool:
     """Whether the raylet or the GCS of the Ray this process started has exited; False where this
-    process joined a cluster (it started no daemon) or Ray is not running."""
+    process joined a cluster (its node runs no daemon here) or Ray is not running."""
     try:
         from ray._private.worker import _global_node  # (read now: ray.init sets it)
 
@@ -91,17 +91,20 @@ class Terminated(KeyboardInterrupt):
 
 @contextlib.contextmanager
 def starting_ray() -> Iterator[None]:
-    """Around ``ray.init`` (the one place that starts Ray for a run). Ray installs its SIGTERM
-    handler first thing, which raises ``SystemExit(15)``: a SIGTERM before ``ray.init`` returns
-    is a Ctrl-C (``KeyboardInterrupt``) where a :class:`SigtermAsCtrlC` is open; and an open one
-    takes SIGTERM back from Ray's handler as soon as ``ray.init`` returns."""
+    """Around starting (or reusing) Ray for a run, the one place that does. The runs open here
+    depend on this process's Ray from now on (:class:`SigtermAsCtrlC`'s watchdog looks at it).
+    ``ray.init`` installs Ray's SIGTERM handler first thing, which raises ``SystemExit(15)``: a
+    SIGTERM before it returns is a Ctrl-C (:class:`Terminated`) where a run is open, and an open
+    run takes SIGTERM back from Ray's handler as soon as ``ray.init`` returns."""
+    for taking in _TAKING:
+        taking.on_ray = True
     try:
         yield
     except SystemExit as e:
         if e.code != signal.SIGTERM or not _TAKING:
             raise
         for taking in _TAKING:
-            taking.received = True
+            taking.signalled()
         raise Terminated from None
     finally:
         for taking in _TAKING:
@@ -110,19 +113,24 @@ def starting_ray() -> Iterator[None]:
 
 class SigtermAsCtrlC:
     """A context: inside it, a SIGTERM to this process runs the SIGINT handler in place then
-    (Python's ``KeyboardInterrupt`` where SIGINT is ignored or left to the system: a SIGTERM
-    still stops), and :attr:`received` says so. A ``KeyboardInterrupt`` raised where Python
-    ignores exceptions (a garbage-collection callback, a ``__del__``: "Exception ignored in")
-    would lose the SIGTERM: until the run says it caught one (:meth:`caught`), it is raised again
-    every :data:`RESEND_S` seconds. From then on, if the Ray this process started
-    loses its raylet or GCS (:func:`local_ray_lost`), the process calls what :meth:`closes` was
-    given, prints ``last_words`` and ends with status 143 (128 + SIGTERM) at once, as a kill
-    would: every checkpoint and the store stay readable.
+    (Python's ``KeyboardInterrupt``, :class:`Terminated`, where SIGINT is ignored or left to the
+    system: a SIGTERM still stops), and :attr:`received` says so.
+
+    A watchdog thread runs while the block does. It raises the interrupt of a SIGTERM again
+    where Python swallowed it (raised inside a garbage-collection callback or a ``__del__``:
+    "Exception ignored in", seen by ``sys.unraisablehook``); and where the run depends on this
+    process's Ray (:func:`starting_ray`) and that Ray lost its raylet or GCS (:func:`local_ray_lost`:
+    a SIGTERM reached them too, or a kill; the run could not go on, and Ray would end the process
+    a minute later), it calls what :meth:`closes` was given, prints ``last_words`` and ends the
+    process with status 143 at once, as a kill would: every checkpoint and the store stay
+    readable. (It looks every :data:`LOST_POLL_S` seconds: the main thread may be inside Ray,
+    not running Python, when the SIGTERM comes.)
 
     ``ray.init`` installs Ray's own SIGTERM handler: :func:`starting_ray` around it (or
-    :meth:`take_back` after it) puts this one back. After the block the handler replaced last is in place again: Ray's, once
-    Ray started inside the block (it shuts Ray down as the process exits), else the one of before.
-    Nothing changes outside the main thread, where no signal handler can be set.
+    :meth:`take_back` after it) puts this one back. After the block the handler replaced last is
+    in place again: Ray's, once Ray started inside the block (it shuts Ray down as the process
+    exits), else the one of before. Nothing changes outside the main thread, where no signal
+    handler can be set. (A SIGTERM in the few bytecodes of a swap of handlers is not covered.)
 
     ```python
     with SigtermAsCtrlC("stopped; resume with: ...") as sigterm:
@@ -137,63 +145,90 @@ class SigtermAsCtrlC:
         self.main = threading.current_thread() is threading.main_thread()
         self.replaced: Callable | int | None = None
         self.closing: list[Callable[[], None]] = []
-        self.inside = threading.Event()
-        self.watchdog: threading.Thread | None = None
-        self.received = False
-        self.raised_at: float | None = None  # a KeyboardInterrupt raised, the run not told yet
+        self.inside, self.received_event, self.swallowed = threading.Event(), threading.Event(), threading.Event()
+        self.on_ray = False
+        self.hook: Callable[[Any], Any] | None = None
+
+    @property
+    def received(self) -> bool:
+        """Whether a SIGTERM reached the block."""
+        return self.received_event.is_set()
 
     def __enter__(self) -> SigtermAsCtrlC:
+        if not self.main:
+            return self
         self.inside.set()
+        _TAKING.append(self)  # (first: a SIGTERM from here on finds it open)
+        self.hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
+        threading.Thread(target=self._watch, name="sweep-sigterm", daemon=True).start()
         self.take_back()
-        _TAKING.append(self)
         return self
 
     def __exit__(self, *exc) -> None:
-        self.inside.clear()
-        _TAKING.remove(self)
-        if self.main and signal.getsignal(signal.SIGTERM) == self._as_ctrl_c:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL if self.replaced is None else self.replaced)
+        if not self.main:
+            return
+        try:
+            self.inside.clear()
+        finally:
+            if signal.getsignal(signal.SIGTERM) == self._as_ctrl_c:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL if self.replaced is None else self.replaced)
+            if sys.unraisablehook == self._unraisable:
+                sys.unraisablehook = self.hook
+            _TAKING.remove(self)
 
     def take_back(self) -> None:
         """Handle SIGTERM as this context says again, if something replaced the handler."""
         current = signal.getsignal(signal.SIGTERM)
-        if self.main and current != self._as_ctrl_c:
+        if self.main and self.inside.is_set() and current != self._as_ctrl_c:
             self.replaced = current
             signal.signal(signal.SIGTERM, self._as_ctrl_c)
-
-    def caught(self) -> None:
-        """The run caught the ``KeyboardInterrupt`` (it stops): none is raised again."""
-        self.raised_at = None
 
     def closes(self, close: Callable[[], None]) -> None:
         """Call ``close`` (a live display: the terminal's cursor back) before ending at once."""
         self.closing.append(close)
 
+    def signalled(self) -> None:
+        """A SIGTERM reached the block (here, or in :func:`starting_ray`)."""
+        self.received_event.set()
+
     def _as_ctrl_c(self, signum: int, frame: FrameType | None) -> None:
-        self.received = True
-        if self.watchdog is None:
-            self.watchdog = threading.Thread(target=self._end_if_ray_is_lost, name="sweep-sigterm", daemon=True)
-            self.watchdog.start()
+        self.signalled()
         handler = signal.getsignal(signal.SIGINT)
         if callable(handler) and handler is not signal.default_int_handler:  # Tune's: a flag, stopped gracefully
             handler(signal.SIGINT, frame)
             return
-        self.raised_at = time.monotonic()
         raise Terminated
 
-    def _end_if_ray_is_lost(self) -> None:
-        """After a SIGTERM: end the process once its Ray is lost; raise a swallowed interrupt again."""
+    def _unraisable(self, unraisable: Any) -> None:
+        """``sys.unraisablehook``: a :class:`Terminated` Python ignored is raised again (the watchdog)."""
+        if isinstance(unraisable.exc_value, Terminated):
+            self.swallowed.set()
+        elif self.hook is not None:
+            self.hook(unraisable)
+
+    def _watch(self) -> None:
+        """Raises a swallowed interrupt again; ends the process once the Ray the run depends on is
+        lost (a SIGTERM to every process, seen before the main thread runs its handler; or a
+        kill: the run could not go on); returns when the block ends."""
         while self.inside.is_set():
-            if self.raised_at is not None and time.monotonic() - self.raised_at > RESEND_S:
-                self.raised_at = None
+            if self.swallowed.is_set():
+                self.swallowed.clear()
                 os.kill(os.getpid(), signal.SIGTERM)  # (to the main thread's handler: this one again)
-            if local_ray_lost():
-                for close in self.closing:
-                    with contextlib.suppress(Exception):  # (racing the main thread's close: ends anyway)
-                        close()
-                with contextlib.suppress(Exception):  # (a closed stream: the process still ends)
-                    sys.stdout.flush()
-                with contextlib.suppress(Exception):
-                    print(self.last_words, file=sys.stderr, flush=True)
-                os._exit(143)
+            if self.on_ray and local_ray_lost():
+                self._end()
             time.sleep(LOST_POLL_S)
+
+    def _end(self) -> None:
+        closing = threading.Thread(target=self._close_all, daemon=True)
+        closing.start()
+        closing.join(CLOSE_WAIT_S)  # (a display that does not close in time is left as it is)
+        with contextlib.suppress(Exception):  # (a closed stream: the process still ends)
+            sys.stdout.flush()
+        with contextlib.suppress(Exception):
+            print(self.last_words, file=sys.stderr, flush=True)
+        os._exit(143)  # (as terminated: most often by the SIGTERM its Ray got too)
+
+    def _close_all(self) -> None:
+        for close in self.closing:
+            with contextlib.suppress(Exception):  # (racing the main thread's own close)
+                close()

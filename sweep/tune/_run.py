@@ -171,8 +171,9 @@ def run(
     """
     options = fold_options(options, keywords)
     lost = (
-        "stopped: the Ray this run started got the SIGTERM too, so the trials ended where they were (their "
-        f"checkpoints are kept); resume with: {_resume_command(options, str(storage))}"
+        "stopped: the Ray this run started lost its raylet or GCS (a SIGTERM to every process reached them too, "
+        "or they were killed), so the trials ended where they were (their checkpoints are kept); resume with: "
+        f"{_resume_command(options, str(storage))}"
     )
     with SigtermAsCtrlC(lost) as sigterm:
         return _run(spec, storage, storage_filesystem, options, sigterm)
@@ -241,7 +242,6 @@ def _run(
             )
             failures = executor.train(planned).failures
     except KeyboardInterrupt as e:
-        sigterm.caught()
         stop = e
     finally:
         display.close()
@@ -264,7 +264,6 @@ def _run(
     try:
         _aggregate(spec, sweep_dir, executor, failures)
     except KeyboardInterrupt:  # the members are trained: the store is the one step left
-        sigterm.caught()
         trust = " --trust-code" if _own_factories(spec) else ""
         hint = (
             f"interrupted while aggregating the trained members; aggregate them with: sweep aggregate "
