@@ -368,7 +368,7 @@ def test_show_of_a_storage_folder_lists_the_sweeps_inside(store, tmp_path):
     status = invoke("status", storage)  # the same list, and how to see the status of one
     assert status.exit_code == 0 and status.output.splitlines()[:3] == lines[:3], status.stderr
     assert status.output.splitlines()[3] == f"one of them: sweep status {storage}/burgers"
-    assert_one_line_error(invoke("status", storage / "notes"), "no plan.json; not a sweep directory")
+    assert_one_line_error(invoke("status", storage / "notes"), "is empty (no plan.json): not a sweep directory")
     assert_one_line_error(  # not the checkpoints of every sweep below it
         invoke("aggregate", storage),
         f"{str(storage)!r} is a storage folder holding 2 sweeps, not a sweep directory: give one of them",
@@ -1083,27 +1083,32 @@ def test_the_command_leaves_without_finalising_the_interpreter_when_ray_is_not_r
     assert exit_info.value.code == status and left == [status]
 
 
-def test_after_a_ctrl_c_a_second_one_leaves_rays_exit_handler_alone(monkeypatch, tmp_path):
+@pytest.mark.parametrize("by", ["SIGINT", "SIGTERM"])
+def test_after_a_ctrl_c_a_second_one_leaves_rays_exit_handler_alone(monkeypatch, tmp_path, by):
     """A command that started Ray and was interrupted ends through Ray's exit handler, which stops
-    its processes; a second Ctrl-C then would cut it short (a traceback, processes left running)."""
+    its processes; a second Ctrl-C (or SIGTERM, after one) then would cut it short (a traceback,
+    processes left running)."""
     import signal
 
     import sweep.ensemble
 
     def interrupted(*args, **kwargs):
-        raise KeyboardInterrupt
+        raise sweep.tune.Interrupted("", getattr(signal, by))
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", ["sweep", "show", str(tmp_path)])
     monkeypatch.setattr(sweep.ensemble, "load", interrupted)
     monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: True))
-    before = signal.getsignal(signal.SIGINT)
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     try:
         with pytest.raises(SystemExit) as exit_info:
             main()
-        assert exit_info.value.code == 130 and signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert exit_info.value.code == 128 + getattr(signal, by)  # 130, 143
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert (signal.getsignal(signal.SIGTERM) is signal.SIG_IGN) == (by == "SIGTERM")
     finally:
-        signal.signal(signal.SIGINT, before)
+        signal.signal(signal.SIGINT, before[0])
+        signal.signal(signal.SIGTERM, before[1])
 
 
 def test_scores_of_a_kind_the_store_lacks_name_the_kinds_it_holds(store):

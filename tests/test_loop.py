@@ -157,8 +157,12 @@ def test_ctrl_c_before_any_trial_is_planned_says_nothing_is_trained(tmp_path, mo
     with pytest.raises(KeyboardInterrupt, match=r"^interrupted before any trial was planned \(nothing is trained\); "):
         sweep.run(spec, storage=str(tmp_path / "runs"), options=LOCAL)
     sweep_dir = tmp_path / "runs" / "tiny"
-    sweep_dir.mkdir(parents=True, exist_ok=True)  # as a run stopped after its data check leaves it
-    (sweep_dir / "data_scans.json").write_text("{}")
+    sweep_dir.mkdir(parents=True, exist_ok=True)  # as a run stopped while Ray started leaves it (storage probed)
+    said = invoke("status", sweep_dir).stderr
+    assert (
+        "is empty (no plan.json): not a sweep directory, or one whose run stopped before it planned any trial" in said
+    )
+    (sweep_dir / "data_scans.json").write_text("{}")  # as a run stopped after its data check leaves it
     said = invoke("status", sweep_dir)
     assert "its run stopped before it planned any trial (no plan.json); nothing is trained" in said.stderr
 

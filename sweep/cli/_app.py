@@ -164,12 +164,14 @@ def leave(code: int | str | None) -> None:
     destroying them aborts the process with SIGABRT after the command's correct output
     (apache/arrow#34314; seen in ``sweep serve --where`` and ``sweep scores`` runs). Where a
     command started Ray (``run``, ``serve``, ``aggregate``), the normal exit runs, so that Ray's
-    own exit handler stops what it started; after a Ctrl-C, with a second one ignored.
+    own exit handler stops what it started; after a Ctrl-C (a SIGTERM), with a second one ignored.
     """
     ray = sys.modules.get("ray")
     if ray is not None and getattr(ray, "is_initialized", lambda: False)():
-        if code in (130, 143):  # Ctrl-C: a second one must not cut Ray's exit handler short (its processes would stay)
+        if code in (130, 143):  # a second Ctrl-C (SIGTERM) must not cut Ray's exit handler short: processes would stay
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if code == 143:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise SystemExit(code)
     if isinstance(code, str):
         print(code, file=sys.stderr)

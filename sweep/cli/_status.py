@@ -61,6 +61,11 @@ def trial_states(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> d
     plan = where.plan()
     if plan is None:
         names = {i.base_name for i in fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))}
+        if not names and fs.get_file_info(path).type == pafs.FileType.Directory:  # (made by the storage probe)
+            raise StoreError(
+                f"{sweep_dir!r} is empty (no {PLAN}): not a sweep directory, or one whose run stopped before it "
+                f"planned any trial (nothing is trained: run the spec again)"
+            )
         if names & {DATA_SCANS, LOCAL_DIR} or any(n.startswith(EXPERIMENT_PREFIX) for n in names):
             raise StoreError(
                 f"{sweep_dir!r}: its run stopped before it planned any trial (no {PLAN}); nothing is trained: run "
