@@ -104,7 +104,7 @@ def starting_ray() -> Iterator[None]:
         if e.code != signal.SIGTERM or not _TAKING:
             raise
         for taking in _TAKING:
-            taking.signalled()
+            taking.received = True
         raise Terminated from None
     finally:
         for taking in _TAKING:
@@ -145,14 +145,10 @@ class SigtermAsCtrlC:
         self.main = threading.current_thread() is threading.main_thread()
         self.replaced: Callable | int | None = None
         self.closing: list[Callable[[], None]] = []
-        self.inside, self.received_event, self.swallowed = threading.Event(), threading.Event(), threading.Event()
+        self.inside, self.swallowed = threading.Event(), threading.Event()
+        self.received = False  # whether a SIGTERM reached the block
         self.on_ray = False
         self.hook: Callable[[Any], Any] | None = None
-
-    @property
-    def received(self) -> bool:
-        """Whether a SIGTERM reached the block."""
-        return self.received_event.is_set()
 
     def __enter__(self) -> SigtermAsCtrlC:
         if not self.main:
@@ -179,7 +175,7 @@ class SigtermAsCtrlC:
     def take_back(self) -> None:
         """Handle SIGTERM as this context says again, if something replaced the handler."""
         current = signal.getsignal(signal.SIGTERM)
-        if self.main and self.inside.is_set() and current != self._as_ctrl_c:
+        if self.inside.is_set() and current != self._as_ctrl_c:  # (never set outside the main thread)
             self.replaced = current
             signal.signal(signal.SIGTERM, self._as_ctrl_c)
 
@@ -187,12 +183,12 @@ class SigtermAsCtrlC:
         """Call ``close`` (a live display: the terminal's cursor back) before ending at once."""
         self.closing.append(close)
 
-    def signalled(self) -> None:
-        """A SIGTERM reached the block (here, or in :func:`starting_ray`)."""
-        self.received_event.set()
+    def stopped_by(self) -> signal.Signals:
+        """The signal a stop of the block answers: SIGTERM where one reached it, else SIGINT."""
+        return signal.SIGTERM if self.received else signal.SIGINT
 
     def _as_ctrl_c(self, signum: int, frame: FrameType | None) -> None:
-        self.signalled()
+        self.received = True
         handler = signal.getsignal(signal.SIGINT)
         if callable(handler) and handler is not signal.default_int_handler:  # Tune's: a flag, stopped gracefully
             handler(signal.SIGINT, frame)

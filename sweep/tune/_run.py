@@ -258,8 +258,9 @@ def _run(
                 done_now = _aggregate_complete(asked, sweep_dir, executor.map_tasks if executor else map)
         planned = sweep_dir.plan() is not None
         display.message(hint := _resume_hint(done_now, c["members"], _resume_command(options, str(storage)), planned))
-        by = signal.SIGTERM if sigterm.received else signal.SIGINT
-        raise Interrupted(hint, by) from None  # (a second Ctrl-C, or one before the trials, stops at once)
+        raise Interrupted(
+            hint, sigterm.stopped_by()
+        ) from None  # (a second Ctrl-C, or one before the trials, stops at once)
     assert executor is not None  # made in the try above, which ended normally
     try:
         _aggregate(spec, sweep_dir, executor, failures)
@@ -270,7 +271,7 @@ def _run(
             f"{shlex.quote(sweep_dir.shown)}{trust}"
         )
         display.message(hint)
-        raise Interrupted(hint, signal.SIGTERM if sigterm.received else signal.SIGINT) from None
+        raise Interrupted(hint, sigterm.stopped_by()) from None
     _say_result(policy, spec, sweep_dir, display)
     for text in (h for t in trackers if (h := t.hint())):
         display.message(text)
