@@ -245,9 +245,7 @@ def test_live_renderable_has_a_row_per_configuration():
     console = Console(file=io.StringIO(), width=120, color_system=None)
     console.print(state.renderable())
     text = console.file.getvalue()
-    assert (
-        "configuration (by mean test loss)" in text and "test loss: mean over seeds" in text and "best member" in text
-    )
+    assert "configuration (best first)" in text and "test loss: mean over seeds" in text and "best member" in text
     rows = [line.split() for line in text.splitlines() if line.startswith("depth=")]
     assert [r[:2] for r in rows] == [  # best mean first, then the configurations without a loss yet
         ["depth=1", "learning_rate=0.001"],
@@ -373,6 +371,28 @@ def test_a_narrow_terminal_folds_labels_and_wraps_messages_after_the_display(mon
     assert len(lines) > 1 and all(len(line) <= 40 for line in lines) and " ".join(" ".join(lines).split()) == words
     display.message(command := "sweep run " + "x" * 60 + " --resume")  # a command: whole, to copy
     assert stream.getvalue().splitlines()[-1] == command
+
+
+def test_the_header_of_a_grid_of_two_values_takes_one_line_at_80_columns():
+    """The table's header at 80 columns, the labels of a grid over two fields: each column's name
+    on one line (the first is not folded into "configuration (by mean test" over "loss)")."""
+    from rich.console import Console
+
+    spec = grid_spec()
+    plan = make_plan(spec)
+    state = ProgressState(spec, plan.trials, clock=Clock())
+    state.report(plan.trials[0].trial_key, result(2, [0.5, 0.4, 0.3, 0.2]))
+    console = Console(file=io.StringIO(), width=80, color_system=None)
+    console.print(state.renderable())
+    lines = console.file.getvalue().splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("configuration"))
+    assert lines[header].split("  ")[0] == "configuration (best first)"
+    assert [c.strip() for c in lines[header].split("  ") if c.strip()][1:] == [
+        "members",
+        "test loss: mean over seeds",
+        "best member",
+    ]
+    assert lines[header + 1].startswith("depth=1 learning_rate=0.001 ")  # the first row: no header left over
 
 
 def test_the_status_lines_wrap_between_their_parts_not_inside_one():

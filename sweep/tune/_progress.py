@@ -355,7 +355,8 @@ class ProgressState:
         # never cut to "learning_rate…" (then every row would read the same)
         values = (len(v) for label in order[:max_rows] for v in label.split())
         whole = 0 if self.race else min(LABEL_WIDTH, max(values, default=0))
-        table.add_column(f"configuration (by mean {self.loss_name})", overflow="fold", min_width=whole)
+        # "(best first)": by the mean column, short enough for a grid's labels at 80 columns
+        table.add_column("configuration (best first)", overflow="fold", min_width=whole)
         table.add_column("members", justify="right")
         table.add_column(f"{self.loss_name}: mean over seeds", justify="right")
         table.add_column("best member", justify="right")
