@@ -17,7 +17,7 @@ from helpers import tiny_spec
 
 import sweep
 from sweep.planning import make_plan
-from sweep.problems import channel_statistics, load_problem
+from sweep.problems import Normalization, channel_statistics, load_problem, normalizations_json
 from sweep.store import aggregate_blocks
 
 LOCAL = sweep.RunOptions(executor="local")
@@ -189,6 +189,20 @@ def test_stored_samples_and_statistics_are_physical_and_checksummed(trained):
     assert "normalization.parquet" in manifest["files"]
     assert Path(f"{path}/normalization.parquet").exists()  # the sweep directory keeps them too
     assert sweep.load(path).where(seed=0).normalization == ens.normalization
+
+
+def test_the_json_of_the_statistics_names_channels_and_one_record_per_config():
+    """What an export's manifest and a served model's /info report: one configuration's channels,
+    one record per config id for several, null where nothing was normalised."""
+    fields = Normalization("zscore", ("density", "vx"), np.array([1.0, 0.0]), np.array([0.5, 2.0]))
+    first = Normalization("rms", (0,), np.zeros(1), np.array([3.0]))
+    assert normalizations_json({"a": fields}) == {"density": [1.0, 0.5], "vx": [0.0, 2.0]}
+    assert normalizations_json({"a": first, "b": None}) == {"a": {"0": [0.0, 3.0]}, "b": None}
+    assert normalizations_json({"a": None, "b": None}) is None
+    assert json.loads(json.dumps(normalizations_json({"a": fields, "b": first}))) == {
+        "a": {"density": [1.0, 0.5], "vx": [0.0, 2.0]},
+        "b": {"0": [0.0, 3.0]},
+    }
 
 
 def test_export_speaks_physical_units(trained, tmp_path):

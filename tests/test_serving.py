@@ -249,6 +249,7 @@ def test_members_and_info_describe_the_selection(client, first, service):
     info = client.get("/info").json()
     assert info["members"] == 4 and info["generation"] == service.generation == "000001"
     assert info["input_shape"] == ["batch", 1, 16] and info["input_dtype"] == "float32"
+    assert "normalization" in info and info["normalization"] is None  # its problem's fields were not normalised
     assert info["compiled_batch_sizes"] == [1, 2, 4, 8] and info["max_rows"] == 8
     assert info["requests_in_flight"] == 0  # this request is not a /predict (test_serving_cli.py: one held)
     assert info["directory"] == str(first._store.directory) and info["token_required"] is True

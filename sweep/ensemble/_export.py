@@ -46,8 +46,7 @@ import numpy as np
 from .._errors import QueryError
 from .._fs import flush_dir, write_flushed
 from .._layout import EXPORT_FORMAT, EXPORT_KIND, EXPORT_MANIFEST, EXPORT_PARTS
-from ..problems import Normalization
-from ..store import ConfigInfo
+from ..problems import Normalization, normalizations_json
 from ..training import window_step
 from ._calibration import Calibration
 from ._predictions import Predictions
@@ -222,7 +221,7 @@ def export_selection(
             if rollout_part in programs
             else None
         ),
-        "normalization": _normalization_record(parts, configs),
+        "normalization": normalizations_json({c.config_id: p.norm for c, p in zip(configs, parts, strict=True)}),
         "calibration": None if cal is None else cal.to_dict(),
         "store_sha256": ens.store.manifest_sha256,
         "jax": jax.__version__,
@@ -312,12 +311,3 @@ def _checked_folder(folder: Path) -> bool:
     return isinstance(manifest, dict) and (
         manifest.get("kind") == EXPORT_KIND or isinstance(manifest.get("files"), dict)
     )
-
-
-def _normalization_record(parts: list[Part], configs: list[ConfigInfo]) -> Any:
-    """The manifest's ``normalization``: ``{channel: [shift, scale]}`` of one config, one such
-    (or null) per config id for a blend of several, null where nothing was normalised."""
-    records = [None if p.norm is None else {str(c): v for c, v in p.norm.as_dict().items()} for p in parts]
-    if all(r is None for r in records):
-        return None
-    return records[0] if len(records) == 1 else {c.config_id: r for c, r in zip(configs, records, strict=True)}

@@ -45,6 +45,7 @@ from ._normalize import OPTION as NORMALIZE
 from ._normalize import Normalization as Normalization
 from ._normalize import channel_statistics as channel_statistics
 from ._normalize import check_method, normalized, statistics
+from ._normalize import normalizations_json as normalizations_json
 from ._scenarios import APEBENCH, EXPONAX, resolve_alias
 from ._scenarios import STEPPERS as STEPPERS
 

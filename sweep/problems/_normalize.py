@@ -23,7 +23,7 @@ scaled = normalized(data, norm)          # what the model trains on
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -79,6 +79,20 @@ class Normalization(NamedTuple):
         """``a * scale + shift`` (NumPy or JAX arrays ``[..., channels, *spatial]``), in ``a``'s dtype."""
         dtype = a.dtype
         return a * self._per_channel(self.scale, a, spatial, dtype) + self._per_channel(self.shift, a, spatial, dtype)
+
+
+def normalizations_json(by_config: Mapping[str, Normalization | None]) -> Any:
+    """The statistics of a selection's configurations as JSON, what an export's manifest and a
+    served model's ``/info`` report: ``{channel: [shift, scale]}`` of one configuration (channels
+    by name where the data name them, else by index), one such (or null) per config id for
+    several, null where none was normalised."""
+    records = {
+        config: None if n is None else {str(c): list(v) for c, v in n.as_dict().items()}
+        for config, n in by_config.items()
+    }
+    if all(r is None for r in records.values()):
+        return None
+    return next(iter(records.values())) if len(records) == 1 else records
 
 
 class _Moments:

@@ -21,6 +21,7 @@ import pyarrow as pa
 from .. import _batches
 from .._errors import QueryError
 from ..ensemble import Blend, Calibration, Ensemble, HeldEnsemble, load
+from ..problems import normalizations_json
 from ._limits import BadRequest, check_members
 from ._options import LEVELS
 
@@ -227,16 +228,18 @@ class ServedModel:
 
     def info(self) -> dict[str, Any]:
         """What ``GET /info`` reports of this generation."""
+        store, configs = self.held.store, dict.fromkeys(self.held.index["config_id"].to_pylist())
         return {
             "directory": self.held.store.directory,
             "root": self.root,
             "generation": self.generation,
-            "config_id": "+".join(dict.fromkeys(self.held.index["config_id"].to_pylist())),
+            "config_id": "+".join(configs),
             "members": len(self.member_ids),
             "weights": self.held.weights.tolist() if isinstance(self.held, Blend) else None,
             "input_shape": ["batch", *self.sample_shape],
             "input_dtype": str(self.dtype),
             "output_shape": ["batch", *self.output_shape],
+            "normalization": normalizations_json({c: store.normalization(c) for c in configs}),
             "compiled_batch_sizes": list(self.buckets),
             "chunk_size": self.first.chunk_size,
             "forward_passes": self.forward_passes,
