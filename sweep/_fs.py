@@ -119,9 +119,25 @@ def exists(filesystem: pafs.FileSystem, path: str) -> bool:
     return filesystem.get_file_info(path).type != pafs.FileType.NotFound
 
 
+TEXT_BYTES = 256 * 2**20  # the most :func:`read_text` reads: seed-sweep's JSON and pointer files are far smaller
+
+
 def read_text(filesystem: pafs.FileSystem, path: str) -> str:
+    """The text of ``path``, a regular file of at most :data:`TEXT_BYTES` (a missing one:
+    FileNotFoundError). A FIFO or a device, which could block or never end, and a larger file
+    are a :class:`StoreError`: seed-sweep writes none where it reads its JSON and pointers."""
+    info = filesystem.get_file_info(path)
+    if info.type == pafs.FileType.NotFound:
+        raise FileNotFoundError(f"{path!r} does not exist")
+    if info.type != pafs.FileType.File:
+        raise StoreError(
+            f"{path!r} is not a regular file ({info.type.name}); seed-sweep reads its files from regular files only"
+        )
     with filesystem.open_input_stream(path) as f:
-        return f.read().decode()
+        data = f.read(TEXT_BYTES + 1)
+    if len(data) > TEXT_BYTES:
+        raise StoreError(f"{path!r} holds more than {TEXT_BYTES} bytes; no file seed-sweep writes there is that large")
+    return data.decode()
 
 
 def write_atomic(filesystem: pafs.FileSystem, path: str, data: bytes) -> None:

@@ -10,6 +10,7 @@ only the first leaves (a block's parameters come before its optimizer state) sto
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,18 +24,39 @@ def read_arrays(f: Any, like: Sequence[Any], path: str, what: str) -> list[np.nd
     ``like`` (objects with ``shape`` and ``dtype``, e.g. ``jax.ShapeDtypeStruct``).
 
     Raises :class:`StoreError` naming ``path`` if a record cannot be read (truncated, corrupt,
-    pickled) or does not have its leaf's shape and dtype (``what`` says whose leaves were expected).
+    pickled) or does not have its leaf's shape and dtype (``what`` says whose leaves were
+    expected): its header is checked before any memory is set aside for its data.
     """
     out = []
     for i, leaf in enumerate(like):
         try:
-            array = np.lib.format.read_array(f, allow_pickle=False)
+            shape, fortran, dtype = _header(f)
         except (ValueError, EOFError, OSError) as e:
             raise StoreError(f"{path!r}: leaf {i} cannot be read ({e}); the file is truncated or corrupt") from None
-        if array.shape != tuple(leaf.shape) or array.dtype != leaf.dtype:
+        if shape != tuple(leaf.shape) or dtype != leaf.dtype:
             raise StoreError(
-                f"{path!r}: leaf {i} is {array.dtype}{list(array.shape)}, {what} needs "
+                f"{path!r}: leaf {i} is {dtype}{list(shape)}, {what} needs "
                 f"{np.dtype(leaf.dtype)}{list(leaf.shape)}; the leaves file does not match its config"
             )
-        out.append(array)
+        flat = np.empty(math.prod(shape), dtype)
+        raw = flat.view(np.uint8)
+        for start in range(0, raw.size, CHUNK_BYTES):
+            data = f.read(min(CHUNK_BYTES, raw.size - start))
+            if len(data) != min(CHUNK_BYTES, raw.size - start):
+                raise StoreError(f"{path!r}: leaf {i} ends early; the file is truncated or corrupt")
+            raw[start : start + len(data)] = np.frombuffer(data, np.uint8)
+        out.append(flat.reshape(shape, order="F" if fortran else "C"))
     return out
+
+
+CHUNK_BYTES = 1 << 22  # read a leaf's data in pieces of this size
+
+
+def _header(f: Any) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """``(shape, fortran order, dtype)`` of the ``.npy`` record at ``f``'s position, its data not read."""
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(f)
+    if version == (2, 0):
+        return np.lib.format.read_array_header_2_0(f)
+    raise ValueError(f".npy format version {version}, not 1.0 or 2.0")

@@ -35,6 +35,7 @@ def text_table(
     Example:
         ``text_table(["config", "loss"], [["depth=2", "0.1"]])`` -> ``" config  loss\\ndepth=2   0.1"``
     """
+    header, rows = [printable(h) for h in header], [[printable(c) for c in r] for r in rows]
     names = [[h] for h in header]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
     if width is not None and rows and len(_blocks(widths, width, keys)) > 1:
@@ -57,6 +58,12 @@ def text_table(
         return "\n".join(line(r, columns) for r in [*named, *rows])
 
     return "\n\n".join(block(columns) for columns in _blocks(widths, width if rows else None, keys))
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters escaped (``\\x1b``): a table's cells may come from a
+    store someone else wrote, and a terminal acts on the codes it is sent."""
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _folded(name: str, cells: int) -> list[str]:

@@ -498,6 +498,19 @@ def test_blocks_only_where_they_help():
     assert format_table(table.select(["key"]), width=10, keys=1).count("key") == 1  # nothing but the key
 
 
+def test_tables_escape_the_control_codes_a_store_may_hold():
+    """Text from a store someone else wrote reaches the terminal escaped: a title-setting or colour
+    code in a grid value or a column name is shown, not acted on."""
+    import pyarrow as pa
+
+    from sweep.ensemble import format_table
+
+    table = pa.table({"act\x1b]0;PWNED\x07": ["relu\x1b[31m", "gelu"], "x": [1.0, 2.0]})
+    text = format_table(table)
+    assert "\x1b" not in text and "\x07" not in text
+    assert "act\\x1b]0;PWNED\\x07" in text and "relu\\x1b[31m" in text and "gelu" in text
+
+
 def test_long_column_names_fold_at_underscores_only_where_the_table_is_too_wide():
     import pyarrow as pa
 

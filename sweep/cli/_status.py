@@ -7,7 +7,6 @@ a trial directory marks a failure, and ``ensembles/manifest.json`` says what is 
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 from collections import Counter
@@ -19,18 +18,9 @@ from .._errors import StoreError
 from .._fs import filesystem_path, local_path, read_text
 from .._import_path import is_import_path
 from .._layout import DATA_SCANS, EXPERIMENT_PREFIX, LOCAL_DIR, MANIFEST, PLAN, POINTER, STORE_NAME, TUNE_ERROR_FILES
-from ..store import SweepDir, committed_root, generations_dir, sweeps_inside
+from ..store import SweepDir, committed_root, generations_dir, read_manifest, sweeps_inside
 
 STATES = ("done", "stopped early", "partial", "failed", "pending")  # partial: running now, or interrupted
-
-
-def _read_json(fs: pafs.FileSystem, path: str) -> dict[str, Any] | None:
-    if fs.get_file_info(path).type == pafs.FileType.NotFound:
-        return None
-    try:
-        return json.loads(read_text(fs, path))
-    except (OSError, json.JSONDecodeError) as e:
-        raise StoreError(f"{path!r}: cannot be read as JSON ({e})") from None
 
 
 def _failed_trials(fs: pafs.FileSystem, path: str) -> dict[str, str]:
@@ -122,7 +112,7 @@ def _manifest(fs: pafs.FileSystem, path: str) -> dict[str, Any] | None:
         if missing and not linked and fs.get_file_info(store).type == pafs.FileType.NotFound:
             return None  # no generation was ever committed (none written, or the first one stopped)
         raise
-    return _read_json(fs, f"{root}/{MANIFEST}")
+    return read_manifest(fs, f"{root}/{MANIFEST}")[0]  # checked as a load checks it
 
 
 def stored_line(

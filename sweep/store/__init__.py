@@ -21,6 +21,7 @@ from ._aggregate import write_store as write_store
 from ._generations import committed_root as committed_root
 from ._generations import generations_dir as generations_dir
 from ._generations import sweeps_inside as sweeps_inside
+from ._manifest import read_manifest as read_manifest
 from ._reader import ConfigInfo as ConfigInfo
 from ._reader import Store as Store
 from ._samples import write_samples as write_samples

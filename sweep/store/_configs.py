@@ -28,10 +28,11 @@ class ConfigInfo(NamedTuple):
     target_shape: tuple[int, ...]  # one target: any shape, () for one number or class label
 
 
-def read_configs(table: pa.Table, where: str) -> dict[str, ConfigInfo]:
+def read_configs(table: pa.Table, where: str, members: int) -> dict[str, ConfigInfo]:
     """The rows of ``configs.parquet`` (``table``, read from ``where``) by config id, checked: the
     table's columns, every config id against its spec, the files and member ranges against the
-    store's layout (members contiguous from 0)."""
+    store's layout (members contiguous from 0, ``members`` in all: the rows of
+    ``members.parquet``), the shapes of a sample and a target."""
     same_grid = table.schema.equals(CONFIGS_SCHEMA_SAME_GRID)  # written while targets had the inputs' grid
     if not table.schema.equals(CONFIGS_SCHEMA) and not same_grid:
         raise StoreError(f"{where}: columns {table.column_names} are not those of a seed-sweep configs table")
@@ -40,18 +41,28 @@ def read_configs(table: pa.Table, where: str) -> dict[str, ConfigInfo]:
         cid = confined(row["config_id"], f"{where} `config_id`", CONFIG_ID, "12 hex digits")
         try:
             spec = SweepSpec.from_dict(json.loads(row["spec"]))
-        except (ValueError, TypeError) as e:  # SpecError and JSONDecodeError are ValueErrors
-            raise StoreError(f"{where}: the spec of config {cid} is not valid ({e})") from None
+        except (ValueError, TypeError, RecursionError) as e:  # SpecError and JSONDecodeError are ValueErrors
+            raise StoreError(f"{where}: the spec of config {cid} is not valid ({str(e)[:300]})") from None
         if spec.config_id != cid:
             raise StoreError(f"{where}: config {cid} holds a spec whose id is {spec.config_id}; the table was altered")
         files = [confined(f, f"{where} `files` of config {cid}", STORE_FILE, STORE_FILES) for f in row["files"]]
         n, per_shard = row["num_members"], row["members_per_shard"]
-        if row["first_member"] != first or n < 1 or per_shard < 1 or files != leaves_files(cid, n, per_shard):
+        fits = row["first_member"] == first and 1 <= n <= members - first and per_shard >= 1  # (before listing files)
+        if not fits or files != leaves_files(cid, n, per_shard):
             raise StoreError(
                 f"{where}: config {cid} ({n} members from member {row['first_member']}, "
                 f"{per_shard} per file, files {files}) does not fit the store's layout; the table was altered"
             )
         first += n
+        sample, target = (
+            row["sample_shape"],
+            ([row["out_channels"], *row["sample_shape"][1:]] if same_grid else row["target_shape"]),
+        )
+        if not (sample and all(d >= 1 for d in sample) and all(d >= 1 for d in target)):
+            raise StoreError(
+                f"{where}: config {cid} has sample_shape {sample} and target_shape {target}; expected a sample of "
+                f"sizes >= 1 (channels first) and a target of sizes >= 1 ([] for one number); the table was altered"
+            )
         configs[cid] = ConfigInfo(
             cid,
             spec,
@@ -59,7 +70,11 @@ def read_configs(table: pa.Table, where: str) -> dict[str, ConfigInfo]:
             row["first_member"],
             per_shard,
             tuple(files),
-            tuple(row["sample_shape"]),
-            (row["out_channels"], *row["sample_shape"][1:]) if same_grid else tuple(row["target_shape"]),
+            tuple(sample),
+            tuple(target),
+        )
+    if first != members:
+        raise StoreError(
+            f"{where}: its configs hold {first} members, members.parquet {members}; the tables were altered"
         )
     return configs

@@ -67,6 +67,7 @@ def generations_dir(store_path: str) -> str:
 
 def current(fs: pafs.FileSystem, store_path: str) -> str | None:
     pointer = f"{generations_dir(store_path)}/{POINTER}"
+    refuse_links(fs, generations_dir(store_path), POINTER)
     try:
         name = read_text(fs, pointer).strip()
     except (FileNotFoundError, OSError, UnicodeDecodeError):

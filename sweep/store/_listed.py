@@ -8,9 +8,11 @@ checked against (:mod:`._files`).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax
+import numpy as np
 import pyarrow.fs as pafs
 from jaxtyping import PyTree
 
@@ -43,4 +45,9 @@ def read_shard(
     like = jax.tree_util.tree_map(lambda s: jax.ShapeDtypeStruct((count, *s.shape), s.dtype), template)
     what = f"config {info.config_id} ({count} members of {info.spec.model.name})"
     path, record = locate(fs, root, manifest, info.files[index])
+    needed = sum(math.prod(s.shape) * np.dtype(s.dtype).itemsize for s in jax.tree_util.tree_leaves(like))
+    if needed > record["bytes"]:  # refused before any memory is set aside for it
+        raise StoreError(
+            f"{path!r}: {record['bytes']} bytes, but {what} take {needed}; the leaves file does not match its config"
+        )
     return read_leaves(fs, path, like, record, what)

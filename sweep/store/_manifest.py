@@ -25,15 +25,15 @@ def read_manifest(fs: pafs.FileSystem, path: str) -> tuple[dict[str, Any], str]:
         manifest = json.loads(text)
     except (FileNotFoundError, OSError) as e:
         raise StoreError(f"{path!r}: cannot be read ({e})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise StoreError(f"{path!r}: not valid JSON ({e}); the store is corrupt") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise StoreError(f"{path!r}: not valid JSON ({str(e)[:200]}); the store is corrupt") from None
     version = manifest.get("format") if isinstance(manifest, dict) else None
     if isinstance(manifest, dict) and manifest.get("kind") == EXPORT_KIND:
         raise StoreError(
             f"{path!r}: the manifest of an export (`sweep export`), not of a store: give the sweep directory it "
             f"was exported from (`sweep verify` checks an export)"
         )
-    if not isinstance(version, int) or not isinstance(manifest.get("files"), dict):
+    if type(version) is not int or not isinstance(manifest.get("files"), dict):
         raise StoreError(f"{path!r}: not a seed-sweep store manifest (no integer `format` and `files`)")
     if version > FORMAT:
         raise StoreError(
@@ -62,12 +62,34 @@ def read_manifest(fs: pafs.FileSystem, path: str) -> tuple[dict[str, Any], str]:
     for name in (MEMBERS, CONFIGS):
         if name not in manifest["files"]:
             raise StoreError(f"{path!r}: lists no {name}; the store is incomplete")
-    if not isinstance(manifest.get("columns"), list):
-        raise StoreError(f"{path!r}: no list of grid `columns`; not a seed-sweep store manifest")
+    columns = manifest.get("columns")
+    if not isinstance(columns, list) or not all(_column_ok(c) for c in columns):
+        raise StoreError(
+            f"{path!r}: `columns` is {str(columns)[:200]!r}; expected the list of grid columns, each "
+            f"{{name, key: printable text, vmapped: true or false}}"
+        )
+    for field in ("num_members", "num_configs", "num_missing"):
+        if field in manifest and not (type(manifest[field]) is int and manifest[field] >= 0):
+            raise StoreError(f"{path!r}: `{field}` is {str(manifest[field])[:40]!r}; expected a count, an integer >= 0")
+    if not isinstance(manifest.get("race", {}), dict):
+        raise StoreError(f"{path!r}: `race` is {str(manifest['race'])[:40]!r}; expected the record of a race")
     metrics = manifest.get("metrics")
     if not isinstance(metrics, list) or not all(isinstance(m, str) and m.isidentifier() for m in metrics):
-        raise StoreError(f"{path!r}: `metrics` is {metrics!r}; expected the list of stored metric names")
+        raise StoreError(f"{path!r}: `metrics` is {str(metrics)[:200]!r}; expected the list of stored metric names")
     return manifest, hashlib.sha256(text.encode()).hexdigest()
+
+
+def _column_ok(column: Any) -> bool:
+    """A grid column as the aggregator writes it (:class:`~._schema.Column`): its name and key
+    printable (a table's header and a ``where`` error show them: no terminal control codes)."""
+    return (
+        isinstance(column, dict)
+        and all(
+            isinstance(column.get(k), str) and 0 < len(column[k]) <= 200 and column[k].isprintable()
+            for k in ("name", "key")
+        )
+        and isinstance(column.get("vmapped"), bool)
+    )
 
 
 def _pieces_ok(record: dict[str, Any]) -> bool:

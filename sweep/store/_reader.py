@@ -39,7 +39,7 @@ from ._generations import committed_root
 from ._listed import locate, read_shard
 from ._manifest import read_manifest
 from ._samples import normalization_of, samples_of, trajectories_of
-from ._schema import SAMPLE_FILES, index_columns, scores_schema
+from ._schema import SAMPLE_FILES, index_columns, index_problems, scores_schema
 from ._verify import verify
 
 
@@ -348,13 +348,14 @@ class Store:
                 f"config {config_id}: member positions {positions.min()}..{positions.max()} lie outside "
                 f"its {info.num_members} members"
             )
-        like = self.template(config_id)[0]
-        leaves, treedef = jax.tree_util.tree_flatten(like)
-        out = [np.empty((len(positions), *s.shape), s.dtype) for s in leaves]
+        leaves, treedef = jax.tree_util.tree_flatten(self.template(config_id)[0])
+        out = [np.empty((0, *s.shape), s.dtype) for s in leaves]
         shard = positions // info.members_per_shard
-        for index in dict.fromkeys(shard.tolist()):
+        for n, index in enumerate(dict.fromkeys(shard.tolist())):
             rows = shard == index
             data = jax.tree_util.tree_leaves(self._file(info, index))
+            if n == 0:  # set aside once a file matched the leaves its spec gives: no more than the files hold
+                out = [np.empty((len(positions), *s.shape), s.dtype) for s in leaves]
             for o, d in zip(out, data):
                 o[rows] = d[positions[rows] - index * info.members_per_shard]
         return jax.tree_util.tree_unflatten(treedef, out)
@@ -382,13 +383,20 @@ class Store:
 
     def _read_configs(self) -> dict[str, ConfigInfo]:
         """``configs.parquet``, checked (:func:`._configs.read_configs`)."""
-        return read_configs(self._read(CONFIGS, self._table(CONFIGS).read), f"{self.root + '/' + CONFIGS!r}")
+        table, members = self._read(CONFIGS, self._table(CONFIGS).read), self._table(MEMBERS).metadata.num_rows
+        return read_configs(table, f"{self.root + '/' + CONFIGS!r}", members)
 
     def _table(self, relpath: str) -> pq.ParquetFile:
         """A table of the store, kept open; every byte read from it is verified first (:func:`open_table`)."""
         if relpath not in self._tables:
             path, record = self._located(relpath)
-            self._tables[relpath] = self._read(relpath, open_table, self.fs, path, record)
+            table = self._read(relpath, open_table, self.fs, path, record)
+            race = "race" in self.manifest
+            if relpath == MEMBERS and (
+                wrong := index_problems(table.schema_arrow, self.grid_columns, self.metrics, race)
+            ):
+                raise StoreError(f"{path!r}: {'; '.join(wrong)[:300]}; the table was altered. Re-run `sweep aggregate`")
+            self._tables[relpath] = table
         return self._tables[relpath]
 
     def _read(self, relpath: str, read, *args, **kwargs) -> Any:

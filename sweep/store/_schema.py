@@ -183,6 +183,30 @@ def index_columns(grid_columns: list[str], metrics: Sequence[str], race: bool = 
     )
 
 
+def index_problems(schema: pa.Schema, grid_columns: list[str], metrics: Sequence[str], race: bool = False) -> list[str]:
+    """What keeps a ``members.parquet`` of ``schema`` from holding the :func:`index_columns`: a
+    column missing, or of another kind than seed-sweep writes (integer, text, float; a grid
+    column may be of any type)."""
+    kinds = {name: t for name, t in (*IDENTITY_COLUMNS, (ROUND, _I32), *RESULT_COLUMNS)}
+    kinds |= {c: _F32 for c in evaluated_columns(metrics)}
+    problems = []
+    for name in index_columns(grid_columns, metrics, race):
+        want = kinds.get(name)
+        if name not in schema.names:
+            problems.append(f"no column {name!r}")
+        elif want is not None and _kind(schema.field(name).type) != _kind(want):
+            problems.append(f"column {name!r} is {schema.field(name).type}, not {_kind(want)}")
+    return problems
+
+
+def _kind(t: pa.DataType) -> str:
+    if pa.types.is_integer(t):
+        return "integer"
+    if pa.types.is_floating(t):
+        return "float"
+    return "text" if pa.types.is_string(t) or pa.types.is_large_string(t) else str(t)
+
+
 CONFIGS_SCHEMA = pa.schema(
     [
         ("config_id", pa.string()),
