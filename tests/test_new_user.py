@@ -188,6 +188,26 @@ def own_factory_store(tmp_path, monkeypatch):
     sys.modules.pop("nu_own_factory", None)
 
 
+def test_a_run_of_ones_own_factory_stores_its_scores_and_a_trusted_plot_computes_missing_ones(
+    own_factory_store, tmp_path
+):
+    """`sweep.run` of one's own model (a factory its spec names: trusted) stores its ensemble scores
+    as for a built-in one; of a store aggregated without that trust, the calibration figure of the
+    trusted selection computes them, and the untrusted one says why it cannot."""
+    spec = tiny_spec(name="own", model=sweep.Model("nu_own_factory:net", hidden=4), seeds=2)
+    ran = sweep.load(sweep.run(spec, storage=str(tmp_path / "runs"), options=sweep.RunOptions(executor="local")))
+    stored = ran.stored_scores()
+    assert stored.num_rows and set(stored["config_id"].to_pylist()) == set(ran.index["config_id"].to_pylist())
+    root, _ = own_factory_store  # aggregated without trust, and without scores
+    fig = sweep.plot(sweep.load(root, trust_code=True), "calibration")
+    assert fig.axes and any(line.get_xydata().size for ax in fig.axes for line in ax.lines)
+    with pytest.raises(
+        sweep.QueryError,
+        match=r"(scored none of these|holds no ensemble scores).*, nor can they be scored here: .*trust",
+    ):
+        sweep.plot(sweep.load(root), "calibration")
+
+
 def test_plot_runs_a_stored_factory_only_when_trusted(own_factory_store):
     import sys
 

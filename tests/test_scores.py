@@ -276,8 +276,9 @@ def test_sweep_aggregate_writes_the_scores_of_a_sweep_directory(tmp_path, blocks
 
 
 def test_a_store_whose_models_a_factory_builds_keeps_no_scores_and_says_how_to_compute_them(tmp_path, blocks):
-    """The aggregation runs no prediction of a model the store names by import path, so it scores no
-    member a factory builds:
+    """An aggregation not told to trust a factory runs no prediction of a model the store names by
+    import path, so it scores no member the factory builds (one told to, as `sweep.run` of one's
+    own spec and `sweep aggregate --trust-code` are, does: test_new_user.py):
     one warning, and ``sweep scores`` says how to compute them, not a header over no rows."""
     marker = tmp_path / "the-factory-ran"
     factory = [
@@ -295,9 +296,9 @@ def test_a_store_whose_models_a_factory_builds_keeps_no_scores_and_says_how_to_c
     assert shown.exit_code == 0, shown.output
     assert " ".join(shown.stdout.split()) == (
         "no stored ensemble scores (one_step, val and test) of these 12 members: their models are built by "
-        "_trap:touch, code the store names, whose predictions the aggregation does not run; compute the scores "
-        "with --fields --trust-code where that code is installed and trusted (in Python: Ensemble.scores() on "
-        "sweep.load(path, trust_code=True))"
+        "_trap:touch, code the store names, whose predictions an aggregation runs only when trusted; where that "
+        "code is installed and trusted, store them with `sweep aggregate DIR --trust-code`, or compute them now "
+        "with --fields --trust-code (in Python: Ensemble.scores() on sweep.load(path, trust_code=True))"
     )
     assert not marker.exists()
 

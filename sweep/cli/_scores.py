@@ -199,18 +199,26 @@ def _none_held(ens, kind: str, split: str | None, kinds: list[str], computed: bo
     """Why the scores table of the members of ``ens`` holds no row of ``kind`` (``kinds``: those it
     holds), and what to do."""
     from .._import_path import is_import_path
+    from ..metrics import takes_class_indices
 
     source = "computed now" if computed else "stored"
     what = f"no {source} ensemble scores ({kind}, {split or ('test' if computed else 'val and test')}) of these {len(ens)} members"
     if kinds:
         return f"{what}; there are {', '.join(kinds)} scores: --kind {kinds[0]} (or --kind all)"
-    names = {ens.store.configs[cid].spec.model.name for cid in set(ens.index["config_id"].to_pylist())}
-    factories = sorted(name for name in names if is_import_path(name))
+    specs = [ens.store.configs[cid].spec for cid in set(ens.index["config_id"].to_pylist())]
+    factories = sorted(
+        {
+            s.model.name
+            for s in specs
+            if is_import_path(s.model.name) and not takes_class_indices(s.training.loss, s.training.metrics)
+        }
+    )
     if factories and not computed:
         return (
-            f"{what}: their models are built by {', '.join(factories)}, code the store names, whose predictions the "
-            f"aggregation does not run; compute the scores with --fields --trust-code where that code is installed "
-            f"and trusted (in Python: Ensemble.scores() on sweep.load(path, trust_code=True))"
+            f"{what}: their models are built by {', '.join(factories)}, code the store names, whose predictions an "
+            f"aggregation runs only when trusted; where that code is installed and trusted, store them with `sweep "
+            f"aggregate DIR --trust-code`, or compute them now with --fields --trust-code (in Python: "
+            f"Ensemble.scores() on sweep.load(path, trust_code=True))"
         )
     return (
         f"{what}: ensemble scores need real-valued targets and the samples the store keeps of the split "

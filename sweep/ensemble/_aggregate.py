@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection
+from functools import partial
 
 import pyarrow.fs as pafs
 
@@ -86,7 +87,7 @@ def aggregate(
         progress=progress,
         shard_bytes=shard_bytes,
         map_tasks=map_tasks,
-        scores=store_scores,
+        scores=partial(store_scores, trusted=trust_code),  # the factories it trusted to read checkpoints
     )
     return f"{where.shown if isinstance(sweep_dir, SweepDir) else str(sweep_dir).rstrip('/')}/{STORE_NAME}"
 

@@ -5,6 +5,8 @@ configuration the aggregator can score), read back for a selection (:func:`store
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -13,32 +15,41 @@ from .._errors import QueryError, warn
 from .._import_path import is_import_path
 from .._layout import SPLIT_FILES
 from .._words import counted
-from ..metrics import LOSS
+from ..metrics import LOSS, takes_class_indices
 from ..store import Store, gain_column
 from ._predictions import DEFAULT_CHUNK, Predictions
 from ._scoring import check_split, schema_of, scores_table
 
 
-def store_scores(store: Store) -> pa.Table | None:
+def store_scores(store: Store, trusted: bool | Collection[str] = False) -> pa.Table | None:
     """The scores table of every configuration of a store on each split whose samples it holds (None
     if it holds none), as the aggregation writes it. Configurations that cannot be scored are left
-    out with a warning: class labels, or a model built by a factory (code the store names, whose
-    predictions the aggregation leaves to a reader who trusts it)."""
+    out with a warning: class labels, or a model built by a factory the aggregation was not told to
+    trust (``trusted``: True, or the import paths trusted; code the store names, whose predictions
+    are then left to a reader who trusts it)."""
     splits = tuple(s for s, (samples, _) in SPLIT_FILES.items() if samples in store.manifest["files"])
     if not splits:
         return None
-    built_in = [c.config_id for c in store.configs.values() if not is_import_path(c.spec.model.name)]
-    factories = len(store.configs) - len(built_in)
-    if factories:
+
+    def scored(name: str) -> bool:
+        return not is_import_path(name) or trusted is True or (trusted is not False and name in trusted)
+
+    wanted = [c.config_id for c in store.configs.values() if scored(c.spec.model.name)]
+    untrusted = [
+        c
+        for c in store.configs.values()
+        if not scored(c.spec.model.name) and not takes_class_indices(c.spec.training.loss, c.spec.training.metrics)
+    ]  # (class labels are never scored: no hint to compute them)
+    if untrusted:
         warn(
-            f"ensemble scores of {counted(factories, 'config')} left out: their models are built by factories, code the "
-            f"store names, whose predictions the aggregation does not run; compute them with Ensemble.scores() on "
-            f"the store loaded with trust_code=True"
+            f"ensemble scores of {counted(len(untrusted), 'config')} left out: their models are built by factories, "
+            f"code the store names, whose predictions this aggregation was not told to run (trust_code); compute "
+            f"them with Ensemble.scores() on the store loaded with trust_code=True"
         )
-    if not built_in:
+    if not wanted:
         return pa.Table.from_pylist([], schema_of(store))
-    wanted = {"config_id": pa.array(built_in, store.index_schema.field("config_id").type)}
-    return scores_table(Predictions(store, None, wanted), splits, DEFAULT_CHUNK, skip=True)
+    ids = {"config_id": pa.array(wanted, store.index_schema.field("config_id").type)}
+    return scores_table(Predictions(store, None, ids), splits, DEFAULT_CHUNK, skip=True)
 
 
 BESIDE_SCORES = ("crps", "spread_skill", "coverage_50", "coverage_90", gain_column(LOSS, "gain"))

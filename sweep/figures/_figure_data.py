@@ -13,6 +13,7 @@ import numpy as np
 
 from .._errors import QueryError, SweepError, warn
 from .._import_path import is_import_path
+from .._layout import SPLIT_FILES
 from ..ensemble import Ensemble
 from ..store import SAMPLE_COUNT
 from ._panels import Configs
@@ -173,20 +174,20 @@ def drawn_rollout_metric(curves, asked: str | None, explicit: bool) -> str | Non
 def stored_scores(ens: Ensemble, named: str | None = None):
     """The ensemble scores of ``ens``: those the store holds of every member of each configuration,
     or, for a selection of fewer members, computed on its own (:meth:`Ensemble.scores`, on the split
-    the figures compare on); None where the store has none or scored nothing (a
-    :class:`QueryError` saying so if a score figure was ``named``)."""
+    the figures compare on); where the store holds none of them, None, or for a score figure
+    ``named``, computed here (a :class:`QueryError` saying why where they cannot be)."""
     try:
-        table = ens.stored_scores()
-    except QueryError as e:
-        if named:
-            raise QueryError(f"plot(kind={named!r}): {str(e).removeprefix('stored_scores(): ')}") from None
-        return None
-    if not table.num_rows and named:
-        raise QueryError(
-            f"plot(kind={named!r}): the store scored none of these configurations (see the warnings of `sweep aggregate`)"
-        )
-    if not table.num_rows:
-        return None
+        table, none = ens.stored_scores(), "the store scored none of these configurations"
+    except QueryError as e:  # (a store made before the scores)
+        table, none = None, str(e).removeprefix("stored_scores(): ")
+    if table is None or not table.num_rows:
+        if not named:
+            return None
+        split = "val" if SPLIT_FILES["val"][0] in ens.store.manifest["files"] else "test"
+        try:  # (a factory the aggregation did not trust, an older store): scored here, if they can be
+            return ens.scores(split)
+        except SweepError as e:
+            raise QueryError(f"plot(kind={named!r}): {none}, nor can they be scored here: {e}") from None
     keys = ["config_id", *ens.grid_columns]
     selected = Counter(zip(*(ens.index[k].to_pylist() for k in keys), strict=True))
     one_step = [r for r in table.to_pylist() if r["kind"] == "one_step"]
