@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import tempfile
 import unicodedata
 from contextlib import contextmanager
@@ -122,22 +123,30 @@ def exists(filesystem: pafs.FileSystem, path: str) -> bool:
 TEXT_BYTES = 256 * 2**20  # the most :func:`read_text` reads: seed-sweep's JSON and pointer files are far smaller
 
 
+def regular_size(filesystem: pafs.FileSystem, path: str) -> int | None:
+    """The size of the local file ``path``, refused (:class:`StoreError`) unless it is a regular
+    file: a FIFO or a device in its place could block a reader or never end (a link is followed:
+    to ``/dev/zero``, refused). None on object storage, which holds neither, and where ``path``
+    is missing (its reader says so)."""
+    local = local_path(filesystem, path)
+    if local is None:
+        return None
+    try:
+        info = os.stat(local)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        raise StoreError(f"{path!r} is not a regular file; seed-sweep reads its files from regular files only")
+    return info.st_size
+
+
 def read_text(filesystem: pafs.FileSystem, path: str) -> str:
-    """The text of ``path``, a regular file of at most :data:`TEXT_BYTES` (a missing one:
-    FileNotFoundError). A FIFO or a device, which could block or never end, and a larger file
-    are a :class:`StoreError`: seed-sweep writes none where it reads its JSON and pointers."""
-    info = filesystem.get_file_info(path)
-    if info.type == pafs.FileType.NotFound:
-        raise FileNotFoundError(f"{path!r} does not exist")
-    if info.type != pafs.FileType.File:
-        raise StoreError(
-            f"{path!r} is not a regular file ({info.type.name}); seed-sweep reads its files from regular files only"
-        )
+    """The text of ``path``, a regular file (:func:`regular_size`) of at most :data:`TEXT_BYTES`."""
+    size = regular_size(filesystem, path)
+    if size is not None and size > TEXT_BYTES:
+        raise StoreError(f"{path!r} holds {size} bytes; no file seed-sweep reads as text is larger than {TEXT_BYTES}")
     with filesystem.open_input_stream(path) as f:
-        data = f.read(TEXT_BYTES + 1)
-    if len(data) > TEXT_BYTES:
-        raise StoreError(f"{path!r} holds more than {TEXT_BYTES} bytes; no file seed-sweep writes there is that large")
-    return data.decode()
+        return f.read().decode()
 
 
 def write_atomic(filesystem: pafs.FileSystem, path: str, data: bytes) -> None:

@@ -9,6 +9,7 @@ import os
 import re
 import sys
 import sysconfig
+from collections.abc import Collection
 from typing import Any
 
 from ._errors import SpecError, StoreError, did_you_mean
@@ -18,6 +19,12 @@ _PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 def is_import_path(name: str) -> bool:
     return isinstance(name, str) and bool(_PATH.match(name))
+
+
+def trusted(name: str, trust: bool | Collection[str]) -> bool:
+    """Whether the code ``name`` names may run under ``trust`` (True: any import path; a
+    collection: those import paths; False: none). A name that is no import path is seed-sweep's own."""
+    return not is_import_path(name) or trust is True or (trust is not False and name in trust)
 
 
 def import_object(path: str, field: str) -> Any:

@@ -10,6 +10,7 @@ only the first leaves (a block's parameters come before its optimizer state) sto
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -31,22 +32,35 @@ def read_arrays(f: Any, like: Sequence[Any], path: str, what: str) -> list[np.nd
     for i, leaf in enumerate(like):
         try:
             shape, fortran, dtype = _header(f)
-        except (ValueError, EOFError, OSError) as e:
+        except Exception as e:  # noqa: BLE001  (numpy's header parser raises ValueError, SyntaxError, TokenError, ...)
             raise StoreError(f"{path!r}: leaf {i} cannot be read ({e}); the file is truncated or corrupt") from None
         if shape != tuple(leaf.shape) or dtype != leaf.dtype:
             raise StoreError(
                 f"{path!r}: leaf {i} is {dtype}{list(shape)}, {what} needs "
                 f"{np.dtype(leaf.dtype)}{list(leaf.shape)}; the leaves file does not match its config"
             )
-        flat = np.empty(math.prod(shape), dtype)
+        out.append(_data(f, shape, fortran, dtype, f"{path!r}: leaf {i}"))
+    return out
+
+
+def _data(f: Any, shape: tuple[int, ...], fortran: bool, dtype: np.dtype, what: str) -> np.ndarray:
+    """The data of a ``.npy`` record whose header was read: straight from a file on disk (as numpy
+    reads one), else in pieces of :data:`CHUNK_BYTES`."""
+    count = math.prod(shape)
+    if isinstance(f, (io.FileIO, io.BufferedReader)):
+        flat = np.fromfile(f, dtype, count)
+    else:
+        flat = np.empty(count, dtype)
         raw = flat.view(np.uint8)
         for start in range(0, raw.size, CHUNK_BYTES):
             data = f.read(min(CHUNK_BYTES, raw.size - start))
-            if len(data) != min(CHUNK_BYTES, raw.size - start):
-                raise StoreError(f"{path!r}: leaf {i} ends early; the file is truncated or corrupt")
             raw[start : start + len(data)] = np.frombuffer(data, np.uint8)
-        out.append(flat.reshape(shape, order="F" if fortran else "C"))
-    return out
+            if len(data) < min(CHUNK_BYTES, raw.size - start):
+                flat = flat[: (start + len(data)) // dtype.itemsize]
+                break
+    if flat.size != count:
+        raise StoreError(f"{what} ends early ({flat.size} of {count} values); the file is truncated or corrupt")
+    return flat.reshape(shape, order="F" if fortran else "C")
 
 
 CHUNK_BYTES = 1 << 22  # read a leaf's data in pieces of this size

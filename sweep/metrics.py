@@ -293,7 +293,7 @@ def check_targets(loss: str, metrics: Sequence[str], targets: dict[str, np.ndarr
                 raise SpecError(
                     f"`{field}`: {entry!r} needs class indices 0..{num_classes - 1} as targets (the model outputs "
                     f"{num_classes} logits; set model.out_channels, or model.num_classes of ConvEncoder, to the "
-                    f"number of classes); the {split} targets hold {float(y[bad].flat[0])!r}"
+                    f"number of classes); the {split} targets hold {y[bad].flat[0].item()!r}"
                 )
 
 

@@ -169,6 +169,16 @@ CASES = {
         ["`model`", "width=7", "ValueError"],
         "data",
     ),
+    "npz without a spatial axis": Case(
+        lambda d: tiny_spec(**_arrays(d / "flat.npz")),
+        ["`model.name`", "ConvNet", "shape (16,)", "no spatial axis", "x[:, None]"],
+        "data",
+    ),
+    "npz with a shape": Case(
+        lambda d: tiny_spec(problem=Problem("arrays", path=str(d / "nan.npz"), shape=[1, 16])),
+        ["`problem.shape`", "nan.npz", "leave it out"],
+        "data",
+    ),
     "npz nan": Case(lambda d: tiny_spec(**_arrays(d / "nan.npz")), ["`problem.path`", "`train_x`", "NaN"], "data"),
     "npz inf": Case(lambda d: tiny_spec(**_arrays(d / "inf.npz")), ["`problem.path`", "`test_y`", "inf"], "data"),
     "npz float32 overflow": Case(
@@ -237,6 +247,7 @@ def files(tmp_path_factory) -> Path:
         k: rng.normal(size=(n, 1, 16)).astype(np.float32)
         for k, n in (("train_x", 40), ("train_y", 40), ("test_x", 8), ("test_y", 8))
     }
+    np.savez(d / "flat.npz", **{k: v[:, 0] for k, v in good.items()})  # (samples, 16): no channel axis given
     np.savez(d / "nan.npz", **good | {"train_x": np.where(good["train_x"] > 2, np.nan, good["train_x"])})
     np.savez(d / "inf.npz", **good | {"test_y": np.full((8, 1, 16), np.inf)})
     np.savez(d / "huge.npz", **good | {"train_y": np.full((40, 1, 16), 1e300)})

@@ -86,6 +86,27 @@ def test_configs_claiming_more_members_than_the_members_table_holds_are_refused(
         load(store)
 
 
+def test_a_leaves_file_cut_short_inside_a_leaf_is_named(store):
+    path = store / f"{CID}.eqx"
+    _sealed(store, path.name, path.read_bytes()[:-7])  # every header there, the last leaf's data short
+    with pytest.raises(StoreError, match=rf"{path.name}'?: leaf \d+ ends early \(\d+ of \d+ values\)"):
+        load(store).where(config_id=CID).stacked()
+
+
+def test_configs_with_nulls_or_fewer_members_than_the_members_table_are_refused(store):
+    table = pq.read_table(store / "configs.parquet")
+    shapes = table["target_shape"].to_pylist()
+    _sealed_table(store, "configs.parquet", table.set_column(7, "target_shape", pa.array([None, *shapes[1:]])))
+    with pytest.raises(StoreError, match=r"configs.parquet'?: config '\w+' has nulls in \['target_shape'\]"):
+        load(store)
+    last = int(np.argmax(table["first_member"].to_numpy()))
+    counts = table["num_members"].to_pylist()
+    counts[last] -= 1  # its leaves file still the one listed
+    _sealed_table(store, "configs.parquet", table.set_column(2, "num_members", pa.array(counts, pa.int64())))
+    with pytest.raises(StoreError, match=r"configs hold 15 members, members.parquet 16; .* Re-run `sweep aggregate`"):
+        load(store)
+
+
 @pytest.mark.parametrize(
     ("column", "change", "said"),
     [
@@ -130,6 +151,12 @@ def test_manifest_fields_of_another_kind_are_named(store, changes, said):
         load(store)
 
 
+def test_a_race_record_of_another_shape_is_named_when_read(store):
+    _edit_manifest(store, race={})  # a dict, as a race's record is, without its fields
+    with pytest.raises(StoreError, match=r"manifest.json: `race` is not the record of a race .*KeyError"):
+        load(store).race()
+
+
 def test_json_nested_too_deep_is_a_store_error(store):
     (store / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(StoreError, match=r"manifest.json'?: not valid JSON"):
@@ -171,9 +198,10 @@ def _raised(read) -> BaseException:
     return AssertionError("read without an error")
 
 
-def test_a_fifo_or_a_device_in_place_of_the_pointer_or_the_manifest_is_refused(sweep_dir):
+def test_a_fifo_or_a_device_in_place_of_a_file_of_the_store_is_refused(sweep_dir):
     pointer = sweep_dir / ".ensembles" / "CURRENT"
     manifest = sweep_dir / ".ensembles" / pointer.read_text().strip() / "manifest.json"
+    written = manifest.read_text()
     pointer.unlink()
     os.mkfifo(pointer)  # opening it to read would wait for a writer forever
     assert "CURRENT' is not a regular file" in _refused_in_time(lambda: load(sweep_dir))
@@ -187,6 +215,12 @@ def test_a_fifo_or_a_device_in_place_of_the_pointer_or_the_manifest_is_refused(s
     assert "manifest.json' is not a regular file" in _refused_in_time(lambda: load(sweep_dir))
     result = invoke("status", sweep_dir)
     assert "ensembles: cannot be read" in result.output and "manifest.json' is not a regular file" in result.output
+    manifest.unlink()
+    manifest.write_text(written)
+    members = manifest.parent / "members.parquet"  # a table too: opening a FIFO would wait for a writer
+    members.unlink()
+    os.mkfifo(members)
+    assert "members.parquet' is not a regular file" in _refused_in_time(lambda: Store.open(sweep_dir).index())
 
 
 def test_status_reads_the_manifest_as_load_does(sweep_dir):

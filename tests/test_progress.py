@@ -235,16 +235,21 @@ def test_plain_lines_name_configurations_and_show_eta():
     )
 
 
-def test_live_renderable_has_a_row_per_configuration():
+def _after_one_report(width: int) -> str:
+    """The live display of :func:`grid_spec` after its first trial's one report, at ``width`` columns."""
     from rich.console import Console
 
     spec = grid_spec()
     plan = make_plan(spec)
     state = ProgressState(spec, plan.trials, clock=Clock())
     state.report(plan.trials[0].trial_key, result(2, [0.5, 0.4, 0.3, 0.2]))
-    console = Console(file=io.StringIO(), width=120, color_system=None)
+    console = Console(file=io.StringIO(), width=width, color_system=None)
     console.print(state.renderable())
-    text = console.file.getvalue()
+    return console.file.getvalue()
+
+
+def test_live_renderable_has_a_row_per_configuration():
+    text = _after_one_report(120)
     assert "configuration (best first)" in text and "test loss: mean over seeds" in text and "best member" in text
     rows = [line.split() for line in text.splitlines() if line.startswith("depth=")]
     assert [r[:2] for r in rows] == [  # best mean first, then the configurations without a loss yet
@@ -376,15 +381,7 @@ def test_a_narrow_terminal_folds_labels_and_wraps_messages_after_the_display(mon
 def test_the_header_of_a_grid_of_two_values_takes_one_line_at_80_columns():
     """The table's header at 80 columns, the labels of a grid over two fields: each column's name
     on one line (the first is not folded into "configuration (by mean test" over "loss)")."""
-    from rich.console import Console
-
-    spec = grid_spec()
-    plan = make_plan(spec)
-    state = ProgressState(spec, plan.trials, clock=Clock())
-    state.report(plan.trials[0].trial_key, result(2, [0.5, 0.4, 0.3, 0.2]))
-    console = Console(file=io.StringIO(), width=80, color_system=None)
-    console.print(state.renderable())
-    lines = console.file.getvalue().splitlines()
+    lines = _after_one_report(80).splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("configuration"))
     assert lines[header].split("  ")[0] == "configuration (best first)"
     assert [c.strip() for c in lines[header].split("  ") if c.strip()][1:] == [

@@ -32,7 +32,11 @@ from sweep.planning import Plan, hparams_key, make_plan
         ({"confidence": 0}, r"`seeds.adaptive.confidence`: got 0"),
         ({"precision": 0}, r"`seeds.adaptive.precision`: got 0; must be a number > 0"),
         ({"precision": float("nan")}, r"`seeds.adaptive.precision`: got nan"),
-        ({"metric": "test_loss"}, r"`seeds.adaptive.metric`: got 'test_loss'; give a validation column"),
+        (
+            {"metric": "test_loss"},
+            r"`seeds.adaptive.metric`: got 'test_loss' \(did you mean 'val_loss'\?\); give a validation column",
+        ),
+        ({"metric": "accuracy"}, r"`seeds.adaptive.metric`: got 'accuracy' \(did you mean 'val_accuracy'\?\)"),
         ({"metric": "val_nrmse"}, r"`seeds.adaptive.metric`: got 'val_nrmse'.*add the metric to training.metrics"),
         ({"mode": "lowest"}, r"`seeds.adaptive.mode`: got 'lowest'; choose one of min, max"),
         ({"strat": 4}, r"`seeds.adaptive`: unknown field\(s\) \['strat'\] \(did you mean 'start'\?\)"),

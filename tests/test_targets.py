@@ -261,6 +261,10 @@ def test_figures_fit_the_target(inverse, classes, tmp_path_factory):
     (matrix,) = [ax for ax in fig.axes if ax.images]
     counts = matrix.images[0].get_array()
     assert counts.shape == (3, 3) and counts.sum() == 16 and matrix.get_ylabel() == "true class"
+    spread = plot(classes, "spread", metric="val_accuracy").axes[0]  # a score in [0, 1]: a linear axis
+    drawn = np.concatenate([c.get_offsets()[:, 1] for c in spread.collections])
+    assert spread.get_yscale() == "linear" and len(drawn) == len(classes)
+    assert plot(classes, "spread").axes[0].get_yscale() == "log"  # a loss: decades
     grid_spec = spec_of(FINER, sweep.Model("ConvEncoder", hidden_channels=8, depth=1, pool="flatten"), epochs=6)
     finer = store_of(grid_spec, tmp_path_factory)  # a built-in model to a finer grid (its dense head)
     fig = plot(finer, "predictions", num_samples=2)

@@ -2,6 +2,7 @@
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import assert_same_member, member, tiny_spec, tree_allclose
@@ -168,6 +169,33 @@ def test_bad_seeds_rejected(spec, data):
         sweep.train_block(spec, [1, 1], data=data)
     with pytest.raises(sweep.SpecError, match="`seeds`"):
         sweep.train_block(spec, [-1], data=data)
+
+
+@pytest.mark.parametrize(
+    ("hparams", "said"),
+    [
+        (
+            {"learning_rate": -1.0},
+            r"`hparams\[1\]` \{'learning_rate': -1.0\}: `optimizer.learning_rate`: got -1.0; must be",
+        ),
+        ({"learning_rate": float("nan")}, r"`optimizer.learning_rate`: got nan; must be a finite number >= 0"),
+        (
+            {"learning_rat": 1e-3},
+            r"`optimizer.learning_rat`: not an argument of optax.adam \(did you mean 'learning_rate'",
+        ),
+    ],
+)
+def test_hyperparameters_of_a_block_follow_the_specs_rules(spec, data, hparams, said):
+    """A rate the spec would refuse (a negative one trains by gradient ascent) is refused as a spec's is."""
+    with pytest.raises(sweep.SpecError, match=said):
+        sweep.train_block(spec, [0], [{"learning_rate": 1e-3}, hparams], data=data)
+
+
+def test_numpy_and_jax_scalars_are_rates_as_floats_are(spec, data):
+    _, floats = sweep.train_block(spec, [0], [{"learning_rate": 1e-3}, {"learning_rate": 3e-3}], data=data)
+    rates = [{"learning_rate": np.float32(1e-3)}, {"learning_rate": jnp.asarray(3e-3, jnp.float32)}]
+    _, scalars = sweep.train_block(spec, [0], rates, data=data)
+    np.testing.assert_array_equal(scalars.train_loss, floats.train_loss)  # (float32 either way in the program)
 
 
 def test_structural_grid_must_be_expanded_first(data):

@@ -13,7 +13,7 @@ import pyarrow.fs as pafs
 
 from .._errors import StoreError
 from .._fs import local_path
-from .._import_path import is_import_path, refuse_inside
+from .._import_path import is_import_path, refuse_inside, trusted
 from .._layout import STORE_NAME
 from ..store import DEFAULT_SHARD_BYTES, MapTasks, SweepDir, sweep_sources, write_store
 from ._stored_scores import store_scores
@@ -87,7 +87,7 @@ def aggregate(
         progress=progress,
         shard_bytes=shard_bytes,
         map_tasks=map_tasks,
-        scores=partial(store_scores, trusted=trust_code),  # the factories it trusted to read checkpoints
+        scores=partial(store_scores, trust=trust_code),  # the factories it trusted to read checkpoints
     )
     return f"{where.shown if isinstance(sweep_dir, SweepDir) else str(sweep_dir).rstrip('/')}/{STORE_NAME}"
 
@@ -95,7 +95,7 @@ def aggregate(
 def _check_factories(where: SweepDir, factories: list[str], trust_code: bool | Collection[str]) -> None:
     """Refuse the model ``factories`` a sweep directory names, unless trusted, and any module
     that would be imported from inside the directory, trusted or not."""
-    untrusted = [] if trust_code is True else [f for f in factories if not trust_code or f not in trust_code]
+    untrusted = [f for f in factories if not trusted(f, trust_code)]
     if untrusted:
         raise StoreError(
             f"{where.shown!r}: its models are built by {', '.join(map(repr, untrusted))}, code the sweep directory "

@@ -228,7 +228,7 @@ class Ensemble(Calibrated):
         for a sweep with fixed seeds. Its settings and outcome in a sentence:
         ``table.schema.metadata[b"title"]`` (what ``sweep show`` prints above it)."""
         race = self._store.race
-        return None if race is None else race_table(race, self.grid_columns)
+        return None if race is None else race_table(race, self.grid_columns, f"{self._store.root}/manifest.json")
 
     def summary_frame(self, metric: str = DEFAULT_METRIC, mode: str | None = None) -> pd.DataFrame:
         """:meth:`summary` as a pandas DataFrame (for notebooks)."""

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._errors import QueryError, warn
-from .._import_path import is_import_path
+from .._import_path import trusted
 from .._layout import SPLIT_FILES
 from .._words import counted
 from ..metrics import LOSS, takes_class_indices
@@ -21,24 +21,21 @@ from ._predictions import DEFAULT_CHUNK, Predictions
 from ._scoring import check_split, schema_of, scores_table
 
 
-def store_scores(store: Store, trusted: bool | Collection[str] = False) -> pa.Table | None:
+def store_scores(store: Store, trust: bool | Collection[str] = False) -> pa.Table | None:
     """The scores table of every configuration of a store on each split whose samples it holds (None
     if it holds none), as the aggregation writes it. Configurations that cannot be scored are left
     out with a warning: class labels, or a model built by a factory the aggregation was not told to
-    trust (``trusted``: True, or the import paths trusted; code the store names, whose predictions
+    trust (``trust``: True, or the import paths trusted; code the store names, whose predictions
     are then left to a reader who trusts it)."""
     splits = tuple(s for s, (samples, _) in SPLIT_FILES.items() if samples in store.manifest["files"])
     if not splits:
         return None
-
-    def scored(name: str) -> bool:
-        return not is_import_path(name) or trusted is True or (trusted is not False and name in trusted)
-
-    wanted = [c.config_id for c in store.configs.values() if scored(c.spec.model.name)]
+    wanted = [c.config_id for c in store.configs.values() if trusted(c.spec.model.name, trust)]
     untrusted = [
         c
         for c in store.configs.values()
-        if not scored(c.spec.model.name) and not takes_class_indices(c.spec.training.loss, c.spec.training.metrics)
+        if not trusted(c.spec.model.name, trust)
+        and not takes_class_indices(c.spec.training.loss, c.spec.training.metrics)
     ]  # (class labels are never scored: no hint to compute them)
     if untrusted:
         warn(

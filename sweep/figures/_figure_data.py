@@ -180,10 +180,10 @@ def stored_scores(ens: Ensemble, named: str | None = None):
         table, none = ens.stored_scores(), "the store scored none of these configurations"
     except QueryError as e:  # (a store made before the scores)
         table, none = None, str(e).removeprefix("stored_scores(): ")
+    split = "val" if SPLIT_FILES["val"][0] in ens.store.manifest["files"] else "test"  # what the figures compare on
     if table is None or not table.num_rows:
         if not named:
             return None
-        split = "val" if SPLIT_FILES["val"][0] in ens.store.manifest["files"] else "test"
         try:  # (a factory the aggregation did not trust, an older store): scored here, if they can be
             return ens.scores(split)
         except SweepError as e:
@@ -193,7 +193,6 @@ def stored_scores(ens: Ensemble, named: str | None = None):
     one_step = [r for r in table.to_pylist() if r["kind"] == "one_step"]
     if all(selected[tuple(r[k] for k in keys)] >= r["members"] for r in one_step):
         return table
-    split = "val" if "val" in {r["split"] for r in one_step} else "test"
     try:
         return ens.scores(split)
     except SweepError as e:  # (a factory not trusted, ...): the stored scores, said to be of every member

@@ -29,6 +29,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatterSciNotation, MaxNLocator, MultipleLocator
 
+from ..metrics import mode_of
 from ..planning import config_label
 from ..problems import coordinates
 from ._fields import field_prediction, field_residual, is_field
@@ -178,7 +179,7 @@ def draw_spread(ax: Axes, table: pa.Table, configs: Configs, metric: str, seed: 
     data, names, colors = [], [], []
     for i, (config, rows, color) in enumerate(configs):
         losses = _final(table, rows, metric)
-        finite = losses[np.isfinite(losses) & (losses > 0)]
+        finite = losses[np.isfinite(losses)]
         bad = losses.size - finite.size
         data.append(finite)
         colors.append(color)
@@ -202,7 +203,8 @@ def draw_spread(ax: Axes, table: pa.Table, configs: Configs, metric: str, seed: 
     ax.set_xticks(range(1, len(names) + 1), names, fontsize="small")
     for tick, color in zip(ax.get_xticklabels(), colors):
         tick.set_color(color)
-    log_y(ax)
+    if mode_of(metric) == "min" and all((d > 0).all() for d in data):  # errors over decades; scores such
+        log_y(ax)  # as accuracy or a correlation (<= 1, maybe <= 0) on a linear axis
     keys = list(configs.items[0][0]) if len(configs) else []
     ax.set_xlabel(f"{', '.join(keys)} (best first)")
     ax.set_ylabel(f"final {metric.replace('_', ' ')}")

@@ -329,9 +329,20 @@ def check_output(
 
 
 def _check_grid(name: str, options: Mapping[str, Any], sample_shape: tuple[int, ...]) -> None:
-    """Architectures whose arguments bound the grid they fit: U-Nets halve it, FNOs keep modes of it."""
+    """Architectures whose arguments bound the grid they fit: U-Nets halve it, FNOs keep modes of it;
+    and every built-in one needs a grid: inputs ``(channels, *spatial)`` with a spatial axis."""
     spatial = sample_shape[1:]
     grid = " x ".join(map(str, spatial))
+    if not is_import_path(name) and len(sample_shape) < 2:
+        fix = (
+            f"for one channel over {sample_shape[0]} points give x[:, None], of shape (samples, 1, {sample_shape[0]})"
+            if sample_shape
+            else "give x of shape (samples, channels, *spatial)"
+        )
+        raise SpecError(
+            f"`model.name`: {name} takes samples (channels, *spatial), with at least one spatial axis; the inputs' "
+            f"samples have shape {tuple(sample_shape)}, no spatial axis: {fix}"
+        )
     if name in _UNETS and spatial:
         levels = options.get("num_levels", _arch_parameters(name)["num_levels"].default)
         if any(s % 2**levels for s in spatial):

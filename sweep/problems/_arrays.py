@@ -54,6 +54,12 @@ def load_arrays(
         )
     trajectories = None
     if p.suffix == ".npz":
+        given = [name for name, v in (("shape", shape), ("target_shape", target_shape)) if v is not None]
+        if given:  # an archive's arrays carry their shapes: a shape given here would go unused
+            raise SpecError(
+                f"`problem.{given[0]}`: set for the .npz archive {path!r}, whose arrays have their shapes already; "
+                f"leave it out (it is for Parquet rows), or reshape the arrays before numpy.savez"
+            )
         splits, trajectories = _read_npz(p)
     elif p.suffix in (".parquet", ".pq"):
         splits = _read_parquet(p, shape, target_shape)

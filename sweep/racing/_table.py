@@ -7,13 +7,14 @@ from typing import Any
 
 import pyarrow as pa
 
+from .._errors import StoreError
 from ..spec import Adaptive
 from ._headline import headline
 
 RACE_STATS = ("status", "round", "seeds", "used", "mean", "ci_low", "ci_high", "p", "best")
 
 
-def race_table(race: Mapping[str, Any], grid_columns: list[str]) -> pa.Table:
+def race_table(race: Mapping[str, Any], grid_columns: list[str], where: str = "the manifest") -> pa.Table:
     """One row per configuration of the race, in grid order: its grid values and ``config_id``,
     its status (``racing``, ``eliminated``, ``decided``, or ``finished``: in the race when it
     ended), the round of its decision (else its
@@ -21,7 +22,18 @@ def race_table(race: Mapping[str, Any], grid_columns: list[str]) -> pa.Table:
     metric and its corrected interval (rule ``interval``), the p-value of its rank test against the
     best (rule ``rank``; null for the best and for stores made before the rank rule), and whether
     it is the best. The schema's metadata holds
-    :func:`race_title` under ``b"title"``."""
+    :func:`race_title` under ``b"title"``. A record this seed-sweep cannot read is a
+    :class:`StoreError` naming ``where`` it came from."""
+    try:
+        return _race_table(race, grid_columns)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:  # (SpecError is a ValueError)
+        raise StoreError(
+            f"{where}: `race` is not the record of a race this seed-sweep reads ({type(e).__name__}: "
+            f"{str(e)[:200]}); the store was altered"
+        ) from None
+
+
+def _race_table(race: Mapping[str, Any], grid_columns: list[str]) -> pa.Table:
     rows = []
     for c in race["configurations"]:
         values = c.get("values", {})

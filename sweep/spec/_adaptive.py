@@ -106,8 +106,14 @@ class Adaptive:
             )
         object.__setattr__(self, "max", int(self.max))
         if not isinstance(self.metric, str) or not self.metric.startswith("val_"):
+            named = isinstance(self.metric, str)
+            guess = (
+                f" (did you mean {'val_' + self.metric.removeprefix('test_').removeprefix('train_')!r}?)"
+                if named
+                else ""
+            )
             raise SpecError(
-                f'`seeds.adaptive.metric`: got {self.metric!r}; give a validation column, "val_loss" or '
+                f'`seeds.adaptive.metric`: got {self.metric!r}{guess}; give a validation column, "val_loss" or '
                 f'"val_<metric>": a race is a choice, and choices rank on the validation set (test numbers '
                 f"are reported beside them, never used to choose)"
             )

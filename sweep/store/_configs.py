@@ -37,7 +37,13 @@ def read_configs(table: pa.Table, where: str, members: int) -> dict[str, ConfigI
     if not table.schema.equals(CONFIGS_SCHEMA) and not same_grid:
         raise StoreError(f"{where}: columns {table.column_names} are not those of a seed-sweep configs table")
     configs, first = {}, 0
-    for row in sorted(table.to_pylist(), key=lambda r: r["first_member"]):
+    rows = table.to_pylist()
+    for row in rows:  # (the aggregator writes no null)
+        if nulls := [k for k, v in row.items() if v is None or (isinstance(v, list) and None in v)]:
+            raise StoreError(
+                f"{where}: config {str(row['config_id'])[:20]!r} has nulls in {nulls}; the table was altered"
+            )
+    for row in sorted(rows, key=lambda r: r["first_member"]):
         cid = confined(row["config_id"], f"{where} `config_id`", CONFIG_ID, "12 hex digits")
         try:
             spec = SweepSpec.from_dict(json.loads(row["spec"]))
@@ -75,6 +81,7 @@ def read_configs(table: pa.Table, where: str, members: int) -> dict[str, ConfigI
         )
     if first != members:
         raise StoreError(
-            f"{where}: its configs hold {first} members, members.parquet {members}; the tables were altered"
+            f"{where}: its configs hold {first} members, members.parquet {members}; the tables were altered. "
+            f"Re-run `sweep aggregate`"
         )
     return configs

@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 from jaxtyping import PyTree
 
 from .._errors import StoreError
+from .._fs import regular_size
 from .._leaves import read_arrays
 from ._schema import ROW_GROUP_ROWS
 
@@ -184,6 +185,7 @@ def write_leaves(fs: pafs.FileSystem, path: str, tree: PyTree) -> Record:
 
 def open_checked(fs: pafs.FileSystem, path: str, record: Record) -> pa.NativeFile:
     """``path`` opened for reading, its size checked against the manifest's ``record``."""
+    regular_size(fs, path)  # (a FIFO would block the open itself)
     try:
         raw = fs.open_input_file(path)
     except FileNotFoundError:

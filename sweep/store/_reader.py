@@ -391,10 +391,7 @@ class Store:
         if relpath not in self._tables:
             path, record = self._located(relpath)
             table = self._read(relpath, open_table, self.fs, path, record)
-            race = "race" in self.manifest
-            if relpath == MEMBERS and (
-                wrong := index_problems(table.schema_arrow, self.grid_columns, self.metrics, race)
-            ):
+            if relpath == MEMBERS and (wrong := index_problems(table.schema_arrow, self.index_names, self.metrics)):
                 raise StoreError(f"{path!r}: {'; '.join(wrong)[:300]}; the table was altered. Re-run `sweep aggregate`")
             self._tables[relpath] = table
         return self._tables[relpath]

@@ -183,14 +183,14 @@ def index_columns(grid_columns: list[str], metrics: Sequence[str], race: bool = 
     )
 
 
-def index_problems(schema: pa.Schema, grid_columns: list[str], metrics: Sequence[str], race: bool = False) -> list[str]:
-    """What keeps a ``members.parquet`` of ``schema`` from holding the :func:`index_columns`: a
-    column missing, or of another kind than seed-sweep writes (integer, text, float; a grid
-    column may be of any type)."""
+def index_problems(schema: pa.Schema, names: list[str], metrics: Sequence[str]) -> list[str]:
+    """What keeps a ``members.parquet`` of ``schema`` from holding the columns ``names`` (its
+    :func:`index_columns`, of a store of ``metrics``): a column missing, or of another kind than
+    seed-sweep writes (integer, text, float; a grid column may be of any type)."""
     kinds = {name: t for name, t in (*IDENTITY_COLUMNS, (ROUND, _I32), *RESULT_COLUMNS)}
     kinds |= {c: _F32 for c in evaluated_columns(metrics)}
     problems = []
-    for name in index_columns(grid_columns, metrics, race):
+    for name in names:
         want = kinds.get(name)
         if name not in schema.names:
             problems.append(f"no column {name!r}")

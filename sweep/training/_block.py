@@ -22,7 +22,7 @@ from jaxtyping import Array, PyTree, UInt32
 from .._caches import cached
 from .._configure import warn_unconfigured
 from .._errors import SpecError
-from ..optim import hyperparameter_names
+from ..optim import check_optimizer, hyperparameter_names
 from ..problems import Dataset
 from ..spec import SweepSpec, hparam_name
 from ._data_checks import check_data, load_data
@@ -97,11 +97,19 @@ def hparam_sets(spec: SweepSpec, hparams: HParams) -> tuple[dict[str, float], ..
     if isinstance(hparams, Mapping):
         hparams = [hparams]
     out = []
-    for h in hparams:
+    for i, h in enumerate(hparams):
         for key in h:
             if "." in key and not key.startswith("optimizer."):
                 raise SpecError(f"`hparams`: {key!r} is not an optimizer hyperparameter; only those can share a block")
-        out.append({hparam_name(k): float(v) for k, v in h.items()})
+        named = {
+            hparam_name(k): float(v) if np.ndim(v) == 0 and isinstance(v, (np.generic, np.ndarray, jax.Array)) else v
+            for k, v in h.items()
+        }
+        try:  # the rules of the spec's own optimizer fields: known arguments, finite rates >= 0
+            check_optimizer(spec.optimizer.name, {**spec.optimizer.options, **named})
+        except SpecError as e:
+            raise SpecError(f"`hparams[{i}]` {dict(h)}: {e}") from None
+        out.append({k: float(v) for k, v in named.items()})
     return tuple(out) or ({},)
 
 
