@@ -20,13 +20,14 @@ import numpy as np
 from ._errors import StoreError
 
 
-def read_arrays(f: Any, like: Sequence[Any], path: str, what: str) -> list[np.ndarray]:
+def read_arrays(f: Any, like: Sequence[Any], path: str, what: str, size: int | None = None) -> list[np.ndarray]:
     """The next ``len(like)`` records of the binary file object ``f``, as NumPy arrays shaped like
     ``like`` (objects with ``shape`` and ``dtype``, e.g. ``jax.ShapeDtypeStruct``).
 
     Raises :class:`StoreError` naming ``path`` if a record cannot be read (truncated, corrupt,
     pickled) or does not have its leaf's shape and dtype (``what`` says whose leaves were
-    expected): its header is checked before any memory is set aside for its data.
+    expected), or holds more bytes than the file's ``size`` (where known): its header is checked
+    before any memory is set aside for its data.
     """
     out = []
     for i, leaf in enumerate(like):
@@ -38,6 +39,11 @@ def read_arrays(f: Any, like: Sequence[Any], path: str, what: str) -> list[np.nd
             raise StoreError(
                 f"{path!r}: leaf {i} is {dtype}{list(shape)}, {what} needs "
                 f"{np.dtype(leaf.dtype)}{list(leaf.shape)}; the leaves file does not match its config"
+            )
+        if size is not None and math.prod(shape) * dtype.itemsize > size:
+            raise StoreError(
+                f"{path!r}: leaf {i} is {dtype}{list(shape)}, more than the file's {size} bytes hold; the file is "
+                f"truncated, or {what} is not what it holds"
             )
         out.append(_data(f, shape, fortran, dtype, f"{path!r}: leaf {i}"))
     return out

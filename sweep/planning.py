@@ -21,7 +21,7 @@ from ._layout import PLAN
 from ._text_table import text_table, wrapped
 from ._words import counted
 from .racing import Key, Race, headline, rule_of
-from .spec import SweepSpec, hparam_name
+from .spec import SweepSpec, hparam_name, is_number, seed_tuple
 
 __all__ = [
     "MemberId",
@@ -122,13 +122,17 @@ class TrialPlan:
     def from_dict(cls, data: Mapping[str, Any]) -> TrialPlan:
         """A trial read back from ``plan.json``: its key names its directory, so it must be one name."""
         key = confined(data["trial_key"], f"{PLAN} `trial_key`", ONE_COMPONENT, "one path component")
-        return cls(
-            key,
-            data["config_id"],
-            SweepSpec.from_dict(data["spec"]),
-            tuple(data["seeds"]),
-            tuple(dict(h) for h in data["hparams"]),
-        )
+        spec, seeds, hparams = SweepSpec.from_dict(data["spec"]), data["seeds"], data["hparams"]
+        if not isinstance(seeds, list):
+            raise ValueError(f"trial {key}: `seeds` is {str(seeds)[:60]}; expected a list of seeds")
+        seed_tuple(seeds)  # (a SpecError naming what is wrong with them)
+        if not (
+            isinstance(hparams, list) and all(isinstance(h, dict) and all(map(is_number, h.values())) for h in hparams)
+        ):
+            raise ValueError(f"trial {key}: `hparams` is {str(hparams)[:60]}; expected a list of {{name: number}}")
+        if data["config_id"] != spec.config_id:
+            raise ValueError(f"trial {key}: `config_id` {str(data['config_id'])[:20]!r} is not its spec's")
+        return cls(key, spec.config_id, spec, tuple(seeds), tuple(dict(h) for h in hparams))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -349,8 +353,15 @@ def read_plan(filesystem: pafs.FileSystem, sweep_path: str) -> Plan | None:
         return None
     try:
         return Plan.from_dict(json.loads(read_text(filesystem, path)))
-    except (ValueError, KeyError, TypeError, StoreError) as e:  # SpecError is a ValueError
-        raise StoreError(f"{path!r}: not a readable sweep plan ({e})") from None
+    except (
+        ValueError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        RecursionError,
+        StoreError,
+    ) as e:  # (SpecError: a ValueError)
+        raise StoreError(f"{path!r}: not a readable sweep plan ({str(e)[:300]})") from None
 
 
 def write_plan(filesystem: pafs.FileSystem, sweep_path: str, plan: Plan) -> None:

@@ -56,6 +56,26 @@ def test_a_failed_trial_is_named_and_resume_continues_to_the_same_store(local_ru
     assert store_files(path) == store_files(local_run)
 
 
+def test_a_resume_builds_nothing_a_forged_checkpoint_names(tmp_path):
+    """A partial checkpoint whose block.json names another model (a factory, code of its choosing)
+    is refused by its spec's own id before that spec builds anything: no factory runs."""
+    import json
+    import sys
+
+    hooks = TrialHooks(after_report=FailOnce(str(tmp_path / "failed")))
+    with pytest.raises(sweep.SweepError, match="injected failure"):
+        sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, trial_hooks=hooks))
+    metas = sorted((tmp_path / "tiny" / "local").glob("*/checkpoint_*/block.json"))
+    meta = min(metas, key=lambda m: json.loads(m.read_text())["history"]["epoch"][-1])  # the failed trial's
+    forged = json.loads(meta.read_text())
+    marker = tmp_path / "the-checkpoint-ran-code"
+    forged["spec"]["model"] = {"name": "_trap:touch", "marker": str(marker)}
+    meta.write_text(json.dumps(forged))
+    with pytest.raises(sweep.SweepError, match=r"checkpoint of trial .* \(config \w+, .*does not belong to trial"):
+        sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
+    assert not marker.exists() and "_trap" not in sys.modules
+
+
 def test_a_race_goes_on_ranking_its_metric_at_its_levels_as_it_ran(tmp_path):
     """A race's eliminations so far ranked its metric one way: a run that goes on with it (resumed
     or adding to it) ranking it the other way, or ranking another metric, is refused before any

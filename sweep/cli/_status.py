@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from .._errors import StoreError
-from .._fs import filesystem_path, local_path, read_text
+from .._fs import files_under, filesystem_path, local_path, read_text
 from .._import_path import is_import_path
 from .._layout import DATA_SCANS, EXPERIMENT_PREFIX, LOCAL_DIR, MANIFEST, PLAN, POINTER, STORE_NAME, TUNE_ERROR_FILES
 from ..store import SweepDir, committed_root, generations_dir, read_manifest, sweeps_inside
@@ -25,11 +25,11 @@ STATES = ("done", "stopped early", "partial", "failed", "pending")  # partial: r
 
 def _failed_trials(fs: pafs.FileSystem, path: str) -> dict[str, str]:
     """Trial directory name (= trial key) -> its Tune error file, for trials that failed."""
-    infos = fs.get_file_info(pafs.FileSelector(path, recursive=True, allow_not_found=True))
+    paths = files_under(fs, path)  # (no link: an error file may not show another file)
     return {
-        i.path.rsplit("/", 2)[-2]: i.path
-        for i in sorted(infos, key=lambda i: i.base_name != TUNE_ERROR_FILES[0])
-        if i.base_name in TUNE_ERROR_FILES and f"/{STORE_NAME}/" not in i.path and "/." not in i.path
+        p.rsplit("/", 2)[-2]: p
+        for p in sorted(paths, key=lambda p: p.rsplit("/", 1)[-1] != TUNE_ERROR_FILES[0])
+        if p.rsplit("/", 1)[-1] in TUNE_ERROR_FILES and f"/{STORE_NAME}/" not in p and "/." not in p
     }
 
 

@@ -109,8 +109,10 @@ def read_record(sweep_dir: SweepDir) -> SearchRecord:
         return SearchRecord()
     try:
         return SearchRecord.from_dict(json.loads(read_text(sweep_dir.filesystem, path)))
-    except (ValueError, KeyError, TypeError) as e:
-        raise StoreError(f"{path!r}: not a readable search record ({e}); it is the search's only history") from None
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
+        raise StoreError(
+            f"{path!r}: not a readable search record ({str(e)[:300]}); it is the search's only history"
+        ) from None
 
 
 def write_record(sweep_dir: SweepDir, record: SearchRecord) -> None:

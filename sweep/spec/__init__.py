@@ -19,6 +19,7 @@ from ._parts import Problem as Problem
 from ._search import Search as Search
 from ._seeds import MAX_SEEDS as MAX_SEEDS
 from ._seeds import SEED_LIMIT as SEED_LIMIT
+from ._seeds import seed_tuple as seed_tuple
 from ._space import Distribution as Distribution
 from ._space import choice as choice
 from ._space import loguniform as loguniform
@@ -28,6 +29,7 @@ from ._sweep import SweepSpec as SweepSpec
 from ._toml import read_toml as read_toml
 from ._training import INT32_LIMIT as INT32_LIMIT
 from ._training import Training as Training
+from ._values import is_number as is_number
 
 __all__ = [
     "Adaptive",

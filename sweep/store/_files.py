@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import equinox as eqx
@@ -251,7 +251,7 @@ def read_leaves(fs: pafs.FileSystem, path: str, like: PyTree, record: Record, wh
     leaves, treedef = jax.tree_util.tree_flatten(like)
     with open_checked(fs, path, record) as raw:
         f = _HashingReader(raw)
-        out = read_arrays(f, leaves, path, what)
+        out = read_arrays(f, leaves, path, what, record["bytes"])
         if f.read(1):
             raise StoreError(f"{path!r}: data past its {len(leaves)} leaves; the file does not match {what}")
     check_digest(path, record, f.hexdigest())
@@ -288,8 +288,18 @@ def write_parquet(
 def read_parquet(fs: pafs.FileSystem, path: str, **kwargs) -> pa.Table:
     """``pq.read_table`` of a file no manifest covers (an input in the sweep directory), page
     checksums verified; unreadable files raise :class:`StoreError`."""
+    return _parquet(path, lambda: pq.read_table(path, filesystem=fs, page_checksum_verification=True, **kwargs), fs)
+
+
+def parquet_schema(fs: pafs.FileSystem, path: str) -> pa.Schema:
+    """The schema in the footer of such a file (no row decoded), as :func:`read_parquet` reads it."""
+    return _parquet(path, lambda: pq.read_schema(path, filesystem=fs), fs)
+
+
+def _parquet(path: str, read: Callable[[], Any], fs: pafs.FileSystem) -> Any:
+    regular_size(fs, path)  # (a FIFO would block the open itself)
     try:
-        return pq.read_table(path, filesystem=fs, page_checksum_verification=True, **kwargs)
+        return read()
     except (pa.ArrowException, OSError) as e:
         raise StoreError(
             f"{path!r}: cannot be read as Parquet ({e}); the file is corrupt. Re-run `sweep aggregate`"

@@ -33,7 +33,7 @@ from .._errors import StoreError, warn
 from .._fs import exists, write_atomic
 from .._layout import NORMALIZATION, SAMPLES, SPLIT_FILES
 from ..problems import Dataset, Normalization
-from ._files import read_parquet
+from ._files import parquet_schema, read_parquet
 from ._schema import (
     NORMALIZATION_SCHEMA,
     SAMPLE_COUNT,
@@ -163,17 +163,19 @@ def read_sample_file(fs: pafs.FileSystem, path: str, name: str) -> pa.Table | No
     """One sample file (``name``: its file name, which gives its schema); None if it is not there."""
     if not exists(fs, path):
         return None
+    schema = parquet_schema(fs, path)  # checked before any row is decoded
+    legacy = name == SAMPLES and schema.equals(SAMPLES_SCHEMA_FLOAT32)  # kept before targets of any dtype
+    if not legacy and not schema.equals(SAMPLE_FILES[name]):
+        raise StoreError(
+            f"{path!r}: not a seed-sweep {name.removesuffix('.parquet')} table (columns "
+            f"{schema.names}, expected {SAMPLE_FILES[name].names} with their types); delete it "
+            f"and run the sweep again"
+        )
     table = read_parquet(fs, path)
-    if name == SAMPLES and table.schema.equals(SAMPLES_SCHEMA_FLOAT32):  # kept before targets of any dtype
+    if legacy:
         y = table["y"].cast(SAMPLES_SCHEMA.field("y").type)
         table = table.set_column(table.schema.get_field_index("y"), "y", y)
         table = table.append_column("y_dtype", pa.array(["float32"] * table.num_rows, pa.string()))
-    if not table.schema.equals(SAMPLE_FILES[name]):
-        raise StoreError(
-            f"{path!r}: not a seed-sweep {name.removesuffix('.parquet')} table (columns "
-            f"{table.column_names}, expected {SAMPLE_FILES[name].names} with their types); delete it "
-            f"and run the sweep again"
-        )
     return table
 
 

@@ -166,7 +166,7 @@ class SweepDir:
             entries = json.loads(read_text(self.filesystem, path))
             if not isinstance(entries, dict):
                 raise ValueError(f"a JSON {type(entries).__name__}, not an object")
-        except (ValueError, OSError) as e:
+        except (ValueError, OSError, RecursionError) as e:
             _log.warning("%s/%s does not read (%s); the problems' files are read again", self.shown, DATA_SCANS, e)
             return {}
         scans = {}

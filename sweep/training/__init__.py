@@ -26,6 +26,7 @@ from ._checkpoint import BlockRef as BlockRef
 from ._checkpoint import SavedBlock as SavedBlock
 from ._checkpoint import find_blocks as find_blocks
 from ._checkpoint import load_block as load_block
+from ._checkpoint import read_block as read_block
 from ._checkpoint import save_block as save_block
 from ._data_checks import check_data as check_data
 from ._data_checks import load_data as load_data

@@ -30,13 +30,13 @@ import numpy as np
 import pyarrow.fs as pafs
 from jaxtyping import PyTree
 
-from .._errors import StoreError
-from .._fs import ONE_COMPONENT, confined, read_text
+from .._errors import SpecError, StoreError
+from .._fs import ONE_COMPONENT, confined, files_under, read_text, regular_size
 from .._layout import BLOCK_META, BLOCK_STATE
 from .._leaves import read_arrays
 from ..metrics import summarised_metric
 from ..problems import EVALUATED
-from ..spec import SweepSpec
+from ..spec import SweepSpec, is_number, seed_tuple
 from ._block import state_skeleton
 from ._loop import History
 from ._program import Shapes, TrainState
@@ -200,8 +200,9 @@ class BlockRef:
         path = Path(self.path if directory is None else directory) / BLOCK_STATE
         leaves, treedef = jax.tree_util.tree_flatten(self.skeleton())
         try:
+            size = regular_size(pafs.LocalFileSystem(), str(path))  # (a FIFO in its place: refused, not opened)
             with open(path, "rb") as f:
-                arrays = read_arrays(f, leaves, str(path), f"the state of trial {self.trial_key!r}")
+                arrays = read_arrays(f, leaves, str(path), f"the state of trial {self.trial_key!r}", size)
                 if f.read(1):
                     raise StoreError(
                         f"{str(path)!r}: data past the block's {len(leaves)} state leaves; it is not this block's state"
@@ -226,8 +227,10 @@ class BlockRef:
         path = f"{self.path}/{BLOCK_STATE}"
         leaves, treedef = jax.tree_util.tree_flatten(self.skeleton().params)
         try:
+            size = regular_size(filesystem, path)  # (a FIFO in its place: refused before it is opened)
+            size = filesystem.get_file_info(path).size if size is None else size
             with filesystem.open_input_stream(path) as f:
-                arrays = read_arrays(f, leaves, path, f"the parameters of trial {self.trial_key!r}")
+                arrays = read_arrays(f, leaves, path, f"the parameters of trial {self.trial_key!r}", size)
         except OSError as e:
             raise StoreError(
                 f"{path!r}: cannot be read ({e}); if a newer checkpoint replaced it meanwhile, aggregate again"
@@ -235,11 +238,50 @@ class BlockRef:
         return jax.tree_util.tree_unflatten(treedef, arrays)
 
 
+def _check_meta(meta: Any, where: str) -> None:
+    """A :class:`StoreError` naming the field unless ``meta`` holds what :func:`save_block` writes,
+    of its kinds (a torn upload, or a forged file, fails here rather than deep in a reader)."""
+
+    def need(ok: bool, field: str, want: str) -> None:
+        if not ok:
+            value = meta.get(field) if isinstance(meta, dict) else meta
+            raise StoreError(f"{where!r}: `{field}` is {str(value)[:80]!r}; expected {want}; not a block checkpoint")
+
+    need(isinstance(meta, dict), "(the file)", "a JSON object")
+    need(type(meta.get("format", 0)) is int, "format", "an integer")
+    seeds, hparams = meta.get("seeds"), meta.get("hparams")
+    need(isinstance(seeds, list) and _seeds(seeds), "seeds", "distinct seeds in [0, 2**32)")
+    need(
+        isinstance(hparams, list) and all(isinstance(h, dict) and all(map(is_number, h.values())) for h in hparams),
+        "hparams",
+        "a list of {name: number}",
+    )
+    for field, kind in (("spec", dict), ("history", dict), ("shapes", list), ("hparam_names", list)):
+        need(isinstance(meta.get(field), kind), field, f"a JSON {'object' if kind is dict else 'list'}")
+    members, history = len(seeds) * len(hparams), meta["history"]
+    curves = [history.get("train_loss"), *(c for k, v in history.items() if isinstance(v, dict) for c in v.values())]
+    try:
+        shapes_ok = all(np.asarray(c, np.float64).reshape(members, -1) is not None for c in curves)
+        shapes_ok = shapes_ok and np.asarray(history.get("diverged"), bool).shape == (members,)
+        shapes_ok = shapes_ok and np.asarray(history.get("epoch"), np.int64).ndim == 1
+    except (ValueError, TypeError):
+        shapes_ok = False
+    need(shapes_ok, "history", f"curves of its {members} members, one value per report")
+
+
+def _seeds(seeds: list) -> bool:
+    try:
+        return bool(seed_tuple(seeds))
+    except SpecError:
+        return False
+
+
 def _read_meta(text: str, where: str) -> dict[str, Any]:
     try:
         meta = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise StoreError(f"{where!r}: not valid JSON ({e})") from None
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise StoreError(f"{where!r}: not valid JSON ({str(e)[:200]})") from None
+    _check_meta(meta, where)
     if meta.get("format", 0) > FORMAT:
         raise StoreError(
             f"{where!r}: format {meta['format']} is newer than this seed-sweep reads ({FORMAT}); upgrade seed-sweep"
@@ -252,14 +294,21 @@ def _read_meta(text: str, where: str) -> dict[str, Any]:
     return meta
 
 
-def load_block(directory: str | os.PathLike[str]) -> SavedBlock:
-    """Read a local block directory written by :func:`save_block` (no pickle)."""
+def read_block(directory: str | os.PathLike[str]) -> BlockRef:
+    """A local block directory's ``block.json`` (written by :func:`save_block`), nothing else read
+    and nothing built: check that it is the block you expect before :meth:`BlockRef.load`, whose
+    spec builds its model (a block.json may name any factory)."""
     meta_path = Path(directory) / BLOCK_META
     try:
         text = meta_path.read_text()
     except FileNotFoundError:
         raise StoreError(f"{str(meta_path)!r}: missing; {str(directory)!r} is not a block checkpoint") from None
-    return BlockRef(str(directory), _read_meta(text, str(meta_path))).load()
+    return BlockRef(str(directory), _read_meta(text, str(meta_path)))
+
+
+def load_block(directory: str | os.PathLike[str]) -> SavedBlock:
+    """Read a local block directory written by :func:`save_block` (no pickle)."""
+    return read_block(directory).load()
 
 
 def find_blocks(
@@ -276,21 +325,21 @@ def find_blocks(
     """
     known = {} if known is None else known
     try:
-        infos = filesystem.get_file_info(pafs.FileSelector(sweep_dir, recursive=True, allow_not_found=True))
+        paths = files_under(filesystem, sweep_dir)
     except OSError as e:
         raise StoreError(f"{sweep_dir!r}: cannot list ({e})") from None
     found: dict[str, BlockRef] = {}
-    for info in infos:
-        relative = info.path[len(sweep_dir.rstrip("/")) :]
-        if info.base_name != BLOCK_META or "/." in relative:
+    for path in paths:
+        relative = path[len(sweep_dir.rstrip("/")) :]
+        if path.rsplit("/", 1)[-1] != BLOCK_META or "/." in relative:
             continue
-        ref = known.get(info.path)
+        ref = known.get(path)
         if ref is None:
             try:
-                ref = BlockRef(info.path.rsplit("/", 1)[0], _read_meta(read_text(filesystem, info.path), info.path))
+                ref = BlockRef(path.rsplit("/", 1)[0], _read_meta(read_text(filesystem, path), path))
             except (OSError, StoreError, KeyError):
                 continue
-            known[info.path] = ref
+            known[path] = ref
         if reported and ref.position is not None:
             continue
         if ref.trial_key not in found or ref.progress > found[ref.trial_key].progress:

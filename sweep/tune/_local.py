@@ -33,14 +33,14 @@ from ..planning import TrialPlan
 from ..problems import Dataset, Outline
 from ..spec import SweepSpec
 from ..store import SweepDir
-from ..training import data_shapes, fit, init_block, load_block, save_block
+from ..training import data_shapes, fit, init_block, save_block
 from ._cadence import Cadence, Pacer, cadence
 from ._checks import check_writable
 from ._executor import Outcome, Round, RoundStream, Stopped, next_round
 from ._options import RunOptions
 from ._plan import block_size_here
 from ._relay import notify
-from ._trainable import ReaderWait, block_metrics, check_saved, state_nbytes
+from ._trainable import ReaderWait, block_metrics, checked_block, state_nbytes
 
 __all__ = ["LocalExecutor"]
 
@@ -135,8 +135,7 @@ class LocalExecutor:
         history = None
         if resume_from is not None:
             with local_copy(self.sweep_dir.filesystem, resume_from) as d:
-                saved = check_saved(load_block(d), trial)
-            assert saved is not None
+                saved = checked_block(d, trial)
             state, history = saved.state, saved.history
         info = {
             "trial_key": trial.trial_key,

@@ -36,7 +36,7 @@ from .._fs import local_copy
 from ..planning import TrialPlan
 from ..problems import ProblemData
 from ..store import curves_by_column, rollout_curves_by_column
-from ..training import Block, SavedBlock, data_shapes, fit, init_block, load_block, reader_wait, save_block
+from ..training import Block, SavedBlock, data_shapes, fit, init_block, read_block, reader_wait, save_block
 from . import _env, _preemption
 from ._cadence import Cadence, Pacer
 
@@ -152,24 +152,37 @@ def _saved_block(trial: TrialPlan, resume_from: str | None, filesystem) -> Saved
     from ray import tune
 
     checkpoint = tune.get_checkpoint()
-    saved = None
     if checkpoint is not None:
         with checkpoint.as_directory() as d:
-            saved = load_block(d)
-    elif resume_from is not None:
+            return checked_block(d, trial)
+    if resume_from is not None:
         with local_copy(filesystem, resume_from) as d:
-            saved = load_block(d)
-    return check_saved(saved, trial)
+            return checked_block(d, trial)
+    return None
 
 
-def check_saved(saved: SavedBlock | None, trial: TrialPlan) -> SavedBlock | None:
-    """``saved``, if it is a checkpoint of ``trial`` (its key and seeds); else a :class:`StoreError`."""
-    if saved is not None and (saved.seeds != trial.seeds or saved.trial_id != trial.trial_key):
+def checked_block(directory: str | os.PathLike[str], trial: TrialPlan) -> SavedBlock:
+    """The block checkpoint in ``directory``, read once its ``block.json`` is found to be one of
+    ``trial`` (its key, seeds, hyperparameters and the structure its spec says, by the spec's own
+    id): before the spec it holds builds a model, which may run code it names. Else a
+    :class:`StoreError`."""
+    ref = read_block(directory)
+    try:
+        config_id = ref.spec.config_id
+    except (ValueError, TypeError) as e:  # (SpecError is a ValueError)
+        raise StoreError(f"{directory}/block.json: its spec is not valid ({e})") from None
+    hparams = [{k: float(v) for k, v in h.items()} for h in ref.hparams]
+    if (ref.trial_key, ref.seeds, config_id, hparams) != (
+        trial.trial_key,
+        trial.seeds,
+        trial.config_id,
+        list(trial.hparams),
+    ):
         raise StoreError(
-            f"checkpoint of trial {saved.trial_id!r} (seeds {saved.seeds}) does not belong to "
-            f"trial {trial.trial_key!r} (seeds {trial.seeds}); it cannot be resumed"
+            f"checkpoint of trial {ref.trial_key!r} (config {config_id}, seeds {ref.seeds}) does not belong to "
+            f"trial {trial.trial_key!r} (config {trial.config_id}, seeds {trial.seeds}); it cannot be resumed"
         )
-    return saved
+    return ref.load()
 
 
 def state_nbytes(state) -> int:
