@@ -185,6 +185,20 @@ def test_core_modules_import_neither_ray_nor_the_tune_layer():
     assert json.loads(_fresh(code)) == []
 
 
+def test_every_benchmark_imports():
+    """A benchmark is run by hand, now and then: one that no longer imports (a module it names
+    moved) would be found only then. The APEBench sides run in APEBench's own environment, and
+    the trial replay is the script a fresh process runs (its work is its import)."""
+    root = PACKAGE.parent
+    names = sorted(
+        ".".join(p.relative_to(root).with_suffix("").parts)
+        for p in (root / "benchmarks").rglob("*.py")
+        if not p.name.endswith(("_side.py", "_replay.py")) and p.name != "__init__.py"
+    )
+    code = f"import importlib\nfor n in {names!r}: importlib.import_module(n)\nprint(len({names!r}))"
+    assert int(_fresh(code)) == len(names) > 30
+
+
 def test_import_sweep_changes_nothing_in_the_process():
     code = (
         "import json, os, jax\n"

@@ -24,7 +24,7 @@ from benchmarks._shared.machine import OtherLoad
 from benchmarks._shared.members import random_block
 from benchmarks._shared.timing import best_of, host_peak, seconds
 from sweep.ensemble._scores import block_sums
-from sweep.ensemble._scoring import store_scores
+from sweep.ensemble._stored_scores import store_scores
 from sweep.store import aggregate_blocks
 
 
