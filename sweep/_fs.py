@@ -141,20 +141,24 @@ def regular_size(filesystem: pafs.FileSystem, path: str) -> int | None:
 
 
 def files_under(filesystem: pafs.FileSystem, root: str) -> list[str]:
-    """The paths of the files below ``root`` (none if it is missing). On a local disk no link is
-    followed, to a file or a folder: a sweep directory holds none, and one could lead in a circle
-    or over the whole disk."""
+    """The paths of the files below ``root`` (none if it is missing; a folder that cannot be read:
+    OSError). On a local disk no link is followed, to a file or a folder: a sweep directory holds
+    none, and one could lead in a circle or over the whole disk."""
     local = local_path(filesystem, root)
     if local is None:
         infos = filesystem.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
         return [i.path for i in infos if i.type == pafs.FileType.File]
-    prefix = root.rstrip("/")
-    found = []
-    for directory, _, names in os.walk(local):  # (os.walk does not follow links to folders)
-        inside = os.path.relpath(directory, local).replace(os.sep, "/")
-        for name in names:
-            if not os.path.islink(os.path.join(directory, name)):
-                found.append(f"{prefix}/{name}" if inside == "." else f"{prefix}/{inside}/{name}")
+    if not os.path.isdir(local):
+        return []
+    found, folders = [], [(local, root.rstrip("/"))]
+    while folders:
+        folder, shown = folders.pop()
+        with os.scandir(folder) as entries:  # (a DirEntry knows a link without another system call)
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append((entry.path, f"{shown}/{entry.name}"))
+                elif entry.is_file(follow_symlinks=False):
+                    found.append(f"{shown}/{entry.name}")
     return found
 
 

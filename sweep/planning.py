@@ -131,7 +131,10 @@ class TrialPlan:
         ):
             raise ValueError(f"trial {key}: `hparams` is {str(hparams)[:60]}; expected a list of {{name: number}}")
         if data["config_id"] != spec.config_id:
-            raise ValueError(f"trial {key}: `config_id` {str(data['config_id'])[:20]!r} is not its spec's")
+            raise ValueError(
+                f"trial {key}: `config_id` {str(data['config_id'])[:20]!r} is not the id this seed-sweep gives its "
+                f"spec ({spec.config_id}): written by an older seed-sweep (run the sweep again), or altered"
+            )
         return cls(key, spec.config_id, spec, tuple(seeds), tuple(dict(h) for h in hparams))
 
 

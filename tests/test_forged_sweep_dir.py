@@ -57,20 +57,29 @@ def _within(seconds: float, read) -> BaseException | None:
     return outcome[0]
 
 
+def _history(meta: dict, **changes) -> dict:
+    return {"history": meta["history"] | changes}
+
+
 @pytest.mark.parametrize(
-    ("changes", "field"),
+    ("forge", "field"),
     [
-        ({"seeds": ["a", None]}, "seeds"),
-        ({"seeds": [0, 2**40]}, "seeds"),
-        ({"hparams": [{"learning_rate": "x"}]}, "hparams"),
-        ({"history": {"epoch": [1], "train_loss": [[0.5]], "diverged": [False]}}, "history"),
-        ({"format": "3"}, "format"),
-        ({"shapes": "junk"}, "shapes"),
+        (lambda m: {"seeds": ["a", None]}, "seeds"),
+        (lambda m: {"seeds": [0, 2**40]}, "seeds"),
+        (lambda m: {"hparams": [{"learning_rate": "x"}]}, "hparams"),
+        (lambda m: {"hparams": [{"learning_rate": 10**400}]}, "hparams"),
+        (lambda m: {"format": "3"}, "format"),
+        (lambda m: {"shapes": "junk"}, "shapes"),
+        (lambda m: {"position": "x"}, "position"),
+        (lambda m: _history(m, epoch=[str(e) for e in m["history"]["epoch"]]), "history"),
+        (lambda m: _history(m, epoch=[*m["history"]["epoch"], 99]), "history"),
+        (lambda m: _history(m, train_loss=[[0.5]]), "history"),
+        (lambda m: {"history": {k: v for k, v in m["history"].items() if k != "val"}}, "history"),
     ],
 )
-def test_a_block_json_of_other_kinds_is_named_and_left_out_of_the_listing(sweep_dir, changes, field):
+def test_a_block_json_of_other_kinds_is_named_and_left_out_of_the_listing(sweep_dir, forge, field):
     forged = _block_dirs(sweep_dir)[0]
-    _edit_block(forged, **changes)
+    _edit_block(forged, **forge(json.loads((forged / "block.json").read_text())))
     with pytest.raises(StoreError, match=rf"block.json'?: `{field}` is .*; expected .*; not a block checkpoint"):
         read_block(forged)
     listed = find_blocks(str(sweep_dir), pafs.LocalFileSystem())
@@ -85,7 +94,9 @@ def test_a_plan_of_other_kinds_is_named(sweep_dir):
     assert result.exit_code == 1 and "plan.json': not a readable sweep plan (`seeds`: got 'a'" in result.output
     plan["trials"][0]["seeds"], plan["trials"][0]["config_id"] = [0], "000000000000"
     (sweep_dir / "plan.json").write_text(json.dumps(plan))
-    assert "`config_id` '000000000000' is not its spec's" in invoke("status", sweep_dir).output
+    assert (
+        "`config_id` '000000000000' is not the id this seed-sweep gives its spec" in invoke("status", sweep_dir).output
+    )
 
 
 def test_links_in_a_sweep_directory_lead_nowhere(sweep_dir):

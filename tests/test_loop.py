@@ -71,7 +71,10 @@ def test_a_resume_builds_nothing_a_forged_checkpoint_names(tmp_path):
     marker = tmp_path / "the-checkpoint-ran-code"
     forged["spec"]["model"] = {"name": "_trap:touch", "marker": str(marker)}
     meta.write_text(json.dumps(forged))
-    with pytest.raises(sweep.SweepError, match=r"checkpoint of trial .* \(config \w+, .*does not belong to trial"):
+    with pytest.raises(
+        sweep.SweepError,
+        match=r"not a checkpoint of trial '[\w-]+': its config \w+ \(the trial's: \w+\); it cannot be resumed",
+    ):
         sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
     assert not marker.exists() and "_trap" not in sys.modules
 

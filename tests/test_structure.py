@@ -195,7 +195,7 @@ def test_every_benchmark_imports():
         for p in (root / "benchmarks").rglob("*.py")
         if not p.name.endswith(("_side.py", "_replay.py")) and p.name != "__init__.py"
     )
-    code = f"import importlib\nfor n in {names!r}: importlib.import_module(n)\nprint(len({names!r}))"
+    code = f"import importlib, sys\nsys.path.insert(0, {str(root)!r})\nfor n in {names!r}: importlib.import_module(n)\nprint(len({names!r}))"
     assert int(_fresh(code)) == len(names) > 30
 
 

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -247,26 +249,62 @@ def _check_meta(meta: Any, where: str) -> None:
             value = meta.get(field) if isinstance(meta, dict) else meta
             raise StoreError(f"{where!r}: `{field}` is {str(value)[:80]!r}; expected {want}; not a block checkpoint")
 
-    need(isinstance(meta, dict), "(the file)", "a JSON object")
-    need(type(meta.get("format", 0)) is int, "format", "an integer")
     seeds, hparams = meta.get("seeds"), meta.get("hparams")
     need(isinstance(seeds, list) and _seeds(seeds), "seeds", "distinct seeds in [0, 2**32)")
     need(
-        isinstance(hparams, list) and all(isinstance(h, dict) and all(map(is_number, h.values())) for h in hparams),
+        isinstance(hparams, list) and all(isinstance(h, dict) and all(map(_finite, h.values())) for h in hparams),
         "hparams",
-        "a list of {name: number}",
+        "a list of {name: finite number}",
     )
     for field, kind in (("spec", dict), ("history", dict), ("shapes", list), ("hparam_names", list)):
         need(isinstance(meta.get(field), kind), field, f"a JSON {'object' if kind is dict else 'list'}")
     members, history = len(seeds) * len(hparams), meta["history"]
-    curves = [history.get("train_loss"), *(c for k, v in history.items() if isinstance(v, dict) for c in v.values())]
+    epochs = history.get("epoch")
+    reports = len(epochs) if isinstance(epochs, list) and all(type(e) is int for e in epochs) else -1
+    need(reports >= 0 and epochs == sorted(set(epochs)), "history", "increasing report epochs")
+    need(all(isinstance(history.get(k), dict) for k in EVALUATED), "history", f"curves of {', '.join(EVALUATED)}")
+    kept = [history.get("train_loss"), *(c for k in EVALUATED for c in history[k].values())]
+    rollouts = [c for k in EVALUATED for c in (history.get(f"{k}_rollout") or {}).values()]
+    need(
+        _curves(kept, (members, reports)) and _curves(rollouts, (members, -1)), "history", f"{members} members' curves"
+    )
+    need(_curves([history.get("diverged")], (members,), lambda x: isinstance(x, bool)), "history", "diverged flags")
+    position = meta.get("position")
+    if position is not None:
+        fields = set(WindowPosition._fields)
+        need(
+            isinstance(position, dict)
+            and set(position) == fields
+            and all(type(position[f]) is int for f in fields - {"loss_sums"})
+            and _curves([position["loss_sums"]], (members,)),
+            "position",
+            f"a window position ({', '.join(WindowPosition._fields)})",
+        )
+
+
+def _curves(curves: list, shape: tuple[int, ...], kind: Callable[[Any], bool] = is_number) -> bool:
+    """Whether each of ``curves`` (JSON lists) is an array of ``shape`` (-1: any length) of numbers
+    (NaN and infinity among them: a diverged member's)."""
+    if not all(isinstance(c, list) and all(kind(x) for x in _flat(c)) for c in curves):
+        return False
     try:
-        shapes_ok = all(np.asarray(c, np.float64).reshape(members, -1) is not None for c in curves)
-        shapes_ok = shapes_ok and np.asarray(history.get("diverged"), bool).shape == (members,)
-        shapes_ok = shapes_ok and np.asarray(history.get("epoch"), np.int64).ndim == 1
-    except (ValueError, TypeError):
-        shapes_ok = False
-    need(shapes_ok, "history", f"curves of its {members} members, one value per report")
+        arrays = [np.asarray(c) for c in curves]
+    except (ValueError, TypeError, OverflowError):
+        return False
+    return all(
+        a.ndim == len(shape) and all(n == -1 or n == m for n, m in zip(shape, a.shape, strict=True)) for a in arrays
+    )
+
+
+def _flat(value: Any) -> list:
+    return [x for v in value for x in _flat(v)] if isinstance(value, list) else [value]
+
+
+def _finite(value: Any) -> bool:
+    try:
+        return is_number(value) and math.isfinite(value)
+    except OverflowError:  # (an int past float's range)
+        return False
 
 
 def _seeds(seeds: list) -> bool:
@@ -281,7 +319,12 @@ def _read_meta(text: str, where: str) -> dict[str, Any]:
         meta = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as e:
         raise StoreError(f"{where!r}: not valid JSON ({str(e)[:200]})") from None
-    _check_meta(meta, where)
+    if not isinstance(meta, dict):
+        raise StoreError(f"{where!r}: a JSON {type(meta).__name__}; expected an object; not a block checkpoint")
+    if type(meta.get("format", 0)) is not int:
+        raise StoreError(
+            f"{where!r}: `format` is {str(meta['format'])[:20]!r}; expected an integer; not a block checkpoint"
+        )
     if meta.get("format", 0) > FORMAT:
         raise StoreError(
             f"{where!r}: format {meta['format']} is newer than this seed-sweep reads ({FORMAT}); upgrade seed-sweep"
@@ -291,6 +334,7 @@ def _read_meta(text: str, where: str) -> dict[str, Any]:
             f"{where!r}: format {meta.get('format')} was written by an older seed-sweep (trained without a "
             f"validation split; this one reads formats {OLDEST}-{FORMAT}); train the block again"
         )
+    _check_meta(meta, where)
     return meta
 
 

@@ -135,7 +135,7 @@ class LocalExecutor:
         history = None
         if resume_from is not None:
             with local_copy(self.sweep_dir.filesystem, resume_from) as d:
-                saved = checked_block(d, trial)
+                saved = checked_block(d, trial, repr(resume_from))
             state, history = saved.state, saved.history
         info = {
             "trial_key": trial.trial_key,

@@ -154,33 +154,36 @@ def _saved_block(trial: TrialPlan, resume_from: str | None, filesystem) -> Saved
     checkpoint = tune.get_checkpoint()
     if checkpoint is not None:
         with checkpoint.as_directory() as d:
-            return checked_block(d, trial)
+            return checked_block(d, trial, f"the Tune checkpoint of trial {trial.trial_key!r} ({checkpoint.path})")
     if resume_from is not None:
         with local_copy(filesystem, resume_from) as d:
-            return checked_block(d, trial)
+            return checked_block(d, trial, repr(resume_from))
     return None
 
 
-def checked_block(directory: str | os.PathLike[str], trial: TrialPlan) -> SavedBlock:
-    """The block checkpoint in ``directory``, read once its ``block.json`` is found to be one of
-    ``trial`` (its key, seeds, hyperparameters and the structure its spec says, by the spec's own
-    id): before the spec it holds builds a model, which may run code it names. Else a
-    :class:`StoreError`."""
+def checked_block(directory: str | os.PathLike[str], trial: TrialPlan, source: str) -> SavedBlock:
+    """The block checkpoint in ``directory`` (a copy of ``source``, as messages name it), read once
+    its ``block.json`` is found to be one of ``trial`` (its key, seeds, hyperparameters and the
+    structure its spec says, by the spec's own id): before the spec it holds builds a model, which
+    may run code it names. Else a :class:`StoreError`."""
     ref = read_block(directory)
     try:
         config_id = ref.spec.config_id
-    except (ValueError, TypeError) as e:  # (SpecError is a ValueError)
-        raise StoreError(f"{directory}/block.json: its spec is not valid ({e})") from None
+    except (ValueError, TypeError, AttributeError, RecursionError) as e:  # (SpecError is a ValueError)
+        raise StoreError(f"{source}: the spec of its block.json is not valid ({str(e)[:200]})") from None
     hparams = [{k: float(v) for k, v in h.items()} for h in ref.hparams]
-    if (ref.trial_key, ref.seeds, config_id, hparams) != (
-        trial.trial_key,
-        trial.seeds,
-        trial.config_id,
-        list(trial.hparams),
-    ):
+    theirs = {"trial": ref.trial_key, "config": config_id, "seeds": ref.seeds, "hyperparameters": hparams}
+    ours = {
+        "trial": trial.trial_key,
+        "config": trial.config_id,
+        "seeds": trial.seeds,
+        "hyperparameters": list(trial.hparams),
+    }
+    differ = [f"{k} {str(theirs[k])[:60]} (the trial's: {str(ours[k])[:60]})" for k in ours if theirs[k] != ours[k]]
+    if differ:
         raise StoreError(
-            f"checkpoint of trial {ref.trial_key!r} (config {config_id}, seeds {ref.seeds}) does not belong to "
-            f"trial {trial.trial_key!r} (config {trial.config_id}, seeds {trial.seeds}); it cannot be resumed"
+            f"{source}: not a checkpoint of trial {trial.trial_key!r}: its {'; its '.join(differ)}; it cannot be "
+            f"resumed: delete it (the trial then trains from the start), or run without resume"
         )
     return ref.load()
 
