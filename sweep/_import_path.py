@@ -27,6 +27,13 @@ def trusted(name: str, trust: bool | Collection[str]) -> bool:
     return not is_import_path(name) or trust is True or (trust is not False and name in trust)
 
 
+def with_import_hint(error: SpecError) -> str:
+    """``error``'s text (of building a model factory), and where it could not import its module,
+    where that module is looked for (a store or a sweep directory has no spec file beside it)."""
+    hint = "; the factory is imported from your environment: install its package, or run with PYTHONPATH=<the folder of its module>"
+    return f"{error}{hint if 'cannot import module' in str(error) else ''}"
+
+
 def import_object(path: str, field: str) -> Any:
     """Import ``module:attr`` (attr may be dotted) and return it; errors name the spec field."""
     module_name, _, attr = path.partition(":")

@@ -56,6 +56,17 @@ def test_a_failed_trial_is_named_and_resume_continues_to_the_same_store(local_ru
     assert store_files(path) == store_files(local_run)
 
 
+def test_aggregating_an_unfinished_sweep_says_which_members_stand_short(tmp_path):
+    hooks = TrialHooks(after_report=FailOnce(str(tmp_path / "failed")))
+    with pytest.raises(sweep.SweepError, match="injected failure"):
+        sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, trial_hooks=hooks))
+    result = invoke("aggregate", tmp_path / "tiny")
+    assert result.exit_code == 0 and "ensembles: 4 members stored (1 structural config)" in result.output
+    assert "note: 2 members of 1 unfinished trial stored as their last checkpoint left them (status stopped_early)" in (
+        result.output
+    )
+
+
 def test_a_resume_builds_nothing_a_forged_checkpoint_names(tmp_path):
     """A partial checkpoint whose block.json names another model (a factory, code of its choosing)
     is refused by its spec's own id before that spec builds anything: no factory runs."""

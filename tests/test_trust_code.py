@@ -173,6 +173,22 @@ def test_aggregating_a_sweep_whose_models_a_factory_builds_needs_trust(tmp_path,
     sys.modules.pop("_trap", None)
 
 
+def test_a_trusted_factory_that_does_not_import_is_named_before_any_work(tmp_path, marker):
+    """`sweep aggregate --trust-code` of a colleague's sweep directory, without their module on the
+    import path: one line naming it and where it is looked for, before anything is written."""
+    root = hostile_sweep(tmp_path / "sweep", marker, "_trap:touch")
+    (root / "ensembles").unlink()
+    shutil.rmtree(root / ".ensembles")
+    for meta in root.glob("run/*/checkpoint_*/block.json"):
+        meta.write_text(meta.read_text().replace("_trap:touch", "nu_colleagues_models:net"))
+    result = invoke("aggregate", root, "--trust-code")
+    assert result.exit_code == 1 and not (root / "ensembles").exists()
+    assert "cannot import module 'nu_colleagues_models'" in result.stderr
+    assert "the factory is imported from your environment: install its package, or run with PYTHONPATH" in (
+        result.stderr
+    )
+
+
 def test_a_run_trusts_only_the_factories_its_own_spec_names(tmp_path, marker):
     """`sweep.run` of a spec of built-in models into a directory that holds checkpoints of a
     factory it does not name (a received sweep directory) does not run that factory."""

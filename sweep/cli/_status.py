@@ -18,6 +18,7 @@ from .._errors import StoreError
 from .._fs import files_under, filesystem_path, local_path, read_text
 from .._import_path import is_import_path
 from .._layout import DATA_SCANS, EXPERIMENT_PREFIX, LOCAL_DIR, MANIFEST, PLAN, POINTER, STORE_NAME, TUNE_ERROR_FILES
+from .._words import counted
 from ..store import SweepDir, committed_root, generations_dir, read_manifest, sweeps_inside
 
 STATES = ("done", "stopped early", "partial", "failed", "pending")  # partial: running now, or interrupted
@@ -134,8 +135,9 @@ def stored_line(
             + (", if you trust the model factory it names)" if factory else ")")
         )
     return (
-        f"ensembles: {manifest.get('num_members', 0)} members stored ({manifest.get('num_configs', 0)} "
-        f"structural configs), {manifest.get('num_missing', 0)} planned members missing"
+        f"ensembles: {counted(manifest.get('num_members', 0), 'member')} stored "
+        f"({counted(manifest.get('num_configs', 0), 'structural config')}), "
+        f"{counted(manifest.get('num_missing', 0), 'planned member')} missing"
     )
 
 

@@ -48,7 +48,8 @@ def aggregate(
     Reading a checkpoint rebuilds its model: a sweep directory whose models a factory builds
     (model.name 'package.module:factory') is aggregated only with --trust-code, for directories
     you made or trust."""
-    from ._status import stored_line
+    from .._words import counted
+    from ._status import stored_line, trial_states
 
     if address and not parallel:
         raise CLIError("--address: only with --parallel (without it the aggregation runs in this process)")
@@ -62,6 +63,13 @@ def aggregate(
         store = aggregate(existing(sweep_dir), trust_code=trust_code)
     typer.echo(f"store: {store}")
     typer.echo(stored_line(sweep_dir))
+    partial = [t for t in trial_states(sweep_dir)["trials"] if t["state"] == "partial"]
+    if partial:  # (stored as they stand, marked stopped_early: a resume trains them on)
+        typer.echo(
+            f"note: {counted(sum(t['members'] for t in partial), 'member')} of {counted(len(partial), 'unfinished trial')} "
+            f"stored as their last checkpoint left them (status stopped_early); `sweep run SPEC --resume` trains them "
+            f"on, and aggregating again replaces them"
+        )
 
 
 def verify(
@@ -85,6 +93,7 @@ def verify(
     file or link it does not list; then its manifest's sha256 is printed.
     """
     from .._errors import StoreError
+    from .._words import counted
     from ..ensemble import is_export, manifest_sha256, verify_export
     from ..store import Store
 
@@ -110,7 +119,7 @@ def verify(
         raise typer.Exit(1) from None
     manifest = store.manifest
     typer.echo(
-        f"ok: {len(manifest['files']) + 1} files verified ({manifest.get('num_members', 0)} members, "
-        f"{len(store.configs)} structural configs) in {store.root}"
+        f"ok: {len(manifest['files']) + 1} files verified ({counted(manifest.get('num_members', 0), 'member')}, "
+        f"{counted(len(store.configs), 'structural config')}) in {store.root}"
     )
     typer.echo(f"manifest sha256: {store.manifest_sha256}")

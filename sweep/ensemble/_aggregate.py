@@ -11,9 +11,9 @@ from functools import partial
 
 import pyarrow.fs as pafs
 
-from .._errors import StoreError
+from .._errors import SpecError, StoreError
 from .._fs import local_path
-from .._import_path import is_import_path, refuse_inside, trusted
+from .._import_path import import_object, is_import_path, refuse_inside, trusted, with_import_hint
 from .._layout import STORE_NAME
 from ..store import DEFAULT_SHARD_BYTES, MapTasks, SweepDir, sweep_sources, write_store
 from ._stored_scores import store_scores
@@ -106,3 +106,8 @@ def _check_factories(where: SweepDir, factories: list[str], trust_code: bool | C
     if local is not None:  # (object storage holds no module Python imports)
         for name in factories:
             refuse_inside(name, local, "`model.name`")
+    for name in factories:  # trusted, and imported before any work
+        try:
+            import_object(name, "model.name")
+        except SpecError as e:
+            raise StoreError(f"{where.shown!r}: its models cannot be built ({with_import_hint(e)})") from None

@@ -29,7 +29,7 @@ from jaxtyping import PyTree
 
 from .._errors import SpecError, StoreError
 from .._fs import filesystem_path, local_path
-from .._import_path import is_import_path, refuse_inside
+from .._import_path import is_import_path, refuse_inside, with_import_hint
 from .._layout import CONFIGS, ENSEMBLE_SCORES, MANIFEST, MEMBERS, NORMALIZATION, SPLIT_FILES
 from ..models import model_template
 from ..problems import Normalization
@@ -323,16 +323,7 @@ class Store:
             try:
                 model = model_template(name, dict(info.spec.model.options), info.sample_shape, info.target_shape)
             except SpecError as e:
-                missing = "cannot import module" in str(e)
-                raise StoreError(
-                    f"config {config_id}: its model cannot be rebuilt ({e})"
-                    + (
-                        "; the factory is imported from your environment: install its package, or run with "
-                        "PYTHONPATH=<the folder of its module>"
-                        if missing
-                        else ""
-                    )
-                ) from None
+                raise StoreError(f"config {config_id}: its model cannot be rebuilt ({with_import_hint(e)})") from None
             self._templates[config_id] = eqx.partition(model, lambda x: isinstance(x, jax.ShapeDtypeStruct))
         return self._templates[config_id]
 
