@@ -54,16 +54,18 @@ def aggregate(
     if address and not parallel:
         raise CLIError("--address: only with --parallel (without it the aggregation runs in this process)")
     from ..ensemble import aggregate
+    from ..store import SweepDir
 
+    where = SweepDir.at(existing(sweep_dir))  # (its plan and block.json files read once, here and below)
     if parallel:
         from ..tune import RayTasks
 
-        store = aggregate(existing(sweep_dir), map_tasks=RayTasks(address=address), trust_code=trust_code)
+        store = aggregate(where, map_tasks=RayTasks(address=address), trust_code=trust_code)
     else:
-        store = aggregate(existing(sweep_dir), trust_code=trust_code)
+        store = aggregate(where, trust_code=trust_code)
     typer.echo(f"store: {store}")
     typer.echo(stored_line(sweep_dir))
-    partial = [t for t in trial_states(sweep_dir)["trials"] if t["state"] == "partial"]
+    partial = [t for t in trial_states(where)["trials"] if t["state"] == "partial"]
     if partial:  # (stored as they stand, marked stopped_early: a resume trains them on)
         typer.echo(
             f"note: {counted(sum(t['members'] for t in partial), 'member')} of {counted(len(partial), 'unfinished trial')} "
