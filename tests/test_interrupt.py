@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -97,11 +98,44 @@ def test_only_a_lost_raylet_or_gcs_counts(monkeypatch):
         def dead_processes(self):
             return [(kind, None) for kind in self.dead]
 
+        all_processes = {"raylet": [], "gcs_server": []}
+        gcs_address = "127.0.0.1:1"  # (nothing listens: refused)
+
     for dead, lost in (([], False), (["dashboard", "log_monitor"], False), (["raylet"], True), (["gcs_server"], True)):
         monkeypatch.setattr(worker, "_global_node", Node(dead))
         assert local_ray_lost() is lost, dead
     monkeypatch.setattr(worker, "_global_node", None)  # no Ray
     assert local_ray_lost() is False
+
+
+def test_after_a_sigterm_a_gcs_that_refuses_connections_is_lost(monkeypatch):
+    """A SIGTERM closes the GCS's port at once, while its process and the raylet's live on for
+    seconds (and the driver's Ray may end the driver with status 1 meanwhile): once a SIGTERM came,
+    a refusal counts. Only for a GCS this process started, and only a refusal (not a slow answer)."""
+    from ray._private import worker
+
+    listening = socket.create_server(("127.0.0.1", 0))
+    closed = socket.create_server(("127.0.0.1", 0))
+    addresses = {s: f"127.0.0.1:{s.getsockname()[1]}" for s in (listening, closed)}
+    closed.close()
+
+    class Node:
+        def __init__(self, address, started_gcs=True):
+            self.gcs_address = address
+            self.all_processes = {"raylet": [], **({"gcs_server": []} if started_gcs else {})}
+
+        def dead_processes(self):
+            return []
+
+    with listening:
+        for node, signalled, lost in (
+            (Node(addresses[closed]), True, True),
+            (Node(addresses[closed]), False, False),  # no SIGTERM yet: only a daemon's exit counts
+            (Node(addresses[listening]), True, False),
+            (Node(addresses[closed], started_gcs=False), True, False),  # a cluster's GCS: not this driver's to judge
+        ):
+            monkeypatch.setattr(worker, "_global_node", node)
+            assert local_ray_lost(signalled=signalled) is lost, (node.gcs_address, node.all_processes, signalled)
 
 
 @pytest.mark.parametrize("on_ray", [True, False])
@@ -113,7 +147,7 @@ def test_the_driver_ends_at_once_saying_how_to_resume_when_its_ray_got_the_sigte
         import os, signal, time
         from sweep.tune import _interrupt
 
-        _interrupt.local_ray_lost = lambda: True  # the raylet ended with the driver's SIGTERM
+        _interrupt.local_ray_lost = lambda signalled: signalled  # the GCS ended with the driver's SIGTERM
         with _interrupt.SigtermAsCtrlC("stopped; resume with: sweep run x.toml --resume") as sigterm:
             sigterm.closes(lambda: print("display closed", flush=True))
             sigterm.closes(lambda: 1 / 0)  # a close that fails does not stop the end
@@ -136,3 +170,26 @@ def test_the_driver_ends_at_once_saying_how_to_resume_when_its_ray_got_the_sigte
         assert out.stderr.strip().splitlines()[-1] == "stopped; resume with: sweep run x.toml --resume"
     else:
         assert (out.returncode, out.stdout) == (0, "stopped gracefully\n"), out.stderr
+
+
+def test_a_sigterm_is_heard_while_the_main_thread_runs_no_python():
+    """The main thread inside a long call into C (inside Ray, waiting) runs no Python handler until
+    it returns, and the driver's Ray may end the process first: the watchdog hears the SIGTERM
+    itself (``signal.set_wakeup_fd``) and ends the process while the call still runs."""
+    script = textwrap.dedent(
+        """
+        import hashlib, os, signal, threading
+        from sweep.tune import _interrupt
+
+        _interrupt.local_ray_lost = lambda signalled: signalled  # the GCS ended with the driver's SIGTERM
+        with _interrupt.SigtermAsCtrlC("stopped; resume with: sweep run x.toml --resume"):
+            with _interrupt.starting_ray():
+                pass
+            threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM)).start()
+            hashlib.pbkdf2_hmac("sha256", b"key", b"salt", 50_000_000)  # (in C, without the GIL: seconds)
+            print("the call returned", flush=True)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert (out.returncode, out.stdout) == (143, ""), out.stderr
+    assert out.stderr.strip().splitlines()[-1] == "stopped; resume with: sweep run x.toml --resume"

@@ -24,16 +24,19 @@ no resume command is printed. Inside it, a SIGTERM does what a Ctrl-C does at th
 SIGINT handler in place then runs (Tune's during an experiment, which stops the trials and keeps
 their checkpoints; Python's elsewhere, which raises ``KeyboardInterrupt``). Where the signal
 went to every process (Slurm's job step, ``timeout``'s process group, ``ray job stop``'s process
-tree), the Ray this process started gets it too: its daemons exit within seconds, and the stop
-would wait a minute on them (Ray's reconnection timeout) before Ray ends the process; the driver
-ends as soon as they are gone, saying how to resume (:func:`local_ray_lost`).
+tree), the Ray this process started gets it too: its GCS closes its port at once and its daemons
+exit within ten seconds, and the stop would wait on them until Ray ends the process (a minute, its
+reconnection timeout, or at the raylet's exit: status 1, nothing said); the driver ends as soon as
+the GCS refuses connections, saying how to resume (:func:`local_ray_lost`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
+import socket
 import sys
 import threading
 import time
@@ -62,22 +65,42 @@ def tune_sigint() -> Iterator[Callable[[], bool]]:
             signal.signal(signal.SIGINT, before)
 
 
-LOST_POLL_S = 0.2  # how often, after a SIGTERM, the watchdog looks at the run and its Ray
+LOST_POLL_S = 0.2  # how often the watchdog looks at the run and its Ray
+SIGNALLED_POLL_S, SIGNALLED_FOR_S = 0.01, 2.0  # how often it looks for how long after a SIGTERM (Ray may end first)
 CLOSE_WAIT_S = 1.0  # the most the watchdog waits on a close (a display) before it ends the process
 RAY_DAEMONS = ("raylet", "gcs_server")  # Ray's process types of the daemons a stop needs
 _TAKING: list[SigtermAsCtrlC] = []  # the contexts open in this process (one per running sweep.run)
 
 
-def local_ray_lost() -> bool:
-    """Whether the raylet or the GCS of the Ray this process started has exited; False where this
-    process joined a cluster (its node runs no daemon here) or Ray is not running."""
+def local_ray_lost(signalled: bool = False) -> bool:
+    """Whether the raylet or the GCS of the Ray this process started has exited or, once a SIGTERM
+    reached this process (``signalled``), whether that GCS refuses connections: a SIGTERM closes its
+    port at once, while its process, and the raylet's, live on up to ten seconds, and the driver's Ray
+    may end it first (exit 1, nothing said). False where this process joined a cluster (its node
+    runs no daemon here) or Ray is not running."""
     try:
         from ray._private.worker import _global_node  # (read now: ray.init sets it)
 
         node: Any = _global_node
-        return node is not None and any(kind in RAY_DAEMONS for kind, _ in node.dead_processes())
+        if node is None:
+            return False
+        if any(kind in RAY_DAEMONS for kind, _ in node.dead_processes()):
+            return True
+        return signalled and RAY_DAEMONS[1] in node.all_processes and _refuses(node.gcs_address)
     except Exception:  # Ray changed its internals: not noticed (tests/test_private_apis.py)
         return False
+
+
+def _refuses(address: str) -> bool:
+    """Whether nothing listens at ``host:port`` any more (a slow answer is not a refusal)."""
+    host, port = address.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=LOST_POLL_S).close()
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 class Terminated(KeyboardInterrupt):
@@ -121,10 +144,11 @@ class SigtermAsCtrlC:
     "Exception ignored in", seen by ``sys.unraisablehook``); and where the run depends on this
     process's Ray (:func:`starting_ray`) and that Ray lost its raylet or GCS (:func:`local_ray_lost`:
     a SIGTERM reached them too, or a kill; the run could not go on, and Ray would end the process
-    a minute later), it calls what :meth:`closes` was given, prints ``last_words`` and ends the
+    later with status 1), it calls what :meth:`closes` was given, prints ``last_words`` and ends the
     process with status 143 at once, as a kill would: every checkpoint and the store stay
-    readable. (It looks every :data:`LOST_POLL_S` seconds: the main thread may be inside Ray,
-    not running Python, when the SIGTERM comes.)
+    readable. (It hears a SIGTERM as it comes, :class:`_Signals`, since the main thread may be inside
+    Ray, not running Python, and looks every :data:`SIGNALLED_POLL_S` seconds for a while after it,
+    every :data:`LOST_POLL_S` otherwise.)
 
     ``ray.init`` installs Ray's own SIGTERM handler: :func:`starting_ray` around it (or
     :meth:`take_back` after it) puts this one back. After the block the handler replaced last is
@@ -146,7 +170,8 @@ class SigtermAsCtrlC:
         self.replaced: Callable | int | None = None
         self.closing: list[Callable[[], None]] = []
         self.inside, self.swallowed = threading.Event(), threading.Event()
-        self.received = False  # whether a SIGTERM reached the block
+        self.received = False  # whether a SIGTERM reached the block (its handler ran)
+        self.signals: _Signals | None = None
         self.on_ray = False
         self.hook: Callable[[Any], Any] | None = None
 
@@ -156,7 +181,8 @@ class SigtermAsCtrlC:
         self.inside.set()
         _TAKING.append(self)  # (first: a SIGTERM from here on finds it open)
         self.hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
-        threading.Thread(target=self._watch, name="sweep-sigterm", daemon=True).start()
+        self.signals = _Signals()
+        threading.Thread(target=self._watch, args=(self.signals,), name="sweep-sigterm", daemon=True).start()
         self.take_back()
         return self
 
@@ -170,6 +196,8 @@ class SigtermAsCtrlC:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL if self.replaced is None else self.replaced)
             if sys.unraisablehook == self._unraisable:
                 sys.unraisablehook = self.hook
+            if self.signals is not None:
+                self.signals.stop()
             _TAKING.remove(self)
 
     def take_back(self) -> None:
@@ -189,6 +217,8 @@ class SigtermAsCtrlC:
 
     def _as_ctrl_c(self, signum: int, frame: FrameType | None) -> None:
         self.received = True
+        if self.signals is not None:
+            self.signals.tell(signal.SIGTERM)  # (where the C handler told nobody: another wakeup fd)
         handler = signal.getsignal(signal.SIGINT)
         if callable(handler) and handler is not signal.default_int_handler:  # Tune's: a flag, stopped gracefully
             handler(signal.SIGINT, frame)
@@ -202,17 +232,20 @@ class SigtermAsCtrlC:
         elif self.hook is not None:
             self.hook(unraisable)
 
-    def _watch(self) -> None:
+    def _watch(self, signals: _Signals) -> None:
         """Raises a swallowed interrupt again; ends the process once the Ray the run depends on is
-        lost (a SIGTERM to every process, seen before the main thread runs its handler; or a
+        lost (a SIGTERM to every process, heard before the main thread runs its handler; or a
         kill: the run could not go on); returns when the block ends."""
+        heard_at = -float("inf")  # when the last SIGTERM came (time.monotonic)
         while self.inside.is_set():
             if self.swallowed.is_set():
                 self.swallowed.clear()
                 os.kill(os.getpid(), signal.SIGTERM)  # (to the main thread's handler: this one again)
-            if self.on_ray and local_ray_lost():
+            if self.on_ray and local_ray_lost(signalled=heard_at > -float("inf")):
                 self._end()
-            time.sleep(LOST_POLL_S)
+            recent = time.monotonic() - heard_at < SIGNALLED_FOR_S
+            if signals.wait(SIGNALLED_POLL_S if recent else LOST_POLL_S) == signal.SIGTERM:
+                heard_at = time.monotonic()
 
     def _end(self) -> None:
         closing = threading.Thread(target=self._close_all, daemon=True)
@@ -228,3 +261,42 @@ class SigtermAsCtrlC:
         for close in self.closing:
             with contextlib.suppress(Exception):  # (racing the main thread's own close)
                 close()
+
+
+class _Signals:
+    """The signals this process receives, told to the watchdog as they come: Python's C handler
+    writes each one's number to the file ``signal.set_wakeup_fd`` names, even while the main thread
+    is inside Ray and runs no Python handler yet (after a SIGTERM to every process the driver's Ray
+    may end it first). Where something else (an asyncio loop) named that file, it is left as it is
+    and only :meth:`tell` tells. Opened and stopped on the main thread; closed by the watchdog."""
+
+    def __init__(self) -> None:
+        self.inbox, self.outbox = socket.socketpair()
+        self.inbox.setblocking(False)
+        self.outbox.setblocking(False)
+        before = signal.set_wakeup_fd(self.outbox.fileno(), warn_on_full_buffer=False)
+        self.wakes = before == -1
+        if not self.wakes:
+            signal.set_wakeup_fd(before)
+
+    def tell(self, signum: int) -> None:
+        with contextlib.suppress(OSError):  # (full or closed: the watchdog has enough to read, or is gone)
+            self.outbox.send(bytes([signum]))
+
+    def wait(self, timeout: float) -> int | None:
+        """The last signal told within ``timeout`` seconds, SIGTERM before any other; None if none."""
+        try:
+            if not select.select([self.inbox], [], [], timeout)[0]:
+                return None
+            told = self.inbox.recv(4096)
+        except (OSError, ValueError):  # (closed meanwhile)
+            return None
+        return signal.SIGTERM if signal.SIGTERM in told else (told[-1] if told else None)
+
+    def stop(self) -> None:
+        """No more wakeups, and the file named before named again (main thread; the watchdog's next
+        :meth:`wait` tells nothing)."""
+        if self.wakes and (named := signal.set_wakeup_fd(-1)) != self.outbox.fileno():
+            signal.set_wakeup_fd(named)  # (someone else named theirs since: it stays)
+        self.inbox.close()
+        self.outbox.close()
