@@ -107,6 +107,15 @@ def test_help_names_arguments_in_capitals_as_errors_do_and_shows_the_form_of_rep
     assert "<list[str]>" not in text
 
 
+@pytest.mark.parametrize("command", ["", *COMMANDS, "scores", "serve", "export"])
+def test_a_flag_shows_no_type_as_if_it_took_a_value(command):
+    """`--resume`, not `--resume <bool>` (typer 0.29's rich help labels every flag so)."""
+    text = invoke(*filter(None, [command, "--help"]), columns=200).output
+    flags = {"": ["--debug", "--help"], "run": ["--resume", "--verbose"], "show": ["--members", "--wide"]}
+    assert all(re.search(rf"{flag}\s{{2,}}\S", text) for flag in flags.get(command, ["--help"])), text
+    assert "<bool>" not in text
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_no_option_form_breaks_mid_word_at_80_columns(command):
     """A form such as `<min|max>` is one unbroken word in a terminal of 80 columns (a longer

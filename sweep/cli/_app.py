@@ -19,7 +19,7 @@ import sys
 from typing import Annotated
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from .._errors import SweepError
 from ._args import cli_phrasing
@@ -33,8 +33,28 @@ from ._show import show
 from ._store import aggregate, status, verify
 
 
+def _untyped_flags(params: list) -> list:
+    """``params`` with no type shown beside a flag: typer 0.29's rich help labels every flag
+    ``<bool>`` (``--resume <bool>``), as if it took a value."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class _Command(TyperCommand):
+    """typer's command, its flags shown without a type."""
+
+    def get_params(self, ctx) -> list:
+        return _untyped_flags(super().get_params(ctx))
+
+
 class _Commands(TyperGroup):
-    """typer's group, which says where a command's option given before the command's name goes."""
+    """typer's group, which says where a command's option given before the command's name goes;
+    its flags shown without a type."""
+
+    def get_params(self, ctx) -> list:
+        return _untyped_flags(super().get_params(ctx))
 
     def parse_args(self, ctx, args: list[str]) -> list[str]:
         own = {o for p in self.params for o in p.opts} | set(ctx.help_option_names)
@@ -203,4 +223,4 @@ def _help(command) -> str:
 
 
 for _command in COMMANDS:
-    app.command(help=_help(_command))(guard(_command))
+    app.command(cls=_Command, help=_help(_command))(guard(_command))
