@@ -418,3 +418,24 @@ def test_the_status_lines_wrap_between_their_parts_not_inside_one():
     wide = Console(file=io.StringIO(), width=200, color_system=None)  # one line where it fits
     wide.print(state.renderable())
     assert " | ".join(state.summary().split(" | ")[:3]) in wide.file.getvalue()
+
+
+def test_a_typed_ctrl_c_cannot_shift_the_live_display():
+    """The terminal echoes a typed ^C where the cursor is: after a frame's last line, as wide as
+    the terminal, it would wrap, rich's next frame would start a line low and the first line
+    would show twice. While live, every frame ends on an empty line (the cursor at its start);
+    the last frame, which stays on the screen, does not."""
+    spec = grid_spec()
+    plan = make_plan(spec)
+    stream = io.StringIO()
+    state = ProgressState(spec, plan.trials, clock=Clock())
+    display = SweepProgress(state, mode="live", stream=stream)
+    display.start()
+    display.on_step_end(iteration=1, trials=[tune_trial(plan.trials[0].trial_key, "RUNNING")])
+    display._live.refresh()
+    live = stream.getvalue()
+    last_row = live.rstrip("\n").rsplit("\n", 1)[-1]
+    assert live.endswith(last_row + "\n") and last_row.startswith("depth=2 learning_rate=0.001")
+    display.close()
+    final = stream.getvalue()[len(live) :]
+    assert final.endswith(last_row + "\n\x1b[?25h")  # the last row, then the line rich ends a display with

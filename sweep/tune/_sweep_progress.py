@@ -48,13 +48,23 @@ class SweepProgress(Callback):
             self._console = console = Console(file=self.stream, force_terminal=True)
             self._live = Live(
                 console=console,
-                get_renderable=self.state.renderable,
+                get_renderable=self._frame,
                 refresh_per_second=2,
                 transient=False,
                 redirect_stdout=False,
                 redirect_stderr=False,
             )
             self._live.start()
+
+    def _frame(self):
+        """The display and, until its last frame, an empty line below it for the cursor: a typed ^C
+        is echoed where the cursor is, and after a line as wide as the terminal it would wrap, so
+        that rich's next frame would start a line low and show the first line twice."""
+        from rich.console import Group
+        from rich.text import Text
+
+        display = self.state.renderable()
+        return display if self._closed else Group(display, Text(""))
 
     def message(self, text: str, wrap: bool = False) -> None:
         """A line printed above the display (or among the plain lines). ``wrap``: prose, wrapped at
