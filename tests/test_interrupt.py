@@ -115,9 +115,9 @@ def test_after_a_sigterm_a_gcs_that_refuses_connections_is_lost(monkeypatch):
     from ray._private import worker
 
     listening = socket.create_server(("127.0.0.1", 0))
-    closed = socket.create_server(("127.0.0.1", 0))
+    closed = socket.socket()  # bound, not listening: its port refuses, and no other process takes it
+    closed.bind(("127.0.0.1", 0))
     addresses = {s: f"127.0.0.1:{s.getsockname()[1]}" for s in (listening, closed)}
-    closed.close()
 
     class Node:
         def __init__(self, address, started_gcs=True):
@@ -127,7 +127,7 @@ def test_after_a_sigterm_a_gcs_that_refuses_connections_is_lost(monkeypatch):
         def dead_processes(self):
             return []
 
-    with listening:
+    with listening, closed:
         for node, signalled, lost in (
             (Node(addresses[closed]), True, True),
             (Node(addresses[closed]), False, False),  # no SIGTERM yet: only a daemon's exit counts
@@ -136,6 +136,15 @@ def test_after_a_sigterm_a_gcs_that_refuses_connections_is_lost(monkeypatch):
         ):
             monkeypatch.setattr(worker, "_global_node", node)
             assert local_ray_lost(signalled=signalled) is lost, (node.gcs_address, node.all_processes, signalled)
+    tried = []
+
+    def refused(address, timeout):
+        tried.append(address)
+        raise ConnectionRefusedError
+
+    monkeypatch.setattr(socket, "create_connection", refused)
+    monkeypatch.setattr(worker, "_global_node", Node("[::1]:6379"))  # Ray's form of an IPv6 address
+    assert local_ray_lost(signalled=True) and tried == [("::1", 6379)]
 
 
 @pytest.mark.parametrize("on_ray", [True, False])
@@ -172,14 +181,20 @@ def test_the_driver_ends_at_once_saying_how_to_resume_when_its_ray_got_the_sigte
         assert (out.returncode, out.stdout) == (0, "stopped gracefully\n"), out.stderr
 
 
-def test_a_sigterm_is_heard_while_the_main_thread_runs_no_python():
+@pytest.mark.parametrize("files_open", [0, 1100])
+def test_a_sigterm_is_heard_while_the_main_thread_runs_no_python(files_open):
     """The main thread inside a long call into C (inside Ray, waiting) runs no Python handler until
     it returns, and the driver's Ray may end the process first: the watchdog hears the SIGTERM
-    itself (``signal.set_wakeup_fd``) and ends the process while the call still runs."""
+    itself (``signal.set_wakeup_fd``) and ends the process while the call still runs; also with
+    more than 1024 files open (``ray.init`` raises the limit; a second run in a notebook)."""
     script = textwrap.dedent(
-        """
-        import hashlib, os, signal, threading
+        f"""
+        import hashlib, os, resource, signal, threading
         from sweep.tune import _interrupt
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(soft, 4096), hard), hard))
+        held = [os.open(os.devnull, os.O_RDONLY) for _ in range({files_open})]  # the watchdog's files are numbered above them
 
         _interrupt.local_ray_lost = lambda signalled: signalled  # the GCS ended with the driver's SIGTERM
         with _interrupt.SigtermAsCtrlC("stopped; resume with: sweep run x.toml --resume"):

@@ -92,10 +92,11 @@ def local_ray_lost(signalled: bool = False) -> bool:
 
 
 def _refuses(address: str) -> bool:
-    """Whether nothing listens at ``host:port`` any more (a slow answer is not a refusal)."""
+    """Whether nothing listens at ``host:port`` (``[host]:port`` for IPv6) any more (a slow answer
+    is not a refusal)."""
     host, port = address.rsplit(":", 1)
     try:
-        socket.create_connection((host, int(port)), timeout=LOST_POLL_S).close()
+        socket.create_connection((host.strip("[]"), int(port)), timeout=LOST_POLL_S).close()  # ("[::1]": IPv6)
     except ConnectionRefusedError:
         return True
     except OSError:
@@ -147,7 +148,8 @@ class SigtermAsCtrlC:
     later with status 1), it calls what :meth:`closes` was given, prints ``last_words`` and ends the
     process with status 143 at once, as a kill would: every checkpoint and the store stay
     readable. (It hears a SIGTERM as it comes, :class:`_Signals`, since the main thread may be inside
-    Ray, not running Python, and looks every :data:`SIGNALLED_POLL_S` seconds for a while after it,
+    Ray, not running Python, unless something else, an asyncio loop, owns the file Python's C
+    handler writes to; and it looks every :data:`SIGNALLED_POLL_S` seconds for a while after it,
     every :data:`LOST_POLL_S` otherwise.)
 
     ``ray.init`` installs Ray's own SIGTERM handler: :func:`starting_ray` around it (or
@@ -241,11 +243,12 @@ class SigtermAsCtrlC:
             if self.swallowed.is_set():
                 self.swallowed.clear()
                 os.kill(os.getpid(), signal.SIGTERM)  # (to the main thread's handler: this one again)
-            if self.on_ray and local_ray_lost(signalled=heard_at > -float("inf")):
-                self._end()
+            if self.on_ray and local_ray_lost(signalled=heard_at > -float("inf")) and self.inside.is_set():
+                self._end()  # (still inside: a ray.shutdown() after the block closes the GCS too)
             recent = time.monotonic() - heard_at < SIGNALLED_FOR_S
             if signals.wait(SIGNALLED_POLL_S if recent else LOST_POLL_S) == signal.SIGTERM:
                 heard_at = time.monotonic()
+        signals.close()
 
     def _end(self) -> None:
         closing = threading.Thread(target=self._close_all, daemon=True)
@@ -267,36 +270,59 @@ class _Signals:
     """The signals this process receives, told to the watchdog as they come: Python's C handler
     writes each one's number to the file ``signal.set_wakeup_fd`` names, even while the main thread
     is inside Ray and runs no Python handler yet (after a SIGTERM to every process the driver's Ray
-    may end it first). Where something else (an asyncio loop) named that file, it is left as it is
-    and only :meth:`tell` tells. Opened and stopped on the main thread; closed by the watchdog."""
+    may end it first). Where something else (an asyncio loop) named that file first, it is left as
+    it is and only :meth:`tell` tells (the handler, once the main thread runs it). Made and stopped
+    on the main thread; closed by the watchdog, after the stop, so that a signal handled on another
+    thread as the stop comes writes to a file still open, not to one that took its number."""
 
     def __init__(self) -> None:
-        self.inbox, self.outbox = socket.socketpair()
-        self.inbox.setblocking(False)
-        self.outbox.setblocking(False)
-        before = signal.set_wakeup_fd(self.outbox.fileno(), warn_on_full_buffer=False)
-        self.wakes = before == -1
-        if not self.wakes:
-            signal.set_wakeup_fd(before)
+        self.wakes = False
+        try:
+            self.inbox, self.outbox = socket.socketpair()
+            self.inbox.setblocking(False)
+            self.outbox.setblocking(False)
+            self.waiting = select.poll()  # (not select.select: no limit on the file's number)
+            self.waiting.register(self.inbox, select.POLLIN)
+        except OSError:  # (out of files: the watchdog looks every poll interval, hearing nothing)
+            self.inbox = self.outbox = None
+            return
+        with contextlib.suppress(OSError, ValueError):  # (a subinterpreter: nothing heard at C level)
+            before = signal.set_wakeup_fd(self.outbox.fileno(), warn_on_full_buffer=False)
+            self.wakes = before == -1
+            if not self.wakes:
+                signal.set_wakeup_fd(before)
 
     def tell(self, signum: int) -> None:
-        with contextlib.suppress(OSError):  # (full or closed: the watchdog has enough to read, or is gone)
-            self.outbox.send(bytes([signum]))
+        if self.outbox is not None:
+            with contextlib.suppress(OSError):  # (full or closed: the watchdog has enough to read, or is gone)
+                self.outbox.send(bytes([signum]))
 
     def wait(self, timeout: float) -> int | None:
-        """The last signal told within ``timeout`` seconds, SIGTERM before any other; None if none."""
+        """The signal told first, SIGTERM before any other, as soon as one is; None if none was
+        within ``timeout`` seconds."""
+        if self.inbox is None:
+            time.sleep(timeout)
+            return None
         try:
-            if not select.select([self.inbox], [], [], timeout)[0]:
+            if not self.waiting.poll(timeout * 1000):
                 return None
             told = self.inbox.recv(4096)
-        except (OSError, ValueError):  # (closed meanwhile)
+        except (OSError, ValueError):  # (closed meanwhile: the block is over)
+            time.sleep(timeout)
             return None
         return signal.SIGTERM if signal.SIGTERM in told else (told[-1] if told else None)
 
     def stop(self) -> None:
-        """No more wakeups, and the file named before named again (main thread; the watchdog's next
-        :meth:`wait` tells nothing)."""
-        if self.wakes and (named := signal.set_wakeup_fd(-1)) != self.outbox.fileno():
-            signal.set_wakeup_fd(named)  # (someone else named theirs since: it stays)
-        self.inbox.close()
-        self.outbox.close()
+        """No more wakeups (main thread): the file named before is named again, and the watchdog
+        told to look (and close these)."""
+        if self.wakes and self.outbox is not None:
+            with contextlib.suppress(OSError, ValueError):
+                if (named := signal.set_wakeup_fd(-1)) != self.outbox.fileno():
+                    signal.set_wakeup_fd(named)  # (someone else named theirs since: it stays)
+        self.tell(0)
+
+    def close(self) -> None:
+        """The watchdog's, once out of its loop."""
+        for end in (self.inbox, self.outbox):
+            if end is not None:
+                end.close()
