@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import secrets
 import shutil
 import socket
 import subprocess
@@ -109,7 +110,10 @@ def _nodes(address: str, env: dict) -> list[dict]:
 @pytest.mark.slow
 def test_local_cluster_runs_a_sweep_on_its_workers(tmp_path):
     state = tempfile.mkdtemp(prefix="sl-", dir="/tmp")  # short: Ray's socket paths live below it
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_ADDRESS": ""}
+    # a token of its own for every node and driver: without one, local.sh generates ~/.ray/auth_token,
+    # and from then on every local Ray of this user turns token authentication on
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), "RAY_ADDRESS": ""}
+    had_token = Path.home().joinpath(".ray", "auth_token").exists()
     spec = tiny_spec(name="on-cluster", resources={"cpu": 1, "gpu": 1})  # fake GPUs: only workers fit
     spec.to_toml(tmp_path / "spec.toml")
     port = _free_port()
@@ -178,3 +182,4 @@ def test_local_cluster_runs_a_sweep_on_its_workers(tmp_path):
     assert not pids.exists()
     leftover = subprocess.run(["pgrep", "-f", state], capture_output=True, text=True)
     assert leftover.stdout.strip() == "", leftover.stdout
+    assert Path.home().joinpath(".ray", "auth_token").exists() == had_token  # the user's own Ray untouched
