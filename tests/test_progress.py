@@ -61,8 +61,9 @@ def test_counts_come_from_the_plan_when_tune_knows_only_some_trials():
     state.statuses([tune_trial(first.trial_key, "TERMINATED")])
     c = state.counts()
     assert c["trials"]["done"] == 1 and c["members_done"] == 4 and c["members"] == 16
-    # members are hparams-major: the first two ran at lr=0.003, the last two at lr=0.001
-    assert c["best"] == {"depth=1 learning_rate=0.003": 0.1, "depth=1 learning_rate=0.001": 0.2}
+    # members are hparams-major: the first two ran at lr=0.003, the last two at lr=0.001; the best
+    # member's latest loss, as the store will hold it (not 0.2, the last member's at epoch 2)
+    assert c["best"] == {"depth=1 learning_rate=0.003": 0.1, "depth=1 learning_rate=0.001": 0.25}
     assert c["mean"] == pytest.approx({"depth=1 learning_rate=0.003": 0.275, "depth=1 learning_rate=0.001": 0.275})
     assert c["per_config"]["depth=1 learning_rate=0.003"] == 2
 
@@ -439,3 +440,31 @@ def test_a_typed_ctrl_c_cannot_shift_the_live_display():
     display.close()
     final = stream.getvalue()[len(live) :]
     assert final.endswith(last_row + "\n\x1b[?25h")  # the last row, then the line rich ends a display with
+
+
+def test_a_live_display_says_what_starts_until_the_first_trial_shows():
+    """Ray's start takes seconds before Tune creates a trial: a live display says so in its place
+    (a plain one prints nothing more), then shows the trials; a stop meanwhile leaves that line."""
+    spec, clock = grid_spec(), Clock()
+    plan = make_plan(spec)
+    stream = io.StringIO()
+    state = ProgressState(spec, plan.trials, clock=clock)
+    display = SweepProgress(state, mode="live", stream=stream)
+    clock.now += 3
+    display.starting("starting Ray and the first trial's worker")
+    display.start()
+    display._live.refresh()
+    assert "[tiny] 0:03 | starting Ray and the first trial's worker\n" in stream.getvalue()
+    display.on_step_end(iteration=1, trials=[tune_trial(plan.trials[0].trial_key, "RUNNING")])
+    display.close()
+    final = stream.getvalue().rsplit("starting Ray", 1)[1]
+    assert "trials 0/4 done, 1 compiling, 0 running, 3 pending" in final
+
+    stopped = io.StringIO()
+    early = SweepProgress(ProgressState(spec, plan.trials, clock=clock), mode="live", stream=stopped)
+    early.starting("starting Ray and the first trial's worker")
+    early.close()  # a Ctrl-C while Ray starts: the line stays, nothing else
+    assert stopped.getvalue().endswith("| starting Ray and the first trial's worker\n\x1b[?25h")
+    plain = io.StringIO()
+    SweepProgress(ProgressState(spec, plan.trials, clock=clock), mode="plain", stream=plain).starting("starting Ray")
+    assert plain.getvalue() == ""

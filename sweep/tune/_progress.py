@@ -111,7 +111,6 @@ class ProgressState:
         self.epochs_before = 0  # their member-epochs
         if spec.search is None or spec.points:  # a search's configurations come as it proposes them
             self.add_configurations(spec, done)
-        self.best: dict[str, float] = {}  # label -> the lowest loss any member reached
         self.latest: dict[str, dict[tuple[str, int], float]] = {}  # label -> member -> its latest loss
         self.loss_name = "test loss"
         self.vectors = LOSS_VECTORS  # the loss vectors shown, the first one a trial reports
@@ -187,8 +186,6 @@ class ProgressState:
             self.latest.get(label, {}).pop(member, None)
             return
         self.latest.setdefault(label, {})[member] = float(loss)
-        if loss < self.best.get(label, float("inf")):
-            self.best[label] = float(loss)
 
     def add(self, trials: Iterable[TrialPlan]) -> None:
         """Trials of a later phase (a new experiment after a restored one)."""
@@ -287,7 +284,7 @@ class ProgressState:
                 "elapsed": now - self.started,
                 "waited": sum(t.waited for t in self.trials.values()),
                 "per_config": per_config,
-                "best": dict(self.best),
+                "best": {label: min(v.values()) for label, v in self.latest.items() if v},  # as stored at the end
                 "mean": {label: sum(v.values()) / len(v) for label, v in self.latest.items() if v},
             }
 

@@ -10,7 +10,7 @@ from typing import TextIO
 
 from ray.tune import Callback
 
-from ._progress import ProgressState
+from ._progress import ProgressState, duration
 
 MODES = ("auto", "live", "plain", "off")
 
@@ -32,6 +32,7 @@ class SweepProgress(Callback):
             mode = "live" if tty and not os.environ.get("CI") and os.environ.get("TERM") != "dumb" else "plain"
         self.mode = mode
         self._live, self._console, self._closed, self._started = None, None, False, False
+        self._starting = ""  # what starts before the first trial shows (a live display says so)
         self._last_time, self._last_line = float("-inf"), ""
 
     def start(self) -> SweepProgress:
@@ -40,8 +41,19 @@ class SweepProgress(Callback):
         self._show()
         return self
 
+    def starting(self, what: str) -> None:
+        """Say that ``what`` starts (Ray: seconds in which nothing else would show), where the
+        display is live: one line in its place until the first trial shows; nothing elsewhere."""
+        self._starting = what
+        if self.mode == "live":
+            self._open()
+
     def _show(self) -> None:
-        if self._started and self.state.seen and self.mode == "live" and self._live is None and not self._closed:
+        if self._started and self.state.seen and self.mode == "live":
+            self._open()
+
+    def _open(self) -> None:
+        if self._live is None and not self._closed:
             from rich.console import Console
             from rich.live import Live
 
@@ -63,7 +75,12 @@ class SweepProgress(Callback):
         from rich.console import Group
         from rich.text import Text
 
-        display = self.state.renderable()
+        if self.state.seen or not self._starting:
+            display = self.state.renderable()
+        else:
+            display = Text(
+                f"[{self.state.name}] {duration(self.state.clock() - self.state.started)} | {self._starting}"
+            )
         return display if self._closed else Group(display, Text(""))
 
     def message(self, text: str, wrap: bool = False) -> None:

@@ -155,6 +155,7 @@ class TuneExecutor:
         # data were generated before, on this thread alone: ``ray.init`` forks its daemons, and a
         # fork during a multithreaded OpenBLAS call on another thread leaves that call waiting
         # forever for BLAS threads the fork handler stopped.
+        self.display.starting("starting Ray and the first trial's worker")
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-prepare") as pool:
             prepared = pool.submit(check_writable, sweep_dir.filesystem, sweep_dir.path, sweep_dir.shown)
             ensure_ray(options.address, quiet=options.quiet)
