@@ -42,11 +42,22 @@ def _untyped_flags(params: list) -> list:
     return params
 
 
+_BOOLEAN_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0"})
+
+
 class _Command(TyperCommand):
-    """typer's command, its flags shown without a type."""
+    """typer's command, its flags shown without a type, and a flag given a value (`--resume true`)
+    named as such (click's own word: an unexpected extra argument)."""
 
     def get_params(self, ctx) -> list:
         return _untyped_flags(super().get_params(ctx))
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        flags = {o for p in self.params if getattr(p, "is_flag", False) for o in p.opts}
+        for flag, value in zip(args, args[1:], strict=False):
+            if flag in flags and value.lower() in _BOOLEAN_WORDS:
+                ctx.fail(f"{flag} is a flag and takes no value: give {flag} alone (without {value!r}), or leave it out")
+        return super().parse_args(ctx, args)
 
 
 class _Commands(TyperGroup):

@@ -18,7 +18,9 @@ def export(
     where: Annotated[
         list[str] | None, typer.Option(metavar="COLUMN=VALUE", help="Keep members with column=value (repeatable).")
     ] = None,
-    best: Annotated[int | None, typer.Option(min=1, help="The k best members (by validation loss).")] = None,
+    best: Annotated[
+        int | None, typer.Option(min=1, metavar="K", help="The K best members (by validation loss).")
+    ] = None,
     greedy: Annotated[
         int | None,
         typer.Option(

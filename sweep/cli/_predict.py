@@ -32,7 +32,9 @@ def predict(
             help="Keep members with column=value (repeatable), e.g. --where depth=6 --where learning_rate=3e-4.",
         ),
     ] = None,
-    best: Annotated[int | None, typer.Option(help="Keep the K best members by --metric (validation loss).")] = None,
+    best: Annotated[
+        int | None, typer.Option(min=1, metavar="K", help="Keep the K best members by --metric (validation loss).")
+    ] = None,
     metric: MetricOpt = "val_loss",
     mode: ModeOpt = None,
     mean: Annotated[bool, typer.Option("--mean", help="Write the mean over members instead of every member.")] = False,

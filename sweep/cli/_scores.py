@@ -64,7 +64,9 @@ def scores(
             "--split (default test), computed now (one structural config: narrow it with --where / --best).",
         ),
     ] = False,
-    best: Annotated[int | None, typer.Option(min=1, help="With --recalibrate or --greedy: the k best members.")] = None,
+    best: Annotated[
+        int | None, typer.Option(min=1, metavar="K", help="With --recalibrate or --greedy: the K best members.")
+    ] = None,
     greedy: Annotated[
         int | None,
         typer.Option(

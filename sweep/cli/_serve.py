@@ -33,12 +33,15 @@ def serve(
             metavar="COLUMN=VALUE", help="Serve members with column=value (repeatable), e.g. --where depth=6."
         ),
     ] = None,
-    best: Annotated[int | None, typer.Option(help="Serve the K best members by --metric (validation loss).")] = None,
+    best: Annotated[
+        int | None, typer.Option(min=1, metavar="K", help="Serve the K best members by --metric (validation loss).")
+    ] = None,
     metric: MetricOpt = "val_loss",
     mode: ModeOpt = None,
     greedy: Annotated[
         int | None,
         typer.Option(
+            min=1,
             metavar="K",
             help="Serve K steps of greedy selection (validation CRPS) over the selected members, "
             "configurations and architectures mixed.",
