@@ -288,9 +288,10 @@ class _Signals:
             return
         with contextlib.suppress(OSError, ValueError):  # (a subinterpreter: nothing heard at C level)
             before = signal.set_wakeup_fd(self.outbox.fileno(), warn_on_full_buffer=False)
-            self.wakes = before == -1
-            if not self.wakes:
+            self.wakes = True  # (ours until stop(), also where theirs cannot be named again)
+            if before != -1:
                 signal.set_wakeup_fd(before)
+                self.wakes = False
 
     def tell(self, signum: int) -> None:
         if self.outbox is not None:
@@ -298,7 +299,7 @@ class _Signals:
                 self.outbox.send(bytes([signum]))
 
     def wait(self, timeout: float) -> int | None:
-        """The signal told first, SIGTERM before any other, as soon as one is; None if none was
+        """As soon as a signal is told: SIGTERM if one was, else the last told; None if none was
         within ``timeout`` seconds."""
         if self.inbox is None:
             time.sleep(timeout)

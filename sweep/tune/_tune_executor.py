@@ -150,12 +150,12 @@ class TuneExecutor:
         import ray  # here: not in both threads at once
 
         sweep_dir, options = self.sweep_dir, self.options
+        self.display.starting("starting Ray and the first trial's worker")
         # Ray must start on this thread (its daemons die with the thread that started them); while
         # ``ray.init`` waits for them (~2.5 s on a laptop), a helper thread checks the storage. The
         # data were generated before, on this thread alone: ``ray.init`` forks its daemons, and a
         # fork during a multithreaded OpenBLAS call on another thread leaves that call waiting
         # forever for BLAS threads the fork handler stopped.
-        self.display.starting("starting Ray and the first trial's worker")
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweep-prepare") as pool:
             prepared = pool.submit(check_writable, sweep_dir.filesystem, sweep_dir.path, sweep_dir.shown)
             ensure_ray(options.address, quiet=options.quiet)
