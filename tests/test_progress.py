@@ -421,16 +421,20 @@ def test_the_status_lines_wrap_between_their_parts_not_inside_one():
     assert " | ".join(state.summary().split(" | ")[:3]) in wide.file.getvalue()
 
 
+def _live_display(clock, mode: str = "live"):
+    """``(plan, stream, display)``: a display of :func:`grid_spec`'s plan writing to ``stream``."""
+    spec = grid_spec()
+    plan = make_plan(spec)
+    stream = io.StringIO()
+    return plan, stream, SweepProgress(ProgressState(spec, plan.trials, clock=clock), mode=mode, stream=stream)
+
+
 def test_a_typed_ctrl_c_cannot_shift_the_live_display():
     """The terminal echoes a typed ^C where the cursor is: after a frame's last line, as wide as
     the terminal, it would wrap, rich's next frame would start a line low and the first line
     would show twice. While live, every frame ends on an empty line (the cursor at its start);
     the last frame, which stays on the screen, does not."""
-    spec = grid_spec()
-    plan = make_plan(spec)
-    stream = io.StringIO()
-    state = ProgressState(spec, plan.trials, clock=Clock())
-    display = SweepProgress(state, mode="live", stream=stream)
+    plan, stream, display = _live_display(Clock())
     display.start()
     display.on_step_end(iteration=1, trials=[tune_trial(plan.trials[0].trial_key, "RUNNING")])
     display._live.refresh()
@@ -445,11 +449,8 @@ def test_a_typed_ctrl_c_cannot_shift_the_live_display():
 def test_a_live_display_says_what_starts_until_the_first_trial_shows():
     """Ray's start takes seconds before Tune creates a trial: a live display says so in its place
     (a plain one prints nothing more), then shows the trials; a stop meanwhile leaves that line."""
-    spec, clock = grid_spec(), Clock()
-    plan = make_plan(spec)
-    stream = io.StringIO()
-    state = ProgressState(spec, plan.trials, clock=clock)
-    display = SweepProgress(state, mode="live", stream=stream)
+    clock = Clock()
+    plan, stream, display = _live_display(clock)
     clock.now += 3
     display.starting("starting Ray and the first trial's worker")
     display.start()
@@ -460,11 +461,10 @@ def test_a_live_display_says_what_starts_until_the_first_trial_shows():
     final = stream.getvalue().rsplit("starting Ray", 1)[1]
     assert "trials 0/4 done, 1 compiling, 0 running, 3 pending" in final
 
-    stopped = io.StringIO()
-    early = SweepProgress(ProgressState(spec, plan.trials, clock=clock), mode="live", stream=stopped)
+    _, stopped, early = _live_display(clock)
     early.starting("starting Ray and the first trial's worker")
     early.close()  # a Ctrl-C while Ray starts: the line stays, nothing else
     assert stopped.getvalue().endswith("| starting Ray and the first trial's worker\n\x1b[?25h")
-    plain = io.StringIO()
-    SweepProgress(ProgressState(spec, plan.trials, clock=clock), mode="plain", stream=plain).starting("starting Ray")
+    _, plain, display = _live_display(clock, mode="plain")
+    display.starting("starting Ray")
     assert plain.getvalue() == ""
