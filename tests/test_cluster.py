@@ -110,8 +110,8 @@ def _nodes(address: str, env: dict) -> list[dict]:
 @pytest.mark.slow
 def test_local_cluster_runs_a_sweep_on_its_workers(tmp_path):
     state = tempfile.mkdtemp(prefix="sl-", dir="/tmp")  # short: Ray's socket paths live below it
-    # a token of its own for every node and driver: without one, local.sh generates ~/.ray/auth_token,
-    # and from then on every local Ray of this user turns token authentication on
+    # a token of its own for every node and driver: without one, local.sh generates ~/.ray/auth_token
+    # where there is none (Ray 2.60 writes one too, at a local ray.init: the user's, not this test's)
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32), "RAY_ADDRESS": ""}
     had_token = Path.home().joinpath(".ray", "auth_token").exists()
     spec = tiny_spec(name="on-cluster", resources={"cpu": 1, "gpu": 1})  # fake GPUs: only workers fit
