@@ -216,7 +216,8 @@ def test_a_sigterm_to_the_driver_stops_the_run_as_a_ctrl_c_does(local_run, tmp_p
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         with pytest.raises(
             sweep.tune.Interrupted,
-            match=r"^interrupted: 2 of 4 members done; resume with: sweep\.run\(spec, storage='.*', "
+            match=r"^interrupted: 2 of 4 members done \(the trials' checkpoints are kept\); resume with: "
+            r"sweep\.run\(spec, storage='.*', "
             r"options=sweep\.RunOptions\(executor='local', resume=True\)\)$",  # in this process, as it ran
         ) as stopped:
             sweep.run(tiny_spec(), storage=str(tmp_path), options=stop)

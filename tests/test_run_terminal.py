@@ -134,7 +134,9 @@ def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path, executor, stop):
     # Ctrl-C (or SIGTERM): exit 130 (143), how far it got and how to resume; none of Ray's own hints, warnings
     # or stack dumps
     assert rc == (130 if stop == "ctrl_c" else 143), screen[-3000:]  # 128 + SIGINT or SIGTERM
-    match = re.search(r"interrupted: (\d+) of 8 members done; resume with: (.*)", screen)
+    match = re.search(
+        r"interrupted: (\d+) of 8 members done \(the trials' checkpoints are kept\); resume with: (.*)", screen
+    )
     assert match, screen[-3000:]
     assert match.group(2).strip() == " ".join(["sweep", "run", str(toml), "--storage", str(storage), *how, "--resume"])
     done = int(match.group(1))

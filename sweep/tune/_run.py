@@ -65,7 +65,7 @@ def _resume_command(options: RunOptions, storage: str) -> str:
 def _resume_hint(done: int, total: int, command: str, planned: bool) -> str:
     if not planned:
         return f"interrupted before any trial was planned (nothing is trained); start again with: {command}"
-    return f"interrupted: {done} of {total} members done; resume with: {command}"
+    return f"interrupted: {done} of {total} members done (the trials' checkpoints are kept); resume with: {command}"
 
 
 def _asked(spec: SweepSpec, sweep_dir: SweepDir) -> SweepSpec:
