@@ -359,6 +359,9 @@ def test_status_counts_done_partial_failed_pending(tmp_path):
     lines = {line.split()[0]: line.split()[1] for line in out.splitlines() if line.startswith(plan.config_ids)}
     assert lines == {t_running.trial_key: "partial", t_failed.trial_key: "failed", t_pending.trial_key: "pending"}
     assert "RuntimeError: boom" in next(x for x in out.splitlines() if x.startswith(t_failed.trial_key))
+    header = next(x for x in out.splitlines() if x.startswith("trial "))
+    pending = next(x for x in out.splitlines() if x.startswith(t_pending.trial_key))
+    assert pending.endswith("0/4") and len(pending) == len(header)  # "epoch" above its values, no spaces after
 
     with pytest.warns(UserWarning):
         sweep.aggregate(root, progress=False)

@@ -170,7 +170,7 @@ def sweep_status(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> s
         for t in unfinished[:20]:
             error = _last_line(info["fs"], t["error"]) if t["error"] else ""
             lines.append(
-                f"{t['trial_key']:<22} {t['state']:<14} {t['members']:>7} {t['epoch']:>5}/{t['epochs']:<5}"
+                f"{t['trial_key']:<22} {t['state']:<14} {t['members']:>7} {'{}/{}'.format(t['epoch'], t['epochs']):>11}"
                 + (f"  {error}" if error else "")
             )
         if len(unfinished) > 20:
