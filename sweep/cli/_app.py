@@ -33,24 +33,24 @@ from ._show import show
 from ._store import aggregate, status, verify
 
 
-def _untyped_flags(params: list) -> list:
-    """``params`` with no type shown beside a flag: typer 0.29's rich help labels every flag
+class _UntypedFlags:
+    """Parameters with no type shown beside a flag: typer 0.29's rich help labels every flag
     ``<bool>`` (``--resume <bool>``), as if it took a value."""
-    for param in params:
-        if getattr(param, "is_flag", False) and param.metavar is None:
-            param.metavar = ""
-    return params
+
+    def get_params(self, ctx) -> list:
+        params = super().get_params(ctx)  # type: ignore[misc]
+        for param in params:
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        return params
 
 
 _BOOLEAN_WORDS = frozenset({"true", "false", "yes", "no", "on", "off", "1", "0"})
 
 
-class _Command(TyperCommand):
+class _Command(_UntypedFlags, TyperCommand):
     """typer's command, its flags shown without a type, and a flag given a value (`--resume true`)
     named as such (click's own word: an unexpected extra argument)."""
-
-    def get_params(self, ctx) -> list:
-        return _untyped_flags(super().get_params(ctx))
 
     def parse_args(self, ctx, args: list[str]) -> list[str]:
         flags = {o for p in self.params if getattr(p, "is_flag", False) for o in p.opts}
@@ -60,12 +60,9 @@ class _Command(TyperCommand):
         return super().parse_args(ctx, args)
 
 
-class _Commands(TyperGroup):
+class _Commands(_UntypedFlags, TyperGroup):
     """typer's group, which says where a command's option given before the command's name goes;
     its flags shown without a type."""
-
-    def get_params(self, ctx) -> list:
-        return _untyped_flags(super().get_params(ctx))
 
     def parse_args(self, ctx, args: list[str]) -> list[str]:
         own = {o for p in self.params for o in p.opts} | set(ctx.help_option_names)

@@ -169,8 +169,9 @@ def sweep_status(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> s
         lines.append(f"{'trial':<22} {'state':<14} {'members':>7} {'epoch':>11}")
         for t in unfinished[:20]:
             error = _last_line(info["fs"], t["error"]) if t["error"] else ""
+            reached = f"{t['epoch']}/{t['epochs']}"
             lines.append(
-                f"{t['trial_key']:<22} {t['state']:<14} {t['members']:>7} {'{}/{}'.format(t['epoch'], t['epochs']):>11}"
+                f"{t['trial_key']:<22} {t['state']:<14} {t['members']:>7} {reached:>11}"
                 + (f"  {error}" if error else "")
             )
         if len(unfinished) > 20:
