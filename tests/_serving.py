@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import socket
 import time
 from collections.abc import Iterator
@@ -31,9 +32,17 @@ def tiny_store(root: Path, plan=PLAN, samples: bool = False) -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the ephemeral range (32768 on Linux) and above Ray's worker ports
+    (10002-19999) and the cluster test's (20000-30049): a port the system hands out (bind to 0)
+    may be taken by any outgoing connection (Ray's, the other test worker's) before the service
+    binds it, and Serve then finds "no available ports" for its replica."""
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(30100, 32700)
+        with socket.socket() as s, contextlib.suppress(OSError):
+            s.bind(("127.0.0.1", port))
+            return port
+    raise RuntimeError("no free port in 30100-32699")
 
 
 def wait_healthy(url: str, deadline_s: float = 120.0, headers: dict | None = None) -> dict:
