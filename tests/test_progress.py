@@ -45,7 +45,7 @@ def test_counts_come_from_the_plan_when_tune_knows_only_some_trials():
     # max_concurrent_trials=1: Tune has created one trial so far
     state.statuses([tune_trial(first.trial_key, "RUNNING")])
     c = state.counts()
-    assert c["trials"] == {"done": 0, "compiling": 1, "running": 0, "pending": 3, "failed": 0}  # no report yet
+    assert c["trials"] == {"done": 0, "compiling": 1, "running": 0, "stopped": 0, "pending": 3, "failed": 0}
     assert (c["members_done"], c["members"]) == (0, 16)
     assert (c["epochs_done"], c["epochs"]) == (0, 16 * 4)
     assert c["eta"] is None  # nothing trained yet: no rate, no ETA
@@ -105,6 +105,7 @@ def test_members_trained_before_show_their_blocks_last_loss_beside_this_calls():
         losses = np.array([[9.0, x] for x in last], np.float32)
         history = SimpleNamespace(val={"loss": losses}, test={"loss": losses + 1})
         return SimpleNamespace(
+            epoch=trial.spec.training.epochs,
             config_id=trial.config_id,
             trial_key=trial.trial_key,
             seeds=trial.seeds,
@@ -124,6 +125,52 @@ def test_members_trained_before_show_their_blocks_last_loss_beside_this_calls():
     state.latest.clear()
     state.restore([block(finished, [0.2, 0.4, 0.1, 0.3])], done)
     assert state.counts()["mean"]["depth=1 learning_rate=0.003"] == pytest.approx(1.3)
+
+
+def test_a_resumed_trial_counts_the_epochs_of_its_checkpoint_as_done_before_it_reports():
+    """A trial this call resumes starts at its newest checkpoint's epoch, in the bar and the ETA;
+    the rate counts only the epochs trained now."""
+    spec, clock = grid_spec(), Clock()
+    plan = make_plan(spec)
+    partial = plan.trials[1]  # stopped at epoch 3 of 4 by an earlier call
+    ref = SimpleNamespace(
+        epoch=3,
+        config_id=partial.config_id,
+        trial_key=partial.trial_key,
+        seeds=partial.seeds,
+        hparams=partial.hparams,
+        history=SimpleNamespace(val={}, test={}),
+    )
+    state = ProgressState(spec, (), clock=clock)
+    state.restore([ref], set())
+    state.add(plan.trials)
+    c = state.counts()
+    assert (c["epochs_done"], c["epochs"], c["members_done"]) == (4 * 3, 16 * 4, 0)
+    state.statuses([tune_trial(partial.trial_key, "RUNNING")])
+    clock.now += 2
+    state.report(partial.trial_key, result(4, [0.1] * 4, resumed_from=3))
+    c = state.counts()
+    assert c["epochs_done"] == 4 * 4 and c["rate"] == pytest.approx(4 * 1 / 2)
+    assert c["eta"] == pytest.approx((64 - 16) / 2)
+
+
+def test_a_stopped_run_shows_its_running_trials_as_stopped_and_no_eta():
+    spec, clock = grid_spec(), Clock()
+    plan = make_plan(spec)
+    stream = io.StringIO()
+    display = SweepProgress(ProgressState(spec, plan.trials, clock=clock), mode="plain", stream=stream)
+    running = [tune_trial(t.trial_key, "RUNNING") for t in plan.trials[:2]]
+    display.on_step_end(iteration=1, trials=running)
+    clock.now += 6
+    display.on_trial_result(iteration=2, trials=[], trial=running[0], result=result(2, [0.5, 0.4, 0.3, 0.2]))
+    display.on_step_end(iteration=2, trials=running)  # one running, one compiling
+    assert "1 compiling, 1 running, 2 pending" in display.state.line() and "ETA" in display.state.line()
+    display.close(stopped=True)
+    last = stream.getvalue().splitlines()[-1]
+    assert (
+        "| trials 0/4 done, 2 stopped, 2 pending | members 0/16 | member-epochs 8/64 | 1.33 member-epochs/s |" in last
+    )
+    assert "ETA" not in last and "running" not in last and "compiling" not in last
 
 
 def test_validation_loss_is_shown_where_trials_report_it():

@@ -38,7 +38,8 @@ from ..store import FIXED_COLUMNS
 from ..training import BlockRef
 
 _STATUS = {"TERMINATED": "done", "ERROR": "failed", "RUNNING": "running"}  # anything else: pending
-STATES = ("done", "compiling", "running", "pending", "failed")  # "compiling": running, no report yet
+# "compiling": running, no report yet; "stopped": running when the run was stopped (Ctrl-C, SIGTERM)
+STATES = ("done", "compiling", "running", "stopped", "pending", "failed")
 LOSS_VECTORS = ("member_val_loss", "member_test_loss")  # the first one a trial reports is shown
 
 
@@ -120,6 +121,8 @@ class ProgressState:
         self.first_start: float | None = None
         self.race: dict[str, tuple[str, str]] = {}  # adaptive seeds: label -> (interval, status)
         self.race_line = ""
+        self.resumed: dict[str, int] = {}  # trial key -> the epoch of its newest checkpoint (restore)
+        self.stopped = False  # the run was stopped: its running trials end where they are
         self.lock = threading.Lock()
         self.add(trials)
 
@@ -166,11 +169,14 @@ class ProgressState:
     def restore(self, blocks: Iterable[BlockRef], done: Iterable[MemberId]) -> None:
         """Show the members of ``done`` (trained by earlier calls) with the loss of their block's
         last report, ranked beside this call's (call it after :meth:`rank_on_validation`: the loss
-        shown is the one it chose). A search's configurations not proposed yet are left out."""
+        shown is the one it chose), and count the epochs of every block's newest checkpoint as
+        done: a trial this call resumes starts there. A search's configurations not proposed yet
+        are left out."""
         split = self.vectors[0].removeprefix("member_").removesuffix("_loss")
         done = set(done)
         with self.lock:
             for ref in blocks:
+                self.resumed[ref.trial_key] = ref.epoch  # a trial of this call starts there
                 losses = getattr(ref.history, split).get("loss")
                 if losses is None or not losses.size:
                     continue
@@ -192,9 +198,10 @@ class ProgressState:
         with self.lock:
             for t in trials:
                 if t.trial_key not in self.trials:
-                    self.trials[t.trial_key] = _Trial(
+                    self.trials[t.trial_key] = ours = _Trial(
                         t, [self._label[(t.config_id, hparams_key(h))] for h in t.hparams]
                     )
+                    ours.epoch = self.resumed.get(t.trial_key, 0)
 
     # -- updates from Tune ---------------------------------------------------------------------
     def statuses(self, tune_trials: Iterable[Any]) -> None:
@@ -224,6 +231,11 @@ class ProgressState:
             losses = result[name]
             for i, loss in enumerate(losses):
                 self._record(ours.labels[min(i // max(ours.block, 1), len(ours.labels) - 1)], (trial_key, i), loss)
+
+    def stop(self) -> None:
+        """The run was stopped: its running trials show as stopped, and no ETA."""
+        with self.lock:
+            self.stopped = True
 
     def retried(self, trial_key: str, reason: str) -> None:
         """Tune retries a trial (from its last checkpoint) for ``reason`` (``"node lost"``, ...)."""
@@ -255,7 +267,8 @@ class ProgressState:
             trained = 0
             per_config = {label: d for label, (d, _) in self.configs.items()}
             for t in self.trials.values():
-                by["compiling" if t.status == "running" and not t.reported else t.status] += 1
+                state = "compiling" if t.status == "running" and not t.reported else t.status
+                by["stopped" if self.stopped and state in ("running", "compiling") else state] += 1
                 reached = t.epochs if t.status == "done" else min(t.epoch, t.epochs)
                 if t.status == "done":
                     members_done += t.members
@@ -270,7 +283,7 @@ class ProgressState:
             # no rate over less than a second: a trial that reports its first chunk right after it
             # starts (in-process) would show a rate of thousands of member-epochs per second
             rate = trained / running_for if trained and running_for >= 1.0 else None
-            eta = (total - work) / rate if rate else None
+            eta = (total - work) / rate if rate and not self.stopped else None
             return {
                 "trials": by,
                 "num_trials": len(self.trials),
@@ -308,7 +321,8 @@ class ProgressState:
             f"[{self.name}] {duration(c['elapsed'])}",
             f"trials {t['done']}/{c['num_trials']} done, "
             + (f"{t['compiling']} compiling, " if t["compiling"] else "")
-            + f"{t['running']} running, {t['pending']} pending"
+            + (f"{t['stopped']} stopped, " if self.stopped else f"{t['running']} running, ")
+            + f"{t['pending']} pending"
             + (f", {t['failed']} failed" if t["failed"] else "")
             + (f", {c['retried']} retried" if c.get("retried") else ""),
             f"members {c['members_done']}/{c['members']}",

@@ -104,10 +104,13 @@ class SweepProgress(Callback):
             self._last_line = line
         self._last_time = now
 
-    def close(self) -> None:
-        """Stop the live display (its last frame stays) or print the last plain line; once."""
+    def close(self, stopped: bool = False) -> None:
+        """Stop the live display (its last frame stays) or print the last plain line; once.
+        ``stopped``: the run was stopped (its running trials show as stopped, with no ETA)."""
         if self._closed:
             return
+        if stopped:
+            self.state.stop()
         self._closed = True
         if self._live is not None:
             self._live.stop()
