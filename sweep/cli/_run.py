@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 from typing import Annotated
 
@@ -82,11 +83,12 @@ def _run_command(
     from ..tune import run as run_sweep
 
     parsed = load_spec(spec, overrides)
-    command = [
+    command = [  # paths made absolute: it resumes from any folder (`sweep status` prints it too)
         "sweep",
         "run",
-        str(spec),
-        *(["--storage", storage] if storage != "./runs" else []),
+        os.path.abspath(spec),
+        "--storage",
+        storage if "://" in storage else os.path.abspath(os.path.expanduser(storage)),
         *(["--address", address] if address else []),
         *(a for o in overrides or () for a in ("--set", o)),
         *(["--checkpoint-every", checkpoint_every] if checkpoint_every != "auto" else []),

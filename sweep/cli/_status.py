@@ -46,7 +46,8 @@ def _last_line(fs: pafs.FileSystem, path: str, width: int = 80) -> str:
 
 def trial_states(sweep_dir: str | SweepDir, filesystem: pafs.FileSystem | None = None) -> dict[str, Any]:
     """Per planned trial: state (one of :data:`STATES`), members, epochs reached / planned; and
-    ``local``: whether its trials ran in-process only (``--executor local``). A :class:`SweepDir`
+    ``local``: whether its trials ran in-process only (``--executor local``); ``where``: the
+    :class:`SweepDir`. A :class:`SweepDir`
     already read (an aggregation's) is asked again, not its files."""
     where = sweep_dir if isinstance(sweep_dir, SweepDir) else SweepDir.at(sweep_dir, filesystem)
     sweep_dir = where.shown if isinstance(sweep_dir, SweepDir) else sweep_dir
@@ -97,7 +98,15 @@ def trial_states(sweep_dir: str | SweepDir, filesystem: pafs.FileSystem | None =
     factory = any(is_import_path(t.spec.model.name) for t in plan.trials)  # aggregating it runs code it names
     names = {i.base_name for i in fs.get_file_info(pafs.FileSelector(path))}
     in_process = LOCAL_DIR in names and not any(n.startswith(EXPERIMENT_PREFIX) for n in names)
-    return {"name": plan.spec.name, "trials": trials, "fs": fs, "path": path, "factory": factory, "local": in_process}
+    return {
+        "name": plan.spec.name,
+        "trials": trials,
+        "fs": fs,
+        "path": path,
+        "factory": factory,
+        "local": in_process,
+        "where": where,
+    }
 
 
 def _manifest(fs: pafs.FileSystem, path: str) -> dict[str, Any] | None:
@@ -177,14 +186,23 @@ def sweep_status(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> s
         if len(unfinished) > 20:
             lines.append(f"... and {len(unfinished) - 20} more")
     if any(t["state"] != "stopped early" for t in unfinished):
-        storage = sweep_dir.rstrip("/").rpartition("/")[0] or "."
-        executor = " --executor local" if info["local"] else ""
         lines.append(
-            f"next: resume it with `sweep run SPEC --storage {storage}{executor} --resume` (SPEC: the spec file it "
-            f"was run with, and the same --set overrides: a resume whose configurations differ is refused); "
-            f"finished blocks are kept, the rest continue from their checkpoints"
+            f"next: resume it with {_resume(sweep_dir, info)}; finished blocks are kept, the rest continue from their checkpoints"
         )
     return "\n".join(lines)
+
+
+def _resume(sweep_dir: str, info: dict[str, Any]) -> str:
+    """The command its last `sweep run` kept, else one with the spec file to fill in."""
+    kept = info["where"].resume_command()
+    if kept is not None:
+        return f"`{kept}` (as it was last run)"
+    storage = sweep_dir.rstrip("/").rpartition("/")[0] or "."
+    executor = " --executor local" if info["local"] else ""
+    return (
+        f"`sweep run SPEC --storage {storage}{executor} --resume` (SPEC: the spec file it was run with, and the same "
+        f"--set overrides: a resume whose configurations differ is refused)"
+    )
 
 
 def sweeps_in(storage: str, filesystem: pafs.FileSystem | None = None) -> list[tuple[str, str]]:

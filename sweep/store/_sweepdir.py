@@ -5,6 +5,7 @@ Layout (``<storage>/<spec.name>/``)::
     plan.json                    every trial ever planned (union over runs) + scheduler-stopped ones
     samples.parquet              the first test samples of each problem (what figures draw from)
     data_scans.json              the driver's pass over each hdf5 problem's files (statistics, checks)
+    resume_command.txt           how to resume the last ``sweep run`` (absent after a Python call)
     tune-0001/                   one Ray Tune experiment per ``sweep.run`` call (per wave of a large plan)
         <trial_key>/checkpoint_000001/{block.json,state.eqx}
         experiment_state-*.json, tuner.pkl, ...   (Tune's own files)
@@ -30,14 +31,15 @@ import json
 import logging
 import os
 import re
+import shlex
 from collections.abc import Mapping
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from .._errors import SpecError
+from .._errors import SpecError, StoreError
 from .._fs import exists, filesystem_path, is_local, read_text, write_text_atomic
-from .._layout import DATA_SCANS, EXPERIMENT_PREFIX, experiment_name
+from .._layout import DATA_SCANS, EXPERIMENT_PREFIX, RESUME_COMMAND, experiment_name
 from ..planning import MemberId, Plan, read_plan, write_plan
 from ..problems import Dataset, Scan
 from ..spec import SweepSpec
@@ -185,3 +187,28 @@ class SweepDir:
         if all(kept.get(key) == entry for key, entry in new.items()):
             return
         write_text_atomic(self.filesystem, f"{self.path}/{DATA_SCANS}", json.dumps({**kept, **new}, indent=1))
+
+    # resume_command.txt
+    def resume_command(self) -> str | None:
+        """The command that resumes this sweep as its last run ran (``sweep run ... --resume``), or
+        None: that run was a Python call, or the file holds no such command. Only a line a shell
+        reads as its own words counts (:func:`shlex.join` of them): a line that would run anything
+        else is not shown."""
+        path = f"{self.path}/{RESUME_COMMAND}"
+        try:
+            text = read_text(self.filesystem, path).strip() if exists(self.filesystem, path) else ""
+            words = shlex.split(text)
+        except (ValueError, OSError, StoreError):  # not a text, a regular file or a line of words
+            return None
+        if words[:2] != ["sweep", "run"] or words[-1:] != ["--resume"] or shlex.join(words) != text:
+            return None
+        return text
+
+    def write_resume_command(self, command: str | None) -> None:
+        """Keep ``command`` (:attr:`sweep.RunOptions.resume_command`) for :meth:`resume_command`;
+        None (a Python call) removes the one kept."""
+        path = f"{self.path}/{RESUME_COMMAND}"
+        if command is not None:
+            write_text_atomic(self.filesystem, path, command + "\n")
+        elif exists(self.filesystem, path):
+            self.filesystem.delete_file(path)

@@ -61,7 +61,9 @@ class RunOptions:
             (``"tensorboard"``, ``"mlflow"``, ``"wandb"``) or as :mod:`sweep.tune` logger objects.
         progress: ``"auto"`` (a live display on a terminal, plain lines otherwise), ``"live"``,
             ``"plain"`` or ``"off"``.
-        resume_command: What the Ctrl-C message says to run to resume (default: the Python call).
+        resume_command: What the Ctrl-C message says to run to resume (default: the Python call);
+            a ``sweep run ... --resume`` command is also kept in the sweep directory, for
+            ``sweep status`` to print.
         checkpoint_every: A block checkpoint every that many reports, or ``"auto"`` (as often as
             keeps the checkpoint traffic within a tenth of what the storage takes); the last report
             always checkpoints.

@@ -206,7 +206,7 @@ def _run(
     state = ProgressState(so_far, (), done)
     mode = "plain" if options.verbose and options.progress == "auto" else options.progress
     display = SweepProgress(state, mode)
-    sigterm.closes(display.close)
+    sigterm.closes(functools.partial(display.close, stopped=True))
     check_early_stopping(spec, options.the_scheduler, options.run_config)
     policy = policy_for(
         spec, show=lambda step: _race.show(state, spec, step), say=lambda line: state.show_race({}, line)
@@ -232,6 +232,7 @@ def _run(
         executor = _executor(spec, sweep_dir, options, display, trackers, validated)
         executor.start(outlines)  # (the storage probed for writing)
         sweep_dir.write_data_scans({key: o.scan for key, o in outlines.items() if o.scan is not None})
+        sweep_dir.write_resume_command(options.resume_command)  # what `sweep status` says to run
         failures = executor.restore().failures if options.resume else ()
         sweep_dir.refresh()  # the restored trials wrote checkpoints
         if not failures:
@@ -244,7 +245,7 @@ def _run(
     except KeyboardInterrupt as e:
         stop = e
     finally:
-        display.close()
+        display.close(stopped=stop is not None)
         for tracker in trackers:
             tracker.close()
     if stop is not None:
