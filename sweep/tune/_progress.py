@@ -7,9 +7,10 @@ once at the end::
     [heat] 0:42 | trials 2/4 done, 2 running, 0 pending | members 8/16 | member-epochs 96/192 | 4.1 member-epochs/s | ETA 0:23 | val loss, mean over seeds, best first: depth=2 learning_rate=0.003 2.1e-03, ...
 
 The counts come from the plan of this call (Tune creates trials lazily under
-``max_concurrent_trials``), members trained by earlier calls count as done, and the elapsed
-time, throughput and ETA are those of this process only (a resumed trial counts the epochs it
-trains now); where trials stream their training split, ``waited 1.2 s for data`` sums the
+``max_concurrent_trials``), members trained by earlier calls count as done (and the epochs of a
+resumed trial's checkpoint), and the elapsed time, throughput and ETA are those of this process
+only (a resumed trial counts the epochs it trains now); after a stop the trials that were
+running show as *stopped*, with no ETA; where trials stream their training split, ``waited 1.2 s for data`` sums the
 seconds their trainers waited for the reader (their ``reader_wait_s``). A trial that runs but
 has not reported yet is *compiling* (building its programs, the first chunk of epochs). A
 *configuration* is one combination of grid values, named as the store's columns (``depth=6
