@@ -372,10 +372,12 @@ def test_cli_prints_the_stored_scores_and_the_seeds_needed(path):
     assert shown.exit_code == 0 and "test_crps" in shown.output and "test_loss_gain" in shown.output
     best = sweep.load(path).seeds_needed().to_pylist()[0]["seeds_needed"]
     assert f"as wide as 10% of it: {best} (6 trained" in shown.output
-    bad = invoke("scores", path, "--kind", "nope")
-    assert bad.exit_code == 1 and "--kind: got 'nope'; choose one of one_step" in bad.output
+    bad = invoke("scores", path, "--kind", "rollouts")  # a usage error, as for every option of fixed choices
+    said = " ".join(bad.stderr.replace("│", " ").split())
+    assert bad.exit_code == 2 and "'--kind': got 'rollouts'; choose one of one_step, rollout," in said
+    assert "(did you mean 'rollout'?)" in said
     bad = invoke("scores", path, "--split", "train")  # named as the flag, not as a Python call
-    assert bad.exit_code == 1 and "error: --split: got 'train'; choose val or test" in bad.output
+    assert bad.exit_code == 2 and "Invalid value for '--split': got 'train'; choose one of val, test" in bad.stderr
 
 
 def test_score_figures_draw_the_stored_scores_and_say_when_there_are_none(path, tmp_path, blocks):

@@ -50,7 +50,10 @@ def run(
         ),
     ] = Progress.auto,
     checkpoint_every: Annotated[
-        str, typer.Option(help="A block checkpoint every N reports, or 'auto': paced by the storage's write rate.")
+        str,
+        typer.Option(
+            metavar="<N|auto>", help="A block checkpoint every N reports, or 'auto': paced by the storage's write rate."
+        ),
     ] = "auto",
     executor: Annotated[
         Executor,

@@ -10,6 +10,7 @@ from ._args import CLIError, Format, choice
 from ._options import DirArg, PoolOpt, TrustCodeOpt, existing, one_setting, selected
 
 KINDS = ("one_step", "rollout", "rollout_gmean", "ensemble_size", "all")
+SPLITS = ("val", "test")
 # the columns after a configuration's that name a row of scores (led every block of a wide table)
 ROW_KEYS = ("split", "kind", "step", "calibrated")
 SHOWN = [
@@ -40,9 +41,16 @@ FIELDS_SHOWN = [
 
 def scores(
     sweep_dir: DirArg,
-    split: Annotated[str | None, typer.Option(help="'val' or 'test' (default: both).")] = None,
+    split: Annotated[
+        str | None, typer.Option(parser=choice(SPLITS), metavar="<val|test>", help="The split (default: both).")
+    ] = None,
     kind: Annotated[
-        str, typer.Option(help="one_step, rollout (per step), rollout_gmean, ensemble_size, or all.")
+        str,
+        typer.Option(
+            parser=choice(KINDS),
+            metavar="KIND",  # a metavar of them all would break mid-word at 80 columns
+            help="one_step, rollout (per step), rollout_gmean, ensemble_size, or all.",
+        ),
     ] = "one_step",
     where: Annotated[
         list[str] | None,
@@ -124,10 +132,6 @@ def scores(
     from ..ensemble import load
     from ._tables import format_table, prose, write_table
 
-    if kind not in KINDS:
-        raise CLIError(f"--kind: got {kind!r}; choose one of {', '.join(KINDS)}")
-    if split not in (None, "val", "test"):
-        raise CLIError(f"--split: got {split!r}; choose val or test (or leave it out: both where stored)")
     ens = load(existing(sweep_dir), trust_code=trust_code)
     ens = selected(ens, where)
     if recalibrate and (fields or threshold):

@@ -63,8 +63,9 @@ def serve(
     ingress: Annotated[
         str,
         typer.Option(
+            metavar="<direct|proxy>",  # checked by ServeOptions, which names them
             help="direct: one replica answers HTTP itself (no proxy hop); proxy: through Serve's HTTP proxy "
-            "(always so with several replicas)."
+            "(always so with several replicas).",
         ),
     ] = "direct",
     max_batch: Annotated[
