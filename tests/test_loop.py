@@ -4,7 +4,10 @@ after a failed trial, more seeds, bad options; ``sweep.RunOptions`` and the old 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import re
+import shlex
 import signal
 from pathlib import Path
 
@@ -203,7 +206,7 @@ def test_ctrl_c_before_any_trial_is_planned_says_nothing_is_trained(tmp_path, mo
 
 
 @pytest.mark.parametrize("sigint", ["handled", "ignored"])
-def test_a_sigterm_to_the_driver_stops_the_run_as_a_ctrl_c_does(local_run, tmp_path, sigint):
+def test_a_sigterm_to_the_driver_stops_the_run_as_a_ctrl_c_does(local_run, tmp_path, sigint, capsys):
     """Slurm, Kubernetes and `ray job stop` end a process with SIGTERM: the trials stop, the complete
     blocks are aggregated, the resume command is said, and the resumed run ends where an
     uninterrupted one does; outside the run, SIGTERM is handled as before it. A process that
@@ -211,11 +214,18 @@ def test_a_sigterm_to_the_driver_stops_the_run_as_a_ctrl_c_does(local_run, tmp_p
     from _faults import SigtermAtStart
 
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
-    command = "sweep run '/a spec/tiny.toml' --storage /s --executor local --resume"  # as the CLI words it
+    # as the CLI words it (sigint="ignored"), or a Python call's (which removes the file a CLI run kept)
+    command = shlex.join(["sweep", "run", "/a spec/tiny.toml", "--storage", str(tmp_path), "--executor", "local"])
+    command += " --resume"
+    kept = tmp_path / "tiny" / "resume.json"
+    if sigint == "handled":
+        kept.parent.mkdir()
+        kept.write_text(json.dumps({"command": command, "folder": "/"}))
     stop = dataclasses.replace(
         LOCAL,
         trial_hooks=TrialHooks(on_start=SigtermAtStart(2)),
         resume_command=command if sigint == "ignored" else None,
+        progress="plain",
     )
     try:
         if sigint == "ignored":
@@ -235,10 +245,13 @@ def test_a_sigterm_to_the_driver_stops_the_run_as_a_ctrl_c_does(local_run, tmp_p
         assert signal.getsignal(signal.SIGTERM) is before[0]
     finally:
         signal.signal(signal.SIGINT, before[1])
+    # the last line: the second trial, stopped as it started (compiling), is not running and has no ETA
+    last = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[tiny]")][-1]
+    assert "| trials 1/2 done, 1 stopped, 0 pending | members 2/4 |" in last and "ETA" not in last
     # `sweep status` says to go on in this process too, as the run's own hint does: the CLI's
     # command as it was run, else the spec to fill in
     expected = (
-        f"next: resume it with `{command}` (as it was last run);"
+        f"next: resume it with `{command}` (its last run, from {os.getcwd()});"
         if sigint == "ignored"
         else f"`sweep run SPEC --storage {tmp_path} --executor local --resume`"
     )
@@ -246,7 +259,7 @@ def test_a_sigterm_to_the_driver_stops_the_run_as_a_ctrl_c_does(local_run, tmp_p
     assert len(sweep.load(tmp_path / "tiny")) == 2  # the first trial's block, aggregated
     sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
     assert store_files(tmp_path / "tiny") == store_files(local_run)
-    assert not (tmp_path / "tiny" / "resume_command.txt").exists()  # a Python call's: status names the spec
+    assert not kept.exists()  # a Python call's: status names the spec
 
 
 def test_members_on_other_data_are_not_added_to_a_sweep(local_run, tmp_path):

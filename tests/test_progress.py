@@ -171,6 +171,13 @@ def test_a_stopped_run_shows_its_running_trials_as_stopped_and_no_eta():
         "| trials 0/4 done, 2 stopped, 2 pending | members 0/16 | member-epochs 8/64 | 1.33 member-epochs/s |" in last
     )
     assert "ETA" not in last and "running" not in last and "compiling" not in last
+    # stopped before any report: the bar does not say that the trials are starting or compiling
+    state = ProgressState(spec, plan.trials, clock=clock)
+    state.statuses(running[:1])
+    assert "compiling (1 trial building programs)" in _rendered(state)
+    state.stop()
+    shown = _rendered(state)
+    assert "trials 0/4 done, 1 stopped, 3 pending" in shown and "compiling" not in shown and "starting" not in shown
 
 
 def test_validation_loss_is_shown_where_trials_report_it():
@@ -283,17 +290,21 @@ def test_plain_lines_name_configurations_and_show_eta():
     )
 
 
-def _after_one_report(width: int) -> str:
-    """The live display of :func:`grid_spec` after its first trial's one report, at ``width`` columns."""
+def _rendered(state: ProgressState, width: int = 120) -> str:
     from rich.console import Console
 
+    console = Console(file=io.StringIO(), width=width, color_system=None)
+    console.print(state.renderable())
+    return console.file.getvalue()
+
+
+def _after_one_report(width: int) -> str:
+    """The live display of :func:`grid_spec` after its first trial's one report, at ``width`` columns."""
     spec = grid_spec()
     plan = make_plan(spec)
     state = ProgressState(spec, plan.trials, clock=Clock())
     state.report(plan.trials[0].trial_key, result(2, [0.5, 0.4, 0.3, 0.2]))
-    console = Console(file=io.StringIO(), width=width, color_system=None)
-    console.print(state.renderable())
-    return console.file.getvalue()
+    return _rendered(state, width)
 
 
 def test_live_renderable_has_a_row_per_configuration():

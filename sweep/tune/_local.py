@@ -114,6 +114,7 @@ class LocalExecutor:
         failures = []
         for trial in round.trials:
             status[trial.trial_key] = "RUNNING"
+            self._event("on_step_end", trials=self._views(status))  # compiling, until its first report
             try:
                 self._train_trial(trial, round.resume_from.get(trial.trial_key), status)
                 status[trial.trial_key] = "TERMINATED"

@@ -287,6 +287,7 @@ class ProgressState:
             eta = (total - work) / rate if rate and not self.stopped else None
             return {
                 "trials": by,
+                "stopped": self.stopped,
                 "num_trials": len(self.trials),
                 "retried": len(self.retries),
                 "members_done": members_done,
@@ -322,7 +323,7 @@ class ProgressState:
             f"[{self.name}] {duration(c['elapsed'])}",
             f"trials {t['done']}/{c['num_trials']} done, "
             + (f"{t['compiling']} compiling, " if t["compiling"] else "")
-            + (f"{t['stopped']} stopped, " if self.stopped else f"{t['running']} running, ")
+            + (f"{t['stopped']} stopped, " if c.get("stopped") else f"{t['running']} running, ")
             + f"{t['pending']} pending"
             + (f", {t['failed']} failed" if t["failed"] else "")
             + (f", {c['retried']} retried" if c.get("retried") else ""),
@@ -390,7 +391,7 @@ class ProgressState:
         bar = Table.grid(padding=(0, 1))
         compiling, pending = c["trials"]["compiling"], c["trials"]["pending"]
         state = f"{100 * c['epochs_done'] / max(c['epochs'], 1):3.0f}%"
-        waiting = not c["epochs_done"] and not c["trials"]["running"] and bool(compiling or pending)
+        waiting = not (c["epochs_done"] or c["trials"]["running"] or c["stopped"]) and bool(compiling or pending)
         if waiting and compiling:
             state = f"compiling ({counted(compiling, 'trial')} building programs)"
         elif waiting:

@@ -221,6 +221,7 @@ def _run(
     trackers = make_loggers(options.loggers, spec, sweep_dir.shown)  # unknown names fail here, before Ray starts
     executor: Executor | None = None
     stop: KeyboardInterrupt | None = None
+    trained = False  # the rounds ended: anything else (a stop, an error) leaves the trials stopped
     try:
         scans = sweep_dir.data_scans()
         outlines = outline_datasets(spec, sweep_dir.filesystem, scans)  # bad data fails here
@@ -242,10 +243,11 @@ def _run(
                 itertools.chain(first, rounds), spec, sweep_dir, block_size, samples, state.add_configurations
             )
             failures = executor.train(planned).failures
+        trained = True
     except KeyboardInterrupt as e:
         stop = e
     finally:
-        display.close(stopped=stop is not None)
+        display.close(stopped=not trained)
         for tracker in trackers:
             tracker.close()
     if stop is not None:
