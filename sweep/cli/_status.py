@@ -196,7 +196,7 @@ def _resume(sweep_dir: str, info: dict[str, Any]) -> str:
     """The command its last `sweep run` kept, else one with the spec file to fill in."""
     kept = info["where"].resume_command()
     if kept is not None:
-        return f"`{kept}` (as it was last run)"
+        return f"`{kept[0]}` (its last run, from {kept[1]})"
     storage = sweep_dir.rstrip("/").rpartition("/")[0] or "."
     executor = " --executor local" if info["local"] else ""
     return (

@@ -5,7 +5,7 @@ Layout (``<storage>/<spec.name>/``)::
     plan.json                    every trial ever planned (union over runs) + scheduler-stopped ones
     samples.parquet              the first test samples of each problem (what figures draw from)
     data_scans.json              the driver's pass over each hdf5 problem's files (statistics, checks)
-    resume_command.txt           how to resume the last ``sweep run`` (absent after a Python call)
+    resume.json                  how to resume the last ``sweep run``, and its folder (a Python call removes it)
     tune-0001/                   one Ray Tune experiment per ``sweep.run`` call (per wave of a large plan)
         <trial_key>/checkpoint_000001/{block.json,state.eqx}
         experiment_state-*.json, tuner.pkl, ...   (Tune's own files)
@@ -39,7 +39,7 @@ import pyarrow.fs as pafs
 
 from .._errors import SpecError, StoreError
 from .._fs import exists, filesystem_path, is_local, read_text, write_text_atomic
-from .._layout import DATA_SCANS, EXPERIMENT_PREFIX, RESUME_COMMAND, experiment_name
+from .._layout import DATA_SCANS, EXPERIMENT_PREFIX, RESUME, experiment_name
 from ..planning import MemberId, Plan, read_plan, write_plan
 from ..problems import Dataset, Scan
 from ..spec import SweepSpec
@@ -48,6 +48,7 @@ from ._samples import read_samples, write_samples
 
 _EXPERIMENT = re.compile(rf"^{EXPERIMENT_PREFIX}(\d+)$")
 _UNREAD = object()
+RESUME_BYTES = 64 * 2**10  # the most read of resume.json: a command line is far shorter
 _log = logging.getLogger("sweep.store")
 
 
@@ -188,27 +189,55 @@ class SweepDir:
             return
         write_text_atomic(self.filesystem, f"{self.path}/{DATA_SCANS}", json.dumps({**kept, **new}, indent=1))
 
-    # resume_command.txt
-    def resume_command(self) -> str | None:
-        """The command that resumes this sweep as its last run ran (``sweep run ... --resume``), or
-        None: that run was a Python call, or the file holds no such command. Only a line a shell
-        reads as its own words counts (:func:`shlex.join` of them): a line that would run anything
-        else is not shown."""
-        path = f"{self.path}/{RESUME_COMMAND}"
+    # resume.json
+    def resume_command(self) -> tuple[str, str] | None:
+        """``(command, folder)``: the command that resumes this sweep as its last ``sweep run`` ran
+        (``sweep run ... --resume``) and the folder it ran in (relative data paths are read from
+        there), or None: its last run was a Python call, or the file does not hold such a command
+        of this directory. Only a command a shell reads as its own words counts (the
+        :func:`shlex.join` of them, printable, naming this directory as ``--storage`` and the
+        sweep's name): nothing else a shell would run, or a terminal would show, is returned."""
+        path = f"{self.path}/{RESUME}"
         try:
-            text = read_text(self.filesystem, path).strip() if exists(self.filesystem, path) else ""
-            words = shlex.split(text)
-        except (ValueError, OSError, StoreError):  # not a text, a regular file or a line of words
+            if not 0 < (self.filesystem.get_file_info(path).size or 0) <= RESUME_BYTES:
+                return None
+            kept = json.loads(read_text(self.filesystem, path))
+            command, folder = kept["command"], kept["folder"]
+            if not (isinstance(command, str) and isinstance(folder, str)):
+                return None
+            words = shlex.split(command)
+            storage = words[words.index("--storage") + 1]
+        except (ValueError, OSError, StoreError, KeyError, TypeError, IndexError, RecursionError):
+            return None  # (not a regular file, not JSON of these keys, not words, no --storage)
+        plan = self.plan()
+        if not (
+            command.isprintable()
+            and folder.isprintable()
+            and os.path.isabs(folder)
+            and words[:2] == ["sweep", "run"]
+            and words[-1] == "--resume"
+            and shlex.join(words) == command
+            and plan is not None
+            and self._is(f"{storage.rstrip('/')}/{plan.spec.name}")
+        ):
             return None
-        if words[:2] != ["sweep", "run"] or words[-1:] != ["--resume"] or shlex.join(words) != text:
-            return None
-        return text
+        return command, folder
+
+    def _is(self, location: str) -> bool:
+        """Whether ``location`` (a path or URI) names this directory."""
+        if is_local(self.filesystem):
+            return "://" not in location and os.path.realpath(location) == os.path.realpath(self.path)
+        return location.rstrip("/") == self.shown
 
     def write_resume_command(self, command: str | None) -> None:
-        """Keep ``command`` (:attr:`sweep.RunOptions.resume_command`) for :meth:`resume_command`;
-        None (a Python call) removes the one kept."""
-        path = f"{self.path}/{RESUME_COMMAND}"
-        if command is not None:
-            write_text_atomic(self.filesystem, path, command + "\n")
-        elif exists(self.filesystem, path):
-            self.filesystem.delete_file(path)
+        """Keep ``command`` (:attr:`sweep.RunOptions.resume_command`) and the current folder for
+        :meth:`resume_command`; None (a Python call) removes the one kept. A storage that refuses
+        either is logged, not raised: the file only helps ``sweep status`` say how to go on."""
+        path = f"{self.path}/{RESUME}"
+        try:
+            if command is not None:
+                write_text_atomic(self.filesystem, path, json.dumps({"command": command, "folder": os.getcwd()}))
+            elif exists(self.filesystem, path):
+                self.filesystem.delete_file(path)
+        except OSError as e:
+            _log.warning("%s/%s: not %s (%s)", self.shown, RESUME, "written" if command else "removed", e)

@@ -62,8 +62,8 @@ class RunOptions:
         progress: ``"auto"`` (a live display on a terminal, plain lines otherwise), ``"live"``,
             ``"plain"`` or ``"off"``.
         resume_command: What the Ctrl-C message says to run to resume (default: the Python call);
-            a ``sweep run ... --resume`` command is also kept in the sweep directory, for
-            ``sweep status`` to print.
+            kept in the sweep directory with the current folder, where ``sweep status`` prints it
+            if it is a ``sweep run ... --resume`` command of that directory.
         checkpoint_every: A block checkpoint every that many reports, or ``"auto"`` (as often as
             keeps the checkpoint traffic within a tenth of what the storage takes); the last report
             always checkpoints.
