@@ -3,6 +3,7 @@ one rule for names read from files: a plain relative name that stays inside its 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.fs as pafs
 
 from ._errors import QueryError, StoreError
+from ._layout import EXPORT_KIND, EXPORT_MANIFEST
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -100,10 +102,32 @@ def local_path(filesystem: pafs.FileSystem, path: str) -> str | None:
 
 def local_out(path: str | os.PathLike[str]) -> Path:
     """``path``, where a figure is to be written, as a local :class:`Path`; a URI is refused
-    (``Path`` would make ``s3://b/x.png`` a local ``s3:/b/x.png``)."""
+    (``Path`` would make ``s3://b/x.png`` a local ``s3:/b/x.png``), and so is a path inside a
+    store or an export (:func:`checked_folder_around`: its checks would find an unlisted file)."""
     if "://" in os.fspath(path):
         raise QueryError(f"`out`: got {os.fspath(path)!r}; figures are written to local files: give a local path")
+    folder = checked_folder_around(Path(path))
+    if folder is not None:
+        raise QueryError(
+            f"`out`: got {os.fspath(path)!r}, inside {str(folder)!r}, a seed-sweep store or export, whose checks "
+            f"would find the figure an unlisted file; write it elsewhere (e.g. in the sweep directory)"
+        )
     return Path(path)
+
+
+def checked_folder_around(path: Path) -> Path | None:
+    """The seed-sweep store or export that ``path`` (a file to be written) lies inside, links
+    resolved, or None: a folder whose manifest lists every file it holds."""
+    for folder in path.absolute().resolve().parents:
+        try:
+            manifest = json.loads((folder / EXPORT_MANIFEST).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(manifest, dict) and (
+            manifest.get("kind") == EXPORT_KIND or isinstance(manifest.get("files"), dict)
+        ):
+            return folder
+    return None
 
 
 def save_figure(fig: Figure, path: str | os.PathLike[str], dpi: int) -> Path:

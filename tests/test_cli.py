@@ -773,6 +773,27 @@ def test_plot_honours_the_suffix_and_names_several_figures(store, tmp_path):
     assert_one_line_error(invoke("plot", store, "--out", tmp_path / "p_"), "--out", ".png, .pdf, .svg")
 
 
+def test_plot_never_writes_into_a_store_or_an_export(store, tmp_path):
+    """A figure inside a store would be a file its manifest does not list (`sweep verify` would
+    say the store was altered): given the store itself, plot writes beside it; an --out inside is
+    refused before anything is drawn."""
+    copy = tmp_path / "cli"
+    shutil.copytree(store, copy, symlinks=True)
+    result = invoke("plot", copy / "ensembles", "--kind", "spread", "--dpi", "50")
+    assert result.exit_code == 0 and result.stdout.strip() == f"wrote {copy / 'sweep.png'}", result.stderr
+    assert invoke("verify", copy).exit_code == 0
+    inside = copy / "ensembles" / "figs" / "x.png"
+    said = invoke("plot", copy, "--out", inside)
+    assert_one_line_error(said, "--out", "inside", "a seed-sweep store or export", "write it elsewhere")
+    with pytest.raises(sweep.QueryError, match="a seed-sweep store or export"):
+        sweep.plot(copy, "spread", out=inside)
+    assert not inside.parent.exists() and invoke("verify", copy).exit_code == 0
+    (copy / "ensembles" / "notes.txt").write_text("mine")
+    assert "is not listed in the manifest; the store was altered (a file added: move it out)" in (
+        invoke("verify", copy).stderr
+    )
+
+
 def test_plot_overview_has_the_documented_panels(store):
     from matplotlib.colors import to_hex
 

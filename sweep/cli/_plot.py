@@ -17,8 +17,8 @@ def plot(
         str | None,
         typer.Option(
             help="Figure file: .png, .pdf or .svg. Several figures (--kind all) go "
-            "to <stem>-<kind><suffix> next to it. Default: <SWEEP_DIR>/sweep.png "
-            "(./sweep.png for remote sweeps)."
+            "to <stem>-<kind><suffix> next to it. Default: <SWEEP_DIR>/sweep.png (beside SWEEP_DIR where it "
+            "is a store or an export, whose files are listed; ./sweep.png for remote sweeps)."
         ),
     ] = None,
     kind: Annotated[
@@ -66,7 +66,7 @@ def plot(
     from ..figures import plot as plot_sweep
 
     if out is None:
-        out = str(Path(sweep_dir) / "sweep.png") if "://" not in sweep_dir else "sweep.png"
+        out = _default_out(sweep_dir)
     chosen = Kind(kind).value
     if chosen == "search":  # drawn from the search's record, not the store
         from ..search import plot_trace
@@ -94,3 +94,14 @@ def plot(
     )
     for path in figure_paths(out, list(figures)) if isinstance(figures, dict) else [out]:
         typer.echo(f"wrote {path}")
+
+
+def _default_out(sweep_dir: str) -> str:
+    """``<sweep_dir>/sweep.png``, or beside ``sweep_dir`` where that is a store (``ensembles``) or an
+    export, which hold only the files they list; ``./sweep.png`` for a URI."""
+    from .._fs import checked_folder_around
+
+    if "://" in sweep_dir:
+        return "sweep.png"
+    inside = Path(sweep_dir) / "sweep.png"
+    return str(inside if checked_folder_around(inside) is None else Path(sweep_dir).parent / "sweep.png")

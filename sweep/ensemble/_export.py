@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._errors import QueryError
-from .._fs import flush_dir, write_flushed
+from .._fs import checked_folder_around, flush_dir, write_flushed
 from .._layout import EXPORT_FORMAT, EXPORT_KIND, EXPORT_MANIFEST, EXPORT_PARTS
 from ..problems import Normalization, normalizations_json
 from ..training import window_step
@@ -284,12 +284,12 @@ def new_export_dir(path: str | os.PathLike[str]) -> Path:
     :class:`QueryError` naming it and what it holds: an export never replaces or mixes with what a
     folder holds (another export, the user's files). ``sweep export`` asks before any work."""
     out = Path(path)
-    for folder in out.absolute().resolve().parents:  # a store's or an export's files: every file is listed
-        if _checked_folder(folder):
-            raise QueryError(
-                f"export(path={str(path)!r}): lies inside {str(folder)!r}, a seed-sweep store or export, whose "
-                f"checks would find it an unlisted file; export into a folder of its own"
-            )
+    folder = checked_folder_around(out)  # a store's or an export's files: every file is listed
+    if folder is not None:
+        raise QueryError(
+            f"export(path={str(path)!r}): lies inside {str(folder)!r}, a seed-sweep store or export, whose "
+            f"checks would find it an unlisted file; export into a folder of its own"
+        )
     if not os.path.lexists(out) or (out.is_dir() and not any(out.iterdir())):
         return out
     if out.is_dir():
@@ -299,15 +299,4 @@ def new_export_dir(path: str | os.PathLike[str]) -> Path:
         held = "is not a folder"
     raise QueryError(
         f"export(path={str(path)!r}): exists and {held}; export into a new folder, or remove this one first"
-    )
-
-
-def _checked_folder(folder: Path) -> bool:
-    """Whether ``folder`` holds a seed-sweep store or export (a manifest that lists its files)."""
-    try:
-        manifest = json.loads((folder / EXPORT_MANIFEST).read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(manifest, dict) and (
-        manifest.get("kind") == EXPORT_KIND or isinstance(manifest.get("files"), dict)
     )

@@ -98,11 +98,15 @@ def unlisted(fs: pafs.FileSystem, root: str, listed: Iterable[str], what: str = 
                         f"{path!r} is a symbolic link (to {os.readlink(path)!r}); {article} {what} holds no links"
                     )
                 elif name in files and not os.path.islink(path) and rel not in listed:
-                    found.append(f"{path!r} is not listed in the manifest; the {what} was altered")
+                    found.append(
+                        f"{path!r} is not listed in the manifest; the {what} was altered (a file added: move it out)"
+                    )
         return found
     for info in fs.get_file_info(pafs.FileSelector(root, recursive=True)):
         if info.type == pafs.FileType.File and info.path[len(root) + 1 :] not in listed:
-            found.append(f"{info.path!r} is not listed in the manifest; the {what} was altered")
+            found.append(
+                f"{info.path!r} is not listed in the manifest; the {what} was altered (a file added: move it out)"
+            )
     return found
 
 
