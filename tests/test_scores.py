@@ -232,6 +232,31 @@ def test_the_aggregation_stores_scores_of_every_configuration_and_split(path):
     assert "test_spread_skill" in summary.column_names
 
 
+def test_a_selection_of_some_members_of_a_configuration_has_its_own_scores_not_the_stored_ones(path):
+    """The stored scores are of every member of a configuration: a selection holding only some of
+    them is not shown those as its own (not beside its summary; `sweep scores` computes its own)."""
+    from sweep.ensemble import whole_configurations
+
+    ens = sweep.load(path)
+    stored = ens.stored_scores()
+    assert whole_configurations(ens, stored).to_pylist() == stored.to_pylist()
+    kept = whole_configurations(ens.where(depth=1), stored)
+    assert (
+        set(kept["depth"].to_pylist()) == {1} and kept.num_rows == stored.filter(pc.equal(stored["depth"], 1)).num_rows
+    )
+    some = ens.where(depth=1).best(3)
+    assert whole_configurations(some, some.stored_scores()).num_rows == 0
+    assert "val_crps" not in some.summary(scores=True).column_names
+    said = invoke("scores", path, "--where", "seed=0")
+    assert said.exit_code == 0 and "computed now (the store's are of every member of a configuration" in said.output
+    rows = json.loads(invoke("scores", path, "--where", "seed=0", "--format", "json").output)
+    assert {r["members"] for r in rows} == {1} and len(rows) == len(ens.summary().to_pylist())
+    shown = invoke("show", path, "--scores", "--where", "seed=0")
+    assert "none are shown for a configuration the selection holds only some members of" in " ".join(
+        shown.output.split()
+    )
+
+
 def test_the_scores_table_is_checksummed_and_tampering_is_caught(path, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(path.parent, copy, symlinks=True)

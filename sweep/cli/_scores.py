@@ -129,7 +129,7 @@ def scores(
     """
     import pyarrow.compute as pc
 
-    from ..ensemble import load
+    from ..ensemble import load, whole_configurations
     from ._tables import format_table, prose, write_table
 
     ens = load(existing(sweep_dir), trust_code=trust_code)
@@ -156,6 +156,10 @@ def scores(
         raise CLIError("--best and --save-calibration go with --recalibrate")
     computed = fields or bool(threshold)
     table = ens.scores(split or "test", thresholds=threshold, fields=True) if computed else ens.stored_scores(split)
+    # the store scored all the members of each configuration: a selection of some has its own
+    some = not computed and whole_configurations(ens, table).num_rows < table.num_rows
+    if some:
+        table = ens.scores(split or "test")
     kinds = sorted(set(table["kind"].to_pylist()))  # those it holds, of any kind
     if kind != "all":
         table = table.filter(pc.equal(table["kind"], kind))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
@@ -175,8 +179,11 @@ def scores(
         # the title names a kind asked for, and only rollouts have steps
         said = set() if kind == "all" else {"kind", *(["step"] if kind != "rollout" else [])}
         table = table.select([c for c in [*keys, *shown] if c in table.column_names and c not in said])
-    if computed:
-        typer.echo(prose(f"ensemble scores ({kind}, {split or 'test'}) of {len(ens)} members, computed now{ranked}:"))
+    if computed or some:
+        why = " (the store's are of every member of a configuration, these of the selection)" if some else ""
+        typer.echo(
+            prose(f"ensemble scores ({kind}, {split or 'test'}) of {len(ens)} members, computed now{why}{ranked}:")
+        )
     else:
         on = split or "val and test"
         typer.echo(prose(f"ensemble scores ({kind}, {on}) of {len(ens)} members, from the store{ranked}:"))

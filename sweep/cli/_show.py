@@ -47,7 +47,7 @@ def show(
     csv or json for other tools).
     """
     from .._errors import StoreError
-    from ..ensemble import compact, left_out, load
+    from ..ensemble import compact, left_out, load, whole_configurations
     from ._race import race_lines
     from ._scores import seeds_line
     from ._search import search_lines
@@ -103,6 +103,13 @@ def show(
                 f"n: the members with a finite {metric}; {counted(missing, 'member')} that trained without diverging "
                 f"{'has' if missing == 1 else 'have'} none (a rollout that blew up, or a metric it was not evaluated on) "
                 f"and {'is' if missing == 1 else 'are'} left out of the statistics"
+            )
+        )
+    if scores and whole_configurations(ens, stored := ens.stored_scores()).num_rows < stored.num_rows:
+        typer.echo(
+            prose(
+                "scores: the store's are of every member of a configuration, so none are shown for a configuration "
+                "the selection holds only some members of; `sweep scores` with the same --where computes its own"
             )
         )
     typer.echo(prose(seeds_line(ens, metric, mode)))

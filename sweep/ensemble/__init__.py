@@ -26,3 +26,4 @@ from ._rows import left_out as left_out
 from ._stats import Comparison as Comparison
 from ._stats import compare as compare
 from ._stats import describe as describe
+from ._stored_scores import whole_configurations as whole_configurations

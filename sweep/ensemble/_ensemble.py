@@ -130,7 +130,9 @@ class Ensemble(Calibrated):
 
         ``scores=True``: each configuration's stored ensemble scores beside (:meth:`stored_scores`,
         one-step, per split: ``<split>_crps``, ``<split>_spread_skill``, ``<split>_coverage_50``,
-        ``<split>_coverage_90``, ``<split>_loss_gain``).
+        ``<split>_coverage_90``, ``<split>_loss_gain``), empty for a configuration this selection
+        holds only some members of (they score all its members: :meth:`scores` computes the
+        selection's own).
 
         Returns a :class:`~sweep.ensemble.SummaryTable`: the pyarrow table's methods
         (``to_pylist()``, ``to_pandas()``, ``column()``, ...), ``.table`` for the
@@ -142,7 +144,7 @@ class Ensemble(Calibrated):
         keys = ["config_id", *self.grid_columns]
         table = _stats.summary(self._index, keys, metric, self._beside(metric), mode)
         if scores:
-            table = _stored_scores.beside_summary(table, self.stored_scores(), keys)
+            table = _stored_scores.beside_summary(table, self, keys)
         order = "lowest" if mode == "min" else "highest"
         title = (
             f"{metric} over seeds per configuration ({counted(len(self), 'member')}), {order} mean first; 95% intervals"
@@ -203,7 +205,8 @@ class Ensemble(Calibrated):
     def stored_scores(self, split: str | None = None) -> pa.Table:
         """The ensemble scores the aggregation stored (``ensemble_scores.parquet``: of all members of
         each configuration) of the configurations this selection has members of, on ``split`` or
-        both (columns as :meth:`scores`); a :class:`QueryError` for a store made without them."""
+        both (columns as :meth:`scores`); a :class:`QueryError` for a store made without them.
+        :func:`sweep.ensemble.whole_configurations` keeps those that are the selection's own."""
         return _stored_scores.stored_rows(self, split)
 
     def seeds_needed(self, metric: str = DEFAULT_METRIC, width: float = 0.1, mode: str | None = None) -> pa.Table:

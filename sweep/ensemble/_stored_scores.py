@@ -1,10 +1,12 @@
 """The ensemble scores a store holds: computed once at aggregation (:func:`store_scores`, every
 configuration the aggregator can score), read back for a selection (:func:`stored_rows`:
-``Ensemble.stored_scores``), and joined beside a summary (:func:`beside_summary`:
-``Ensemble.summary(scores=True)``, ``sweep show --scores``)."""
+``Ensemble.stored_scores``), kept where a selection holds every member of a configuration
+(:func:`whole_configurations`: those scores are its own), and joined beside a summary
+(:func:`beside_summary`: ``Ensemble.summary(scores=True)``, ``sweep show --scores``)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection
 
 import numpy as np
@@ -52,8 +54,10 @@ def store_scores(store: Store, trust: bool | Collection[str] = False) -> pa.Tabl
 BESIDE_SCORES = ("crps", "spread_skill", "coverage_50", "coverage_90", gain_column(LOSS, "gain"))
 
 
-def beside_summary(summary: pa.Table, stored: pa.Table, keys: list[str]) -> pa.Table:
-    """``summary`` with each configuration's stored one-step scores per split (``<split>_<score>``)."""
+def beside_summary(summary: pa.Table, selection, keys: list[str]) -> pa.Table:
+    """``summary`` (of ``selection``) with each configuration's stored one-step scores per split
+    (``<split>_<score>``), of the configurations ``selection`` holds whole (:func:`whole_configurations`)."""
+    stored = whole_configurations(selection, selection.stored_scores())
     one_step = stored.filter(pc.equal(stored["kind"], "one_step"))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
     for split in SPLIT_FILES:
         rows = one_step.filter(pc.equal(one_step["split"], split))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
@@ -88,3 +92,25 @@ def stored_rows(ens: Predictions, split: str | None) -> pa.Table:
     wanted = set(zip(*(ens.index[k].to_pylist() for k in keys), strict=True))
     held = zip(*(table[k].to_pylist() for k in keys), strict=True)
     return table.filter(pa.array([key in wanted for key in held], pa.bool_()))
+
+
+def whole_configurations(selection, table: pa.Table) -> pa.Table:
+    """The rows of ``table`` (stored scores, :meth:`Ensemble.stored_scores`) of the configurations
+    ``selection`` (an :class:`Ensemble`) holds every scored member of: a stored row scores all the
+    members of its configuration, so it is the selection's own only then (``where(seed=1)`` holds
+    one of each configuration's members: none of its rows; :meth:`Ensemble.scores` computes its own).
+
+    ```python
+    ens = sweep.load("runs/heat-depth-lr")
+    whole_configurations(ens.where(depth=4), ens.stored_scores()).num_rows   # depth 4's rows
+    ```
+    """
+    keys = ["config_id", *selection.grid_columns]
+    selected = Counter(zip(*(selection.index[k].to_pylist() for k in keys), strict=True))
+    whole = {
+        key
+        for r in table.select([*keys, "kind", "members"]).to_pylist()
+        if r["kind"] == "one_step" and selected[key := tuple(r[k] for k in keys)] >= r["members"]
+    }
+    held = zip(*(table[k].to_pylist() for k in keys), strict=True)
+    return table.filter(pa.array([key in whole for key in held], pa.bool_()))

@@ -6,7 +6,6 @@ warning), or a :class:`QueryError` where a kind asked for by name has no data.""
 from __future__ import annotations
 
 import inspect
-from collections import Counter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -14,7 +13,7 @@ import numpy as np
 from .._errors import QueryError, SweepError, warn
 from .._import_path import is_import_path
 from .._layout import SPLIT_FILES
-from ..ensemble import Ensemble
+from ..ensemble import Ensemble, whole_configurations
 from ..store import SAMPLE_COUNT
 from ._panels import Configs
 from ._rollout import rollout_metrics
@@ -188,10 +187,7 @@ def stored_scores(ens: Ensemble, named: str | None = None):
             return ens.scores(split)
         except SweepError as e:
             raise QueryError(f"plot(kind={named!r}): {none}, nor can they be scored here: {e}") from None
-    keys = ["config_id", *ens.grid_columns]
-    selected = Counter(zip(*(ens.index[k].to_pylist() for k in keys), strict=True))
-    one_step = [r for r in table.to_pylist() if r["kind"] == "one_step"]
-    if all(selected[tuple(r[k] for k in keys)] >= r["members"] for r in one_step):
+    if whole_configurations(ens, table).num_rows == table.num_rows:
         return table
     try:
         return ens.scores(split)
