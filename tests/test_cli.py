@@ -980,6 +980,8 @@ ERRORS = [
         ["predict", "{s}", "-i", "{d}/wrong.npy", "-o", "{d}/y.npy", "--where", "depth=1", "--pool"],
         ["shape (3, 1, 8)"],
     ),
+    (["scores", "{s}", "--save-calibration", "{d}/c.json"], ["--save-calibration goes with --recalibrate"]),
+    (["scores", "{s}", "--best", "2"], ["--best goes with --recalibrate or --greedy"]),
     (["predict", "{s}", "-i", "{d}/nothing.npy", "-o", "{d}/y.npy"], ["--input", "does not exist"]),
     (["predict", "{s}", "-i", "{d}/text.npy", "-o", "{d}/y.npy"], ["--input", "is not a .npy file; give an array"]),
     (["predict", "{s}", "-i", "{d}/objects.npy", "-o", "{d}/y.npy"], ["--input", "holds Python objects", "never"]),
@@ -1213,11 +1215,10 @@ def test_after_a_ctrl_c_a_second_one_leaves_rays_exit_handler_alone(monkeypatch,
 
 
 def test_scores_of_a_kind_the_store_lacks_name_the_kinds_it_holds(store):
-    """A heat1d store without trajectories holds no rollout scores: said, with the kinds it holds,
-    not a header over no rows."""
-    out = invoke("scores", store, "--kind", "rollout")
-    assert out.exit_code == 0, out.output
-    assert " ".join(out.stdout.split()) == (
+    """A heat1d store without trajectories holds no rollout scores: an error (as `sweep plot --kind
+    rollout` says) naming the kinds it holds, not a header over no rows."""
+    assert_one_line_error(
+        invoke("scores", store, "--kind", "rollout"),
         "no stored ensemble scores (rollout, val and test) of these 16 members; there are ensemble_size, one_step "
-        "scores: --kind ensemble_size (or --kind all)"
+        "scores: --kind ensemble_size (or --kind all)",
     )

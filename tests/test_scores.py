@@ -318,9 +318,9 @@ def test_a_store_whose_models_a_factory_builds_keeps_no_scores_and_says_how_to_c
     with pytest.warns(UserWarning, match=r"ensemble scores of 2 configs left out: their models are built by factories"):
         aggregate_blocks(tmp_path / "s", factory, datasets=datasets_of(PLAN), scores=store_scores)
     shown = invoke("scores", str(tmp_path / "s"))
-    assert shown.exit_code == 0, shown.output
-    assert " ".join(shown.stdout.split()) == (
-        "no stored ensemble scores (one_step, val and test) of these 12 members: their models are built by "
+    assert shown.exit_code == 1, shown.output
+    assert " ".join(shown.stderr.split()) == (
+        "error: no stored ensemble scores (one_step, val and test) of these 12 members: their models are built by "
         "_trap:touch, code the store names, whose predictions an aggregation runs only when trusted; where that "
         "code is installed and trusted, store them with `sweep aggregate DIR --trust-code`, or compute them now "
         "with --fields --trust-code (in Python: Ensemble.scores() on sweep.load(path, trust_code=True))"
@@ -349,9 +349,9 @@ def test_class_labels_are_refused_with_a_clear_error(tmp_path):
     assert "scores: each config cannot be scored: it is trained with 'cross_entropy'" in str(left_out.message)
     assert left_out.filename == __file__  # shown at the caller's line, not at one of seed-sweep's
     shown = invoke("scores", str(tmp_path / "s"))  # none stored: said, not a header over no rows
-    assert shown.exit_code == 0 and " ".join(shown.stdout.split()).startswith(
-        "no stored ensemble scores (one_step, val and test) of these 4 members: ensemble scores need real-valued"
-    ), shown.stdout
+    assert shown.exit_code == 1 and " ".join(shown.stderr.split()).startswith(
+        "error: no stored ensemble scores (one_step, val and test) of these 4 members: ensemble scores need real-valued"
+    ), shown.stderr
     ens = sweep.load(tmp_path / "s")
     assert ens.stored_scores().num_rows == 0
     with pytest.raises(QueryError, match=r"cross_entropy' on class labels.*real-valued"):

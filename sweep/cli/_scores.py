@@ -61,7 +61,10 @@ def scores(
     format: Annotated[
         Format,
         typer.Option(
-            "--format", parser=choice(Format), help="table (for reading), csv or json (every column, up to --limit)."
+            "--format",
+            parser=choice(Format),
+            help="table (for reading), csv or json (every column, up to --limit; csv leaves out the "
+            "rank histogram, a list).",
         ),
     ] = Format.table,
     recalibrate: Annotated[
@@ -106,7 +109,10 @@ def scores(
     trust_code: TrustCodeOpt = False,
     pool: PoolOpt = False,
 ) -> None:
-    """The ensemble scores stored for every configuration (computed when the sweep was aggregated).
+    """The ensemble scores of every configuration: stored by the aggregation, or computed now.
+
+    Computed now with --fields, --threshold, --greedy and --recalibrate, and for a --where that
+    selects only some of a configuration's members (the stored ones score all of them).
 
     CRPS (fair), RMSE of the ensemble mean, spread and the spread-skill ratio (1: calibrated, below
     1: overconfident), and how often the truth falls in the members' central 50% and 90%
@@ -152,8 +158,10 @@ def scores(
         chosen = one_setting(selected(ens, None, best), where, pool)
         _recalibrated(chosen, split or "test", save_calibration, Format(format).value, limit)
         return
-    if best is not None or save_calibration is not None:
-        raise CLIError("--best and --save-calibration go with --recalibrate")
+    if save_calibration is not None:
+        raise CLIError("--save-calibration goes with --recalibrate (it writes the calibration that fits)")
+    if best is not None:
+        raise CLIError("--best goes with --recalibrate or --greedy (the members they start from)")
     computed = fields or bool(threshold)
     table = ens.scores(split or "test", thresholds=threshold, fields=True) if computed else ens.stored_scores(split)
     # the store scored all the members of each configuration: a selection of some has its own
@@ -170,8 +178,7 @@ def scores(
         typer.echo(write_table(table.slice(0, limit), fmt), nl=False)
         return
     if not table.num_rows:  # (an empty table would print its header alone)
-        typer.echo(prose(_none_held(ens, kind, split, kinds, computed)))
-        return
+        raise CLIError(_none_held(ens, kind, split, kinds, computed))
     gains = [c for c in table.column_names if c.endswith("_gain")]
     if not wide:
         events = [c for c in table.column_names if c.startswith(("twcrps_", "brier_"))]
@@ -214,8 +221,9 @@ def _none_held(ens, kind: str, split: str | None, kinds: list[str], computed: bo
     from .._import_path import is_import_path
     from ..metrics import takes_class_indices
 
-    source = "computed now" if computed else "stored"
-    what = f"no {source} ensemble scores ({kind}, {split or ('test' if computed else 'val and test')}) of these {len(ens)} members"
+    on = f"({kind}, {split or ('test' if computed else 'val and test')})"
+    what = f"no ensemble scores {on} computed now" if computed else f"no stored ensemble scores {on}"
+    what += f" of these {len(ens)} members"
     if kinds:
         return f"{what}; there are {', '.join(kinds)} scores: --kind {kinds[0]} (or --kind all)"
     specs = [ens.store.configs[cid].spec for cid in set(ens.index["config_id"].to_pylist())]
