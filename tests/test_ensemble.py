@@ -179,6 +179,8 @@ def test_compare_refuses_a_grid_column_left_free(ens):
     assert (pooled.n_a, pooled.n_b) == (8, 8)
     listed = ens.compare({"depth": 1, "learning_rate": [1e-3, 3e-3]}, {"depth": 2, "learning_rate": [1e-3, 3e-3]})
     assert listed == pooled  # a column given as a list is chosen, not left free
+    with pytest.raises(QueryError, match=r"^compare\(b=\{'dept': 2\}\): unknown column 'dept' \(did you mean 'depth'"):
+        ens.compare({"depth": 1}, {"dept": 2})  # named as the call made, not as where()
 
 
 def test_compare_is_the_probability_of_lower_loss_and_the_difference_of_means(ens):

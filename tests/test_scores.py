@@ -372,6 +372,8 @@ def test_seeds_needed_follows_the_bootstrap_interval(path):
     for bad in (0, -1, "wide", math.inf):
         with pytest.raises(QueryError, match=r"seeds_needed\(width="):
             ens.seeds_needed(width=bad)
+    with pytest.raises(QueryError, match=r"^seeds_needed\(metric='val_los'\): .*did you mean 'val_loss'"):
+        ens.seeds_needed("val_los")  # named as the call made, not as summary()
 
 
 def test_cli_prints_the_stored_scores_and_the_seeds_needed(path):

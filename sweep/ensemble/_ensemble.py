@@ -36,6 +36,7 @@ from ._field_totals import Extras
 from ._greedy import select_greedy
 from ._predictions import DEFAULT_CHUNK
 from ._rows import REPR_ROWS, SummaryTable, format_table, html_table, seed_text
+from ._selection import refuse_pooled_sides
 from ._stats import Comparison
 
 if TYPE_CHECKING:
@@ -221,6 +222,7 @@ class Ensemble(Calibrated):
         """
         if isinstance(width, bool) or not isinstance(width, (int, float)) or not 0 < width < math.inf:
             raise QueryError(f"seeds_needed(width={width!r}): give the interval's width relative to the mean, > 0")
+        self._check_metric(metric, "seeds_needed", mode_of(metric, mode))
         return _stats.seeds_needed(self.summary(metric, mode).table, ["config_id", *self.grid_columns], float(width))
 
     def race(self) -> pa.Table | None:
@@ -298,23 +300,19 @@ class Ensemble(Calibrated):
             ens.compare({"depth": 4, "learning_rate": 1e-3}, {"depth": 6, "learning_rate": 1e-3}).probability
             ```
         """
-        sides = {"a": (a, self.where(**a)), "b": (b, self.where(**b))}
+        sides = {name: (side, self._side(name, side)) for name, side in (("a", a), ("b", b))}
         if not pool:
-            free: dict[str, list[str]] = {}
-            for name, (fixed, side) in sides.items():
-                for c, values in side.free_columns(fixed).items():
-                    free.setdefault(c, []).append(f"{values} in {name}")
-            if free:
-                listed = "; ".join(f"{c} takes {' and '.join(where)}" for c, where in free.items())
-                raise QueryError(
-                    f"compare(): {listed}: members trained with different settings would be pooled. Fix "
-                    f"{', '.join(free)} in both a and b (e.g. {{..., {next(iter(free))!r}: value}}), or pass "
-                    f"pool=True to pool over them"
-                )
+            refuse_pooled_sides(sides)
         (_, sa), (_, sb) = sides.values()
         mode = mode_of(metric, mode)
         va, vb = sa._values(metric, "compare", mode), sb._values(metric, "compare", mode)
         return _stats.compare(va, vb, sa._diverged(), sb._diverged(), metric, mode)
+
+    def _side(self, name: str, values: dict[str, Any]) -> Ensemble:
+        try:
+            return self.where(**values)
+        except QueryError as e:  # named as the call it is
+            raise QueryError(f"compare({name}={values!r}): {str(e).removeprefix('where(): ')}") from None
 
     def where(self, **column_values: Any) -> Ensemble:
         """Members whose columns equal the values given.

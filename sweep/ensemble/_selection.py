@@ -9,6 +9,7 @@ queries themselves are in :mod:`._predictions` (what the members compute) and
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import equinox as eqx
@@ -327,3 +328,19 @@ def _both(filters: dict[str, pa.Array], more: dict[str, pa.Array]) -> dict[str, 
     for column, values in more.items():
         out[column] = values if column not in out else pc.filter(values, pc.is_in(values, value_set=out[column]))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
     return out
+
+
+def refuse_pooled_sides(sides: Mapping[str, tuple[Mapping[str, Any], Selection]]) -> None:
+    """``compare()``'s refusal of sides (name -> (its ``where`` values, its selection)) that would
+    pool members trained with different settings (a free grid column taking several values)."""
+    free: dict[str, list[str]] = {}
+    for name, (fixed, side) in sides.items():
+        for c, values in side.free_columns(fixed).items():
+            free.setdefault(c, []).append(f"{values} in {name}")
+    if free:
+        listed = "; ".join(f"{c} takes {' and '.join(where)}" for c, where in free.items())
+        raise QueryError(
+            f"compare(): {listed}: members trained with different settings would be pooled. Fix "
+            f"{', '.join(free)} in both a and b (e.g. {{..., {next(iter(free))!r}: value}}), or pass "
+            f"pool=True to pool over them"
+        )
