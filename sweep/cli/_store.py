@@ -112,7 +112,10 @@ def verify(
         typer.echo(f"manifest sha256: {manifest_sha256(sweep_dir)}")
         return
 
-    store = Store.open(sweep_dir)
+    try:
+        store = Store.open(sweep_dir)
+    except StoreError as e:  # verify checks an export too: say so
+        raise StoreError(f"{e}; or give an export folder (made by `sweep export`)") from None
     try:
         store.verify()
     except StoreError as e:
