@@ -235,8 +235,8 @@ def test_verify_names_a_linked_or_malformed_export_manifest(store, tmp_path):
     listed = invoke("verify", str(out))
     assert listed.exit_code == 1 and "Error" not in listed.stderr
     assert "manifest.json: `parts` = [" in listed.stderr and "not an export manifest" in listed.stderr
-    (out / "manifest.json").unlink()  # no manifest at all: neither a store nor an export, both named
-    said = invoke("verify", str(out))
+    (tmp_path / "empty").mkdir()  # neither a store nor an export: both are named
+    said = invoke("verify", str(tmp_path / "empty"))
     assert said.exit_code == 1 and "give an export folder (made by `sweep export`)" in " ".join(said.stderr.split())
 
 
