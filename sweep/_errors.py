@@ -55,6 +55,11 @@ class StoreError(SweepError):
         self.problems = tuple(problems) or (message,)
 
 
+class NoStoreError(StoreError):
+    """A folder holds neither a store nor a sweep directory (a typo, a data folder): the one
+    :class:`StoreError` whose remedy may be another kind of folder (an export, for ``sweep verify``)."""
+
+
 class QueryError(SweepError, ValueError):
     """An ensemble query (where / best / member / predict) cannot be answered."""
 

@@ -117,17 +117,36 @@ def local_out(path: str | os.PathLike[str]) -> Path:
 
 def checked_folder_around(path: Path) -> Path | None:
     """The seed-sweep store or export that ``path`` (a file to be written) lies inside, links
-    resolved, or None: a folder whose manifest lists every file it holds."""
-    for folder in path.absolute().resolve().parents:
-        try:
-            manifest = json.loads((folder / EXPORT_MANIFEST).read_text())
-        except (OSError, ValueError):
+    resolved, or None: a folder whose ``manifest.json`` (a small regular file) is an export's
+    (its ``kind``) or a store's (a ``format`` and ``files`` of sizes and sha256s)."""
+    try:
+        parents = path.absolute().resolve().parents
+    except (OSError, RuntimeError):  # (a link loop: the write says so)
+        return None
+    for folder in parents:
+        manifest = _small_json(folder / EXPORT_MANIFEST)
+        if not isinstance(manifest, dict):
             continue
-        if isinstance(manifest, dict) and (
-            manifest.get("kind") == EXPORT_KIND or isinstance(manifest.get("files"), dict)
+        files = manifest.get("files")
+        if manifest.get("kind") == EXPORT_KIND or (
+            "format" in manifest
+            and isinstance(files, dict)
+            and all(isinstance(f, dict) and "sha256" in f for f in files.values())
         ):
             return folder
     return None
+
+
+def _small_json(path: Path) -> Any:
+    """The JSON of ``path`` if it is a regular file of at most :data:`TEXT_BYTES`, else None (a
+    FIFO in its place would block the reader)."""
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > TEXT_BYTES:
+            return None
+        return json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError):
+        return None
 
 
 def save_figure(fig: Figure, path: str | os.PathLike[str], dpi: int) -> Path:

@@ -773,7 +773,7 @@ def test_plot_honours_the_suffix_and_names_several_figures(store, tmp_path):
     assert_one_line_error(invoke("plot", store, "--out", tmp_path / "p_"), "--out", ".png, .pdf, .svg")
 
 
-def test_plot_never_writes_into_a_store_or_an_export(store, tmp_path):
+def test_plot_never_writes_into_a_store_or_an_export(store, tmp_path, monkeypatch):
     """A figure inside a store would be a file its manifest does not list (`sweep verify` would
     say the store was altered): given the store itself, plot writes beside it; an --out inside is
     refused before anything is drawn."""
@@ -788,6 +788,19 @@ def test_plot_never_writes_into_a_store_or_an_export(store, tmp_path):
     with pytest.raises(sweep.QueryError, match="a seed-sweep store or export"):
         sweep.plot(copy, "spread", out=inside)
     assert not inside.parent.exists() and invoke("verify", copy).exit_code == 0
+    generation = (copy / "ensembles").resolve()  # given a generation itself, or from inside it: the sweep directory
+    for given in (generation, "."):
+        monkeypatch.chdir(generation if given == "." else tmp_path)
+        said = invoke("plot", given, "--kind", "spread", "--dpi", "50")
+        assert said.exit_code == 0 and said.stdout.strip() == f"wrote {copy.resolve() / 'sweep.png'}", said.stderr
+    monkeypatch.chdir(tmp_path)
+    own = tmp_path / "mine"  # a folder of the user's with a manifest.json of its own is no store
+    own.mkdir()
+    (own / "manifest.json").write_text(json.dumps({"format": 1, "files": {"a.csv": "x"}}))
+    assert invoke("plot", copy, "--kind", "spread", "--dpi", "50", "--out", own / "x.png").exit_code == 0
+    (own / "manifest.json").unlink()
+    os.mkfifo(own / "manifest.json")  # read, it would block
+    assert invoke("plot", copy, "--kind", "spread", "--dpi", "50", "--out", own / "y.png").exit_code == 0
     (copy / "ensembles" / "notes.txt").write_text("mine")
     assert "is not listed in the manifest; the store was altered (a file added: move it out)" in (
         invoke("verify", copy).stderr

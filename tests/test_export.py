@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -238,6 +239,11 @@ def test_verify_names_a_linked_or_malformed_export_manifest(store, tmp_path):
     (tmp_path / "empty").mkdir()  # neither a store nor an export: both are named
     said = invoke("verify", str(tmp_path / "empty"))
     assert said.exit_code == 1 and "give an export folder (made by `sweep export`)" in " ".join(said.stderr.split())
+    broken = tmp_path / "broken"  # a store, corrupt: said so, with no hint of another kind of folder
+    shutil.copytree(store.resolve(), broken)
+    (broken / "manifest.json").write_text("{not json")
+    said = invoke("verify", str(broken))
+    assert said.exit_code == 1 and "manifest.json" in said.stderr and "export" not in said.stderr, said.stderr
 
 
 def test_verify_checks_the_manifests_format_calibration_and_shapes_and_prints_its_sha256(store, tmp_path):

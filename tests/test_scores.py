@@ -246,7 +246,9 @@ def test_a_selection_of_some_members_of_a_configuration_has_its_own_scores_not_t
     )
     some = ens.where(depth=1).best(3)
     assert whole_configurations(some, some.stored_scores()).num_rows == 0
-    assert "val_crps" not in some.summary(scores=True).column_names
+    assert {r["val_crps"] for r in some.summary(scores=True).to_pylist()} == {None}  # nulls, the columns kept
+    with pytest.raises(QueryError, match=r"whole_configurations\(\): a Blend weights its members"):
+        whole_configurations(ens.select_greedy(2), stored)
     said = invoke("scores", path, "--where", "seed=0")
     assert said.exit_code == 0 and "computed now (the store's are of every member of a configuration" in said.output
     rows = json.loads(invoke("scores", path, "--where", "seed=0", "--format", "json").output)

@@ -98,11 +98,17 @@ def plot(
 
 
 def _default_out(sweep_dir: str) -> str:
-    """``<sweep_dir>/sweep.png``, or beside ``sweep_dir`` where that is a store (``ensembles``) or an
-    export, which hold only the files they list; ``./sweep.png`` for a URI."""
+    """``<sweep_dir>/sweep.png``, or, where that lies inside a store or an export (which hold only the
+    files they list), beside it: for a generation of a sweep's store (``ensembles`` links to
+    ``.ensembles/NNNNNN``), in the sweep directory; ``./sweep.png`` for a URI."""
     from .._fs import checked_folder_around
+    from .._layout import STORE_NAME
 
     if "://" in sweep_dir:
         return "sweep.png"
     inside = Path(sweep_dir) / "sweep.png"
-    return str(inside if checked_folder_around(inside) is None else Path(sweep_dir).parent / "sweep.png")
+    folder = checked_folder_around(inside)
+    if folder is None:
+        return str(inside)
+    beside = folder.parent.parent if folder.parent.name == f".{STORE_NAME}" else folder.parent
+    return str(beside / "sweep.png")

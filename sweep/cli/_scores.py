@@ -135,6 +135,7 @@ def scores(
     """
     import pyarrow.compute as pc
 
+    from .._errors import SweepError
     from ..ensemble import load, whole_configurations
     from ._tables import format_table, prose, write_table
 
@@ -167,7 +168,13 @@ def scores(
     # the store scored all the members of each configuration: a selection of some has its own
     some = not computed and whole_configurations(ens, table).num_rows < table.num_rows
     if some:
-        table = ens.scores(split or "test")
+        try:
+            table = ens.scores(split or "test")
+        except SweepError as e:
+            raise CLIError(
+                f"{e} (the selection holds only some of a configuration's members, whose stored scores are of all "
+                f"of them: its own are computed now)"
+            ) from None
     kinds = sorted(set(table["kind"].to_pylist()))  # those it holds, of any kind
     if kind != "all":
         table = table.filter(pc.equal(table["kind"], kind))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
@@ -178,7 +185,7 @@ def scores(
         typer.echo(write_table(table.slice(0, limit), fmt), nl=False)
         return
     if not table.num_rows:  # (an empty table would print its header alone)
-        raise CLIError(_none_held(ens, kind, split, kinds, computed))
+        raise CLIError(_none_held(ens, kind, split, kinds, computed or some))
     gains = [c for c in table.column_names if c.endswith("_gain")]
     if not wide:
         events = [c for c in table.column_names if c.startswith(("twcrps_", "brier_"))]

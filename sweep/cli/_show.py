@@ -109,7 +109,8 @@ def show(
         typer.echo(
             prose(
                 "scores: the store's are of every member of a configuration, so none are shown for a configuration "
-                "the selection holds only some members of; `sweep scores` with the same --where computes its own"
+                "the selection holds only some members of; `sweep scores` with the same --where computes its own "
+                "(with --trust-code where a model factory builds the members)"
             )
         )
     typer.echo(prose(seeds_line(ens, metric, mode)))

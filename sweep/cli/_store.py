@@ -94,7 +94,7 @@ def verify(
     sha256) and shapes (against the programs), every part's size and sha256 against it, and no
     file or link it does not list; then its manifest's sha256 is printed.
     """
-    from .._errors import StoreError
+    from .._errors import NoStoreError, StoreError
     from .._words import counted
     from ..ensemble import is_export, manifest_sha256, verify_export
     from ..store import Store
@@ -114,7 +114,7 @@ def verify(
 
     try:
         store = Store.open(sweep_dir)
-    except StoreError as e:  # verify checks an export too: say so
+    except NoStoreError as e:  # verify checks an export too: say so
         raise StoreError(f"{e}; or give an export folder (made by `sweep export`)") from None
     try:
         store.verify()

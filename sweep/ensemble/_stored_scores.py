@@ -56,16 +56,15 @@ BESIDE_SCORES = ("crps", "spread_skill", "coverage_50", "coverage_90", gain_colu
 
 def beside_summary(summary: pa.Table, selection, keys: list[str]) -> pa.Table:
     """``summary`` (of ``selection``) with each configuration's stored one-step scores per split
-    (``<split>_<score>``), of the configurations ``selection`` holds whole (:func:`whole_configurations`)."""
-    stored = whole_configurations(selection, selection.stored_scores())
-    one_step = stored.filter(pc.equal(stored["kind"], "one_step"))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+    (``<split>_<score>``): nulls for a configuration ``selection`` holds in part (:func:`whole_configurations`)."""
+    stored = selection.stored_scores()
+    whole = whole_configurations(selection, stored)
     for split in SPLIT_FILES:
-        rows = one_step.filter(pc.equal(one_step["split"], split))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
-        if rows.num_rows:
-            scores = rows.select([*keys, *BESIDE_SCORES]).rename_columns(
-                [*keys, *(f"{split}_{c}" for c in BESIDE_SCORES)]
-            )
-            summary = _joined(summary, scores, keys)
+        if split not in stored["split"].to_pylist():
+            continue  # none of the split stored: no columns (nulls where the selection holds a configuration in part)
+        rows = whole.filter(pc.and_(pc.equal(whole["kind"], "one_step"), pc.equal(whole["split"], split)))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+        scores = rows.select([*keys, *BESIDE_SCORES]).rename_columns([*keys, *(f"{split}_{c}" for c in BESIDE_SCORES)])
+        summary = _joined(summary, scores, keys)
     return summary
 
 
@@ -105,12 +104,17 @@ def whole_configurations(selection, table: pa.Table) -> pa.Table:
     whole_configurations(ens.where(depth=4), ens.stored_scores()).num_rows   # depth 4's rows
     ```
     """
+    if isinstance(getattr(selection, "counts", None), np.ndarray):
+        raise QueryError(
+            "whole_configurations(): a Blend weights its members, so no stored score (of equal weights) is its own; "
+            "Blend.scores() computes them"
+        )
     keys = ["config_id", *selection.grid_columns]
     selected = Counter(zip(*(selection.index[k].to_pylist() for k in keys), strict=True))
+    rows = table.select([*keys, "kind", "members"]).to_pylist()
+    # every row but an ensemble-size one (of subsets) counts its configuration's scored members
     whole = {
-        key
-        for r in table.select([*keys, "kind", "members"]).to_pylist()
-        if r["kind"] == "one_step" and selected[key := tuple(r[k] for k in keys)] >= r["members"]
+        key for r in rows if r["kind"] != "ensemble_size" and selected[key := tuple(r[k] for k in keys)] >= r["members"]
     }
     held = zip(*(table[k].to_pylist() for k in keys), strict=True)
     return table.filter(pa.array([key in whole for key in held], pa.bool_()))

@@ -38,7 +38,7 @@ from contextlib import contextmanager
 
 import pyarrow.fs as pafs
 
-from .._errors import StoreError, warn
+from .._errors import NoStoreError, StoreError, warn
 from .._fs import (
     create_dir_exclusive,
     exists,
@@ -138,7 +138,7 @@ def committed_root(fs: pafs.FileSystem, path: str) -> str:
     if inside:
         raise storage_folder(fs, path, inside, "a store")
     if not a_sweep:  # no sweep either: a data folder, a typo
-        raise StoreError(
+        raise NoStoreError(
             f"{path!r} is not a seed-sweep store nor a sweep directory (it holds no {STORE_NAME!r} store and no "
             f"{PLAN}); give the directory of a sweep (made by `sweep run`) or of its {STORE_NAME!r} store"
         )
