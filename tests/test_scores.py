@@ -211,8 +211,19 @@ def test_ensemble_size_curve_ends_at_every_member(path):
     ens = sweep.load(path).where(depth=2)
     x, y = ens.samples()
     members = ens.predict(x)
-    pairs = [reference(members[2 * g : 2 * g + 2], y) for g in range(3)]  # three disjoint pairs, averaged
-    assert curve[0]["crps"] == pytest.approx(np.mean([p["crps"] for p in pairs]), rel=1e-6)
+    pairs = _scoring._subsets(6, 2)  # 8 of the 15 pairs: the 3 disjoint ones, then those of fixed shuffles
+    assert (
+        len(pairs) == 8
+        and len({tuple(p) for p in pairs}) == 8
+        and [p.tolist() for p in pairs[:3]] == [[0, 1], [2, 3], [4, 5]]
+    )
+    scored = [reference(members[p], y) for p in pairs]
+    assert curve[0]["crps"] == pytest.approx(np.mean([p["crps"] for p in scored]), rel=1e-6)
+    # where a size has at most 8 subsets, every one: the fair CRPS averaged over all pairs of 4 members
+    # is theirs, exactly (2 disjoint pairs of 4 would scatter around it)
+    four = ens.best(4).scores("test")
+    by_kind = {(r["kind"], r["members"]): r for r in four.to_pylist() if r["step"] == 0}
+    assert by_kind[("ensemble_size", 2)]["crps"] == pytest.approx(by_kind[("one_step", 4)]["crps"], rel=1e-6)
 
 
 def test_the_aggregation_stores_scores_of_every_configuration_and_split(path):

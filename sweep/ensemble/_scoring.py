@@ -22,6 +22,7 @@ import path is code the store names, which reading a store never runs: its colum
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any, NamedTuple
 
@@ -42,7 +43,7 @@ from ._predictions import Predictions
 from ._scores import Totals, block_sums, metric_sums
 
 BLOCK_BYTES = 64 * 2**20  # float32 member values gathered at once (the sort works in float64 beside them)
-SIZE_GROUPS = 8  # disjoint subsets of members averaged per point of an ensemble-size curve
+SIZE_GROUPS = 8  # subsets of members averaged per point of an ensemble-size curve (:func:`_subsets`)
 
 
 def check_split(split: Any, what: str) -> str:
@@ -97,6 +98,27 @@ def _sizes(members: int) -> list[int]:
     return [2**i for i in range(1, max(1, math.ceil(math.log2(members))))] + [members] if members > 1 else []
 
 
+def _subsets(members: int, k: int) -> list[np.ndarray]:
+    """The subsets of ``k`` of ``members`` (indices) whose scores are averaged at size ``k`` of the
+    size curve: every one where there are at most :data:`SIZE_GROUPS` (averaged over all of them,
+    the fair CRPS is the whole ensemble's, exactly: 6 pairs of 4 members, not 2), else
+    :data:`SIZE_GROUPS` distinct ones: the disjoint groups of the members in order, then those of
+    fixed shuffles (seeded: the same subsets at every aggregation), each subset drawn alike.
+
+    ```python
+    [s.tolist() for s in _subsets(4, 2)]   # [[0, 1], [0, 2], [0, 3], [1, 2], [1, 3], [2, 3]]
+    ```
+    """
+    if math.comb(members, k) <= SIZE_GROUPS:
+        return [np.array(c) for c in itertools.combinations(range(members), k)]
+    rng, order, found = np.random.default_rng(0), np.arange(members), {}
+    while len(found) < SIZE_GROUPS:
+        for g in range(members // k):  # (a subset drawn again is left out: each one once)
+            found.setdefault(tuple(sorted(order[g * k : (g + 1) * k].tolist())), None)
+        order = rng.permutation(members)
+    return [np.array(c) for c in list(found)[:SIZE_GROUPS]]
+
+
 def one_step(
     ens: Predictions,
     x: np.ndarray,
@@ -108,13 +130,14 @@ def one_step(
 ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, dict[int, list[dict[str, np.ndarray]]]]:
     """Scores of the members' predictions of ``x`` against ``y`` (with the columns of ``extras``),
     the summed metrics of the ensemble mean and of the members (``metrics``: per-sample
-    functions), and the scores of disjoint subsets of each size of :func:`_sizes` (below all members)."""
+    functions), and the scores of the subsets of each size of :func:`_sizes` (below all members):
+    :func:`_subsets`."""
     config, x = ens.checked_lazy(x, chunk_size, "scores")
     dtype = ens.dtype_of(config)
     m, per_sample = len(ens), math.prod(y.shape[1:])
     size = _block(x.shape[0], m, per_sample, block_bytes)
     totals, extra = Totals(m), extras and extras.totals()
-    subsets = {k: [Totals(k) for _ in range(min(SIZE_GROUPS, m // k))] for k in _sizes(m)[:-1]}
+    subsets = {k: [(chosen, Totals(k)) for chosen in _subsets(m, k)] for k in _sizes(m)[:-1]}
     of_mean, of_members = np.zeros(len(metrics)), np.zeros(len(metrics))
     held = ens.held_chunks(config, chunk_size) if x.shape[0] > size else None
     for rows in pieces(x.shape[0], size):
@@ -128,12 +151,12 @@ def one_step(
         totals.add(*block_sums(flat, truth, weights))
         if extra:
             extra.add(values[:, None], yb[None], sample_weights)
-        for k, groups in subsets.items():
-            for g, t in enumerate(groups):
-                t.add(*block_sums(flat[g * k : (g + 1) * k], truth, weights))
+        for groups in subsets.values():
+            for chosen, t in groups:
+                t.add(*block_sums(flat[chosen], truth, weights))
         a, b = metric_sums(values, yb, sample_weights, metrics)
         of_mean, of_members = of_mean + a, of_members + b
-    sizes = {k: [t.finish() for t in groups] for k, groups in subsets.items()}
+    sizes = {k: [t.finish() for _, t in groups] for k, groups in subsets.items()}
     scores = totals.finish() | (extra.finish() if extra else {})
     return scores, of_mean / x.shape[0], of_members / x.shape[0], sizes
 

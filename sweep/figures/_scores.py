@@ -185,7 +185,7 @@ def draw_size(ax: Axes, scores: pa.Table, keys: list[dict], column: str, name_co
 
 
 def ensemble_size_figure(fig: Figure, scores: pa.Table, keys: list[dict], cells: Sequence | None = None) -> list[Axes]:
-    """CRPS and spread-skill of subsets of members (averaged over disjoint subsets) against their size."""
+    """CRPS and spread-skill of subsets of members (averaged over subsets of each size) against their size."""
     if not _rows(scores, "ensemble_size").num_rows:
         return _missing(fig, cells, "no configuration has two members or more")
     axes = _axes(fig, cells, 2)
