@@ -146,6 +146,11 @@ def test_pool_lets_a_command_pool_members_trained_with_different_settings(store)
     assert result.exit_code == 0, result.stderr
     members = len(sweep.load(store).where(depth=1))
     assert f"of {members} members of config" in result.output
+    assert "in sample" not in result.output  # scored on test, the default
+    on_val = " ".join(
+        invoke("scores", store, "--where", "depth=1", "--recalibrate", "--pool", "--split", "val").output.split()
+    )
+    assert "scores on val before and after (in sample: fitted on these same points; --split test scores it" in on_val
 
 
 def test_plan_prints_every_trial_before_anything_runs(tmp_path):

@@ -270,7 +270,12 @@ def _recalibrated(ens, split: str, save: str | None, fmt: str, limit: int) -> No
     typer.echo(
         prose(
             f"recalibrated on val ({cal.points} points per channel) of {_members_of(ens, cal.config_id)}: spread "
-            f"scale per channel {scale}; scores on {split} before and after:"
+            f"scale per channel {scale}; scores on {split} before and after"
+            + (
+                " (in sample: fitted on these same points; --split test scores it out of sample):"
+                if split == "val"
+                else ":"
+            )
         )
     )
     typer.echo(format_table(table, limit, {"config_id", *ens.grid_columns, *ROW_KEYS}))
