@@ -58,10 +58,10 @@ def plot(
     the store holds; for autoregressive emulators the rollout error over steps per configuration
     (median and 10-90% band over seeds) and the chosen configuration's ensemble rolled out
     against a stored test trajectory (mean ±std); where the store holds ensemble scores, a row of
-    them (coverage, rank histogram, spread vs error, CRPS vs ensemble size). Configurations are ordered best first by
-    METRIC, as in `sweep show`. Draws only from the store: no data is regenerated and no model
-    factory the store names is imported (that panel then says why it is empty) unless
-    --trust-code is given.
+    them (coverage, rank histogram, spread vs error, CRPS vs ensemble size). Configurations are
+    ordered best first by METRIC, as in `sweep show`. Draws only from the store: no data is
+    regenerated and no model factory the store names is imported (that panel then says why it is
+    empty) unless --trust-code is given.
     """
     from ..figures import figure_paths
     from ..figures import plot as plot_sweep

@@ -47,8 +47,8 @@ def _last_line(fs: pafs.FileSystem, path: str, width: int = 80) -> str:
 def trial_states(sweep_dir: str | SweepDir, filesystem: pafs.FileSystem | None = None) -> dict[str, Any]:
     """Per planned trial: state (one of :data:`STATES`), members, epochs reached / planned; and
     ``local``: whether its trials ran in-process only (``--executor local``); ``where``: the
-    :class:`SweepDir`. A :class:`SweepDir`
-    already read (an aggregation's) is asked again, not its files."""
+    :class:`SweepDir`. A :class:`SweepDir` already read (an aggregation's) is asked again, not
+    its files."""
     where = sweep_dir if isinstance(sweep_dir, SweepDir) else SweepDir.at(sweep_dir, filesystem)
     sweep_dir = where.shown if isinstance(sweep_dir, SweepDir) else sweep_dir
     fs, path = where.filesystem, where.path
