@@ -88,9 +88,8 @@ def stored_rows(ens: Predictions, split: str | None) -> pa.Table:
     if split is not None:
         table = table.filter(pc.equal(table["split"], check_split(split, "stored_scores")))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
     keys = ["config_id", *ens.grid_columns]
-    wanted = set(zip(*(ens.index[k].to_pylist() for k in keys), strict=True))
-    held = zip(*(table[k].to_pylist() for k in keys), strict=True)
-    return table.filter(pa.array([key in wanted for key in held], pa.bool_()))
+    wanted = set(_keys_of(ens.index, keys))
+    return table.filter(pa.array([key in wanted for key in _keys_of(table, keys)], pa.bool_()))
 
 
 def whole_configurations(selection, table: pa.Table) -> pa.Table:
@@ -110,11 +109,15 @@ def whole_configurations(selection, table: pa.Table) -> pa.Table:
             "Blend.scores() computes them"
         )
     keys = ["config_id", *selection.grid_columns]
-    selected = Counter(zip(*(selection.index[k].to_pylist() for k in keys), strict=True))
+    selected = Counter(_keys_of(selection.index, keys))
     rows = table.select([*keys, "kind", "members"]).to_pylist()
     # every row but an ensemble-size one (of subsets) counts its configuration's scored members
     whole = {
         key for r in rows if r["kind"] != "ensemble_size" and selected[key := tuple(r[k] for k in keys)] >= r["members"]
     }
-    held = zip(*(table[k].to_pylist() for k in keys), strict=True)
-    return table.filter(pa.array([key in whole for key in held], pa.bool_()))
+    return table.filter(pa.array([key in whole for key in _keys_of(table, keys)], pa.bool_()))
+
+
+def _keys_of(table: pa.Table, keys: list[str]) -> list[tuple]:
+    """The configuration of each row of ``table``: its values of ``keys`` (config_id, grid columns)."""
+    return list(zip(*(table[k].to_pylist() for k in keys), strict=True))
