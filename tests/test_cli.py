@@ -661,6 +661,24 @@ def test_predict_writes_the_selected_members_predictions(store, tmp_path, x):
     np.testing.assert_array_equal(y, expected)
 
 
+def test_best_beyond_the_selection_keeps_all_of_it_and_says_so(store, tmp_path, x):
+    np.save(tmp_path / "x.npy", x)
+    where = ["--where", "depth=2", "--where", "learning_rate=0.003"]
+    n = len(sweep.load(store).where(depth=2, learning_rate=0.003))
+    warning = rf"^--best 99: the selection has {n} member\(s\); all of them are kept$"
+    with pytest.warns(UserWarning, match=warning):
+        result = invoke("predict", store, "-i", tmp_path / "x.npy", "-o", tmp_path / "y.npy", *where, "--best", "99")
+    assert result.exit_code == 0, result.stderr
+    assert np.load(tmp_path / "y.npy").shape[0] == n
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # exactly as many: no warning
+        result = invoke("predict", store, "-i", tmp_path / "x.npy", "-o", tmp_path / "y.npy", *where, "--best", str(n))
+    assert result.exit_code == 0, result.stderr
+    with pytest.warns(UserWarning, match=warning):
+        result = invoke("scores", store, *where, "--greedy", "2", "--best", "99")
+    assert result.exit_code == 0, result.stderr
+
+
 def test_predict_std_writes_mean_and_std(store, tmp_path, x):
     np.save(tmp_path / "x.npy", x)
     result = invoke(
@@ -1158,6 +1176,23 @@ def test_run_progress_option_reaches_sweep_run(tmp_path, monkeypatch, choice, mo
     )
     assert seen["options"].resume_command.endswith(" --logger tensorboard --log-per config --verbose --resume")
     assert invoke("run", tmp_path / "spec.toml", "--progress", "loud").exit_code == 2  # click lists the choices
+
+
+def test_run_checkpoint_every_is_a_count_or_auto_checked_before_anything_runs(tmp_path, monkeypatch):
+    import sweep.tune
+
+    seen = []
+    monkeypatch.setattr(sweep.tune, "run", lambda spec, storage, options: seen.append(options) or str(tmp_path))
+    grid_spec().to_toml(tmp_path / "spec.toml")
+    assert invoke("run", tmp_path / "spec.toml", "--checkpoint-every", "3").exit_code == 0
+    assert seen[-1].checkpoint_every == 3 and " --checkpoint-every 3 " in seen[-1].resume_command
+    assert invoke("run", tmp_path / "spec.toml").exit_code == 0
+    assert seen[-1].checkpoint_every == "auto" and "--checkpoint-every" not in seen[-1].resume_command
+    for bad in ("often", "0", "-2", "1.5"):
+        result = invoke("run", tmp_path / "spec.toml", f"--checkpoint-every={bad}")
+        assert result.exit_code == 2, (bad, result.output)  # a usage error, as typer's own
+        assert f"'--checkpoint-every': got '{bad}'; give an integer >= 1" in " ".join(result.stderr.split())
+    assert len(seen) == 2  # nothing ran for a bad value
 
 
 def test_plan_imports_a_model_module_next_to_the_spec_and_hints_when_it_cannot(tmp_path):

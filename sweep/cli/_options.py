@@ -72,6 +72,10 @@ def selected(ens, where: list[str] | None, best: int | None = None, metric: str 
     if best is None:
         return ens
     warn_test_ranking(ens, metric)
+    if best > len(ens):
+        from .._errors import warn
+
+        warn(f"--best {best}: the selection has {len(ens)} member(s); all of them are kept")
     return ens.best(best, metric=metric, mode=mode)
 
 

@@ -14,6 +14,16 @@ from ._options import SetOpt, SpecArg, load_spec
 from ._tables import terminal_width
 
 
+def _reports_or_auto(value: str) -> str:
+    """The ``parser`` of ``--checkpoint-every``: ``auto`` or an integer >= 1, else a usage error (exit 2)."""
+    if value == "auto" or (value.isdigit() and int(value) >= 1):
+        return value
+    raise typer.BadParameter(
+        f"got {value!r}; give an integer >= 1 (a checkpoint every that many reports) or 'auto' (paced by the "
+        "storage's write rate)"
+    )
+
+
 def run(
     spec: SpecArg,
     storage: Annotated[
@@ -52,7 +62,9 @@ def run(
     checkpoint_every: Annotated[
         str,
         typer.Option(
-            metavar="<N|auto>", help="A block checkpoint every N reports, or 'auto': paced by the storage's write rate."
+            metavar="<N|auto>",
+            parser=_reports_or_auto,
+            help="A block checkpoint every N reports, or 'auto': paced by the storage's write rate.",
         ),
     ] = "auto",
     executor: Annotated[
@@ -102,7 +114,7 @@ def _run_command(
         *(["--verbose"] if verbose else []),
         "--resume",
     ]
-    every = int(checkpoint_every) if checkpoint_every.isdigit() else checkpoint_every  # "auto" or bad: run says
+    every = "auto" if checkpoint_every == "auto" else int(checkpoint_every)
     options = RunOptions(
         executor=Executor(executor).value,
         address=address,

@@ -144,7 +144,7 @@ def scores(
     if recalibrate and (fields or threshold):
         raise CLIError("--fields and --threshold go without --recalibrate (its table is scored before and after)")
     if greedy is not None:
-        blend = (ens if best is None else ens.best(best)).select_greedy(greedy)
+        blend = selected(ens, None, best).select_greedy(greedy)
         if recalibrate:
             _recalibrated(blend, split or "test", save_calibration, Format(format).value, limit)
             return
