@@ -117,6 +117,15 @@ def test_a_flag_shows_no_type_as_if_it_took_a_value(command):
     assert "<bool>" not in text
 
 
+@pytest.mark.parametrize("command", [*COMMANDS, "scores", "serve", "export"])
+def test_every_option_of_text_names_what_it_holds(command):
+    """`--storage STORAGE`, `--metric COLUMN`, `--out FILE`, not `<str>` (typer 0.29's label of a
+    string value; an argument's panel keeps it, beside the argument's name)."""
+    text = invoke(command, "--help", columns=200).output
+    options = text[text.index("─ Options ─") :]
+    assert "<str>" not in options, options
+
+
 @pytest.mark.parametrize("command", ["predict", "serve", "scores", "export"])
 def test_best_is_refused_below_one_before_anything_is_read(command):
     result = invoke(command, "no-such-dir", "--best", "0")

@@ -13,7 +13,8 @@ from ._options import DirArg, PoolOpt, TrustCodeOpt, existing, one_setting, sele
 def export(
     sweep_dir: DirArg,
     out: Annotated[
-        str, typer.Option("-o", "--out", help="The directory to write: a new one (created) or an empty one.")
+        str,
+        typer.Option("-o", "--out", metavar="DIR", help="The directory to write: a new one (created) or an empty one."),
     ],
     where: Annotated[
         list[str] | None, typer.Option(metavar="COLUMN=VALUE", help="Keep members with column=value (repeatable).")
@@ -34,7 +35,8 @@ def export(
         bool, typer.Option("--recalibrate", help="Fit a recalibration on the validation split and include it.")
     ] = False,
     calibration: Annotated[
-        str | None, typer.Option(help="Include a calibration written by `sweep scores --save-calibration`.")
+        str | None,
+        typer.Option(metavar="FILE", help="Include a calibration written by `sweep scores --save-calibration`."),
     ] = None,
     steps: Annotated[int | None, typer.Option(min=1, help="Rollout steps of rollout.jaxexport.")] = None,
     trust_code: TrustCodeOpt = False,

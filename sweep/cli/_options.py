@@ -31,8 +31,9 @@ SetOpt = Annotated[
 MetricOpt = Annotated[
     str,
     typer.Option(
+        metavar="COLUMN",
         help="Member column that ranks: a validation column (val_loss by default); a test column where there "
-        "is no validation set (beside one, with a warning: test columns should report a choice, not make it)."
+        "is no validation set (beside one, with a warning: test columns should report a choice, not make it).",
     ),
 ]
 PoolOpt = Annotated[

@@ -16,9 +16,10 @@ def plot(
     out: Annotated[
         str | None,
         typer.Option(
+            metavar="FILE",
             help="Figure file: .png, .pdf or .svg. Several figures (--kind all) go "
             "to <stem>-<kind><suffix> next to it. Default: <SWEEP_DIR>/sweep.png (beside SWEEP_DIR where it "
-            "is a store or an export, whose files are listed; ./sweep.png for remote sweeps)."
+            "is a store or an export, whose files are listed; ./sweep.png for remote sweeps).",
         ),
     ] = None,
     kind: Annotated[
@@ -43,6 +44,7 @@ def plot(
     rollout_metric: Annotated[
         str | None,
         typer.Option(
+            metavar="NAME",
             help="Rollout metric whose error over steps is drawn (default: the first stored, e.g. nrmse).",
             show_default=False,
         ),

@@ -27,11 +27,17 @@ def _reports_or_auto(value: str) -> str:
 def run(
     spec: SpecArg,
     storage: Annotated[
-        str, typer.Option(help="Where sweeps are stored (path or URI); the sweep goes to STORAGE/<name>.")
+        str,
+        typer.Option(
+            metavar="STORAGE", help="Where sweeps are stored (path or URI); the sweep goes to STORAGE/<name>."
+        ),
     ] = "./runs",
     address: Annotated[
         str | None,
-        typer.Option(help="Ray cluster to join: 'auto', 'HOST:6379' or 'ray://HOST:10001'; default: a local Ray."),
+        typer.Option(
+            metavar="ADDRESS",
+            help="Ray cluster to join: 'auto', 'HOST:6379' or 'ray://HOST:10001'; default: a local Ray.",
+        ),
     ] = None,
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue an interrupted sweep from its checkpoints.")
@@ -132,7 +138,9 @@ def _run_command(
 
 def plan(
     spec: SpecArg,
-    storage: Annotated[str | None, typer.Option(help="Leave out members already trained in STORAGE/<name>.")] = None,
+    storage: Annotated[
+        str | None, typer.Option(metavar="STORAGE", help="Leave out members already trained in STORAGE/<name>.")
+    ] = None,
     overrides: SetOpt = None,
 ) -> None:
     """Show trials, blocks and resources; run nothing.

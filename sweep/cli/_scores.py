@@ -89,7 +89,8 @@ def scores(
         ),
     ] = None,
     save_calibration: Annotated[
-        str | None, typer.Option(help="With --recalibrate: write the calibration (JSON, checksummed) here.")
+        str | None,
+        typer.Option(metavar="FILE", help="With --recalibrate: write the calibration (JSON, checksummed) here."),
     ] = None,
     fields: Annotated[
         bool,

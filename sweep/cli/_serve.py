@@ -55,7 +55,9 @@ def serve(
             '"interval": 0.5 or 0.9.',
         ),
     ] = False,
-    host: Annotated[str, typer.Option(help="Address to bind; 127.0.0.1 answers this machine only.")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option(metavar="HOST", help="Address to bind; 127.0.0.1 answers this machine only.")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="HTTP port.")] = 8000,
     replicas: Annotated[int, typer.Option(help="Replicas, each holding every served member.")] = 1,
     cpu: Annotated[float, typer.Option("--cpu", help="CPUs per replica.")] = 1.0,
@@ -91,7 +93,8 @@ def serve(
         ),
     ] = None,
     address: Annotated[
-        str | None, typer.Option(help="Ray cluster to run on (default: a local Ray started for the service).")
+        str | None,
+        typer.Option(metavar="ADDRESS", help="Ray cluster to run on (default: a local Ray started for the service)."),
     ] = None,
     trust_code: TrustCodeOpt = False,
     pool: PoolOpt = False,

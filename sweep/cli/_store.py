@@ -38,7 +38,8 @@ def aggregate(
     address: Annotated[
         str | None,
         typer.Option(
-            help="With --parallel: the Ray cluster to run the tasks on ('auto', 'HOST:6379', 'ray://HOST:10001')."
+            metavar="ADDRESS",
+            help="With --parallel: the Ray cluster to run the tasks on ('auto', 'HOST:6379', 'ray://HOST:10001').",
         ),
     ] = None,
     trust_code: TrustCodeOpt = False,
