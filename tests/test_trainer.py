@@ -1,5 +1,7 @@
 """Block trainer: block invariance, divergence, no recompilation, resumption, keys, the one loop."""
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -164,11 +166,38 @@ def test_batch_size_larger_than_training_set_is_rejected():
         sweep.train_block(one, [0])
 
 
-def test_bad_seeds_rejected(spec, data):
-    with pytest.raises(sweep.SpecError, match="`seeds`"):
-        sweep.train_block(spec, [1, 1], data=data)
-    with pytest.raises(sweep.SpecError, match="`seeds`"):
-        sweep.train_block(spec, [-1], data=data)
+@pytest.mark.parametrize(
+    ("seeds", "said"),
+    [
+        ([1, 1], r"duplicate seed\(s\) \[1\]"),
+        ([-1], r"got -1; seeds must be non-negative integers below 2\*\*32"),
+        ([2**32], r"got 4294967296; seeds must be"),
+        ([2.7], r"got 2.7; seeds must be"),  # not truncated to seed 2
+        (["3"], r"got '3'; seeds must be"),
+        ([True], r"got True; seeds must be"),
+        ([], r"got an empty list"),
+    ],
+)
+def test_bad_seeds_rejected_as_the_specs_are(spec, data, seeds, said):
+    with pytest.raises(sweep.SpecError, match=rf"^`seeds`: {said}"):
+        sweep.train_block(spec, seeds, data=data)
+
+
+def test_a_set_of_hyperparameters_lacking_one_the_others_give_is_refused(spec, data):
+    """Not a NaN rate (a member flagged diverged): the spec gives no b1 to fall back on."""
+    sets = [{"learning_rate": 1e-3, "b1": 0.8}, {"learning_rate": 1e-3}]
+    with pytest.raises(sweep.SpecError, match=r"^`hparams\[1\]` \{'learning_rate': 0.001\}: no 'b1', which other"):
+        sweep.train_block(spec, [0], sets, data=data)
+    with_b1 = dataclasses.replace(spec, optimizer=sweep.Optimizer("adam", learning_rate=1e-3, b1=0.9))
+    _, history = sweep.train_block(with_b1, [0], sets, data=data)  # the spec's b1 for the second set
+    assert not history.diverged.any()
+    with pytest.raises(sweep.SpecError, match=r"`hparams\[0\]` .*: names \['b1'\] twice"):
+        sweep.train_block(spec, [0], [{"b1": 0.8, "optimizer.b1": 0.7}], data=data)
+
+
+def test_an_unknown_layout_is_refused(spec, data):
+    with pytest.raises(sweep.SpecError, match=r"^`layout`: got 'VMAP'; give one of \['map', 'vmap'\]"):
+        sweep.init_block(spec, [0], data=data, layout="VMAP")
 
 
 @pytest.mark.parametrize(

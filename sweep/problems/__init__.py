@@ -269,8 +269,9 @@ def _loaded(name: str, options: Mapping[str, Any]) -> Dataset:
 def pde_stepper(name: str, options: Mapping[str, Any], time_scale: float = 1.0):
     """The exponax stepper of an ``exponax:<Stepper>`` or ``apebench:<scenario>_<N>d`` problem
     (:func:`~._exponax.exponax_stepper`; ``time_scale``: a fraction of its ``dt``), or a
-    :class:`SpecError` for any other problem."""
-    pde = _pde(name, options)
+    :class:`SpecError` for any other problem. Options seed-sweep applies itself (``normalize``,
+    ``history``) are not the stepper's."""
+    pde = _pde(name, {k: v for k, v in options.items() if k not in OWN})
     if pde is None:
         raise SpecError(
             f"`problem.name`: got {name!r}; a reference or coarse stepper needs a PDE problem, "

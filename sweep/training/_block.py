@@ -24,9 +24,9 @@ from .._configure import warn_unconfigured
 from .._errors import SpecError
 from ..optim import check_optimizer, hyperparameter_names
 from ..problems import Dataset
-from ..spec import SweepSpec, hparam_name
+from ..spec import SweepSpec, hparam_name, is_number, seed_tuple
 from ._data_checks import check_data, load_data
-from ._layout import default_layout, members_mesh, on_devices, pad_members
+from ._layout import LAYOUTS, default_layout, members_mesh, on_devices, pad_members
 from ._program import (
     Shapes,
     TrainState,
@@ -105,11 +105,21 @@ def hparam_sets(spec: SweepSpec, hparams: HParams) -> tuple[dict[str, float], ..
             hparam_name(k): float(v) if np.ndim(v) == 0 and isinstance(v, (np.generic, np.ndarray, jax.Array)) else v
             for k, v in h.items()
         }
+        if len(named) < len(h):
+            twice = sorted({hparam_name(k) for k in h if hparam_name(k) != k and hparam_name(k) in h})
+            raise SpecError(f"`hparams[{i}]` {dict(h)}: names {twice} twice (with and without 'optimizer.'); once")
         try:  # the rules of the spec's own optimizer fields: known arguments, finite rates >= 0
             check_optimizer(spec.optimizer.name, {**spec.optimizer.options, **named})
         except SpecError as e:
             raise SpecError(f"`hparams[{i}]` {dict(h)}: {e}") from None
         out.append({k: float(v) for k, v in named.items()})
+    for i, h in enumerate(out):  # a set without a name the others vary: the spec's value, else refused
+        missing = sorted(n for s in out for n in s if n not in h and not is_number(spec.optimizer.options.get(n)))
+        if missing:
+            raise SpecError(
+                f"`hparams[{i}]` {h}: no {missing[0]!r}, which other sets give and the spec's optimizer does not; "
+                f"give it in every set, or set optimizer.{missing[0]} in the spec"
+            )
     return tuple(out) or ({},)
 
 
@@ -145,7 +155,7 @@ def init_block(
 
     Args:
         spec: The sweep specification.
-        seeds: The block's seeds.
+        seeds: The block's seeds: distinct integers in [0, 2**32), checked as the spec's are.
         hparams: A dict or a list of dicts of optimizer hyperparameters (``"learning_rate"`` or
             ``"optimizer.learning_rate"``); ``None`` takes the spec's vmapped grid (or nothing).
         data: The spec's dataset, if already loaded (:func:`load_data`).
@@ -164,10 +174,10 @@ def init_block(
         state, metrics = sweep.run_chunk(block, state, spec.training.report_every)
         ```
     """
-    seeds = tuple(int(s) for s in seeds)
-    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
-        raise SpecError(f"`seeds`: got {list(seeds)[:10]}; give distinct non-negative integers")
+    seeds = seed_tuple(seeds)
     hsets = hparam_sets(spec, hparams)
+    if layout not in (None, *LAYOUTS):
+        raise SpecError(f"`layout`: got {layout!r}; give one of {list(LAYOUTS)}, or None for the backend's default")
     if data is None:
         data = load_data(spec)
     else:
