@@ -118,3 +118,27 @@ def test_npz_trajectories_beside_pairs_or_alone(tmp_path):
         sweep.SpecError, match=r"array 'test_traj' of .* holds Python objects; seed-sweep never unpickles"
     ):
         load_problem("arrays", {"path": str(tmp_path / "obj.npz")})
+
+
+def test_pairs_beside_training_trajectories_are_held_out_with_them(tmp_path):
+    """No validation state among the training trajectories: the pairs of an .npz given beside its
+    trajectories go with their trajectory (every consecutive pair), or are refused."""
+    from sweep.problems import load_problem
+
+    train, test = _traj(18, 4, 0), _traj(2, 6, 1)
+    x, y = train[:, :-1].reshape(-1, 1, 8), train[:, 1:].reshape(-1, 1, 8)
+    np.savez(tmp_path / "own.npz", train_x=x, train_y=y, test_x=test[:, 0], test_y=test[:, 1], train_traj=train)
+    data = load_problem("arrays", {"path": str(tmp_path / "own.npz")})
+    assert data.val_traj.shape == (2, 5, 1, 8) and data.train_traj.shape == (16, 5, 1, 8)
+    for split, traj in ((data.train, data.train_traj), (data.val, data.val_traj)):
+        np.testing.assert_array_equal(split.x, traj[:, :-1].reshape(-1, 1, 8))
+        np.testing.assert_array_equal(split.y, traj[:, 1:].reshape(-1, 1, 8))
+    trained = {row.tobytes() for row in data.train_traj.reshape(-1, 1, 8)}
+    assert not any(row.tobytes() in trained for row in data.val.x)  # before: 11 of 12 were
+    np.savez(
+        tmp_path / "other.npz", train_x=x[::2], train_y=y[::2], test_x=test[:, 0], test_y=test[:, 1], train_traj=train
+    )
+    with pytest.raises(sweep.SpecError, match=r"training pairs beside training trajectories that they are not the"):
+        load_problem("arrays", {"path": str(tmp_path / "other.npz")})
+    with_val = load_problem("arrays", {"path": str(tmp_path / "other.npz"), "val_fraction": 0})
+    assert with_val.val.size == 0 and with_val.train.size == len(x[::2])

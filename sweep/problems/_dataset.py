@@ -303,10 +303,11 @@ def as_dataset(
     ``{"train": traj, "val": traj, "test": traj}``, any of them left out or ``None``.
 
     Without a validation split one is carved from the training samples (``val_fraction`` of all
-    samples, default 0.1, drawn with ``data_seed``), and likewise from the training trajectories
-    (``val_fraction`` of all trajectories, drawn with ``data_seed``): where each training sample
-    starts its own trajectory (heat1d) both draws hold out the same samples. Giving both a
-    validation split and ``val_fraction`` is an error.
+    samples, default 0.1, drawn with ``data_seed``), or, where there are training trajectories,
+    from those (``val_fraction`` of all trajectories, drawn with ``data_seed``) with their pairs:
+    pairs given beside them must be theirs, one per trajectory (heat1d's first steps) or every
+    consecutive pair, so that no validation state is a training one. Giving both a validation
+    split and ``val_fraction`` is an error.
     """
     traj = _traj_splits(trajectories, source)
     derived = arrays is None
@@ -330,20 +331,42 @@ def as_dataset(
         fraction = DEFAULT_VAL_FRACTION if val_fraction is None else val_fraction
         check_val_fraction(fraction)
         if "train" in traj and "val" not in traj:
-            count = val_count(fraction, len(traj["train"]), len(traj.get("test", ())), "trajectories", source)
-            held = held_out(len(traj["train"]), count, data_seed)
-            traj["train"], traj["val"] = traj["train"][~held], traj["train"][held]
-        if derived:
-            splits |= {split: Split(*pairs_of(traj[split])) for split in ("train", "val")}
-        else:
+            whole = traj["train"]
+            count = val_count(fraction, len(whole), len(traj.get("test", ())), "trajectories", source)
+            held = held_out(len(whole), count, data_seed)
+            traj["train"], traj["val"] = whole[~held], whole[held]
+            if not derived:  # the pairs held out with their trajectories, or validation would share their states
+                splits["train"], splits["val"] = _carved_with(splits["train"], whole, held, source)
+        elif not derived:
             count = val_count(fraction, splits["train"].size, splits["test"].size, "samples", source)
             splits["train"], splits["val"] = carve(splits["train"], count, data_seed)
+        if derived:
+            splits |= {split: Split(*pairs_of(traj[split])) for split in ("train", "val")}
     kept = [traj[s] if s in traj and len(traj[s]) else None for s in SPLITS]  # none of a split: None
     data = Dataset(
         splits["train"], splits["val"], splits["test"], train_traj=kept[0], val_traj=kept[1], test_traj=kept[2]
     )
     _check_shapes(data, source)
     return data
+
+
+def _carved_with(train: Split, traj: np.ndarray, held: np.ndarray, source: str) -> tuple[Split, Split]:
+    """``(train, val)`` pairs of the training trajectories ``traj`` of which ``held`` are the
+    validation ones: the pairs must be the trajectories' own, one per trajectory (its first step,
+    heat1d's) or every consecutive pair (:func:`pairs_of`), else a :class:`SpecError`."""
+    if not held.any():  # val_fraction=0
+        return train, Split(train.x[:0], train.y[:0])
+    if train.size == len(traj) and np.array_equal(train.x, traj[:, 0]) and np.array_equal(train.y, traj[:, 1]):
+        return Split(train.x[~held], train.y[~held]), Split(train.x[held], train.y[held])
+    x, y = pairs_of(traj)
+    if train.size == len(x) and np.array_equal(train.x, x) and np.array_equal(train.y, y):
+        return Split(*pairs_of(traj[~held])), Split(*pairs_of(traj[held]))
+    raise SpecError(
+        f"{source}: training pairs beside training trajectories that they are not the pairs of (every consecutive "
+        f"pair, trajectory by trajectory), and no validation split: validation pairs drawn apart from the "
+        f"validation trajectories would share states with the training trajectories; give the validation split "
+        f"(val_x, val_y and val_traj), or only the trajectories (the pairs are derived from them)"
+    )
 
 
 def _check_shapes(data: Dataset, source: str) -> None:
