@@ -239,7 +239,6 @@ def test_a_stepper_method_refuses_normalised_or_stacked_states(option):
         )
 
 
-
 @pytest.mark.parametrize("option", [{"normalize": "none"}, {"history": 1}])
 def test_a_stepper_method_trains_with_the_settings_its_refusal_asks_for(option):
     """The refusal above says `set normalize="none" and history=1`: written out, they train."""
@@ -247,7 +246,9 @@ def test_a_stepper_method_trains_with_the_settings_its_refusal_asks_for(option):
     spec = _sgd_2d(correct="parallel")
     spec = dataclasses.replace(spec, problem=spec.problem.replace(**option))
     _, after = _one_update(spec, sweep.load_data(spec))
-    assert all(np.isfinite(np.asarray(leaf)).all() for leaf in jax.tree_util.tree_leaves(eqx.filter(after, eqx.is_array)))
+    assert all(
+        np.isfinite(np.asarray(leaf)).all() for leaf in jax.tree_util.tree_leaves(eqx.filter(after, eqx.is_array))
+    )
 
 
 def _one_update(spec, data):

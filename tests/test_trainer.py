@@ -265,3 +265,17 @@ def test_evaluation_holds_the_activations_of_a_minibatch_not_of_the_split():
     )
     added = 7 * sum(a.nbytes for a in batch)  # the samples; a hidden layer's activations are 64x larger than x
     assert 0 < eight - one < 4 * added, (eight - one, added)  # 1.9x; parts of 128 samples: 186x
+
+
+def test_the_vmap_layout_holds_the_training_split_once_not_once_per_member():
+    """§5: the dataset lives once per block. Vmapped, a shuffled copy of the split taken before an
+    epoch's scan would be one per member (each member its own order): minibatches are gathered in
+    the step instead, so a member adds its state and its step, not the training split."""
+    spec = tiny_spec(
+        problem=sweep.Problem("heat1d", num_points=64, num_samples=2000, data_seed=0),
+        model=sweep.Model("ConvNet", hidden_channels=2, depth=1, activation="relu", boundary_mode="dirichlet"),
+    )
+    data = sweep.load_data(spec)
+    pairs = data.train.x.nbytes + data.train.y.nbytes
+    one, eight = (training.compiled_bytes(spec, data, (), m, "vmap") for m in (1, 8))
+    assert 0 < (eight - one) / 7 < pairs / 2, ((eight - one) / 7, pairs)  # a copy per member: > pairs each

@@ -11,6 +11,7 @@ drawn from ``fold_in(shuffle_key, e)``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -328,18 +329,19 @@ def member_evaluation(program: Program, params, data: Dataset) -> dict[str, Any]
     return evaluation
 
 
-def member_chunk(program: Program, carry, hp, data: Dataset, num_epochs: int):
+def member_chunk(program: Program, carry, hp, data: Dataset, num_epochs: int, gather: bool = False):
     """``num_epochs`` epochs of one member, then its evaluation: ``(carry, evaluation)``.
 
     ``carry``: ``(params, opt_state, epoch, diverged, shuffle_key)``; ``hp``: its array
     hyperparameters. ``evaluation``: ``{"train_loss": mean loss of the last epoch, "val": {...},
-    "test": {...}}`` (:func:`member_evaluation`).
+    "test": {...}}`` (:func:`member_evaluation`). ``gather``: as :func:`pairs_epoch` takes it
+    (the ``"vmap"`` layout's: vmapped, a shuffled copy of the split would be one per member).
     """
     params, opt_state, epoch, diverged, skey = carry
     name, options = program.optimizer
     opt = make_optimizer(name, options, hp)
     if program.unroll == 1:
-        epoch_fn, train = pairs_epoch, data.train
+        epoch_fn, train = functools.partial(pairs_epoch, gather=gather), data.train
     else:
         assert data.train_traj is not None  # an unrolled program's data has training trajectories (program_data)
         epoch_fn, train = windows_epoch, data.train_traj

@@ -293,6 +293,6 @@ def chunk_program(structure: str, shapes: tuple, layout: str, num_devices: int):
     program = describe(structure, shapes)
 
     def run(carry, hp, data, num_epochs: int):
-        return member_chunk(program, carry, hp, data, num_epochs)
+        return member_chunk(program, carry, hp, data, num_epochs, gather=layout == "vmap")
 
     return members_program(run, layout, num_devices, static=True)
