@@ -400,3 +400,16 @@ def test_a_plan_says_how_its_race_decides_and_from_when():
     assert "no configuration can be eliminated within max=4 seeds at confidence 0.95: raise max" in str(
         Plan(few, (), 2)
     )
+
+
+def test_a_race_of_many_seeds_has_levels_at_every_round():
+    """1 / C(2n, n) overflows a float beyond ~500 seeds; max may go to 2**24."""
+    levels = racing.rank_levels(sweep.Adaptive(start=3, step=3, max=3000), 3)
+    assert len(levels) == 1000 and levels[0] == 0.0 and all(0 < v < 0.05 / 6 for v in levels[1:])
+    assert "start 3, step 3, max 3000" in str(
+        Plan(
+            tiny_spec(seeds=sweep.Adaptive(start=3, step=3, max=3000), grid={"optimizer.learning_rate": [1e-3, 3e-3]}),
+            (),
+            2,
+        )
+    )

@@ -73,8 +73,11 @@ def worse_p(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def min_p(n: int, m: int) -> float:
-    """The smallest p-value ``n`` values against ``m`` can give (all worse): ``1 / C(n + m, n)``."""
-    return 1.0 / math.comb(n + m, n)
+    """The smallest p-value ``n`` values against ``m`` can give (all worse): ``1 / C(n + m, n)``
+    where the test is exact, else its normal approximation's (at most 2**24 seeds: no overflow)."""
+    if n * m <= EXACT_PAIRS:
+        return 1.0 / math.comb(n + m, n)
+    return float(tail_p(np.asarray(n * m), n, m))
 
 
 def round_levels(seeds: list[int], confidence: float, num_configs: int) -> tuple[float, ...]:
