@@ -186,6 +186,25 @@ def test_a_max_below_the_rounds_raced_is_refused_before_any_work(raced, tmp_path
     assert plan_race(tmp_path / "tiny") == plan_race(raced)
 
 
+@pytest.mark.parametrize("resume", [True, False])
+def test_a_race_goes_on_only_with_the_settings_it_ran_with(raced, tmp_path, resume):
+    """Other epochs make other configurations: they would race the old ones as newcomers, told
+    apart by config id alone (the walk's race marked a 10-epoch configuration best beside 30-epoch
+    ones 13x better)."""
+    shutil.copytree(raced, tmp_path / "tiny", symlinks=True)
+    spec = race_spec()
+    other = dataclasses.replace(spec, training=dataclasses.replace(spec.training, epochs=spec.training.epochs + 1))
+    with pytest.raises(
+        sweep.SpecError,
+        match=rf"^`seeds.adaptive`: the race of sweep 'tiny' compares configurations trained with its last run's "
+        rf"settings, and this spec differs in training.epochs \({spec.training.epochs + 1} here, "
+        rf"{spec.training.epochs} there\); go on with the settings it ran with \(on the command line: --set "
+        rf"training.epochs={spec.training.epochs}\)",
+    ):
+        sweep.run(other, storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=resume))
+    assert plan_race(tmp_path / "tiny") == plan_race(raced)
+
+
 def test_a_scheduler_or_a_stop_is_refused_before_any_work(tmp_path):
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler

@@ -80,6 +80,8 @@ def check_ranking(spec: SweepSpec, sweep_dir: SweepDir) -> None:
             f"give, and this spec's differ in {shown}. Go on as it ran ({'; '.join(how)}), or give the sweep another "
             f"name to start a new race"
         )
+    if old and new:
+        _check_race_settings(spec, plan.spec)
     reached = max((s.round for s in plan.race.latest().values()), default=0) if plan.race is not None else 0
     if old and new and reached > new.rounds:
         raise SpecError(
@@ -98,6 +100,22 @@ def check_ranking(spec: SweepSpec, sweep_dir: SweepDir) -> None:
             f"{first[old.direction]} first; this spec ranks {new.metric} {first[new.direction]} first. Go on as it "
             f"ran (--set {field}.metric={old.metric} --set {field}.mode={old.direction}), or give the sweep another "
             f"name to start a new one"
+        )
+
+
+def _check_race_settings(spec: SweepSpec, old: SweepSpec) -> None:
+    """Refuse to go on with a race under settings other than its last run's outside the grid (the
+    data, model, training, a vmapped field's base value): their configurations would race beside
+    the old ones as newcomers, told apart by config id alone, compared across settings."""
+    made_of = [_dotted({k: v for k, v in _defining(s).items() if k != "points"}) for s in (old, spec)]
+    structural = (set(old.grid) | set(spec.grid)) - set(old.vmap or ()) - set(spec.vmap or ())
+    fields = [k for k in _differing(*made_of) if not k.startswith("grid.") and k not in structural]
+    if fields:
+        raise SpecError(
+            f"`seeds.adaptive`: the race of sweep {spec.name!r} compares configurations trained with its last run's "
+            f"settings, and this spec differs in {_compared(made_of[0], made_of[1], fields)}; go on with the "
+            f"settings it ran with{_as_it_ran(made_of[0], fields)}, or give the sweep another name to start a new "
+            f"race (a value added to the grid joins the race at round 1)"
         )
 
 
