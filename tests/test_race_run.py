@@ -203,6 +203,8 @@ def test_a_race_goes_on_only_with_the_settings_it_ran_with(raced, tmp_path, resu
     ):
         sweep.run(other, storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=resume))
     assert plan_race(tmp_path / "tiny") == plan_race(raced)
+    with pytest.raises(sweep.SpecError, match=r"^`seeds.adaptive`: the race of sweep 'tiny' compares"):
+        sweep.plan(other, storage=str(tmp_path))  # as run refuses it
 
 
 def test_a_scheduler_or_a_stop_is_refused_before_any_work(tmp_path):

@@ -407,3 +407,10 @@ def test_the_plan_of_a_search_says_what_it_will_train(uninterrupted):
     )
     stored = sweep.store.SweepDir.at(uninterrupted).plan()
     assert stored is not None and len(stored.spec.points) == 4 and "(4 so far)" in str(stored)
+    # given its storage, as run goes on with it: what it asked so far, and refused where run refuses
+    storage = str(Path(uninterrupted).parent)
+    assert "(4 so far)" in str(sweep.plan(search_spec(), storage=storage))
+    spec = search_spec()
+    other = dataclasses.replace(spec, training=dataclasses.replace(spec.training, epochs=spec.training.epochs + 1))
+    with pytest.raises(sweep.SpecError, match=r"^`search`: the search of sweep .* differs in training.epochs"):
+        sweep.plan(other, storage=storage)

@@ -28,7 +28,7 @@ from . import _env, _race
 from ._auto import Probe, choose_seeds_per_trial, largest_config, measure
 from ._checks import check_same_data, outline_datasets
 from ._cluster import trial_slots
-from ._resumed import check_same_problem
+from ._resumed import asked_so_far, check_ranking, check_same_problem
 
 __all__ = [
     "block_size_here",
@@ -57,8 +57,8 @@ def plan(
 
     Args:
         spec: The sweep specification.
-        storage: Where the sweep is stored; members already trained there are left out, as
-            ``run`` would.
+        storage: Where the sweep is stored; members already trained there are left out (and a
+            search's configurations asked so far counted), as ``run`` would.
         storage_filesystem: A ``pyarrow.fs.FileSystem`` for ``storage`` (an ``s3://`` data file is
             read through it where it is an ``S3FileSystem``, as by ``run``).
 
@@ -69,8 +69,8 @@ def plan(
 
     Raises:
         SpecError: The data or a model do not fit the spec; or, with ``storage``, the sweep there
-            holds members trained on a problem written otherwise or on files that changed since
-            (what ``run`` refuses).
+            holds members trained on a problem written otherwise or on files that changed since,
+            or is a search or a race that this spec would not go on with (what ``run`` refuses).
 
     Examples:
         ```python
@@ -87,7 +87,11 @@ def plan(
     if sweep_dir is None:
         outlines = outline_datasets(spec, storage_filesystem)
     else:  # the driver's pass of an earlier run is taken, not made again (and a plan writes nothing)
-        check_same_problem(spec, sweep_dir)
+        check_same_problem(spec, sweep_dir)  # and what else run refuses of a sweep that goes on
+        if spec.search is not None or spec.adaptive is not None:
+            check_ranking(spec, sweep_dir)
+        if spec.search is not None:
+            spec = asked_so_far(spec, sweep_dir)
         scans = sweep_dir.data_scans()
         outlines = outline_datasets(spec, sweep_dir.filesystem, scans)
     datasets = {key: outline.shapes for key, outline in outlines.items()}

@@ -175,6 +175,17 @@ def check_search_continued(spec: SweepSpec, sweep_dir: SweepDir, asked: Sequence
             )
 
 
+def asked_so_far(spec: SweepSpec, sweep_dir: SweepDir) -> SweepSpec:
+    """A search's ``spec`` with every configuration it has asked so far (``search.json``): what
+    earlier calls of this sweep planned and trained, and its members counted as done; refused
+    where ``spec`` would not go on with them (:func:`check_search_continued`)."""
+    from ..search import read_record  # (sweep.search imports matplotlib: not in trial processes)
+
+    points = read_record(sweep_dir).points
+    check_search_continued(spec, sweep_dir, points)
+    return spec.with_points(points) if points else spec
+
+
 def _compared(old: Mapping[str, Any], new: Mapping[str, Any], fields: Sequence[str]) -> str:
     """``k (value here, value there), ...`` of the dotted ``fields`` of two tables."""
     return ", ".join(f"{k} ({_shown(new.get(k))} here, {_shown(old.get(k))} there)" for k in fields)

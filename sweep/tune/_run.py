@@ -39,7 +39,7 @@ from ._interrupt import SigtermAsCtrlC
 from ._options import METRIC, RunOptions, fold_options
 from ._plan import check_spec
 from ._policy import RoundPolicy, check_early_stopping, policy_for
-from ._resumed import check_ranking, check_resumed_spec, check_same_problem, check_search_continued
+from ._resumed import asked_so_far, check_ranking, check_resumed_spec, check_same_problem
 
 __all__ = ["METRIC", "Interrupted", "run"]
 
@@ -66,17 +66,6 @@ def _resume_hint(done: int, total: int, command: str, planned: bool) -> str:
     if not planned:
         return f"interrupted before any trial was planned (nothing is trained); start again with: {command}"
     return f"interrupted: {done} of {total} members done (the trials' checkpoints are kept); resume with: {command}"
-
-
-def _asked(spec: SweepSpec, sweep_dir: SweepDir) -> SweepSpec:
-    """A search's ``spec`` with every configuration it has asked so far (``search.json``): what
-    earlier calls of this sweep planned and trained, and its members counted as done; refused
-    where ``spec`` would not go on with them (:func:`check_search_continued`)."""
-    from ..search import read_record
-
-    points = read_record(sweep_dir).points
-    check_search_continued(spec, sweep_dir, points)
-    return spec.with_points(points) if points else spec
 
 
 def _aggregate_complete(spec: SweepSpec, sweep_dir: SweepDir, map_tasks: MapTasks = map) -> int:
@@ -196,7 +185,7 @@ def _run(
     configure(gpu_preallocate=False)  # the driver's JAX (data generation) must not take the trials' GPU memory
     sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
     check_not_inside_a_sweep(sweep_dir)
-    so_far = spec if spec.search is None else _asked(spec, sweep_dir)  # a search's asked by earlier calls
+    so_far = spec if spec.search is None else asked_so_far(spec, sweep_dir)  # a search's asked by earlier calls
     done, blocks = sweep_dir.done(so_far)
     if options.resume:  # first: its message names the --set that resumes as it ran
         check_resumed_spec(spec, sweep_dir)
@@ -257,7 +246,7 @@ def _run(
             sweep_dir.refresh()  # what is done is what the checkpoints say (a trial may finish as it stops)
             with warnings.catch_warnings():  # the hint says how many members are missing
                 warnings.simplefilter("ignore", UserWarning)
-                asked = spec if spec.search is None else _asked(spec, sweep_dir)  # with this call's points
+                asked = spec if spec.search is None else asked_so_far(spec, sweep_dir)  # with this call's points
                 done_now = _aggregate_complete(asked, sweep_dir, executor.map_tasks if executor else map)
         planned = sweep_dir.plan() is not None
         display.message(hint := _resume_hint(done_now, c["members"], _resume_command(options, str(storage)), planned))
