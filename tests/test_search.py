@@ -378,10 +378,31 @@ def test_the_end_compares_the_best_configurations_by_intervals(uninterrupted):
     assert os.path.exists(uninterrupted / "search.json")
 
 
+def test_the_search_shows_the_intervals_the_summary_shows_beside_it(tmp_path):
+    """One 95% interval per configuration on `sweep show`'s screen: the search's end compares the
+    ones of the store's summary (before: its own bootstrap, [0.00297, 0.01191] below [0.00297, 0.01152])."""
+    spec = search_spec(configurations=2, seeds=6)
+    path = sweep.run(spec, storage=str(tmp_path), options=LOCAL)
+    summary = sweep.load(path).summary().to_pylist()
+    standings = sweep.search.standings(spec, sweep.store.SweepDir.at(path))
+    assert len(standings) == len(summary) == 2 and all(s.interval.low < s.interval.high for s in standings)
+    for s in standings:
+        (row,) = [r for r in summary if r["learning_rate"] == pytest.approx(s.point["optimizer.learning_rate"])]
+        assert (s.interval.mean, s.interval.low, s.interval.high) == (
+            row["mean"],
+            row["mean_ci_low"],
+            row["mean_ci_high"],
+        )
+
+
 def test_show_and_the_trace_figure_show_the_search(uninterrupted, tmp_path, monkeypatch):
     shown = invoke("show", uninterrupted)
     assert shown.exit_code == 0, shown.output
     assert "search: 4 of 4 configurations told, 3 seeds each; best #" in shown.output
+    narrow = invoke("show", uninterrupted, columns=60).output
+    search = narrow[narrow.index("search: ") :].splitlines()
+    assert len(search) > 2 and all(len(line) <= 60 for line in search), search  # at word boundaries
+    assert " ".join(search[:2]).startswith("search: 4 of 4 configurations told, 3 seeds each; best #")
     out = tmp_path / "figs3" / "s.png"  # its folder is created, as for every other kind
     drawn = invoke("plot", uninterrupted, "--kind", "search", "--out", out)
     assert drawn.exit_code == 0, drawn.output

@@ -17,5 +17,7 @@ def search_lines(sweep_dir: str) -> None:
         return
     text = summary(plan.spec, at)
     if text:
+        from ._tables import prose
+
         typer.echo("")
-        typer.echo(text)
+        typer.echo(prose(text))

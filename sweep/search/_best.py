@@ -1,10 +1,12 @@
 """The end of a search: the best configurations compared by their intervals over seeds.
 
-The ``search.compare`` best configurations told (by mean, distinct configurations) each get the
-race's interval over their seeds (:func:`sweep.racing.mean_interval`, a percentile
-bootstrap interval of the mean at :data:`LEVEL`); the best is *separated* from the runner-up
-when their intervals do not overlap. Fewer than :func:`~sweep.racing.min_seeds` seeds
-give no bounded interval, and the summary says so rather than name a winner on a lucky mean.
+The ``search.compare`` best configurations told (by mean, distinct configurations) each get an
+interval over their seeds: the 95% percentile bootstrap interval of the mean that the store's
+summary shows beside it (:func:`sweep.ensemble.describe`: one interval per configuration on one
+screen); the best is *separated* from the runner-up when their intervals do not overlap. Fewer
+than :func:`~sweep.racing.min_seeds` seeds give no bounded interval (the race's rule,
+:func:`sweep.racing.mean_interval`), and the summary says so rather than name a winner on a
+lucky mean.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from .._words import counted
+from ..ensemble import describe
 from ..planning import config_label, grid_names
-from ..racing import Interval, interval_seed, mean_interval, min_seeds
+from ..racing import Interval, mean_interval, min_seeds
 from ..spec import SweepSpec
 from ..store import SweepDir
 from ._observe import key_of, member_values
@@ -57,9 +60,18 @@ def standings(spec: SweepSpec, sweep_dir: SweepDir) -> list[Standing]:
         seen.add(key)
         mine = values.get(key, {})
         v = [mine.get(s, math.nan) for s in spec.seed_list]
-        interval = mean_interval(np.asarray(v, np.float64), LEVEL, interval_seed(spec.sweep_seed, 0, key))
-        out.append(Standing(number, point, observation, interval))
+        out.append(Standing(number, point, observation, _interval(np.asarray(v, np.float64))))
     return out
+
+
+def _interval(values: np.ndarray) -> Interval:
+    """The interval of the finite ``values``: the summary's (its level is :data:`LEVEL`) where
+    bounded, else the race's (none of them, too few, all equal: no bootstrap)."""
+    finite = values[np.isfinite(values)]
+    if finite.size < min_seeds(LEVEL) or np.ptp(finite) == 0:
+        return mean_interval(values, LEVEL, seed=0)
+    stats = describe(finite)
+    return Interval(float(finite.mean()), stats["mean_ci_low"], stats["mean_ci_high"], int(finite.size))
 
 
 def ranked(spec: SweepSpec, every: list[Standing]) -> list[Standing]:
