@@ -688,6 +688,23 @@ def test_best_beyond_the_selection_keeps_all_of_it_and_says_so(store, tmp_path, 
     assert result.exit_code == 0, result.stderr
 
 
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (lambda x: np.where(np.arange(x.size).reshape(x.shape) == 20, np.nan, x), "holds nan in row 1; give finite"),
+        (lambda x: np.full(x.shape, 1e300), "holds 1e+300 in row 0; give numbers within float32's range"),
+        (lambda x: np.full(x.shape, "a"), "holds dtype <U1; give real numbers"),
+    ],
+)
+def test_predict_refuses_inputs_the_service_refuses(store, tmp_path, x, change, said):
+    """A NaN row would be written as NaN predictions (the service answers 422 for it)."""
+    np.save(tmp_path / "x.npy", change(x))
+    where = ["--where", "depth=2", "--where", "learning_rate=0.003"]
+    result = invoke("predict", store, "-i", tmp_path / "x.npy", "-o", tmp_path / "y.npy", *where, "--std")
+    assert_one_line_error(result, f"--input: {str(tmp_path / 'x.npy')!r} {said}")
+    assert not (tmp_path / "y.npy").exists()
+
+
 def test_predict_std_writes_mean_and_std(store, tmp_path, x):
     np.save(tmp_path / "x.npy", x)
     result = invoke(

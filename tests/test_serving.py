@@ -158,6 +158,21 @@ BAD = {
     "malformed json": ('{"x": [[[0.0', "application/json", 400, "body", "JSON object"),
     "no x": (json.dumps({"inputs": []}), "application/json", 400, "body", '"x"'),
     "malformed npy": (b"\x93NUMPY garbage", NPY, 400, "body", ".npy"),
+    "not npy at all": (b"hello world", NPY, 400, "body", "send an array saved with numpy.save (.npy)"),
+    "a member twice": (
+        json.dumps({"x": [[[0.0] * 16]], "members": [1, 1]}),
+        "application/json",
+        422,
+        "members",
+        "once",
+    ),
+    "a string in json": (
+        json.dumps({"x": [[[0.0] * 16]], "members": "yes"}),
+        "application/json",
+        422,
+        "members",
+        "a JSON value",
+    ),
     "inf in npy": (_npy(np.full((1, 1, 16), np.inf, np.float32)), NPY, 422, "x", "finite"),
     "unknown member": (
         json.dumps({"x": [[[0.0] * 16]], "members": [99]}),
@@ -167,7 +182,7 @@ BAD = {
         "0, 1, 2, 3",
     ),
     "bad member filter": (
-        json.dumps({"x": [[[0.0] * 16]], "members": "seed"}),
+        json.dumps({"x": [[[0.0] * 16]], "members": [True]}),
         "application/json",
         422,
         "members",

@@ -140,5 +140,23 @@ def test_sweep_serve_refuses_bad_arguments_before_starting(tmp_path):
         (["--where", "seed=99"], "no member matches"),
         (["--token-file", str(tmp_path / "missing")], "is not a file"),
         (["--address", "127.0.0.1:1"], "`address`: nothing answers at 127.0.0.1:1"),
+        (["--host", "no-such-host.invalid"], "--host: got 'no-such-host.invalid'"),
     ):
         assert_one_line_error(invoke("serve", sweep_dir, *args), message)
+    import socket
+
+    import ray
+
+    with socket.socket() as busy:  # Serve would retry it for half a minute, then fail without naming it
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert_one_line_error(
+            invoke("serve", sweep_dir, "--port", port), f"--port: {port} cannot be bound at 127.0.0.1"
+        )
+    leaves = next((Path(sweep_dir) / "ensembles").resolve().glob("*.eqx"))
+    data = bytearray(leaves.read_bytes())
+    data[len(data) // 2] ^= 1
+    leaves.write_bytes(bytes(data))  # a replica would fail on it, inside Serve's tracebacks
+    assert_one_line_error(invoke("serve", sweep_dir, "--port", "0"), f"{str(leaves)!r}: checksum mismatch")
+    assert not ray.is_initialized()

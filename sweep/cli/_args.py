@@ -46,6 +46,7 @@ _CLI_PHRASES = [
         lambda m: " ".join(f"--threshold {v}" for v in m.group(1).split(", ")),
     ),
     (re.compile(r"`out`"), lambda m: "--out"),
+    (re.compile(r"`(port|host)`"), lambda m: f"--{m.group(1)}"),
     (re.compile(r"`kind`"), lambda m: "--kind"),
 ]
 

@@ -75,7 +75,7 @@ def predict(
         raise CLIError(f"--output: got {str(output)!r}; give a file name ending in .npy")
     if rollout is not None and rollout < 1:
         raise CLIError(f"--rollout: got {rollout}; the number of steps must be an integer >= 1")
-    x = load_npy(input, "--input")
+    x = _real_and_finite(load_npy(input, "--input"), input)
     ens = load(existing(sweep_dir), trust_code=trust_code)
     ens = one_setting(selected(ens, where, best, metric, mode), where, pool)
     n = len(ens)
@@ -92,3 +92,25 @@ def predict(
     y = np.asarray(ens.predict(x) if rollout is None else ens.rollout(x, rollout))
     save_npy(output, y)
     typer.echo(f"wrote {output}: {n} members, {what}, shape {y.shape}")
+
+
+def _real_and_finite(x, path):
+    """``x`` if its values are real numbers, finite in float32 (the models' precision), else the
+    error the service gives such a request: a NaN input would give NaN predictions, written."""
+    import numpy as np
+
+    if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)) or x.dtype == np.bool_:
+        raise CLIError(f"--input: {str(path)!r} holds dtype {x.dtype}; give real numbers (a float or integer array)")
+    bad = ~np.isfinite(x) if np.issubdtype(x.dtype, np.floating) else np.zeros(x.shape, bool)
+    if bad.any():
+        row = int(np.argwhere(bad)[0][0]) if x.ndim else 0
+        raise CLIError(f"--input: {str(path)!r} holds {x[bad].flat[0]} in row {row}; give finite numbers")
+    largest = float(np.finfo(np.float32).max)
+    over = np.abs(x) > largest
+    if over.any():
+        row = int(np.argwhere(over)[0][0]) if x.ndim else 0
+        raise CLIError(
+            f"--input: {str(path)!r} holds {x[over].flat[0]} in row {row}; give numbers within float32's range "
+            f"(|value| <= {largest:.4g})"
+        )
+    return x

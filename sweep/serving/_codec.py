@@ -43,11 +43,17 @@ def decode(
             where = "in the query string" if name in query else "in the body"
             allowed = f"{', '.join(others)}{did_you_mean(name, others)}"
             raise BadRequest(422, name, f"an unknown field {where}", f"give {field} and any of {allowed}")
+        if name not in query and isinstance(fields[name], str):  # a JSON field: JSON's types, not a query's words
+            shown = f"the string {fields[name]!r} in the body"
+            raise BadRequest(422, name, shown, "give a JSON value: true or false, a number, or a list of member ids")
     return x, fields
 
 
 def _decoded(body: bytes, content_type: str | None, field: str, query: dict[str, str]) -> tuple[np.ndarray, dict]:
     if is_npy(content_type):
+        if not body.startswith((np.lib.format.MAGIC_PREFIX, b"PK")):  # else numpy reads it as a pickle (refused)
+            shown = f"{len(body)} bytes without the .npy header"
+            raise BadRequest(400, "body", shown, "send an array saved with numpy.save (.npy)")
         try:
             x = np.load(io.BytesIO(body), allow_pickle=False)
         except Exception as e:  # malformed: any error numpy raises reading it

@@ -133,6 +133,9 @@ def check_members(members: Any, member_ids: list[int]) -> list[int] | None:
     unknown = sorted(set(members) - set(member_ids))
     if unknown:
         raise BadRequest(422, "members", f"member ids {unknown}", allowed)
+    if len(set(members)) < len(members):
+        twice = sorted({m for m in members if members.count(m) > 1})
+        raise BadRequest(422, "members", f"member ids {twice} twice", "name each member id once")
     return members
 
 

@@ -15,7 +15,7 @@ from .._import_path import worker_runtime_env
 from .._reachable import check_reachable
 from ..ensemble import Blend, Ensemble, load
 from ._app import token_digest
-from ._model import Selection, generation_of
+from ._model import Selection, generation_of, hold
 from ._options import ServeOptions
 
 SERVE_LOG_LEVEL = "WARNING"  # of Serve's own logs, in its actors and in this process
@@ -183,6 +183,7 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
         store.template(config_id)  # every model can be built (trusted, if named by import path), or an error now
     if options.recalibrate:
         ens.split_samples("val", "serve(recalibrate=True)")  # validation samples to fit on, or a QueryError now
+    hold(ens)  # every served member's leaves read and checked (sizes, sha256) now: a StoreError, not a replica's
     root = ens.store.root
     token = _token(options.token_file)
 
@@ -194,6 +195,8 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
     if options.address and not options.address.startswith("ray://"):
         check_reachable(options.address)
     started_ray = not ray.is_initialized()
+    if started_ray and not options.address:  # a Ray of ours: the host is this machine's, the port free there
+        _check_free(options.host, options.port)
     if started_ray:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
@@ -299,6 +302,21 @@ def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def _check_free(host: str, port: int) -> None:
+    """A :class:`SpecError` naming ``port`` where it cannot be bound at ``host`` now (in use), before
+    Ray starts: Serve would retry it for half a minute and fail without naming it."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        try:
+            s.bind((host, port))
+        except socket.gaierror as e:
+            raise SpecError(f"`host`: got {host!r} ({e.strerror or e}); give an address of this machine") from None
+        except OSError as e:
+            raise SpecError(
+                f"`port`: {port} cannot be bound at {host} ({e.strerror or e}); stop what listens there, or choose "
+                f"another port (0: a free one)"
+            ) from None
 
 
 def _token(token_file: str | os.PathLike | None) -> str | None:
