@@ -160,3 +160,33 @@ def test_sweep_serve_refuses_bad_arguments_before_starting(tmp_path):
     leaves.write_bytes(bytes(data))  # a replica would fail on it, inside Serve's tracebacks
     assert_one_line_error(invoke("serve", sweep_dir, "--port", "0"), f"{str(leaves)!r}: checksum mismatch")
     assert not ray.is_initialized()
+
+
+def test_a_sigterm_stops_sweep_serve_as_ctrl_c_does(tmp_path, monkeypatch):
+    """systemd, Docker and Kubernetes stop a service with SIGTERM: "stopping", the service shut
+    down, "stopped", exit status 143 (before: Ray's handler, a C++ stack banner, status 15). In
+    this process, on a stand-in for the running service (the shutdown itself: the test above)."""
+    import sweep.serving
+
+    stopped = []
+
+    class Running:
+        members, generation, url, ingress = 3, "000001", "http://127.0.0.1:1", "direct"
+
+        def changes(self):  # asked in the command's loop, once it serves
+            os.kill(os.getpid(), signal.SIGTERM)
+            return []
+
+        def shutdown(self):
+            stopped.append(True)
+
+    monkeypatch.setattr(sweep.serving, "serve", lambda path, options: Running())
+    sweep_dir = tiny_store(tmp_path / "sweep")
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        result = invoke("serve", sweep_dir, "--port", "0")
+    finally:
+        for s, handler in before.items():  # the command ignores a second signal while it stops
+            signal.signal(s, handler)
+    assert result.exit_code == 143, (result.output, result.stderr)
+    assert result.stderr.splitlines() == ["stopping", "stopped"] and stopped, result.stderr

@@ -102,7 +102,9 @@ def serve(
     """Serve the ensemble's mean and std (and its members' predictions) over HTTP until Ctrl-C.
 
     Routes: POST /predict, POST /rollout, GET /members, GET /info, GET /healthz, POST /reload;
-    OpenAPI at /docs. Built on Ray Serve (the seed-sweep\\[serve] extra).
+    OpenAPI at /docs. Built on Ray Serve (the seed-sweep\\[serve] extra). Ctrl-C answers the
+    requests in flight, stops and exits with status 130; a SIGTERM (systemd, Docker, Kubernetes)
+    acts as a Ctrl-C (exit status 143).
     """
     from ..serving import ServeOptions
     from ..serving import serve as start
@@ -144,10 +146,12 @@ def serve(
         )
     service = None
     try:
+        signal.signal(signal.SIGTERM, _as_ctrl_c)  # systemd, Docker, Kubernetes: stop as Ctrl-C does
         try:
             service = start(existing(sweep_dir), options)
         except SpecError as e:
             raise _flags(e) from None
+        signal.signal(signal.SIGTERM, _as_ctrl_c)  # again: ray.init installed its own
         typer.echo(
             f"serving {service.members} members (generation {service.generation or '-'}) at {service.url} "
             f"(OpenAPI: {service.url}/docs; {service.ingress} ingress); Ctrl-C stops"
@@ -163,13 +167,24 @@ def serve(
                 lines = []
             for line in lines:
                 typer.echo(f"{time.strftime('%H:%M:%S')} {line}")
-    except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the shutdown short
+    except KeyboardInterrupt as e:
+        for stop in (signal.SIGINT, signal.SIGTERM):  # a second one must not cut the shutdown short
+            signal.signal(stop, signal.SIG_IGN)
         typer.echo("stopping", err=True)
         if service is not None:
             service.shutdown()
         typer.echo("stopped", err=True)
-        raise typer.Exit(130) from None
+        raise typer.Exit(128 + getattr(e, "signal", signal.SIGINT)) from None  # 130; 143 after a SIGTERM
     finally:
         if service is not None:
             service.shutdown()
+
+
+class _Terminated(KeyboardInterrupt):
+    """A SIGTERM, stopping the service as a Ctrl-C does (exit status 143)."""
+
+    signal = signal.SIGTERM
+
+
+def _as_ctrl_c(signum, frame) -> None:
+    raise _Terminated
