@@ -5,6 +5,7 @@ invariance for each in 2D."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import equinox as eqx
 import jax
@@ -228,6 +229,40 @@ def test_a_stepper_method_needs_a_pde_problem(fields):
         SpecError, match=r"`training.(diverted|correct)`: needs the problem's exponax stepper.*'heat1d'"
     ):
         tiny_spec(training=sweep.Training(**fields))
+
+
+@pytest.mark.parametrize(
+    ("problem", "training", "said"),
+    [
+        ({}, {"unroll": 4}, r"`training.unroll`: got 4; the training trajectories of 'exponax:Diffusion' have 3 steps"),
+        (
+            {},
+            {"rollout_steps": 4},
+            r"`training.rollout_steps`: got 4; the validation and test trajectories .* have 3 steps",
+        ),
+        (
+            {"history": 2},
+            {"rollout_steps": 3},
+            r"`training.rollout_steps`: got 3; .* have 2 steps after the first 2 states",
+        ),
+        ({}, {"unroll": 2, "rollout_steps": 3}, None),  # as long as they are: trains
+    ],
+)
+def test_an_unroll_or_rollout_longer_than_the_trajectories_is_refused_before_they_are_solved(problem, training, said):
+    """Checked from the options when the spec is made (at APEBench's sizes solving them takes
+    minutes), as `load_data` checks the solved trajectories."""
+    spec = pde_spec(1)
+    make = functools.partial(
+        dataclasses.replace,
+        spec,
+        problem=spec.problem.replace(**problem),
+        training=dataclasses.replace(spec.training, **training),
+    )
+    if said is None:
+        sweep.load_data(make())  # (the same bounds as the solved trajectories': none refused there)
+        return
+    with pytest.raises(SpecError, match=rf"^{said}"):
+        make()
 
 
 @pytest.mark.parametrize("option", [{"normalize": "zscore"}, {"history": 2}])

@@ -7,7 +7,7 @@ import inspect
 import os
 import typing
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 import numpy as np
 import pyarrow.fs as pafs
@@ -46,7 +46,7 @@ from ._normalize import Normalization as Normalization
 from ._normalize import channel_statistics as channel_statistics
 from ._normalize import check_method, normalized, statistics
 from ._normalize import normalizations_json as normalizations_json
-from ._scenarios import APEBENCH, EXPONAX, resolve_alias
+from ._scenarios import APEBENCH, COMMON, EXPONAX, resolve_alias
 from ._scenarios import STEPPERS as STEPPERS
 
 GENERATORS = {"heat1d": heat1d}
@@ -278,6 +278,42 @@ def pde_stepper(name: str, options: Mapping[str, Any], time_scale: float = 1.0):
             f'"exponax:<Stepper>" or "apebench:<scenario>_<N>d"'
         )
     return exponax_stepper(pde[0], time_scale, **pde[1])
+
+
+def _is_count(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_pde_steps(name: str, options: Mapping[str, Any], unroll: int, rollout_steps: int) -> None:
+    """An ``unroll`` or ``rollout_steps`` longer than an ``exponax:`` or ``apebench:`` problem's
+    trajectories (validation's are test's), refused from its options before they are solved
+    (minutes at APEBench's sizes), as ``load_data`` refuses it; options its own checks refuse are
+    left to them."""
+    try:
+        pde = (
+            None
+            if unroll <= 1 and not rollout_steps
+            else _pde(name, {k: v for k, v in options.items() if k not in OWN})
+        )
+    except SpecError:
+        return
+    if pde is None:
+        return
+    train, test = (pde[1].get(k, COMMON[k]) for k in ("train_steps", "test_steps"))
+    history = options.get(HISTORY, 1)
+    if not (_is_count(train) and _is_count(test) and _is_count(history)):
+        return
+    if unroll > train:
+        raise SpecError(
+            f"`training.unroll`: got {unroll}; the training trajectories of {name!r} have {train} steps "
+            f"(problem.train_steps); unroll must be <= that"
+        )
+    if rollout_steps > (after := test + 1 - history):
+        more = f" after the first {history} states (history)" if history > 1 else ""
+        raise SpecError(
+            f"`training.rollout_steps`: got {rollout_steps}; the validation and test trajectories of {name!r} "
+            f"have {after} steps{more} (problem.test_steps); rollout_steps must be <= that"
+        )
 
 
 def coordinates(name: str, options: Mapping[str, Any]) -> np.ndarray | None:

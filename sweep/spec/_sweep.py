@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .._canonical import digest
 from .._errors import SpecError
 from .._fs import COMPONENT_RULE, name_problem
-from ..problems import PDE_PREFIXES
+from ..problems import PDE_PREFIXES, check_pde_steps
 from ._adaptive import KEY as ADAPTIVE_KEY
 from ._adaptive import Adaptive, adaptive_from
 from ._keys import PARTS, TOP_GRID_KEYS, check_key, hparam_name, vmappable
@@ -151,6 +151,7 @@ class SweepSpec:
                     f"has normalize={options.get('normalize', 'none')!r}, history={options.get('history', 1)!r}; "
                     f'set normalize="none" and history=1, or train without `{field}`'
                 )
+        check_pde_steps(self.problem.name, self.problem.options, self.training.unroll, self.training.rollout_steps)
         object.__setattr__(self, "resources", check_resources(self.resources))
         object.__setattr__(self, "grid", self._checked_grid())
         object.__setattr__(self, "search", self._checked_search())
