@@ -309,6 +309,17 @@ def test_nan_named_with_trajectory_and_time_index(tmp_path):
         load(tmp_path / "cfd.hdf5")
     strided = load(tmp_path / "cfd.hdf5", time_stride=3, val_fraction=0)
     assert traj(strided, "train").shape == (3, 2, 2, 8)  # time index 4 is not selected
+    with h5py.File(tmp_path / "wide.hdf5", "w") as f:  # finite in float64, not in float32
+        f["density"] = np.ones((4, 6, 8), np.float32)
+        pressure = np.ones((4, 6, 8))
+        pressure[1, 2, 5] = 1e300
+        f["pressure"] = pressure
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"wide.hdf5':/pressure holds 1e\+300, beyond float32's range \(\|value\| <= 3.403e\+38\) \(channel "
+        r"'pressure', trajectory 1, time index 2\)",
+    ):
+        load(tmp_path / "wide.hdf5")
 
 
 def test_external_link_refused_and_never_followed(tmp_path):

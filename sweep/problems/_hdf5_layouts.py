@@ -278,12 +278,20 @@ def _fill(
     for k, channel in enumerate(channels):
         if channel is None:
             continue
-        values = np.asarray(block[(Ellipsis, *channel.component)], dtype=np.float32)
+        with np.errstate(over="ignore"):  # a value beyond float32's range: named below
+            values = np.asarray(block[(Ellipsis, *channel.component)], dtype=np.float32)
         bad = None if np.isfinite(values.sum()) else ~np.isfinite(values)  # a float32 sum: inf also on overflow
         if bad is not None and bad.any():
-            n, t = (int(i) for i in np.argwhere(bad)[0][:2])
+            at = tuple(int(i) for i in np.argwhere(bad)[0])
+            n, t = at[:2]
+            source = np.asarray(block[(Ellipsis, *channel.component)][at])
+            what = (
+                f"{source.item()!r}, beyond float32's range (|value| <= {float(np.finfo(np.float32).max):.4g})"
+                if np.isfinite(source)
+                else "NaN or infinity"
+            )
             raise SpecError(
-                f"`problem.path`: {file.filename!r}:/{path} holds NaN or infinity (channel {channel.name!r}, "
+                f"`problem.path`: {file.filename!r}:/{path} holds {what} (channel {channel.name!r}, "
                 f"trajectory {first + n}, time index {t * time_stride}); every selected value must be finite"
             )
         out[start : start + len(values), :, k] = values
