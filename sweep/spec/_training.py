@@ -84,7 +84,8 @@ class Training:
             from. ``False``: backpropagate through the whole unroll (``sup;K``).
         noise: The standard deviation of Gaussian noise added to every training input (a pair's
             input, a window's first state): input noise injection. ``0.0``: none. A finite
-            number ``>= 0``; each member draws its own noise from its shuffle key.
+            number ``>= 0``, in the units the network sees (normalised ones where the problem
+            normalises); each member draws its own noise from its shuffle key.
         diverted: With ``unroll = K > 1``: the diverted chain (APEBench ``div;K``, with ``cut``
             ``div;K;true``; trainax ``DivertedChainBranchOneTrainer``): the member rolls out ``K``
             steps from the window's first state and each step's target is the problem's exponax
