@@ -1,5 +1,6 @@
 """Ensemble queries over a store, streamed inference and statistics over seeds."""
 
+from .._over_seeds import describe as describe
 from ._aggregate import aggregate as aggregate
 from ._blend import Blend as Blend
 from ._calibration import Calibration as Calibration
@@ -25,5 +26,4 @@ from ._rows import format_table as format_table
 from ._rows import left_out as left_out
 from ._stats import Comparison as Comparison
 from ._stats import compare as compare
-from ._stats import describe as describe
 from ._stored_scores import whole_configurations as whole_configurations

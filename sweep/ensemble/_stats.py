@@ -16,22 +16,9 @@ import numpy as np
 import pyarrow as pa
 from jaxtyping import Float
 
+from .._over_seeds import SUMMARY_STATS, bootstrap, describe, scipy_stats
 from ._rows import cell, html_table
 
-CONFIDENCE = 0.95
-RESAMPLES = 2000
-SUMMARY_STATS = (
-    "mean",
-    "std",
-    "median",
-    "min",
-    "max",
-    "mean_ci_low",
-    "mean_ci_high",
-    "iqm",
-    "iqm_ci_low",
-    "iqm_ci_high",
-)
 BESIDE_STATS = {"mean": "mean", "ci_low": "mean_ci_low", "ci_high": "mean_ci_high"}  # of a column beside
 MODES = ("min", "max")  # whether lower or higher values of the metric are better
 
@@ -75,69 +62,10 @@ class Comparison(NamedTuple):
         return html_table(rows, len(rows), repr(self).splitlines()[0])
 
 
-def _scipy_stats():
-    """``scipy.stats``, imported on first use (it takes ~0.7 s, which every trial worker would pay)."""
-    from scipy import stats
-
-    return stats
-
-
-def _iqm(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    return _scipy_stats().trim_mean(x, 0.25, axis=axis)
-
-
-def _mean_and_iqm(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.stack([np.mean(x, axis=axis), _iqm(x, axis=axis)])
-
-
-def _bootstrap(samples: tuple[np.ndarray, ...], statistic) -> tuple[np.ndarray, np.ndarray]:
-    """The percentile bootstrap interval of ``statistic(*samples, axis)`` (each sample resampled)."""
-    result = _scipy_stats().bootstrap(
-        samples,
-        statistic,
-        n_resamples=RESAMPLES,
-        confidence_level=CONFIDENCE,
-        method="percentile",
-        vectorized=True,
-        rng=np.random.default_rng(0),
-    )
-    return result.confidence_interval
-
-
-def describe(values: Float[np.ndarray, " n"]) -> dict[str, float]:
-    """Mean, std (ddof=1), median, min, max, the mean's 95% percentile bootstrap interval, the
-    IQM and its 95% percentile bootstrap interval. One value: no interval (NaN); all equal: the
-    interval is that value.
-
-    ```python
-    import numpy as np
-    from sweep.ensemble import describe
-
-    stats = describe(np.array([0.1, 0.2, 0.4, 0.3]))  # e.g. one final loss per seed
-    stats["iqm"]  # 0.25: the mean of the middle half
-    stats["mean_ci_low"], stats["mean_ci_high"]  # within [0.1, 0.4]
-    ```
-
-    :meth:`Ensemble.summary <sweep.ensemble.Ensemble.summary>` gives these per configuration of a store.
-    """
-    v = np.asarray(values, np.float64)
-    n = len(v)
-    if n == 0:
-        return dict.fromkeys(SUMMARY_STATS, float("nan"))
-    out = {"mean": v.mean(), "median": np.median(v), "min": v.min(), "max": v.max(), "iqm": _iqm(v)}
-    out["std"] = v.std(ddof=1) if n > 1 else np.nan
-    if n > 1 and np.ptp(v) > 0:
-        (mean_low, iqm_low), (mean_high, iqm_high) = _bootstrap((v,), _mean_and_iqm)
-    else:  # one value (no interval), or all equal (the interval collapses)
-        mean_low = mean_high = iqm_low = iqm_high = v[0] if n > 1 else np.nan
-    out |= {"mean_ci_low": mean_low, "mean_ci_high": mean_high, "iqm_ci_low": iqm_low, "iqm_ci_high": iqm_high}
-    return {k: float(out[k]) for k in SUMMARY_STATS}
-
-
 def _beats(a: np.ndarray, b: np.ndarray, axis: int = -1) -> np.ndarray:
     """P(A < B) + P(A == B) / 2 from ranks (the Mann-Whitney U statistic over n_a * n_b)."""
     a, b = np.moveaxis(a, axis, -1), np.moveaxis(b, axis, -1)
-    ranks = _scipy_stats().rankdata(np.concatenate([a, b], axis=-1), axis=-1)
+    ranks = scipy_stats().rankdata(np.concatenate([a, b], axis=-1), axis=-1)
     n_a, n_b = a.shape[-1], b.shape[-1]
     u_a = ranks[..., :n_a].sum(-1) - n_a * (n_a + 1) / 2  # pairs where a > b (ties: half)
     return 1.0 - u_a / (n_a * n_b)
@@ -151,7 +79,7 @@ def _interval(samples: tuple[np.ndarray, ...], statistic) -> tuple[float, float]
     """A bootstrap interval, or NaN where a sample has fewer than two values."""
     if min(len(s) for s in samples) < 2:
         return float("nan"), float("nan")
-    low, high = _bootstrap(samples, statistic)
+    low, high = bootstrap(samples, statistic)
     return float(low), float(high)
 
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from .._over_seeds import describe
 from .._words import counted
-from ..ensemble import describe
 from ..planning import config_label, grid_names
 from ..racing import Interval, mean_interval, min_seeds
 from ..spec import SweepSpec
