@@ -5,7 +5,6 @@ invariance for each in 2D."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import equinox as eqx
 import jax
@@ -249,20 +248,28 @@ def test_a_stepper_method_needs_a_pde_problem(fields):
     ],
 )
 def test_an_unroll_or_rollout_longer_than_the_trajectories_is_refused_before_they_are_solved(problem, training, said):
-    """Checked from the options when the spec is made (at APEBench's sizes solving them takes
-    minutes), as `load_data` checks the solved trajectories."""
+    """Checked from each configuration's options before a run or a plan (at APEBench's sizes
+    solving them takes minutes), as `load_data` checks the solved trajectories."""
     spec = pde_spec(1)
-    make = functools.partial(
-        dataclasses.replace,
-        spec,
-        problem=spec.problem.replace(**problem),
-        training=dataclasses.replace(spec.training, **training),
+    spec = dataclasses.replace(
+        spec, problem=spec.problem.replace(**problem), training=dataclasses.replace(spec.training, **training)
     )
     if said is None:
-        sweep.load_data(make())  # (the same bounds as the solved trajectories': none refused there)
+        sweep.plan(spec)
+        sweep.load_data(spec)  # (the same bounds as the solved trajectories': none refused there)
         return
     with pytest.raises(SpecError, match=rf"^{said}"):
-        make()
+        sweep.plan(spec)
+
+
+def test_a_grid_over_the_steps_is_checked_per_configuration():
+    """The base spec's 3 test steps would not hold 5 rollout steps; every configuration's do (a
+    stored spec of this kind stays readable: nothing is refused when it is made)."""
+    spec = pde_spec(1, rollout_steps=5)
+    grown = dataclasses.replace(spec, grid={"problem.test_steps": [5, 6]})
+    assert sweep.plan(grown).trials
+    with pytest.raises(SpecError, match=r"^`training.rollout_steps`: got 5; .* have 4 steps"):
+        sweep.plan(dataclasses.replace(spec, grid={"problem.test_steps": [4, 6]}))
 
 
 @pytest.mark.parametrize("option", [{"normalize": "zscore"}, {"history": 2}])

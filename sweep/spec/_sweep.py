@@ -151,7 +151,6 @@ class SweepSpec:
                     f"has normalize={options.get('normalize', 'none')!r}, history={options.get('history', 1)!r}; "
                     f'set normalize="none" and history=1, or train without `{field}`'
                 )
-        check_pde_steps(self.problem.name, self.problem.options, self.training.unroll, self.training.rollout_steps)
         object.__setattr__(self, "resources", check_resources(self.resources))
         object.__setattr__(self, "grid", self._checked_grid())
         object.__setattr__(self, "search", self._checked_search())
@@ -181,13 +180,17 @@ class SweepSpec:
     def check_new(self) -> None:
         """What a spec about to run or be planned is held to beyond its construction: the checks
         added after specs that fail them were stored (a grid listing a value twice; a search's,
-        :meth:`Search.check_new`), so that those sweeps stay readable."""
+        :meth:`Search.check_new`; each configuration's unroll and rollout against a PDE problem's
+        trajectories), so that those sweeps stay readable."""
         for key, values in self.grid.items():
             twice = listed_twice(values)
             if twice is not None:
                 raise SpecError(f"`grid.{key}`: lists {json.dumps(twice)} twice; give each value once")
         if self.search is not None:
             self.search.check_new(self._apply)
+        for config, _ in self.expand():  # before a PDE problem's trajectories are solved (minutes, at APEBench's sizes)
+            t, problem = config.training, config.problem
+            check_pde_steps(problem.name, problem.options, t.unroll, t.rollout_steps)
 
     def _checked_search(self) -> Search | None:
         search: Any = self.search  # a Search, its table or None
