@@ -142,3 +142,15 @@ def test_pairs_beside_training_trajectories_are_held_out_with_them(tmp_path):
         load_problem("arrays", {"path": str(tmp_path / "other.npz")})
     with_val = load_problem("arrays", {"path": str(tmp_path / "other.npz"), "val_fraction": 0})
     assert with_val.val.size == 0 and with_val.train.size == len(x[::2])
+    # history > 1 derives every split's pairs from the trajectories: the given ones are not used
+    np.savez(
+        tmp_path / "both.npz",
+        train_x=x[::2],
+        train_y=y[::2],
+        test_x=test[:, 0],
+        test_y=test[:, 1],
+        train_traj=train,
+        test_traj=test,
+    )
+    stacked = load_problem("arrays", {"path": str(tmp_path / "both.npz"), "history": 2})
+    assert stacked.train_traj.shape == (16, 5, 1, 8) and stacked.train.x.shape == (16 * 3, 2, 8)

@@ -160,10 +160,11 @@ def load_problem(name: str, options: Mapping[str, Any], filesystem: pafs.FileSys
     if name == "hdf5":
         return hdf5_problem(filesystem=filesystem, **options)
     method, source = options.get(NORMALIZE, "none"), f"problem {name!r}"
-    data = _loaded(name, {k: v for k, v in options.items() if k not in OWN})
+    history = options.get(HISTORY, 1)  # > 1: every split's pairs derived from its trajectories (given ones unused)
+    data = _loaded(name, {k: v for k, v in options.items() if k not in OWN}, pairs=history == 1)
     if method != "none":
         data = normalized(data, statistics(data, method, source=source), source)
-    return with_history(data, options.get(HISTORY, 1), source)
+    return with_history(data, history, source)
 
 
 class ProblemData(NamedTuple):
@@ -252,7 +253,7 @@ def outline_problem(
     return Outline(data, data, ProblemData(name, dict(options), data), scan)
 
 
-def _loaded(name: str, options: Mapping[str, Any]) -> Dataset:
+def _loaded(name: str, options: Mapping[str, Any], pairs: bool = True) -> Dataset:
     if name in GENERATORS:
         return GENERATORS[name](**options)
     pde = _pde(name, options)
@@ -262,7 +263,7 @@ def _loaded(name: str, options: Mapping[str, Any]) -> Dataset:
         shape, target_shape = options.get("shape"), options.get("target_shape")
         split = {k: options[k] for k in SPLIT_OPTIONS if k in options}
         target = None if target_shape is None else tuple(target_shape)
-        return load_arrays(options["path"], tuple(shape) if shape else None, target_shape=target, **split)
+        return load_arrays(options["path"], tuple(shape) if shape else None, target_shape=target, pairs=pairs, **split)
     return load_function(name, dict(options))
 
 

@@ -32,13 +32,15 @@ def load_arrays(
     target_shape: tuple[int, ...] | None = None,
     val_fraction: float | None = None,
     data_seed: int = 0,
+    pairs: bool = True,
 ) -> Dataset:
     """Load ``.npz`` (keys train_x, train_y, test_x, test_y, optionally val_x, val_y) or a Parquet file.
 
     An ``.npz`` may also hold trajectories ``train_traj``, ``val_traj``, ``test_traj``
     (``[samples, steps + 1, channels, *spatial]``, each optional), or *only* trajectories
     (``train_traj`` and ``test_traj`` at least): its one-step pairs are then derived from them
-    (:func:`sweep.problems.as_dataset`).
+    (:func:`sweep.problems.as_dataset`), as they are beside pairs where ``pairs`` is False (the
+    pairs are not used: ``history`` > 1 derives every split's pairs from the trajectories).
 
     A Parquet file has list columns ``x`` and ``y`` (one row per sample, flattened) and a
     string column ``split`` (``"train"`` / ``"val"`` / ``"test"``; no ``"val"`` rows: none
@@ -61,6 +63,8 @@ def load_arrays(
                 f"leave it out (it is for Parquet rows), or reshape the arrays before numpy.savez"
             )
         splits, trajectories = _read_npz(p)
+        if not pairs and {"train", "test"} <= {k for k, v in trajectories.items() if v is not None}:
+            splits = None
     elif p.suffix in (".parquet", ".pq"):
         splits = _read_parquet(p, shape, target_shape)
     else:
