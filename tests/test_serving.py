@@ -171,7 +171,7 @@ BAD = {
         "application/json",
         422,
         "members",
-        "a JSON value",
+        "give true, false or a list of member ids, not a string",
     ),
     "inf in npy": (_npy(np.full((1, 1, 16), np.inf, np.float32)), NPY, 422, "x", "finite"),
     "unknown member": (
@@ -215,6 +215,8 @@ def test_bad_rollout_steps_unknown_routes_and_methods(client):
     for steps in (0, 1001, "many", None, 2.5):
         r = client.post("/rollout", json={"x0": x0, "steps": steps})
         assert r.status_code == 422 and r.json()["error"]["field"] == "steps", r.text
+    r = client.post("/rollout", json={"x0": x0, "steps": "3"})  # JSON's types, not a query string's words
+    assert r.status_code == 422 and r.json()["error"]["allowed"] == "give an integer, not a string", r.text
     r = client.get("/nowhere")
     assert r.status_code == 404 and r.json()["error"]["field"] == "path" and "/predict" in r.json()["error"]["allowed"]
     r = client.post("/rollout", json={"x0": x0, "step": 5})  # misspelt: said, not read as no steps

@@ -97,20 +97,11 @@ def predict(
 def _real_and_finite(x, path):
     """``x`` if its values are real numbers, finite in float32 (the models' precision), else the
     error the service gives such a request: a NaN input would give NaN predictions, written."""
-    import numpy as np
+    from .._input_values import REAL, bad_value, is_real
 
-    if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)) or x.dtype == np.bool_:
-        raise CLIError(f"--input: {str(path)!r} holds dtype {x.dtype}; give real numbers (a float or integer array)")
-    bad = ~np.isfinite(x) if np.issubdtype(x.dtype, np.floating) else np.zeros(x.shape, bool)
-    if bad.any():
-        row = int(np.argwhere(bad)[0][0]) if x.ndim else 0
-        raise CLIError(f"--input: {str(path)!r} holds {x[bad].flat[0]} in row {row}; give finite numbers")
-    largest = float(np.finfo(np.float32).max)
-    over = np.abs(x) > largest
-    if over.any():
-        row = int(np.argwhere(over)[0][0]) if x.ndim else 0
-        raise CLIError(
-            f"--input: {str(path)!r} holds {x[over].flat[0]} in row {row}; give numbers within float32's range "
-            f"(|value| <= {largest:.4g})"
-        )
+    if not is_real(x):
+        raise CLIError(f"--input: {str(path)!r} holds dtype {x.dtype}; {REAL}")
+    bad = bad_value(x)
+    if bad is not None:
+        raise CLIError(f"--input: {str(path)!r} holds {bad[0]}; {bad[1]}")
     return x

@@ -19,6 +19,13 @@ from .._errors import did_you_mean
 from ._limits import BadRequest
 
 NPY = "application/x-npy"
+# what a JSON body gives each field as (a query string writes them as words: "true", "3,5")
+JSON_FORMS = {
+    "members": "true, false or a list of member ids",
+    "calibrated": "true or false",
+    "interval": "a number (a calibrated level)",
+    "steps": "an integer",
+}
 
 
 def is_npy(content_type: str | None) -> bool:
@@ -45,7 +52,7 @@ def decode(
             raise BadRequest(422, name, f"an unknown field {where}", f"give {field} and any of {allowed}")
         if name not in query and isinstance(fields[name], str):  # a JSON field: JSON's types, not a query's words
             shown = f"the string {fields[name]!r} in the body"
-            raise BadRequest(422, name, shown, "give a JSON value: true or false, a number, or a list of member ids")
+            raise BadRequest(422, name, shown, f"give {JSON_FORMS.get(name, 'a JSON value')}, not a string")
     return x, fields
 
 

@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from .._input_values import REAL, bad_value, is_real
+
 
 class BadRequest(Exception):
     """A request the service refuses: ``status`` (4xx), the ``field`` at fault, its ``value`` (as
@@ -37,23 +39,15 @@ def check_inputs(
             range, 413 for too many rows.
     """
     expected = f"(batch, {', '.join(map(str, sample_shape))})"
-    if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)) or x.dtype == np.bool_:
-        raise BadRequest(422, field, f"dtype {x.dtype}", "give real numbers (a float or integer array)")
+    if not is_real(x):
+        raise BadRequest(422, field, f"dtype {x.dtype}", REAL)
     if x.ndim != len(sample_shape) + 1 or tuple(x.shape[1:]) != tuple(sample_shape) or x.shape[0] < 1:
         raise BadRequest(422, field, f"shape {tuple(x.shape)}", f"give an array of shape {expected}, batch >= 1")
     if x.shape[0] > max_rows:
         raise BadRequest(413, field, f"{x.shape[0]} rows", f"send at most {max_rows} rows per request (split it)")
-    finite = np.isfinite(x)
-    if not finite.all():
-        row = int(np.argwhere(~finite)[0][0])
-        bad = x[~finite].flat[0]
-        raise BadRequest(422, field, f"{bad} in row {row}", "give finite numbers (no NaN or infinity)")
-    if np.issubdtype(x.dtype, np.floating) and np.finfo(x.dtype).max > (largest := np.finfo(dtype).max):
-        over = np.abs(x) > largest
-        if over.any():
-            row, bad = int(np.argwhere(over)[0][0]), x[over].flat[0]
-            allowed = f"give numbers within {np.dtype(dtype).name}'s range (|value| <= {float(largest):.4g})"
-            raise BadRequest(422, field, f"{bad} in row {row}", allowed)
+    bad = bad_value(x, dtype)
+    if bad is not None:
+        raise BadRequest(422, field, *bad)
     return x
 
 

@@ -15,7 +15,7 @@ from .._import_path import worker_runtime_env
 from .._reachable import check_reachable
 from ..ensemble import Blend, Ensemble, load
 from ._app import token_digest
-from ._model import Selection, generation_of, hold
+from ._model import Selection, generation_of
 from ._options import ServeOptions
 
 SERVE_LOG_LEVEL = "WARNING"  # of Serve's own logs, in its actors and in this process
@@ -183,7 +183,7 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
         store.template(config_id)  # every model can be built (trusted, if named by import path), or an error now
     if options.recalibrate:
         ens.split_samples("val", "serve(recalibrate=True)")  # validation samples to fit on, or a QueryError now
-    hold(ens)  # every served member's leaves read and checked (sizes, sha256) now: a StoreError, not a replica's
+    ens.store.check_leaves(ens.index["config_id"].to_pylist())  # now: a StoreError, not a replica's failure
     root = ens.store.root
     token = _token(options.token_file)
 
@@ -308,6 +308,7 @@ def _check_free(host: str, port: int) -> None:
     """A :class:`SpecError` naming ``port`` where it cannot be bound at ``host`` now (in use), before
     Ray starts: Serve would retry it for half a minute and fail without naming it."""
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Serve binds: a closed connection's port is free
         try:
             s.bind((host, port))
         except socket.gaierror as e:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import equinox as eqx
@@ -40,7 +40,7 @@ from ._listed import locate, read_shard
 from ._manifest import read_manifest
 from ._samples import normalization_of, samples_of, trajectories_of
 from ._schema import SAMPLE_FILES, index_columns, index_problems, scores_schema
-from ._verify import verify
+from ._verify import check_listed, verify
 
 
 def untrusted_model(config_id: str, name: str) -> str:
@@ -363,6 +363,11 @@ class Store:
     def _located(self, relpath: str) -> tuple[str, dict[str, Any]]:
         """``(path, manifest record)`` of a store file (:func:`._listed.locate`)."""
         return locate(self.fs, self.root, self.manifest, relpath)
+
+    def check_leaves(self, config_ids: Iterable[str]) -> None:
+        """Every leaves file of the configs ``config_ids`` checked against the manifest (size,
+        sha256; no model built): what reading their members would find wrong, found now."""
+        check_listed(self, (f for c in dict.fromkeys(config_ids) for f in self.configs[c].files))
 
     def verify(self) -> None:
         """Check everything: every file's size and sha256 against the manifest, every leaves file

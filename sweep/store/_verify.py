@@ -110,6 +110,13 @@ def unlisted(fs: pafs.FileSystem, root: str, listed: Iterable[str], what: str = 
     return found
 
 
+def check_listed(store: Verifiable, relpaths: Iterable[str]) -> None:
+    """Stream each listed file of ``store`` through sha256 against its record (sizes and digests
+    only: no model is built), or the :class:`StoreError` of the first that differs."""
+    for relpath in relpaths:
+        _check_whole(store.fs, *locate(store.fs, store.root, store.manifest, relpath))
+
+
 def _check_whole(fs: pafs.FileSystem, path: str, record: dict[str, Any]) -> None:
     """Stream a file through sha256 against its record (:meth:`Store.verify`)."""
     with open_checked(fs, path, record) as raw:
