@@ -119,7 +119,10 @@ def starting_ray() -> Iterator[None]:
     depend on this process's Ray from now on (:class:`SigtermAsCtrlC`'s watchdog looks at it).
     ``ray.init`` installs Ray's SIGTERM handler first thing, which raises ``SystemExit(15)``: a
     SIGTERM before it returns is a Ctrl-C (:class:`Terminated`) where a run is open, and an open
-    run takes SIGTERM back from Ray's handler as soon as ``ray.init`` returns."""
+    run takes SIGTERM back from Ray's handler as soon as ``ray.init`` returns. Ray is imported
+    first: the watchdog reads its internals, which a thread must not import while another does."""
+    import ray  # noqa: F401
+
     for taking in _TAKING:
         taking.on_ray = True
     try:

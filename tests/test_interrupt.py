@@ -1,4 +1,4 @@
-"""A SIGTERM to the driver taken as a Ctrl-C while a sweep runs (``sweep.tune._interrupt``),
+"""A SIGTERM to the driver taken as a Ctrl-C while a sweep runs (``sweep._interrupt``),
 unit-tested without Ray: the handler taken back from the one ``ray.init`` installs, nothing changed
 outside the main thread or after the block, and the driver ending at once when the Ray it started
 lost its raylet or GCS (the runs themselves: test_loop.py, and test_run_terminal.py's slow tests)."""
@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from sweep.tune._interrupt import LOST_POLL_S, SigtermAsCtrlC, local_ray_lost, starting_ray
+from sweep._interrupt import LOST_POLL_S, SigtermAsCtrlC, local_ray_lost, starting_ray
 
 
 def _ray_like(signum, frame):  # what ray.init installs: SystemExit
@@ -154,7 +154,7 @@ def test_the_driver_ends_at_once_saying_how_to_resume_when_its_ray_got_the_sigte
     script = textwrap.dedent(
         f"""
         import os, signal, time
-        from sweep.tune import _interrupt
+        from sweep import _interrupt
 
         _interrupt.local_ray_lost = lambda signalled: signalled  # the GCS ended with the driver's SIGTERM
         with _interrupt.SigtermAsCtrlC("stopped; resume with: sweep run x.toml --resume") as sigterm:
@@ -190,7 +190,7 @@ def test_a_sigterm_is_heard_while_the_main_thread_runs_no_python(files_open):
     script = textwrap.dedent(
         f"""
         import hashlib, os, resource, signal, threading
-        from sweep.tune import _interrupt
+        from sweep import _interrupt
 
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(soft, 4096), hard), hard))

@@ -73,7 +73,7 @@ def test_a_function_trainable_runs_its_function_through_trainable_func():  # swe
     assert list(inspect.signature(wrapped._trainable_func).parameters) == ["self", "config"]
 
 
-def test_ray_names_the_node_this_process_started_and_its_dead_daemons():  # sweep/tune/_interrupt.py: local_ray_lost
+def test_ray_names_the_node_this_process_started_and_its_dead_daemons():  # sweep/_interrupt.py: local_ray_lost
     from ray._private import worker
     from ray._private.node import Node
     from ray._private.ray_constants import PROCESS_TYPE_GCS_SERVER, PROCESS_TYPE_RAYLET

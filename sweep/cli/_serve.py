@@ -107,7 +107,6 @@ def serve(
     acts as a Ctrl-C (exit status 143).
     """
     from ..serving import ServeOptions
-    from ..serving import serve as start
 
     try:
         options = ServeOptions(
@@ -144,14 +143,25 @@ def serve(
             pool,
             blend=True,
         )
+    from .._interrupt import SigtermAsCtrlC
+
+    # a SIGTERM (systemd, Docker, Kubernetes) stops it as Ctrl-C does; where it reached the Ray the
+    # service started too (a process group's), the process ends at once, not after Ray's minute
+    with SigtermAsCtrlC("stopped"):
+        _serve_until_stopped(existing(sweep_dir), options)
+
+
+def _serve_until_stopped(path: str, options) -> None:
+    from .._interrupt import starting_ray
+    from ..serving import serve as start
+
     service = None
     try:
-        signal.signal(signal.SIGTERM, _as_ctrl_c)  # systemd, Docker, Kubernetes: stop as Ctrl-C does
         try:
-            service = start(existing(sweep_dir), options)
+            with starting_ray():
+                service = start(path, options)
         except SpecError as e:
             raise _flags(e) from None
-        signal.signal(signal.SIGTERM, _as_ctrl_c)  # again: ray.init installed its own
         typer.echo(
             f"serving {service.members} members (generation {service.generation or '-'}) at {service.url} "
             f"(OpenAPI: {service.url}/docs; {service.ingress} ingress); Ctrl-C stops"
@@ -178,13 +188,3 @@ def serve(
     finally:
         if service is not None:
             service.shutdown()
-
-
-class _Terminated(KeyboardInterrupt):
-    """A SIGTERM, stopping the service as a Ctrl-C does (exit status 143)."""
-
-    signal = signal.SIGTERM
-
-
-def _as_ctrl_c(signum, frame) -> None:
-    raise _Terminated

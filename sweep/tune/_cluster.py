@@ -9,8 +9,8 @@ from collections.abc import Mapping
 
 from .._errors import SweepError
 from .._import_path import worker_runtime_env
+from .._interrupt import starting_ray
 from .._reachable import check_reachable
-from ._interrupt import starting_ray
 
 
 def ensure_ray(address: str | None, quiet: bool = True) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from .._interrupt import tune_sigint
 from ..planning import TrialPlan
-from ._interrupt import tune_sigint
 from ._quiet import quiet_tune, scoped_environ
 from ._relay import relaying
 from ._retries import error_line
@@ -38,7 +38,7 @@ def fit_experiment(
     Tune's own SIGINT handling is kept (the first Ctrl-C stops the trials and saves the
     experiment, a second one raises ``KeyboardInterrupt``); an experiment in which Tune caught a
     Ctrl-C, or that returns with trials neither done nor failed, was interrupted, and Ctrl-C
-    works again after it (:mod:`._interrupt`). Tune keeps placement groups pending for
+    works again after it (:mod:`sweep._interrupt`). Tune keeps placement groups pending for
     ``2 * slots`` trials (``TUNE_MAX_PENDING_TRIALS_PG``, unless set): enough to start the next
     trials as soon as slots free up, instead of its default of 200 pending.
     """

@@ -29,13 +29,13 @@ import pyarrow.fs as pafs
 from .._configure import configure
 from .._errors import StoreError, SweepError
 from .._import_path import is_import_path
+from .._interrupt import SigtermAsCtrlC
 from ..ensemble import aggregate
 from ..spec import SweepSpec
 from ..store import MapTasks, SweepDir
 from . import _race
 from ._checks import check_not_inside_a_sweep, check_same_data, outline_datasets
 from ._executor import Executor, Stopped, planned_rounds
-from ._interrupt import SigtermAsCtrlC
 from ._options import METRIC, RunOptions, fold_options
 from ._plan import check_spec
 from ._policy import RoundPolicy, check_early_stopping, policy_for
