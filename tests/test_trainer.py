@@ -176,11 +176,18 @@ def test_batch_size_larger_than_training_set_is_rejected():
         (["3"], r"got '3'; seeds must be"),
         ([True], r"got True; seeds must be"),
         ([], r"got an empty list"),
+        (4, r"got 4; give the block's seeds as a list: \[4\] for seed 4, range\(4\) for seeds 0..3"),
     ],
 )
 def test_bad_seeds_rejected_as_the_specs_are(spec, data, seeds, said):
     with pytest.raises(sweep.SpecError, match=rf"^`seeds`: {said}"):
         sweep.train_block(spec, seeds, data=data)
+
+
+def test_seeds_may_be_any_sequence_of_integers(spec, data):
+    for seeds in (range(2), np.arange(2), jnp.arange(2), [np.int64(0), 1]):
+        block, _ = sweep.init_block(spec, seeds, data=data)
+        assert block.seeds == (0, 1) and all(type(s) is int for s in block.seeds), seeds
 
 
 def test_a_set_of_hyperparameters_lacking_one_the_others_give_is_refused(spec, data):

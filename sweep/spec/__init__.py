@@ -29,6 +29,7 @@ from ._sweep import SweepSpec as SweepSpec
 from ._toml import read_toml as read_toml
 from ._training import INT32_LIMIT as INT32_LIMIT
 from ._training import Training as Training
+from ._values import is_int as is_int
 from ._values import is_number as is_number
 
 __all__ = [

@@ -24,7 +24,7 @@ from .._configure import warn_unconfigured
 from .._errors import SpecError
 from ..optim import check_optimizer, hyperparameter_names
 from ..problems import Dataset
-from ..spec import SweepSpec, hparam_name, is_number, seed_tuple
+from ..spec import SweepSpec, hparam_name, is_int, is_number, seed_tuple
 from ._data_checks import check_data, load_data
 from ._layout import LAYOUTS, default_layout, members_mesh, on_devices, pad_members
 from ._program import (
@@ -174,7 +174,12 @@ def init_block(
         state, metrics = sweep.run_chunk(block, state, spec.training.report_every)
         ```
     """
-    seeds = seed_tuple(seeds)
+    if is_int(seeds):
+        raise SpecError(
+            f"`seeds`: got {seeds}; give the block's seeds as a list: [{seeds}] for seed {seeds}, range({seeds}) for "
+            f"seeds 0..{seeds - 1}"
+        )
+    seeds = seed_tuple(np.asarray(seeds).tolist() if hasattr(seeds, "__array__") else seeds)  # (a JAX array too)
     hsets = hparam_sets(spec, hparams)
     if layout not in (None, *LAYOUTS):
         raise SpecError(f"`layout`: got {layout!r}; give one of {list(LAYOUTS)}, or None for the backend's default")
