@@ -139,7 +139,12 @@ def _run_command(
 def plan(
     spec: SpecArg,
     storage: Annotated[
-        str | None, typer.Option(metavar="STORAGE", help="Leave out members already trained in STORAGE/<name>.")
+        str | None,
+        typer.Option(
+            metavar="STORAGE",
+            help="Plan as `sweep run` would go on there: members already trained in STORAGE/<name> left out, "
+            "a search's configurations so far counted, and what run refuses (other settings) refused.",
+        ),
     ] = None,
     overrides: SetOpt = None,
 ) -> None:
