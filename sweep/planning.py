@@ -233,10 +233,17 @@ class Plan:
             sets = " ".join(f"{names[k]}=" + ",".join(dict.fromkeys(f"{v[k]:g}" for v in values)) for k in vmapped)
             rows.append((config, t.config_id, t.trial_key, seeds, sets or "-", str(t.num_members)))
         header = ("config", "config_id", "trial", "seeds", "vmapped", "members")
+        adaptive = self.spec.adaptive  # a race's blocks: a round's seeds
+        block = max(adaptive.start, adaptive.step) if adaptive else len(self.spec.seed_list)
+        counts = (
+            f"{counted(len(self.trials), 'trial')}, {counted(self.num_members, 'member')}, "
+            f"{counted(len(self.config_ids), 'structural config')}"
+            if self.trials or self.spec.search is None
+            else "its trials planned as the search proposes them"
+        )
         lines = [
-            f"sweep {self.spec.name!r}: {counted(len(self.trials), 'trial')}, {counted(self.num_members, 'member')}, "
-            f"{counted(len(self.config_ids), 'structural config')}; each trial: {res['cpu']:g} CPU{gpu}, "
-            f"up to {min(self.seeds_per_trial, len(self.spec.seed_list))} seeds per block",
+            f"sweep {self.spec.name!r}: {counts}; each trial: {res['cpu']:g} CPU{gpu}, "
+            f"up to {min(self.seeds_per_trial, block)} seeds per block",
             *self._race_lines(),
             *self.data,
             *self._search_lines(),

@@ -392,6 +392,7 @@ def test_a_plan_says_how_its_race_decides_and_from_when():
         in new
     )
     assert "(rank tests against the best, first decision after 8 seeds)" in new
+    assert "up to 4 seeds per block" in str(Plan(spec, (), 16))  # a round's seeds (start, step), not max
     stored = json.loads((Path(__file__).parent / "race_before_rank_rule.json").read_text())
     old = str(Plan(spec, (), 2, race=racing.Race.from_dict(stored)))  # goes on under its intervals
     level = racing.interval_level(spec.adaptive, 4)

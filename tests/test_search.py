@@ -423,6 +423,7 @@ def test_show_and_the_trace_figure_show_the_search(uninterrupted, tmp_path, monk
 def test_the_plan_of_a_search_says_what_it_will_train(uninterrupted):
     fresh = sweep.plan(search_spec())
     assert fresh.trials == ()  # planned round by round, as the search proposes
+    assert str(fresh).startswith("sweep 'tiny': its trials planned as the search proposes them; each trial:")
     assert "tpe search of 4 configurations on val_loss (min), 2 per round, 3 seeds each: at most 12 members" in str(
         fresh
     )
