@@ -179,6 +179,7 @@ class SigtermAsCtrlC:
         self.signals: _Signals | None = None
         self.on_ray = False
         self.hook: Callable[[Any], Any] | None = None
+        self.status = 143  # the exit status of an end at once (as terminated), unless :meth:`stopping` says
 
     def __enter__(self) -> SigtermAsCtrlC:
         if not self.main:
@@ -211,6 +212,11 @@ class SigtermAsCtrlC:
         if self.inside.is_set() and current != self._as_ctrl_c:  # (never set outside the main thread)
             self.replaced = current
             signal.signal(signal.SIGTERM, self._as_ctrl_c)
+
+    def stopping(self, status: int) -> None:
+        """The block stops on purpose now, its Ray too (a service's Ctrl-C): where that Ray is found
+        lost meanwhile, the process ends with ``status`` (130 after a Ctrl-C), as the stop would."""
+        self.status = status
 
     def closes(self, close: Callable[[], None]) -> None:
         """Call ``close`` (a live display: the terminal's cursor back) before ending at once."""
@@ -261,7 +267,7 @@ class SigtermAsCtrlC:
             sys.stdout.flush()
         with contextlib.suppress(Exception):
             print(self.last_words, file=sys.stderr, flush=True)
-        os._exit(143)  # (as terminated: most often by the SIGTERM its Ray got too)
+        os._exit(self.status)  # (143, as terminated: most often by the SIGTERM its Ray got too)
 
     def _close_all(self) -> None:
         for close in self.closing:

@@ -268,8 +268,28 @@ def test_a_grid_over_the_steps_is_checked_per_configuration():
     spec = pde_spec(1, rollout_steps=5)
     grown = dataclasses.replace(spec, grid={"problem.test_steps": [5, 6]})
     assert sweep.plan(grown).trials
-    with pytest.raises(SpecError, match=r"^`training.rollout_steps`: got 5; .* have 4 steps"):
+    with pytest.raises(
+        SpecError, match=r"^`grid` \(problem.test_steps=4\): `training.rollout_steps`: got 5; .* have 4"
+    ):
         sweep.plan(dataclasses.replace(spec, grid={"problem.test_steps": [4, 6]}))
+
+
+@pytest.mark.parametrize(
+    ("space", "said"),
+    [
+        ({"training.unroll": sweep.randint(1, 8)}, r"training.unroll=7 makes no valid spec \(`training.unroll`: got 7"),
+        ({"training.rollout_steps": sweep.choice([1, 9])}, r"training.rollout_steps=9 makes no valid spec"),
+        ({"training.unroll": sweep.randint(1, 4)}, None),  # 1..3: every value holds
+    ],
+)
+def test_a_search_that_may_propose_a_longer_unroll_or_rollout_is_refused_before_work(space, said):
+    pytest.importorskip("optuna")
+    spec = dataclasses.replace(pde_spec(1), search=sweep.Search(space=space, configurations=2, batch=1))
+    if said is None:
+        sweep.plan(spec)
+        return
+    with pytest.raises(SpecError, match=rf"^`search.space`: {said}"):
+        sweep.plan(spec)
 
 
 @pytest.mark.parametrize("option", [{"normalize": "zscore"}, {"history": 2}])

@@ -147,11 +147,11 @@ def serve(
 
     # a SIGTERM (systemd, Docker, Kubernetes) stops it as Ctrl-C does; where it reached the Ray the
     # service started too (a process group's), the process ends at once, not after Ray's minute
-    with SigtermAsCtrlC("stopped"):
-        _serve_until_stopped(existing(sweep_dir), options)
+    with SigtermAsCtrlC("stopped: the service's Ray ended") as sigterm:
+        _serve_until_stopped(existing(sweep_dir), options, sigterm)
 
 
-def _serve_until_stopped(path: str, options) -> None:
+def _serve_until_stopped(path: str, options, sigterm) -> None:
     from .._interrupt import starting_ray
     from ..serving import serve as start
 
@@ -180,11 +180,13 @@ def _serve_until_stopped(path: str, options) -> None:
     except KeyboardInterrupt as e:
         for stop in (signal.SIGINT, signal.SIGTERM):  # a second one must not cut the shutdown short
             signal.signal(stop, signal.SIG_IGN)
+        status = 128 + getattr(e, "signal", signal.SIGINT)  # 130; 143 after a SIGTERM
+        sigterm.stopping(status)  # (its Ray found gone as it stops it: the same status)
         typer.echo("stopping", err=True)
         if service is not None:
             service.shutdown()
         typer.echo("stopped", err=True)
-        raise typer.Exit(128 + getattr(e, "signal", signal.SIGINT)) from None  # 130; 143 after a SIGTERM
+        raise typer.Exit(status) from None
     finally:
         if service is not None:
             service.shutdown()

@@ -175,7 +175,9 @@ class Search:
         drawn beside ``training.unroll`` = 1): every combination of the fields' bounding values
         (:meth:`Distribution.values`), where there are at most :data:`COMBINATIONS_CHECKED`."""
         keys, bounds = list(self.space), [d.values() for d in self.space.values()]
-        if len(keys) < 2 or math.prod(map(len, bounds)) > COMBINATIONS_CHECKED:
+        if (
+            math.prod(map(len, bounds)) > COMBINATIONS_CHECKED
+        ):  # (one field: its values, which check_new's apply may refuse)
             return
         for values in itertools.product(*bounds):
             point = dict(zip(keys, values))

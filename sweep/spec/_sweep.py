@@ -187,10 +187,20 @@ class SweepSpec:
             if twice is not None:
                 raise SpecError(f"`grid.{key}`: lists {json.dumps(twice)} twice; give each value once")
         if self.search is not None:
-            self.search.check_new(self._apply)
-        for config, _ in self.expand():  # before a PDE problem's trajectories are solved (minutes, at APEBench's sizes)
-            t, problem = config.training, config.problem
-            check_pde_steps(problem.name, problem.options, t.unroll, t.rollout_steps)
+            self.search.check_new(self._steps_checked)
+        structural = [k for k in self.grid if k not in (self.vmap or ())]
+        for assignment in (dict(zip(structural, c)) for c in itertools.product(*(self.grid[k] for k in structural))):
+            try:
+                self._steps_checked(assignment)
+            except SpecError as e:
+                shown = ", ".join(f"{k}={v!r}" for k, v in assignment.items())
+                raise SpecError(f"`grid` ({shown}): {e}" if assignment else str(e)) from None
+
+    def _steps_checked(self, assignment: Mapping[str, Any]) -> SweepSpec:
+        """:meth:`_apply`, and :func:`~sweep.problems.check_pde_steps` of the spec it builds."""
+        spec = self._apply(assignment)
+        check_pde_steps(spec.problem.name, spec.problem.options, spec.training.unroll, spec.training.rollout_steps)
+        return spec
 
     def _checked_search(self) -> Search | None:
         search: Any = self.search  # a Search, its table or None
