@@ -177,6 +177,9 @@ def test_batch_size_larger_than_training_set_is_rejected():
         ([True], r"got True; seeds must be"),
         ([], r"got an empty list"),
         (4, r"got 4; give the block's seeds as a list: \[4\] for seed 4, range\(4\) for seeds 0..3"),
+        (np.array(4), r"got 4; give the block's seeds as a list: \[4\] for seed 4"),  # not seeds 0..3
+        (0, r"got 0; give the block's seeds as a list: \[0\] for seed 0$"),
+        (2.5, r"got 2.5; give the block's seeds as a list: \[0, 1, 2\]$"),
     ],
 )
 def test_bad_seeds_rejected_as_the_specs_are(spec, data, seeds, said):

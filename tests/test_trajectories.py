@@ -154,3 +154,7 @@ def test_pairs_beside_training_trajectories_are_held_out_with_them(tmp_path):
     )
     stacked = load_problem("arrays", {"path": str(tmp_path / "both.npz"), "history": 2})
     assert stacked.train_traj.shape == (16, 5, 1, 8) and stacked.train.x.shape == (16 * 3, 2, 8)
+    pairs = {"train_x": x, "train_y": y, "test_x": test[:, 0], "test_y": test[:, 1]}
+    np.savez(tmp_path / "val.npz", **pairs, val_x=x[:2], val_y=y[:2], train_traj=train, test_traj=test)
+    with pytest.raises(sweep.SpecError, match=r"gives validation pairs \(val_x, val_y\) but no val_traj"):
+        load_problem("arrays", {"path": str(tmp_path / "val.npz"), "history": 2})  # not dropped in silence

@@ -63,7 +63,12 @@ def load_arrays(
                 f"leave it out (it is for Parquet rows), or reshape the arrays before numpy.savez"
             )
         splits, trajectories = _read_npz(p)
-        if not pairs and {"train", "test"} <= {k for k, v in trajectories.items() if v is not None}:
+        if not pairs and {"train", "test"} <= set(trajectories):
+            if splits and "val" in splits and "val" not in trajectories:
+                raise SpecError(
+                    f"`problem.history`: {str(p)!r} gives validation pairs (val_x, val_y) but no val_traj, and "
+                    f"history > 1 derives every split's pairs from its trajectories; give val_traj too (or history=1)"
+                )
             splits = None
     elif p.suffix in (".parquet", ".pq"):
         splits = _read_parquet(p, shape, target_shape)

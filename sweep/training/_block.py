@@ -8,7 +8,7 @@ of the compiled program, shared by the block.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, TypedDict
 
 import equinox as eqx
@@ -174,12 +174,12 @@ def init_block(
         state, metrics = sweep.run_chunk(block, state, spec.training.report_every)
         ```
     """
-    if is_int(seeds):
-        raise SpecError(
-            f"`seeds`: got {seeds}; give the block's seeds as a list: [{seeds}] for seed {seeds}, range({seeds}) for "
-            f"seeds 0..{seeds - 1}"
-        )
-    seeds = seed_tuple(np.asarray(seeds).tolist() if hasattr(seeds, "__array__") else seeds)  # (a JAX array too)
+    seeds = np.asarray(seeds).tolist() if hasattr(seeds, "__array__") else seeds  # (a JAX array too)
+    if isinstance(seeds, (int, float, str, bytes)) or not isinstance(seeds, Iterable):  # (a 0-d array: a number)
+        more = f", range({seeds}) for seeds 0..{seeds - 1}" if is_int(seeds) and seeds >= 1 else ""
+        example = f"[{seeds}] for seed {seeds}" if is_int(seeds) and seeds >= 0 else "[0, 1, 2]"
+        raise SpecError(f"`seeds`: got {seeds!r}; give the block's seeds as a list: {example}{more}")
+    seeds = seed_tuple(seeds)
     hsets = hparam_sets(spec, hparams)
     if layout not in (None, *LAYOUTS):
         raise SpecError(f"`layout`: got {layout!r}; give one of {list(LAYOUTS)}, or None for the backend's default")
