@@ -1,5 +1,5 @@
 """Ctrl-C around one Tune experiment: whether Tune caught it, and Ctrl-C working again afterwards;
-and a SIGTERM to the driver taken as a Ctrl-C while a sweep runs.
+and a SIGTERM to the driver taken as a Ctrl-C while a sweep runs (and while ``sweep serve`` serves).
 
 ``Tuner.fit`` installs its own SIGINT handler (on the main thread, unless
 ``TUNE_DISABLE_SIGINT_HANDLER=1``): the first Ctrl-C stops the experiment and puts the previous
@@ -69,7 +69,7 @@ LOST_POLL_S = 0.2  # how often the watchdog looks at the run and its Ray
 SIGNALLED_POLL_S, SIGNALLED_FOR_S = 0.01, 2.0  # how often it looks for how long after a SIGTERM (Ray may end first)
 CLOSE_WAIT_S = 1.0  # the most the watchdog waits on a close (a display) before it ends the process
 RAY_DAEMONS = ("raylet", "gcs_server")  # Ray's process types of the daemons a stop needs
-_TAKING: list[SigtermAsCtrlC] = []  # the contexts open in this process (one per running sweep.run)
+_TAKING: list[SigtermAsCtrlC] = []  # the contexts open in this process (a running sweep.run, sweep serve)
 
 
 def local_ray_lost(signalled: bool = False) -> bool:

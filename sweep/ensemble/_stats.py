@@ -1,11 +1,8 @@
 """Statistics over seeds: per-configuration summaries and comparisons of two selections.
 
-Every interval is a 95% percentile bootstrap interval (:func:`scipy.stats.bootstrap`, 2000
-resamples, a fixed seed so that results are reproducible), as in rliable (Agarwal et al.,
-2021). A percentile interval of a mean or an interquartile mean (IQM) lies within the range of
-the values, so the interval of a non-negative metric (a loss, an error) never goes below zero,
-unlike a t-interval on a few seeds. Comparisons report P(a beats b) (ties count half) and the
-difference of means, each with a two-sample bootstrap interval, and the counts behind them.
+Every interval is the percentile bootstrap of :mod:`sweep._over_seeds` (where :func:`describe`
+is). Comparisons report P(a beats b) (ties count half) and the difference of means, each with a
+two-sample bootstrap interval, and the counts behind them.
 """
 
 from __future__ import annotations

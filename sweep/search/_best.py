@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .._over_seeds import describe
+from .._over_seeds import CONFIDENCE, describe
 from .._words import counted
 from ..planning import config_label, grid_names
 from ..racing import Interval, mean_interval, min_seeds
@@ -29,7 +29,7 @@ from ._record import Observation, read_record
 
 __all__ = ["LEVEL", "Standing", "headline", "ranked", "separated", "standings", "summary"]
 
-LEVEL = 0.95
+LEVEL = CONFIDENCE  # the store summary's
 
 
 @dataclasses.dataclass(frozen=True)
