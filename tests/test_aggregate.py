@@ -193,6 +193,12 @@ def test_sharded_leaves_hold_consecutive_members(tmp_path):
     for cid in PLAN.config_ids:
         assert tree_allclose(whole.where(config_id=cid).stacked(), sharded.where(config_id=cid).stacked(), exact=True)
     assert whole.table.equals(sharded.table)
+    # checked before reading (`sweep serve`): the files holding the members asked for, those alone
+    last = tmp_path / "sharded" / config.files[2]
+    last.write_bytes(last.read_bytes()[:-1] + bytes([last.read_bytes()[-1] ^ 1]))
+    store.check_leaves(range(config.first_member, config.first_member + 6))  # shards 0 and 1
+    with pytest.raises(StoreError, match=r"shard-00002.eqx'?: checksum mismatch"):
+        store.check_leaves([config.first_member + 6])
 
 
 def test_non_local_filesystem(tmp_path, sweep_dir):

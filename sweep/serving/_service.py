@@ -183,7 +183,7 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
         store.template(config_id)  # every model can be built (trusted, if named by import path), or an error now
     if options.recalibrate:
         ens.split_samples("val", "serve(recalibrate=True)")  # validation samples to fit on, or a QueryError now
-    ens.store.check_leaves(ens.index["config_id"].to_pylist())  # now: a StoreError, not a replica's failure
+    ens.store.check_leaves(ens.index["member_id"].to_pylist())  # now: a StoreError, not a replica's failure
     root = ens.store.root
     token = _token(options.token_file)
 

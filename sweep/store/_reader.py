@@ -364,10 +364,17 @@ class Store:
         """``(path, manifest record)`` of a store file (:func:`._listed.locate`)."""
         return locate(self.fs, self.root, self.manifest, relpath)
 
-    def check_leaves(self, config_ids: Iterable[str]) -> None:
-        """Every leaves file of the configs ``config_ids`` checked against the manifest (size,
-        sha256; no model built): what reading their members would find wrong, found now."""
-        check_listed(self, (f for c in dict.fromkeys(config_ids) for f in self.configs[c].files))
+    def check_leaves(self, member_ids: Iterable[int]) -> None:
+        """Every leaves file holding a member of ``member_ids`` checked against the manifest (size,
+        sha256; no model built): what reading those members would find wrong, found now."""
+        ids = np.fromiter(member_ids, np.int64)
+        files = {}
+        for info in self.configs.values():
+            mine = ids[(ids >= info.first_member) & (ids < info.first_member + info.num_members)]
+            files |= dict.fromkeys(
+                info.files[i] for i in np.unique((mine - info.first_member) // info.members_per_shard)
+            )
+        check_listed(self, files)
 
     def verify(self) -> None:
         """Check everything: every file's size and sha256 against the manifest, every leaves file
