@@ -285,11 +285,16 @@ def _is_count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_pde_steps(name: str, options: Mapping[str, Any], unroll: int, rollout_steps: int) -> None:
-    """An ``unroll`` or ``rollout_steps`` longer than an ``exponax:`` or ``apebench:`` problem's
-    trajectories (validation's are test's), refused from its options before they are solved
-    (minutes at APEBench's sizes), as ``load_data`` refuses it; options its own checks refuse are
-    left to them."""
+def pde_steps_checked(spec: Any) -> Any:
+    """``spec`` (a :class:`sweep.SweepSpec`, with no grid), or its ``training.unroll`` or
+    ``rollout_steps`` longer than its ``exponax:`` or ``apebench:`` problem's trajectories
+    (validation's are test's) refused from the options before they are solved (minutes at
+    APEBench's sizes), as ``load_data`` refuses it; options their own checks refuse are left to them."""
+    _check_pde_steps(spec.problem.name, spec.problem.options, spec.training.unroll, spec.training.rollout_steps)
+    return spec
+
+
+def _check_pde_steps(name: str, options: Mapping[str, Any], unroll: int, rollout_steps: int) -> None:
     try:
         pde = (
             None

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from .._canonical import digest
 from .._errors import SpecError
 from .._fs import COMPONENT_RULE, name_problem
-from ..problems import PDE_PREFIXES, check_pde_steps
+from ..problems import PDE_PREFIXES, pde_steps_checked
 from ._adaptive import KEY as ADAPTIVE_KEY
 from ._adaptive import Adaptive, adaptive_from
 from ._keys import PARTS, TOP_GRID_KEYS, check_key, hparam_name, vmappable
@@ -178,29 +178,20 @@ class SweepSpec:
         return grid
 
     def check_new(self) -> None:
-        """What a spec about to run or be planned is held to beyond its construction: the checks
-        added after specs that fail them were stored (a grid listing a value twice; a search's,
-        :meth:`Search.check_new`; each configuration's unroll and rollout against a PDE problem's
-        trajectories), so that those sweeps stay readable."""
-        for key, values in self.grid.items():
-            twice = listed_twice(values)
+        """What a spec about to run or be planned is held to beyond its construction (checks added
+        after specs failing them were stored, which stay readable): a grid value listed twice,
+        :meth:`Search.check_new`, each configuration's unroll and rollout against a PDE problem's."""
+        for key, twice in ((k, listed_twice(v)) for k, v in self.grid.items()):
             if twice is not None:
                 raise SpecError(f"`grid.{key}`: lists {json.dumps(twice)} twice; give each value once")
         if self.search is not None:
-            self.search.check_new(self._steps_checked)
-        structural = [k for k in self.grid if k not in (self.vmap or ())]
-        for assignment in (dict(zip(structural, c)) for c in itertools.product(*(self.grid[k] for k in structural))):
+            self.search.check_new(lambda assignment: pde_steps_checked(self._apply(assignment)))
+        for assignment in self._structural():
             try:
-                self._steps_checked(assignment)
+                pde_steps_checked(self._apply(assignment))
             except SpecError as e:
                 shown = ", ".join(f"{k}={v!r}" for k, v in assignment.items())
                 raise SpecError(f"`grid` ({shown}): {e}" if assignment else str(e)) from None
-
-    def _steps_checked(self, assignment: Mapping[str, Any]) -> SweepSpec:
-        """:meth:`_apply`, and :func:`~sweep.problems.check_pde_steps` of the spec it builds."""
-        spec = self._apply(assignment)
-        check_pde_steps(spec.problem.name, spec.problem.options, spec.training.unroll, spec.training.rollout_steps)
-        return spec
 
     def _checked_search(self) -> Search | None:
         search: Any = self.search  # a Search, its table or None
@@ -326,13 +317,16 @@ class SweepSpec:
         assert self.vmap is not None  # __post_init__ resolves None to the vmappable grid keys
         if self.points or self.search is not None:
             return self._expanded_points()
-        structural = [k for k in self.grid if k not in self.vmap]
         names = self.vmapped_names
         hparam_sets = tuple(
             dict(zip(names, map(float, c))) for c in itertools.product(*(self.grid[k] for k in self.vmap))
         )
-        combos = itertools.product(*(self.grid[k] for k in structural))
-        return tuple((self._apply(dict(zip(structural, combo))), hparam_sets) for combo in combos)
+        return tuple((self._apply(assignment), hparam_sets) for assignment in self._structural())
+
+    def _structural(self) -> list[dict[str, Any]]:
+        """Every combination of the structural (not vmapped) grid values, slowest first in grid order."""
+        keys = [k for k in self.grid if k not in (self.vmap or ())]
+        return [dict(zip(keys, c)) for c in itertools.product(*(self.grid[k] for k in keys))]
 
     def point_config(self, point: Mapping[str, Any]) -> tuple[SweepSpec, dict[str, float]]:
         """The structural config of one point (``{dotted field: value}``) and its vmapped
