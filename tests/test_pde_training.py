@@ -292,6 +292,23 @@ def test_a_search_that_may_propose_a_longer_unroll_or_rollout_is_refused_before_
         sweep.plan(spec)
 
 
+def test_the_points_a_search_asked_and_a_large_space_are_checked_for_the_steps_too():
+    """The configurations a search has asked so far (a resumed search's points), and a space of more
+    combinations of bounding values than are tried together (70 x 60 x 2): each field's values alone."""
+    pytest.importorskip("optuna")
+    search = sweep.Search(space={"training.unroll": sweep.randint(1, 4)}, configurations=2, batch=1)
+    asked = dataclasses.replace(pde_spec(1), search=search).with_points(
+        [{"training.unroll": 2}, {"training.unroll": 5}]
+    )
+    with pytest.raises(SpecError, match=r"^`points\[1\]` \(training.unroll=5\): `training.unroll`: got 5"):
+        asked.check_new()
+    rates, noises = sweep.choice([1e-4 * (1 + i) for i in range(70)]), sweep.choice([0.01 * i for i in range(60)])
+    large = {"optimizer.learning_rate": rates, "training.noise": noises, "training.unroll": sweep.randint(1, 8)}
+    spec = dataclasses.replace(pde_spec(1), search=sweep.Search(space=large, configurations=2, batch=1))
+    with pytest.raises(SpecError, match=r"^`search.space`: training.unroll=7 makes no valid spec"):
+        spec.check_new()
+
+
 @pytest.mark.parametrize("option", [{"normalize": "zscore"}, {"history": 2}])
 def test_a_stepper_method_refuses_normalised_or_stacked_states(option):
     spec = pde_spec(1)

@@ -173,14 +173,14 @@ class Search:
     def _check_combinations(self, apply: Callable[[dict[str, Any]], Any]) -> None:
         """Refuse a space where values valid alone make no valid spec together (``training.cut``
         drawn beside ``training.unroll`` = 1): every combination of the fields' bounding values
-        (:meth:`Distribution.values`), where there are at most :data:`COMBINATIONS_CHECKED`."""
+        (:meth:`Distribution.values`), where there are at most :data:`COMBINATIONS_CHECKED`, else
+        each field's alone."""
         keys, bounds = list(self.space), [d.values() for d in self.space.values()]
-        if (
-            math.prod(map(len, bounds)) > COMBINATIONS_CHECKED
-        ):  # (one field: its values, which check_new's apply may refuse)
-            return
-        for values in itertools.product(*bounds):
-            point = dict(zip(keys, values))
+        if math.prod(map(len, bounds)) <= COMBINATIONS_CHECKED:
+            points = (dict(zip(keys, values)) for values in itertools.product(*bounds))
+        else:  # each field's values alone (which check_new's apply may refuse beside the spec's others)
+            points = ({key: value} for key, values in zip(keys, bounds) for value in values)
+        for point in points:
             try:
                 apply(point)
             except SpecError as e:

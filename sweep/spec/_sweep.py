@@ -186,12 +186,14 @@ class SweepSpec:
                 raise SpecError(f"`grid.{key}`: lists {json.dumps(twice)} twice; give each value once")
         if self.search is not None:
             self.search.check_new(lambda assignment: pde_steps_checked(self._apply(assignment)))
-        for assignment in self._structural():
+        vmap = self.vmap or ()
+        points = [(f"`points[{i}]`", {k: p[k] for k in p if k not in vmap}) for i, p in enumerate(self.points)]
+        for where, assignment in points or [("`grid`", a) for a in self._structural()]:
             try:
                 pde_steps_checked(self._apply(assignment))
             except SpecError as e:
                 shown = ", ".join(f"{k}={v!r}" for k, v in assignment.items())
-                raise SpecError(f"`grid` ({shown}): {e}" if assignment else str(e)) from None
+                raise SpecError(f"{where} ({shown}): {e}" if assignment else str(e)) from None
 
     def _checked_search(self) -> Search | None:
         search: Any = self.search  # a Search, its table or None
