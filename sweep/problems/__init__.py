@@ -7,7 +7,7 @@ import inspect
 import os
 import typing
 from collections.abc import Mapping
-from typing import Any, NamedTuple, TypeGuard
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow.fs as pafs
@@ -58,9 +58,11 @@ PROBLEMS = (*GENERATORS, "arrays", "hdf5", f"{EXPONAX}<Stepper>", f"{APEBENCH}<s
 
 def _pde(name: str, options: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
     """``(stepper, options)`` of an ``exponax:<Stepper>`` problem or of an APEBench alias
-    ``apebench:<scenario>_<N>d`` (``num_spatial_dims`` then set by the name); None for any other."""
+    ``apebench:<scenario>_<N>d`` (``num_spatial_dims`` then set by the name); None for any other.
+    The options seed-sweep applies itself (``normalize``, ``history``) are not the stepper's."""
+    options = {k: v for k, v in options.items() if k not in OWN}
     if name.startswith(EXPONAX):
-        return name.removeprefix(EXPONAX), dict(options)
+        return name.removeprefix(EXPONAX), options
     if not name.startswith(APEBENCH):
         return None
     stepper, dims = resolve_alias(name)
@@ -270,9 +272,8 @@ def _loaded(name: str, options: Mapping[str, Any], pairs: bool = True) -> Datase
 def pde_stepper(name: str, options: Mapping[str, Any], time_scale: float = 1.0):
     """The exponax stepper of an ``exponax:<Stepper>`` or ``apebench:<scenario>_<N>d`` problem
     (:func:`~._exponax.exponax_stepper`; ``time_scale``: a fraction of its ``dt``), or a
-    :class:`SpecError` for any other problem. Options seed-sweep applies itself (``normalize``,
-    ``history``) are not the stepper's."""
-    pde = _pde(name, {k: v for k, v in options.items() if k not in OWN})
+    :class:`SpecError` for any other problem."""
+    pde = _pde(name, options)
     if pde is None:
         raise SpecError(
             f"`problem.name`: got {name!r}; a reference or coarse stepper needs a PDE problem, "
@@ -281,45 +282,37 @@ def pde_stepper(name: str, options: Mapping[str, Any], time_scale: float = 1.0):
     return exponax_stepper(pde[0], time_scale, **pde[1])
 
 
-def _is_count(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def pde_steps_checked(spec: Any) -> Any:
     """``spec`` (a :class:`sweep.SweepSpec`, with no grid), or its ``training.unroll`` or
     ``rollout_steps`` longer than its ``exponax:`` or ``apebench:`` problem's trajectories
     (validation's are test's) refused from the options before they are solved (minutes at
     APEBench's sizes), as ``load_data`` refuses it; options their own checks refuse are left to them."""
-    _check_pde_steps(spec.problem.name, spec.problem.options, spec.training.unroll, spec.training.rollout_steps)
-    return spec
-
-
-def _check_pde_steps(name: str, options: Mapping[str, Any], unroll: int, rollout_steps: int) -> None:
+    name, options = spec.problem.name, spec.problem.options
+    unroll, rollout = spec.training.unroll, spec.training.rollout_steps
+    if unroll <= 1 and not rollout:
+        return spec
     try:
-        pde = (
-            None
-            if unroll <= 1 and not rollout_steps
-            else _pde(name, {k: v for k, v in options.items() if k not in OWN})
-        )
+        pde = _pde(name, options)
     except SpecError:
-        return
+        return spec
     if pde is None:
-        return
+        return spec
     train, test = (pde[1].get(k, COMMON[k]) for k in ("train_steps", "test_steps"))
     history = options.get(HISTORY, 1)
-    if not (_is_count(train) and _is_count(test) and _is_count(history)):
-        return
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (train, test, history)):
+        return spec
     if unroll > train:
         raise SpecError(
             f"`training.unroll`: got {unroll}; the training trajectories of {name!r} have {train} steps "
             f"(problem.train_steps); unroll must be <= that"
         )
-    if rollout_steps > (after := test + 1 - history):
+    if rollout > (after := test + 1 - history):
         more = f" after the first {history} states (history)" if history > 1 else ""
         raise SpecError(
-            f"`training.rollout_steps`: got {rollout_steps}; the validation and test trajectories of {name!r} "
+            f"`training.rollout_steps`: got {rollout}; the validation and test trajectories of {name!r} "
             f"have {after} steps{more} (problem.test_steps); rollout_steps must be <= that"
         )
+    return spec
 
 
 def coordinates(name: str, options: Mapping[str, Any]) -> np.ndarray | None:

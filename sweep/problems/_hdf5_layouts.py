@@ -278,13 +278,14 @@ def _fill(
     for k, channel in enumerate(channels):
         if channel is None:
             continue
+        raw = block[(Ellipsis, *channel.component)]
         with np.errstate(over="ignore"):  # a value beyond float32's range: named below
-            values = np.asarray(block[(Ellipsis, *channel.component)], dtype=np.float32)
+            values = np.asarray(raw, dtype=np.float32)
         bad = None if np.isfinite(values.sum()) else ~np.isfinite(values)  # a float32 sum: inf also on overflow
         if bad is not None and bad.any():
             at = tuple(int(i) for i in np.argwhere(bad)[0])
             n, t = at[:2]
-            source = np.asarray(block[(Ellipsis, *channel.component)][at])
+            source = np.asarray(raw[at])
             what = (
                 f"{source.item()!r}, beyond float32's range (|value| <= {float(np.finfo(np.float32).max):.4g})"
                 if np.isfinite(source)

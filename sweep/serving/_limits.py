@@ -3,6 +3,7 @@ what is allowed (an HTTP 4xx with that as its JSON body)."""
 
 from __future__ import annotations
 
+import collections
 from typing import Any
 
 import numpy as np
@@ -128,7 +129,7 @@ def check_members(members: Any, member_ids: list[int]) -> list[int] | None:
     if unknown:
         raise BadRequest(422, "members", f"member ids {unknown}", allowed)
     if len(set(members)) < len(members):
-        twice = sorted({m for m in members if members.count(m) > 1})
+        twice = sorted(m for m, n in collections.Counter(members).items() if n > 1)
         raise BadRequest(422, "members", f"member ids {twice} twice", "name each member id once")
     return members
 
