@@ -9,16 +9,19 @@ executor's, bit for bit."""
 from __future__ import annotations
 
 import logging
+import os
 
 import h5py
 import numpy as np
 import pytest
+from _faults import FailOnce
 from hdf5_files import pdebench_tensor, well_directory
 from helpers import store_files, tiny_spec
 
 import sweep
 from sweep.problems import SPLITS, load_problem, outline_problem
 from sweep.store import SweepDir
+from sweep.tune import TrialHooks
 
 
 @pytest.mark.parametrize(
@@ -220,10 +223,7 @@ def test_more_seeds_on_files_that_changed_are_refused_before_any_work(tmp_path, 
         return tiny_spec(problem=sweep.Problem("hdf5", path=str(path), normalize=normalize), seeds=seeds)
 
     sweep.run(spec(2), storage=storage, options=options)
-    with h5py.File(path, "r+") as f:  # other values, the same size: a file rewritten in place
-        tensor = f["tensor"]
-        assert isinstance(tensor, h5py.Dataset)
-        tensor[...] = tensor[...] * 10 + 40
+    _rewrite_in_place(path)
     refused = (
         r"`problem.path` = '.*a.hdf5': the data changed since members of this sweep were trained on it \("
         + change
@@ -243,6 +243,50 @@ def test_more_seeds_on_files_that_changed_are_refused_before_any_work(tmp_path, 
     assert sweep.problems.Scan((("a.hdf5", 100, 2),), norm).change_from(then) is None  # a copy: only times differ
     assert sweep.problems.Scan((("a.hdf5", 120, 2),), norm).change_from(then) == "'a.hdf5': 100 bytes then, 120 now"
     assert sweep.problems.Scan((("b.hdf5", 100, 1),), norm).change_from(then) == "files ['a.hdf5'] then, ['b.hdf5'] now"
+
+
+def _rewrite_in_place(path) -> None:
+    """Other values, the same size: a file rewritten in place."""
+    with h5py.File(path, "r+") as f:
+        tensor = f["tensor"]
+        assert isinstance(tensor, h5py.Dataset)
+        tensor[...] = tensor[...] * 10 + 40
+
+
+def test_a_resume_on_files_that_changed_under_an_unfinished_trial_is_refused(tmp_path):
+    """A trial interrupted part way has no whole member yet: resumed on changed files, it would
+    go on on other data than it began with."""
+    path = tmp_path / "a.hdf5"
+    pdebench_tensor(path, samples=20, time=4, x=8)
+    spec = tiny_spec(problem=sweep.Problem("hdf5", path=str(path)), seeds=2)
+    storage = str(tmp_path / "runs")
+    hooks = TrialHooks(after_report=FailOnce(str(tmp_path / "failed")))
+    with pytest.raises(sweep.SweepError, match="injected failure"):
+        sweep.run(spec, storage=storage, options=sweep.RunOptions(executor="local", progress="off", trial_hooks=hooks))
+    assert SweepDir.at(tmp_path / "runs" / "tiny").done(spec)[0] == set()  # no member whole
+    _rewrite_in_place(path)
+    refused = r"`problem.path` = '.*a.hdf5': the data changed since members of this sweep were trained on it"
+    with pytest.raises(sweep.SpecError, match=refused):
+        sweep.plan(spec, storage=storage)
+    with pytest.raises(sweep.SpecError, match=refused):
+        sweep.run(spec, storage=storage, options=sweep.RunOptions(executor="local", progress="off", resume=True))
+
+
+def test_a_trial_whose_files_differ_from_the_drivers_is_refused(tmp_path):
+    """Another copy on a trial's node, or files changed after the driver's pass: the trial would
+    train on other data, with other statistics than the store records."""
+    path = tmp_path / "a.hdf5"
+    pdebench_tensor(path, samples=20, time=4, x=8)
+    driver = outline_problem("hdf5", {"path": str(path)}, samples=4, trajectories=1)
+    os.utime(path, ns=(1, 1))  # a copy: only the time differs, the trial's own pass agrees
+    assert driver.data.load().train.x.shape == driver.shapes.train.x.shape
+    _rewrite_in_place(path)
+    with pytest.raises(
+        sweep.SpecError,
+        match=r"`problem.path` = '.*a.hdf5': this trial's files differ from those the sweep's driver read \(the "
+        r"training split's statistics of 'tensor': .*\); every node must see the same files",
+    ):
+        driver.data.load()
 
 
 def test_a_damaged_file_is_named_with_its_dataset_and_trajectory_before_any_work(tmp_path):

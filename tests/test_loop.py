@@ -17,6 +17,7 @@ from _faults import FailOnce
 from helpers import invoke, store_files, tiny_spec, tree_allclose
 
 import sweep
+from sweep.store import SweepDir
 from sweep.training import load_block
 from sweep.tune import TrialHooks
 
@@ -56,6 +57,29 @@ def test_a_failed_trial_is_named_and_resume_continues_to_the_same_store(local_ru
         r"as it ran \(on the command line: remove grid\.optimizer\.learning_rate\), or run without resume",
     ):
         sweep.run(vmapped, storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
+    path = sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
+    assert store_files(path) == store_files(local_run)
+
+
+def test_a_checkpoint_torn_short_is_passed_over_for_the_trials_older_one(local_run, tmp_path):
+    """Tune copies a checkpoint's files in no set order: a trial killed while its newest checkpoint
+    was copied leaves a block.json beside a short state.eqx. The older checkpoint stands: its
+    members are not done, a resume trains them on from it, and the store is the uninterrupted one."""
+    import shutil
+
+    hooks = TrialHooks(after_report=FailOnce(str(tmp_path / "failed")))
+    with pytest.raises(sweep.SweepError, match="injected failure"):
+        sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, trial_hooks=hooks))
+    (older,) = (tmp_path / "tiny" / "local").glob("*/checkpoint_000002")  # the failed trial's, at epoch 2
+    shutil.copytree(older, tmp_path / "older")
+    sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
+    (newest,) = older.parent.glob("checkpoint_000004")
+    shutil.copytree(tmp_path / "older", older)  # both kept, as Tune keeps its last two
+    state = newest / "state.eqx"
+    os.truncate(state, state.stat().st_size // 2)
+    sweep_dir = SweepDir.at(tmp_path / "tiny")
+    assert sweep_dir.blocks()[older.parent.name].path == str(older)
+    assert len(sweep_dir.done(tiny_spec())[0]) == 2  # the other trial's two members
     path = sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
     assert store_files(path) == store_files(local_run)
 

@@ -55,8 +55,21 @@ def hdf5_trial_data(path: str, *, scan: Scan | None = None, origin: str | None =
     """What a trial holds of ``Problem("hdf5", path=path, **options)`` (module docstring); with the
     driver's pass ``scan`` (its statistics; :mod:`~._hdf5_scan`) where the files are as it saw them,
     else that pass made here; a relative local ``path`` taken from ``origin``, the folder the sweep
-    was started in (None: the current directory)."""
-    shapes, _, _ = hdf5_outline(path, samples=0, trajectories=1, scan=scan, origin=origin, **options)
+    was started in (None: the current directory).
+
+    Raises:
+        SpecError: The files differ from those of the driver's pass (another copy on this node, or
+            files changed since the sweep began): the trial would train on other data than the
+            driver checked, with other statistics than the store records.
+    """
+    shapes, _, now = hdf5_outline(path, samples=0, trajectories=1, scan=scan, origin=origin, **options)
+    change = None if scan is None else now.change_from(scan)
+    if change is not None:
+        raise SpecError(
+            f"`problem.path` = {path!r}: this trial's files differ from those the sweep's driver read ({change}); "
+            f"every node must see the same files, unchanged while the sweep runs: put the original files back (or "
+            f"copy them to this node) and resume"
+        )
 
     def marked(a: np.ndarray) -> np.ndarray:
         return a.view(InFiles) if len(a) else a  # an empty split has nothing to read

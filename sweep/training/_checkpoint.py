@@ -2,8 +2,8 @@
 
 Layout of a block directory (written aside and renamed into place, never pickled)::
 
-    block.json   format, structural spec, seeds, hyperparameter sets, shapes, trial id, and the
-                 history: epochs, train loss, {"val": {"loss": ..., <metric>: ...}, "test": {...}},
+    block.json   format, structural spec, seeds, hyperparameter sets, shapes, trial id, the size
+                 of state.eqx ("state_bytes"), and the history: epochs, train loss, {"val": {"loss": ..., <metric>: ...}, "test": {...}},
                  and the latest rollout curves {"val_rollout": {<metric>: ...}, "test_rollout": ...};
                  a streamed block saved inside an epoch (format 3) also its "position": the
                  epoch, the next window, the epoch's loss sums (float64) and steps so far
@@ -119,6 +119,7 @@ def save_block(
         **({} if position is None else {"position": _position_json(position)}),
     }
     eqx.tree_serialise_leaves(tmp / BLOCK_STATE, state)
+    meta["state_bytes"] = (tmp / BLOCK_STATE).stat().st_size  # a copy of the block torn short is told apart
     (tmp / BLOCK_META).write_text(json.dumps(meta))
     old = None
     if directory.exists():
@@ -240,6 +241,14 @@ class BlockRef:
         return jax.tree_util.tree_unflatten(treedef, arrays)
 
 
+def _state_whole(ref: BlockRef, filesystem: pafs.FileSystem) -> bool:
+    """Whether ``ref``'s ``state.eqx`` is a file of the size its ``block.json`` records (a block
+    saved before that size was recorded: whether it is a file)."""
+    info = filesystem.get_file_info(f"{ref.path}/{BLOCK_STATE}")
+    expected = ref.meta.get("state_bytes")
+    return info.type == pafs.FileType.File and (expected is None or info.size == expected)
+
+
 def _check_meta(meta: Any, where: str) -> None:
     """A :class:`StoreError` naming the field unless ``meta`` holds what :func:`save_block` writes,
     of its kinds (a torn upload, or a forged file, fails here rather than deep in a reader)."""
@@ -269,6 +278,8 @@ def _check_meta(meta: Any, where: str) -> None:
         _curves(kept, (members, reports)) and _curves(rollouts, (members, -1)), "history", f"{members} members' curves"
     )
     need(_curves([history.get("diverged")], (members,), lambda x: isinstance(x, bool)), "history", "diverged flags")
+    size = meta.get("state_bytes")
+    need(size is None or (type(size) is int and size > 0), "state_bytes", "the size of state.eqx in bytes")
     position = meta.get("position")
     if position is not None:
         fields = set(WindowPosition._fields)
@@ -363,7 +374,9 @@ def find_blocks(
     weights are past its history's last report: what a store aggregates).
 
     Hidden directories are skipped, and so is a ``block.json`` that cannot be read (being
-    written, a torn upload): an older checkpoint of that trial stands. ``known`` (``block.json``
+    written, a torn upload) or whose ``state.eqx`` is not of the size it records (a copy
+    stopped part way: Tune copies a checkpoint's files in no set order): an older checkpoint of
+    that trial stands. ``known`` (``block.json``
     path -> its checkpoint, updated here) holds files read before: a checkpoint directory is
     never rewritten, so those are not read again.
     """
@@ -381,6 +394,8 @@ def find_blocks(
         if ref is None:
             try:
                 ref = BlockRef(path.rsplit("/", 1)[0], _read_meta(read_text(filesystem, path), path))
+                if not _state_whole(ref, filesystem):
+                    continue  # looked at again at the next listing: the copy may be going on
             except (OSError, StoreError, KeyError):
                 continue
             known[path] = ref

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -17,7 +17,6 @@ from .._errors import SpecError
 from .._fs import exists
 from .._import_path import import_object, is_import_path
 from .._layout import PLAN
-from ..planning import MemberId
 from ..problems import Outline, Scan, outline_problem
 from ..spec import SweepSpec
 from ..store import SAMPLE_COUNT, TRAJECTORY_COUNT, SweepDir
@@ -107,13 +106,16 @@ def _from_the_grid(error: SpecError, spec: SweepSpec, options: Mapping[str, Any]
 
 
 def check_same_data(
-    spec: SweepSpec, before: Mapping[str, Scan], outlines: Mapping[str, Outline], done: Iterable[MemberId]
+    spec: SweepSpec, sweep_dir: SweepDir, before: Mapping[str, Scan], outlines: Mapping[str, Outline]
 ) -> None:
-    """A problem that reads files (``"hdf5"``, ``"arrays"``) whose files changed since members of this sweep
-    were trained on them (other files, sizes or statistics: :meth:`Scan.change_from`) is
-    refused: the members a run adds would be trained on other data than the old ones, and the
-    store would turn every member's outputs into physical units with the new statistics."""
-    trained_ids = {m.config_id for m in done}
+    """A problem that reads files (``"hdf5"``, ``"arrays"``) whose files changed (other files,
+    sizes or statistics: :meth:`Scan.change_from`) since members of ``sweep_dir`` were trained on
+    them (a checkpoint of their configuration, whole or not, or a trial stopped early) is
+    refused: a resumed trial would go on, and the members a run adds would be trained, on other
+    data than the old ones, and the store would turn every member's outputs into physical units
+    with the new statistics."""
+    done, blocks = sweep_dir.done(spec)
+    trained_ids = {m.config_id for m in done} | {ref.config_id for ref in blocks.values()}
     trained = {c.problem_id: c for c, _ in spec.expand() if c.config_id in trained_ids}  # a problem once
     for key, config in trained.items():
         then, now = before.get(key), outlines[key].scan if key in outlines else None
@@ -123,8 +125,8 @@ def check_same_data(
         if change is not None:
             raise SpecError(
                 f"`problem.path` = {config.problem.options.get('path')!r}: the data changed since members of this "
-                f"sweep were trained on it ({change}); members added now would be trained on other data, and the "
-                f"store would map the old members' outputs with the new statistics. Train on the changed data in a "
+                f"sweep were trained on it ({change}); members trained from now on (resumed or added) would see other "
+                f"data, and the store would map the old members' outputs with the new statistics. Train on the changed data in a "
                 f"new sweep (another `name`, or another --storage), or put the original files back"
             )
 

@@ -99,7 +99,7 @@ def plan(
     if sweep_dir is not None:
         stored = sweep_dir.plan()
         done, _ = sweep_dir.done(spec)
-        check_same_data(spec, scans, outlines, done)  # as run refuses it
+        check_same_data(spec, sweep_dir, scans, outlines)  # as run refuses it
     seeds_per_trial = stored_block_size(spec, stored)
     if spec.seeds_per_trial == "auto" and seeds_per_trial is None:  # measured on the shapes: no file is loaded
         seeds_per_trial = block_size_here(spec, datasets, max(1, int(available_cpus() // spec.resources["cpu"])))

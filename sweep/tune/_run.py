@@ -214,7 +214,7 @@ def _run(
     try:
         scans = sweep_dir.data_scans()
         outlines = outline_datasets(spec, sweep_dir.filesystem, scans)  # bad data fails here
-        check_same_data(so_far, scans, outlines, done)
+        check_same_data(so_far, sweep_dir, scans, outlines)
         validated = all(outline.shapes.val.size for outline in outlines.values())
         state.rank_on_validation(validated)
         state.restore(blocks.values(), done)  # the losses of the members trained before, beside this call's
