@@ -180,6 +180,26 @@ def test_ctrl_c_while_aggregating_says_how_to_aggregate(tmp_path, monkeypatch, m
     assert said + (")" if model is None else ", if you trust the model factory it names)") in status.output
 
 
+def test_a_store_older_than_the_checkpoints_is_aggregated_again(local_run, tmp_path, monkeypatch):
+    """A failed run stores its unfinished trial as the checkpoint left it; the resume that finished
+    it was stopped while aggregating: the next run has nothing to train, and aggregates the store
+    again, as many members as before but the finished ones."""
+    hooks = TrialHooks(after_report=FailOnce(str(tmp_path / "failed")))
+    with pytest.raises(sweep.SweepError, match="injected failure"):
+        sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, trial_hooks=hooks))
+    assert sorted(sweep.load(tmp_path / "tiny").table["epochs"].to_pylist()) == [2, 2, 4, 4]
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        patched.setattr("sweep.tune._run.aggregate", stopped)
+        with pytest.raises(sweep.tune.Interrupted, match="interrupted while aggregating"):
+            sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
+    path = sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
+    assert store_files(path) == store_files(local_run)
+
+
 def test_more_gpus_than_this_process_sees_are_refused_before_any_trial(tmp_path):
     """The local executor trains every trial in this process: its GPUs are all a trial can have."""
     spec = dataclasses.replace(tiny_spec(), resources={"cpu": 1, "gpu": 64})

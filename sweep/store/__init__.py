@@ -16,6 +16,8 @@ Every file is named in :mod:`sweep._layout`, every column in :mod:`._schema`.
 from ._aggregate import DEFAULT_SHARD_BYTES as DEFAULT_SHARD_BYTES
 from ._aggregate import MapTasks as MapTasks
 from ._aggregate import aggregate_blocks as aggregate_blocks
+from ._aggregate import aggregated_blocks as aggregated_blocks
+from ._aggregate import made_of as made_of
 from ._aggregate import sweep_sources as sweep_sources
 from ._aggregate import write_store as write_store
 from ._generations import committed_root as committed_root

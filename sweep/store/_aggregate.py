@@ -27,6 +27,7 @@ ens = sweep.load(path)
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from typing import Any
@@ -65,6 +66,26 @@ MapTasks = Callable[[Callable[[ShardTask], ShardResult], Iterable[ShardTask]], I
 Scores = Callable[[Store], "pa.Table | None"]  # the ensemble scores of a written, uncommitted store
 
 
+def aggregated_blocks(where: SweepDir, only_complete: bool = False) -> list[BlockRef]:
+    """The checkpoints a store of ``where`` is made of, by trial key: the newest at a report of
+    every trial (no weights past their history); ``only_complete``: of those that reached their
+    planned epochs, or that a scheduler stopped."""
+    refs = sorted(where.blocks(reported=True).values(), key=lambda r: r.trial_key)
+    if not only_complete:
+        return refs
+    plan = where.plan()
+    stopped = plan.stopped_trials if plan else frozenset()
+    return [r for r in refs if r.epoch >= r.spec.training.epochs or r.trial_key in stopped]
+
+
+def made_of(store: Store, refs: Iterable[BlockRef]) -> bool:
+    """Whether ``store`` holds the members of the checkpoints ``refs`` (every member of each, at
+    its epochs) and no other: whether aggregating them again would write the same members."""
+    table = store.members(columns=["trial_id", "epochs"])
+    held = Counter(zip(table["trial_id"].to_pylist(), table["epochs"].to_pylist(), strict=True))
+    return held == Counter({(r.trial_key, r.epoch): len(r.seeds) * len(r.hparams) for r in refs})
+
+
 def sweep_sources(where: SweepDir, only_complete: bool = False) -> list[Source]:
     """The newest checkpoint of every trial of the sweep directory ``where``, as the sources of
     :func:`write_store` (read from each ``block.json`` alone). ``only_complete``: leave out blocks
@@ -79,10 +100,7 @@ def sweep_sources(where: SweepDir, only_complete: bool = False) -> list[Source]:
         if inside:  # not a sweep: its checkpoints would be those of every sweep below it
             raise storage_folder(fs, root, inside, "a sweep directory")
         warn(f"{root + '/' + PLAN!r} not found: planned members without a checkpoint cannot be listed")
-    refs = sorted(where.blocks(reported=True).values(), key=lambda r: r.trial_key)  # no weights past their history
-    if only_complete:
-        stopped = plan.stopped_trials if plan else frozenset()
-        refs = [r for r in refs if r.epoch >= r.spec.training.epochs or r.trial_key in stopped]
+    refs = aggregated_blocks(where, only_complete)
     sources = [Source(r.trial_key, r.spec, r.seeds, r.hparams, r.shapes, partial(_read_block, fs, r)) for r in refs]
     if not sources:
         raise StoreError(f"{where.shown!r}: no block checkpoints (block.json) found; nothing to aggregate")

@@ -32,7 +32,7 @@ from .._import_path import is_import_path
 from .._interrupt import SigtermAsCtrlC
 from ..ensemble import aggregate
 from ..spec import SweepSpec
-from ..store import MapTasks, SweepDir
+from ..store import MapTasks, Store, SweepDir, aggregated_blocks, made_of
 from . import _race
 from ._checks import check_not_inside_a_sweep, check_same_data, outline_datasets
 from ._executor import Executor, Stopped, planned_rounds
@@ -70,15 +70,14 @@ def _resume_hint(done: int, total: int, command: str, planned: bool) -> str:
 
 def _aggregate_complete(spec: SweepSpec, sweep_dir: SweepDir, map_tasks: MapTasks = map) -> int:
     """Aggregate the members whose blocks are complete (their tasks run by ``map_tasks``), if the
-    store does not hold them yet; returns how many there are."""
+    store does not hold them as they are yet; returns how many there are."""
     done, blocks = sweep_dir.done(spec)
     if not blocks or not done:
         return len(done)
     try:
-        from ..store import Store
-
-        manifest = Store.open(sweep_dir.path, filesystem=sweep_dir.filesystem).manifest
-        if manifest.get("num_members") == len(done) and _race.stored(manifest, sweep_dir.plan()):
+        store = Store.open(sweep_dir.path, filesystem=sweep_dir.filesystem)
+        complete = aggregated_blocks(sweep_dir, only_complete=True)
+        if _race.stored(store.manifest, sweep_dir.plan()) and made_of(store, complete):
             return len(done)
     except SweepError:
         pass  # no store yet, or not a readable one: build it
