@@ -201,6 +201,32 @@ class SigtermAtStart(CtrlCAtStart):
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+def stop_and_ctrl_c(marks: str | os.PathLike, stop_at: int, ctrl_c_first: bool = False):
+    """A Tune scheduler (made in the driver: Tune's imports stay out of this module) that stops
+    the first trial to report epoch ``stop_at``, and types a Ctrl-C at the first report of
+    another trial (``ctrl_c_first``: at the first report); each once per folder ``marks``, which
+    keeps the stopped trial's key in ``stopped``."""
+    from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+
+    marks = Path(marks)
+    marks.mkdir(parents=True, exist_ok=True)
+    stopped, typed = marks / "stopped", marks / "ctrl-c"
+
+    class StopAndCtrlC(FIFOScheduler):
+        def on_trial_result(self, tune_controller, trial, result):
+            key = trial.config["trial_key"]
+            if not stopped.exists() and result.get("epoch") == stop_at:
+                stopped.write_text(key)
+            if stopped.exists() and stopped.read_text() == key:
+                return TrialScheduler.STOP
+            if not typed.exists() and (ctrl_c_first or stopped.exists()):
+                typed.touch()
+                os.kill(os.getpid(), signal.SIGINT)
+            return TrialScheduler.CONTINUE
+
+    return StopAndCtrlC()
+
+
 def die_after_a_checkpoint_inside_an_epoch(monkeypatch, at: tuple[int, int]) -> list[str]:
     """The in-process executor (``sweep.tune._local``) checkpoints a streamed block at every window
     boundary (its pacer's pause always due: the public route waits 10 minutes), and its first

@@ -12,7 +12,7 @@ import equinox as eqx
 import numpy as np
 import pyarrow.fs as pafs
 import pytest
-from _faults import Barrier, KillOnce, TermOnce
+from _faults import Barrier, KillOnce, SleepAfterReport, TermOnce, stop_and_ctrl_c
 from helpers import kill_driver_when, tiny_spec, tree_allclose, trial_results, wait_processes_ended, wait_trials_ended
 
 import sweep
@@ -217,6 +217,26 @@ def test_scheduler_and_stop_pass_through_keep_last_checkpoints(ray_session, tmp_
     assert set(plan["stopped_trials"]) == set(blocks)
     sweep.run(spec, storage=str(tmp_path))  # stopped members are not trained again
     assert sorted(p.name for p in Path(path).glob("tune-*")) == ["tune-0001"]
+
+
+@pytest.mark.parametrize("ctrl_c_first", [False, True], ids=["stop-then-ctrl-c", "ctrl-c-then-stop-in-the-resume"])
+def test_a_scheduler_stop_around_a_ctrl_c_is_kept(ray_session, tmp_path, ctrl_c_first):
+    """A trial a scheduler stopped, then a Ctrl-C in the same round (or a Ctrl-C, then a stop in
+    the experiment the resume restores): the stop is recorded, an interrupted trial is not taken
+    for a stopped one, and the store is as an uninterrupted run's."""
+    spec = tiny_spec(seeds=4, seeds_per_trial=2, training=sweep.Training(epochs=6, batch_size=16, report_every=2))
+    stop_at = 4 if ctrl_c_first else 2  # (then in the resume: the trials pause after each report)
+    scheduler = stop_and_ctrl_c(tmp_path / "m", stop_at, ctrl_c_first)
+    hooks = TrialHooks(after_report=SleepAfterReport(1.0 if ctrl_c_first else 0.0))
+    with pytest.raises(sweep.tune.Interrupted):
+        sweep.run(spec, storage=str(tmp_path), address=ray_session, scheduler=scheduler, trial_hooks=hooks)
+    path = sweep.run(spec, storage=str(tmp_path), address=ray_session, resume=True, trial_hooks=hooks)
+    stopped = (tmp_path / "m" / "stopped").read_text()
+    assert json.loads((Path(path) / "plan.json").read_text())["stopped_trials"] == [stopped]
+    table = sweep.load(path).table
+    reached = sorted(set(zip(table["trial_id"].to_pylist(), table["epochs"].to_pylist(), table["status"].to_pylist())))
+    (other,) = {t for t, _, _ in reached} - {stopped}
+    assert reached == sorted([(stopped, stop_at, "stopped_early"), (other, 6, "ok")])
 
 
 def test_the_runs_of_a_process_share_one_plan_board_and_leave_no_plans_on_it(ray_session, tmp_path):

@@ -94,6 +94,13 @@ class SweepDir:
         write_plan(self.filesystem, self.path, plan)
         self._plan = plan
 
+    def record_stopped(self, trial_keys: frozenset[str]) -> None:
+        """Add ``trial_keys`` to the trials a scheduler stopped early, in ``plan.json`` (written
+        only when one is new to it)."""
+        plan = self.plan()
+        if plan is not None and not trial_keys <= plan.stopped_trials:
+            self.write_plan(plan.with_stopped(trial_keys))
+
     # block checkpoints
     def blocks(self, reported: bool = False) -> dict[str, BlockRef]:
         """The newest checkpoint of every trial, by trial key (as of the last listing); ``reported``:

@@ -39,7 +39,12 @@ __all__ = ["Executor", "Outcome", "Round", "RoundStream", "Stopped", "next_round
 
 
 class Stopped(KeyboardInterrupt):
-    """A Ctrl-C stopped the trials of a round; every checkpoint they wrote is kept."""
+    """A Ctrl-C stopped the trials of a round; every checkpoint they wrote is kept. ``early``: the
+    trials a scheduler had stopped early before (over, as far as the sweep goes)."""
+
+    def __init__(self, early: frozenset[str] = frozenset()):
+        super().__init__()
+        self.early = early
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,8 +126,7 @@ def planned_rounds(
         sweep_dir.write_plan(plan)
         sweep_dir.write_samples(samples)  # the aggregator never loads data
         outcome = (yield round) if round.trials else Outcome()  # a restore may have trained it
-        if outcome.stopped:  # by a scheduler: done, as far as this sweep goes
-            sweep_dir.write_plan(plan.with_stopped(outcome.stopped))
+        sweep_dir.record_stopped(outcome.stopped)  # by a scheduler: done, as far as this sweep goes
         sweep_dir.refresh()  # the trials wrote checkpoints: list them (each block.json read once)
         if outcome.failures:
             return

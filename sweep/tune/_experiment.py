@@ -32,7 +32,8 @@ def fit_experiment(
     make_tuner, plan_trials: Callable[[], Sequence[TrialPlan]], listeners: list, quiet: bool, slots: int
 ) -> tuple[set[str], list[str], bool]:
     """Build a tuner and fit it with ``listeners`` (the display first, then the trackers) behind
-    its :class:`Relay`: (scheduler-stopped trial keys, failures, interrupted), ``plan_trials()``
+    its :class:`Relay`: (the trial keys a scheduler stopped, those of an interrupted experiment
+    too, failures, interrupted), ``plan_trials()``
     the trials the experiment was to train (asked after it: a round may have added some).
 
     Tune's own SIGINT handling is kept (the first Ctrl-C stops the trials and saves the
@@ -48,6 +49,7 @@ def fit_experiment(
     trials = plan_trials()
     # of this experiment: a restored one (a wave) holds only some of the trials left
     keys = {t.trial_key for t in trials} & {(r.config or {}).get("trial_key") for r in results}
-    interrupted = caught() or bool(keys & set(display.state.unfinished()))
+    unfinished = set(display.state.unfinished())  # (an interrupted trial's last epoch is not a scheduler's stop)
+    interrupted = caught() or bool(keys & unfinished)
     stopped, failures = outcome(results, trials)
-    return (set() if interrupted else stopped), failures, interrupted
+    return stopped - unfinished, failures, interrupted

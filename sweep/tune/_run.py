@@ -35,7 +35,7 @@ from ..spec import SweepSpec
 from ..store import MapTasks, Store, SweepDir, aggregated_blocks, made_of
 from . import _race
 from ._checks import check_not_inside_a_sweep, check_same_data, outline_datasets
-from ._executor import Executor, Stopped, planned_rounds
+from ._executor import Executor, Outcome, Stopped, planned_rounds
 from ._options import METRIC, RunOptions, fold_options
 from ._plan import check_spec
 from ._policy import RoundPolicy, check_early_stopping, policy_for
@@ -222,7 +222,9 @@ def _run(
         executor.start(outlines)  # (the storage probed for writing)
         sweep_dir.write_data_scans({key: o.scan for key, o in outlines.items() if o.scan is not None})
         sweep_dir.write_resume_command(options.resume_command)  # what `sweep status` says to run
-        failures = executor.restore().failures if options.resume else ()
+        restored = executor.restore() if options.resume else Outcome()
+        sweep_dir.record_stopped(restored.stopped)
+        failures = restored.failures
         sweep_dir.refresh()  # the restored trials wrote checkpoints
         if not failures:
             samples = {key: o.kept for key, o in outlines.items()}
@@ -242,6 +244,7 @@ def _run(
         c = state.counts()
         done_now = c["members_done"]
         if isinstance(stop, Stopped):  # the executor stopped the trials and kept their checkpoints
+            sweep_dir.record_stopped(stop.early)
             sweep_dir.refresh()  # what is done is what the checkpoints say (a trial may finish as it stops)
             with warnings.catch_warnings():  # the hint says how many members are missing
                 warnings.simplefilter("ignore", UserWarning)

@@ -208,7 +208,7 @@ class TuneExecutor:
                 make_tuner, trials, self.listeners, quiet=self.options.quiet, slots=self.slots
             )
         if interrupted:
-            raise Stopped
+            raise Stopped(frozenset(stopped))
         return Outcome(frozenset(stopped), tuple(failures))
 
     def restore(self) -> Outcome:
