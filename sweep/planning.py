@@ -305,6 +305,7 @@ def make_plan(
     seeds_per_trial: int | None = None,
     done: Iterable[tuple[str, int] | tuple[str, int, str | Mapping[str, float]]] = (),
     wanted: Mapping[Key, Iterable[int]] | None = None,
+    unfinished: Iterable[TrialPlan] = (),
 ) -> Plan:
     """Split every structural config's seeds into blocks of ``seeds_per_trial``.
 
@@ -318,6 +319,10 @@ def make_plan(
     ``(config_id, seed, hparams)`` triples (one set, e.g. ``{"learning_rate": 1e-3}``).
     Hyperparameter sets left with different seeds to train become separate trials; when all
     sets have the same seeds left (the usual case) a trial holds every set, as without ``done``.
+
+    ``unfinished``: trials trained part way (a checkpoint short of their epochs). One whose
+    members are all to be planned keeps its block, to go on from its checkpoint, and the other
+    seeds are split around it: regrouped, a seed of it would be trained again in another trial.
     """
     block = seeds_per_trial or (spec.seeds_per_trial if isinstance(spec.seeds_per_trial, int) else 16)
     pairs, triples = set(), set()
@@ -326,18 +331,27 @@ def make_plan(
             pairs.add((item[0], item[1]))
         else:
             triples.add((item[0], item[1], item[2] if isinstance(item[2], str) else hparams_key(item[2])))
-    trials = []
-    for config, hparams in spec.expand():
+    expanded = list(spec.expand())
+    todo: dict[tuple[str, str], set[int]] = {}  # the seeds to plan, by (config id, hyperparameter set)
+    for config, hparams in expanded:
+        cid = config.config_id
+        for h in hparams:
+            hk = hparams_key(h)
+            seeds = spec.seed_list if wanted is None else tuple(wanted.get((cid, hk), ()))
+            todo[cid, hk] = {s for s in seeds if (cid, s) not in pairs and (cid, s, hk) not in triples}
+    trials = [t for t in unfinished if all(m.seed in todo.get((m.config_id, m.hparams), ()) for m in t.member_ids())]
+    kept = {MemberId(*m) for t in trials for m in t.member_ids()}
+    for config, hparams in expanded:
         cid = config.config_id
         groups: dict[tuple[tuple[int, ...], str], list[dict[str, float]]] = {}
         for h in hparams:
             hk = hparams_key(h)
             seeds = spec.seed_list if wanted is None else tuple(wanted.get((cid, hk), ()))
-            todo = tuple(s for s in seeds if (cid, s) not in pairs and (cid, s, hk) not in triples)
-            groups.setdefault((todo, "" if wanted is None else hk), []).append(h)
-        for (todo, _), group in groups.items():
-            for start in range(0, len(todo), block):
-                seeds = tuple(todo[start : start + block])
+            left = tuple(s for s in seeds if s in todo[cid, hk] and MemberId(cid, s, hk) not in kept)
+            groups.setdefault((left, "" if wanted is None else hk), []).append(h)
+        for (left, _), group in groups.items():
+            for start in range(0, len(left), block):
+                seeds = tuple(left[start : start + block])
                 key = f"{cid}-{digest([seeds, list(group)], 8)}"
                 # the trial's spec names its own seeds, not the sweep's: a trial's plan and its
                 # checkpoints stay the size of its block however many seeds the sweep has

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import equinox as eqx
 import pytest
-from _faults import FailOnce
+from _faults import FailOnce, OnlyFor
 from helpers import invoke, store_files, tiny_spec, tree_allclose
 
 import sweep
@@ -332,6 +332,30 @@ def test_a_resume_takes_more_seeds(tmp_path):
         sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, trial_hooks=hooks))
     path = sweep.run(tiny_spec(seeds=6), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
     assert sorted(sweep.load(path).table["seed"].to_pylist()) == list(range(6))
+
+
+def test_more_seeds_leave_a_trial_trained_part_way_its_block(local_run, tmp_path):
+    """Seeds 0-2 in blocks of 2, the trial of seed 2 failed part way; with 6 seeds, seed 2 goes on
+    in its own trial from its checkpoint, and 3-5 are split around it: regrouped as [2, 3], seed 2
+    would be trained again beside its old checkpoint, and the store would refuse the twin."""
+    from sweep.planning import make_plan
+
+    spec = tiny_spec(seeds=3)
+    (_, last) = make_plan(spec).trials
+    assert last.seeds == (2,)
+    hooks = TrialHooks(after_report=OnlyFor([last.trial_key], FailOnce(str(tmp_path / "failed"))))
+    with pytest.raises(sweep.SweepError, match="injected failure"):
+        sweep.run(spec, storage=str(tmp_path), options=dataclasses.replace(LOCAL, trial_hooks=hooks))
+    more = tiny_spec(seeds=6)
+    assert [t.seeds for t in sweep.plan(more, storage=str(tmp_path)).trials] == [(2,), (3, 4), (5,)]
+    path = sweep.run(more, storage=str(tmp_path), options=LOCAL)
+    table = sweep.load(path).table
+    assert sorted(table["seed"].to_pylist()) == list(range(6))
+    assert sweep.load(path).where(seed=2).table["trial_id"].to_pylist() == [last.trial_key]
+    # trained on from its checkpoint, it is the member an uninterrupted run trains
+    seed2 = sweep.load(path).where(seed=2).table["val_loss"].to_pylist()
+    assert seed2 == sweep.load(local_run).where(seed=2).table["val_loss"].to_pylist()
+    sweep.aggregate(path)  # the store made again from the checkpoints: no twin
 
 
 def test_more_seeds_train_only_the_new_members(local_run, tmp_path, capsys):

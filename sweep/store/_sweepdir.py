@@ -40,7 +40,7 @@ import pyarrow.fs as pafs
 from .._errors import SpecError, StoreError
 from .._fs import exists, filesystem_path, is_local, read_text, write_text_atomic
 from .._layout import DATA_SCANS, EXPERIMENT_PREFIX, RESUME, experiment_name
-from ..planning import MemberId, Plan, read_plan, write_plan
+from ..planning import MemberId, Plan, TrialPlan, read_plan, write_plan
 from ..problems import Dataset, Scan
 from ..spec import SweepSpec
 from ..training import BlockRef, find_blocks
@@ -134,6 +134,14 @@ class SweepDir:
             if t.trial_key in stopped:
                 done.update(t.member_ids())
         return done, blocks
+
+    def unfinished(self, spec: SweepSpec) -> list[TrialPlan]:
+        """The planned trials trained part way: a checkpoint short of their epochs (under
+        ``spec``), and not stopped by a scheduler."""
+        done, blocks = self.done(spec)
+        plan = self.plan()
+        trials = plan.trials if plan else ()
+        return [t for t in trials if t.trial_key in blocks and not done.issuperset(t.member_ids())]
 
     # Tune experiments
     def experiments(self) -> list[str]:

@@ -103,7 +103,9 @@ def plan(
     seeds_per_trial = stored_block_size(spec, stored)
     if spec.seeds_per_trial == "auto" and seeds_per_trial is None:  # measured on the shapes: no file is loaded
         seeds_per_trial = block_size_here(spec, datasets, max(1, int(available_cpus() // spec.resources["cpu"])))
-    planned = make_plan(spec, seeds_per_trial, done=done, wanted=next_round(spec, storage, storage_filesystem))
+    wanted = next_round(spec, storage, storage_filesystem)
+    unfinished = [] if sweep_dir is None else sweep_dir.unfinished(spec)
+    planned = make_plan(spec, seeds_per_trial, done=done, wanted=wanted, unfinished=unfinished)
     race = None if stored is None else stored.race  # its evaluations so far: the rule it goes on under
     configs = {c.problem_id: c for c, _ in spec.expand()}  # a config per problem (the budget is the training's)
     data = tuple(line for key, c in configs.items() if (line := data_line(c, datasets[key])) is not None)
