@@ -241,9 +241,11 @@ def write_flushed(local: str | os.PathLike[str], data: bytes) -> None:
 
 
 def synced(local_dir: str) -> None:
-    """Flush ``local_dir``'s files (not its subdirectories) and the directory itself to the disk."""
+    """Flush every file below ``local_dir`` and every folder (its entries), itself last, to the disk."""
     for entry in os.scandir(local_dir):
-        if entry.is_file(follow_symlinks=False):
+        if entry.is_dir(follow_symlinks=False):
+            synced(entry.path)
+        elif entry.is_file(follow_symlinks=False):
             _flushed(entry.path)
     flush_dir(local_dir)
 

@@ -13,10 +13,11 @@ import jax
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from _blocks import STORE_PLAN
-from helpers import tree_allclose
+from _blocks import STORE_PLAN, datasets_of, trained_blocks
+from helpers import tiny_spec, tree_allclose
 
 from sweep import StoreError, load, load_data
+from sweep.planning import make_plan
 from sweep.store import FORMAT, Store
 
 PLAN = STORE_PLAN  # `original` and `store` (conftest.py) are its committed store and a copy of it
@@ -121,6 +122,46 @@ def test_truncated_members_table(store):
     path.write_bytes(path.read_bytes()[:-100])
     with pytest.raises(StoreError, match=r"members.parquet'?: \d+ bytes, but the manifest records \d+"):
         load(store)
+
+
+def test_every_file_and_folder_of_a_generation_is_on_the_disk_before_it_is_committed(tmp_path, monkeypatch):
+    """A power loss after the commit must not leave ``CURRENT`` naming files still in the page
+    cache: the leaves files in the configs' folders, and the folders, flushed before it is written."""
+    import os
+
+    from sweep import _fs
+    from sweep.store import aggregate_blocks
+
+    flushed, written, flush = [], [], _fs._flushed
+    monkeypatch.setattr(_fs, "_flushed", lambda path, *a: flushed.append(os.fspath(path)) or flush(path, *a))
+    write = _fs.write_text_atomic
+    monkeypatch.setattr(
+        "sweep.store._generations.write_text_atomic", lambda *a: written.append(list(flushed)) or write(*a)
+    )
+    path = tmp_path / "ensembles"
+    blocks = trained_blocks(STORE_PLAN)
+    aggregate_blocks(path, blocks, plan=STORE_PLAN, datasets=datasets_of(STORE_PLAN), shard_bytes=200)  # shards
+    generation = Path(os.path.realpath(path))
+    below = [str(p) for p in generation.rglob("*")]
+    assert any(Path(p).is_dir() for p in below) and any(p.endswith(".eqx") for p in below)  # configs' folders
+    before_commit = set(written[-1])
+    assert set(below) | {str(generation)} <= before_commit
+
+
+def test_a_block_checkpoint_is_on_the_disk_before_it_replaces_the_older_one(tmp_path, monkeypatch):
+    import os
+
+    from sweep import _fs
+    from sweep.training import save_block
+
+    flushed, flush = [], _fs._flushed
+    monkeypatch.setattr(_fs, "_flushed", lambda path, *a: flushed.append(os.fspath(path)) or flush(path, *a))
+    (block,) = trained_blocks(make_plan(tiny_spec(seeds=1)))
+    fields = dict(spec=block.spec, state=block.state, history=block.history, shapes=block.shapes)
+    save_block(tmp_path / "checkpoint", **fields)
+    names = {Path(p).name for p in flushed}
+    assert {"state.eqx", "block.json", tmp_path.name} <= names  # the files, then the rename in its folder
+    assert any(Path(p).name.startswith(".checkpoint.") for p in flushed)  # the folder written aside
 
 
 def test_loading_never_unpickles(original, monkeypatch):

@@ -33,7 +33,7 @@ import pyarrow.fs as pafs
 from jaxtyping import PyTree
 
 from .._errors import SpecError, StoreError
-from .._fs import ONE_COMPONENT, confined, files_under, read_text, regular_size
+from .._fs import ONE_COMPONENT, confined, files_under, flush_dir, read_text, regular_size, synced
 from .._layout import BLOCK_META, BLOCK_STATE
 from .._leaves import read_arrays
 from ..metrics import summarised_metric
@@ -99,8 +99,9 @@ def save_block(
     trial_id: str = "",
     stopped_early: bool = False,
 ) -> Path:
-    """Write a block directory atomically (a sibling temp dir renamed over ``directory``); a
-    ``history`` paused inside an epoch (:attr:`History.position`) saves where, to go on from there."""
+    """Write a block directory atomically (a sibling temp dir, flushed to the disk, renamed over
+    ``directory``); a ``history`` paused inside an epoch (:attr:`History.position`) saves where,
+    to go on from there."""
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
@@ -121,12 +122,14 @@ def save_block(
     eqx.tree_serialise_leaves(tmp / BLOCK_STATE, state)
     meta["state_bytes"] = (tmp / BLOCK_STATE).stat().st_size  # a copy of the block torn short is told apart
     (tmp / BLOCK_META).write_text(json.dumps(meta))
+    synced(str(tmp))  # on the disk before it takes the place of the checkpoint it replaces
     old = None
     if directory.exists():
         old = directory.with_name(f".{directory.name}.old")
         shutil.rmtree(old, ignore_errors=True)
         directory.rename(old)
     tmp.rename(directory)
+    flush_dir(directory.parent)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return directory
