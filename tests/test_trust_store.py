@@ -193,6 +193,14 @@ def test_the_ensembles_link_is_followed_only_inside_its_sweep(sweeps):
     assert len(load(a)) == 16
 
 
+def test_a_sweeps_store_is_read_from_inside_it_alone(sweeps):
+    """A store path's generations lie beside it (``<parent>/.<name>``); a sweep directory's store
+    is its ``ensembles``: a folder named so beside the sweep is not read."""
+    a, b = sweeps
+    shutil.copytree(b / ".ensembles", a.parent / f".{a.name}")  # another sweep's generations, as a's store path's
+    assert Path(load(a).store.root).parent == a / ".ensembles"
+
+
 @pytest.mark.parametrize("linked", [".ensembles", ".ensembles/000001"])
 def test_a_linked_generation_or_generations_directory_is_refused(sweeps, linked):
     a, b = sweeps

@@ -112,7 +112,10 @@ def committed_root(fs: pafs.FileSystem, path: str) -> str:
     allows, and a plain directory holding a manifest is a store itself (a copied store).
     """
     path = path.rstrip("/")
+    a_sweep = exists(fs, f"{path}/{PLAN}")  # its store is inside it: no folder beside it is read
     for i, candidate in enumerate((path, f"{path}/{STORE_NAME}")):
+        if a_sweep and i == 0:
+            continue
         name = current(fs, candidate)
         if name is not None:
             return _generation(fs, candidate, name)
@@ -133,7 +136,7 @@ def committed_root(fs: pafs.FileSystem, path: str) -> str:
             f"{path!r} is a file; give the directory of a sweep (made by `sweep run`) or of its {STORE_NAME!r} store"
         )
     parent, name = _split(path)
-    a_sweep = exists(fs, f"{path}/{PLAN}") or (name == STORE_NAME and exists(fs, f"{parent}/{PLAN}"))
+    a_sweep = a_sweep or (name == STORE_NAME and exists(fs, f"{parent}/{PLAN}"))
     inside = [] if a_sweep else sweeps_inside(fs, path)  # (a sweep not aggregated yet)
     if inside:
         raise storage_folder(fs, path, inside, "a store")
