@@ -201,6 +201,17 @@ def test_a_sweeps_store_is_read_from_inside_it_alone(sweeps):
     assert Path(load(a).store.root).parent == a / ".ensembles"
 
 
+def test_a_store_aggregated_through_a_sub_tree_file_system_moves_its_link(sweeps):
+    """A ``SubTreeFileSystem`` over a local disk is a local disk: the ``ensembles`` link (what
+    DuckDB or Polars read) names the committed generation, not one collected since."""
+    a, _ = sweeps
+    sub = pafs.SubTreeFileSystem(str(a.parent), pafs.LocalFileSystem())
+    for _ in range(2):
+        aggregate(a.name, filesystem=sub, progress=False)
+    assert (a / ".ensembles" / "CURRENT").read_text().strip() == "000003"
+    assert (a / "ensembles").readlink() == Path(".ensembles/000003")
+
+
 @pytest.mark.parametrize("linked", [".ensembles", ".ensembles/000001"])
 def test_a_linked_generation_or_generations_directory_is_refused(sweeps, linked):
     a, b = sweeps

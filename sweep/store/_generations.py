@@ -42,7 +42,6 @@ from .._errors import NoStoreError, StoreError, warn
 from .._fs import (
     create_dir_exclusive,
     exists,
-    is_local,
     local_path,
     read_text,
     refuse_links,
@@ -176,7 +175,8 @@ def sweeps_inside(fs: pafs.FileSystem, path: str) -> list[str]:
 
 def check_target(fs: pafs.FileSystem, store_path: str) -> None:
     """Fail early when a commit could not replace ``store_path`` (a real directory in the way)."""
-    if is_local(fs) and os.path.isdir(store_path) and not os.path.islink(store_path):
+    local = local_path(fs, store_path)
+    if local is not None and os.path.isdir(local) and not os.path.islink(local):
         raise StoreError(
             f"{store_path!r} is a directory, not a store link; move it away so that the aggregator "
             f"can link it to {generations_dir(store_path)!r}"
@@ -227,14 +227,15 @@ def commit(fs: pafs.FileSystem, store_path: str, name: str) -> None:
     try:
         previous = current(fs, store_path)
     except StoreError:  # an unreadable pointer: this commit replaces it; keep what the link names
-        linked = _linked_generation(fs, store_path) if is_local(fs) else None
+        linked = _linked_generation(fs, store_path)
         previous = None if linked is None else _split(linked)[1]
     local = local_path(fs, f"{root}/{name}")
     if local is not None:
         synced(local)  # the generation's files are on the disk before the pointer names them
     write_text_atomic(fs, f"{root}/{POINTER}", name + "\n")
-    if is_local(fs):
-        _swap_link(store_path, f".{_split(store_path)[1]}/{name}")
+    link = local_path(fs, store_path)
+    if link is not None:  # (a local disk, also under a SubTreeFileSystem)
+        _swap_link(link, f".{_split(store_path)[1]}/{name}")
     _collect(fs, root, below=name, keep={name, previous})
 
 
