@@ -13,7 +13,7 @@ from helpers import tiny_spec
 
 import sweep
 from sweep import QueryError
-from sweep.ensemble import Calibration, conformal_quantiles, crps_terms, fit_scale, load_calibration
+from sweep.ensemble import Blend, Calibration, conformal_quantiles, crps_terms, fit_scale, load_calibration
 from sweep.planning import make_plan
 from sweep.store import aggregate_blocks
 
@@ -100,7 +100,9 @@ def test_recalibrate_fits_on_the_validation_split_what_the_array_functions_give(
     np.testing.assert_allclose(cal.scale, fit_scale(fitted.predict(x), y))
     assert cal.scale.shape == (1,) and cal.rollout_scale is not None and cal.rollout_scale.shape == (4, 1)
     assert cal.rollout_quantiles is not None and cal.rollout_quantiles.shape == (2, 4, 1)
-    scores = {(r["calibrated"], r["step"]): r for r in fitted.calibration_scores("val").to_pylist()}
+    with pytest.warns(UserWarning, match=r"fitted on the val split, so the scores after it are not held out"):
+        rows = fitted.calibration_scores("val").to_pylist()  # on the points it was fitted on, knowingly
+    scores = {(r["calibrated"], r["step"]): r for r in rows}
     for step in range(5):  # conformal: at least the level on the points it was fitted on
         assert scores[True, step]["coverage_90"] >= 0.9 and scores[True, step]["coverage_50"] >= 0.5
     assert ens.best(5).calibration is None and fitted.where(seed=fitted.index["seed"].to_pylist()).calibration is None
@@ -161,7 +163,9 @@ def test_a_calibration_of_another_store_is_refused_though_its_member_ids_match(e
     [
         (lambda e: e.best(5).recalibrate("train"), "split='train'"),
         (lambda e: e.best(5).recalibrate(levels=[0.9, 1.0]), "levels=[0.9, 1.0]"),
-        (lambda e: e.best(1).recalibrate(), "at least 2 members"),
+        (lambda e: e.best(2).recalibrate(), "needs at least 3 members, 2 of them distinct, to fit a spread"),
+        (lambda e: Blend([e.best(1)], [3]).recalibrate(), "(a greedy blend counts a member as often as chosen)"),
+        (lambda e: e.best(5).recalibrate(levels=0.995), "the 0.995 interval needs at least 199 points per channel"),
         (lambda e: e.best(5).with_calibration("cal.json"), "load_calibration"),
     ],
 )
@@ -169,3 +173,20 @@ def test_bad_arguments_are_named(ens, call, named):
     with pytest.raises(QueryError) as e:
         call(ens)
     assert named in str(e.value)
+
+
+def test_two_members_have_no_finite_best_scale_hence_three(ens):
+    """The fair CRPS of two members stretched by ``s`` is ``max(0, |y - mu| - s |d|)``: it only
+    falls as ``s`` grows, so a fit would end at its search's upper bound."""
+    x, y = ens.best(2).split_samples("val", "test")
+    values = ens.best(2).predict(x).astype(np.float64)
+    mean = values.mean(0)
+
+    def crps(s: float) -> float:
+        skill, spread = crps_terms(mean + s * (values - mean), y)
+        return float((skill - spread).mean())
+
+    costs = [crps(s) for s in (0.5, 1, 2, 4, 8, 1e3)]
+    assert all(a >= b for a, b in zip(costs, costs[1:])) and costs[0] > costs[-1] == pytest.approx(0, abs=1e-9)
+    with pytest.raises(QueryError, match="at least 3 members to scale a spread, got 2"):
+        fit_scale(values, y)

@@ -164,11 +164,15 @@ def test_sweep_scores_and_export_take_a_greedy_selection(store, ens, tmp_path):
     expected = ens.select_greedy(3).scores("test").to_pylist()
     assert [r["kind"] for r in rows] == [r["kind"] for r in expected]
     assert rows[0]["crps"] == pytest.approx(expected[0]["crps"])
-    done = invoke("scores", store, "--greedy", "3", "--recalibrate", "--format", "json")
+    assert ens.select_greedy(3).counts.tolist() == [3]  # one member, chosen thrice: no spread to scale
+    refused = invoke("scores", store, "--greedy", "3", "--recalibrate")
+    assert refused.exit_code == 1 and "needs at least 3 members, 2 of them distinct" in refused.output
+    done = invoke("scores", store, "--greedy", "8", "--recalibrate", "--format", "json")
     assert done.exit_code == 0, done.output
     assert {r["calibrated"] for r in json.loads(done.output)} == {False, True}
-    blend = ens.select_greedy(3)
-    said = " ".join(invoke("scores", store, "--greedy", "3", "--recalibrate").output.split())
+    blend = ens.select_greedy(8)
+    assert len(blend) == 2
+    said = " ".join(invoke("scores", store, "--greedy", "8", "--recalibrate").output.split())
     assert f"of a greedy blend of {len(blend)} member" in said and f"(counted {blend.counts.tolist()})" in said
     done = invoke("export", store, "--greedy", "3", "-o", str(tmp_path / "out"))
     assert done.exit_code == 0, done.output

@@ -14,6 +14,7 @@ sub.calibration.save("heat-best8.calibration.json")  # checksummed; with_calibra
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import os
 from pathlib import Path
@@ -23,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from .._batches import pieces
-from .._errors import QueryError
+from .._errors import QueryError, warn
 from .._layout import SPLIT_FILES
 from ._calibration import Calibration, check_levels, conformal_quantiles, conformity, fit_scale, on_channels
 from ._export import export_selection
@@ -59,8 +60,9 @@ class Calibrated(Predictions):
             A copy of this selection holding the :class:`~sweep.ensemble.Calibration`.
 
         Raises:
-            QueryError: No samples of ``split`` in the store, fewer than 2 members, several
-                structural configs, targets not of the outputs' shape, or bad ``levels``.
+            QueryError: No samples of ``split`` in the store, fewer than 3 members (or 2 distinct),
+                several structural configs, targets not of the outputs' shape, bad ``levels``, or
+                a level that needs more points than the split holds.
 
         Examples:
             ```python
@@ -69,13 +71,16 @@ class Calibrated(Predictions):
             ```
         """
         levels = check_levels(levels, "recalibrate")
+        _check_spread(self._member_ids())
         x, y = self.split_samples(split, "recalibrate")
+        _check_points(int(y.size // y.shape[1]), levels, split)
         values = self._multiset(self.predict(x, chunk_size))
         scale, quantiles = _fit(values, y, levels)
         rollout_scale = rollout_quantiles = None
         reference = self._rollout_reference(split, "recalibrate")
         if reference is not None:
             start, traj = reference  # with history: from the first h states
+            _check_points(int(traj[:, 0].size // traj.shape[2]), levels, f"{split} trajectories")
             states = self._multiset(self.rollout(start, traj.shape[1] - 1, chunk_size))
             fitted = [_fit(states[:, t], traj[:, t], levels) for t in range(1, traj.shape[1])]
             rollout_scale = np.stack([s for s, _ in fitted])
@@ -260,6 +265,11 @@ class Calibrated(Predictions):
             ```
         """
         calibration = self._calibrated("calibration_scores")
+        if split == calibration.split:
+            warn(
+                f"calibration_scores(split={split!r}): the calibration was fitted on the {split} split, so the scores "
+                f"after it are not held out (they flatter it); fit on one split and score on the other"
+            )
         x, y = self.split_samples(split, "calibration_scores")
         values = self._multiset(self.predict(x, chunk_size))
         rows = _scored(values, y, calibration.scale, calibration.quantiles, calibration.levels, "one_step", 0)
@@ -322,6 +332,33 @@ class Calibrated(Predictions):
                 f"real-valued targets with a channel axis, [samples, channels, ...]"
             )
         return x, y
+
+
+def _check_spread(member_ids: tuple[int, ...]) -> None:
+    """A spread to scale: at least 3 members, 2 of them distinct (with 2 the fair CRPS of the
+    stretched members, ``max(0, |y - mu| - s |d|)``, only falls as ``s`` grows: no scale fits)."""
+    if len(member_ids) < 3 or len(set(member_ids)) < 2:
+        counted = (
+            "" if len(set(member_ids)) == len(member_ids) else " (a greedy blend counts a member as often as chosen)"
+        )
+        raise QueryError(
+            f"recalibrate: needs at least 3 members, 2 of them distinct, to fit a spread; this selection counts "
+            f"members {list(member_ids)}{counted}. With 2 the fair CRPS only falls as their spread is stretched, "
+            f"and one member has no spread: select more members (best(k) with k >= 3, or greedy over more)"
+        )
+
+
+def _check_points(points: int, levels: tuple[float, ...], split: str) -> None:
+    """Every level's conformal multiplier is one of ``points`` residuals per channel (the
+    ``ceil((points + 1) level)``-th smallest): at least that many points."""
+    for level in levels:
+        if math.ceil((points + 1) * level) > points:
+            needed = next(n for n in itertools.count(points + 1) if math.ceil((n + 1) * level) <= n)
+            raise QueryError(
+                f"recalibrate(levels={list(levels)}): the {level:g} interval needs at least {needed} points per "
+                f"channel (samples x grid points), and the {split} split holds {points}; give lower levels "
+                f"(e.g. levels=(0.5,)), or more {split} samples"
+            )
 
 
 def _fit(values: np.ndarray, truth: np.ndarray, levels: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:

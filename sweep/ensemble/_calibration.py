@@ -60,7 +60,7 @@ def fit_scale(values: np.ndarray, truth: np.ndarray) -> np.ndarray:
     """The spread scale per channel minimising the fair CRPS of the stretched members.
 
     Args:
-        values: Members' predictions ``[M, N, C, ...]``, ``M >= 2``.
+        values: Members' predictions ``[M, N, C, ...]``, ``M >= 3``.
         truth: ``[N, C, ...]``.
 
     Returns:
@@ -83,8 +83,11 @@ def fit_scale(values: np.ndarray, truth: np.ndarray) -> np.ndarray:
     """
     x, y = np.stack([_points(v) for v in values], 1), _points(truth)  # [C, M, P], [C, P]
     m = x.shape[1]
-    if m < 2:
-        raise QueryError(f"recalibrate: needs at least 2 members to scale a spread, got {m}")
+    if m < 3:
+        raise QueryError(
+            f"recalibrate: needs at least 3 members to scale a spread, got {m} (with 2 the fair CRPS only falls "
+            f"as their spread is stretched: no scale fits)"
+        )
     mean = x.mean(1, keepdims=True)
     d, r = x - mean, y - mean[:, 0]
     spread = pair_sum(np.moveaxis(d, 1, 0)) / (2 * m * (m - 1))  # [C, P]
