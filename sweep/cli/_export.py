@@ -45,9 +45,9 @@ def export(
     """Write the selection's batched mean/std and rollout as serialised StableHLO (jax.export).
 
     OUT holds mean_std.jaxexport and rollout.jaxexport (weights and calibration inside, the batch
-    size symbolic) and manifest.json (shapes, members, a sha256 per part). Loading needs jax
-    alone: jax.export.deserialize(Path("OUT/mean_std.jaxexport").read_bytes()).call(x) returns
-    (mean, std). `sweep verify OUT` checks it.
+    size symbolic) and manifest.json (shapes, members, a sha256 per part). Loading needs jax and
+    flatbuffers alone (pip install jax flatbuffers):
+    jax.export.deserialize(Path("OUT/mean_std.jaxexport").read_bytes()).call(x) returns (mean, std). `sweep verify OUT` checks it.
     """
     import json
 
