@@ -624,6 +624,26 @@ def test_show_where_with_a_repeated_key_keeps_either_value(store):
     assert len(rows) == 2 and {r[header.index("depth")] for r in rows} == {"2"}
 
 
+def test_where_names_a_boolean_and_no_value_as_the_command_line_writes_them(tmp_path):
+    """The command line gives text: ``true``/``false`` select a boolean column, ``none`` the
+    members without a value; a value of the wrong kind is refused with the values the column takes."""
+    grid = {"model.use_final_bias": [True, False], "training.data_memory": [None, "1GiB"]}
+    plan = make_plan(tiny_spec(seeds=1, seeds_per_trial=1, grid=grid))
+    root = write_sweep(tmp_path / "bias", plan, [train_trial(t) for t in plan.trials])
+    sweep.aggregate(root, progress=False)
+
+    def shown(*where: str) -> list[tuple[str, str]]:
+        header, rows = _rows(invoke("show", root, "--members", *(f"--where={w}" for w in where)).output, "member_id")
+        return sorted((r[header.index("use_final_bias")], r[header.index("data_memory")]) for r in rows)
+
+    assert shown("use_final_bias=false") == [("False", "-"), ("False", "1073741824")]
+    assert shown("use_final_bias=True", "data_memory=none") == [("True", "-")]
+    refused = invoke("show", root, "--where", "use_final_bias=2")
+    assert "column 'use_final_bias' holds bool values; in this selection it takes [False, True]" in refused.output
+    none = invoke("show", root, "--where", "data_memory=3")
+    assert "data_memory takes [1073741824] and no value (None; on the command line: none)" in none.output
+
+
 def test_show_members_filtered_by_where(store):
     result = invoke("show", store, "--members", "--where", "depth=2", "--where", "learning_rate=0.001")
     assert result.exit_code == 0, result.stderr

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ._args import CLIError
-from ._options import DirArg, PoolOpt, TrustCodeOpt, existing, one_setting, selected
+from ._options import DirArg, PoolOpt, TrustCodeOpt, WhereOpt, existing, one_setting, selected
 
 
 def export(
@@ -16,9 +16,7 @@ def export(
         str,
         typer.Option("-o", "--out", metavar="DIR", help="The directory to write: a new one (created) or an empty one."),
     ],
-    where: Annotated[
-        list[str] | None, typer.Option(metavar="COLUMN=VALUE", help="Keep members with column=value (repeatable).")
-    ] = None,
+    where: WhereOpt = None,
     best: Annotated[
         int | None, typer.Option(min=1, metavar="K", help="The K best members (by validation loss).")
     ] = None,

@@ -28,6 +28,14 @@ SetOpt = Annotated[
         show_default=False,
     ),
 ]
+WhereOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        metavar="COLUMN=VALUE",
+        help="Keep the members whose column takes this value, e.g. --where depth=6 (repeatable: each narrows; "
+        "a column given twice takes either value; true, false and none name a boolean and no value).",
+    ),
+]
 MetricOpt = Annotated[
     str,
     typer.Option(

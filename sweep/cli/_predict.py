@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ._args import CLIError, load_npy, save_npy
-from ._options import DirArg, MetricOpt, ModeOpt, PoolOpt, TrustCodeOpt, existing, one_setting, selected
+from ._options import DirArg, MetricOpt, ModeOpt, PoolOpt, TrustCodeOpt, WhereOpt, existing, one_setting, selected
 
 
 def predict(
@@ -25,13 +25,7 @@ def predict(
     output: Annotated[
         Path, typer.Option("--output", "-o", help="Where to write the predictions (.npy).", show_default=False)
     ],
-    where: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="COLUMN=VALUE",
-            help="Keep members with column=value (repeatable), e.g. --where depth=6 --where learning_rate=3e-4.",
-        ),
-    ] = None,
+    where: WhereOpt = None,
     best: Annotated[
         int | None, typer.Option(min=1, metavar="K", help="Keep the K best members by --metric (validation loss).")
     ] = None,

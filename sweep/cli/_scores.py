@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ._args import CLIError, Format, choice
-from ._options import DirArg, PoolOpt, TrustCodeOpt, existing, one_setting, selected
+from ._options import DirArg, PoolOpt, TrustCodeOpt, WhereOpt, existing, one_setting, selected
 
 KINDS = ("one_step", "rollout", "rollout_gmean", "ensemble_size", "all")
 SPLITS = ("val", "test")
@@ -52,10 +52,7 @@ def scores(
             help="one_step, rollout (per step), rollout_gmean, ensemble_size, or all.",
         ),
     ] = "one_step",
-    where: Annotated[
-        list[str] | None,
-        typer.Option(metavar="COLUMN=VALUE", help="Keep configurations with column=value (repeatable)."),
-    ] = None,
+    where: WhereOpt = None,
     limit: Annotated[int, typer.Option(min=1, help="Print at most this many rows.")] = 50,
     wide: Annotated[bool, typer.Option("--wide", help="Every column (MAE, points, rank histogram, gains).")] = False,
     format: Annotated[

@@ -12,7 +12,7 @@ import typer
 
 from .._errors import SpecError
 from ._args import CLIError, parse_where
-from ._options import DirArg, MetricOpt, ModeOpt, PoolOpt, TrustCodeOpt, existing, one_setting, selected
+from ._options import DirArg, MetricOpt, ModeOpt, PoolOpt, TrustCodeOpt, WhereOpt, existing, one_setting, selected
 
 CHANGES_S = 1.0  # how often the service is asked what became of newer generations
 _FLAGS = {"cpus": "--cpu", "gpus": "--gpu", "batch_wait_s": "--batch-wait", "watch_s": "--watch"}
@@ -27,12 +27,7 @@ def _flags(error: SpecError) -> CLIError:
 
 def serve(
     sweep_dir: DirArg,
-    where: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="COLUMN=VALUE", help="Serve members with column=value (repeatable), e.g. --where depth=6."
-        ),
-    ] = None,
+    where: WhereOpt = None,
     best: Annotated[
         int | None, typer.Option(min=1, metavar="K", help="Serve the K best members by --metric (validation loss).")
     ] = None,

@@ -9,7 +9,7 @@ import typer
 from .._words import counted
 from ..metrics import mode_of
 from ._args import Format, choice, parse_where
-from ._options import DirArg, MetricOpt, ModeOpt, existing, warn_test_ranking
+from ._options import DirArg, MetricOpt, ModeOpt, WhereOpt, existing, warn_test_ranking
 
 
 def show(
@@ -19,9 +19,7 @@ def show(
     members: Annotated[
         bool, typer.Option("--members", help="List members (best first) instead of configurations.")
     ] = False,
-    where: Annotated[
-        list[str] | None, typer.Option(metavar="COLUMN=VALUE", help="Keep members with column=value (repeatable).")
-    ] = None,
+    where: WhereOpt = None,
     limit: Annotated[int, typer.Option(min=1, help="Print at most this many rows.")] = 50,
     wide: Annotated[bool, typer.Option("--wide", help="Every statistic (median, min, max, IQM too).")] = False,
     format: Annotated[

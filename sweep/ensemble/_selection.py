@@ -159,9 +159,12 @@ class Selection:
             values = list(value) if isinstance(value, (list, tuple, set, frozenset)) else [value]
             kind = schema.field(column).type
             try:
-                filters[column] = pa.array(values, type=kind)
+                filters[column] = pa.array([v for text in values for v in _from_text(text, kind)], type=kind)
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-                raise QueryError(f"where({column}={value!r}): column {column!r} holds {kind} values") from None
+                raise QueryError(
+                    f"where({column}={value!r}): column {column!r} holds {kind} values; in this selection it takes "
+                    f"{self._distinct(column)}"
+                ) from None
         if not filters:
             return None, None
         if self._rows is None:  # a selection by values: read only their columns, of the row groups that can match
@@ -203,8 +206,10 @@ class Selection:
         return self._index["member_id"].to_numpy()
 
     def _distinct(self, column: str, limit: int = 20) -> str:
-        values = sorted(v for v in pc.unique(self._index[column]).to_pylist() if v is not None)  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
-        return f"{values[:limit]}" + (f" and {len(values) - limit} more" if len(values) > limit else "")
+        found = pc.unique(self._index[column]).to_pylist()  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
+        values = sorted(v for v in found if v is not None)
+        more = f" and {len(values) - limit} more" if len(values) > limit else ""
+        return f"{values[:limit]}{more}" + (" and no value (None; on the command line: none)" if None in found else "")
 
     def free_columns(self, fixed: Any) -> dict[str, str]:
         """The grid columns not named in ``fixed`` that take several values in this selection
@@ -344,3 +349,16 @@ def refuse_pooled_sides(sides: Mapping[str, tuple[Mapping[str, Any], Selection]]
             f"{', '.join(free)} in both a and b (e.g. {{..., {next(iter(free))!r}: value}}), or pass "
             f"pool=True to pool over them"
         )
+
+
+def _from_text(value: Any, kind: pa.DataType) -> list[Any]:
+    """The values ``value`` names in a column of ``kind``, where it is text (as the command line
+    gives every value): ``"true"``/``"false"`` the booleans of a boolean column, ``"none"``/``"null"``
+    a member without a value (in a text column, also the text itself); anything else itself."""
+    if not isinstance(value, str):
+        return [value]
+    if pa.types.is_boolean(kind) and value.lower() in ("true", "false"):
+        return [value.lower() == "true"]
+    if value.lower() in ("none", "null"):
+        return [value, None] if pa.types.is_string(kind) or pa.types.is_large_string(kind) else [None]
+    return [value]
