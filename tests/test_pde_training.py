@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import assert_same_member, convolves, member, tiny_spec
+from helpers import assert_same_member, convolves, invoke, member, tiny_spec
 
 import sweep
 from sweep import SpecError, training
@@ -399,7 +399,6 @@ def test_a_corrected_member_predicts_around_the_coarse_stepper(mode):
     np.testing.assert_allclose(float(evaluation["test"]["loss"][0]), float(jnp.mean((pred - y) ** 2)), rtol=1e-5)
 
 
-@pytest.mark.slow  # a whole sweep run and aggregation (~20 s alone on 2 cores)
 def test_a_corrected_sweep_stores_its_rollouts_and_refuses_predictions_outside_the_trainer(tmp_path):
     pytest.importorskip("exponax")
     spec = dataclasses.replace(pde_spec(2, epochs=1, correct="parallel"), seeds=2, seeds_per_trial=2)
@@ -408,3 +407,9 @@ def test_a_corrected_sweep_stores_its_rollouts_and_refuses_predictions_outside_t
     assert [len(c) for c in curves] == [3, 3] and np.isfinite(np.asarray(curves)).all()
     with pytest.raises(sweep.StoreError, match=r"trained with training.correct='parallel'.*not supported yet"):
         ens.predict(np.zeros((1, 1, 8, 8), np.float32))
+    # its figure draws the stored curves and says why the predictions are left out; scores say why none
+    with pytest.warns(UserWarning, match=r"predictions left out: config \w+ was trained with training.correct"):
+        sweep.plot(ens, out=tmp_path / "overview.png")
+    assert (tmp_path / "overview.png").stat().st_size > 0
+    said = " ".join(invoke("scores", str(tmp_path / spec.name)).output.split())
+    assert "not scored: trained with training.correct (a network correcting a coarse stepper)" in said

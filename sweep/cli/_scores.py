@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from .._words import counted
 from ._args import CLIError, Format, choice
 from ._options import DirArg, PoolOpt, TrustCodeOpt, WhereOpt, existing, one_setting, selected
 
@@ -174,6 +175,7 @@ def scores(
                 f"of them: its own are computed now)"
             ) from None
     kinds = sorted(set(table["kind"].to_pylist()))  # those it holds, of any kind
+    unscored = _unscored(ens, set(table["config_id"].to_pylist()))
     if kind != "all":
         table = table.filter(pc.equal(table["kind"], kind))  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
     keys = ["config_id", *ens.grid_columns]
@@ -200,6 +202,31 @@ def scores(
         on = split or "val and test"
         typer.echo(prose(f"ensemble scores ({kind}, {on}) of {len(ens)} members, from the store{ranked}:"))
     typer.echo(format_table(table, limit, {*keys, *ROW_KEYS}))
+    if unscored:
+        typer.echo(prose(f"note: {unscored}"))
+
+
+def _unscored(ens, scored: set[str]) -> str:
+    """The configurations of ``ens`` without a row among ``scored`` (config ids), and why, in words."""
+    from .._import_path import is_import_path
+    from ..metrics import takes_class_indices
+
+    why: dict[str, list[str]] = {}
+    for cid in sorted(set(ens.index["config_id"].to_pylist()) - scored):
+        spec = ens.store.configs[cid].spec
+        if spec.training.correct is not None:
+            reason = (
+                "trained with training.correct (a network correcting a coarse stepper), whose predictions are made "
+                "only inside the trainer: its stored rollout columns score it (sweep show --metric COLUMN)"
+            )
+        elif takes_class_indices(spec.training.loss, spec.training.metrics):
+            reason = "class labels, which ensemble scores do not take (their accuracy columns: sweep show)"
+        elif is_import_path(spec.model.name):
+            reason = "a model built by a factory, code the store names: --trust-code computes them"
+        else:
+            reason = "the store keeps no samples of the split (--split)"
+        why.setdefault(reason, []).append(cid)
+    return "; ".join(f"{counted(len(ids), 'config')} ({', '.join(ids)}) not scored: {r}" for r, ids in why.items())
 
 
 def _best_first(ens, table, keys: list[str]):
@@ -246,10 +273,7 @@ def _none_held(ens, kind: str, split: str | None, kinds: list[str], computed: bo
             f"aggregate DIR --trust-code`, or compute them now with --fields --trust-code (in Python: "
             f"Ensemble.scores() on sweep.load(path, trust_code=True))"
         )
-    return (
-        f"{what}: ensemble scores need real-valued targets and the samples the store keeps of the split "
-        f"(--split); none of these members has both"
-    )
+    return f"{what}: {_unscored(ens, set())}"
 
 
 def _recalibrated(ens, split: str, save: str | None, fmt: str, limit: int) -> None:

@@ -47,15 +47,22 @@ def curve_sample(ens: Ensemble, keys: list[dict[str, Any]], max_curves: int):
     return ens.where(member_id=np.concatenate(keep).tolist()).table, groups.totals
 
 
-def _factory(chosen: Ensemble, spec, trust_code: bool = False) -> str | None:
+def _cannot_run(chosen: Ensemble, spec, trust_code: bool = False) -> str | None:
     """Why figures cannot run ``chosen``'s model (built by a factory, code the store names, and
-    ``trust_code`` not given), or None."""
+    ``trust_code`` not given; or a network correcting a coarse stepper, run only inside the
+    trainer), or None."""
+    config_id = chosen.index["config_id"][0].as_py()
+    if spec.training.correct is not None:
+        return (
+            f"config {config_id} was trained with training.correct={spec.training.correct!r} (a network correcting "
+            f"a coarse exponax stepper), whose predictions are made only inside the trainer; its stored rollout "
+            f"curves are drawn (--kind rollout_error)"
+        )
     if not is_import_path(spec.model.name) or trust_code:
         return None
     return (
-        f"the model of config {chosen.index['config_id'][0].as_py()} is built by {spec.model.name!r}, code the "
-        f"store names, and figures never import it unless told to (trust_code=True, `sweep plot --trust-code`) "
-        f"where that factory is installed"
+        f"the model of config {config_id} is built by {spec.model.name!r}, code the store names, and figures never "
+        f"import it unless told to (trust_code=True, `sweep plot --trust-code`) where that factory is installed"
     )
 
 
@@ -93,7 +100,7 @@ def predicted_samples(ens: Ensemble, config: dict[str, Any], num_samples: int, t
     that figures import only with ``trust_code``."""
     chosen = ens.where(**config)
     spec = chosen.spec
-    reason = _factory(chosen, spec, trust_code)
+    reason = _cannot_run(chosen, spec, trust_code)
     if reason is None:
         try:
             x, y = chosen.samples()
@@ -126,7 +133,7 @@ def ensemble_rollout(
         if named:
             raise QueryError(f"plot(kind='rollout'): {str(e).removeprefix('trajectories(): ')}") from None
         return None
-    reason = _factory(chosen, chosen.spec, trust_code)
+    reason = _cannot_run(chosen, chosen.spec, trust_code)
     if reason is None:
         x0, reference = chosen.rollout_start(chosen.one_config("rollout"), trajectory)  # (history=h: h states)
         try:
