@@ -203,11 +203,13 @@ def test_apebench_names_are_aliases_of_the_steppers(ex):
             r"\(give its dimensions: apebench:phy_adv_1d, apebench:phy_adv_2d, apebench:phy_adv_3d\)",
         ),
         ("apebench:phy_advection_2d", {}, r"'apebench:phy_advection_2d' \(did you mean 'apebench:phy_adv_2d'\?\)"),
+        ("apebench:2d_phy_adv", {}, r"'apebench:2d_phy_adv' \(did you mean 'apebench:phy_adv_2d'\?\)"),
         ("apebench:phy_adv_2d", {"num_spatial_dims": 3}, r"`problem.num_spatial_dims`: 'apebench:phy_adv_2d' says"),
         (
             "exponax:NavierStokesVorticity",
             {},
-            r"`problem.num_spatial_dims`: got 1; exponax:NavierStokesVorticity is defined .* in 2 spatial",
+            r"`problem.num_spatial_dims`: 1 by default; exponax:NavierStokesVorticity is defined .* in 2 spatial "
+            r"dimension\(s\): set num_spatial_dims=2",
         ),
         ("exponax:SwiftHohenberg", {"num_spatial_dims": 4}, r"got 4; .*in 2 or 3 spatial dimension"),
         ("exponax:GrayScott", {"num_spatial_dims": 2, "ic": ["fourier"]}, r"`problem.ic`: .*one name .* per channel"),

@@ -199,7 +199,7 @@ def check_exponax(stepper: str, options: Mapping[str, Any]) -> None:
     for key in options:
         if key not in defaults:
             raise SpecError(f"`problem.{key}`: not an option of exponax:{stepper}; allowed: {', '.join(defaults)}")
-    check_dims(stepper, options.get("num_spatial_dims", 1))
+    check_dims(stepper, options.get("num_spatial_dims"))
     merged = _resolved(stepper, defaults, options)
     for key, low in _COUNTS.items():
         value = merged[key]

@@ -32,6 +32,7 @@ APEBench's in 1D).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -170,8 +171,13 @@ def resolve_alias(name: str) -> tuple[str, int]:
         elif stepper is not None:  # a scenario in dimensions it is not defined in
             named = ", ".join(f"{APEBENCH}{scenario}_{d}d" for d in STEPPERS[stepper].dims)
             hint = f" (it is defined as {named})"
-        else:
-            hint = did_you_mean(name, apebench_names())
+        else:  # the dimensions written elsewhere ("2d_phy_adv"), or a name mistyped
+            words = whole.split("_")
+            moved = [w for w in words if re.fullmatch(r"\d+d", w)]
+            turned = f"{APEBENCH}{'_'.join(w for w in words if w not in moved)}_{moved[0]}" if len(moved) == 1 else ""
+            hint = (
+                f" (did you mean {turned!r}?)" if turned in apebench_names() else did_you_mean(name, apebench_names())
+            )
         raise SpecError(
             f"`problem.name`: unknown APEBench scenario {name!r}{hint}; give apebench:<scenario>_<N>d, one of "
             f"{', '.join(apebench_names())}"
@@ -179,11 +185,14 @@ def resolve_alias(name: str) -> tuple[str, int]:
     return stepper, int(dims[:-1])
 
 
-def check_dims(stepper: str, dims: Any) -> None:
-    """Raise :class:`SpecError` unless ``stepper`` is defined in ``dims`` spatial dimensions."""
+def check_dims(stepper: str, dims: Any = None) -> None:
+    """Raise :class:`SpecError` unless ``stepper`` is defined in ``dims`` spatial dimensions (None:
+    not given, 1)."""
     allowed = STEPPERS[stepper].dims
-    if dims not in allowed or isinstance(dims, bool):
+    if (1 if dims is None else dims) not in allowed or isinstance(dims, bool):
+        got = "1 by default" if dims is None else f"got {dims!r}"
         raise SpecError(
-            f"`problem.num_spatial_dims`: got {dims!r}; exponax:{stepper} is defined (as APEBench's "
+            f"`problem.num_spatial_dims`: {got}; exponax:{stepper} is defined (as APEBench's "
             f"{STEPPERS[stepper].apebench}) in {' or '.join(map(str, allowed))} spatial dimension(s)"
+            + (f": set num_spatial_dims={allowed[0]}" if dims is None else "")
         )
