@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 
 import h5py
 import numpy as np
@@ -208,6 +209,32 @@ def test_bad_files_named_with_file_and_dataset(tmp_path):
         sweep.SpecError, match=r"`problem.space_stride`: got 7; .*\(8, 6\).*at most the smallest axis \(6\)"
     ):
         load(tmp_path / "cfd.hdf5", space_stride=7)
+
+
+def test_fields_and_values_a_problem_cannot_read_are_named_before_any_work(tmp_path):
+    """Complex or text values (numpy would drop an imaginary part with a warning), a channel named
+    twice (a vector field's name, then one of its components), and a field the first of a
+    folder's files lacks, named with that file."""
+    for values, kind in ((np.ones((4, 3, 8), np.complex64), "complex64"), (np.full((4, 3, 8), b"a"), "|S1")):
+        with h5py.File(tmp_path / f"{values.dtype.kind}.hdf5", "w") as f:
+            f["tensor"] = values
+        with pytest.raises(
+            sweep.SpecError,
+            match=rf"{values.dtype.kind}.hdf5':/tensor holds {re.escape(kind)} values; seed-sweep reads real",
+        ):
+            load(tmp_path / f"{values.dtype.kind}.hdf5")
+    well_file(tmp_path / "toy.hdf5")
+    with pytest.raises(
+        sweep.SpecError, match=r"`problem.fields`: 'velocity_x' names velocity_x, named already by another of "
+    ):
+        load(tmp_path / "toy.hdf5", fields=["velocity", "velocity_x"])
+    (tmp_path / "two").mkdir()
+    pdebench_tensor(tmp_path / "two" / "a.hdf5", samples=4, time=3, x=8)
+    pdebench_tensor(tmp_path / "two" / "b.hdf5", samples=4, time=3, x=8)
+    with pytest.raises(
+        sweep.SpecError, match=r"'data_0' is not a time-varying field of '.*a.hdf5' \(the first of the 2"
+    ):
+        load(tmp_path / "two", fields=["data_0"])
 
 
 def test_a_missing_relative_path_says_where_it_was_looked_for(tmp_path, monkeypatch):

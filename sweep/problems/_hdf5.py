@@ -172,8 +172,9 @@ def _agree(described: dict[str, FileLayout], channels: list[Channel], every_fiel
             )
 
 
-def _selected(ref: FileLayout, fields: Sequence[str] | None) -> list[Channel]:
-    """The channels ``fields`` names (a vector or tensor field by its name: all its components)."""
+def _selected(ref: FileLayout, fields: Sequence[str] | None, where: str) -> list[Channel]:
+    """The channels ``fields`` names (a vector or tensor field by its name: all its components), in
+    the file ``where`` (``ref``'s: the first of the problem's files, which the others must agree with)."""
     if fields is None:
         return list(ref.channels)
     chosen: list[Channel] = []
@@ -183,10 +184,16 @@ def _selected(ref: FileLayout, fields: Sequence[str] | None) -> list[Channel]:
             verb = "is" if len(ref.fixed) == 1 else "are"
             fixed = f"; {', '.join(ref.fixed)} {verb} constant in time" if ref.fixed else ""
             raise SpecError(
-                f"`problem.fields`: {name!r} is not a time-varying field of the file"
+                f"`problem.fields`: {name!r} is not a time-varying field of {where}"
                 f"{did_you_mean(name, ref.names)}; it has {', '.join(ref.names)}{fixed}"
             )
-        chosen += [c for c in match if c not in chosen]
+        again = [c.name for c in match if c in chosen]
+        if again:
+            raise SpecError(
+                f"`problem.fields`: {name!r} names {', '.join(again)}, named already by another of {list(fields)} "
+                f"(a vector or tensor field's name takes all its components); name each channel once"
+            )
+        chosen += match
     return chosen
 
 
@@ -228,7 +235,9 @@ def resolved(
             f"`problem.history`: got {history}; {next(iter(described))!r} has {steps} states per trajectory (after "
             f"time_stride {time_stride}), and an input of {history} states needs a next state (use at most {steps - 1})"
         )
-    channels = _selected(ref, options.get("fields"))
+    first = next(iter(described))
+    where = repr(first) if len(described) == 1 else f"{first!r} (the first of the {len(described)} files read)"
+    channels = _selected(ref, options.get("fields"), where)
     _agree(described, channels, options.get("fields") is None)
     if "all" not in files and "test_fraction" in options:
         raise SpecError(

@@ -94,8 +94,9 @@ def checked_dataset(file: Any, path: str) -> Any:
     """The dataset at ``path`` of the open ``file``, after every check of the module docstring.
 
     Raises:
-        SpecError: ``path`` is missing or not a dataset, or the dataset reads other files or
-            needs a filter plugin. The message names the file and the path.
+        SpecError: ``path`` is missing or not a dataset, the dataset holds no real numbers
+            (complex numbers, text, compound records), or it reads other files or needs a filter
+            plugin. The message names the file and the path.
     """
     h5py = h5py_module()
     where = f"{file.filename!r}:/{path.lstrip('/')}"
@@ -115,6 +116,11 @@ def checked_dataset(file: Any, path: str) -> Any:
         raise SpecError(
             f"`problem.path`: {where} keeps its data in external file(s) {names}; seed-sweep reads only data "
             f"inside the dataset's own files"
+        )
+    if dataset.dtype.kind not in "biuf":  # (bool, integers, floats: read as float32)
+        raise SpecError(
+            f"`problem.path`: {where} holds {dataset.dtype} values; seed-sweep reads real numbers (floats, integers "
+            f"or booleans, as float32){'; keep the real and imaginary parts as two fields' * (dataset.dtype.kind == 'c')}"
         )
     plist = dataset.id.get_create_plist()
     for i in range(plist.get_nfilters()):
