@@ -123,6 +123,7 @@ def spec_page() -> str:
     from sweep.optim import OPTIMIZERS
     from sweep.problems import GENERATORS, PROBLEMS
     from sweep.problems._arrays import SPLIT_OPTIONS
+    from sweep.problems._dataset import DEFAULT_VAL_FRACTION
     from sweep.problems._exponax import IC_GENERATORS
     from sweep.problems._hdf5 import DEFAULTS as HDF5_DEFAULTS
     from sweep.problems._scenarios import COMMON, RESOLUTION, STEPPERS
@@ -280,6 +281,8 @@ splits (PDEBench). Guide: [Real datasets](../guides/real-datasets.md).
 | option | default |
 | --- | --- |
 {chr(10).join(f"| `{k}` | {'required' if k == 'path' else _code(repr(v))} |" for k, v in HDF5_DEFAULTS.items())}
+| `val_fraction` | `{DEFAULT_VAL_FRACTION!r}` (of the training trajectories, without a `valid/` folder) |
+| `data_seed` | `0` (which trajectories the validation split takes) |
 
 ## `Model`
 

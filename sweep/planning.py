@@ -243,7 +243,7 @@ class Plan:
         )
         lines = [
             f"sweep {self.spec.name!r}: {counts}; each trial: {res['cpu']:g} CPU{gpu}, "
-            f"up to {min(self.seeds_per_trial, block)} seeds per block",
+            f"up to {counted(min(self.seeds_per_trial, block), 'seed')} per block",
             *self._race_lines(),
             *self.data,
             *self._search_lines(),

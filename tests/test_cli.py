@@ -341,6 +341,15 @@ def test_a_bad_choice_names_the_option_the_value_and_the_choices(store, tmp_path
     assert not (tmp_path / "runs").exists()
 
 
+def test_library_calls_in_messages_read_as_the_options_that_give_them():
+    from sweep.cli._args import cli_phrasing
+
+    said = cli_phrasing("export(steps=5): the members' outputs cannot be fed back: no rollout; leave steps out")
+    assert said == "--steps 5: the members' outputs cannot be fed back: no rollout; leave --steps out"
+    said = cli_phrasing("best(metric='val_loss'): none has val_loss. Rank by another metric, e.g. metric='test_loss'")
+    assert said == "--metric val_loss: none has val_loss. Rank by another metric, e.g. --metric test_loss"
+
+
 def test_parse_where_types_values():
     assert parse_where(["depth=6", "learning_rate=3e-4", "status=ok", "name= a b "]) == {
         "depth": 6,

@@ -224,7 +224,7 @@ def test_without_a_validation_set_ranking_needs_an_explicit_metric(tmp_path):
     assert ens.table["val_loss"].null_count == 4 and ens.table["val_loss_history"].null_count == 4
     message = (
         r"best\(metric='val_loss'\): 4 of 4 members \(config\(s\) \w+\) have no val_loss: they were trained "
-        r"without a validation set \(problem.val_fraction=0\), and ranking needs one. Pass an explicit metric=, "
+        r"without a validation set \(problem.val_fraction=0\), and ranking needs one. Rank by another metric, "
         r"e.g. metric='test_loss'"
     )
     with pytest.raises(QueryError, match=message):

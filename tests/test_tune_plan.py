@@ -27,6 +27,7 @@ def test_seeds_split_into_blocks():
 
 def test_the_plan_line_says_the_largest_block_the_seeds_allow():
     assert "up to 2 seeds per block" in str(make_plan(tiny_spec(seeds=5, seeds_per_trial=2)))
+    assert "up to 1 seed per block" in str(make_plan(tiny_spec(seeds=5, seeds_per_trial=1)))
     few = make_plan(tiny_spec(seeds=3, seeds_per_trial=8))  # blocks of up to 8, but only 3 seeds
     assert few.seeds_per_trial == 8 and "up to 3 seeds per block" in str(few)
 

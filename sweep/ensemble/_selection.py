@@ -259,11 +259,11 @@ class Selection:
         configs = pc.unique(self._index.filter(nulls)["config_id"]).to_pylist()  # pyright: ignore[reportAttributeAccessIssue]  (pyarrow.compute makes its functions at import)
         where = f"{self._index[metric].null_count} of {len(self)} members (config(s) {', '.join(configs[:5])}) have no {metric}"
         if not metric.startswith("val_"):
-            return f"{what}(metric={metric!r}): {where}; select members that have one, or choose another metric="
+            return f"{what}(metric={metric!r}): {where}; select members that have one, or rank by another metric"
         test = "test_" + metric.removeprefix("val_")
         return (
             f"{what}(metric={metric!r}): {where}: they were trained without a validation set "
-            f"(problem.val_fraction=0), and ranking needs one. Pass an explicit metric=, e.g. metric={test!r} "
+            f"(problem.val_fraction=0), and ranking needs one. Rank by another metric, e.g. metric={test!r} "
             f"(but a choice made on the test set makes its test numbers optimistic), or train with a validation set"
         )
 

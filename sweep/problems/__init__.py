@@ -173,11 +173,11 @@ class ProblemData(NamedTuple):
     """A problem's data as trials get them: its arrays (``arrays``: a problem generated or loaded
     where the sweep runs), or none, for a problem that reads files (``"hdf5"``), whose trials read
     them from its ``options``' path themselves, with the driver's pass (``scan``: the statistics,
-    not computed again): the validation and test splits whole, the training split left to the
-    trainer, which reads it from the files, at once or in windows
-    (:mod:`sweep.problems._hdf5_reader`). An ``s3://`` path is read through ``filesystem`` (the
+    not computed again): every split left in the files, to the trainer, which reads each at once
+    where it fits the trial's data budget, else in windows (training) or parts (validation, test;
+    :mod:`sweep.problems._hdf5_reader`). An ``s3://`` path is read through ``filesystem`` (the
     sweep's: its endpoint and credentials) where that is an ``S3FileSystem``; the trainer does not
-    reach that filesystem, so such a trial holds its training split whole (read through it). A
+    reach that filesystem, so such a trial holds its splits whole (read through it). A
     relative local path is taken from ``origin``, the folder the sweep was started in (the
     driver's current directory, :func:`outline_problem`), wherever a trial runs and whatever its
     working directory (Tune gives each trial its own); ``None``: the current directory.
