@@ -121,6 +121,11 @@ WORKER_DIED = (
             "ModuleNotFoundError: No module named 'my_models'",
             "error: ModuleNotFoundError: No module named 'my_models'",
         ),
+        (
+            "Traceback ...\nsweep._errors.SpecError: `problem.path`: 'data' does not exist (looked for '/tmp/data': a "
+            "relative path is taken from the folder the sweep was started in)",
+            "error: SpecError: `problem.path`: 'data' does not exist (looked for '/tmp/data': a ...",
+        ),
         ("", "error"),
     ],
 )
@@ -157,3 +162,25 @@ def test_a_trial_process_loads_neither_jax_nor_seed_sweep_until_its_trial_starts
     run = subprocess.run([sys.executable, "-c", loaded], input=payload, capture_output=True, timeout=120)
     assert run.returncode == 0, run.stderr.decode()[-2000:]
     assert run.stdout.decode().split() == ["Preemptible", "[]"]
+
+
+def test_a_trial_failed_with_seed_sweeps_own_error_leaves_no_tune_traceback(caplog):
+    """Its message says all, and the display says it once; any other error keeps Tune's traceback."""
+    import logging
+
+    from ray.exceptions import RayTaskError
+
+    from sweep import SpecError
+    from sweep.tune._quiet import quiet_tune_logs
+
+    log = logging.getLogger("ray.tune.execution.tune_controller")
+    wrapped = RayTaskError("train_trial", "Traceback ...", SpecError("`problem.path`: gone"))
+    log.addHandler(caplog.handler)  # (Ray's loggers do not propagate to the root's)
+    with caplog.at_level(logging.ERROR, logger=log.name), quiet_tune_logs(True):
+        for error in (SpecError("`problem.path`: gone"), wrapped.as_instanceof_cause(), ValueError("a bug")):
+            try:
+                raise error
+            except Exception:
+                log.exception("Trial task failed for trial t")
+    log.removeHandler(caplog.handler)
+    assert [r.exc_info[0] for r in caplog.records if r.exc_info] == [ValueError]

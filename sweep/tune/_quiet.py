@@ -13,6 +13,8 @@ import os
 import traceback
 from collections.abc import Mapping
 
+from .._errors import SweepError
+
 # Tune warns when its experiment state is saved often, which every checkpoint of a short trial
 # causes (CheckpointConfig.num_to_keep); ``run`` sets this for the duration of ``Tuner.fit`` only.
 QUIET_TUNE_ENV = {"TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0"}
@@ -54,24 +56,37 @@ class _DropMissingOldCheckpoint(logging.Filter):
         return not any(frame.name == "_delete_fs_path" for frame in frames)  # deleting the old one, only
 
 
+class _DropOwnErrorTraces(logging.Filter):
+    """Tune's traceback of a trial that failed with one of seed-sweep's errors (a file gone, data
+    that changed): its message says all, and the display says it (retried, failed) once."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        own = isinstance(error, SweepError) or isinstance(getattr(error, "cause", None), SweepError)
+        return not (own and record.getMessage().startswith("Trial task failed"))
+
+
 @contextlib.contextmanager
 def quiet_tune_logs(quiet: bool):
-    """While Tune runs: drop its restore hint, its warnings about trials without results and its
-    traceback about an old checkpoint that is missing."""
+    """While Tune runs: drop its restore hint, its warnings about trials without results, its
+    traceback about an old checkpoint that is missing, and those of trials failed with
+    seed-sweep's own errors."""
     if not quiet:
         yield
         return
     tune_log, analysis = logging.getLogger("ray.tune.tune"), logging.getLogger("ray.tune.analysis.experiment_analysis")
     controller = logging.getLogger("ray.tune.execution.tune_controller")
-    noise, missing, level = _DropTuneNoise(), _DropMissingOldCheckpoint(), analysis.level
+    noise, missing, own, level = _DropTuneNoise(), _DropMissingOldCheckpoint(), _DropOwnErrorTraces(), analysis.level
     tune_log.addFilter(noise)
     controller.addFilter(missing)
+    controller.addFilter(own)
     analysis.setLevel(logging.ERROR)
     try:
         yield
     finally:
         tune_log.removeFilter(noise)
         controller.removeFilter(missing)
+        controller.removeFilter(own)
         analysis.setLevel(level)
 
 

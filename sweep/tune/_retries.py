@@ -49,13 +49,15 @@ _NOTES = ("For simplicity, JAX has removed its internal frames", "The above exce
 def error_line(text: str) -> str:
     """The exception's own line of an error's text (``ModuleNotFoundError: No module named 'x'``):
     the last line that names an exception, notes and separators printed after it left out; else
-    the last line that is not one of those ("" for no text)."""
+    the last line that is not one of those ("" for no text); seed-sweep's errors by their names
+    (``SpecError: ...``, not ``sweep._errors.SpecError: ...``)."""
     lines = [
         line.strip()
         for line in text.splitlines()
         if line.strip() and not line.strip().startswith(_NOTES) and set(line.strip()) != {"-"}
     ]
-    return next((line for line in reversed(lines) if _EXCEPTION.match(line)), lines[-1] if lines else "")
+    line = next((line for line in reversed(lines) if _EXCEPTION.match(line)), lines[-1] if lines else "")
+    return re.sub(r"^sweep\.[\w.]*\.(?=\w+: )", "", line)  # seed-sweep's errors by their names
 
 
 def reason_of(failure: str, width: int = 80) -> str:
@@ -64,7 +66,9 @@ def reason_of(failure: str, width: int = 80) -> str:
         if needle in failure:
             return reason
     line = error_line(failure)
-    return f"error: {line[:width]}" if line else "error"
+    if len(line) > width:  # cut between words
+        line = line[:width].rsplit(" ", 1)[0] + " ..."
+    return f"error: {line}" if line else "error"
 
 
 def retry_reason(trial: Any) -> str:
