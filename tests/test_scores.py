@@ -363,7 +363,9 @@ def test_class_labels_are_refused_with_a_clear_error(tmp_path):
     assert left_out.filename == __file__  # shown at the caller's line, not at one of seed-sweep's
     shown = invoke("scores", str(tmp_path / "s"))  # none stored: said, not a header over no rows
     assert shown.exit_code == 1 and " ".join(shown.stderr.split()).startswith(
-        "error: no stored ensemble scores (one_step, val and test) of these 4 members: ensemble scores need real-valued"
+        "error: no stored ensemble scores (one_step, val and test) of these 4 members: 2 configs "
+        f"({', '.join(sorted(t.config_id for t in plan.trials))}) not scored: class labels, which ensemble scores do "
+        "not take"
     ), shown.stderr
     ens = sweep.load(tmp_path / "s")
     assert ens.stored_scores().num_rows == 0
