@@ -20,7 +20,7 @@ from _blocks import train_trial, write_sweep
 from helpers import OKABE_ITO, assert_one_line_error, best_first, config_label, file_bytes, invoke, tiny_spec
 
 import sweep
-from sweep.cli import main, parse_where
+from sweep.cli import cli_phrasing, main, parse_where
 from sweep.planning import make_plan
 
 COMMANDS = ["run", "plan", "status", "aggregate", "verify", "show", "plot", "predict"]
@@ -342,8 +342,6 @@ def test_a_bad_choice_names_the_option_the_value_and_the_choices(store, tmp_path
 
 
 def test_library_calls_in_messages_read_as_the_options_that_give_them():
-    from sweep.cli._args import cli_phrasing
-
     said = cli_phrasing("export(steps=5): the members' outputs cannot be fed back: no rollout; leave steps out")
     assert said == "--steps 5: the members' outputs cannot be fed back: no rollout; leave --steps out"
     said = cli_phrasing("best(metric='val_loss'): none has val_loss. Rank by another metric, e.g. metric='test_loss'")

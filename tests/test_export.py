@@ -160,9 +160,9 @@ def test_steps_of_a_model_whose_outputs_do_not_feed_back_are_refused(tmp_path):
 
 def test_sweep_export_and_verify_name_a_tampered_or_unlisted_file(store, tmp_path):
     out = tmp_path / "cli"
-    done = invoke("export", str(store), "--best", "2", "--recalibrate", "-o", str(out))
+    done = invoke("export", str(store), "--best", "3", "--recalibrate", "-o", str(out))
     assert done.exit_code == 0, done.output
-    assert "exported 2 members" in done.output and "(calibrated)" in done.output
+    assert "exported 3 members" in done.output and "(calibrated)" in done.output
     ok = invoke("verify", str(out))
     assert ok.exit_code == 0 and "ok: export verified" in ok.output
     (out / "notes.txt").write_text("mine")

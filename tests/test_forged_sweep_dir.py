@@ -19,7 +19,7 @@ import pytest
 from _blocks import STORE_PLAN, trained_blocks, write_sweep
 from helpers import invoke
 
-from sweep import StoreError, aggregate
+from sweep import StoreError, aggregate, load
 from sweep.training import find_blocks, read_block
 
 PLAN = STORE_PLAN
@@ -111,11 +111,17 @@ def test_links_in_a_sweep_directory_lead_nowhere(sweep_dir):
 
 
 def test_a_fifo_in_place_of_a_blocks_state_is_refused(sweep_dir):
-    state = _block_dirs(sweep_dir)[0] / "state.eqx"
-    state.unlink()
-    os.mkfifo(state)  # opening it to read would wait for a writer forever
-    error = _within(60, lambda: aggregate(sweep_dir, progress=False))
+    """Opening it to read would wait for a writer forever: the listing passes it over (saying so
+    where it aggregates), and a read of that block refuses it."""
+    block = _block_dirs(sweep_dir)[0]
+    (block / "state.eqx").unlink()
+    os.mkfifo(block / "state.eqx")
+    error = _within(60, lambda: read_block(block).load())
     assert isinstance(error, StoreError) and "state.eqx' is not a regular file" in str(error)
+    with pytest.warns(UserWarning, match=r"checkpoint_\d+' passed over: its state.eqx is not a regular file"):
+        assert _within(60, lambda: aggregate(sweep_dir, progress=False)) is None
+    stored = set(load(sweep_dir).table["trial_id"].to_pylist())  # the others' members: that trial's are missing
+    assert read_block(block).trial_key not in stored and len(stored) == len(PLAN.trials) - 1
 
 
 def test_a_state_whose_headers_claim_more_than_it_holds_sets_nothing_aside(sweep_dir):
@@ -130,6 +136,7 @@ def test_a_state_whose_headers_claim_more_than_it_holds_sets_nothing_aside(sweep
         descr = np.lib.format.dtype_to_descr(np.dtype(leaf.dtype))
         np.lib.format.write_array_header_1_0(headers, {"descr": descr, "fortran_order": False, "shape": leaf.shape})
     (forged / "state.eqx").write_bytes(headers.getvalue())
+    _edit_block(forged, state_bytes=len(headers.getvalue()))  # a forgery that agrees with itself
     error = _within(60, lambda: aggregate(sweep_dir, progress=False))
     assert isinstance(error, StoreError), error
     assert "state.eqx': leaf 0 is float32" in str(error) and "more than the file's" in str(error)

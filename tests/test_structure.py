@@ -545,6 +545,8 @@ PRIVATE_IMPORTS_LEFT = {
     "test_scale_store.py": "pieces of a few bytes (PIECE_BYTES) to check a large file's pieces",
     "test_storage_aggregate.py": "holds one aggregation inside its leaves write while a second starts",
     "test_store_lease.py": "the writer lease and the conditional-write object stores, unit-tested",
+    # what only a power loss would show
+    "test_store.py": "the disk flushes before a store's commit and a checkpoint's rename (sweep._fs)",
     # numeric kernels checked in float64 against scoringrules and old file formats
     "test_scores.py": "the compiled score sums, their padding and in-program sorting, at rel 1e-10",
     "test_targets.py": "the samples file written and read back, and one of the older float32 format",

@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from .._words import counted
 from ._args import CLIError
 from ._options import DirArg, PoolOpt, TrustCodeOpt, WhereOpt, existing, one_setting, selected
 
@@ -78,5 +79,5 @@ def export(
             if fitted is None
             else f"; its rollout is not: the calibration has {len(fitted)} rollout steps, the export {said['steps']}"
         )
-    typer.echo(f"exported {len(ens)} members of sweep {name!r} ({calibrated}{weighted}{rollout}) to {path}")
+    typer.echo(f"exported {counted(len(ens), 'member')} of sweep {name!r} ({calibrated}{weighted}{rollout}) to {path}")
     typer.echo(f"check it with: sweep verify {path}")

@@ -101,6 +101,8 @@ def sweep_sources(where: SweepDir, only_complete: bool = False) -> list[Source]:
             raise storage_folder(fs, root, inside, "a sweep directory")
         warn(f"{root + '/' + PLAN!r} not found: planned members without a checkpoint cannot be listed")
     refs = aggregated_blocks(where, only_complete)
+    for path, why in where.passed_over.items():
+        warn(f"checkpoint {path!r} passed over: {why}; its trial's older checkpoint stands, if it has one")
     sources = [Source(r.trial_key, r.spec, r.seeds, r.hparams, r.shapes, partial(_read_block, fs, r)) for r in refs]
     if not sources:
         raise StoreError(f"{where.shown!r}: no block checkpoints (block.json) found; nothing to aggregate")

@@ -61,6 +61,7 @@ class SweepDir:
         self._plan: Plan | None | object = _UNREAD
         self._metas: dict[str, BlockRef] = {}  # block.json path -> what it says (read once)
         self._blocks: dict[bool, dict[str, BlockRef]] | None = None  # by `reported`
+        self.passed_over: dict[str, str] = {}  # checkpoints whose state is not whole, by path: why
         self._samples: dict[str, pa.Table] | None = None
 
     @classmethod
@@ -108,7 +109,10 @@ class SweepDir:
         if self._blocks is None:
             self._blocks = {}
         if reported not in self._blocks:
-            self._blocks[reported] = find_blocks(self.path, self.filesystem, self._metas, reported=reported)
+            self.passed_over = {}
+            self._blocks[reported] = find_blocks(
+                self.path, self.filesystem, self._metas, reported=reported, passed_over=self.passed_over
+            )
         return self._blocks[reported]
 
     def refresh(self) -> None:

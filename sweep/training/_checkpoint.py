@@ -244,12 +244,16 @@ class BlockRef:
         return jax.tree_util.tree_unflatten(treedef, arrays)
 
 
-def _state_whole(ref: BlockRef, filesystem: pafs.FileSystem) -> bool:
-    """Whether ``ref``'s ``state.eqx`` is a file of the size its ``block.json`` records (a block
-    saved before that size was recorded: whether it is a file)."""
+def _torn(ref: BlockRef, filesystem: pafs.FileSystem) -> str | None:
+    """Why ``ref``'s ``state.eqx`` is not the one its ``block.json`` describes (not a regular file,
+    or not of the size it records, where it records one), or None."""
     info = filesystem.get_file_info(f"{ref.path}/{BLOCK_STATE}")
     expected = ref.meta.get("state_bytes")
-    return info.type == pafs.FileType.File and (expected is None or info.size == expected)
+    if info.type != pafs.FileType.File:
+        return f"its {BLOCK_STATE} is {'missing' if info.type == pafs.FileType.NotFound else 'not a regular file'}"
+    if expected is not None and info.size != expected:
+        return f"its {BLOCK_STATE} holds {info.size} bytes, its {BLOCK_META} says {expected} (a copy stopped part way)"
+    return None
 
 
 def _check_meta(meta: Any, where: str) -> None:
@@ -370,18 +374,22 @@ def load_block(directory: str | os.PathLike[str]) -> SavedBlock:
 
 
 def find_blocks(
-    sweep_dir: str, filesystem: pafs.FileSystem, known: dict[str, BlockRef] | None = None, reported: bool = False
+    sweep_dir: str,
+    filesystem: pafs.FileSystem,
+    known: dict[str, BlockRef] | None = None,
+    reported: bool = False,
+    passed_over: dict[str, str] | None = None,
 ) -> dict[str, BlockRef]:
     """The newest block checkpoint of every trial under ``sweep_dir``, by trial key (``reported``:
     the newest at a report, leaving out those of a streamed block paused inside an epoch, whose
     weights are past its history's last report: what a store aggregates).
 
     Hidden directories are skipped, and so is a ``block.json`` that cannot be read (being
-    written, a torn upload) or whose ``state.eqx`` is not of the size it records (a copy
-    stopped part way: Tune copies a checkpoint's files in no set order): an older checkpoint of
-    that trial stands. ``known`` (``block.json``
-    path -> its checkpoint, updated here) holds files read before: a checkpoint directory is
-    never rewritten, so those are not read again.
+    written, a torn upload) or whose ``state.eqx`` is not a regular file of the size it records
+    (a copy stopped part way: Tune copies a checkpoint's files in no set order): an older
+    checkpoint of that trial stands (``passed_over``, where given, gets such a checkpoint's path
+    and why). ``known`` (``block.json`` path -> its checkpoint, updated here) holds files read
+    before: a checkpoint directory is never rewritten, so those are not read again.
     """
     known = {} if known is None else known
     try:
@@ -397,7 +405,10 @@ def find_blocks(
         if ref is None:
             try:
                 ref = BlockRef(path.rsplit("/", 1)[0], _read_meta(read_text(filesystem, path), path))
-                if not _state_whole(ref, filesystem):
+                torn = _torn(ref, filesystem)
+                if torn is not None:
+                    if passed_over is not None:
+                        passed_over[ref.path] = torn
                     continue  # looked at again at the next listing: the copy may be going on
             except (OSError, StoreError, KeyError):
                 continue
