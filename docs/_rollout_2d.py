@@ -1,7 +1,7 @@
 """Render docs/rollout-2d.png: a 2D emulator ensemble's rollout (truth, ensemble mean, its error,
 spread).
 
-    python docs/_rollout_2d.py                  # a few minutes on a laptop CPU
+    python docs/_rollout_2d.py                  # under a minute on a laptop CPU (36 s here)
     python docs/_rollout_2d.py --out my.png     # elsewhere
 
 Eight seeds of a small Fourier neural operator trained in one block on APEBench's 2D advection-diffusion

@@ -292,12 +292,14 @@ def test_2d_fields_are_drawn_as_images_not_as_flattened_lines(tmp_path_factory):
     titles = [ax.get_title().removesuffix(" (clipped)") for ax in rollout]
     assert titles == [f"{row}, step {t}" for row in rows for t in (1, 2, 3)]
     np.testing.assert_array_equal(rollout[1].images[0].get_array(), traj[2, 0])  # the reference at step 2
-    # the reference's range is the scale of the reference and the mean (a mean beyond it is clipped)
-    scale = (float(traj[1:, 0].min()), float(traj[1:, 0].max()))
-    assert all(np.allclose(ax.images[0].get_clim(), scale) for ax in rollout[:6])
-    for ax in rollout[3:6]:
-        shown = ax.images[0].get_array()
-        assert ax.get_title().endswith(" (clipped)") == bool(shown.min() < scale[0] or shown.max() > scale[1])
+    # each step's reference range is the scale of its reference and mean (a mean beyond it is clipped),
+    # the std's from 0 to its largest value at that step: a field that decays shows its shape at every step
+    for t, reference, mean, spread in zip((1, 2, 3), rollout[:3], rollout[3:6], rollout[6:], strict=True):
+        scale = (float(traj[t, 0].min()), float(traj[t, 0].max()))
+        assert np.allclose(reference.images[0].get_clim(), scale) and np.allclose(mean.images[0].get_clim(), scale)
+        shown = mean.images[0].get_array()
+        assert mean.get_title().endswith(" (clipped)") == bool(shown.min() < scale[0] or shown.max() > scale[1])
+        assert spread.images[0].get_clim() == (0, pytest.approx(float(spread.images[0].get_array().max())))
     predicted = sweep.plot(root, "predictions", num_samples=2)
     imaged = [ax for ax in predicted.axes if ax.images]
     assert [ax.get_title().split("\n")[1 if i % 2 == 0 and i < 4 else 0] for i, ax in enumerate(imaged)] == [

@@ -111,24 +111,22 @@ def field_residual(fig: Figure, cell: Any, y: np.ndarray, mean: np.ndarray, std:
 
 def field_panels(fig: Figure, rolled: tuple, places: Sequence[tuple[Any, int, int]], channel: str) -> list[Axes]:
     """A rollout's ``(reference, mean, std)`` ``[steps + 1, c, *s]`` as images at ``places``:
-    ``(cell, row, step)``, ``row`` indexing :data:`FIELD_ROWS`; a colour bar per row, the
-    reference and the mean on the reference's scale over the steps shown (a mean that leaves it
-    is clipped, its title and colour bar say so), the std from 0."""
-    steps = sorted({step for _, _, step in places})
-    images = {(row, step): plane(rolled[row][step]) for _, row, step in places}
-    limits = scale_of([plane(rolled[0][step]) for step in steps])
-    spread = max([float(i.max()) for (r, _), i in images.items() if r == 2] + [1e-12])
-    axes: list[Axes] = []
-    for row in sorted({r for _, r, _ in places}):
-        row_axes, drawn, shown = [], [], []
-        for cell, _, step in (p for p in places if p[1] == row):
-            row_axes.append(ax := fig.add_subplot(cell))
-            image, scale = images[row, step], (0.0, spread) if row == 2 else limits
-            title = f"{FIELD_ROWS[row]}, step {step}" + (_clipped(image, scale) if row == 1 else "")
-            drawn.append(draw_image(ax, image, title, CMAPS[row], scale))
-            shown.append(image)
+    ``(cell, row, step)``, ``row`` indexing :data:`FIELD_ROWS`. Each step has its own colour
+    scales (a field that decays or grows keeps its structure visible at every step): the
+    reference and the mean on the reference's range at that step (a mean that leaves it is
+    clipped, its title and their colour bar say so), the std from 0 to its largest value there."""
+    drawn: dict[tuple[int, int], tuple[Axes, Any]] = {}
+    for cell, row, step in places:
+        ax, image = fig.add_subplot(cell), plane(rolled[row][step])
+        std = (0.0, max(float(np.nanmax(image, initial=0.0)), 1e-12))
+        limits = std if row == 2 else scale_of([plane(rolled[0][step])])
+        title = f"{FIELD_ROWS[row]}, step {step}" + (_clipped(image, limits) if row == 1 else "")
+        drawn[row, step] = (ax, draw_image(ax, image, title, CMAPS[row], limits))
+    for (row, step), (ax, image) in drawn.items():
+        if row == 0 and (1, step) in drawn:
+            continue  # the mean's colour bar is the reference's too
+        shared = [drawn[0, step][0], ax] if row == 1 and (0, step) in drawn else ax
         unit = f"std over members ({channel})" if row == 2 else f"{channel}{depth_note(rolled[0][0])}"
-        extend = beyond(shown, limits) if row == 1 else "neither"
-        fig.colorbar(drawn[-1], ax=row_axes, fraction=0.05, pad=0.02, extend=extend).set_label(unit)
-        axes += row_axes
-    return axes
+        extend = beyond([image.get_array()], image.get_clim()) if row == 1 else "neither"
+        fig.colorbar(image, ax=shared, fraction=0.046, pad=0.02, extend=extend).set_label(unit, fontsize="small")
+    return [ax for ax, _ in drawn.values()]
