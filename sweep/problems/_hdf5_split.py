@@ -104,7 +104,7 @@ def hdf5_split(
 
     Args:
         problem: A ``sweep.Problem("hdf5", ...)`` (e.g. ``ens.spec.problem``: the sweep's), or
-            the ``path`` of the files.
+            the ``path`` of the files (a relative one taken from the current directory).
         split: Which split.
         filesystem: An ``S3FileSystem`` to read an ``s3://`` path with (as :func:`hdf5_info`).
         **options: The problem's options (added to, or overriding, those of ``problem``).
