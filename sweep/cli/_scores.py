@@ -134,7 +134,7 @@ def scores(
     """
     import pyarrow.compute as pc
 
-    from .._errors import SweepError
+    from .._errors import QueryError
     from ..ensemble import load, whole_configurations
     from ._tables import format_table, prose, write_table
 
@@ -169,7 +169,7 @@ def scores(
     if some:
         try:
             table = ens.scores(split or "test")
-        except SweepError as e:
+        except QueryError as e:  # (a damaged store's error is its own)
             raise CLIError(
                 f"{e} (the selection holds only some of a configuration's members, whose stored scores are of all "
                 f"of them: its own are computed now)"

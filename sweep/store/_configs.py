@@ -12,6 +12,7 @@ from .._errors import StoreError
 from .._fs import confined
 from .._layout import CONFIG_ID, STORE_FILE, STORE_FILES
 from ..spec import SweepSpec
+from ._files import AGGREGATE_AGAIN
 from ._schema import CONFIGS_SCHEMA, CONFIGS_SCHEMA_SAME_GRID, leaves_files
 
 
@@ -82,6 +83,6 @@ def read_configs(table: pa.Table, where: str, members: int) -> dict[str, ConfigI
     if first != members:
         raise StoreError(
             f"{where}: its configs hold {first} members, members.parquet {members}; the tables were altered. "
-            f"Re-run `sweep aggregate`"
+            f"{AGGREGATE_AGAIN}"
         )
     return configs

@@ -38,6 +38,9 @@ from .._fs import regular_size
 from .._leaves import read_arrays
 from ._schema import ROW_GROUP_ROWS
 
+# what mends a store whose file is damaged or altered (one received alone has no sweep directory)
+AGGREGATE_AGAIN = "Re-run `sweep aggregate` on its sweep directory (a store received alone: ask its sender again)"
+
 PIECE_BYTES = 1 << 17  # 128 KiB: the unit a table is verified in when it is read in parts
 Record = dict[str, Any]  # {"sha256": hex digest, "bytes": size[, "piece_bytes": n, "pieces": [hex, ...]]}
 
@@ -130,7 +133,7 @@ class PieceReader:
             raise StoreError(
                 f"{self._path!r}: checksum mismatch in bytes {start}..{start + len(data)}: the manifest records "
                 f"sha256 {self._digests[i]} for them, the file has {actual}; the file is corrupt or was altered. "
-                f"Re-run `sweep aggregate`"
+                f"{AGGREGATE_AGAIN}"
             )
         self._cache[i] = data
         if len(self._cache) > self.CACHE:
@@ -203,7 +206,7 @@ def open_checked(fs: pafs.FileSystem, path: str, record: Record) -> pa.NativeFil
         raw.close()
         raise StoreError(
             f"{path!r}: {size} bytes, but the manifest records {record['bytes']}; the file is truncated or was "
-            f"replaced. Re-run `sweep aggregate`"
+            f"replaced. {AGGREGATE_AGAIN}"
         )
     return raw
 
@@ -213,7 +216,7 @@ def check_digest(path: str, record: Record, actual: str) -> None:
     if actual != record["sha256"]:
         raise StoreError(
             f"{path!r}: checksum mismatch: the manifest records sha256 {record['sha256']}, the file has {actual}; "
-            f"the file is corrupt or was altered. Re-run `sweep aggregate`"
+            f"the file is corrupt or was altered. {AGGREGATE_AGAIN}"
         )
 
 
@@ -301,6 +304,4 @@ def _parquet(path: str, read: Callable[[], Any], fs: pafs.FileSystem) -> Any:
     try:
         return read()
     except (pa.ArrowException, OSError) as e:
-        raise StoreError(
-            f"{path!r}: cannot be read as Parquet ({e}); the file is corrupt. Re-run `sweep aggregate`"
-        ) from None
+        raise StoreError(f"{path!r}: cannot be read as Parquet ({e}); the file is corrupt. {AGGREGATE_AGAIN}") from None

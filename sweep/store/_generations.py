@@ -50,6 +50,7 @@ from .._fs import (
 )
 from .._layout import GENERATION, LOCK, MANIFEST, PLAN, POINTER, STORE_NAME
 from .._words import counted
+from ._files import AGGREGATE_AGAIN
 from ._lease import writer_lease
 
 
@@ -72,7 +73,7 @@ def current(fs: pafs.FileSystem, store_path: str) -> str | None:
     except (FileNotFoundError, OSError, UnicodeDecodeError):
         return None
     if not GENERATION.fullmatch(name):
-        raise StoreError(f"{pointer!r}: got {name[:40]!r}; expected a generation number. Re-run `sweep aggregate`")
+        raise StoreError(f"{pointer!r}: got {name[:40]!r}; expected a generation number. {AGGREGATE_AGAIN}")
     return name
 
 
@@ -99,7 +100,7 @@ def _linked_generation(fs: pafs.FileSystem, store_path: str) -> str | None:
         raise StoreError(
             f"{store_path!r} is a symbolic link to {target!r}; a store link may only name a generation of its own "
             f"directory ({prefix}NNNNNN), so seed-sweep does not follow it. Open the store it points to directly, "
-            f"or re-run `sweep aggregate`"
+            f"or: {AGGREGATE_AGAIN}"
         )
     return _generation(fs, store_path, name)
 

@@ -34,7 +34,7 @@ from .._layout import CONFIGS, ENSEMBLE_SCORES, MANIFEST, MEMBERS, NORMALIZATION
 from ..models import model_template
 from ..problems import Normalization
 from ._configs import ConfigInfo, read_configs
-from ._files import open_table
+from ._files import AGGREGATE_AGAIN, open_table
 from ._generations import committed_root
 from ._listed import locate, read_shard
 from ._manifest import read_manifest
@@ -395,7 +395,7 @@ class Store:
             path, record = self._located(relpath)
             table = self._read(relpath, open_table, self.fs, path, record)
             if relpath == MEMBERS and (wrong := index_problems(table.schema_arrow, self.index_names, self.metrics)):
-                raise StoreError(f"{path!r}: {'; '.join(wrong)[:300]}; the table was altered. Re-run `sweep aggregate`")
+                raise StoreError(f"{path!r}: {'; '.join(wrong)[:300]}; the table was altered. {AGGREGATE_AGAIN}")
             self._tables[relpath] = table
         return self._tables[relpath]
 
@@ -404,8 +404,7 @@ class Store:
             return read(*args, **kwargs)
         except (pa.ArrowException, OSError, KeyError) as e:
             raise StoreError(
-                f"{self.root + '/' + relpath!r}: cannot be read as Parquet ({e}); it is corrupt. "
-                f"Re-run `sweep aggregate`"
+                f"{self.root + '/' + relpath!r}: cannot be read as Parquet ({e}); it is corrupt. {AGGREGATE_AGAIN}"
             ) from None
 
 

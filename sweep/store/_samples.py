@@ -33,7 +33,7 @@ from .._errors import StoreError, warn
 from .._fs import exists, write_atomic
 from .._layout import NORMALIZATION, SAMPLES, SPLIT_FILES
 from ..problems import Dataset, Normalization
-from ._files import parquet_schema, read_parquet
+from ._files import AGGREGATE_AGAIN, parquet_schema, read_parquet
 from ._schema import (
     NORMALIZATION_SCHEMA,
     SAMPLE_COUNT,
@@ -208,7 +208,7 @@ def _arrays(rows: pa.Table, column: str, where: str, what: str, dtype: str = "fl
     values = rows[column].to_pylist()
     shape = json.loads(shapes.pop()) if len(shapes) == 1 else None
     if shape is None or any(len(v) != int(np.prod(shape)) for v in values):
-        raise StoreError(f"{where}: the {what} do not fit one shape; the file was altered. Re-run `sweep aggregate`")
+        raise StoreError(f"{where}: the {what} do not fit one shape; the file was altered. {AGGREGATE_AGAIN}")
     return np.asarray(values, np.float64).astype(dtype).reshape(len(values), *shape)
 
 
@@ -223,7 +223,7 @@ def samples_of(table: pa.Table, problem_id: str, where: str) -> tuple[np.ndarray
     if len(dtypes) != 1 or not dtypes <= set(TARGET_DTYPES):
         raise StoreError(
             f"{where}: the targets of problem {problem_id} have dtype(s) {sorted(map(str, dtypes))}, not one of "
-            f"{', '.join(TARGET_DTYPES)}; the file was altered. Re-run `sweep aggregate`"
+            f"{', '.join(TARGET_DTYPES)}; the file was altered. {AGGREGATE_AGAIN}"
         )
     x = _arrays(rows, "x", where, f"x samples of problem {problem_id}")
     y = _arrays(rows, "y", where, f"y samples of problem {problem_id}", dtypes.pop())
