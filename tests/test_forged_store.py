@@ -103,7 +103,10 @@ def test_configs_with_nulls_or_fewer_members_than_the_members_table_are_refused(
     counts = table["num_members"].to_pylist()
     counts[last] -= 1  # its leaves file still the one listed
     _sealed_table(store, "configs.parquet", table.set_column(2, "num_members", pa.array(counts, pa.int64())))
-    with pytest.raises(StoreError, match=r"configs hold 15 members, members.parquet 16; .* Re-run `sweep aggregate` on its sweep directory \(a store received alone: ask its sender again\)"):
+    with pytest.raises(
+        StoreError,
+        match=r"configs hold 15 members, members.parquet 16; .* Re-run `sweep aggregate` on its sweep directory \(a store received alone: ask its sender again\)",
+    ):
         load(store)
 
 
