@@ -181,6 +181,8 @@ def test_the_overview_of_a_rolling_sweep_has_a_rollout_row_and_all_every_kind(ro
     ]
     with pytest.raises(QueryError, match=r"rollout_metric='mse'.*it holds rollout curves of nrmse, correlation"):
         sweep.plot(rolling_store, "rollout_error", rollout_metric="mse")
+    with pytest.raises(QueryError, match=r"rollout_metric='nrmes'.* that metric \(did you mean 'nrmse'\?\); it holds"):
+        sweep.plot(rolling_store, "rollout_error", rollout_metric="nrmes")
     with pytest.warns(UserWarning, match=r"rollout_metric='nrmse'\): left unused: of these figures \(spread\) none"):
         sweep.plot(rolling_store, "spread", rollout_metric="nrmse")  # drawn with no word, before
     assert_one_line_error(

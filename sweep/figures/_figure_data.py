@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._errors import QueryError, SweepError, warn
+from .._errors import QueryError, SweepError, did_you_mean, warn
 from .._import_path import is_import_path
 from .._layout import SPLIT_FILES
 from ..ensemble import Ensemble, whole_configurations
@@ -170,7 +170,8 @@ def drawn_rollout_metric(curves, asked: str | None, explicit: bool) -> str | Non
             )
         )
         raise QueryError(
-            f"plot(rollout_metric={asked!r}): the store has no rollout curves of that metric; {have}"
+            f"plot(rollout_metric={asked!r}): the store has no rollout curves of that metric"
+            f"{did_you_mean(asked, held)}; {have}"
             if asked is not None
             else f"plot(kind='rollout_error'): the store has no rollout curves; {have}"
         )
