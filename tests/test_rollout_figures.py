@@ -5,6 +5,8 @@ has the data, a clear error where a rollout kind is asked for without it."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from _blocks import TRAJ, trained_blocks, write_sweep
@@ -278,6 +280,25 @@ def test_the_stored_trajectories_and_samples_of_one_problem_serve_every_structur
     assert len(set(ens.index["config_id"].to_pylist())) == 2
     np.testing.assert_array_equal(ens.trajectories(), ens.where(depth=2).trajectories())
     np.testing.assert_array_equal(ens.samples()[0], ens.where(depth=1).samples()[0])
+
+
+def test_a_rollout_metric_that_is_0_everywhere_is_drawn_on_a_linear_axis_and_said(tmp_path_factory):
+    """spectral_high on 8 points: no mode reaches its band, every value is 0, which a log axis
+    cannot show (matplotlib warned, and drew empty panels)."""
+    pytest.importorskip("exponax")
+    problem = sweep.Problem("exponax:Diffusion", num_points=8, num_train=3, num_val=1, num_test=1, test_steps=3)
+    training = sweep.Training(
+        epochs=1, batch_size=3, report_every=1, rollout_steps=3, rollout_metrics=("spectral_high",)
+    )
+    root = aggregated(tmp_path_factory, make_plan(tiny_spec(problem=problem, seeds=2, training=training)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "Data has no positive values"
+        fig = sweep.plot(root, "rollout_error", rollout_metric="spectral_high")
+    panels = [ax for ax in fig.axes if ax.lines]
+    assert panels and all(ax.get_yscale() == "linear" for ax in panels)
+    assert all(
+        "0 at every step:\nthe grid has no modes in this band" in [t.get_text() for t in ax.texts] for ax in panels
+    )
 
 
 def test_2d_fields_are_drawn_as_images_not_as_flattened_lines(tmp_path_factory):
