@@ -51,15 +51,21 @@ def draw_coverage(ax: Axes, scores: pa.Table, keys: list[dict]) -> None:
     rows = _rows(scores, "one_step")
     configs = Configs(keys, rows)
     ax.plot([0, 1], [0, 1], color="0.5", ls="--", lw=1, label="nominal")
+    firsts = [rows.slice(int(index[0]), 1).to_pylist()[0] for _, index, _ in configs]
+    if firsts:  # the truth is one more exchangeable draw among M calibrated members
+        m, ends = firsts[0]["members"], np.array([0.0, 1.0])
+        whose = "" if len({r["members"] for r in firsts}) == 1 else " (the first configuration's)"
+        ax.plot(
+            ends,
+            ends * (m - 1) / (m + 1),
+            color="0.4",
+            ls=":",
+            lw=1,
+            label=f"expected of {counted(m, 'member')}{whose}",
+        )
     nominal = np.array([0.5, 0.9])
-    for i, (config, index, color) in enumerate(configs):
-        row = rows.slice(int(index[0]), 1).to_pylist()[0]
+    for (config, _, color), row in zip(configs, firsts, strict=True):
         ax.plot(nominal, [row["coverage_50"], row["coverage_90"]], "-o", color=color, label=label(config), ms=5)
-        if i == 0:  # the truth is one more exchangeable draw among M calibrated members
-            m, ends = row["members"], np.array([0.0, 1.0])
-            ax.plot(
-                ends, ends * (m - 1) / (m + 1), color=color, ls=":", lw=1, label=f"expected of {counted(m, 'member')}"
-            )
     ax.set_xlabel("nominal coverage of the members' central interval")
     ax.set_ylabel("observed coverage")
     ax.set_title(f"coverage ({score_split(scores)}, one step)")
@@ -127,7 +133,8 @@ def draw_ratio_per_step(ax: Axes, scores: pa.Table, keys: list[dict]) -> None:
     for config, index, color in Configs(keys, rows):
         picked = rows.take(index)
         ax.plot(picked["step"].to_numpy(), picked["spread_skill"].to_numpy(), color=color, label=label(config))
-    ax.axhline(1.0, color="0.5", ls="--", lw=1)
+    ax.axhline(1.0, color="0.5", ls="--", lw=1, label="1: calibrated")
+    ax.legend(fontsize="x-small", loc="best")
     ax.set_xlabel("rollout step")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole
     ax.set_ylabel("spread-skill ratio (1: calibrated, < 1: overconfident)")
@@ -166,14 +173,17 @@ def draw_size(ax: Axes, scores: pa.Table, keys: list[dict], column: str, name_co
         if column == "crps":
             ax.plot(members, picked["crps"].to_numpy(), "--x", color=color, lw=1, ms=4)  # x: a single size shows
     if column == "spread_skill":
-        ax.axhline(1.0, color="0.5", ls="--", lw=1)
+        calibrated = ax.axhline(1.0, color="0.5", ls="--", lw=1, label="1: calibrated")
+        ax.legend(handles=[calibrated], fontsize="x-small", loc="best")
     else:  # the line styles, in black: the colours are the configurations'
         styles = [
             Line2D([], [], color="k", marker="o", ms=4, label="CRPS of the ensemble"),
             Line2D([], [], color="k", ls="--", marker="x", lw=1, ms=4, label="fair CRPS (many members)"),
         ]
         named = ax.get_legend_handles_labels()[0] if name_configs else []
-        ax.legend(handles=[*named, *styles], fontsize="x-small")
+        low, high = ax.get_ylim()  # room above the curves for the legend's lines
+        ax.set_ylim(low, high + 0.07 * (len(named) + len(styles)) * (high - low))
+        ax.legend(handles=[*named, *styles], fontsize="x-small", loc="upper right")
     ax.set_xscale("log", base=2)
     sizes = sorted(set(rows["members"].to_pylist()))
     ax.set_xticks(sizes, [str(k) for k in sizes])
