@@ -196,8 +196,11 @@ def test_a_store_older_than_the_checkpoints_is_aggregated_again(local_run, tmp_p
         patched.setattr("sweep.tune._run.aggregate", stopped)
         with pytest.raises(sweep.tune.Interrupted, match="interrupted while aggregating"):
             sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
+    behind = "older than the trials' checkpoints (members stored part way, trained on since): aggregate it again"
+    assert behind in " ".join(invoke("status", tmp_path / "tiny").output.split())
     path = sweep.run(tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, resume=True))
     assert store_files(path) == store_files(local_run)
+    assert "older than" not in invoke("status", path).output
 
 
 def test_more_gpus_than_this_process_sees_are_refused_before_any_trial(tmp_path):

@@ -14,12 +14,21 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from .._errors import StoreError
+from .._errors import StoreError, SweepError
 from .._fs import files_under, filesystem_path, local_path, read_text
 from .._import_path import is_import_path
 from .._layout import DATA_SCANS, EXPERIMENT_PREFIX, LOCAL_DIR, MANIFEST, PLAN, POINTER, STORE_NAME, TUNE_ERROR_FILES
 from .._words import counted
-from ..store import SweepDir, committed_root, generations_dir, read_manifest, sweeps_inside
+from ..store import (
+    Store,
+    SweepDir,
+    aggregated_blocks,
+    committed_root,
+    generations_dir,
+    made_of,
+    read_manifest,
+    sweeps_inside,
+)
 
 STATES = ("done", "stopped early", "partial", "failed", "pending")  # partial: running now, or interrupted
 
@@ -166,14 +175,14 @@ def sweep_status(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> s
         f"members: {planned} planned, {trained} trained",
     ]
     unfinished = [t for t in trials if t["state"] not in ("done",)]
-    lines.append(
-        stored_line(
-            sweep_dir,
-            filesystem,
-            unfinished=any(t["state"] != "stopped early" for t in unfinished),
-            factory=info["factory"],
+    running = any(t["state"] != "stopped early" for t in unfinished)
+    lines.append(stored_line(sweep_dir, filesystem, unfinished=running, factory=info["factory"]))
+    if not running and _behind(info["where"]):
+        trust = " --trust-code" if info["factory"] else ""
+        lines.append(
+            f"  older than the trials' checkpoints (members stored part way, trained on since): aggregate it "
+            f"again: sweep aggregate {shlex.quote(sweep_dir)}{trust}"
         )
-    )
     if unfinished:
         lines.append(f"{'trial':<22} {'state':<14} {'members':>7} {'epoch':>11}")
         for t in unfinished[:20]:
@@ -190,6 +199,16 @@ def sweep_status(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> s
             f"next: resume it with {_resume(sweep_dir, info)}; finished blocks are kept, the rest continue from their checkpoints"
         )
     return "\n".join(lines)
+
+
+def _behind(where: SweepDir) -> bool:
+    """Whether ``where``'s store (one there, readable) holds other members than its complete
+    checkpoints: a store of a run that failed, whose trials a later run finished."""
+    try:
+        store = Store.open(where.path, filesystem=where.filesystem)
+    except SweepError:
+        return False  # none, or one stored_line says cannot be read
+    return not made_of(store, aggregated_blocks(where, only_complete=True))
 
 
 def _resume(sweep_dir: str, info: dict[str, Any]) -> str:
