@@ -339,7 +339,12 @@ def make_plan(
             hk = hparams_key(h)
             seeds = spec.seed_list if wanted is None else tuple(wanted.get((cid, hk), ()))
             todo[cid, hk] = {s for s in seeds if (cid, s) not in pairs and (cid, s, hk) not in triples}
-    trials = [t for t in unfinished if all(m.seed in todo.get((m.config_id, m.hparams), ()) for m in t.member_ids())]
+    configs = {config.config_id: config for config, _ in expanded}
+    trials = [  # each under this spec's config (its resources, say), its key and members as they were
+        dataclasses.replace(t, spec=dataclasses.replace(configs[t.config_id], seeds=t.seeds))
+        for t in unfinished
+        if all(m.seed in todo.get((m.config_id, m.hparams), ()) for m in t.member_ids())
+    ]
     kept = {MemberId(*m) for t in trials for m in t.member_ids()}
     for config, hparams in expanded:
         cid = config.config_id

@@ -497,6 +497,8 @@ def s3_only(tmp_path, monkeypatch):
 def test_s3_files_read_through_the_sweeps_filesystem_on_the_driver_and_in_the_trials(s3_only):
     import pickle
 
+    import pyarrow.fs as pafs
+
     from sweep.problems import outline_problem
 
     fs, local_file = s3_only
@@ -508,6 +510,13 @@ def test_s3_files_read_through_the_sweeps_filesystem_on_the_driver_and_in_the_tr
     trial = pickle.loads(pickle.dumps(outline.data)).load()  # what a Tune trial gets, and reads
     for split in ("train", "val", "test"):
         np.testing.assert_array_equal(traj(trial, split), traj(local, split))
+    with h5py.File(local_file, "r+") as f:  # the object replaced by one of other values, the same size
+        tensor = f["tensor"]
+        assert isinstance(tensor, h5py.Dataset)
+        tensor[...] = tensor[...] * 10 + 40
+    pafs.copy_files(str(local_file), "datasets/1D_Advection.hdf5", destination_filesystem=fs)
+    with pytest.raises(sweep.SpecError, match=r"this trial's files differ from those the sweep's driver read \(the"):
+        pickle.loads(pickle.dumps(outline.data)).load()  # its statistics are not the driver's
 
 
 @pytest.mark.slow

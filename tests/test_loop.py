@@ -351,6 +351,8 @@ def test_more_seeds_leave_a_trial_trained_part_way_its_block(local_run, tmp_path
         sweep.run(spec, storage=str(tmp_path), options=dataclasses.replace(LOCAL, trial_hooks=hooks))
     more = tiny_spec(seeds=6)
     assert [t.seeds for t in sweep.plan(more, storage=str(tmp_path)).trials] == [(2,), (3, 4), (5,)]
+    wider = make_plan(tiny_spec(seeds=6, resources={"cpu": 2, "gpu": 0}), unfinished=[last]).trials[0]
+    assert wider.trial_key == last.trial_key and wider.spec.resources == {"cpu": 2, "gpu": 0}  # this spec's
     path = sweep.run(more, storage=str(tmp_path), options=LOCAL)
     table = sweep.load(path).table
     assert sorted(table["seed"].to_pylist()) == list(range(6))

@@ -29,8 +29,8 @@ from ._hdf5 import check_hdf5_options, hdf5_problem
 from ._hdf5 import hdf5_info as hdf5_info
 from ._hdf5_files import through
 from ._hdf5_outline import hdf5_outline
+from ._hdf5_reader import check_as_read, hdf5_trial_data
 from ._hdf5_reader import hdf5_reader as hdf5_reader
-from ._hdf5_reader import hdf5_trial_data
 from ._hdf5_reader import outlined as outlined
 from ._hdf5_scan import Scan as Scan
 from ._hdf5_scan import hdf5_statistics as hdf5_statistics
@@ -203,7 +203,10 @@ class ProblemData(NamedTuple):
             return self.arrays
         if self.name == "hdf5" and not through(str(self.options["path"]), self.filesystem):
             return hdf5_trial_data(scan=self.scan, origin=self.origin, **self.options)
-        return load_problem(self.name, self.options, self.filesystem)
+        data = load_problem(self.name, self.options, self.filesystem)
+        if self.name == "hdf5" and self.scan is not None:  # its statistics as the driver's (no digest made here)
+            check_as_read(str(self.options["path"]), self.scan, Scan(self.scan.files, data.normalization, ""))
+        return data
 
 
 class Outline(NamedTuple):

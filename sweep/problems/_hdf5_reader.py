@@ -63,13 +63,7 @@ def hdf5_trial_data(path: str, *, scan: Scan | None = None, origin: str | None =
             driver checked, with other statistics than the store records.
     """
     shapes, _, now = hdf5_outline(path, samples=0, trajectories=1, scan=scan, origin=origin, **options)
-    change = None if scan is None else now.change_from(scan)
-    if change is not None:
-        raise SpecError(
-            f"`problem.path` = {path!r}: this trial's files differ from those the sweep's driver read ({change}); "
-            f"every node must see the same files, unchanged while the sweep runs: put the original files back (or "
-            f"copy them to this node) and resume"
-        )
+    check_as_read(path, scan, now)
 
     def marked(a: np.ndarray) -> np.ndarray:
         return a.view(InFiles) if len(a) else a  # an empty split has nothing to read
@@ -83,6 +77,18 @@ def hdf5_trial_data(path: str, *, scan: Scan | None = None, origin: str | None =
         **{f"{split}_traj": traj(split) for split in SPLITS},
         origin=origin,
     )
+
+
+def check_as_read(path: str, scan: Scan | None, now: Scan) -> None:
+    """Raise :class:`SpecError` where a trial's pass ``now`` over the files differs from the
+    driver's ``scan`` (:meth:`Scan.change_from`): other files, sizes, statistics or states."""
+    change = None if scan is None else now.change_from(scan)
+    if change is not None:
+        raise SpecError(
+            f"`problem.path` = {path!r}: this trial's files differ from those the sweep's driver read ({change}); "
+            f"every node must see the same files, unchanged while the sweep runs: put the original files back (or "
+            f"copy them to this node) and resume"
+        )
 
 
 class States(NamedTuple):
