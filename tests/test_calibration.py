@@ -190,3 +190,14 @@ def test_two_members_have_no_finite_best_scale_hence_three(ens):
     assert all(a >= b for a, b in zip(costs, costs[1:])) and costs[0] > costs[-1] == pytest.approx(0, abs=1e-9)
     with pytest.raises(QueryError, match="at least 3 members to scale a spread, got 2"):
         fit_scale(values, y)
+
+
+def test_rollouts_too_few_for_a_level_are_left_uncalibrated_with_a_warning(ens):
+    """The 4 stored trajectories of 16 points give 64 points per step, fewer than the 66 a 98.5%
+    interval needs; the one-step samples (6 of 16 points) have them: those are calibrated."""
+    with pytest.warns(UserWarning, match=r"rollouts left uncalibrated: the 0.985 interval needs at least 66 points"):
+        fitted = ens.best(5).recalibrate(levels=(0.985,))
+    assert fitted.calibration is not None and fitted.calibration.rollout_scale is None
+    assert np.isfinite(fitted.calibration.quantiles).all()
+    with pytest.raises(QueryError, match=r"no rollout scales .* or too few points per step for its levels"):
+        fitted.rollout_mean_std(np.zeros((1, 1, 16), np.float32), 2, calibrated=True)

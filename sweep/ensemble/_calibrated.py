@@ -73,14 +73,25 @@ class Calibrated(Predictions):
         levels = check_levels(levels, "recalibrate")
         _check_spread(self._member_ids())
         x, y = self.split_samples(split, "recalibrate")
-        _check_points(int(y.size // y.shape[1]), levels, split)
+        points = int(y.size // y.shape[1])  # per channel: samples x grid points
+        if (few := _too_few(points, levels)) is not None:
+            raise QueryError(
+                f"recalibrate(levels={list(levels)}): {few} (samples x grid points), and the {split} split holds "
+                f"{points}; give lower levels (e.g. levels=(0.5,)), or more {split} samples"
+            )
         values = self._multiset(self.predict(x, chunk_size))
         scale, quantiles = _fit(values, y, levels)
         rollout_scale = rollout_quantiles = None
         reference = self._rollout_reference(split, "recalibrate")
-        if reference is not None:
-            start, traj = reference  # with history: from the first h states
-            _check_points(int(traj[:, 0].size // traj.shape[2]), levels, f"{split} trajectories")
+        start, traj = reference if reference is not None else (None, None)  # with history: from the first h states
+        per_step = 0 if traj is None else int(traj[:, 0].size // traj.shape[2])  # trajectories x grid points
+        if traj is not None and (few := _too_few(per_step, levels)) is not None:
+            warn(
+                f"recalibrate(levels={list(levels)}): rollouts left uncalibrated: {few} at each step (trajectories x "
+                f"grid points), and the store's {split} trajectories hold {per_step}; give lower levels to calibrate "
+                f"them too"
+            )
+        elif traj is not None:
             states = self._multiset(self.rollout(start, traj.shape[1] - 1, chunk_size))
             fitted = [_fit(states[:, t], traj[:, t], levels) for t in range(1, traj.shape[1])]
             rollout_scale = np.stack([s for s, _ in fitted])
@@ -92,7 +103,7 @@ class Calibrated(Predictions):
             levels=levels,
             scale=scale,
             quantiles=quantiles,
-            points=int(y.size // y.shape[1]),
+            points=points,
             rollout_scale=rollout_scale,
             rollout_quantiles=rollout_quantiles,
             store_sha256=self._store.manifest_sha256,
@@ -348,17 +359,14 @@ def _check_spread(member_ids: tuple[int, ...]) -> None:
         )
 
 
-def _check_points(points: int, levels: tuple[float, ...], split: str) -> None:
-    """Every level's conformal multiplier is one of ``points`` residuals per channel (the
-    ``ceil((points + 1) level)``-th smallest): at least that many points."""
+def _too_few(points: int, levels: tuple[float, ...]) -> str | None:
+    """What is missing where a level's conformal multiplier, the ``ceil((points + 1) level)``-th
+    smallest of ``points`` residuals per channel, is beyond them (None: every level has one)."""
     for level in levels:
         if math.ceil((points + 1) * level) > points:
             needed = next(n for n in itertools.count(points + 1) if math.ceil((n + 1) * level) <= n)
-            raise QueryError(
-                f"recalibrate(levels={list(levels)}): the {level:g} interval needs at least {needed} points per "
-                f"channel (samples x grid points), and the {split} split holds {points}; give lower levels "
-                f"(e.g. levels=(0.5,)), or more {split} samples"
-            )
+            return f"the {level:g} interval needs at least {needed} points per channel"
+    return None
 
 
 def _fit(values: np.ndarray, truth: np.ndarray, levels: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:

@@ -214,7 +214,8 @@ class Calibration:
         if self.rollout_scale is None:
             raise QueryError(
                 f"{what}(calibrated=True): this calibration has no rollout scales (the store holds no "
-                f"{self.split} trajectories for config {self.config_id}); only one-step predictions are calibrated"
+                f"{self.split} trajectories for config {self.config_id}, or too few points per step for its levels); "
+                f"only one-step predictions are calibrated"
             )
         if steps > len(self.rollout_scale):
             raise QueryError(
