@@ -183,17 +183,18 @@ def regular_size(filesystem: pafs.FileSystem, path: str) -> int | None:
     return info.st_size
 
 
-def files_under(filesystem: pafs.FileSystem, root: str) -> list[str]:
-    """The paths of the files below ``root`` (none if it is missing; a folder that cannot be read:
-    OSError). On a local disk no link is followed, to a file or a folder: a sweep directory holds
-    none, and one could lead in a circle or over the whole disk."""
+def files_under(filesystem: pafs.FileSystem, root: str) -> dict[str, int]:
+    """The paths of the regular files below ``root`` with their sizes in bytes (none if it is
+    missing; a folder that cannot be read: OSError). On a local disk no link is followed, to a
+    file or a folder: a sweep directory holds none, and one could lead in a circle or over the
+    whole disk."""
     local = local_path(filesystem, root)
     if local is None:
         infos = filesystem.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
-        return [i.path for i in infos if i.type == pafs.FileType.File]
+        return {i.path: int(i.size or 0) for i in infos if i.type == pafs.FileType.File}
     if not os.path.isdir(local):
-        return []
-    found, folders = [], [(local, root.rstrip("/"))]
+        return {}
+    found, folders = {}, [(local, root.rstrip("/"))]
     while folders:
         folder, shown = folders.pop()
         with os.scandir(folder) as entries:  # (a DirEntry knows a link without another system call)
@@ -201,7 +202,7 @@ def files_under(filesystem: pafs.FileSystem, root: str) -> list[str]:
                 if entry.is_dir(follow_symlinks=False):
                     folders.append((entry.path, f"{shown}/{entry.name}"))
                 elif entry.is_file(follow_symlinks=False):
-                    found.append(f"{shown}/{entry.name}")
+                    found[f"{shown}/{entry.name}"] = entry.stat(follow_symlinks=False).st_size
     return found
 
 

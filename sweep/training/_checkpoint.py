@@ -98,10 +98,10 @@ def save_block(
     shapes: Shapes,
     trial_id: str = "",
     stopped_early: bool = False,
+    flush: bool = True,
 ) -> Path:
-    """Write a block directory atomically (a sibling temp dir, flushed to the disk, renamed over
-    ``directory``); a ``history`` paused inside an epoch (:attr:`History.position`) saves where,
-    to go on from there."""
+    """Write a block directory atomically (a sibling temp dir, flushed to the disk unless not ``flush``, renamed
+    over ``directory``); a ``history`` paused inside an epoch (:attr:`History.position`) saves where, to go on."""
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
@@ -122,14 +122,16 @@ def save_block(
     eqx.tree_serialise_leaves(tmp / BLOCK_STATE, state)
     meta["state_bytes"] = (tmp / BLOCK_STATE).stat().st_size  # a copy of the block torn short is told apart
     (tmp / BLOCK_META).write_text(json.dumps(meta))
-    synced(str(tmp))  # on the disk before it takes the place of the checkpoint it replaces
+    if flush:
+        synced(str(tmp))  # on the disk before it takes the place of the checkpoint it replaces
     old = None
     if directory.exists():
         old = directory.with_name(f".{directory.name}.old")
         shutil.rmtree(old, ignore_errors=True)
         directory.rename(old)
     tmp.rename(directory)
-    flush_dir(directory.parent)
+    if flush:
+        flush_dir(directory.parent)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
     return directory
@@ -244,15 +246,13 @@ class BlockRef:
         return jax.tree_util.tree_unflatten(treedef, arrays)
 
 
-def _torn(ref: BlockRef, filesystem: pafs.FileSystem) -> str | None:
-    """Why ``ref``'s ``state.eqx`` is not the one its ``block.json`` describes (not a regular file,
-    or not of the size it records, where it records one), or None."""
-    info = filesystem.get_file_info(f"{ref.path}/{BLOCK_STATE}")
+def _torn(ref: BlockRef, size: int | None) -> str | None:
+    """Why ``ref``'s ``state.eqx`` (``size`` bytes; None: no regular file) is not what its block.json records."""
     expected = ref.meta.get("state_bytes")
-    if info.type != pafs.FileType.File:
-        return f"its {BLOCK_STATE} is {'missing' if info.type == pafs.FileType.NotFound else 'not a regular file'}"
-    if expected is not None and info.size != expected:
-        return f"its {BLOCK_STATE} holds {info.size} bytes, its {BLOCK_META} says {expected} (a copy stopped part way)"
+    if size is None:
+        return f"its {BLOCK_STATE} is missing or not a regular file"
+    if expected is not None and size != expected:
+        return f"its {BLOCK_STATE} holds {size} bytes, its {BLOCK_META} says {expected} (a copy stopped part way)"
     return None
 
 
@@ -405,7 +405,7 @@ def find_blocks(
         if ref is None:
             try:
                 ref = BlockRef(path.rsplit("/", 1)[0], _read_meta(read_text(filesystem, path), path))
-                torn = _torn(ref, filesystem)
+                torn = _torn(ref, paths.get(f"{ref.path}/{BLOCK_STATE}"))
                 if torn is not None:
                     if passed_over is not None:
                         passed_over[ref.path] = torn

@@ -274,8 +274,14 @@ def _report_checkpoint(trial: TrialPlan, state, history, shapes, metrics: dict[s
     from ray import tune
 
     with tempfile.TemporaryDirectory(prefix="sweep-ckpt-") as tmp:
-        path = save_block(
-            Path(tmp) / "block", spec=trial.spec, state=state, history=history, shapes=shapes, trial_id=trial.trial_key
+        path = save_block(  # (not flushed: Tune copies it into the storage and this folder goes)
+            Path(tmp) / "block",
+            spec=trial.spec,
+            state=state,
+            history=history,
+            shapes=shapes,
+            trial_id=trial.trial_key,
+            flush=False,
         )
         tune.report(
             {**metrics, **_preemption.preempted_metrics()}, checkpoint=tune.Checkpoint.from_directory(str(path))
