@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import equinox as eqx
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -46,6 +48,29 @@ def two_channels(*, key):
 
 def raising_factory(*, key, width):
     raise ValueError(f"width {width} is not supported")
+
+
+class _Shifted(eqx.Module):
+    conv: eqx.nn.Conv1d
+    shift: jax.Array  # int32: no gradient of it exists
+
+
+def with_int_array(*, key):
+    return _Shifted(eqx.nn.Conv1d(1, 1, 3, padding="SAME", key=key), jnp.arange(16, dtype=jnp.int32))
+
+
+def local_class(*, key):
+    class Local(eqx.Module):  # another class at every call
+        conv: eqx.nn.Conv1d
+
+        def __call__(self, x):
+            return self.conv(x)
+
+    return Local(eqx.nn.Conv1d(1, 1, 3, padding="SAME", key=key))
+
+
+def an_array(*, key):
+    return jnp.zeros((1, 16))
 
 
 # -- the table --------------------------------------------------------------------------------------
@@ -163,6 +188,24 @@ CASES = {
         lambda d: tiny_spec(**_model("test_bad_inputs:two_channels")),
         ["`model`", "test_bad_inputs:two_channels", "(2, 16)", "(1, 16)"],
         "data",
+    ),
+    "factory in __main__": Case(
+        lambda d: tiny_spec(**_model("__main__:net")),
+        ["`model.name`", "'__main__:net'", "the script being run"],
+        "data",
+    ),
+    "factory int array": Case(
+        lambda d: tiny_spec(**_model("test_bad_inputs:with_int_array")),
+        ["`model.name`", "model.shift is int32", "eqx.field(static=True)"],
+        "data",
+    ),
+    "factory local class": Case(
+        lambda d: tiny_spec(**_model("test_bad_inputs:local_class")),
+        ["`model.name`", "local_class.<locals>.Local", "define it at module level"],
+        "data",
+    ),
+    "factory array": Case(
+        lambda d: tiny_spec(**_model("test_bad_inputs:an_array")), ["`model.name`", "returned an array"], "data"
     ),
     "factory raises": Case(
         lambda d: tiny_spec(**_model("test_bad_inputs:raising_factory", width=7)),

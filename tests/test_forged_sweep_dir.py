@@ -118,7 +118,9 @@ def test_a_fifo_in_place_of_a_blocks_state_is_refused(sweep_dir):
     os.mkfifo(block / "state.eqx")
     error = _within(60, lambda: read_block(block).load())
     assert isinstance(error, StoreError) and "state.eqx' is not a regular file" in str(error)
-    with pytest.warns(UserWarning, match=r"checkpoint_\d+' passed over: its state.eqx is missing or not a regular file"):
+    with pytest.warns(
+        UserWarning, match=r"checkpoint_\d+' passed over: its state.eqx is missing or not a regular file"
+    ):
         assert _within(60, lambda: aggregate(sweep_dir, progress=False)) is None
     stored = set(load(sweep_dir).table["trial_id"].to_pylist())  # the others' members: that trial's are missing
     assert read_block(block).trial_key not in stored and len(stored) == len(PLAN.trials) - 1

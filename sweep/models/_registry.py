@@ -244,10 +244,12 @@ def model_template(
             f"shape {tuple(target_shape)}: {_first_line(e)}"
         ) from None
     if not isinstance(model, eqx.Module):
+        returned = "an array" if isinstance(model, jax.ShapeDtypeStruct) else type(model).__name__
         raise SpecError(
-            f"`model.name`: {name!r} returned {type(model).__name__}, not an equinox.Module; a model "
+            f"`model.name`: {name!r} returned {returned}, not an equinox.Module; a model "
             f"factory must return an eqx.Module that maps one sample to one target"
         )
+    _check_trainable(name, model)
     try:
         eqx.filter_eval_shape(lambda m, x: m(x), model, jax.ShapeDtypeStruct(tuple(sample_shape), jnp.float32))
     except Exception as e:
@@ -255,6 +257,36 @@ def model_template(
             f"`model`: {what} cannot be applied to one input of shape {tuple(sample_shape)}: {_first_line(e)}"
         ) from None
     return model
+
+
+def _check_trainable(name: str, model: eqx.Module) -> None:
+    """Every class of ``model`` is one a later call builds again (not one made inside a factory:
+    each call would make another, and two members' models would not stack), and every array of it
+    is trained (a real floating one: gradients of integers do not exist)."""
+    for module in _modules(model):
+        if "<locals>" in type(module).__qualname__:
+            raise SpecError(
+                f"`model.name`: {name!r} builds {type(module).__qualname__}, a class defined inside a function: "
+                f"each call makes another class, and members' models must be of one; define it at module level"
+            )
+    for path, leaf in jax.tree_util.tree_flatten_with_path(model)[0]:
+        if isinstance(leaf, jax.ShapeDtypeStruct) and not jnp.issubdtype(leaf.dtype, jnp.inexact):
+            raise SpecError(
+                f"`model.name`: {name!r} builds a model whose array model{jax.tree_util.keystr(path)} is {leaf.dtype}; "
+                f"every array of a model is trained, and gradients of integers do not exist: keep such values out "
+                f"of its arrays (a tuple in a field marked eqx.field(static=True)), or make them floating"
+            )
+
+
+def _modules(node: Any) -> list[eqx.Module]:
+    """The equinox Modules in ``node``: itself, and those its fields, lists, tuples and dicts hold."""
+    if isinstance(node, eqx.Module):
+        return [node, *(m for value in vars(node).values() for m in _modules(value))]
+    if isinstance(node, (list, tuple)):
+        return [m for value in node for m in _modules(value)]
+    if isinstance(node, dict):
+        return [m for value in node.values() for m in _modules(value)]
+    return []
 
 
 def fits_target(out_shape: tuple[int, ...], target_shape: tuple[int, ...], classes: bool) -> bool:
