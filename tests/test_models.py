@@ -1,14 +1,20 @@
 """Model registry: every pdequinox architecture by name, activations, user factories."""
 
+import sys
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pdequinox as pdeqx
 import pytest
+from _blocks import trained_blocks
 from helpers import tiny_spec
 
 import sweep
 from sweep.models import ARCHITECTURES, build_model
+from sweep.planning import make_plan
+from sweep.store import aggregate_blocks
 
 SMALL = {
     "ConvNet": {"hidden_channels": 4, "depth": 2, "activation": "gelu"},
@@ -59,6 +65,18 @@ def test_user_factory_by_import_path_trains():
     model, history = sweep.train_block(spec, [0, 1])
     assert model.weight.shape == (2, 1, 1, 3)
     assert history.test_loss[:, -1].max() < history.test_loss[:, 0].max() * 1.5
+
+
+def test_a_factory_changed_since_its_members_were_trained_is_named_as_a_cause(tmp_path, monkeypatch):
+    """The store is as written; the factory's code now builds other parameters (a wider kernel):
+    the message says so beside the store's own damage."""
+    plan = make_plan(tiny_spec(model=sweep.Model("test_models:make_linear", width=3), seeds=2))
+    aggregate_blocks(tmp_path / "s", trained_blocks(plan), plan=plan)
+    ens = sweep.load(tmp_path / "s", trust_code=True)
+    original = make_linear
+    monkeypatch.setattr(sys.modules[__name__], "make_linear", lambda *, width, key: original(width=5, key=key))
+    with pytest.raises(sweep.StoreError, match=r"or test_models:make_linear builds other parameters than when these"):
+        ens.predict(np.zeros((1, 1, 16), np.float32))
 
 
 def test_inferred_arguments_may_not_be_given():

@@ -18,6 +18,7 @@ from jaxtyping import PyTree
 
 from .._errors import StoreError
 from .._fs import confined, refuse_links
+from .._import_path import is_import_path
 from .._layout import MANIFEST, STORE_FILE, STORE_FILES
 from ._configs import ConfigInfo
 from ._files import read_leaves
@@ -43,11 +44,25 @@ def read_shard(
     every leaf's shape against ``template`` (one member's parameters)."""
     count = min(info.members_per_shard, info.num_members - index * info.members_per_shard)
     like = jax.tree_util.tree_map(lambda s: jax.ShapeDtypeStruct((count, *s.shape), s.dtype), template)
-    what = f"config {info.config_id} ({count} members of {info.spec.model.name})"
+    name = info.spec.model.name
+    what = f"config {info.config_id} ({count} members of {name})"
     path, record = locate(fs, root, manifest, info.files[index])
+    # a factory's code may have changed since: the store may be as written, and its code not
+    changed = (
+        f"; or {name} builds other parameters than when these members were trained (its code changed since?): "
+        f"load them where it builds what it built then"
+        if is_import_path(name)
+        else ""
+    )
     needed = sum(math.prod(s.shape) * np.dtype(s.dtype).itemsize for s in jax.tree_util.tree_leaves(like))
     if needed > record["bytes"]:  # refused before any memory is set aside for it
         raise StoreError(
-            f"{path!r}: {record['bytes']} bytes, but {what} take {needed}; the leaves file does not match its config"
+            f"{path!r}: {record['bytes']} bytes, but {what} take {needed}; the leaves file does not match its "
+            f"config{changed}"
         )
-    return read_leaves(fs, path, like, record, what)
+    try:
+        return read_leaves(fs, path, like, record, what)
+    except StoreError as e:
+        if changed and "does not match its config" in str(e):
+            raise StoreError(f"{e}{changed}") from None
+        raise
