@@ -148,6 +148,14 @@ def test_fit_yields_after_every_chunk_and_stops_at_the_planned_epochs(spec, data
     assert reports == [(1, [1], (1, 1)), (2, [1, 2], (1, 2)), (3, [1, 2, 3], (1, 3))]
     done, history = list(sweep.fit(block, state))[-1]
     assert list(sweep.fit(block, done, history)) == []  # a finished block has nothing left to do
+    with pytest.raises(sweep.SpecError, match=r"`history`: its last report is at epoch 3, the state is at epoch 0"):
+        next(sweep.fit(block, state, history))  # the history of another state
+    other, _ = training.init_block(spec, [1], data=data)
+    with pytest.raises(sweep.SpecError, match=r"`history`: of seeds \[0\] .*, the block's are \[1\]"):
+        next(sweep.fit(other, done, history))
+    for epochs in (0, 1.5, True):
+        with pytest.raises(sweep.SpecError, match=rf"`num_epochs`: got {epochs!r}; give the epochs to train"):
+            sweep.run_chunk(block, state, epochs)  # type: ignore[arg-type]
 
 
 def test_clear_caches_drops_compiled_programs(spec, data):

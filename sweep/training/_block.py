@@ -271,7 +271,8 @@ def run_chunk(block: Block, state: TrainState, num_epochs: int) -> tuple[TrainSt
         metrics["val"]["loss"]  # one value per member
         ```
     """
-
+    if isinstance(num_epochs, bool) or not isinstance(num_epochs, int) or num_epochs < 1:
+        raise SpecError(f"`num_epochs`: got {num_epochs!r}; give the epochs to train, an integer >= 1")
     state, evaluation, _ = chunk_until(block, state, num_epochs)
     assert evaluation is not None  # nothing asked to pause
     return state, evaluation

@@ -163,8 +163,9 @@ def fit(
         at every pause. A block that already reached its epochs yields nothing.
 
     Raises:
-        SpecError: ``history`` stands inside an epoch that this block cannot continue (its
-            window plan is not the one it was saved with).
+        SpecError: ``history`` is not the one saved with ``state`` (of other members, or its last
+            report not at the state's epoch), or it stands inside an epoch that this block cannot
+            continue (its window plan is not the one it was saved with).
 
     Examples:
         ```python
@@ -174,6 +175,7 @@ def fit(
         ```
     """
     history = History.empty(block) if history is None else history
+    _check_resumed(block, state, history)
     position = history.position
     for num_epochs in chunks(block.spec.training, int(state.epoch[0])):
         end = int(state.epoch[0]) + num_epochs
@@ -184,6 +186,22 @@ def fit(
             yield state, history._replace(position=position)
         history = history.reported(state, evaluation)
         yield state, history
+
+
+def _check_resumed(block: Block, state: TrainState, history: History) -> None:
+    """A :class:`SpecError` unless ``history`` is the one saved with ``state`` for ``block``: its
+    members (seeds, hyperparameter sets) and its last report at the state's epoch."""
+    reported, reached = (int(history.epoch[-1]) if len(history.epoch) else 0), int(state.epoch[0])
+    if (tuple(history.seeds), tuple(map(dict, history.hparams))) != (block.seeds, tuple(map(dict, block.hparams))):
+        raise SpecError(
+            f"`history`: of seeds {list(history.seeds)} and hyperparameter sets {list(history.hparams)}, the block's "
+            f"are {list(block.seeds)} and {list(block.hparams)}; give the history saved with this block's state"
+        )
+    if reported != reached:
+        raise SpecError(
+            f"`history`: its last report is at epoch {reported}, the state is at epoch {reached}; give the history "
+            f"saved with this state (load_block returns both), or none for a state not trained yet"
+        )
 
 
 def train_block(
