@@ -230,6 +230,10 @@ def test_an_unknown_layout_is_refused(spec, data):
             {"learning_rat": 1e-3},
             r"`optimizer.learning_rat`: not an argument of optax.adam \(did you mean 'learning_rate'",
         ),
+        (
+            {"learning_rate": 1e-3, "depth": 2.0},
+            r"`optimizer.depth`: not an argument .*; model.depth is no optimizer hyperparameter: set it in the spec",
+        ),
     ],
 )
 def test_hyperparameters_of_a_block_follow_the_specs_rules(spec, data, hparams, said):

@@ -111,7 +111,15 @@ def hparam_sets(spec: SweepSpec, hparams: HParams) -> tuple[dict[str, float], ..
         try:  # the rules of the spec's own optimizer fields: known arguments, finite rates >= 0
             check_optimizer(spec.optimizer.name, {**spec.optimizer.options, **named})
         except SpecError as e:
-            raise SpecError(f"`hparams[{i}]` {dict(h)}: {e}") from None
+            parts = {"model": spec.model.options, "training": spec.training.to_dict(), "problem": spec.problem.options}
+            elsewhere = [f"{part}.{k}" for k in named for part, fields in parts.items() if k in fields]
+            hint = (
+                f"; {', '.join(elsewhere)} is no optimizer hyperparameter: set it in the spec (a block trains one "
+                f"structural config)"
+                if elsewhere
+                else ""
+            )
+            raise SpecError(f"`hparams[{i}]` {dict(h)}: {e}{hint}") from None
         out.append({k: float(v) for k, v in named.items()})
     for i, h in enumerate(out):  # a set without a name the others vary: the spec's value, else refused
         missing = sorted(n for s in out for n in s if n not in h and not is_number(spec.optimizer.options.get(n)))
