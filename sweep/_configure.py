@@ -119,6 +119,13 @@ def configure(
         if jax.config.jax_num_cpu_devices != wanted:  # pyright: ignore[reportAttributeAccessIssue]  (jax.config options are dynamic attributes its stubs omit)
             if backend_started():
                 applied = False
+                if not _said["warned"] and jax.default_backend() == "cpu" and wanted > 1:
+                    _said["warned"] = True
+                    warn(
+                        f"sweep.configure(): JAX started before it could split the CPU into {wanted} devices, so "
+                        f"blocks train on {len(jax.devices('cpu'))}; call it before the first JAX computation (at "
+                        f"the top of the script) to train on all {wanted}"
+                    )
             else:
                 jax.config.update("jax_num_cpu_devices", wanted)
     if compile_cache is not None and jax.config.jax_compilation_cache_dir is None:  # pyright: ignore[reportAttributeAccessIssue]  (jax.config options are dynamic attributes its stubs omit)

@@ -234,10 +234,14 @@ def test_configure_splits_the_cpu_and_turns_on_the_cache(tmp_path):
     )
     assert json.loads(_fresh(code)) == [2, str(tmp_path), True, 2]
     late = (
-        "import json, jax, sweep\njax.numpy.zeros(1)\nc = sweep.configure(cpu_devices=2, compile_cache=None)\n"
-        "print(json.dumps([c.cpu_devices, c.applied, jax.config.jax_compilation_cache_dir]))"
+        "import json, jax, sweep, warnings\njax.numpy.zeros(1)\nwith warnings.catch_warnings(record=True) as said:\n"
+        "    warnings.simplefilter('always')\n    c = sweep.configure(cpu_devices=2, compile_cache=None)\n"
+        "    sweep.configure(cpu_devices=2, compile_cache=None)\n"
+        "print(json.dumps([c.cpu_devices, c.applied, jax.config.jax_compilation_cache_dir, [str(w.message) for w in said]]))"
     )
-    assert json.loads(_fresh(late)) == [1, False, None]  # too late for the device count: said, not raised
+    *result, said = json.loads(_fresh(late))
+    assert result == [1, False, None]  # too late for the device count: said (once), not raised
+    assert len(said) == 1 and said[0].startswith("sweep.configure(): JAX started before it could split the CPU into 2")
 
 
 def test_configure_caches_every_program_unless_told(tmp_path, monkeypatch):
