@@ -265,7 +265,8 @@ Initial states (`ic=`): {", ".join(map(_code, IC_GENERATORS))}.
 
 `Problem("arrays", path=...)`: an `.npz` (keys `train_x, train_y, test_x, test_y`, optionally
 `val_x, val_y`, and `train_traj`, `val_traj`, `test_traj`) or a Parquet file (list columns `x`,
-`y`, a `split` column of `"train"` / `"val"` / `"test"`, and `shape=[channels, *spatial]`).
+`y`, a `split` column of `"train"` / `"val"` / `"test"`, and `shape=[channels, *spatial]`;
+`target_shape=[...]` where the targets are not of the inputs' shape, `[]` for one number per sample).
 
 ### `hdf5`
 
