@@ -251,6 +251,11 @@ CASES = {
         ["`problem.path`", "text.parquet", "not a readable Parquet file"],
         "data",
     ),
+    "parquet targets not lists": Case(
+        lambda d: tiny_spec(problem=Problem("arrays", path=str(d / "flat.parquet"), shape=[1, 16], target_shape=[])),
+        ["`problem.path`", "column y", "holds double values, not lists", "[v]"],
+        "data",
+    ),
     "parquet ragged": Case(
         lambda d: tiny_spec(problem=Problem("arrays", path=str(d / "ragged.parquet"), shape=[1, 16])),
         ["`problem.path`", "ragged.parquet", "lists of numbers"],
@@ -303,6 +308,7 @@ def files(tmp_path_factory) -> Path:
         pa.table({"x": [[1.0] * 16, [1.0] * 3], "y": [[1.0] * 16, [1.0] * 16], "split": ["train", "test"]}),
         d / "ragged.parquet",
     )
+    pq.write_table(pa.table({"x": [[1.0] * 16] * 2, "y": [1.0, 2.0], "split": ["train", "test"]}), d / "flat.parquet")
     return d
 
 

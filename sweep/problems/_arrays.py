@@ -160,7 +160,14 @@ def _read_parquet(
             f"`problem.target_shape`: got {list(target_shape)}; give the per-sample shape of y as integers >= 1"
         )
     y_type = table.schema.field("y").type
-    labels = pa.types.is_list(y_type) and pa.types.is_integer(y_type.value_type)
+    for column in ("x", "y"):
+        kind = table.schema.field(column).type
+        if not (pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)):
+            raise SpecError(
+                f"`problem.path`: column {column} of {str(p)!r} holds {kind} values, not lists; give each row's "
+                f"{'input' if column == 'x' else 'target'} as a list of numbers (one number too: [v])"
+            )
+    labels = pa.types.is_integer(y_type.value_type)
     try:
         x = np.asarray(table.column("x").to_pylist(), dtype=np.float32)
         y = np.asarray(table.column("y").to_pylist(), dtype=np.int64 if labels else np.float32)
