@@ -84,6 +84,12 @@ def test_a_checkpoint_torn_short_is_passed_over_for_the_trials_older_one(local_r
     assert store_files(path) == store_files(local_run)
 
 
+def test_a_run_whose_members_diverged_says_so(tmp_path):
+    spec = tiny_spec(seeds=2, grid={"optimizer.learning_rate": [1e30, 3e-3]})
+    with pytest.warns(UserWarning, match=r"^2 of 4 members diverged \(a NaN or infinite loss: .*a lower learning rate"):
+        sweep.run(spec, storage=str(tmp_path), options=LOCAL)
+
+
 def test_aggregating_an_unfinished_sweep_says_which_members_stand_short(tmp_path):
     hooks = TrialHooks(after_report=FailOnce(str(tmp_path / "failed")))
     with pytest.raises(sweep.SweepError, match="injected failure"):

@@ -27,7 +27,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from .._configure import configure
-from .._errors import StoreError, SweepError
+from .._errors import StoreError, SweepError, warn
 from .._import_path import is_import_path
 from .._interrupt import SigtermAsCtrlC
 from ..ensemble import aggregate
@@ -290,6 +290,21 @@ def _say_result(policy: RoundPolicy, spec: SweepSpec, sweep_dir: SweepDir, displ
         display.message(text, wrap=True)
 
 
+def _say_diverged(sweep_dir: SweepDir) -> None:
+    """A warning where members of the store diverged (a NaN or infinite loss)."""
+    try:
+        status = Store.open(sweep_dir.path, filesystem=sweep_dir.filesystem).members(columns=["status"])["status"]
+    except StoreError:
+        return  # (no store: every trial failed before its first checkpoint, said after this)
+    diverged = status.to_pylist().count("diverged")
+    if diverged:
+        warn(
+            f"{diverged} of {len(status)} members diverged (a NaN or infinite loss: each kept its last finite "
+            f"weights and ranks last); `sweep show {sweep_dir.shown}` counts them per configuration: a lower "
+            f"learning rate may keep them finite"
+        )
+
+
 def _own_factories(spec: SweepSpec) -> frozenset[str]:
     """The model factories the user's spec names (their code, which the run imports anyway): those
     an aggregation of the run trusts; a factory only a checkpoint in the directory names is
@@ -306,6 +321,7 @@ def _aggregate(spec: SweepSpec, sweep_dir: SweepDir, executor: Executor, failure
     except StoreError:
         if not failures:  # every trial failed before its first checkpoint: say that, below
             raise
+    _say_diverged(sweep_dir)
     if failures:
         raise SweepError(
             f"{len(failures)} trial(s) of sweep {spec.name!r} failed (first: {failures[0]}); finished blocks "
