@@ -15,7 +15,7 @@ from helpers import tiny_spec
 
 import sweep
 from sweep.planning import make_plan
-from sweep.tune import MemberLogger, MLflowLogger, TensorBoardLogger
+from sweep.tune import MemberLogger, MLflowLogger, TensorBoardLogger, WandbLogger
 
 
 def logged_spec() -> sweep.SweepSpec:
@@ -183,6 +183,8 @@ def test_logger_errors_name_what_to_do(tmp_path):
         run(["neptune"])
     with pytest.raises(sweep.SpecError, match=r"per.*'seed'"):
         TensorBoardLogger(per="seed")
+    with pytest.raises(sweep.SpecError, match=r"`mode`: got 'offlne'; choose one of .* \(did you mean 'offline'\?\)"):
+        WandbLogger(mode="offlne")  # type: ignore[arg-type]  (a typo wandb would take only when the run starts)
 
     class Missing(Recorder):
         package, extra = "no_such_tracker_package", "nosuch"
@@ -193,8 +195,6 @@ def test_logger_errors_name_what_to_do(tmp_path):
 
 
 def test_wandb_offline_runs_one_per_member(tmp_path, monkeypatch):
-    from sweep.tune import WandbLogger
-
     monkeypatch.setenv("WANDB_SILENT", "true")
     spec = tiny_spec(seeds=2, seeds_per_trial=2)
     logger = WandbLogger(mode="offline", dir=str(tmp_path))

@@ -20,12 +20,12 @@ import os
 import re
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 
 from .._canonical import digest
-from .._errors import SpecError
+from .._errors import SpecError, did_you_mean
 from ..planning import TrialPlan, config_label, grid_names, hparams_key
 from ..spec import SweepSpec
 from ..store import FIXED_COLUMNS
@@ -335,6 +335,11 @@ class WandbLogger(MemberLogger):
         per: str = "member",
     ):
         super().__init__(per)
+        modes = get_args(_WandbMode)
+        if mode is not None and mode not in modes:
+            raise SpecError(
+                f"`mode`: got {mode!r}; choose one of {', '.join(map(repr, modes))}{did_you_mean(mode, modes)}"
+            )
         self.project, self.dir = project, dir
         self.mode: _WandbMode | None = mode
 
