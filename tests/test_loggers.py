@@ -225,3 +225,14 @@ def test_an_unreachable_mlflow_server_is_reported_after_one_retry_not_minutes(mo
         MLflowLogger(tracking_uri="http://127.0.0.1:9").bind(tiny_spec(), "runs/tiny")
     assert seen == [{"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}]
     assert "MLFLOW_HTTP_REQUEST_MAX_RETRIES" not in os.environ and os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "30"
+
+
+def test_a_tracker_that_fails_is_taken_off_the_run_without_its_hint(tmp_path, capsys):
+    """A TensorBoard folder that cannot be made (a file in its place): the run goes on, warns
+    once, and does not end by pointing at logs that were never written."""
+    (tmp_path / "a_file").write_text("")
+    logger = TensorBoardLogger(logdir=str(tmp_path / "a_file"))
+    options = sweep.RunOptions(executor="local", loggers=[logger])
+    with pytest.warns(RuntimeWarning, match=r"TensorBoardLogger failed \(NotADirectoryError: .*off for the rest"):
+        sweep.run(tiny_spec(seeds=1), storage=str(tmp_path / "runs"), options=options)
+    assert logger.off and "tensorboard --logdir" not in capsys.readouterr().out

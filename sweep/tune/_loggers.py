@@ -62,6 +62,7 @@ class MemberLogger:
         self._runs: dict[str, Any] = {}
         self._pending: dict[tuple[str, int], dict[str, list[float]]] = {}
         self._expected: dict[str, int] = {}
+        self.off = False  # failed during the run, and taken off it (``_relay.notify``)
 
     # -- set-up by sweep.run --------------------------------------------------------------------
     def bind(self, spec: SweepSpec, sweep_dir: str) -> MemberLogger:

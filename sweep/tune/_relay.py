@@ -53,6 +53,8 @@ def notify(listeners: list[Any], hook: str, **info: Any) -> None:
                 getattr(listener, hook)(**info)
             except Exception as e:
                 listeners.remove(listener)
+                if hasattr(listener, "off"):  # a tracker: its end-of-run hint is not printed
+                    listener.off = True
                 warn(
                     f"{type(listener).__name__} failed ({type(e).__name__}: {' '.join(str(e).split())[:300]}); "
                     f"it is off for the rest of this run",

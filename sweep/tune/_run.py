@@ -267,7 +267,7 @@ def _run(
         display.message(hint)
         raise Interrupted(hint, sigterm.stopped_by()) from None
     _say_result(policy, spec, sweep_dir, display)
-    for text in (h for t in trackers if (h := t.hint())):
+    for text in (h for t in trackers if not getattr(t, "off", False) and (h := t.hint())):
         display.message(text)
     return sweep_dir.shown
 
