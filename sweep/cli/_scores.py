@@ -318,9 +318,12 @@ def seeds_line(ens, metric: str, mode: str | None, width: float = 0.1) -> str:
             f"seeds needed: unknown; the best configuration's {row['n']} seeds reached the same {metric} (an "
             f"interval of width 0): more seeds tell whether others do"
         )
+    given = f"{row['relative_width']:.0%}"
+    if given == f"{width:.0%}":  # (10.2% shown as 10% would read as reached)
+        given = f"{row['relative_width']:.1%}"
     return (
         f"seeds needed for a 95% interval of the best mean {metric} as wide as {width:.0%} of it: "
-        f"{row['seeds_needed']} ({row['n']} trained give {row['relative_width']:.0%})"
+        f"{row['seeds_needed']} ({row['n']} trained give {given})"
     )
 
 
