@@ -207,6 +207,11 @@ CASES = {
     "factory array": Case(
         lambda d: tiny_spec(**_model("test_bad_inputs:an_array")), ["`model.name`", "returned an array"], "data"
     ),
+    "factory option typo": Case(
+        lambda d: tiny_spec(**_model("test_bad_inputs:raising_factory", widht=7)),
+        ["`model.widht`", "not an argument of test_bad_inputs:raising_factory", "did you mean 'width'?"],
+        "data",
+    ),
     "factory raises": Case(
         lambda d: tiny_spec(**_model("test_bad_inputs:raising_factory", width=7)),
         ["`model`", "width=7", "ValueError"],

@@ -230,6 +230,8 @@ def model_template(
     ```
     """
     _check_grid(name, options, tuple(sample_shape))
+    if is_import_path(name):
+        _check_factory_options(name, options)
     target_shape = _target(tuple(sample_shape), target_shape)
     what = describe_model(name, options)
     try:
@@ -257,6 +259,22 @@ def model_template(
             f"`model`: {what} cannot be applied to one input of shape {tuple(sample_shape)}: {_first_line(e)}"
         ) from None
     return model
+
+
+def _check_factory_options(name: str, options: Mapping[str, Any]) -> None:
+    """Every option a keyword the factory ``name`` takes (unless it takes ``**kwargs``)."""
+    try:
+        params = inspect.signature(import_object(name, "model.name")).parameters
+    except (TypeError, ValueError):  # a callable without a signature: its call says
+        return
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return
+    allowed = [n for n, p in params.items() if n != "key" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    for key in options:
+        if key not in allowed:
+            raise SpecError(
+                f"`model.{key}`: not an argument of {name}{did_you_mean(key, allowed)}; allowed: {', '.join(allowed)}"
+            )
 
 
 def _check_trainable(name: str, model: eqx.Module) -> None:
