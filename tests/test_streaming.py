@@ -251,6 +251,8 @@ def test_a_chunk_of_two_epochs_paused_inside_and_between_them_goes_on_as_uninter
     assert [h.position and h.position[:2] for _, h in trained] == [(0, 2), (1, 0), None]
     assert [list(h.epoch) for _, h in trained] == [[], [], [2]]
     _assert_same_block(*trained[-1], *list(sweep.fit(block, state))[-1])
+    between = trained[1]  # epoch 1 reached, no report yet (the chunk is of 2): resumed, it goes on
+    _assert_same_block(*trained[-1], *list(sweep.fit(block, *between))[-1])
 
 
 def test_a_checkpoint_at_a_report_is_written_as_before_and_resumes_to_a_pause_and_on(tmp_path, spec, data):

@@ -190,14 +190,16 @@ def fit(
 
 def _check_resumed(block: Block, state: TrainState, history: History) -> None:
     """A :class:`SpecError` unless ``history`` is the one saved with ``state`` for ``block``: its
-    members (seeds, hyperparameter sets) and its last report at the state's epoch."""
+    members (seeds, hyperparameter sets), and its last report at the state's epoch (paused inside
+    an epoch: that epoch the state's, its last report at most as far)."""
     reported, reached = (int(history.epoch[-1]) if len(history.epoch) else 0), int(state.epoch[0])
+    paused = history.position
     if (tuple(history.seeds), tuple(map(dict, history.hparams))) != (block.seeds, tuple(map(dict, block.hparams))):
         raise SpecError(
             f"`history`: of seeds {list(history.seeds)} and hyperparameter sets {list(history.hparams)}, the block's "
             f"are {list(block.seeds)} and {list(block.hparams)}; give the history saved with this block's state"
         )
-    if reported != reached:
+    if (reported != reached) if paused is None else (paused.epoch != reached or reported > reached):
         raise SpecError(
             f"`history`: its last report is at epoch {reported}, the state is at epoch {reached}; give the history "
             f"saved with this state (load_block returns both), or none for a state not trained yet"
