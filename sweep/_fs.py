@@ -202,7 +202,10 @@ def files_under(filesystem: pafs.FileSystem, root: str) -> dict[str, int]:
                 if entry.is_dir(follow_symlinks=False):
                     folders.append((entry.path, f"{shown}/{entry.name}"))
                 elif entry.is_file(follow_symlinks=False):
-                    found[f"{shown}/{entry.name}"] = entry.stat(follow_symlinks=False).st_size
+                    try:
+                        found[f"{shown}/{entry.name}"] = entry.stat(follow_symlinks=False).st_size
+                    except FileNotFoundError:
+                        pass  # deleted since the folder was read (Tune drops old checkpoints as it goes)
     return found
 
 

@@ -37,12 +37,6 @@ def with_import_hint(error: SpecError) -> str:
 def import_object(path: str, field: str) -> Any:
     """Import ``module:attr`` (attr may be dotted) and return it; errors name the spec field."""
     module_name, _, attr = path.partition(":")
-    if module_name == "__main__":
-        raise SpecError(
-            f"`{field}`: {path!r} names the script being run; trials, other processes and later loads import it "
-            f"by its module's name, and their __main__ is another script: put it in a module (e.g. my_models.py "
-            f"beside the script or the spec) and name it 'my_models:{attr}'"
-        )
     try:
         obj = importlib.import_module(module_name)
     except ImportError as e:

@@ -42,6 +42,10 @@ def not_a_module(*, key):
     return {"weights": 1.0}
 
 
+def _one_channel(*, key):
+    return eqx.nn.Conv1d(1, 1, 3, padding="SAME", key=key)
+
+
 def two_channels(*, key):
     return eqx.nn.Conv1d(1, 2, 3, padding="SAME", key=key)
 
@@ -57,6 +61,35 @@ class _Shifted(eqx.Module):
 
 def with_int_array(*, key):
     return _Shifted(eqx.nn.Conv1d(1, 1, 3, padding="SAME", key=key), jnp.arange(16, dtype=jnp.int32))
+
+
+class _Keyed(eqx.Module):
+    conv: eqx.nn.Conv1d
+    noise: jax.Array  # a PRNG key: no gradient of it exists
+
+    def __call__(self, x):
+        return self.conv(x)
+
+
+def with_a_key(*, key):
+    return _Keyed(eqx.nn.Conv1d(1, 1, 3, padding="SAME", key=key), key)
+
+
+def _made_once(kernel: int):
+    class Wrapped(eqx.Module):  # made once, at import: one class, whatever the calls
+        conv: eqx.nn.Conv1d
+
+        def __call__(self, x):
+            return self.conv(x)
+
+    return Wrapped
+
+
+_WRAPPED = _made_once(3)
+
+
+def made_once(*, key):
+    return _WRAPPED(eqx.nn.Conv1d(1, 1, 3, padding="SAME", key=key))
 
 
 def local_class(*, key):
@@ -189,19 +222,19 @@ CASES = {
         ["`model`", "test_bad_inputs:two_channels", "(2, 16)", "(1, 16)"],
         "data",
     ),
-    "factory in __main__": Case(
-        lambda d: tiny_spec(**_model("__main__:net")),
-        ["`model.name`", "'__main__:net'", "the script being run"],
-        "data",
-    ),
     "factory int array": Case(
         lambda d: tiny_spec(**_model("test_bad_inputs:with_int_array")),
         ["`model.name`", "model.shift is int32", "eqx.field(static=True)"],
         "data",
     ),
+    "factory key array": Case(
+        lambda d: tiny_spec(**_model("test_bad_inputs:with_a_key")),
+        ["`model.name`", "model.noise is a PRNG key", "gradients of keys", "jax.random.key_data"],
+        "data",
+    ),
     "factory local class": Case(
         lambda d: tiny_spec(**_model("test_bad_inputs:local_class")),
-        ["`model.name`", "local_class.<locals>.Local", "define it at module level"],
+        ["`model.name`", "local_class.<locals>.Local", "define it once, at module level"],
         "data",
     ),
     "factory array": Case(
@@ -351,6 +384,28 @@ def test_run_names_the_bad_input_before_any_trial(case, files, tmp_path, no_ray)
         sweep.run(spec, storage=str(tmp_path / "runs"))
     _names(str(info.value), case.fragments)
     assert not list((tmp_path / "runs").glob("*/tune-*")) and not list((tmp_path / "runs").glob("*/plan.json"))
+
+
+def test_a_factory_in_the_running_script_trains_in_this_process_only(tmp_path, monkeypatch, no_ray):
+    """Ray's workers have another __main__: refused before Ray starts; trained in this process, with
+    a warning that only this script can load the store."""
+    import sys
+
+    monkeypatch.setattr(sys.modules["__main__"], "net", _one_channel, raising=False)
+    spec = tiny_spec(**_model("__main__:net"), seeds=1)
+    with pytest.raises(SpecError, match=r"`model.name`: '__main__:net' names the script being run, and trials run"):
+        sweep.run(spec, storage=str(tmp_path / "runs"))
+    assert not (tmp_path / "runs").exists()
+    local = sweep.RunOptions(executor="local", progress="off")
+    with pytest.warns(UserWarning, match=r"'__main__:net' names the script being run: .*only this script can load"):
+        path = sweep.run(spec, storage=str(tmp_path / "runs"), options=local)
+    assert len(sweep.load(path, trust_code=True)) == 1
+
+
+def test_a_class_a_helper_makes_once_at_import_trains():
+    """Its qualified name says ``<locals>``, but every call builds the one class: not refused."""
+    model, _ = sweep.train_block(tiny_spec(**_model("test_bad_inputs:made_once"), seeds=2), [0, 1])
+    assert type(model) is _WRAPPED
 
 
 def test_train_block_names_a_model_that_does_not_fit_the_data():

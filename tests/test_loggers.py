@@ -236,3 +236,4 @@ def test_a_tracker_that_fails_is_taken_off_the_run_without_its_hint(tmp_path, ca
     with pytest.warns(RuntimeWarning, match=r"TensorBoardLogger failed \(NotADirectoryError: .*off for the rest"):
         sweep.run(tiny_spec(seeds=1), storage=str(tmp_path / "runs"), options=options)
     assert logger.off and "tensorboard --logdir" not in capsys.readouterr().out
+    assert not logger.bind(tiny_spec(seeds=1), str(tmp_path)).off  # on again for the next run it is given to

@@ -153,6 +153,7 @@ def test_fit_yields_after_every_chunk_and_stops_at_the_planned_epochs(spec, data
     other, _ = training.init_block(spec, [1], data=data)
     with pytest.raises(sweep.SpecError, match=r"`history`: of seeds \[0\] .*, the block's are \[1\]"):
         next(sweep.fit(other, done, history))
+    assert int(sweep.run_chunk(block, state, np.int64(1))[0].epoch[0]) == 1  # a NumPy integer is an integer
     for epochs in (0, 1.5, True):
         with pytest.raises(sweep.SpecError, match=rf"`num_epochs`: got {epochs!r}; give the epochs to train"):
             sweep.run_chunk(block, state, epochs)  # type: ignore[arg-type]

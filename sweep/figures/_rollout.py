@@ -61,11 +61,12 @@ def draw_rollout_error(ax: Axes, table: pa.Table, configs: Configs, which: str, 
     valid-rollout threshold for a score (``correlation``)."""
     ys = table.column(rollout_column(which, metric)).to_pylist()
     score = higher_is_better(metric)
-    positive = any(v is not None and v > 0 for y in ys if y is not None for v in y)  # a log axis has room
+    finite = [v for y in ys if y is not None for v in y if v is not None and np.isfinite(v)]
+    positive = any(v > 0 for v in finite)  # a log axis has room
     draw_bands(
         ax, [None if y is None else np.arange(1, len(y) + 1) for y in ys], ys, configs, log=positive and not score
     )
-    if not score and not positive:
+    if not score and finite and not positive:
         why = ":\nthe grid has no modes in this band" if metric.startswith("spectral_") else ""
         ax.text(0.5, 0.75, f"0 at every step{why}", transform=ax.transAxes, ha="center", va="center", color="0.3")
     if score:

@@ -3,6 +3,7 @@ and user factories by import path."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 import typing
@@ -234,10 +235,11 @@ def model_template(
         _check_factory_options(name, options)
     target_shape = _target(tuple(sample_shape), target_shape)
     what = describe_model(name, options)
+    build = functools.partial(
+        eqx.filter_eval_shape, build_model, name, options, tuple(sample_shape), tuple(target_shape)
+    )
     try:
-        model = eqx.filter_eval_shape(
-            build_model, name, options, tuple(sample_shape), tuple(target_shape), key=jax.random.key(0)
-        )
+        model = build(key=jax.random.key(0))
     except SpecError:
         raise
     except Exception as e:  # a model or factory that cannot be built raises anything
@@ -251,7 +253,7 @@ def model_template(
             f"`model.name`: {name!r} returned {returned}, not an equinox.Module; a model "
             f"factory must return an eqx.Module that maps one sample to one target"
         )
-    _check_trainable(name, model)
+    _check_trainable(name, model, build(key=jax.random.key(1)))
     try:
         eqx.filter_eval_shape(lambda m, x: m(x), model, jax.ShapeDtypeStruct(tuple(sample_shape), jnp.float32))
     except Exception as e:
@@ -267,32 +269,32 @@ def _check_factory_options(name: str, options: Mapping[str, Any]) -> None:
         params = inspect.signature(import_object(name, "model.name")).parameters
     except (TypeError, ValueError):  # a callable without a signature: its call says
         return
-    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
-        return
     allowed = [n for n, p in params.items() if n != "key" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     for key in options:
-        if key not in allowed:
+        if key not in allowed and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
             raise SpecError(
                 f"`model.{key}`: not an argument of {name}{did_you_mean(key, allowed)}; allowed: {', '.join(allowed)}"
             )
 
 
-def _check_trainable(name: str, model: eqx.Module) -> None:
-    """Every class of ``model`` is one a later call builds again (not one made inside a factory:
-    each call would make another, and two members' models would not stack), and every array of it
-    is trained (a real floating one: gradients of integers do not exist)."""
-    for module in _modules(model):
-        if "<locals>" in type(module).__qualname__:
+def _check_trainable(name: str, model: eqx.Module, again: eqx.Module) -> None:
+    """Every class of ``model`` is the one a second build (``again``) makes (not one a factory
+    defines at each call: two members' models would not stack), and every array of it is trained
+    (a real floating one: gradients of integers, or of keys, do not exist)."""
+    for made, remade in zip(_modules(model), _modules(again), strict=False):
+        if type(made) is not type(remade) and type(made).__qualname__ == type(remade).__qualname__:
             raise SpecError(
-                f"`model.name`: {name!r} builds {type(module).__qualname__}, a class defined inside a function: "
-                f"each call makes another class, and members' models must be of one; define it at module level"
+                f"`model.name`: {name!r} builds {type(made).__qualname__}, a class it defines at every call, and "
+                f"members' models must be of one class: define it once, at module level"
             )
     for path, leaf in jax.tree_util.tree_flatten_with_path(model)[0]:
         if isinstance(leaf, jax.ShapeDtypeStruct) and not jnp.issubdtype(leaf.dtype, jnp.inexact):
+            key = jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key)
             raise SpecError(
-                f"`model.name`: {name!r} builds a model whose array model{jax.tree_util.keystr(path)} is {leaf.dtype}; "
-                f"every array of a model is trained, and gradients of integers do not exist: keep such values out "
-                f"of its arrays (a tuple in a field marked eqx.field(static=True)), or make them floating"
+                f"`model.name`: {name!r} builds a model whose array model{jax.tree_util.keystr(path)} is "
+                f"{'a PRNG key' if key else leaf.dtype}; every array of a model is trained, and gradients of "
+                f"{'keys' if key else 'integers'} do not exist: keep such values out of its arrays (a tuple in a field "
+                f"marked eqx.field(static=True){', of jax.random.key_data' if key else ''}), or make them floating"
             )
 
 

@@ -63,6 +63,6 @@ def read_shard(
     try:
         return read_leaves(fs, path, like, record, what)
     except StoreError as e:
-        if changed and "does not match its config" in str(e):
+        if changed and "does not match" in str(e):
             raise StoreError(f"{e}{changed}") from None
         raise

@@ -8,6 +8,7 @@ of the compiled program, shared by the block.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple, TypedDict
 
@@ -279,9 +280,9 @@ def run_chunk(block: Block, state: TrainState, num_epochs: int) -> tuple[TrainSt
         metrics["val"]["loss"]  # one value per member
         ```
     """
-    if isinstance(num_epochs, bool) or not isinstance(num_epochs, int) or num_epochs < 1:
+    if isinstance(num_epochs, (bool, np.bool_)) or not isinstance(num_epochs, numbers.Integral) or num_epochs < 1:
         raise SpecError(f"`num_epochs`: got {num_epochs!r}; give the epochs to train, an integer >= 1")
-    state, evaluation, _ = chunk_until(block, state, num_epochs)
+    state, evaluation, _ = chunk_until(block, state, int(num_epochs))
     assert evaluation is not None  # nothing asked to pause
     return state, evaluation
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from .._errors import SpecError
+from .._errors import SpecError, warn
 from .._fs import exists
 from .._import_path import import_object, is_import_path
 from .._layout import PLAN
@@ -170,6 +170,28 @@ def _import_all(paths: dict[str, str]) -> list[str]:
         except SpecError as e:
             errors.append(str(e))
     return errors
+
+
+def check_main_paths(spec: SweepSpec, in_process: bool) -> None:
+    """Code the spec names in the running script (``"__main__:net"``): refused where trials run
+    in other processes (Ray's workers: their ``__main__`` is not this script); in this process, a
+    warning that only this script can load the store it makes."""
+    found = {field: path for field, path in import_paths(spec).items() if path.partition(":")[0] == "__main__"}
+    if not found:
+        return
+    field, path = next(iter(found.items()))
+    module = f"'my_models:{path.partition(':')[2]}'"
+    if not in_process:
+        raise SpecError(
+            f"`{field}`: {path!r} names the script being run, and trials run in Ray's worker processes, whose "
+            f"__main__ is not this script: put it in a module (e.g. my_models.py beside the script or the spec) and "
+            f"name it {module}, or train in this process (RunOptions(executor='local'), --executor local)"
+        )
+    warn(
+        f"`{field}`: {path!r} names the script being run: the store names it too, and only this script can load "
+        f"it (another process's __main__ is not this script); to share the store, put it in a module and name it "
+        f"{module}"
+    )
 
 
 def check_worker_imports(spec: SweepSpec) -> None:

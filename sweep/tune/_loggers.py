@@ -68,7 +68,7 @@ class MemberLogger:
     def bind(self, spec: SweepSpec, sweep_dir: str) -> MemberLogger:
         """Attach to a sweep (called by ``sweep.run`` before Ray starts); imports the package."""
         _require(self.package, self.extra)
-        self.spec, self.sweep_dir = spec, sweep_dir
+        self.spec, self.sweep_dir, self.off = spec, sweep_dir, False
         self.names = grid_names(spec.varied, reserved=FIXED_COLUMNS)
         return self
 

@@ -34,7 +34,7 @@ from ..ensemble import aggregate
 from ..spec import SweepSpec
 from ..store import MapTasks, Store, SweepDir, aggregated_blocks, made_of
 from . import _race
-from ._checks import check_not_inside_a_sweep, check_same_data, outline_datasets
+from ._checks import check_main_paths, check_not_inside_a_sweep, check_same_data, outline_datasets
 from ._executor import Executor, Outcome, Stopped, planned_rounds
 from ._options import METRIC, RunOptions, fold_options
 from ._plan import check_spec
@@ -181,6 +181,7 @@ def _run(
 
     # check: nothing starts before the spec and every option are known to be good
     check_spec(spec)
+    check_main_paths(spec, in_process=options.executor == "local")
     configure(gpu_preallocate=False)  # the driver's JAX (data generation) must not take the trials' GPU memory
     sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
     check_not_inside_a_sweep(sweep_dir)
