@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -17,10 +17,11 @@ from .._errors import SpecError, warn
 from .._fs import exists
 from .._import_path import import_object, is_import_path
 from .._layout import PLAN
+from ..planning import MemberId
 from ..problems import Outline, Scan, outline_problem
 from ..spec import SweepSpec
 from ..store import SAMPLE_COUNT, TRAJECTORY_COUNT, SweepDir
-from ..training import check_data
+from ..training import BlockRef, check_data
 
 
 def check_resources(resources: Mapping[str, float], nodes: Sequence[Mapping[str, float]]) -> None:
@@ -105,17 +106,20 @@ def _from_the_grid(error: SpecError, spec: SweepSpec, options: Mapping[str, Any]
     return SpecError(f"`grid.{field}` = {json.dumps(options[name])}: {rest}")
 
 
+def trained_configs(done: Iterable[MemberId], blocks: Mapping[str, BlockRef]) -> set[str]:
+    """The configurations a sweep directory has trained members of (``SweepDir.done``'s): a
+    checkpoint, whole or not, or a trial stopped early."""
+    return {m.config_id for m in done} | {ref.config_id for ref in blocks.values()}
+
+
 def check_same_data(
-    spec: SweepSpec, sweep_dir: SweepDir, before: Mapping[str, Scan], outlines: Mapping[str, Outline]
+    spec: SweepSpec, before: Mapping[str, Scan], outlines: Mapping[str, Outline], trained_ids: set[str]
 ) -> None:
     """A problem that reads files (``"hdf5"``, ``"arrays"``) whose files changed (other files,
-    sizes or statistics: :meth:`Scan.change_from`) since members of ``sweep_dir`` were trained on
-    them (a checkpoint of their configuration, whole or not, or a trial stopped early) is
-    refused: a resumed trial would go on, and the members a run adds would be trained, on other
-    data than the old ones, and the store would turn every member's outputs into physical units
-    with the new statistics."""
-    done, blocks = sweep_dir.done(spec)
-    trained_ids = {m.config_id for m in done} | {ref.config_id for ref in blocks.values()}
+    sizes or statistics: :meth:`Scan.change_from`) since members of configurations
+    ``trained_ids`` (:func:`trained_configs`) were trained on them is refused: a resumed trial
+    would go on, and the members a run adds would be trained, on other data than the old ones,
+    and the store would turn every member's outputs into physical units with the new statistics."""
     trained = {c.problem_id: c for c, _ in spec.expand() if c.config_id in trained_ids}  # a problem once
     for key, config in trained.items():
         then, now = before.get(key), outlines[key].scan if key in outlines else None

@@ -98,10 +98,11 @@ def plan_round(spec: SweepSpec, sweep_dir: SweepDir, wanted: Wanted, block_size)
     ``seeds_per_trial="auto"`` sweep only (an earlier run's size is kept)."""
     stored = sweep_dir.plan()
     done, blocks = sweep_dir.done(spec)
+    unfinished = sweep_dir.unfinished(spec)
     seeds_per_trial = stored_block_size(spec, stored)
     if spec.seeds_per_trial == "auto" and seeds_per_trial is None:
         seeds_per_trial = block_size()
-    new = make_plan(spec, seeds_per_trial, done=done, wanted=wanted, unfinished=sweep_dir.unfinished(spec))
+    new = make_plan(spec, seeds_per_trial, done=done, wanted=wanted, unfinished=unfinished)
     resume_from = {t.trial_key: blocks[t.trial_key].path for t in new.trials if t.trial_key in blocks}
     return merge_plans(stored, new), Round(tuple(new.trials), resume_from)
 

@@ -26,7 +26,7 @@ from ..store import SweepDir
 from ..training import data_line
 from . import _env, _race
 from ._auto import Probe, choose_seeds_per_trial, largest_config, measure
-from ._checks import check_same_data, outline_datasets
+from ._checks import check_same_data, outline_datasets, trained_configs
 from ._cluster import trial_slots
 from ._resumed import asked_so_far, check_ranking, check_same_problem
 
@@ -98,8 +98,8 @@ def plan(
     done, stored = set(), None
     if sweep_dir is not None:
         stored = sweep_dir.plan()
-        done, _ = sweep_dir.done(spec)
-        check_same_data(spec, sweep_dir, scans, outlines)  # as run refuses it
+        done, blocks = sweep_dir.done(spec)
+        check_same_data(spec, scans, outlines, trained_configs(done, blocks))  # as run refuses it
     seeds_per_trial = stored_block_size(spec, stored)
     if spec.seeds_per_trial == "auto" and seeds_per_trial is None:  # measured on the shapes: no file is loaded
         seeds_per_trial = block_size_here(spec, datasets, max(1, int(available_cpus() // spec.resources["cpu"])))

@@ -34,7 +34,13 @@ from ..ensemble import aggregate
 from ..spec import SweepSpec
 from ..store import MapTasks, Store, SweepDir, aggregated_blocks, made_of
 from . import _race
-from ._checks import check_main_paths, check_not_inside_a_sweep, check_same_data, outline_datasets
+from ._checks import (
+    check_main_paths,
+    check_not_inside_a_sweep,
+    check_same_data,
+    outline_datasets,
+    trained_configs,
+)
 from ._executor import Executor, Outcome, Stopped, planned_rounds
 from ._options import METRIC, RunOptions, fold_options
 from ._plan import check_spec
@@ -181,7 +187,6 @@ def _run(
 
     # check: nothing starts before the spec and every option are known to be good
     check_spec(spec)
-    check_main_paths(spec, in_process=options.executor == "local")
     configure(gpu_preallocate=False)  # the driver's JAX (data generation) must not take the trials' GPU memory
     sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
     check_not_inside_a_sweep(sweep_dir)
@@ -213,8 +218,9 @@ def _run(
     trained = False  # the rounds ended: anything else (a stop, an error) leaves the trials stopped
     try:
         scans = sweep_dir.data_scans()
+        check_main_paths(spec, in_process=options.executor == "local")  # (before Ray starts)
         outlines = outline_datasets(spec, sweep_dir.filesystem, scans)  # bad data fails here
-        check_same_data(so_far, sweep_dir, scans, outlines)
+        check_same_data(so_far, scans, outlines, trained_configs(done, blocks))
         validated = all(outline.shapes.val.size for outline in outlines.values())
         state.rank_on_validation(validated)
         state.restore(blocks.values(), done)  # the losses of the members trained before, beside this call's
