@@ -310,7 +310,9 @@ def test_2d_fields_are_drawn_as_images_not_as_flattened_lines(tmp_path_factory):
     plan = make_plan(tiny_spec(problem=problem, seeds=2, seeds_per_trial=2, training=training))
     root = aggregated(tmp_path_factory, plan)
     traj = sweep.load(root).trajectories()[0]  # [4, 1, 8, 8]
-    rollout = [ax for ax in sweep.plot(root, "rollout").axes if ax.images]
+    figure = sweep.plot(root, "rollout")
+    assert figure.get_suptitle().startswith("exponax:Diffusion, best")  # which problem's rollout it is
+    rollout = [ax for ax in figure.axes if ax.images]
     rows = ("reference", "ensemble mean", "ensemble std")
     titles = [ax.get_title().removesuffix(" (clipped)") for ax in rollout]
     assert titles == [f"{row}, step {t}" for row in rows for t in (1, 2, 3)]

@@ -69,7 +69,7 @@ def figure(kind: str, d: FigureData) -> Figure:
         assert d.rolled is not None  # plot() drops or refuses the kind without trajectories
         dims = 0 if isinstance(d.rolled, str) else d.rolled[0].ndim - 2  # spatial axes
         fig = Figure(figsize=(16, {0: 4.2, 1: 8.4}.get(dims, 11.0)), layout="constrained")
-        rollout_figure(fig, d.rolled, best, grid, channel=channel_name(d.ens, d.keys[0]))
+        rollout_figure(fig, d.rolled, f"{d.spec.problem.name}, {best}", grid, channel=channel_name(d.ens, d.keys[0]))
         return fig
     if kind in SCORE_FIGURES:
         panels = 1 if kind == "spread_skill" and "rollout" not in d.scores["kind"].to_pylist() else 2
