@@ -8,6 +8,7 @@ A sweep directory (``<storage>/<spec.name>/``)::
     samples.parquet              SAMPLES (and the other SPLIT_FILES): test data for figures
     data_scans.json              DATA_SCANS: the driver's pass over each file-reading problem (hdf5)
     resume.json                  RESUME: how to resume the last `sweep run`, and its folder (`sweep status` says)
+    driver.json                  DRIVER: the run driving it now (its machine and process; removed at its end)
     tune-0001/                   EXPERIMENT_PREFIX: one Ray Tune experiment per run (per wave)
         <trial_key>/checkpoint_000001/{block.json,state.eqx}     CHECKPOINT_PREFIX, BLOCK_META, BLOCK_STATE
         <trial_key>/error.txt, error.pkl                         TUNE_ERROR_FILES (Tune's, of a failed trial)
@@ -43,6 +44,7 @@ PLAN = "plan.json"
 SEARCH = "search.json"  # a search's every ask and tell (sweep.Search)
 DATA_SCANS = "data_scans.json"  # by problem id: its files' stamps and statistics (sweep.problems.Scan)
 RESUME = "resume.json"  # the last CLI run's command with --resume (RunOptions.resume_command) and its folder
+DRIVER = "driver.json"  # the run driving it now: machine, process id, start (sweep.store._driver)
 EXPERIMENT_PREFIX = "tune-"  # tune-0001, tune-0002, ...
 LOCAL_DIR = "local"  # <sweep>/local/<trial_key>/checkpoint_<epoch>/ (the in-process executor)
 CHECKPOINT_PREFIX = "checkpoint_"  # checkpoint_000012: the epoch, six digits (Tune's own naming)

@@ -24,6 +24,7 @@ from ..store import (
     SweepDir,
     aggregated_blocks,
     committed_root,
+    driver_of,
     generations_dir,
     made_of,
     read_manifest,
@@ -163,6 +164,14 @@ def stored_line(
 
 def sweep_status(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> str:
     """The text ``sweep status`` prints."""
+    where = SweepDir.at(sweep_dir, filesystem)
+    driver = driver_of(where)
+    driven = driver.running() if driver is not None else False  # None: on another machine, cannot tell
+    if driver is not None and driven and where.plan() is None:
+        return (
+            f"sweep in {sweep_dir}\nrunning now: {driver.described()}; nothing planned yet (it checks the spec and "
+            f"the data first): `sweep status {shlex.quote(sweep_dir)}` again in a moment"
+        )
     info = trial_states(sweep_dir, filesystem)
     trials = info["trials"]
     counts = Counter(t["state"] for t in trials)
@@ -174,6 +183,10 @@ def sweep_status(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> s
         + ", ".join(f"{counts[s]} {s}" for s in STATES if counts[s] or s in ("done", "pending")),
         f"members: {planned} planned, {trained} trained",
     ]
+    if driver is not None and driven:
+        lines.append(f"running now: {driver.described()}")
+    elif driver is not None and driven is None:
+        lines.append(f"a run ({driver.described()}) has not said it ended: it runs there, or was killed")
     unfinished = [t for t in trials if t["state"] not in ("done",)]
     running = any(t["state"] != "stopped early" for t in unfinished)
     lines.append(stored_line(sweep_dir, filesystem, unfinished=running, factory=info["factory"]))
@@ -194,7 +207,9 @@ def sweep_status(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> s
             )
         if len(unfinished) > 20:
             lines.append(f"... and {len(unfinished) - 20} more")
-    if any(t["state"] != "stopped early" for t in unfinished):
+    if driven:
+        lines.append(f"next: it runs; `sweep status {shlex.quote(sweep_dir)}` again shows how far it is")
+    elif running:
         lines.append(
             f"next: resume it with {_resume(sweep_dir, info)}; finished blocks are kept, the rest continue from their checkpoints"
         )

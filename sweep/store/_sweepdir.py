@@ -6,6 +6,7 @@ Layout (``<storage>/<spec.name>/``)::
     samples.parquet              the first test samples of each problem (what figures draw from)
     data_scans.json              the driver's pass over each hdf5 problem's files (statistics, checks)
     resume.json                  how to resume the last ``sweep run``, and its folder (a Python call removes it)
+    driver.json                  the run training it now (:mod:`._driver`; removed when that run ends)
     tune-0001/                   one Ray Tune experiment per ``sweep.run`` call (per wave of a large plan)
         <trial_key>/checkpoint_000001/{block.json,state.eqx}
         experiment_state-*.json, tuner.pkl, ...   (Tune's own files)

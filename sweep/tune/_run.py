@@ -32,7 +32,7 @@ from .._import_path import is_import_path
 from .._interrupt import SigtermAsCtrlC
 from ..ensemble import aggregate
 from ..spec import SweepSpec
-from ..store import MapTasks, Store, SweepDir, aggregated_blocks, made_of
+from ..store import Driving, MapTasks, Store, SweepDir, aggregated_blocks, made_of
 from . import _race
 from ._checks import (
     check_main_paths,
@@ -181,15 +181,23 @@ def _run(
     sigterm: SigtermAsCtrlC,
 ) -> str:
     """:func:`run`, a SIGTERM taken as a Ctrl-C."""
-    from ._loggers import make_loggers
-    from ._progress import ProgressState
-    from ._sweep_progress import SweepProgress
-
     # check: nothing starts before the spec and every option are known to be good
     check_spec(spec)
     configure(gpu_preallocate=False)  # the driver's JAX (data generation) must not take the trials' GPU memory
     sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
     check_not_inside_a_sweep(sweep_dir)
+    with Driving(sweep_dir) as driving:  # (refused while another run on this machine drives it)
+        return _drive(spec, storage, sweep_dir, options, sigterm, driving)
+
+
+def _drive(
+    spec: SweepSpec, storage: str, sweep_dir: SweepDir, options: RunOptions, sigterm: SigtermAsCtrlC, driving: Driving
+) -> str:
+    """:func:`run` in its sweep directory; ``driving`` marks it as driven once it writes there."""
+    from ._loggers import make_loggers
+    from ._progress import ProgressState
+    from ._sweep_progress import SweepProgress
+
     so_far = spec if spec.search is None else asked_so_far(spec, sweep_dir)  # a search's asked by earlier calls
     done, blocks = sweep_dir.done(so_far)
     if options.resume:  # first: its message names the --set that resumes as it ran
@@ -227,6 +235,7 @@ def _run(
         options.check_scheduler_metric(validated)
         executor = _executor(spec, sweep_dir, options, display, trackers, validated)
         executor.start(outlines)  # (the storage probed for writing)
+        driving.mark()  # (`sweep status` says it runs; a second run here is refused)
         sweep_dir.write_data_scans({key: o.scan for key, o in outlines.items() if o.scan is not None})
         sweep_dir.write_resume_command(options.resume_command)  # what `sweep status` says to run
         restored = executor.restore() if options.resume else Outcome()

@@ -1,0 +1,111 @@
+"""A run marks the sweep directory it drives (``driver.json``): ``sweep status`` says it runs (not
+how to resume it), a second run on this machine is refused before it writes anything, and the
+mark goes when the run ends, however it ends."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from _faults import CtrlCAtStart
+from helpers import invoke, tiny_spec
+
+import sweep
+from sweep.tune import TrialHooks
+
+LOCAL = sweep.RunOptions(executor="local", progress="off")
+
+
+class StatusAtStart:
+    """``on_start`` (in-process): keep what ``sweep status`` prints as the first trial starts."""
+
+    def __init__(self, sweep_dir: Path):
+        self.sweep_dir = sweep_dir
+        self.said: list[str] = []
+
+    def __call__(self, trial_key: str) -> None:
+        if not self.said:
+            self.said.append(invoke("status", self.sweep_dir).stdout)
+
+
+def _mark(sweep_dir: Path, pid: int, host: str | None = None, ticks: int | None = None) -> None:
+    """A ``driver.json`` as a run of process ``pid`` on ``host`` (this machine) leaves it."""
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    mark = {"host": host or socket.gethostname(), "pid": pid, "started": time.time(), "ticks": ticks}
+    (sweep_dir / "driver.json").write_text(json.dumps(mark))
+
+
+def _start_ticks(pid: int) -> int:
+    """Linux's start time of ``pid`` (``/proc/<pid>/stat``, field 22), as ``ps -o lstart`` tells it."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[19])
+
+
+def test_status_says_the_run_runs_while_it_does_and_the_mark_goes_at_its_end(tmp_path):
+    where = tmp_path / "tiny"
+    status = StatusAtStart(where)
+    sweep.run(
+        tiny_spec(), storage=str(tmp_path), options=dataclasses.replace(LOCAL, trial_hooks=TrialHooks(on_start=status))
+    )
+    said = status.said[0]
+    assert f"running now: pid {os.getpid()} on this machine, since " in said, said
+    assert "next: it runs; `sweep status" in said and "resume" not in said, said
+    assert not (where / "driver.json").exists()
+    after = invoke("status", where).stdout
+    assert "running now" not in after and "has not said it ended" not in after, after
+
+
+def test_a_second_run_on_this_machine_is_refused_while_the_first_runs_then_goes_on(tmp_path):
+    where = tmp_path / "tiny"
+    other = subprocess.Popen(["sleep", "60"])  # the first run's driver, as far as the mark tells
+    try:
+        _mark(where, other.pid)
+        with pytest.raises(sweep.SpecError, match=rf"being trained now by another run \(pid {other.pid} on this "):
+            sweep.run(tiny_spec(), storage=str(tmp_path), options=LOCAL)
+        assert sorted(p.name for p in where.iterdir()) == ["driver.json"]  # nothing else written
+        assert f"running now: pid {other.pid} on this machine" in invoke("status", where).stdout
+    finally:
+        other.kill()
+        other.wait()
+    sweep.run(tiny_spec(), storage=str(tmp_path), options=LOCAL)  # its process is gone: a mark left by a kill
+    assert not (where / "driver.json").exists() and (where / "ensembles" / "manifest.json").exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="process start times are read from Linux's /proc")
+def test_a_mark_whose_process_id_now_names_another_process_is_taken_as_gone(tmp_path):
+    where = tmp_path / "tiny"
+    other = subprocess.Popen(["sleep", "60"])  # the id reused by a process that started after the mark
+    try:
+        _mark(where, other.pid, ticks=_start_ticks(other.pid) - 1)
+        assert "running now" not in invoke("status", where).stdout
+        sweep.run(tiny_spec(), storage=str(tmp_path), options=LOCAL)
+    finally:
+        other.kill()
+        other.wait()
+    assert not (where / "driver.json").exists()
+
+
+def test_a_mark_of_another_machine_is_named_and_the_run_goes_on(tmp_path, caplog):
+    where = tmp_path / "tiny"
+    _mark(where, 4242, host="node-7")
+    with caplog.at_level(logging.WARNING, logger="sweep.store"):
+        sweep.run(tiny_spec(), storage=str(tmp_path), options=LOCAL)
+    assert "a run (pid 4242 on host node-7, since " in caplog.text and "has not said it ended" in caplog.text
+    assert not (where / "driver.json").exists()
+    _mark(where, 4242, host="node-7")
+    said = invoke("status", where).stdout
+    assert "a run (pid 4242 on host node-7, since " in said and "it runs there, or was killed" in said, said
+
+
+def test_an_interrupted_run_removes_its_mark(tmp_path):
+    stop = dataclasses.replace(LOCAL, trial_hooks=TrialHooks(on_start=CtrlCAtStart(1)))
+    with pytest.raises(sweep.tune.Interrupted):
+        sweep.run(tiny_spec(), storage=str(tmp_path), options=stop)
+    assert (tmp_path / "tiny" / "plan.json").exists() and not (tmp_path / "tiny" / "driver.json").exists()
+    assert "next: resume it with" in invoke("status", tmp_path / "tiny").stdout
