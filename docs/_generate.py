@@ -541,9 +541,10 @@ changed for `ttl_s` seconds.
   resume.json                    the last `sweep run`'s command with --resume and the folder it ran
                                  in (JSON: `command`, `folder`), what `sweep status` prints (removed
                                  by a Python call that trains: `sweep.run`)
-  driver.json                    the run training it now (JSON: `host`, `pid`, `started`, `ticks`:
-                                 the process's start on Linux), removed when that run ends;
-                                 `sweep status` says it runs, a second run on that machine is refused
+  driver.json                    the run driving it now (JSON: `host`, `pid`, `started`, and on Linux
+                                 `ticks`, the process's start, and `namespace`, its pid namespace),
+                                 removed when that run ends; `sweep status` says it runs, and a
+                                 second run on that machine is refused
   tune-0001/<trial_key>/checkpoint_00000N/{{block.json,state.eqx}}   + Ray Tune's own files
   tune-0002/...                  a later run (e.g. more seeds), or the next wave of a large plan
   .ensembles/NNNNNN/             generations of the store

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -18,6 +19,7 @@ from _faults import CtrlCAtStart
 from helpers import invoke, tiny_spec
 
 import sweep
+from sweep.store import Driving, SweepDir
 from sweep.tune import TrialHooks
 
 LOCAL = sweep.RunOptions(executor="local", progress="off")
@@ -35,11 +37,18 @@ class StatusAtStart:
             self.said.append(invoke("status", self.sweep_dir).stdout)
 
 
-def _mark(sweep_dir: Path, pid: int, host: str | None = None, ticks: int | None = None) -> None:
-    """A ``driver.json`` as a run of process ``pid`` on ``host`` (this machine) leaves it."""
+def _namespace() -> str | None:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
+def _mark(sweep_dir: Path, process: int, host: str | None = None, ticks: int | None = None, **changes) -> None:
+    """A ``driver.json`` as a run of process ``process`` on ``host`` (this machine) leaves it."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    mark = {"host": host or socket.gethostname(), "pid": pid, "started": time.time(), "ticks": ticks}
-    (sweep_dir / "driver.json").write_text(json.dumps(mark))
+    mark = {"host": host or socket.gethostname(), "pid": process, "started": time.time(), "ticks": ticks}
+    (sweep_dir / "driver.json").write_text(json.dumps({**mark, "namespace": _namespace(), **changes}))
 
 
 def _start_ticks(pid: int) -> int:
@@ -109,3 +118,76 @@ def test_an_interrupted_run_removes_its_mark(tmp_path):
         sweep.run(tiny_spec(), storage=str(tmp_path), options=stop)
     assert (tmp_path / "tiny" / "plan.json").exists() and not (tmp_path / "tiny" / "driver.json").exists()
     assert "next: resume it with" in invoke("status", tmp_path / "tiny").stdout
+
+
+def test_of_two_runs_starting_at_once_the_one_that_marks_second_is_refused(tmp_path, monkeypatch):
+    """The other run marks the directory between this run's look at it and its own mark: the
+    mark is created exclusively, so this run looks again and is refused."""
+    where = tmp_path / "tiny"
+    other = subprocess.Popen(["sleep", "60"])
+    look = Driving._check
+
+    def other_marks_after_the_first_look(self, driver):
+        look(self, driver)
+        if not (where / "driver.json").exists():
+            _mark(where, other.pid)
+
+    monkeypatch.setattr(Driving, "_check", other_marks_after_the_first_look)
+    try:
+        with pytest.raises(sweep.SpecError, match=rf"being trained now by another run \(pid {other.pid} "):
+            with Driving(SweepDir.at(where)):
+                pass
+        assert json.loads((where / "driver.json").read_text())["pid"] == other.pid  # the other run's, kept
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_refused_first_run_leaves_no_directory(tmp_path):
+    bad = tiny_spec(training=sweep.Training(epochs=4, batch_size=1000))  # more than the training samples
+    with pytest.raises(sweep.SpecError):
+        sweep.run(bad, storage=str(tmp_path), options=LOCAL)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_while_the_run_aggregates_status_does_not_say_to_aggregate(tmp_path):
+    where = Path(sweep.run(tiny_spec(), storage=str(tmp_path), options=LOCAL))
+    for store in (where / "ensembles", where / ".ensembles"):  # as before the run's aggregation committed
+        store.unlink() if store.is_symlink() else shutil.rmtree(store)
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        _mark(where, other.pid)
+        said = invoke("status", where).stdout
+    finally:
+        other.kill()
+        other.wait()
+    assert "running now" in said and "ensembles: not aggregated yet" in said, said
+    assert "sweep aggregate" not in said and "resume" not in said, said
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [{"pid": 0}, {"pid": -1}, {"pid": 2**40}, {"pid": True}, {"started": 1e20}, {"started": "today"}, {"host": 7}],
+)
+def test_a_mark_with_values_out_of_range_is_no_mark(tmp_path, odd):
+    where = tmp_path / "tiny"
+    _mark(where, os.getppid(), **odd)
+    said = invoke("status", where)
+    assert "running now" not in said.stdout and "not said it ended" not in said.stdout, said.stdout
+    assert "its run stopped before it planned any trial" in said.stderr, said.stderr
+    with Driving(SweepDir.at(where)):  # not refused
+        assert json.loads((where / "driver.json").read_text())["pid"] == os.getpid()
+
+
+@pytest.mark.skipif(_namespace() is None, reason="process namespaces are read from Linux's /proc")
+def test_a_mark_of_another_process_namespace_on_this_machine_is_named_not_taken_for_gone(tmp_path, caplog):
+    """A container with the host's name (host networking) sees other process ids: its mark may
+    name a live run whose id is free here."""
+    where = tmp_path / "tiny"
+    _mark(where, 4242, namespace="pid:[1]")
+    said = invoke("status", where).stdout
+    assert "a run (pid 4242 on this machine (in another container or process namespace), since " in said, said
+    assert "nothing planned yet" in said and "or was killed before it planned any trial" in said, said
+    with caplog.at_level(logging.WARNING, logger="sweep.store"), Driving(SweepDir.at(where)):
+        pass
+    assert "has not said it ended" in caplog.text

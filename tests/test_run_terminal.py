@@ -152,6 +152,7 @@ def test_live_display_ctrl_c_resume_and_nothing_left(tmp_path, executor, stop):
     ):
         assert noise not in screen, noise
     assert len(sweep.load(sweep_dir)) == done  # the complete blocks were aggregated
+    assert not (sweep_dir / "driver.json").exists()  # `sweep status` says how to resume, not that it runs
 
     # --resume without a terminal: plain progress lines, then every member, as if never interrupted
     out = subprocess.run(
@@ -224,6 +225,7 @@ def test_a_sigterm_to_the_driver_and_its_ray_ends_at_once_and_resumes(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 143, err[-3000:]
+    assert not (sweep_dir / "driver.json").exists()  # (removed before the exit at once, as at every end)
     resume = f"sweep run {toml} --storage {storage} --resume"
     assert err.strip().splitlines()[-1] == (
         "stopped: the Ray this run started lost its raylet or GCS (a SIGTERM to every process reached them too, or "

@@ -17,7 +17,17 @@ import pyarrow.fs as pafs
 from .._errors import StoreError, SweepError
 from .._fs import files_under, filesystem_path, local_path, read_text
 from .._import_path import is_import_path
-from .._layout import DATA_SCANS, EXPERIMENT_PREFIX, LOCAL_DIR, MANIFEST, PLAN, POINTER, STORE_NAME, TUNE_ERROR_FILES
+from .._layout import (
+    DATA_SCANS,
+    DRIVER,
+    EXPERIMENT_PREFIX,
+    LOCAL_DIR,
+    MANIFEST,
+    PLAN,
+    POINTER,
+    STORE_NAME,
+    TUNE_ERROR_FILES,
+)
 from .._words import counted
 from ..store import (
     Store,
@@ -70,7 +80,7 @@ def trial_states(sweep_dir: str | SweepDir, filesystem: pafs.FileSystem | None =
                 f"{sweep_dir!r} is empty (no {PLAN}): not a sweep directory, or one whose run stopped before it "
                 f"planned any trial (nothing is trained: run the spec again)"
             )
-        if names & {DATA_SCANS, LOCAL_DIR} or any(n.startswith(EXPERIMENT_PREFIX) for n in names):
+        if names & {DATA_SCANS, LOCAL_DIR, DRIVER} or any(n.startswith(EXPERIMENT_PREFIX) for n in names):
             raise StoreError(
                 f"{sweep_dir!r}: its run stopped before it planned any trial (no {PLAN}); nothing is trained: run "
                 f"the spec again"
@@ -167,10 +177,16 @@ def sweep_status(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> s
     where = SweepDir.at(sweep_dir, filesystem)
     driver = driver_of(where)
     driven = driver.running() if driver is not None else False  # None: on another machine, cannot tell
-    if driver is not None and driven and where.plan() is None:
+    if driver is not None and driven is not False and where.plan() is None:
+        if driven:
+            return (
+                f"sweep in {sweep_dir}\nrunning now: {driver.described()}; nothing planned yet (it checks the spec "
+                f"and the data first): `sweep status {shlex.quote(sweep_dir)}` again in a moment"
+            )
         return (
-            f"sweep in {sweep_dir}\nrunning now: {driver.described()}; nothing planned yet (it checks the spec and "
-            f"the data first): `sweep status {shlex.quote(sweep_dir)}` again in a moment"
+            f"sweep in {sweep_dir}\na run ({driver.described()}) has not said it ended: it runs there (nothing "
+            f"planned yet: it checks the spec and the data first), or was killed before it planned any trial (then "
+            f"run the spec again)"
         )
     info = trial_states(sweep_dir, filesystem)
     trials = info["trials"]
@@ -189,8 +205,8 @@ def sweep_status(sweep_dir: str, filesystem: pafs.FileSystem | None = None) -> s
         lines.append(f"a run ({driver.described()}) has not said it ended: it runs there, or was killed")
     unfinished = [t for t in trials if t["state"] not in ("done",)]
     running = any(t["state"] != "stopped early" for t in unfinished)
-    lines.append(stored_line(sweep_dir, filesystem, unfinished=running, factory=info["factory"]))
-    if not running and _behind(info["where"]):
+    lines.append(stored_line(sweep_dir, filesystem, unfinished=running or bool(driven), factory=info["factory"]))
+    if not running and not driven and _behind(info["where"]):
         trust = " --trust-code" if info["factory"] else ""
         lines.append(
             f"  older than the trials' checkpoints (members stored part way, trained on since): aggregate it "

@@ -3,52 +3,63 @@ it ends (a finished run, an error, a Ctrl-C or a SIGTERM alike).
 
 A run killed without a chance to remove it (SIGKILL, a lost machine) leaves the file: on the
 machine that wrote it, a process id that no longer runs (or now runs another process: Linux's
-start time of the process tells) says the run is gone; on another machine nothing can tell,
-so a run there is named as one that may still run.
+start time of the process tells) says the run is gone; on another machine, or in another
+process namespace of one (a container), nothing can tell, so a run there is named as one that
+may still run.
 
 ```python
 with Driving(sweep_dir) as driving:   # refused while another run on this machine drives it
-    driving.mark()                    # driver.json: this process
-    ...                               # train and aggregate
+    ...                               # check, train and aggregate
 driver_of(sweep_dir)                  # Driver(host=..., pid=..., started=...) or None
 ```
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import math
 import os
+import shlex
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+
+import pyarrow.fs as pafs
 
 from .._errors import SpecError, StoreError
-from .._fs import read_text, write_text_atomic
+from .._fs import local_path, read_text, write_flushed, write_text_atomic
 from .._layout import DRIVER
 from ._sweepdir import SweepDir
 
 _log = logging.getLogger("sweep.store")
+LATEST_START = 2**33  # seconds since the epoch (the year 2242): a later `started` is not a time
+MAX_PID = 2**31 - 1
 
 
 @dataclass(frozen=True)
 class Driver:
     """The run a ``driver.json`` names: its machine, process id, the process's start time on
-    Linux (``ticks``: tells a reused process id apart) and when it started (seconds since the
+    Linux (``ticks``: tells a reused process id apart), its process namespace (``namespace``:
+    a container's processes are not seen from another) and when it started (seconds since the
     epoch)."""
 
     host: str
     pid: int
     started: float
     ticks: int | None = None
+    namespace: str | None = None
 
     @classmethod
     def this_process(cls) -> Driver:
-        return cls(socket.gethostname(), os.getpid(), time.time(), _start_ticks(os.getpid()))
+        pid = os.getpid()
+        return cls(socket.gethostname(), pid, time.time(), _start_ticks(pid), _namespace())
 
     def running(self) -> bool | None:
-        """Whether it still runs: True or False on the machine that wrote it, None elsewhere."""
-        if self.host != socket.gethostname():
+        """Whether it still runs: True or False where this process sees it (the machine and
+        process namespace that wrote it), None elsewhere."""
+        if self.host != socket.gethostname() or self.namespace != _namespace():
             return None
         try:
             os.kill(self.pid, 0)
@@ -59,11 +70,13 @@ class Driver:
         return self.ticks is None or _start_ticks(self.pid) == self.ticks
 
     def is_this_process(self) -> bool:
-        return self.host == socket.gethostname() and self.pid == os.getpid()
+        return self.host == socket.gethostname() and self.namespace == _namespace() and self.pid == os.getpid()
 
     def described(self) -> str:
         """``pid 1234 on this machine, since 2026-12-07 14:02:31`` (``on host h`` elsewhere)."""
         where = "this machine" if self.host == socket.gethostname() else f"host {self.host}"
+        if self.host == socket.gethostname() and self.namespace != _namespace():
+            where += " (in another container or process namespace)"
         return f"pid {self.pid} on {where}, since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(self.started))}"
 
 
@@ -76,63 +89,109 @@ def _start_ticks(pid: int) -> int | None:
         return None
 
 
+def _namespace() -> str | None:
+    """This process's pid namespace (Linux: ``pid:[4026531836]``), or None."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
 def driver_of(sweep_dir: SweepDir) -> Driver | None:
-    """The run ``driver.json`` names, or None (no file, or not one of these fields)."""
+    """The run ``driver.json`` names, or None (no file, or not one of these fields in range)."""
     try:
         kept = json.loads(read_text(sweep_dir.filesystem, f"{sweep_dir.path}/{DRIVER}"))
-        driver = Driver(kept["host"], kept["pid"], kept["started"], kept.get("ticks"))
+        driver = Driver(kept["host"], kept["pid"], kept["started"], kept.get("ticks"), kept.get("namespace"))
     except (OSError, StoreError, ValueError, KeyError, TypeError, RecursionError):
         return None
-    fields = (driver.host, driver.pid, driver.started, driver.ticks)
-    kinds = (str, int, (int, float), (int, type(None)))
-    return driver if all(isinstance(v, k) and not isinstance(v, bool) for v, k in zip(fields, kinds)) else None
+    fields = (driver.host, driver.pid, driver.started, driver.ticks, driver.namespace)
+    kinds = (str, int, (int, float), (int, type(None)), (str, type(None)))
+    if not all(isinstance(v, k) and not isinstance(v, bool) for v, k in zip(fields, kinds)):
+        return None
+    in_range = 0 < driver.pid <= MAX_PID and math.isfinite(driver.started) and 0 <= driver.started < LATEST_START
+    return driver if in_range else None
 
 
 class Driving:
-    """``with Driving(sweep_dir) as driving: ... driving.mark() ...``: refuse (on entering) while
-    another run on this machine drives ``sweep_dir``, and warn where a run on another machine has
-    not said it ended; :meth:`mark` writes ``driver.json`` (once the run is about to write to the
-    directory: a run refused before leaves no file), and leaving the block removes it. A storage
-    that refuses the file is logged, not raised: the file only tells ``sweep status`` and later
-    runs."""
+    """``with Driving(sweep_dir): ...``: refuse while another run on this machine drives
+    ``sweep_dir`` (warn where a run elsewhere has not said it ended), then mark it as driven by
+    this process (``driver.json``, created exclusively on a local disk: of two runs starting
+    at once one is refused) until the block ends, or :meth:`release` (a SIGTERM's exit). A
+    directory the mark created is removed with it where nothing else was written there (a run
+    refused by its checks leaves nothing). A storage that refuses the file is logged, not
+    raised: the file only tells ``sweep status`` and later runs."""
 
     def __init__(self, sweep_dir: SweepDir):
         self._sweep_dir, self._path = sweep_dir, f"{sweep_dir.path}/{DRIVER}"
         self._me: Driver | None = None
+        self._created = False
 
     def __enter__(self) -> Driving:
-        other, shown = driver_of(self._sweep_dir), self._sweep_dir.shown
-        if other is None or other.is_this_process():
+        fs = self._sweep_dir.filesystem
+        self._created = fs.get_file_info(self._sweep_dir.path).type == pafs.FileType.NotFound
+        self._check(driver_of(self._sweep_dir))
+        me = Driver.this_process()
+        try:
+            if not self._created_alone(me):  # another run marked it since: asked again
+                self._check(driver_of(self._sweep_dir))
+                write_text_atomic(fs, self._path, json.dumps(asdict(me)))
+        except OSError as e:
+            _log.warning("%s/%s: not written (%s)", self._sweep_dir.shown, DRIVER, e)
             return self
+        self._me = me
+        return self
+
+    def _check(self, other: Driver | None) -> None:
+        if other is None or other.is_this_process():
+            return
+        shown = self._sweep_dir.shown
         running = other.running()
         if running:
             raise SpecError(
                 f"{shown} is being trained now by another run ({other.described()}): a second run would train "
-                f"the same trials beside it. Wait for it to end (`sweep status {shown}` shows how far it is), or "
-                f"stop it (Ctrl-C where it runs) and resume"
+                f"the same trials beside it. Wait for it to end (`sweep status {shlex.quote(shown)}` shows how far "
+                f"it is), or stop it (Ctrl-C where it runs) and resume"
             )
         if running is None:
             _log.warning(
-                "%s: a run (%s) has not said it ended: if it still runs there, this run trains the same trials "
-                "beside it; if it was killed, nothing is wrong",
+                "%s: a run (%s) has not said it ended: if it still runs there, two runs drive this sweep; if it "
+                "was killed, nothing is wrong",
                 shown,
                 other.described(),
             )
-        return self
 
-    def mark(self) -> None:
-        """Write ``driver.json`` naming this process."""
-        me = Driver.this_process()
+    def _created_alone(self, me: Driver) -> bool:
+        """Create the mark where no file is (True); False where one is now, or on object storage
+        (no exclusive creation there: then the mark is written over, as :meth:`_check` allowed)."""
+        local = local_path(self._sweep_dir.filesystem, self._path)
+        if local is None:
+            return False
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        aside = f"{os.path.dirname(local)}/.{DRIVER}.tmp-{os.getpid()}"
+        write_flushed(aside, json.dumps(asdict(me)).encode())
         try:
-            write_text_atomic(self._sweep_dir.filesystem, self._path, json.dumps(me.__dict__))
-        except OSError as e:
-            _log.warning("%s/%s: not written (%s)", self._sweep_dir.shown, DRIVER, e)
+            os.link(aside, local)  # (fails where the name exists: atomic and exclusive)
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(aside)
+        return True
+
+    def release(self) -> None:
+        """Remove the mark (if it is still this run's), and a directory it created that holds
+        nothing else."""
+        me, self._me = self._me, None
+        if me is None:
             return
-        self._me = me
-
-    def __exit__(self, *exc: object) -> None:
+        fs, path = self._sweep_dir.filesystem, self._sweep_dir.path
         try:
-            if self._me is not None and driver_of(self._sweep_dir) == self._me:  # (not a later run's)
-                self._sweep_dir.filesystem.delete_file(self._path)
+            if driver_of(self._sweep_dir) == me:  # (not a later run's, written after this one was taken for gone)
+                fs.delete_file(self._path)
+            if self._created and not fs.get_file_info(pafs.FileSelector(path, allow_not_found=True)):
+                with contextlib.suppress(OSError):
+                    fs.delete_dir(path)
         except OSError as e:
             _log.warning("%s/%s: not removed (%s)", self._sweep_dir.shown, DRIVER, e)
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

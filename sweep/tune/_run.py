@@ -187,13 +187,12 @@ def _run(
     sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
     check_not_inside_a_sweep(sweep_dir)
     with Driving(sweep_dir) as driving:  # (refused while another run on this machine drives it)
-        return _drive(spec, storage, sweep_dir, options, sigterm, driving)
+        sigterm.closes(driving.release)  # (a SIGTERM's exit skips the block's end)
+        return _drive(spec, storage, sweep_dir, options, sigterm)
 
 
-def _drive(
-    spec: SweepSpec, storage: str, sweep_dir: SweepDir, options: RunOptions, sigterm: SigtermAsCtrlC, driving: Driving
-) -> str:
-    """:func:`run` in its sweep directory; ``driving`` marks it as driven once it writes there."""
+def _drive(spec: SweepSpec, storage: str, sweep_dir: SweepDir, options: RunOptions, sigterm: SigtermAsCtrlC) -> str:
+    """:func:`run` in its sweep directory, which it drives (``driver.json``)."""
     from ._loggers import make_loggers
     from ._progress import ProgressState
     from ._sweep_progress import SweepProgress
@@ -235,7 +234,6 @@ def _drive(
         options.check_scheduler_metric(validated)
         executor = _executor(spec, sweep_dir, options, display, trackers, validated)
         executor.start(outlines)  # (the storage probed for writing)
-        driving.mark()  # (`sweep status` says it runs; a second run here is refused)
         sweep_dir.write_data_scans({key: o.scan for key, o in outlines.items() if o.scan is not None})
         sweep_dir.write_resume_command(options.resume_command)  # what `sweep status` says to run
         restored = executor.restore() if options.resume else Outcome()
