@@ -191,3 +191,17 @@ def test_a_mark_of_another_process_namespace_on_this_machine_is_named_not_taken_
     with caplog.at_level(logging.WARNING, logger="sweep.store"), Driving(SweepDir.at(where)):
         pass
     assert "has not said it ended" in caplog.text
+
+
+def test_a_storage_folder_listing_names_the_sweep_a_run_drives(tmp_path):
+    where = Path(sweep.run(tiny_spec(), storage=str(tmp_path), options=LOCAL))
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        _mark(where, other.pid)
+        said = invoke("status", tmp_path).stdout
+    finally:
+        other.kill()
+        other.wait()
+    line = next(x for x in said.splitlines() if x.startswith(f"  {where}"))
+    assert "(4 members stored" in line and f"; running now (pid {other.pid} on this machine, since " in line, line
+    assert "running now" not in invoke("status", tmp_path).stdout  # (its process gone)

@@ -257,12 +257,17 @@ def _resume(sweep_dir: str, info: dict[str, Any]) -> str:
 
 def sweeps_in(storage: str, filesystem: pafs.FileSystem | None = None) -> list[tuple[str, str]]:
     """The sweep directories directly inside ``storage`` (those holding ``plan.json``), each as
-    ``(path, what its store holds)``, by name; empty if there are none."""
+    ``(path, what its store holds, and whether a run drives it now)``, by name; empty if there
+    are none."""
     fs, path = filesystem_path(storage, filesystem)
     found = []
     for name in sweeps_inside(fs, path):
         shown = f"{storage.rstrip('/')}/{name}"
-        found.append((shown, stored_line(shown, filesystem).removeprefix("ensembles: ")))
+        driver = driver_of(SweepDir.at(shown, filesystem))
+        running = f"; running now ({driver.described()})" if driver is not None and driver.running() else ""
+        found.append(
+            (shown, stored_line(shown, filesystem, unfinished=bool(running)).removeprefix("ensembles: ") + running)
+        )
     return found
 
 
