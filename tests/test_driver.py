@@ -75,8 +75,9 @@ def test_a_second_run_on_this_machine_is_refused_while_the_first_runs_then_goes_
     other = subprocess.Popen(["sleep", "60"])  # the first run's driver, as far as the mark tells
     try:
         _mark(where, other.pid)
-        with pytest.raises(sweep.SpecError, match=rf"being trained now by another run \(pid {other.pid} on this "):
+        with pytest.raises(sweep.SpecError, match=rf"being trained now by another run \(pid {other.pid} on this ") as e:
             sweep.run(tiny_spec(), storage=str(tmp_path), options=LOCAL)
+        assert str(e.value).endswith(f"(if that process is no run of this sweep, remove {where}/driver.json)")
         assert sorted(p.name for p in where.iterdir()) == ["driver.json"]  # nothing else written
         assert f"running now: pid {other.pid} on this machine" in invoke("status", where).stdout
     finally:

@@ -150,7 +150,8 @@ class Driving:
             raise SpecError(
                 f"{shown} is being trained now by another run ({other.described()}): a second run would train "
                 f"the same trials beside it. Wait for it to end (`sweep status {shlex.quote(shown)}` shows how far "
-                f"it is), or stop it (Ctrl-C where it runs) and resume"
+                f"it is), or stop it (Ctrl-C where it runs) and resume (if that process is no run of this sweep, "
+                f"remove {shlex.quote(f'{shown}/{DRIVER}')})"
             )
         if running is None:
             _log.warning(
