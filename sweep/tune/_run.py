@@ -17,6 +17,7 @@ evaluations it records there). Ray is started by the Tune executor only.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import shlex
@@ -169,8 +170,8 @@ def run(
         "or they were killed), so the trials ended where they were (their checkpoints are kept); resume with: "
         f"{_resume_command(options, str(storage))}"
     )
-    with SigtermAsCtrlC(lost) as sigterm:
-        return _run(spec, storage, storage_filesystem, options, sigterm)
+    with SigtermAsCtrlC(lost) as sigterm, contextlib.ExitStack() as ends:
+        return _run(spec, storage, storage_filesystem, options, sigterm, ends)
 
 
 def _run(
@@ -179,24 +180,21 @@ def _run(
     storage_filesystem: pafs.FileSystem | None,
     options: RunOptions,
     sigterm: SigtermAsCtrlC,
+    ends: contextlib.ExitStack,
 ) -> str:
-    """:func:`run`, a SIGTERM taken as a Ctrl-C."""
+    """:func:`run`, a SIGTERM taken as a Ctrl-C; ``ends`` closes what the run holds when it
+    ends (``driver.json``)."""
+    from ._loggers import make_loggers
+    from ._progress import ProgressState
+    from ._sweep_progress import SweepProgress
+
     # check: nothing starts before the spec and every option are known to be good
     check_spec(spec)
     configure(gpu_preallocate=False)  # the driver's JAX (data generation) must not take the trials' GPU memory
     sweep_dir = SweepDir.of(spec, storage, storage_filesystem)
     check_not_inside_a_sweep(sweep_dir)
-    with Driving(sweep_dir) as driving:  # (refused while another run on this machine drives it)
-        sigterm.closes(driving.release)  # (a SIGTERM's exit skips the block's end)
-        return _drive(spec, storage, sweep_dir, options, sigterm)
-
-
-def _drive(spec: SweepSpec, storage: str, sweep_dir: SweepDir, options: RunOptions, sigterm: SigtermAsCtrlC) -> str:
-    """:func:`run` in its sweep directory, which it drives (``driver.json``)."""
-    from ._loggers import make_loggers
-    from ._progress import ProgressState
-    from ._sweep_progress import SweepProgress
-
+    driving = ends.enter_context(Driving(sweep_dir))  # (refused while another run on this machine drives it)
+    sigterm.closes(driving.release)  # (a SIGTERM's exit at once skips the ends)
     so_far = spec if spec.search is None else asked_so_far(spec, sweep_dir)  # a search's asked by earlier calls
     done, blocks = sweep_dir.done(so_far)
     if options.resume:  # first: its message names the --set that resumes as it ran
