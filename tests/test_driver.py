@@ -206,3 +206,16 @@ def test_a_storage_folder_listing_names_the_sweep_a_run_drives(tmp_path):
     line = next(x for x in said.splitlines() if x.startswith(f"  {where}"))
     assert "(4 members stored" in line and f"; running now (pid {other.pid} on this machine, since " in line, line
     assert "running now" not in invoke("status", tmp_path).stdout  # (its process gone)
+
+
+def test_aggregating_a_sweep_a_run_drives_says_the_store_holds_the_members_finished_so_far(tmp_path):
+    where = Path(sweep.run(tiny_spec(), storage=str(tmp_path), options=LOCAL))
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        _mark(where, other.pid)
+        with pytest.warns(UserWarning, match=rf"a run drives it now \(pid {other.pid} on this machine, since "):
+            sweep.aggregate(where)
+    finally:
+        other.kill()
+        other.wait()
+    assert len(sweep.load(where)) == 4
