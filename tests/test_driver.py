@@ -147,8 +147,8 @@ def test_of_two_runs_starting_at_once_the_one_that_marks_second_is_refused(tmp_p
 def test_a_refused_first_run_leaves_no_directory(tmp_path):
     bad = tiny_spec(training=sweep.Training(epochs=4, batch_size=1000))  # more than the training samples
     with pytest.raises(sweep.SpecError):
-        sweep.run(bad, storage=str(tmp_path), options=LOCAL)
-    assert list(tmp_path.iterdir()) == []
+        sweep.run(bad, storage=str(tmp_path / "runs" / "new"), options=LOCAL)
+    assert list(tmp_path.iterdir()) == []  # (neither the sweep directory nor the storage folders)
 
 
 def test_while_the_run_aggregates_status_does_not_say_to_aggregate(tmp_path):

@@ -117,18 +117,20 @@ class Driving:
     ``sweep_dir`` (warn where a run elsewhere has not said it ended), then mark it as driven by
     this process (``driver.json``, created exclusively on a local disk: of two runs starting
     at once one is refused) until the block ends, or :meth:`release` (a SIGTERM's exit). A
-    directory the mark created is removed with it where nothing else was written there (a run
-    refused by its checks leaves nothing). A storage that refuses the file is logged, not
+    folder the mark made (the sweep directory, the storage folder) is removed with it where nothing
+    else was written there (a run refused by its checks leaves nothing). A storage that refuses the file is logged, not
     raised: the file only tells ``sweep status`` and later runs."""
 
     def __init__(self, sweep_dir: SweepDir):
         self._sweep_dir, self._path = sweep_dir, f"{sweep_dir.path}/{DRIVER}"
         self._me: Driver | None = None
-        self._created = False
+        self._created: list[str] = []  # the folders the mark makes, deepest first
 
     def __enter__(self) -> Driving:
-        fs = self._sweep_dir.filesystem
-        self._created = fs.get_file_info(self._sweep_dir.path).type == pafs.FileType.NotFound
+        fs, path = self._sweep_dir.filesystem, self._sweep_dir.path
+        while path and fs.get_file_info(path).type == pafs.FileType.NotFound:  # the folders the mark makes
+            self._created.append(path)
+            path = path.rpartition("/")[0]
         self._check(driver_of(self._sweep_dir))
         me = Driver.this_process()
         try:
@@ -179,18 +181,20 @@ class Driving:
         return True
 
     def release(self) -> None:
-        """Remove the mark (if it is still this run's), and a directory it created that holds
-        nothing else."""
+        """Remove the mark (if it is still this run's), and the folders it made that hold nothing
+        else."""
         me, self._me = self._me, None
         if me is None:
             return
-        fs, path = self._sweep_dir.filesystem, self._sweep_dir.path
+        fs = self._sweep_dir.filesystem
         try:
             if driver_of(self._sweep_dir) == me:  # (not a later run's, written after this one was taken for gone)
                 fs.delete_file(self._path)
-            if self._created and not fs.get_file_info(pafs.FileSelector(path, allow_not_found=True)):
+            for folder in self._created:  # (those nothing else was written to)
+                if fs.get_file_info(pafs.FileSelector(folder, allow_not_found=True)):
+                    break
                 with contextlib.suppress(OSError):
-                    fs.delete_dir(path)
+                    fs.delete_dir(folder)
         except OSError as e:
             _log.warning("%s/%s: not removed (%s)", self._sweep_dir.shown, DRIVER, e)
 
