@@ -121,16 +121,23 @@ def test_an_interrupted_run_removes_its_mark(tmp_path):
     assert "next: resume it with" in invoke("status", tmp_path / "tiny").stdout
 
 
-def test_of_two_runs_starting_at_once_the_one_that_marks_second_is_refused(tmp_path, monkeypatch):
+@pytest.mark.parametrize("left", [False, True])
+def test_of_two_runs_starting_at_once_the_one_that_marks_second_is_refused(tmp_path, monkeypatch, left):
     """The other run marks the directory between this run's look at it and its own mark: the
-    mark is created exclusively, so this run looks again and is refused."""
+    mark is created exclusively, so this run looks again and is refused; also where both found
+    the mark of a killed run (``left``), which each takes for gone."""
     where = tmp_path / "tiny"
+    if left:
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        _mark(where, gone.pid)
     other = subprocess.Popen(["sleep", "60"])
     look = Driving._check
 
     def other_marks_after_the_first_look(self, driver):
         look(self, driver)
-        if not (where / "driver.json").exists():
+        mark = where / "driver.json"
+        if not mark.exists() or json.loads(mark.read_text())["pid"] != other.pid:
             _mark(where, other.pid)
 
     monkeypatch.setattr(Driving, "_check", other_marks_after_the_first_look)
@@ -219,3 +226,61 @@ def test_aggregating_a_sweep_a_run_drives_says_the_store_holds_the_members_finis
         other.kill()
         other.wait()
     assert len(sweep.load(where)) == 4
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="process states are read from Linux's /proc")
+def test_a_run_killed_but_not_yet_reaped_by_its_parent_is_gone(tmp_path):
+    """A launcher that started the run and waits for it later: its killed process is a zombie,
+    which keeps its id and start time."""
+    where = tmp_path / "tiny"
+    ended = subprocess.Popen(["true"])  # not waited for: a zombie until the end of the test
+    try:
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{ended.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        _mark(where, ended.pid, ticks=_start_ticks(ended.pid))
+        assert "running now" not in invoke("status", where).stdout
+        with Driving(SweepDir.at(where)):  # not refused
+            pass
+    finally:
+        ended.wait()
+
+
+def test_on_a_disk_without_hard_links_the_mark_is_written_all_the_same(tmp_path, monkeypatch):
+    def no_links(source, target):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    where = tmp_path / "tiny"
+    with Driving(SweepDir.at(where)):
+        said = invoke("status", where).stdout
+        assert f"running now: pid {os.getpid()} on this machine" in said, said
+    assert list(tmp_path.iterdir()) == []
+
+
+class CtrlCAfterFirstReport:
+    """``after_report`` (in-process): a Ctrl-C after the first report, inside the trial's epochs."""
+
+    def __call__(self, trial_key: str, epoch: int) -> None:
+        raise KeyboardInterrupt
+
+
+def test_aggregating_a_driven_sweep_says_its_run_trains_the_unfinished_trials_on(tmp_path):
+    stop = dataclasses.replace(LOCAL, trial_hooks=TrialHooks(after_report=CtrlCAfterFirstReport()))
+    with pytest.raises(sweep.tune.Interrupted):
+        sweep.run(tiny_spec(), storage=str(tmp_path), options=stop)
+    where = tmp_path / "tiny"
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        _mark(where, other.pid)
+        said = invoke("aggregate", where)
+    finally:
+        other.kill()
+        other.wait()
+    assert (
+        "stored as their last checkpoint left them (status stopped_early); the run that drives it trains them on"
+        in (said.stdout)
+    ), said.stdout + said.stderr
+    assert "--resume" not in said.stdout
+    assert "trains them on, and aggregating again" in invoke("aggregate", where).stdout  # (no run drives it now)

@@ -55,7 +55,7 @@ def aggregate(
     if address and not parallel:
         raise CLIError("--address: only with --parallel (without it the aggregation runs in this process)")
     from ..ensemble import aggregate
-    from ..store import SweepDir
+    from ..store import SweepDir, driver_of
 
     where = SweepDir.at(existing(sweep_dir))  # (its plan and block.json files read once, here and below)
     if parallel:
@@ -67,11 +67,16 @@ def aggregate(
     typer.echo(f"store: {store}")
     typer.echo(stored_line(sweep_dir))
     partial = [t for t in trial_states(where)["trials"] if t["state"] == "partial"]
-    if partial:  # (stored as they stand, marked stopped_early: a resume trains them on)
+    if partial:  # (stored as they stand, marked stopped_early: a resume, or the run that drives it, trains them on)
+        driver = driver_of(where)
+        on = (
+            "the run that drives it trains them on and aggregates again"
+            if driver is not None and driver.running()
+            else "`sweep run SPEC --resume` trains them on, and aggregating again replaces them"
+        )
         typer.echo(
             f"note: {counted(sum(t['members'] for t in partial), 'member')} of {counted(len(partial), 'unfinished trial')} "
-            f"stored as their last checkpoint left them (status stopped_early); `sweep run SPEC --resume` trains them "
-            f"on, and aggregating again replaces them"
+            f"stored as their last checkpoint left them (status stopped_early); {on}"
         )
 
 

@@ -54,7 +54,7 @@ class Driver:
     @classmethod
     def this_process(cls) -> Driver:
         pid = os.getpid()
-        return cls(socket.gethostname(), pid, time.time(), _start_ticks(pid), _namespace())
+        return cls(socket.gethostname(), pid, time.time(), _process_stat(pid)[1], _namespace())
 
     def running(self) -> bool | None:
         """Whether it still runs: True or False where this process sees it (the machine and
@@ -67,7 +67,8 @@ class Driver:
             return False
         except PermissionError:
             pass  # (another user's process)
-        return self.ticks is None or _start_ticks(self.pid) == self.ticks
+        state, ticks = _process_stat(self.pid)
+        return state != "Z" and (self.ticks is None or ticks == self.ticks)  # (Z: ended, not yet reaped)
 
     def is_this_process(self) -> bool:
         return self.host == socket.gethostname() and self.namespace == _namespace() and self.pid == os.getpid()
@@ -80,13 +81,15 @@ class Driver:
         return f"pid {self.pid} on {where}, since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(self.started))}"
 
 
-def _start_ticks(pid: int) -> int | None:
-    """The start time of process ``pid`` in clock ticks since boot (Linux's ``/proc``), or None."""
+def _process_stat(pid: int) -> tuple[str | None, int | None]:
+    """Process ``pid``'s state (``"Z"``: ended, not yet reaped by its parent) and start time in
+    clock ticks since boot, from Linux's ``/proc``; ``(None, None)`` where it cannot be read."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rpartition(")")[2].split()[19])  # (field 22; the name may hold spaces)
+            fields = f.read().rpartition(")")[2].split()  # (after the name, which may hold spaces)
+        return fields[0], int(fields[19])  # fields 3 and 22
     except (OSError, ValueError, IndexError):
-        return None
+        return None, None
 
 
 def _namespace() -> str | None:
@@ -131,17 +134,50 @@ class Driving:
         while path and fs.get_file_info(path).type == pafs.FileType.NotFound:  # the folders the mark makes
             self._created.append(path)
             path = path.rpartition("/")[0]
-        self._check(driver_of(self._sweep_dir))
+        seen = driver_of(self._sweep_dir)
+        self._check(seen)
         me = Driver.this_process()
         try:
-            if not self._created_alone(me):  # another run marked it since: asked again
-                self._check(driver_of(self._sweep_dir))
-                write_text_atomic(fs, self._path, json.dumps(asdict(me)))
+            self._write(me, seen)
         except OSError as e:
             _log.warning("%s/%s: not written (%s)", self._sweep_dir.shown, DRIVER, e)
             return self
         self._me = me
         return self
+
+    def _write(self, me: Driver, seen: Driver | None) -> None:
+        """Write the mark: on a local disk created exclusively (a hard link of a file written
+        aside, which fails where the name exists), so that of two runs starting at once the one
+        that comes second finds the first's mark and is refused; a mark ``seen`` and checked
+        (one taken for gone) is replaced. Object storage and disks without hard links have no
+        exclusive creation: there the mark is written over, as :meth:`_check` allowed."""
+        text = json.dumps(asdict(me))
+        local = local_path(self._sweep_dir.filesystem, self._path)
+        if local is None:
+            write_text_atomic(self._sweep_dir.filesystem, self._path, text)
+            return
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        aside = f"{os.path.dirname(local)}/.{DRIVER}.tmp-{os.getpid()}"
+        write_flushed(aside, text.encode())
+        try:
+            for _ in range(8):  # (each turn another mark appeared and was taken for gone)
+                try:
+                    os.link(aside, local)
+                    return
+                except FileExistsError:
+                    now = driver_of(self._sweep_dir)
+                    if now != seen:  # another run marked it since this run looked: looked at again
+                        self._check(now)
+                        seen = now
+                    if driver_of(self._sweep_dir) == seen:  # (still the one taken for gone)
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(local)
+                except OSError:  # (no hard links on this disk: vfat, some FUSE mounts)
+                    break
+            os.replace(aside, local)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(aside)
 
     def _check(self, other: Driver | None) -> None:
         if other is None or other.is_this_process():
@@ -162,23 +198,6 @@ class Driving:
                 shown,
                 other.described(),
             )
-
-    def _created_alone(self, me: Driver) -> bool:
-        """Create the mark where no file is (True); False where one is now, or on object storage
-        (no exclusive creation there: then the mark is written over, as :meth:`_check` allowed)."""
-        local = local_path(self._sweep_dir.filesystem, self._path)
-        if local is None:
-            return False
-        os.makedirs(os.path.dirname(local), exist_ok=True)
-        aside = f"{os.path.dirname(local)}/.{DRIVER}.tmp-{os.getpid()}"
-        write_flushed(aside, json.dumps(asdict(me)).encode())
-        try:
-            os.link(aside, local)  # (fails where the name exists: atomic and exclusive)
-        except FileExistsError:
-            return False
-        finally:
-            os.unlink(aside)
-        return True
 
     def release(self) -> None:
         """Remove the mark (if it is still this run's), and the folders it made that hold nothing
