@@ -37,6 +37,16 @@ class StatusAtStart:
             self.said.append(invoke("status", self.sweep_dir).stdout)
 
 
+@pytest.fixture
+def other():
+    """A live process of this machine: another run's driver, as far as a mark tells (ended after
+    the test)."""
+    process = subprocess.Popen(["sleep", "60"])
+    yield process
+    process.kill()
+    process.wait()
+
+
 def _namespace() -> str | None:
     try:
         return os.readlink("/proc/self/ns/pid")
@@ -70,34 +80,26 @@ def test_status_says_the_run_runs_while_it_does_and_the_mark_goes_at_its_end(tmp
     assert "running now" not in after and "has not said it ended" not in after, after
 
 
-def test_a_second_run_on_this_machine_is_refused_while_the_first_runs_then_goes_on(tmp_path):
+def test_a_second_run_on_this_machine_is_refused_while_the_first_runs_then_goes_on(tmp_path, other):
     where = tmp_path / "tiny"
-    other = subprocess.Popen(["sleep", "60"])  # the first run's driver, as far as the mark tells
-    try:
-        _mark(where, other.pid)
-        with pytest.raises(sweep.SpecError, match=rf"being trained now by another run \(pid {other.pid} on this ") as e:
-            sweep.run(tiny_spec(), storage=str(tmp_path), options=LOCAL)
-        assert str(e.value).endswith(f"(if that process is no run of this sweep, remove {where}/driver.json)")
-        assert sorted(p.name for p in where.iterdir()) == ["driver.json"]  # nothing else written
-        assert f"running now: pid {other.pid} on this machine" in invoke("status", where).stdout
-    finally:
-        other.kill()
-        other.wait()
+    _mark(where, other.pid)
+    with pytest.raises(sweep.SpecError, match=rf"being trained now by another run \(pid {other.pid} on this ") as e:
+        sweep.run(tiny_spec(), storage=str(tmp_path), options=LOCAL)
+    assert str(e.value).endswith(f"(if that process is no run of this sweep, remove {where}/driver.json)")
+    assert sorted(p.name for p in where.iterdir()) == ["driver.json"]  # nothing else written
+    assert f"running now: pid {other.pid} on this machine" in invoke("status", where).stdout
+    other.kill()  # (its process gone from here on)
+    other.wait()
     sweep.run(tiny_spec(), storage=str(tmp_path), options=LOCAL)  # its process is gone: a mark left by a kill
     assert not (where / "driver.json").exists() and (where / "ensembles" / "manifest.json").exists()
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="process start times are read from Linux's /proc")
-def test_a_mark_whose_process_id_now_names_another_process_is_taken_as_gone(tmp_path):
+def test_a_mark_whose_process_id_now_names_another_process_is_taken_as_gone(tmp_path, other):
     where = tmp_path / "tiny"
-    other = subprocess.Popen(["sleep", "60"])  # the id reused by a process that started after the mark
-    try:
-        _mark(where, other.pid, ticks=_start_ticks(other.pid) - 1)
-        assert "running now" not in invoke("status", where).stdout
-        sweep.run(tiny_spec(), storage=str(tmp_path), options=LOCAL)
-    finally:
-        other.kill()
-        other.wait()
+    _mark(where, other.pid, ticks=_start_ticks(other.pid) - 1)
+    assert "running now" not in invoke("status", where).stdout
+    sweep.run(tiny_spec(), storage=str(tmp_path), options=LOCAL)
     assert not (where / "driver.json").exists()
 
 
@@ -122,7 +124,7 @@ def test_an_interrupted_run_removes_its_mark(tmp_path):
 
 
 @pytest.mark.parametrize("left", [False, True])
-def test_of_two_runs_starting_at_once_the_one_that_marks_second_is_refused(tmp_path, monkeypatch, left):
+def test_of_two_runs_starting_at_once_the_one_that_marks_second_is_refused(tmp_path, monkeypatch, left, other):
     """The other run marks the directory between this run's look at it and its own mark: the
     mark is created exclusively, so this run looks again and is refused; also where both found
     the mark of a killed run (``left``), which each takes for gone."""
@@ -131,7 +133,6 @@ def test_of_two_runs_starting_at_once_the_one_that_marks_second_is_refused(tmp_p
         gone = subprocess.Popen(["true"])
         gone.wait()
         _mark(where, gone.pid)
-    other = subprocess.Popen(["sleep", "60"])
     look = Driving._check
 
     def other_marks_after_the_first_look(self, driver):
@@ -141,14 +142,10 @@ def test_of_two_runs_starting_at_once_the_one_that_marks_second_is_refused(tmp_p
             _mark(where, other.pid)
 
     monkeypatch.setattr(Driving, "_check", other_marks_after_the_first_look)
-    try:
-        with pytest.raises(sweep.SpecError, match=rf"being trained now by another run \(pid {other.pid} "):
-            with Driving(SweepDir.at(where)):
-                pass
-        assert json.loads((where / "driver.json").read_text())["pid"] == other.pid  # the other run's, kept
-    finally:
-        other.kill()
-        other.wait()
+    with pytest.raises(sweep.SpecError, match=rf"being trained now by another run \(pid {other.pid} "):
+        with Driving(SweepDir.at(where)):
+            pass
+    assert json.loads((where / "driver.json").read_text())["pid"] == other.pid  # the other run's, kept
 
 
 def test_a_refused_first_run_leaves_no_directory(tmp_path):
@@ -158,17 +155,12 @@ def test_a_refused_first_run_leaves_no_directory(tmp_path):
     assert list(tmp_path.iterdir()) == []  # (neither the sweep directory nor the storage folders)
 
 
-def test_while_the_run_aggregates_status_does_not_say_to_aggregate(tmp_path):
+def test_while_the_run_aggregates_status_does_not_say_to_aggregate(tmp_path, other):
     where = Path(sweep.run(tiny_spec(), storage=str(tmp_path), options=LOCAL))
     for store in (where / "ensembles", where / ".ensembles"):  # as before the run's aggregation committed
         store.unlink() if store.is_symlink() else shutil.rmtree(store)
-    other = subprocess.Popen(["sleep", "60"])
-    try:
-        _mark(where, other.pid)
-        said = invoke("status", where).stdout
-    finally:
-        other.kill()
-        other.wait()
+    _mark(where, other.pid)
+    said = invoke("status", where).stdout
     assert "running now" in said and "ensembles: not aggregated yet" in said, said
     assert "sweep aggregate" not in said and "resume" not in said, said
 
@@ -201,30 +193,22 @@ def test_a_mark_of_another_process_namespace_on_this_machine_is_named_not_taken_
     assert "has not said it ended" in caplog.text
 
 
-def test_a_storage_folder_listing_names_the_sweep_a_run_drives(tmp_path):
+def test_a_storage_folder_listing_names_the_sweep_a_run_drives(tmp_path, other):
     where = Path(sweep.run(tiny_spec(), storage=str(tmp_path), options=LOCAL))
-    other = subprocess.Popen(["sleep", "60"])
-    try:
-        _mark(where, other.pid)
-        said = invoke("status", tmp_path).stdout
-    finally:
-        other.kill()
-        other.wait()
+    _mark(where, other.pid)
+    said = invoke("status", tmp_path).stdout
+    other.kill()  # (its process gone from here on)
+    other.wait()
     line = next(x for x in said.splitlines() if x.startswith(f"  {where}"))
     assert "(4 members stored" in line and f"; running now (pid {other.pid} on this machine, since " in line, line
     assert "running now" not in invoke("status", tmp_path).stdout  # (its process gone)
 
 
-def test_aggregating_a_sweep_a_run_drives_says_the_store_holds_the_members_finished_so_far(tmp_path):
+def test_aggregating_a_sweep_a_run_drives_says_the_store_holds_the_members_finished_so_far(tmp_path, other):
     where = Path(sweep.run(tiny_spec(), storage=str(tmp_path), options=LOCAL))
-    other = subprocess.Popen(["sleep", "60"])
-    try:
-        _mark(where, other.pid)
-        with pytest.warns(UserWarning, match=rf"a run drives it now \(pid {other.pid} on this machine, since "):
-            sweep.aggregate(where)
-    finally:
-        other.kill()
-        other.wait()
+    _mark(where, other.pid)
+    with pytest.warns(UserWarning, match=rf"a run drives it now \(pid {other.pid} on this machine, since "):
+        sweep.aggregate(where)
     assert len(sweep.load(where)) == 4
 
 
@@ -266,18 +250,15 @@ class CtrlCAfterFirstReport:
         raise KeyboardInterrupt
 
 
-def test_aggregating_a_driven_sweep_says_its_run_trains_the_unfinished_trials_on(tmp_path):
+def test_aggregating_a_driven_sweep_says_its_run_trains_the_unfinished_trials_on(tmp_path, other):
     stop = dataclasses.replace(LOCAL, trial_hooks=TrialHooks(after_report=CtrlCAfterFirstReport()))
     with pytest.raises(sweep.tune.Interrupted):
         sweep.run(tiny_spec(), storage=str(tmp_path), options=stop)
     where = tmp_path / "tiny"
-    other = subprocess.Popen(["sleep", "60"])
-    try:
-        _mark(where, other.pid)
-        said = invoke("aggregate", where)
-    finally:
-        other.kill()
-        other.wait()
+    _mark(where, other.pid)
+    said = invoke("aggregate", where)
+    other.kill()  # (its process gone from here on)
+    other.wait()
     assert (
         "stored as their last checkpoint left them (status stopped_early); the run that drives it trains them on"
         in (said.stdout)

@@ -36,6 +36,7 @@ from ..store import (
     committed_root,
     driver_of,
     generations_dir,
+    live_driver,
     made_of,
     read_manifest,
     sweeps_inside,
@@ -263,8 +264,8 @@ def sweeps_in(storage: str, filesystem: pafs.FileSystem | None = None) -> list[t
     found = []
     for name in sweeps_inside(fs, path):
         shown = f"{storage.rstrip('/')}/{name}"
-        driver = driver_of(SweepDir.at(shown, filesystem))
-        running = f"; running now ({driver.described()})" if driver is not None and driver.running() else ""
+        driver = live_driver(SweepDir.at(shown, filesystem))
+        running = f"; running now ({driver.described()})" if driver is not None else ""
         found.append(
             (shown, stored_line(shown, filesystem, unfinished=bool(running)).removeprefix("ensembles: ") + running)
         )

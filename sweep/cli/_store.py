@@ -55,7 +55,7 @@ def aggregate(
     if address and not parallel:
         raise CLIError("--address: only with --parallel (without it the aggregation runs in this process)")
     from ..ensemble import aggregate
-    from ..store import SweepDir, driver_of
+    from ..store import SweepDir, live_driver
 
     where = SweepDir.at(existing(sweep_dir))  # (its plan and block.json files read once, here and below)
     if parallel:
@@ -68,10 +68,9 @@ def aggregate(
     typer.echo(stored_line(sweep_dir))
     partial = [t for t in trial_states(where)["trials"] if t["state"] == "partial"]
     if partial:  # (stored as they stand, marked stopped_early: a resume, or the run that drives it, trains them on)
-        driver = driver_of(where)
         on = (
             "the run that drives it trains them on and aggregates again"
-            if driver is not None and driver.running()
+            if live_driver(where) is not None
             else "`sweep run SPEC --resume` trains them on, and aggregating again replaces them"
         )
         typer.echo(

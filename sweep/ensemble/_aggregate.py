@@ -15,7 +15,7 @@ from .._errors import SpecError, StoreError, warn
 from .._fs import local_path
 from .._import_path import import_object, is_import_path, refuse_inside, trusted, with_import_hint
 from .._layout import STORE_NAME
-from ..store import DEFAULT_SHARD_BYTES, MapTasks, SweepDir, driver_of, sweep_sources, write_store
+from ..store import DEFAULT_SHARD_BYTES, MapTasks, SweepDir, live_driver, sweep_sources, write_store
 from ._stored_scores import store_scores
 
 
@@ -74,8 +74,7 @@ def aggregate(
         ```
     """
     where = sweep_dir if isinstance(sweep_dir, SweepDir) else SweepDir.at(sweep_dir, filesystem)
-    driver = driver_of(where)
-    if driver is not None and not driver.is_this_process() and driver.running():
+    if (driver := live_driver(where)) is not None:
         warn(
             f"{where.shown}: a run drives it now ({driver.described()}) and aggregates it when its trials end; "
             f"this store holds the members finished so far"

@@ -23,6 +23,7 @@ from ._aggregate import write_store as write_store
 from ._driver import Driver as Driver
 from ._driver import Driving as Driving
 from ._driver import driver_of as driver_of
+from ._driver import live_driver as live_driver
 from ._generations import committed_root as committed_root
 from ._generations import generations_dir as generations_dir
 from ._generations import sweeps_inside as sweeps_inside

@@ -11,6 +11,7 @@ may still run.
 with Driving(sweep_dir) as driving:   # refused while another run on this machine drives it
     ...                               # check, train and aggregate
 driver_of(sweep_dir)                  # Driver(host=..., pid=..., started=...) or None
+live_driver(sweep_dir)                # the same where it runs now (another process), else None
 ```
 """
 
@@ -115,14 +116,21 @@ def driver_of(sweep_dir: SweepDir) -> Driver | None:
     return driver if in_range else None
 
 
+def live_driver(sweep_dir: SweepDir) -> Driver | None:
+    """The run that drives ``sweep_dir`` now, seen running from here (another process than this
+    one), or None."""
+    driver = driver_of(sweep_dir)
+    return driver if driver is not None and not driver.is_this_process() and driver.running() else None
+
+
 class Driving:
     """``with Driving(sweep_dir): ...``: refuse while another run on this machine drives
     ``sweep_dir`` (warn where a run elsewhere has not said it ended), then mark it as driven by
     this process (``driver.json``, created exclusively on a local disk: of two runs starting
-    at once one is refused) until the block ends, or :meth:`release` (a SIGTERM's exit). A
-    folder the mark made (the sweep directory, the storage folder) is removed with it where nothing
-    else was written there (a run refused by its checks leaves nothing). A storage that refuses the file is logged, not
-    raised: the file only tells ``sweep status`` and later runs."""
+    at once one is refused) until the block ends, or :meth:`release` (a SIGTERM's exit). The
+    folders the mark made (the sweep directory, the storage folder) are removed with it where
+    nothing else was written there (a run refused by its checks leaves nothing). A storage that
+    refuses the file is logged, not raised: the file only tells ``sweep status`` and later runs."""
 
     def __init__(self, sweep_dir: SweepDir):
         self._sweep_dir, self._path = sweep_dir, f"{sweep_dir.path}/{DRIVER}"
@@ -169,9 +177,8 @@ class Driving:
                     if now != seen:  # another run marked it since this run looked: looked at again
                         self._check(now)
                         seen = now
-                    if driver_of(self._sweep_dir) == seen:  # (still the one taken for gone)
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(local)
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(local)  # (a mark taken for gone)
                 except OSError:  # (no hard links on this disk: vfat, some FUSE mounts)
                     break
             os.replace(aside, local)
