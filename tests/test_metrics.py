@@ -203,7 +203,10 @@ def test_a_score_ranks_highest_first_unless_told_otherwise(tmp_path):
 
     from sweep.planning import make_plan
 
-    spec = dataclasses.replace(classifier(epochs=4), seeds=3, grid={"optimizer.learning_rate": [1e-2, 1e-4]})
+    # the structure of the cross_entropy invariance test above, one seed a trial: its member alone's
+    # program, not two more (blocks of 2 seeds and of 1)
+    one_seed = classifier(epochs=4, metrics=["classify:accuracy", "cross_entropy"])
+    spec = dataclasses.replace(one_seed, seeds=3, seeds_per_trial=1, grid={"optimizer.learning_rate": [1e-2, 1e-4]})
     plan = make_plan(spec)
     ens = sweep.load(aggregate_blocks(tmp_path / "s", trained_blocks(plan), plan=plan, datasets=datasets_of(plan)))
     means = [row["mean"] for row in ens.summary("val_accuracy").to_pylist()]

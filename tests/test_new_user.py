@@ -3,6 +3,8 @@ compare), and the axis orders of stored trajectories and rollouts."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -275,9 +277,35 @@ print(sweep.run(spec, storage={storage!r}, options=sweep.RunOptions(progress="of
 """
 
 
+def test_the_local_ray_a_run_starts_gives_its_workers_the_drivers_import_path(tmp_path, monkeypatch):
+    """A run without an address starts Ray's own local instance (not one started with ``ray
+    start``), whose workers get the folders on the driver's ``sys.path`` as ``PYTHONPATH``: a model
+    module a script put there imports in its trials (trained there: the slow test below)."""
+    import ray
+
+    class Started(Exception):  # where the run would start Ray: what it was started with
+        def __init__(self, **kwargs):
+            self.kwargs = kwargs
+
+    def init(**kwargs):
+        raise Started(**kwargs)
+
+    code = tmp_path / "code"
+    code.mkdir()
+    monkeypatch.syspath_prepend(str(code))
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # (the session's Ray: as in a fresh script)
+    monkeypatch.setattr(ray, "init", init)
+    with pytest.raises(Started) as started:
+        sweep.run(tiny_spec(seeds=1, seeds_per_trial=1), storage=str(tmp_path / "runs"))
+    assert started.value.kwargs["address"] == "local"
+    assert started.value.kwargs["runtime_env"]["env_vars"]["PYTHONPATH"].split(os.pathsep)[0] == str(code)
+
+
+@pytest.mark.slow
 def test_a_script_that_puts_its_model_on_sys_path_trains_on_the_local_ray(tmp_path):
     """The embedded local Ray's trials import what the driver imports (not: every trial failing
-    with "No module named ...")."""
+    with "No module named ..."). Slow (a driver, its own Ray and a trial: about 25 s on 2 cores);
+    the default run checks what that Ray is started with (the test above)."""
     import os
     import subprocess
     import sys

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import httpx
 import numpy as np
 import pytest
+from _fresh_imports import fresh_import
 from _serving import MORE, free_port, listener, tiny_store, wait_healthy
 from helpers import tiny_spec
 
@@ -414,18 +415,8 @@ def test_bad_options_and_selections_fail_before_ray_starts(tmp_path, sweep_dir):
 
 
 def test_import_sweep_loads_no_serving_stack_and_no_import_shadows_serve():
-    import subprocess
-    import sys
-
-    code = (
-        "import json, sys, sweep\n"
-        "loaded = sorted(m for m in ('ray', 'fastapi', 'sweep.serving') if m in sys.modules)\n"
-        "import sweep.serving._deployment\n"
-        "print(json.dumps([loaded, type(sweep.serve).__name__, sweep.ServeOptions.__name__]))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == [[], "function", "ServeOptions"]
+    assert fresh_import("serving_stack") == []  # in a fresh process, after `import sweep`
+    assert fresh_import("serve_not_shadowed") == ["function", "ServeOptions"]  # then sweep.serving._deployment
 
 
 def test_held_ensemble_answers_as_the_streamed_one_without_reading_the_store_again(tmp_path):

@@ -44,6 +44,15 @@ def _replicas(url: str, count: int, deadline_s: float = 60) -> dict[str, str]:
     return seen
 
 
+# The load on the endpoint: 4 clients, each sending its next request as soon as its last is answered,
+# from before the kill until FULL_LOAD_AFTER_KILL_S after it and again once the replacement answers;
+# in between, while Serve starts the replacement (a fresh replica process: 10-30 s on a busy 2-core
+# machine), each waits PACE_S between requests: unpaced, that wait sent 600-900 requests through
+# Serve's proxy and the surviving replica, 5-12 CPU-seconds taken from the replacement's start.
+FULL_LOAD_AFTER_KILL_S = 2.0
+PACE_S = 0.25
+
+
 def _status(answer: httpx.Response | httpx.TransportError) -> int | str:
     """The HTTP status of an answer, or the name of the transport error that took its place."""
     return answer.status_code if isinstance(answer, httpx.Response) else type(answer).__name__
@@ -81,30 +90,37 @@ def test_a_killed_replica_is_restarted_and_the_endpoint_keeps_answering(service,
         except httpx.TransportError as error:
             return sent, error
 
-    async def load(stop: asyncio.Event) -> list[tuple[float, httpx.Response | httpx.TransportError]]:
+    async def load(
+        stop: asyncio.Event, paced: asyncio.Event
+    ) -> list[tuple[float, httpx.Response | httpx.TransportError]]:
         answers = []
 
         async def client(c: httpx.AsyncClient) -> None:  # one after another; a lost request stalls only its client
             while not stop.is_set():
                 answers.append(await send(c))
+                if paced.is_set():
+                    await asyncio.sleep(PACE_S)
 
         async with httpx.AsyncClient(base_url=service.url, timeout=30) as c:
             await asyncio.gather(*(client(c) for _ in range(4)))  # 4 clients, each with one request at a time
         return answers
 
     async def kill_mid_load() -> tuple[list[httpx.Response], dict[str, str]]:
-        stop = asyncio.Event()
-        task = asyncio.create_task(load(stop))
+        stop, paced = asyncio.Event(), asyncio.Event()
+        task = asyncio.create_task(load(stop, paced))
         await asyncio.sleep(0.5)  # load is running
         ray.kill(ray.get_actor(victim, namespace="serve"), no_restart=True)
         killed[0] = time.monotonic()
+        await asyncio.sleep(FULL_LOAD_AFTER_KILL_S)  # full load while the proxy finds the victim gone
+        paced.set()  # then paced while Serve starts a replacement (PACE_S, above)
         end, fresh = time.monotonic() + 120, {}
         while time.monotonic() < end and not fresh:  # until Serve has started a replacement
             await asyncio.sleep(0.5)
             async with httpx.AsyncClient(base_url=service.url, timeout=60) as c:
                 info = (await c.get("/info")).json()
             fresh = {info["replica"]: info["replica_actor"]} if info["replica"] not in before else {}
-        await asyncio.sleep(1.0)  # and load goes on against it
+        paced.clear()
+        await asyncio.sleep(1.0)  # and full load goes on against it
         stop.set()
         return await task, fresh
 

@@ -78,20 +78,20 @@ _CRASH = textwrap.dedent("""
 
 
 def test_two_aggregations_at_once_commit_distinct_generations(s3, remote, monkeypatch):
-    # "first" holds on after its first leaves file until "second" has started aggregating (then 1 s more)
+    # "first" holds on after its first leaves file until "second" says it waits for the lease (at most 60 s)
     fs, _ = s3
-    second_started, errors, write = threading.Event(), [], _writer.write_leaves
+    errors, write = [], _writer.write_leaves
 
     def held(*args):
         record = write(*args)
-        if threading.current_thread().name == "first":
-            second_started.wait(60)
-            time.sleep(1.0)
+        deadline = time.monotonic() + 60
+        while threading.current_thread().name == "first" and time.monotonic() < deadline:
+            if any("waiting for it to finish" in str(w.message) for w in caught):
+                break
+            time.sleep(0.02)
         return record
 
     def aggregate():
-        if threading.current_thread().name == "second":
-            second_started.set()
         try:
             sweep.aggregate(remote, filesystem=fs, progress=False)
         except Exception as e:

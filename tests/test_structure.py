@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _fresh_imports import BENCHMARKS, PUBLIC_SUBPACKAGES, fresh_import
 
 import sweep
 
@@ -173,57 +174,27 @@ def _fresh(code: str) -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
+# The tests of a fresh process's imports share one process (helpers.FRESH_IMPORTS), each its own check.
 def test_core_modules_import_neither_ray_nor_the_tune_layer():
-    names = sorted(
-        {
-            ".".join(("sweep", *p.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
-            for p in _modules()
-            if _part(p) not in ("tune", "serving", "cli", "__main__")
-        }
-    )
-    code = (
-        f"import importlib, json, sys\nfor n in {names!r}: importlib.import_module(n)\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m in ('ray', 'fastapi') or m.startswith(('ray.', 'sweep.tune', 'sweep.serving')))))"
-    )
-    assert json.loads(_fresh(code)) == []
+    assert fresh_import("core_modules") == []
 
 
 def test_every_benchmark_imports():
     """A benchmark is run by hand, now and then: one that no longer imports (a module it names
     moved) would be found only then. The APEBench sides run in APEBench's own environment, and
     the trial replay is the script a fresh process runs (its work is its import)."""
-    root = PACKAGE.parent
-    names = sorted(
-        ".".join(p.relative_to(root).with_suffix("").parts)
-        for p in (root / "benchmarks").rglob("*.py")
-        if not p.name.endswith(("_side.py", "_replay.py")) and p.name != "__init__.py"
-    )
-    code = f"import importlib, sys\nsys.path.insert(0, {str(root)!r})\nfor n in {names!r}: importlib.import_module(n)\nprint(len({names!r}))"
-    assert int(_fresh(code)) == len(names) > 30
+    assert fresh_import("benchmarks") == len(BENCHMARKS) > 30
 
 
 def test_import_sweep_changes_nothing_in_the_process():
-    code = (
-        "import json, os, jax\n"
-        "before = (jax.config.jax_num_cpu_devices, jax.config.jax_compilation_cache_dir, dict(os.environ))\n"
-        "import sweep, sweep.store, sweep.ensemble, sweep.training\n"
-        "after = (jax.config.jax_num_cpu_devices, jax.config.jax_compilation_cache_dir, dict(os.environ))\n"
-        "print(json.dumps([before == after, len(jax.devices())]))"
-    )
-    assert json.loads(_fresh(code)) == [True, 1]
+    assert fresh_import("changes_nothing") == [True, 1]
 
 
 def test_every_public_subpackage_is_an_attribute_of_a_plain_import_sweep():
     """``sweep.tune.RayTasks()`` and ``sweep.search.plot_trace(...)`` as the guides write them, after
     ``import sweep`` alone; Ray and matplotlib imported only then."""
-    public = sorted(p.stem for p in PACKAGE.iterdir() if not p.name.startswith("_") and p.suffix in ("", ".py"))
-    code = (
-        "import json, sys, sweep\n"
-        "quiet = 'ray' not in sys.modules and 'matplotlib' not in sys.modules\n"
-        f"found = [getattr(sweep, name).__name__ for name in {public!r}]\n"
-        "print(json.dumps([quiet, found, sweep.tune.RayTasks.__name__, sweep.search.plot_trace.__name__]))"
-    )
-    assert json.loads(_fresh(code)) == [True, [f"sweep.{name}" for name in public], "RayTasks", "plot_trace"]
+    assert fresh_import("quiet") is True
+    assert fresh_import("public") == [[f"sweep.{name}" for name in PUBLIC_SUBPACKAGES], "RayTasks", "plot_trace"]
 
 
 def test_configure_splits_the_cpu_and_turns_on_the_cache(tmp_path):
@@ -357,8 +328,7 @@ def test_the_suite_compiles_into_its_own_cache_and_writes_bytecode_once():
     cache = jax.config.jax_compilation_cache_dir  # pyright: ignore[reportAttributeAccessIssue]
     assert cache == str(Path(__file__).parent.parent / ".pytest_cache" / "jax")
     assert not sys.dont_write_bytecode
-    code = "import json, sys, sweep\nprint(json.dumps([sweep.configure().compile_cache, sys.dont_write_bytecode]))"
-    assert json.loads(_fresh(code)) == [cache, False]  # inherited by the processes the tests start
+    assert fresh_import("suite_cache") == [cache, False]  # inherited by the processes the tests start
 
 
 def _module_name(path: Path) -> tuple[str, ...]:

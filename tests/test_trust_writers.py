@@ -42,17 +42,24 @@ _AGGREGATE = textwrap.dedent("""
     from pathlib import Path
     import sweep, sweep.store._writer as writer
     sweep_dir, role = Path(sys.argv[1]), sys.argv[2]
-    if role == "first":  # after its first leaves file, wait until the second has started aggregating
+    waiting = sweep_dir / "second-waiting"
+    if role == "first":  # after its first leaves file, wait until the second waits for the lock (at most 60 s)
         write = writer.write_leaves
         def slow(*args):
             record = write(*args)
-            while not (sweep_dir / "second-started").exists():
+            deadline = time.monotonic() + 60
+            while not waiting.exists() and time.monotonic() < deadline:
                 time.sleep(0.05)
-            time.sleep(1.0)
             return record
         writer.write_leaves = slow
-    else:
-        (sweep_dir / "second-started").touch()
+    else:  # says so when it finds the lock held: the warning, shown as ever, and a file for the first
+        import warnings
+        show = warnings.showwarning
+        def shown(message, *args, **kwargs):
+            show(message, *args, **kwargs)
+            if "another aggregation is writing" in str(message):
+                waiting.touch()
+        warnings.showwarning = shown
     sweep.aggregate(sweep_dir, progress=False)
 """)
 

@@ -204,18 +204,29 @@ def test_a_finished_sweep_resumed_with_other_settings_trains_them_beside(baselin
     assert sorted(set(ens.table["epochs"].to_pylist())) == [2, 4] and len(ens) == 4 + 2
 
 
-def test_scheduler_and_stop_pass_through_keep_last_checkpoints(ray_session, tmp_path):
+@pytest.fixture(scope="module")
+def stopped_run(ray_session, tmp_path_factory) -> Path:
+    """:data:`ONE_TRIAL` run by this process on the session's Ray with a scheduler and a stop passed
+    through to Tune (its trial stopped after its first report); its sweep directory, once per module
+    (read it, do not change it): what such a run keeps, and the plan board any finished run of this
+    process leaves, are tested on the same run (each trial is a process of about 5 CPU-seconds)."""
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
 
-    spec = ONE_TRIAL
     stop = tune.RunConfig(stop={"training_iteration": 1})
-    path = sweep.run(spec, storage=str(tmp_path), scheduler=ASHAScheduler(max_t=4, grace_period=1), run_config=stop)
-    blocks = final_blocks(path)
+    storage = tmp_path_factory.mktemp("stopped")
+    return Path(
+        sweep.run(ONE_TRIAL, storage=str(storage), scheduler=ASHAScheduler(max_t=4, grace_period=1), run_config=stop)
+    )
+
+
+def test_scheduler_and_stop_pass_through_keep_last_checkpoints(stopped_run, tmp_path):
+    blocks = final_blocks(stopped_run)
     assert len(blocks) == 1 and all(int(b.history.epoch[-1]) == 2 for b in blocks.values())
-    plan = json.loads((Path(path) / "plan.json").read_text())
+    plan = json.loads((stopped_run / "plan.json").read_text())
     assert set(plan["stopped_trials"]) == set(blocks)
-    sweep.run(spec, storage=str(tmp_path))  # stopped members are not trained again
+    path = shutil.copytree(stopped_run, tmp_path / stopped_run.name, symlinks=True)
+    sweep.run(ONE_TRIAL, storage=str(tmp_path))  # stopped members are not trained again
     assert sorted(p.name for p in Path(path).glob("tune-*")) == ["tune-0001"]
 
 
@@ -239,18 +250,17 @@ def test_a_scheduler_stop_around_a_ctrl_c_is_kept(ray_session, tmp_path, ctrl_c_
     assert reached == sorted([(stopped, stop_at, "stopped_early"), (other, 6, "ok")])
 
 
-def test_the_runs_of_a_process_share_one_plan_board_and_leave_no_plans_on_it(ray_session, tmp_path):
+def test_the_runs_of_a_process_share_one_plan_board_and_leave_no_plans_on_it(stopped_run):
     """The actor that hands each trial its plan and its dataset's ref is one per driver process
     (an actor is a worker process of its own; a named actor of the process's Ray job, which every
     later run finds), and each run drops its plans and its datasets' refs when it ends (nothing of
-    a finished run's data stays pinned in the object store by it)."""
+    a finished run's data stays pinned in the object store by it). The run: ``stopped_run``, by
+    this process (and any other run this process made before this test)."""
     import gc
     import time
 
     import ray
 
-    spec = tiny_spec(seeds=1, seeds_per_trial=1, training=sweep.Training(epochs=1, batch_size=16, report_every=1))
-    sweep.run(spec, storage=str(tmp_path))
     gc.collect()  # the run's handles to the board go
     time.sleep(2)  # an actor no handle holds ends within a second or so (this one must not)
     name = f"seed-sweep-plan-board-{ray.get_runtime_context().get_job_id()}"
@@ -314,8 +324,13 @@ def test_storage_not_writable(ray_session, tmp_path):
 
 
 def test_auto_block_size_is_measured_where_trials_run_and_kept(ray_session, tmp_path):
+    from ray import tune
+
     spec = tiny_spec(seeds=4, seeds_per_trial="auto")
-    path = Path(sweep.run(spec, storage=str(tmp_path)))
+    # the size is chosen for the cluster's slots (2), whatever the trials run at once: one reused
+    # worker trains them in turn (one trial process fewer, about 5 CPU-seconds)
+    one_at_a_time = tune.TuneConfig(max_concurrent_trials=1, reuse_actors=True)
+    path = Path(sweep.run(spec, storage=str(tmp_path), tune_config=one_at_a_time))
     plan = json.loads((path / "plan.json").read_text())
     chosen = plan["seeds_per_trial"]
     assert plan["spec"]["seeds_per_trial"] == "auto" and 1 <= chosen <= 2  # 2 slots: at most 4 / 2 seeds
