@@ -1,6 +1,7 @@
-"""What importing seed-sweep does to a fresh Python process: the checks of tests/test_structure.py
-and tests/test_serving.py that need one, run in one process per test process (each fresh process
-costs 1.5-2.5 CPU-seconds, most of it importing JAX and seed-sweep)."""
+"""seed-sweep's sources (which tests/test_structure.py reads), and what importing them does to a
+fresh Python process: the checks of tests/test_structure.py and tests/test_serving.py that need
+one, run in one process per test process (each fresh process costs 1.5-2.5 CPU-seconds, most of
+it importing JAX and seed-sweep)."""
 
 from __future__ import annotations
 
@@ -12,24 +13,33 @@ from pathlib import Path
 
 import sweep
 
-_PACKAGE = Path(sweep.__file__).parent
+PACKAGE = Path(sweep.__file__).parent
+
+
+def sources() -> list[Path]:
+    """seed-sweep's source files."""
+    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def part_of(path: Path) -> str:
+    """The top-level part of ``sweep`` a source file belongs to (``tune``, ``store``, ``_errors``)."""
+    return path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+
+
 # sweep's modules outside the Tune, serving and command-line layers
 CORE_MODULES = sorted(
     {
-        ".".join(("sweep", *p.relative_to(_PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
-        for p in _PACKAGE.rglob("*.py")
-        if "__pycache__" not in p.parts
-        and p.relative_to(_PACKAGE).parts[0].removesuffix(".py") not in ("tune", "serving", "cli", "__main__")
+        ".".join(("sweep", *p.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
+        for p in sources()
+        if part_of(p) not in ("tune", "serving", "cli", "__main__")
     }
 )
-PUBLIC_SUBPACKAGES = sorted(
-    p.stem for p in _PACKAGE.iterdir() if not p.name.startswith("_") and p.suffix in ("", ".py")
-)
+PUBLIC_SUBPACKAGES = sorted(p.stem for p in PACKAGE.iterdir() if not p.name.startswith("_") and p.suffix in ("", ".py"))
 # every benchmark but the APEBench sides (run in APEBench's own environment) and the trial replay
 # (the script a fresh process runs: its work is its import)
 BENCHMARKS = sorted(
-    ".".join(p.relative_to(_PACKAGE.parent).with_suffix("").parts)
-    for p in (_PACKAGE.parent / "benchmarks").rglob("*.py")
+    ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts)
+    for p in (PACKAGE.parent / "benchmarks").rglob("*.py")
     if not p.name.endswith(("_side.py", "_replay.py")) and p.name != "__init__.py"
 )
 
@@ -87,7 +97,7 @@ def serve_not_shadowed():
 
 
 def benchmarks():
-    sys.path.insert(0, {str(_PACKAGE.parent)!r})
+    sys.path.insert(0, {str(PACKAGE.parent)!r})
     for name in {BENCHMARKS!r}:
         importlib.import_module(name)
     return len({BENCHMARKS!r})

@@ -11,13 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from _fresh_imports import BENCHMARKS, PUBLIC_SUBPACKAGES, fresh_import
+from _fresh_imports import BENCHMARKS, PACKAGE, PUBLIC_SUBPACKAGES, fresh_import, part_of, sources
 
 import sweep
 
 TESTS = str(Path(__file__).parent)
 
-PACKAGE = Path(sweep.__file__).parent
 
 # Each top-level part of the package, in the order data flows through it; a module may import
 # only from its own layer or the layers before it.
@@ -97,14 +96,6 @@ DOCUMENTED = [
 ]
 
 
-def _modules() -> list[Path]:
-    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
-
-
-def _part(path: Path) -> str:
-    return path.relative_to(PACKAGE).parts[0].removesuffix(".py")
-
-
 def _imported_parts(path: Path) -> set[str]:
     """The top-level parts of ``sweep`` a module imports (relative or absolute)."""
     tree = ast.parse(path.read_text())
@@ -136,10 +127,10 @@ def test_public_names_are_the_documented_ones_and_usable():
 
 
 def test_every_import_points_to_an_earlier_stage():
-    for path in _modules():
+    for path in sources():
         if path == PACKAGE / "__init__.py" or path == PACKAGE / "__main__.py":
             continue
-        part = _part(path)
+        part = part_of(path)
         for other in _imported_parts(path):
             assert LAYER[other] <= LAYER[part], f"{path.relative_to(PACKAGE)} ({part}) imports {other}, a later stage"
 
@@ -161,8 +152,8 @@ def _imported_modules(path: Path) -> set[tuple[str, ...]]:
 
 def test_no_module_imports_another_parts_private_modules():
     """What one part of the package needs from another, that part exports from its ``__init__``."""
-    for path in _modules():
-        part = _part(path)
+    for path in sources():
+        part = part_of(path)
         for module in _imported_modules(path):
             if module and module[0] != part and any(name.startswith("_") for name in module[1:]):
                 raise AssertionError(f"{path.relative_to(PACKAGE)} imports sweep.{'.'.join(module)}")
@@ -228,7 +219,7 @@ def test_configure_caches_every_program_unless_told(tmp_path, monkeypatch):
 
 
 def test_production_code_reads_no_test_hooks_from_the_environment():
-    for path in _modules():
+    for path in sources():
         assert "SWEEP_TEST_" not in path.read_text(), path
 
 
@@ -339,7 +330,7 @@ def _module_name(path: Path) -> tuple[str, ...]:
 def test_no_import_circle_inside_a_package():
     """Modules import one way inside a package too (its ``__init__`` aside, which re-exports)."""
     graph: dict[tuple[str, ...], set[tuple[str, ...]]] = {}
-    for path in _modules():
+    for path in sources():
         if path.name in ("__init__.py", "__main__.py"):
             continue
         name = _module_name(path)
@@ -364,7 +355,7 @@ MODULE_LINES = 420  # "modules under ~400 lines": one concept per file
 def test_every_module_stays_near_four_hundred_lines():
     """A module that grows past ~400 lines holds more than one concept: split it by concept (as
     ``_selection.py``, ``_predictions.py`` and ``_ensemble.py`` split the queries of ``Ensemble``)."""
-    long = {str(p.relative_to(PACKAGE)): n for p in _modules() if (n := len(p.read_text().splitlines())) > MODULE_LINES}
+    long = {str(p.relative_to(PACKAGE)): n for p in sources() if (n := len(p.read_text().splitlines())) > MODULE_LINES}
     assert long == {}, f"modules over {MODULE_LINES} lines: {long}"
 
 
@@ -376,7 +367,7 @@ def test_no_module_reads_another_modules_private_names():
     """``from ._x import _name``, or ``_x._name`` of a module imported as ``from . import _x``:
     what a module of ``sweep`` shares with another is public in it."""
     found = []
-    for path in _modules():
+    for path in sources():
         tree = ast.parse(path.read_text())
         package = list(path.relative_to(PACKAGE).parts[:-1])
         modules = set()
@@ -410,7 +401,7 @@ def test_every_file_name_of_a_sweep_directory_and_a_store_is_named_in_one_module
     assert {"plan.json", "manifest.json", "members.parquet", "block.json", "CURRENT", "tune-"} <= names
     found = [
         f"{path.relative_to(PACKAGE)}:{node.lineno}: {node.value!r}"
-        for path in _modules()
+        for path in sources()
         if path.name != "_layout.py"
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.Constant) and node.value in names
@@ -464,7 +455,7 @@ def test_no_module_reads_another_modules_private_attributes():
     ``Predictions.checked_inputs``/``outputs``/``rollout_states``, ``Store.at``, ..."""
     seen: dict[Path, set[str]] = {}
     found = []
-    for path in _modules():
+    for path in sources():
         own = _defined_names(path, seen) | PUBLIC_UNDERSCORED
         for node in ast.walk(ast.parse(path.read_text())):
             if not (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")):
@@ -480,9 +471,9 @@ def test_one_aggregate():
     """``sweep.aggregate`` is the one aggregation of a sweep directory; Ray tasks are an argument of it."""
     defined = [  # the command `sweep aggregate` (cli/_store.py) calls it
         str(path.relative_to(PACKAGE))
-        for path in _modules()
+        for path in sources()
         for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.FunctionDef) and node.name == "aggregate" and _part(path) != "cli"
+        if isinstance(node, ast.FunctionDef) and node.name == "aggregate" and part_of(path) != "cli"
     ]
     assert defined == ["ensemble/_aggregate.py"], defined
     import sweep.store
