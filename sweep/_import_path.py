@@ -3,13 +3,14 @@ import path this process hands the Ray workers it starts (:func:`driver_paths`).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
 import re
 import sys
 import sysconfig
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from typing import Any
 
 from ._errors import SpecError, StoreError, did_you_mean
@@ -98,9 +99,22 @@ def driver_paths() -> list[str]:
     return out
 
 
-def worker_runtime_env() -> dict[str, Any] | None:
-    """The ``runtime_env`` of a local Ray this process starts: its workers get the driver's own
-    import path (:func:`driver_paths`) as ``PYTHONPATH``, so that they import what it imports (a
-    model module a script put on ``sys.path``); None where it has none of its own."""
+@contextlib.contextmanager
+def workers_import_path() -> Iterator[None]:
+    """While a local Ray starts: ``PYTHONPATH`` set to the driver's own import path
+    (:func:`driver_paths`), which Ray's processes inherit, so that its workers import what this
+    process imports (a model module a script put on ``sys.path``); this process's environment as it
+    was after. Through the environment, not a ``runtime_env``: Ray starts the workers of a job with
+    a ``runtime_env`` through a process of its own that imports Ray once more (about a CPU-second
+    each), and cannot give such a job the workers it started ahead."""
     paths = os.pathsep.join(driver_paths())
-    return {"env_vars": {"PYTHONPATH": paths}} if paths else None
+    before = os.environ.get("PYTHONPATH")
+    if paths:
+        os.environ["PYTHONPATH"] = paths
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before

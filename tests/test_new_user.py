@@ -279,13 +279,13 @@ print(sweep.run(spec, storage={storage!r}, options=sweep.RunOptions(progress="of
 
 def test_the_local_ray_a_run_starts_gives_its_workers_the_drivers_import_path(tmp_path, monkeypatch):
     """A run without an address starts Ray's own local instance (not one started with ``ray
-    start``), whose workers get the folders on the driver's ``sys.path`` as ``PYTHONPATH``: a model
-    module a script put there imports in its trials (trained there: the slow test below)."""
+    start``), whose workers inherit the folders on the driver's ``sys.path`` as ``PYTHONPATH``: a
+    model module a script put there imports in its trials (trained there: the slow test below)."""
     import ray
 
-    class Started(Exception):  # where the run would start Ray: what it was started with
+    class Started(Exception):  # where the run would start Ray: what it was started with, in what environment
         def __init__(self, **kwargs):
-            self.kwargs = kwargs
+            self.kwargs, self.pythonpath = kwargs, os.environ.get("PYTHONPATH")
 
     def init(**kwargs):
         raise Started(**kwargs)
@@ -295,10 +295,14 @@ def test_the_local_ray_a_run_starts_gives_its_workers_the_drivers_import_path(tm
     monkeypatch.syspath_prepend(str(code))
     monkeypatch.setattr(ray, "is_initialized", lambda: False)  # (the session's Ray: as in a fresh script)
     monkeypatch.setattr(ray, "init", init)
+    before = os.environ.get("PYTHONPATH")
     with pytest.raises(Started) as started:
         sweep.run(tiny_spec(seeds=1, seeds_per_trial=1), storage=str(tmp_path / "runs"))
     assert started.value.kwargs["address"] == "local"
-    assert started.value.kwargs["runtime_env"]["env_vars"]["PYTHONPATH"].split(os.pathsep)[0] == str(code)
+    # inherited by Ray's processes (not a runtime_env: a job's workers would start through another process)
+    assert "runtime_env" not in started.value.kwargs
+    assert started.value.pythonpath.split(os.pathsep)[0] == str(code)
+    assert os.environ.get("PYTHONPATH") == before  # this process's environment as it was
 
 
 @pytest.mark.slow

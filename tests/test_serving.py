@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -363,7 +364,7 @@ def test_without_validation_samples_recalibrate_is_refused_before_ray_starts(tmp
 
 def test_a_local_ray_started_to_serve_hands_its_replicas_this_processs_import_path(tmp_path, monkeypatch):
     """A script that put its model module on sys.path serves it: the local Ray a service starts
-    gets the driver's own import path as PYTHONPATH, as sweep.run's does."""
+    inherits the driver's own import path as PYTHONPATH, as sweep.run's does."""
     import ray
 
     own = tmp_path / "project"
@@ -372,15 +373,15 @@ def test_a_local_ray_started_to_serve_hands_its_replicas_this_processs_import_pa
     started = {}
 
     def init(**kwargs):
-        started.update(kwargs)
+        started.update(kwargs, pythonpath=os.environ.get("PYTHONPATH"))
         raise RuntimeError("stop here")
 
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", init)
     with pytest.raises(RuntimeError, match="stop here"):
         sweep.serve(tiny_store(tmp_path / "s"))
-    assert started["address"] == "local"
-    assert str(own) in started["runtime_env"]["env_vars"]["PYTHONPATH"].split(":")
+    assert started["address"] == "local" and "runtime_env" not in started  # inherited by Ray's processes
+    assert str(own) in started["pythonpath"].split(os.pathsep)
 
 
 def test_bad_options_and_selections_fail_before_ray_starts(tmp_path, sweep_dir):

@@ -15,10 +15,13 @@ time goes: slot freed -> next trial's actor started -> trial function entered ->
 trial complete. ``--tune-option KEY=JSON`` passes Tune options through ``sweep.run``; since
 issue 14 ``sweep.run`` reuses trial workers (``reuse_actors=True``), so
 ``--tune-option reuse_actors=false`` measures the old cost (a new process per trial).
+``--ray sweep`` lets ``sweep.run`` start its own local Ray (every core, the driver's import path
+for its workers) instead of the benchmark's (:func:`benchmarks._shared.ray_local.local_ray`).
 
     python -m benchmarks.tune.trial_overhead                     # N1=4, N2=16, 2 repeats
     python -m benchmarks.tune.trial_overhead --n 4 16 --repeats 3 --timeline
     python -m benchmarks.tune.trial_overhead --tune-option reuse_actors=false
+    python -m benchmarks.tune.trial_overhead --tune-option reuse_actors=false --ray sweep --skip-inprocess
     python -m benchmarks.tune.trial_overhead --quick              # checks that it runs
 """
 
@@ -41,7 +44,7 @@ CHILD = r"""
 import json, sys, time
 import sweep
 sweep.configure()  # what sweep.run and every trial do
-mode, spec_json, storage, options_json, events_path = sys.argv[1:6]
+mode, spec_json, storage, options_json, events_path, ray_of = sys.argv[1:7]
 spec = sweep.SweepSpec.from_dict(json.loads(spec_json))
 if mode == "block":
     for config, hsets in spec.expand():
@@ -55,7 +58,8 @@ else:
 
     from benchmarks._shared.ray_local import local_ray, tune_configs
 
-    local_ray(2)
+    if ray_of == "benchmark":
+        local_ray(2)
     events = []
 
     class Timeline(tune.Callback):
@@ -93,11 +97,18 @@ def make_spec(args, seeds: int) -> dict:
 
 
 def wall(
-    mode: str, spec: dict, storage: str = "", options: dict | None = None, events: str = "", env: dict | None = None
+    mode: str,
+    spec: dict,
+    storage: str = "",
+    options: dict | None = None,
+    events: str = "",
+    env: dict | None = None,
+    ray_of: str = "benchmark",
 ) -> tuple[float, float, OtherLoad]:
     """Seconds of a whole fresh process of ``mode``, from its start until the work returned, and
-    the load of other processes meanwhile."""
-    return run_until_returned(CHILD, mode, json.dumps(spec), storage, json.dumps(options or {}), events, env=env)
+    the load of other processes meanwhile; ``ray_of``: whose local Ray the sweep runs on."""
+    args = (mode, json.dumps(spec), storage, json.dumps(options or {}), events, ray_of)
+    return run_until_returned(CHILD, *args, env=env)
 
 
 def marginal(times: dict[int, float], n1: int, n2: int) -> float:
@@ -169,6 +180,12 @@ def main() -> None:
     parser.add_argument("--timeline", action="store_true", help="print where the N2 sweep's trial time went")
     add_tune_option(parser)
     parser.add_argument("--skip-inprocess", action="store_true")
+    parser.add_argument(
+        "--ray",
+        choices=("benchmark", "sweep"),
+        default="benchmark",
+        help="whose local Ray: the benchmark's (2 CPUs) or the one sweep.run starts itself",
+    )
     add_options(parser, epochs=4, report_every=2)
     parser.set_defaults(**TINY_TRIAL)
     args = parser.parse_args()
@@ -176,10 +193,11 @@ def main() -> None:
         args.n, args.repeats, args.points, args.samples, args.hidden, args.depth = [2, 4], 1, 16, 60, 4, 2
     n1, n2 = args.n
     options = tune_options(args)
+    ray_named = "the benchmark's local Ray of 2 CPUs" if args.ray == "benchmark" else "the local Ray sweep.run starts"
     print(
         f"workload: trials of 1 seed x {args.epochs} epochs (report every {args.report_every}), ConvNet hidden "
         f"{args.hidden} depth {args.depth}, heat1d {args.points} points {args.samples} samples; 1 CPU per trial, "
-        f"local Ray of 2 CPUs; sweeps of {n1} and {n2} trials; tune options {options or 'none'}; "
+        f"{ray_named}; sweeps of {n1} and {n2} trials; tune options {options or 'none'}; "
         f"{os.cpu_count()} CPUs"
     )
     rows = {m: [] for m in ("sweep", "sweep_returned", "loop", "block")}
@@ -191,7 +209,9 @@ def main() -> None:
             spec = make_spec(args, n)
             with tempfile.TemporaryDirectory(prefix="sweep-trials-") as storage:
                 events = str(Path(storage) / "events.json") if args.timeline and n == n2 else ""
-                times["sweep"][n], times["sweep_returned"][n], load = wall("sweep", spec, storage, options, events)
+                times["sweep"][n], times["sweep_returned"][n], load = wall(
+                    "sweep", spec, storage, options, events, ray_of=args.ray
+                )
                 loads.append(load.cores)
                 if events:
                     timeline_lines = timeline(json.loads(Path(events).read_text()))

@@ -11,7 +11,7 @@ import warnings
 from typing import Any
 
 from .._errors import SpecError, warn
-from .._import_path import worker_runtime_env
+from .._import_path import workers_import_path
 from .._reachable import check_reachable
 from ..ensemble import Blend, Ensemble, load
 from ._app import token_digest
@@ -202,13 +202,9 @@ def serve(path_or_ensemble: str | os.PathLike | Ensemble, options: ServeOptions 
             warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
             # Ray's logger untouched after (configure_logging=False), at errors only while it starts:
             # no token-authentication notice
-            with _logs_at("ray", "ERROR"):
-                ray.init(
-                    address=options.address or "local",
-                    include_dashboard=False,
-                    configure_logging=False,
-                    runtime_env=None if options.address else worker_runtime_env(),  # as sweep.run's local Ray
-                )
+            # a local Ray's workers: this process's import path, as sweep.run's local Ray
+            with _logs_at("ray", "ERROR"), contextlib.nullcontext() if options.address else workers_import_path():
+                ray.init(address=options.address or "local", include_dashboard=False, configure_logging=False)
     ingress = _ingress(options)
     port = options.port or _free_port(options.host)
     board_name = f"{options.name}-{uuid.uuid4().hex[:12]}"

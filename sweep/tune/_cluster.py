@@ -8,7 +8,7 @@ import warnings
 from collections.abc import Mapping
 
 from .._errors import SweepError
-from .._import_path import worker_runtime_env
+from .._import_path import workers_import_path
 from .._interrupt import starting_ray
 from .._reachable import check_reachable
 
@@ -19,7 +19,7 @@ def ensure_ray(address: str | None, quiet: bool = True) -> None:
     Without an address Ray starts its own instance (``address="local"``), never joining a
     cluster someone started on this machine with ``ray start`` (which a bare ``ray.init()``
     would do, and whose end would take this sweep's trials with it); its workers get the
-    driver's own import path (``worker_runtime_env``: as ``PYTHONPATH``), so that trials import
+    driver's own import path (``workers_import_path``: as ``PYTHONPATH``), so that trials import
     what the driver imports (a model module a script put on ``sys.path``). On a cluster the
     workers import what is installed there or sent with Ray's ``runtime_env``.
     ``quiet``: Ray logs errors only (no banner, no token-authentication notice)."""
@@ -32,13 +32,8 @@ def ensure_ray(address: str | None, quiet: bool = True) -> None:
         with warnings.catch_warnings():  # Ray forks and execs its daemons at once: no JAX state is shared
             warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
             if address is None:
-                ray.init(
-                    address="local",
-                    include_dashboard=False,
-                    log_to_driver=False,
-                    logging_level=level,
-                    runtime_env=worker_runtime_env(),
-                )
+                with workers_import_path():
+                    ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level=level)
             elif address.startswith("ray://"):  # Ray Client: the cluster's own settings apply
                 ray.init(address=address)
             else:
