@@ -165,7 +165,7 @@ def _fresh(code: str) -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
-# The tests of a fresh process's imports share one process (helpers.FRESH_IMPORTS), each its own check.
+# The tests of a fresh process's imports share one process (_fresh_imports.FRESH_IMPORTS), each its own check.
 def test_core_modules_import_neither_ray_nor_the_tune_layer():
     assert fresh_import("core_modules") == []
 

@@ -36,6 +36,13 @@ def first_trial(reference: dict) -> dict:
     return {trial.trial_key: reference[trial.trial_key]}
 
 
+def one_at_a_time():
+    """Tune's settings for trials one after another, each in the worker the last one used."""
+    from ray import tune
+
+    return tune.TuneConfig(max_concurrent_trials=1, reuse_actors=True)
+
+
 def assert_same_members(blocks: dict, reference: dict) -> None:
     assert set(blocks) == set(reference)
     for key, block in blocks.items():
@@ -105,10 +112,7 @@ def test_a_reused_worker_trains_the_same_members_as_fresh_ones(baseline, tmp_pat
     and end bit-identical to the baseline's two fresh workers. With ``checkpoint_every=2`` the
     first of the two reports has no checkpoint: each trial wrote one, at its last report."""
     _, reference = baseline
-    from ray import tune
-
-    one_at_a_time = tune.TuneConfig(max_concurrent_trials=1, reuse_actors=True)
-    path = sweep.run(tiny_spec(), storage=str(tmp_path), tune_config=one_at_a_time, checkpoint_every=2)
+    path = sweep.run(tiny_spec(), storage=str(tmp_path), tune_config=one_at_a_time(), checkpoint_every=2)
     blocks = final_blocks(path)
     assert_same_members(blocks, reference)
     for key, block in blocks.items():
@@ -329,13 +333,10 @@ def test_storage_not_writable(ray_session, tmp_path):
 
 
 def test_auto_block_size_is_measured_where_trials_run_and_kept(ray_session, tmp_path):
-    from ray import tune
-
     spec = tiny_spec(seeds=4, seeds_per_trial="auto")
     # the size is chosen for the cluster's slots (2), whatever the trials run at once: one reused
     # worker trains them in turn (one trial process fewer, about 5 CPU-seconds)
-    one_at_a_time = tune.TuneConfig(max_concurrent_trials=1, reuse_actors=True)
-    path = Path(sweep.run(spec, storage=str(tmp_path), tune_config=one_at_a_time))
+    path = Path(sweep.run(spec, storage=str(tmp_path), tune_config=one_at_a_time()))
     plan = json.loads((path / "plan.json").read_text())
     chosen = plan["seeds_per_trial"]
     assert plan["spec"]["seeds_per_trial"] == "auto" and 1 <= chosen <= 2  # 2 slots: at most 4 / 2 seeds
